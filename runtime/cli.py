@@ -1,0 +1,122 @@
+"""`yurt`: the command line.
+
+Exit codes are a contract (DESIGN §7): 0 ok, 1 a job or allocation failed, 2 bad input or
+usage, 130 interrupted. Errors go to stderr as `file:line:col: field: message` lines so editors
+and CI annotate them; results go to stdout, machine-readable where a command says so.
+
+Commands that need the agent arrive with it; this module only parses and dispatches, the work
+lives in the modules it calls.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from runtime import __version__
+from runtime.durations import format_duration
+from runtime.errors import JobSpecError
+from runtime.jobspec import encode_job, load_job
+from runtime.structs import Job
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _summary(path: str, job: Job) -> str:
+    groups = len(job.task_groups)
+    tasks = sum(len(g.tasks) for g in job.task_groups)
+    allocs = sum(g.count for g in job.task_groups)
+
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    return (f'{path}: job "{job.id}" ({job.type}, priority {job.priority}): '
+            f"{plural(groups, 'group')}, {plural(tasks, 'task')}, "
+            f"{plural(allocs, 'allocation')} — valid")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-v", prog_name="yurt")
+def cli() -> None:
+    """yurt runs Nomad jobs on this machine: task groups as allocations, with lifecycle
+    stages, restart policies, graceful kills and state that survives an agent restart."""
+
+
+@cli.group()
+def job() -> None:
+    """Check, inspect and run job files (Nomad HCL2 or Nomad JSON)."""
+
+
+def _task_table(job: Job) -> Table:
+    table = Table(title=f'job "{job.id}": tasks as they will run '
+                        "(restart = attempts/interval/delay/mode)", title_justify="left")
+    for column in ("group", "count", "task", "driver", "stage", "restart", "kill"):
+        table.add_column(column, no_wrap=column != "stage")
+    for group in job.task_groups:
+        for task in group.tasks:
+            stage = "main"
+            if task.lifecycle is not None:
+                stage = task.lifecycle.hook + (" sidecar" if task.lifecycle.sidecar else "")
+            if task.leader:
+                stage += " (leader)"
+            rp = task.restart_policy
+            restart = "-" if rp is None else (
+                f"{rp.attempts}/{format_duration(rp.interval or 0)}/"
+                f"{format_duration(rp.delay or 0)}/{rp.mode}")
+            kill = f"{task.kill_signal or 'SIGINT'} +{format_duration(task.kill_timeout)}"
+            table.add_row(group.name, str(group.count), task.name, task.driver, stage, restart,
+                          kill)
+    return table
+
+
+@job.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--verbose", is_flag=True, help="Also show each job's tasks as they will run.")
+def validate(files: Sequence[str], verbose: bool) -> None:
+    """Check job files; print one summary line per valid job.
+
+    Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
+    is 2 if any file has one.
+    """
+    status = EXIT_OK
+    console = Console(highlight=False)
+    if not console.is_terminal:  # piped: don't squeeze tables into 80 columns
+        console = Console(highlight=False, width=120)
+    for path in files:
+        try:
+            parsed = load_job(path)
+        except JobSpecError as e:
+            click.echo(e.render(), err=True)
+            status = EXIT_USAGE
+            continue
+        click.echo(_summary(path, parsed))
+        if verbose:
+            console.print(_task_table(parsed))
+    sys.exit(status)
+
+
+@job.command()
+@click.argument("file", metavar="FILE")
+def parse(file: str) -> None:
+    """Print the job as Nomad API JSON ({"Job": {...}}), defaults filled in."""
+    try:
+        parsed = load_job(file)
+    except JobSpecError as e:
+        click.echo(e.render(), err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(encode_job(parsed).decode())
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli(prog_name="yurt")
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)

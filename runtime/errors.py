@@ -1,0 +1,73 @@
+"""yurt's exception hierarchy, split by who is to blame.
+
+- `JobSpecError`: the user's input (a job file) is wrong. It carries every problem found, each
+  with file, line, column and field path, so one run reports them all.
+- `StateError` and subclasses: the state directory cannot be used as it is (locked by another
+  agent, written by an unknown schema version, unreadable). The operator must act.
+- `DriverError`: a task could not be started or controlled; `recoverable` says whether a
+  restart may help, as Nomad's drivers mark it.
+Anything else escaping is a bug in yurt. OS errors are translated where they happen, at the one
+boundary that knows what they mean for the user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class YurtError(Exception):
+    """Base of every error yurt raises on purpose."""
+
+
+@dataclass(frozen=True, order=True)
+class SpecProblem:
+    """One thing wrong with a job file. `line`/`column` are 1-based; 0 when unknown."""
+
+    line: int
+    column: int
+    field: str
+    message: str
+
+    def render(self, file: str) -> str:
+        where = file
+        if self.line:
+            where += f":{self.line}"
+            if self.column:
+                where += f":{self.column}"
+        return f"{where}: {self.field or 'job'}: {self.message}"
+
+
+class JobSpecError(YurtError):
+    """A job file that cannot be run, with every problem found in it."""
+
+    def __init__(self, file: str, problems: list[SpecProblem]) -> None:
+        self.file = file
+        self.problems = sorted(problems)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return "\n".join(p.render(self.file) for p in self.problems)
+
+
+class StateError(YurtError):
+    """The state database cannot be used as it is."""
+
+
+class StateLockedError(StateError):
+    """Another agent holds the data directory."""
+
+
+class StateVersionError(StateError):
+    """The state database has a schema version this yurt does not know."""
+
+
+class StateWriteError(StateError):
+    """A write to the state database failed; the write may not be durable."""
+
+
+class DriverError(YurtError):
+    """A driver could not start or control a task."""
+
+    def __init__(self, message: str, *, recoverable: bool = False) -> None:
+        super().__init__(message)
+        self.recoverable = recoverable

@@ -1,0 +1,344 @@
+"""The data model: jobs, allocations, task state and events, with Nomad's JSON encoding.
+
+Every struct here encodes to, and decodes from, the JSON that Nomad's HTTP API speaks: field
+names are Nomad's (`ID`, `TaskGroups`, `MemoryMB`, `KillTimeout` …), durations are integer
+nanoseconds, `TaskEvent.Time` is unix nanoseconds, `TaskState.StartedAt` and friends are RFC 3339
+times (Go's zero time `0001-01-01T00:00:00Z` when unset), and task event `Details` is a map of
+strings. So a Nomad JSON job, or an allocation fetched from Nomad, decodes here and re-encodes
+without losing a field yurt models.
+
+Invariants:
+- Python attribute names are the jobspec (HCL) names where the jobspec has one (`kill_timeout`,
+  `memory`, `max_file_size`), so the jobspec layer maps HCL to structs by attribute name; the JSON
+  name is the msgspec `name=`.
+- `null` in Nomad JSON means "not set": the jobspec decoder drops nulls, and the struct default is
+  Nomad's own default. The one exception is `RestartPolicy`, whose fields stay `None` until
+  `jobspec.canonicalize` fills them, because a task's `restart` block overrides its group's
+  field by field and the default depends on the job type.
+- Structs are plain data: no I/O, no clock. Mutable, because runners update task state in place
+  and persist copies.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final
+
+import msgspec
+from msgspec import field
+
+from runtime.durations import MINUTE, SECOND
+
+#: Integer nanoseconds. The metadata tells the jobspec layer to accept `"15s"`-style strings.
+Duration = Annotated[int, msgspec.Meta(extra={"yurt_kind": "duration"})]
+
+#: Go's zero `time.Time`, which Nomad's JSON carries for "never".
+ZERO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
+
+JOB_TYPES: Final = ("service", "batch", "sysbatch")
+LIFECYCLE_HOOKS: Final = ("prestart", "poststart", "poststop")
+RESTART_MODES: Final = ("delay", "fail")
+
+# Task states (TaskState.State) and allocation client statuses, as Nomad spells them.
+TASK_STATE_PENDING: Final = "pending"
+TASK_STATE_RUNNING: Final = "running"
+TASK_STATE_DEAD: Final = "dead"
+
+ALLOC_CLIENT_PENDING: Final = "pending"
+ALLOC_CLIENT_RUNNING: Final = "running"
+ALLOC_CLIENT_COMPLETE: Final = "complete"
+ALLOC_CLIENT_FAILED: Final = "failed"
+ALLOC_CLIENT_LOST: Final = "lost"
+
+ALLOC_DESIRED_RUN: Final = "run"
+ALLOC_DESIRED_STOP: Final = "stop"
+ALLOC_DESIRED_EVICT: Final = "evict"
+
+
+class Base(msgspec.Struct, kw_only=True, rename="pascal"):
+    """Common encoding options: PascalCase JSON names unless a field says otherwise."""
+
+
+# --------------------------------------------------------------------------- jobspec structs
+
+
+class RestartPolicy(Base):
+    """`restart {}`; `None` fields are inherited (task ← group ← job-type default)."""
+
+    attempts: int | None = None
+    interval: Duration | None = None
+    delay: Duration | None = None
+    mode: str | None = None
+    render_templates: bool | None = None
+
+
+class Lifecycle(Base):
+    """`lifecycle {}`: which stage a task runs in, and whether it stays up alongside main."""
+
+    hook: str = ""
+    sidecar: bool = False
+
+
+class RequestedDevice(Base):
+    """`device "vendor/type/name" { count = N }` — the label is `Name`."""
+
+    name: str = ""
+    count: int = 1
+
+
+class Resources(Base):
+    cpu: int = field(default=100, name="CPU")
+    memory: int = field(default=300, name="MemoryMB")
+    memory_max: int = field(default=0, name="MemoryMaxMB")
+    devices: list[RequestedDevice] = field(default_factory=list, name="Devices")
+
+
+class LogConfig(Base):
+    max_files: int = 10
+    max_file_size: int = field(default=10, name="MaxFileSizeMB")
+    disabled: bool = False
+
+
+class EphemeralDisk(Base):
+    sticky: bool = False
+    migrate: bool = False
+    size: int = field(default=300, name="SizeMB")
+
+
+class Task(Base):
+    name: str = ""
+    driver: str = ""
+    user: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    leader: bool = False
+    lifecycle: Lifecycle | None = None
+    restart_policy: RestartPolicy | None = None
+    kill_timeout: Duration = 5 * SECOND
+    kill_signal: str = ""
+    shutdown_delay: Duration = 0
+    resources: Resources = field(default_factory=Resources)
+    log_config: LogConfig = field(default_factory=LogConfig)
+
+
+class TaskGroup(Base):
+    name: str = ""
+    count: int = 1
+    tasks: list[Task] = field(default_factory=list)
+    restart_policy: RestartPolicy | None = None
+    ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
+    meta: dict[str, str] = field(default_factory=dict)
+
+
+class Job(Base):
+    region: str = "global"
+    namespace: str = "default"
+    id: str = field(default="", name="ID")
+    name: str = ""
+    type: str = "service"
+    priority: int = 50
+    datacenters: list[str] = field(default_factory=lambda: ["*"])
+    meta: dict[str, str] = field(default_factory=dict)
+    task_groups: list[TaskGroup] = field(default_factory=list)
+    # Server-side bookkeeping; never set from a jobspec.
+    stop: bool = False
+    status: str = ""
+    status_description: str = ""
+    version: int = 0
+    submit_time: int = 0
+    create_index: int = 0
+    modify_index: int = 0
+    job_modify_index: int = 0
+
+    def lookup_group(self, name: str) -> TaskGroup | None:
+        return next((g for g in self.task_groups if g.name == name), None)
+
+
+#: Nomad's default restart policies by job type (reference §2.5).
+DEFAULT_RESTART_POLICY: Final[dict[str, RestartPolicy]] = {
+    "service": RestartPolicy(attempts=2, interval=30 * MINUTE, delay=15 * SECOND, mode="fail",
+                             render_templates=False),
+    "batch": RestartPolicy(attempts=3, interval=24 * 60 * MINUTE, delay=15 * SECOND,
+                           mode="fail", render_templates=False),
+}
+DEFAULT_RESTART_POLICY["sysbatch"] = DEFAULT_RESTART_POLICY["batch"]
+
+
+# --------------------------------------------------------------------------- runtime structs
+
+
+class TaskEvent(Base):
+    """One task event; `Details` carries the structured fields, the flat ones are Nomad's
+    deprecated copies, kept because Nomad API clients still read them."""
+
+    type: str = ""
+    time: int = 0
+    message: str = ""
+    display_message: str = ""
+    details: dict[str, str] = field(default_factory=dict)
+    fails_task: bool = False
+    restart_reason: str = ""
+    setup_error: str = ""
+    driver_error: str = ""
+    exit_code: int = 0
+    signal: int = 0
+    kill_reason: str = ""
+    kill_timeout: int = 0
+    kill_error: str = ""
+    start_delay: int = 0
+    download_error: str = ""
+    validation_error: str = ""
+    disk_limit: int = 0
+    failed_sibling: str = ""
+    vault_error: str = ""
+    task_signal_reason: str = ""
+    task_signal: str = ""
+    driver_message: str = ""
+    generic_source: str = ""
+
+
+class TaskState(Base):
+    state: str = TASK_STATE_PENDING
+    failed: bool = False
+    restarts: int = 0
+    last_restart: datetime = ZERO_TIME
+    started_at: datetime = ZERO_TIME
+    finished_at: datetime = ZERO_TIME
+    events: list[TaskEvent] = field(default_factory=list)
+
+
+class AllocatedDevice(Base):
+    vendor: str = ""
+    type: str = ""
+    name: str = ""
+    device_ids: list[str] = field(default_factory=list, name="DeviceIDs")
+
+
+class AllocatedTaskResources(Base):
+    cpu_shares: int = 0
+    memory_mb: int = field(default=0, name="MemoryMB")
+    memory_max_mb: int = field(default=0, name="MemoryMaxMB")
+    devices: list[AllocatedDevice] = field(default_factory=list)
+
+
+class AllocDeploymentStatus(Base):
+    healthy: bool | None = None
+    timestamp: datetime = ZERO_TIME
+    canary: bool = False
+    modify_index: int = 0
+
+
+class AllocNetworkStatus(Base):
+    interface_name: str = ""
+    address: str = ""
+
+
+class Allocation(Base):
+    id: str = field(default="", name="ID")
+    namespace: str = "default"
+    eval_id: str = field(default="", name="EvalID")
+    name: str = ""
+    node_id: str = field(default="", name="NodeID")
+    node_name: str = ""
+    job_id: str = field(default="", name="JobID")
+    job: Job | None = None
+    task_group: str = ""
+    task_resources: dict[str, AllocatedTaskResources] = field(default_factory=dict)
+    desired_status: str = ALLOC_DESIRED_RUN
+    desired_description: str = ""
+    client_status: str = ALLOC_CLIENT_PENDING
+    client_description: str = ""
+    task_states: dict[str, TaskState] = field(default_factory=dict)
+    deployment_status: AllocDeploymentStatus | None = None
+    network_status: AllocNetworkStatus | None = None
+    previous_allocation: str = ""
+    next_allocation: str = ""
+    preempted_allocations: list[str] = field(default_factory=list)
+    preempted_by_allocation: str = ""
+    create_index: int = 0
+    modify_index: int = 0
+    alloc_modify_index: int = 0
+    create_time: int = 0
+    modify_time: int = 0
+
+    def is_terminal(self) -> bool:
+        """Server- or client-terminal, as Nomad's `Allocation.TerminalStatus`."""
+        if self.desired_status in (ALLOC_DESIRED_STOP, ALLOC_DESIRED_EVICT):
+            return True
+        return self.client_status in (ALLOC_CLIENT_COMPLETE, ALLOC_CLIENT_FAILED,
+                                      ALLOC_CLIENT_LOST)
+
+
+class DriverInfo(Base):
+    detected: bool = False
+    healthy: bool = False
+    health_description: str = ""
+    update_time: datetime = ZERO_TIME
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+class Node(Base):
+    id: str = field(default="", name="ID")
+    name: str = ""
+    datacenter: str = "dc1"
+    node_class: str = ""
+    node_pool: str = "default"
+    attributes: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    drivers: dict[str, DriverInfo] = field(default_factory=dict)
+    status: str = "initializing"
+    status_description: str = ""
+    create_index: int = 0
+    modify_index: int = 0
+
+
+# --------------------------------------------------------------------------- client-local state
+
+
+class HookState(Base):
+    """What one task hook persisted: whether its prestart finished, its data and its env."""
+
+    prestart_done: bool = False
+    data: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class TaskHandle(Base):
+    """Enough for a driver to find a task again after an agent restart."""
+
+    version: int = 1
+    driver: str = ""
+    task_id: str = field(default="", name="TaskID")
+    state: str = ""
+    driver_state: dict[str, Any] = field(default_factory=dict)
+
+
+class LocalState(Base):
+    """The task runner's private persisted state (Nomad's `state.LocalState`)."""
+
+    hooks: dict[str, HookState] = field(default_factory=dict)
+    driver_network: dict[str, Any] | None = None
+    task_handle: TaskHandle | None = None
+    run_complete: bool = False
+
+
+class AcknowledgedState(Base):
+    """The last client view of an allocation that the server acknowledged."""
+
+    client_status: str = ""
+    client_description: str = ""
+    task_states: dict[str, TaskState] = field(default_factory=dict)
+    deployment_status: AllocDeploymentStatus | None = None
+    network_status: AllocNetworkStatus | None = None
+    modify_time: int = 0
+
+
+class PluginState(Base):
+    """Driver- or device-manager state: opaque per-plugin blobs that let them re-attach."""
+
+    internal_state: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class NodeRegistration(Base):
+    has_registered: bool = False

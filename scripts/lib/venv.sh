@@ -1,0 +1,34 @@
+# Sourced by scripts/*: make sure ./.venv exists and has yurt installed (editable) with the
+# extras named in $YURT_EXTRAS. Reinstalls only when pyproject.toml changed since the last
+# install, so repeated runs cost nothing. Needs only a Python 3.11+ on PATH.
+set -euo pipefail
+
+find_python() {
+  for candidate in "${PYTHON:-}" python3.11 python3.12 python3.13 python3; do
+    [ -n "$candidate" ] || continue
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+  echo "yurt needs Python 3.11 or newer on PATH (or set PYTHON=/path/to/python3.11)" >&2
+  return 1
+}
+
+ensure_venv() {
+  local extras="${YURT_EXTRAS:-}" spec="." stamp want
+  [ -n "$extras" ] && spec=".[$extras]"
+  if [ ! -x .venv/bin/python ]; then
+    echo "==> creating .venv" >&2
+    "$(find_python)" -m venv .venv
+  fi
+  stamp=.venv/.yurt-install-stamp
+  want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "==> installing yurt${extras:+ with [$extras]} into .venv" >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >&2
+    echo "$want" > "$stamp"
+  fi
+}
