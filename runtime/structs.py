@@ -5,7 +5,9 @@ names are Nomad's (`ID`, `TaskGroups`, `MemoryMB`, `KillTimeout` …), durations
 nanoseconds, `TaskEvent.Time` is unix nanoseconds, `TaskState.StartedAt` and friends are RFC 3339
 times (Go's zero time `0001-01-01T00:00:00Z` when unset), and task event `Details` is a map of
 strings. So a Nomad JSON job, or an allocation fetched from Nomad, decodes here and re-encodes
-without losing a field yurt models.
+without losing a field yurt models. One precision limit: RFC 3339 times keep microseconds
+(Python's `datetime`); Nomad's nanosecond digits beyond that are rounded. Event times, the ones
+that order things, are integers and exact.
 
 Invariants:
 - Python attribute names are the jobspec (HCL) names where the jobspec has one (`kill_timeout`,

@@ -17,18 +17,20 @@ find_python() {
 }
 
 ensure_venv() {
-  local extras="${YURT_EXTRAS:-}" spec="." stamp want
+  # One stamp per extra set; installing [test] also satisfies the plain install, so scripts
+  # that need less never undo what ./scripts/test installed.
+  local extras="${YURT_EXTRAS:-}" spec="." hash
   [ -n "$extras" ] && spec=".[$extras]"
   if [ ! -x .venv/bin/python ]; then
     echo "==> creating .venv" >&2
     "$(find_python)" -m venv .venv
   fi
-  stamp=.venv/.yurt-install-stamp
-  want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+  if [ "$(cat ".venv/.yurt-stamp-${extras:-base}" 2>/dev/null)" != "$hash" ]; then
     echo "==> installing yurt${extras:+ with [$extras]} into .venv" >&2
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >&2
-    echo "$want" > "$stamp"
+    echo "$hash" > ".venv/.yurt-stamp-${extras:-base}"
+    echo "$hash" > .venv/.yurt-stamp-base
   fi
 }

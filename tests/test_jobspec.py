@@ -1,0 +1,384 @@
+"""Job files: HCL and JSON to structs, Nomad's defaults and rules, errors that point (layer 0)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from runtime.durations import HOUR, MILLISECOND, MINUTE, SECOND
+from runtime.errors import JobSpecError, SpecProblem
+from runtime.jobspec import encode_job, load_job, parse_job
+from runtime.structs import Job, RequestedDevice, RestartPolicy
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.nomad.*"))
+DATA = Path(__file__).parent / "data"
+
+
+def problems_of(text: str, filename: str = "job.nomad.hcl") -> list[SpecProblem]:
+    with pytest.raises(JobSpecError) as info:
+        parse_job(text, filename=filename)
+    assert info.value.file == filename
+    return info.value.problems
+
+
+def only_problem(text: str, filename: str = "job.nomad.hcl") -> SpecProblem:
+    problems = problems_of(text, filename)
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+# --------------------------------------------------------------------------- good files
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_validates(path: Path) -> None:
+    job = load_job(path)
+    assert job.task_groups
+    assert all(t.restart_policy is not None for g in job.task_groups for t in g.tasks)
+
+
+def test_examples_cover_what_the_docs_promise() -> None:
+    names = {p.name for p in EXAMPLES}
+    assert {"batch-raw-exec.nomad.hcl", "service-leader-sidecar.nomad.hcl",
+            "mock.nomad.hcl", "mock.nomad.json"} <= names
+    batch = load_job(ROOT / "examples/batch-raw-exec.nomad.hcl")
+    hooks = {t.lifecycle.hook if t.lifecycle else "main" for t in batch.task_groups[0].tasks}
+    assert batch.type == "batch"
+    assert hooks == {"prestart", "main", "poststop"}
+    service = load_job(ROOT / "examples/service-leader-sidecar.nomad.hcl")
+    tasks = service.task_groups[0].tasks
+    assert any(t.leader for t in tasks)
+    assert any(t.lifecycle is not None and t.lifecycle.sidecar for t in tasks)
+
+
+def test_hcl_and_json_of_the_same_job_are_equal() -> None:
+    from_hcl = load_job(DATA / "full.nomad.hcl")
+    from_json = load_job(DATA / "full.nomad.json")
+    assert from_hcl == from_json
+    assert load_job(ROOT / "examples/mock.nomad.hcl") == load_job(ROOT / "examples/mock.nomad.json")
+
+
+def test_full_job_values() -> None:
+    job = load_job(DATA / "full.nomad.hcl")
+    assert (job.region, job.namespace, job.name, job.priority) == ("eu", "prod", "Full Job", 70)
+    assert job.meta == {"owner": "team-a", "tier": "1"}
+    group = job.task_groups[0]
+    assert group.ephemeral_disk.size == 500
+    assert group.ephemeral_disk.sticky
+    server = group.tasks[0]
+    assert server.kill_timeout == 90 * SECOND
+    assert server.shutdown_delay == 250 * MILLISECOND
+    assert server.env == {"PORT": "8080", "DEBUG": "false", "NODE": "${node.unique.name}"}
+    assert server.config["args"][-1] == "${NOMAD_PORT_http}"  # $${ is HCL's escape for ${
+    assert server.resources.devices == [RequestedDevice(name="nvidia/gpu", count=2),
+                                        RequestedDevice(name="fpga", count=1)]
+    # The task's restart block overrides only what it sets; the rest comes from the group.
+    assert server.restart_policy == RestartPolicy(attempts=1, interval=10 * MINUTE,
+                                                  delay=30 * SECOND, mode="delay",
+                                                  render_templates=True)
+
+
+MINIMAL = """
+job "m" {
+  type = "%s"
+  group "g" {
+    task "t" {
+      driver = "mock_driver"
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(("job_type", "attempts", "interval"), [
+    ("service", 2, 30 * MINUTE),
+    ("batch", 3, 24 * HOUR),
+    ("sysbatch", 3, 24 * HOUR),
+])
+def test_nomad_defaults(job_type: str, attempts: int, interval: int) -> None:
+    job = parse_job(MINIMAL % job_type)
+    assert (job.name, job.priority, job.datacenters) == ("m", 50, ["*"])
+    group = job.task_groups[0]
+    assert group.count == 1
+    assert group.ephemeral_disk.size == 300
+    expected = RestartPolicy(attempts=attempts, interval=interval, delay=15 * SECOND,
+                             mode="fail", render_templates=False)
+    assert group.restart_policy == expected
+    task = group.tasks[0]
+    assert task.restart_policy == expected
+    assert task.kill_timeout == 5 * SECOND
+    assert (task.log_config.max_files, task.log_config.max_file_size) == (10, 10)
+    assert (task.resources.cpu, task.resources.memory) == (100, 300)
+
+
+def test_parse_output_round_trips() -> None:
+    job = load_job(DATA / "full.nomad.hcl")
+    encoded = encode_job(job)
+    assert json.loads(encoded)["Job"]["ID"] == "full"
+    assert parse_job(encoded.decode(), filename="out.json") == job
+
+
+def test_nomad_null_and_zero_fields_are_accepted() -> None:
+    doc = {"Job": {"ID": "j", "Constraints": None, "Dispatched": False, "ParentID": "",
+                   "TaskGroups": [{"Name": "g", "Networks": [], "Count": None,
+                                   "Tasks": [{"Name": "t", "Driver": "mock_driver",
+                                              "Kind": "", "Services": None}]}]}}
+    job = parse_job(json.dumps(doc), filename="j.json")
+    assert job.task_groups[0].count == 1
+
+
+def test_bare_job_object_is_accepted_as_json() -> None:
+    doc = {"ID": "j", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t",
+                                                              "Driver": "mock_driver"}]}]}
+    assert parse_job(json.dumps(doc), filename="j.json").id == "j"
+
+
+# --------------------------------------------------------------------------- bad files
+
+
+BAD_FIELD = """job "web" {
+  group "api" {
+    task "server" {
+      driver = "raw_exec"
+      colour = "blue"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+"""
+
+
+def test_unknown_field() -> None:
+    p = only_problem(BAD_FIELD)
+    assert (p.line, p.column) == (5, 7)
+    assert p.field == "job.web.group.api.task.server.colour"
+    assert p.message == 'unknown field "colour"'
+    assert p.render("job.nomad.hcl") == (
+        'job.nomad.hcl:5:7: job.web.group.api.task.server.colour: unknown field "colour"')
+
+
+def test_unknown_field_suggests_the_close_one() -> None:
+    p = only_problem(BAD_FIELD.replace("colour", "kill_timout"))
+    assert p.message == 'unknown field "kill_timout"; did you mean "kill_timeout"?'
+
+
+def test_unsupported_nomad_feature_is_named_as_such() -> None:
+    p = only_problem(BAD_FIELD.replace('colour = "blue"', 'service { name = "x" }'))
+    assert p.field == "job.web.group.api.task.server.service"
+    assert p.message == '"service" is a Nomad feature yurt does not support'
+    assert p.line == 5
+
+
+def test_bad_duration() -> None:
+    p = only_problem(BAD_FIELD.replace('colour = "blue"', 'kill_timeout = "5 seconds"'))
+    assert (p.line, p.field) == (5, "job.web.group.api.task.server.kill_timeout")
+    assert 'expected a duration such as "15s"' in p.message
+    assert '"5 seconds"' in p.message
+
+
+TWO_LEADERS = """job "web" {
+  group "api" {
+    task "a" {
+      driver = "mock_driver"
+      leader = true
+    }
+    task "b" {
+      driver = "mock_driver"
+      leader = true
+    }
+  }
+}
+"""
+
+
+def test_two_leaders() -> None:
+    p = only_problem(TWO_LEADERS)
+    assert (p.line, p.column) == (9, 7)
+    assert p.field == "job.web.group.api.task.b.leader"
+    assert p.message == 'only one task may be marked as leader; "a" already is'
+
+
+def test_duplicate_task_names_point_at_the_second() -> None:
+    p = only_problem(TWO_LEADERS.replace('task "b"', 'task "a"').replace(
+        "leader = true\n    }\n  }", "leader = false\n    }\n  }"))
+    assert (p.line, p.column) == (7, 5)
+    assert p.field == "job.web.group.api.task.a"
+    assert p.message == 'task name "a" is used more than once'
+
+
+RESTART = """job "web" {
+  group "api" {
+    restart {
+      attempts = %s
+      delay    = "%s"
+      interval = "%s"
+      mode     = "%s"
+    }
+    task "t" {
+      driver = "mock_driver"
+    }
+  }
+}
+"""
+
+
+def test_bad_restart_mode() -> None:
+    p = only_problem(RESTART % (2, "15s", "1m", "bogus"))
+    assert (p.line, p.field) == (7, "job.web.group.api.restart.mode")
+    assert p.message == 'expected "delay" or "fail", got "bogus"'
+
+
+def test_attempts_times_delay_beyond_interval() -> None:
+    p = only_problem(RESTART % (3, "30s", "1m", "fail"))
+    assert (p.line, p.field) == (3, "job.web.group.api.restart")
+    assert p.message == ("cannot restart 3 times in an interval of 1m0s with a delay of 30s "
+                         "(attempts × delay must not exceed interval)")
+
+
+def test_zero_attempts_needs_mode_fail_and_interval_minimum() -> None:
+    problems = problems_of(RESTART % (0, "1s", "2s", "delay"))
+    assert [(p.line, p.field) for p in problems] == [
+        (6, "job.web.group.api.restart.interval"),
+        (7, "job.web.group.api.restart.mode"),
+    ]
+    assert "at least 5s" in problems[0].message
+    assert "ambiguous" in problems[1].message
+
+
+def test_task_restart_problem_inherited_from_group_is_reported_once() -> None:
+    text = (RESTART % (3, "30s", "1m", "fail")).replace(
+        'driver = "mock_driver"', 'driver = "mock_driver"\n      restart { mode = "delay" }')
+    problems = problems_of(text)
+    assert [p.field for p in problems] == ["job.web.group.api.restart"]
+
+
+def test_syntax_error_has_line_and_column() -> None:
+    p = only_problem('job "x" {\n  type = \n}\n')
+    assert (p.line, p.column, p.field) == (2, 10, "syntax")
+    assert p.message.startswith("unexpected")
+
+
+def test_unterminated_block() -> None:
+    p = only_problem('job "x" {\n  group "g" {\n')
+    assert p.field == "syntax"
+    assert p.line == 3
+    assert "end of file" in p.message
+
+
+def test_many_problems_are_reported_together_in_line_order() -> None:
+    text = """job "web" {
+  type = "daemon"
+  priority = 500
+  group "api" {
+    count = "two"
+    task "server" {
+      driver = "docker"
+      lifecycle {
+        hook = "prestop"
+      }
+      resources {
+        memory = 5
+      }
+      logs {
+        max_files = 40
+      }
+      config {
+        whatever = 1
+      }
+    }
+  }
+}
+"""
+    problems = problems_of(text)
+    assert [(p.line, p.field.rsplit(".", 1)[-1]) for p in problems] == [
+        (2, "type"), (3, "priority"), (5, "count"), (7, "driver"), (9, "hook"),
+        (12, "memory"), (14, "logs"),
+    ]
+    assert "log storage (40 × 10 MB = 400 MB)" in problems[-1].message
+
+
+def test_driver_config_is_checked() -> None:
+    text = """job "w" {
+  group "g" {
+    task "a" {
+      driver = "mock_driver"
+      config {
+        run_for = "3x"
+        colour  = "red"
+      }
+    }
+    task "b" {
+      driver = "raw_exec"
+      config {
+        args = ["x"]
+      }
+    }
+  }
+}
+"""
+    problems = problems_of(text)
+    assert [(p.line, p.field, p.message) for p in problems] == [
+        (7, "job.w.group.g.task.a.config.colour", 'unknown field "colour"'),
+        (12, "job.w.group.g.task.b.config", 'raw_exec needs "command"'),
+    ]
+    bad_duration = only_problem(text.replace('        colour  = "red"\n', "").replace(
+        'args = ["x"]', 'command = "/bin/true"'))
+    assert (bad_duration.line, bad_duration.field) == (6, "job.w.group.g.task.a.config.run_for")
+
+
+def test_two_jobs_in_one_file() -> None:
+    problems = problems_of(MINIMAL % "batch" + 'job "other" {}\n')
+    assert problems[0].message.startswith('expected exactly one job "<id>"')
+    assert problems[0].line == 10
+
+
+# --------------------------------------------------------------------------- JSON errors
+
+
+def test_json_errors_have_lines_and_jobspec_field_paths() -> None:
+    text = """{"Job": {
+  "ID": "x",
+  "TaskGroups": [
+    {"Name": "g", "Count": "3",
+     "Tasks": [{"Name": "t", "Driver": "mock_driver",
+                "KillTimeout": "abc",
+                "Services": [{"Name": "s"}]}]}
+  ]
+}}
+"""
+    problems = problems_of(text, filename="job.json")
+    assert [(p.line, p.field) for p in problems] == [
+        (4, "job.x.group.g.count"),
+        (6, "job.x.group.g.task.t.kill_timeout"),
+        (7, "job.x.group.g.task.t.Services"),
+    ]
+    assert problems[0].message == 'expected a whole number, got a string "3"'
+
+
+def test_json_syntax_error() -> None:
+    p = only_problem('{"Job": {"ID": "x",\n "TaskGroups": [\n', filename="job.json")
+    assert (p.line, p.field) == (3, "syntax")
+
+
+def test_json_that_is_not_a_nomad_job() -> None:
+    p = only_problem('{"job": {"x": {}}}', filename="job.json")
+    assert "expected Nomad API JSON" in p.message
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(JobSpecError) as info:
+        load_job(tmp_path / "missing.hcl")
+    assert "cannot read: No such file or directory" in info.value.render()
+
+
+def test_encode_is_nomad_api_json() -> None:
+    job = parse_job(MINIMAL % "batch")
+    doc = json.loads(encode_job(job))
+    assert set(doc) == {"Job"}
+    assert msgspec.convert(doc["Job"], Job) == job
