@@ -93,3 +93,44 @@ def test_parse_bad_file_exits_2(tmp_path: Path) -> None:
 
 def test_unknown_command_is_usage_error() -> None:
     assert yurt("frobnicate").returncode == 2
+
+
+GOOD_TASK = '    task "t" {\n      driver = "mock_driver"\n    }\n'
+
+BAD_FILES = {
+    # name: (file text, line, column, field)
+    "unknown field": (
+        'job "j" {\n  group "g" {\n    task "t" {\n      driver = "mock_driver"\n'
+        '      colour = "red"\n    }\n  }\n}\n', 5, 7, "job.j.group.g.task.t.colour"),
+    "bad duration": (
+        'job "j" {\n  group "g" {\n    task "t" {\n      driver = "mock_driver"\n'
+        '      kill_timeout = "1 minute"\n    }\n  }\n}\n', 5, 7,
+        "job.j.group.g.task.t.kill_timeout"),
+    "two leaders": (
+        'job "j" {\n  group "g" {\n    task "a" {\n      driver = "mock_driver"\n'
+        '      leader = true\n    }\n    task "b" {\n      driver = "mock_driver"\n'
+        '      leader = true\n    }\n  }\n}\n', 9, 7, "job.j.group.g.task.b.leader"),
+    "bad restart mode": (
+        'job "j" {\n  group "g" {\n    restart {\n      mode = "sometimes"\n    }\n'
+        + GOOD_TASK + "  }\n}\n", 4, 7, "job.j.group.g.restart.mode"),
+    "attempts x delay > interval": (
+        'job "j" {\n  group "g" {\n    restart {\n      attempts = 10\n      delay = "1m"\n'
+        '      interval = "5m"\n    }\n' + GOOD_TASK + "  }\n}\n", 3, 5,
+        "job.j.group.g.restart"),
+    "duplicate task names": (
+        'job "j" {\n  group "g" {\n' + GOOD_TASK + GOOD_TASK + "  }\n}\n", 6, 5,
+        "job.j.group.g.task.t"),
+    "syntax error": ('job "j" {\n  group "g" {\n    count = = 2\n  }\n}\n', 3, 13, "syntax"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_job_file_exits_2_naming_file_line_and_field(case: str, tmp_path: Path) -> None:
+    text, line, column, field = BAD_FILES[case]
+    path = tmp_path / "job.nomad.hcl"
+    path.write_text(text)
+    out = yurt("job", "validate", str(path))
+    assert out.returncode == 2
+    assert out.stdout == ""
+    first = out.stderr.splitlines()[0]
+    assert first.startswith(f"{path}:{line}:{column}: {field}: "), first

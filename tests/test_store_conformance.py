@@ -27,7 +27,7 @@ from store import StateDB
 
 def _alloc(alloc_id: str, **kw: object) -> Allocation:
     return Allocation(id=alloc_id, name=f"job.g[{alloc_id}]", job_id="job",
-                      job=Job(id="job", name="job"), task_group="g", **kw)  # type: ignore[arg-type]
+                      job=Job(id="job", name="job"), task_group="g", **kw)
 
 
 async def test_empty_store_returns_empty_collections(state_db: StateDB) -> None:
