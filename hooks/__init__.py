@@ -1,5 +1,6 @@
 """Alloc-runner and task-runner hooks, one module per hook.
 
-The hook framework (phases, fixed order, error messages) arrives with the runtime core; this
-package is part of the fixed layout and is type-checked with the rest from the start.
+`base.py` defines the phases (one small abstract class per phase; a hook implements the phases
+it needs) and the shared resources alloc hooks hand to task hooks. The runners call hooks in a
+fixed order, the order of their lists, which each runner builds in one visible place.
 """

@@ -71,3 +71,29 @@ class DriverError(YurtError):
     def __init__(self, message: str, *, recoverable: bool = False) -> None:
         super().__init__(message)
         self.recoverable = recoverable
+
+
+class TaskNotFoundError(DriverError):
+    """The driver has no task with that ID (already gone): stopping it counts as success."""
+
+
+class PluginShutdownError(DriverError):
+    """The driver plugin went away while waiting on a task; re-dispense and recover."""
+
+    def __init__(self, message: str = "plugin is shut down") -> None:
+        super().__init__(message, recoverable=True)
+
+
+class TaskNotRunningError(YurtError):
+    """A restart or signal for a task that is not running (Nomad's `ErrTaskNotRunning`)."""
+
+    def __init__(self, message: str = "Task not running") -> None:
+        super().__init__(message)
+
+
+class HookError(YurtError):
+    """A runner hook failed; `recoverable` says whether a restart may help."""
+
+    def __init__(self, message: str, *, recoverable: bool = False) -> None:
+        super().__init__(message)
+        self.recoverable = recoverable

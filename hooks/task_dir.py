@@ -1,0 +1,40 @@
+"""`task_dir`: build the task's directory once, and say so with a `Task Setup` event.
+
+The event is emitted on the first build only: the hook answers `done`, which the task runner
+persists, so later starts (restarts, an agent restart) skip the hook and re-apply its env.
+Without an alloc dir (the mock-driver runtime in tests) there is nothing to build, but the event
+and the done-ness are the same, so event sequences do not depend on the driver.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar, final
+
+import trio
+
+from hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
+from runtime.taskrunner import events
+
+TASK_DIRS = ("local", "secrets", "tmp")
+
+
+def _build(task_dir: Path) -> None:
+    for sub in TASK_DIRS:
+        (task_dir / sub).mkdir(parents=True, exist_ok=True)
+
+
+@final
+class TaskDirHook(TaskPrestartHook):
+    name: ClassVar[str] = "task_dir"
+
+    async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
+        await ctx.emit_event(events.new_event(events.SETUP, ctx.unix_clock(),
+                                              message="Building Task Directory"))
+        env: dict[str, str] = {}
+        if ctx.task_dir is not None:
+            await trio.to_thread.run_sync(_build, ctx.task_dir)
+            env = {"NOMAD_TASK_DIR": str(ctx.task_dir / "local"),
+                   "NOMAD_SECRETS_DIR": str(ctx.task_dir / "secrets"),
+                   "NOMAD_ALLOC_DIR": str(ctx.task_dir.parent / "alloc")}
+        return PrestartResponse(env=env, done=True)

@@ -1,0 +1,496 @@
+"""`AllocRunner`: one allocation, run as one nursery tree with Nomad's client semantics.
+
+Theory of operation (reference §1). `run()` owns a nursery with two services and the task
+runners:
+
+    AllocRunner.run
+    ├─ task-state update handler   every task change → leader/sibling/main-dead kill
+    │                              decisions, lifecycle gates, client status, persistence,
+    │                              broadcast (§1.6)
+    ├─ alloc update handler        server updates, one at a time (§1.10)
+    └─ task runners                one per task, each waiting at its lifecycle gate
+
+Task runners call `_task_state_updated()`, which only sets a flag and an event: the handler
+coalesces any number of changes into one pass, so a burst of events costs one status
+computation, one broadcast and one persisted write.
+
+Kill order (`_kill_tasks`, §1.7): prekill hooks, then the leader alone, then the other main
+tasks together, then sidecars together; poststop tasks are never killed: once everything else
+is dead the coordinator opens their stage and they run.
+
+Two views of the allocation, never mixed: `alloc` is the static server copy (replaced only by
+`update()`); `alloc_state()` is the live client view: task states and client status.
+
+`destroy()` and `shutdown()` return at once; their work runs in the nursery lent to the
+constructor (the client's alloc-runners nursery), and `destroyed`/`shutdown_done` tell when
+it finished. `destroy()` completes even if `run()` was never called: unstarted task runners
+count as exited.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, TypeVar, final
+
+import msgspec
+import trio
+
+from hooks.base import (
+    AllocDestroyHook,
+    AllocHookResources,
+    AllocPostrunHook,
+    AllocPrekillHook,
+    AllocPrerunHook,
+    AllocShutdownHook,
+    AllocUpdateHook,
+    Hook,
+)
+from hooks.task_dir import TaskDirHook
+from runtime.allocrunner.broadcaster import AllocBroadcaster
+from runtime.allocrunner.gate import Gate
+from runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
+from runtime.allocrunner.status import client_status, is_client_terminal
+from runtime.drivers.protocol import Driver
+from runtime.errors import TaskNotRunningError, YurtError
+from runtime.structs import (
+    TASK_STATE_DEAD,
+    ZERO_TIME,
+    Allocation,
+    TaskEvent,
+    TaskGroup,
+    TaskState,
+)
+from runtime.taskrunner import events
+from runtime.taskrunner.runner import TaskRunner
+from store.protocol import StateDB
+
+log = logging.getLogger("yurt.allocrunner")
+
+H = TypeVar("H", bound=Hook)
+
+#: Upper bound on a task's kill_timeout, as the client's `max_kill_timeout` (Nomad: 30 s).
+MAX_KILL_TIMEOUT: Final = 30 * 1_000_000_000
+
+
+class AllocRunnerError(YurtError):
+    pass
+
+
+@dataclass
+class AllocState:
+    """The live client view (Nomad's `state.State`)."""
+
+    client_status: str = ""
+    client_description: str = ""
+    task_states: dict[str, TaskState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AllocRunnerConfig:
+    """What every alloc runner of a client shares."""
+
+    state_db: StateDB
+    drivers: dict[str, Driver]
+    unix_clock: Callable[[], int]
+    alloc_hooks: Sequence[Hook] = ()  # appended after the built-in ones (Nomad's extra hooks)
+    task_hooks: Callable[[], Sequence[Hook]] = lambda: ()
+    rng: random.Random | None = None
+
+
+@final
+class AllocRunner:
+    def __init__(self, alloc: Allocation, config: AllocRunnerConfig, *,
+                 nursery: trio.Nursery,
+                 on_alloc_state_updated: Callable[[Allocation], None] = lambda a: None
+                 ) -> None:
+        if alloc.job is None:
+            raise AllocRunnerError(f"allocation {alloc.id} has no job")
+        group = alloc.job.lookup_group(alloc.task_group)
+        if group is None:
+            raise AllocRunnerError(f'failed to lookup task group "{alloc.task_group}"')
+        self.alloc = alloc
+        self.id = alloc.id
+        self.group: TaskGroup = group
+        self._config = config
+        self._db = config.state_db
+        self._nursery = nursery
+        self._on_alloc_state_updated = on_alloc_state_updated
+        self.broadcaster: AllocBroadcaster[Allocation] = AllocBroadcaster()
+        self.resources = AllocHookResources()
+        self.hooks: list[Hook] = [*config.alloc_hooks]
+        self.coordinator = Coordinator(group.tasks)
+        self.gates = {stage: Gate() for stage in Stage}
+        self.task_runners: dict[str, TaskRunner] = {}
+        for task in group.tasks:
+            driver = config.drivers.get(task.driver)
+            if driver is None:
+                raise AllocRunnerError(f'failed creating runner for task "{task.name}": '
+                                       f'driver "{task.driver}" is not available')
+            self.task_runners[task.name] = TaskRunner(
+                alloc, task, driver=driver, state_db=config.state_db,
+                gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
+                unix_clock=config.unix_clock,
+                hooks=[TaskDirHook(), *config.task_hooks()], rng=config.rng,
+                resources=self.resources)
+        self.state = AllocState()
+        self.wait_done = trio.Event()  # run() finished (or will never run)
+        self.destroyed = trio.Event()
+        self.shutdown_done = trio.Event()
+        self._run_launched = False
+        self._destroy_launched = False
+        self._shutdown_launched = False
+        self._tasks_exited = False
+        self._handler_done = trio.Event()
+        self._state_dirty = trio.Event()
+        self._update_wake = trio.Event()
+        self._pending_update: Allocation | None = None
+        self._kill_lock = trio.Lock()
+
+    # ------------------------------------------------------------------ views
+
+    def alloc_state(self) -> AllocState:
+        states = {name: tr.task_state() for name, tr in self.task_runners.items()}
+        status, description = client_status(states.values())
+        return AllocState(status, description, states)
+
+    def client_alloc(self) -> Allocation:
+        """The server copy with the client's view laid over it (what the client reports)."""
+        state = self.alloc_state()
+        return msgspec.structs.replace(self.alloc, client_status=state.client_status,
+                                       client_description=state.client_description,
+                                       task_states=state.task_states)
+
+    def _hooks(self, phase: type[H]) -> list[H]:
+        return [h for h in self.hooks if isinstance(h, phase)]
+
+    # ------------------------------------------------------------------ run
+
+    def _should_run(self) -> bool:
+        if self.alloc.is_terminal():
+            return False
+        return not is_client_terminal(self.alloc_state().client_status)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Run the allocation until every task runner has finished."""
+        self._run_launched = True
+        try:
+            async with trio.open_nursery() as services:
+                services.start_soon(self._run_task_state_handler)
+                services.start_soon(self._run_alloc_update_handler)
+                task_status.started()
+                if self._should_run():
+                    error = await self._prerun()
+                    if error is not None:
+                        for tr in self.task_runners.values():
+                            await tr.mark_failed_kill(f"failed to setup alloc: {error}")
+                async with trio.open_nursery() as runners:
+                    for tr in self.task_runners.values():
+                        runners.start_soon(tr.run)
+                self._tasks_exited = True
+                self._state_dirty.set()
+                await self._handler_done.wait()
+                services.cancel_scope.cancel()
+            if not (self._shutdown_launched or self._destroy_launched):
+                await self._postrun()
+        finally:
+            self.wait_done.set()
+
+    async def _prerun(self) -> str | None:
+        for hook in self._hooks(AllocPrerunHook):
+            try:
+                await hook.prerun()
+            except Exception as e:
+                log.error("prerun failed for alloc %s: %s", self.id, e)
+                return f'pre-run hook "{hook.name}" failed: {e}'
+        return None
+
+    async def _postrun(self) -> list[str]:
+        errors = []
+        for hook in self._hooks(AllocPostrunHook):
+            try:
+                await hook.postrun()
+            except Exception as e:
+                errors.append(f'post-run hook "{hook.name}" failed: {e}')
+        for error in errors:
+            log.error("alloc %s: %s", self.id, error)
+        return errors
+
+    # ------------------------------------------------------------------ task state handler
+
+    def _task_state_updated(self) -> None:
+        self._state_dirty.set()
+
+    async def _run_task_state_handler(self) -> None:
+        try:
+            while True:
+                await self._state_dirty.wait()
+                self._state_dirty = trio.Event()
+                done = self._tasks_exited
+                await self._handle_task_states(done=done)
+                if done:
+                    return
+        finally:
+            self._handler_done.set()
+
+    async def _handle_task_states(self, *, done: bool) -> None:
+        """One pass of Nomad's `handleTaskStateUpdates` (reference §1.6)."""
+        kill_event: TaskEvent | None = None
+        live: list[TaskRunner] = []
+        has_sidecars = False
+        for tr in self.task_runners.values():
+            if tr.is_poststop:
+                continue
+            has_sidecars |= tr.is_sidecar
+            state = tr.state
+            if state.state != TASK_STATE_DEAD:
+                live.append(tr)
+                continue
+            if state.failed and kill_event is None:
+                kill_event = events.new_event(events.SIBLING_FAILED, self._config.unix_clock(),
+                                              failed_sibling=tr.name)
+            elif tr.is_leader:
+                kill_event = events.new_event(events.LEADER_DEAD, self._config.unix_clock())
+
+        if live:
+            if kill_event is None and has_sidecars and all(tr.is_sidecar for tr in live):
+                kill_event = events.new_event(events.MAIN_DEAD, self._config.unix_clock())
+            if kill_event is not None:
+                for tr in live:
+                    await tr.emit_event(msgspec.structs.replace(kill_event))
+                await self._kill_tasks()
+        else:
+            if done and not self._shutdown_launched:
+                await self._run_prekill_hooks()
+            # Release dead runners waiting in case of an alloc-wide restart.
+            async with trio.open_nursery() as nursery:
+                for tr in self.task_runners.values():
+                    if not tr.is_poststop and not tr.done.is_set():
+                        nursery.start_soon(tr.kill)
+
+        states = {name: tr.state for name, tr in self.task_runners.items()}
+        open_stages = self.coordinator.task_states_updated(states)
+        for stage, gate in self.gates.items():
+            if stage in open_stages:
+                gate.open()
+            else:
+                gate.close()
+        await self._publish()
+
+    async def _publish(self) -> None:
+        """Compute the client view, persist it, and send it to listeners."""
+        calloc = self.client_alloc()
+        if is_client_terminal(calloc.client_status):
+            now = events.datetime_of(self._config.unix_clock())
+            for state in calloc.task_states.values():
+                if state.finished_at == ZERO_TIME:
+                    state.finished_at = now
+        self.state = AllocState(calloc.client_status, calloc.client_description,
+                                calloc.task_states)
+        if not self.broadcaster.closed:
+            self.broadcaster.send(calloc)
+        self._on_alloc_state_updated(calloc)
+        if not self.destroyed.is_set():
+            await self._db.put_allocation(calloc)
+
+    async def _run_prekill_hooks(self) -> None:
+        for hook in self._hooks(AllocPrekillHook):
+            try:
+                await hook.prekill()
+            except Exception:
+                log.exception('prekill hook "%s" failed for alloc %s', hook.name, self.id)
+
+    async def _kill_tasks(self) -> dict[str, TaskState]:
+        """Nomad's `killTasks` (reference §1.7): leader, then main, then sidecars."""
+        async with self._kill_lock:
+            await self._run_prekill_hooks()
+
+            def killing(tr: TaskRunner) -> TaskEvent | None:
+                if tr.state.finished_at != ZERO_TIME:
+                    return None
+                timeout = min(tr.task.kill_timeout, MAX_KILL_TIMEOUT)
+                return events.new_event(events.KILLING, self._config.unix_clock(),
+                                        kill_timeout=timeout)
+
+            async def kill(tr: TaskRunner) -> None:
+                error = await tr.kill(killing(tr))
+                if error:
+                    log.error("failed to kill task %s of alloc %s: %s", tr.name, self.id, error)
+
+            runners = [tr for tr in self.task_runners.values() if not tr.is_poststop]
+            for tr in runners:
+                if tr.is_leader:
+                    await kill(tr)
+            for group in ([tr for tr in runners if not tr.is_leader and not tr.is_sidecar],
+                          [tr for tr in runners if not tr.is_leader and tr.is_sidecar]):
+                async with trio.open_nursery() as nursery:
+                    for tr in group:
+                        nursery.start_soon(kill, tr)
+            return {name: tr.task_state() for name, tr in self.task_runners.items()}
+
+    # ------------------------------------------------------------------ updates
+
+    def update(self, alloc: Allocation) -> None:
+        """Queue a new server copy. One slot: a newer update replaces a queued one; a queued
+        one with a higher AllocModifyIndex is kept. Never blocks."""
+        if self.wait_done.is_set():
+            return
+        queued = self._pending_update
+        if queued is not None and queued.alloc_modify_index > alloc.alloc_modify_index:
+            return
+        self._pending_update = alloc
+        self._update_wake.set()
+
+    async def _run_alloc_update_handler(self) -> None:
+        while True:
+            await self._update_wake.wait()
+            self._update_wake = trio.Event()
+            new = self._pending_update
+            self._pending_update = None
+            if new is None:
+                continue
+            await self._handle_alloc_update(new)
+
+    async def _handle_alloc_update(self, new: Allocation) -> None:
+        stopping = not self.alloc.is_terminal() and new.is_terminal()
+        self.alloc = new
+        if not new.is_terminal():
+            for hook in self._hooks(AllocUpdateHook):
+                try:
+                    await hook.update(new)
+                except Exception as e:
+                    log.error('update hook "%s" failed: %s', hook.name, e)
+        for tr in self.task_runners.values():
+            await tr.update(new)
+        if stopping:
+            await self._kill_tasks()
+
+    # ------------------------------------------------------------------ restarts, signals
+
+    def _check_can_restart(self) -> None:
+        if not self._should_run():
+            raise AllocRunnerError("restart of an alloc that should not run")
+
+    async def restart_task(self, name: str, event: TaskEvent | None = None) -> None:
+        tr = self.task_runners.get(name)
+        if tr is None:
+            raise AllocRunnerError(f"Could not find task runner for task: {name}")
+        self._check_can_restart()
+        await tr.restart(event or self._restart_event(events.USER_RESTART_TASK))
+
+    async def restart_running(self, event: TaskEvent | None = None) -> None:
+        self._check_can_restart()
+
+        async def restart(tr: TaskRunner) -> None:
+            try:
+                await tr.restart(event or self._restart_event(events.USER_RESTART_RUNNING))
+            except TaskNotRunningError:
+                pass
+
+        async with trio.open_nursery() as nursery:
+            for tr in self.task_runners.values():
+                nursery.start_soon(restart, tr)
+
+    async def restart_all(self, event: TaskEvent | None = None) -> None:
+        self._check_can_restart()
+        self.coordinator.restart()
+        for gate in self.gates.values():
+            gate.close()
+
+        async def restart(tr: TaskRunner) -> None:
+            try:
+                await tr.force_restart(event or self._restart_event(events.USER_RESTART_ALL))
+            except TaskNotRunningError:
+                pass
+
+        async with trio.open_nursery() as nursery:
+            for tr in self.task_runners.values():
+                nursery.start_soon(restart, tr)
+        self._state_dirty.set()
+
+    def _restart_event(self, reason: str) -> TaskEvent:
+        return events.new_event(events.RESTART_SIGNALED, self._config.unix_clock(),
+                                restart_reason=reason)
+
+    async def signal(self, task: str | None, signal: str) -> None:
+        """Signal one task, or every task (`task=None`)."""
+        def event() -> TaskEvent:
+            ev = events.new_event(events.SIGNALING, self._config.unix_clock())
+            ev.details["signal"] = signal
+            return ev
+
+        if task is not None:
+            tr = self.task_runners.get(task)
+            if tr is None:
+                raise AllocRunnerError("Task not found")
+            await tr.signal(event(), signal)
+            return
+        failures = []
+        for tr in self.task_runners.values():
+            try:
+                await tr.signal(event(), signal)
+            except (YurtError, OSError) as e:
+                failures.append(f"Failed to signal task: {tr.name}, err: {e}")
+        if failures:
+            raise AllocRunnerError("; ".join(failures))
+
+    # ------------------------------------------------------------------ destroy, shutdown
+
+    def destroy(self) -> None:
+        """Kill everything, run destroy hooks, delete the persisted state. Returns at once;
+        `destroyed` is set when done. Idempotent."""
+        if self._destroy_launched or self.destroyed.is_set():
+            return
+        self._destroy_launched = True
+        self._nursery.start_soon(self._destroy)
+
+    async def _destroy(self) -> None:
+        if self._shutdown_launched:
+            await self.shutdown_done.wait()
+        if self._run_launched:
+            await self._kill_tasks()
+            await self._publish()
+            await self.wait_done.wait()
+        else:
+            # Never run: the task runners never started, so there is nothing to wait for.
+            for tr in self.task_runners.values():
+                tr.done.set()
+            self.wait_done.set()
+            self._handler_done.set()
+        for hook in self._hooks(AllocDestroyHook):
+            try:
+                await hook.destroy()
+            except Exception as e:
+                log.error('destroy hook "%s" failed: %s', hook.name, e)
+        await self._handler_done.wait()
+        await self._db.delete_allocation_bucket(self.id)
+        self.broadcaster.close()
+        self.shutdown_done.set()
+        self.destroyed.set()
+
+    def shutdown(self) -> None:
+        """Agent shutdown: stop the runners, leave the tasks running. Returns at once;
+        `shutdown_done` is set when done."""
+        if self._shutdown_launched or self._destroy_launched or self.destroyed.is_set():
+            return
+        self._shutdown_launched = True
+        self._nursery.start_soon(self._shutdown)
+
+    async def _shutdown(self) -> None:
+        if not self._run_launched:
+            for tr in self.task_runners.values():
+                tr.done.set()
+        async with trio.open_nursery() as nursery:
+            for tr in self.task_runners.values():
+                nursery.start_soon(tr.shutdown_and_wait)
+        if self._run_launched:
+            await self.wait_done.wait()
+        for hook in self._hooks(AllocShutdownHook):
+            try:
+                await hook.shutdown()
+            except Exception as e:
+                log.error('shutdown hook "%s" failed: %s', hook.name, e)
+        self.shutdown_done.set()

@@ -1,0 +1,55 @@
+"""The driver protocol: what a task runner asks of a driver, and nothing more.
+
+Shaped after Nomad's `DriverPlugin` task methods. Every method is async and cancellable; a
+driver never owns the task runner's timing (the runner wraps calls in its own cancel scopes).
+`wait_task` returns only when the task has exited (or raises `PluginShutdownError`, after which
+the runner recovers the task from its persisted handle and waits again). `stop_task` asks the
+task to stop (signal, then force after `timeout`) and returns; the exit is observed through
+`wait_task`, so a kill is always "stop, then wait".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from runtime.structs import TaskHandle
+from runtime.taskrunner.restarts import ExitResult
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """One start of one task. `id` is the invocation ID `<alloc>/<task>/<8 hex>`, new on
+    every start."""
+
+    id: str
+    name: str
+    alloc_id: str
+    job_id: str
+    task_group: str
+    driver_config: dict[str, Any]
+    env: dict[str, str] = field(default_factory=dict)
+    alloc_dir: Path | None = None
+
+
+class Driver(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def start_task(self, config: TaskConfig) -> TaskHandle:
+        """Start the task; raise `DriverError` (recoverable or not) if it cannot start."""
+
+    async def wait_task(self, task_id: str) -> ExitResult:
+        """Block until the task exits and return how."""
+
+    async def stop_task(self, task_id: str, timeout: int, signal: str) -> None:
+        """Send `signal`, and force-kill after `timeout` ns if the task is still there."""
+
+    async def destroy_task(self, task_id: str, *, force: bool) -> None:
+        """Forget the task; a running task needs `force`."""
+
+    async def signal_task(self, task_id: str, signal: str) -> None: ...
+
+    async def recover_task(self, handle: TaskHandle) -> None:
+        """Re-attach to a task started earlier (after an agent or plugin restart)."""

@@ -1,0 +1,6 @@
+"""The task runner: one task's life inside an allocation (Nomad's `taskrunner` package).
+
+- `restarts.py`: the restart tracker, a pure state machine (time passed in).
+- `events.py`: task events with Nomad's types, details and display messages.
+- `runner.py`: `TaskRunner`, the Trio main loop that drives a task through its driver.
+"""

@@ -1,0 +1,552 @@
+"""`TaskRunner`: one task's life, from `Received` to `Killed`, with Nomad's semantics.
+
+Theory of operation (Nomad's `TaskRunner.Run`, reference §2.1):
+
+    MAIN   wait for the lifecycle gate → prestart hooks → driver start → poststart hooks →
+           WAIT for the exit (or a kill) → `Terminated` → exited hooks → restart decision
+           → sleep the tracker's delay → MAIN again, or leave
+    then   state `dead`; unless poststop, wait for an alloc-wide restart or the final kill
+    last   `RunComplete` persisted, stop hooks
+
+Nomad's two contexts become two sets of cancel scopes: `kill()` cancels every scope opened
+with `_interruptible(kill=True)` (the gate wait, the WAIT, the restart sleep), `shutdown()` the
+ones opened with `shutdown=True`. Everything after a cancel is decided by flags, not by which
+exception arrived, so a kill that lands between two awaits is never lost.
+
+Kill path (`_handle_kill`): prekill hooks, optional `shutdown_delay` (task state `pending`
+meanwhile, as Nomad does), `SetKilled` on the tracker, `stop_task` retried with Nomad's
+backoff (5 s, 20 s, 80 s, 120 s, 120 s), then wait for the exit. The exit is reported as
+`Terminated` like any other, then the tracker answers `Killed`.
+
+Callers' waits: `kill()` and `restart()` wait on this runner's own completion (`done`) or the
+driver's wait, *inside the caller's cancel scope*: a driver that never reports the exit
+cannot hang a caller that set a deadline.
+
+State: `state` is the live `TaskState` (events appended in place, ring of 10); snapshots for
+others come from `task_state()`. Every change is persisted (`put_task_state`) and announced to
+the alloc runner through `on_state_updated`, a non-blocking callback.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final, TypeVar, final
+
+import trio
+
+from hooks.base import (
+    AllocHookResources,
+    Hook,
+    TaskExitedHook,
+    TaskHookContext,
+    TaskPoststartHook,
+    TaskPrekillHook,
+    TaskPrestartHook,
+    TaskShutdownHook,
+    TaskStopHook,
+    TaskUpdateHook,
+)
+from runtime.allocrunner.gate import Gate
+from runtime.drivers.protocol import Driver, TaskConfig
+from runtime.durations import SECOND, format_duration
+from runtime.errors import (
+    DriverError,
+    HookError,
+    PluginShutdownError,
+    TaskNotFoundError,
+    TaskNotRunningError,
+)
+from runtime.structs import (
+    TASK_STATE_DEAD,
+    TASK_STATE_PENDING,
+    TASK_STATE_RUNNING,
+    ZERO_TIME,
+    Allocation,
+    HookState,
+    LocalState,
+    Task,
+    TaskEvent,
+    TaskHandle,
+    TaskState,
+)
+from runtime.taskrunner import events
+from runtime.taskrunner.restarts import ExitResult, RestartTracker
+from store.protocol import StateDB
+
+log = logging.getLogger("yurt.taskrunner")
+
+KILL_FAILURE_LIMIT: Final = 5
+KILL_BACKOFF_BASE: Final = 5 * SECOND
+KILL_BACKOFF_LIMIT: Final = 120 * SECOND
+DEFAULT_KILL_SIGNAL: Final = "SIGINT"
+
+H = TypeVar("H", bound=Hook)
+
+
+def kill_backoff(attempt: int) -> int:
+    """Nomad's stop-retry backoff after failed attempt `attempt` (0-based), in ns."""
+    return int(min(4**attempt * KILL_BACKOFF_BASE, KILL_BACKOFF_LIMIT))
+
+
+def snapshot(state: TaskState) -> TaskState:
+    """A copy safe to hand out: events are never mutated after they are appended."""
+    return TaskState(state=state.state, failed=state.failed, restarts=state.restarts,
+                     last_restart=state.last_restart, started_at=state.started_at,
+                     finished_at=state.finished_at, events=list(state.events))
+
+
+class _Shutdown(Exception):
+    """Internal: the agent is shutting down; leave the task as it is."""
+
+
+@final
+class TaskRunner:
+    def __init__(
+        self,
+        alloc: Allocation,
+        task: Task,
+        *,
+        driver: Driver,
+        state_db: StateDB,
+        gate: Gate,
+        on_state_updated: Callable[[], None],
+        unix_clock: Callable[[], int],
+        hooks: Sequence[Hook] = (),
+        rng: random.Random | None = None,
+        task_dir: Path | None = None,
+        resources: AllocHookResources | None = None,
+    ) -> None:
+        self.alloc = alloc
+        self.task = task
+        self.name = task.name
+        self.driver = driver
+        self._db = state_db
+        self._gate = gate
+        self._on_state_updated = on_state_updated
+        self._unix_clock = unix_clock
+        self.hooks = list(hooks)
+        self._task_dir = task_dir
+        self._resources = resources or AllocHookResources()
+        assert alloc.job is not None, "an allocation carries its job"
+        assert task.restart_policy is not None, "jobs are canonicalised before they run"
+        self.tracker = RestartTracker(task.restart_policy, alloc.job.type, task.lifecycle,
+                                      now=self._mono(), rng=rng)
+        server_state = alloc.task_states.get(task.name)
+        self.state = snapshot(server_state) if server_state is not None else TaskState()
+        self.local_state = LocalState()
+        self.done = trio.Event()
+        self._handle: TaskHandle | None = None
+        self._kill_requested = False
+        self._shutdown_requested = False
+        self._kill_scopes: set[trio.CancelScope] = set()
+        self._shutdown_scopes: set[trio.CancelScope] = set()
+        self._restart_wake = trio.Event()
+        self._kill_error = ""
+        self._hook_env: dict[str, dict[str, str]] = {}
+        events.append_event(self.state, events.new_event(events.RECEIVED, unix_clock()))
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def is_leader(self) -> bool:
+        return self.task.leader
+
+    @property
+    def is_poststop(self) -> bool:
+        return self.task.lifecycle is not None and self.task.lifecycle.hook == "poststop"
+
+    @property
+    def is_sidecar(self) -> bool:
+        return self.task.lifecycle is not None and self.task.lifecycle.sidecar and (
+            not self.is_poststop)
+
+    @property
+    def handle(self) -> TaskHandle | None:
+        return self._handle
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Task env with hook envs merged in hook order (a later hook wins a conflict)."""
+        merged = dict(self.task.env)
+        for hook in self.hooks:
+            merged.update(self._hook_env.get(hook.name, {}))
+        return merged
+
+    def task_state(self) -> TaskState:
+        return snapshot(self.state)
+
+    def _mono(self) -> int:
+        return int(trio.current_time() * 1e9)
+
+    def _hooks(self, phase: type[H]) -> list[H]:
+        return [h for h in self.hooks if isinstance(h, phase)]
+
+    def _ctx(self) -> TaskHookContext:
+        return TaskHookContext(alloc=self.alloc, task=self.task, task_dir=self._task_dir,
+                               emit_event=self.emit_event, unix_clock=self._unix_clock,
+                               resources=self._resources)
+
+    # ------------------------------------------------------------------ state changes
+
+    async def _persist_state(self) -> None:
+        await self._db.put_task_state(self.alloc.id, self.name, self.state)
+
+    async def _persist_local(self) -> None:
+        await self._db.put_task_runner_local_state(self.alloc.id, self.name, self.local_state)
+
+    async def emit_event(self, event: TaskEvent) -> None:
+        """Append, persist and tell the alloc runner."""
+        events.append_event(self.state, event)
+        self._on_state_updated()
+        await self._persist_state()
+
+    async def append_event(self, event: TaskEvent) -> None:
+        """Append and persist without telling the alloc runner."""
+        events.append_event(self.state, event)
+        await self._persist_state()
+
+    async def update_state(self, new_state: str, event: TaskEvent | None = None) -> None:
+        if event is not None:
+            events.append_event(self.state, event)
+        if new_state == TASK_STATE_RUNNING and self.state.started_at == ZERO_TIME:
+            self.state.started_at = events.datetime_of(self._unix_clock())
+        if new_state == TASK_STATE_DEAD and self.state.finished_at == ZERO_TIME:
+            self.state.finished_at = events.datetime_of(self._unix_clock())
+        self.state.state = new_state
+        self._on_state_updated()
+        await self._persist_state()
+
+    # ------------------------------------------------------------------ cancellation
+
+    @contextmanager
+    def _interruptible(self, *, kill: bool = True, shutdown: bool = True
+                       ) -> Iterator[trio.CancelScope]:
+        """A cancel scope that `kill()` and/or `shutdown()` cancel, even retroactively."""
+        with trio.CancelScope() as scope:
+            if (kill and self._kill_requested) or (shutdown and self._shutdown_requested):
+                scope.cancel()
+            if kill:
+                self._kill_scopes.add(scope)
+            if shutdown:
+                self._shutdown_scopes.add(scope)
+            try:
+                yield scope
+            finally:
+                self._kill_scopes.discard(scope)
+                self._shutdown_scopes.discard(scope)
+
+    def _request_kill(self) -> None:
+        self._kill_requested = True
+        for scope in list(self._kill_scopes):
+            scope.cancel()
+
+    def _check_shutdown(self) -> None:
+        if self._shutdown_requested:
+            raise _Shutdown
+
+    def _should_shutdown(self) -> bool:
+        """The alloc is over for this task: client-terminal, or stopped (poststop tasks
+        still run after a stop: that is their purpose)."""
+        if self.alloc.client_status in ("complete", "failed", "lost"):
+            return True
+        return self.alloc.desired_status in ("stop", "evict") and not self.is_poststop
+
+    # ------------------------------------------------------------------ the main loop
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Run the task until it is dead and released (or the agent shuts down)."""
+        task_status.started()
+        try:
+            await self._run()
+        except _Shutdown:
+            pass
+        finally:
+            self.done.set()
+            self._on_state_updated()
+
+    async def _run(self) -> None:
+        skip_main = False
+        if self.state.state == TASK_STATE_DEAD:
+            if self.local_state.run_complete:
+                await self._run_hooks(TaskStopHook, "stop")
+                return
+            skip_main = True
+        self._on_state_updated()
+        while True:
+            if not skip_main:
+                await self._main()
+                await self.update_state(TASK_STATE_DEAD)
+            skip_main = False
+            if self.is_poststop or not await self._wait_for_alloc_restart():
+                break
+        self.local_state.run_complete = True
+        await self._persist_local()
+        await self._run_hooks(TaskStopHook, "stop")
+
+    async def _wait_for_alloc_restart(self) -> bool:
+        """Dead but not released: wait for a forced restart (True) or the final kill."""
+        while True:
+            with self._interruptible():
+                await self._restart_wake.wait()
+            self._check_shutdown()
+            if self._kill_requested:
+                return False
+            self._restart_wake = trio.Event()
+            restart, delay = await self._should_restart()
+            if restart:
+                await self._sleep_restart_delay(delay)
+                self._check_shutdown()
+                if self._kill_requested:
+                    return False
+                self.state.finished_at = ZERO_TIME
+                return True
+
+    async def _main(self) -> None:
+        while not self._should_shutdown():
+            with self._interruptible():
+                await self._gate.wait_open()
+            self._check_shutdown()
+            if self._kill_requested:
+                return
+            try:
+                await self._prestart()
+                self._check_shutdown()
+                if self._kill_requested:
+                    return
+                handle = await self._start()
+            except (HookError, DriverError) as e:
+                self.tracker.set_start_error(e, recoverable=e.recoverable)
+            else:
+                await self._run_hooks(TaskPoststartHook, "poststart")
+                result = await self._wait_for_exit(handle)
+                self._handle = None
+                self.tracker.set_exit_result(result)
+                await self._run_hooks(TaskExitedHook, "exited")
+            restart, delay = await self._should_restart()
+            if not restart:
+                return
+            await self._sleep_restart_delay(delay)
+            self._check_shutdown()
+            if self._kill_requested:
+                return
+
+    async def _sleep_restart_delay(self, delay: int) -> None:
+        with self._interruptible():
+            await trio.sleep(delay / 1e9)
+
+    async def _should_restart(self) -> tuple[bool, int]:
+        """Ask the tracker, and record its answer as Nomad's events."""
+        decision = self.tracker.decide(self._mono())
+        now = self._unix_clock()
+        if decision.outcome == "Killed":
+            await self.emit_event(events.new_event(events.KILLED, now,
+                                                   kill_error=self._kill_error))
+            return False, 0
+        if decision.outcome == "Not Restarting":
+            await self.update_state(TASK_STATE_DEAD, events.new_event(
+                events.NOT_RESTARTING, now, restart_reason=decision.reason, fails_task=True))
+            return False, 0
+        if decision.outcome == "Terminated":
+            return False, 0
+        if decision.outcome == "Restarting":
+            await self.update_state(TASK_STATE_PENDING, events.new_event(
+                events.RESTARTING, now, start_delay=decision.delay,
+                restart_reason=decision.reason))
+        return True, decision.delay
+
+    # ------------------------------------------------------------------ phases
+
+    async def _prestart(self) -> None:
+        ctx = self._ctx()
+        for hook in self._hooks(TaskPrestartHook):
+            saved = self.local_state.hooks.get(hook.name)
+            if saved is not None and saved.prestart_done:
+                self._hook_env[hook.name] = dict(saved.env)
+                continue
+            try:
+                response = await hook.prestart(ctx, dict(saved.data) if saved else {})
+            except Exception as e:
+                recoverable = bool(getattr(e, "recoverable", False))
+                await self.emit_event(events.new_event(events.HOOK_FAILED, self._unix_clock(),
+                                                       message=f"{hook.name}: {e}"))
+                raise HookError(f'prestart hook "{hook.name}" failed: {e}',
+                                recoverable=recoverable) from e
+            new = HookState(prestart_done=response.done, data=dict(response.data),
+                            env=dict(response.env))
+            if new != saved:
+                self.local_state.hooks[hook.name] = new
+                await self._persist_local()
+            self._hook_env[hook.name] = dict(response.env)
+
+    async def _start(self) -> TaskHandle:
+        config = TaskConfig(
+            id=f"{self.alloc.id}/{self.name}/{uuid.uuid4().hex[:8]}", name=self.name,
+            alloc_id=self.alloc.id, job_id=self.alloc.job_id, task_group=self.alloc.task_group,
+            driver_config=dict(self.task.config), env=self.env,
+            alloc_dir=self._task_dir.parent if self._task_dir is not None else None)
+        try:
+            handle = await self.driver.start_task(config)
+        except DriverError as e:
+            await self.emit_event(events.new_event(events.DRIVER_FAILURE, self._unix_clock(),
+                                                   driver_error=str(e)))
+            raise
+        self._handle = handle
+        self.local_state.task_handle = handle
+        await self._persist_local()
+        await self.update_state(TASK_STATE_RUNNING,
+                                events.new_event(events.STARTED, self._unix_clock()))
+        return handle
+
+    async def _wait_for_exit(self, handle: TaskHandle) -> ExitResult:
+        result: ExitResult | None = None
+        with self._interruptible():
+            result = await self._wait_driver(handle)
+        self._check_shutdown()
+        if result is None:  # killed while waiting
+            result = await self._handle_kill(handle)
+        await self.emit_event(events.terminated(self._unix_clock(), result))
+        return result
+
+    async def _wait_driver(self, handle: TaskHandle) -> ExitResult:
+        while True:
+            try:
+                return await self.driver.wait_task(handle.task_id)
+            except PluginShutdownError:
+                # The driver went away; it comes back with the task it had (Nomad
+                # re-dispenses the plugin and recovers the task from its handle).
+                await self.driver.recover_task(handle)
+
+    async def _handle_kill(self, handle: TaskHandle) -> ExitResult:
+        await self._run_hooks(TaskPrekillHook, "prekill")
+        delay = self.task.shutdown_delay
+        if delay > 0:
+            await self.update_state(TASK_STATE_PENDING, events.new_event(
+                events.WAITING_SHUTDOWN_DELAY, self._unix_clock(),
+                display=f"Waiting for shutdown_delay of {format_duration(delay)} before "
+                        "killing the task."))
+            with self._interruptible(kill=False), trio.move_on_after(delay / 1e9):
+                await self._wait_driver(handle)
+            self._check_shutdown()
+        self.tracker.set_killed()
+        self._kill_error = await self._stop(handle)
+        with self._interruptible(kill=False):
+            return await self._wait_driver(handle)
+        raise _Shutdown  # only reached when shutdown cancelled the wait
+
+    async def _stop(self, handle: TaskHandle) -> str:
+        """`stop_task` with Nomad's retries; returns the last error, "" on success."""
+        signal = self.task.kill_signal or DEFAULT_KILL_SIGNAL
+        for attempt in range(KILL_FAILURE_LIMIT):
+            try:
+                await self.driver.stop_task(handle.task_id, self.task.kill_timeout, signal)
+                return ""
+            except TaskNotFoundError:
+                return ""
+            except DriverError as e:
+                if attempt == KILL_FAILURE_LIMIT - 1:
+                    return str(e)
+                log.warning("stopping %s failed (attempt %d): %s", handle.task_id,
+                            attempt + 1, e)
+                await trio.sleep(kill_backoff(attempt) / 1e9)
+        return ""  # pragma: no cover - the loop always returns
+
+    async def _run_hooks(self, phase: type[Hook], method: str) -> None:
+        """Run every hook of a best-effort phase; failures are logged, never raised."""
+        ctx = self._ctx()
+        for hook in self._hooks(phase):
+            try:
+                await getattr(hook, method)(ctx)
+            except Exception:
+                log.exception('%s hook "%s" failed for task %s', method, hook.name, self.name)
+
+    # ------------------------------------------------------------------ lifecycle ops
+
+    async def kill(self, event: TaskEvent | None = None) -> str:
+        """Kill the task and wait until this runner has finished, stop hooks included.
+
+        Bounded by the caller's cancel scope: with a deadline, returns (by cancellation) at
+        the deadline even if the driver never reports the exit. Returns the kill error
+        ("" if none).
+        """
+        self._request_kill()
+        if event is not None:
+            await self.emit_event(event)
+        await self.done.wait()
+        return self._kill_error
+
+    async def restart(self, event: TaskEvent, *, failure: bool = False) -> None:
+        """Restart a running task: stop it and wait for the exit (the main loop starts it
+        again). `failure=False` (a user restart) is immediate and not counted."""
+        if self.state.state != TASK_STATE_RUNNING:
+            raise TaskNotRunningError
+        await self._restart(event, failure)
+
+    async def force_restart(self, event: TaskEvent, *, failure: bool = False) -> None:
+        """Like `restart`, but also reruns a dead task that has not been released yet."""
+        if self.state.state == TASK_STATE_PENDING or self.done.is_set():
+            raise TaskNotRunningError
+        await self._restart(event, failure)
+
+    async def _restart(self, event: TaskEvent, failure: bool) -> None:
+        await self.emit_event(event)
+        self.tracker.set_restart_triggered(failure=failure)
+        if self.state.state == TASK_STATE_DEAD:
+            self._restart_wake.set()
+            return
+        handle = self._handle
+        if handle is None:
+            return
+        await self._run_hooks(TaskPrekillHook, "prekill")
+        await self._stop(handle)
+        await self._wait_driver(handle)
+
+    async def signal(self, event: TaskEvent, signal: str) -> None:
+        handle = self._handle
+        if handle is None:
+            raise TaskNotRunningError
+        await self.emit_event(event)
+        await self.driver.signal_task(handle.task_id, signal)
+
+    def shutdown(self) -> None:
+        """Agent shutdown: stop running this task's loop, leave the task itself alone."""
+        self._shutdown_requested = True
+        for scope in list(self._shutdown_scopes):
+            scope.cancel()
+
+    async def shutdown_and_wait(self) -> None:
+        self.shutdown()
+        await self.done.wait()
+        await self._run_hooks(TaskShutdownHook, "shutdown")
+        await self._persist_local()
+
+    async def mark_failed_kill(self, reason: str) -> None:
+        """The alloc could not be set up: fail the task and send it down the kill path."""
+        self._request_kill()
+        await self.emit_event(events.new_event(
+            events.SETUP_FAILURE, self._unix_clock(), display=reason, setup_error=reason,
+            kill_reason=events.FAILED_RESTORING, fails_task=True))
+
+    async def update(self, alloc: Allocation) -> None:
+        """A new server copy of the allocation: run update hooks, or kill the task if the
+        update no longer has it."""
+        self.alloc = alloc
+        if alloc.is_terminal():
+            return
+        group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+        if group is not None and all(t.name != self.name for t in group.tasks):
+            await self.kill(events.new_event(events.KILLED, self._unix_clock(),
+                                             kill_reason="update missing task",
+                                             fails_task=True))
+            return
+        ctx = self._ctx()
+        for hook in self._hooks(TaskUpdateHook):
+            try:
+                await hook.update(ctx, alloc)
+            except Exception:
+                log.exception('update hook "%s" failed for task %s', hook.name, self.name)
