@@ -29,6 +29,7 @@ count as exited.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -385,10 +386,8 @@ class AllocRunner:
         self._check_can_restart()
 
         async def restart(tr: TaskRunner) -> None:
-            try:
+            with contextlib.suppress(TaskNotRunningError):
                 await tr.restart(event or self._restart_event(events.USER_RESTART_RUNNING))
-            except TaskNotRunningError:
-                pass
 
         async with trio.open_nursery() as nursery:
             for tr in self.task_runners.values():
@@ -401,10 +400,8 @@ class AllocRunner:
             gate.close()
 
         async def restart(tr: TaskRunner) -> None:
-            try:
+            with contextlib.suppress(TaskNotRunningError):
                 await tr.force_restart(event or self._restart_event(events.USER_RESTART_ALL))
-            except TaskNotRunningError:
-                pass
 
         async with trio.open_nursery() as nursery:
             for tr in self.task_runners.values():

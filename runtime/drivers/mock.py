@@ -63,7 +63,8 @@ class MockDriver:
     def __init__(self, unix_clock: Callable[[], int]) -> None:
         self._unix_clock = unix_clock
         self._tasks: dict[str, _MockTask] = {}
-        self.started: list[str] = []  # invocation IDs, in start order (for tests)
+        # What happened, in order, for tests: (trio time, "start"|"stop", invocation ID).
+        self.log: list[tuple[float, str, str]] = []
 
     @property
     def name(self) -> str:
@@ -91,7 +92,7 @@ class MockDriver:
         self._tasks[config.id] = _MockTask(
             config=cfg, started_at=now, exit_at=now + _seconds(cfg.duration("run_for")),
             plugin_exit_at=now + _seconds(plugin_exit) if plugin_exit else None)
-        self.started.append(config.id)
+        self.log.append((now, "start", config.id))
         return TaskHandle(driver=NAME, task_id=config.id, state="running",
                           driver_state={"started_at_unix_ns": self._unix_clock(),
                                         "config": config.driver_config})
@@ -110,7 +111,7 @@ class MockDriver:
         await trio.lowlevel.checkpoint()
         return task.result()
 
-    async def stop_task(self, task_id: str, timeout: int, signal: str) -> None:
+    async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
         task = self._task(task_id)
         if task.config.kill_after:
             with trio.move_on_at(min(task.exit_at,
@@ -119,6 +120,8 @@ class MockDriver:
                 await task.stopped.wait()
         else:
             await trio.lowlevel.checkpoint()
+        if not task.exited(trio.current_time()):
+            self.log.append((trio.current_time(), "stop", task_id))
         task.stopped.set()
 
     async def destroy_task(self, task_id: str, *, force: bool) -> None:

@@ -43,8 +43,8 @@ class Driver(Protocol):
     async def wait_task(self, task_id: str) -> ExitResult:
         """Block until the task exits and return how."""
 
-    async def stop_task(self, task_id: str, timeout: int, signal: str) -> None:
-        """Send `signal`, and force-kill after `timeout` ns if the task is still there."""
+    async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
+        """Send `signal`, and force-kill after `kill_timeout` ns if the task is still there."""
 
     async def destroy_task(self, task_id: str, *, force: bool) -> None:
         """Forget the task; a running task needs `force`."""

@@ -1,0 +1,81 @@
+"""Helpers for the runtime tests: jobs from HCL snippets, a virtual unix clock, a harness."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import msgspec
+import trio
+
+from hooks.base import Hook
+from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from runtime.drivers.mock import MockDriver
+from runtime.jobspec import parse_job
+from runtime.structs import Allocation
+from runtime.taskrunner.runner import TaskRunner
+from store import MemoryStateDB
+
+EPOCH = 1_800_000_000 * 10**9
+
+
+def unix_clock() -> int:
+    """Unix ns that follow trio's (virtual) clock, so event times are deterministic."""
+    return EPOCH + int(trio.current_time() * 1e9)
+
+
+def seconds(unix_ns: int) -> float:
+    return (unix_ns - EPOCH) / 1e9
+
+
+def job_alloc(hcl: str, alloc_id: str = "a1") -> Allocation:
+    job = parse_job(hcl)
+    group = job.task_groups[0]
+    return Allocation(id=alloc_id, name=f"{job.id}.{group.name}[0]", job=job, job_id=job.id,
+                      task_group=group.name)
+
+
+def stopped(alloc: Allocation, index: int = 100) -> Allocation:
+    return msgspec.structs.replace(alloc, desired_status="stop", alloc_modify_index=index)
+
+
+def types(tr: TaskRunner) -> list[str]:
+    return [e.type for e in tr.state.events]
+
+
+def displays(tr: TaskRunner) -> list[str]:
+    return [e.display_message for e in tr.state.events]
+
+
+def at(tr: TaskRunner, type_: str, nth: int = 0) -> float:
+    """Virtual time (s) of the nth event of that type."""
+    return [seconds(e.time) for e in tr.state.events if e.type == type_][nth]
+
+
+@dataclass
+class Harness:
+    db: MemoryStateDB
+    driver: MockDriver
+    config: AllocRunnerConfig
+    nursery: trio.Nursery
+
+    def runner(self, alloc: Allocation) -> AllocRunner:
+        return AllocRunner(alloc, self.config, nursery=self.nursery)
+
+    def task_log(self, kind: str) -> list[tuple[float, str]]:
+        """(time, task name) of each driver start or stop, in order."""
+        return [(t, task_id.split("/")[1]) for t, k, task_id in self.driver.log if k == kind]
+
+
+@asynccontextmanager
+async def harness(alloc_hooks: tuple[Hook, ...] = (),
+                  driver: MockDriver | None = None) -> AsyncIterator[Harness]:
+    db = MemoryStateDB()
+    driver = driver or MockDriver(unix_clock)
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, alloc_hooks=alloc_hooks,
+                               rng=random.Random(7))
+    async with trio.open_nursery() as nursery:
+        yield Harness(db, driver, config, nursery)
