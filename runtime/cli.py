@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
 
 import click
+import trio
 from rich.console import Console
 from rich.table import Table
 
 from runtime import __version__
 from runtime.durations import format_duration
-from runtime.errors import JobSpecError
+from runtime.errors import JobSpecError, StateError
+from runtime.foreground import run_job
 from runtime.jobspec import encode_job, load_job
 from runtime.structs import Job
 
@@ -27,6 +31,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+#: Drivers `yurt run` can run today.
+RUNNABLE = frozenset({"mock_driver"})
 
 
 def _summary(path: str, job: Job) -> str:
@@ -112,6 +119,37 @@ def parse(file: str) -> None:
         click.echo(e.render(), err=True)
         sys.exit(EXIT_USAGE)
     click.echo(encode_job(parsed).decode())
+
+
+@cli.command()
+@click.argument("jobfile", metavar="JOBFILE")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the state database lives (default: a temporary directory).")
+@click.option("--json", "json_output", is_flag=True,
+              help="Print NDJSON event-stream records instead of human output.")
+def run(jobfile: str, data_dir: Path | None, json_output: bool) -> None:
+    """Run a job in the foreground on an embedded agent, printing what happens.
+
+    A batch job returns when every allocation has finished: exit 0 if all are complete,
+    1 otherwise. A service job runs until Ctrl-C or SIGTERM, then stops its allocations
+    gracefully (poststop tasks run). Invalid job files exit 2.
+    """
+    try:
+        parsed = load_job(jobfile)
+    except JobSpecError as e:
+        click.echo(e.render(), err=True)
+        sys.exit(EXIT_USAGE)
+    unsupported = sorted({t.driver for g in parsed.task_groups for t in g.tasks} - RUNNABLE)
+    if unsupported:
+        click.echo(f"{jobfile}: yurt run cannot run {', '.join(unsupported)} tasks yet "
+                   f"(it runs: {', '.join(sorted(RUNNABLE))})", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        status = trio.run(partial(run_job, parsed, data_dir=data_dir, json_output=json_output))
+    except StateError as e:
+        click.echo(f"yurt: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    sys.exit(status)
 
 
 def main() -> None:

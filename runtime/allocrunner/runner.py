@@ -98,6 +98,8 @@ class AllocRunnerConfig:
     unix_clock: Callable[[], int]
     alloc_hooks: Sequence[Hook] = ()  # appended after the built-in ones (Nomad's extra hooks)
     task_hooks: Callable[[], Sequence[Hook]] = lambda: ()
+    #: Called for every task event as it is appended: (allocation, task name, event).
+    on_task_event: Callable[[Allocation, str, TaskEvent], None] = lambda a, t, e: None
     rng: random.Random | None = None
 
 
@@ -135,7 +137,8 @@ class AllocRunner:
                 gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
                 unix_clock=config.unix_clock,
                 hooks=[TaskDirHook(), *config.task_hooks()], rng=config.rng,
-                resources=self.resources)
+                resources=self.resources,
+                on_event=lambda tr, ev: config.on_task_event(tr.alloc, tr.name, ev))
         self.state = AllocState()
         self.wait_done = trio.Event()  # run() finished (or will never run)
         self.destroyed = trio.Event()

@@ -117,6 +117,7 @@ class TaskRunner:
         on_state_updated: Callable[[], None],
         unix_clock: Callable[[], int],
         hooks: Sequence[Hook] = (),
+        on_event: Callable[[TaskRunner, TaskEvent], None] = lambda tr, ev: None,
         rng: random.Random | None = None,
         task_dir: Path | None = None,
         resources: AllocHookResources | None = None,
@@ -148,7 +149,8 @@ class TaskRunner:
         self._restart_wake = trio.Event()
         self._kill_error = ""
         self._hook_env: dict[str, dict[str, str]] = {}
-        events.append_event(self.state, events.new_event(events.RECEIVED, unix_clock()))
+        self._on_event = on_event
+        self._append(events.new_event(events.RECEIVED, unix_clock()))
 
     # ------------------------------------------------------------------ properties
 
@@ -199,20 +201,24 @@ class TaskRunner:
     async def _persist_local(self) -> None:
         await self._db.put_task_runner_local_state(self.alloc.id, self.name, self.local_state)
 
+    def _append(self, event: TaskEvent) -> None:
+        events.append_event(self.state, event)
+        self._on_event(self, event)
+
     async def emit_event(self, event: TaskEvent) -> None:
         """Append, persist and tell the alloc runner."""
-        events.append_event(self.state, event)
+        self._append(event)
         self._on_state_updated()
         await self._persist_state()
 
     async def append_event(self, event: TaskEvent) -> None:
         """Append and persist without telling the alloc runner."""
-        events.append_event(self.state, event)
+        self._append(event)
         await self._persist_state()
 
     async def update_state(self, new_state: str, event: TaskEvent | None = None) -> None:
         if event is not None:
-            events.append_event(self.state, event)
+            self._append(event)
         if new_state == TASK_STATE_RUNNING and self.state.started_at == ZERO_TIME:
             self.state.started_at = events.datetime_of(self._unix_clock())
         if new_state == TASK_STATE_DEAD and self.state.finished_at == ZERO_TIME:

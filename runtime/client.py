@@ -1,0 +1,55 @@
+"""`Client`: the agent core that runs allocations on this node.
+
+It owns the alloc-runners nursery (every `AllocRunner.run`, and the destroy/shutdown work the
+runners hand off, live there), and wires each runner's output to the event broker: every task
+event as a `Task/TaskEvent` record, every client view of an allocation as
+`Allocation/AllocationUpdated`. The state DB, drivers and clock come in through
+`AllocRunnerConfig`, so the same client runs real tasks, or mock tasks under a mock clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import final
+
+import trio
+
+from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from runtime.eventstream import EventBroker
+from runtime.structs import Allocation
+
+
+@final
+class Client:
+    def __init__(self, config: AllocRunnerConfig, broker: EventBroker) -> None:
+        self.broker = broker
+        self._config = dataclasses.replace(config, on_task_event=broker.task_event)
+        self.runners: dict[str, AllocRunner] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Own the alloc-runners nursery until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def add_alloc(self, alloc: Allocation) -> AllocRunner:
+        """Create a runner for a new allocation and start it."""
+        assert self._nursery is not None, "Client.run must be started first"
+        runner = AllocRunner(alloc, self._config, nursery=self._nursery,
+                             on_alloc_state_updated=self.broker.allocation_updated)
+        self.runners[alloc.id] = runner
+        self._nursery.start_soon(runner.run)
+        return runner
+
+    def update_alloc(self, alloc: Allocation) -> None:
+        runner = self.runners.get(alloc.id)
+        if runner is not None:
+            runner.update(alloc)
+
+    async def wait_all(self) -> None:
+        """Until every runner's `run()` has finished."""
+        for runner in list(self.runners.values()):
+            await runner.wait_done.wait()

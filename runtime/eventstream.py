@@ -1,0 +1,142 @@
+"""The event stream: Nomad-shaped records for `yurt run --json`, the HTTP stream and websocket.
+
+A record is `{"Index": n, "Events": [{"Topic", "Type", "Key", "Namespace", "FilterKeys",
+"Index", "Payload"}]}`, as Nomad's `/v1/event/stream` writes it, with yurt's extra topic
+`Task` (`Type` `TaskEvent`, `Payload = {AllocID, JobID, TaskGroup, Task, Event}`), one per task
+event as it happens.
+
+Back-pressure (stated, per subscriber): each subscriber has a bounded buffer; when it is full
+the oldest record is dropped and counted, and the subscriber's next record carries `"Lost": n`
+so a consumer knows it missed something and can re-read state. Publishing never blocks, so a
+slow consumer can never slow an allocation down.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Final, final
+
+import msgspec
+import trio
+
+from runtime.structs import Allocation, Job, Node, TaskEvent
+
+DEFAULT_BUFFER: Final = 10_000
+
+
+class Event(msgspec.Struct, rename="pascal", kw_only=True):
+    topic: str
+    type: str
+    key: str
+    namespace: str = "default"
+    filter_keys: list[str] = msgspec.field(default_factory=list)
+    index: int = 0
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Record(msgspec.Struct, rename="pascal", kw_only=True, omit_defaults=True):
+    index: int
+    events: list[Event]
+    lost: int = 0
+
+
+@final
+class Subscription:
+    def __init__(self, broker: EventBroker, size: int) -> None:
+        self._broker = broker
+        self._buffer: deque[Record] = deque()
+        self._size = size
+        self._lost = 0
+        self._wakeup = trio.Event()
+        self._closed = False
+
+    def _push(self, record: Record) -> None:
+        if len(self._buffer) >= self._size:
+            self._buffer.popleft()
+            self._lost += 1
+        self._buffer.append(record)
+        self._wakeup.set()
+
+    async def receive(self) -> Record:
+        while not self._buffer:
+            if self._closed:
+                raise trio.EndOfChannel
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+        await trio.lowlevel.checkpoint()
+        record = self._buffer.popleft()
+        if self._lost:
+            record = msgspec.structs.replace(record, lost=self._lost)
+            self._lost = 0
+        return record
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+        self._broker._subscriptions.discard(self)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Record:
+        try:
+            return await self.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+
+@final
+class EventBroker:
+    """Numbers events and fans them out to subscribers; never blocks a publisher."""
+
+    def __init__(self) -> None:
+        self.index = 0
+        self._subscriptions: set[Subscription] = set()
+
+    def subscribe(self, size: int = DEFAULT_BUFFER) -> Subscription:
+        sub = Subscription(self, size)
+        self._subscriptions.add(sub)
+        return sub
+
+    def close(self) -> None:
+        for sub in list(self._subscriptions):
+            sub.close()
+
+    def publish(self, topic: str, type_: str, key: str, payload: dict[str, Any],
+                filter_keys: list[str] | None = None) -> None:
+        if not self._subscriptions:
+            self.index += 1
+            return
+        self.index += 1
+        event = Event(topic=topic, type=type_, key=key, filter_keys=filter_keys or [],
+                      index=self.index, payload=payload)
+        record = Record(index=self.index, events=[event])
+        for sub in self._subscriptions:
+            sub._push(record)
+
+    # Nomad's topics, typed.
+
+    def job_registered(self, job: Job) -> None:
+        self.publish("Job", "JobRegistered", job.id, {"Job": job})
+
+    def job_deregistered(self, job: Job) -> None:
+        self.publish("Job", "JobDeregistered", job.id, {"Job": job})
+
+    def node_registered(self, node: Node) -> None:
+        self.publish("Node", "NodeRegistration", node.id, {"Node": node})
+
+    def allocation_updated(self, alloc: Allocation) -> None:
+        self.publish("Allocation", "AllocationUpdated", alloc.id, {"Allocation": alloc},
+                     [alloc.job_id])
+
+    def task_event(self, alloc: Allocation, task: str, event: TaskEvent) -> None:
+        self.publish("Task", "TaskEvent", alloc.id,
+                     {"AllocID": alloc.id, "JobID": alloc.job_id, "TaskGroup": alloc.task_group,
+                      "Task": task, "Event": event}, [alloc.job_id, task])
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_record(record: Record) -> bytes:
+    return _encoder.encode(record)

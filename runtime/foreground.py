@@ -1,0 +1,218 @@
+"""`yurt run`: one job, in the foreground, on an embedded agent and server.
+
+Like `nomad agent -dev` plus `nomad job run`: the job is registered with an embedded local
+server, its allocations run on an embedded client with a real SQLite state file (in
+`--data-dir`, or a temporary directory removed on exit), and what happens is printed as it
+happens, for humans or, with `--json`, as NDJSON event-stream records a program can follow.
+
+Ending: a batch job ends when every allocation has finished (exit 0 if all are `complete`,
+else 1). A service job runs until SIGINT or SIGTERM, then stops its allocations the way a stop
+does (kill order, poststop tasks run) and exits 0 if none failed, else 1; a batch job
+interrupted that way exits 130. A second signal while stopping gives up at once (exit 130).
+
+Output goes through a non-blocking stream fed from the event broker's bounded buffer, so a
+slow reader of stdout can never stall the allocations; if it falls behind, records are
+dropped and the next one says how many (`"Lost": n`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from runtime.allocrunner.runner import AllocRunnerConfig
+from runtime.client import Client
+from runtime.drivers.mock import MockDriver
+from runtime.eventstream import EventBroker, Record, Subscription, encode_record
+from runtime.server.local import LocalServer
+from runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent
+from runtime.taskrunner.events import datetime_of
+from store import open_state_db
+from store.protocol import StateDB
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_INTERRUPTED: Final = 130
+
+
+@dataclass
+class _Output:
+    """Async stdout writes (a dup of fd 1, non-blocking while we run)."""
+
+    stream: trio.lowlevel.FdStream
+
+    async def write(self, text: str) -> None:
+        await self.stream.send_all(text.encode())
+
+
+@asynccontextmanager
+async def _open_stdout() -> AsyncIterator[_Output]:
+    fd = os.dup(1)
+    stream = trio.lowlevel.FdStream(fd)
+    try:
+        yield _Output(stream)
+    finally:
+        await stream.aclose()
+        os.set_blocking(1, True)  # the dup shared fd 1's flags; give it back as it was
+
+
+@dataclass
+class _HumanPrinter:
+    """Live task events, one line each, then the status changes of allocations."""
+
+    out: _Output
+    started: float = field(default_factory=time.time)
+    names: dict[str, str] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)
+
+    async def print(self, record: Record) -> None:
+        if record.lost:
+            await self.out.write(f"… {record.lost} events not shown (output too slow)\n")
+        for event in record.events:
+            if event.topic == "Task":
+                payload = event.payload
+                ev: TaskEvent = payload["Event"]
+                name = self.names.get(payload["AllocID"], payload["AllocID"][:8])
+                offset = ev.time / 1e9 - self.started
+                await self.out.write(f"{offset:8.3f}s  {name:<24} {payload['Task']:<14} "
+                                     f"{ev.type:<20} {ev.display_message}\n")
+            elif event.topic == "Allocation":
+                alloc: Allocation = event.payload["Allocation"]
+                self.names[alloc.id] = alloc.name
+                previous = self.statuses.get(alloc.id)
+                if alloc.client_status != previous:
+                    self.statuses[alloc.id] = alloc.client_status
+                    offset = time.time() - self.started
+                    await self.out.write(f"{offset:8.3f}s  {alloc.name:<24} allocation is "
+                                         f"{alloc.client_status}: {alloc.client_description}\n")
+
+
+@dataclass
+class _JsonPrinter:
+    out: _Output
+
+    async def print(self, record: Record) -> None:
+        await self.out.write(encode_record(record).decode() + "\n")
+
+
+def _final_table(allocs: list[Allocation]) -> str:
+    table = Table(title="final state", title_justify="left")
+    for column in ("allocation", "id", "status", "task", "state", "failed", "restarts",
+                   "last event"):
+        table.add_column(column)
+    for alloc in allocs:
+        for i, (task, state) in enumerate(sorted(alloc.task_states.items())):
+            last = state.events[-1] if state.events else None
+            table.add_row(alloc.name if i == 0 else "", alloc.id[:8] if i == 0 else "",
+                          alloc.client_status if i == 0 else "", task, state.state,
+                          "yes" if state.failed else "no", str(state.restarts),
+                          f"{last.type}: {last.display_message}" if last else "")
+    buffer = io.StringIO()
+    Console(file=buffer, width=140, highlight=False).print(table)
+    return buffer.getvalue()
+
+
+def local_node(drivers: list[str]) -> Node:
+    """This machine as a node that has `drivers`, detected and healthy."""
+    now = datetime_of(time.time_ns())
+    return Node(id=str(uuid.uuid4()), name=socket.gethostname(), status="ready",
+                drivers={d: DriverInfo(detected=True, healthy=True,
+                                       health_description="Healthy", update_time=now)
+                         for d in drivers})
+
+
+async def _print_records(subscription: Subscription, printer: _HumanPrinter | _JsonPrinter
+                         ) -> None:
+    async for record in subscription:
+        await printer.print(record)
+
+
+async def run_job(job: Job, *, data_dir: Path | None, json_output: bool) -> int:
+    """Run `job` to its end (see the module docstring) and return the exit status."""
+    with tempfile.TemporaryDirectory(prefix="yurt-run-") as tmp:
+        state_dir = (data_dir if data_dir is not None else Path(tmp)) / "state"
+        async with open_state_db(state_dir) as db, _open_stdout() as out:
+            return await _run(job, db=db, out=out, json_output=json_output)
+
+
+async def _run(job: Job, *, db: StateDB, out: _Output, json_output: bool) -> int:
+    broker = EventBroker()
+    subscription = broker.subscribe()
+    printer: _HumanPrinter | _JsonPrinter = (_JsonPrinter(out) if json_output
+                                             else _HumanPrinter(out))
+    unix_clock = time.time_ns
+    drivers = {"mock_driver": MockDriver(unix_clock)}
+    node = local_node(list(drivers))
+    server = LocalServer(node, broker)
+    client = Client(AllocRunnerConfig(state_db=db, drivers=dict(drivers),
+                                      unix_clock=unix_clock), broker)
+    interrupted = False
+    forced = False
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        printing = trio.Event()
+
+        async def print_all() -> None:
+            try:
+                await _print_records(subscription, printer)
+            finally:
+                printing.set()
+
+        nursery.start_soon(print_all)
+        broker.node_registered(node)
+        for alloc in server.register_job(job):
+            if isinstance(printer, _HumanPrinter):
+                printer.names[alloc.id] = alloc.name
+            client.add_alloc(alloc)
+
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as waiting:
+
+                async def finish() -> None:
+                    await client.wait_all()
+                    waiting.cancel_scope.cancel()
+
+                async def on_signals() -> None:
+                    nonlocal interrupted, forced
+                    async for _ in signals:
+                        if interrupted:
+                            forced = True
+                            waiting.cancel_scope.cancel()
+                            return
+                        interrupted = True
+                        for alloc in server.stop_job(job.id):
+                            client.update_alloc(alloc)
+
+                waiting.start_soon(finish)
+                waiting.start_soon(on_signals)
+
+        final = [runner.client_alloc() for runner in client.runners.values()]
+        if not forced:
+            broker.close()
+            await printing.wait()
+        nursery.cancel_scope.cancel()
+
+    if not json_output and not forced:
+        await out.write(_final_table(final))
+    if forced:
+        return EXIT_INTERRUPTED
+    if any(a.client_status == "failed" for a in final):
+        return EXIT_FAILED
+    if interrupted and job.type != "service":
+        return EXIT_INTERRUPTED
+    return EXIT_OK

@@ -1,0 +1,1 @@
+"""The server side a client syncs with. Today: the embedded local server (`local.py`)."""

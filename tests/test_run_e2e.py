@@ -1,0 +1,188 @@
+"""`yurt run` end to end, as a user runs it: a real `yurt` process, real clock, real SQLite.
+
+Every wait is bounded (subprocess timeouts); nothing sleeps to let things settle: the tests
+read the process's own output until the record they wait for appears.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).parent.parent
+YURT = str(Path(sys.executable).parent / "yurt")
+TIMEOUT = 60
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([YURT, "run", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=TIMEOUT, check=False)
+
+
+def records(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def events_of(recs: list[dict[str, Any]], topic: str) -> list[dict[str, Any]]:
+    return [e for r in recs for e in r["Events"] if e["Topic"] == topic]
+
+
+def task_types(recs: list[dict[str, Any]], alloc_id: str, task: str) -> list[str]:
+    return [e["Payload"]["Event"]["Type"] for e in events_of(recs, "Task")
+            if e["Payload"]["AllocID"] == alloc_id and e["Payload"]["Task"] == task]
+
+
+def final_allocs(recs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    latest: dict[str, dict[str, Any]] = {}
+    for e in events_of(recs, "Allocation"):
+        latest[e["Key"]] = e["Payload"]["Allocation"]
+    return latest
+
+
+def write_job(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "job.nomad.hcl"
+    path.write_text(text)
+    return str(path)
+
+
+def test_batch_job_json_records_and_exit_0() -> None:
+    out = run("--json", "examples/mock.nomad.hcl")
+    assert out.returncode == 0, out.stderr
+    recs = records(out.stdout)
+    indexes = [r["Index"] for r in recs]
+    assert indexes == sorted(indexes)
+    assert len(set(indexes)) == len(indexes)
+    assert [e["Type"] for e in events_of(recs, "Job")] == ["JobRegistered"]
+    assert [e["Type"] for e in events_of(recs, "Node")] == ["NodeRegistration"]
+    allocs = final_allocs(recs)
+    assert sorted(a["Name"] for a in allocs.values()) == ["mock-demo.g[0]", "mock-demo.g[1]"]
+    for alloc_id, alloc in allocs.items():
+        assert alloc["ClientStatus"] == "complete"
+        assert set(alloc["TaskStates"]) == {"init", "main", "sidecar"}
+        assert task_types(recs, alloc_id, "main") == ["Received", "Task Setup", "Started",
+                                                      "Terminated"]
+        assert task_types(recs, alloc_id, "sidecar")[-4:] == ["Main Tasks Dead", "Killing",
+                                                              "Terminated", "Killed"]
+        event = next(e for e in events_of(recs, "Task") if e["Payload"]["AllocID"] == alloc_id)
+        assert set(event["Payload"]) == {"AllocID", "JobID", "TaskGroup", "Task", "Event"}
+        assert isinstance(event["Payload"]["Event"]["Time"], int)
+
+
+def test_failing_batch_job_exits_1(tmp_path: Path) -> None:
+    job = write_job(tmp_path, '''job "f" {
+  type = "batch"
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "mock_driver"
+      config {
+        run_for   = "10ms"
+        exit_code = 7
+      }
+    }
+  }
+}''')
+    out = run("--json", job)
+    assert out.returncode == 1, out.stderr
+    (alloc,) = final_allocs(records(out.stdout)).values()
+    assert alloc["ClientStatus"] == "failed"
+    assert alloc["TaskStates"]["t"]["Failed"] is True
+
+
+def test_human_output_ends_with_a_status_table() -> None:
+    out = run("examples/mock.nomad.hcl")
+    assert out.returncode == 0, out.stderr
+    assert "mock-demo.g[0]" in out.stdout
+    assert "Task started by client" in out.stdout
+    assert "final state" in out.stdout
+    assert "complete" in out.stdout.split("final state")[1]
+
+
+def test_invalid_and_unrunnable_jobs_exit_2(tmp_path: Path) -> None:
+    bad = write_job(tmp_path, 'job "x" {\n  group "g" {\n    task "t" {\n'
+                              '      driver = "mock_driver"\n      bogus = 1\n    }\n  }\n}\n')
+    out = run(bad)
+    assert out.returncode == 2
+    assert f"{bad}:5:7: job.x.group.g.task.t.bogus" in out.stderr
+    out = run("examples/batch-raw-exec.nomad.hcl")
+    assert out.returncode == 2
+    assert "cannot run raw_exec tasks yet" in out.stderr
+
+
+SERVICE = '''job "svc" {
+  group "g" {
+    task "web" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+    task "cleanup" {
+      driver = "mock_driver"
+      lifecycle { hook = "poststop" }
+      config { run_for = "50ms" }
+    }
+  }
+}'''
+
+
+def run_until_started_then_signal(args: list[str], sig: int) -> tuple[int, list[dict[str, Any]]]:
+    """Start `yurt run --json`, wait for a task's Started record, send `sig`, collect all."""
+    proc = subprocess.Popen([YURT, "run", "--json", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            rec = json.loads(line)
+            if any(e["Topic"] == "Task" and e["Payload"]["Event"]["Type"] == "Started"
+                   for e in rec["Events"]):
+                break
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, records("".join(lines) + rest)
+
+
+def test_service_job_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
+    rc, recs = run_until_started_then_signal([write_job(tmp_path, SERVICE)], signal.SIGTERM)
+    assert rc == 0
+    (alloc_id, alloc), = final_allocs(recs).items()
+    assert alloc["ClientStatus"] == "complete"
+    assert task_types(recs, alloc_id, "web")[-3:] == ["Killing", "Terminated", "Killed"]
+    assert task_types(recs, alloc_id, "cleanup") == ["Received", "Task Setup", "Started",
+                                                     "Terminated"]
+    index = {(e["Payload"]["Task"], e["Payload"]["Event"]["Type"]): e["Index"]
+             for e in events_of(recs, "Task")}
+    assert index[("web", "Killed")] < index[("cleanup", "Started")]
+
+
+def test_interrupted_batch_job_exits_130(tmp_path: Path) -> None:
+    job = write_job(tmp_path, SERVICE.replace('job "svc" {', 'job "b" {\n  type = "batch"'))
+    rc, recs = run_until_started_then_signal([job], signal.SIGINT)
+    assert rc == 130
+    (alloc,) = final_allocs(recs).values()
+    assert alloc["TaskStates"]["web"]["Events"][-1]["Type"] == "Killed"
+
+
+def test_state_is_in_the_data_dir(tmp_path: Path) -> None:
+    out = run("--json", "--data-dir", str(tmp_path / "data"), "examples/mock.nomad.hcl")
+    assert out.returncode == 0, out.stderr
+    conn = sqlite3.connect(tmp_path / "data" / "state" / "state.db")
+    try:
+        rows = conn.execute("SELECT value FROM alloc WHERE kind = 'alloc'").fetchall()
+        tasks = conn.execute("SELECT COUNT(*) FROM task WHERE kind = 'task_state'").fetchone()
+    finally:
+        conn.close()
+    assert sorted(json.loads(v)["ClientStatus"] for (v,) in rows) == ["complete", "complete"]
+    assert tasks == (6,)
