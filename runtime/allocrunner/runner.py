@@ -170,6 +170,21 @@ class AllocRunner:
     def _hooks(self, phase: type[H]) -> list[H]:
         return [h for h in self.hooks if isinstance(h, phase)]
 
+    # ------------------------------------------------------------------ restore
+
+    async def restore(self) -> None:
+        """After an agent restart, before `run()`: restore every task runner, then the
+        lifecycle coordinator from the restored states."""
+        for tr in self.task_runners.values():
+            await tr.restore()
+        open_stages = self.coordinator.restore(
+            {name: tr.state for name, tr in self.task_runners.items()})
+        for stage, gate in self.gates.items():
+            if stage in open_stages:
+                gate.open()
+            else:
+                gate.close()
+
     # ------------------------------------------------------------------ run
 
     def _should_run(self) -> bool:

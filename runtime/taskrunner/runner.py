@@ -262,6 +262,43 @@ class TaskRunner:
             return True
         return self.alloc.desired_status in ("stop", "evict") and not self.is_poststop
 
+    # ------------------------------------------------------------------ restore
+
+    async def restore(self) -> None:
+        """Load what an earlier agent persisted, and re-attach to a still-running task.
+
+        Call before `run()`. Hooks that finished their prestart are skipped on the next start
+        and their env re-applied; a task whose handle re-attaches is not started again
+        (`run()` goes straight to waiting for it, without a new `Started` event).
+        """
+        local, state = await self._db.get_task_runner_state(self.alloc.id, self.name)
+        if state is not None:
+            self.state = state
+        if local is None:
+            return
+        self.local_state = local
+        for name, saved in local.hooks.items():
+            if saved.prestart_done:
+                self._hook_env[name] = dict(saved.env)
+        handle = local.task_handle
+        if handle is None or local.run_complete:
+            return
+        try:
+            await self.driver.recover_task(handle)
+        except DriverError as e:
+            log.warning("task %s of alloc %s could not be recovered: %s", self.name,
+                        self.alloc.id, e)
+            self.local_state.task_handle = None
+            if self.state.state == TASK_STATE_RUNNING:
+                # Nomad waits for the servers before restarting such a task (issue #1795);
+                # with the embedded server that confirmation is immediate, so start afresh.
+                await self.update_state(TASK_STATE_PENDING, events.new_event(
+                    events.FAILED_RESTORING, self._unix_clock(),
+                    display="failed to restore task; will not run until server is "
+                            "contacted"))
+            return
+        self._handle = handle
+
     # ------------------------------------------------------------------ the main loop
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -391,6 +428,10 @@ class TaskRunner:
             self._hook_env[hook.name] = dict(response.env)
 
     async def _start(self) -> TaskHandle:
+        if self._handle is not None:
+            # Re-attached after an agent restart: running already, and no new event.
+            await self.update_state(TASK_STATE_RUNNING)
+            return self._handle
         config = TaskConfig(
             id=f"{self.alloc.id}/{self.name}/{uuid.uuid4().hex[:8]}", name=self.name,
             alloc_id=self.alloc.id, job_id=self.alloc.job_id, task_group=self.alloc.task_group,

@@ -1,0 +1,152 @@
+"""Task runner details under `autojump_clock`: restore, stop retries, hook env, shared
+resources (layer 1)."""
+
+from __future__ import annotations
+
+import trio
+from trio.testing import MockClock
+
+from hooks.base import AllocHookResources, PrestartResponse, TaskHookContext, TaskPrestartHook
+from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from runtime.drivers.mock import MockDriver
+from runtime.errors import DriverError
+from runtime.structs import AllocNetworkStatus
+from store import MemoryStateDB
+from tests.runtime_support import at, displays, harness, job_alloc, stopped, types, unix_clock
+
+SERVICE = '''job "j" {
+  group "g" {
+    task "t" {
+      driver = "mock_driver"
+      env { FROM_JOB = "yes" }
+      config { run_for = "%s" }
+    }
+  }
+}'''
+
+
+class EnvHook(TaskPrestartHook):
+    name = "env"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
+        self.calls += 1
+        return PrestartResponse(env={"FROM_HOOK": "1"}, data={"k": "v"}, done=True)
+
+
+async def test_restore_reattaches_without_a_new_start_and_reapplies_hook_env(
+        autojump_clock: MockClock) -> None:
+    hook = EnvHook()
+    alloc = job_alloc(SERVICE % "1h")
+    driver = MockDriver(unix_clock)  # outlives both "agents", as a running task would
+    config = AllocRunnerConfig(state_db=MemoryStateDB(), drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, task_hooks=lambda: [hook])
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(10)
+        first.shutdown()
+        await first.shutdown_done.wait()
+    assert hook.calls == 1
+    assert first.task_runners["t"].env == {"FROM_JOB": "yes", "FROM_HOOK": "1"}
+
+    async with trio.open_nursery() as nursery:
+        second = AllocRunner(alloc, config, nursery=nursery)
+        await second.restore()
+        tr = second.task_runners["t"]
+        assert tr.env == {"FROM_JOB": "yes", "FROM_HOOK": "1"}
+        assert tr.handle is not None
+        nursery.start_soon(second.run)
+        await trio.sleep(10)
+        assert hook.calls == 1  # done: skipped, env re-applied
+        assert tr.state.state == "running"
+        assert types(tr) == ["Received", "Task Setup", "Started"]  # no second Started
+        assert [kind for _, kind, _ in driver.log] == ["start"]
+        second.update(stopped(alloc))
+        await second.wait_done.wait()
+    assert types(tr)[-3:] == ["Killing", "Terminated", "Killed"]
+
+
+async def test_restore_of_a_task_that_is_gone_starts_it_afresh(
+        autojump_clock: MockClock) -> None:
+    alloc = job_alloc(SERVICE % "1h")
+    db = MemoryStateDB()
+
+    def config() -> AllocRunnerConfig:  # a new driver: the old task did not survive
+        return AllocRunnerConfig(state_db=db, drivers={"mock_driver": FailingRecover()},
+                                 unix_clock=unix_clock)
+
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config(), nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(10)
+        first.shutdown()
+        await first.shutdown_done.wait()
+    async with trio.open_nursery() as nursery:
+        second = AllocRunner(alloc, config(), nursery=nursery)
+        await second.restore()
+        nursery.start_soon(second.run)
+        await trio.sleep(10)
+        tr = second.task_runners["t"]
+        assert types(tr)[-3:] == ["Started", "Failed Restoring Task", "Started"]
+        assert displays(tr)[-2] == ("failed to restore task; will not run until server is "
+                                    "contacted")
+        nursery.cancel_scope.cancel()
+
+
+class FailingRecover(MockDriver):
+    def __init__(self) -> None:
+        super().__init__(unix_clock)
+
+    async def recover_task(self, handle: object) -> None:
+        await trio.lowlevel.checkpoint()
+        raise DriverError("no such task")
+
+
+class StuckStop(MockDriver):
+    """stop_task always fails; the task only ends when its run_for is up."""
+
+    def __init__(self) -> None:
+        super().__init__(unix_clock)
+        self.attempts: list[float] = []
+
+    async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
+        self.attempts.append(trio.current_time())
+        await trio.lowlevel.checkpoint()
+        raise DriverError("stuck")
+
+
+async def test_stop_is_retried_with_nomads_backoff_then_reported(
+        autojump_clock: MockClock) -> None:
+    driver = StuckStop()
+    alloc = job_alloc(SERVICE % "10m")
+    async with harness(driver=driver) as h:
+        ar = h.runner(alloc)
+        h.nursery.start_soon(ar.run)
+        await trio.sleep(10)
+        ar.update(stopped(alloc))
+        await ar.wait_done.wait()
+    assert driver.attempts == [10.0, 15.0, 35.0, 115.0, 235.0]  # +5 s, +20 s, +80 s, +120 s
+    tr = ar.task_runners["t"]
+    assert types(tr)[-3:] == ["Killing", "Terminated", "Killed"]
+    assert displays(tr)[-1] == "stuck"
+    assert at(tr, "Terminated") == 600.0  # the task ended on its own
+
+
+def test_alloc_hook_resources_hand_out_copies() -> None:
+    resources = AllocHookResources()
+    status = AllocNetworkStatus(interface_name="eth0", address="10.0.0.2")
+    resources.set_network_status(status)
+    status.address = "changed"
+    got = resources.get_network_status()
+    assert got == AllocNetworkStatus(interface_name="eth0", address="10.0.0.2")
+    assert got is not None
+    got.address = "also changed"
+    assert resources.get_network_status() == AllocNetworkStatus(interface_name="eth0",
+                                                                address="10.0.0.2")
+    devices = {"gpu": ["GPU-0"]}
+    resources.set("devices", devices)
+    devices["gpu"].append("GPU-1")
+    assert resources.get("devices") == {"gpu": ["GPU-0"]}
