@@ -32,6 +32,10 @@ REASON_SUCCESSFUL: Final = "Restart unnecessary as task terminated successfully"
 
 JITTER: Final = 0.25
 
+#: One generator for every tracker that is not given its own: a `Random` carries 2.5 KB of
+#: state, which per task adds up with thousands of tasks.
+_SHARED_RNG: Final = random.Random()
+
 # What the runner does next; the names are Nomad's task event types for the outcome.
 Outcome = Literal["Killed", "Restarting", "Not Restarting", "Terminated", ""]
 
@@ -78,7 +82,7 @@ class RestartTracker:
         self.on_success = restarts_on_success(job_type, lifecycle)
         self.count = 0
         self.window_start = now
-        self._rng = rng or random.Random()
+        self._rng = rng or _SHARED_RNG
         self._clear()
 
     def _clear(self) -> None:
