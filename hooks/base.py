@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+import trio
+
 from runtime.structs import Allocation, AllocNetworkStatus, Task, TaskEvent
 
 
@@ -108,6 +110,8 @@ class TaskHookContext:
     emit_event: Callable[[TaskEvent], Awaitable[None]]
     unix_clock: Callable[[], int]
     resources: AllocHookResources = field(default_factory=AllocHookResources)
+    #: The task runner's background nursery: work that lives as long as the runner (log pumps).
+    nursery: trio.Nursery | None = None
 
 
 @dataclass

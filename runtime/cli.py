@@ -10,6 +10,7 @@ lives in the modules it calls.
 
 from __future__ import annotations
 
+import resource
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -31,9 +32,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-
-#: Drivers `yurt run` can run today.
-RUNNABLE = frozenset({"mock_driver"})
 
 
 def _summary(path: str, job: Job) -> str:
@@ -139,17 +137,20 @@ def run(jobfile: str, data_dir: Path | None, json_output: bool) -> None:
     except JobSpecError as e:
         click.echo(e.render(), err=True)
         sys.exit(EXIT_USAGE)
-    unsupported = sorted({t.driver for g in parsed.task_groups for t in g.tasks} - RUNNABLE)
-    if unsupported:
-        click.echo(f"{jobfile}: yurt run cannot run {', '.join(unsupported)} tasks yet "
-                   f"(it runs: {', '.join(sorted(RUNNABLE))})", err=True)
-        sys.exit(EXIT_USAGE)
+    raise_open_files_limit()
     try:
         status = trio.run(partial(run_job, parsed, data_dir=data_dir, json_output=json_output))
     except StateError as e:
         click.echo(f"yurt: {e}", err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(status)
+
+
+def raise_open_files_limit() -> None:
+    """Trio holds a pidfd per watched task and two FIFOs per task: lift the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def main() -> None:

@@ -44,6 +44,16 @@ class Client:
         self._nursery.start_soon(runner.run)
         return runner
 
+    async def restore_alloc(self, alloc: Allocation) -> AllocRunner:
+        """Re-attach to an allocation an earlier agent ran (its state is in the store)."""
+        assert self._nursery is not None, "Client.run must be started first"
+        runner = AllocRunner(alloc, self._config, nursery=self._nursery,
+                             on_alloc_state_updated=self.broker.allocation_updated)
+        await runner.restore()
+        self.runners[alloc.id] = runner
+        self._nursery.start_soon(runner.run)
+        return runner
+
     def update_alloc(self, alloc: Allocation) -> None:
         runner = self.runners.get(alloc.id)
         if runner is not None:

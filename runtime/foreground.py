@@ -5,6 +5,10 @@ server, its allocations run on an embedded client with a real SQLite state file 
 `--data-dir`, or a temporary directory removed on exit), and what happens is printed as it
 happens, for humans or, with `--json`, as NDJSON event-stream records a program can follow.
 
+Resuming: on a data dir that holds unfinished allocations of the same job (an earlier `yurt
+run` was killed), they are re-attached instead of placing new ones: running tasks keep their
+processes, tasks that ended meanwhile report how they ended.
+
 Ending: a batch job ends when every allocation has finished (exit 0 if all are `complete`,
 else 1). A service job runs until SIGINT or SIGTERM, then stops its allocations the way a stop
 does (kill order, poststop tasks run) and exits 0 if none failed, else 1; a batch job
@@ -37,6 +41,8 @@ from rich.table import Table
 from runtime.allocrunner.runner import AllocRunnerConfig
 from runtime.client import Client
 from runtime.drivers.mock import MockDriver
+from runtime.drivers.protocol import Driver
+from runtime.drivers.rawexec import RawExecDriver
 from runtime.eventstream import EventBroker, Record, Subscription, encode_record
 from runtime.server.local import LocalServer
 from runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent
@@ -144,22 +150,31 @@ async def _print_records(subscription: Subscription, printer: _HumanPrinter | _J
 async def run_job(job: Job, *, data_dir: Path | None, json_output: bool) -> int:
     """Run `job` to its end (see the module docstring) and return the exit status."""
     with tempfile.TemporaryDirectory(prefix="yurt-run-") as tmp:
-        state_dir = (data_dir if data_dir is not None else Path(tmp)) / "state"
-        async with open_state_db(state_dir) as db, _open_stdout() as out:
-            return await _run(job, db=db, out=out, json_output=json_output)
+        root = data_dir if data_dir is not None else Path(tmp)
+        async with open_state_db(root / "state") as db, _open_stdout() as out:
+            return await _run(job, db=db, alloc_root=root / "alloc", out=out,
+                              json_output=json_output)
 
 
-async def _run(job: Job, *, db: StateDB, out: _Output, json_output: bool) -> int:
+async def _resumable(db: StateDB, job: Job) -> list[Allocation]:
+    """Allocations of `job` an earlier `yurt run` on this data dir left unfinished."""
+    allocs, _errors = await db.get_all_allocations()
+    return [a for a in allocs if a.job_id == job.id and not a.is_terminal()]
+
+
+async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
+               json_output: bool) -> int:
     broker = EventBroker()
     subscription = broker.subscribe()
     printer: _HumanPrinter | _JsonPrinter = (_JsonPrinter(out) if json_output
                                              else _HumanPrinter(out))
     unix_clock = time.time_ns
-    drivers = {"mock_driver": MockDriver(unix_clock)}
+    drivers: dict[str, Driver] = {"mock_driver": MockDriver(unix_clock),
+                                  "raw_exec": RawExecDriver()}
     node = local_node(list(drivers))
     server = LocalServer(node, broker)
-    client = Client(AllocRunnerConfig(state_db=db, drivers=dict(drivers),
-                                      unix_clock=unix_clock), broker)
+    client = Client(AllocRunnerConfig(state_db=db, drivers=drivers, unix_clock=unix_clock,
+                                      alloc_root=alloc_root, node=node), broker)
     interrupted = False
     forced = False
 
@@ -175,10 +190,17 @@ async def _run(job: Job, *, db: StateDB, out: _Output, json_output: bool) -> int
 
         nursery.start_soon(print_all)
         broker.node_registered(node)
-        for alloc in server.register_job(job):
+        resumed = await _resumable(db, job)
+        if resumed:
+            assert resumed[0].job is not None
+            server.adopt(resumed[0].job, resumed)
+        for alloc in resumed or server.register_job(job):
             if isinstance(printer, _HumanPrinter):
                 printer.names[alloc.id] = alloc.name
-            client.add_alloc(alloc)
+            if resumed:
+                await client.restore_alloc(alloc)
+            else:
+                client.add_alloc(alloc)
 
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as waiting:

@@ -106,15 +106,12 @@ def test_human_output_ends_with_a_status_table() -> None:
     assert "complete" in out.stdout.split("final state")[1]
 
 
-def test_invalid_and_unrunnable_jobs_exit_2(tmp_path: Path) -> None:
+def test_invalid_job_exits_2(tmp_path: Path) -> None:
     bad = write_job(tmp_path, 'job "x" {\n  group "g" {\n    task "t" {\n'
                               '      driver = "mock_driver"\n      bogus = 1\n    }\n  }\n}\n')
     out = run(bad)
     assert out.returncode == 2
     assert f"{bad}:5:7: job.x.group.g.task.t.bogus" in out.stderr
-    out = run("examples/batch-raw-exec.nomad.hcl")
-    assert out.returncode == 2
-    assert "cannot run raw_exec tasks yet" in out.stderr
 
 
 SERVICE = '''job "svc" {

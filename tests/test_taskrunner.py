@@ -50,13 +50,13 @@ async def test_restore_reattaches_without_a_new_start_and_reapplies_hook_env(
         first.shutdown()
         await first.shutdown_done.wait()
     assert hook.calls == 1
-    assert first.task_runners["t"].env == {"FROM_JOB": "yes", "FROM_HOOK": "1"}
+    assert first.task_runners["t"].env.items() >= {"FROM_JOB": "yes", "FROM_HOOK": "1"}.items()
 
     async with trio.open_nursery() as nursery:
         second = AllocRunner(alloc, config, nursery=nursery)
         await second.restore()
         tr = second.task_runners["t"]
-        assert tr.env == {"FROM_JOB": "yes", "FROM_HOOK": "1"}
+        assert tr.env.items() >= {"FROM_JOB": "yes", "FROM_HOOK": "1"}.items()
         assert tr.handle is not None
         nursery.start_soon(second.run)
         await trio.sleep(10)

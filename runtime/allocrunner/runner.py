@@ -34,11 +34,13 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, TypeVar, final
 
 import msgspec
 import trio
 
+from hooks.alloc_dir import AllocDirHook
 from hooks.base import (
     AllocDestroyHook,
     AllocHookResources,
@@ -49,7 +51,9 @@ from hooks.base import (
     AllocUpdateHook,
     Hook,
 )
+from hooks.logmon import LogmonHook
 from hooks.task_dir import TaskDirHook
+from runtime.allocdir import AllocDir
 from runtime.allocrunner.broadcaster import AllocBroadcaster
 from runtime.allocrunner.gate import Gate
 from runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
@@ -60,6 +64,7 @@ from runtime.structs import (
     TASK_STATE_DEAD,
     ZERO_TIME,
     Allocation,
+    Node,
     TaskEvent,
     TaskGroup,
     TaskState,
@@ -101,6 +106,9 @@ class AllocRunnerConfig:
     #: Called for every task event as it is appended: (allocation, task name, event).
     on_task_event: Callable[[Allocation, str, TaskEvent], None] = lambda a, t, e: None
     rng: random.Random | None = None
+    #: Where allocation directories live (`<data-dir>/alloc`); None runs without them (mock).
+    alloc_root: Path | None = None
+    node: Node | None = None
 
 
 @final
@@ -123,7 +131,11 @@ class AllocRunner:
         self._on_alloc_state_updated = on_alloc_state_updated
         self.broadcaster: AllocBroadcaster[Allocation] = AllocBroadcaster()
         self.resources = AllocHookResources()
-        self.hooks: list[Hook] = [*config.alloc_hooks]
+        self.alloc_dir = AllocDir(config.alloc_root, alloc.id) if config.alloc_root else None
+        self.hooks: list[Hook] = [
+            *([AllocDirHook(self.alloc_dir)] if self.alloc_dir is not None else []),
+            *config.alloc_hooks,
+        ]
         self.coordinator = Coordinator(group.tasks)
         self.gates = {stage: Gate() for stage in Stage}
         self.task_runners: dict[str, TaskRunner] = {}
@@ -136,8 +148,9 @@ class AllocRunner:
                 alloc, task, driver=driver, state_db=config.state_db,
                 gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
                 unix_clock=config.unix_clock,
-                hooks=[TaskDirHook(), *config.task_hooks()], rng=config.rng,
-                resources=self.resources,
+                hooks=[TaskDirHook(), LogmonHook(), *config.task_hooks()], rng=config.rng,
+                resources=self.resources, node=config.node,
+                task_dir=self.alloc_dir.task_dir(task.name) if self.alloc_dir else None,
                 on_event=lambda tr, ev: config.on_task_event(tr.alloc, tr.name, ev))
         self.state = AllocState()
         self.wait_done = trio.Event()  # run() finished (or will never run)

@@ -31,6 +31,10 @@ class TaskConfig:
     driver_config: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
     alloc_dir: Path | None = None
+    task_dir: Path | None = None
+    #: Where the task's output goes: the log FIFOs, or None for /dev/null.
+    stdout_path: str | None = None
+    stderr_path: str | None = None
 
 
 class Driver(Protocol):

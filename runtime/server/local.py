@@ -50,6 +50,13 @@ class LocalServer:
                 placed.append(alloc)
         return placed
 
+    def adopt(self, job: Job, allocs: list[Allocation]) -> None:
+        """Take back a job and allocations an earlier agent placed (resuming after a restart)."""
+        self.jobs[job.id] = job
+        for alloc in allocs:
+            self.allocs[alloc.id] = alloc
+            self._index = max(self._index, alloc.alloc_modify_index)
+
     def stop_job(self, job_id: str) -> list[Allocation]:
         """Mark every allocation of `job_id` to stop; returns the updated server copies."""
         index = self._next_index()

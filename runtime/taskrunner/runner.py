@@ -61,6 +61,7 @@ from runtime.errors import (
     TaskNotFoundError,
     TaskNotRunningError,
 )
+from runtime.logs.pump import fifo_path
 from runtime.structs import (
     TASK_STATE_DEAD,
     TASK_STATE_PENDING,
@@ -69,11 +70,13 @@ from runtime.structs import (
     Allocation,
     HookState,
     LocalState,
+    Node,
     Task,
     TaskEvent,
     TaskHandle,
     TaskState,
 )
+from runtime.taskenv import build_env, interpolate, node_values
 from runtime.taskrunner import events
 from runtime.taskrunner.restarts import ExitResult, RestartTracker
 from store.protocol import StateDB
@@ -84,6 +87,7 @@ KILL_FAILURE_LIMIT: Final = 5
 KILL_BACKOFF_BASE: Final = 5 * SECOND
 KILL_BACKOFF_LIMIT: Final = 120 * SECOND
 DEFAULT_KILL_SIGNAL: Final = "SIGINT"
+LOG_DRAIN_GRACE: Final = 5.0  # seconds for log pumps to finish after the task is done
 
 H = TypeVar("H", bound=Hook)
 
@@ -121,6 +125,7 @@ class TaskRunner:
         rng: random.Random | None = None,
         task_dir: Path | None = None,
         resources: AllocHookResources | None = None,
+        node: Node | None = None,
     ) -> None:
         self.alloc = alloc
         self.task = task
@@ -132,7 +137,10 @@ class TaskRunner:
         self._unix_clock = unix_clock
         self.hooks = list(hooks)
         self._task_dir = task_dir
+        self._node = node
         self._resources = resources or AllocHookResources()
+        self._background: trio.Nursery | None = None
+        self._received: TaskEvent | None = None
         assert alloc.job is not None, "an allocation carries its job"
         assert task.restart_policy is not None, "jobs are canonicalised before they run"
         self.tracker = RestartTracker(task.restart_policy, alloc.job.type, task.lifecycle,
@@ -150,7 +158,9 @@ class TaskRunner:
         self._kill_error = ""
         self._hook_env: dict[str, dict[str, str]] = {}
         self._on_event = on_event
-        self._append(events.new_event(events.RECEIVED, unix_clock()))
+        # Appended now, announced when the runner runs (unless a restore replaced it).
+        self._received = events.new_event(events.RECEIVED, unix_clock())
+        events.append_event(self.state, self._received)
 
     # ------------------------------------------------------------------ properties
 
@@ -173,11 +183,26 @@ class TaskRunner:
 
     @property
     def env(self) -> dict[str, str]:
-        """Task env with hook envs merged in hook order (a later hook wins a conflict)."""
-        merged = dict(self.task.env)
+        """The task's environment: Nomad's variables and the job's `env`, then hook envs in
+        hook order (a later hook wins a conflict; a hook that clears its env lets earlier
+        values show again)."""
+        merged = build_env(self.alloc, self.task, task_dir=self._task_dir, node=self._node)
         for hook in self.hooks:
             merged.update(self._hook_env.get(hook.name, {}))
         return merged
+
+    def set_hook_env(self, hook: str, env: dict[str, str] | None) -> None:
+        if env is None:
+            self._hook_env.pop(hook, None)
+        else:
+            self._hook_env[hook] = dict(env)
+
+    def _log_paths(self) -> tuple[str | None, str | None]:
+        if self._task_dir is None or self.task.log_config.disabled:
+            return None, None
+        logs = self._task_dir.parent / "alloc" / "logs"
+        return (str(fifo_path(logs, self.name, "stdout")),
+                str(fifo_path(logs, self.name, "stderr")))
 
     def task_state(self) -> TaskState:
         return snapshot(self.state)
@@ -191,7 +216,7 @@ class TaskRunner:
     def _ctx(self) -> TaskHookContext:
         return TaskHookContext(alloc=self.alloc, task=self.task, task_dir=self._task_dir,
                                emit_event=self.emit_event, unix_clock=self._unix_clock,
-                               resources=self._resources)
+                               resources=self._resources, nursery=self._background)
 
     # ------------------------------------------------------------------ state changes
 
@@ -274,6 +299,7 @@ class TaskRunner:
         local, state = await self._db.get_task_runner_state(self.alloc.id, self.name)
         if state is not None:
             self.state = state
+            self._received = None
         if local is None:
             return
         self.local_state = local
@@ -305,11 +331,22 @@ class TaskRunner:
                   ) -> None:
         """Run the task until it is dead and released (or the agent shuts down)."""
         task_status.started()
+        if self._received is not None:
+            self._on_event(self, self._received)
+            self._received = None
         try:
-            await self._run()
-        except _Shutdown:
-            pass
+            async with trio.open_nursery() as self._background:
+                try:
+                    await self._run()
+                except _Shutdown:
+                    # Leave the task and its output alone: the shim keeps the pipe.
+                    self._background.cancel_scope.cancel()
+                else:
+                    # Log pumps end when the task's shim exits; give them a bounded while.
+                    self._background.cancel_scope.deadline = (
+                        trio.current_time() + LOG_DRAIN_GRACE)
         finally:
+            self._background = None
             self.done.set()
             self._on_state_updated()
 
@@ -432,11 +469,14 @@ class TaskRunner:
             # Re-attached after an agent restart: running already, and no new event.
             await self.update_state(TASK_STATE_RUNNING)
             return self._handle
+        env = self.env
+        stdout, stderr = self._log_paths()
         config = TaskConfig(
             id=f"{self.alloc.id}/{self.name}/{uuid.uuid4().hex[:8]}", name=self.name,
             alloc_id=self.alloc.id, job_id=self.alloc.job_id, task_group=self.alloc.task_group,
-            driver_config=dict(self.task.config), env=self.env,
-            alloc_dir=self._task_dir.parent if self._task_dir is not None else None)
+            driver_config=interpolate(dict(self.task.config), {**node_values(self._node), **env}),
+            env=env, alloc_dir=self._task_dir.parent if self._task_dir is not None else None,
+            task_dir=self._task_dir, stdout_path=stdout, stderr_path=stderr)
         try:
             handle = await self.driver.start_task(config)
         except DriverError as e:

@@ -1,0 +1,313 @@
+"""raw_exec: real processes, one small shim each, that outlive the agent.
+
+Theory of operation (DESIGN §4). A task is started through `shim.sh`, a POSIX `sh` script
+(≈1.7 MB RSS, mostly shared pages, instead of ≈10 MB for a Python interpreter per task): the
+shim detaches from the agent, starts the task with `setsid` (its own session and process group,
+pgid = pid), reports "SHIM_PID TASK_PID" on a pipe, holds the log FIFOs open so the task never
+gets SIGPIPE, waits, and writes the exit status to `<state>/exit`.
+
+The agent never is the parent of either process. It identifies them by pid *and* process start
+time (from `/proc/<pid>/stat`), so a pid reused by another program is never signalled (Nomad
+issue #23969), and it learns about the exit through a pidfd on the shim: readable once the shim
+has exited, which it does right after writing the status. The same code path serves a task
+started a second ago and one re-attached after an agent restart.
+
+Stop: `kill_signal` (default SIGINT) to the process group, up to `kill_timeout` for the shim to
+report the exit, then SIGKILL to the group, which also removes grandchildren. A task killed by
+signal N reports exit code 128+N and signal N, as Nomad does (the shell cannot tell that apart
+from a task that itself exits with 128+N; such a task is reported as signalled).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal as signals
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, final
+
+import msgspec
+import trio
+
+from runtime.drivers.configs import RawExecTaskConfig
+from runtime.drivers.protocol import TaskConfig
+from runtime.errors import DriverError, TaskNotFoundError
+from runtime.structs import TaskHandle
+from runtime.taskrunner.restarts import ExitResult
+
+NAME: Final = "raw_exec"
+SHIM: Final = Path(__file__).with_name("shim.sh")
+STARTUP_TIMEOUT: Final = 10.0
+MAX_SIGNAL: Final = 64
+
+
+def process_start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot), or None if there is no pid.
+
+    A zombie still has a start time; callers that care whether it runs check `_alive`.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return int(fields[19])
+
+
+def same_process(pid: int, start_time: int) -> bool:
+    return pid > 0 and process_start_time(pid) == start_time
+
+
+def signal_number(name: str) -> int:
+    try:
+        upper = name.upper()
+        return int(signals.Signals[upper if upper.startswith("SIG") else "SIG" + upper])
+    except KeyError:
+        raise DriverError(f'unknown signal "{name}"') from None
+
+
+def exit_result(status_text: str | None) -> ExitResult:
+    """The shim's recorded `$?` as Nomad's exit result."""
+    if status_text is None or not status_text.strip().isdigit():
+        return ExitResult(exit_code=-1, err="task exit status unknown: its shim exited "
+                                            "without recording one")
+    status = int(status_text)
+    if 128 < status <= 128 + MAX_SIGNAL:
+        return ExitResult(exit_code=status, signal=status - 128)
+    return ExitResult(exit_code=status)
+
+
+@dataclass
+class _RawTask:
+    task_id: str
+    pid: int
+    start_time: int
+    shim_pid: int
+    shim_start_time: int
+    state_dir: Path
+    pidfd: int | None  # on the shim; None once it exited
+    result: ExitResult | None = None
+    lock: trio.Lock = field(default_factory=trio.Lock)
+
+    def handle_state(self) -> dict[str, object]:
+        return {"pid": self.pid, "pgid": self.pid, "start_time": self.start_time,
+                "shim_pid": self.shim_pid, "shim_start_time": self.shim_start_time,
+                "state_dir": str(self.state_dir)}
+
+    def task_alive(self) -> bool:
+        return self.result is None and same_process(self.pid, self.start_time)
+
+
+def _read_exit(state_dir: Path) -> str | None:
+    try:
+        return (state_dir / "exit").read_text()
+    except FileNotFoundError:
+        return None
+
+
+def _prepare_state_dir(state_dir: Path) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("pid", "exit", "exit.tmp"):
+        (state_dir / name).unlink(missing_ok=True)
+
+
+@final
+class RawExecDriver:
+    """The raw_exec driver; `fingerprint` is always healthy where `sh` and `setsid` exist."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, _RawTask] = {}
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def _task(self, task_id: str) -> _RawTask:
+        try:
+            return self._tasks[task_id]
+        except KeyError:
+            raise TaskNotFoundError(f"task {task_id} not found") from None
+
+    def pid(self, task_id: str) -> int:
+        """The task's pid (Nomad's InspectTask)."""
+        return self._task(task_id).pid
+
+    # ------------------------------------------------------------------ start
+
+    async def start_task(self, config: TaskConfig) -> TaskHandle:
+        if config.id in self._tasks:
+            raise DriverError(f"task {config.id} is already started")
+        try:
+            cfg = msgspec.convert(config.driver_config, RawExecTaskConfig)
+        except msgspec.ValidationError as e:
+            raise DriverError(f"invalid raw_exec config: {e}") from None
+        if config.task_dir is None:
+            raise DriverError("raw_exec needs a task directory")
+        path = config.env.get("PATH", os.environ.get("PATH", os.defpath))
+        command = shutil.which(cfg.command, path=path) if "/" not in cfg.command else (
+            cfg.command if os.access(cfg.command, os.X_OK) else None)
+        if command is None:
+            raise DriverError(f'failed to start task: command "{cfg.command}" not found or '
+                              "not executable")
+        work_dir = cfg.work_dir or str(config.task_dir)
+        state_dir = config.task_dir / ".shim"
+        await trio.to_thread.run_sync(_prepare_state_dir, state_dir)
+        stdout = config.stdout_path or "/dev/null"
+        stderr = config.stderr_path or "/dev/null"
+        argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir, command,
+                *cfg.args]
+        env = dict(config.env)
+        env.setdefault("PATH", path)
+        launcher = await trio.lowlevel.open_process(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        assert launcher.stdout is not None
+        try:
+            with trio.fail_after(STARTUP_TIMEOUT):
+                line = b""
+                while not line.endswith(b"\n"):
+                    chunk = await launcher.stdout.receive_some()
+                    if not chunk:
+                        break
+                    line += chunk
+                await launcher.wait()
+        except trio.TooSlowError:
+            launcher.kill()
+            raise DriverError("task shim did not report within "
+                              f"{STARTUP_TIMEOUT:.0f}s", recoverable=True) from None
+        finally:
+            await launcher.stdout.aclose()
+        try:
+            shim_pid, pid = map(int, line.split())
+        except ValueError:
+            raise DriverError(f"task shim failed to start: {line!r}", recoverable=True) from None
+        if pid == 0:
+            raise DriverError(f"failed to start task: cannot enter work dir {work_dir}")
+        shim_start = process_start_time(shim_pid)
+        task_start = process_start_time(pid)
+        task = _RawTask(task_id=config.id, pid=pid, start_time=task_start or 0,
+                        shim_pid=shim_pid, shim_start_time=shim_start or 0,
+                        state_dir=state_dir, pidfd=self._open_pidfd(shim_pid, shim_start))
+        if task.pidfd is None:  # the shim is already gone: the task was very short
+            task.result = exit_result(await trio.to_thread.run_sync(_read_exit, state_dir))
+        self._tasks[config.id] = task
+        return TaskHandle(driver=NAME, task_id=config.id, state="running",
+                          driver_state=task.handle_state())
+
+    @staticmethod
+    def _open_pidfd(pid: int, start_time: int | None) -> int | None:
+        """A pidfd for `pid` if it is still the process that started at `start_time`."""
+        if start_time is None:
+            return None
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return None
+        if process_start_time(pid) != start_time:  # reused between the check and the open
+            os.close(fd)
+            return None
+        return fd
+
+    # ------------------------------------------------------------------ wait, stop
+
+    async def _wait_exit(self, task: _RawTask) -> ExitResult:
+        async with task.lock:
+            if task.result is None:
+                assert task.pidfd is not None
+                await trio.lowlevel.wait_readable(task.pidfd)
+                os.close(task.pidfd)
+                task.pidfd = None
+                task.result = exit_result(await trio.to_thread.run_sync(_read_exit,
+                                                                        task.state_dir))
+            return task.result
+
+    async def wait_task(self, task_id: str) -> ExitResult:
+        return await self._wait_exit(self._task(task_id))
+
+    def _kill_group(self, task: _RawTask, signum: int) -> bool:
+        """Signal the task's process group, if the task is still the process we started."""
+        if task.result is not None and not self._group_exists(task.pid):
+            return False
+        if task.result is None and not same_process(task.pid, task.start_time):
+            # The leader is gone; its group may live on (grandchildren) and keeps its id
+            # reserved, so the group can still be addressed safely.
+            if not self._group_exists(task.pid):
+                return False
+        try:
+            os.killpg(task.pid, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    @staticmethod
+    def _group_exists(pgid: int) -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
+        task = self._task(task_id)
+        signum = signal_number(signal or "SIGINT")
+        if kill_timeout > 0 and self._kill_group(task, signum):
+            with trio.move_on_after(kill_timeout / 1e9):
+                await self._wait_exit(task)
+        self._kill_group(task, signals.SIGKILL)
+        await trio.lowlevel.checkpoint()
+
+    async def destroy_task(self, task_id: str, *, force: bool) -> None:
+        task = self._task(task_id)
+        await trio.lowlevel.checkpoint()
+        if task.result is None and task.pidfd is not None:
+            if not force:
+                raise DriverError("cannot destroy running task")
+            self._kill_group(task, signals.SIGKILL)
+            with trio.move_on_after(STARTUP_TIMEOUT):
+                await self._wait_exit(task)
+        if task.pidfd is not None:
+            os.close(task.pidfd)
+            task.pidfd = None
+        del self._tasks[task_id]
+
+    async def signal_task(self, task_id: str, signal: str) -> None:
+        task = self._task(task_id)
+        await trio.lowlevel.checkpoint()
+        try:
+            signum = signal_number(signal)
+        except DriverError:
+            signum = int(signals.SIGINT)  # Nomad: unknown names become SIGINT
+        if not task.task_alive():
+            raise DriverError("task is not running")
+        os.kill(task.pid, signum)
+
+    # ------------------------------------------------------------------ recover
+
+    async def recover_task(self, handle: TaskHandle) -> None:
+        if handle.task_id in self._tasks:
+            await trio.lowlevel.checkpoint()
+            return
+        state = handle.driver_state
+        try:
+            pid, start_time = int(state["pid"]), int(state["start_time"])
+            shim_pid, shim_start = int(state["shim_pid"]), int(state["shim_start_time"])
+            state_dir = Path(str(state["state_dir"]))
+        except (KeyError, TypeError, ValueError):
+            raise DriverError("task handle is missing raw_exec state") from None
+        task = _RawTask(task_id=handle.task_id, pid=pid, start_time=start_time,
+                        shim_pid=shim_pid, shim_start_time=shim_start, state_dir=state_dir,
+                        pidfd=self._open_pidfd(shim_pid, shim_start))
+        if task.pidfd is None:
+            status = await trio.to_thread.run_sync(_read_exit, state_dir)
+            if status is None:
+                raise DriverError(f"task {handle.task_id} is gone and left no exit status")
+            task.result = exit_result(status)
+        else:
+            await trio.lowlevel.checkpoint()
+        self._tasks[handle.task_id] = task

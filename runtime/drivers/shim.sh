@@ -1,0 +1,33 @@
+#!/bin/sh
+# yurt's per-task shim: runs one task in its own process group, outlives the agent, and
+# records the task's pid and, when it ends, its exit status.
+#
+# Usage: sh shim.sh STATE_DIR STDOUT STDERR WORK_DIR COMMAND [ARG...]
+#
+# The first invocation detaches a second one (re-parented to init, so the shim is never the
+# agent's child and survives it) and exits. The detached shim reports "SHIM_PID TASK_PID" on
+# the stdout it inherited (the agent reads it), then holds STDOUT and STDERR (FIFOs, or
+# /dev/null) open read-write for as long as it lives: the task can always write, never gets
+# SIGPIPE, and output written while no agent reads waits in the pipe.
+# Exit status: the shell's `$?` of the task, 128+N when signal N killed it.
+state=$1 out=$2 err=$3 dir=$4
+shift 4
+if [ -z "${YURT_SHIM_CHILD:-}" ]; then
+    YURT_SHIM_CHILD=1 sh "$0" "$state" "$out" "$err" "$dir" "$@" </dev/null 2>/dev/null &
+    exit 0
+fi
+unset YURT_SHIM_CHILD
+exec 2>>"$state/shim.log" 3<>"$out" 4<>"$err"
+cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/exit"; echo "$$ 0"; exit 127; }
+# setsid(1) makes the task a session and process-group leader (pgid = its pid) and execs it:
+# a background child is never a group leader, so setsid does not fork and $! is the task.
+setsid "$@" >&3 2>&4 3>&- 4>&- </dev/null &
+pid=$!
+printf '%s\n' "$pid" >"$state/pid"
+echo "$$ $pid"
+exec 1>/dev/null
+wait "$pid"
+status=$?
+printf '%s\n' "$status" >"$state/exit.tmp"
+sync "$state/exit.tmp" 2>/dev/null
+mv -f "$state/exit.tmp" "$state/exit"

@@ -1,0 +1,85 @@
+"""A task's environment: Nomad's `NOMAD_*` variables, and `${…}` interpolation.
+
+`build_env` computes the variables a task sees (reference §7.3) in Nomad's precedence order:
+Nomad variables, then task meta as `NOMAD_META_*`, then the task's own `env` block (itself
+interpolated), then hook-provided variables in hook order (applied by the task runner).
+`interpolate` replaces `${NOMAD_…}`, `${node.…}`, `${attr.…}` and `${meta.…}` in strings, lists
+and maps (driver config, args, env); an unknown reference is left as written, as Nomad does.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Final
+
+from runtime.structs import Allocation, Node, Task
+
+_REF: Final = re.compile(r"\$\{([^}]+)\}")
+_INDEX: Final = re.compile(r"\[(\d+)\]$")
+
+
+def alloc_index(name: str) -> int:
+    """The index in `job.group[N]`, 0 if the name has none."""
+    m = _INDEX.search(name)
+    return int(m.group(1)) if m else 0
+
+
+def node_values(node: Node | None) -> dict[str, str]:
+    if node is None:
+        return {}
+    values = {"node.unique.id": node.id, "node.unique.name": node.name,
+              "node.class": node.node_class, "node.datacenter": node.datacenter,
+              "node.pool": node.node_pool, "node.region": "global"}
+    values.update({f"attr.{k}": v for k, v in node.attributes.items()})
+    values.update({f"meta.{k}": v for k, v in node.meta.items()})
+    return values
+
+
+def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Node | None
+              ) -> dict[str, str]:
+    """The task's environment before hook variables (those the task runner merges last)."""
+    job = alloc.job
+    assert job is not None
+    group = job.lookup_group(alloc.task_group)
+    env: dict[str, str] = {
+        "NOMAD_ALLOC_ID": alloc.id,
+        "NOMAD_SHORT_ALLOC_ID": alloc.id[:8],
+        "NOMAD_ALLOC_NAME": alloc.name,
+        "NOMAD_ALLOC_INDEX": str(alloc_index(alloc.name)),
+        "NOMAD_TASK_NAME": task.name,
+        "NOMAD_GROUP_NAME": alloc.task_group,
+        "NOMAD_JOB_ID": job.id,
+        "NOMAD_JOB_NAME": job.name,
+        "NOMAD_JOB_PARENT_ID": "",
+        "NOMAD_NAMESPACE": alloc.namespace,
+        "NOMAD_REGION": job.region,
+        "NOMAD_DC": node.datacenter if node is not None else "dc1",
+        "NOMAD_CPU_LIMIT": str(task.resources.cpu),
+        "NOMAD_MEMORY_LIMIT": str(task.resources.memory),
+    }
+    if task.resources.memory_max:
+        env["NOMAD_MEMORY_MAX_LIMIT"] = str(task.resources.memory_max)
+    if task_dir is not None:
+        env["NOMAD_ALLOC_DIR"] = str(task_dir.parent / "alloc")
+        env["NOMAD_TASK_DIR"] = str(task_dir / "local")
+        env["NOMAD_SECRETS_DIR"] = str(task_dir / "secrets")
+    meta = {**job.meta, **(group.meta if group else {}), **task.meta}
+    for key, value in meta.items():
+        env[f"NOMAD_META_{key}"] = value
+        env[f"NOMAD_META_{key.upper()}"] = value
+    lookup = {**node_values(node), **env}
+    for key, value in task.env.items():
+        env[key] = interpolate(value, lookup)
+    return env
+
+
+def interpolate(value: Any, lookup: dict[str, str]) -> Any:
+    """`${name}` → `lookup[name]` in strings, recursively in lists and maps."""
+    if isinstance(value, str):
+        return _REF.sub(lambda m: lookup.get(m.group(1).strip(), m.group(0)), value)
+    if isinstance(value, list):
+        return [interpolate(v, lookup) for v in value]
+    if isinstance(value, dict):
+        return {k: interpolate(v, lookup) for k, v in value.items()}
+    return value
