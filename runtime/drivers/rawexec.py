@@ -232,11 +232,11 @@ class RawExecDriver:
         """Signal the task's process group, if the task is still the process we started."""
         if task.result is not None and not self._group_exists(task.pid):
             return False
-        if task.result is None and not same_process(task.pid, task.start_time):
-            # The leader is gone; its group may live on (grandchildren) and keeps its id
-            # reserved, so the group can still be addressed safely.
-            if not self._group_exists(task.pid):
-                return False
+        if (task.result is None and not same_process(task.pid, task.start_time)
+                and not self._group_exists(task.pid)):
+            # The leader is gone and no member of its group is left. (A group that lives on,
+            # grandchildren, keeps its id reserved, so it can still be addressed safely.)
+            return False
         try:
             os.killpg(task.pid, signum)
         except ProcessLookupError:

@@ -15,6 +15,7 @@ after an agent restart drains what waited there.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -39,10 +40,8 @@ def log_base(logs_dir: Path, task: str, stream: str) -> Path:
 
 
 def make_fifo(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkfifo(path, 0o600)
-    except FileExistsError:
-        pass
 
 
 def existing_files(base: Path) -> dict[int, int]:
@@ -75,10 +74,8 @@ def open_fifo(path: Path) -> tuple[int, int]:
     except OSError:
         os.close(read_fd)
         raise
-    try:
+    with contextlib.suppress(OSError):  # an unprivileged limit: the default 64 KiB still works
         fcntl.fcntl(read_fd, F_SETPIPE_SZ, PIPE_SIZE)
-    except OSError:
-        pass  # an unprivileged limit; the default 64 KiB still works
     return read_fd, keep_fd
 
 
