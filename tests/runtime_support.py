@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -19,6 +19,26 @@ from runtime.taskrunner.runner import TaskRunner
 from store import MemoryStateDB
 
 EPOCH = 1_800_000_000 * 10**9
+
+
+async def eventually(predicate: Callable[[], bool], *, interval: float = 0.01) -> None:
+    """Wait until `predicate()` holds. Only for OS state that offers no event to wait on
+    (file contents, /proc); callers bound it with `fail_after`."""
+    while not predicate():  # noqa: ASYNC110 - polling OS state that has no event
+        await trio.sleep(interval)
+
+
+async def until_running(ar: AllocRunner, task: str) -> None:
+    """Wait, on the alloc runner's broadcasts, until `task` is running."""
+    listener = ar.broadcaster.listen()
+    try:
+        async for alloc in listener:
+            state = alloc.task_states.get(task)
+            if state is not None and state.state == "running" and (
+                    ar.task_runners[task].handle is not None):
+                return
+    finally:
+        listener.close()
 
 
 def unix_clock() -> int:

@@ -4,6 +4,9 @@ messages and delays are asserted exactly."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -13,8 +16,9 @@ from hooks.base import AllocPrerunHook, AllocUpdateHook
 from runtime.allocrunner.runner import AllocRunner, AllocRunnerError
 from runtime.durations import format_duration
 from runtime.errors import DriverError, TaskNotRunningError
-from runtime.structs import Allocation
+from runtime.structs import Allocation, TaskState
 from runtime.taskrunner import events
+from store import MemoryStateDB
 from tests.runtime_support import at, displays, harness, job_alloc, seconds, stopped, types
 
 
@@ -594,21 +598,41 @@ async def test_prerun_failure_fails_every_task_and_stops_later_hooks(
     assert ar.alloc_state().client_status == "failed"
 
 
+class RecordingDB(MemoryStateDB):
+    """Remembers the event types of every task state written, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[list[str]] = []
+
+    async def put_task_state(self, alloc_id: str, task: str, state: TaskState) -> None:
+        self.writes.append([e.type for e in state.events])
+        await super().put_task_state(alloc_id, task, state)
+
+
 async def test_state_is_persisted_on_every_change(autojump_clock: MockClock) -> None:
+    db = RecordingDB()
     async with harness() as h:
-        ar = h.runner(job_alloc(one_task('run_for = "5s"')))
+        config = dataclasses.replace(h.config, state_db=db)
+        ar = AllocRunner(job_alloc(one_task(
+            'run_for = "5s"\n exit_code = 1', job_type="batch",
+            restart='restart {\n attempts = 1\n delay = "1s"\n interval = "1m"\n }')),
+            config, nursery=h.nursery)
         await ar.run()
-        local, state = await h.db.get_task_runner_state("a1", "t")
-        assert state == ar.task_runners["t"].state
-        assert local is not None
-        assert local.run_complete
-        assert local.hooks["task_dir"].prestart_done
-        assert local.task_handle is not None
-        assert local.task_handle.task_id.startswith("a1/t/")
-        assert len(local.task_handle.task_id.split("/")[2]) == 8
-        allocs, _ = await h.db.get_all_allocations()
-        assert [(a.id, a.client_status) for a in allocs] == [("a1", "complete")]
-        assert allocs[0].task_states["t"].state == "dead"
+    final = [e.type for e in ar.task_runners["t"].state.events]
+    # Every event reached the store in a write of its own, in order.
+    persisted_lengths = sorted({len(w) for w in db.writes})
+    assert persisted_lengths == list(range(2, len(final) + 1))
+    assert db.writes[-1] == final
+    local, state = await db.get_task_runner_state("a1", "t")
+    assert state == ar.task_runners["t"].state
+    assert local is not None
+    assert local.run_complete
+    assert local.hooks["task_dir"].prestart_done
+    assert local.task_handle is None  # cleared once the task exited
+    allocs, _ = await db.get_all_allocations()
+    assert [(a.id, a.client_status) for a in allocs] == [("a1", "failed")]
+    assert allocs[0].task_states["t"].state == "dead"
 
 
 async def test_each_start_gets_a_new_invocation_id(autojump_clock: MockClock) -> None:
@@ -624,3 +648,101 @@ async def test_each_start_gets_a_new_invocation_id(autojump_clock: MockClock) ->
         alloc_id, task, suffix = task_id.split("/")
         assert (alloc_id, task, len(suffix)) == ("a1", "t", 8)
         int(suffix, 16)
+
+
+async def test_destroy_then_run_in_the_same_tick_never_starts_tasks(
+        autojump_clock: MockClock) -> None:
+    async with harness() as h:
+        ar = h.runner(job_alloc(one_task('run_for = "1h"', job_type="service")))
+        ar.destroy()
+        h.nursery.start_soon(ar.run)
+        with trio.fail_after(60):
+            await ar.destroyed.wait()
+            await ar.wait_done.wait()
+        await trio.sleep(10)
+        assert h.driver.log == []
+        assert await h.db.get_task_runner_state("a1", "t") == (None, None)
+
+
+async def test_destroy_completes_even_if_the_driver_never_reports_the_exit(
+        autojump_clock: MockClock) -> None:
+    from runtime.drivers.mock import MockDriver
+    from tests.runtime_support import unix_clock
+
+    async with harness(driver=NeverExitsDriver(MockDriver(unix_clock))) as h:  # type: ignore[arg-type]
+        ar = h.runner(job_alloc(one_task('run_for = "1h"', job_type="service")))
+        h.nursery.start_soon(ar.run)
+        await trio.sleep(5)
+        ar.destroy()
+        with trio.fail_after(3600):
+            await ar.destroyed.wait()
+        assert ar.wait_done.is_set()
+        assert await h.db.get_all_allocations() == ([], {})
+
+
+async def test_a_failed_leader_is_reported_as_a_failed_sibling(
+        autojump_clock: MockClock) -> None:
+    ar = await run_to_end(job_alloc('''job "j" {
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "a" {
+      driver = "mock_driver"
+      config {
+        run_for   = "1s"
+        exit_code = 1
+      }
+    }
+    task "leader" {
+      driver = "mock_driver"
+      leader = true
+      config {
+        run_for   = "1s"
+        exit_code = 1
+      }
+    }
+    task "w" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+  }
+}'''))
+    assert types(ar.task_runners["w"])[3] == "Sibling Task Failed"
+    assert "Leader Task Dead" not in types(ar.task_runners["w"])
+
+
+async def test_an_update_that_drops_a_task_does_not_hold_up_a_stop(
+        autojump_clock: MockClock) -> None:
+    alloc = job_alloc('''job "j" {
+  group "g" {
+    task "a" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+    task "b" {
+      driver = "mock_driver"
+      config {
+        run_for    = "1h"
+        kill_after = "1h"
+      }
+    }
+  }
+}''')
+    async with harness() as h:
+        ar = h.runner(alloc)
+        h.nursery.start_soon(ar.run)
+        await trio.sleep(10)
+        assert alloc.job is not None
+        job = msgspec.structs.replace(alloc.job, task_groups=[msgspec.structs.replace(
+            alloc.job.task_groups[0], tasks=alloc.job.task_groups[0].tasks[:1])])
+        ar.update(msgspec.structs.replace(alloc, job=job, alloc_modify_index=5))
+        await trio.sleep(1)
+        ar.update(stopped(alloc, 6))
+        await trio.sleep(1)
+        assert ar.task_runners["a"].state.state == "dead"  # stopped without waiting for b
+        killed = ar.task_runners["b"].state.events[3]
+        assert (killed.type, killed.kill_reason, killed.fails_task) == (
+            "Killed", "update missing task", True)
+        h.nursery.cancel_scope.cancel()

@@ -11,6 +11,7 @@ from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from runtime.drivers.mock import MockDriver
 from runtime.errors import DriverError
 from runtime.structs import AllocNetworkStatus
+from runtime.taskrunner.events import datetime_of
 from store import MemoryStateDB
 from tests.runtime_support import at, displays, harness, job_alloc, stopped, types, unix_clock
 
@@ -150,3 +151,120 @@ def test_alloc_hook_resources_hand_out_copies() -> None:
     resources.set("devices", devices)
     devices["gpu"].append("GPU-1")
     assert resources.get("devices") == {"gpu": ["GPU-0"]}
+
+
+# --------------------------------------------------------------------------- review fixes
+
+
+class RecoverFailsDriver(MockDriver):
+    def __init__(self) -> None:
+        super().__init__(unix_clock)
+
+    async def recover_task(self, handle: object) -> None:
+        await trio.lowlevel.checkpoint()
+        raise DriverError("plugin did not come back")
+
+
+async def test_driver_error_while_waiting_is_an_exit_not_a_crash(
+        autojump_clock: MockClock) -> None:
+    async with harness(driver=RecoverFailsDriver()) as h:
+        other = h.runner(job_alloc(SERVICE % "1h", alloc_id="other"))
+        h.nursery.start_soon(other.run)
+        ar = h.runner(job_alloc(SERVICE.replace('run_for = "%s"',
+                                                'run_for = "1h"\n plugin_exit_after = "2s"')))
+        h.nursery.start_soon(ar.run)
+        await trio.sleep(10)
+        tr = ar.task_runners["t"]
+        crashed = next(e for e in tr.state.events if e.type == "Terminated")
+        assert crashed.exit_code == -1
+        assert crashed.display_message == ('Exit Code: -1, Exit Message: "failed to recover '
+                                           'task: plugin did not come back"')
+        assert other.task_runners["t"].state.state == "running"  # the sibling is unharmed
+        h.nursery.cancel_scope.cancel()
+
+
+async def test_started_at_is_reset_by_every_start(autojump_clock: MockClock) -> None:
+    alloc = job_alloc(SERVICE.replace('config { run_for = "%s" }',
+                                      'config {\n run_for = "5s"\n exit_code = 1\n }'))
+    async with harness() as h:
+        ar = h.runner(alloc)
+        h.nursery.start_soon(ar.run)
+        await trio.sleep(30)
+        tr = ar.task_runners["t"]
+        starts = [e.time for e in tr.state.events if e.type == "Started"]
+        assert len(starts) >= 2
+        assert tr.state.started_at == datetime_of(starts[-1])
+        h.nursery.cancel_scope.cancel()
+
+
+class RecordingStops(MockDriver):
+    def __init__(self) -> None:
+        super().__init__(unix_clock)
+        self.timeouts: list[int] = []
+
+    async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
+        self.timeouts.append(kill_timeout)
+        await super().stop_task(task_id, kill_timeout, signal)
+
+
+async def test_the_driver_gets_the_capped_kill_timeout(autojump_clock: MockClock) -> None:
+    driver = RecordingStops()
+    alloc = job_alloc(SERVICE.replace('env { FROM_JOB = "yes" }', 'kill_timeout = "10m"')
+                      % "1h")
+    async with harness(driver=driver) as h:
+        ar = h.runner(alloc)
+        h.nursery.start_soon(ar.run)
+        await trio.sleep(1)
+        ar.update(stopped(alloc))
+        await ar.wait_done.wait()
+    assert driver.timeouts == [30 * 10**9]
+    assert displays(ar.task_runners["t"])[-3] == (
+        "Sent interrupt. Waiting 30s before force killing")
+
+
+async def test_restoring_a_stopped_alloc_kills_its_reattached_task(
+        autojump_clock: MockClock) -> None:
+    alloc = job_alloc(SERVICE % "1h")
+    driver = MockDriver(unix_clock)
+    config = AllocRunnerConfig(state_db=MemoryStateDB(), drivers={"mock_driver": driver},
+                               unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(10)
+        first.shutdown()
+        await first.shutdown_done.wait()
+        second = AllocRunner(stopped(alloc), config, nursery=nursery)
+        await second.restore()
+        await second.run()
+    tr = second.task_runners["t"]
+    assert [kind for _, kind, _ in driver.log] == ["start", "stop"]
+    assert types(tr)[-2:] == ["Started", "Terminated"]
+    assert tr.state.state == "dead"
+    assert tr.handle is None
+
+
+async def test_a_restore_never_reattaches_to_a_finished_start(autojump_clock: MockClock) -> None:
+    """The agent restarts while the task waits out its restart delay."""
+    alloc = job_alloc(SERVICE.replace('config { run_for = "%s" }',
+                                      'config {\n run_for = "5s"\n exit_code = 1\n }'))
+    driver = MockDriver(unix_clock)
+    config = AllocRunnerConfig(state_db=MemoryStateDB(), drivers={"mock_driver": driver},
+                               unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(7)  # exited at 5 s, waiting 15 s+ to restart
+        first.shutdown()
+        await first.shutdown_done.wait()
+        assert driver._tasks == {}  # the finished start was destroyed in the driver
+        second = AllocRunner(alloc, config, nursery=nursery)
+        await second.restore()
+        assert second.task_runners["t"].handle is None
+        nursery.start_soon(second.run)
+        await trio.sleep(1)
+        tr = second.task_runners["t"]
+        assert types(tr)[-1] == "Started"
+        assert tr.state.restarts == 1
+        assert len([k for _, k, _ in driver.log if k == "start"]) == 2
+        nursery.cancel_scope.cancel()

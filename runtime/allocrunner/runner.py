@@ -29,10 +29,9 @@ count as exited.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar, final
@@ -77,8 +76,9 @@ log = logging.getLogger("yurt.allocrunner")
 
 H = TypeVar("H", bound=Hook)
 
-#: Upper bound on a task's kill_timeout, as the client's `max_kill_timeout` (Nomad: 30 s).
-MAX_KILL_TIMEOUT: Final = 30 * 1_000_000_000
+#: How long a destroy waits for the runners to finish after their kills before cancelling
+#: them (a driver that never reports an exit must not keep a destroy from completing).
+DESTROY_GRACE: Final = 30.0
 
 
 class AllocRunnerError(YurtError):
@@ -165,6 +165,7 @@ class AllocRunner:
         self._update_wake = trio.Event()
         self._pending_update: Allocation | None = None
         self._kill_lock = trio.Lock()
+        self._run_scope = trio.CancelScope()
 
     # ------------------------------------------------------------------ views
 
@@ -208,28 +209,36 @@ class AllocRunner:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         """Run the allocation until every task runner has finished."""
+        if self._destroy_launched:  # destroyed before it ever ran: nothing to run
+            task_status.started()
+            await self.destroyed.wait()
+            return
         self._run_launched = True
         try:
-            async with trio.open_nursery() as services:
-                services.start_soon(self._run_task_state_handler)
-                services.start_soon(self._run_alloc_update_handler)
-                task_status.started()
-                if self._should_run():
-                    error = await self._prerun()
-                    if error is not None:
-                        for tr in self.task_runners.values():
-                            await tr.mark_failed_kill(f"failed to setup alloc: {error}")
-                async with trio.open_nursery() as runners:
-                    for tr in self.task_runners.values():
-                        runners.start_soon(tr.run)
-                self._tasks_exited = True
-                self._state_dirty.set()
-                await self._handler_done.wait()
-                services.cancel_scope.cancel()
+            with self._run_scope:
+                await self._run(task_status)
             if not (self._shutdown_launched or self._destroy_launched):
                 await self._postrun()
         finally:
             self.wait_done.set()
+
+    async def _run(self, task_status: trio.TaskStatus[None]) -> None:
+        async with trio.open_nursery() as services:
+            services.start_soon(self._run_task_state_handler)
+            services.start_soon(self._run_alloc_update_handler)
+            task_status.started()
+            if self._should_run():
+                error = await self._prerun()
+                if error is not None:
+                    for tr in self.task_runners.values():
+                        await tr.mark_failed_kill(f"failed to setup alloc: {error}")
+            async with trio.open_nursery() as runners:
+                for tr in self.task_runners.values():
+                    runners.start_soon(tr.run)
+            self._tasks_exited = True
+            self._state_dirty.set()
+            await self._handler_done.wait()
+            services.cancel_scope.cancel()
 
     async def _prerun(self) -> str | None:
         for hook in self._hooks(AllocPrerunHook):
@@ -281,9 +290,11 @@ class AllocRunner:
             if state.state != TASK_STATE_DEAD:
                 live.append(tr)
                 continue
-            if state.failed and kill_event is None:
-                kill_event = events.new_event(events.SIBLING_FAILED, self._config.unix_clock(),
-                                              failed_sibling=tr.name)
+            if state.failed:
+                if kill_event is None:  # a dead leader's event takes priority
+                    kill_event = events.new_event(events.SIBLING_FAILED,
+                                                  self._config.unix_clock(),
+                                                  failed_sibling=tr.name)
             elif tr.is_leader:
                 kill_event = events.new_event(events.LEADER_DEAD, self._config.unix_clock())
 
@@ -343,14 +354,20 @@ class AllocRunner:
             def killing(tr: TaskRunner) -> TaskEvent | None:
                 if tr.state.finished_at != ZERO_TIME:
                     return None
-                timeout = min(tr.task.kill_timeout, MAX_KILL_TIMEOUT)
                 return events.new_event(events.KILLING, self._config.unix_clock(),
-                                        kill_timeout=timeout)
+                                        kill_timeout=tr.kill_timeout)
 
             async def kill(tr: TaskRunner) -> None:
-                error = await tr.kill(killing(tr))
-                if error:
-                    log.error("failed to kill task %s of alloc %s: %s", tr.name, self.id, error)
+                # Bounded: a driver that never reports the exit must not hold up the rest
+                # of the kill order (the task runner keeps waiting for it on its own).
+                with trio.move_on_after(tr.kill_bound()) as scope:
+                    error = await tr.kill(killing(tr))
+                    if error:
+                        log.error("failed to kill task %s of alloc %s: %s", tr.name, self.id,
+                                  error)
+                if scope.cancelled_caught:
+                    log.error("task %s of alloc %s did not stop within %.0fs; moving on",
+                              tr.name, self.id, tr.kill_bound())
 
             runners = [tr for tr in self.task_runners.values() if not tr.is_poststop]
             for tr in runners:
@@ -396,7 +413,9 @@ class AllocRunner:
                 except Exception as e:
                     log.error('update hook "%s" failed: %s', hook.name, e)
         for tr in self.task_runners.values():
-            await tr.update(new)
+            kill_event = await tr.update(new)
+            if kill_event is not None:
+                self._nursery.start_soon(tr.kill, kill_event)
         if stopping:
             await self._kill_tasks()
 
@@ -413,16 +432,29 @@ class AllocRunner:
         self._check_can_restart()
         await tr.restart(event or self._restart_event(events.USER_RESTART_TASK))
 
-    async def restart_running(self, event: TaskEvent | None = None) -> None:
-        self._check_can_restart()
+    async def _restart_each(self, restart: Callable[[TaskRunner], Awaitable[None]]) -> None:
+        """Restart every task concurrently; tasks that are not running are skipped, other
+        failures are collected into one `AllocRunnerError` (never an ExceptionGroup)."""
+        failures: list[str] = []
 
-        async def restart(tr: TaskRunner) -> None:
-            with contextlib.suppress(TaskNotRunningError):
-                await tr.restart(event or self._restart_event(events.USER_RESTART_RUNNING))
+        async def one(tr: TaskRunner) -> None:
+            try:
+                await restart(tr)
+            except TaskNotRunningError:
+                pass
+            except YurtError as e:
+                failures.append(f"failed to restart task {tr.name}: {e}")
 
         async with trio.open_nursery() as nursery:
             for tr in self.task_runners.values():
-                nursery.start_soon(restart, tr)
+                nursery.start_soon(one, tr)
+        if failures:
+            raise AllocRunnerError("; ".join(failures))
+
+    async def restart_running(self, event: TaskEvent | None = None) -> None:
+        self._check_can_restart()
+        await self._restart_each(
+            lambda tr: tr.restart(event or self._restart_event(events.USER_RESTART_RUNNING)))
 
     async def restart_all(self, event: TaskEvent | None = None) -> None:
         self._check_can_restart()
@@ -430,13 +462,8 @@ class AllocRunner:
         for gate in self.gates.values():
             gate.close()
 
-        async def restart(tr: TaskRunner) -> None:
-            with contextlib.suppress(TaskNotRunningError):
-                await tr.force_restart(event or self._restart_event(events.USER_RESTART_ALL))
-
-        async with trio.open_nursery() as nursery:
-            for tr in self.task_runners.values():
-                nursery.start_soon(restart, tr)
+        await self._restart_each(
+            lambda tr: tr.force_restart(event or self._restart_event(events.USER_RESTART_ALL)))
         self._state_dirty.set()
 
     def _restart_event(self, reason: str) -> TaskEvent:
@@ -479,9 +506,18 @@ class AllocRunner:
         if self._shutdown_launched:
             await self.shutdown_done.wait()
         if self._run_launched:
-            await self._kill_tasks()
-            await self._publish()
-            await self.wait_done.wait()
+            # Shielded (an agent shutting down still finishes a destroy it started) and
+            # bounded (kills are bounded per task; runners that still do not finish are
+            # cancelled after a grace period).
+            with trio.CancelScope(shield=True):
+                await self._kill_tasks()
+                await self._publish()
+                with trio.move_on_after(DESTROY_GRACE):
+                    await self.wait_done.wait()
+                if not self.wait_done.is_set():
+                    log.error("alloc %s: runners did not finish; cancelling them", self.id)
+                    self._run_scope.cancel()
+                    await self.wait_done.wait()
         else:
             # Never run: the task runners never started, so there is nothing to wait for.
             for tr in self.task_runners.values():

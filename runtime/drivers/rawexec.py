@@ -228,29 +228,22 @@ class RawExecDriver:
     async def wait_task(self, task_id: str) -> ExitResult:
         return await self._wait_exit(self._task(task_id))
 
-    def _kill_group(self, task: _RawTask, signum: int) -> bool:
-        """Signal the task's process group, if the task is still the process we started."""
-        if task.result is not None and not self._group_exists(task.pid):
-            return False
-        if (task.result is None and not same_process(task.pid, task.start_time)
-                and not self._group_exists(task.pid)):
-            # The leader is gone and no member of its group is left. (A group that lives on,
-            # grandchildren, keeps its id reserved, so it can still be addressed safely.)
+    @staticmethod
+    def _kill_group(task: _RawTask, signum: int) -> bool:
+        """Signal the task's process group, unless its id now belongs to someone else.
+
+        Linux keeps a pid number reserved while any process still uses it as a process group
+        id, so while our group exists (even with the leader gone and grandchildren left), the
+        number is ours. If `/proc/<pid>` shows a process with another start time, the number
+        was reused: our group is gone, and the group of that id is not ours to signal.
+        """
+        current = process_start_time(task.pid)
+        if current is not None and current != task.start_time:
             return False
         try:
             os.killpg(task.pid, signum)
         except ProcessLookupError:
             return False
-        return True
-
-    @staticmethod
-    def _group_exists(pgid: int) -> bool:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
         return True
 
     async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:

@@ -53,7 +53,7 @@ def _terminated(e: TaskEvent) -> str:
     if e.signal:
         parts.append(f"Signal: {e.signal}")
     if e.message:
-        parts.append(f"Exit Message: {json.dumps(e.message)}")
+        parts.append(f"Exit Message: {json.dumps(e.message, ensure_ascii=False)}")
     return ", ".join(parts)
 
 

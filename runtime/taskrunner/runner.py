@@ -88,6 +88,9 @@ KILL_BACKOFF_BASE: Final = 5 * SECOND
 KILL_BACKOFF_LIMIT: Final = 120 * SECOND
 DEFAULT_KILL_SIGNAL: Final = "SIGINT"
 LOG_DRAIN_GRACE: Final = 5.0  # seconds for log pumps to finish after the task is done
+#: Upper bound on a task's kill_timeout, as the client's `max_kill_timeout` (Nomad: 30 s).
+MAX_KILL_TIMEOUT: Final = 30 * SECOND
+
 
 H = TypeVar("H", bound=Hook)
 
@@ -95,6 +98,10 @@ H = TypeVar("H", bound=Hook)
 def kill_backoff(attempt: int) -> int:
     """Nomad's stop-retry backoff after failed attempt `attempt` (0-based), in ns."""
     return int(min(4**attempt * KILL_BACKOFF_BASE, KILL_BACKOFF_LIMIT))
+
+
+#: All of a stop's backoffs (5 s + 20 s + 80 s + 120 s), for callers that bound a kill.
+STOP_RETRIES_TOTAL: Final = sum(kill_backoff(i) for i in range(KILL_FAILURE_LIMIT - 1))
 
 
 def snapshot(state: TaskState) -> TaskState:
@@ -178,6 +185,16 @@ class TaskRunner:
             not self.is_poststop)
 
     @property
+    def kill_timeout(self) -> int:
+        """The task's kill_timeout, capped by the client's maximum."""
+        return min(self.task.kill_timeout, MAX_KILL_TIMEOUT)
+
+    def kill_bound(self) -> float:
+        """Seconds a caller may wait for this task's kill before giving up on it: the kill
+        timeout, the shutdown delay, every stop retry, and a margin."""
+        return (self.kill_timeout + self.task.shutdown_delay + STOP_RETRIES_TOTAL) / 1e9 + 30
+
+    @property
     def handle(self) -> TaskHandle | None:
         return self._handle
 
@@ -244,7 +261,7 @@ class TaskRunner:
     async def update_state(self, new_state: str, event: TaskEvent | None = None) -> None:
         if event is not None:
             self._append(event)
-        if new_state == TASK_STATE_RUNNING and self.state.started_at == ZERO_TIME:
+        if new_state == TASK_STATE_RUNNING and self.state.state != TASK_STATE_RUNNING:
             self.state.started_at = events.datetime_of(self._unix_clock())
         if new_state == TASK_STATE_DEAD and self.state.finished_at == ZERO_TIME:
             self.state.finished_at = events.datetime_of(self._unix_clock())
@@ -361,6 +378,14 @@ class TaskRunner:
         while True:
             if not skip_main:
                 await self._main()
+                handle = self._handle
+                if handle is not None:
+                    # A re-attached task of an allocation that must not run any more (Nomad's
+                    # Run step 7): kill it, report how it ended, forget it.
+                    result = await self._handle_kill(handle)
+                    await self.emit_event(events.terminated(self._unix_clock(), result))
+                    await self._clear_handle(handle)
+                    await self._run_hooks(TaskExitedHook, "exited")
                 await self.update_state(TASK_STATE_DEAD)
             skip_main = False
             if self.is_poststop or not await self._wait_for_alloc_restart():
@@ -405,7 +430,7 @@ class TaskRunner:
             else:
                 await self._run_hooks(TaskPoststartHook, "poststart")
                 result = await self._wait_for_exit(handle)
-                self._handle = None
+                await self._clear_handle(handle)
                 self.tracker.set_exit_result(result)
                 await self._run_hooks(TaskExitedHook, "exited")
             restart, delay = await self._should_restart()
@@ -500,14 +525,32 @@ class TaskRunner:
         await self.emit_event(events.terminated(self._unix_clock(), result))
         return result
 
+    async def _clear_handle(self, handle: TaskHandle) -> None:
+        """The task exited: forget its handle here, in the persisted state and in the driver
+        (a restore must never re-attach to an invocation that is over)."""
+        self._handle = None
+        self.local_state.task_handle = None
+        await self._persist_local()
+        try:
+            await self.driver.destroy_task(handle.task_id, force=True)
+        except DriverError as e:
+            log.debug("destroying finished task %s: %s", handle.task_id, e)
+
     async def _wait_driver(self, handle: TaskHandle) -> ExitResult:
+        """The task's exit as the driver reports it; a driver error is an exit with an error
+        (Nomad reports exit code -1), never an exception out of the runner."""
         while True:
             try:
                 return await self.driver.wait_task(handle.task_id)
             except PluginShutdownError:
                 # The driver went away; it comes back with the task it had (Nomad
                 # re-dispenses the plugin and recovers the task from its handle).
-                await self.driver.recover_task(handle)
+                try:
+                    await self.driver.recover_task(handle)
+                except DriverError as e:
+                    return ExitResult(exit_code=-1, err=f"failed to recover task: {e}")
+            except DriverError as e:
+                return ExitResult(exit_code=-1, err=str(e))
 
     async def _handle_kill(self, handle: TaskHandle) -> ExitResult:
         await self._run_hooks(TaskPrekillHook, "prekill")
@@ -531,7 +574,7 @@ class TaskRunner:
         signal = self.task.kill_signal or DEFAULT_KILL_SIGNAL
         for attempt in range(KILL_FAILURE_LIMIT):
             try:
-                await self.driver.stop_task(handle.task_id, self.task.kill_timeout, signal)
+                await self.driver.stop_task(handle.task_id, self.kill_timeout, signal)
                 return ""
             except TaskNotFoundError:
                 return ""
@@ -619,21 +662,23 @@ class TaskRunner:
             events.SETUP_FAILURE, self._unix_clock(), display=reason, setup_error=reason,
             kill_reason=events.FAILED_RESTORING, fails_task=True))
 
-    async def update(self, alloc: Allocation) -> None:
-        """A new server copy of the allocation: run update hooks, or kill the task if the
-        update no longer has it."""
+    async def update(self, alloc: Allocation) -> TaskEvent | None:
+        """A new server copy of the allocation: run update hooks. If the update no longer
+        has this task, return the event to kill it with (the caller starts the kill in the
+        background, so one task's kill never holds up the next update)."""
         self.alloc = alloc
         if alloc.is_terminal():
-            return
+            await trio.lowlevel.checkpoint()
+            return None
         group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
         if group is not None and all(t.name != self.name for t in group.tasks):
-            await self.kill(events.new_event(events.KILLED, self._unix_clock(),
-                                             kill_reason="update missing task",
-                                             fails_task=True))
-            return
+            await trio.lowlevel.checkpoint()
+            return events.new_event(events.KILLED, self._unix_clock(),
+                                    kill_reason="update missing task", fails_task=True)
         ctx = self._ctx()
         for hook in self._hooks(TaskUpdateHook):
             try:
                 await hook.update(ctx, alloc)
             except Exception:
                 log.exception('update hook "%s" failed for task %s', hook.name, self.name)
+        return None
