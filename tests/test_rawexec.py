@@ -247,3 +247,20 @@ async def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
     finally:
         other.kill()
         await other.wait()
+
+
+async def test_default_kill_signal_sigint_reaches_the_task(tmp_path: Path) -> None:
+    """Background commands of a non-interactive shell start with SIGINT ignored; the shim
+    must hand the task a default SIGINT, or Nomad's default kill signal would do nothing."""
+    hcl = one_task("/bin/sleep", "1000", job_type="service")
+    with trio.fail_after(20):
+        async with runner(hcl, tmp_path) as (ar, _):
+            ar._nursery.start_soon(ar.run)
+            await until_running(ar, "t")
+            stop(ar)
+            await ar.wait_done.wait()
+    tr = ar.task_runners["t"]
+    assert last(tr, "Terminated") == "Exit Code: 130, Signal: 2"
+    killing = next(e.time for e in tr.state.events if e.type == "Killing")
+    terminated = next(e.time for e in tr.state.events if e.type == "Terminated")
+    assert terminated - killing < 4_000_000_000  # well before the 5 s kill_timeout

@@ -21,7 +21,9 @@ exec 2>>"$state/shim.log" 3<>"$out" 4<>"$err"
 cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/exit"; echo "$$ 0"; exit 127; }
 # setsid(1) makes the task a session and process-group leader (pgid = its pid) and execs it:
 # a background child is never a group leader, so setsid does not fork and $! is the task.
-setsid "$@" >&3 2>&4 3>&- 4>&- </dev/null &
+# A non-interactive shell starts background commands with SIGINT and SIGQUIT ignored, and
+# SIGINT is Nomad's default kill signal: env(1) puts both back to their defaults, then execs.
+setsid env --default-signal=INT,QUIT "$@" >&3 2>&4 3>&- 4>&- </dev/null &
 pid=$!
 printf '%s\n' "$pid" >"$state/pid"
 echo "$$ $pid"

@@ -1,0 +1,173 @@
+"""Layer 3: `kill -9` the agent, start it again, nothing lost, duplicated or orphaned.
+
+Drives `yurt run --json --data-dir D` as a user would. While the agent is dead, one task keeps
+printing and another exits with code 3; the second `yurt run` on the same data dir must
+re-attach: same pid for the running task, no second process, no new `Started` event, the exit
+code 3 reported and put through the restart policy, and the lines printed during the outage in
+the log files. Real clock, real processes; every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+YURT = str(Path(sys.executable).parent / "yurt")
+MARKER = "yurt-e2e-web-7c1f"
+
+JOB = f'''job "resume" {{
+  group "g" {{
+    restart {{
+      attempts = 3
+      delay    = "100ms"
+      interval = "1m"
+      mode     = "fail"
+    }}
+    task "web" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "echo $$ > $NOMAD_TASK_DIR/pid; i=0; while :; do i=$((i+1)); echo tick $i; echo $i > $NOMAD_TASK_DIR/count; sleep 0.05; done", "{MARKER}"]
+      }}
+    }}
+    task "quitter" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "echo $$ > $NOMAD_TASK_DIR/pid; while [ ! -f $NOMAD_ALLOC_DIR/quit ]; do sleep 0.05; done; exit 3"]
+      }}
+    }}
+  }}
+}}'''
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20) -> None:
+    """Poll OS state that offers nothing to block on (pids, files), with a deadline."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def processes_with(marker: str) -> list[int]:
+    """Task processes whose command line carries `marker` (not their shims)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline and b"shim.sh" not in cmdline and alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+def task_events(records: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
+    return [e["Payload"]["Event"] for r in records for e in r["Events"]
+            if e["Topic"] == "Task" and e["Payload"]["Task"] == task]
+
+
+def read_until(stream: TextIO, records: list[dict[str, Any]],
+               done: Callable[[list[dict[str, Any]]], bool]) -> None:
+    for line in stream:
+        records.append(json.loads(line))
+        if done(records):
+            return
+    raise AssertionError("agent output ended early")
+
+
+def started(records: list[dict[str, Any]], task: str) -> int:
+    return sum(1 for e in task_events(records, task) if e["Type"] == "Started")
+
+
+def start_agent(job: Path, data: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([YURT, "run", "--json", "--data-dir", str(data), str(job)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_agent_kill_9_and_restart_reattaches(tmp_path: Path) -> None:
+    job = tmp_path / "resume.nomad.hcl"
+    job.write_text(JOB)
+    data = tmp_path / "data"
+    first = start_agent(job, data)
+    second: subprocess.Popen[str] | None = None
+    try:
+        assert first.stdout is not None
+        records: list[dict[str, Any]] = []
+        read_until(first.stdout, records,
+                   lambda r: started(r, "web") == 1 and started(r, "quitter") == 1)
+        alloc_id = next(e["Key"] for r in records for e in r["Events"]
+                        if e["Topic"] == "Allocation")
+        alloc_dir = data / "alloc" / alloc_id
+        pid_file = {t: alloc_dir / t / "local" / "pid" for t in ("web", "quitter")}
+        wait_for(lambda: all(p.exists() and p.read_text().strip() for p in pid_file.values()))
+        web_pid = int(pid_file["web"].read_text())
+        quitter_pid = int(pid_file["quitter"].read_text())
+
+        first.kill()  # SIGKILL: no cleanup at all
+        first.wait(timeout=10)
+        assert alive(web_pid)
+        assert alive(quitter_pid)
+
+        # The outage: quitter exits 3, web keeps printing into the pipe.
+        (alloc_dir / "alloc" / "quit").touch()
+        wait_for(lambda: not alive(quitter_pid))
+        (alloc_dir / "alloc" / "quit").unlink()  # so its restart stays up
+        count_file = alloc_dir / "web" / "local" / "count"
+        during_outage = int(count_file.read_text())
+        wait_for(lambda: int(count_file.read_text()) > during_outage + 5)
+        during_outage = int(count_file.read_text())
+
+        second = start_agent(job, data)
+        assert second.stdout is not None
+        again: list[dict[str, Any]] = []
+        read_until(second.stdout, again, lambda r: started(r, "quitter") >= 1)
+        logs = alloc_dir / "alloc" / "logs"
+        wait_for(lambda: f"tick {during_outage}\n" in "".join(
+            p.read_text() for p in logs.glob("web.stdout.*")))
+
+        assert int(pid_file["web"].read_text()) == web_pid
+        assert alive(web_pid)
+        assert processes_with(MARKER) == [web_pid]  # one web process: no duplicate
+        quitter = task_events(again, "quitter")
+        assert [e["Type"] for e in quitter][:3] == ["Terminated", "Restarting", "Started"]
+        assert quitter[0]["ExitCode"] == 3
+        assert quitter[0]["DisplayMessage"] == "Exit Code: 3"
+
+        second.send_signal(signal.SIGTERM)
+        rest, _ = second.communicate(timeout=30)
+        again += [json.loads(line) for line in rest.splitlines() if line.strip()]
+        assert second.returncode == 0
+        web = task_events(again, "web")
+        assert "Started" not in [e["Type"] for e in web]  # re-attached, never restarted
+        assert [e["Type"] for e in web][-3:] == ["Killing", "Terminated", "Killed"]
+        wait_for(lambda: not alive(web_pid))
+        assert processes_with(MARKER) == []
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for pid in processes_with(MARKER):
+            os.kill(pid, signal.SIGKILL)
