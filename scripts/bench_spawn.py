@@ -28,14 +28,14 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime.allocrunner.runner import AllocRunnerConfig  # noqa: E402
-from runtime.client import Client  # noqa: E402
-from runtime.drivers.rawexec import RawExecDriver  # noqa: E402
-from runtime.eventstream import EventBroker  # noqa: E402
-from runtime.jobspec import parse_job  # noqa: E402
-from runtime.server.local import LocalServer  # noqa: E402
-from runtime.structs import Node  # noqa: E402
-from store import open_state_db  # noqa: E402
+from runtime.allocrunner.runner import AllocRunnerConfig
+from runtime.client import Client
+from runtime.drivers.rawexec import RawExecDriver
+from runtime.eventstream import EventBroker
+from runtime.jobspec import parse_job
+from runtime.server.local import LocalServer
+from runtime.structs import Node
+from store import open_state_db
 
 JOB = """
 job "spawn" {

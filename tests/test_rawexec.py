@@ -131,6 +131,8 @@ async def test_a_task_that_ignores_its_signal_is_killed_after_kill_timeout(
             ar._nursery.start_soon(ar.run)
             tr = ar.task_runners["t"]
             await until_running(ar, "t")
+            log = ar.alloc_dir.logs / "t.stdout.0"  # type: ignore[union-attr]
+            await eventually(lambda: log.exists() and "ready" in log.read_text())  # trap set
             stop(ar)
             await ar.wait_done.wait()
     assert last(tr, "Terminated") == "Exit Code: 137, Signal: 9"
@@ -152,6 +154,12 @@ async def test_stop_removes_grandchildren(tmp_path: Path) -> None:
             stop(ar)
             await ar.wait_done.wait()
     assert members(pgid) == []
+
+
+def sigint_ignored(status: Path) -> bool:
+    mask = next(line.split()[1] for line in status.read_text().splitlines()
+                if line.startswith("SigIgn:"))
+    return bool(int(mask, 16) & (1 << (2 - 1)))
 
 
 def members(pgid: int) -> list[int]:
@@ -257,6 +265,11 @@ async def test_default_kill_signal_sigint_reaches_the_task(tmp_path: Path) -> No
         async with runner(hcl, tmp_path) as (ar, _):
             ar._nursery.start_soon(ar.run)
             await until_running(ar, "t")
+            handle = ar.task_runners["t"].handle
+            assert handle is not None
+            status = Path(f"/proc/{handle.driver_state['pid']}/status")
+            # Until env(1) has reset it, the signal is still ignored (a start-up window).
+            await eventually(lambda: not sigint_ignored(status))
             stop(ar)
             await ar.wait_done.wait()
     tr = ar.task_runners["t"]

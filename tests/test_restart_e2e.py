@@ -26,6 +26,11 @@ pytestmark = pytest.mark.slow
 YURT = str(Path(sys.executable).parent / "yurt")
 MARKER = "yurt-e2e-web-7c1f"
 
+WEB = ("echo $$ > $NOMAD_TASK_DIR/pid; i=0; "
+       "while :; do i=$((i+1)); echo tick $i; echo $i > $NOMAD_TASK_DIR/count; sleep 0.05; done")
+QUITTER = ("echo $$ > $NOMAD_TASK_DIR/pid; "
+           "while [ ! -f $NOMAD_ALLOC_DIR/quit ]; do sleep 0.05; done; exit 3")
+
 JOB = f'''job "resume" {{
   group "g" {{
     restart {{
@@ -38,14 +43,14 @@ JOB = f'''job "resume" {{
       driver = "raw_exec"
       config {{
         command = "/bin/sh"
-        args    = ["-c", "echo $$ > $NOMAD_TASK_DIR/pid; i=0; while :; do i=$((i+1)); echo tick $i; echo $i > $NOMAD_TASK_DIR/count; sleep 0.05; done", "{MARKER}"]
+        args    = ["-c", "{WEB}", "{MARKER}"]
       }}
     }}
     task "quitter" {{
       driver = "raw_exec"
       config {{
         command = "/bin/sh"
-        args    = ["-c", "echo $$ > $NOMAD_TASK_DIR/pid; while [ ! -f $NOMAD_ALLOC_DIR/quit ]; do sleep 0.05; done; exit 3"]
+        args    = ["-c", "{QUITTER}"]
       }}
     }}
   }}
@@ -135,9 +140,15 @@ def test_agent_kill_9_and_restart_reattaches(tmp_path: Path) -> None:
         wait_for(lambda: not alive(quitter_pid))
         (alloc_dir / "alloc" / "quit").unlink()  # so its restart stays up
         count_file = alloc_dir / "web" / "local" / "count"
-        during_outage = int(count_file.read_text())
-        wait_for(lambda: int(count_file.read_text()) > during_outage + 5)
-        during_outage = int(count_file.read_text())
+
+        def count() -> int:  # the task rewrites the file: it may be caught empty
+            text = count_file.read_text().strip()
+            return int(text) if text else 0
+
+        wait_for(lambda: count() > 0)
+        at_kill = count()
+        wait_for(lambda: count() > at_kill + 5)
+        during_outage = count()
 
         second = start_agent(job, data)
         assert second.stdout is not None
