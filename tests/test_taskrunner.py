@@ -268,3 +268,33 @@ async def test_a_restore_never_reattaches_to_a_finished_start(autojump_clock: Mo
         assert tr.state.restarts == 1
         assert len([k for _, k, _ in driver.log if k == "start"]) == 2
         nursery.cancel_scope.cancel()
+
+
+async def test_hook_env_merge_is_last_writer_wins_and_clearing_restores(
+        autojump_clock: MockClock) -> None:
+    """Later hooks win a key; a hook that clears its env lets the earlier value show again."""
+    from hooks.base import Hook
+    from runtime.allocrunner.gate import Gate
+    from runtime.taskrunner.runner import TaskRunner
+
+    class First(Hook):
+        name = "first"
+
+    class Second(Hook):
+        name = "second"
+
+    alloc = job_alloc(SERVICE % "1h")
+    assert alloc.job is not None
+    task = alloc.job.task_groups[0].tasks[0]
+    tr = TaskRunner(alloc, task, driver=MockDriver(lambda: 0), state_db=MemoryStateDB(),
+                    gate=Gate(), on_state_updated=lambda: None, unix_clock=lambda: 0,
+                    hooks=[First(), Second()])
+    tr.set_hook_env("second", {"KEY": "from-second"})
+    tr.set_hook_env("first", {"KEY": "from-first", "FROM_JOB": "overridden"})
+    assert tr.env["KEY"] == "from-second"  # hook order decides, not call order
+    assert tr.env["FROM_JOB"] == "overridden"
+    tr.set_hook_env("second", None)
+    assert tr.env["KEY"] == "from-first"
+    tr.set_hook_env("first", None)
+    assert "KEY" not in tr.env
+    assert tr.env["FROM_JOB"] == "yes"

@@ -1,0 +1,51 @@
+"""The alloc dir on a real file system (layer 2): layout, idempotence, destroy, move."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import trio
+
+from runtime.allocdir import AllocDir
+
+
+async def test_layout_modes_and_idempotence(tmp_path: Path) -> None:
+    with trio.fail_after(10):
+        d = AllocDir(tmp_path, "a1")
+        async with trio.open_nursery() as nursery:  # concurrent builds are safe
+            nursery.start_soon(d.build)
+            nursery.start_soon(d.build)
+        await d.build_task("web")
+        await d.build_task("web")
+    assert sorted(p.name for p in d.shared.iterdir()) == ["data", "logs", "tmp"]
+    assert sorted(p.name for p in d.task_dir("web").iterdir()) == ["local", "secrets", "tmp"]
+    assert stat.S_IMODE(d.path.stat().st_mode) == 0o755
+    assert stat.S_IMODE((d.shared / "data").stat().st_mode) == 0o777
+    assert stat.S_IMODE((d.task_dir("web") / "tmp").stat().st_mode) == 0o1777
+    assert await d.exists()
+
+
+async def test_destroy_removes_everything(tmp_path: Path) -> None:
+    with trio.fail_after(10):
+        d = AllocDir(tmp_path, "a1")
+        await d.build()
+        await d.build_task("web")
+        (d.task_dir("web") / "local" / "file").write_text("x")
+        await d.destroy()
+        assert not await d.exists()
+        await d.destroy()  # again: no error
+
+
+async def test_move_hands_data_and_local_dirs_to_the_new_alloc(tmp_path: Path) -> None:
+    with trio.fail_after(10):
+        old, new = AllocDir(tmp_path, "old"), AllocDir(tmp_path, "new")
+        for d in (old, new):
+            await d.build()
+            await d.build_task("web")
+        (old.shared / "data" / "db").write_text("rows")
+        (old.task_dir("web") / "local" / "cache").write_text("warm")
+        await new.move(old, ["web"])
+    assert (new.shared / "data" / "db").read_text() == "rows"
+    assert (new.task_dir("web") / "local" / "cache").read_text() == "warm"
+    assert not (old.shared / "data").exists()
