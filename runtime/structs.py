@@ -57,8 +57,11 @@ ALLOC_DESIRED_STOP: Final = "stop"
 ALLOC_DESIRED_EVICT: Final = "evict"
 
 
-class Base(msgspec.Struct, kw_only=True, rename="pascal"):
-    """Common encoding options: PascalCase JSON names unless a field says otherwise."""
+class Base(msgspec.Struct, kw_only=True, rename="pascal", gc=False):
+    """Common options: PascalCase JSON names unless a field says otherwise, and instances
+    untracked by Python's cyclic garbage collector (`gc=False`): the data model is a tree,
+    never a cycle, and an agent holds tens of thousands of these, which a tracked collector
+    would rescan on every full collection."""
 
 
 # --------------------------------------------------------------------------- jobspec structs

@@ -55,7 +55,7 @@ from hooks.task_dir import TaskDirHook
 from runtime.allocdir import AllocDir
 from runtime.allocrunner.broadcaster import AllocBroadcaster
 from runtime.allocrunner.gate import Gate
-from runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
+from runtime.allocrunner.lifecycle import Coordinator, stage_of
 from runtime.allocrunner.status import client_status, is_client_terminal
 from runtime.drivers.protocol import Driver
 from runtime.errors import TaskNotRunningError, YurtError
@@ -137,7 +137,8 @@ class AllocRunner:
             *config.alloc_hooks,
         ]
         self.coordinator = Coordinator(group.tasks)
-        self.gates = {stage: Gate() for stage in Stage}
+        # One gate per stage this group uses (an unused stage has nobody to let through).
+        self.gates = {stage: Gate() for stage in {stage_of(t) for t in group.tasks}}
         self.task_runners: dict[str, TaskRunner] = {}
         for task in group.tasks:
             driver = config.drivers.get(task.driver)
