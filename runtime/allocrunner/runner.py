@@ -192,8 +192,10 @@ class AllocRunner:
         lifecycle coordinator from the restored states."""
         for tr in self.task_runners.values():
             await tr.restore()
-        open_stages = self.coordinator.restore(
-            {name: tr.state for name, tr in self.task_runners.items()})
+        self._set_gates(self.coordinator.restore(
+            {name: tr.state for name, tr in self.task_runners.items()}))
+
+    def _set_gates(self, open_stages: frozenset[Stage]) -> None:
         for stage, gate in self.gates.items():
             if stage in open_stages:
                 gate.open()
@@ -316,12 +318,7 @@ class AllocRunner:
                         nursery.start_soon(tr.kill)
 
         states = {name: tr.state for name, tr in self.task_runners.items()}
-        open_stages = self.coordinator.task_states_updated(states)
-        for stage, gate in self.gates.items():
-            if stage in open_stages:
-                gate.open()
-            else:
-                gate.close()
+        self._set_gates(self.coordinator.task_states_updated(states))
         await self._publish()
 
     async def _publish(self) -> None:
@@ -460,8 +457,7 @@ class AllocRunner:
     async def restart_all(self, event: TaskEvent | None = None) -> None:
         self._check_can_restart()
         self.coordinator.restart()
-        for gate in self.gates.values():
-            gate.close()
+        self._set_gates(self.coordinator.open_stages())
 
         await self._restart_each(
             lambda tr: tr.force_restart(event or self._restart_event(events.USER_RESTART_ALL)))
