@@ -55,7 +55,7 @@ from hooks.task_dir import TaskDirHook
 from runtime.allocdir import AllocDir
 from runtime.allocrunner.broadcaster import AllocBroadcaster
 from runtime.allocrunner.gate import Gate
-from runtime.allocrunner.lifecycle import Coordinator, stage_of
+from runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from runtime.allocrunner.status import client_status, is_client_terminal
 from runtime.drivers.protocol import Driver
 from runtime.errors import TaskNotRunningError, YurtError
