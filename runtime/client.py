@@ -10,6 +10,7 @@ event as a `Task/TaskEvent` record, every client view of an allocation as
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import final
 
 import trio
@@ -21,8 +22,10 @@ from runtime.structs import Allocation
 
 @final
 class Client:
-    def __init__(self, config: AllocRunnerConfig, broker: EventBroker) -> None:
+    def __init__(self, config: AllocRunnerConfig, broker: EventBroker,
+                 on_alloc_update: Callable[[Allocation], None] | None = None) -> None:
         self.broker = broker
+        self._on_alloc_update = on_alloc_update
         self._config = dataclasses.replace(config, on_task_event=broker.task_event)
         self.runners: dict[str, AllocRunner] = {}
         self._nursery: trio.Nursery | None = None
@@ -39,16 +42,22 @@ class Client:
         """Create a runner for a new allocation and start it."""
         assert self._nursery is not None, "Client.run must be started first"
         runner = AllocRunner(alloc, self._config, nursery=self._nursery,
-                             on_alloc_state_updated=self.broker.allocation_updated)
+                             on_alloc_state_updated=self._alloc_updated)
         self.runners[alloc.id] = runner
         self._nursery.start_soon(runner.run)
         return runner
+
+    def _alloc_updated(self, alloc: Allocation) -> None:
+        """Every new client view of an allocation: to the event stream and the server sync."""
+        self.broker.allocation_updated(alloc)
+        if self._on_alloc_update is not None:
+            self._on_alloc_update(alloc)
 
     async def restore_alloc(self, alloc: Allocation) -> AllocRunner:
         """Re-attach to an allocation an earlier agent ran (its state is in the store)."""
         assert self._nursery is not None, "Client.run must be started first"
         runner = AllocRunner(alloc, self._config, nursery=self._nursery,
-                             on_alloc_state_updated=self.broker.allocation_updated)
+                             on_alloc_state_updated=self._alloc_updated)
         await runner.restore()
         self.runners[alloc.id] = runner
         self._nursery.start_soon(runner.run)
