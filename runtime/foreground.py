@@ -24,10 +24,8 @@ from __future__ import annotations
 import io
 import os
 import signal
-import socket
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -44,6 +42,7 @@ from runtime.drivers.mock import MockDriver
 from runtime.drivers.protocol import Driver
 from runtime.drivers.rawexec import RawExecDriver
 from runtime.eventstream import EventBroker, Record, Subscription, encode_record
+from runtime.fingerprint import fingerprint_node
 from runtime.server.local import LocalServer
 from runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent
 from runtime.taskrunner.events import datetime_of
@@ -132,13 +131,13 @@ def _final_table(allocs: list[Allocation]) -> str:
     return buffer.getvalue()
 
 
-def local_node(drivers: list[str]) -> Node:
+def local_node(data_dir: Path, drivers: list[str]) -> Node:
     """This machine as a node that has `drivers`, detected and healthy."""
     now = datetime_of(time.time_ns())
-    return Node(id=str(uuid.uuid4()), name=socket.gethostname(), status="ready",
-                drivers={d: DriverInfo(detected=True, healthy=True,
-                                       health_description="Healthy", update_time=now)
-                         for d in drivers})
+    node = fingerprint_node(data_dir)
+    node.drivers = {d: DriverInfo(detected=True, healthy=True, health_description="Healthy",
+                                  update_time=now) for d in drivers}
+    return node
 
 
 async def _print_records(subscription: Subscription, printer: _HumanPrinter | _JsonPrinter
@@ -171,12 +170,13 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
     unix_clock = time.time_ns
     drivers: dict[str, Driver] = {"mock_driver": MockDriver(unix_clock),
                                   "raw_exec": RawExecDriver()}
-    node = local_node(list(drivers))
+    node = local_node(alloc_root.parent, list(drivers))
     server = LocalServer(node, broker)
     client = Client(AllocRunnerConfig(state_db=db, drivers=drivers, unix_clock=unix_clock,
                                       alloc_root=alloc_root, node=node), broker)
     interrupted = False
     forced = False
+    unplaced = False
 
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
@@ -194,7 +194,14 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
         if resumed:
             assert resumed[0].job is not None
             server.adopt(resumed[0].job, resumed)
-        for alloc in resumed or server.register_job(job):
+            placed = resumed
+        else:
+            registration = await server.register_job(job)
+            placed = registration.placed
+            for group, why in registration.failed.items():
+                await out.write(f"group {group!r} not placed: {why}\n")
+                unplaced = True
+        for alloc in placed:
             if isinstance(printer, _HumanPrinter):
                 printer.names[alloc.id] = alloc.name
             if resumed:
@@ -217,7 +224,7 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
                             waiting.cancel_scope.cancel()
                             return
                         interrupted = True
-                        for alloc in server.stop_job(job.id):
+                        for alloc in await server.stop_job(job.id):
                             client.update_alloc(alloc)
 
                 waiting.start_soon(finish)
@@ -233,7 +240,7 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
         await out.write(_final_table(final))
     if forced:
         return EXIT_INTERRUPTED
-    if any(a.client_status == "failed" for a in final):
+    if unplaced or any(a.client_status == "failed" for a in final):
         return EXIT_FAILED
     if interrupted and job.type != "service":
         return EXIT_INTERRUPTED

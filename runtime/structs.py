@@ -283,6 +283,27 @@ class DriverInfo(Base):
     attributes: dict[str, str] = field(default_factory=dict)
 
 
+class NodeCpuResources(Base):
+    cpu_shares: int = 0
+    total_cpu_cores: int = 0
+
+
+class NodeMemoryResources(Base):
+    memory_mb: int = field(default=0, name="MemoryMB")
+
+
+class NodeDiskResources(Base):
+    disk_mb: int = field(default=0, name="DiskMB")
+
+
+class NodeResources(Base):
+    """What the node offers (Nomad's `NodeResources`, the parts placement uses)."""
+
+    cpu: NodeCpuResources = field(default_factory=NodeCpuResources, name="Cpu")
+    memory: NodeMemoryResources = field(default_factory=NodeMemoryResources)
+    disk: NodeDiskResources = field(default_factory=NodeDiskResources)
+
+
 class Node(Base):
     id: str = field(default="", name="ID")
     name: str = ""
@@ -292,6 +313,8 @@ class Node(Base):
     attributes: dict[str, str] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
     drivers: dict[str, DriverInfo] = field(default_factory=dict)
+    node_resources: NodeResources = field(default_factory=NodeResources)
+    http_addr: str = ""
     status: str = "initializing"
     status_description: str = ""
     create_index: int = 0

@@ -94,7 +94,7 @@ async def life_of(n: int) -> dict[str, float]:
     start = time.perf_counter()
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
-        allocs = server.register_job(job)
+        allocs = (await server.register_job(job)).placed
         for alloc in allocs:
             client.add_alloc(alloc)
         await trio.sleep(60)  # virtual: every prestart done, every main running
@@ -103,7 +103,7 @@ async def life_of(n: int) -> dict[str, float]:
                    if r.task_runners["main"].state.state == "running")
         assert live == n, f"only {live} of {n} allocations running"
         rss_live = rss_bytes()
-        for alloc in server.stop_job(job.id):
+        for alloc in await server.stop_job(job.id):
             client.update_alloc(alloc)
         await client.wait_all()
         stopped = time.perf_counter()

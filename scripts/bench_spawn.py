@@ -104,7 +104,7 @@ async def through_yurt(n: int) -> dict[str, float]:
             async with trio.open_nursery() as nursery:
                 await nursery.start(client.run)
                 start = time.perf_counter()
-                allocs = server.register_job(job)
+                allocs = (await server.register_job(job)).placed
                 for alloc in allocs:
                     client.add_alloc(alloc)
                 listener_done = trio.Event()
@@ -131,7 +131,7 @@ async def through_yurt(n: int) -> dict[str, float]:
                 shims = [rollup(int(h.driver_state["shim_pid"])) for h in handles if h]
                 tasks = [rollup(int(h.driver_state["pid"])) for h in handles if h]
                 stop_start = time.perf_counter()
-                for alloc in server.stop_job(job.id):
+                for alloc in await server.stop_job(job.id):
                     client.update_alloc(alloc)
                 with trio.fail_after(600):
                     await client.wait_all()

@@ -99,7 +99,7 @@ async def life(n: int, scheme: str) -> dict[str, object]:
                                           drivers={"mock_driver": MockDriver(unix_clock)},
                                           unix_clock=unix_clock), broker, on_update)
         await nursery.start(client.run)
-        for alloc in placement.register_job(job):
+        for alloc in (await placement.register_job(job)).placed:
             client.add_alloc(alloc)
         await client.wait_all()
         await trio.sleep(2)  # let the last tick go out

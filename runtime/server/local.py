@@ -1,75 +1,225 @@
 """`LocalServer`: the embedded single-node server, turning registered jobs into allocations.
 
-What a Nomad server does for one node, minus what a single node does not need: a registered
-job gets `count` allocations per group, named `<job>.<group>[<i>]` with fresh UUIDs, all placed
-on the local node; stopping a job marks its allocations `desired_status = stop`. Capacity
-checks, device assignment, job updates and preemption belong here too and arrive with the
-agent (DESIGN §6); until then placement admits everything.
+What a Nomad server does for one node, minus what a single node does not need:
+
+- **Register**: a job gets `count` allocations per group, named `<job>.<group>[<i>]`, placed on
+  this node if the node's CPU and memory, less what running allocations use, fit the group;
+  what does not fit is reported per group (`Resources exhausted: …`) and not placed.
+- **Update**: registering a changed job bumps its version and replaces each allocation: the new
+  one names the old one in `PreviousAllocation`, the old one is stopped. Registering an
+  unchanged job changes nothing.
+- **Stop**: a job's (or one allocation's) allocations get `desired_status = stop`.
+- **Client updates** (`update_allocs`, what alloc sync sends): the server copies take the
+  client's status, description and task states.
+
+Every change bumps the server index, is persisted in `ServerStore` (when given) before it is
+visible, and sets `changed`, which the agent watches to hand allocations to its client.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from dataclasses import dataclass, field
 from typing import final
 
 import msgspec
+import trio
 
 from runtime.eventstream import EventBroker
-from runtime.structs import ALLOC_DESIRED_STOP, Allocation, Job, Node
+from runtime.server.store import ServerStore
+from runtime.structs import ALLOC_DESIRED_STOP, Allocation, Job, Node, TaskGroup
+
+_SERVER_FIELDS = ("stop", "status", "status_description", "version", "submit_time",
+                  "create_index", "modify_index", "job_modify_index")
+
+
+def _spec(job: Job) -> bytes:
+    """The job as the user wrote it: server bookkeeping left out."""
+    blank = Job()
+    return msgspec.json.encode(msgspec.structs.replace(
+        job, **{f: getattr(blank, f) for f in _SERVER_FIELDS}))
+
+
+def group_needs(group: TaskGroup) -> tuple[int, int]:
+    """(CPU MHz, memory MB) one allocation of `group` asks for."""
+    return (sum(t.resources.cpu for t in group.tasks),
+            sum(t.resources.memory for t in group.tasks))
+
+
+def alloc_needs(alloc: Allocation) -> tuple[int, int]:
+    group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+    return group_needs(group) if group is not None else (0, 0)
+
+
+@dataclass
+class Registration:
+    """What registering a job did: Nomad's evaluation result, flattened."""
+
+    eval_id: str
+    index: int
+    placed: list[Allocation] = field(default_factory=list)
+    stopped: list[Allocation] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # group → why it was not placed
+    unchanged: bool = False
 
 
 @final
 class LocalServer:
-    def __init__(self, node: Node, broker: EventBroker) -> None:
+    def __init__(self, node: Node, broker: EventBroker, store: ServerStore | None = None
+                 ) -> None:
         self.node = node
         self.broker = broker
+        self.store = store
         self.jobs: dict[str, Job] = {}
         self.allocs: dict[str, Allocation] = {}
-        self._index = 0
+        self.index = 0
+        self.changed = trio.Event()
+
+    async def load(self) -> None:
+        """Take back what an earlier agent's server had."""
+        if self.store is None:
+            return
+        jobs, allocs, self.index = await self.store.load()
+        self.jobs = {j.id: j for j in jobs}
+        self.allocs = {a.id: a for a in allocs}
 
     def _next_index(self) -> int:
-        self._index += 1
-        return self._index
+        self.index += 1
+        return self.index
 
-    def register_job(self, job: Job) -> list[Allocation]:
-        """Register `job` and place its allocations on this node."""
+    async def _commit(self, jobs: list[Job], allocs: list[Allocation]) -> None:
+        if self.store is not None:
+            await self.store.save(self.index, jobs, allocs)
+        else:
+            await trio.lowlevel.checkpoint()
+        for job in jobs:
+            self.jobs[job.id] = job
+        for alloc in allocs:
+            self.allocs[alloc.id] = alloc
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def allocs_for_node(self) -> list[Allocation]:
+        return [a for a in self.allocs.values() if a.node_id == self.node.id]
+
+    def job_allocs(self, job_id: str) -> list[Allocation]:
+        return sorted((a for a in self.allocs.values() if a.job_id == job_id),
+                      key=lambda a: (a.create_index, a.name))
+
+    def _used(self, excluding: set[str]) -> tuple[int, int]:
+        cpu = mem = 0
+        for alloc in self.allocs.values():
+            if alloc.id in excluding or alloc.is_terminal():
+                continue
+            c, m = alloc_needs(alloc)
+            cpu, mem = cpu + c, mem + m
+        return cpu, mem
+
+    # ------------------------------------------------------------------ jobs
+
+    async def register_job(self, job: Job) -> Registration:
+        """Register (or update) `job` and place its allocations on this node."""
+        existing = self.jobs.get(job.id)
+        live = [a for a in self.job_allocs(job.id) if not a.is_terminal()]
+        if existing is not None and not existing.stop and _spec(existing) == _spec(job):
+            await trio.lowlevel.checkpoint()
+            return Registration(eval_id=str(uuid.uuid4()), index=self.index, unchanged=True)
         index = self._next_index()
-        job = msgspec.structs.replace(job, create_index=index, modify_index=index,
-                                      job_modify_index=index, status="running")
-        self.jobs[job.id] = job
-        self.broker.job_registered(job)
-        placed = []
+        job = msgspec.structs.replace(
+            job, create_index=existing.create_index if existing else index, modify_index=index,
+            job_modify_index=index, version=existing.version + 1 if existing else 0,
+            status="running", stop=False, submit_time=time.time_ns())
+        result = Registration(eval_id=str(uuid.uuid4()), index=index)
+        previous = {a.name: a for a in live}
+        cpu_used, mem_used = self._used(excluding={a.id for a in live})
+        total_cpu = self.node.node_resources.cpu.cpu_shares
+        total_mem = self.node.node_resources.memory.memory_mb
         for group in job.task_groups:
+            cpu, mem = group_needs(group)
             for i in range(group.count):
-                alloc = Allocation(
-                    id=str(uuid.uuid4()), namespace=job.namespace, eval_id=str(uuid.uuid4()),
-                    name=f"{job.id}.{group.name}[{i}]", node_id=self.node.id,
-                    node_name=self.node.name, job_id=job.id, job=job, task_group=group.name,
-                    create_index=index, modify_index=index, alloc_modify_index=index)
-                self.allocs[alloc.id] = alloc
-                placed.append(alloc)
-        return placed
+                name = f"{job.id}.{group.name}[{i}]"
+                if total_cpu and cpu_used + cpu > total_cpu:
+                    result.failed[group.name] = (
+                        f"Resources exhausted: cpu (needs {cpu} MHz, "
+                        f"{max(total_cpu - cpu_used, 0)} of {total_cpu} MHz free)")
+                    break
+                if total_mem and mem_used + mem > total_mem:
+                    result.failed[group.name] = (
+                        f"Resources exhausted: memory (needs {mem} MB, "
+                        f"{max(total_mem - mem_used, 0)} of {total_mem} MB free)")
+                    break
+                cpu_used, mem_used = cpu_used + cpu, mem_used + mem
+                prev = previous.pop(name, None)
+                result.placed.append(Allocation(
+                    id=str(uuid.uuid4()), namespace=job.namespace, eval_id=result.eval_id,
+                    name=name, node_id=self.node.id, node_name=self.node.name, job_id=job.id,
+                    job=job, task_group=group.name, create_index=index, modify_index=index,
+                    alloc_modify_index=index, create_time=time.time_ns(),
+                    previous_allocation=prev.id if prev is not None else ""))
+        # Whatever the new version no longer has a place for (replaced, or gone) stops.
+        replaced = {a.previous_allocation for a in result.placed if a.previous_allocation}
+        for alloc in live:
+            if alloc.id in replaced or alloc.name in previous:
+                result.stopped.append(self._stopped(alloc, index, "alloc is being updated"
+                                                    if alloc.id in replaced else
+                                                    "alloc not needed due to job update"))
+        for new in result.placed:
+            if new.previous_allocation:
+                old = next(s for s in result.stopped if s.id == new.previous_allocation)
+                old.next_allocation = new.id
+        await self._commit([job], result.placed + result.stopped)
+        self.broker.job_registered(job)
+        return result
+
+    def _stopped(self, alloc: Allocation, index: int, why: str) -> Allocation:
+        return msgspec.structs.replace(alloc, desired_status=ALLOC_DESIRED_STOP,
+                                       desired_description=why, modify_index=index,
+                                       alloc_modify_index=index, modify_time=time.time_ns())
+
+    async def stop_job(self, job_id: str) -> list[Allocation]:
+        """Stop `job_id`: every allocation is told to stop; the job is kept, marked stopped."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise KeyError(job_id)
+        index = self._next_index()
+        stopped = [self._stopped(a, index, "alloc is being stopped")
+                   for a in self.job_allocs(job_id) if a.desired_status != ALLOC_DESIRED_STOP]
+        job = msgspec.structs.replace(job, stop=True, status="dead", modify_index=index,
+                                      job_modify_index=index)
+        await self._commit([job], stopped)
+        self.broker.job_deregistered(job)
+        return stopped
+
+    async def stop_alloc(self, alloc_id: str) -> Allocation:
+        alloc = self.allocs.get(alloc_id)
+        if alloc is None:
+            raise KeyError(alloc_id)
+        stopped = self._stopped(alloc, self._next_index(), "alloc is being stopped by user")
+        await self._commit([], [stopped])
+        return stopped
 
     def adopt(self, job: Job, allocs: list[Allocation]) -> None:
-        """Take back a job and allocations an earlier agent placed (resuming after a restart)."""
+        """Take back a job and allocations an earlier `yurt run` placed (no store there)."""
         self.jobs[job.id] = job
         for alloc in allocs:
             self.allocs[alloc.id] = alloc
-            self._index = max(self._index, alloc.alloc_modify_index)
+            self.index = max(self.index, alloc.alloc_modify_index)
 
-    def stop_job(self, job_id: str) -> list[Allocation]:
-        """Mark every allocation of `job_id` to stop; returns the updated server copies."""
+    # ------------------------------------------------------------------ client updates
+
+    async def update_allocs(self, batch: list[Allocation]) -> None:
+        """What the client reports (alloc sync): status, description and task states."""
         index = self._next_index()
-        stopped = []
-        for alloc in list(self.allocs.values()):
-            if alloc.job_id != job_id or alloc.desired_status == ALLOC_DESIRED_STOP:
+        updated = []
+        for update in batch:
+            alloc = self.allocs.get(update.id)
+            if alloc is None:
                 continue
-            new = msgspec.structs.replace(alloc, desired_status=ALLOC_DESIRED_STOP,
-                                          desired_description="alloc is being stopped",
-                                          modify_index=index, alloc_modify_index=index)
-            self.allocs[new.id] = new
-            stopped.append(new)
-        job = self.jobs.get(job_id)
-        if job is not None:
-            self.broker.job_deregistered(job)
-        return stopped
+            updated.append(msgspec.structs.replace(
+                alloc, client_status=update.client_status,
+                client_description=update.client_description, task_states=update.task_states,
+                deployment_status=update.deployment_status,
+                network_status=update.network_status, modify_index=index,
+                modify_time=time.time_ns()))
+        await self._commit([], updated)
