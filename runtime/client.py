@@ -68,6 +68,39 @@ class Client:
         if runner is not None:
             runner.update(alloc)
 
+    def sync_allocs(self, allocs: list[Allocation]) -> None:
+        """Bring the runners in line with the server's allocations for this node (Nomad's
+        `runAllocs`): new ones start, newer versions are handed to their runner, ones the
+        server no longer has are destroyed."""
+        seen = set()
+        for alloc in allocs:
+            seen.add(alloc.id)
+            runner = self.runners.get(alloc.id)
+            if runner is None:
+                if not alloc.is_terminal():
+                    self.add_alloc(alloc)
+            elif alloc.alloc_modify_index > runner.alloc.alloc_modify_index:
+                runner.update(alloc)
+        for alloc_id in [a for a in self.runners if a not in seen]:
+            self.runners[alloc_id].destroy()
+
+    async def destroy_alloc(self, alloc_id: str) -> None:
+        """Destroy a runner (kill, remove its dir and state) and forget it."""
+        runner = self.runners.get(alloc_id)
+        if runner is None:
+            await trio.lowlevel.checkpoint()
+            return
+        runner.destroy()
+        await runner.destroyed.wait()
+        self.runners.pop(alloc_id, None)
+
+    async def shutdown(self) -> None:
+        """Agent shutdown: every runner stops, every task keeps running."""
+        for runner in self.runners.values():
+            runner.shutdown()
+        for runner in self.runners.values():
+            await runner.shutdown_done.wait()
+
     async def wait_all(self) -> None:
         """Until every runner's `run()` has finished."""
         for runner in list(self.runners.values()):

@@ -14,6 +14,7 @@ slow consumer can never slow an allocation down.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Final, final
 
 import msgspec
@@ -22,6 +23,8 @@ import trio
 from runtime.structs import Allocation, Job, Node, TaskEvent
 
 DEFAULT_BUFFER: Final = 10_000
+#: Records kept for subscribers that ask to start from an earlier index.
+HISTORY: Final = 1_000
 
 
 class Event(msgspec.Struct, rename="pascal", kw_only=True):
@@ -92,9 +95,17 @@ class EventBroker:
     def __init__(self) -> None:
         self.index = 0
         self._subscriptions: set[Subscription] = set()
+        self._history: deque[Record] = deque(maxlen=HISTORY)
 
-    def subscribe(self, size: int = DEFAULT_BUFFER) -> Subscription:
+    def subscribe(self, size: int = DEFAULT_BUFFER, *, from_index: int | None = None
+                  ) -> Subscription:
+        """A new subscription; with `from_index`, first the kept records from that index on
+        (Nomad's `index` parameter; 0 means the oldest kept)."""
         sub = Subscription(self, size)
+        if from_index is not None:
+            for record in self._history:
+                if record.index >= from_index:
+                    sub._push(record)
         self._subscriptions.add(sub)
         return sub
 
@@ -104,13 +115,11 @@ class EventBroker:
 
     def publish(self, topic: str, type_: str, key: str, payload: dict[str, Any],
                 filter_keys: list[str] | None = None) -> None:
-        if not self._subscriptions:
-            self.index += 1
-            return
         self.index += 1
         event = Event(topic=topic, type=type_, key=key, filter_keys=filter_keys or [],
                       index=self.index, payload=payload)
         record = Record(index=self.index, events=[event])
+        self._history.append(record)
         for sub in self._subscriptions:
             sub._push(record)
 
@@ -140,3 +149,20 @@ _encoder = msgspec.json.Encoder()
 
 def encode_record(record: Record) -> bytes:
     return _encoder.encode(record)
+
+
+def topic_filter(specs: list[str]) -> Callable[[Event], bool]:
+    """Nomad's `topic=Topic:key` filters: `Allocation` (= `Allocation:*`), `Job:web`, `*`;
+    a key matches the event's Key or any of its FilterKeys. No filter: everything."""
+    wanted: dict[str, set[str]] = {}
+    for spec in specs:
+        topic, _, key = spec.partition(":")
+        wanted.setdefault(topic, set()).add(key or "*")
+    if not wanted or "*" in wanted.get("*", set()):
+        return lambda event: True
+
+    def matches(event: Event) -> bool:
+        keys = wanted.get(event.topic, set()) | wanted.get("*", set())
+        return "*" in keys or event.key in keys or any(k in keys for k in event.filter_keys)
+
+    return matches

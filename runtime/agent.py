@@ -1,0 +1,162 @@
+"""`Agent`: the daemon behind `yurt agent`, assembled from the parts it owns.
+
+    Agent.run (one nursery)
+    ├─ state DB writer            <data-dir>/client/state.db (client state, re-attach)
+    ├─ Client                     the alloc-runners nursery
+    ├─ server watch               server changes → Client.sync_allocs (Nomad's runAllocs)
+    ├─ AllocSyncer                client views → server, Nomad's batching and priorities
+    ├─ AllocGarbageCollector      terminal allocations destroyed when room is needed
+    └─ HTTP API                   hypercorn's trio worker, Nomad's paths (runtime/api.py)
+
+The embedded `LocalServer` keeps jobs and allocations in `<data-dir>/server/server.db`.
+
+Start: the server loads its state; the client restores every allocation the state DB knows
+(running tasks are re-attached, terminal ones queued for collection), then syncs with the
+server. Stop (SIGTERM/SIGINT, or `stop()`): the API stops accepting, runners shut down with
+their tasks left running, state is flushed; the next start re-attaches.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import final
+
+import trio
+
+from runtime.allocrunner.runner import AllocRunnerConfig
+from runtime.allocrunner.status import is_client_terminal
+from runtime.client import Client
+from runtime.drivers.mock import MockDriver
+from runtime.drivers.protocol import Driver
+from runtime.drivers.rawexec import RawExecDriver
+from runtime.eventstream import EventBroker
+from runtime.fingerprint import fingerprint_node
+from runtime.gc import AllocGarbageCollector, GCConfig
+from runtime.server.local import LocalServer
+from runtime.server.store import ServerStore
+from runtime.structs import Allocation, DriverInfo, Node
+from runtime.sync import AllocSyncer
+from runtime.taskrunner.events import datetime_of
+from store import open_state_db
+from store.protocol import StateDB
+
+log = logging.getLogger("yurt.agent")
+
+SHUTDOWN_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    data_dir: Path
+    bind: str = "127.0.0.1"
+    port: int = 4646
+    token: str = ""  # ACL: when set, every request must carry it as X-Nomad-Token
+    node_name: str | None = None
+    datacenter: str = "dc1"
+    gc: GCConfig = field(default_factory=GCConfig)
+
+
+@final
+class Agent:
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.broker = EventBroker()
+        self.started_at = time.time()
+        self.node: Node
+        self.server: LocalServer
+        self.client: Client
+        self.syncer: AllocSyncer
+        self.gc: AllocGarbageCollector
+        self.db: StateDB
+        self.address = ""
+        self._stop = trio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _drivers(self) -> dict[str, Driver]:
+        return {"mock_driver": MockDriver(time.time_ns), "raw_exec": RawExecDriver()}
+
+    def _alloc_updated(self, alloc: Allocation) -> None:
+        self.syncer.add(alloc)
+        if is_client_terminal(alloc.client_status):
+            self.gc.mark(alloc.id)
+
+    async def _destroy(self, alloc_id: str) -> None:
+        await self.client.destroy_alloc(alloc_id)
+        self.syncer.forget(alloc_id)
+
+    async def _watch_server(self) -> None:
+        while True:
+            changed = self.server.changed
+            self.client.sync_allocs(self.server.allocs_for_node())
+            self.syncer.servers_contacted.set()
+            await changed.wait()
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Run until `stop()`; `task_status.started` gets the API's address."""
+        from runtime.api import serve_api  # the HTTP stack loads only for the daemon
+
+        data = self.config.data_dir
+        drivers = self._drivers()
+        self.node = fingerprint_node(data, name=self.config.node_name,
+                                     datacenter=self.config.datacenter)
+        now = datetime_of(time.time_ns())
+        self.node.drivers = {name: DriverInfo(detected=True, healthy=True,
+                                              health_description="Healthy", update_time=now)
+                             for name in drivers}
+        store = await ServerStore.open(data / "server")
+        try:
+            async with open_state_db(data / "client") as db:
+                self.db = db
+                self.server = LocalServer(self.node, self.broker, store)
+                await self.server.load()
+                self.syncer = AllocSyncer(self.server.update_allocs, db,
+                                          unix_clock=time.time_ns)
+                self.client = Client(AllocRunnerConfig(
+                    state_db=db, drivers=drivers, unix_clock=time.time_ns,
+                    alloc_root=data / "alloc", node=self.node), self.broker,
+                    on_alloc_update=self._alloc_updated)
+                self.gc = AllocGarbageCollector(
+                    self._destroy, lambda: len(self.client.runners), data / "alloc",
+                    self.config.gc)
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self.client.run)
+                    await self._restore()
+                    await nursery.start(self.syncer.run)
+                    await nursery.start(self.gc.run)
+                    nursery.start_soon(self._watch_server)
+                    self.broker.node_registered(self.node)
+                    stop_api = trio.Event()
+                    self.address = await nursery.start(serve_api, self, stop_api)
+                    task_status.started(self.address)
+                    await self._stop.wait()
+                    stop_api.set()
+                    with trio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
+                        await self.client.shutdown()
+                    nursery.cancel_scope.cancel()
+        finally:
+            await store.aclose()
+
+    async def _restore(self) -> None:
+        """Re-attach to what an earlier agent ran."""
+        allocs, errors = await self.db.get_all_allocations()
+        for alloc_id, error in errors.items():
+            log.error("allocation %s cannot be restored: %s", alloc_id, error)
+        await self.syncer.load_acknowledged([a.id for a in allocs])
+        for alloc in allocs:
+            server_copy = self.server.allocs.get(alloc.id)
+            if server_copy is not None:
+                # The server copy is the desired state; the client view is in the store.
+                alloc = server_copy
+            try:
+                runner = await self.client.restore_alloc(alloc)
+            except Exception as e:  # a broken allocation must not stop the agent
+                log.error("allocation %s cannot be restored: %s", alloc.id, e)
+                continue
+            if is_client_terminal(runner.alloc_state().client_status):
+                self.gc.mark(alloc.id)

@@ -1,0 +1,599 @@
+"""The HTTP API: Nomad's paths and JSON shapes, served by hypercorn's trio worker.
+
+Starlette routes requests to small handlers that call the agent's parts (server, client,
+garbage collector, event broker); every body is encoded with msgspec in Nomad's field names, so
+Nomad API clients (python-nomad, `curl` recipes) work unchanged. Errors are plain text with
+Nomad's status codes: 400 bad parameter, 403 missing/wrong token, 404 unknown job/alloc/node,
+405 wrong method (Starlette's router), 500 anything else.
+
+Streams never block the agent: the event stream and websocket read from a per-subscriber
+bounded buffer (overflow drops the oldest and marks the next record with `"Lost": n`), and send
+a heartbeat `{}` when idle; log streams read files in worker threads.
+
+The server listens on 127.0.0.1 by default. With a token configured, a middleware answers 403
+to every request without `X-Nomad-Token: <token>` before any handler runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import hypercorn
+import hypercorn.trio
+import msgspec
+import trio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from runtime import __version__
+from runtime.allocrunner.runner import AllocRunner, AllocRunnerError
+from runtime.errors import JobSpecError, TaskNotRunningError, YurtError
+from runtime.eventstream import encode_record, topic_filter
+from runtime.jobspec import parse_job
+from runtime.logs.reader import read_log
+from runtime.structs import Allocation, Job
+
+if TYPE_CHECKING:
+    from runtime.agent import Agent
+
+HEARTBEAT: Final = 30.0
+LOG_HEARTBEAT: Final = 1.0
+_encoder = msgspec.json.Encoder()
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def json_response(value: object, status: int = 200) -> Response:
+    return Response(_encoder.encode(value), status_code=status,
+                    media_type="application/json")
+
+
+async def body_json(request: Request) -> Any:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as e:
+        raise ApiError(400, f"failed to parse request body: {e}") from None
+
+
+def query_bool(request: Request, name: str) -> bool:
+    value = request.query_params.get(name, "")
+    if value in ("", "false", "0"):
+        return False
+    if value in ("true", "1"):
+        return True
+    raise ApiError(400, f'failed to parse value of "{name}" as a boolean: {value!r}')
+
+
+def query_int(request: Request, name: str) -> int:
+    value = request.query_params.get(name, "0")
+    try:
+        return int(value)
+    except ValueError:
+        raise ApiError(400, f'failed to parse value of "{name}" as an integer: {value!r}'
+                       ) from None
+
+
+# --------------------------------------------------------------------------- list stubs
+
+
+def job_stub(job: Job) -> dict[str, Any]:
+    return {"ID": job.id, "ParentID": "", "Name": job.name, "Namespace": job.namespace,
+            "Datacenters": job.datacenters, "Type": job.type, "Priority": job.priority,
+            "Periodic": False, "ParameterizedJob": False, "Stop": job.stop,
+            "Status": job.status, "StatusDescription": job.status_description,
+            "CreateIndex": job.create_index, "ModifyIndex": job.modify_index,
+            "JobModifyIndex": job.job_modify_index, "SubmitTime": job.submit_time}
+
+
+def alloc_stub(alloc: Allocation) -> dict[str, Any]:
+    job = alloc.job
+    return {"ID": alloc.id, "EvalID": alloc.eval_id, "Name": alloc.name,
+            "Namespace": alloc.namespace, "NodeID": alloc.node_id, "NodeName": alloc.node_name,
+            "JobID": alloc.job_id, "JobType": job.type if job else "",
+            "JobVersion": job.version if job else 0, "TaskGroup": alloc.task_group,
+            "DesiredStatus": alloc.desired_status,
+            "DesiredDescription": alloc.desired_description,
+            "ClientStatus": alloc.client_status, "ClientDescription": alloc.client_description,
+            "TaskStates": alloc.task_states, "FollowupEvalID": "",
+            "PreviousAllocation": alloc.previous_allocation,
+            "NextAllocation": alloc.next_allocation,
+            "PreemptedAllocations": alloc.preempted_allocations,
+            "PreemptedByAllocation": alloc.preempted_by_allocation,
+            "CreateIndex": alloc.create_index, "ModifyIndex": alloc.modify_index,
+            "AllocModifyIndex": alloc.alloc_modify_index, "CreateTime": alloc.create_time,
+            "ModifyTime": alloc.modify_time}
+
+
+# --------------------------------------------------------------------------- the app
+
+
+class Api:
+    """Handlers bound to one agent."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    # ------------------------------------------------------------------ lookups
+
+    def alloc_view(self, alloc_id: str) -> Allocation:
+        """The server copy with the client's live view laid over it."""
+        server = self.agent.server.allocs.get(alloc_id)
+        runner = self.agent.client.runners.get(alloc_id)
+        if server is None and runner is None:
+            raise ApiError(404, "alloc not found")
+        if runner is None:
+            assert server is not None
+            return server
+        view = runner.client_alloc()
+        if server is not None:
+            view = msgspec.structs.replace(server, client_status=view.client_status,
+                                           client_description=view.client_description,
+                                           task_states=view.task_states)
+        return view
+
+    def runner(self, alloc_id: str) -> AllocRunner:
+        runner = self.agent.client.runners.get(alloc_id)
+        if runner is None:
+            if alloc_id in self.agent.server.allocs:
+                raise ApiError(400, f"allocation {alloc_id} is not running on this client")
+            raise ApiError(404, "Unknown allocation")
+        return runner
+
+    def job(self, job_id: str) -> Job:
+        job = self.agent.server.jobs.get(job_id)
+        if job is None:
+            raise ApiError(404, "job not found")
+        return job
+
+    def find_alloc_id(self, prefix: str) -> str:
+        if prefix in self.agent.server.allocs or prefix in self.agent.client.runners:
+            return prefix
+        matches = [a for a in self.agent.server.allocs if a.startswith(prefix)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise ApiError(404, "alloc not found")
+        raise ApiError(400, f"alloc ID prefix {prefix!r} is ambiguous")
+
+    # ------------------------------------------------------------------ jobs
+
+    async def jobs(self, request: Request) -> Response:
+        if request.method == "GET":
+            prefix = request.query_params.get("prefix", "")
+            return json_response([job_stub(j) for j in sorted(
+                self.agent.server.jobs.values(), key=lambda j: j.id)
+                if j.id.startswith(prefix)])
+        return await self.register(request, None)
+
+    async def register(self, request: Request, job_id: str | None) -> Response:
+        body = await body_json(request)
+        if not isinstance(body, dict) or not isinstance(body.get("Job"), dict):
+            raise ApiError(400, 'request body must be {"Job": {...}}')
+        try:
+            job = parse_job(msgspec.json.encode({"Job": body["Job"]}).decode(),
+                            filename="request", format="json")
+        except JobSpecError as e:
+            raise ApiError(400, e.render()) from None
+        if job_id is not None and job.id != job_id:
+            raise ApiError(400, "Job ID does not match name")
+        result = await self.agent.server.register_job(job)
+        warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in
+                             result.failed.items())
+        return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
+                              "JobModifyIndex": self.agent.server.jobs[job.id].job_modify_index,
+                              "Warnings": warnings, "Index": result.index, "LastContact": 0,
+                              "KnownLeader": True})
+
+    async def parse(self, request: Request) -> Response:
+        body = await body_json(request)
+        text = body.get("JobHCL") if isinstance(body, dict) else None
+        if not isinstance(text, str):
+            raise ApiError(400, 'request body must be {"JobHCL": "..."}')
+        try:
+            job = parse_job(text, filename="JobHCL")
+        except JobSpecError as e:
+            raise ApiError(400, e.render()) from None
+        return json_response(job)
+
+    async def job_item(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        if request.method == "GET":
+            return json_response(self.job(job_id))
+        if request.method == "DELETE":
+            self.job(job_id)
+            await self.agent.server.stop_job(job_id)
+            return json_response({"EvalID": "", "EvalCreateIndex": self.agent.server.index,
+                                  "JobModifyIndex": self.agent.server.index,
+                                  "Index": self.agent.server.index})
+        return await self.register(request, job_id)
+
+    async def job_allocations(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        self.job(job_id)
+        return json_response([alloc_stub(self.alloc_view(a.id))
+                              for a in self.agent.server.job_allocs(job_id)])
+
+    # ------------------------------------------------------------------ allocations
+
+    async def allocations(self, request: Request) -> Response:
+        prefix = request.query_params.get("prefix", "")
+        allocs = sorted(self.agent.server.allocs.values(),
+                        key=lambda a: (a.create_index, a.name))
+        return json_response([alloc_stub(self.alloc_view(a.id)) for a in allocs
+                              if a.id.startswith(prefix)])
+
+    async def allocation(self, request: Request) -> Response:
+        return json_response(self.alloc_view(self.find_alloc_id(request.path_params["id"])))
+
+    async def allocation_stop(self, request: Request) -> Response:
+        alloc_id = self.find_alloc_id(request.path_params["id"])
+        if alloc_id not in self.agent.server.allocs:
+            raise ApiError(404, "alloc not found")
+        stopped = await self.agent.server.stop_alloc(alloc_id)
+        return json_response({"EvalID": "", "Index": stopped.modify_index})
+
+    async def alloc_restart(self, request: Request) -> Response:
+        runner = self.runner(self.find_alloc_id(request.path_params["id"]))
+        body = await body_json(request)
+        task, all_tasks = body.get("TaskName", ""), bool(body.get("AllTasks", False))
+        if task and all_tasks:
+            raise ApiError(400, "task name cannot be set when restarting all tasks")
+        try:
+            if task:
+                await runner.restart_task(task)
+            elif all_tasks:
+                await runner.restart_all()
+            else:
+                await runner.restart_running()
+        except TaskNotRunningError as e:
+            raise ApiError(400, str(e)) from None
+        except AllocRunnerError as e:
+            raise ApiError(404 if "Could not find" in str(e) else 400, str(e)) from None
+        return json_response({})
+
+    async def alloc_signal(self, request: Request) -> Response:
+        runner = self.runner(self.find_alloc_id(request.path_params["id"]))
+        body = await body_json(request)
+        task, sig = body.get("Task", "") or None, body.get("Signal", "SIGINT")
+        try:
+            await runner.signal(task, sig)
+        except (YurtError, OSError) as e:
+            raise ApiError(400, str(e)) from None
+        return json_response({})
+
+    async def alloc_gc(self, request: Request) -> Response:
+        alloc_id = self.find_alloc_id(request.path_params["id"])
+        if not await self.agent.gc.collect(alloc_id):
+            raise ApiError(400, "No such allocation on client, or allocation not eligible "
+                                "for GC")
+        return json_response({})
+
+    async def client_gc(self, request: Request) -> Response:
+        await self.agent.gc.collect_all()
+        return json_response({})
+
+    async def alloc_stats(self, request: Request) -> Response:
+        runner = self.runner(self.find_alloc_id(request.path_params["id"]))
+        only = request.query_params.get("task")
+        now = time.time_ns()
+        tasks: dict[str, Any] = {}
+        total_rss = total_ticks = 0.0
+        for name, tr in runner.task_runners.items():
+            if only and name != only:
+                continue
+            pid = int(tr.handle.driver_state.get("pid", 0)) if tr.handle else 0
+            rss, ticks = await trio.to_thread.run_sync(process_usage, pid)
+            usage = resource_usage(rss, ticks)
+            tasks[name] = {"ResourceUsage": usage, "Timestamp": now,
+                           "Pids": {str(pid): usage} if pid else {}}
+            if tr.state.state == "running":
+                total_rss, total_ticks = total_rss + rss, total_ticks + ticks
+        return json_response({"ResourceUsage": resource_usage(total_rss, total_ticks),
+                              "Tasks": tasks, "Timestamp": now})
+
+    # ------------------------------------------------------------------ logs
+
+    async def logs(self, request: Request) -> Response:
+        alloc_id = self.find_alloc_id(request.path_params["alloc_id"])
+        task = request.query_params.get("task", "")
+        stream = request.query_params.get("type", "")
+        origin = request.query_params.get("origin", "start")
+        if not task:
+            raise ApiError(400, "must include task name")
+        if stream not in ("stdout", "stderr"):
+            raise ApiError(400, "must include a valid log type (stdout or stderr)")
+        if origin not in ("start", "end"):
+            raise ApiError(400, 'origin must be "start" or "end"')
+        follow, plain = query_bool(request, "follow"), query_bool(request, "plain")
+        offset = query_int(request, "offset")
+        runner = self.runner(alloc_id)
+        tr = runner.task_runners.get(task)
+        if tr is None:
+            raise ApiError(400, f'unknown task name "{task}"')
+        if tr.state.started_at.year == 1 and tr.handle is None:
+            raise ApiError(404, f'task "{task}" not started yet. No logs available')
+        if runner.alloc_dir is None:
+            raise ApiError(404, f'task "{task}" keeps no logs (it has no alloc dir)')
+        chunks = read_log(runner.alloc_dir.logs, task, stream, offset=offset, origin=origin,
+                          follow=follow)
+        if plain:
+            return StreamingResponse(plain_body(chunks), media_type="text/plain")
+        return StreamingResponse(framed_body(chunks, follow), media_type="application/json")
+
+    # ------------------------------------------------------------------ nodes, agent
+
+    def node_stub(self) -> dict[str, Any]:
+        node = self.agent.node
+        return {"ID": node.id, "Datacenter": node.datacenter, "Name": node.name,
+                "NodeClass": node.node_class, "NodePool": node.node_pool,
+                "Drivers": node.drivers, "Status": node.status,
+                "StatusDescription": node.status_description, "Version": __version__,
+                "CreateIndex": node.create_index, "ModifyIndex": node.modify_index}
+
+    async def nodes(self, request: Request) -> Response:
+        return json_response([self.node_stub()])
+
+    async def node(self, request: Request) -> Response:
+        node_id = request.path_params["id"]
+        if not self.agent.node.id.startswith(node_id):
+            raise ApiError(404, "node not found")
+        return json_response(self.agent.node)
+
+    async def client_stats(self, request: Request) -> Response:
+        return json_response(await trio.to_thread.run_sync(host_stats,
+                                                           str(self.agent.config.data_dir)))
+
+    async def agent_self(self, request: Request) -> Response:
+        cfg = self.agent.config
+        return json_response({
+            "config": {"Version": {"Version": __version__}, "DataDir": str(cfg.data_dir),
+                       "Datacenter": cfg.datacenter, "NodeName": self.agent.node.name,
+                       "Addresses": {"HTTP": cfg.bind}, "Ports": {"HTTP": cfg.port},
+                       "ACL": {"Enabled": bool(cfg.token)}},
+            "member": {"Name": self.agent.node.name, "Addr": cfg.bind,
+                       "Tags": {"build": __version__}},
+            "stats": {"client": {"known_servers": "embedded", "node_id": self.agent.node.id,
+                                 "num_allocations": str(len(self.agent.client.runners))},
+                      "runtime": {"version": __version__,
+                                  "uptime_seconds": str(int(time.time()
+                                                            - self.agent.started_at))}}})
+
+    # ------------------------------------------------------------------ events
+
+    async def event_stream(self, request: Request) -> Response:
+        matches = topic_filter(request.query_params.getlist("topic"))
+        index = query_int(request, "index")
+        heartbeat = float(request.query_params.get("heartbeat", HEARTBEAT))
+        subscription = self.agent.broker.subscribe(from_index=index if index else None)
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                yield b"{}\n"
+                while True:
+                    with trio.move_on_after(heartbeat) as idle:
+                        record = await subscription.receive()
+                    if idle.cancelled_caught:
+                        yield b"{}\n"
+                        continue
+                    kept = [e for e in record.events if matches(e)]
+                    if kept or record.lost:
+                        out = msgspec.structs.replace(record, events=kept)
+                        yield encode_record(out) + b"\n"
+            except trio.EndOfChannel:
+                return
+            finally:
+                subscription.close()
+
+        return StreamingResponse(body(), media_type="application/json")
+
+    async def event_ws(self, websocket: WebSocket) -> None:
+        matches = topic_filter(websocket.query_params.getlist("topic"))
+        index = int(websocket.query_params.get("index", "0") or 0)
+        await websocket.accept()
+        subscription = self.agent.broker.subscribe(from_index=index if index else None)
+        try:
+            while True:
+                record = await subscription.receive()
+                kept = [e for e in record.events if matches(e)]
+                if kept or record.lost:
+                    out = msgspec.structs.replace(record, events=kept)
+                    await websocket.send_text(encode_record(out).decode())
+        except (WebSocketDisconnect, trio.EndOfChannel):
+            pass
+        finally:
+            subscription.close()
+
+
+async def plain_body(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    async for chunk in chunks:
+        yield chunk.data
+
+
+async def framed_body(chunks: AsyncIterator[Any], follow: bool) -> AsyncIterator[bytes]:
+    """Nomad's framed log stream: `{"Offset", "Data" (base64), "File"}` objects, and `{}`
+    heartbeats every second while following and idle."""
+    send, receive = trio.open_memory_channel[Any](0)
+
+    async def pump() -> None:
+        async with send:
+            async for chunk in chunks:
+                await send.send(chunk)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pump)
+        async with receive:
+            while True:
+                with trio.move_on_after(LOG_HEARTBEAT if follow else float("inf")) as idle:
+                    try:
+                        chunk = await receive.receive()
+                    except trio.EndOfChannel:
+                        return
+                if idle.cancelled_caught:
+                    yield b"{}"
+                    continue
+                yield _encoder.encode({"Offset": chunk.offset + len(chunk.data),
+                                       "Data": base64.b64encode(chunk.data).decode(),
+                                       "File": chunk.file})
+
+
+# --------------------------------------------------------------------------- /proc readers
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def process_usage(pid: int) -> tuple[float, float]:
+    """(RSS bytes, CPU ticks user+system) of a process, zeros if it is gone."""
+    if pid <= 0:
+        return 0.0, 0.0
+    try:
+        rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return 0.0, 0.0
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return float(rss), float(int(fields[11]) + int(fields[12]))
+
+
+def resource_usage(rss: float, ticks: float) -> dict[str, Any]:
+    return {"MemoryStats": {"RSS": int(rss), "Cache": 0, "Swap": 0, "MappedFile": 0,
+                            "Usage": int(rss), "MaxUsage": 0, "KernelUsage": 0,
+                            "KernelMaxUsage": 0, "Measured": ["RSS"]},
+            "CpuStats": {"SystemMode": 0.0, "UserMode": 0.0, "TotalTicks": ticks,
+                         "ThrottledPeriods": 0, "ThrottledTime": 0, "Percent": 0.0,
+                         "Measured": ["Total Ticks"]},
+            "DeviceStats": []}
+
+
+def host_stats(data_dir: str) -> dict[str, Any]:
+    mem: dict[str, int] = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, value = line.split(":", 1)
+            mem[key] = int(value.split()[0]) * 1024
+    st = os.statvfs(data_dir)
+    size, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return {"Memory": {"Total": mem.get("MemTotal", 0), "Available": mem.get("MemAvailable", 0),
+                       "Used": mem.get("MemTotal", 0) - mem.get("MemAvailable", 0),
+                       "Free": mem.get("MemFree", 0)},
+            "CPU": [], "DiskStats": [{"Device": "", "Mountpoint": data_dir, "Size": size,
+                                      "Used": size - free, "Available": free,
+                                      "UsedPercent": 100.0 * (size - free) / size if size else 0,
+                                      "InodesUsedPercent": 100.0 * (1 - st.f_favail / st.f_files)
+                                      if st.f_files else 0}],
+            "AllocDirStats": None, "DeviceStats": [], "Uptime": int(uptime),
+            "Timestamp": time.time_ns(), "CPUTicksConsumed": 0.0}
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def _handler(fn: Callable[[Request], Awaitable[Response]]
+             ) -> Callable[[Request], Awaitable[Response]]:
+    async def handle(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except ApiError as e:
+            return PlainTextResponse(str(e), status_code=e.status)
+        except KeyError as e:
+            return PlainTextResponse(f"not found: {e}", status_code=404)
+
+    return handle
+
+
+class TokenMiddleware:
+    """403 for every request without the configured `X-Nomad-Token`."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and self.token:
+            headers = dict(scope.get("headers", []))
+            supplied = headers.get(b"x-nomad-token") or _query_token(scope)
+            if supplied != self.token:
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                response = PlainTextResponse("Permission denied", status_code=403)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _query_token(scope: Scope) -> bytes | None:
+    from urllib.parse import parse_qs
+
+    values = parse_qs(scope.get("query_string", b"").decode()).get("token")
+    return values[0].encode() if values else None
+
+
+def build_app(agent: Agent) -> ASGIApp:
+    api = Api(agent)
+    h = _handler
+    routes = [
+        Route("/v1/jobs", h(api.jobs), methods=["GET", "PUT", "POST"]),
+        Route("/v1/jobs/parse", h(api.parse), methods=["PUT", "POST"]),
+        Route("/v1/job/{job_id}", h(api.job_item), methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/v1/job/{job_id}/allocations", h(api.job_allocations), methods=["GET"]),
+        Route("/v1/allocations", h(api.allocations), methods=["GET"]),
+        Route("/v1/allocation/{id}", h(api.allocation), methods=["GET"]),
+        Route("/v1/allocation/{id}/stop", h(api.allocation_stop), methods=["PUT", "POST"]),
+        Route("/v1/client/allocation/{id}/stats", h(api.alloc_stats), methods=["GET"]),
+        Route("/v1/client/allocation/{id}/restart", h(api.alloc_restart),
+              methods=["PUT", "POST"]),
+        Route("/v1/client/allocation/{id}/signal", h(api.alloc_signal),
+              methods=["PUT", "POST"]),
+        Route("/v1/client/allocation/{id}/gc", h(api.alloc_gc), methods=["GET", "PUT"]),
+        Route("/v1/client/gc", h(api.client_gc), methods=["GET", "PUT"]),
+        Route("/v1/client/fs/logs/{alloc_id}", h(api.logs), methods=["GET"]),
+        Route("/v1/client/stats", h(api.client_stats), methods=["GET"]),
+        Route("/v1/nodes", h(api.nodes), methods=["GET"]),
+        Route("/v1/node/{id}", h(api.node), methods=["GET"]),
+        Route("/v1/agent/self", h(api.agent_self), methods=["GET"]),
+        Route("/v1/event/stream", h(api.event_stream), methods=["GET"]),
+        WebSocketRoute("/v1/event/ws", api.event_ws),
+    ]
+    app: ASGIApp = Starlette(routes=routes)
+    if agent.config.token:
+        app = TokenMiddleware(app, agent.config.token)
+    return app
+
+
+async def serve_api(agent: Agent, stop: trio.Event, *,
+                    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve until `stop` is set; `task_status.started` gets `http://host:port`."""
+    config = hypercorn.Config()
+    config.bind = [f"{agent.config.bind}:{agent.config.port}"]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 5
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(_serve, build_app(agent), config, stop)
+        task_status.started(binds[0])
+
+
+async def _serve(app: ASGIApp, config: hypercorn.Config, stop: trio.Event, *,
+                 task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    await hypercorn.trio.serve(app, config, shutdown_trigger=stop.wait,  # type: ignore[arg-type]
+                               task_status=task_status)
+

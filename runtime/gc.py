@@ -1,0 +1,123 @@
+"""Allocation garbage collection: destroy terminal allocations when the node needs room.
+
+Nomad's client GC (reference §6.5). Terminal allocations are queued oldest first (by the time
+they were marked); a pass destroys them one after another while the alloc dir's file system is
+over `disk_threshold` % full, or over `inode_threshold` % of its inodes, or more than
+`max_allocs` allocations are live, with at most `parallel` destroys at once. Passes run every
+`interval` seconds and whenever something is marked. `collect(id)` and `collect_all()` are the
+API's forced collections; an allocation that is not terminal is never in the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import final
+
+import trio
+
+log = logging.getLogger("yurt.gc")
+
+
+@dataclass(frozen=True)
+class GCConfig:
+    interval: float = 60.0
+    disk_threshold: float = 80.0
+    inode_threshold: float = 70.0
+    max_allocs: int = 50
+    parallel: int = 2
+
+
+def disk_usage(path: Path) -> tuple[float, float]:
+    """(% of space used, % of inodes used) on the file system holding `path`."""
+    st = os.statvfs(path if path.exists() else path.parent)
+    space = 100.0 * (1 - st.f_bavail / st.f_blocks) if st.f_blocks else 0.0
+    inodes = 100.0 * (1 - st.f_favail / st.f_files) if st.f_files else 0.0
+    return space, inodes
+
+
+@final
+class AllocGarbageCollector:
+    def __init__(self, destroy: Callable[[str], Awaitable[None]], live_count: Callable[[], int],
+                 alloc_root: Path, config: GCConfig = GCConfig(),
+                 usage: Callable[[Path], tuple[float, float]] = disk_usage) -> None:
+        self._destroy = destroy
+        self._live_count = live_count
+        self._root = alloc_root
+        self.config = config
+        self._usage = usage
+        self._queue: dict[str, float] = {}  # insertion order is marking order: oldest first
+        self._wakeup = trio.Event()
+        self._limiter = trio.CapacityLimiter(config.parallel)
+
+    def mark(self, alloc_id: str) -> None:
+        """Queue a terminal allocation for collection (idempotent) and wake the collector."""
+        if alloc_id not in self._queue:
+            self._queue[alloc_id] = trio.current_time()
+            self._wakeup.set()
+
+    def unmark(self, alloc_id: str) -> None:
+        self._queue.pop(alloc_id, None)
+
+    @property
+    def queued(self) -> list[str]:
+        return list(self._queue)
+
+    def reason(self) -> str:
+        """Why a pass should collect now ("" if it should not)."""
+        space, inodes = self._usage(self._root)
+        if space > self.config.disk_threshold:
+            return f"disk usage {space:.0f}% is over {self.config.disk_threshold:.0f}%"
+        if inodes > self.config.inode_threshold:
+            return f"inode usage {inodes:.0f}% is over {self.config.inode_threshold:.0f}%"
+        live = self._live_count()
+        if live > self.config.max_allocs:
+            return f"{live} allocations is over the maximum of {self.config.max_allocs}"
+        return ""
+
+    async def _collect_one(self, alloc_id: str) -> None:
+        async with self._limiter:
+            await self._destroy(alloc_id)
+
+    async def keep_usage_below_threshold(self) -> int:
+        """One pass; returns how many allocations it destroyed."""
+        destroyed = 0
+        while (why := self.reason()) and self._queue:
+            alloc_id = next(iter(self._queue))
+            del self._queue[alloc_id]
+            log.info("garbage collecting allocation %s: %s", alloc_id, why)
+            # One at a time here, so usage is measured again after each; forced collections
+            # (collect_all) run in parallel, up to the limit.
+            await self._collect_one(alloc_id)
+            destroyed += 1
+        await trio.lowlevel.checkpoint()
+        return destroyed
+
+    async def collect(self, alloc_id: str) -> bool:
+        """Destroy a queued allocation now; False if it is not terminal/queued."""
+        if alloc_id not in self._queue:
+            await trio.lowlevel.checkpoint()
+            return False
+        del self._queue[alloc_id]
+        await self._collect_one(alloc_id)
+        return True
+
+    async def collect_all(self) -> int:
+        ids = list(self._queue)
+        self._queue.clear()
+        async with trio.open_nursery() as nursery:
+            for alloc_id in ids:
+                nursery.start_soon(self._collect_one, alloc_id)
+        return len(ids)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        task_status.started()
+        while True:
+            with trio.move_on_after(self.config.interval):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            await self.keep_usage_below_threshold()
