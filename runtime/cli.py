@@ -10,9 +10,11 @@ lives in the modules it calls.
 
 from __future__ import annotations
 
+import os
 import resource
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from runtime import __version__
+from runtime import __version__, cli_remote
 from runtime.durations import format_duration
 from runtime.errors import JobSpecError, StateError
 from runtime.foreground import run_job
@@ -144,6 +146,156 @@ def run(jobfile: str, data_dir: Path | None, json_output: bool) -> None:
         click.echo(f"yurt: {e}", err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(status)
+
+
+# --------------------------------------------------------------------------- remote verbs
+
+
+def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
+    return click.option("--json", "json_output", is_flag=True,
+                        help="Print the API's JSON instead of tables.")(f)
+
+
+@job.command("run")
+@click.argument("file", metavar="FILE")
+@click.option("--detach", is_flag=True, help="Return once the job is registered.")
+@_json_flag
+def job_run(file: str, detach: bool, json_output: bool) -> None:
+    """Register a job with the agent at $YURT_ADDR and wait for its allocations."""
+    cli_remote.job_run(file, detach, json_output)
+
+
+@job.command("stop")
+@click.argument("job_id", metavar="JOB")
+@_json_flag
+def job_stop(job_id: str, json_output: bool) -> None:
+    """Stop a job: every allocation is stopped (poststop tasks run)."""
+    cli_remote.job_stop(job_id, json_output)
+
+
+@job.command("status")
+@click.argument("job_id", metavar="[JOB]", required=False)
+@_json_flag
+def job_status(job_id: str | None, json_output: bool) -> None:
+    """List jobs, or show one job and its allocations."""
+    cli_remote.job_status(job_id, json_output)
+
+
+@cli.group()
+def alloc() -> None:
+    """Inspect and act on allocations (IDs may be abbreviated)."""
+
+
+@alloc.command("status")
+@click.argument("alloc_id", metavar="ALLOC")
+@_json_flag
+def alloc_status(alloc_id: str, json_output: bool) -> None:
+    """An allocation, its tasks and their recent events."""
+    cli_remote.alloc_status(alloc_id, json_output)
+
+
+@alloc.command("logs")
+@click.argument("alloc_id", metavar="ALLOC")
+@click.argument("task", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new output.")
+@click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
+def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> None:
+    """Print a task's output (the only task's, if the allocation has one)."""
+    cli_remote.alloc_logs(alloc_id, task, follow, stderr)
+
+
+@alloc.command("restart")
+@click.argument("alloc_id", metavar="ALLOC")
+@click.argument("task", required=False)
+@click.option("--all-tasks", is_flag=True, help="Restart every task, dead ones included.")
+def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
+    """Restart one task, the running tasks, or all tasks."""
+    cli_remote.alloc_restart(alloc_id, task, all_tasks)
+
+
+@alloc.command("signal")
+@click.argument("alloc_id", metavar="ALLOC")
+@click.argument("task", required=False)
+@click.option("-s", "--signal", "sig", default="SIGINT", show_default=True)
+def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
+    """Send a signal to one task or to every task."""
+    cli_remote.alloc_signal(alloc_id, task, sig)
+
+
+@alloc.command("stop")
+@click.argument("alloc_id", metavar="ALLOC")
+def alloc_stop(alloc_id: str) -> None:
+    """Stop one allocation."""
+    cli_remote.alloc_stop(alloc_id)
+
+
+@cli.group()
+def node() -> None:
+    """This node."""
+
+
+@node.command("status")
+@_json_flag
+def node_status(json_output: bool) -> None:
+    """Resources and driver health of the node."""
+    cli_remote.node_status(json_output)
+
+
+@cli.command()
+@click.option("--topic", "topics", multiple=True,
+              help="Topic filter such as Allocation, Task or Job:web (repeatable).")
+@_json_flag
+def events(topics: tuple[str, ...], json_output: bool) -> None:
+    """Follow the agent's event stream (websocket) until Ctrl-C."""
+    cli_remote.events(list(topics), json_output)
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "yurt"
+
+
+@cli.command()
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="State, allocation directories and logs (default ~/.local/share/yurt).")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="Address for the API.")
+@click.option("--port", default=4646, show_default=True, help="Port for the API.")
+@click.option("--token", envvar="YURT_AGENT_TOKEN", default="",
+              help="Require this X-Nomad-Token on every request (or $YURT_AGENT_TOKEN).")
+def agent(data_dir: Path | None, bind: str, port: int, token: str) -> None:
+    """Run the agent: an embedded server and client with Nomad's HTTP API.
+
+    SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
+    """
+    from runtime.agent import Agent, AgentConfig
+
+    if bind not in ("127.0.0.1", "localhost", "::1") and not token:
+        click.echo("yurt: refusing to bind beyond loopback without --token", err=True)
+        sys.exit(EXIT_USAGE)
+    config = AgentConfig(data_dir=(data_dir or _default_data_dir()).absolute(), bind=bind,
+                         port=port, token=token)
+    raise_open_files_limit()
+
+    async def main() -> None:
+        instance = Agent(config)
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(instance.run)
+            click.echo(f"yurt agent {__version__} listening on {address} "
+                       f"(data dir {config.data_dir})", err=True)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    click.echo("yurt agent stopping; tasks keep running", err=True)
+                    instance.stop()
+                    break
+
+    try:
+        trio.run(main)
+    except OSError as e:
+        click.echo(f"yurt: cannot start the agent: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    except StateError as e:
+        click.echo(f"yurt: {e}", err=True)
+        sys.exit(EXIT_FAILED)
 
 
 def raise_open_files_limit() -> None:

@@ -1,0 +1,311 @@
+"""The CLI verbs that talk to a running agent over its HTTP API (`$YURT_ADDR`).
+
+Each command is a thin client: it calls Nomad's API paths, then prints either human output
+(tables with rich) or, with `--json`, the API's JSON unchanged for programs. Exit codes follow
+DESIGN §7: 0 ok, 1 a job or allocation failed (or the agent cannot be reached), 2 bad input.
+`YURT_TOKEN`, when set, is sent as `X-Nomad-Token`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+import click
+import httpx2
+from rich.console import Console
+from rich.table import Table
+
+DEFAULT_ADDR = "http://127.0.0.1:4646"
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    click.echo(f"yurt: {message}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def api() -> Iterator[httpx2.Client]:
+    addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
+    headers = {"X-Nomad-Token": os.environ["YURT_TOKEN"]} if os.environ.get("YURT_TOKEN") else {}
+    try:
+        with httpx2.Client(base_url=addr, headers=headers, timeout=30) as client:
+            yield client
+    except httpx2.ConnectError:
+        _fail(f"cannot reach the agent at {addr}: is `yurt agent` running? "
+              "(set YURT_ADDR to another address)")
+
+
+def call(client: httpx2.Client, method: str, path: str, **kw: Any) -> Any:
+    response = client.request(method, path, **kw)
+    if response.status_code == 404:
+        _fail(response.text.strip() or "not found")
+    if response.status_code == 403:
+        _fail("permission denied: set YURT_TOKEN to the agent's token")
+    if response.status_code >= 400:
+        _fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
+    return response.json() if response.content else None
+
+
+def console() -> Console:
+    c = Console(highlight=False)
+    return c if c.is_terminal else Console(highlight=False, width=140)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2))
+
+
+def _ago(ns: int) -> str:
+    if not ns:
+        return "-"
+    seconds = max(time.time() - ns / 1e9, 0)
+    if seconds < 60:
+        return f"{seconds:.0f}s ago"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def alloc_table(allocs: list[dict[str, Any]]) -> Table:
+    table = Table(title="Allocations", title_justify="left")
+    for col in ("ID", "Name", "Desired", "Status", "Tasks", "Created"):
+        table.add_column(col)
+    for a in allocs:
+        tasks = ", ".join(f"{name}={state['State']}"
+                          for name, state in sorted((a.get("TaskStates") or {}).items()))
+        table.add_row(a["ID"][:8], a["Name"], a["DesiredStatus"], a["ClientStatus"], tasks,
+                      _ago(a.get("CreateTime", 0)))
+    return table
+
+
+def _event_time(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).astimezone().strftime("%H:%M:%S")
+
+
+# --------------------------------------------------------------------------- job
+
+
+def job_run(path: str, detach: bool, json_output: bool) -> None:
+    from runtime.errors import JobSpecError
+    from runtime.jobspec import encode_job, load_job
+
+    try:
+        job = load_job(path)
+    except JobSpecError as e:
+        click.echo(e.render(), err=True)
+        sys.exit(EXIT_USAGE)
+    with api() as client:
+        result = call(client, "POST", "/v1/jobs", content=encode_job(job))
+        if json_output and detach:
+            emit_json(result)
+            return
+        if result.get("Warnings"):
+            click.echo(f"warning: {result['Warnings']}", err=True)
+        if detach:
+            click.echo(f'Job "{job.id}" registered (evaluation {result["EvalID"]})')
+            return
+        out = console()
+        out.print(f'==> Job "{job.id}" registered; waiting for its allocations')
+        deadline = time.monotonic() + 60
+        while True:
+            allocs = [a for a in call(client, "GET", f"/v1/job/{job.id}/allocations")
+                      if a["DesiredStatus"] == "run"]
+            settled = allocs and all(
+                a["ClientStatus"] in ("complete", "failed")
+                or (job.type == "service" and a["ClientStatus"] == "running") for a in allocs)
+            if settled or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        if json_output:
+            emit_json(allocs)
+        else:
+            out.print(alloc_table(allocs))
+        if not allocs or any(a["ClientStatus"] == "failed" for a in allocs):
+            sys.exit(EXIT_FAILED)
+        if not settled:
+            _fail("allocations did not settle within 60s; see `yurt job status`")
+
+
+def job_stop(job_id: str, json_output: bool) -> None:
+    with api() as client:
+        result = call(client, "DELETE", f"/v1/job/{job_id}")
+    if json_output:
+        emit_json(result)
+    else:
+        click.echo(f'Job "{job_id}" stopped')
+
+
+def job_status(job_id: str | None, json_output: bool) -> None:
+    with api() as client:
+        if job_id is None:
+            jobs = call(client, "GET", "/v1/jobs")
+            if json_output:
+                emit_json(jobs)
+                return
+            table = Table(title="Jobs", title_justify="left")
+            for col in ("ID", "Type", "Priority", "Status", "Submitted"):
+                table.add_column(col)
+            for j in jobs:
+                table.add_row(j["ID"], j["Type"], str(j["Priority"]),
+                              "stopped" if j["Stop"] else j["Status"], _ago(j["SubmitTime"]))
+            console().print(table)
+            return
+        job = call(client, "GET", f"/v1/job/{job_id}")
+        allocs = call(client, "GET", f"/v1/job/{job_id}/allocations")
+    if json_output:
+        emit_json({"Job": job, "Allocations": allocs})
+        return
+    out = console()
+    out.print(f"ID       = {job['ID']}\nType     = {job['Type']}\nPriority = {job['Priority']}"
+              f"\nStatus   = {'stopped' if job['Stop'] else job['Status']}"
+              f"\nVersion  = {job['Version']}")
+    out.print(alloc_table(allocs))
+
+
+# --------------------------------------------------------------------------- alloc
+
+
+def alloc_status(alloc_id: str, json_output: bool) -> None:
+    with api() as client:
+        alloc = call(client, "GET", f"/v1/allocation/{alloc_id}")
+    if json_output:
+        emit_json(alloc)
+        return
+    out = console()
+    out.print(f"ID            = {alloc['ID']}\nName          = {alloc['Name']}\n"
+              f"Job ID        = {alloc['JobID']}\nDesired       = {alloc['DesiredStatus']}\n"
+              f"Client Status = {alloc['ClientStatus']} ({alloc['ClientDescription']})")
+    for name, state in sorted((alloc.get("TaskStates") or {}).items()):
+        table = Table(title=f'Task "{name}" is "{state["State"]}"'
+                            f'{" (failed)" if state["Failed"] else ""}, '
+                            f'{state["Restarts"]} restarts', title_justify="left")
+        for col in ("Time", "Type", "Description"):
+            table.add_column(col)
+        for event in reversed(state.get("Events") or []):
+            table.add_row(_event_time(event["Time"]), event["Type"], event["DisplayMessage"])
+        out.print(table)
+
+
+def _only_task(client: httpx2.Client, alloc_id: str, task: str | None) -> tuple[str, str]:
+    alloc = call(client, "GET", f"/v1/allocation/{alloc_id}")
+    if task:
+        return alloc["ID"], task
+    tasks = sorted(alloc.get("TaskStates") or {})
+    if len(tasks) != 1:
+        _fail(f"allocation has tasks {', '.join(tasks)}: name one", EXIT_USAGE)
+    return alloc["ID"], tasks[0]
+
+
+def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> None:
+    with api() as client:
+        full_id, task_name = _only_task(client, alloc_id, task)
+        params = {"task": task_name, "type": "stderr" if stderr else "stdout", "plain": "true",
+                  "follow": "true" if follow else "false"}
+        try:
+            with client.stream("GET", f"/v1/client/fs/logs/{full_id}", params=params,
+                               timeout=None) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _fail(response.text.strip(), EXIT_USAGE if response.status_code == 400
+                          else EXIT_FAILED)
+                for chunk in response.iter_bytes():
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.buffer.flush()
+        except KeyboardInterrupt:
+            return
+
+
+def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
+    with api() as client:
+        body = {"TaskName": task or "", "AllTasks": all_tasks}
+        call(client, "POST", f"/v1/client/allocation/{alloc_id}/restart", json=body)
+    click.echo(f"Allocation {alloc_id} restarted")
+
+
+def alloc_signal(alloc_id: str, task: str | None, signal: str) -> None:
+    with api() as client:
+        call(client, "POST", f"/v1/client/allocation/{alloc_id}/signal",
+             json={"Task": task or "", "Signal": signal})
+    click.echo(f"Sent {signal} to allocation {alloc_id}{f' task {task}' if task else ''}")
+
+
+def alloc_stop(alloc_id: str) -> None:
+    with api() as client:
+        call(client, "POST", f"/v1/allocation/{alloc_id}/stop")
+    click.echo(f"Allocation {alloc_id} is stopping")
+
+
+# --------------------------------------------------------------------------- node, events
+
+
+def node_status(json_output: bool) -> None:
+    with api() as client:
+        nodes = call(client, "GET", "/v1/nodes")
+        detail = [call(client, "GET", f"/v1/node/{n['ID']}") for n in nodes]
+    if json_output:
+        emit_json(detail)
+        return
+    out = console()
+    for node in detail:
+        res = node["NodeResources"]
+        out.print(f"ID     = {node['ID']}\nName   = {node['Name']}\nDC     = "
+                  f"{node['Datacenter']}\nStatus = {node['Status']}\nCPU    = "
+                  f"{res['Cpu']['CpuShares']} MHz\nMemory = {res['Memory']['MemoryMB']} MB")
+        table = Table(title="Drivers", title_justify="left")
+        for col in ("Driver", "Detected", "Healthy", "Description"):
+            table.add_column(col)
+        for name, info in sorted(node["Drivers"].items()):
+            table.add_row(name, str(info["Detected"]).lower(), str(info["Healthy"]).lower(),
+                          info["HealthDescription"])
+        out.print(table)
+
+
+def events(topics: list[str], json_output: bool) -> None:
+    import trio
+    from trio_websocket import ConnectionClosed, open_websocket_url
+
+    addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
+    query = "&".join(f"topic={t}" for t in topics)
+    token = os.environ.get("YURT_TOKEN")
+    if token:
+        query += ("&" if query else "") + f"token={token}"
+    url = addr.replace("http", "ws", 1) + "/v1/event/ws" + (f"?{query}" if query else "")
+
+    async def follow() -> None:
+        try:
+            async with open_websocket_url(url) as ws:
+                while True:
+                    record = json.loads(await ws.get_message())
+                    if json_output:
+                        click.echo(json.dumps(record))
+                        continue
+                    for event in record.get("Events", []):
+                        line = f"{event['Index']:>6}  {event['Topic']}/{event['Type']}"
+                        if event["Topic"] == "Task":
+                            p = event["Payload"]
+                            line += (f"  {p['AllocID'][:8]} {p['Task']}: "
+                                     f"{p['Event']['Type']} — {p['Event']['DisplayMessage']}")
+                        elif event["Topic"] == "Allocation":
+                            a = event["Payload"]["Allocation"]
+                            line += f"  {a['Name']} {a['ClientStatus']}"
+                        else:
+                            line += f"  {event['Key']}"
+                        click.echo(line)
+        except ConnectionClosed:
+            return
+        except OSError as e:
+            _fail(f"cannot reach the agent at {addr}: {e}")
+
+    try:
+        trio.run(follow)
+    except KeyboardInterrupt:
+        sys.exit(130)
