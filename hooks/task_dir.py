@@ -8,20 +8,11 @@ and the done-ness are the same, so event sequences do not depend on the driver.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar, final
 
-import trio
-
 from hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
+from runtime.allocdir import AllocDir
 from runtime.taskrunner import events
-
-TASK_DIRS = ("local", "secrets", "tmp")
-
-
-def _build(task_dir: Path) -> None:
-    for sub in TASK_DIRS:
-        (task_dir / sub).mkdir(parents=True, exist_ok=True)
 
 
 @final
@@ -33,7 +24,8 @@ class TaskDirHook(TaskPrestartHook):
                                               message="Building Task Directory"))
         env: dict[str, str] = {}
         if ctx.task_dir is not None:
-            await trio.to_thread.run_sync(_build, ctx.task_dir)
+            alloc_dir = AllocDir(ctx.task_dir.parent.parent, ctx.task_dir.parent.name)
+            await alloc_dir.build_task(ctx.task.name)
             env = {"NOMAD_TASK_DIR": str(ctx.task_dir / "local"),
                    "NOMAD_SECRETS_DIR": str(ctx.task_dir / "secrets"),
                    "NOMAD_ALLOC_DIR": str(ctx.task_dir.parent / "alloc")}

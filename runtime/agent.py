@@ -54,6 +54,9 @@ class AgentConfig:
     bind: str = "127.0.0.1"
     port: int = 4646
     token: str = ""  # ACL: when set, every request must carry it as X-Nomad-Token
+    #: Nomad's dev mode: on stop, destroy every allocation (tasks killed, state removed)
+    #: instead of leaving tasks running for the next start to re-attach.
+    dev_mode: bool = False
     node_name: str | None = None
     datacenter: str = "dc1"
     gc: GCConfig = field(default_factory=GCConfig)
@@ -137,7 +140,10 @@ class Agent:
                     await self._stop.wait()
                     stop_api.set()
                     with trio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
-                        await self.client.shutdown()
+                        if self.config.dev_mode:
+                            await self.client.destroy_all()
+                        else:
+                            await self.client.shutdown()
                     nursery.cancel_scope.cancel()
         finally:
             await store.aclose()

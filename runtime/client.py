@@ -94,12 +94,17 @@ class Client:
         await runner.destroyed.wait()
         self.runners.pop(alloc_id, None)
 
+    async def destroy_all(self) -> None:
+        """Destroy every allocation (dev mode's way to stop)."""
+        async with trio.open_nursery() as nursery:
+            for alloc_id in list(self.runners):
+                nursery.start_soon(self.destroy_alloc, alloc_id)
+
     async def shutdown(self) -> None:
         """Agent shutdown: every runner stops, every task keeps running."""
-        for runner in self.runners.values():
-            runner.shutdown()
-        for runner in self.runners.values():
-            await runner.shutdown_done.wait()
+        async with trio.open_nursery() as nursery:
+            for runner in self.runners.values():
+                nursery.start_soon(runner.shutdown_and_wait)
 
     async def wait_all(self) -> None:
         """Until every runner's `run()` has finished."""

@@ -12,7 +12,8 @@ processes, tasks that ended meanwhile report how they ended.
 Ending: a batch job ends when every allocation has finished (exit 0 if all are `complete`,
 else 1). A service job runs until SIGINT or SIGTERM, then stops its allocations the way a stop
 does (kill order, poststop tasks run) and exits 0 if none failed, else 1; a batch job
-interrupted that way exits 130. A second signal while stopping gives up at once (exit 130).
+interrupted that way exits 130. A second signal while stopping gives up at once (exit 130):
+running tasks are SIGKILLed on the way out, never left behind.
 
 Output goes through a non-blocking stream fed from the event broker's bounded buffer, so a
 slow reader of stdout can never stall the allocations; if it falls behind, records are
@@ -168,8 +169,8 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
     printer: _HumanPrinter | _JsonPrinter = (_JsonPrinter(out) if json_output
                                              else _HumanPrinter(out))
     unix_clock = time.time_ns
-    drivers: dict[str, Driver] = {"mock_driver": MockDriver(unix_clock),
-                                  "raw_exec": RawExecDriver()}
+    raw_exec = RawExecDriver()
+    drivers: dict[str, Driver] = {"mock_driver": MockDriver(unix_clock), "raw_exec": raw_exec}
     node = local_node(alloc_root.parent, list(drivers))
     server = LocalServer(node, broker)
     client = Client(AllocRunnerConfig(state_db=db, drivers=drivers, unix_clock=unix_clock,
@@ -239,6 +240,10 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
     if not json_output and not forced:
         await out.write(_final_table(final))
     if forced:
+        # Giving up must not leave orphans behind: kill what runs, at once.
+        killed = raw_exec.kill_all()
+        if killed:
+            await out.write(f"killed {killed} task(s) without waiting\n")
         return EXIT_INTERRUPTED
     if unplaced or any(a.client_status == "failed" for a in final):
         return EXIT_FAILED

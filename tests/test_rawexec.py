@@ -233,7 +233,8 @@ async def test_signal_reaches_the_task(tmp_path: Path) -> None:
 
 async def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
     """A handle whose pid now belongs to another process (different start time)."""
-    other = await trio.lowlevel.open_process(["sleep", "1000"])
+    # A process group leader, so that a group signal to its pid would reach it.
+    other = await trio.lowlevel.open_process(["setsid", "sleep", "1000"])
     try:
         real_start = process_start_time(other.pid)
         assert real_start is not None
@@ -277,3 +278,114 @@ async def test_default_kill_signal_sigint_reaches_the_task(tmp_path: Path) -> No
     killing = next(e.time for e in tr.state.events if e.type == "Killing")
     terminated = next(e.time for e in tr.state.events if e.type == "Terminated")
     assert terminated - killing < 4_000_000_000  # well before the 5 s kill_timeout
+
+
+async def test_a_stop_right_after_start_is_never_lost(tmp_path: Path) -> None:
+    """No window between start and the task's own process group where a stop misses it."""
+    for attempt in range(5):
+        hcl = one_task("/bin/sleep", "1000", job_type="service")
+        with trio.fail_after(20):
+            async with runner(hcl, tmp_path / str(attempt)) as (ar, _):
+                ar._nursery.start_soon(ar.run)
+                await until_running(ar, "t")
+                stop(ar)  # at once
+                await ar.wait_done.wait()
+        assert last(ar.task_runners["t"], "Terminated") == "Exit Code: 130, Signal: 2"
+
+
+async def test_children_left_by_a_task_that_exited_are_killed(tmp_path: Path) -> None:
+    hcl = one_task("/bin/sh", "-c", "sleep 300 & echo $! > $NOMAD_TASK_DIR/child; exit 0")
+    with trio.fail_after(20):
+        async with runner(hcl, tmp_path) as (ar, _):
+            await ar.run()
+    child = int(await trio.Path(tmp_path / "alloc" / "0123456789abcdef" / "t" / "local"
+                                / "child").read_text())
+    assert not await trio.Path(f"/proc/{child}").exists() or members(child) == []
+    assert last(ar.task_runners["t"], "Terminated") == "Exit Code: 0"
+
+
+async def test_a_killed_shim_takes_its_task_along(tmp_path: Path) -> None:
+    import signal as sig
+
+    hcl = one_task("/bin/sleep", "1000", job_type="service")
+    with trio.fail_after(20):
+        async with runner(hcl, tmp_path) as (ar, _):
+            ar._nursery.start_soon(ar.run)
+            await until_running(ar, "t")
+            handle = ar.task_runners["t"].handle
+            assert handle is not None
+            pid, shim = int(handle.driver_state["pid"]), int(handle.driver_state["shim_pid"])
+            os.kill(shim, sig.SIGKILL)
+            await ar.wait_done.wait()
+    tr = ar.task_runners["t"]
+    assert last(tr, "Terminated").startswith("Exit Code: -1, Exit Message: \"the task's shim")
+    await eventually(lambda: not same_process(pid, 0) and members(pid) == [])
+
+
+async def test_restarts_never_corrupt_the_logs(tmp_path: Path) -> None:
+    chatty = ("n=0; while :; do n=$((n+1)); echo run-$$ $n; "
+              "if [ $n -ge 400 ]; then sleep 1000; fi; done")
+    hcl = one_task("/bin/sh", "-c", chatty, job_type="service")
+    with trio.fail_after(30):
+        async with runner(hcl, tmp_path) as (ar, _):
+            ar._nursery.start_soon(ar.run)
+            for run in range(4):
+                await until_running(ar, "t")
+                log = ar.alloc_dir.logs  # type: ignore[union-attr]
+                runs = run + 1
+                await eventually(lambda log=log, runs=runs: sum(  # type: ignore[misc]
+                    p.read_text().count("\n") for p in log.glob("t.stdout.*")) >= 400 * runs)
+                if run < 3:
+                    await ar.restart_task("t")
+            stop(ar)
+            await ar.wait_done.wait()
+    lines = "".join(p.read_text() for p in sorted(
+        (tmp_path / "alloc" / "0123456789abcdef" / "alloc" / "logs").glob("t.stdout.*"))
+        ).splitlines()
+    runs: dict[str, list[int]] = {}
+    for line in lines:
+        tag, number = line.split(" ")  # a cut or interleaved line fails here
+        runs.setdefault(tag, []).append(int(number))
+    assert len(runs) == 4, {k: (len(v), v[:3], v[-3:]) for k, v in runs.items()}
+    for numbers in runs.values():
+        assert numbers == list(range(1, 401))  # nothing lost, duplicated or reordered
+
+
+def test_command_resolution(tmp_path: Path) -> None:
+    from runtime.drivers.rawexec import resolve_command
+
+    task_dir = tmp_path / "task"
+    (task_dir / "local").mkdir(parents=True)
+    script = task_dir / "local" / "run.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    assert resolve_command("local/run.sh", task_dir, "/bin") == str(script)
+    assert resolve_command(str(script), task_dir, "/bin") == str(script)
+    assert resolve_command("local", task_dir, "/bin") is None  # a directory
+    assert resolve_command("/etc", task_dir, "/bin") is None
+    assert resolve_command("sh", task_dir, "/bin:/usr/bin") is not None
+    assert resolve_command("no-such-tool", task_dir, "/bin") is None
+
+
+async def test_a_command_path_with_an_equals_sign_runs(tmp_path: Path) -> None:
+    odd = tmp_path / "a=b"
+    odd.mkdir()
+    script = odd / "hello"
+    script.write_text("#!/bin/sh\necho ran-$1\n")
+    script.chmod(0o755)
+    with trio.fail_after(20):
+        async with runner(one_task(str(script), "x"), tmp_path) as (ar, _):
+            await ar.run()
+    assert (ar.alloc_dir.logs / "t.stdout.0").read_text() == "ran-x\n"  # type: ignore[union-attr]
+
+
+async def test_tasks_inherit_the_host_environment(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("YURT_TEST_HOST_VAR", "from-host")
+    monkeypatch.setenv("YURT_AGENT_TOKEN", "secret")
+    with trio.fail_after(20):
+        async with runner(one_task("/bin/sh", "-c", "env"), tmp_path) as (ar, _):
+            await ar.run()
+    env = (ar.alloc_dir.logs / "t.stdout.0").read_text()  # type: ignore[union-attr]
+    assert "YURT_TEST_HOST_VAR=from-host" in env
+    assert "YURT_AGENT_TOKEN" not in env

@@ -540,6 +540,15 @@ class AllocRunner:
         self._shutdown_launched = True
         self._nursery.start_soon(self._shutdown)
 
+    async def shutdown_and_wait(self) -> None:
+        """`shutdown()`, done by the caller's task (for callers that must not depend on the
+        lent nursery, which may itself be shutting down)."""
+        if self._shutdown_launched or self._destroy_launched or self.destroyed.is_set():
+            await self.shutdown_done.wait()
+            return
+        self._shutdown_launched = True
+        await self._shutdown()
+
     async def _shutdown(self) -> None:
         if not self._run_launched:
             for tr in self.task_runners.values():

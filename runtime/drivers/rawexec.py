@@ -40,6 +40,8 @@ from runtime.taskrunner.restarts import ExitResult
 NAME: Final = "raw_exec"
 SHIM: Final = Path(__file__).with_name("shim.sh")
 STARTUP_TIMEOUT: Final = 10.0
+READY_POLLS: Final = 2000
+READY_POLL_INTERVAL: Final = 0.001
 MAX_SIGNAL: Final = 64
 
 
@@ -115,6 +117,43 @@ def _prepare_state_dir(state_dir: Path) -> None:
         (state_dir / name).unlink(missing_ok=True)
 
 
+def resolve_command(command: str, task_dir: Path, path: str) -> str | None:
+    """The executable file `command` names: looked up on PATH when it has no "/", relative
+    to the task dir when it is a relative path (as Nomad does); None if it is not an
+    executable regular file."""
+    if "/" not in command:
+        return shutil.which(command, path=path)
+    candidate = Path(command) if command.startswith("/") else task_dir / command
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    return None
+
+
+def _task_ready(pid: int) -> bool | None:
+    """Whether the task has left the shim's hands: it leads its own process group and takes
+    SIGINT again (None if it already exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()
+    if fields[0] == b"Z":
+        return None
+    ignored = next((int(line.split()[1], 16) for line in status.splitlines()
+                    if line.startswith("SigIgn:")), 0)
+    return int(fields[2]) == pid and not ignored & (1 << (signals.SIGINT - 1))
+
+
+#: Variables of the agent's own environment that a task must not inherit.
+_PRIVATE_ENV = ("YURT_AGENT_TOKEN", "YURT_TOKEN", "NOMAD_TOKEN")
+
+
+def host_env() -> dict[str, str]:
+    """The agent's environment, as raw_exec tasks inherit it (less the agent's secrets)."""
+    return {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+
+
 @final
 class RawExecDriver:
     """The raw_exec driver; `fingerprint` is always healthy where `sh` and `setsid` exist."""
@@ -147,20 +186,21 @@ class RawExecDriver:
             raise DriverError(f"invalid raw_exec config: {e}") from None
         if config.task_dir is None:
             raise DriverError("raw_exec needs a task directory")
-        path = config.env.get("PATH", os.environ.get("PATH", os.defpath))
-        command = shutil.which(cfg.command, path=path) if "/" not in cfg.command else (
-            cfg.command if os.access(cfg.command, os.X_OK) else None)
+        env = {**host_env(), **config.env}
+        path = env.get("PATH", os.defpath)
+        command = await trio.to_thread.run_sync(resolve_command, cfg.command, config.task_dir,
+                                                path)
         if command is None:
             raise DriverError(f'failed to start task: command "{cfg.command}" not found or '
-                              "not executable")
+                              "not an executable file")
         work_dir = cfg.work_dir or str(config.task_dir)
-        state_dir = config.task_dir / ".shim"
+        # One state dir per start, so nothing an earlier start left can be misread.
+        state_dir = config.task_dir / ".shim" / config.id.rsplit("/", 1)[-1]
         await trio.to_thread.run_sync(_prepare_state_dir, state_dir)
         stdout = config.stdout_path or "/dev/null"
         stderr = config.stderr_path or "/dev/null"
         argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir, command,
                 *cfg.args]
-        env = dict(config.env)
         env.setdefault("PATH", path)
         launcher = await trio.lowlevel.open_process(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -187,6 +227,12 @@ class RawExecDriver:
             raise DriverError(f"task shim failed to start: {line!r}", recoverable=True) from None
         if pid == 0:
             raise DriverError(f"failed to start task: cannot enter work dir {work_dir}")
+        # Until setsid and env have run, a stop could miss the task (no group yet, SIGINT
+        # still ignored): report it started only once it is on its own.
+        for _ in range(READY_POLLS):
+            if await trio.to_thread.run_sync(_task_ready, pid) is not False:
+                break
+            await trio.sleep(READY_POLL_INTERVAL)
         shim_start = process_start_time(shim_pid)
         task_start = process_start_time(pid)
         task = _RawTask(task_id=config.id, pid=pid, start_time=task_start or 0,
@@ -221,8 +267,14 @@ class RawExecDriver:
                 await trio.lowlevel.wait_readable(task.pidfd)
                 os.close(task.pidfd)
                 task.pidfd = None
-                task.result = exit_result(await trio.to_thread.run_sync(_read_exit,
-                                                                        task.state_dir))
+                status = await trio.to_thread.run_sync(_read_exit, task.state_dir)
+                if status is None and self._kill_group(task, signals.SIGKILL):
+                    # The shim died and left the task behind: never leave an orphan that a
+                    # restart would then duplicate.
+                    task.result = ExitResult(exit_code=-1, err="the task's shim died; the "
+                                                               "task was killed")
+                else:
+                    task.result = exit_result(status)
             return task.result
 
     async def wait_task(self, task_id: str) -> ExitResult:
@@ -243,7 +295,12 @@ class RawExecDriver:
         try:
             os.killpg(task.pid, signum)
         except ProcessLookupError:
-            return False
+            if current is None:
+                return False
+            try:  # the task has not made its group yet: signal the process itself
+                os.kill(task.pid, signum)
+            except ProcessLookupError:
+                return False
         return True
 
     async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
@@ -264,10 +321,14 @@ class RawExecDriver:
             self._kill_group(task, signals.SIGKILL)
             with trio.move_on_after(STARTUP_TIMEOUT):
                 await self._wait_exit(task)
+        # Whatever the task left in its process group (background children) goes with it,
+        # as Nomad's DestroyTask does.
+        self._kill_group(task, signals.SIGKILL)
         if task.pidfd is not None:
             os.close(task.pidfd)
             task.pidfd = None
         del self._tasks[task_id]
+        await trio.to_thread.run_sync(shutil.rmtree, task.state_dir, True)
 
     async def signal_task(self, task_id: str, signal: str) -> None:
         task = self._task(task_id)
@@ -279,6 +340,11 @@ class RawExecDriver:
         if not task.task_alive():
             raise DriverError("task is not running")
         os.kill(task.pid, signum)
+
+    def kill_all(self) -> int:
+        """SIGKILL every task's process group now, without waiting (for a forced exit)."""
+        return sum(1 for task in self._tasks.values()
+                   if task.result is None and self._kill_group(task, signals.SIGKILL))
 
     # ------------------------------------------------------------------ recover
 
@@ -299,7 +365,9 @@ class RawExecDriver:
         if task.pidfd is None:
             status = await trio.to_thread.run_sync(_read_exit, state_dir)
             if status is None:
-                raise DriverError(f"task {handle.task_id} is gone and left no exit status")
+                killed = self._kill_group(task, signals.SIGKILL)
+                raise DriverError(f"task {handle.task_id} lost its shim"
+                                  + ("; the task was killed" if killed else " and is gone"))
             task.result = exit_result(status)
         else:
             await trio.lowlevel.checkpoint()

@@ -22,8 +22,11 @@ cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/ex
 # setsid(1) makes the task a session and process-group leader (pgid = its pid) and execs it:
 # a background child is never a group leader, so setsid does not fork and $! is the task.
 # A non-interactive shell starts background commands with SIGINT and SIGQUIT ignored, and
-# SIGINT is Nomad's default kill signal: env(1) puts both back to their defaults, then execs.
-setsid env --default-signal=INT,QUIT "$@" >&3 2>&4 3>&- 4>&- </dev/null &
+# SIGINT is Nomad's default kill signal: env(1) puts both back to their defaults. It then runs
+# `sh -c 'exec "$0" "$@"'` rather than the command itself, because env would take a command
+# path containing "=" for a variable assignment. Every step execs: $! stays the task's pid.
+setsid env --default-signal=INT,QUIT /bin/sh -c 'exec "$0" "$@"' "$@" \
+    >&3 2>&4 3>&- 4>&- </dev/null &
 pid=$!
 printf '%s\n' "$pid" >"$state/pid"
 echo "$$ $pid"

@@ -2,11 +2,15 @@
 
 Opening order matters, or a short-lived task's output is lost: a pipe whose last writer closes
 while nobody has it open for reading is destroyed with its contents. So `open_fifo` opens the
-read end *before* the task starts, plus a "keeper" write end that stops the read end from seeing
-end-of-file before the shim has connected; once the shim holds the FIFO (the driver returned),
-the keeper is closed and the pump reads until end of file, which comes when the task and its
-shim have both exited. Every chunk goes to the rotation planner; file writes run in a worker
-thread, one hop per chunk (up to 64 KiB), never per line.
+read end *before* the task starts, plus a "keeper" write end held by the agent for as long as
+the task runner lives: the read end sees end-of-file only after the keeper is closed and every
+task process (and its shim) is gone, and the pipe survives between two starts of the task.
+Every chunk goes to the rotation planner; file writes run in a worker thread, one hop per
+chunk (up to 64 KiB), never per line.
+
+What this cannot keep: output still in the pipe when a task exits while no agent runs (the
+pipe dies with its last writer), and a chunk read but not yet written when the agent is killed
+with SIGKILL.
 
 The pipe buffer is raised to 1 MiB (`F_SETPIPE_SZ`) so a task can keep writing for a while
 when no agent reads (it blocks, it does not die, once the buffer is full); a pump started

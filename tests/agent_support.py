@@ -1,0 +1,54 @@
+"""A real agent on a real socket for API tests (layer 2)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+
+from runtime.agent import Agent, AgentConfig
+
+
+@dataclass
+class Running:
+    agent: Agent
+    address: str
+    client: httpx2.AsyncClient
+
+
+@asynccontextmanager
+async def running_agent(data_dir: Path, token: str = "") -> AsyncIterator[Running]:
+    """An agent in dev mode: when the test ends, every task it started is killed."""
+    agent = Agent(AgentConfig(data_dir=data_dir, port=0, token=token, dev_mode=True))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(agent.run)
+        headers = {"X-Nomad-Token": token} if token else {}
+        async with httpx2.AsyncClient(base_url=address, headers=headers, timeout=20) as client:
+            try:
+                yield Running(agent, address, client)
+            finally:
+                agent.stop()
+
+
+def raw_job(job_id: str, script: str, *, job_type: str = "service",
+            extra_task: dict[str, Any] | None = None) -> dict[str, Any]:
+    task = {"Name": "t", "Driver": "raw_exec",
+            "Config": {"command": "/bin/sh", "args": ["-c", script]}}
+    tasks = [task] + ([extra_task] if extra_task else [])
+    return {"Job": {"ID": job_id, "Type": job_type,
+                    "TaskGroups": [{"Name": "g", "Tasks": tasks,
+                                    "RestartPolicy": {"Attempts": 0, "Mode": "fail"}}]}}
+
+
+async def wait_status(client: httpx2.AsyncClient, job_id: str, status: str) -> dict[str, Any]:
+    """Until the job's first allocation reports `status` (bounded by the caller)."""
+    while True:
+        allocs = (await client.get(f"/v1/job/{job_id}/allocations")).json()
+        if allocs and allocs[0]["ClientStatus"] == status:
+            return allocs[0]  # type: ignore[no-any-return]
+        await trio.sleep(0.05)

@@ -1,0 +1,230 @@
+"""The HTTP API over a real socket with a real HTTP client (layer 2): every endpoint, its
+errors, the token, log streaming with follow, the event stream and the websocket."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+from trio_websocket import open_websocket_url
+
+from tests.agent_support import raw_job, running_agent, wait_status
+
+pytestmark = pytest.mark.slow
+
+TICKER = "i=0; while :; do i=$((i+1)); echo line $i; sleep 0.05; done"
+
+
+async def test_jobs_register_read_list_parse_stop(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            r = await c.post("/v1/jobs", json=raw_job("web", TICKER))
+            assert r.status_code == 200
+            assert set(r.json()) >= {"EvalID", "JobModifyIndex", "Warnings"}
+            alloc = await wait_status(c, "web", "running")
+            assert alloc["Name"] == "web.g[0]"
+            assert [j["ID"] for j in (await c.get("/v1/jobs")).json()] == ["web"]
+            job = (await c.get("/v1/job/web")).json()
+            assert (job["ID"], job["Type"], job["TaskGroups"][0]["Tasks"][0]["Driver"]) == (
+                "web", "service", "raw_exec")
+            # Registering the same job again changes nothing.
+            again = await c.post("/v1/job/web", json=raw_job("web", TICKER))
+            assert again.status_code == 200
+            assert len((await c.get("/v1/job/web/allocations")).json()) == 1
+            parsed = await c.post("/v1/jobs/parse", json={
+                "JobHCL": 'job "p" {\n group "g" {\n task "t" {\n driver = "mock_driver"\n'
+                          ' }\n }\n}\n'})
+            assert parsed.json()["ID"] == "p"
+            assert (await c.delete("/v1/job/web")).status_code == 200
+            stopped = await wait_status(c, "web", "complete")
+            assert stopped["DesiredStatus"] == "stop"
+            assert (await c.get("/v1/jobs")).json()[0]["Stop"] is True
+
+
+async def test_job_errors(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            assert (await c.get("/v1/job/nope")).status_code == 404
+            assert (await c.delete("/v1/job/nope")).status_code == 404
+            assert (await c.get("/v1/job/nope/allocations")).status_code == 404
+            bad = raw_job("bad", "true")
+            bad["Job"]["TaskGroups"][0]["Tasks"][0]["KillTimeout"] = "soon"
+            r = await c.post("/v1/jobs", json=bad)
+            assert r.status_code == 400
+            assert "job.bad.group.g.task.t.kill_timeout" in r.text
+            assert (await c.post("/v1/jobs", content=b"{not json")).status_code == 400
+            assert (await c.post("/v1/jobs", json={"NoJob": 1})).status_code == 400
+            mismatch = await c.post("/v1/job/other", json=raw_job("web", "true"))
+            assert mismatch.status_code == 400
+            assert (await c.delete("/v1/allocations")).status_code == 405
+
+
+async def test_allocations_restart_signal_stats_stop_gc(tmp_path: Path) -> None:
+    trap = "trap 'echo got-usr1' USR1; " + TICKER
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            await c.post("/v1/jobs", json=raw_job("web", trap))
+            alloc_id = (await wait_status(c, "web", "running"))["ID"]
+            assert [x["ID"] for x in (await c.get("/v1/allocations")).json()] == [alloc_id]
+            full = (await c.get(f"/v1/allocation/{alloc_id[:8]}")).json()  # prefix works
+            assert full["ID"] == alloc_id
+            assert full["TaskStates"]["t"]["State"] == "running"
+            assert (await c.get("/v1/allocation/ffffffff")).status_code == 404
+
+            base = f"/v1/client/allocation/{alloc_id}"
+            both = await c.post(f"{base}/restart", json={"TaskName": "t", "AllTasks": True})
+            assert both.status_code == 400
+            assert both.text == "task name cannot be set when restarting all tasks"
+            assert (await c.post(f"{base}/restart", json={"TaskName": "x"})).status_code == 404
+            assert (await c.post(f"{base}/restart", json={"TaskName": "t"})).status_code == 200
+            while True:  # until the task has started again
+                state = (await c.get(f"/v1/allocation/{alloc_id}")).json()["TaskStates"]["t"]
+                types = [e["Type"] for e in state["Events"]]
+                if types.count("Started") == 2 and state["State"] == "running":
+                    break
+                await trio.sleep(0.05)
+            assert types[-4:] == ["Restart Signaled", "Terminated", "Restarting", "Started"]
+            assert (await c.post(f"{base}/signal", json={"Task": "t",
+                                                         "Signal": "SIGUSR1"})).status_code == 200
+            stats = (await c.get(f"{base}/stats")).json()
+            assert stats["Tasks"]["t"]["ResourceUsage"]["MemoryStats"]["RSS"] > 0
+            assert stats["ResourceUsage"]["MemoryStats"]["RSS"] > 0
+
+            not_terminal = await c.get(f"{base}/gc")
+            assert not_terminal.status_code == 400
+            assert "not eligible for GC" in not_terminal.text
+            assert (await c.post(f"/v1/allocation/{alloc_id}/stop")).status_code == 200
+            await wait_status(c, "web", "complete")
+            assert (await c.put(f"{base}/gc")).status_code == 200
+            assert alloc_id not in a.agent.client.runners
+            assert not (tmp_path / "alloc" / alloc_id).exists()
+            assert (await c.get("/v1/client/gc")).status_code == 200
+
+
+async def test_logs_plain_framed_offsets_follow_and_errors(tmp_path: Path) -> None:
+    script = "echo first; echo second; sleep 1000"
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            await c.post("/v1/jobs", json=raw_job("logs", script))
+            alloc_id = (await wait_status(c, "logs", "running"))["ID"]
+            url = f"/v1/client/fs/logs/{alloc_id}"
+            plain = {"task": "t", "type": "stdout", "plain": "true"}
+            while True:  # until both lines are in the log file
+                if (await c.get(url, params=plain)).text == "first\nsecond\n":
+                    break
+                await trio.sleep(0.05)
+            tail = await c.get(url, params={**plain, "origin": "end", "offset": "7"})
+            assert tail.text == "second\n"
+            framed = await c.get(url, params={"task": "t", "type": "stdout"})
+            frames = [json.loads(f) for f in framed.text.replace("}{", "}\n{").splitlines()]
+            data = b"".join(base64.b64decode(f["Data"]) for f in frames if "Data" in f)
+            assert data == b"first\nsecond\n"
+            assert frames[0]["File"] == "alloc/logs/t.stdout.0"
+
+            errors = {
+                "missing task": ({"type": "stdout"}, 400),
+                "bad type": ({"task": "t", "type": "stdlog"}, 400),
+                "unknown task": ({"task": "x", "type": "stdout"}, 400),
+                "bad bool": ({"task": "t", "type": "stdout", "follow": "maybe"}, 400),
+                "bad origin": ({"task": "t", "type": "stdout", "origin": "middle"}, 400),
+            }
+            for params, status in errors.values():
+                assert (await c.get(url, params=params)).status_code == status
+            assert (await c.get("/v1/client/fs/logs/ffffffff", params=plain)).status_code == 404
+
+
+async def test_log_follow_sees_new_lines(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            await c.post("/v1/jobs", json=raw_job("f", TICKER))
+            alloc_id = (await wait_status(c, "f", "running"))["ID"]
+            params = {"task": "t", "type": "stdout", "plain": "true", "follow": "true"}
+            seen = b""
+            async with c.stream("GET", f"/v1/client/fs/logs/{alloc_id}",
+                                params=params) as response:
+                async for chunk in response.aiter_bytes():
+                    seen += chunk
+                    if b"line 30\n" in seen:  # 1.5 s of output arrived while following
+                        break
+            assert seen.startswith(b"line 1\n")
+
+
+async def test_nodes_agent_and_client_stats(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            nodes = (await c.get("/v1/nodes")).json()
+            assert len(nodes) == 1
+            assert nodes[0]["Drivers"]["raw_exec"]["Healthy"] is True
+            node = (await c.get(f"/v1/node/{nodes[0]['ID']}")).json()
+            assert node["NodeResources"]["Memory"]["MemoryMB"] > 0
+            assert (await c.get("/v1/node/zzzz")).status_code == 404
+            me = (await c.get("/v1/agent/self")).json()
+            assert me["stats"]["client"]["node_id"] == nodes[0]["ID"]
+            stats = (await c.get("/v1/client/stats")).json()
+            assert stats["Memory"]["Total"] > 0
+            assert stats["DiskStats"][0]["Size"] > 0
+
+
+async def test_event_stream_and_websocket_see_task_events(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            ws_url = a.address.replace("http", "ws") + "/v1/event/ws?topic=Task"
+            async with open_websocket_url(ws_url) as ws, c.stream(
+                    "GET", "/v1/event/stream",
+                    params={"topic": "Task", "heartbeat": "0.2"}) as response:
+                lines = response.aiter_lines()
+                assert await lines.__anext__() == "{}"  # heartbeat first
+                await c.post("/v1/jobs", json=raw_job("ev", "sleep 1000"))
+                seen: list[str] = []
+                while "Started" not in seen:
+                    line = await lines.__anext__()
+                    if line == "{}":
+                        continue
+                    record = json.loads(line)
+                    assert all(e["Topic"] == "Task" for e in record["Events"])
+                    seen += [e["Payload"]["Event"]["Type"] for e in record["Events"]]
+                assert seen[:3] == ["Received", "Task Setup", "Started"]
+                ws_seen: list[str] = []
+                while "Started" not in ws_seen:
+                    record = json.loads(await ws.get_message())
+                    ws_seen += [e["Payload"]["Event"]["Type"] for e in record["Events"]]
+                assert ws_seen[:3] == ["Received", "Task Setup", "Started"]
+            # index: replay what is kept from an index on
+            async with c.stream("GET", "/v1/event/stream",
+                                params={"index": "1", "topic": "Job"}) as response:
+                lines = response.aiter_lines()
+                await lines.__anext__()
+                record = json.loads(await lines.__anext__())
+                assert record["Events"][0]["Type"] == "JobRegistered"
+
+
+async def test_token_is_required_when_configured(tmp_path: Path) -> None:
+    import httpx2
+
+    with trio.fail_after(30):
+        async with running_agent(tmp_path, token="s3cret") as a:
+            assert (await a.client.get("/v1/jobs")).status_code == 200
+            async with httpx2.AsyncClient(base_url=a.address) as anonymous:
+                r = await anonymous.get("/v1/jobs")
+                assert (r.status_code, r.text) == (403, "Permission denied")
+                wrong = await anonymous.get("/v1/jobs", headers={"X-Nomad-Token": "nope"})
+                assert wrong.status_code == 403
+
+
+def test_job_json_from_the_api_is_nomads() -> None:
+    from runtime.structs import Job
+
+    body = raw_job("x", "true")
+    job = msgspec.convert(body["Job"], Job)
+    assert job.task_groups[0].tasks[0].driver == "raw_exec"
