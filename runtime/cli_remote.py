@@ -269,12 +269,12 @@ def node_status(json_output: bool) -> None:
         out.print(table)
 
 
-def events(topics: list[str], json_output: bool) -> None:
+def events(topics: list[str], index: int, json_output: bool) -> None:
     import trio
     from trio_websocket import ConnectionClosed, open_websocket_url
 
     addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
-    query = "&".join(f"topic={t}" for t in topics)
+    query = "&".join([f"topic={t}" for t in topics] + ([f"index={index}"] if index else []))
     token = os.environ.get("YURT_TOKEN")
     if token:
         query += ("&" if query else "") + f"token={token}"

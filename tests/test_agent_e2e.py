@@ -109,6 +109,23 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
         node = user.json("node", "status")[0]
         assert node["Drivers"]["raw_exec"]["Healthy"] is True
 
+        events = subprocess.Popen([YURT, "events", "--topic", "Task", "--index", "1",
+                                   "--json"],
+                                  stdout=subprocess.PIPE, text=True, env=user.env)
+        assert events.stdout is not None
+        user.yurt("alloc", "signal", alloc_id[:8], "web", "-s", "SIGHUP")
+        signalled = None
+        for line in events.stdout:
+            record = json.loads(line)
+            types = [e["Payload"]["Event"]["Type"] for e in record["Events"]]
+            if "Signaling" in types:
+                signalled = record["Events"][types.index("Signaling")]
+                break
+        events.terminate()
+        events.wait(timeout=10)
+        assert signalled is not None
+        assert signalled["Payload"]["Event"]["Details"] == {"signal": "SIGHUP"}
+
         user.yurt("job", "stop", "e2e")
         deadline = time.monotonic() + 20
         while user.json("alloc", "status", alloc_id)["ClientStatus"] != "complete":
