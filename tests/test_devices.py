@@ -1,0 +1,119 @@
+"""Device plugins and the device manager under the mock clock (layer 1)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from runtime.devices.fake import ENV, FakeDevicePlugin
+from runtime.devices.manager import DeviceManager
+from runtime.devices.protocol import (
+    DeviceGroup,
+    DeviceInstance,
+    DevicePluginError,
+    InstanceStats,
+    Reservation,
+)
+
+
+def gpus(*ids: str) -> list[DeviceGroup]:
+    return [DeviceGroup(vendor="nvidia", type="gpu", name="T4",
+                        instances=[DeviceInstance(id=i) for i in ids])]
+
+
+class Broken:
+    """A plugin that misbehaves in a chosen way."""
+
+    def __init__(self, name: str, how: str) -> None:
+        self._name = name
+        self.how = how
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def fingerprint(self) -> AsyncIterator[list[DeviceGroup]]:
+        if self.how == "hang":
+            await trio.sleep_forever()
+        if self.how == "raise":
+            raise RuntimeError("driver library crashed")
+        yield [DeviceGroup(vendor="acme", type="fpga", name="x",
+                           instances=[DeviceInstance(id="")])]  # invalid: no ID
+
+    async def reserve(self, ids: list[str]) -> Reservation:
+        raise AssertionError("never reserved")
+
+    async def stats(self) -> dict[str, InstanceStats]:
+        raise RuntimeError("no stats")
+
+
+@pytest.mark.parametrize("how", ["hang", "raise", "invalid"])
+async def test_a_failing_plugin_does_not_take_the_others_down(
+        autojump_clock: MockClock, how: str) -> None:
+    changes: list[list[str]] = []
+    fake = FakeDevicePlugin(gpus("GPU-0", "GPU-1"))
+    manager = DeviceManager([Broken("bad", how), fake], first_fingerprint_timeout=10,
+                            on_change=lambda g: changes.append(
+                                [i.id for grp in g for i in grp.instances]))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await manager.first_fingerprints.wait()
+        assert [i.id for g in manager.all_groups() for i in g.instances] == ["GPU-0", "GPU-1"]
+        assert "bad" in manager.errors
+        assert changes[-1] == ["GPU-0", "GPU-1"]
+        fake.set_health("GPU-1", False, "overheating")
+        await trio.sleep(1)
+        (group,) = manager.all_groups()
+        assert [(i.id, i.healthy) for i in group.instances] == [("GPU-0", True),
+                                                                ("GPU-1", False)]
+        nursery.cancel_scope.cancel()
+    if how == "hang":
+        assert manager.errors["bad"] == "no fingerprint within 10s"
+    elif how == "invalid":
+        assert "has no ID" in manager.errors["bad"]
+    else:
+        assert "driver library crashed" in manager.errors["bad"]
+
+
+async def test_reserve_goes_to_the_owner_of_every_id(autojump_clock: MockClock) -> None:
+    a = FakeDevicePlugin(gpus("GPU-0", "GPU-1"), name="a")
+    b = FakeDevicePlugin([DeviceGroup(vendor="acme", type="fpga", name="x",
+                                      instances=[DeviceInstance(id="F-0")])], name="b")
+    manager = DeviceManager([a, b])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await manager.first_fingerprints.wait()
+        reservation = await manager.reserve("nvidia/gpu/T4", ["GPU-1", "GPU-0"])
+        assert reservation.envs == {ENV: "GPU-1,GPU-0"}
+        assert a.reserved == [["GPU-1", "GPU-0"]]
+        assert b.reserved == []
+        with pytest.raises(DevicePluginError, match="with all those IDs"):
+            await manager.reserve("nvidia/gpu/T4", ["GPU-0", "GPU-9"])
+        with pytest.raises(DevicePluginError, match="no plugin has device group"):
+            await manager.reserve("amd/gpu/MI", ["GPU-0"])
+        nursery.cancel_scope.cancel()
+
+
+async def test_stats_are_cached_and_a_failing_stats_call_backs_off(
+        autojump_clock: MockClock) -> None:
+    fake = FakeDevicePlugin(gpus("GPU-0", "GPU-1"))
+    calls: list[float] = []
+
+    class FlakyStats(FakeDevicePlugin):
+        async def stats(self) -> dict[str, InstanceStats]:
+            calls.append(trio.current_time())
+            raise RuntimeError("busy")
+
+    flaky = FlakyStats(gpus("GPU-7"), name="flaky")
+    manager = DeviceManager([fake, flaky], stats_interval=1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await trio.sleep(40)
+        assert set(manager.stats()) == {"GPU-0", "GPU-1"}
+        assert set(manager.stats({"GPU-1"})) == {"GPU-1"}
+        gaps = [round(b - a) for a, b in zip(calls, calls[1:], strict=False)]
+        assert gaps[:3] == [5, 10, 20]  # 5 s doubling
+        nursery.cancel_scope.cancel()
