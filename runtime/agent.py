@@ -29,15 +29,25 @@ import trio
 from runtime.allocrunner.runner import AllocRunnerConfig
 from runtime.allocrunner.status import is_client_terminal
 from runtime.client import Client
+from runtime.devices.fake import FakeDevicePlugin
+from runtime.devices.manager import DeviceManager
+from runtime.devices.nvidia import NvidiaDevicePlugin
+from runtime.devices.protocol import DeviceGroup, DevicePlugin
 from runtime.drivers.mock import MockDriver
 from runtime.drivers.protocol import Driver
 from runtime.drivers.rawexec import RawExecDriver
 from runtime.eventstream import EventBroker
-from runtime.fingerprint import fingerprint_node
+from runtime.fingerprint import computed_class, fingerprint_node
 from runtime.gc import AllocGarbageCollector, GCConfig
 from runtime.server.local import LocalServer
 from runtime.server.store import ServerStore
-from runtime.structs import Allocation, DriverInfo, Node
+from runtime.structs import (
+    Allocation,
+    DriverInfo,
+    Node,
+    NodeDeviceInstance,
+    NodeDeviceResource,
+)
 from runtime.sync import AllocSyncer
 from runtime.taskrunner.events import datetime_of
 from store import open_state_db
@@ -57,6 +67,10 @@ class AgentConfig:
     #: Nomad's dev mode: on stop, destroy every allocation (tasks killed, state removed)
     #: instead of leaving tasks running for the next start to re-attach.
     dev_mode: bool = False
+    #: Devices the fake device plugin reports (tests, demos); none: no fake plugin.
+    fake_devices: tuple[DeviceGroup, ...] = ()
+    #: How long the agent waits for device plugins' first fingerprints before serving.
+    device_wait: float = 10.0
     node_name: str | None = None
     datacenter: str = "dc1"
     gc: GCConfig = field(default_factory=GCConfig)
@@ -74,6 +88,8 @@ class Agent:
         self.syncer: AllocSyncer
         self.gc: AllocGarbageCollector
         self.db: StateDB
+        self.devices: DeviceManager
+        self._node_published = False
         self.address = ""
         self._stop = trio.Event()
 
@@ -82,6 +98,19 @@ class Agent:
 
     def _drivers(self) -> dict[str, Driver]:
         return {"mock_driver": MockDriver(time.time_ns), "raw_exec": RawExecDriver()}
+
+    def _devices_changed(self, groups: list[DeviceGroup]) -> None:
+        self.node.node_resources.devices = [
+            NodeDeviceResource(vendor=g.vendor, type=g.type, name=g.name,
+                               attributes=dict(g.attributes),
+                               instances=[NodeDeviceInstance(
+                                   id=i.id, healthy=i.healthy,
+                                   health_description=i.health_description)
+                                   for i in g.instances])
+            for g in groups]
+        self.node.computed_class = computed_class(self.node)
+        if self._node_published:
+            self.broker.node_registered(self.node)
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         self.syncer.add(alloc)
@@ -112,9 +141,16 @@ class Agent:
         self.node.drivers = {name: DriverInfo(detected=True, healthy=True,
                                               health_description="Healthy", update_time=now)
                              for name in drivers}
+        plugins: list[DevicePlugin] = [NvidiaDevicePlugin()]
+        if self.config.fake_devices:
+            plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
+        self.devices = DeviceManager(plugins, on_change=self._devices_changed)
         store = await ServerStore.open(data / "server")
         try:
-            async with open_state_db(data / "client") as db:
+            async with open_state_db(data / "client") as db, trio.open_nursery() as outer:
+                await outer.start(self.devices.run)
+                with trio.move_on_after(self.config.device_wait):
+                    await self.devices.first_fingerprints.wait()
                 self.db = db
                 self.server = LocalServer(self.node, self.broker, store)
                 await self.server.load()
@@ -122,7 +158,8 @@ class Agent:
                                           unix_clock=time.time_ns)
                 self.client = Client(AllocRunnerConfig(
                     state_db=db, drivers=drivers, unix_clock=time.time_ns,
-                    alloc_root=data / "alloc", node=self.node), self.broker,
+                    alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
+                    self.broker,
                     on_alloc_update=self._alloc_updated)
                 self.gc = AllocGarbageCollector(
                     self._destroy, lambda: len(self.client.runners), data / "alloc",
@@ -134,6 +171,7 @@ class Agent:
                     await nursery.start(self.gc.run)
                     nursery.start_soon(self._watch_server)
                     self.broker.node_registered(self.node)
+                    self._node_published = True
                     stop_api = trio.Event()
                     self.address = await nursery.start(serve_api, self, stop_api)
                     task_status.started(self.address)
@@ -145,6 +183,7 @@ class Agent:
                         else:
                             await self.client.shutdown()
                     nursery.cancel_scope.cancel()
+                outer.cancel_scope.cancel()
         finally:
             await store.aclose()
 

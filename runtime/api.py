@@ -294,18 +294,42 @@ class Api:
         now = time.time_ns()
         tasks: dict[str, Any] = {}
         total_rss = total_ticks = 0.0
+        all_devices: list[dict[str, Any]] = []
         for name, tr in runner.task_runners.items():
             if only and name != only:
                 continue
             pid = int(tr.handle.driver_state.get("pid", 0)) if tr.handle else 0
             rss, ticks = await trio.to_thread.run_sync(process_usage, pid)
             usage = resource_usage(rss, ticks)
+            allocated = runner.alloc.task_resources.get(name)
+            usage["DeviceStats"] = self.device_stats(
+                {(d.vendor, d.type, d.name): set(d.device_ids)
+                 for d in (allocated.devices if allocated else [])})
+            all_devices += usage["DeviceStats"]
             tasks[name] = {"ResourceUsage": usage, "Timestamp": now,
                            "Pids": {str(pid): usage} if pid else {}}
             if tr.state.state == "running":
                 total_rss, total_ticks = total_rss + rss, total_ticks + ticks
-        return json_response({"ResourceUsage": resource_usage(total_rss, total_ticks),
-                              "Tasks": tasks, "Timestamp": now})
+        total = resource_usage(total_rss, total_ticks)
+        total["DeviceStats"] = all_devices
+        return json_response({"ResourceUsage": total, "Tasks": tasks, "Timestamp": now})
+
+    def device_stats(self, wanted: dict[tuple[str, str, str], set[str]] | None
+                     ) -> list[dict[str, Any]]:
+        """Nomad's `DeviceGroupStats`: per group, the cached stats of its instances (only the
+        `wanted` instances of the `wanted` groups, when given)."""
+        stats = self.agent.devices.stats()
+        out = []
+        for group in self.agent.devices.all_groups():
+            key = (group.vendor, group.type, group.name)
+            if wanted is not None and key not in wanted:
+                continue
+            ids = wanted[key] if wanted is not None else {i.id for i in group.instances}
+            instances = {i: {"Summary": stats[i].summary, "Timestamp": stats[i].timestamp}
+                         for i in sorted(ids) if i in stats}
+            out.append({"Vendor": group.vendor, "Type": group.type, "Name": group.name,
+                        "InstanceStats": instances})
+        return out
 
     # ------------------------------------------------------------------ logs
 
@@ -356,8 +380,9 @@ class Api:
         return json_response(self.agent.node)
 
     async def client_stats(self, request: Request) -> Response:
-        return json_response(await trio.to_thread.run_sync(host_stats,
-                                                           str(self.agent.config.data_dir)))
+        stats = await trio.to_thread.run_sync(host_stats, str(self.agent.config.data_dir))
+        stats["DeviceStats"] = self.device_stats(None)
+        return json_response(stats)
 
     async def agent_self(self, request: Request) -> Response:
         cfg = self.agent.config

@@ -264,18 +264,33 @@ def _default_data_dir() -> Path:
 @click.option("--port", default=4646, show_default=True, help="Port for the API.")
 @click.option("--token", envvar="YURT_AGENT_TOKEN", default="",
               help="Require this X-Nomad-Token on every request (or $YURT_AGENT_TOKEN).")
-def agent(data_dir: Path | None, bind: str, port: int, token: str) -> None:
+@click.option("--fake-device", "fake_devices", multiple=True, metavar="V/T/N=ID,ID",
+              help="Declare devices for the fake device plugin (repeatable), e.g. "
+                   "nvidia/gpu/T4=GPU-0,GPU-1.")
+def agent(data_dir: Path | None, bind: str, port: int, token: str,
+          fake_devices: tuple[str, ...]) -> None:
     """Run the agent: an embedded server and client with Nomad's HTTP API.
 
     SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
     """
     from runtime.agent import Agent, AgentConfig
+    from runtime.devices.protocol import DeviceGroup, DeviceInstance
 
     if bind not in ("127.0.0.1", "localhost", "::1") and not token:
         click.echo("yurt: refusing to bind beyond loopback without --token", err=True)
         sys.exit(EXIT_USAGE)
+    groups = []
+    for spec in fake_devices:
+        ident, _, ids = spec.partition("=")
+        parts = ident.split("/")
+        if len(parts) != 3 or not all(parts) or not ids:
+            click.echo(f"yurt: --fake-device expects vendor/type/name=ID,ID, got {spec!r}",
+                       err=True)
+            sys.exit(EXIT_USAGE)
+        groups.append(DeviceGroup(vendor=parts[0], type=parts[1], name=parts[2],
+                                  instances=[DeviceInstance(id=i) for i in ids.split(",")]))
     config = AgentConfig(data_dir=(data_dir or _default_data_dir()).absolute(), bind=bind,
-                         port=port, token=token)
+                         port=port, token=token, fake_devices=tuple(groups))
     raise_open_files_limit()
 
     async def main() -> None:

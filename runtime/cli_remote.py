@@ -267,6 +267,15 @@ def node_status(json_output: bool) -> None:
             table.add_row(name, str(info["Detected"]).lower(), str(info["Healthy"]).lower(),
                           info["HealthDescription"])
         out.print(table)
+        devices = Table(title="Devices", title_justify="left")
+        for col in ("Device", "Healthy", "Instances"):
+            devices.add_column(col)
+        for group in res.get("Devices") or []:
+            healthy = sum(1 for i in group["Instances"] if i["Healthy"])
+            devices.add_row(f"{group['Vendor']}/{group['Type']}/{group['Name']}",
+                            f"{healthy}/{len(group['Instances'])}",
+                            ", ".join(i["ID"] for i in group["Instances"]))
+        out.print(devices)
 
 
 def events(topics: list[str], index: int, json_output: bool) -> None:

@@ -8,6 +8,8 @@ agent restart is the same node.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import socket
@@ -45,6 +47,23 @@ def _memory_mb() -> int:
     return 0
 
 
+def computed_class(node: Node) -> str:
+    """Nomad's computed node class, `v1:<hash>`: what makes two nodes interchangeable for
+    placement (datacenter, class, pool, attributes and meta outside `unique.`, and devices
+    with their non-unique attributes)."""
+    def common(values: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in sorted(values.items()) if not k.startswith("unique.")}
+
+    basis = {
+        "datacenter": node.datacenter, "class": node.node_class, "pool": node.node_pool,
+        "attributes": common(node.attributes), "meta": common(node.meta),
+        "devices": sorted([d.vendor, d.type, d.name, common(d.attributes)]
+                          for d in node.node_resources.devices),
+    }
+    digest = hashlib.blake2b(json.dumps(basis, sort_keys=True).encode(), digest_size=8)
+    return f"v1:{int.from_bytes(digest.digest(), 'big')}"
+
+
 def node_id(data_dir: Path) -> str:
     path = data_dir / "node-id"
     try:
@@ -61,7 +80,7 @@ def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str
     cores = os.cpu_count() or 1
     stat = os.statvfs(data_dir if data_dir.exists() else data_dir.parent)
     disk_mb = stat.f_bavail * stat.f_frsize // (1024 * 1024)
-    return Node(
+    node = Node(
         id=node_id(data_dir), name=name or socket.gethostname(), datacenter=datacenter,
         node_class=node_class, status="ready",
         attributes={"kernel.name": platform.system().lower(),
@@ -72,3 +91,5 @@ def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str
             cpu=NodeCpuResources(cpu_shares=cores * _cpu_mhz(), total_cpu_cores=cores),
             memory=NodeMemoryResources(memory_mb=_memory_mb()),
             disk=NodeDiskResources(disk_mb=disk_mb)))
+    node.computed_class = computed_class(node)
+    return node

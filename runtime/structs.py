@@ -296,12 +296,38 @@ class NodeDiskResources(Base):
     disk_mb: int = field(default=0, name="DiskMB")
 
 
+class NodeDeviceInstance(Base):
+    id: str = field(default="", name="ID")
+    healthy: bool = True
+    health_description: str = ""
+
+
+class NodeDeviceResource(Base):
+    """One device group the node has (Nomad's `NodeDeviceResource`)."""
+
+    vendor: str = ""
+    type: str = ""
+    name: str = ""
+    instances: list[NodeDeviceInstance] = field(default_factory=list)
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    def matches(self, requested: str) -> bool:
+        """Whether a request `type`, `vendor/type` or `vendor/type/name` names this group."""
+        parts = requested.split("/")
+        if len(parts) == 1:
+            return parts[0] == self.type
+        if len(parts) == 2:
+            return (parts[0], parts[1]) == (self.vendor, self.type)
+        return (parts[0], parts[1], parts[2]) == (self.vendor, self.type, self.name)
+
+
 class NodeResources(Base):
     """What the node offers (Nomad's `NodeResources`, the parts placement uses)."""
 
     cpu: NodeCpuResources = field(default_factory=NodeCpuResources, name="Cpu")
     memory: NodeMemoryResources = field(default_factory=NodeMemoryResources)
     disk: NodeDiskResources = field(default_factory=NodeDiskResources)
+    devices: list[NodeDeviceResource] = field(default_factory=list)
 
 
 class Node(Base):
@@ -314,6 +340,7 @@ class Node(Base):
     meta: dict[str, str] = field(default_factory=dict)
     drivers: dict[str, DriverInfo] = field(default_factory=dict)
     node_resources: NodeResources = field(default_factory=NodeResources)
+    computed_class: str = ""
     http_addr: str = ""
     status: str = "initializing"
     status_description: str = ""

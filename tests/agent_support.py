@@ -12,6 +12,7 @@ import httpx2
 import trio
 
 from runtime.agent import Agent, AgentConfig
+from runtime.devices.protocol import DeviceGroup
 
 
 @dataclass
@@ -22,9 +23,11 @@ class Running:
 
 
 @asynccontextmanager
-async def running_agent(data_dir: Path, token: str = "") -> AsyncIterator[Running]:
+async def running_agent(data_dir: Path, token: str = "",
+                        fake_devices: tuple[DeviceGroup, ...] = ()) -> AsyncIterator[Running]:
     """An agent in dev mode: when the test ends, every task it started is killed."""
-    agent = Agent(AgentConfig(data_dir=data_dir, port=0, token=token, dev_mode=True))
+    agent = Agent(AgentConfig(data_dir=data_dir, port=0, token=token, dev_mode=True,
+                              fake_devices=fake_devices))
     async with trio.open_nursery() as nursery:
         address = await nursery.start(agent.run)
         headers = {"X-Nomad-Token": token} if token else {}

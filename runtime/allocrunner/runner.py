@@ -50,6 +50,7 @@ from hooks.base import (
     AllocUpdateHook,
     Hook,
 )
+from hooks.devices import DevicesHook
 from hooks.logmon import LogmonHook
 from hooks.task_dir import TaskDirHook
 from runtime.allocdir import AllocDir
@@ -57,6 +58,7 @@ from runtime.allocrunner.broadcaster import AllocBroadcaster
 from runtime.allocrunner.gate import Gate
 from runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from runtime.allocrunner.status import client_status, is_client_terminal
+from runtime.devices.manager import DeviceManager
 from runtime.drivers.protocol import Driver
 from runtime.errors import TaskNotRunningError, YurtError
 from runtime.structs import (
@@ -109,6 +111,7 @@ class AllocRunnerConfig:
     #: Where allocation directories live (`<data-dir>/alloc`); None runs without them (mock).
     alloc_root: Path | None = None
     node: Node | None = None
+    device_manager: DeviceManager | None = None
 
 
 @final
@@ -149,7 +152,9 @@ class AllocRunner:
                 alloc, task, driver=driver, state_db=config.state_db,
                 gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
                 unix_clock=config.unix_clock,
-                hooks=[TaskDirHook(), LogmonHook(), *config.task_hooks()], rng=config.rng,
+                hooks=[TaskDirHook(), LogmonHook(),
+                       *([DevicesHook(config.device_manager)] if config.device_manager else []),
+                       *config.task_hooks()], rng=config.rng,
                 resources=self.resources, node=config.node,
                 task_dir=self.alloc_dir.task_dir(task.name) if self.alloc_dir else None,
                 on_event=lambda tr, ev: config.on_task_event(tr.alloc, tr.name, ev))

@@ -3,8 +3,10 @@
 What a Nomad server does for one node, minus what a single node does not need:
 
 - **Register**: a job gets `count` allocations per group, named `<job>.<group>[<i>]`, placed on
-  this node if the node's CPU and memory, less what running allocations use, fit the group;
-  what does not fit is reported per group (`Resources exhausted: …`) and not placed.
+  this node if the node's CPU and memory, less what running allocations use, fit the group,
+  and if enough healthy device instances that no live allocation holds match each requested
+  `device` (their IDs are assigned to the allocation); what does not fit is reported per group
+  (`Resources exhausted: …`) and not placed.
 - **Update**: registering a changed job bumps its version and replaces each allocation: the new
   one names the old one in `PreviousAllocation`, the old one is stopped. Registering an
   unchanged job changes nothing.
@@ -28,7 +30,15 @@ import trio
 
 from runtime.eventstream import EventBroker
 from runtime.server.store import ServerStore
-from runtime.structs import ALLOC_DESIRED_STOP, Allocation, Job, Node, TaskGroup
+from runtime.structs import (
+    ALLOC_DESIRED_STOP,
+    AllocatedDevice,
+    AllocatedTaskResources,
+    Allocation,
+    Job,
+    Node,
+    TaskGroup,
+)
 
 _SERVER_FIELDS = ("stop", "status", "status_description", "version", "submit_time",
                   "create_index", "modify_index", "job_modify_index")
@@ -45,6 +55,46 @@ def group_needs(group: TaskGroup) -> tuple[int, int]:
     """(CPU MHz, memory MB) one allocation of `group` asks for."""
     return (sum(t.resources.cpu for t in group.tasks),
             sum(t.resources.memory for t in group.tasks))
+
+
+def assign_devices(group: TaskGroup, node: Node, used: set[str]
+                   ) -> tuple[dict[str, AllocatedTaskResources], str]:
+    """Healthy, unused device instances for every task of one allocation of `group`.
+
+    Returns the per-task allocated resources, or an empty dict and the reason it cannot be
+    placed. `used` (instance IDs taken) is extended with what was assigned.
+    """
+    taken: set[str] = set()
+    resources: dict[str, AllocatedTaskResources] = {}
+    for task in group.tasks:
+        allocated = AllocatedTaskResources(cpu_shares=task.resources.cpu,
+                                           memory_mb=task.resources.memory,
+                                           memory_max_mb=task.resources.memory_max)
+        for request in task.resources.devices:
+            found = False
+            for device in node.node_resources.devices:
+                if not device.matches(request.name):
+                    continue
+                free = [i.id for i in device.instances
+                        if i.healthy and i.id not in used and i.id not in taken]
+                if len(free) >= request.count:
+                    ids = free[:request.count]
+                    taken.update(ids)
+                    allocated.devices.append(AllocatedDevice(
+                        vendor=device.vendor, type=device.type, name=device.name,
+                        device_ids=ids))
+                    found = True
+                    break
+            if not found:
+                healthy_free = sum(1 for d in node.node_resources.devices
+                                   if d.matches(request.name) for i in d.instances
+                                   if i.healthy and i.id not in used and i.id not in taken)
+                return {}, (f"Resources exhausted: devices (task {task.name!r} needs "
+                            f"{request.count} × {request.name}, {healthy_free} healthy and "
+                            "free)")
+        resources[task.name] = allocated
+    used.update(taken)
+    return resources, ""
 
 
 def alloc_needs(alloc: Allocation) -> tuple[int, int]:
@@ -107,14 +157,19 @@ class LocalServer:
         return sorted((a for a in self.allocs.values() if a.job_id == job_id),
                       key=lambda a: (a.create_index, a.name))
 
-    def _used(self, excluding: set[str]) -> tuple[int, int]:
+    def _used(self, excluding: set[str]) -> tuple[int, int, set[str]]:
+        """CPU, memory and device instance IDs held by live allocations."""
         cpu = mem = 0
+        devices: set[str] = set()
         for alloc in self.allocs.values():
             if alloc.id in excluding or alloc.is_terminal():
                 continue
             c, m = alloc_needs(alloc)
             cpu, mem = cpu + c, mem + m
-        return cpu, mem
+            for res in alloc.task_resources.values():
+                for device in res.devices:
+                    devices.update(device.device_ids)
+        return cpu, mem, devices
 
     # ------------------------------------------------------------------ jobs
 
@@ -132,7 +187,7 @@ class LocalServer:
             status="running", stop=False, submit_time=time.time_ns())
         result = Registration(eval_id=str(uuid.uuid4()), index=index)
         previous = {a.name: a for a in live}
-        cpu_used, mem_used = self._used(excluding={a.id for a in live})
+        cpu_used, mem_used, devices_used = self._used(excluding={a.id for a in live})
         total_cpu = self.node.node_resources.cpu.cpu_shares
         total_mem = self.node.node_resources.memory.memory_mb
         for group in job.task_groups:
@@ -149,12 +204,17 @@ class LocalServer:
                         f"Resources exhausted: memory (needs {mem} MB, "
                         f"{max(total_mem - mem_used, 0)} of {total_mem} MB free)")
                     break
+                task_resources, why = assign_devices(group, self.node, devices_used)
+                if why:
+                    result.failed[group.name] = why
+                    break
                 cpu_used, mem_used = cpu_used + cpu, mem_used + mem
                 prev = previous.pop(name, None)
                 result.placed.append(Allocation(
                     id=str(uuid.uuid4()), namespace=job.namespace, eval_id=result.eval_id,
                     name=name, node_id=self.node.id, node_name=self.node.name, job_id=job.id,
-                    job=job, task_group=group.name, create_index=index, modify_index=index,
+                    job=job, task_group=group.name, task_resources=task_resources,
+                    create_index=index, modify_index=index,
                     alloc_modify_index=index, create_time=time.time_ns(),
                     previous_allocation=prev.id if prev is not None else ""))
         # Whatever the new version no longer has a place for (replaced, or gone) stops.

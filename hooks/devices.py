@@ -1,0 +1,41 @@
+"""`devices`: reserve the task's assigned device instances before it starts.
+
+The server assigned instance IDs to the allocation (`TaskResources[task].Devices`); this hook
+asks the device manager to reserve them and hands what the plugins answer to the task: env
+(merged, a later reservation winning a conflict), mounts and device nodes. A reservation that
+fails fails the start with `failed to reserve device <ids>: …`. Nothing to reserve: done.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, final
+
+import trio
+
+from hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
+from runtime.devices.manager import DeviceManager
+from runtime.errors import HookError
+
+
+@final
+class DevicesHook(TaskPrestartHook):
+    name: ClassVar[str] = "devices"
+
+    def __init__(self, manager: DeviceManager) -> None:
+        self.manager = manager
+
+    async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
+        allocated = ctx.alloc.task_resources.get(ctx.task.name)
+        env: dict[str, str] = {}
+        if allocated is None or not allocated.devices:
+            await trio.lowlevel.checkpoint()
+            return PrestartResponse(done=True)
+        for device in allocated.devices:
+            group = f"{device.vendor}/{device.type}/{device.name}"
+            try:
+                reservation = await self.manager.reserve(group, device.device_ids)
+            except Exception as e:
+                raise HookError(f"failed to reserve device {', '.join(device.device_ids)}: "
+                                f"{e}") from e
+            env.update(reservation.envs)
+        return PrestartResponse(env=env, done=True)
