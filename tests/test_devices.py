@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 
 import pytest
@@ -114,6 +115,6 @@ async def test_stats_are_cached_and_a_failing_stats_call_backs_off(
         await trio.sleep(40)
         assert set(manager.stats()) == {"GPU-0", "GPU-1"}
         assert set(manager.stats({"GPU-1"})) == {"GPU-1"}
-        gaps = [round(b - a) for a, b in zip(calls, calls[1:], strict=False)]
+        gaps = [round(b - a) for a, b in itertools.pairwise(calls)]
         assert gaps[:3] == [5, 10, 20]  # 5 s doubling
         nursery.cancel_scope.cancel()
