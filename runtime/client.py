@@ -16,6 +16,7 @@ from typing import final
 import trio
 
 from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from runtime.allocwatcher import GroupWatcher
 from runtime.eventstream import EventBroker
 from runtime.structs import Allocation
 
@@ -42,10 +43,21 @@ class Client:
         """Create a runner for a new allocation and start it."""
         assert self._nursery is not None, "Client.run must be started first"
         runner = AllocRunner(alloc, self._config, nursery=self._nursery,
-                             on_alloc_state_updated=self._alloc_updated)
+                             on_alloc_state_updated=self._alloc_updated,
+                             watcher=self._watcher_for(alloc))
         self.runners[alloc.id] = runner
         self._nursery.start_soon(runner.run)
         return runner
+
+    def _watcher_for(self, alloc: Allocation) -> GroupWatcher:
+        """What a new allocation must wait for: the allocation it replaces (its disk too, if
+        sticky or migrating) and the ones it preempted, when they run here."""
+        previous = self.runners.get(alloc.previous_allocation)
+        group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+        disk = group.ephemeral_disk if group is not None else None
+        preempted = [self.runners[a] for a in alloc.preempted_allocations if a in self.runners]
+        return GroupWatcher(previous, sticky=bool(disk and (disk.sticky or disk.migrate)),
+                            preempted=preempted)
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         """Every new client view of an allocation: to the event stream and the server sync."""

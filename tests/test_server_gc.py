@@ -142,3 +142,50 @@ async def test_forced_collections_respect_parallelism(autojump_clock: MockClock)
     assert peak == 2
     assert trio.current_time() - start == 2  # 4 destroys, 2 at a time, 1 s each
     assert gc.queued == []
+
+
+PRIORITY_JOB = '''job "%s" {
+  priority = %d
+  group "g" {
+    count = %d
+    task "t" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+      resources {
+        cpu    = 100
+        memory = 256
+      }
+    }
+  }
+}'''
+
+
+async def test_preemption_evicts_lowest_priority_first_and_as_few_as_possible(
+        autojump_clock: MockClock) -> None:
+    s = server(cpu=10_000, memory=1024)
+    low = await s.register_job(parse_job(PRIORITY_JOB % ("low", 20, 2)))
+    mid = await s.register_job(parse_job(PRIORITY_JOB % ("mid", 40, 1)))
+    assert len(low.placed) == 2
+    assert len(mid.placed) == 1  # 256 MB left
+    close = await s.register_job(parse_job(PRIORITY_JOB % ("close", 45, 2)))
+    first, second = close.placed
+    assert first.preempted_allocations == []  # it fit in the 256 MB left
+    (victim,) = second.preempted_allocations  # one eviction is enough …
+    assert s.allocs[victim].job_id == "low"  # … and only priority ≤ 35 may be evicted
+    assert s.allocs[mid.placed[0].id].desired_status == "run"
+    high = await s.register_job(parse_job(PRIORITY_JOB % ("high", 80, 1)))
+    (placed,) = high.placed
+    evicted = [s.allocs[i] for i in placed.preempted_allocations]
+    assert [a.job_id for a in evicted] == ["low"]  # lowest priority first
+    assert evicted[0].desired_status == "evict"
+    assert evicted[0].preempted_by_allocation == placed.id
+    assert "Preempted by allocation" in evicted[0].desired_description
+    assert all(a.is_terminal() for a in s.allocs.values() if a.job_id == "low")
+
+
+async def test_no_preemption_within_ten_priority_points(autojump_clock: MockClock) -> None:
+    s = server(cpu=10_000, memory=512)
+    await s.register_job(parse_job(PRIORITY_JOB % ("a", 50, 2)))
+    nope = await s.register_job(parse_job(PRIORITY_JOB % ("b", 59, 1)))
+    assert nope.placed == []
+    assert "Resources exhausted: memory" in nope.failed["g"]

@@ -40,6 +40,7 @@ import msgspec
 import trio
 
 from hooks.alloc_dir import AllocDirHook
+from hooks.await_previous import AwaitPreviousHook, MigrateDiskHook
 from hooks.base import (
     AllocDestroyHook,
     AllocHookResources,
@@ -58,6 +59,7 @@ from runtime.allocrunner.broadcaster import AllocBroadcaster
 from runtime.allocrunner.gate import Gate
 from runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from runtime.allocrunner.status import client_status, is_client_terminal
+from runtime.allocwatcher import GroupWatcher
 from runtime.devices.manager import DeviceManager
 from runtime.drivers.protocol import Driver
 from runtime.errors import TaskNotRunningError, YurtError
@@ -118,8 +120,8 @@ class AllocRunnerConfig:
 class AllocRunner:
     def __init__(self, alloc: Allocation, config: AllocRunnerConfig, *,
                  nursery: trio.Nursery,
-                 on_alloc_state_updated: Callable[[Allocation], None] = lambda a: None
-                 ) -> None:
+                 on_alloc_state_updated: Callable[[Allocation], None] = lambda a: None,
+                 watcher: GroupWatcher | None = None) -> None:
         if alloc.job is None:
             raise AllocRunnerError(f"allocation {alloc.id} has no job")
         group = alloc.job.lookup_group(alloc.task_group)
@@ -135,8 +137,12 @@ class AllocRunner:
         self.broadcaster: AllocBroadcaster[Allocation] = AllocBroadcaster()
         self.resources = AllocHookResources()
         self.alloc_dir = AllocDir(config.alloc_root, alloc.id) if config.alloc_root else None
+        self.watcher = watcher or GroupWatcher()
         self.hooks: list[Hook] = [
             *([AllocDirHook(self.alloc_dir)] if self.alloc_dir is not None else []),
+            AwaitPreviousHook(self.watcher),
+            *([MigrateDiskHook(self.watcher, self.alloc_dir, [t.name for t in group.tasks])]
+              if self.alloc_dir is not None else []),
             *config.alloc_hooks,
         ]
         self.coordinator = Coordinator(group.tasks)
@@ -183,8 +189,13 @@ class AllocRunner:
     def client_alloc(self) -> Allocation:
         """The server copy with the client's view laid over it (what the client reports)."""
         state = self.alloc_state()
+        description = state.client_description
+        if self.alloc.desired_status == "evict" and self.alloc.desired_description:
+            description = self.alloc.desired_description  # e.g. "Preempted by …"
+        elif self.watcher.waiting:
+            description = "Waiting for previous or preempted allocations to stop"
         return msgspec.structs.replace(self.alloc, client_status=state.client_status,
-                                       client_description=state.client_description,
+                                       client_description=description,
                                        task_states=state.task_states)
 
     def _hooks(self, phase: type[H]) -> list[H]:
@@ -357,8 +368,10 @@ class AllocRunner:
             def killing(tr: TaskRunner) -> TaskEvent | None:
                 if tr.state.finished_at != ZERO_TIME:
                     return None
+                reason = (self.alloc.desired_description
+                          if self.alloc.desired_status == "evict" else "")
                 return events.new_event(events.KILLING, self._config.unix_clock(),
-                                        kill_timeout=tr.kill_timeout)
+                                        kill_timeout=tr.kill_timeout, kill_reason=reason)
 
             async def kill(tr: TaskRunner) -> None:
                 # Bounded: a driver that never reports the exit must not hold up the rest

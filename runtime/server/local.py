@@ -10,6 +10,10 @@ What a Nomad server does for one node, minus what a single node does not need:
 - **Update**: registering a changed job bumps its version and replaces each allocation: the new
   one names the old one in `PreviousAllocation`, the old one is stopped. Registering an
   unchanged job changes nothing.
+- **Preempt**: an allocation that does not fit may evict allocations of jobs at least 10
+  priority lower (lowest priority first, as few as possible): they get `desired_status =
+  evict` and `PreemptedByAllocation`, the new one lists them in `PreemptedAllocations`, and
+  its prerun waits until they are dead.
 - **Stop**: a job's (or one allocation's) allocations get `desired_status = stop`.
 - **Client updates** (`update_allocs`, what alloc sync sends): the server copies take the
   client's status, description and task states.
@@ -190,10 +194,23 @@ class LocalServer:
         cpu_used, mem_used, devices_used = self._used(excluding={a.id for a in live})
         total_cpu = self.node.node_resources.cpu.cpu_shares
         total_mem = self.node.node_resources.memory.memory_mb
+        evicted: dict[str, Allocation] = {}
         for group in job.task_groups:
             cpu, mem = group_needs(group)
             for i in range(group.count):
                 name = f"{job.id}.{group.name}[{i}]"
+                victims = self._preemption(job, group, live, evicted, result.placed)
+                if victims:
+                    for victim in victims:
+                        evicted[victim.id] = victim
+                    cpu_used, mem_used, devices_used = self._used(
+                        excluding={a.id for a in live} | set(evicted))
+                    for other in result.placed:  # what this registration placed so far
+                        c, m = alloc_needs(other)
+                        cpu_used, mem_used = cpu_used + c, mem_used + m
+                        for res in other.task_resources.values():
+                            for device in res.devices:
+                                devices_used.update(device.device_ids)
                 if total_cpu and cpu_used + cpu > total_cpu:
                     result.failed[group.name] = (
                         f"Resources exhausted: cpu (needs {cpu} MHz, "
@@ -211,12 +228,22 @@ class LocalServer:
                 cpu_used, mem_used = cpu_used + cpu, mem_used + mem
                 prev = previous.pop(name, None)
                 result.placed.append(Allocation(
-                    id=str(uuid.uuid4()), namespace=job.namespace, eval_id=result.eval_id,
+                    id=str(uuid.uuid4()), preempted_allocations=[v.id for v in victims],
+                    namespace=job.namespace, eval_id=result.eval_id,
                     name=name, node_id=self.node.id, node_name=self.node.name, job_id=job.id,
                     job=job, task_group=group.name, task_resources=task_resources,
                     create_index=index, modify_index=index,
                     alloc_modify_index=index, create_time=time.time_ns(),
                     previous_allocation=prev.id if prev is not None else ""))
+        for new in result.placed:
+            for victim_id in new.preempted_allocations:
+                victim = evicted[victim_id]
+                result.stopped.append(msgspec.structs.replace(
+                    victim, desired_status="evict",
+                    desired_description=f"Preempted by allocation {new.id} of job "
+                                        f"{job.id!r} (priority {job.priority})",
+                    preempted_by_allocation=new.id, modify_index=index,
+                    alloc_modify_index=index, modify_time=time.time_ns()))
         # Whatever the new version no longer has a place for (replaced, or gone) stops.
         replaced = {a.previous_allocation for a in result.placed if a.previous_allocation}
         for alloc in live:
@@ -231,6 +258,44 @@ class LocalServer:
         await self._commit([job], result.placed + result.stopped)
         self.broker.job_registered(job)
         return result
+
+    def _fits(self, group: TaskGroup, excluding: set[str], placed: list[Allocation]) -> bool:
+        cpu_used, mem_used, devices_used = self._used(excluding)
+        for alloc in placed:  # placed by the registration in progress, not yet committed
+            c, m = alloc_needs(alloc)
+            cpu_used, mem_used = cpu_used + c, mem_used + m
+            for res in alloc.task_resources.values():
+                for device in res.devices:
+                    devices_used.update(device.device_ids)
+        cpu, mem = group_needs(group)
+        total_cpu = self.node.node_resources.cpu.cpu_shares
+        total_mem = self.node.node_resources.memory.memory_mb
+        if (total_cpu and cpu_used + cpu > total_cpu) or (
+                total_mem and mem_used + mem > total_mem):
+            return False
+        _, why = assign_devices(group, self.node, set(devices_used))
+        return not why
+
+    def _preemption(self, job: Job, group: TaskGroup, live: list[Allocation],
+                    evicted: dict[str, Allocation], placed: list[Allocation]
+                    ) -> list[Allocation]:
+        """Allocations to evict so one more allocation of `group` fits: only when it does not
+        fit now, only allocations of jobs at least 10 priority lower, lowest priority first,
+        as few as possible. Empty when no eviction is needed or none would make it fit."""
+        base = {a.id for a in live} | set(evicted)
+        if self._fits(group, base, placed):
+            return []
+        candidates = sorted(
+            (a for a in self.allocs.values()
+             if not a.is_terminal() and a.id not in base and a.job is not None
+             and a.job_id != job.id and a.job.priority + 10 <= job.priority),
+            key=lambda a: (a.job.priority if a.job else 0, -a.create_index))
+        chosen: list[Allocation] = []
+        for candidate in candidates:
+            chosen.append(candidate)
+            if self._fits(group, base | {c.id for c in chosen}, placed):
+                return chosen
+        return []
 
     def _stopped(self, alloc: Allocation, index: int, why: str) -> Allocation:
         return msgspec.structs.replace(alloc, desired_status=ALLOC_DESIRED_STOP,
