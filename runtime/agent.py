@@ -22,7 +22,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import final
+from typing import Any, final
 
 import trio
 
@@ -33,12 +33,15 @@ from runtime.devices.fake import FakeDevicePlugin
 from runtime.devices.manager import DeviceManager
 from runtime.devices.nvidia import NvidiaDevicePlugin
 from runtime.devices.protocol import DeviceGroup, DevicePlugin
-from runtime.drivers.mock import MockDriver
-from runtime.drivers.protocol import Driver
-from runtime.drivers.rawexec import RawExecDriver
 from runtime.eventstream import EventBroker
 from runtime.fingerprint import computed_class, fingerprint_node
 from runtime.gc import AllocGarbageCollector, GCConfig
+from runtime.pluginmanager.drivers import (
+    DriverFactory,
+    DriverManager,
+    DriverTaskEvent,
+    discover,
+)
 from runtime.server.local import LocalServer
 from runtime.server.store import ServerStore
 from runtime.structs import (
@@ -49,7 +52,6 @@ from runtime.structs import (
     NodeDeviceResource,
 )
 from runtime.sync import AllocSyncer
-from runtime.taskrunner.events import datetime_of
 from store import open_state_db
 from store.protocol import StateDB
 
@@ -69,8 +71,14 @@ class AgentConfig:
     dev_mode: bool = False
     #: Devices the fake device plugin reports (tests, demos); none: no fake plugin.
     fake_devices: tuple[DeviceGroup, ...] = ()
-    #: How long the agent waits for device plugins' first fingerprints before serving.
+    #: How long the agent waits for plugins' first fingerprints before serving.
     device_wait: float = 10.0
+    #: Drivers: all installed ones (`yurt.drivers` entry points) unless `driver_factories`
+    #: is given; then `driver_allow` (only these) and `driver_block` (never these).
+    driver_factories: dict[str, DriverFactory] | None = None
+    driver_allow: tuple[str, ...] = ()
+    driver_block: tuple[str, ...] = ()
+    driver_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     node_name: str | None = None
     datacenter: str = "dc1"
     gc: GCConfig = field(default_factory=GCConfig)
@@ -89,6 +97,7 @@ class Agent:
         self.gc: AllocGarbageCollector
         self.db: StateDB
         self.devices: DeviceManager
+        self.drivers: DriverManager
         self._node_published = False
         self.address = ""
         self._stop = trio.Event()
@@ -96,8 +105,21 @@ class Agent:
     def stop(self) -> None:
         self._stop.set()
 
-    def _drivers(self) -> dict[str, Driver]:
-        return {"mock_driver": MockDriver(time.time_ns), "raw_exec": RawExecDriver()}
+    def _driver_info(self, name: str, info: DriverInfo) -> None:
+        self.node.drivers[name] = info
+        for key, value in info.attributes.items():
+            self.node.attributes[key] = value
+        self.node.computed_class = computed_class(self.node)
+        if self._node_published:
+            self.broker.node_registered(self.node)
+
+    async def _route_driver_event(self, event: DriverTaskEvent) -> None:
+        runner = self.client.runners.get(event.alloc_id)
+        tr = runner.task_runners.get(event.task) if runner is not None else None
+        if tr is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await tr.driver_event(event.message, event.timestamp, event.annotations)
 
     def _devices_changed(self, groups: list[DeviceGroup]) -> None:
         self.node.node_resources.devices = [
@@ -134,13 +156,8 @@ class Agent:
         from runtime.api import serve_api  # the HTTP stack loads only for the daemon
 
         data = self.config.data_dir
-        drivers = self._drivers()
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter)
-        now = datetime_of(time.time_ns())
-        self.node.drivers = {name: DriverInfo(detected=True, healthy=True,
-                                              health_description="Healthy", update_time=now)
-                             for name in drivers}
         plugins: list[DevicePlugin] = [NvidiaDevicePlugin()]
         if self.config.fake_devices:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
@@ -148,8 +165,15 @@ class Agent:
         store = await ServerStore.open(data / "server")
         try:
             async with open_state_db(data / "client") as db, trio.open_nursery() as outer:
+                self.drivers = DriverManager(
+                    self.config.driver_factories or discover(), state_db=db,
+                    unix_clock=time.time_ns, on_info=self._driver_info,
+                    route_event=self._route_driver_event, allow=self.config.driver_allow,
+                    block=self.config.driver_block, plugin_config=self.config.driver_config)
+                await outer.start(self.drivers.run)
                 await outer.start(self.devices.run)
                 with trio.move_on_after(self.config.device_wait):
+                    await self.drivers.first_fingerprints.wait()
                     await self.devices.first_fingerprints.wait()
                 self.db = db
                 self.server = LocalServer(self.node, self.broker, store)
@@ -157,7 +181,7 @@ class Agent:
                 self.syncer = AllocSyncer(self.server.update_allocs, db,
                                           unix_clock=time.time_ns)
                 self.client = Client(AllocRunnerConfig(
-                    state_db=db, drivers=drivers, unix_clock=time.time_ns,
+                    state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                     alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
                     self.broker,
                     on_alloc_update=self._alloc_updated)

@@ -10,15 +10,19 @@ event as a `Task/TaskEvent` record, every client view of an allocation as
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import final
 
+import msgspec
 import trio
 
-from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig, AllocRunnerError
 from runtime.allocwatcher import GroupWatcher
 from runtime.eventstream import EventBroker
 from runtime.structs import Allocation
+
+log = logging.getLogger("yurt.client")
 
 
 @final
@@ -29,6 +33,7 @@ class Client:
         self._on_alloc_update = on_alloc_update
         self._config = dataclasses.replace(config, on_task_event=broker.task_event)
         self.runners: dict[str, AllocRunner] = {}
+        self.invalid: set[str] = set()  # allocations that could not even get a runner
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -89,8 +94,15 @@ class Client:
             seen.add(alloc.id)
             runner = self.runners.get(alloc.id)
             if runner is None:
-                if not alloc.is_terminal():
-                    self.add_alloc(alloc)
+                if not alloc.is_terminal() and alloc.id not in self.invalid:
+                    try:
+                        self.add_alloc(alloc)
+                    except AllocRunnerError as e:
+                        # Nomad's "invalid alloc": report it failed instead of running it.
+                        log.error("allocation %s cannot run: %s", alloc.id, e)
+                        self.invalid.add(alloc.id)
+                        self._alloc_updated(msgspec.structs.replace(
+                            alloc, client_status="failed", client_description=str(e)))
             elif alloc.alloc_modify_index > runner.alloc.alloc_modify_index:
                 runner.update(alloc)
         for alloc_id in [a for a in self.runners if a not in seen]:

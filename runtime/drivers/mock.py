@@ -19,15 +19,16 @@ killed mock task is "successful"); `stop_task` ignores signal and timeout, but f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import final
+from typing import Any, final
 
 import msgspec
 import trio
 
 from runtime.drivers.configs import MockTaskConfig
-from runtime.drivers.protocol import TaskConfig
+from runtime.drivers.protocol import Fingerprint, TaskConfig
 from runtime.errors import DriverError, PluginShutdownError, TaskNotFoundError
 from runtime.structs import TaskHandle
 from runtime.taskrunner.restarts import ExitResult
@@ -151,6 +152,11 @@ class MockDriver:
                                                 exit_at=now + _seconds(remaining),
                                                 plugin_exit_at=None)
 
+    async def fingerprint(self) -> AsyncIterator[Fingerprint]:
+        """Always healthy (Nomad's mock driver sets `driver.mock_driver`)."""
+        yield Fingerprint("healthy", "Healthy", {"driver.mock_driver": "true"})
+        await trio.sleep_forever()
+
     def signals(self, task_id: str) -> list[str]:
         return list(self._task(task_id).signals)
 
@@ -175,3 +181,8 @@ class MockDriver:
         if every > 0:
             repeat = min(repeat, int((until - task.started_at) / _seconds(every)))
         return text * (1 + repeat)
+
+
+def plugin(config: dict[str, Any]) -> MockDriver:
+    """Entry point (`yurt.drivers`): the mock driver, on the wall clock."""
+    return MockDriver(time.time_ns)

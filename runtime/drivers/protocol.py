@@ -12,10 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from runtime.structs import TaskHandle
 from runtime.taskrunner.restarts import ExitResult
+
+Health = Literal["healthy", "unhealthy", "undetected"]
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a driver says about itself: Nomad's driver health states and attributes."""
+
+    health: Health
+    description: str = ""
+    attributes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

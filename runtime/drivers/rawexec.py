@@ -24,15 +24,16 @@ import os
 import shutil
 import signal as signals
 import subprocess
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, final
+from typing import Any, Final, final
 
 import msgspec
 import trio
 
 from runtime.drivers.configs import RawExecTaskConfig
-from runtime.drivers.protocol import TaskConfig
+from runtime.drivers.protocol import Fingerprint, TaskConfig
 from runtime.errors import DriverError, TaskNotFoundError
 from runtime.structs import TaskHandle
 from runtime.taskrunner.restarts import ExitResult
@@ -40,6 +41,7 @@ from runtime.taskrunner.restarts import ExitResult
 NAME: Final = "raw_exec"
 SHIM: Final = Path(__file__).with_name("shim.sh")
 STARTUP_TIMEOUT: Final = 10.0
+FINGERPRINT_PERIOD: Final = 30.0
 READY_POLLS: Final = 2000
 READY_POLL_INTERVAL: Final = 0.001
 MAX_SIGNAL: Final = 64
@@ -143,6 +145,10 @@ def _task_ready(pid: int) -> bool | None:
     ignored = next((int(line.split()[1], 16) for line in status.splitlines()
                     if line.startswith("SigIgn:")), 0)
     return int(fields[2]) == pid and not ignored & (1 << (signals.SIGINT - 1))
+
+
+def _missing_tools() -> list[str]:
+    return [tool for tool in ("sh", "setsid", "env") if shutil.which(tool) is None]
 
 
 #: Variables of the agent's own environment that a task must not inherit.
@@ -341,6 +347,16 @@ class RawExecDriver:
             raise DriverError("task is not running")
         os.kill(task.pid, signum)
 
+    async def fingerprint(self) -> AsyncIterator[Fingerprint]:
+        """Healthy where the shim's tools are (sh, setsid, env); checked every 30 s."""
+        while True:
+            missing = await trio.to_thread.run_sync(_missing_tools)
+            if missing:
+                yield Fingerprint("unhealthy", f"missing {', '.join(missing)}")
+            else:
+                yield Fingerprint("healthy", "Healthy", {"driver.raw_exec": "true"})
+            await trio.sleep(FINGERPRINT_PERIOD)
+
     def kill_all(self) -> int:
         """SIGKILL every task's process group now, without waiting (for a forced exit)."""
         return sum(1 for task in self._tasks.values()
@@ -372,3 +388,11 @@ class RawExecDriver:
         else:
             await trio.lowlevel.checkpoint()
         self._tasks[handle.task_id] = task
+
+
+def plugin(config: dict[str, Any]) -> RawExecDriver:
+    """Entry point (`yurt.drivers`). Unlike Nomad, enabled unless `enabled = false`: a
+    single-node agent exists to run local processes."""
+    if config.get("enabled", True) is False:
+        raise DriverError("raw_exec is disabled")
+    return RawExecDriver()

@@ -636,6 +636,13 @@ class TaskRunner:
         await self._stop(handle)
         await self._wait_driver(handle)
 
+    async def driver_event(self, message: str, timestamp: int,
+                           annotations: dict[str, str]) -> None:
+        """Something the driver said about this task: a `Driver` task event."""
+        event = events.new_event(events.DRIVER_MESSAGE, timestamp, driver_message=message)
+        event.details.update(annotations)
+        await self.emit_event(event)
+
     async def signal(self, event: TaskEvent, signal: str) -> None:
         handle = self._handle
         if handle is None:

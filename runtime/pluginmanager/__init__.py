@@ -1,0 +1,2 @@
+"""Plugin managers: the driver manager (`drivers.py`). Device plugins have theirs in
+`runtime.devices.manager`."""
