@@ -149,3 +149,25 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
     finally:
         if agent.poll() is None:
             stop_agent(agent)
+
+
+def test_node_status_shows_drivers_and_devices(tmp_path: Path) -> None:
+    user = User(tmp_path)
+    agent = subprocess.Popen([YURT, "agent", "--data-dir", str(user.data), "--port",
+                              str(user.port), "--fake-device", "nvidia/gpu/T4=GPU-0,GPU-1"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert agent.stderr is not None
+        assert "listening on" in agent.stderr.readline()
+        human = user.yurt("node", "status").stdout
+        assert "raw_exec" in human
+        assert "nvidia/gpu/T4" in human
+        assert "2/2" in human  # healthy / instances
+        (node,) = user.json("node", "status")
+        assert node["Drivers"]["mock_driver"]["Healthy"] is True
+        (group,) = node["NodeResources"]["Devices"]
+        assert [i["ID"] for i in group["Instances"]] == ["GPU-0", "GPU-1"]
+        bad = user.yurt("agent", "--fake-device", "nonsense", check=False)
+        assert bad.returncode == 2
+    finally:
+        stop_agent(agent)

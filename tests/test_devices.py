@@ -118,3 +118,43 @@ async def test_stats_are_cached_and_a_failing_stats_call_backs_off(
         gaps = [round(b - a) for a, b in itertools.pairwise(calls)]
         assert gaps[:3] == [5, 10, 20]  # 5 s doubling
         nursery.cancel_scope.cancel()
+
+
+async def test_nvidia_plugin_without_a_gpu_reports_nothing_and_no_error(
+        autojump_clock: MockClock) -> None:
+    from runtime.devices.nvidia import NvidiaDevicePlugin
+
+    plugin = NvidiaDevicePlugin()
+    manager = DeviceManager([plugin])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await manager.first_fingerprints.wait()
+        nursery.cancel_scope.cancel()
+    if not plugin.detected:  # this machine: no NVML, or no GPU
+        assert manager.all_groups() == []
+        assert manager.errors == {}
+
+
+def test_device_requests_match_by_type_vendor_type_or_full_name() -> None:
+    from runtime.structs import NodeDeviceResource
+
+    group = NodeDeviceResource(vendor="nvidia", type="gpu", name="T4")
+    assert group.matches("gpu")
+    assert group.matches("nvidia/gpu")
+    assert group.matches("nvidia/gpu/T4")
+    assert not group.matches("amd/gpu")
+    assert not group.matches("nvidia/gpu/A100")
+    assert not group.matches("fpga")
+
+
+def test_computed_class_follows_devices_and_ignores_unique_attributes() -> None:
+    from runtime.fingerprint import computed_class
+    from runtime.structs import Node, NodeDeviceResource, NodeResources
+
+    base = Node(id="a", attributes={"kernel.name": "linux", "unique.hostname": "one"})
+    twin = Node(id="b", attributes={"kernel.name": "linux", "unique.hostname": "two"})
+    assert computed_class(base) == computed_class(twin)
+    assert computed_class(base).startswith("v1:")
+    with_gpu = Node(id="c", attributes=dict(base.attributes), node_resources=NodeResources(
+        devices=[NodeDeviceResource(vendor="nvidia", type="gpu", name="T4")]))
+    assert computed_class(with_gpu) != computed_class(base)

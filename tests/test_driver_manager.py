@@ -122,3 +122,36 @@ async def test_a_disabled_driver_is_reported_undetected(autojump_clock: MockCloc
     assert (infos["raw_exec"].detected, infos["raw_exec"].health_description) == (
         False, "raw_exec is disabled")
     assert "raw_exec" not in manager.drivers
+
+
+class Stateful(MockDriver):
+    def __init__(self) -> None:
+        super().__init__(unix_clock)
+        self.restored: dict[str, Any] | None = None
+
+    def plugin_state(self) -> dict[str, Any]:
+        return {"epoch": 7}
+
+    def restore_plugin_state(self, state: dict[str, Any]) -> None:
+        self.restored = state
+
+
+async def test_driver_plugin_state_is_persisted_and_handed_back(
+        autojump_clock: MockClock) -> None:
+    db = MemoryStateDB()
+    first = Stateful()
+    manager = DriverManager({"stateful": lambda config: first}, state_db=db,
+                            unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        nursery.cancel_scope.cancel()
+    saved = await db.get_driver_plugin_state()
+    assert saved is not None
+    assert saved.internal_state == {"stateful": {"epoch": 7}}
+    second = Stateful()
+    again = DriverManager({"stateful": lambda config: second}, state_db=db,
+                          unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(again.run)
+        nursery.cancel_scope.cancel()
+    assert second.restored == {"epoch": 7}
