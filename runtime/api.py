@@ -17,6 +17,7 @@ to every request without `X-Nomad-Token: <token>` before any handler runs.
 from __future__ import annotations
 
 import base64
+import hmac
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,6 +37,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from runtime import __version__
 from runtime.allocrunner.runner import AllocRunner, AllocRunnerError
+from runtime.durations import parse_duration
 from runtime.errors import JobSpecError, TaskNotRunningError, YurtError
 from runtime.eventstream import encode_record, topic_filter
 from runtime.jobspec import parse_job
@@ -61,23 +63,47 @@ def json_response(value: object, status: int = 200) -> Response:
                     media_type="application/json")
 
 
-async def body_json(request: Request) -> Any:
+async def body_json(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object ({} when empty); anything else is a 400."""
     raw = await request.body()
     if not raw:
         return {}
     try:
-        return msgspec.json.decode(raw)
+        body = msgspec.json.decode(raw)
     except msgspec.DecodeError as e:
         raise ApiError(400, f"failed to parse request body: {e}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE: Final = frozenset({"", "0", "f", "F", "FALSE", "false", "False"})
 
 
 def query_bool(request: Request, name: str) -> bool:
+    """Go's `strconv.ParseBool`, as Nomad parses boolean query parameters."""
     value = request.query_params.get(name, "")
-    if value in ("", "false", "0"):
-        return False
-    if value in ("true", "1"):
+    if value in _TRUE:
         return True
+    if value in _FALSE:
+        return False
     raise ApiError(400, f'failed to parse value of "{name}" as a boolean: {value!r}')
+
+
+def query_duration(request: Request, name: str, default: float) -> float:
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    try:
+        seconds = parse_duration(value) / 1e9 if not value.replace(".", "").isdigit() else (
+            float(value))
+    except ValueError:
+        raise ApiError(400, f'failed to parse value of "{name}" as a duration: {value!r}'
+                       ) from None
+    if seconds <= 0:
+        raise ApiError(400, f'"{name}" must be positive, got {value!r}')
+    return seconds
 
 
 def query_int(request: Request, name: str) -> int:
@@ -183,7 +209,7 @@ class Api:
 
     async def register(self, request: Request, job_id: str | None) -> Response:
         body = await body_json(request)
-        if not isinstance(body, dict) or not isinstance(body.get("Job"), dict):
+        if not isinstance(body.get("Job"), dict):
             raise ApiError(400, 'request body must be {"Job": {...}}')
         try:
             job = parse_job(msgspec.json.encode({"Job": body["Job"]}).decode(),
@@ -202,7 +228,7 @@ class Api:
 
     async def parse(self, request: Request) -> Response:
         body = await body_json(request)
-        text = body.get("JobHCL") if isinstance(body, dict) else None
+        text = body.get("JobHCL")
         if not isinstance(text, str):
             raise ApiError(400, 'request body must be {"JobHCL": "..."}')
         try:
@@ -217,7 +243,7 @@ class Api:
             return json_response(self.job(job_id))
         if request.method == "DELETE":
             self.job(job_id)
-            await self.agent.server.stop_job(job_id)
+            await self.agent.server.stop_job(job_id, purge=query_bool(request, "purge"))
             return json_response({"EvalID": "", "EvalCreateIndex": self.agent.server.index,
                                   "JobModifyIndex": self.agent.server.index,
                                   "Index": self.agent.server.index})
@@ -334,6 +360,7 @@ class Api:
     # ------------------------------------------------------------------ logs
 
     async def logs(self, request: Request) -> Response:
+        no_head(request)
         alloc_id = self.find_alloc_id(request.path_params["alloc_id"])
         task = request.query_params.get("task", "")
         stream = request.query_params.get("type", "")
@@ -402,10 +429,12 @@ class Api:
     # ------------------------------------------------------------------ events
 
     async def event_stream(self, request: Request) -> Response:
+        no_head(request)
         matches = topic_filter(request.query_params.getlist("topic"))
         index = query_int(request, "index")
-        heartbeat = float(request.query_params.get("heartbeat", HEARTBEAT))
-        subscription = self.agent.broker.subscribe(from_index=index if index else None)
+        heartbeat = query_duration(request, "heartbeat", HEARTBEAT)
+        # Nomad: index 0 starts from the oldest event kept, any other from that index on.
+        subscription = self.agent.broker.subscribe(from_index=index)
 
         async def body() -> AsyncIterator[bytes]:
             try:
@@ -429,20 +458,41 @@ class Api:
 
     async def event_ws(self, websocket: WebSocket) -> None:
         matches = topic_filter(websocket.query_params.getlist("topic"))
-        index = int(websocket.query_params.get("index", "0") or 0)
+        raw_index = websocket.query_params.get("index")
         await websocket.accept()
-        subscription = self.agent.broker.subscribe(from_index=index if index else None)
+        subscription = self.agent.broker.subscribe(
+            from_index=int(raw_index) if raw_index and raw_index.isdigit() else None)
+
+        async def watch_disconnect(scope: trio.CancelScope) -> None:
+            # The only way to learn that a client went away is to read: sends to a closed
+            # socket are dropped silently, and the subscription would live forever.
+            try:
+                while True:
+                    message = await websocket.receive()
+                    if message["type"] == "websocket.disconnect":
+                        break
+            finally:
+                scope.cancel()
+
         try:
-            while True:
-                record = await subscription.receive()
-                kept = [e for e in record.events if matches(e)]
-                if kept or record.lost:
-                    out = msgspec.structs.replace(record, events=kept)
-                    await websocket.send_text(encode_record(out).decode())
-        except (WebSocketDisconnect, trio.EndOfChannel):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch_disconnect, nursery.cancel_scope)
+                while True:
+                    record = await subscription.receive()
+                    kept = [e for e in record.events if matches(e)]
+                    if kept or record.lost:
+                        out = msgspec.structs.replace(record, events=kept)
+                        await websocket.send_text(encode_record(out).decode())
+        except* (WebSocketDisconnect, trio.EndOfChannel):
             pass
         finally:
             subscription.close()
+
+
+def no_head(request: Request) -> None:
+    """Streams answer GET only (Starlette would also route HEAD to them)."""
+    if request.method == "HEAD":
+        raise ApiError(405, "Method Not Allowed")
 
 
 async def plain_body(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
@@ -530,15 +580,31 @@ def host_stats(data_dir: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- wiring
 
 
-def _handler(fn: Callable[[Request], Awaitable[Response]]
-             ) -> Callable[[Request], Awaitable[Response]]:
+MAX_BLOCKING_WAIT: Final = 600.0
+DEFAULT_BLOCKING_WAIT: Final = 300.0
+
+
+def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
+             blocking: bool = True) -> Callable[[Request], Awaitable[Response]]:
+    """Errors as Nomad's plain-text answers; Nomad's query headers on every answer; and
+    Nomad's blocking queries (`?index=N&wait=5m`: answer once the state index passes N)."""
+
     async def handle(request: Request) -> Response:
         try:
-            return await fn(request)
+            if blocking and request.method == "GET" and "index" in request.query_params:
+                index = query_int(request, "index")
+                wait = min(query_duration(request, "wait", DEFAULT_BLOCKING_WAIT),
+                           MAX_BLOCKING_WAIT)
+                with trio.move_on_after(wait):
+                    while agent.server.index <= index:
+                        await agent.server.changed.wait()
+            response = await fn(request)
         except ApiError as e:
-            return PlainTextResponse(str(e), status_code=e.status)
-        except KeyError as e:
-            return PlainTextResponse(f"not found: {e}", status_code=404)
+            response = PlainTextResponse(str(e), status_code=e.status)
+        response.headers["X-Nomad-Index"] = str(max(agent.server.index, 1))
+        response.headers["X-Nomad-LastContact"] = "0"
+        response.headers["X-Nomad-KnownLeader"] = "true"
+        return response
 
     return handle
 
@@ -553,8 +619,8 @@ class TokenMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket") and self.token:
             headers = dict(scope.get("headers", []))
-            supplied = headers.get(b"x-nomad-token") or _query_token(scope)
-            if supplied != self.token:
+            supplied = headers.get(b"x-nomad-token") or _query_token(scope) or b""
+            if not hmac.compare_digest(supplied, self.token):
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
                     return
@@ -573,7 +639,14 @@ def _query_token(scope: Scope) -> bytes | None:
 
 def build_app(agent: Agent) -> ASGIApp:
     api = Api(agent)
-    h = _handler
+
+    def h(fn: Callable[[Request], Awaitable[Response]]
+          ) -> Callable[[Request], Awaitable[Response]]:
+        return _handler(agent, fn)
+
+    def stream(fn: Callable[[Request], Awaitable[Response]]
+               ) -> Callable[[Request], Awaitable[Response]]:
+        return _handler(agent, fn, blocking=False)  # `index` means something else there
     routes = [
         Route("/v1/jobs", h(api.jobs), methods=["GET", "PUT", "POST"]),
         Route("/v1/jobs/parse", h(api.parse), methods=["PUT", "POST"]),
@@ -589,12 +662,12 @@ def build_app(agent: Agent) -> ASGIApp:
               methods=["PUT", "POST"]),
         Route("/v1/client/allocation/{id}/gc", h(api.alloc_gc), methods=["GET", "PUT"]),
         Route("/v1/client/gc", h(api.client_gc), methods=["GET", "PUT"]),
-        Route("/v1/client/fs/logs/{alloc_id}", h(api.logs), methods=["GET"]),
+        Route("/v1/client/fs/logs/{alloc_id}", stream(api.logs), methods=["GET"]),
         Route("/v1/client/stats", h(api.client_stats), methods=["GET"]),
         Route("/v1/nodes", h(api.nodes), methods=["GET"]),
         Route("/v1/node/{id}", h(api.node), methods=["GET"]),
         Route("/v1/agent/self", h(api.agent_self), methods=["GET"]),
-        Route("/v1/event/stream", h(api.event_stream), methods=["GET"]),
+        Route("/v1/event/stream", stream(api.event_stream), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", api.event_ws),
     ]
     app: ASGIApp = Starlette(routes=routes)

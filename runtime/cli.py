@@ -244,10 +244,11 @@ def node_status(json_output: bool) -> None:
 @cli.command()
 @click.option("--topic", "topics", multiple=True,
               help="Topic filter such as Allocation, Task or Job:web (repeatable).")
-@click.option("--index", default=0, show_default=True,
-              help="Replay the kept events from this index on (0: only new ones).")
+@click.option("--index", type=int, default=None,
+              help="First replay the kept events from this index on (0: all kept); "
+                   "without it, only new events.")
 @_json_flag
-def events(topics: tuple[str, ...], index: int, json_output: bool) -> None:
+def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> None:
     """Follow the agent's event stream (websocket) until Ctrl-C."""
     cli_remote.events(list(topics), index, json_output)
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, NoReturn
+from urllib.parse import urlencode
 
 import click
 import httpx2
@@ -278,15 +279,18 @@ def node_status(json_output: bool) -> None:
         out.print(devices)
 
 
-def events(topics: list[str], index: int, json_output: bool) -> None:
+def events(topics: list[str], index: int | None, json_output: bool) -> None:
     import trio
     from trio_websocket import ConnectionClosed, open_websocket_url
 
     addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
-    query = "&".join([f"topic={t}" for t in topics] + ([f"index={index}"] if index else []))
+    params: list[tuple[str, str]] = [("topic", t) for t in topics]
+    if index is not None:
+        params.append(("index", str(index)))
     token = os.environ.get("YURT_TOKEN")
     if token:
-        query += ("&" if query else "") + f"token={token}"
+        params.append(("token", token))
+    query = urlencode(params)
     url = addr.replace("http", "ws", 1) + "/v1/event/ws" + (f"?{query}" if query else "")
 
     async def follow() -> None:

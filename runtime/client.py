@@ -34,6 +34,9 @@ class Client:
         self._config = dataclasses.replace(config, on_task_event=broker.task_event)
         self.runners: dict[str, AllocRunner] = {}
         self.invalid: set[str] = set()  # allocations that could not even get a runner
+        # Destroyed here (garbage collected): never run again, even while the server still
+        # lists them as running because the final update is on its way.
+        self.collected: set[str] = set()
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -67,7 +70,7 @@ class Client:
     def _alloc_updated(self, alloc: Allocation) -> None:
         """Every new client view of an allocation: to the event stream and the server sync."""
         self.broker.allocation_updated(alloc)
-        if self._on_alloc_update is not None:
+        if self._on_alloc_update is not None and alloc.id not in self.collected:
             self._on_alloc_update(alloc)
 
     async def restore_alloc(self, alloc: Allocation) -> AllocRunner:
@@ -94,7 +97,8 @@ class Client:
             seen.add(alloc.id)
             runner = self.runners.get(alloc.id)
             if runner is None:
-                if not alloc.is_terminal() and alloc.id not in self.invalid:
+                if (not alloc.is_terminal() and alloc.id not in self.invalid
+                        and alloc.id not in self.collected):
                     try:
                         self.add_alloc(alloc)
                     except AllocRunnerError as e:
@@ -106,7 +110,8 @@ class Client:
             elif alloc.alloc_modify_index > runner.alloc.alloc_modify_index:
                 runner.update(alloc)
         for alloc_id in [a for a in self.runners if a not in seen]:
-            self.runners[alloc_id].destroy()
+            if alloc_id not in self.collected and self._nursery is not None:
+                self._nursery.start_soon(self.destroy_alloc, alloc_id)
 
     async def destroy_alloc(self, alloc_id: str) -> None:
         """Destroy a runner (kill, remove its dir and state) and forget it."""
@@ -114,8 +119,8 @@ class Client:
         if runner is None:
             await trio.lowlevel.checkpoint()
             return
-        runner.destroy()
-        await runner.destroyed.wait()
+        self.collected.add(alloc_id)
+        await runner.destroy_and_wait()
         self.runners.pop(alloc_id, None)
 
     async def destroy_all(self) -> None:

@@ -50,12 +50,13 @@ class AllocGarbageCollector:
         self.config = config
         self._usage = usage
         self._queue: dict[str, float] = {}  # insertion order is marking order: oldest first
+        self._collected: set[str] = set()
         self._wakeup = trio.Event()
         self._limiter = trio.CapacityLimiter(config.parallel)
 
     def mark(self, alloc_id: str) -> None:
         """Queue a terminal allocation for collection (idempotent) and wake the collector."""
-        if alloc_id not in self._queue:
+        if alloc_id not in self._queue and alloc_id not in self._collected:
             self._queue[alloc_id] = trio.current_time()
             self._wakeup.set()
 
@@ -79,8 +80,12 @@ class AllocGarbageCollector:
         return ""
 
     async def _collect_one(self, alloc_id: str) -> None:
+        self._collected.add(alloc_id)
         async with self._limiter:
-            await self._destroy(alloc_id)
+            try:
+                await self._destroy(alloc_id)
+            except Exception:  # one failed destroy must not stop the others
+                log.exception("destroying allocation %s failed", alloc_id)
 
     async def keep_usage_below_threshold(self) -> int:
         """One pass; returns how many allocations it destroyed."""

@@ -132,6 +132,7 @@ class SQLiteStateDB(KeyValueStateDB):
         self._wakeup = trio.Event()
         self._closing = False
         self._closed = False
+        self._writer_alive = False
         # alloc_id (None for node keys) -> key -> hash of the committed value.
         self._committed: dict[str | None, dict[Key, bytes]] = {}
 
@@ -158,7 +159,11 @@ class SQLiteStateDB(KeyValueStateDB):
             raise StateError(f"state database {self.path} is closed")
         self._pending[key] = data
         batch = self._batch
-        self._wakeup.set()
+        if self._writer_alive:
+            self._wakeup.set()
+        else:  # the writer task is gone (cancelled): commit here, this caller's own batch
+            with trio.CancelScope(shield=True):
+                await self._commit_pending()
         await batch.done.wait()
         if batch.error is not None:
             raise StateWriteError(f"writing state to {self.path} failed: {batch.error}"
@@ -219,26 +224,40 @@ class SQLiteStateDB(KeyValueStateDB):
         """The writer task: commit whatever is pending, batch after batch, until closed and
         drained. Started by `open_state_db`; errors go to the callers of the failed batch."""
         task_status.started()
-        while True:
-            if not self._pending:
-                if self._closing:
-                    return
-                await self._wakeup.wait()
-                self._wakeup = trio.Event()
-                continue
-            ops, batch = self._pending, self._batch
-            self._pending, self._batch, self._inflight = {}, _Batch(), ops
-            try:
-                await trio.to_thread.run_sync(self._commit, ops, limiter=self._limiter)
-            except Exception as e:  # reported to every caller of this batch
-                batch.error = e
-            else:
-                self._record(ops)
-                self.stats.transactions += 1
-                self.stats.written += sum(1 for k in ops if not k[0].startswith("delete"))
-            finally:
-                self._inflight = {}
-                batch.done.set()
+        self._writer_alive = True
+        try:
+            while True:
+                if not self._pending:
+                    if self._closing:
+                        return
+                    await self._wakeup.wait()
+                    self._wakeup = trio.Event()
+                    continue
+                await self._commit_pending()
+        finally:
+            # Cancelled from outside (the caller's scope is going away) or closing: what is
+            # queued is committed anyway, shielded and bounded, and later writes are
+            # committed by their callers (`_enqueue`), so no write ever waits for nobody.
+            self._writer_alive = False
+            with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                while self._pending:
+                    await self._commit_pending()
+
+    async def _commit_pending(self) -> None:
+        """Commit everything queued as one transaction; wake its callers either way."""
+        ops, batch = self._pending, self._batch
+        self._pending, self._batch, self._inflight = {}, _Batch(), ops
+        try:
+            await trio.to_thread.run_sync(self._commit, ops, limiter=self._limiter)
+        except Exception as e:  # reported to every caller of this batch
+            batch.error = e
+        else:
+            self._record(ops)
+            self.stats.transactions += 1
+            self.stats.written += sum(1 for k in ops if not k[0].startswith("delete"))
+        finally:
+            self._inflight = {}
+            batch.done.set()
 
     # ---------------------------------------------------------------- reads
 

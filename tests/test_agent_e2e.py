@@ -83,6 +83,7 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
         assert "running" in run.stdout
         (alloc,) = user.json("job", "status", "e2e")["Allocations"]
         alloc_id = alloc["ID"]
+        registered_index = alloc["ModifyIndex"]
 
         status = user.yurt("alloc", "status", alloc_id[:8])
         assert 'Task "web" is "running"' in status.stdout
@@ -132,6 +133,8 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         before = user.json("alloc", "status", alloc_id)
+        # The client's updates did reach the server (so "unchanged" below means something).
+        assert before["ModifyIndex"] > registered_index
         stop_agent(agent)
 
         agent = user.start_agent()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -93,6 +94,12 @@ async def test_allocations_restart_signal_stats_stop_gc(tmp_path: Path) -> None:
             assert types[-4:] == ["Restart Signaled", "Terminated", "Restarting", "Started"]
             assert (await c.post(f"{base}/signal", json={"Task": "t",
                                                          "Signal": "SIGUSR1"})).status_code == 200
+            logs = {"task": "t", "type": "stdout", "plain": "True"}  # Go's ParseBool spelling
+            while True:  # the trap ran: the signal reached the task
+                if "got-usr1" in (await c.get(f"/v1/client/fs/logs/{alloc_id}",
+                                              params=logs)).text:
+                    break
+                await trio.sleep(0.05)
             stats = (await c.get(f"{base}/stats")).json()
             assert stats["Tasks"]["t"]["ResourceUsage"]["MemoryStats"]["RSS"] > 0
             assert stats["ResourceUsage"]["MemoryStats"]["RSS"] > 0
@@ -228,3 +235,150 @@ def test_job_json_from_the_api_is_nomads() -> None:
     body = raw_job("x", "true")
     job = msgspec.convert(body["Job"], Job)
     assert job.task_groups[0].tasks[0].driver == "raw_exec"
+
+
+async def eventually_async(predicate: Any) -> None:
+    """Poll a condition on agent state (bounded by the caller's fail_after)."""
+    while True:
+        if await predicate():
+            return
+        await trio.sleep(0.05)
+
+
+async def test_nomad_headers_and_blocking_queries(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            first = await c.get("/v1/jobs")
+            index = int(first.headers["X-Nomad-Index"])
+            assert first.headers["X-Nomad-KnownLeader"] == "true"
+            answers: list[Any] = []
+
+            async def blocking_query() -> None:
+                answers.append(await c.get("/v1/jobs", params={"index": str(index),
+                                                               "wait": "10s"}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(blocking_query)
+                await trio.sleep(0.3)
+                assert answers == []  # still waiting: nothing changed
+                await c.post("/v1/jobs", json=raw_job("blk", "sleep 1000"))
+            (answer,) = answers
+            assert int(answer.headers["X-Nomad-Index"]) > index
+            assert [j["ID"] for j in answer.json()] == ["blk"]
+            timed_out = await c.get("/v1/jobs", params={"index": "999999", "wait": "0.2"})
+            assert timed_out.status_code == 200
+
+
+async def test_stream_parameters_are_validated_and_head_is_refused(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            for bad in ("0", "abc", "-1"):
+                r = await c.get("/v1/event/stream", params={"heartbeat": bad})
+                assert r.status_code == 400, bad
+            assert (await c.head("/v1/event/stream")).status_code == 405
+            await c.post("/v1/jobs", json=raw_job("idx", "sleep 1000"))
+            async with c.stream("GET", "/v1/event/stream",
+                                params={"index": "0", "topic": "Job"}) as response:
+                lines = response.aiter_lines()
+                assert await lines.__anext__() == "{}"
+                record = json.loads(await lines.__anext__())  # replayed from the oldest
+                assert record["Events"][0]["Type"] == "JobRegistered"
+
+
+async def test_closed_websockets_leave_no_subscription_behind(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            url = a.address.replace("http", "ws") + "/v1/event/ws"
+            before = len(a.agent.broker._subscriptions)
+            for _ in range(3):
+                async with open_websocket_url(url):
+                    pass
+            await a.client.post("/v1/jobs", json=raw_job("ws", "sleep 1000"))
+            while True:  # until the server side noticed every close
+                if len(a.agent.broker._subscriptions) == before:
+                    break
+                await trio.sleep(0.05)
+
+
+async def test_websocket_needs_the_token_too(tmp_path: Path) -> None:
+    from trio_websocket import ConnectionClosed, HandshakeError
+
+    with trio.fail_after(30):
+        async with running_agent(tmp_path, token="s3cret") as a:
+            base = a.address.replace("http", "ws") + "/v1/event/ws"
+            with pytest.raises((HandshakeError, ConnectionClosed)):
+                async with open_websocket_url(base) as ws:
+                    await ws.get_message()
+            async with open_websocket_url(base + "?token=s3cret&index=0") as ws:
+                record = json.loads(await ws.get_message())
+                assert record["Events"][0]["Topic"] == "Node"
+
+
+async def test_the_server_copy_receives_the_clients_updates(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            await a.client.post("/v1/jobs", json=raw_job("synced", "sleep 1000"))
+            alloc_id = (await wait_status(a.client, "synced", "running"))["ID"]
+
+            async def synced() -> bool:
+                await trio.lowlevel.checkpoint()
+                return a.agent.server.allocs[alloc_id].client_status == "running"
+
+            await eventually_async(synced)
+            assert a.agent.server.allocs[alloc_id].task_states["t"].state == "running"
+
+
+async def test_gc_never_reruns_a_collected_batch_allocation(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            await c.post("/v1/jobs", json=raw_job("once", "echo ran", job_type="batch"))
+            alloc_id = (await wait_status(c, "once", "complete"))["ID"]
+            # Collected at once, before the final update may have reached the server …
+            assert (await c.put(f"/v1/client/allocation/{alloc_id}/gc")).status_code == 200
+            assert (await c.put(f"/v1/client/allocation/{alloc_id}/gc")).status_code == 400
+            # … and a server change in that window must not bring it back.
+            await c.post("/v1/jobs", json=raw_job("other", "sleep 1000"))
+            await wait_status(c, "other", "running")
+            assert alloc_id not in a.agent.client.runners
+            assert await a.agent.db.get_acknowledged_state(alloc_id) is None
+
+
+async def test_purge_forgets_the_job(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            await c.post("/v1/jobs", json=raw_job("gone", "sleep 1000"))
+            await wait_status(c, "gone", "running")
+            assert (await c.delete("/v1/job/gone", params={"purge": "true"})).status_code == 200
+            assert (await c.get("/v1/job/gone")).status_code == 404
+            assert (await c.get("/v1/jobs")).json() == []
+
+
+async def test_job_updates_keep_what_they_can(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            body = raw_job("upd", "sleep 1000")
+            await c.post("/v1/jobs", json=body)
+            first = (await wait_status(c, "upd", "running"))["ID"]
+            body["Job"]["TaskGroups"][0]["Count"] = 2  # count only: not destructive
+            await c.post("/v1/jobs", json=body)
+            while True:  # until the added allocation runs too
+                allocs = (await c.get("/v1/job/upd/allocations")).json()
+                if len([x for x in allocs if x["ClientStatus"] == "running"]) == 2:
+                    break
+                await trio.sleep(0.05)
+            kept = (await c.get(f"/v1/allocation/{first}")).json()
+            assert kept["DesiredStatus"] == "run"
+            assert "Killing" not in [e["Type"] for e in kept["TaskStates"]["t"]["Events"]]
+            too_big = raw_job("upd", "sleep 1000")
+            too_big["Job"]["TaskGroups"][0]["Count"] = 2
+            too_big["Job"]["TaskGroups"][0]["Tasks"][0]["Resources"] = {
+                "MemoryMB": a.agent.node.node_resources.memory.memory_mb * 2}
+            warning = (await c.post("/v1/jobs", json=too_big)).json()["Warnings"]
+            assert "Resources exhausted: memory" in warning
+            allocs = (await c.get("/v1/job/upd/allocations")).json()
+            assert sorted(x["DesiredStatus"] for x in allocs) == ["run", "run"]  # kept

@@ -517,6 +517,15 @@ class AllocRunner:
         self._destroy_launched = True
         self._nursery.start_soon(self._destroy)
 
+    async def destroy_and_wait(self) -> None:
+        """`destroy()`, done by the caller's task (for callers that must not depend on the
+        lent nursery, which may itself be going away); waits for a destroy in progress."""
+        if self._destroy_launched or self.destroyed.is_set():
+            await self.destroyed.wait()
+            return
+        self._destroy_launched = True
+        await self._destroy()
+
     async def _destroy(self) -> None:
         if self._shutdown_launched:
             await self.shutdown_done.wait()
@@ -526,6 +535,15 @@ class AllocRunner:
             # cancelled after a grace period).
             with trio.CancelScope(shield=True):
                 await self._kill_tasks()
+                # A runner cancelled from outside ended without stopping its task: a destroy
+                # must not leave it behind.
+                for tr in self.task_runners.values():
+                    if tr.handle is not None:
+                        with trio.move_on_after(tr.kill_bound()):
+                            try:
+                                await tr.driver.destroy_task(tr.handle.task_id, force=True)
+                            except YurtError as e:
+                                log.error("destroying task %s: %s", tr.name, e)
                 await self._publish()
                 with trio.move_on_after(DESTROY_GRACE):
                     await self.wait_done.wait()

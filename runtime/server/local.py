@@ -55,6 +55,17 @@ def _spec(job: Job) -> bytes:
         job, **{f: getattr(blank, f) for f in _SERVER_FIELDS}))
 
 
+def _group_spec(group: TaskGroup) -> bytes:
+    """What makes a group's allocations replaceable: everything but the count (a count
+    change adds or stops allocations, it does not restart the others)."""
+    return msgspec.json.encode(msgspec.structs.replace(group, count=0))
+
+
+def _device_ids(alloc: Allocation) -> set[str]:
+    return {i for res in alloc.task_resources.values() for d in res.devices
+            for i in d.device_ids}
+
+
 def group_needs(group: TaskGroup) -> tuple[int, int]:
     """(CPU MHz, memory MB) one allocation of `group` asks for."""
     return (sum(t.resources.cpu for t in group.tasks),
@@ -129,6 +140,7 @@ class LocalServer:
         self.allocs: dict[str, Allocation] = {}
         self.index = 0
         self.changed = trio.Event()
+        self._lock = trio.Lock()
 
     async def load(self) -> None:
         """Take back what an earlier agent's server had."""
@@ -179,62 +191,89 @@ class LocalServer:
 
     async def register_job(self, job: Job) -> Registration:
         """Register (or update) `job` and place its allocations on this node."""
+        async with self._lock:  # read, decide and commit as one step: no over-commit
+            return await self._register(job)
+
+    async def _register(self, job: Job) -> Registration:
         existing = self.jobs.get(job.id)
         live = [a for a in self.job_allocs(job.id) if not a.is_terminal()]
-        if existing is not None and not existing.stop and _spec(existing) == _spec(job):
+        wanted = {f"{job.id}.{g.name}[{i}]": g for g in job.task_groups for i in range(g.count)}
+        same_spec = existing is not None and not existing.stop and _spec(existing) == _spec(job)
+        if same_spec and set(wanted) <= {a.name for a in live}:
             await trio.lowlevel.checkpoint()
             return Registration(eval_id=str(uuid.uuid4()), index=self.index, unchanged=True)
         index = self._next_index()
-        job = msgspec.structs.replace(
-            job, create_index=existing.create_index if existing else index, modify_index=index,
-            job_modify_index=index, version=existing.version + 1 if existing else 0,
-            status="running", stop=False, submit_time=time.time_ns())
+        if same_spec and existing is not None:
+            job = existing  # only retrying what could not be placed before
+        else:
+            job = msgspec.structs.replace(
+                job, create_index=existing.create_index if existing else index,
+                modify_index=index, job_modify_index=index,
+                version=existing.version + 1 if existing else 0,
+                status="running", stop=False, submit_time=time.time_ns())
+        old_groups = {g.name: _group_spec(g) for g in existing.task_groups} if existing else {}
+        kept: list[Allocation] = []  # unchanged groups: kept running, updated in place
+        previous: dict[str, Allocation] = {}  # changed groups: replaced by a new allocation
+        unneeded: list[Allocation] = []
+        for alloc in live:
+            group = wanted.get(alloc.name)
+            if group is None:
+                unneeded.append(alloc)
+            elif old_groups.get(group.name) == _group_spec(group):
+                kept.append(alloc)
+            else:
+                previous[alloc.name] = alloc
         result = Registration(eval_id=str(uuid.uuid4()), index=index)
-        previous = {a.name: a for a in live}
-        cpu_used, mem_used, devices_used = self._used(excluding={a.id for a in live})
+        leaving = {a.id for a in unneeded} | {a.id for a in previous.values()}
+        cpu_used, mem_used, devices_used = self._used(excluding=leaving)
         total_cpu = self.node.node_resources.cpu.cpu_shares
         total_mem = self.node.node_resources.memory.memory_mb
         evicted: dict[str, Allocation] = {}
-        for group in job.task_groups:
+        kept_names = {a.name for a in kept}
+        for name, group in wanted.items():
+            if name in kept_names:
+                continue
+            prev = previous.get(name)
             cpu, mem = group_needs(group)
-            for i in range(group.count):
-                name = f"{job.id}.{group.name}[{i}]"
-                victims = self._preemption(job, group, live, evicted, result.placed)
-                if victims:
-                    for victim in victims:
-                        evicted[victim.id] = victim
-                    cpu_used, mem_used, devices_used = self._used(
-                        excluding={a.id for a in live} | set(evicted))
-                    for other in result.placed:  # what this registration placed so far
-                        c, m = alloc_needs(other)
-                        cpu_used, mem_used = cpu_used + c, mem_used + m
-                        for res in other.task_resources.values():
-                            for device in res.devices:
-                                devices_used.update(device.device_ids)
-                if total_cpu and cpu_used + cpu > total_cpu:
-                    result.failed[group.name] = (
-                        f"Resources exhausted: cpu (needs {cpu} MHz, "
-                        f"{max(total_cpu - cpu_used, 0)} of {total_cpu} MHz free)")
-                    break
-                if total_mem and mem_used + mem > total_mem:
-                    result.failed[group.name] = (
-                        f"Resources exhausted: memory (needs {mem} MB, "
-                        f"{max(total_mem - mem_used, 0)} of {total_mem} MB free)")
-                    break
+            victims = self._preemption(job, group, kept, evicted, result.placed, leaving)
+            if victims:
+                for victim in victims:
+                    evicted[victim.id] = victim
+                cpu_used, mem_used, devices_used = self._used(
+                    excluding=leaving | set(evicted))
+                for other in result.placed:  # placed by this registration so far
+                    c, m = alloc_needs(other)
+                    cpu_used, mem_used = cpu_used + c, mem_used + m
+                    devices_used.update(_device_ids(other))
+            why = ""
+            if total_cpu and cpu_used + cpu > total_cpu:
+                why = (f"Resources exhausted: cpu (needs {cpu} MHz, "
+                       f"{max(total_cpu - cpu_used, 0)} of {total_cpu} MHz free)")
+            elif total_mem and mem_used + mem > total_mem:
+                why = (f"Resources exhausted: memory (needs {mem} MB, "
+                       f"{max(total_mem - mem_used, 0)} of {total_mem} MB free)")
+            task_resources: dict[str, AllocatedTaskResources] = {}
+            if not why:
                 task_resources, why = assign_devices(group, self.node, devices_used)
-                if why:
-                    result.failed[group.name] = why
-                    break
-                cpu_used, mem_used = cpu_used + cpu, mem_used + mem
-                prev = previous.pop(name, None)
-                result.placed.append(Allocation(
-                    id=str(uuid.uuid4()), preempted_allocations=[v.id for v in victims],
-                    namespace=job.namespace, eval_id=result.eval_id,
-                    name=name, node_id=self.node.id, node_name=self.node.name, job_id=job.id,
-                    job=job, task_group=group.name, task_resources=task_resources,
-                    create_index=index, modify_index=index,
-                    alloc_modify_index=index, create_time=time.time_ns(),
-                    previous_allocation=prev.id if prev is not None else ""))
+            if why:
+                result.failed[group.name] = why
+                if prev is not None:
+                    # No replacement: the old allocation keeps running, and its resources.
+                    previous.pop(name)
+                    leaving.discard(prev.id)
+                    c, m = alloc_needs(prev)
+                    cpu_used, mem_used = cpu_used + c, mem_used + m
+                    devices_used.update(_device_ids(prev))
+                continue
+            cpu_used, mem_used = cpu_used + cpu, mem_used + mem
+            result.placed.append(Allocation(
+                id=str(uuid.uuid4()), preempted_allocations=[v.id for v in victims],
+                namespace=job.namespace, eval_id=result.eval_id,
+                name=name, node_id=self.node.id, node_name=self.node.name, job_id=job.id,
+                job=job, task_group=group.name, task_resources=task_resources,
+                create_index=index, modify_index=index,
+                alloc_modify_index=index, create_time=time.time_ns(),
+                previous_allocation=prev.id if prev is not None else ""))
         for new in result.placed:
             for victim_id in new.preempted_allocations:
                 victim = evicted[victim_id]
@@ -244,18 +283,17 @@ class LocalServer:
                                         f"{job.id!r} (priority {job.priority})",
                     preempted_by_allocation=new.id, modify_index=index,
                     alloc_modify_index=index, modify_time=time.time_ns()))
-        # Whatever the new version no longer has a place for (replaced, or gone) stops.
-        replaced = {a.previous_allocation for a in result.placed if a.previous_allocation}
-        for alloc in live:
-            if alloc.id in replaced or alloc.name in previous:
-                result.stopped.append(self._stopped(alloc, index, "alloc is being updated"
-                                                    if alloc.id in replaced else
-                                                    "alloc not needed due to job update"))
-        for new in result.placed:
             if new.previous_allocation:
-                old = next(s for s in result.stopped if s.id == new.previous_allocation)
+                old = self._stopped(previous[new.name], index, "alloc is being updated")
                 old.next_allocation = new.id
-        await self._commit([job], result.placed + result.stopped)
+                result.stopped.append(old)
+        for alloc in unneeded:
+            result.stopped.append(self._stopped(alloc, index,
+                                                "alloc not needed due to job update"))
+        in_place = [] if job is existing else [
+            msgspec.structs.replace(a, job=job, modify_index=index, alloc_modify_index=index)
+            for a in kept]
+        await self._commit([job], result.placed + result.stopped + in_place)
         self.broker.job_registered(job)
         return result
 
@@ -277,17 +315,18 @@ class LocalServer:
         return not why
 
     def _preemption(self, job: Job, group: TaskGroup, live: list[Allocation],
-                    evicted: dict[str, Allocation], placed: list[Allocation]
-                    ) -> list[Allocation]:
+                    evicted: dict[str, Allocation], placed: list[Allocation],
+                    leaving: set[str]) -> list[Allocation]:
         """Allocations to evict so one more allocation of `group` fits: only when it does not
         fit now, only allocations of jobs at least 10 priority lower, lowest priority first,
         as few as possible. Empty when no eviction is needed or none would make it fit."""
-        base = {a.id for a in live} | set(evicted)
+        base = leaving | set(evicted)
         if self._fits(group, base, placed):
             return []
         candidates = sorted(
             (a for a in self.allocs.values()
-             if not a.is_terminal() and a.id not in base and a.job is not None
+             if not a.is_terminal() and a.id not in base and a.id not in {x.id for x in live}
+             and a.job is not None
              and a.job_id != job.id and a.job.priority + 10 <= job.priority),
             key=lambda a: (a.job.priority if a.job else 0, -a.create_index))
         chosen: list[Allocation] = []
@@ -302,8 +341,26 @@ class LocalServer:
                                        desired_description=why, modify_index=index,
                                        alloc_modify_index=index, modify_time=time.time_ns())
 
-    async def stop_job(self, job_id: str) -> list[Allocation]:
-        """Stop `job_id`: every allocation is told to stop; the job is kept, marked stopped."""
+    async def stop_job(self, job_id: str, *, purge: bool = False) -> list[Allocation]:
+        """Stop `job_id`: every allocation is told to stop; the job is kept, marked stopped
+        (with `purge`, the job and its allocations are forgotten once stopped)."""
+        async with self._lock:
+            stopped = await self._stop_job(job_id)
+            if purge:
+                await self._purge(job_id)
+            return stopped
+
+    async def _purge(self, job_id: str) -> None:
+        ids = [a.id for a in self.job_allocs(job_id)]
+        if self.store is not None:
+            await self.store.delete(job_id, ids)
+        self.jobs.pop(job_id, None)
+        for alloc_id in ids:
+            self.allocs.pop(alloc_id, None)
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def _stop_job(self, job_id: str) -> list[Allocation]:
         job = self.jobs.get(job_id)
         if job is None:
             raise KeyError(job_id)
@@ -317,12 +374,13 @@ class LocalServer:
         return stopped
 
     async def stop_alloc(self, alloc_id: str) -> Allocation:
-        alloc = self.allocs.get(alloc_id)
-        if alloc is None:
-            raise KeyError(alloc_id)
-        stopped = self._stopped(alloc, self._next_index(), "alloc is being stopped by user")
-        await self._commit([], [stopped])
-        return stopped
+        async with self._lock:
+            alloc = self.allocs.get(alloc_id)
+            if alloc is None:
+                raise KeyError(alloc_id)
+            stopped = self._stopped(alloc, self._next_index(), "alloc is being stopped by user")
+            await self._commit([], [stopped])
+            return stopped
 
     def adopt(self, job: Job, allocs: list[Allocation]) -> None:
         """Take back a job and allocations an earlier `yurt run` placed (no store there)."""
@@ -335,6 +393,10 @@ class LocalServer:
 
     async def update_allocs(self, batch: list[Allocation]) -> None:
         """What the client reports (alloc sync): status, description and task states."""
+        async with self._lock:
+            await self._update_allocs(batch)
+
+    async def _update_allocs(self, batch: list[Allocation]) -> None:
         index = self._next_index()
         updated = []
         for update in batch:

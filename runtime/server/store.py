@@ -75,6 +75,15 @@ class ServerStore:
 
         await trio.to_thread.run_sync(write, limiter=self._limiter)
 
+    async def delete(self, job_id: str, alloc_ids: list[str]) -> None:
+        def write() -> None:
+            with self._conn:
+                self._conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+                self._conn.executemany("DELETE FROM allocs WHERE id = ?",
+                                       [(a,) for a in alloc_ids])
+
+        await trio.to_thread.run_sync(write, limiter=self._limiter)
+
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(self._conn.close, limiter=self._limiter)
