@@ -31,19 +31,24 @@ class GCConfig:
     parallel: int = 2
 
 
-def disk_usage(path: Path) -> tuple[float, float]:
-    """(% of space used, % of inodes used) on the file system holding `path`."""
+def _statvfs_usage(path: Path) -> tuple[float, float]:
     st = os.statvfs(path if path.exists() else path.parent)
     space = 100.0 * (1 - st.f_bavail / st.f_blocks) if st.f_blocks else 0.0
     inodes = 100.0 * (1 - st.f_favail / st.f_files) if st.f_files else 0.0
     return space, inodes
 
 
+async def disk_usage(path: Path) -> tuple[float, float]:
+    """(% of space used, % of inodes used) on the file system holding `path`."""
+    return await trio.to_thread.run_sync(_statvfs_usage, path)
+
+
 @final
 class AllocGarbageCollector:
     def __init__(self, destroy: Callable[[str], Awaitable[None]], live_count: Callable[[], int],
                  alloc_root: Path, config: GCConfig = GCConfig(),
-                 usage: Callable[[Path], tuple[float, float]] = disk_usage) -> None:
+                 usage: Callable[[Path], Awaitable[tuple[float, float]]] = disk_usage
+                 ) -> None:
         self._destroy = destroy
         self._live_count = live_count
         self._root = alloc_root
@@ -67,9 +72,9 @@ class AllocGarbageCollector:
     def queued(self) -> list[str]:
         return list(self._queue)
 
-    def reason(self) -> str:
+    async def reason(self) -> str:
         """Why a pass should collect now ("" if it should not)."""
-        space, inodes = self._usage(self._root)
+        space, inodes = await self._usage(self._root)
         if space > self.config.disk_threshold:
             return f"disk usage {space:.0f}% is over {self.config.disk_threshold:.0f}%"
         if inodes > self.config.inode_threshold:
@@ -90,7 +95,7 @@ class AllocGarbageCollector:
     async def keep_usage_below_threshold(self) -> int:
         """One pass; returns how many allocations it destroyed."""
         destroyed = 0
-        while (why := self.reason()) and self._queue:
+        while self._queue and (why := await self.reason()):
             alloc_id = next(iter(self._queue))
             del self._queue[alloc_id]
             log.info("garbage collecting allocation %s: %s", alloc_id, why)

@@ -133,10 +133,14 @@ class AllocSyncer:
 
     async def load_acknowledged(self, alloc_ids: list[str]) -> None:
         """After an agent restart: what the server already has, so it is not resent."""
-        for alloc_id in alloc_ids:
+        async def load(alloc_id: str) -> None:
             state = await self._db.get_acknowledged_state(alloc_id)
             if state is not None:
                 self.acked[alloc_id] = state
+
+        async with trio.open_nursery() as nursery:
+            for alloc_id in alloc_ids:
+                nursery.start_soon(load, alloc_id)
 
     def forget(self, alloc_id: str) -> None:
         self.acked.pop(alloc_id, None)
@@ -181,7 +185,10 @@ class AllocSyncer:
             self.sent += len(batch)
             ticks = 0
             now = self._unix_clock()
-            for update in batch:
-                ack = acknowledged(update, now)
-                self.acked[update.id] = ack
-                await self._db.put_acknowledged_state(update.id, msgspec.structs.replace(ack))
+            # Written concurrently, so the store's writer commits them as one transaction.
+            async with trio.open_nursery() as nursery:
+                for update in batch:
+                    ack = acknowledged(update, now)
+                    self.acked[update.id] = ack
+                    nursery.start_soon(self._db.put_acknowledged_state, update.id,
+                                       msgspec.structs.replace(ack))

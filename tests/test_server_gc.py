@@ -90,7 +90,8 @@ class FakeUsage:
         self.disk = 10.0
         self.inodes = 10.0
 
-    def __call__(self, path: Path) -> tuple[float, float]:
+    async def __call__(self, path: Path) -> tuple[float, float]:
+        await trio.lowlevel.checkpoint()
         return self.disk, self.inodes
 
 
