@@ -259,39 +259,49 @@ def _default_data_dir() -> Path:
 
 
 @cli.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Agent settings in TOML (options below override it).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="State, allocation directories and logs (default ~/.local/share/yurt).")
-@click.option("--bind", default="127.0.0.1", show_default=True, help="Address for the API.")
-@click.option("--port", default=4646, show_default=True, help="Port for the API.")
-@click.option("--token", envvar="YURT_AGENT_TOKEN", default="",
+@click.option("--bind", default=None, help="Address for the API (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port for the API (default 4646).")
+@click.option("--token", envvar="YURT_AGENT_TOKEN", default=None,
               help="Require this X-Nomad-Token on every request (or $YURT_AGENT_TOKEN).")
 @click.option("--fake-device", "fake_devices", multiple=True, metavar="V/T/N=ID,ID",
               help="Declare devices for the fake device plugin (repeatable), e.g. "
                    "nvidia/gpu/T4=GPU-0,GPU-1.")
-def agent(data_dir: Path | None, bind: str, port: int, token: str,
-          fake_devices: tuple[str, ...]) -> None:
+@click.option("--driver-allow", multiple=True, help="Run only these drivers (repeatable).")
+@click.option("--driver-block", multiple=True, help="Never run these drivers (repeatable).")
+def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
+          port: int | None, token: str | None, fake_devices: tuple[str, ...],
+          driver_allow: tuple[str, ...], driver_block: tuple[str, ...]) -> None:
     """Run the agent: an embedded server and client with Nomad's HTTP API.
 
     SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
     """
     from runtime.agent import Agent, AgentConfig
-    from runtime.devices.protocol import DeviceGroup, DeviceInstance
+    from runtime.agentconfig import ConfigError, FileConfig, load_config, parse_fake_device
 
+    try:
+        file = load_config(config_file) if config_file else FileConfig()
+        groups = [parse_fake_device(spec) for spec in fake_devices]
+    except ConfigError as e:
+        click.echo(f"yurt: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    bind = bind or file.bind or "127.0.0.1"
+    token = token if token is not None else (file.token or "")
     if bind not in ("127.0.0.1", "localhost", "::1") and not token:
         click.echo("yurt: refusing to bind beyond loopback without --token", err=True)
         sys.exit(EXIT_USAGE)
-    groups = []
-    for spec in fake_devices:
-        ident, _, ids = spec.partition("=")
-        parts = ident.split("/")
-        if len(parts) != 3 or not all(parts) or not ids:
-            click.echo(f"yurt: --fake-device expects vendor/type/name=ID,ID, got {spec!r}",
-                       err=True)
-            sys.exit(EXIT_USAGE)
-        groups.append(DeviceGroup(vendor=parts[0], type=parts[1], name=parts[2],
-                                  instances=[DeviceInstance(id=i) for i in ids.split(",")]))
-    config = AgentConfig(data_dir=(data_dir or _default_data_dir()).absolute(), bind=bind,
-                         port=port, token=token, fake_devices=tuple(groups))
+    directory = data_dir or (Path(file.data_dir) if file.data_dir else _default_data_dir())
+    config = AgentConfig(
+        data_dir=directory.absolute(), bind=bind,
+        port=port if port is not None else (file.port or 4646), token=token,
+        node_name=file.node_name, datacenter=file.datacenter,
+        fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
+        driver_allow=driver_allow or tuple(file.drivers.allow),
+        driver_block=driver_block or tuple(file.drivers.block),
+        driver_config=file.drivers.config)
     raise_open_files_limit()
 
     async def main() -> None:

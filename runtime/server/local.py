@@ -235,7 +235,12 @@ class LocalServer:
                 continue
             prev = previous.get(name)
             cpu, mem = group_needs(group)
-            victims = self._preemption(job, group, kept, evicted, result.placed, leaving)
+            fits = ((not total_cpu or cpu_used + cpu <= total_cpu)
+                    and (not total_mem or mem_used + mem <= total_mem)
+                    and not assign_devices(group, self.node, set(devices_used))[1])
+            # The search for evictions walks every allocation: only when it does not fit.
+            victims = [] if fits else self._preemption(job, group, kept, evicted,
+                                                        result.placed, leaving)
             if victims:
                 for victim in victims:
                     evicted[victim.id] = victim

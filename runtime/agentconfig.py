@@ -1,0 +1,116 @@
+"""`yurt agent --config FILE`: the agent's settings in TOML, checked like a job file.
+
+    data_dir = "/var/lib/yurt"
+    bind = "127.0.0.1"
+    port = 4646
+    token = "…"                      # required when bind is not loopback
+    datacenter = "dc1"
+
+    [drivers]
+    allow = ["raw_exec", "mock_driver"]   # only these (empty: all installed)
+    block = []                            # never these
+    [drivers.config.raw_exec]
+    enabled = true
+
+    [[devices.fake]]                      # devices of the fake device plugin
+    id = "nvidia/gpu/T4"
+    instances = ["GPU-0", "GPU-1"]
+
+    [gc]
+    interval = "1m"
+    disk_threshold = 80
+    inode_threshold = 70
+    max_allocs = 50
+    parallel = 2
+
+Command-line options override the file. Unknown keys and wrong types are errors that name the
+key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from runtime.devices.protocol import DeviceGroup, DeviceInstance
+from runtime.durations import parse_duration
+from runtime.errors import YurtError
+from runtime.gc import GCConfig
+
+
+class ConfigError(YurtError):
+    pass
+
+
+class _Fake(msgspec.Struct, forbid_unknown_fields=True):
+    id: str
+    instances: list[str]
+
+
+class _Devices(msgspec.Struct, forbid_unknown_fields=True):
+    fake: list[_Fake] = msgspec.field(default_factory=list)
+
+
+class _Drivers(msgspec.Struct, forbid_unknown_fields=True):
+    allow: list[str] = msgspec.field(default_factory=list)
+    block: list[str] = msgspec.field(default_factory=list)
+    config: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+
+class _GC(msgspec.Struct, forbid_unknown_fields=True):
+    interval: str = "1m"
+    disk_threshold: float = 80.0
+    inode_threshold: float = 70.0
+    max_allocs: int = 50
+    parallel: int = 2
+
+
+class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
+    data_dir: str | None = None
+    bind: str | None = None
+    port: int | None = None
+    token: str | None = None
+    datacenter: str = "dc1"
+    node_name: str | None = None
+    drivers: _Drivers = msgspec.field(default_factory=_Drivers)
+    devices: _Devices = msgspec.field(default_factory=_Devices)
+    gc: _GC = msgspec.field(default_factory=_GC)
+
+    def fake_devices(self) -> tuple[DeviceGroup, ...]:
+        return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
+                     for f in self.devices.fake)
+
+    def gc_config(self) -> GCConfig:
+        return GCConfig(interval=parse_duration(self.gc.interval) / 1e9,
+                        disk_threshold=self.gc.disk_threshold,
+                        inode_threshold=self.gc.inode_threshold,
+                        max_allocs=self.gc.max_allocs, parallel=self.gc.parallel)
+
+
+def parse_fake_device(spec: str) -> DeviceGroup:
+    """`vendor/type/name=ID,ID` → a device group of the fake plugin."""
+    ident, _, ids = spec.partition("=")
+    parts = ident.split("/")
+    if len(parts) != 3 or not all(parts) or not ids:
+        raise ConfigError(f"a fake device is vendor/type/name=ID,ID, got {spec!r}")
+    return DeviceGroup(vendor=parts[0], type=parts[1], name=parts[2],
+                       instances=[DeviceInstance(id=i) for i in ids.split(",")])
+
+
+def load_config(path: Path) -> FileConfig:
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    try:
+        config = msgspec.convert(raw, FileConfig)
+        config.fake_devices()
+        config.gc_config()
+    except (msgspec.ValidationError, ValueError) as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return config

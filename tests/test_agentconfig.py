@@ -1,0 +1,64 @@
+"""The agent's TOML config file (layer 0), and its errors through the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.agentconfig import ConfigError, load_config
+from tests.test_cli import yurt
+
+GOOD = '''
+data_dir = "/srv/yurt"
+port = 4700
+datacenter = "eu-1"
+
+[drivers]
+allow = ["raw_exec"]
+[drivers.config.raw_exec]
+enabled = true
+
+[[devices.fake]]
+id = "nvidia/gpu/T4"
+instances = ["GPU-0", "GPU-1"]
+
+[gc]
+interval = "30s"
+max_allocs = 10
+'''
+
+
+def test_a_full_config(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(GOOD)
+    config = load_config(path)
+    assert (config.data_dir, config.port, config.datacenter) == ("/srv/yurt", 4700, "eu-1")
+    assert config.drivers.allow == ["raw_exec"]
+    assert config.drivers.config == {"raw_exec": {"enabled": True}}
+    (group,) = config.fake_devices()
+    assert (group.id, [i.id for i in group.instances]) == ("nvidia/gpu/T4", ["GPU-0", "GPU-1"])
+    gc = config.gc_config()
+    assert (gc.interval, gc.max_allocs, gc.disk_threshold) == (30.0, 10, 80.0)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("prot = 4646\n", "unknown field `prot`"),
+    ("port = \"high\"\n", r"Expected `int \| null`, got `str` - at `\$.port`"),
+    ("[[devices.fake]]\nid = \"gpu\"\ninstances = [\"a\"]\n", "vendor/type/name=ID"),
+    ("[gc]\ninterval = \"soon\"\n", "expected a duration"),
+    ("port = \n", "Invalid value"),
+])
+def test_config_errors_name_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_agent_refuses_a_bad_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text("prot = 4646\n")
+    out = yurt("agent", "--config", str(path))
+    assert out.returncode == 2
+    assert "unknown field `prot`" in out.stderr
