@@ -1,9 +1,11 @@
 """`devices`: reserve the task's assigned device instances before it starts.
 
 The server assigned instance IDs to the allocation (`TaskResources[task].Devices`); this hook
-asks the device manager to reserve them and hands what the plugins answer to the task: env
-(merged, a later reservation winning a conflict), mounts and device nodes. A reservation that
-fails fails the start with `failed to reserve device <ids>: …`. Nothing to reserve: done.
+asks the device manager to reserve them and hands the task the env the plugins answer
+(merged, a later reservation winning a conflict). Mounts and device nodes are not applied:
+the drivers yurt has (raw_exec, mock) run without isolation, so there is nothing to mount
+into. A reservation that fails fails the start with `failed to reserve device <ids>: …`.
+Nothing to reserve: done.
 """
 
 from __future__ import annotations

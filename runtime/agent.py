@@ -217,7 +217,9 @@ class Agent:
         for alloc_id, error in errors.items():
             log.error("allocation %s cannot be restored: %s", alloc_id, error)
         await self.syncer.load_acknowledged([a.id for a in allocs])
-        for alloc in allocs:
+        # Oldest first: an allocation that waits for a previous or preempted one finds its
+        # runner already restored.
+        for alloc in sorted(allocs, key=lambda a: (a.create_index, a.name)):
             server_copy = self.server.allocs.get(alloc.id)
             if server_copy is not None:
                 # The server copy is the desired state; the client view is in the store.

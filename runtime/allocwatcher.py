@@ -8,8 +8,9 @@ Nomad's allocwatcher (reference §4). A new allocation's prerun may have to wait
 - for every allocation it *preempted*, until each is client-terminal (no migration).
 
 `GroupWatcher` waits for all of them at once. Without anything to wait for the watcher is a
-no-op that returns at once. A migration that fails is soft: the new allocation starts with a
-fresh directory, and `migrate_error` says why.
+no-op that returns at once. A migration that fails is soft: the new allocation starts with
+whatever did move (nothing is deleted: the previous allocation no longer has it), and
+`migrate_error` says why.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ class GroupWatcher:
         try:
             await dest.move(self.previous.alloc_dir, tasks)
         except OSError as e:
-            self.migrate_error = f"failed to migrate data from allocation " \
-                                 f"{self.previous.id}: {e}"
-            log.warning("%s; starting with a fresh directory", self.migrate_error)
-            await dest.destroy()
-            await dest.build()
+            # Soft: start with what did move. Never delete it: the previous allocation no
+            # longer has it.
+            self.migrate_error = (f"failed to migrate data from allocation "
+                                  f"{self.previous.id}: {e}")
+            log.warning("%s; starting with what was moved", self.migrate_error)

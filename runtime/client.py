@@ -77,7 +77,8 @@ class Client:
         """Re-attach to an allocation an earlier agent ran (its state is in the store)."""
         assert self._nursery is not None, "Client.run must be started first"
         runner = AllocRunner(alloc, self._config, nursery=self._nursery,
-                             on_alloc_state_updated=self._alloc_updated)
+                             on_alloc_state_updated=self._alloc_updated,
+                             watcher=self._watcher_for(alloc))
         await runner.restore()
         self.runners[alloc.id] = runner
         self._nursery.start_soon(runner.run)

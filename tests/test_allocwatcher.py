@@ -93,3 +93,39 @@ async def test_without_anything_to_wait_for_the_watcher_returns_at_once(
     start = trio.current_time()
     await watcher.wait()
     assert trio.current_time() == start
+
+
+async def test_a_restored_replacement_still_waits_for_the_previous_alloc(
+        autojump_clock: MockClock) -> None:
+    driver = MockDriver(unix_clock)
+    db = MemoryStateDB()
+
+    def client() -> Client:
+        return Client(AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                                        unix_clock=unix_clock), EventBroker())
+
+    old = job_alloc(SLOW_TO_STOP, alloc_id="old")
+    new = msgspec.structs.replace(job_alloc(SLOW_TO_STOP, alloc_id="new"),
+                                  previous_allocation="old")
+    first = client()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        first.add_alloc(old)
+        await trio.sleep(10)
+        first.add_alloc(new)  # waits: the old one was not even told to stop yet
+        await trio.sleep(1)
+        await first.shutdown()  # agent restart: tasks keep running
+        nursery.cancel_scope.cancel()
+    second = client()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.run)
+        await second.restore_alloc(stopped(old))  # oldest first, as the agent restores
+        runner = await second.restore_alloc(new)
+        assert runner.watcher.previous is second.runners["old"]
+        await trio.sleep(60)
+        stops = [t for t, kind, task_id in driver.log if kind == "stop"]
+        new_starts = [t for t, kind, task_id in driver.log
+                      if kind == "start" and task_id.startswith("new/")]
+        assert len(new_starts) == 1
+        assert new_starts[0] >= stops[0]  # only once the old task was stopped
+        nursery.cancel_scope.cancel()

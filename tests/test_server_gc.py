@@ -190,3 +190,74 @@ async def test_no_preemption_within_ten_priority_points(autojump_clock: MockCloc
     nope = await s.register_job(parse_job(PRIORITY_JOB % ("b", 59, 1)))
     assert nope.placed == []
     assert "Resources exhausted: memory" in nope.failed["g"]
+
+
+def two_groups(a_cpu: int, b_cpu: int, *, a_gpus: int = 0, b_gpus: int = 0,
+               b_run_for: str = "1h", priority: int = 50, job_id: str = "two") -> str:
+    def group(name: str, cpu: int, gpus: int, run_for: str) -> str:
+        device = f'device "nvidia/gpu" {{\n count = {gpus}\n }}' if gpus else ""
+        return f'''group "{name}" {{
+    task "t" {{
+      driver = "mock_driver"
+      config {{ run_for = "{run_for}" }}
+      resources {{
+        cpu    = {cpu}
+        memory = 10
+        {device}
+      }}
+    }}
+  }}'''
+    return (f'job "{job_id}" {{\n priority = {priority}\n'
+            + group("a", a_cpu, a_gpus, "1h") + group("b", b_cpu, b_gpus, b_run_for) + "}")
+
+
+def gpu_server(cpu: int, gpus: int) -> LocalServer:
+    from runtime.structs import NodeDeviceInstance, NodeDeviceResource
+
+    s = server(cpu=cpu, memory=10_000)
+    s.node.node_resources.devices = [NodeDeviceResource(
+        vendor="nvidia", type="gpu", name="T4",
+        instances=[NodeDeviceInstance(id=f"GPU-{i}") for i in range(gpus)])]
+    return s
+
+
+def live_usage(s: LocalServer) -> tuple[int, list[str]]:
+    live = [a for a in s.allocs.values() if not a.is_terminal()]
+    cpu = sum(t.resources.cpu for a in live for t in
+              a.job.lookup_group(a.task_group).tasks)  # type: ignore[union-attr]
+    ids = [i for a in live for r in a.task_resources.values() for d in r.devices
+           for i in d.device_ids]
+    return cpu, ids
+
+
+async def test_an_update_that_half_fits_never_overcommits(autojump_clock: MockClock) -> None:
+    s = gpu_server(cpu=1000, gpus=0)
+    await s.register_job(parse_job(two_groups(500, 500)))
+    update = await s.register_job(parse_job(two_groups(600, 500, b_run_for="2h")))
+    cpu, _ = live_usage(s)
+    assert cpu <= 1000
+    assert update.failed  # something could not be replaced …
+    assert len([a for a in s.allocs.values() if not a.is_terminal()]) == 2  # … and still runs
+
+
+async def test_an_update_that_half_fits_never_shares_a_device(autojump_clock: MockClock) -> None:
+    s = gpu_server(cpu=10_000, gpus=2)
+    await s.register_job(parse_job(two_groups(100, 100, a_gpus=1, b_gpus=1)))
+    await s.register_job(parse_job(two_groups(100, 100, a_gpus=2, b_gpus=1,
+                                              b_run_for="2h")))
+    _, ids = live_usage(s)
+    assert len(ids) == len(set(ids))  # no instance held twice
+
+
+async def test_preemption_evicts_only_what_helps(autojump_clock: MockClock) -> None:
+    s = gpu_server(cpu=10_000, gpus=1)
+    cpu_only = await s.register_job(parse_job(PRIORITY_JOB.replace(
+        "memory = 256", "memory = 10") % ("cpuonly", 10, 1)))
+    holder = await s.register_job(parse_job(two_groups(100, 100, a_gpus=1, job_id="holder",
+                                                      priority=20)))
+    wants = await s.register_job(parse_job(two_groups(100, 100, a_gpus=1, job_id="wants",
+                                                     priority=50)))
+    evicted = {i for a in wants.placed for i in a.preempted_allocations}
+    holder_gpu = next(a.id for a in holder.placed if a.task_group == "a")
+    assert evicted == {holder_gpu}
+    assert s.allocs[cpu_only.placed[0].id].desired_status == "run"

@@ -178,6 +178,8 @@ class AllocRunner:
         self._pending_update: Allocation | None = None
         self._kill_lock = trio.Lock()
         self._run_scope = trio.CancelScope()
+        self._prerun_scope = trio.CancelScope()
+        self._runners_started = False
 
     # ------------------------------------------------------------------ views
 
@@ -247,13 +249,18 @@ class AllocRunner:
             services.start_soon(self._run_alloc_update_handler)
             task_status.started()
             if self._should_run():
-                error = await self._prerun()
-                if error is not None:
+                with self._prerun_scope:  # a shutdown or destroy may end the waiting
+                    error = await self._prerun()
+                    if error is not None:
+                        for tr in self.task_runners.values():
+                            await tr.mark_failed_kill(f"failed to setup alloc: {error}")
+            if self._shutdown_launched or self._destroy_launched:
+                self._release_unstarted()
+            else:
+                self._runners_started = True
+                async with trio.open_nursery() as runners:
                     for tr in self.task_runners.values():
-                        await tr.mark_failed_kill(f"failed to setup alloc: {error}")
-            async with trio.open_nursery() as runners:
-                for tr in self.task_runners.values():
-                    runners.start_soon(tr.run)
+                        runners.start_soon(tr.run)
             self._tasks_exited = True
             self._state_dirty.set()
             await self._handler_done.wait()
@@ -517,6 +524,15 @@ class AllocRunner:
         self._destroy_launched = True
         self._nursery.start_soon(self._destroy)
 
+    def _release_unstarted(self) -> None:
+        """Stopping before the task runners started (prerun still waiting): end the prerun,
+        and count the runners as finished, for there is nothing for them to stop."""
+        if self._runners_started:
+            return
+        self._prerun_scope.cancel()
+        for tr in self.task_runners.values():
+            tr.done.set()
+
     async def destroy_and_wait(self) -> None:
         """`destroy()`, done by the caller's task (for callers that must not depend on the
         lent nursery, which may itself be going away); waits for a destroy in progress."""
@@ -529,6 +545,7 @@ class AllocRunner:
     async def _destroy(self) -> None:
         if self._shutdown_launched:
             await self.shutdown_done.wait()
+        self._release_unstarted()
         if self._run_launched:
             # Shielded (an agent shutting down still finishes a destroy it started) and
             # bounded (kills are bounded per task; runners that still do not finish are
@@ -586,9 +603,7 @@ class AllocRunner:
         await self._shutdown()
 
     async def _shutdown(self) -> None:
-        if not self._run_launched:
-            for tr in self.task_runners.values():
-                tr.done.set()
+        self._release_unstarted()
         async with trio.open_nursery() as nursery:
             for tr in self.task_runners.values():
                 nursery.start_soon(tr.shutdown_and_wait)

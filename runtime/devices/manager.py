@@ -32,6 +32,7 @@ from runtime.devices.protocol import (
 
 log = logging.getLogger("yurt.devices")
 
+RESERVE_TIMEOUT: Final = 30.0
 STATS_BACKOFF_BASE: Final = 5.0
 STATS_BACKOFF_LIMIT: Final = 30 * 60.0
 
@@ -42,6 +43,8 @@ class DeviceManager:
                  on_change: Callable[[list[DeviceGroup]], None] = lambda groups: None,
                  first_fingerprint_timeout: float = 30.0, stats_interval: float = 1.0) -> None:
         self.plugins = {p.name: p for p in plugins}
+        if len(self.plugins) != len(plugins):
+            raise ValueError("device plugins must have distinct names")
         self._on_change = on_change
         self._first_timeout = first_fingerprint_timeout
         self._stats_interval = stats_interval
@@ -140,7 +143,12 @@ class DeviceManager:
                 owned = {i.id for i in group.instances}
                 if group.id == group_id and set(ids) <= owned:
                     try:
-                        return await self.plugins[name].reserve(list(ids))
+                        with trio.fail_after(RESERVE_TIMEOUT):
+                            return await self.plugins[name].reserve(list(ids))
+                    except trio.TooSlowError:
+                        raise DevicePluginError(
+                            f"failed to reserve devices {ids}: plugin {name!r} did not answer "
+                            f"within {RESERVE_TIMEOUT:.0f}s") from None
                     except Exception as e:
                         raise DevicePluginError(f"failed to reserve devices {ids}: {e}") from e
         await trio.lowlevel.checkpoint()

@@ -171,6 +171,7 @@ class DriverManager:
             retry += 1
             await trio.sleep(delay)
             self.dispense(name)  # re-dispense: the loops start over
+            await self._persist()
 
     async def _event_loop(self, name: str) -> None:
         retry = 0
@@ -182,8 +183,12 @@ class DriverManager:
             try:
                 async for event in driver.task_events():
                     retry = 0
-                    if self._route is not None:
+                    if self._route is None:
+                        continue
+                    try:
                         await self._route(event)
+                    except Exception:  # one event that cannot be routed loses only itself
+                        log.exception("routing a task event of driver %s failed", name)
             except Exception as e:
                 log.warning("task events of driver %s failed: %s", name, e)
             await trio.sleep(min(BACKOFF_BASE * 2**retry, BACKOFF_LIMIT))

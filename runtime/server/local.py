@@ -66,6 +66,27 @@ def _device_ids(alloc: Allocation) -> set[str]:
             for i in d.device_ids}
 
 
+@dataclass(frozen=True)
+class _Usage:
+    """What live allocations hold: CPU MHz, memory MB, device instance IDs."""
+
+    cpu: int
+    mem: int
+    devices: frozenset[str] | set[str]
+
+    def plus(self, alloc: Allocation) -> _Usage:
+        c, m = alloc_needs(alloc)
+        return _Usage(self.cpu + c, self.mem + m, set(self.devices) | _device_ids(alloc))
+
+    def without(self, *allocs: Allocation) -> _Usage:
+        cpu, mem, devices = self.cpu, self.mem, set(self.devices)
+        for alloc in allocs:
+            c, m = alloc_needs(alloc)
+            cpu, mem = cpu - c, mem - m
+            devices -= _device_ids(alloc)
+        return _Usage(cpu, mem, devices)
+
+
 def group_needs(group: TaskGroup) -> tuple[int, int]:
     """(CPU MHz, memory MB) one allocation of `group` asks for."""
     return (sum(t.resources.cpu for t in group.tasks),
@@ -173,19 +194,13 @@ class LocalServer:
         return sorted((a for a in self.allocs.values() if a.job_id == job_id),
                       key=lambda a: (a.create_index, a.name))
 
-    def _used(self, excluding: set[str]) -> tuple[int, int, set[str]]:
-        """CPU, memory and device instance IDs held by live allocations."""
-        cpu = mem = 0
-        devices: set[str] = set()
+    def _usage(self, excluding: set[str]) -> _Usage:
+        """CPU, memory and device instances held by live allocations."""
+        usage = _Usage(0, 0, set())
         for alloc in self.allocs.values():
-            if alloc.id in excluding or alloc.is_terminal():
-                continue
-            c, m = alloc_needs(alloc)
-            cpu, mem = cpu + c, mem + m
-            for res in alloc.task_resources.values():
-                for device in res.devices:
-                    devices.update(device.device_ids)
-        return cpu, mem, devices
+            if alloc.id not in excluding and not alloc.is_terminal():
+                usage = usage.plus(alloc)
+        return usage
 
     # ------------------------------------------------------------------ jobs
 
@@ -224,53 +239,39 @@ class LocalServer:
             else:
                 previous[alloc.name] = alloc
         result = Registration(eval_id=str(uuid.uuid4()), index=index)
-        leaving = {a.id for a in unneeded} | {a.id for a in previous.values()}
-        cpu_used, mem_used, devices_used = self._used(excluding=leaving)
-        total_cpu = self.node.node_resources.cpu.cpu_shares
-        total_mem = self.node.node_resources.memory.memory_mb
+        # Allocations being replaced keep their resources until their replacement is
+        # placed: if it does not fit, they keep running, and nothing placed meanwhile may
+        # have taken what they hold.
+        usage = self._usage(excluding={a.id for a in unneeded})
         evicted: dict[str, Allocation] = {}
         kept_names = {a.name for a in kept}
-        for name, group in wanted.items():
+        hopeless: set[str] = set()  # groups for which no eviction helps: don't search again
+        protected = {a.id for a in live}  # this job's own allocations are never evicted
+        for n, (name, group) in enumerate(wanted.items()):
+            if n % 100 == 99:
+                await trio.lowlevel.checkpoint()  # a big job must not freeze the agent
             if name in kept_names:
                 continue
             prev = previous.get(name)
-            cpu, mem = group_needs(group)
-            fits = ((not total_cpu or cpu_used + cpu <= total_cpu)
-                    and (not total_mem or mem_used + mem <= total_mem)
-                    and not assign_devices(group, self.node, set(devices_used))[1])
-            # The search for evictions walks every allocation: only when it does not fit.
-            victims = [] if fits else self._preemption(job, group, kept, evicted,
-                                                        result.placed, leaving)
-            if victims:
-                for victim in victims:
-                    evicted[victim.id] = victim
-                cpu_used, mem_used, devices_used = self._used(
-                    excluding=leaving | set(evicted))
-                for other in result.placed:  # placed by this registration so far
-                    c, m = alloc_needs(other)
-                    cpu_used, mem_used = cpu_used + c, mem_used + m
-                    devices_used.update(_device_ids(other))
-            why = ""
-            if total_cpu and cpu_used + cpu > total_cpu:
-                why = (f"Resources exhausted: cpu (needs {cpu} MHz, "
-                       f"{max(total_cpu - cpu_used, 0)} of {total_cpu} MHz free)")
-            elif total_mem and mem_used + mem > total_mem:
-                why = (f"Resources exhausted: memory (needs {mem} MB, "
-                       f"{max(total_mem - mem_used, 0)} of {total_mem} MB free)")
-            task_resources: dict[str, AllocatedTaskResources] = {}
-            if not why:
-                task_resources, why = assign_devices(group, self.node, devices_used)
+            trial = usage.without(prev) if prev is not None else usage
+            task_resources, why = self._try_place(group, trial)
+            victims: list[Allocation] = []
+            if why and group.name not in hopeless:
+                victims = self._preemption(job, group, trial, protected | set(evicted))
+                if victims:
+                    trial = trial.without(*victims)
+                    task_resources, why = self._try_place(group, trial)
+                else:
+                    hopeless.add(group.name)
             if why:
                 result.failed[group.name] = why
-                if prev is not None:
-                    # No replacement: the old allocation keeps running, and its resources.
-                    previous.pop(name)
-                    leaving.discard(prev.id)
-                    c, m = alloc_needs(prev)
-                    cpu_used, mem_used = cpu_used + c, mem_used + m
-                    devices_used.update(_device_ids(prev))
-                continue
-            cpu_used, mem_used = cpu_used + cpu, mem_used + mem
+                continue  # the previous allocation, if any, keeps running as it is
+            cpu, mem = group_needs(group)
+            usage = _Usage(trial.cpu + cpu, trial.mem + mem,
+                           trial.devices | {i for r in task_resources.values()
+                                            for d in r.devices for i in d.device_ids})
+            for victim in victims:
+                evicted[victim.id] = victim
             result.placed.append(Allocation(
                 id=str(uuid.uuid4()), preempted_allocations=[v.id for v in victims],
                 namespace=job.namespace, eval_id=result.eval_id,
@@ -302,44 +303,44 @@ class LocalServer:
         self.broker.job_registered(job)
         return result
 
-    def _fits(self, group: TaskGroup, excluding: set[str], placed: list[Allocation]) -> bool:
-        cpu_used, mem_used, devices_used = self._used(excluding)
-        for alloc in placed:  # placed by the registration in progress, not yet committed
-            c, m = alloc_needs(alloc)
-            cpu_used, mem_used = cpu_used + c, mem_used + m
-            for res in alloc.task_resources.values():
-                for device in res.devices:
-                    devices_used.update(device.device_ids)
+    def _try_place(self, group: TaskGroup, usage: _Usage
+                   ) -> tuple[dict[str, AllocatedTaskResources], str]:
+        """Resources for one allocation of `group` on top of `usage`, or why it does not fit."""
         cpu, mem = group_needs(group)
         total_cpu = self.node.node_resources.cpu.cpu_shares
         total_mem = self.node.node_resources.memory.memory_mb
-        if (total_cpu and cpu_used + cpu > total_cpu) or (
-                total_mem and mem_used + mem > total_mem):
-            return False
-        _, why = assign_devices(group, self.node, set(devices_used))
-        return not why
+        if total_cpu and usage.cpu + cpu > total_cpu:
+            return {}, (f"Resources exhausted: cpu (needs {cpu} MHz, "
+                        f"{max(total_cpu - usage.cpu, 0)} of {total_cpu} MHz free)")
+        if total_mem and usage.mem + mem > total_mem:
+            return {}, (f"Resources exhausted: memory (needs {mem} MB, "
+                        f"{max(total_mem - usage.mem, 0)} of {total_mem} MB free)")
+        return assign_devices(group, self.node, set(usage.devices))
 
-    def _preemption(self, job: Job, group: TaskGroup, live: list[Allocation],
-                    evicted: dict[str, Allocation], placed: list[Allocation],
-                    leaving: set[str]) -> list[Allocation]:
-        """Allocations to evict so one more allocation of `group` fits: only when it does not
-        fit now, only allocations of jobs at least 10 priority lower, lowest priority first,
-        as few as possible. Empty when no eviction is needed or none would make it fit."""
-        base = leaving | set(evicted)
-        if self._fits(group, base, placed):
-            return []
+    def _preemption(self, job: Job, group: TaskGroup, usage: _Usage, protected: set[str]
+                    ) -> list[Allocation]:
+        """Allocations to evict so one allocation of `group` fits on top of `usage`: only of
+        jobs at least 10 priority lower, lowest priority first, and none that does not help
+        (each chosen one is dropped again if the rest suffice). Empty if nothing would do."""
         candidates = sorted(
             (a for a in self.allocs.values()
-             if not a.is_terminal() and a.id not in base and a.id not in {x.id for x in live}
-             and a.job is not None
+             if not a.is_terminal() and a.id not in protected and a.job is not None
              and a.job_id != job.id and a.job.priority + 10 <= job.priority),
             key=lambda a: (a.job.priority if a.job else 0, -a.create_index))
         chosen: list[Allocation] = []
+        trial = usage
         for candidate in candidates:
             chosen.append(candidate)
-            if self._fits(group, base | {c.id for c in chosen}, placed):
-                return chosen
-        return []
+            trial = trial.without(candidate)
+            if not self._try_place(group, trial)[1]:
+                break
+        else:
+            return []
+        for candidate in list(reversed(chosen[:-1])):  # as few as possible
+            rest = [c for c in chosen if c is not candidate]
+            if not self._try_place(group, usage.without(*rest))[1]:
+                chosen = rest
+        return chosen
 
     def _stopped(self, alloc: Allocation, index: int, why: str) -> Allocation:
         return msgspec.structs.replace(alloc, desired_status=ALLOC_DESIRED_STOP,
