@@ -29,7 +29,14 @@ from typing import ClassVar
 
 import trio
 
-from runtime.structs import Allocation, AllocNetworkStatus, Task, TaskEvent
+from runtime.structs import (
+    Allocation,
+    AllocNetworkStatus,
+    Task,
+    TaskDeviceNode,
+    TaskEvent,
+    TaskMount,
+)
 
 
 class Hook:
@@ -118,6 +125,8 @@ class TaskHookContext:
 class PrestartResponse:
     env: dict[str, str] = field(default_factory=dict)
     data: dict[str, str] = field(default_factory=dict)
+    mounts: list[TaskMount] = field(default_factory=list)
+    devices: list[TaskDeviceNode] = field(default_factory=list)
     done: bool = False
 
 

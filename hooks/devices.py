@@ -2,9 +2,9 @@
 
 The server assigned instance IDs to the allocation (`TaskResources[task].Devices`); this hook
 asks the device manager to reserve them and hands the task the env the plugins answer
-(merged, a later reservation winning a conflict). Mounts and device nodes are not applied:
-the drivers yurt has (raw_exec, mock) run without isolation, so there is nothing to mount
-into. A reservation that fails fails the start with `failed to reserve device <ids>: …`.
+(merged, a later reservation winning a conflict) and the mounts and device nodes, which the
+task runner passes to the driver (raw_exec, without isolation, ignores them as Nomad's does).
+A reservation that fails fails the start with `failed to reserve device <ids>: …`.
 Nothing to reserve: done.
 """
 
@@ -17,6 +17,7 @@ import trio
 from hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
 from runtime.devices.manager import DeviceManager
 from runtime.errors import HookError
+from runtime.structs import TaskDeviceNode, TaskMount
 
 
 @final
@@ -29,6 +30,8 @@ class DevicesHook(TaskPrestartHook):
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
         allocated = ctx.alloc.task_resources.get(ctx.task.name)
         env: dict[str, str] = {}
+        mounts: list[TaskMount] = []
+        nodes: list[TaskDeviceNode] = []
         if allocated is None or not allocated.devices:
             await trio.lowlevel.checkpoint()
             return PrestartResponse(done=True)
@@ -40,4 +43,9 @@ class DevicesHook(TaskPrestartHook):
                 raise HookError(f"failed to reserve device {', '.join(device.device_ids)}: "
                                 f"{e}") from e
             env.update(reservation.envs)
-        return PrestartResponse(env=env, done=True)
+            mounts.extend(TaskMount(task_path=m.task_path, host_path=m.host_path,
+                                    readonly=m.read_only) for m in reservation.mounts)
+            nodes.extend(TaskDeviceNode(task_path=d.task_path, host_path=d.host_path,
+                                        permissions=d.cgroup_permissions)
+                         for d in reservation.devices)
+        return PrestartResponse(env=env, mounts=mounts, devices=nodes, done=True)

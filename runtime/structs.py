@@ -351,12 +351,31 @@ class Node(Base):
 # --------------------------------------------------------------------------- client-local state
 
 
+class TaskMount(Base):
+    """A host path a hook asks the driver to mount into the task (Nomad's `MountConfig`)."""
+
+    task_path: str
+    host_path: str
+    readonly: bool = False
+
+
+class TaskDeviceNode(Base):
+    """A host device node a hook asks the driver to expose to the task (`DeviceConfig`)."""
+
+    task_path: str
+    host_path: str
+    permissions: str = "rwm"
+
+
 class HookState(Base):
-    """What one task hook persisted: whether its prestart finished, its data and its env."""
+    """What one task hook persisted: whether its prestart finished, its data, its env, and
+    the mounts and device nodes it asked for (re-applied on restore like the env)."""
 
     prestart_done: bool = False
     data: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    mounts: list[TaskMount] = field(default_factory=list)
+    devices: list[TaskDeviceNode] = field(default_factory=list)
 
 
 class TaskHandle(Base):

@@ -1,4 +1,4 @@
-"""Device plugins and the device manager under the mock clock (layer 1)."""
+"""Device plugins, the device manager and the device hook under the mock clock (layer 1)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from runtime.devices.fake import ENV, FakeDevicePlugin
 from runtime.devices.manager import DeviceManager
 from runtime.devices.protocol import (
@@ -18,6 +19,18 @@ from runtime.devices.protocol import (
     InstanceStats,
     Reservation,
 )
+from runtime.drivers.mock import MockDriver
+from runtime.drivers.protocol import TaskConfig
+from runtime.errors import DriverError
+from runtime.structs import (
+    AllocatedDevice,
+    AllocatedTaskResources,
+    Allocation,
+    TaskDeviceNode,
+    TaskHandle,
+)
+from store import MemoryStateDB
+from tests.runtime_support import job_alloc, types, unix_clock
 
 
 def gpus(*ids: str) -> list[DeviceGroup]:
@@ -158,3 +171,105 @@ def test_computed_class_follows_devices_and_ignores_unique_attributes() -> None:
     with_gpu = Node(id="c", attributes=dict(base.attributes), node_resources=NodeResources(
         devices=[NodeDeviceResource(vendor="nvidia", type="gpu", name="T4")]))
     assert computed_class(with_gpu) != computed_class(base)
+
+
+class RecordingDriver(MockDriver):
+    """The mock driver, keeping every TaskConfig it was asked to start; `recover` decides
+    whether a task from before an agent restart is still there."""
+
+    def __init__(self, *, recover: bool = True) -> None:
+        super().__init__(unix_clock)
+        self.configs: list[TaskConfig] = []
+        self.recover = recover
+
+    async def start_task(self, config: TaskConfig) -> TaskHandle:
+        self.configs.append(config)
+        return await super().start_task(config)
+
+    async def recover_task(self, handle: TaskHandle) -> None:
+        if not self.recover:
+            await trio.lowlevel.checkpoint()
+            raise DriverError("no such task")
+        await super().recover_task(handle)
+
+
+GPU_JOB = '''job "j" {
+  type = "%s"
+  group "g" {
+    restart {
+      attempts = 1
+      delay    = "5s"
+      interval = "1h"
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "mock_driver"
+      config { %s }
+    }
+  }
+}'''
+
+
+def gpu_alloc(job_type: str, config: str) -> Allocation:
+    alloc = job_alloc(GPU_JOB % (job_type, config))
+    alloc.task_resources = {"t": AllocatedTaskResources(devices=[AllocatedDevice(
+        vendor="nvidia", type="gpu", name="T4", device_ids=["GPU-1"])])}
+    return alloc
+
+
+EXPECTED_NODES = [TaskDeviceNode(task_path="/dev/fake/GPU-1", host_path="/dev/fake/GPU-1")]
+
+
+async def test_the_driver_gets_the_reserved_env_and_device_nodes_on_every_start(
+        autojump_clock: MockClock) -> None:
+    plugin = FakeDevicePlugin(gpus("GPU-0", "GPU-1"))
+    manager = DeviceManager([plugin])
+    driver = RecordingDriver()
+    config = AllocRunnerConfig(state_db=MemoryStateDB(), drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, device_manager=manager)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await manager.first_fingerprints.wait()
+        ar = AllocRunner(gpu_alloc("batch", 'run_for = "1s"\n exit_code = 1'), config,
+                         nursery=nursery)
+        await ar.run()
+        nursery.cancel_scope.cancel()
+    assert types(ar.task_runners["t"]).count("Started") == 2  # failed once, restarted
+    assert len(driver.configs) == 2
+    for started in driver.configs:
+        assert started.env[ENV] == "GPU-1"
+        assert started.devices == EXPECTED_NODES
+        assert started.mounts == []
+    assert plugin.reserved == [["GPU-1"]]  # the restart reused the finished hook's answer
+
+
+async def test_a_restored_task_that_must_start_again_keeps_its_device_nodes(
+        autojump_clock: MockClock) -> None:
+    plugin = FakeDevicePlugin(gpus("GPU-0", "GPU-1"))
+    manager = DeviceManager([plugin])
+    db = MemoryStateDB()
+    alloc = gpu_alloc("service", 'run_for = "1h"')
+    first_driver, second_driver = RecordingDriver(), RecordingDriver(recover=False)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await manager.first_fingerprints.wait()
+        first = AllocRunner(alloc, AllocRunnerConfig(
+            state_db=db, drivers={"mock_driver": first_driver}, unix_clock=unix_clock,
+            device_manager=manager), nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(10)
+        first.shutdown()
+        await first.shutdown_done.wait()
+
+        second = AllocRunner(alloc, AllocRunnerConfig(
+            state_db=db, drivers={"mock_driver": second_driver}, unix_clock=unix_clock,
+            device_manager=manager), nursery=nursery)
+        await second.restore()
+        nursery.start_soon(second.run)
+        await trio.sleep(10)
+        assert types(second.task_runners["t"])[-2:] == ["Failed Restoring Task", "Started"]
+        nursery.cancel_scope.cancel()
+    assert [c.devices for c in first_driver.configs] == [EXPECTED_NODES]
+    assert [c.devices for c in second_driver.configs] == [EXPECTED_NODES]
+    assert second_driver.configs[0].env[ENV] == "GPU-1"
+    assert plugin.reserved == [["GPU-1"]]

@@ -1,8 +1,10 @@
 """`FakeDevicePlugin`: devices declared in configuration, with stats, for tests and demos.
 
 Reserving instances gives the task `FAKE_VISIBLE_DEVICES=<ids>` (comma-separated, in the order
-asked), the way the NVIDIA plugin gives `NVIDIA_VISIBLE_DEVICES`. Health can be changed at run
-time (`set_health`), which produces a new fingerprint, as a real plugin would on a failure.
+asked), the way the NVIDIA plugin gives `NVIDIA_VISIBLE_DEVICES`, and one device node per
+instance, `/dev/fake/<id>` (which exists nowhere: it shows what an isolating driver receives).
+Health can be changed at run time (`set_health`), which produces a new fingerprint, as a real
+plugin would on a failure.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import trio
 
 from runtime.devices.protocol import (
     DeviceGroup,
+    DeviceNode,
     DevicePluginError,
     InstanceStats,
     Reservation,
 )
 
 ENV = "FAKE_VISIBLE_DEVICES"
+NODE_DIR = "/dev/fake"
 
 
 @final
@@ -58,7 +62,9 @@ class FakeDevicePlugin:
         if unknown:
             raise DevicePluginError(f"unknown device IDs: {', '.join(unknown)}")
         self.reserved.append(list(ids))
-        return Reservation(envs={ENV: ",".join(ids)})
+        return Reservation(envs={ENV: ",".join(ids)},
+                           devices=[DeviceNode(task_path=f"{NODE_DIR}/{i}",
+                                               host_path=f"{NODE_DIR}/{i}") for i in ids])
 
     async def stats(self) -> dict[str, InstanceStats]:
         await trio.lowlevel.checkpoint()

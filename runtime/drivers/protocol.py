@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from runtime.structs import TaskHandle
+from runtime.structs import TaskDeviceNode, TaskHandle, TaskMount
 from runtime.taskrunner.restarts import ExitResult
 
 Health = Literal["healthy", "unhealthy", "undetected"]
@@ -46,6 +46,10 @@ class TaskConfig:
     #: Where the task's output goes: the log FIFOs, or None for /dev/null.
     stdout_path: str | None = None
     stderr_path: str | None = None
+    #: What the task hooks asked for (the device hook, from the plugins' reservations).
+    #: raw_exec has no isolation and ignores them, as Nomad's does; isolating drivers apply them.
+    mounts: list[TaskMount] = field(default_factory=list)
+    devices: list[TaskDeviceNode] = field(default_factory=list)
 
 
 class Driver(Protocol):

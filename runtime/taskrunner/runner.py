@@ -72,8 +72,10 @@ from runtime.structs import (
     LocalState,
     Node,
     Task,
+    TaskDeviceNode,
     TaskEvent,
     TaskHandle,
+    TaskMount,
     TaskState,
 )
 from runtime.taskenv import build_env, interpolate, node_values
@@ -164,6 +166,9 @@ class TaskRunner:
         self._restart_wake = trio.Event()
         self._kill_error = ""
         self._hook_env: dict[str, dict[str, str]] = {}
+        # Mounts and device nodes each hook asked for, handed to the driver at every start.
+        self._hook_mounts: dict[str, list[TaskMount]] = {}
+        self._hook_devices: dict[str, list[TaskDeviceNode]] = {}
         self._on_event = on_event
         # Appended now, announced when the runner runs (unless a restore replaced it).
         self._received = events.new_event(events.RECEIVED, unix_clock())
@@ -322,7 +327,7 @@ class TaskRunner:
         self.local_state = local
         for name, saved in local.hooks.items():
             if saved.prestart_done:
-                self._hook_env[name] = dict(saved.env)
+                self._apply_hook(name, saved)
         handle = local.task_handle
         if handle is None or local.run_complete:
             return
@@ -472,7 +477,7 @@ class TaskRunner:
         for hook in self._hooks(TaskPrestartHook):
             saved = self.local_state.hooks.get(hook.name)
             if saved is not None and saved.prestart_done:
-                self._hook_env[hook.name] = dict(saved.env)
+                self._apply_hook(hook.name, saved)
                 continue
             try:
                 response = await hook.prestart(ctx, dict(saved.data) if saved else {})
@@ -483,11 +488,17 @@ class TaskRunner:
                 raise HookError(f'prestart hook "{hook.name}" failed: {e}',
                                 recoverable=recoverable) from e
             new = HookState(prestart_done=response.done, data=dict(response.data),
-                            env=dict(response.env))
+                            env=dict(response.env), mounts=list(response.mounts),
+                            devices=list(response.devices))
             if new != saved:
                 self.local_state.hooks[hook.name] = new
                 await self._persist_local()
-            self._hook_env[hook.name] = dict(response.env)
+            self._apply_hook(hook.name, new)
+
+    def _apply_hook(self, name: str, state: HookState) -> None:
+        self._hook_env[name] = dict(state.env)
+        self._hook_mounts[name] = list(state.mounts)
+        self._hook_devices[name] = list(state.devices)
 
     async def _start(self) -> TaskHandle:
         if self._handle is not None:
@@ -501,7 +512,9 @@ class TaskRunner:
             alloc_id=self.alloc.id, job_id=self.alloc.job_id, task_group=self.alloc.task_group,
             driver_config=interpolate(dict(self.task.config), {**node_values(self._node), **env}),
             env=env, alloc_dir=self._task_dir.parent if self._task_dir is not None else None,
-            task_dir=self._task_dir, stdout_path=stdout, stderr_path=stderr)
+            task_dir=self._task_dir, stdout_path=stdout, stderr_path=stderr,
+            mounts=[m for hook in self.hooks for m in self._hook_mounts.get(hook.name, ())],
+            devices=[d for hook in self.hooks for d in self._hook_devices.get(hook.name, ())])
         try:
             handle = await self.driver.start_task(config)
         except DriverError as e:
