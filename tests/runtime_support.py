@@ -13,8 +13,9 @@ import trio
 from hooks.base import Hook
 from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from runtime.drivers.mock import MockDriver
+from runtime.errors import DriverError
 from runtime.jobspec import parse_job
-from runtime.structs import Allocation
+from runtime.structs import Allocation, TaskHandle
 from runtime.taskrunner.runner import TaskRunner
 from store import MemoryStateDB
 
@@ -84,9 +85,27 @@ class Harness:
     def runner(self, alloc: Allocation) -> AllocRunner:
         return AllocRunner(alloc, self.config, nursery=self.nursery)
 
+    def start(self, alloc: Allocation) -> AllocRunner:
+        """A runner for `alloc`, already running in the harness's nursery."""
+        runner = self.runner(alloc)
+        self.nursery.start_soon(runner.run)
+        return runner
+
     def task_log(self, kind: str) -> list[tuple[float, str]]:
         """(time, task name) of each driver start or stop, in order."""
         return [(t, task_id.split("/")[1]) for t, k, task_id in self.driver.log if k == kind]
+
+
+class RecoverFailsDriver(MockDriver):
+    """The mock driver after a plugin restart: no task from before it can be found again."""
+
+    def __init__(self, message: str = "no such task") -> None:
+        super().__init__(unix_clock)
+        self.message = message
+
+    async def recover_task(self, handle: TaskHandle) -> None:
+        await trio.lowlevel.checkpoint()
+        raise DriverError(self.message)
 
 
 @asynccontextmanager

@@ -86,8 +86,7 @@ async def test_exhausted_mode_delay_waits_for_the_interval(autojump_clock: MockC
                                restart='restart {\n attempts = 1\n delay = "5s"\n'
                                        ' interval = "1m"\n mode = "delay"\n }'))
     async with harness() as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(61)
         assert len(h.task_log("start")) == 3
         ar.update(stopped(alloc))
@@ -303,8 +302,7 @@ async def test_stop_kills_leader_then_mains_then_sidecars_then_runs_poststop(
         autojump_clock: MockClock) -> None:
     alloc = job_alloc(STOP_GROUP)
     async with harness() as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(100)
         ar.update(stopped(alloc))
         await ar.wait_done.wait()
@@ -350,8 +348,7 @@ async def test_restart_one_task_is_immediate_and_not_counted_against_policy(
         autojump_clock: MockClock) -> None:
     alloc = job_alloc(RESTARTABLE)
     async with harness() as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(10)
         await ar.restart_task("main")
         await trio.sleep(10)
@@ -376,8 +373,7 @@ async def test_restart_one_task_is_immediate_and_not_counted_against_policy(
 async def test_restart_running_skips_dead_tasks(autojump_clock: MockClock) -> None:
     alloc = job_alloc(RESTARTABLE)
     async with harness() as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(10)
         await ar.restart_running()
         await trio.sleep(1)
@@ -392,8 +388,7 @@ async def test_restart_running_skips_dead_tasks(autojump_clock: MockClock) -> No
 async def test_restart_all_reruns_prestart_before_main(autojump_clock: MockClock) -> None:
     alloc = job_alloc(RESTARTABLE)
     async with harness() as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(10)
         await ar.restart_all()
         await trio.sleep(10)
@@ -428,8 +423,7 @@ async def test_update_queue_keeps_only_the_newest_and_stop_skips_update_hooks(
     hook = RecordingUpdateHook()
     alloc = job_alloc(one_task('run_for = "1h"', job_type="service"))
     async with harness(alloc_hooks=(hook,)) as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(1)
 
         def version(index: int) -> Allocation:
@@ -472,8 +466,7 @@ async def test_destroy_before_run_completes(autojump_clock: MockClock) -> None:
 
 async def test_destroy_while_running_kills_and_deletes_state(autojump_clock: MockClock) -> None:
     async with harness() as h:
-        ar = h.runner(job_alloc(one_task('run_for = "1h"', job_type="service")))
-        h.nursery.start_soon(ar.run)
+        ar = h.start(job_alloc(one_task('run_for = "1h"', job_type="service")))
         await trio.sleep(5)
         ar.destroy()
         await ar.destroyed.wait()
@@ -505,8 +498,7 @@ async def test_kill_returns_at_the_callers_deadline_when_the_driver_never_report
 
     driver = NeverExitsDriver(MockDriver(unix_clock))
     async with harness(driver=driver) as h:  # type: ignore[arg-type]
-        ar = h.runner(job_alloc(one_task('run_for = "1s"')))
-        h.nursery.start_soon(ar.run)
+        ar = h.start(job_alloc(one_task('run_for = "1s"')))
         await trio.sleep(5)
         tr = ar.task_runners["t"]
         start = trio.current_time()
@@ -520,8 +512,7 @@ async def test_kill_returns_at_the_callers_deadline_when_the_driver_never_report
 
 async def test_signal(autojump_clock: MockClock) -> None:
     async with harness() as h:
-        ar = h.runner(job_alloc(one_task('run_for = "1h"\n signal_error = ""')))
-        h.nursery.start_soon(ar.run)
+        ar = h.start(job_alloc(one_task('run_for = "1h"\n signal_error = ""')))
         await trio.sleep(1)
         await ar.signal("t", "SIGHUP")
         tr = ar.task_runners["t"]
@@ -537,8 +528,7 @@ async def test_signal(autojump_clock: MockClock) -> None:
 
 async def test_signal_error_is_returned(autojump_clock: MockClock) -> None:
     async with harness() as h:
-        ar = h.runner(job_alloc(one_task('run_for = "1h"\n signal_error = "no signals"')))
-        h.nursery.start_soon(ar.run)
+        ar = h.start(job_alloc(one_task('run_for = "1h"\n signal_error = "no signals"')))
         await trio.sleep(1)
         with pytest.raises(DriverError, match="no signals"):
             await ar.signal("t", "SIGHUP")
@@ -549,8 +539,7 @@ async def test_signal_error_is_returned(autojump_clock: MockClock) -> None:
 
 async def test_shutdown_leaves_tasks_running(autojump_clock: MockClock) -> None:
     async with harness() as h:
-        ar = h.runner(job_alloc(one_task('run_for = "1h"', job_type="service")))
-        h.nursery.start_soon(ar.run)
+        ar = h.start(job_alloc(one_task('run_for = "1h"', job_type="service")))
         await trio.sleep(1)
         ar.shutdown()
         await ar.shutdown_done.wait()
@@ -670,8 +659,7 @@ async def test_destroy_completes_even_if_the_driver_never_reports_the_exit(
     from tests.runtime_support import unix_clock
 
     async with harness(driver=NeverExitsDriver(MockDriver(unix_clock))) as h:  # type: ignore[arg-type]
-        ar = h.runner(job_alloc(one_task('run_for = "1h"', job_type="service")))
-        h.nursery.start_soon(ar.run)
+        ar = h.start(job_alloc(one_task('run_for = "1h"', job_type="service")))
         await trio.sleep(5)
         ar.destroy()
         with trio.fail_after(3600):
@@ -731,8 +719,7 @@ async def test_an_update_that_drops_a_task_does_not_hold_up_a_stop(
   }
 }''')
     async with harness() as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(10)
         assert alloc.job is not None
         job = msgspec.structs.replace(alloc.job, task_groups=[msgspec.structs.replace(

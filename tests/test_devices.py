@@ -20,17 +20,14 @@ from runtime.devices.protocol import (
     Reservation,
 )
 from runtime.drivers.mock import MockDriver
-from runtime.drivers.protocol import TaskConfig
-from runtime.errors import DriverError
 from runtime.structs import (
     AllocatedDevice,
     AllocatedTaskResources,
     Allocation,
     TaskDeviceNode,
-    TaskHandle,
 )
 from store import MemoryStateDB
-from tests.runtime_support import job_alloc, types, unix_clock
+from tests.runtime_support import RecoverFailsDriver, job_alloc, types, unix_clock
 
 
 def gpus(*ids: str) -> list[DeviceGroup]:
@@ -173,26 +170,6 @@ def test_computed_class_follows_devices_and_ignores_unique_attributes() -> None:
     assert computed_class(with_gpu) != computed_class(base)
 
 
-class RecordingDriver(MockDriver):
-    """The mock driver, keeping every TaskConfig it was asked to start; `recover` decides
-    whether a task from before an agent restart is still there."""
-
-    def __init__(self, *, recover: bool = True) -> None:
-        super().__init__(unix_clock)
-        self.configs: list[TaskConfig] = []
-        self.recover = recover
-
-    async def start_task(self, config: TaskConfig) -> TaskHandle:
-        self.configs.append(config)
-        return await super().start_task(config)
-
-    async def recover_task(self, handle: TaskHandle) -> None:
-        if not self.recover:
-            await trio.lowlevel.checkpoint()
-            raise DriverError("no such task")
-        await super().recover_task(handle)
-
-
 GPU_JOB = '''job "j" {
   type = "%s"
   group "g" {
@@ -224,7 +201,7 @@ async def test_the_driver_gets_the_reserved_env_and_device_nodes_on_every_start(
         autojump_clock: MockClock) -> None:
     plugin = FakeDevicePlugin(gpus("GPU-0", "GPU-1"))
     manager = DeviceManager([plugin])
-    driver = RecordingDriver()
+    driver = MockDriver(unix_clock)
     config = AllocRunnerConfig(state_db=MemoryStateDB(), drivers={"mock_driver": driver},
                                unix_clock=unix_clock, device_manager=manager)
     async with trio.open_nursery() as nursery:
@@ -235,8 +212,8 @@ async def test_the_driver_gets_the_reserved_env_and_device_nodes_on_every_start(
         await ar.run()
         nursery.cancel_scope.cancel()
     assert types(ar.task_runners["t"]).count("Started") == 2  # failed once, restarted
-    assert len(driver.configs) == 2
-    for started in driver.configs:
+    assert len(driver.started) == 2
+    for started in driver.started:
         assert started.env[ENV] == "GPU-1"
         assert started.devices == EXPECTED_NODES
         assert started.mounts == []
@@ -249,7 +226,7 @@ async def test_a_restored_task_that_must_start_again_keeps_its_device_nodes(
     manager = DeviceManager([plugin])
     db = MemoryStateDB()
     alloc = gpu_alloc("service", 'run_for = "1h"')
-    first_driver, second_driver = RecordingDriver(), RecordingDriver(recover=False)
+    first_driver, second_driver = MockDriver(unix_clock), RecoverFailsDriver()
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run)
         await manager.first_fingerprints.wait()
@@ -269,7 +246,7 @@ async def test_a_restored_task_that_must_start_again_keeps_its_device_nodes(
         await trio.sleep(10)
         assert types(second.task_runners["t"])[-2:] == ["Failed Restoring Task", "Started"]
         nursery.cancel_scope.cancel()
-    assert [c.devices for c in first_driver.configs] == [EXPECTED_NODES]
-    assert [c.devices for c in second_driver.configs] == [EXPECTED_NODES]
-    assert second_driver.configs[0].env[ENV] == "GPU-1"
+    assert [c.devices for c in first_driver.started] == [EXPECTED_NODES]
+    assert [c.devices for c in second_driver.started] == [EXPECTED_NODES]
+    assert second_driver.started[0].env[ENV] == "GPU-1"
     assert plugin.reserved == [["GPU-1"]]

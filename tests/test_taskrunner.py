@@ -13,7 +13,16 @@ from runtime.errors import DriverError
 from runtime.structs import AllocNetworkStatus
 from runtime.taskrunner.events import datetime_of
 from store import MemoryStateDB
-from tests.runtime_support import at, displays, harness, job_alloc, stopped, types, unix_clock
+from tests.runtime_support import (
+    RecoverFailsDriver,
+    at,
+    displays,
+    harness,
+    job_alloc,
+    stopped,
+    types,
+    unix_clock,
+)
 
 SERVICE = '''job "j" {
   group "g" {
@@ -76,7 +85,7 @@ async def test_restore_of_a_task_that_is_gone_starts_it_afresh(
     db = MemoryStateDB()
 
     def config() -> AllocRunnerConfig:  # a new driver: the old task did not survive
-        return AllocRunnerConfig(state_db=db, drivers={"mock_driver": FailingRecover()},
+        return AllocRunnerConfig(state_db=db, drivers={"mock_driver": RecoverFailsDriver()},
                                  unix_clock=unix_clock)
 
     async with trio.open_nursery() as nursery:
@@ -97,15 +106,6 @@ async def test_restore_of_a_task_that_is_gone_starts_it_afresh(
         nursery.cancel_scope.cancel()
 
 
-class FailingRecover(MockDriver):
-    def __init__(self) -> None:
-        super().__init__(unix_clock)
-
-    async def recover_task(self, handle: object) -> None:
-        await trio.lowlevel.checkpoint()
-        raise DriverError("no such task")
-
-
 class StuckStop(MockDriver):
     """stop_task always fails; the task only ends when its run_for is up."""
 
@@ -124,8 +124,7 @@ async def test_stop_is_retried_with_nomads_backoff_then_reported(
     driver = StuckStop()
     alloc = job_alloc(SERVICE % "10m")
     async with harness(driver=driver) as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(10)
         ar.update(stopped(alloc))
         await ar.wait_done.wait()
@@ -156,20 +155,10 @@ def test_alloc_hook_resources_hand_out_copies() -> None:
 # --------------------------------------------------------------------------- review fixes
 
 
-class RecoverFailsDriver(MockDriver):
-    def __init__(self) -> None:
-        super().__init__(unix_clock)
-
-    async def recover_task(self, handle: object) -> None:
-        await trio.lowlevel.checkpoint()
-        raise DriverError("plugin did not come back")
-
-
 async def test_driver_error_while_waiting_is_an_exit_not_a_crash(
         autojump_clock: MockClock) -> None:
-    async with harness(driver=RecoverFailsDriver()) as h:
-        other = h.runner(job_alloc(SERVICE % "1h", alloc_id="other"))
-        h.nursery.start_soon(other.run)
+    async with harness(driver=RecoverFailsDriver("plugin did not come back")) as h:
+        other = h.start(job_alloc(SERVICE % "1h", alloc_id="other"))
         ar = h.runner(job_alloc(SERVICE.replace('run_for = "%s"',
                                                 'run_for = "1h"\n plugin_exit_after = "2s"')))
         h.nursery.start_soon(ar.run)
@@ -187,8 +176,7 @@ async def test_started_at_is_reset_by_every_start(autojump_clock: MockClock) -> 
     alloc = job_alloc(SERVICE.replace('config { run_for = "%s" }',
                                       'config {\n run_for = "5s"\n exit_code = 1\n }'))
     async with harness() as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(30)
         tr = ar.task_runners["t"]
         starts = [e.time for e in tr.state.events if e.type == "Started"]
@@ -212,8 +200,7 @@ async def test_the_driver_gets_the_capped_kill_timeout(autojump_clock: MockClock
     alloc = job_alloc(SERVICE.replace('env { FROM_JOB = "yes" }', 'kill_timeout = "10m"')
                       % "1h")
     async with harness(driver=driver) as h:
-        ar = h.runner(alloc)
-        h.nursery.start_soon(ar.run)
+        ar = h.start(alloc)
         await trio.sleep(1)
         ar.update(stopped(alloc))
         await ar.wait_done.wait()

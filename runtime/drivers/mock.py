@@ -66,6 +66,8 @@ class MockDriver:
         self._tasks: dict[str, _MockTask] = {}
         # What happened, in order, for tests: (trio time, "start"|"stop", invocation ID).
         self.log: list[tuple[float, str, str]] = []
+        # The whole TaskConfig of every successful start, in order, for tests.
+        self.started: list[TaskConfig] = []
 
     @property
     def name(self) -> str:
@@ -94,6 +96,7 @@ class MockDriver:
             config=cfg, started_at=now, exit_at=now + _seconds(cfg.duration("run_for")),
             plugin_exit_at=now + _seconds(plugin_exit) if plugin_exit else None)
         self.log.append((now, "start", config.id))
+        self.started.append(config)
         return TaskHandle(driver=NAME, task_id=config.id, state="running",
                           driver_state={"started_at_unix_ns": self._unix_clock(),
                                         "config": config.driver_config})
