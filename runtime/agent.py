@@ -27,7 +27,6 @@ from typing import Any, final
 import trio
 
 from runtime.allocrunner.runner import AllocRunnerConfig
-from runtime.allocrunner.status import is_client_terminal
 from runtime.client import Client
 from runtime.devices.fake import FakeDevicePlugin
 from runtime.devices.manager import DeviceManager
@@ -42,6 +41,7 @@ from runtime.pluginmanager.drivers import (
     DriverTaskEvent,
     discover,
 )
+from runtime.server import Server
 from runtime.server.local import LocalServer
 from runtime.server.store import ServerStore
 from runtime.structs import (
@@ -50,6 +50,7 @@ from runtime.structs import (
     Node,
     NodeDeviceInstance,
     NodeDeviceResource,
+    is_client_terminal,
 )
 from runtime.sync import AllocSyncer
 from store import open_state_db
@@ -143,10 +144,11 @@ class Agent:
         await self.client.destroy_alloc(alloc_id)
         self.syncer.forget(alloc_id)
 
-    async def _watch_server(self) -> None:
+    async def _watch_server(self, server: Server) -> None:
+        """The client side sees the server only through the `Server` contract."""
         while True:
-            changed = self.server.changed
-            self.client.sync_allocs(self.server.allocs_for_node())
+            changed = server.changed
+            self.client.sync_allocs(server.allocs_for_node())
             self.syncer.servers_contacted.set()
             await changed.wait()
 
@@ -193,7 +195,7 @@ class Agent:
                     await self._restore()
                     await nursery.start(self.syncer.run)
                     await nursery.start(self.gc.run)
-                    nursery.start_soon(self._watch_server)
+                    nursery.start_soon(self._watch_server, self.server)
                     self.broker.node_registered(self.node)
                     self._node_published = True
                     stop_api = trio.Event()

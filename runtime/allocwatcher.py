@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, final
 import trio
 
 from runtime.allocdir import AllocDir
-from runtime.allocrunner.status import is_client_terminal
+from runtime.structs import is_client_terminal
 
 if TYPE_CHECKING:
     from runtime.allocrunner.runner import AllocRunner

@@ -65,9 +65,6 @@ class AllocGarbageCollector:
             self._queue[alloc_id] = trio.current_time()
             self._wakeup.set()
 
-    def unmark(self, alloc_id: str) -> None:
-        self._queue.pop(alloc_id, None)
-
     @property
     def queued(self) -> list[str]:
         return list(self._queue)

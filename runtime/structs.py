@@ -269,10 +269,15 @@ class Allocation(Base):
 
     def is_terminal(self) -> bool:
         """Server- or client-terminal, as Nomad's `Allocation.TerminalStatus`."""
-        if self.desired_status in (ALLOC_DESIRED_STOP, ALLOC_DESIRED_EVICT):
-            return True
-        return self.client_status in (ALLOC_CLIENT_COMPLETE, ALLOC_CLIENT_FAILED,
-                                      ALLOC_CLIENT_LOST)
+        return self.is_desired_stopped() or is_client_terminal(self.client_status)
+
+    def is_desired_stopped(self) -> bool:
+        return self.desired_status in (ALLOC_DESIRED_STOP, ALLOC_DESIRED_EVICT)
+
+
+def is_client_terminal(status: str) -> bool:
+    """The client is done with the allocation (Nomad's `ClientTerminalStatus`)."""
+    return status in (ALLOC_CLIENT_COMPLETE, ALLOC_CLIENT_FAILED, ALLOC_CLIENT_LOST)
 
 
 class DriverInfo(Base):

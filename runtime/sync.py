@@ -83,29 +83,26 @@ class PendingUpdates:
 
     def __init__(self) -> None:
         self._updates: dict[str, Allocation] = {}
-        self._version: dict[str, int] = {}
-        self._counter = 0
 
     def __len__(self) -> int:
         return len(self._updates)
 
     def add(self, update: Allocation) -> None:
-        self._counter += 1
         self._updates[update.id] = update
-        self._version[update.id] = self._counter
 
-    def take(self) -> tuple[list[Allocation], dict[str, int]]:
-        """Everything pending, and the versions taken (for `restore`)."""
-        batch, versions = list(self._updates.values()), dict(self._version)
+    def peek(self) -> list[Allocation]:
+        return list(self._updates.values())
+
+    def take(self) -> list[Allocation]:
+        """Everything pending, now no longer pending."""
+        batch = list(self._updates.values())
         self._updates.clear()
-        return batch, versions
+        return batch
 
-    def restore(self, batch: list[Allocation], versions: dict[str, int]) -> None:
+    def restore(self, batch: list[Allocation]) -> None:
         """Put back a batch that failed to send, except where something newer arrived."""
         for update in batch:
-            if update.id not in self._updates:
-                self._updates[update.id] = update
-                self._version[update.id] = versions[update.id]
+            self._updates.setdefault(update.id, update)
 
 
 SendUpdates = Callable[[list[Allocation]], Awaitable[None]]
@@ -145,22 +142,22 @@ class AllocSyncer:
     def forget(self, alloc_id: str) -> None:
         self.acked.pop(alloc_id, None)
 
-    def next_batch(self, ticks: int) -> tuple[list[Allocation], dict[str, int]]:
+    def next_batch(self, ticks: int) -> list[Allocation]:
         """What to send on tick number `ticks` (1-based since the last send); may be empty."""
         if not len(self.pending) or not self.servers_contacted.is_set():
-            return [], {}
+            return []
         urgent = False
         keep: list[Allocation] = []
-        for update in list(self.pending._updates.values()):
+        for update in self.pending.peek():
             priority = update_priority(update, self.acked.get(update.id))
             if priority is UpdatePriority.URGENT:
                 urgent = True
             if priority is not UpdatePriority.NONE:
                 keep.append(update)
         if ticks % TYPICAL_EVERY != 0 and not urgent:
-            return [], {}
-        _, versions = self.pending.take()
-        return keep, {u.id: versions[u.id] for u in keep}
+            return []
+        self.pending.take()  # what is not kept needs no sending
+        return keep
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
@@ -171,7 +168,7 @@ class AllocSyncer:
             await trio.sleep(wait)
             wait = SYNC_INTERVAL
             ticks += 1
-            batch, versions = self.next_batch(ticks)
+            batch = self.next_batch(ticks)
             if not batch:
                 continue
             self.calls += 1
@@ -179,7 +176,7 @@ class AllocSyncer:
                 await self._send(batch)
             except Exception as e:  # the server is the one to blame: retry later
                 log.warning("sending %d allocation updates failed: %s", len(batch), e)
-                self.pending.restore(batch, versions)
+                self.pending.restore(batch)
                 wait = RETRY_AFTER + self._rng.random() * RETRY_STAGGER
                 continue
             self.sent += len(batch)

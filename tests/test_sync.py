@@ -58,14 +58,14 @@ def test_pending_keeps_the_latest_and_restore_never_overwrites_newer() -> None:
     pending = PendingUpdates()
     pending.add(alloc(description="1"))
     pending.add(alloc(description="2"))
-    batch, versions = pending.take()
+    batch = pending.take()
     assert [u.client_description for u in batch] == ["2"]
     pending.add(alloc(description="3"))  # arrives while the send fails
-    pending.restore(batch, versions)
-    again, _ = pending.take()
+    pending.restore(batch)
+    again = pending.take()
     assert [u.client_description for u in again] == ["3"]
-    pending.restore(batch, versions)
-    assert [u.client_description for u in pending.take()[0]] == ["2"]
+    pending.restore(batch)
+    assert [u.client_description for u in pending.take()] == ["2"]
 
 
 # --------------------------------------------------------------------------- the loop

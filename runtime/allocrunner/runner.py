@@ -58,7 +58,7 @@ from runtime.allocdir import AllocDir
 from runtime.allocrunner.broadcaster import AllocBroadcaster
 from runtime.allocrunner.gate import Gate
 from runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
-from runtime.allocrunner.status import client_status, is_client_terminal
+from runtime.allocrunner.status import client_status
 from runtime.allocwatcher import GroupWatcher
 from runtime.devices.manager import DeviceManager
 from runtime.drivers.protocol import Driver
@@ -71,6 +71,7 @@ from runtime.structs import (
     TaskEvent,
     TaskGroup,
     TaskState,
+    is_client_terminal,
 )
 from runtime.taskrunner import events
 from runtime.taskrunner.runner import TaskRunner
@@ -239,7 +240,7 @@ class AllocRunner:
             with self._run_scope:
                 await self._run(task_status)
             if not (self._shutdown_launched or self._destroy_launched):
-                await self._postrun()
+                await self._run_hooks(AllocPostrunHook, "postrun")
         finally:
             self.wait_done.set()
 
@@ -275,16 +276,13 @@ class AllocRunner:
                 return f'pre-run hook "{hook.name}" failed: {e}'
         return None
 
-    async def _postrun(self) -> list[str]:
-        errors = []
-        for hook in self._hooks(AllocPostrunHook):
+    async def _run_hooks(self, phase: type[Hook], method: str, *args: object) -> None:
+        """Run every hook of a best-effort phase; failures are logged, never raised."""
+        for hook in self._hooks(phase):
             try:
-                await hook.postrun()
-            except Exception as e:
-                errors.append(f'post-run hook "{hook.name}" failed: {e}')
-        for error in errors:
-            log.error("alloc %s: %s", self.id, error)
-        return errors
+                await getattr(hook, method)(*args)
+            except Exception:
+                log.exception('%s hook "%s" failed for alloc %s', method, hook.name, self.id)
 
     # ------------------------------------------------------------------ task state handler
 
@@ -333,7 +331,7 @@ class AllocRunner:
                 await self._kill_tasks()
         else:
             if done and not self._shutdown_launched:
-                await self._run_prekill_hooks()
+                await self._run_hooks(AllocPrekillHook, "prekill")
             # Release dead runners waiting in case of an alloc-wide restart.
             async with trio.open_nursery() as nursery:
                 for tr in self.task_runners.values():
@@ -360,17 +358,10 @@ class AllocRunner:
         if not self.destroyed.is_set():
             await self._db.put_allocation(calloc)
 
-    async def _run_prekill_hooks(self) -> None:
-        for hook in self._hooks(AllocPrekillHook):
-            try:
-                await hook.prekill()
-            except Exception:
-                log.exception('prekill hook "%s" failed for alloc %s', hook.name, self.id)
-
     async def _kill_tasks(self) -> dict[str, TaskState]:
         """Nomad's `killTasks` (reference §1.7): leader, then main, then sidecars."""
         async with self._kill_lock:
-            await self._run_prekill_hooks()
+            await self._run_hooks(AllocPrekillHook, "prekill")
 
             def killing(tr: TaskRunner) -> TaskEvent | None:
                 if tr.state.finished_at != ZERO_TIME:
@@ -430,11 +421,7 @@ class AllocRunner:
         stopping = not self.alloc.is_terminal() and new.is_terminal()
         self.alloc = new
         if not new.is_terminal():
-            for hook in self._hooks(AllocUpdateHook):
-                try:
-                    await hook.update(new)
-                except Exception as e:
-                    log.error('update hook "%s" failed: %s', hook.name, e)
+            await self._run_hooks(AllocUpdateHook, "update", new)
         for tr in self.task_runners.values():
             kill_event = await tr.update(new)
             if kill_event is not None:
@@ -574,11 +561,7 @@ class AllocRunner:
                 tr.done.set()
             self.wait_done.set()
             self._handler_done.set()
-        for hook in self._hooks(AllocDestroyHook):
-            try:
-                await hook.destroy()
-            except Exception as e:
-                log.error('destroy hook "%s" failed: %s', hook.name, e)
+        await self._run_hooks(AllocDestroyHook, "destroy")
         await self._handler_done.wait()
         await self._db.delete_allocation_bucket(self.id)
         self.broadcaster.close()
@@ -609,9 +592,5 @@ class AllocRunner:
                 nursery.start_soon(tr.shutdown_and_wait)
         if self._run_launched:
             await self.wait_done.wait()
-        for hook in self._hooks(AllocShutdownHook):
-            try:
-                await hook.shutdown()
-            except Exception as e:
-                log.error('shutdown hook "%s" failed: %s', hook.name, e)
+        await self._run_hooks(AllocShutdownHook, "shutdown")
         self.shutdown_done.set()

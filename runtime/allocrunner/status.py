@@ -37,7 +37,3 @@ def client_status(states: Iterable[TaskState]) -> tuple[str, str]:
         if any(matches(t) for t in states):
             return status, description
     return "", ""
-
-
-def is_client_terminal(status: str) -> bool:
-    return status in (ALLOC_CLIENT_COMPLETE, ALLOC_CLIENT_FAILED, "lost")

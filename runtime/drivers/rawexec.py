@@ -177,10 +177,6 @@ class RawExecDriver:
         except KeyError:
             raise TaskNotFoundError(f"task {task_id} not found") from None
 
-    def pid(self, task_id: str) -> int:
-        """The task's pid (Nomad's InspectTask)."""
-        return self._task(task_id).pid
-
     # ------------------------------------------------------------------ start
 
     async def start_task(self, config: TaskConfig) -> TaskHandle:

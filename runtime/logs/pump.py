@@ -90,7 +90,6 @@ class LogPump:
         self.base = base
         self.file_size = file_size
         self.max_files = max_files
-        self.bytes = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
@@ -103,5 +102,4 @@ class LogPump:
                 data = await stream.receive_some(CHUNK)
                 if not data:
                     return
-                self.bytes += len(data)
                 await trio.to_thread.run_sync(apply, self.base, rotation.plan(data))

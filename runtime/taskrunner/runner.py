@@ -77,6 +77,7 @@ from runtime.structs import (
     TaskHandle,
     TaskMount,
     TaskState,
+    is_client_terminal,
 )
 from runtime.taskenv import build_env, interpolate, node_values
 from runtime.taskrunner import events
@@ -258,11 +259,6 @@ class TaskRunner:
         self._on_state_updated()
         await self._persist_state()
 
-    async def append_event(self, event: TaskEvent) -> None:
-        """Append and persist without telling the alloc runner."""
-        self._append(event)
-        await self._persist_state()
-
     async def update_state(self, new_state: str, event: TaskEvent | None = None) -> None:
         if event is not None:
             self._append(event)
@@ -305,9 +301,9 @@ class TaskRunner:
     def _should_shutdown(self) -> bool:
         """The alloc is over for this task: client-terminal, or stopped (poststop tasks
         still run after a stop: that is their purpose)."""
-        if self.alloc.client_status in ("complete", "failed", "lost"):
+        if is_client_terminal(self.alloc.client_status):
             return True
-        return self.alloc.desired_status in ("stop", "evict") and not self.is_poststop
+        return self.alloc.is_desired_stopped() and not self.is_poststop
 
     # ------------------------------------------------------------------ restore
 
