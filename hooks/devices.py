@@ -16,6 +16,7 @@ import trio
 
 from hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
 from runtime.devices.manager import DeviceManager
+from runtime.devices.protocol import group_id
 from runtime.errors import HookError
 from runtime.structs import TaskDeviceNode, TaskMount
 
@@ -36,7 +37,7 @@ class DevicesHook(TaskPrestartHook):
             await trio.lowlevel.checkpoint()
             return PrestartResponse(done=True)
         for device in allocated.devices:
-            group = f"{device.vendor}/{device.type}/{device.name}"
+            group = group_id(device.vendor, device.type, device.name)
             try:
                 reservation = await self.manager.reserve(group, device.device_ids)
             except Exception as e:

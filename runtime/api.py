@@ -39,9 +39,10 @@ from runtime import __version__
 from runtime.allocrunner.runner import AllocRunner, AllocRunnerError
 from runtime.durations import parse_duration
 from runtime.errors import JobSpecError, TaskNotRunningError, YurtError
-from runtime.eventstream import encode_record, topic_filter
+from runtime.eventstream import encode_record, filter_record, topic_filter
 from runtime.jobspec import parse_job
 from runtime.logs.reader import read_log
+from runtime.procfs import stat_fields
 from runtime.structs import Allocation, Job
 
 if TYPE_CHECKING:
@@ -325,7 +326,7 @@ class Api:
             if only and name != only:
                 continue
             pid = int(tr.handle.driver_state.get("pid", 0)) if tr.handle else 0
-            rss, ticks = await trio.to_thread.run_sync(process_usage, pid)
+            rss, ticks = process_usage(pid)  # /proc only: no thread hop (runtime.procfs)
             usage = resource_usage(rss, ticks)
             allocated = runner.alloc.task_resources.get(name)
             usage["DeviceStats"] = self.device_stats(
@@ -445,9 +446,8 @@ class Api:
                     if idle.cancelled_caught:
                         yield b"{}\n"
                         continue
-                    kept = [e for e in record.events if matches(e)]
-                    if kept or record.lost:
-                        out = msgspec.structs.replace(record, events=kept)
+                    out = filter_record(record, matches)
+                    if out is not None:
                         yield encode_record(out) + b"\n"
             except trio.EndOfChannel:
                 return
@@ -479,9 +479,8 @@ class Api:
                 nursery.start_soon(watch_disconnect, nursery.cancel_scope)
                 while True:
                     record = await subscription.receive()
-                    kept = [e for e in record.events if matches(e)]
-                    if kept or record.lost:
-                        out = msgspec.structs.replace(record, events=kept)
+                    out = filter_record(record, matches)
+                    if out is not None:
                         await websocket.send_text(encode_record(out).decode())
         except* (WebSocketDisconnect, trio.EndOfChannel):
             pass
@@ -539,10 +538,11 @@ def process_usage(pid: int) -> tuple[float, float]:
         return 0.0, 0.0
     try:
         rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return 0.0, 0.0
-    fields = stat[stat.rindex(b")") + 2:].split()
+    fields = stat_fields(pid)
+    if fields is None:
+        return 0.0, 0.0
     return float(rss), float(int(fields[11]) + int(fields[12]))
 
 

@@ -25,15 +25,17 @@ from rich.table import Table
 
 from runtime import __version__, cli_remote
 from runtime.durations import format_duration
-from runtime.errors import JobSpecError, StateError
+from runtime.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    JobSpecError,
+    StateError,
+)
 from runtime.foreground import run_job
 from runtime.jobspec import encode_job, load_job
 from runtime.structs import Job
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 
 
 def _summary(path: str, job: Job) -> str:

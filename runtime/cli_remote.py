@@ -23,9 +23,9 @@ import httpx2
 from rich.console import Console
 from rich.table import Table
 
+from runtime.errors import EXIT_FAILED, EXIT_USAGE
+
 DEFAULT_ADDR = "http://127.0.0.1:4646"
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 
 
 def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:

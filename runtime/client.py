@@ -49,13 +49,20 @@ class Client:
 
     def add_alloc(self, alloc: Allocation) -> AllocRunner:
         """Create a runner for a new allocation and start it."""
-        assert self._nursery is not None, "Client.run must be started first"
-        runner = AllocRunner(alloc, self._config, nursery=self._nursery,
-                             on_alloc_state_updated=self._alloc_updated,
-                             watcher=self._watcher_for(alloc))
-        self.runners[alloc.id] = runner
-        self._nursery.start_soon(runner.run)
+        runner = self._new_runner(alloc)
+        self._launch(runner)
         return runner
+
+    def _new_runner(self, alloc: Allocation) -> AllocRunner:
+        assert self._nursery is not None, "Client.run must be started first"
+        return AllocRunner(alloc, self._config, nursery=self._nursery,
+                           on_alloc_state_updated=self._alloc_updated,
+                           watcher=self._watcher_for(alloc))
+
+    def _launch(self, runner: AllocRunner) -> None:
+        assert self._nursery is not None, "Client.run must be started first"
+        self.runners[runner.id] = runner
+        self._nursery.start_soon(runner.run)
 
     def _watcher_for(self, alloc: Allocation) -> GroupWatcher:
         """What a new allocation must wait for: the allocation it replaces (its disk too, if
@@ -75,13 +82,9 @@ class Client:
 
     async def restore_alloc(self, alloc: Allocation) -> AllocRunner:
         """Re-attach to an allocation an earlier agent ran (its state is in the store)."""
-        assert self._nursery is not None, "Client.run must be started first"
-        runner = AllocRunner(alloc, self._config, nursery=self._nursery,
-                             on_alloc_state_updated=self._alloc_updated,
-                             watcher=self._watcher_for(alloc))
+        runner = self._new_runner(alloc)
         await runner.restore()
-        self.runners[alloc.id] = runner
-        self._nursery.start_soon(runner.run)
+        self._launch(runner)
         return runner
 
     def update_alloc(self, alloc: Allocation) -> None:

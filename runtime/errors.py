@@ -8,11 +8,19 @@
   restart may help, as Nomad's drivers mark it.
 Anything else escaping is a bug in yurt. OS errors are translated where they happen, at the one
 boundary that knows what they mean for the user.
+
+The CLI's exit codes live here too, so every command means the same thing by each.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1  # the job or the request failed
+EXIT_USAGE: Final = 2  # bad input: arguments, job file, state directory
+EXIT_INTERRUPTED: Final = 130  # Ctrl-C, as a shell reports it
 
 
 class YurtError(Exception):

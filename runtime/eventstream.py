@@ -166,3 +166,12 @@ def topic_filter(specs: list[str]) -> Callable[[Event], bool]:
         return "*" in keys or event.key in keys or any(k in keys for k in event.filter_keys)
 
     return matches
+
+
+def filter_record(record: Record, matches: Callable[[Event], bool]) -> Record | None:
+    """The record with only the events a subscriber asked for; None if nothing is left to say
+    (a record that reports lost events is always said)."""
+    kept = [e for e in record.events if matches(e)]
+    if not kept and not record.lost:
+        return None
+    return msgspec.structs.replace(record, events=kept)

@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
 
 import trio
 from rich.console import Console
@@ -42,6 +41,7 @@ from runtime.client import Client
 from runtime.drivers.mock import MockDriver
 from runtime.drivers.protocol import Driver
 from runtime.drivers.rawexec import RawExecDriver
+from runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from runtime.eventstream import EventBroker, Record, Subscription, encode_record
 from runtime.fingerprint import fingerprint_node
 from runtime.server.local import LocalServer
@@ -49,10 +49,6 @@ from runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent
 from runtime.taskrunner.events import datetime_of
 from store import open_state_db
 from store.protocol import StateDB
-
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_INTERRUPTED: Final = 130
 
 
 @dataclass

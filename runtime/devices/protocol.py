@@ -31,7 +31,12 @@ class DeviceGroup(msgspec.Struct, kw_only=True, rename="pascal"):
 
     @property
     def id(self) -> str:
-        return f"{self.vendor}/{self.type}/{self.name}"
+        return group_id(self.vendor, self.type, self.name)
+
+
+def group_id(vendor: str, type_: str, name: str) -> str:
+    """A device group's full name, `vendor/type/name`, as requests and reservations use it."""
+    return f"{vendor}/{type_}/{name}"
 
 
 class Mount(msgspec.Struct, kw_only=True, rename="pascal"):

@@ -35,6 +35,7 @@ import trio
 from runtime.drivers.configs import RawExecTaskConfig
 from runtime.drivers.protocol import Fingerprint, TaskConfig
 from runtime.errors import DriverError, TaskNotFoundError
+from runtime.procfs import stat_fields
 from runtime.structs import TaskHandle
 from runtime.taskrunner.restarts import ExitResult
 
@@ -52,14 +53,8 @@ def process_start_time(pid: int) -> int | None:
 
     A zombie still has a start time; callers that care whether it runs check `_alive`.
     """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rindex(b")") + 2:].split()
-    return int(fields[19])
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields is not None else None
 
 
 def same_process(pid: int, start_time: int) -> bool:
@@ -134,13 +129,12 @@ def resolve_command(command: str, task_dir: Path, path: str) -> str | None:
 def _task_ready(pid: int) -> bool | None:
     """Whether the task has left the shim's hands: it leads its own process group and takes
     SIGINT again (None if it already exited)."""
+    fields = stat_fields(pid)
+    if fields is None or fields[0] == b"Z":
+        return None
     try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
         status = Path(f"/proc/{pid}/status").read_text()
     except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = stat[stat.rindex(b")") + 2:].split()
-    if fields[0] == b"Z":
         return None
     ignored = next((int(line.split()[1], 16) for line in status.splitlines()
                     if line.startswith("SigIgn:")), 0)
@@ -232,7 +226,7 @@ class RawExecDriver:
         # Until setsid and env have run, a stop could miss the task (no group yet, SIGINT
         # still ignored): report it started only once it is on its own.
         for _ in range(READY_POLLS):
-            if await trio.to_thread.run_sync(_task_ready, pid) is not False:
+            if _task_ready(pid) is not False:  # /proc only: no thread hop (runtime.procfs)
                 break
             await trio.sleep(READY_POLL_INTERVAL)
         shim_start = process_start_time(shim_pid)

@@ -184,6 +184,10 @@ class LocalServer:
             self.jobs[job.id] = job
         for alloc in allocs:
             self.allocs[alloc.id] = alloc
+        self._notify_changed()
+
+    def _notify_changed(self) -> None:
+        """Wake everyone waiting on `changed`, and arm a fresh event for the next change."""
         self.changed.set()
         self.changed = trio.Event()
 
@@ -266,20 +270,18 @@ class LocalServer:
             if why:
                 result.failed[group.name] = why
                 continue  # the previous allocation, if any, keeps running as it is
-            cpu, mem = group_needs(group)
-            usage = _Usage(trial.cpu + cpu, trial.mem + mem,
-                           trial.devices | {i for r in task_resources.values()
-                                            for d in r.devices for i in d.device_ids})
             for victim in victims:
                 evicted[victim.id] = victim
-            result.placed.append(Allocation(
+            placed = Allocation(
                 id=str(uuid.uuid4()), preempted_allocations=[v.id for v in victims],
                 namespace=job.namespace, eval_id=result.eval_id,
                 name=name, node_id=self.node.id, node_name=self.node.name, job_id=job.id,
                 job=job, task_group=group.name, task_resources=task_resources,
                 create_index=index, modify_index=index,
                 alloc_modify_index=index, create_time=time.time_ns(),
-                previous_allocation=prev.id if prev is not None else ""))
+                previous_allocation=prev.id if prev is not None else "")
+            usage = trial.plus(placed)
+            result.placed.append(placed)
         for new in result.placed:
             for victim_id in new.preempted_allocations:
                 victim = evicted[victim_id]
@@ -363,8 +365,7 @@ class LocalServer:
         self.jobs.pop(job_id, None)
         for alloc_id in ids:
             self.allocs.pop(alloc_id, None)
-        self.changed.set()
-        self.changed = trio.Event()
+        self._notify_changed()
 
     async def _stop_job(self, job_id: str) -> list[Allocation]:
         job = self.jobs.get(job_id)
