@@ -24,6 +24,7 @@ from hooks.base import (
     TaskShutdownHook,
     TaskStopHook,
 )
+from runtime.allocdir import AllocDir
 from runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
 
 MIB = 1024 * 1024
@@ -48,7 +49,7 @@ class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
                 or ctx.nursery is None):
             await trio.lowlevel.checkpoint()
             return PrestartResponse()
-        logs = ctx.task_dir.parent / "alloc" / "logs"
+        logs = AllocDir.containing(ctx.task_dir).logs
         config = ctx.task.log_config
         for stream in STREAMS:
             read_fd, keep_fd = await trio.to_thread.run_sync(

@@ -12,6 +12,7 @@ from typing import ClassVar, final
 
 from hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
 from runtime.allocdir import AllocDir
+from runtime.taskenv import task_dir_env
 from runtime.taskrunner import events
 
 
@@ -24,9 +25,6 @@ class TaskDirHook(TaskPrestartHook):
                                               message="Building Task Directory"))
         env: dict[str, str] = {}
         if ctx.task_dir is not None:
-            alloc_dir = AllocDir(ctx.task_dir.parent.parent, ctx.task_dir.parent.name)
-            await alloc_dir.build_task(ctx.task.name)
-            env = {"NOMAD_TASK_DIR": str(ctx.task_dir / "local"),
-                   "NOMAD_SECRETS_DIR": str(ctx.task_dir / "secrets"),
-                   "NOMAD_ALLOC_DIR": str(ctx.task_dir.parent / "alloc")}
+            await AllocDir.containing(ctx.task_dir).build_task(ctx.task.name)
+            env = task_dir_env(ctx.task_dir)
         return PrestartResponse(env=env, done=True)

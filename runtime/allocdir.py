@@ -30,6 +30,11 @@ class AllocDir:
         self.shared = self.path / "alloc"
         self.logs = self.shared / "logs"
 
+    @classmethod
+    def containing(cls, task_dir: Path) -> AllocDir:
+        """The alloc dir a task dir (`<root>/<alloc id>/<task>`) belongs to."""
+        return cls(task_dir.parent.parent, task_dir.parent.name)
+
     def task_dir(self, task: str) -> Path:
         return self.path / task
 

@@ -36,6 +36,13 @@ def node_values(node: Node | None) -> dict[str, str]:
     return values
 
 
+def task_dir_env(task_dir: Path) -> dict[str, str]:
+    """Where the task finds its directories (`NOMAD_TASK_DIR` and friends)."""
+    return {"NOMAD_ALLOC_DIR": str(task_dir.parent / "alloc"),
+            "NOMAD_TASK_DIR": str(task_dir / "local"),
+            "NOMAD_SECRETS_DIR": str(task_dir / "secrets")}
+
+
 def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Node | None
               ) -> dict[str, str]:
     """The task's environment before hook variables (those the task runner merges last)."""
@@ -61,9 +68,7 @@ def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Nod
     if task.resources.memory_max:
         env["NOMAD_MEMORY_MAX_LIMIT"] = str(task.resources.memory_max)
     if task_dir is not None:
-        env["NOMAD_ALLOC_DIR"] = str(task_dir.parent / "alloc")
-        env["NOMAD_TASK_DIR"] = str(task_dir / "local")
-        env["NOMAD_SECRETS_DIR"] = str(task_dir / "secrets")
+        env.update(task_dir_env(task_dir))
     meta = {**job.meta, **(group.meta if group else {}), **task.meta}
     for key, value in meta.items():
         env[f"NOMAD_META_{key}"] = value

@@ -51,6 +51,7 @@ from hooks.base import (
     TaskStopHook,
     TaskUpdateHook,
 )
+from runtime.allocdir import AllocDir
 from runtime.allocrunner.gate import Gate
 from runtime.drivers.protocol import Driver, TaskConfig
 from runtime.durations import SECOND, format_duration
@@ -223,7 +224,7 @@ class TaskRunner:
     def _log_paths(self) -> tuple[str | None, str | None]:
         if self._task_dir is None or self.task.log_config.disabled:
             return None, None
-        logs = self._task_dir.parent / "alloc" / "logs"
+        logs = AllocDir.containing(self._task_dir).logs
         return (str(fifo_path(logs, self.name, "stdout")),
                 str(fifo_path(logs, self.name, "stderr")))
 
