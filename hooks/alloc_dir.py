@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar, final
 
-from hooks.base import AllocDestroyHook, AllocPrerunHook
-from runtime.allocdir import AllocDir
+from yurt.hooks.base import AllocDestroyHook, AllocPrerunHook
+from yurt.runtime.allocdir import AllocDir
 
 
 @final

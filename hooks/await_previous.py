@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import ClassVar, final
 
-from hooks.base import AllocPrerunHook
-from runtime.allocdir import AllocDir
-from runtime.allocwatcher import GroupWatcher
+from yurt.hooks.base import AllocPrerunHook
+from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.allocwatcher import GroupWatcher
 
 
 @final

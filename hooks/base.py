@@ -29,7 +29,7 @@ from typing import ClassVar
 
 import trio
 
-from runtime.structs import (
+from yurt.runtime.structs import (
     Allocation,
     AllocNetworkStatus,
     Task,

@@ -14,11 +14,11 @@ from typing import ClassVar, final
 
 import trio
 
-from hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from runtime.devices.manager import DeviceManager
-from runtime.devices.protocol import group_id
-from runtime.errors import HookError
-from runtime.structs import TaskDeviceNode, TaskMount
+from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
+from yurt.runtime.devices.manager import DeviceManager
+from yurt.runtime.devices.protocol import group_id
+from yurt.runtime.errors import HookError
+from yurt.runtime.structs import TaskDeviceNode, TaskMount
 
 
 @final

@@ -17,15 +17,15 @@ from typing import ClassVar, final
 
 import trio
 
-from hooks.base import (
+from yurt.hooks.base import (
     PrestartResponse,
     TaskHookContext,
     TaskPrestartHook,
     TaskShutdownHook,
     TaskStopHook,
 )
-from runtime.allocdir import AllocDir
-from runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
 
 MIB = 1024 * 1024
 STREAMS = ("stdout", "stderr")

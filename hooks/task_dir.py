@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import ClassVar, final
 
-from hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from runtime.allocdir import AllocDir
-from runtime.taskenv import task_dir_env
-from runtime.taskrunner import events
+from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
+from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.taskenv import task_dir_env
+from yurt.runtime.taskrunner import events
 
 
 @final

@@ -26,25 +26,25 @@ from typing import Any, final
 
 import trio
 
-from runtime.allocrunner.runner import AllocRunnerConfig
-from runtime.client import Client
-from runtime.devices.fake import FakeDevicePlugin
-from runtime.devices.manager import DeviceManager
-from runtime.devices.nvidia import NvidiaDevicePlugin
-from runtime.devices.protocol import DeviceGroup, DevicePlugin
-from runtime.eventstream import EventBroker
-from runtime.fingerprint import computed_class, fingerprint_node
-from runtime.gc import AllocGarbageCollector, GCConfig
-from runtime.pluginmanager.drivers import (
+from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client import Client
+from yurt.runtime.devices.fake import FakeDevicePlugin
+from yurt.runtime.devices.manager import DeviceManager
+from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
+from yurt.runtime.devices.protocol import DeviceGroup, DevicePlugin
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.fingerprint import computed_class, fingerprint_node
+from yurt.runtime.gc import AllocGarbageCollector, GCConfig
+from yurt.runtime.pluginmanager.drivers import (
     DriverFactory,
     DriverManager,
     DriverTaskEvent,
     discover,
 )
-from runtime.server import Server
-from runtime.server.local import LocalServer
-from runtime.server.store import ServerStore
-from runtime.structs import (
+from yurt.runtime.server import Server
+from yurt.runtime.server.local import LocalServer
+from yurt.runtime.server.store import ServerStore
+from yurt.runtime.structs import (
     Allocation,
     DriverInfo,
     Node,
@@ -52,9 +52,9 @@ from runtime.structs import (
     NodeDeviceResource,
     is_client_terminal,
 )
-from runtime.sync import AllocSyncer
-from store import open_state_db
-from store.protocol import StateDB
+from yurt.runtime.sync import AllocSyncer
+from yurt.store import open_state_db
+from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.agent")
 
@@ -155,7 +155,7 @@ class Agent:
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         """Run until `stop()`; `task_status.started` gets the API's address."""
-        from runtime.api import serve_api  # the HTTP stack loads only for the daemon
+        from yurt.runtime.api import serve_api  # the HTTP stack loads only for the daemon
 
         data = self.config.data_dir
         self.node = fingerprint_node(data, name=self.config.node_name,

@@ -35,10 +35,10 @@ from typing import Any
 
 import msgspec
 
-from runtime.devices.protocol import DeviceGroup, DeviceInstance
-from runtime.durations import parse_duration
-from runtime.errors import YurtError
-from runtime.gc import GCConfig
+from yurt.runtime.devices.protocol import DeviceGroup, DeviceInstance
+from yurt.runtime.durations import parse_duration
+from yurt.runtime.errors import YurtError
+from yurt.runtime.gc import GCConfig
 
 
 class ConfigError(YurtError):

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
-from runtime.allocdir import AllocDir
-from runtime.structs import is_client_terminal
+from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.structs import is_client_terminal
 
 if TYPE_CHECKING:
-    from runtime.allocrunner.runner import AllocRunner
+    from yurt.runtime.allocrunner.runner import AllocRunner
 
 log = logging.getLogger("yurt.allocwatcher")
 

@@ -35,18 +35,18 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from runtime import __version__
-from runtime.allocrunner.runner import AllocRunner, AllocRunnerError
-from runtime.durations import parse_duration
-from runtime.errors import JobSpecError, TaskNotRunningError, YurtError
-from runtime.eventstream import encode_record, filter_record, topic_filter
-from runtime.jobspec import parse_job
-from runtime.logs.reader import read_log
-from runtime.procfs import stat_fields
-from runtime.structs import Allocation, Job
+from yurt.runtime import __version__
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
+from yurt.runtime.durations import parse_duration
+from yurt.runtime.errors import JobSpecError, TaskNotRunningError, YurtError
+from yurt.runtime.eventstream import encode_record, filter_record, topic_filter
+from yurt.runtime.jobspec import parse_job
+from yurt.runtime.logs.reader import read_log
+from yurt.runtime.procfs import stat_fields
+from yurt.runtime.structs import Allocation, Job
 
 if TYPE_CHECKING:
-    from runtime.agent import Agent
+    from yurt.runtime.agent import Agent
 
 HEARTBEAT: Final = 30.0
 LOG_HEARTBEAT: Final = 1.0

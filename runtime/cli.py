@@ -23,9 +23,9 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from runtime import __version__, cli_remote
-from runtime.durations import format_duration
-from runtime.errors import (
+from yurt.runtime import __version__, cli_remote
+from yurt.runtime.durations import format_duration
+from yurt.runtime.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -33,9 +33,9 @@ from runtime.errors import (
     JobSpecError,
     StateError,
 )
-from runtime.foreground import run_job
-from runtime.jobspec import encode_job, load_job
-from runtime.structs import Job
+from yurt.runtime.foreground import run_job
+from yurt.runtime.jobspec import encode_job, load_job
+from yurt.runtime.structs import Job
 
 
 def _summary(path: str, job: Job) -> str:
@@ -281,8 +281,8 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
 
     SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
     """
-    from runtime.agent import Agent, AgentConfig
-    from runtime.agentconfig import ConfigError, FileConfig, load_config, parse_fake_device
+    from yurt.runtime.agent import Agent, AgentConfig
+    from yurt.runtime.agentconfig import ConfigError, FileConfig, load_config, parse_fake_device
 
     try:
         file = load_config(config_file) if config_file else FileConfig()

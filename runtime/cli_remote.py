@@ -23,7 +23,7 @@ import httpx2
 from rich.console import Console
 from rich.table import Table
 
-from runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 DEFAULT_ADDR = "http://127.0.0.1:4646"
 
@@ -96,8 +96,8 @@ def _event_time(ns: int) -> str:
 
 
 def job_run(path: str, detach: bool, json_output: bool) -> None:
-    from runtime.errors import JobSpecError
-    from runtime.jobspec import encode_job, load_job
+    from yurt.runtime.errors import JobSpecError
+    from yurt.runtime.jobspec import encode_job, load_job
 
     try:
         job = load_job(path)

@@ -17,10 +17,10 @@ from typing import final
 import msgspec
 import trio
 
-from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig, AllocRunnerError
-from runtime.allocwatcher import GroupWatcher
-from runtime.eventstream import EventBroker
-from runtime.structs import Allocation
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig, AllocRunnerError
+from yurt.runtime.allocwatcher import GroupWatcher
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.structs import Allocation
 
 log = logging.getLogger("yurt.client")
 

@@ -20,7 +20,7 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
-from runtime.structs import Allocation, Job, Node, TaskEvent
+from yurt.runtime.structs import Allocation, Job, Node, TaskEvent
 
 DEFAULT_BUFFER: Final = 10_000
 #: Records kept for subscribers that ask to start from an earlier index.

@@ -16,7 +16,7 @@ import socket
 import uuid
 from pathlib import Path
 
-from runtime.structs import (
+from yurt.runtime.structs import (
     Node,
     NodeCpuResources,
     NodeDiskResources,

@@ -36,19 +36,19 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from runtime.allocrunner.runner import AllocRunnerConfig
-from runtime.client import Client
-from runtime.drivers.mock import MockDriver
-from runtime.drivers.protocol import Driver
-from runtime.drivers.rawexec import RawExecDriver
-from runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from runtime.eventstream import EventBroker, Record, Subscription, encode_record
-from runtime.fingerprint import fingerprint_node
-from runtime.server.local import LocalServer
-from runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent
-from runtime.taskrunner.events import datetime_of
-from store import open_state_db
-from store.protocol import StateDB
+from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client import Client
+from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.drivers.protocol import Driver
+from yurt.runtime.drivers.rawexec import RawExecDriver
+from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from yurt.runtime.eventstream import EventBroker, Record, Subscription, encode_record
+from yurt.runtime.fingerprint import fingerprint_node
+from yurt.runtime.server.local import LocalServer
+from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent
+from yurt.runtime.taskrunner.events import datetime_of
+from yurt.store import open_state_db
+from yurt.store.protocol import StateDB
 
 
 @dataclass

@@ -51,11 +51,11 @@ import lark
 import msgspec
 from hcl2 import SerializationOptions
 
-from runtime.drivers import TASK_CONFIG
-from runtime.durations import SECOND, format_duration, parse_duration
-from runtime.errors import JobSpecError, SpecProblem
-from runtime.sourcemap import PathKey, Position, hcl_positions, json_positions, locate
-from runtime.structs import (
+from yurt.runtime.drivers import TASK_CONFIG
+from yurt.runtime.durations import SECOND, format_duration, parse_duration
+from yurt.runtime.errors import JobSpecError, SpecProblem
+from yurt.runtime.sourcemap import PathKey, Position, hcl_positions, json_positions, locate
+from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
     JOB_TYPES,
     LIFECYCLE_HOOKS,

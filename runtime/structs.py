@@ -29,7 +29,7 @@ from typing import Annotated, Any, Final
 import msgspec
 from msgspec import field
 
-from runtime.durations import MINUTE, SECOND
+from yurt.runtime.durations import MINUTE, SECOND
 
 #: Integer nanoseconds. The metadata tells the jobspec layer to accept `"15s"`-style strings.
 Duration = Annotated[int, msgspec.Meta(extra={"yurt_kind": "duration"})]

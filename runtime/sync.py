@@ -28,8 +28,8 @@ from typing import Final, final
 import msgspec
 import trio
 
-from runtime.structs import AcknowledgedState, Allocation
-from store.protocol import StateDB
+from yurt.runtime.structs import AcknowledgedState, Allocation
+from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.sync")
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from runtime.structs import Allocation, Node, Task
+from yurt.runtime.structs import Allocation, Node, Task
 
 _REF: Final = re.compile(r"\$\{([^}]+)\}")
 _INDEX: Final = re.compile(r"\[(\d+)\]$")

@@ -35,14 +35,14 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime.allocrunner.runner import AllocRunnerConfig
-from runtime.client import Client
-from runtime.drivers.mock import MockDriver
-from runtime.eventstream import EventBroker
-from runtime.jobspec import parse_job
-from runtime.server.local import LocalServer
-from runtime.structs import Node
-from store import MemoryStateDB
+from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client import Client
+from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.jobspec import parse_job
+from yurt.runtime.server.local import LocalServer
+from yurt.runtime.structs import Node
+from yurt.store import MemoryStateDB
 
 JOB = """
 job "bench" {

@@ -28,9 +28,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime.structs import TaskEvent, TaskState
-from store import open_state_db
-from store.base import encode
+from yurt.runtime.structs import TaskEvent, TaskState
+from yurt.store import open_state_db
+from yurt.store.base import encode
 
 
 def make_state(n: int, changed: bool) -> TaskState:

@@ -6,10 +6,10 @@
 - `open_state_db` (sqlite.py): the real one, SQLite with one coalescing writer task.
 """
 
-from store.base import KeyValueStateDB
-from store.memory import MemoryStateDB
-from store.protocol import StateDB
-from store.sqlite import SCHEMA_VERSION, SQLiteStateDB, open_state_db
+from yurt.store.base import KeyValueStateDB
+from yurt.store.memory import MemoryStateDB
+from yurt.store.protocol import StateDB
+from yurt.store.sqlite import SCHEMA_VERSION, SQLiteStateDB, open_state_db
 
 __all__ = [
     "SCHEMA_VERSION",

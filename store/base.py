@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import msgspec
 
-from runtime.structs import (
+from yurt.runtime.structs import (
     AcknowledgedState,
     Allocation,
     AllocDeploymentStatus,

@@ -11,7 +11,7 @@ from typing import final
 
 import trio
 
-from store.base import Key, KeyValueStateDB
+from yurt.store.base import Key, KeyValueStateDB
 
 
 @final

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from runtime.structs import (
+from yurt.runtime.structs import (
     AcknowledgedState,
     Allocation,
     AllocDeploymentStatus,

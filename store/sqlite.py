@@ -50,8 +50,8 @@ from typing import Final, final
 import sqlite_utils
 import trio
 
-from runtime.errors import StateError, StateLockedError, StateVersionError, StateWriteError
-from store.base import Key, KeyValueStateDB
+from yurt.runtime.errors import StateError, StateLockedError, StateVersionError, StateWriteError
+from yurt.store.base import Key, KeyValueStateDB
 
 #: The schema this yurt writes. Bump it with a migration in `MIGRATIONS`.
 SCHEMA_VERSION: Final = 1

@@ -11,8 +11,8 @@ from typing import Any
 import httpx2
 import trio
 
-from runtime.agent import Agent, AgentConfig
-from runtime.devices.protocol import DeviceGroup
+from yurt.runtime.agent import Agent, AgentConfig
+from yurt.runtime.devices.protocol import DeviceGroup
 
 
 @dataclass

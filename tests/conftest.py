@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from store import MemoryStateDB, StateDB, open_state_db
+from yurt.store import MemoryStateDB, StateDB, open_state_db
 
 
 @pytest.fixture(params=["memory", "sqlite"])

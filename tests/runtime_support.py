@@ -10,14 +10,14 @@ from dataclasses import dataclass
 import msgspec
 import trio
 
-from hooks.base import Hook
-from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from runtime.drivers.mock import MockDriver
-from runtime.errors import DriverError
-from runtime.jobspec import parse_job
-from runtime.structs import Allocation, TaskHandle
-from runtime.taskrunner.runner import TaskRunner
-from store import MemoryStateDB
+from yurt.hooks.base import Hook
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.errors import DriverError
+from yurt.runtime.jobspec import parse_job
+from yurt.runtime.structs import Allocation, TaskHandle
+from yurt.runtime.taskrunner.runner import TaskRunner
+from yurt.store import MemoryStateDB
 
 EPOCH = 1_800_000_000 * 10**9
 

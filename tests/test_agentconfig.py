@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agentconfig import ConfigError, load_config
 from tests.test_cli import yurt
+from yurt.runtime.agentconfig import ConfigError, load_config
 
 GOOD = '''
 data_dir = "/srv/yurt"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from runtime.allocdir import AllocDir
+from yurt.runtime.allocdir import AllocDir
 
 
 async def test_layout_modes_and_idempotence(tmp_path: Path) -> None:

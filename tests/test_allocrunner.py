@@ -12,14 +12,14 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
-from hooks.base import AllocPrerunHook, AllocUpdateHook
-from runtime.allocrunner.runner import AllocRunner, AllocRunnerError
-from runtime.durations import format_duration
-from runtime.errors import DriverError, TaskNotRunningError
-from runtime.structs import Allocation, TaskState
-from runtime.taskrunner import events
-from store import MemoryStateDB
 from tests.runtime_support import at, displays, harness, job_alloc, seconds, stopped, types
+from yurt.hooks.base import AllocPrerunHook, AllocUpdateHook
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
+from yurt.runtime.durations import format_duration
+from yurt.runtime.errors import DriverError, TaskNotRunningError
+from yurt.runtime.structs import Allocation, TaskState
+from yurt.runtime.taskrunner import events
+from yurt.store import MemoryStateDB
 
 
 def one_task(config: str, *, job_type: str = "batch", restart: str = "",
@@ -493,8 +493,8 @@ class NeverExitsDriver:
 
 async def test_kill_returns_at_the_callers_deadline_when_the_driver_never_reports_exit(
         autojump_clock: MockClock) -> None:
-    from runtime.drivers.mock import MockDriver
     from tests.runtime_support import unix_clock
+    from yurt.runtime.drivers.mock import MockDriver
 
     driver = NeverExitsDriver(MockDriver(unix_clock))
     async with harness(driver=driver) as h:  # type: ignore[arg-type]
@@ -655,8 +655,8 @@ async def test_destroy_then_run_in_the_same_tick_never_starts_tasks(
 
 async def test_destroy_completes_even_if_the_driver_never_reports_the_exit(
         autojump_clock: MockClock) -> None:
-    from runtime.drivers.mock import MockDriver
     from tests.runtime_support import unix_clock
+    from yurt.runtime.drivers.mock import MockDriver
 
     async with harness(driver=NeverExitsDriver(MockDriver(unix_clock))) as h:  # type: ignore[arg-type]
         ar = h.start(job_alloc(one_task('run_for = "1h"', job_type="service")))

@@ -6,14 +6,14 @@ import msgspec
 import trio
 from trio.testing import MockClock
 
-from runtime.allocrunner.runner import AllocRunnerConfig
-from runtime.allocwatcher import GroupWatcher
-from runtime.client import Client
-from runtime.drivers.mock import MockDriver
-from runtime.eventstream import EventBroker
-from runtime.structs import Allocation
-from store import MemoryStateDB
 from tests.runtime_support import job_alloc, stopped, unix_clock
+from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.allocwatcher import GroupWatcher
+from yurt.runtime.client import Client
+from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.structs import Allocation
+from yurt.store import MemoryStateDB
 
 SLOW_TO_STOP = '''job "j" {
   group "g" {

@@ -230,7 +230,7 @@ async def test_token_is_required_when_configured(tmp_path: Path) -> None:
 
 
 def test_job_json_from_the_api_is_nomads() -> None:
-    from runtime.structs import Job
+    from yurt.runtime.structs import Job
 
     body = raw_job("x", "true")
     job = msgspec.convert(body["Job"], Job)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import __version__
+from yurt.runtime import __version__
 
 ROOT = Path(__file__).parent.parent
 YURT = str(Path(sys.executable).parent / "yurt")

@@ -9,25 +9,25 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from runtime.devices.fake import ENV, FakeDevicePlugin
-from runtime.devices.manager import DeviceManager
-from runtime.devices.protocol import (
+from tests.runtime_support import RecoverFailsDriver, job_alloc, types, unix_clock
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.devices.fake import ENV, FakeDevicePlugin
+from yurt.runtime.devices.manager import DeviceManager
+from yurt.runtime.devices.protocol import (
     DeviceGroup,
     DeviceInstance,
     DevicePluginError,
     InstanceStats,
     Reservation,
 )
-from runtime.drivers.mock import MockDriver
-from runtime.structs import (
+from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.structs import (
     AllocatedDevice,
     AllocatedTaskResources,
     Allocation,
     TaskDeviceNode,
 )
-from store import MemoryStateDB
-from tests.runtime_support import RecoverFailsDriver, job_alloc, types, unix_clock
+from yurt.store import MemoryStateDB
 
 
 def gpus(*ids: str) -> list[DeviceGroup]:
@@ -132,7 +132,7 @@ async def test_stats_are_cached_and_a_failing_stats_call_backs_off(
 
 async def test_nvidia_plugin_without_a_gpu_reports_nothing_and_no_error(
         autojump_clock: MockClock) -> None:
-    from runtime.devices.nvidia import NvidiaDevicePlugin
+    from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
 
     plugin = NvidiaDevicePlugin()
     manager = DeviceManager([plugin])
@@ -146,7 +146,7 @@ async def test_nvidia_plugin_without_a_gpu_reports_nothing_and_no_error(
 
 
 def test_device_requests_match_by_type_vendor_type_or_full_name() -> None:
-    from runtime.structs import NodeDeviceResource
+    from yurt.runtime.structs import NodeDeviceResource
 
     group = NodeDeviceResource(vendor="nvidia", type="gpu", name="T4")
     assert group.matches("gpu")
@@ -158,8 +158,8 @@ def test_device_requests_match_by_type_vendor_type_or_full_name() -> None:
 
 
 def test_computed_class_follows_devices_and_ignores_unique_attributes() -> None:
-    from runtime.fingerprint import computed_class
-    from runtime.structs import Node, NodeDeviceResource, NodeResources
+    from yurt.runtime.fingerprint import computed_class
+    from yurt.runtime.structs import Node, NodeDeviceResource, NodeResources
 
     base = Node(id="a", attributes={"kernel.name": "linux", "unique.hostname": "one"})
     twin = Node(id="b", attributes={"kernel.name": "linux", "unique.hostname": "two"})

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import trio
 
-from runtime.devices.protocol import DeviceGroup, DeviceInstance
 from tests.agent_support import raw_job, running_agent, wait_status
+from yurt.runtime.devices.protocol import DeviceGroup, DeviceInstance
 
 pytestmark = pytest.mark.slow
 

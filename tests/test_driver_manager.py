@@ -9,12 +9,12 @@ from typing import Any
 import trio
 from trio.testing import MockClock
 
-from runtime.drivers.mock import MockDriver
-from runtime.drivers.protocol import Fingerprint
-from runtime.pluginmanager.drivers import DriverManager, DriverTaskEvent, enabled
-from runtime.structs import DriverInfo
-from store import MemoryStateDB
 from tests.runtime_support import harness, job_alloc, types, unix_clock
+from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.drivers.protocol import Fingerprint
+from yurt.runtime.pluginmanager.drivers import DriverManager, DriverTaskEvent, enabled
+from yurt.runtime.structs import DriverInfo
+from yurt.store import MemoryStateDB
 
 
 class Scripted(MockDriver):
@@ -108,7 +108,7 @@ def test_allow_and_block_lists() -> None:
 
 
 async def test_a_disabled_driver_is_reported_undetected(autojump_clock: MockClock) -> None:
-    from runtime.drivers.rawexec import plugin
+    from yurt.runtime.drivers.rawexec import plugin
 
     infos: dict[str, DriverInfo] = {}
     config: dict[str, dict[str, Any]] = {"raw_exec": {"enabled": False}}

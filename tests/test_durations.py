@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.durations import HOUR, MILLISECOND, MINUTE, SECOND, format_duration, parse_duration
+from yurt.runtime.durations import (
+    HOUR,
+    MILLISECOND,
+    MINUTE,
+    SECOND,
+    format_duration,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(("text", "ns"), [

@@ -8,10 +8,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from runtime.durations import HOUR, MILLISECOND, MINUTE, SECOND
-from runtime.errors import JobSpecError, SpecProblem
-from runtime.jobspec import encode_job, load_job, parse_job
-from runtime.structs import Job, RequestedDevice, RestartPolicy
+from yurt.runtime.durations import HOUR, MILLISECOND, MINUTE, SECOND
+from yurt.runtime.errors import JobSpecError, SpecProblem
+from yurt.runtime.jobspec import encode_job, load_job, parse_job
+from yurt.runtime.structs import Job, RequestedDevice, RestartPolicy
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.nomad.*"))

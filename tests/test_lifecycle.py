@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.allocrunner.lifecycle import Coordinator, CoordinatorState, Stage, stage_of
-from runtime.allocrunner.status import client_status
-from runtime.structs import Lifecycle, Task, TaskState
+from yurt.runtime.allocrunner.lifecycle import Coordinator, CoordinatorState, Stage, stage_of
+from yurt.runtime.allocrunner.status import client_status
+from yurt.runtime.structs import Lifecycle, Task, TaskState
 
 S = CoordinatorState
 

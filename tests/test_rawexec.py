@@ -13,13 +13,13 @@ import msgspec
 import pytest
 import trio
 
-from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from runtime.drivers.rawexec import RawExecDriver, process_start_time, same_process
-from runtime.jobspec import parse_job
-from runtime.structs import Allocation, Node
-from runtime.taskrunner.runner import TaskRunner
-from store import MemoryStateDB
 from tests.runtime_support import eventually, until_running
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.drivers.rawexec import RawExecDriver, process_start_time, same_process
+from yurt.runtime.jobspec import parse_job
+from yurt.runtime.structs import Allocation, Node
+from yurt.runtime.taskrunner.runner import TaskRunner
+from yurt.store import MemoryStateDB
 
 pytestmark = pytest.mark.slow
 
@@ -240,7 +240,7 @@ async def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
         assert real_start is not None
         assert not same_process(other.pid, real_start + 1)
         driver = RawExecDriver()
-        from runtime.structs import TaskHandle
+        from yurt.runtime.structs import TaskHandle
 
         state_dir = tmp_path / "state"
         state_dir.mkdir()
@@ -352,7 +352,7 @@ async def test_restarts_never_corrupt_the_logs(tmp_path: Path) -> None:
 
 
 def test_command_resolution(tmp_path: Path) -> None:
-    from runtime.drivers.rawexec import resolve_command
+    from yurt.runtime.drivers.rawexec import resolve_command
 
     task_dir = tmp_path / "task"
     (task_dir / "local").mkdir(parents=True)

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from runtime.durations import MINUTE, SECOND
-from runtime.errors import DriverError
-from runtime.structs import Lifecycle, RestartPolicy
-from runtime.taskrunner.restarts import (
+from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.errors import DriverError
+from yurt.runtime.structs import Lifecycle, RestartPolicy
+from yurt.runtime.taskrunner.restarts import (
     REASON_DELAY,
     REASON_NO_RESTARTS_ALLOWED,
     REASON_SUCCESSFUL,

@@ -7,12 +7,12 @@ from pathlib import Path
 import trio
 from trio.testing import MockClock
 
-from runtime.eventstream import EventBroker
-from runtime.gc import AllocGarbageCollector, GCConfig
-from runtime.jobspec import parse_job
-from runtime.server.local import LocalServer
-from runtime.server.store import ServerStore
-from runtime.structs import Node, NodeCpuResources, NodeMemoryResources, NodeResources
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.gc import AllocGarbageCollector, GCConfig
+from yurt.runtime.jobspec import parse_job
+from yurt.runtime.server.local import LocalServer
+from yurt.runtime.server.store import ServerStore
+from yurt.runtime.structs import Node, NodeCpuResources, NodeMemoryResources, NodeResources
 
 JOB = '''job "%s" {
   group "g" {
@@ -212,7 +212,7 @@ def two_groups(a_cpu: int, b_cpu: int, *, a_gpus: int = 0, b_gpus: int = 0,
 
 
 def gpu_server(cpu: int, gpus: int) -> LocalServer:
-    from runtime.structs import NodeDeviceInstance, NodeDeviceResource
+    from yurt.runtime.structs import NodeDeviceInstance, NodeDeviceResource
 
     s = server(cpu=cpu, memory=10_000)
     s.node.node_resources.devices = [NodeDeviceResource(

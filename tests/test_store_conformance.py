@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from runtime.structs import (
+from yurt.runtime.structs import (
     AcknowledgedState,
     Allocation,
     AllocDeploymentStatus,
@@ -22,7 +22,7 @@ from runtime.structs import (
     TaskHandle,
     TaskState,
 )
-from store import StateDB
+from yurt.store import StateDB
 
 
 def _alloc(alloc_id: str, **kw: object) -> Allocation:

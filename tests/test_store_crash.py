@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from store import open_state_db
+from yurt.store import open_state_db
 
 WRITERS = 20
 KILL_AFTER_REPORTS = 2000

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import trio
 
-import store.sqlite as sqlite_store
-from runtime.errors import StateError, StateLockedError, StateVersionError, StateWriteError
-from runtime.structs import Allocation, TaskState
-from store import SCHEMA_VERSION, open_state_db
+import yurt.store.sqlite as sqlite_store
+from yurt.runtime.errors import StateError, StateLockedError, StateVersionError, StateWriteError
+from yurt.runtime.structs import Allocation, TaskState
+from yurt.store import SCHEMA_VERSION, open_state_db
 
 
 async def test_state_survives_reopen(tmp_path: Path) -> None:

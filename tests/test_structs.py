@@ -9,7 +9,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.structs import (
+from yurt.runtime.structs import (
     Allocation,
     Job,
     RestartPolicy,

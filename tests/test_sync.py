@@ -8,15 +8,15 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from runtime.structs import AcknowledgedState, Allocation, TaskState
-from runtime.sync import (
+from yurt.runtime.structs import AcknowledgedState, Allocation, TaskState
+from yurt.runtime.sync import (
     AllocSyncer,
     PendingUpdates,
     UpdatePriority,
     stripped,
     update_priority,
 )
-from store import MemoryStateDB
+from yurt.store import MemoryStateDB
 
 
 def alloc(alloc_id: str = "a1", status: str = "running", description: str = "",

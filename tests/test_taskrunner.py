@@ -6,13 +6,6 @@ from __future__ import annotations
 import trio
 from trio.testing import MockClock
 
-from hooks.base import AllocHookResources, PrestartResponse, TaskHookContext, TaskPrestartHook
-from runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from runtime.drivers.mock import MockDriver
-from runtime.errors import DriverError
-from runtime.structs import AllocNetworkStatus
-from runtime.taskrunner.events import datetime_of
-from store import MemoryStateDB
 from tests.runtime_support import (
     RecoverFailsDriver,
     at,
@@ -23,6 +16,13 @@ from tests.runtime_support import (
     types,
     unix_clock,
 )
+from yurt.hooks.base import AllocHookResources, PrestartResponse, TaskHookContext, TaskPrestartHook
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.errors import DriverError
+from yurt.runtime.structs import AllocNetworkStatus
+from yurt.runtime.taskrunner.events import datetime_of
+from yurt.store import MemoryStateDB
 
 SERVICE = '''job "j" {
   group "g" {
@@ -260,9 +260,9 @@ async def test_a_restore_never_reattaches_to_a_finished_start(autojump_clock: Mo
 async def test_hook_env_merge_is_last_writer_wins_and_clearing_restores(
         autojump_clock: MockClock) -> None:
     """Later hooks win a key; a hook that clears its env lets the earlier value show again."""
-    from hooks.base import Hook
-    from runtime.allocrunner.gate import Gate
-    from runtime.taskrunner.runner import TaskRunner
+    from yurt.hooks.base import Hook
+    from yurt.runtime.allocrunner.gate import Gate
+    from yurt.runtime.taskrunner.runner import TaskRunner
 
     class First(Hook):
         name = "first"

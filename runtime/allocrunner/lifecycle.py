@@ -27,7 +27,13 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from runtime.structs import TASK_STATE_DEAD, TASK_STATE_PENDING, TASK_STATE_RUNNING, Task, TaskState
+from yurt.runtime.structs import (
+    TASK_STATE_DEAD,
+    TASK_STATE_PENDING,
+    TASK_STATE_RUNNING,
+    Task,
+    TaskState,
+)
 
 
 class Stage(enum.Enum):

@@ -39,9 +39,9 @@ from typing import Final, TypeVar, final
 import msgspec
 import trio
 
-from hooks.alloc_dir import AllocDirHook
-from hooks.await_previous import AwaitPreviousHook, MigrateDiskHook
-from hooks.base import (
+from yurt.hooks.alloc_dir import AllocDirHook
+from yurt.hooks.await_previous import AwaitPreviousHook, MigrateDiskHook
+from yurt.hooks.base import (
     AllocDestroyHook,
     AllocHookResources,
     AllocPostrunHook,
@@ -51,19 +51,19 @@ from hooks.base import (
     AllocUpdateHook,
     Hook,
 )
-from hooks.devices import DevicesHook
-from hooks.logmon import LogmonHook
-from hooks.task_dir import TaskDirHook
-from runtime.allocdir import AllocDir
-from runtime.allocrunner.broadcaster import AllocBroadcaster
-from runtime.allocrunner.gate import Gate
-from runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
-from runtime.allocrunner.status import client_status
-from runtime.allocwatcher import GroupWatcher
-from runtime.devices.manager import DeviceManager
-from runtime.drivers.protocol import Driver
-from runtime.errors import TaskNotRunningError, YurtError
-from runtime.structs import (
+from yurt.hooks.devices import DevicesHook
+from yurt.hooks.logmon import LogmonHook
+from yurt.hooks.task_dir import TaskDirHook
+from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
+from yurt.runtime.allocrunner.gate import Gate
+from yurt.runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
+from yurt.runtime.allocrunner.status import client_status
+from yurt.runtime.allocwatcher import GroupWatcher
+from yurt.runtime.devices.manager import DeviceManager
+from yurt.runtime.drivers.protocol import Driver
+from yurt.runtime.errors import TaskNotRunningError, YurtError
+from yurt.runtime.structs import (
     TASK_STATE_DEAD,
     ZERO_TIME,
     Allocation,
@@ -73,9 +73,9 @@ from runtime.structs import (
     TaskState,
     is_client_terminal,
 )
-from runtime.taskrunner import events
-from runtime.taskrunner.runner import TaskRunner
-from store.protocol import StateDB
+from yurt.runtime.taskrunner import events
+from yurt.runtime.taskrunner.runner import TaskRunner
+from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.allocrunner")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from runtime.structs import (
+from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_FAILED,
     ALLOC_CLIENT_PENDING,

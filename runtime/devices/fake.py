@@ -15,7 +15,7 @@ from typing import final
 import msgspec
 import trio
 
-from runtime.devices.protocol import (
+from yurt.runtime.devices.protocol import (
     DeviceGroup,
     DeviceNode,
     DevicePluginError,

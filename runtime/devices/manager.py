@@ -21,7 +21,7 @@ from typing import Final, final
 
 import trio
 
-from runtime.devices.protocol import (
+from yurt.runtime.devices.protocol import (
     DeviceGroup,
     DevicePlugin,
     DevicePluginError,

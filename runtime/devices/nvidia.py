@@ -13,7 +13,7 @@ from typing import Any, Final, final
 
 import trio
 
-from runtime.devices.protocol import (
+from yurt.runtime.devices.protocol import (
     DeviceGroup,
     DeviceInstance,
     InstanceStats,

@@ -11,7 +11,7 @@ from typing import Final
 
 import msgspec
 
-from runtime.drivers.configs import MockTaskConfig, RawExecTaskConfig
+from yurt.runtime.drivers.configs import MockTaskConfig, RawExecTaskConfig
 
 TASK_CONFIG: Final[dict[str, type[msgspec.Struct]]] = {
     "mock_driver": MockTaskConfig,

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from runtime.durations import parse_duration
+from yurt.runtime.durations import parse_duration
 
 
 class _Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

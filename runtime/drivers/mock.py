@@ -27,11 +27,11 @@ from typing import Any, final
 import msgspec
 import trio
 
-from runtime.drivers.configs import MockTaskConfig
-from runtime.drivers.protocol import Fingerprint, TaskConfig
-from runtime.errors import DriverError, PluginShutdownError, TaskNotFoundError
-from runtime.structs import TaskHandle
-from runtime.taskrunner.restarts import ExitResult
+from yurt.runtime.drivers.configs import MockTaskConfig
+from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
+from yurt.runtime.errors import DriverError, PluginShutdownError, TaskNotFoundError
+from yurt.runtime.structs import TaskHandle
+from yurt.runtime.taskrunner.restarts import ExitResult
 
 NAME = "mock_driver"
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from runtime.structs import TaskDeviceNode, TaskHandle, TaskMount
-from runtime.taskrunner.restarts import ExitResult
+from yurt.runtime.structs import TaskDeviceNode, TaskHandle, TaskMount
+from yurt.runtime.taskrunner.restarts import ExitResult
 
 Health = Literal["healthy", "unhealthy", "undetected"]
 

@@ -32,12 +32,12 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
-from runtime.drivers.configs import RawExecTaskConfig
-from runtime.drivers.protocol import Fingerprint, TaskConfig
-from runtime.errors import DriverError, TaskNotFoundError
-from runtime.procfs import stat_fields
-from runtime.structs import TaskHandle
-from runtime.taskrunner.restarts import ExitResult
+from yurt.runtime.drivers.configs import RawExecTaskConfig
+from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
+from yurt.runtime.errors import DriverError, TaskNotFoundError
+from yurt.runtime.procfs import stat_fields
+from yurt.runtime.structs import TaskHandle
+from yurt.runtime.taskrunner.restarts import ExitResult
 
 NAME: Final = "raw_exec"
 SHIM: Final = Path(__file__).with_name("shim.sh")

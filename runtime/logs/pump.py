@@ -28,7 +28,7 @@ from typing import Final, final
 
 import trio
 
-from runtime.logs.rotation import Append, Op, Rotation
+from yurt.runtime.logs.rotation import Append, Op, Rotation
 
 CHUNK: Final = 64 * 1024
 PIPE_SIZE: Final = 1024 * 1024

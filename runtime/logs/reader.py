@@ -17,7 +17,7 @@ from typing import Final
 
 import trio
 
-from runtime.logs.pump import existing_files, log_base
+from yurt.runtime.logs.pump import existing_files, log_base
 
 CHUNK: Final = 64 * 1024
 POLL: Final = 0.1

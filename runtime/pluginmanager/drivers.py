@@ -30,10 +30,10 @@ from typing import Any, Final, Protocol, final, runtime_checkable
 
 import trio
 
-from runtime.drivers.protocol import Driver, Fingerprint
-from runtime.structs import DriverInfo, PluginState
-from runtime.taskrunner.events import datetime_of
-from store.protocol import StateDB
+from yurt.runtime.drivers.protocol import Driver, Fingerprint
+from yurt.runtime.structs import DriverInfo, PluginState
+from yurt.runtime.taskrunner.events import datetime_of
+from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.drivers")
 

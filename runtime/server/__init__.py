@@ -11,7 +11,7 @@ from typing import Protocol
 
 import trio
 
-from runtime.structs import Allocation
+from yurt.runtime.structs import Allocation
 
 
 class Server(Protocol):

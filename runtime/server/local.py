@@ -32,9 +32,9 @@ from typing import final
 import msgspec
 import trio
 
-from runtime.eventstream import EventBroker
-from runtime.server.store import ServerStore
-from runtime.structs import (
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.server.store import ServerStore
+from yurt.runtime.structs import (
     ALLOC_DESIRED_STOP,
     AllocatedDevice,
     AllocatedTaskResources,

@@ -17,7 +17,7 @@ import msgspec
 import sqlite_utils
 import trio
 
-from runtime.structs import Allocation, Job
+from yurt.runtime.structs import Allocation, Job
 
 _encoder = msgspec.json.Encoder()
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
-from runtime.durations import format_duration
-from runtime.structs import TaskEvent, TaskState
-from runtime.taskrunner.restarts import REASON_WITHIN_POLICY, ExitResult
+from yurt.runtime.durations import format_duration
+from yurt.runtime.structs import TaskEvent, TaskState
+from yurt.runtime.taskrunner.restarts import REASON_WITHIN_POLICY, ExitResult
 
 MAX_EVENTS: Final = 10  # a task keeps its last 10 events, as Nomad does
 

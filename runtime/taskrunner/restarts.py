@@ -21,8 +21,8 @@ import random
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from runtime.durations import format_duration
-from runtime.structs import Lifecycle, RestartPolicy
+from yurt.runtime.durations import format_duration
+from yurt.runtime.structs import Lifecycle, RestartPolicy
 
 REASON_NO_RESTARTS_ALLOWED: Final = "Policy allows no restarts"
 REASON_UNRECOVERABLE: Final = "Error was unrecoverable"

@@ -39,7 +39,7 @@ from typing import Final, TypeVar, final
 
 import trio
 
-from hooks.base import (
+from yurt.hooks.base import (
     AllocHookResources,
     Hook,
     TaskExitedHook,
@@ -51,19 +51,19 @@ from hooks.base import (
     TaskStopHook,
     TaskUpdateHook,
 )
-from runtime.allocdir import AllocDir
-from runtime.allocrunner.gate import Gate
-from runtime.drivers.protocol import Driver, TaskConfig
-from runtime.durations import SECOND, format_duration
-from runtime.errors import (
+from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.allocrunner.gate import Gate
+from yurt.runtime.drivers.protocol import Driver, TaskConfig
+from yurt.runtime.durations import SECOND, format_duration
+from yurt.runtime.errors import (
     DriverError,
     HookError,
     PluginShutdownError,
     TaskNotFoundError,
     TaskNotRunningError,
 )
-from runtime.logs.pump import fifo_path
-from runtime.structs import (
+from yurt.runtime.logs.pump import fifo_path
+from yurt.runtime.structs import (
     TASK_STATE_DEAD,
     TASK_STATE_PENDING,
     TASK_STATE_RUNNING,
@@ -80,10 +80,10 @@ from runtime.structs import (
     TaskState,
     is_client_terminal,
 )
-from runtime.taskenv import build_env, interpolate, node_values
-from runtime.taskrunner import events
-from runtime.taskrunner.restarts import ExitResult, RestartTracker
-from store.protocol import StateDB
+from yurt.runtime.taskenv import build_env, interpolate, node_values
+from yurt.runtime.taskrunner import events
+from yurt.runtime.taskrunner.restarts import ExitResult, RestartTracker
+from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.taskrunner")
 

@@ -1,6 +1,6 @@
 # Sourced by scripts/*: make sure ./.venv exists and has yurt installed (editable) with the
 # extras named in $YURT_EXTRAS. Reinstalls only when pyproject.toml changed since the last
-# install, so repeated runs cost nothing. Needs only a Python 3.11+ on PATH.
+# install (setup.py and the package list included), so repeated runs cost nothing. Needs only a Python 3.11+ on PATH.
 set -euo pipefail
 
 find_python() {
@@ -25,7 +25,7 @@ ensure_venv() {
     echo "==> creating .venv" >&2
     "$(find_python)" -m venv .venv
   fi
-  hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+  hash="$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)"
   if [ "$(cat ".venv/.yurt-stamp-${extras:-base}" 2>/dev/null)" != "$hash" ]; then
     echo "==> installing yurt${extras:+ with [$extras]} into .venv" >&2
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
@@ -33,4 +33,11 @@ ensure_venv() {
     echo "$hash" > ".venv/.yurt-stamp-${extras:-base}"
     echo "$hash" > .venv/.yurt-stamp-base
   fi
+  # mypy cannot follow the editable install's import hook, so it reads the same files through a
+  # link tree shaped like the installed namespace (yurt/runtime -> ../../../runtime, …).
+  local top
+  mkdir -p .venv/typecheck/yurt
+  for top in runtime hooks store; do
+    ln -sfn "../../../$top" ".venv/typecheck/yurt/$top"
+  done
 }

@@ -13,8 +13,8 @@ import sys
 
 import trio
 
-from runtime.structs import TaskState
-from store import SQLiteStateDB, open_state_db
+from yurt.runtime.structs import TaskState
+from yurt.store import SQLiteStateDB, open_state_db
 
 
 async def write_forever(db: SQLiteStateDB, writer: int) -> None:

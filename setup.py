@@ -1,0 +1,25 @@
+"""Install the three top-level folders under one import namespace.
+
+The repository's layout (`runtime/`, `hooks/`, `store/` at the top) is fixed, but those names are
+taken on PyPI, so the wheel maps them to `yurt.runtime`, `yurt.hooks` and `yurt.store`. pyproject
+metadata cannot compute the sub-package list of a remapped folder, hence this file; everything
+else lives in pyproject.toml. Non-Python files the code reads at run time (the raw_exec shim,
+`py.typed`) are listed in `package_data` so a plain `pip install` has them.
+"""
+
+from setuptools import find_packages, setup
+
+TOP_LEVEL = ("runtime", "hooks", "store")
+
+package_dir = {f"yurt.{top}": top for top in TOP_LEVEL}
+packages = [
+    name
+    for top in TOP_LEVEL
+    for name in (f"yurt.{top}", *(f"yurt.{top}.{sub}" for sub in find_packages(top)))
+]
+
+setup(
+    package_dir=package_dir,
+    packages=packages,
+    package_data={"": ["*.sh", "py.typed"]},
+)
