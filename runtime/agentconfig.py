@@ -11,6 +11,8 @@
     block = []                            # never these
     [drivers.config.raw_exec]
     enabled = true
+    env_allow = ["PATH", "LANG", "LC_*"]  # what tasks inherit of the agent's environment
+    tree_tracking = "auto"                # or "cgroup2", "cgroup1", "subreaper"
 
     [[devices.fake]]                      # devices of the fake device plugin
     id = "nvidia/gpu/T4"
@@ -36,6 +38,7 @@ from typing import Any
 import msgspec
 
 from yurt.runtime.devices.protocol import DeviceGroup, DeviceInstance
+from yurt.runtime.drivers.rawexec import RawExecPluginConfig
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import YurtError
 from yurt.runtime.gc import GCConfig
@@ -111,6 +114,8 @@ def load_config(path: Path) -> FileConfig:
         config = msgspec.convert(raw, FileConfig)
         config.fake_devices()
         config.gc_config()
+        if "raw_exec" in config.drivers.config:
+            msgspec.convert(config.drivers.config["raw_exec"], RawExecPluginConfig)
     except (msgspec.ValidationError, ValueError) as e:
         raise ConfigError(f"{path}: {e}") from None
     return config

@@ -5,11 +5,19 @@ Nomad variables, then task meta as `NOMAD_META_*`, then the task's own `env` blo
 interpolated), then hook-provided variables in hook order (applied by the task runner).
 `interpolate` replaces `${NOMAD_…}`, `${node.…}`, `${attr.…}` and `${meta.…}` in strings, lists
 and maps (driver config, args, env); an unknown reference is left as written, as Nomad does.
+
+`inherited_env` is what a task without isolation (raw_exec) takes from the agent's own
+environment. It is an allow-list, not a deny-list (Nomad's `env.denylist` has the same purpose):
+an agent started from a shell, a CI job or a unit file carries credentials
+(`AWS_SECRET_ACCESS_KEY`, tokens) that no deny-list can foresee, so only what is named passes.
+The default keeps what programs need to behave like in a login shell.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Final
 
@@ -17,6 +25,20 @@ from yurt.runtime.structs import Allocation, Node, Task
 
 _REF: Final = re.compile(r"\$\{([^}]+)\}")
 _INDEX: Final = re.compile(r"\[(\d+)\]$")
+
+#: The agent's variables a task inherits unless the agent config names others (shell
+#: patterns: `LC_*`).
+DEFAULT_ENV_ALLOW: Final = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE",
+                            "LC_*", "TZ", "TERM", "TMPDIR")
+#: The agent's own secrets: never inherited, whatever the allow-list says.
+PRIVATE_ENV: Final = frozenset({"YURT_AGENT_TOKEN", "YURT_TOKEN", "NOMAD_TOKEN"})
+
+
+def inherited_env(environ: Mapping[str, str], allow: Iterable[str]) -> dict[str, str]:
+    """The variables of `environ` whose names match a pattern of `allow` (case-sensitive)."""
+    patterns = tuple(allow)
+    return {k: v for k, v in environ.items()
+            if k not in PRIVATE_ENV and any(fnmatchcase(k, p) for p in patterns)}
 
 
 def alloc_index(name: str) -> int:

@@ -377,15 +377,3 @@ async def test_a_command_path_with_an_equals_sign_runs(tmp_path: Path) -> None:
         async with runner(one_task(str(script), "x"), tmp_path) as (ar, _):
             await ar.run()
     assert (ar.alloc_dir.logs / "t.stdout.0").read_text() == "ran-x\n"  # type: ignore[union-attr]
-
-
-async def test_tasks_inherit_the_host_environment(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("YURT_TEST_HOST_VAR", "from-host")
-    monkeypatch.setenv("YURT_AGENT_TOKEN", "secret")
-    with trio.fail_after(20):
-        async with runner(one_task("/bin/sh", "-c", "env"), tmp_path) as (ar, _):
-            await ar.run()
-    env = (ar.alloc_dir.logs / "t.stdout.0").read_text()  # type: ignore[union-attr]
-    assert "YURT_TEST_HOST_VAR=from-host" in env
-    assert "YURT_AGENT_TOKEN" not in env

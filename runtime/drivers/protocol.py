@@ -41,6 +41,8 @@ class TaskConfig:
     task_group: str
     driver_config: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
+    #: The jobspec's `user`: run the task as this user ("" = the agent's).
+    user: str = ""
     alloc_dir: Path | None = None
     task_dir: Path | None = None
     #: Where the task's output goes: the log FIFOs, or None for /dev/null.

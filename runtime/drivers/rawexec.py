@@ -13,7 +13,14 @@ has exited, which it does right after writing the status. The same code path ser
 started a second ago and one re-attached after an agent restart.
 
 Stop: `kill_signal` (default SIGINT) to the process group, up to `kill_timeout` for the shim to
-report the exit, then SIGKILL to the group, which also removes grandchildren. A task killed by
+report the exit, then SIGKILL to the group, which also removes grandchildren.
+
+Whole trees: a process group does not hold a `setsid` daemon, so each task also gets a cgroup
+(`runtime.drivers.cgroups`) that it joins before its command runs, or, where none can be made,
+a subreaper shim (`runtime.drivers.reaper`). When the task ends, is stopped or destroyed, or
+is found ended on re-attach, everything left in its tree is killed. A task with `user` runs as
+that user (`runtime.drivers.users`); its environment inherits only the allow-listed variables
+of the agent's (`runtime.taskenv.inherited_env`). A task killed by
 signal N reports exit code 128+N and signal N, as Nomad does (the shell cannot tell that apart
 from a task that itself exits with 128+N; such a task is reported as signalled).
 """
@@ -24,6 +31,7 @@ import os
 import shutil
 import signal as signals
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,20 +40,50 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
+from yurt.runtime.drivers import cgroups, reaper
 from yurt.runtime.drivers.configs import RawExecTaskConfig
 from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
+from yurt.runtime.drivers.users import switch_prefix, user_env
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.procfs import stat_fields
 from yurt.runtime.structs import TaskHandle
+from yurt.runtime.taskenv import DEFAULT_ENV_ALLOW, inherited_env
 from yurt.runtime.taskrunner.restarts import ExitResult
 
 NAME: Final = "raw_exec"
 SHIM: Final = Path(__file__).with_name("shim.sh")
+REAPER: Final = Path(reaper.__file__)
 STARTUP_TIMEOUT: Final = 10.0
 FINGERPRINT_PERIOD: Final = 30.0
 READY_POLLS: Final = 2000
 READY_POLL_INTERVAL: Final = 0.001
 MAX_SIGNAL: Final = 64
+CGROUP_REMOVE_TIMEOUT: Final = 2.0
+
+
+class RawExecPluginConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """raw_exec's plugin options (`[drivers.config.raw_exec]` in the agent config)."""
+
+    enabled: bool = True
+    #: How a task's whole process tree is tracked: "auto" (a cgroup v2, else a v1 freezer
+    #: cgroup, else the subreaper shim), or one of them by name ("cgroup2", "cgroup1",
+    #: "subreaper"); a cgroup version named but not usable is an error.
+    tree_tracking: str = "auto"
+    #: The agent's environment variables a task inherits (shell patterns such as `LC_*`).
+    env_allow: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_ENV_ALLOW))
+
+    def __post_init__(self) -> None:
+        if self.tree_tracking not in cgroups.TRACKING_MODES:
+            raise ValueError(f"tree_tracking must be one of "
+                             f"{', '.join(cgroups.TRACKING_MODES)}, got {self.tree_tracking!r}")
+
+
+def plugin_config(config: dict[str, Any]) -> RawExecPluginConfig:
+    """The raw_exec options in `config`, checked; unknown keys and wrong types are errors."""
+    try:
+        return msgspec.convert(config, RawExecPluginConfig)
+    except msgspec.ValidationError as e:
+        raise DriverError(f"invalid raw_exec plugin config: {e}") from None
 
 
 def process_start_time(pid: int) -> int | None:
@@ -89,13 +127,14 @@ class _RawTask:
     shim_start_time: int
     state_dir: Path
     pidfd: int | None  # on the shim; None once it exited
+    cgroup: Path | None  # None: the shim is the tree's subreaper
     result: ExitResult | None = None
     lock: trio.Lock = field(default_factory=trio.Lock)
 
     def handle_state(self) -> dict[str, object]:
         return {"pid": self.pid, "pgid": self.pid, "start_time": self.start_time,
                 "shim_pid": self.shim_pid, "shim_start_time": self.shim_start_time,
-                "state_dir": str(self.state_dir)}
+                "state_dir": str(self.state_dir), "cgroup": str(self.cgroup or "")}
 
     def task_alive(self) -> bool:
         return self.result is None and same_process(self.pid, self.start_time)
@@ -145,21 +184,23 @@ def _missing_tools() -> list[str]:
     return [tool for tool in ("sh", "setsid", "env") if shutil.which(tool) is None]
 
 
-#: Variables of the agent's own environment that a task must not inherit.
-_PRIVATE_ENV = ("YURT_AGENT_TOKEN", "YURT_TOKEN", "NOMAD_TOKEN")
-
-
-def host_env() -> dict[str, str]:
-    """The agent's environment, as raw_exec tasks inherit it (less the agent's secrets)."""
-    return {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+def _kill_tree(task: _RawTask) -> None:
+    """SIGKILL whatever is left of the task's tree, now, without waiting."""
+    if task.cgroup is not None:
+        cgroups.kill(task.cgroup)
+    elif same_process(task.shim_pid, task.shim_start_time):
+        reaper.kill_descendants(task.shim_pid, rounds=1)
 
 
 @final
 class RawExecDriver:
     """The raw_exec driver; `fingerprint` is always healthy where `sh` and `setsid` exist."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: RawExecPluginConfig | None = None) -> None:
+        self.config = config or RawExecPluginConfig()
         self._tasks: dict[str, _RawTask] = {}
+        #: Where the tasks' cgroups go; None: the subreaper fallback.
+        self.cgroup_root = cgroups.select_root(self.config.tree_tracking)
 
     @property
     def name(self) -> str:
@@ -182,7 +223,14 @@ class RawExecDriver:
             raise DriverError(f"invalid raw_exec config: {e}") from None
         if config.task_dir is None:
             raise DriverError("raw_exec needs a task directory")
-        env = {**host_env(), **config.env}
+        env = inherited_env(os.environ, self.config.env_allow)
+        prefix: list[str] = []
+        if config.user:  # refused here (a task event) when the agent cannot switch users
+            user = config.user  # the passwd lookup may go to NSS (LDAP, …): off the loop
+            prefix, home = await trio.to_thread.run_sync(
+                lambda: (switch_prefix(user), user_env(user)))
+            env.update(home)
+        env.update(config.env)
         path = env.get("PATH", os.defpath)
         command = await trio.to_thread.run_sync(resolve_command, cfg.command, config.task_dir,
                                                 path)
@@ -191,13 +239,33 @@ class RawExecDriver:
                               "not an executable file")
         work_dir = cfg.work_dir or str(config.task_dir)
         # One state dir per start, so nothing an earlier start left can be misread.
-        state_dir = config.task_dir / ".shim" / config.id.rsplit("/", 1)[-1]
+        start_id = config.id.rsplit("/", 1)[-1]
+        state_dir = config.task_dir / ".shim" / start_id
         await trio.to_thread.run_sync(_prepare_state_dir, state_dir)
         stdout = config.stdout_path or "/dev/null"
         stderr = config.stderr_path or "/dev/null"
-        argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir, command,
-                *cfg.args]
         env.setdefault("PATH", path)
+        launch_env = dict(env)
+        cgroup = None
+        if self.cgroup_root is not None:
+            cgroup = self.cgroup_root.task_cgroup(config.alloc_id, start_id)
+            cgroups.create(cgroup)
+            prefix = cgroups.join_prefix(cgroup) + prefix  # join first: it needs root
+        else:
+            launch_env.update(YURT_REAPER=str(REAPER), YURT_REAPER_PY=sys.executable)
+        argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir, *prefix,
+                command, *cfg.args]
+        try:
+            return await self._launch(config.id, argv, launch_env, state_dir, cgroup,
+                                      work_dir)
+        except BaseException:
+            if cgroup is not None:  # the task never ran: nothing but an empty cgroup
+                cgroups.kill(cgroup)
+                cgroups.remove(cgroup)
+            raise
+
+    async def _launch(self, task_id: str, argv: list[str], env: dict[str, str],
+                      state_dir: Path, cgroup: Path | None, work_dir: str) -> TaskHandle:
         launcher = await trio.lowlevel.open_process(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)
@@ -231,13 +299,15 @@ class RawExecDriver:
             await trio.sleep(READY_POLL_INTERVAL)
         shim_start = process_start_time(shim_pid)
         task_start = process_start_time(pid)
-        task = _RawTask(task_id=config.id, pid=pid, start_time=task_start or 0,
+        task = _RawTask(task_id=task_id, pid=pid, start_time=task_start or 0,
                         shim_pid=shim_pid, shim_start_time=shim_start or 0,
-                        state_dir=state_dir, pidfd=self._open_pidfd(shim_pid, shim_start))
+                        state_dir=state_dir, pidfd=self._open_pidfd(shim_pid, shim_start),
+                        cgroup=cgroup)
         if task.pidfd is None:  # the shim is already gone: the task was very short
             task.result = exit_result(await trio.to_thread.run_sync(_read_exit, state_dir))
-        self._tasks[config.id] = task
-        return TaskHandle(driver=NAME, task_id=config.id, state="running",
+            _kill_tree(task)
+        self._tasks[task_id] = task
+        return TaskHandle(driver=NAME, task_id=task_id, state="running",
                           driver_state=task.handle_state())
 
     @staticmethod
@@ -271,6 +341,8 @@ class RawExecDriver:
                                                                "task was killed")
                 else:
                     task.result = exit_result(status)
+                # What the task left behind (a daemon it forked) ends with it, as in Nomad.
+                _kill_tree(task)
             return task.result
 
     async def wait_task(self, task_id: str) -> ExitResult:
@@ -306,6 +378,7 @@ class RawExecDriver:
             with trio.move_on_after(kill_timeout / 1e9):
                 await self._wait_exit(task)
         self._kill_group(task, signals.SIGKILL)
+        _kill_tree(task)
         await trio.lowlevel.checkpoint()
 
     async def destroy_task(self, task_id: str, *, force: bool) -> None:
@@ -320,10 +393,14 @@ class RawExecDriver:
         # Whatever the task left in its process group (background children) goes with it,
         # as Nomad's DestroyTask does.
         self._kill_group(task, signals.SIGKILL)
+        _kill_tree(task)
         if task.pidfd is not None:
             os.close(task.pidfd)
             task.pidfd = None
         del self._tasks[task_id]
+        if task.cgroup is not None:
+            with trio.move_on_after(CGROUP_REMOVE_TIMEOUT):
+                await cgroups.destroy(task.cgroup)
         await trio.to_thread.run_sync(shutil.rmtree, task.state_dir, True)
 
     async def signal_task(self, task_id: str, signal: str) -> None:
@@ -349,8 +426,12 @@ class RawExecDriver:
 
     def kill_all(self) -> int:
         """SIGKILL every task's process group now, without waiting (for a forced exit)."""
-        return sum(1 for task in self._tasks.values()
-                   if task.result is None and self._kill_group(task, signals.SIGKILL))
+        killed = 0
+        for task in self._tasks.values():
+            if task.result is None and self._kill_group(task, signals.SIGKILL):
+                killed += 1
+            _kill_tree(task)
+        return killed
 
     # ------------------------------------------------------------------ recover
 
@@ -363,18 +444,22 @@ class RawExecDriver:
             pid, start_time = int(state["pid"]), int(state["start_time"])
             shim_pid, shim_start = int(state["shim_pid"]), int(state["shim_start_time"])
             state_dir = Path(str(state["state_dir"]))
+            cgroup = str(state.get("cgroup") or "")  # absent in handles of older versions
         except (KeyError, TypeError, ValueError):
             raise DriverError("task handle is missing raw_exec state") from None
         task = _RawTask(task_id=handle.task_id, pid=pid, start_time=start_time,
                         shim_pid=shim_pid, shim_start_time=shim_start, state_dir=state_dir,
-                        pidfd=self._open_pidfd(shim_pid, shim_start))
+                        pidfd=self._open_pidfd(shim_pid, shim_start),
+                        cgroup=Path(cgroup) if cgroup else None)
         if task.pidfd is None:
             status = await trio.to_thread.run_sync(_read_exit, state_dir)
             if status is None:
                 killed = self._kill_group(task, signals.SIGKILL)
+                _kill_tree(task)
                 raise DriverError(f"task {handle.task_id} lost its shim"
                                   + ("; the task was killed" if killed else " and is gone"))
             task.result = exit_result(status)
+            _kill_tree(task)  # it ended while the agent was away: so does its tree
         else:
             await trio.lowlevel.checkpoint()
         self._tasks[handle.task_id] = task
@@ -383,6 +468,7 @@ class RawExecDriver:
 def plugin(config: dict[str, Any]) -> RawExecDriver:
     """Entry point (`yurt.drivers`). Unlike Nomad, enabled unless `enabled = false`: a
     single-node agent exists to run local processes."""
-    if config.get("enabled", True) is False:
+    options = plugin_config(config)
+    if not options.enabled:
         raise DriverError("raw_exec is disabled")
-    return RawExecDriver()
+    return RawExecDriver(options)

@@ -12,11 +12,16 @@
 # Exit status: the shell's `$?` of the task, 128+N when signal N killed it.
 state=$1 out=$2 err=$3 dir=$4
 shift 4
+# Without a cgroup per task, YURT_REAPER (with YURT_REAPER_PY, its interpreter) makes the
+# detached shim a child subreaper (runtime/drivers/reaper.py): the task's orphaned descendants
+# re-parent to the shim, which kills them when the task ends.
 if [ -z "${YURT_SHIM_CHILD:-}" ]; then
-    YURT_SHIM_CHILD=1 sh "$0" "$state" "$out" "$err" "$dir" "$@" </dev/null 2>/dev/null &
+    YURT_SHIM_CHILD=1 ${YURT_REAPER:+"$YURT_REAPER_PY" -I -S "$YURT_REAPER" exec} \
+        sh "$0" "$state" "$out" "$err" "$dir" "$@" </dev/null 2>/dev/null &
     exit 0
 fi
-unset YURT_SHIM_CHILD
+reaper_py=${YURT_REAPER_PY:-} reaper=${YURT_REAPER:-}
+unset YURT_SHIM_CHILD YURT_REAPER YURT_REAPER_PY
 exec 2>>"$state/shim.log" 3<>"$out" 4<>"$err"
 cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/exit"; echo "$$ 0"; exit 127; }
 # setsid(1) makes the task a session and process-group leader (pgid = its pid) and execs it:
@@ -33,6 +38,7 @@ echo "$$ $pid"
 exec 1>/dev/null
 wait "$pid"
 status=$?
+[ -z "$reaper" ] || "$reaper_py" -I -S "$reaper" kill "$$"
 printf '%s\n' "$status" >"$state/exit.tmp"
 sync "$state/exit.tmp" 2>/dev/null
 mv -f "$state/exit.tmp" "$state/exit"

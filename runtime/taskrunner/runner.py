@@ -508,6 +508,7 @@ class TaskRunner:
             id=f"{self.alloc.id}/{self.name}/{uuid.uuid4().hex[:8]}", name=self.name,
             alloc_id=self.alloc.id, job_id=self.alloc.job_id, task_group=self.alloc.task_group,
             driver_config=interpolate(dict(self.task.config), {**node_values(self._node), **env}),
+            user=self.task.user,
             env=env, alloc_dir=self._task_dir.parent if self._task_dir is not None else None,
             task_dir=self._task_dir, stdout_path=stdout, stderr_path=stderr,
             mounts=[m for hook in self.hooks for m in self._hook_mounts.get(hook.name, ())],
