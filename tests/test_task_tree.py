@@ -8,8 +8,11 @@ a cgroup v1 (freezer), or the subreaper fallback; and also when the agent restar
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,12 +35,31 @@ DAEMON = ('(setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >"$1/daemon")
 SHORT = ('(setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >"$1/daemon") ; exit 0')
 
 
+@pytest.fixture(autouse=True)
+def no_leftovers(tmp_path: Path) -> Iterator[None]:
+    """Whatever a failing test leaves running is killed, so it cannot disturb other tests."""
+    yield
+    record = tmp_path / "task" / "daemon"
+    if record.exists() and record.read_text().strip().isdigit():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(record.read_text()), signal.SIGKILL)
+    for root in ("cgroup2", "cgroup1"):
+        found = cgroups.select_root(root)
+        for cgroup in found.path.glob(f"{ALLOC}.*") if found else ():
+            cgroups.kill(cgroup)
+
+
 def alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return False
     return stat[stat.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
+
+
+def parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rindex(b")") + 2:].split()[1])
 
 
 def task_config(tmp_path: Path, script: str) -> TaskConfig:
@@ -64,6 +86,9 @@ async def test_stop_kills_a_setsid_daemon(tmp_path: Path, mode: str) -> None:
         handle = await driver.start_task(config)
         daemon = await daemon_pid(tmp_path)
         assert alive(daemon)
+        if mode == "subreaper":  # the orphan went to the shim, not to init
+            shim = int(handle.driver_state["shim_pid"])
+            await eventually(lambda: parent(daemon) == shim)
         await driver.stop_task(config.id, 5 * 10**9, "SIGTERM")
         await driver.wait_task(config.id)
         await driver.destroy_task(config.id, force=True)
@@ -135,3 +160,19 @@ def test_unknown_plugin_options_are_refused() -> None:
 def test_the_default_driver_tracks_trees_with_a_cgroup_here() -> None:
     assert os.geteuid() == 0  # the agent here may make cgroups: auto picks one
     assert RawExecDriver().cgroup_root is not None
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tree_left_while_the_agent_was_away_is_killed_on_reattach(
+        tmp_path: Path, mode: str) -> None:
+    config = task_config(tmp_path, SHORT)
+    with trio.fail_after(20):
+        handle = await plugin({"tree_tracking": mode}).start_task(config)
+        daemon = await daemon_pid(tmp_path)
+        exit_file = Path(str(handle.driver_state["state_dir"])) / "exit"
+        await eventually(exit_file.exists)  # the task ended with no agent watching it
+        again = plugin({"tree_tracking": mode})
+        await again.recover_task(handle)
+        assert (await again.wait_task(config.id)).exit_code == 0
+        await eventually(lambda: not alive(daemon))
+        await again.destroy_task(config.id, force=True)

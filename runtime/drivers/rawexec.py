@@ -27,6 +27,7 @@ from a task that itself exits with 128+N; such a task is reported as signalled).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal as signals
@@ -259,9 +260,10 @@ class RawExecDriver:
             return await self._launch(config.id, argv, launch_env, state_dir, cgroup,
                                       work_dir)
         except BaseException:
-            if cgroup is not None:  # the task never ran: nothing but an empty cgroup
+            if cgroup is not None:  # no handle will ever name it: leave nothing behind
                 cgroups.kill(cgroup)
-                cgroups.remove(cgroup)
+                with contextlib.suppress(DriverError):  # never mask the start's error
+                    cgroups.remove(cgroup)
             raise
 
     async def _launch(self, task_id: str, argv: list[str], env: dict[str, str],
