@@ -13,16 +13,16 @@ has exited, which it does right after writing the status. The same code path ser
 started a second ago and one re-attached after an agent restart.
 
 Stop: `kill_signal` (default SIGINT) to the process group, up to `kill_timeout` for the shim to
-report the exit, then SIGKILL to the group, which also removes grandchildren.
+report the exit, then SIGKILL to the group, which also removes grandchildren. A task killed by
+signal N reports exit code 128+N and signal N, as Nomad does (the shell cannot tell that apart
+from a task that itself exits with 128+N; such a task is reported as signalled).
 
 Whole trees: a process group does not hold a `setsid` daemon, so each task also gets a cgroup
 (`runtime.drivers.cgroups`) that it joins before its command runs, or, where none can be made,
 a subreaper shim (`runtime.drivers.reaper`). When the task ends, is stopped or destroyed, or
-is found ended on re-attach, everything left in its tree is killed. A task with `user` runs as
-that user (`runtime.drivers.users`); its environment inherits only the allow-listed variables
-of the agent's (`runtime.taskenv.inherited_env`). A task killed by
-signal N reports exit code 128+N and signal N, as Nomad does (the shell cannot tell that apart
-from a task that itself exits with 128+N; such a task is reported as signalled).
+is found ended on re-attach, everything left in its tree is killed, as Nomad's executor does.
+A task with `user` runs as that user (`runtime.drivers.users`); a task's environment inherits
+only the allow-listed variables of the agent's (`runtime.taskenv.inherited_env`).
 """
 
 from __future__ import annotations
@@ -257,8 +257,7 @@ class RawExecDriver:
         argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir, *prefix,
                 command, *cfg.args]
         try:
-            return await self._launch(config.id, argv, launch_env, state_dir, cgroup,
-                                      work_dir)
+            return await self._launch(config, argv, launch_env, state_dir, cgroup, work_dir)
         except BaseException:
             if cgroup is not None:  # no handle will ever name it: leave nothing behind
                 cgroups.kill(cgroup)
@@ -266,7 +265,7 @@ class RawExecDriver:
                     cgroups.remove(cgroup)
             raise
 
-    async def _launch(self, task_id: str, argv: list[str], env: dict[str, str],
+    async def _launch(self, config: TaskConfig, argv: list[str], env: dict[str, str],
                       state_dir: Path, cgroup: Path | None, work_dir: str) -> TaskHandle:
         launcher = await trio.lowlevel.open_process(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -301,15 +300,15 @@ class RawExecDriver:
             await trio.sleep(READY_POLL_INTERVAL)
         shim_start = process_start_time(shim_pid)
         task_start = process_start_time(pid)
-        task = _RawTask(task_id=task_id, pid=pid, start_time=task_start or 0,
+        task = _RawTask(task_id=config.id, pid=pid, start_time=task_start or 0,
                         shim_pid=shim_pid, shim_start_time=shim_start or 0,
                         state_dir=state_dir, pidfd=self._open_pidfd(shim_pid, shim_start),
                         cgroup=cgroup)
         if task.pidfd is None:  # the shim is already gone: the task was very short
             task.result = exit_result(await trio.to_thread.run_sync(_read_exit, state_dir))
             _kill_tree(task)
-        self._tasks[task_id] = task
-        return TaskHandle(driver=NAME, task_id=task_id, state="running",
+        self._tasks[config.id] = task
+        return TaskHandle(driver=NAME, task_id=config.id, state="running",
                           driver_state=task.handle_state())
 
     @staticmethod
