@@ -137,3 +137,13 @@ def test_agent_config_checks_raw_exec_options(tmp_path: Path) -> None:
     wrong.write_text('[drivers.config.raw_exec]\ntree_tracking = "cgroup3"\n')
     with pytest.raises(ConfigError, match="tree_tracking must be one of"):
         load_config(wrong)
+
+
+@pytest.mark.slow
+async def test_the_shims_own_variables_stay_out_of_the_task(tmp_path: Path) -> None:
+    options = {"tree_tracking": "subreaper", "env_allow": ["*"]}
+    with trio.fail_after(20):
+        async with runner(one_task("/bin/sh", "-c", "env"), tmp_path, options) as ar:
+            await ar.run()
+    assert "YURT_REAPER" not in stdout(ar)
+    assert "YURT_SHIM_CHILD" not in stdout(ar)
