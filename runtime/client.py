@@ -128,16 +128,37 @@ class Client:
         self.runners.pop(alloc_id, None)
 
     async def destroy_all(self) -> None:
-        """Destroy every allocation (dev mode's way to stop)."""
+        """Destroy every allocation (dev mode's way to stop), all within the caller's
+        deadline (each destroy keeps it, tail included). One failed destroy is logged and
+        never stops the others, nor reaches the caller as an ExceptionGroup."""
+        async def destroy(alloc_id: str) -> None:
+            try:
+                await self.destroy_alloc(alloc_id)
+            except Exception:
+                log.exception("destroying allocation %s failed", alloc_id)
+
         async with trio.open_nursery() as nursery:
             for alloc_id in list(self.runners):
-                nursery.start_soon(self.destroy_alloc, alloc_id)
+                nursery.start_soon(destroy, alloc_id)
 
     async def shutdown(self) -> None:
-        """Agent shutdown: every runner stops, every task keeps running."""
+        """Agent shutdown: every runner stops, every task keeps running; within the
+        caller's deadline, failures logged (never an ExceptionGroup)."""
+        async def shutdown(runner: AllocRunner) -> None:
+            try:
+                await runner.shutdown_and_wait()
+            except Exception:
+                log.exception("shutting down allocation %s failed", runner.id)
+
         async with trio.open_nursery() as nursery:
-            for runner in self.runners.values():
-                nursery.start_soon(runner.shutdown_and_wait)
+            for runner in list(self.runners.values()):
+                nursery.start_soon(shutdown, runner)
+
+    def stop_bound(self) -> float:
+        """Seconds within which a stop of every allocation ends: the slowest task's kill
+        bound (a backstop: each task runner bounds its own kill well within it)."""
+        return max((tr.kill_bound() for runner in self.runners.values()
+                    for tr in runner.task_runners.values()), default=0.0)
 
     async def wait_all(self) -> None:
         """Until every runner's `run()` has finished."""

@@ -19,6 +19,7 @@ SLOW_TO_STOP = '''job "j" {
   group "g" {
     task "t" {
       driver = "mock_driver"
+      kill_timeout = "30s"  # the driver takes its time to stop, within the kill timeout
       config {
         run_for    = "1h"
         kill_after = "30s"
@@ -67,7 +68,7 @@ async def test_preempting_alloc_waits_for_every_preempted_one(
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
         victims = [job_alloc(SLOW_TO_STOP.replace('"30s"', f'"{d}s"'), alloc_id=name)
-                   for name, d in (("v1", 5), ("v2", 50))]
+                   for name, d in (("v1", 5), ("v2", 25))]
         for v in victims:
             client.add_alloc(v)
         await trio.sleep(1)
@@ -78,7 +79,7 @@ async def test_preempting_alloc_waits_for_every_preempted_one(
             client.update_alloc(msgspec.structs.replace(stopped(v), desired_status="evict",
                                                         desired_description="Preempted"))
         await trio.sleep(100)
-        assert starts(driver)[-1] == (51.0, "new")  # after v2, the slower one, at 51 s
+        assert starts(driver)[-1] == (26.0, "new")  # after v2, the slower one, at 26 s
         evicted = client.runners["v1"].client_alloc()
         assert evicted.client_description == "Preempted"
         killing = next(e for e in evicted.task_states["t"].events if e.type == "Killing")

@@ -171,6 +171,7 @@ class AllocRunner:
         self._pending_update: Allocation | None = None
         self._kill_lock = trio.Lock()
         self._run_scope = trio.CancelScope()
+        self._services: trio.Nursery | None = None  # the run loop's, while it runs
         self._prerun_scope = trio.CancelScope()
         self._runners_started = False
 
@@ -238,6 +239,7 @@ class AllocRunner:
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as services:
+            self._services = services
             services.start_soon(self._run_task_state_handler)
             services.start_soon(self._run_alloc_update_handler)
             task_status.started()
@@ -380,8 +382,10 @@ class AllocRunner:
             await self._run_hooks(AllocUpdateHook, "update", new)
         for tr in self.task_runners.values():
             kill_event = await tr.update(new)
-            if kill_event is not None:
-                self._nursery.start_soon(tr.kill, kill_event)
+            if kill_event is not None and self._services is not None:
+                # In the run loop's own nursery (which outlives every task runner), and
+                # bounded: one task's kill never holds up the next update.
+                self._services.start_soon(teardown.kill_one, self, tr, kill_event)
         if stopping:
             await teardown.kill_tasks(self)
 

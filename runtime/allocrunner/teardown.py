@@ -15,6 +15,7 @@ The functions work on the alloc runner's private state (same package, same invar
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -30,9 +31,41 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("yurt.allocrunner")
 
-#: How long a destroy waits for the runners to finish after their kills before cancelling
-#: them (a driver that never reports an exit must not keep a destroy from completing).
-DESTROY_GRACE: Final = 30.0
+#: The part of a teardown's budget kept for its tail (the final state persisted, destroy or
+#: shutdown hooks, the state deleted): the kills get the rest.
+TAIL_BUDGET: Final = 5.0
+#: Of the tail, what the hooks may not use: the last write to the state DB.
+DB_RESERVE: Final = 1.0
+#: A shutdown's budget when its caller sets none (the runners only stop; tasks keep running).
+SHUTDOWN_BUDGET: Final = 30.0
+
+
+def _deadlines(default_budget: float) -> tuple[float, float]:
+    """(end of the main phase, end of everything) for a teardown starting now: the caller's
+    deadline if it has one (the agent's shutdown timeout, a test's), else `default_budget`.
+    The tail gets `TAIL_BUDGET` of it, or a quarter of a smaller budget."""
+    now = trio.current_time()
+    end = trio.current_effective_deadline()
+    if end == math.inf:
+        end = now + default_budget
+    tail = min(TAIL_BUDGET, max(end - now, 0.0) / 4)
+    return end - tail, end
+
+
+async def kill_one(ar: AllocRunner, tr: TaskRunner, event: TaskEvent | None) -> None:
+    """Kill one task and wait for its runner, within the task's kill bound (a driver that
+    never reports the exit must not hold up whatever waits for this)."""
+    with trio.move_on_after(tr.kill_bound()) as scope:
+        try:
+            error = await tr.kill(event)
+        except Exception:  # a failed kill is logged; it must not end the others
+            log.exception("killing task %s of alloc %s failed", tr.name, ar.id)
+            return
+        if error:
+            log.error("failed to kill task %s of alloc %s: %s", tr.name, ar.id, error)
+    if scope.cancelled_caught:
+        log.error("task %s of alloc %s did not stop within %.0fs; moving on",
+                  tr.name, ar.id, tr.kill_bound())
 
 
 async def kill_tasks(ar: AllocRunner) -> dict[str, TaskState]:
@@ -49,16 +82,7 @@ async def kill_tasks(ar: AllocRunner) -> dict[str, TaskState]:
                                     kill_timeout=tr.kill_timeout, kill_reason=reason)
 
         async def kill(tr: TaskRunner) -> None:
-            # Bounded: a driver that never reports the exit must not hold up the rest
-            # of the kill order (the task runner keeps waiting for it on its own).
-            with trio.move_on_after(tr.kill_bound()) as scope:
-                error = await tr.kill(killing(tr))
-                if error:
-                    log.error("failed to kill task %s of alloc %s: %s", tr.name, ar.id,
-                              error)
-            if scope.cancelled_caught:
-                log.error("task %s of alloc %s did not stop within %.0fs; moving on",
-                          tr.name, ar.id, tr.kill_bound())
+            await kill_one(ar, tr, killing(tr))
 
         runners = [tr for tr in ar.task_runners.values() if not tr.is_poststop]
         for tr in runners:
@@ -83,53 +107,90 @@ def release_unstarted(ar: AllocRunner) -> None:
 
 
 async def destroy(ar: AllocRunner) -> None:
-    """Nomad's `destroyImpl`: kill, persist the final state, destroy hooks, delete the bucket."""
-    if ar._shutdown_launched:
-        await ar.shutdown_done.wait()
-    release_unstarted(ar)
-    if ar._run_launched:
-        # Shielded (an agent shutting down still finishes a destroy it started) and
-        # bounded (kills are bounded per task; runners that still do not finish are
-        # cancelled after a grace period).
-        with trio.CancelScope(shield=True):
-            await kill_tasks(ar)
-            # A runner cancelled from outside ended without stopping its task: a destroy
-            # must not leave it behind.
-            for tr in ar.task_runners.values():
-                if tr.handle is not None:
-                    with trio.move_on_after(tr.kill_bound()):
+    """Nomad's `destroyImpl` under one deadline: kill (leader, main, sidecars), destroy what
+    is left by force, then the tail: persist the final state, destroy hooks, delete the
+    state. The deadline is the caller's, or the slowest task's kill bound plus the tail.
+
+    Shielded, so a caller cancelled halfway (an agent shutting down) still gets the tail;
+    bounded, so a driver that never reports an exit cannot stretch it: when the kills run
+    out of time, the run loop is cancelled and the tail runs all the same.
+    """
+    default = max((tr.kill_bound() for tr in ar.task_runners.values()), default=0.0)
+    kills_end, end = _deadlines(default + TAIL_BUDGET)
+    try:
+        with trio.CancelScope(shield=True, deadline=kills_end) as kills:
+            if ar._shutdown_launched:
+                await ar.shutdown_done.wait()
+            release_unstarted(ar)
+            if ar._run_launched:
+                await kill_tasks(ar)
+                # A runner cancelled from outside ended without stopping its task: a
+                # destroy must not leave it behind.
+                for tr in ar.task_runners.values():
+                    if tr.handle is not None:
                         try:
                             await tr.driver.destroy_task(tr.handle.task_id, force=True)
                         except YurtError as e:
                             log.error("destroying task %s: %s", tr.name, e)
+                await ar.wait_done.wait()
+        if kills.cancelled_caught:
+            log.error("alloc %s: tasks did not stop within the destroy's deadline; "
+                      "cancelling the runners", ar.id)
+        with trio.CancelScope(shield=True, deadline=end):
+            await _end_run(ar)
             await ar._publish()
-            with trio.move_on_after(DESTROY_GRACE):
-                await ar.wait_done.wait()
-            if not ar.wait_done.is_set():
-                log.error("alloc %s: runners did not finish; cancelling them", ar.id)
-                ar._run_scope.cancel()
-                await ar.wait_done.wait()
+            with trio.move_on_at(end - min(DB_RESERVE, (end - kills_end) / 2)):
+                await ar._run_hooks(AllocDestroyHook, "destroy")
+            await ar._db.delete_allocation_bucket(ar.id)
+    finally:
+        ar.broadcaster.close()
+        ar.shutdown_done.set()
+        ar.destroyed.set()
+
+
+async def _end_run(ar: AllocRunner) -> None:
+    """Make sure the run loop and its state handler are over (cancelled if need be); a
+    runner that never ran counts as over."""
+    if ar._run_launched:
+        ar._run_scope.cancel()  # a no-op when it already finished
+        await ar.wait_done.wait()
     else:
-        # Never run: the task runners never started, so there is nothing to wait for.
         for tr in ar.task_runners.values():
             tr.done.set()
         ar.wait_done.set()
         ar._handler_done.set()
-    await ar._run_hooks(AllocDestroyHook, "destroy")
     await ar._handler_done.wait()
-    await ar._db.delete_allocation_bucket(ar.id)
-    ar.broadcaster.close()
-    ar.shutdown_done.set()
-    ar.destroyed.set()
 
 
 async def shutdown(ar: AllocRunner) -> None:
-    """Agent shutdown: the runners stop, the tasks keep running."""
-    release_unstarted(ar)
-    async with trio.open_nursery() as nursery:
-        for tr in ar.task_runners.values():
-            nursery.start_soon(tr.shutdown_and_wait)
-    if ar._run_launched:
-        await ar.wait_done.wait()
-    await ar._run_hooks(AllocShutdownHook, "shutdown")
-    ar.shutdown_done.set()
+    """Agent shutdown under one deadline (the caller's, or `SHUTDOWN_BUDGET`): the runners
+    stop, the tasks keep running, then the shutdown hooks. Runners that do not stop in time
+    are cancelled; shielded like `destroy`."""
+    main_end, end = _deadlines(SHUTDOWN_BUDGET)
+    try:
+        with trio.CancelScope(shield=True, deadline=main_end) as main:
+            release_unstarted(ar)
+            for tr in ar.task_runners.values():
+                tr.shutdown()
+            if ar._run_launched:
+                await ar.wait_done.wait()
+        if main.cancelled_caught:
+            log.error("alloc %s: runners did not stop within the shutdown's deadline; "
+                      "cancelling them", ar.id)
+        with trio.CancelScope(shield=True, deadline=end):
+            if ar._run_launched:
+                ar._run_scope.cancel()
+                await ar.wait_done.wait()
+            async with trio.open_nursery() as nursery:  # one commit for all of them
+                for tr in ar.task_runners.values():
+                    nursery.start_soon(_after_shutdown, ar, tr)
+            await ar._run_hooks(AllocShutdownHook, "shutdown")
+    finally:
+        ar.shutdown_done.set()
+
+
+async def _after_shutdown(ar: AllocRunner, tr: TaskRunner) -> None:
+    try:
+        await tr.after_shutdown()
+    except Exception:  # one task's failure must not cost the others their state
+        log.exception("shutting down task %s of alloc %s", tr.name, ar.id)

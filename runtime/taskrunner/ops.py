@@ -104,6 +104,12 @@ def shutdown(tr: TaskRunner) -> None:
 async def shutdown_and_wait(tr: TaskRunner) -> None:
     tr.shutdown()
     await tr.done.wait()
+    await after_shutdown(tr)
+
+
+async def after_shutdown(tr: TaskRunner) -> None:
+    """The runner stopped for an agent shutdown: shutdown hooks, then the local state
+    persisted for the next start."""
     await tr._run_hooks(TaskShutdownHook, "shutdown")
     await tr._persist_local()
 

@@ -75,7 +75,6 @@ from yurt.runtime.taskrunner import events, ops, stopping
 from yurt.runtime.taskrunner.restarts import ExitResult, RestartTracker
 from yurt.runtime.taskrunner.stopping import (
     MAX_KILL_TIMEOUT,
-    STOP_RETRIES_TOTAL,
     TaskShutdown,
 )
 from yurt.store.protocol import StateDB
@@ -175,7 +174,7 @@ class TaskRunner:
     def kill_bound(self) -> float:
         """Seconds a caller may wait for this task's kill before giving up on it: the kill
         timeout, the shutdown delay, every stop retry, and a margin."""
-        return (self.kill_timeout + self.task.shutdown_delay + STOP_RETRIES_TOTAL) / 1e9 + 30
+        return stopping.kill_bound(self.task.shutdown_delay, self.kill_timeout) / 1e9 + 30
 
     @property
     def handle(self) -> TaskHandle | None:
@@ -579,6 +578,10 @@ class TaskRunner:
 
     async def shutdown_and_wait(self) -> None:
         await ops.shutdown_and_wait(self)
+
+    async def after_shutdown(self) -> None:
+        """Once stopped by `shutdown()`: shutdown hooks, local state persisted."""
+        await ops.after_shutdown(self)
 
     async def mark_failed_kill(self, reason: str) -> None:
         """The alloc could not be set up: fail the task and send it down the kill path."""

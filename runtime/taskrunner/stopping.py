@@ -45,12 +45,22 @@ def kill_backoff(attempt: int) -> int:
     return int(min(4**attempt * KILL_BACKOFF_BASE, KILL_BACKOFF_LIMIT))
 
 
+#: How long past its kill timeout a driver may take to stop a task, and to report its exit
+#: once stopped, before the kill gives up on it.
+STOP_GRACE: Final = 5 * SECOND
+
 #: All of a stop's backoffs (5 s + 20 s + 80 s + 120 s), for callers that bound a kill.
 STOP_RETRIES_TOTAL: Final = sum(kill_backoff(i) for i in range(KILL_FAILURE_LIMIT - 1))
 
 
 async def handle_kill(tr: TaskRunner, handle: TaskHandle) -> ExitResult:
-    """Kill the running task of `tr` and wait for its exit."""
+    """Kill the running task of `tr` and wait for its exit, within one bound: the shutdown
+    delay, the stop (each attempt `kill_timeout` + `STOP_GRACE`, errors retried with
+    backoff), then `STOP_GRACE` for the driver to report the exit. A driver that never
+    reports it gets the exit `-1` with a kill error, so the task (and its allocation) still
+    ends; the caller then destroys the task by force. An agent shutdown interrupts every
+    step (`TaskShutdown`): the task is left as it is, and the next start resumes the kill.
+    """
     await tr._run_hooks(TaskPrekillHook, "prekill")
     delay = tr.task.shutdown_delay
     if delay > 0:
@@ -62,18 +72,33 @@ async def handle_kill(tr: TaskRunner, handle: TaskHandle) -> ExitResult:
             await tr._wait_driver(handle)
         tr._check_shutdown()
     tr.tracker.set_killed()
-    tr._kill_error = await stop_task(tr, handle)
     with tr._interruptible(kill=False):
-        return await tr._wait_driver(handle)
+        tr._kill_error = await stop_task(tr, handle)
+    tr._check_shutdown()
+    with tr._interruptible(kill=False):
+        with trio.move_on_after(STOP_GRACE / 1e9):
+            return await tr._wait_driver(handle)
+        error = f"task did not exit within {format_duration(STOP_GRACE)} of its stop"
+        log.error("task %s of alloc %s: %s", tr.name, tr.alloc.id, error)
+        tr._kill_error = "; ".join(e for e in (tr._kill_error, error) if e)
+        return ExitResult(exit_code=-1, err=error)
     raise TaskShutdown  # only reached when shutdown cancelled the wait
 
 
 async def stop_task(tr: TaskRunner, handle: TaskHandle) -> str:
-    """`stop_task` with Nomad's retries; returns the last error, "" on success."""
+    """`stop_task` with Nomad's retries; returns the last error, "" on success.
+
+    An attempt that has not returned `STOP_GRACE` after the kill timeout is not retried: the
+    driver does not answer, and waiting for it again would only push the stop's bound out.
+    """
     signal = tr.task.kill_signal or DEFAULT_KILL_SIGNAL
     for attempt in range(KILL_FAILURE_LIMIT):
         try:
-            await tr.driver.stop_task(handle.task_id, tr.kill_timeout, signal)
+            with trio.move_on_after((tr.kill_timeout + STOP_GRACE) / 1e9) as scope:
+                await tr.driver.stop_task(handle.task_id, tr.kill_timeout, signal)
+            if scope.cancelled_caught:
+                return (f"driver did not stop the task within "
+                        f"{format_duration(tr.kill_timeout + STOP_GRACE)}")
             return ""
         except TaskNotFoundError:
             return ""
@@ -84,3 +109,10 @@ async def stop_task(tr: TaskRunner, handle: TaskHandle) -> str:
                         attempt + 1, e)
             await trio.sleep(kill_backoff(attempt) / 1e9)
     return ""  # pragma: no cover - the loop always returns
+
+
+def kill_bound(shutdown_delay: int, kill_timeout: int) -> int:
+    """The most a kill can take (ns): the shutdown delay, every stop attempt and backoff,
+    and the wait for the exit. Callers that bound a kill add their own margin."""
+    return (shutdown_delay + KILL_FAILURE_LIMIT * (kill_timeout + STOP_GRACE)
+            + STOP_RETRIES_TOTAL + STOP_GRACE)
