@@ -26,6 +26,7 @@ from yurt.runtime.structs import (
     TASK_STATE_RUNNING,
     Allocation,
     TaskEvent,
+    TaskHandle,
 )
 from yurt.runtime.taskrunner import events, stopping
 
@@ -65,14 +66,33 @@ async def force_restart(tr: TaskRunner, event: TaskEvent, *, failure: bool = Fal
 
 
 async def restart_with(tr: TaskRunner, event: TaskEvent, failure: bool) -> None:
-    await tr.emit_event(event)
-    tr.tracker.set_restart_triggered(failure=failure)
+    """Stop the current run so the main loop starts the task again.
+
+    The request is recorded on the tracker in the same step as the check that a run is
+    there to take it (no await between): a run that is over already, or that ends while
+    this waits, either consumes the request in its own decision or never sees it, so it
+    never lingers into a later failure. A user restart is persisted before the stop, so a
+    restarted agent resumes it instead of applying the policy's delay to the exit.
+    """
     if tr.state.state == TASK_STATE_DEAD:
+        tr.tracker.set_restart_triggered(failure=failure)
         tr._restart_wake.set()
+        await tr.emit_event(event)
         return
     handle = tr._handle
-    if handle is None:
+    if handle is None:  # between runs: the main loop is deciding, or starting, already
+        await tr.emit_event(event)
         return
+    tr.tracker.set_restart_triggered(failure=failure)
+    if not failure:
+        tr.local_state.restart_requested = True
+        await tr._persist_local()
+    await tr.emit_event(event)
+    await stop_for_restart(tr, handle)
+
+
+async def stop_for_restart(tr: TaskRunner, handle: TaskHandle) -> None:
+    """Stop a run for a restart and wait for its exit (the main loop decides the rest)."""
     await tr._run_hooks(TaskPrekillHook, "prekill")
     await stopping.stop_task(tr, handle)
     await tr._wait_driver(handle)

@@ -297,6 +297,10 @@ class TaskRunner:
         if local is None:
             return
         self.local_state = local
+        if local.restart_requested:
+            # A user restart was under way: the exit it caused (or causes, see `run`) is
+            # followed by an immediate, uncounted start, not by the policy's delay.
+            self.tracker.set_restart_triggered(failure=False)
         for name, saved in local.hooks.items():
             if saved.prestart_done:
                 self._apply_hook(name, saved)
@@ -330,6 +334,10 @@ class TaskRunner:
             self._received = None
         try:
             async with trio.open_nursery() as self._background:
+                handle = self._handle
+                if self.local_state.restart_requested and handle is not None:
+                    # Re-attached to a task a user restart had not stopped yet: stop it.
+                    self._background.start_soon(ops.stop_for_restart, self, handle)
                 try:
                     await self._run()
                 except TaskShutdown:
@@ -495,6 +503,7 @@ class TaskRunner:
             raise
         self._handle = handle
         self.local_state.task_handle = handle
+        self.local_state.restart_requested = False  # done: this is the restarted run
         await self._persist_local()
         await self.update_state(TASK_STATE_RUNNING,
                                 events.new_event(events.STARTED, self._unix_clock()))
