@@ -739,3 +739,21 @@ async def test_an_update_that_drops_a_task_does_not_hold_up_a_stop(
         assert (killed.type, killed.kill_reason, killed.fails_task) == (
             "Killed", "update missing task", True)
         h.nursery.cancel_scope.cancel()
+
+
+async def test_the_client_view_is_never_terminal_before_sync_and_gc_are_told(
+        autojump_clock: MockClock) -> None:
+    told: list[str] = []  # client statuses as the client (sync, GC) hears them
+    async with harness() as h:
+        alloc = job_alloc(one_task('run_for = "1h"', job_type="service"))
+        ar = AllocRunner(alloc, h.config, nursery=h.nursery,
+                         on_alloc_state_updated=lambda a: told.append(a.client_status))
+        h.nursery.start_soon(ar.run)
+        await trio.sleep(1)
+        ar.update(stopped(alloc))
+        with trio.fail_after(10):
+            # Every scheduling step, as an API reader could look at any of them.
+            while ar.client_alloc().client_status != "complete":
+                await trio.lowlevel.checkpoint()
+        assert told[-1] == "complete"
+        h.nursery.cancel_scope.cancel()

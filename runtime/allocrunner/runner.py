@@ -158,6 +158,7 @@ class AllocRunner:
                 task_dir=self.alloc_dir.task_dir(task.name) if self.alloc_dir else None,
                 on_event=lambda tr, ev: config.on_task_event(tr.alloc, tr.name, ev))
         self.state = AllocState()
+        self._published: Allocation | None = None  # the last client view sent out
         self.wait_done = trio.Event()  # run() finished (or will never run)
         self.destroyed = trio.Event()
         self.shutdown_done = trio.Event()
@@ -183,7 +184,19 @@ class AllocRunner:
         return AllocState(status, description, states)
 
     def client_alloc(self) -> Allocation:
-        """The server copy with the client's view laid over it (what the client reports)."""
+        """The server copy with the client view this runner last published laid over it:
+        what the client reports, and what sync and GC know (an allocation must not look
+        terminal to a reader before the garbage collector may collect it). Before the first
+        publication, the live view."""
+        published = self._published
+        if published is None:
+            return self._live_client_alloc()
+        return msgspec.structs.replace(self.alloc, client_status=published.client_status,
+                                       client_description=published.client_description,
+                                       task_states=published.task_states)
+
+    def _live_client_alloc(self) -> Allocation:
+        """The server copy with the client's live view laid over it."""
         state = self.alloc_state()
         description = state.client_description
         if self.alloc.desired_status == "evict" and self.alloc.desired_description:
@@ -338,7 +351,7 @@ class AllocRunner:
 
     async def _publish(self) -> None:
         """Compute the client view, persist it, and send it to listeners."""
-        calloc = self.client_alloc()
+        calloc = self._live_client_alloc()
         if is_client_terminal(calloc.client_status):
             now = events.datetime_of(self._config.unix_clock())
             for state in calloc.task_states.values():
@@ -346,6 +359,7 @@ class AllocRunner:
                     state.finished_at = now
         self.state = AllocState(calloc.client_status, calloc.client_description,
                                 calloc.task_states)
+        self._published = calloc
         if not self.broadcaster.closed:
             self.broadcaster.send(calloc)
         self._on_alloc_state_updated(calloc)
