@@ -20,7 +20,7 @@ import trio
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig, AllocRunnerError
 from yurt.runtime.allocwatcher import GroupWatcher
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.structs import Allocation
+from yurt.runtime.structs import Allocation, is_client_terminal
 
 log = logging.getLogger("yurt.client")
 
@@ -94,14 +94,22 @@ class Client:
 
     def sync_allocs(self, allocs: list[Allocation]) -> None:
         """Bring the runners in line with the server's allocations for this node (Nomad's
-        `runAllocs`): new ones start, newer versions are handed to their runner, ones the
-        server no longer has are destroyed."""
+        `runAllocs`): new ones start (stopped ones the server still thinks alive get a runner
+        that reports their end), newer versions are handed to their runner, ones the server
+        no longer has are destroyed."""
         seen = set()
         for alloc in allocs:
             seen.add(alloc.id)
             runner = self.runners.get(alloc.id)
             if runner is None:
-                if (not alloc.is_terminal() and alloc.id not in self.invalid
+                # A server-terminal allocation the client has no runner for still gets one
+                # unless the server knows it ended: a stop (and the destroy of its state)
+                # finished here, but the agent died before the last update reached the
+                # server. Run as the terminal allocation it is, its tasks never start and
+                # the runner reports how it ended (Nomad runs the task runners of terminal
+                # allocations for the same reason).
+                over = alloc.is_terminal() and is_client_terminal(alloc.client_status)
+                if (not over and alloc.id not in self.invalid
                         and alloc.id not in self.collected):
                     try:
                         self.add_alloc(alloc)
