@@ -114,3 +114,21 @@ async def test_client_destroy_all_keeps_the_agents_deadline(autojump_clock: Mock
         assert client.runners == {}
         assert await db.get_all_allocations() == ([], {})
         nursery.cancel_scope.cancel()
+
+
+async def test_a_kill_interrupts_a_start_that_hangs_in_the_driver(
+        autojump_clock: MockClock) -> None:
+    async with harness() as h:
+        alloc = job_alloc(HUNG.replace('run_for    = "1h"',
+                                       'run_for = "1h"\n start_block_for = "1h"'))
+        ar = h.start(alloc)
+        await trio.sleep(1)
+        tr = ar.task_runners["t"]
+        assert tr.handle is None  # still starting
+        ar.update(stopped(alloc))
+        with trio.fail_after(10):
+            await ar.wait_done.wait()
+        assert tr.state.state == "dead"
+        assert h.task_log("start") == []  # the start never completed
+        assert "Started" not in types(tr)
+        assert ar.client_alloc().client_status == "complete"

@@ -410,6 +410,8 @@ class TaskRunner:
                 if self._kill_requested:
                     return
                 handle = await self._start()
+                if handle is None:  # killed while the driver was starting it
+                    return
             except (HookError, DriverError) as e:
                 self.tracker.set_start_error(e, recoverable=e.recoverable)
             else:
@@ -480,7 +482,7 @@ class TaskRunner:
         self._hook_mounts[name] = list(state.mounts)
         self._hook_devices[name] = list(state.devices)
 
-    async def _start(self) -> TaskHandle:
+    async def _start(self) -> TaskHandle | None:
         if self._handle is not None:
             # Re-attached after an agent restart: running already, and no new event.
             await self.update_state(TASK_STATE_RUNNING)
@@ -495,12 +497,20 @@ class TaskRunner:
             task_dir=self._task_dir, stdout_path=stdout, stderr_path=stderr,
             mounts=[m for hook in self.hooks for m in self._hook_mounts.get(hook.name, ())],
             devices=[d for hook in self.hooks for d in self._hook_devices.get(hook.name, ())])
+        started: TaskHandle | None = None
         try:
-            handle = await self.driver.start_task(config)
+            # A kill interrupts the start (a driver that hangs starting must not keep a
+            # task from being killed); the driver reaps what it began. An agent shutdown
+            # lets it finish, so the handle is persisted for the next start.
+            with self._interruptible(shutdown=False):
+                started = await self.driver.start_task(config)
         except DriverError as e:
             await self.emit_event(events.new_event(events.DRIVER_FAILURE, self._unix_clock(),
                                                    driver_error=str(e)))
             raise
+        if started is None:
+            return None
+        handle = started
         self._handle = handle
         self.local_state.task_handle = handle
         self.local_state.restart_requested = False  # done: this is the restarted run
