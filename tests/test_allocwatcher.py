@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -130,3 +131,22 @@ async def test_a_restored_replacement_still_waits_for_the_previous_alloc(
         assert len(new_starts) == 1
         assert new_starts[0] >= stops[0]  # only once the old task was stopped
         nursery.cancel_scope.cancel()
+
+
+class FailingBroadcaster:
+    def listen(self) -> None:
+        raise RuntimeError("broadcaster failed")
+
+
+class BrokenRunner:
+    """Just enough of an alloc runner for a watcher, whose broadcaster fails."""
+
+    id = "broken"
+    broadcaster = FailingBroadcaster()
+
+
+async def test_group_watcher_errors_are_not_exception_groups() -> None:
+    watcher = GroupWatcher(BrokenRunner(), preempted=[])  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="broadcaster failed"):
+        await watcher.wait()
+    assert not watcher.waiting
