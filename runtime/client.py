@@ -124,6 +124,12 @@ class Client:
         for alloc_id in [a for a in self.runners if a not in seen]:
             if alloc_id not in self.collected and self._nursery is not None:
                 self._nursery.start_soon(self.destroy_alloc, alloc_id)
+        # What the server forgot, or knows is over, can never come back: forget it here too,
+        # so these sets stay as small as the server's own list.
+        alive = {a.id for a in allocs
+                 if not (a.is_terminal() and is_client_terminal(a.client_status))}
+        self.collected &= alive | set(self.runners)
+        self.invalid &= seen
 
     async def destroy_alloc(self, alloc_id: str) -> None:
         """Destroy a runner (kill, remove its dir and state) and forget it."""

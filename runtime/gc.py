@@ -55,19 +55,26 @@ class AllocGarbageCollector:
         self.config = config
         self._usage = usage
         self._queue: dict[str, float] = {}  # insertion order is marking order: oldest first
-        self._collected: set[str] = set()
+        # Being destroyed now (not marked again meanwhile). Forgotten once destroyed: the
+        # client never reports a collected allocation again, so nothing is kept for ever.
+        self._collecting: set[str] = set()
         self._wakeup = trio.Event()
         self._limiter = trio.CapacityLimiter(config.parallel)
 
     def mark(self, alloc_id: str) -> None:
         """Queue a terminal allocation for collection (idempotent) and wake the collector."""
-        if alloc_id not in self._queue and alloc_id not in self._collected:
+        if alloc_id not in self._queue and alloc_id not in self._collecting:
             self._queue[alloc_id] = trio.current_time()
             self._wakeup.set()
 
     @property
     def queued(self) -> list[str]:
         return list(self._queue)
+
+    @property
+    def tracked(self) -> int:
+        """How many allocations the collector holds on to (queued or being destroyed)."""
+        return len(self._queue) + len(self._collecting)
 
     async def reason(self) -> str:
         """Why a pass should collect now ("" if it should not)."""
@@ -82,12 +89,14 @@ class AllocGarbageCollector:
         return ""
 
     async def _collect_one(self, alloc_id: str) -> None:
-        self._collected.add(alloc_id)
-        async with self._limiter:
-            try:
+        self._collecting.add(alloc_id)
+        try:
+            async with self._limiter:
                 await self._destroy(alloc_id)
-            except Exception:  # one failed destroy must not stop the others
-                log.exception("destroying allocation %s failed", alloc_id)
+        except Exception:  # one failed destroy must not stop the others
+            log.exception("destroying allocation %s failed", alloc_id)
+        finally:
+            self._collecting.discard(alloc_id)
 
     async def keep_usage_below_threshold(self) -> int:
         """One pass; returns how many allocations it destroyed."""

@@ -90,3 +90,27 @@ async def test_a_stopped_alloc_the_client_has_no_state_for_is_reported_terminal(
         await trio.sleep(5)
         assert driver.log == []
         nursery.cancel_scope.cancel()
+
+
+async def test_the_client_forgets_collected_allocations_the_server_is_done_with(
+        autojump_clock: MockClock) -> None:
+    db, driver = MemoryStateDB(), MockDriver(unix_clock)
+    alloc = job_alloc(SERVICE.replace('"1h"', '"1s"').replace('job "j" {',
+                                                               'job "j" {\n type = "batch"'))
+    reported: list[Allocation] = []
+    async with trio.open_nursery() as nursery:
+        client = new_client(db, driver, reported)
+        await nursery.start(client.run)
+        client.sync_allocs([alloc])
+        await trio.sleep(5)
+        assert reported[-1].client_status == "complete"
+        await client.destroy_alloc(alloc.id)  # collected
+        assert client.collected == {alloc.id}
+        client.sync_allocs([msgspec.structs.replace(alloc, client_status="running")])
+        assert client.collected == {alloc.id}  # the final update is still on its way
+        client.sync_allocs([msgspec.structs.replace(alloc, client_status="complete")])
+        assert client.collected == set()
+        client.sync_allocs([])
+        assert client.runners == {}
+        assert [kind for _, kind, _ in driver.log] == ["start"]  # never ran again
+        nursery.cancel_scope.cancel()

@@ -145,6 +145,18 @@ async def test_forced_collections_respect_parallelism(autojump_clock: MockClock)
     assert gc.queued == []
 
 
+async def test_the_collector_forgets_what_it_destroyed(autojump_clock: MockClock) -> None:
+    async def destroy(alloc_id: str) -> None:
+        await trio.sleep(1)
+
+    gc = AllocGarbageCollector(destroy, lambda: 0, Path("/"), usage=FakeUsage())
+    for n in range(100):
+        gc.mark(f"a{n}")
+    assert gc.tracked == 100
+    assert await gc.collect_all() == 100
+    assert gc.tracked == 0  # nothing kept for ever, however many allocations come and go
+
+
 PRIORITY_JOB = '''job "%s" {
   priority = %d
   group "g" {
