@@ -23,7 +23,7 @@ from yurt.hooks.base import AllocHookResources, PrestartResponse, TaskHookContex
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.errors import DriverError
-from yurt.runtime.structs import AllocNetworkStatus, TaskEvent, TaskState
+from yurt.runtime.structs import AllocNetworkStatus, LocalState, TaskEvent, TaskState
 from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.events import datetime_of
 from yurt.store import MemoryStateDB
@@ -393,3 +393,25 @@ async def test_a_user_restart_cut_by_a_crash_restarts_at_once_after_restore(
         restarting = [e for e in tr.state.events if e.type == "Restarting"]
         assert [e.start_delay for e in restarting] == [0]
         nursery.cancel_scope.cancel()
+
+
+class SlowReads(MemoryStateDB):
+    """Every task state read takes a second, as a thread hop under load would."""
+
+    async def get_task_runner_state(self, alloc_id: str, task: str
+                                    ) -> tuple[LocalState | None, TaskState | None]:
+        await trio.sleep(1)
+        return await super().get_task_runner_state(alloc_id, task)
+
+
+async def test_an_allocations_tasks_restore_concurrently(autojump_clock: MockClock) -> None:
+    tasks = "\n".join(f'task "t{n}" {{\n driver = "mock_driver"\n config {{ run_for = "1h" }}\n}}'
+                      for n in range(5))
+    alloc = job_alloc(f'job "j" {{\n group "g" {{\n{tasks}\n }}\n}}')
+    config = AllocRunnerConfig(state_db=SlowReads(), drivers={"mock_driver": MockDriver(
+        unix_clock)}, unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        ar = AllocRunner(alloc, config, nursery=nursery)
+        start = trio.current_time()
+        await ar.restore()
+        assert trio.current_time() - start == 1  # not one read after another (5 s)

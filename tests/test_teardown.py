@@ -8,10 +8,12 @@ from trio.testing import MockClock
 
 from tests.runtime_support import harness, job_alloc, stopped, types, unix_clock
 from yurt.hooks.base import AllocDestroyHook, AllocShutdownHook
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from yurt.runtime.client import Client
 from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.errors import StateError
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.structs import TaskState
 from yurt.store import MemoryStateDB
 
 #: A task whose driver takes an hour to stop it, within a kill timeout of 30 s: the task
@@ -132,3 +134,42 @@ async def test_a_kill_interrupts_a_start_that_hangs_in_the_driver(
         assert h.task_log("start") == []  # the start never completed
         assert "Started" not in types(tr)
         assert ar.client_alloc().client_status == "complete"
+
+
+class FailsKillingWrites(MemoryStateDB):
+    """The state DB fails the write of a `Killing` event."""
+
+    async def put_task_state(self, alloc_id: str, task: str, state: TaskState) -> None:
+        if state.events and state.events[-1].type == "Killing":
+            await trio.lowlevel.checkpoint()
+            raise StateError("disk on fire")
+        await super().put_task_state(alloc_id, task, state)
+
+
+async def test_a_failing_kill_is_logged_and_never_an_exception_group(
+        autojump_clock: MockClock) -> None:
+    job = '''job "j" {
+  type = "service"
+  group "g" {
+    task "a" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+    task "b" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+  }
+}'''
+    alloc = job_alloc(job)
+    config = AllocRunnerConfig(state_db=FailsKillingWrites(),
+                               drivers={"mock_driver": MockDriver(unix_clock)},
+                               unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        ar = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(ar.run)
+        await trio.sleep(1)
+        ar.update(stopped(alloc))
+        with trio.fail_after(60):
+            await ar.wait_done.wait()
+        assert {tr.state.state for tr in ar.task_runners.values()} == {"dead"}

@@ -214,9 +214,25 @@ class AllocRunner:
 
     async def restore(self) -> None:
         """After an agent restart, before `run()`: restore every task runner, then the
-        lifecycle coordinator from the restored states."""
-        for tr in self.task_runners.values():
-            await tr.restore()
+        lifecycle coordinator from the restored states.
+
+        The task runners restore concurrently: each reads the store and asks its driver to
+        recover its task, and one task's hops need not wait for another's. The first error
+        is raised as itself (the others are logged), never as an ExceptionGroup."""
+        errors: list[Exception] = []
+
+        async def restore(tr: TaskRunner) -> None:
+            try:
+                await tr.restore()
+            except Exception as e:
+                log.error("restoring task %s of alloc %s: %s", tr.name, self.id, e)
+                errors.append(e)
+
+        async with trio.open_nursery() as nursery:
+            for tr in self.task_runners.values():
+                nursery.start_soon(restore, tr)
+        if errors:
+            raise errors[0]
         self._set_gates(self.coordinator.restore(
             {name: tr.state for name, tr in self.task_runners.items()}))
 
