@@ -3,6 +3,9 @@ store that outlives the "crash", `autojump_clock`)."""
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import msgspec
 import trio
 from trio.testing import MockClock
@@ -12,7 +15,9 @@ from yurt.runtime.allocrunner.runner import AllocRunnerConfig
 from yurt.runtime.client import Client
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.structs import Allocation
+from yurt.runtime.sync import AllocSyncer
 from yurt.store import MemoryStateDB
 
 SERVICE = '''job "j" {
@@ -113,4 +118,58 @@ async def test_the_client_forgets_collected_allocations_the_server_is_done_with(
         client.sync_allocs([])
         assert client.runners == {}
         assert [kind for _, kind, _ in driver.log] == ["start"]  # never ran again
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_allocation_is_collected_only_once_the_server_knows_it_ended(
+        autojump_clock: MockClock) -> None:
+    # Deleting the state of an allocation whose end the server never heard of would, after
+    # a crash, leave the server with a running allocation this node knows nothing of (a
+    # batch job would run again). The collector waits for the acknowledgement.
+    db, driver = MemoryStateDB(), MockDriver(unix_clock)
+    server_up = False
+    sent: list[Allocation] = []
+
+    async def send(batch: list[Allocation]) -> None:
+        await trio.lowlevel.checkpoint()
+        if not server_up:
+            raise ConnectionError("server unreachable")
+        sent.extend(batch)
+
+    async def usage(path: Path) -> tuple[float, float]:
+        await trio.lowlevel.checkpoint()
+        return 0.0, 0.0
+
+    gc: AllocGarbageCollector | None = None
+    syncer = AllocSyncer(send, db, unix_clock=unix_clock, rng=random.Random(1),
+                         on_acknowledged=lambda: gc.wake() if gc else None)
+
+    def updated(alloc: Allocation) -> None:
+        syncer.add(alloc)
+        if alloc.client_status == "complete" and gc is not None:
+            gc.mark(alloc.id)
+
+    client = Client(AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                                      unix_clock=unix_clock), EventBroker(),
+                    on_alloc_update=updated)
+    gc = AllocGarbageCollector(client.destroy_alloc, lambda: len(client.runners), Path("/"),
+                               GCConfig(max_allocs=0), usage=usage,
+                               ready=syncer.acknowledged_terminal)
+    batch = job_alloc(SERVICE.replace('"1h"', '"1s"').replace('job "j" {',
+                                                               'job "j" {\n type = "batch"'))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        await nursery.start(syncer.run)
+        await nursery.start(gc.run)
+        syncer.servers_contacted.set()
+        client.sync_allocs([batch])
+        await trio.sleep(30)
+        assert gc.queued == [batch.id]  # complete, but the server has not heard it
+        (kept,), _ = await db.get_all_allocations()
+        assert kept.client_status == "complete"
+        server_up = True
+        await trio.sleep(30)
+        assert sent[-1].client_status == "complete"
+        assert await db.get_all_allocations() == ([], {})  # now collected
+        assert gc.tracked == 0
         nursery.cancel_scope.cancel()
