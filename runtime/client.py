@@ -138,8 +138,10 @@ class Client:
             await trio.lowlevel.checkpoint()
             return
         self.collected.add(alloc_id)
-        await runner.destroy_and_wait()
-        self.runners.pop(alloc_id, None)
+        try:
+            await runner.destroy_and_wait()
+        finally:  # destroyed even when its last write failed: never run it again
+            self.runners.pop(alloc_id, None)
 
     async def destroy_all(self) -> None:
         """Destroy every allocation (dev mode's way to stop), all within the caller's

@@ -173,3 +173,31 @@ async def test_a_failing_kill_is_logged_and_never_an_exception_group(
         with trio.fail_after(60):
             await ar.wait_done.wait()
         assert {tr.state.state for tr in ar.task_runners.values()} == {"dead"}
+
+
+class FailsOneDelete(MemoryStateDB):
+    async def delete_allocation_bucket(self, alloc_id: str) -> None:
+        if alloc_id == "a1":
+            await trio.lowlevel.checkpoint()
+            raise StateError("disk on fire")
+        await super().delete_allocation_bucket(alloc_id)
+
+
+async def test_client_teardowns_log_failures_and_never_raise_exception_groups(
+        autojump_clock: MockClock) -> None:
+    hook = Recorder()
+    db = FailsOneDelete()
+    client = Client(AllocRunnerConfig(state_db=db, drivers={"mock_driver": MockDriver(unix_clock)},
+                                      unix_clock=unix_clock, alloc_hooks=(hook,)),
+                    EventBroker())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        for name in ("a1", "a2"):
+            client.add_alloc(job_alloc(HUNG, alloc_id=name))
+        await trio.sleep(1)
+        await client.destroy_all()  # a1's state cannot be deleted: logged, a2 unaffected
+        assert hook.calls == ["destroy", "destroy"]
+        (left,), _ = await db.get_all_allocations()
+        assert left.id == "a1"
+        assert client.runners == {}
+        nursery.cancel_scope.cancel()
