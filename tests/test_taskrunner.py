@@ -415,3 +415,42 @@ async def test_an_allocations_tasks_restore_concurrently(autojump_clock: MockClo
         start = trio.current_time()
         await ar.restore()
         assert trio.current_time() - start == 1  # not one read after another (5 s)
+
+
+class CrashesOnRestartEvent(MemoryStateDB):
+    """The agent "crashes" once a user restart is recorded, before the task is stopped."""
+
+    crashing = True
+
+    async def put_task_state(self, alloc_id: str, task: str, state: TaskState) -> None:
+        if self.crashing and state.events and state.events[-1].type == "Restart Signaled":
+            await trio.sleep_forever()
+        await super().put_task_state(alloc_id, task, state)
+
+
+async def test_a_user_restart_recorded_before_a_crash_is_carried_out_after_restore(
+        autojump_clock: MockClock) -> None:
+    alloc = job_alloc(SERVICE % "1h")
+    db = CrashesOnRestartEvent()
+    driver = MockDriver(unix_clock)
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(10)
+        nursery.start_soon(first.restart_task, "t")
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()  # the crash, before the stop was sent
+    assert [kind for _, kind, _ in driver.log] == ["start"]
+
+    db.crashing = False
+    async with trio.open_nursery() as nursery:
+        second = AllocRunner(alloc, config, nursery=nursery)
+        await second.restore()
+        restored_at = trio.current_time()
+        nursery.start_soon(second.run)
+        await trio.sleep(5)
+        assert [(t, kind) for t, kind, _ in driver.log][1:] == [
+            (restored_at, "stop"), (restored_at, "start")]
+        nursery.cancel_scope.cancel()

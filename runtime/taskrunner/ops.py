@@ -84,10 +84,16 @@ async def restart_with(tr: TaskRunner, event: TaskEvent, failure: bool) -> None:
         await tr.emit_event(event)
         return
     tr.tracker.set_restart_triggered(failure=failure)
-    if not failure:
+    if failure:
+        await tr.emit_event(event)
+    else:
+        # The event is appended at once (before the exit can be seen); the intent is
+        # durable before the stop is sent.
         tr.local_state.restart_requested = True
+        tr._append(event)
+        tr._on_state_updated()
         await tr._persist_local()
-    await tr.emit_event(event)
+        await tr._persist_state()
     await stop_for_restart(tr, handle)
 
 
