@@ -18,11 +18,15 @@ The kill order, destroy and shutdown live in `teardown.py`; this module is the r
 
 Two views of the allocation, never mixed: `alloc` is the static server copy (replaced only by
 `update()`); `alloc_state()` is the live client view: task states and client status.
+`client_alloc()` is what the runner last *published* (persisted, broadcast, handed to sync
+and GC): readers never see an allocation end before the collector may collect it.
 
 `destroy()` and `shutdown()` return at once; their work runs in the nursery lent to the
 constructor (the client's alloc-runners nursery), and `destroyed`/`shutdown_done` tell when
-it finished. `destroy()` completes even if `run()` was never called: unstarted task runners
-count as exited.
+it finished; `*_and_wait()` do the same work in the caller's task, within the caller's
+deadline (one deadline for all of it, tail included: see `teardown.py`). `destroy()`
+completes even if `run()` was never called: unstarted task runners count as exited. A kill
+the run loop starts itself (a task gone from an update) lives in the run loop's own nursery.
 """
 
 from __future__ import annotations

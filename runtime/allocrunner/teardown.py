@@ -9,6 +9,14 @@ Kill order (`kill_tasks`): prekill hooks, then the leader alone, then the other 
 together, then sidecars together; poststop tasks are never killed: once everything else is
 dead the coordinator opens their stage and they run.
 
+One deadline per teardown, tail included (DESIGN §3: a driver that never reports an exit
+cannot hang the agent). A destroy or shutdown takes the caller's deadline (the agent's
+shutdown timeout) or its own default, keeps `TAIL_BUDGET` of it for the tail, and runs
+shielded, so a caller cancelled halfway still gets a complete teardown, and bounded, so the
+shield never outlives the deadline. Rejected: a shield per step with its own timeout (the old
+way): each step was bounded, their sum was not (a dev-mode `destroy_all` took 290 s of its
+30 s, then lost its destroy hooks and left the allocation in the state DB).
+
 The functions work on the alloc runner's private state (same package, same invariants).
 """
 
