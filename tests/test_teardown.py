@@ -3,6 +3,7 @@ report a task's exit in time (layer 1: mock driver, in-memory store, `autojump_c
 
 from __future__ import annotations
 
+import msgspec
 import trio
 from trio.testing import MockClock
 
@@ -201,3 +202,32 @@ async def test_client_teardowns_log_failures_and_never_raise_exception_groups(
         assert left.id == "a1"
         assert client.runners == {}
         nursery.cancel_scope.cancel()
+
+
+async def test_a_kill_for_a_task_gone_from_an_update_lives_in_the_run_loop(
+        autojump_clock: MockClock) -> None:
+    two = HUNG.replace('''    task "t" {''', '''    task "gone" {
+      driver = "mock_driver"
+      kill_timeout = "30s"
+      config {
+        run_for    = "1h"
+        kill_after = "1h"
+      }
+    }
+    task "t" {''')
+    alloc = job_alloc(two)
+    db = MemoryStateDB()
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": MockDriver(unix_clock)},
+                               unix_clock=unix_clock)
+    async with trio.open_nursery() as lent, trio.open_nursery() as own:
+        ar = AllocRunner(alloc, config, nursery=lent)
+        own.start_soon(ar.run)
+        await trio.sleep(1)
+        ar.update(msgspec.structs.replace(job_alloc(HUNG), alloc_modify_index=5))
+        await trio.sleep(1)  # the kill of "gone" hangs in the driver
+        assert not ar.task_runners["gone"].done.is_set()  # still being killed
+        assert not lent.child_tasks  # yet nothing runs in the borrowed nursery
+        with trio.fail_after(ar.task_runners["gone"].kill_bound()):
+            await ar.task_runners["gone"].done.wait()
+        assert types(ar.task_runners["gone"])[-1] == "Killed"
+        own.cancel_scope.cancel()
