@@ -181,7 +181,8 @@ class Agent:
                 self.server = LocalServer(self.node, self.broker, store)
                 await self.server.load()
                 self.syncer = AllocSyncer(self.server.update_allocs, db,
-                                          unix_clock=time.time_ns)
+                                          unix_clock=time.time_ns,
+                                          on_acknowledged=lambda: self.gc.wake())
                 self.client = Client(AllocRunnerConfig(
                     state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                     alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
@@ -189,7 +190,7 @@ class Agent:
                     on_alloc_update=self._alloc_updated)
                 self.gc = AllocGarbageCollector(
                     self._destroy, lambda: len(self.client.runners), data / "alloc",
-                    self.config.gc)
+                    self.config.gc, ready=self.syncer.acknowledged_terminal)
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.client.run)
                     await self._restore()

@@ -66,9 +66,10 @@ class GroupWatcher:
             return
         self.waiting = True
         try:
-            async with trio.open_nursery() as nursery:
-                for runner in [*([self.previous] if self.previous else []), *self.preempted]:
-                    nursery.start_soon(wait_terminal, runner)
+            # One after the other: all must end, so the order costs nothing, and without a
+            # nursery an error reaches the caller as itself, never as an ExceptionGroup.
+            for runner in [*([self.previous] if self.previous else []), *self.preempted]:
+                await wait_terminal(runner)
         finally:
             self.waiting = False
 

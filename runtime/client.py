@@ -20,7 +20,7 @@ import trio
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig, AllocRunnerError
 from yurt.runtime.allocwatcher import GroupWatcher
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.structs import Allocation
+from yurt.runtime.structs import Allocation, is_client_terminal
 
 log = logging.getLogger("yurt.client")
 
@@ -94,14 +94,22 @@ class Client:
 
     def sync_allocs(self, allocs: list[Allocation]) -> None:
         """Bring the runners in line with the server's allocations for this node (Nomad's
-        `runAllocs`): new ones start, newer versions are handed to their runner, ones the
-        server no longer has are destroyed."""
+        `runAllocs`): new ones start (stopped ones the server still thinks alive get a runner
+        that reports their end), newer versions are handed to their runner, ones the server
+        no longer has are destroyed."""
         seen = set()
         for alloc in allocs:
             seen.add(alloc.id)
             runner = self.runners.get(alloc.id)
             if runner is None:
-                if (not alloc.is_terminal() and alloc.id not in self.invalid
+                # A server-terminal allocation the client has no runner for still gets one
+                # unless the server knows it ended: a stop (and the destroy of its state)
+                # finished here, but the agent died before the last update reached the
+                # server. Run as the terminal allocation it is, its tasks never start and
+                # the runner reports how it ended (Nomad runs the task runners of terminal
+                # allocations for the same reason).
+                over = alloc.is_terminal() and is_client_terminal(alloc.client_status)
+                if (not over and alloc.id not in self.invalid
                         and alloc.id not in self.collected):
                     try:
                         self.add_alloc(alloc)
@@ -116,6 +124,12 @@ class Client:
         for alloc_id in [a for a in self.runners if a not in seen]:
             if alloc_id not in self.collected and self._nursery is not None:
                 self._nursery.start_soon(self.destroy_alloc, alloc_id)
+        # What the server forgot, or knows is over, can never come back: forget it here too,
+        # so these sets stay as small as the server's own list.
+        alive = {a.id for a in allocs
+                 if not (a.is_terminal() and is_client_terminal(a.client_status))}
+        self.collected &= alive | set(self.runners)
+        self.invalid &= seen
 
     async def destroy_alloc(self, alloc_id: str) -> None:
         """Destroy a runner (kill, remove its dir and state) and forget it."""
@@ -124,20 +138,43 @@ class Client:
             await trio.lowlevel.checkpoint()
             return
         self.collected.add(alloc_id)
-        await runner.destroy_and_wait()
-        self.runners.pop(alloc_id, None)
+        try:
+            await runner.destroy_and_wait()
+        finally:  # destroyed even when its last write failed: never run it again
+            self.runners.pop(alloc_id, None)
 
     async def destroy_all(self) -> None:
-        """Destroy every allocation (dev mode's way to stop)."""
+        """Destroy every allocation (dev mode's way to stop), all within the caller's
+        deadline (each destroy keeps it, tail included). One failed destroy is logged and
+        never stops the others, nor reaches the caller as an ExceptionGroup."""
+        async def destroy(alloc_id: str) -> None:
+            try:
+                await self.destroy_alloc(alloc_id)
+            except Exception:
+                log.exception("destroying allocation %s failed", alloc_id)
+
         async with trio.open_nursery() as nursery:
             for alloc_id in list(self.runners):
-                nursery.start_soon(self.destroy_alloc, alloc_id)
+                nursery.start_soon(destroy, alloc_id)
 
     async def shutdown(self) -> None:
-        """Agent shutdown: every runner stops, every task keeps running."""
+        """Agent shutdown: every runner stops, every task keeps running; within the
+        caller's deadline, failures logged (never an ExceptionGroup)."""
+        async def shutdown(runner: AllocRunner) -> None:
+            try:
+                await runner.shutdown_and_wait()
+            except Exception:
+                log.exception("shutting down allocation %s failed", runner.id)
+
         async with trio.open_nursery() as nursery:
-            for runner in self.runners.values():
-                nursery.start_soon(runner.shutdown_and_wait)
+            for runner in list(self.runners.values()):
+                nursery.start_soon(shutdown, runner)
+
+    def stop_bound(self) -> float:
+        """Seconds within which a stop of every allocation ends: the slowest task's kill
+        bound (a backstop: each task runner bounds its own kill well within it)."""
+        return max((tr.kill_bound() for runner in self.runners.values()
+                    for tr in runner.task_runners.values()), default=0.0)
 
     async def wait_all(self) -> None:
         """Until every runner's `run()` has finished."""

@@ -173,6 +173,7 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
                                       alloc_root=alloc_root, node=node), broker)
     interrupted = False
     forced = False
+    finished = False
     unplaced = False
 
     async with trio.open_nursery() as nursery:
@@ -210,7 +211,9 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
             async with trio.open_nursery() as waiting:
 
                 async def finish() -> None:
+                    nonlocal finished
                     await client.wait_all()
+                    finished = True
                     waiting.cancel_scope.cancel()
 
                 async def on_signals() -> None:
@@ -223,9 +226,15 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
                         interrupted = True
                         for alloc in await server.stop_job(job.id):
                             client.update_alloc(alloc)
+                        # One deadline for the whole stop: past it, give up as on a second
+                        # signal (a driver that never reports an exit cannot hold `run`).
+                        waiting.cancel_scope.deadline = (trio.current_time()
+                                                         + client.stop_bound())
 
                 waiting.start_soon(finish)
                 waiting.start_soon(on_signals)
+            if interrupted and not finished:
+                forced = True
 
         final = [runner.client_alloc() for runner in client.runners.values()]
         if not forced:

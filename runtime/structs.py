@@ -400,6 +400,9 @@ class LocalState(Base):
     driver_network: dict[str, Any] | None = None
     task_handle: TaskHandle | None = None
     run_complete: bool = False
+    #: A user restart was asked and the task not started again yet: a restarted agent
+    #: resumes it (stops the task if need be, starts it again at once, uncounted).
+    restart_requested: bool = False
 
 
 class AcknowledgedState(Base):

@@ -9,6 +9,8 @@ Nomad's scheme (reference §6.2–6.3, and §1.12 for priorities), chosen becaus
   is *urgent* and goes on the next tick; every other change waits for every 5th tick (at most
   once a second); an update identical to the acknowledged state is dropped.
 - Nothing is sent before the client first heard from the server (`servers_contacted`).
+- A successful send tells `on_acknowledged` (the garbage collector waits for the server to
+  know an allocation ended before it deletes the allocation's state).
 - A failed send puts its updates back unless a newer one arrived meanwhile, and the next try
   waits 5 s plus up to 5 s of stagger. A successful send records, and persists, each
   allocation's acknowledged state, so a restarted agent does not resend what the server has.
@@ -28,7 +30,7 @@ from typing import Final, final
 import msgspec
 import trio
 
-from yurt.runtime.structs import AcknowledgedState, Allocation
+from yurt.runtime.structs import AcknowledgedState, Allocation, is_client_terminal
 from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.sync")
@@ -113,8 +115,10 @@ class AllocSyncer:
     """Sends pending updates to the server on Nomad's schedule. Start `run` in a nursery."""
 
     def __init__(self, send: SendUpdates, state_db: StateDB, *,
-                 unix_clock: Callable[[], int], rng: random.Random | None = None) -> None:
+                 unix_clock: Callable[[], int], rng: random.Random | None = None,
+                 on_acknowledged: Callable[[], None] = lambda: None) -> None:
         self._send = send
+        self._on_acknowledged = on_acknowledged
         self._db = state_db
         self._unix_clock = unix_clock
         self._rng = rng or random.Random()
@@ -141,6 +145,14 @@ class AllocSyncer:
 
     def forget(self, alloc_id: str) -> None:
         self.acked.pop(alloc_id, None)
+
+    def acknowledged_terminal(self, alloc_id: str) -> bool:
+        """Whether the server has acknowledged that `alloc_id` ended here. Until it has, the
+        client must keep the allocation's state: deleted earlier, a crash would leave the
+        server with a live allocation the client knows nothing of, run again or never
+        reported."""
+        acked = self.acked.get(alloc_id)
+        return acked is not None and is_client_terminal(acked.client_status)
 
     def next_batch(self, ticks: int) -> list[Allocation]:
         """What to send on tick number `ticks` (1-based since the last send); may be empty."""
@@ -189,3 +201,4 @@ class AllocSyncer:
                     self.acked[update.id] = ack
                     nursery.start_soon(self._db.put_acknowledged_state, update.id,
                                        msgspec.structs.replace(ack))
+            self._on_acknowledged()

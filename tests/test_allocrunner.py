@@ -491,7 +491,7 @@ class NeverExitsDriver:
         await trio.lowlevel.checkpoint()
 
 
-async def test_kill_returns_at_the_callers_deadline_when_the_driver_never_reports_exit(
+async def test_kill_is_bounded_by_the_callers_deadline_and_by_its_own(
         autojump_clock: MockClock) -> None:
     from tests.runtime_support import unix_clock
     from yurt.runtime.drivers.mock import MockDriver
@@ -502,11 +502,17 @@ async def test_kill_returns_at_the_callers_deadline_when_the_driver_never_report
         await trio.sleep(5)
         tr = ar.task_runners["t"]
         start = trio.current_time()
-        with trio.move_on_after(30) as scope:
+        with trio.move_on_after(2) as scope:
             await tr.kill(events.new_event(events.KILLING, 0, kill_timeout=1))
         assert scope.cancelled_caught
-        assert trio.current_time() - start == 30
+        assert trio.current_time() - start == 2
         assert not tr.done.is_set()
+        # The driver never reports the exit: the runner gives up on it after its grace,
+        # reports the task killed with the reason, and finishes.
+        with trio.fail_after(tr.kill_bound()):
+            await tr.done.wait()
+        assert types(tr)[-2:] == ["Terminated", "Killed"]
+        assert "did not exit within 5s" in tr.state.events[-1].details["kill_error"]
         h.nursery.cancel_scope.cancel()
 
 
@@ -732,4 +738,22 @@ async def test_an_update_that_drops_a_task_does_not_hold_up_a_stop(
         killed = ar.task_runners["b"].state.events[3]
         assert (killed.type, killed.kill_reason, killed.fails_task) == (
             "Killed", "update missing task", True)
+        h.nursery.cancel_scope.cancel()
+
+
+async def test_the_client_view_is_never_terminal_before_sync_and_gc_are_told(
+        autojump_clock: MockClock) -> None:
+    told: list[str] = []  # client statuses as the client (sync, GC) hears them
+    async with harness() as h:
+        alloc = job_alloc(one_task('run_for = "1h"', job_type="service"))
+        ar = AllocRunner(alloc, h.config, nursery=h.nursery,
+                         on_alloc_state_updated=lambda a: told.append(a.client_status))
+        h.nursery.start_soon(ar.run)
+        await trio.sleep(1)
+        ar.update(stopped(alloc))
+        with trio.fail_after(10):
+            # Every scheduling step, as an API reader could look at any of them.
+            while ar.client_alloc().client_status != "complete":
+                await trio.lowlevel.checkpoint()
+        assert told[-1] == "complete"
         h.nursery.cancel_scope.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -19,6 +20,7 @@ SLOW_TO_STOP = '''job "j" {
   group "g" {
     task "t" {
       driver = "mock_driver"
+      kill_timeout = "30s"  # the driver takes its time to stop, within the kill timeout
       config {
         run_for    = "1h"
         kill_after = "30s"
@@ -67,7 +69,7 @@ async def test_preempting_alloc_waits_for_every_preempted_one(
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
         victims = [job_alloc(SLOW_TO_STOP.replace('"30s"', f'"{d}s"'), alloc_id=name)
-                   for name, d in (("v1", 5), ("v2", 50))]
+                   for name, d in (("v1", 5), ("v2", 25))]
         for v in victims:
             client.add_alloc(v)
         await trio.sleep(1)
@@ -78,7 +80,7 @@ async def test_preempting_alloc_waits_for_every_preempted_one(
             client.update_alloc(msgspec.structs.replace(stopped(v), desired_status="evict",
                                                         desired_description="Preempted"))
         await trio.sleep(100)
-        assert starts(driver)[-1] == (51.0, "new")  # after v2, the slower one, at 51 s
+        assert starts(driver)[-1] == (26.0, "new")  # after v2, the slower one, at 26 s
         evicted = client.runners["v1"].client_alloc()
         assert evicted.client_description == "Preempted"
         killing = next(e for e in evicted.task_states["t"].events if e.type == "Killing")
@@ -129,3 +131,22 @@ async def test_a_restored_replacement_still_waits_for_the_previous_alloc(
         assert len(new_starts) == 1
         assert new_starts[0] >= stops[0]  # only once the old task was stopped
         nursery.cancel_scope.cancel()
+
+
+class FailingBroadcaster:
+    def listen(self) -> None:
+        raise RuntimeError("broadcaster failed")
+
+
+class BrokenRunner:
+    """Just enough of an alloc runner for a watcher, whose broadcaster fails."""
+
+    id = "broken"
+    broadcaster = FailingBroadcaster()
+
+
+async def test_group_watcher_errors_are_not_exception_groups() -> None:
+    watcher = GroupWatcher(BrokenRunner(), preempted=[])  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="broadcaster failed"):
+        await watcher.wait()
+    assert not watcher.waiting

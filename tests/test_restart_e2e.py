@@ -21,6 +21,8 @@ from typing import Any, TextIO
 
 import pytest
 
+from yurt.runtime.procfs import stat_fields
+
 pytestmark = pytest.mark.slow
 
 YURT = str(Path(sys.executable).parent / "yurt")
@@ -66,12 +68,10 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20) -> None:
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2] != "Z"
+    """Running (not a zombie), in one read of /proc: a process may end and be reaped between
+    any two looks, so a check in two steps (signal 0, then the stat file) races its exit."""
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != b"Z"
 
 
 def processes_with(marker: str) -> list[int]:

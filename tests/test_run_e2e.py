@@ -183,3 +183,45 @@ def test_state_is_in_the_data_dir(tmp_path: Path) -> None:
         conn.close()
     assert sorted(json.loads(v)["ClientStatus"] for (v,) in rows) == ["complete", "complete"]
     assert tasks == (6,)
+
+
+HUNG_STOP = '''job "hung" {
+  group "g" {
+    task "t" {
+      driver = "mock_driver"
+      kill_timeout = "1s"
+      config {
+        run_for    = "1h"
+        kill_after = "1h"
+      }
+    }
+  }
+}'''
+
+
+def test_interrupted_run_is_bounded_when_the_driver_never_reports_the_exit(
+        tmp_path: Path) -> None:
+    # The driver takes an hour to stop the task: the stop gives up after the kill timeout
+    # and its grace (~11 s), reports the task killed with the reason, and `run` ends.
+    proc = subprocess.Popen([YURT, "run", "--json", write_job(tmp_path, HUNG_STOP)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if '"Started"' in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    recs = records("".join(lines) + rest)
+    assert proc.returncode == 0  # a service job stopped on request
+    (alloc,) = final_allocs(recs).values()
+    assert alloc["ClientStatus"] == "complete"
+    killed = alloc["TaskStates"]["t"]["Events"][-1]
+    assert killed["Type"] == "Killed"
+    assert "did not exit" in killed["Details"]["kill_error"]

@@ -145,6 +145,18 @@ async def test_forced_collections_respect_parallelism(autojump_clock: MockClock)
     assert gc.queued == []
 
 
+async def test_the_collector_forgets_what_it_destroyed(autojump_clock: MockClock) -> None:
+    async def destroy(alloc_id: str) -> None:
+        await trio.sleep(1)
+
+    gc = AllocGarbageCollector(destroy, lambda: 0, Path("/"), usage=FakeUsage())
+    for n in range(100):
+        gc.mark(f"a{n}")
+    assert gc.tracked == 100
+    assert await gc.collect_all() == 100
+    assert gc.tracked == 0  # nothing kept for ever, however many allocations come and go
+
+
 PRIORITY_JOB = '''job "%s" {
   priority = %d
   group "g" {
@@ -261,3 +273,32 @@ async def test_preemption_evicts_only_what_helps(autojump_clock: MockClock) -> N
     holder_gpu = next(a.id for a in holder.placed if a.task_group == "a")
     assert evicted == {holder_gpu}
     assert s.allocs[cpu_only.placed[0].id].desired_status == "run"
+
+
+async def test_forced_collection_waits_for_the_servers_acknowledgement(
+        autojump_clock: MockClock) -> None:
+    acked: set[str] = set()
+    destroyed: list[str] = []
+
+    async def destroy(alloc_id: str) -> None:
+        await trio.lowlevel.checkpoint()
+        destroyed.append(alloc_id)
+
+    gc = AllocGarbageCollector(destroy, lambda: 0, Path("/"), usage=FakeUsage(),
+                               ready=lambda a: a in acked)
+    gc.mark("a")
+    gc.mark("b")
+    async with trio.open_nursery() as nursery:
+        async def acknowledge() -> None:
+            await trio.sleep(0.2)
+            acked.add("a")
+            gc.wake()
+
+        nursery.start_soon(acknowledge)
+        start = trio.current_time()
+        assert await gc.collect("a")
+        assert trio.current_time() - start == 0.2
+    assert not await gc.collect("b")  # never acknowledged: given up after a bound
+    assert await gc.collect_all() == 0
+    assert destroyed == ["a"]
+    assert gc.queued == ["b"]

@@ -3,6 +3,8 @@ resources (layer 1)."""
 
 from __future__ import annotations
 
+import random
+
 import trio
 from trio.testing import MockClock
 
@@ -12,6 +14,7 @@ from tests.runtime_support import (
     displays,
     harness,
     job_alloc,
+    seconds,
     stopped,
     types,
     unix_clock,
@@ -20,7 +23,8 @@ from yurt.hooks.base import AllocHookResources, PrestartResponse, TaskHookContex
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.errors import DriverError
-from yurt.runtime.structs import AllocNetworkStatus
+from yurt.runtime.structs import AllocNetworkStatus, LocalState, TaskEvent, TaskState
+from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.events import datetime_of
 from yurt.store import MemoryStateDB
 
@@ -131,8 +135,9 @@ async def test_stop_is_retried_with_nomads_backoff_then_reported(
     assert driver.attempts == [10.0, 15.0, 35.0, 115.0, 235.0]  # +5 s, +20 s, +80 s, +120 s
     tr = ar.task_runners["t"]
     assert types(tr)[-3:] == ["Killing", "Terminated", "Killed"]
-    assert displays(tr)[-1] == "stuck"
-    assert at(tr, "Terminated") == 600.0  # the task ended on its own
+    assert displays(tr)[-1] == "stuck; task did not exit within 5s of its stop"
+    # The stop is bounded: the runner does not wait for the task to end on its own (600 s).
+    assert at(tr, "Terminated") == 240.0
 
 
 def test_alloc_hook_resources_hand_out_copies() -> None:
@@ -285,3 +290,167 @@ async def test_hook_env_merge_is_last_writer_wins_and_clearing_restores(
     tr.set_hook_env("first", None)
     assert "KEY" not in tr.env
     assert tr.env["FROM_JOB"] == "yes"
+
+
+class SlowRestartEvent(MemoryStateDB):
+    """Persisting a `Restart Signaled` event takes a second: long enough for the task to
+    exit on its own while a restart request is on its way."""
+
+    async def put_task_state(self, alloc_id: str, task: str, state: TaskState) -> None:
+        if state.events and state.events[-1].type == "Restart Signaled":
+            await trio.sleep(1)
+        await super().put_task_state(alloc_id, task, state)
+
+
+async def test_a_restart_racing_the_tasks_exit_does_not_leak_into_the_next_failure(
+        autojump_clock: MockClock) -> None:
+    policy = 'restart {\n attempts = 5\n delay = "15s"\n interval = "10m"\n mode = "fail"\n }'
+    alloc = job_alloc(f'''job "j" {{
+  group "g" {{
+    {policy}
+    task "t" {{
+      driver = "mock_driver"
+      config {{
+        run_for   = "10s"
+        exit_code = 1
+      }}
+    }}
+  }}
+}}''')
+    db = SlowRestartEvent()
+    driver = MockDriver(unix_clock)
+    seen: list[TaskEvent] = []  # every event (the task state keeps the last ten)
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, rng=random.Random(1),
+                               on_task_event=lambda a, t, e: seen.append(e))
+    async with trio.open_nursery() as nursery:
+        ar = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(ar.run)
+        await trio.sleep(9.5)
+        # Asked at 9.5 s; the task exits at 10 s while the request is being recorded.
+        await ar.restart_task("t", events.new_event(events.RESTART_SIGNALED, unix_clock()))
+        await trio.sleep(100)  # virtual: three more runs of 10 s, with their delays
+        nursery.cancel_scope.cancel()
+    restarting = [e for e in seen if e.type == "Restarting"]
+    assert len(restarting) >= 3
+    # Only the run the request raced may restart at once; every later failure is judged by
+    # the policy alone: counted, after its delay.
+    later = [(seconds(e.time), e.display_message) for e in restarting[1:]]
+    assert all(e.details.get("restart_reason") == "Restart within policy"
+               for e in restarting[1:]), later
+    assert all(e.start_delay >= 15 * 10**9 for e in restarting[1:]), later
+
+
+class CrashesAfterExit(MemoryStateDB):
+    """A store whose agent "crashes" right after a task's exit is seen: the write of the
+    `Terminated` event never returns (until `crashing` is turned off for the next agent)."""
+
+    crashing = True
+
+    async def put_task_state(self, alloc_id: str, task: str, state: TaskState) -> None:
+        if self.crashing and state.events and state.events[-1].type == "Terminated":
+            await trio.sleep_forever()
+        await super().put_task_state(alloc_id, task, state)
+
+
+async def test_a_user_restart_cut_by_a_crash_restarts_at_once_after_restore(
+        autojump_clock: MockClock) -> None:
+    alloc = job_alloc('''job "j" {
+  group "g" {
+    restart {
+      attempts = 5
+      delay    = "15s"
+    }
+    task "t" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+  }
+}''')
+    db = CrashesAfterExit()
+    driver = MockDriver(unix_clock)  # outlives both agents, as a running task would
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, rng=random.Random(1))
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(10)
+        await first.restart_task("t")  # the task is stopped; the agent dies on its exit
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()  # the crash: nothing more is written
+    assert [kind for _, kind, _ in driver.log] == ["start", "stop"]
+
+    db.crashing = False
+    async with trio.open_nursery() as nursery:
+        second = AllocRunner(alloc, config, nursery=nursery)
+        await second.restore()
+        restored_at = trio.current_time()
+        nursery.start_soon(second.run)
+        await trio.sleep(5)
+        tr = second.task_runners["t"]
+        assert [kind for _, kind, _ in driver.log] == ["start", "stop", "start"]
+        assert driver.log[-1][0] == restored_at  # at once: no policy delay
+        restarting = [e for e in tr.state.events if e.type == "Restarting"]
+        assert [e.start_delay for e in restarting] == [0]
+        nursery.cancel_scope.cancel()
+
+
+class SlowReads(MemoryStateDB):
+    """Every task state read takes a second, as a thread hop under load would."""
+
+    async def get_task_runner_state(self, alloc_id: str, task: str
+                                    ) -> tuple[LocalState | None, TaskState | None]:
+        await trio.sleep(1)
+        return await super().get_task_runner_state(alloc_id, task)
+
+
+async def test_an_allocations_tasks_restore_concurrently(autojump_clock: MockClock) -> None:
+    tasks = "\n".join(f'task "t{n}" {{\n driver = "mock_driver"\n config {{ run_for = "1h" }}\n}}'
+                      for n in range(5))
+    alloc = job_alloc(f'job "j" {{\n group "g" {{\n{tasks}\n }}\n}}')
+    config = AllocRunnerConfig(state_db=SlowReads(), drivers={"mock_driver": MockDriver(
+        unix_clock)}, unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        ar = AllocRunner(alloc, config, nursery=nursery)
+        start = trio.current_time()
+        await ar.restore()
+        assert trio.current_time() - start == 1  # not one read after another (5 s)
+
+
+class CrashesOnRestartEvent(MemoryStateDB):
+    """The agent "crashes" once a user restart is recorded, before the task is stopped."""
+
+    crashing = True
+
+    async def put_task_state(self, alloc_id: str, task: str, state: TaskState) -> None:
+        if self.crashing and state.events and state.events[-1].type == "Restart Signaled":
+            await trio.sleep_forever()
+        await super().put_task_state(alloc_id, task, state)
+
+
+async def test_a_user_restart_recorded_before_a_crash_is_carried_out_after_restore(
+        autojump_clock: MockClock) -> None:
+    alloc = job_alloc(SERVICE % "1h")
+    db = CrashesOnRestartEvent()
+    driver = MockDriver(unix_clock)
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(10)
+        nursery.start_soon(first.restart_task, "t")
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()  # the crash, before the stop was sent
+    assert [kind for _, kind, _ in driver.log] == ["start"]
+
+    db.crashing = False
+    async with trio.open_nursery() as nursery:
+        second = AllocRunner(alloc, config, nursery=nursery)
+        await second.restore()
+        restored_at = trio.current_time()
+        nursery.start_soon(second.run)
+        await trio.sleep(5)
+        assert [(t, kind) for t, kind, _ in driver.log][1:] == [
+            (restored_at, "stop"), (restored_at, "start")]
+        nursery.cancel_scope.cancel()

@@ -14,17 +14,19 @@ Task runners call `_task_state_updated()`, which only sets a flag and an event: 
 coalesces any number of changes into one pass, so a burst of events costs one status
 computation, one broadcast and one persisted write.
 
-Kill order (`_kill_tasks`, §1.7): prekill hooks, then the leader alone, then the other main
-tasks together, then sidecars together; poststop tasks are never killed: once everything else
-is dead the coordinator opens their stage and they run.
+The kill order, destroy and shutdown live in `teardown.py`; this module is the run loop.
 
 Two views of the allocation, never mixed: `alloc` is the static server copy (replaced only by
 `update()`); `alloc_state()` is the live client view: task states and client status.
+`client_alloc()` is what the runner last *published* (persisted, broadcast, handed to sync
+and GC): readers never see an allocation end before the collector may collect it.
 
 `destroy()` and `shutdown()` return at once; their work runs in the nursery lent to the
 constructor (the client's alloc-runners nursery), and `destroyed`/`shutdown_done` tell when
-it finished. `destroy()` completes even if `run()` was never called: unstarted task runners
-count as exited.
+it finished; `*_and_wait()` do the same work in the caller's task, within the caller's
+deadline (one deadline for all of it, tail included: see `teardown.py`). `destroy()`
+completes even if `run()` was never called: unstarted task runners count as exited. A kill
+the run loop starts itself (a task gone from an update) lives in the run loop's own nursery.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TypeVar, final
+from typing import TypeVar, final
 
 import msgspec
 import trio
@@ -42,12 +44,10 @@ import trio
 from yurt.hooks.alloc_dir import AllocDirHook
 from yurt.hooks.await_previous import AwaitPreviousHook, MigrateDiskHook
 from yurt.hooks.base import (
-    AllocDestroyHook,
     AllocHookResources,
     AllocPostrunHook,
     AllocPrekillHook,
     AllocPrerunHook,
-    AllocShutdownHook,
     AllocUpdateHook,
     Hook,
 )
@@ -55,6 +55,7 @@ from yurt.hooks.devices import DevicesHook
 from yurt.hooks.logmon import LogmonHook
 from yurt.hooks.task_dir import TaskDirHook
 from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.allocrunner import teardown
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.allocrunner.gate import Gate
 from yurt.runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
@@ -80,11 +81,6 @@ from yurt.store.protocol import StateDB
 log = logging.getLogger("yurt.allocrunner")
 
 H = TypeVar("H", bound=Hook)
-
-#: How long a destroy waits for the runners to finish after their kills before cancelling
-#: them (a driver that never reports an exit must not keep a destroy from completing).
-DESTROY_GRACE: Final = 30.0
-
 
 class AllocRunnerError(YurtError):
     pass
@@ -166,6 +162,7 @@ class AllocRunner:
                 task_dir=self.alloc_dir.task_dir(task.name) if self.alloc_dir else None,
                 on_event=lambda tr, ev: config.on_task_event(tr.alloc, tr.name, ev))
         self.state = AllocState()
+        self._published: Allocation | None = None  # the last client view sent out
         self.wait_done = trio.Event()  # run() finished (or will never run)
         self.destroyed = trio.Event()
         self.shutdown_done = trio.Event()
@@ -179,6 +176,7 @@ class AllocRunner:
         self._pending_update: Allocation | None = None
         self._kill_lock = trio.Lock()
         self._run_scope = trio.CancelScope()
+        self._services: trio.Nursery | None = None  # the run loop's, while it runs
         self._prerun_scope = trio.CancelScope()
         self._runners_started = False
 
@@ -190,7 +188,19 @@ class AllocRunner:
         return AllocState(status, description, states)
 
     def client_alloc(self) -> Allocation:
-        """The server copy with the client's view laid over it (what the client reports)."""
+        """The server copy with the client view this runner last published laid over it:
+        what the client reports, and what sync and GC know (an allocation must not look
+        terminal to a reader before the garbage collector may collect it). Before the first
+        publication, the live view."""
+        published = self._published
+        if published is None:
+            return self._live_client_alloc()
+        return msgspec.structs.replace(self.alloc, client_status=published.client_status,
+                                       client_description=published.client_description,
+                                       task_states=published.task_states)
+
+    def _live_client_alloc(self) -> Allocation:
+        """The server copy with the client's live view laid over it."""
         state = self.alloc_state()
         description = state.client_description
         if self.alloc.desired_status == "evict" and self.alloc.desired_description:
@@ -208,9 +218,25 @@ class AllocRunner:
 
     async def restore(self) -> None:
         """After an agent restart, before `run()`: restore every task runner, then the
-        lifecycle coordinator from the restored states."""
-        for tr in self.task_runners.values():
-            await tr.restore()
+        lifecycle coordinator from the restored states.
+
+        The task runners restore concurrently: each reads the store and asks its driver to
+        recover its task, and one task's hops need not wait for another's. The first error
+        is raised as itself (the others are logged), never as an ExceptionGroup."""
+        errors: list[Exception] = []
+
+        async def restore(tr: TaskRunner) -> None:
+            try:
+                await tr.restore()
+            except Exception as e:
+                log.error("restoring task %s of alloc %s: %s", tr.name, self.id, e)
+                errors.append(e)
+
+        async with trio.open_nursery() as nursery:
+            for tr in self.task_runners.values():
+                nursery.start_soon(restore, tr)
+        if errors:
+            raise errors[0]
         self._set_gates(self.coordinator.restore(
             {name: tr.state for name, tr in self.task_runners.items()}))
 
@@ -246,6 +272,7 @@ class AllocRunner:
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as services:
+            self._services = services
             services.start_soon(self._run_task_state_handler)
             services.start_soon(self._run_alloc_update_handler)
             task_status.started()
@@ -256,7 +283,7 @@ class AllocRunner:
                         for tr in self.task_runners.values():
                             await tr.mark_failed_kill(f"failed to setup alloc: {error}")
             if self._shutdown_launched or self._destroy_launched:
-                self._release_unstarted()
+                teardown.release_unstarted(self)
             else:
                 self._runners_started = True
                 async with trio.open_nursery() as runners:
@@ -328,7 +355,7 @@ class AllocRunner:
             if kill_event is not None:
                 for tr in live:
                     await tr.emit_event(msgspec.structs.replace(kill_event))
-                await self._kill_tasks()
+                await teardown.kill_tasks(self)
         else:
             if done and not self._shutdown_launched:
                 await self._run_hooks(AllocPrekillHook, "prekill")
@@ -344,7 +371,7 @@ class AllocRunner:
 
     async def _publish(self) -> None:
         """Compute the client view, persist it, and send it to listeners."""
-        calloc = self.client_alloc()
+        calloc = self._live_client_alloc()
         if is_client_terminal(calloc.client_status):
             now = events.datetime_of(self._config.unix_clock())
             for state in calloc.task_states.values():
@@ -352,47 +379,12 @@ class AllocRunner:
                     state.finished_at = now
         self.state = AllocState(calloc.client_status, calloc.client_description,
                                 calloc.task_states)
+        self._published = calloc
         if not self.broadcaster.closed:
             self.broadcaster.send(calloc)
         self._on_alloc_state_updated(calloc)
         if not self.destroyed.is_set():
             await self._db.put_allocation(calloc)
-
-    async def _kill_tasks(self) -> dict[str, TaskState]:
-        """Nomad's `killTasks` (reference §1.7): leader, then main, then sidecars."""
-        async with self._kill_lock:
-            await self._run_hooks(AllocPrekillHook, "prekill")
-
-            def killing(tr: TaskRunner) -> TaskEvent | None:
-                if tr.state.finished_at != ZERO_TIME:
-                    return None
-                reason = (self.alloc.desired_description
-                          if self.alloc.desired_status == "evict" else "")
-                return events.new_event(events.KILLING, self._config.unix_clock(),
-                                        kill_timeout=tr.kill_timeout, kill_reason=reason)
-
-            async def kill(tr: TaskRunner) -> None:
-                # Bounded: a driver that never reports the exit must not hold up the rest
-                # of the kill order (the task runner keeps waiting for it on its own).
-                with trio.move_on_after(tr.kill_bound()) as scope:
-                    error = await tr.kill(killing(tr))
-                    if error:
-                        log.error("failed to kill task %s of alloc %s: %s", tr.name, self.id,
-                                  error)
-                if scope.cancelled_caught:
-                    log.error("task %s of alloc %s did not stop within %.0fs; moving on",
-                              tr.name, self.id, tr.kill_bound())
-
-            runners = [tr for tr in self.task_runners.values() if not tr.is_poststop]
-            for tr in runners:
-                if tr.is_leader:
-                    await kill(tr)
-            for group in ([tr for tr in runners if not tr.is_leader and not tr.is_sidecar],
-                          [tr for tr in runners if not tr.is_leader and tr.is_sidecar]):
-                async with trio.open_nursery() as nursery:
-                    for tr in group:
-                        nursery.start_soon(kill, tr)
-            return {name: tr.task_state() for name, tr in self.task_runners.items()}
 
     # ------------------------------------------------------------------ updates
 
@@ -424,10 +416,12 @@ class AllocRunner:
             await self._run_hooks(AllocUpdateHook, "update", new)
         for tr in self.task_runners.values():
             kill_event = await tr.update(new)
-            if kill_event is not None:
-                self._nursery.start_soon(tr.kill, kill_event)
+            if kill_event is not None and self._services is not None:
+                # In the run loop's own nursery (which outlives every task runner), and
+                # bounded: one task's kill never holds up the next update.
+                self._services.start_soon(teardown.kill_one, self, tr, kill_event)
         if stopping:
-            await self._kill_tasks()
+            await teardown.kill_tasks(self)
 
     # ------------------------------------------------------------------ restarts, signals
 
@@ -509,16 +503,7 @@ class AllocRunner:
         if self._destroy_launched or self.destroyed.is_set():
             return
         self._destroy_launched = True
-        self._nursery.start_soon(self._destroy)
-
-    def _release_unstarted(self) -> None:
-        """Stopping before the task runners started (prerun still waiting): end the prerun,
-        and count the runners as finished, for there is nothing for them to stop."""
-        if self._runners_started:
-            return
-        self._prerun_scope.cancel()
-        for tr in self.task_runners.values():
-            tr.done.set()
+        self._nursery.start_soon(teardown.destroy, self)
 
     async def destroy_and_wait(self) -> None:
         """`destroy()`, done by the caller's task (for callers that must not depend on the
@@ -527,46 +512,7 @@ class AllocRunner:
             await self.destroyed.wait()
             return
         self._destroy_launched = True
-        await self._destroy()
-
-    async def _destroy(self) -> None:
-        if self._shutdown_launched:
-            await self.shutdown_done.wait()
-        self._release_unstarted()
-        if self._run_launched:
-            # Shielded (an agent shutting down still finishes a destroy it started) and
-            # bounded (kills are bounded per task; runners that still do not finish are
-            # cancelled after a grace period).
-            with trio.CancelScope(shield=True):
-                await self._kill_tasks()
-                # A runner cancelled from outside ended without stopping its task: a destroy
-                # must not leave it behind.
-                for tr in self.task_runners.values():
-                    if tr.handle is not None:
-                        with trio.move_on_after(tr.kill_bound()):
-                            try:
-                                await tr.driver.destroy_task(tr.handle.task_id, force=True)
-                            except YurtError as e:
-                                log.error("destroying task %s: %s", tr.name, e)
-                await self._publish()
-                with trio.move_on_after(DESTROY_GRACE):
-                    await self.wait_done.wait()
-                if not self.wait_done.is_set():
-                    log.error("alloc %s: runners did not finish; cancelling them", self.id)
-                    self._run_scope.cancel()
-                    await self.wait_done.wait()
-        else:
-            # Never run: the task runners never started, so there is nothing to wait for.
-            for tr in self.task_runners.values():
-                tr.done.set()
-            self.wait_done.set()
-            self._handler_done.set()
-        await self._run_hooks(AllocDestroyHook, "destroy")
-        await self._handler_done.wait()
-        await self._db.delete_allocation_bucket(self.id)
-        self.broadcaster.close()
-        self.shutdown_done.set()
-        self.destroyed.set()
+        await teardown.destroy(self)
 
     def shutdown(self) -> None:
         """Agent shutdown: stop the runners, leave the tasks running. Returns at once;
@@ -574,7 +520,7 @@ class AllocRunner:
         if self._shutdown_launched or self._destroy_launched or self.destroyed.is_set():
             return
         self._shutdown_launched = True
-        self._nursery.start_soon(self._shutdown)
+        self._nursery.start_soon(teardown.shutdown, self)
 
     async def shutdown_and_wait(self) -> None:
         """`shutdown()`, done by the caller's task (for callers that must not depend on the
@@ -583,14 +529,5 @@ class AllocRunner:
             await self.shutdown_done.wait()
             return
         self._shutdown_launched = True
-        await self._shutdown()
+        await teardown.shutdown(self)
 
-    async def _shutdown(self) -> None:
-        self._release_unstarted()
-        async with trio.open_nursery() as nursery:
-            for tr in self.task_runners.values():
-                nursery.start_soon(tr.shutdown_and_wait)
-        if self._run_launched:
-            await self.wait_done.wait()
-        await self._run_hooks(AllocShutdownHook, "shutdown")
-        self.shutdown_done.set()

@@ -13,14 +13,10 @@ with `_interruptible(kill=True)` (the gate wait, the WAIT, the restart sleep), `
 ones opened with `shutdown=True`. Everything after a cancel is decided by flags, not by which
 exception arrived, so a kill that lands between two awaits is never lost.
 
-Kill path (`_handle_kill`): prekill hooks, optional `shutdown_delay` (task state `pending`
-meanwhile, as Nomad does), `SetKilled` on the tracker, `stop_task` retried with Nomad's
-backoff (5 s, 20 s, 80 s, 120 s, 120 s), then wait for the exit. The exit is reported as
-`Terminated` like any other, then the tracker answers `Killed`.
-
-Callers' waits: `kill()` and `restart()` wait on this runner's own completion (`done`) or the
-driver's wait, *inside the caller's cancel scope*: a driver that never reports the exit
-cannot hang a caller that set a deadline.
+The module is the main loop; the kill path (`stopping.handle_kill`: prekill hooks,
+`shutdown_delay`, stop retries, the wait for the exit) and the operations other tasks call
+(`kill`, `restart`, `signal`, `shutdown`, `update`: `ops.py`) live beside it. A killed task's
+exit is reported as `Terminated` like any other, then the tracker answers `Killed`.
 
 State: `state` is the live `TaskState` (events appended in place, ring of 10); snapshots for
 others come from `task_state()`. Every change is persisted (`put_task_state`) and announced to
@@ -45,22 +41,16 @@ from yurt.hooks.base import (
     TaskExitedHook,
     TaskHookContext,
     TaskPoststartHook,
-    TaskPrekillHook,
     TaskPrestartHook,
-    TaskShutdownHook,
     TaskStopHook,
-    TaskUpdateHook,
 )
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.allocrunner.gate import Gate
 from yurt.runtime.drivers.protocol import Driver, TaskConfig
-from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.errors import (
     DriverError,
     HookError,
     PluginShutdownError,
-    TaskNotFoundError,
-    TaskNotRunningError,
 )
 from yurt.runtime.logs.pump import fifo_path
 from yurt.runtime.structs import (
@@ -81,31 +71,20 @@ from yurt.runtime.structs import (
     is_client_terminal,
 )
 from yurt.runtime.taskenv import build_env, interpolate, node_values
-from yurt.runtime.taskrunner import events
+from yurt.runtime.taskrunner import events, ops, stopping
 from yurt.runtime.taskrunner.restarts import ExitResult, RestartTracker
+from yurt.runtime.taskrunner.stopping import (
+    MAX_KILL_TIMEOUT,
+    TaskShutdown,
+)
 from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.taskrunner")
 
-KILL_FAILURE_LIMIT: Final = 5
-KILL_BACKOFF_BASE: Final = 5 * SECOND
-KILL_BACKOFF_LIMIT: Final = 120 * SECOND
-DEFAULT_KILL_SIGNAL: Final = "SIGINT"
 LOG_DRAIN_GRACE: Final = 5.0  # seconds for log pumps to finish after the task is done
-#: Upper bound on a task's kill_timeout, as the client's `max_kill_timeout` (Nomad: 30 s).
-MAX_KILL_TIMEOUT: Final = 30 * SECOND
 
 
 H = TypeVar("H", bound=Hook)
-
-
-def kill_backoff(attempt: int) -> int:
-    """Nomad's stop-retry backoff after failed attempt `attempt` (0-based), in ns."""
-    return int(min(4**attempt * KILL_BACKOFF_BASE, KILL_BACKOFF_LIMIT))
-
-
-#: All of a stop's backoffs (5 s + 20 s + 80 s + 120 s), for callers that bound a kill.
-STOP_RETRIES_TOTAL: Final = sum(kill_backoff(i) for i in range(KILL_FAILURE_LIMIT - 1))
 
 
 def snapshot(state: TaskState) -> TaskState:
@@ -113,10 +92,6 @@ def snapshot(state: TaskState) -> TaskState:
     return TaskState(state=state.state, failed=state.failed, restarts=state.restarts,
                      last_restart=state.last_restart, started_at=state.started_at,
                      finished_at=state.finished_at, events=list(state.events))
-
-
-class _Shutdown(Exception):
-    """Internal: the agent is shutting down; leave the task as it is."""
 
 
 @final
@@ -199,7 +174,7 @@ class TaskRunner:
     def kill_bound(self) -> float:
         """Seconds a caller may wait for this task's kill before giving up on it: the kill
         timeout, the shutdown delay, every stop retry, and a margin."""
-        return (self.kill_timeout + self.task.shutdown_delay + STOP_RETRIES_TOTAL) / 1e9 + 30
+        return stopping.kill_bound(self.task.shutdown_delay, self.kill_timeout) / 1e9 + 30
 
     @property
     def handle(self) -> TaskHandle | None:
@@ -297,7 +272,7 @@ class TaskRunner:
 
     def _check_shutdown(self) -> None:
         if self._shutdown_requested:
-            raise _Shutdown
+            raise TaskShutdown
 
     def _should_shutdown(self) -> bool:
         """The alloc is over for this task: client-terminal, or stopped (poststop tasks
@@ -322,6 +297,10 @@ class TaskRunner:
         if local is None:
             return
         self.local_state = local
+        if local.restart_requested:
+            # A user restart was under way: the exit it caused (or causes, see `run`) is
+            # followed by an immediate, uncounted start, not by the policy's delay.
+            self.tracker.set_restart_triggered(failure=False)
         for name, saved in local.hooks.items():
             if saved.prestart_done:
                 self._apply_hook(name, saved)
@@ -355,9 +334,13 @@ class TaskRunner:
             self._received = None
         try:
             async with trio.open_nursery() as self._background:
+                handle = self._handle
+                if self.local_state.restart_requested and handle is not None:
+                    # Re-attached to a task a user restart had not stopped yet: stop it.
+                    self._background.start_soon(ops.stop_for_restart, self, handle)
                 try:
                     await self._run()
-                except _Shutdown:
+                except TaskShutdown:
                     # Leave the task and its output alone: the shim keeps the pipe.
                     self._background.cancel_scope.cancel()
                 else:
@@ -384,7 +367,7 @@ class TaskRunner:
                 if handle is not None:
                     # A re-attached task of an allocation that must not run any more (Nomad's
                     # Run step 7): kill it, report how it ended, forget it.
-                    result = await self._handle_kill(handle)
+                    result = await stopping.handle_kill(self, handle)
                     await self.emit_event(events.terminated(self._unix_clock(), result))
                     await self._clear_handle(handle)
                     await self._run_hooks(TaskExitedHook, "exited")
@@ -427,6 +410,8 @@ class TaskRunner:
                 if self._kill_requested:
                     return
                 handle = await self._start()
+                if handle is None:  # killed while the driver was starting it
+                    return
             except (HookError, DriverError) as e:
                 self.tracker.set_start_error(e, recoverable=e.recoverable)
             else:
@@ -497,7 +482,7 @@ class TaskRunner:
         self._hook_mounts[name] = list(state.mounts)
         self._hook_devices[name] = list(state.devices)
 
-    async def _start(self) -> TaskHandle:
+    async def _start(self) -> TaskHandle | None:
         if self._handle is not None:
             # Re-attached after an agent restart: running already, and no new event.
             await self.update_state(TASK_STATE_RUNNING)
@@ -513,14 +498,23 @@ class TaskRunner:
             task_dir=self._task_dir, stdout_path=stdout, stderr_path=stderr,
             mounts=[m for hook in self.hooks for m in self._hook_mounts.get(hook.name, ())],
             devices=[d for hook in self.hooks for d in self._hook_devices.get(hook.name, ())])
+        started: TaskHandle | None = None
         try:
-            handle = await self.driver.start_task(config)
+            # A kill interrupts the start (a driver that hangs starting must not keep a
+            # task from being killed); the driver reaps what it began. An agent shutdown
+            # lets it finish, so the handle is persisted for the next start.
+            with self._interruptible(shutdown=False):
+                started = await self.driver.start_task(config)
         except DriverError as e:
             await self.emit_event(events.new_event(events.DRIVER_FAILURE, self._unix_clock(),
                                                    driver_error=str(e)))
             raise
+        if started is None:
+            return None
+        handle = started
         self._handle = handle
         self.local_state.task_handle = handle
+        self.local_state.restart_requested = False  # done: this is the restarted run
         await self._persist_local()
         await self.update_state(TASK_STATE_RUNNING,
                                 events.new_event(events.STARTED, self._unix_clock()))
@@ -532,7 +526,7 @@ class TaskRunner:
             result = await self._wait_driver(handle)
         self._check_shutdown()
         if result is None:  # killed while waiting
-            result = await self._handle_kill(handle)
+            result = await stopping.handle_kill(self, handle)
         await self.emit_event(events.terminated(self._unix_clock(), result))
         return result
 
@@ -563,40 +557,6 @@ class TaskRunner:
             except DriverError as e:
                 return ExitResult(exit_code=-1, err=str(e))
 
-    async def _handle_kill(self, handle: TaskHandle) -> ExitResult:
-        await self._run_hooks(TaskPrekillHook, "prekill")
-        delay = self.task.shutdown_delay
-        if delay > 0:
-            await self.update_state(TASK_STATE_PENDING, events.new_event(
-                events.WAITING_SHUTDOWN_DELAY, self._unix_clock(),
-                display=f"Waiting for shutdown_delay of {format_duration(delay)} before "
-                        "killing the task."))
-            with self._interruptible(kill=False), trio.move_on_after(delay / 1e9):
-                await self._wait_driver(handle)
-            self._check_shutdown()
-        self.tracker.set_killed()
-        self._kill_error = await self._stop(handle)
-        with self._interruptible(kill=False):
-            return await self._wait_driver(handle)
-        raise _Shutdown  # only reached when shutdown cancelled the wait
-
-    async def _stop(self, handle: TaskHandle) -> str:
-        """`stop_task` with Nomad's retries; returns the last error, "" on success."""
-        signal = self.task.kill_signal or DEFAULT_KILL_SIGNAL
-        for attempt in range(KILL_FAILURE_LIMIT):
-            try:
-                await self.driver.stop_task(handle.task_id, self.kill_timeout, signal)
-                return ""
-            except TaskNotFoundError:
-                return ""
-            except DriverError as e:
-                if attempt == KILL_FAILURE_LIMIT - 1:
-                    return str(e)
-                log.warning("stopping %s failed (attempt %d): %s", handle.task_id,
-                            attempt + 1, e)
-                await trio.sleep(kill_backoff(attempt) / 1e9)
-        return ""  # pragma: no cover - the loop always returns
-
     async def _run_hooks(self, phase: type[Hook], method: str) -> None:
         """Run every hook of a best-effort phase; failures are logged, never raised."""
         ctx = self._ctx()
@@ -607,96 +567,47 @@ class TaskRunner:
                 log.exception('%s hook "%s" failed for task %s', method, hook.name, self.name)
 
     # ------------------------------------------------------------------ lifecycle ops
+    # Called from other tasks than the runner's own; the work is in `ops.py`.
 
     async def kill(self, event: TaskEvent | None = None) -> str:
         """Kill the task and wait until this runner has finished, stop hooks included.
 
-        Bounded by the caller's cancel scope: with a deadline, returns (by cancellation) at
-        the deadline even if the driver never reports the exit. Returns the kill error
-        ("" if none).
-        """
-        self._request_kill()
-        if event is not None:
-            await self.emit_event(event)
-        await self.done.wait()
-        return self._kill_error
+        Bounded by the caller's cancel scope. Returns the kill error ("" if none)."""
+        return await ops.kill(self, event)
 
     async def restart(self, event: TaskEvent, *, failure: bool = False) -> None:
         """Restart a running task: stop it and wait for the exit (the main loop starts it
         again). `failure=False` (a user restart) is immediate and not counted."""
-        if self.state.state != TASK_STATE_RUNNING:
-            raise TaskNotRunningError
-        await self._restart(event, failure)
+        await ops.restart(self, event, failure=failure)
 
     async def force_restart(self, event: TaskEvent, *, failure: bool = False) -> None:
         """Like `restart`, but also reruns a dead task that has not been released yet."""
-        if self.state.state == TASK_STATE_PENDING or self.done.is_set():
-            raise TaskNotRunningError
-        await self._restart(event, failure)
-
-    async def _restart(self, event: TaskEvent, failure: bool) -> None:
-        await self.emit_event(event)
-        self.tracker.set_restart_triggered(failure=failure)
-        if self.state.state == TASK_STATE_DEAD:
-            self._restart_wake.set()
-            return
-        handle = self._handle
-        if handle is None:
-            return
-        await self._run_hooks(TaskPrekillHook, "prekill")
-        await self._stop(handle)
-        await self._wait_driver(handle)
+        await ops.force_restart(self, event, failure=failure)
 
     async def driver_event(self, message: str, timestamp: int,
                            annotations: dict[str, str]) -> None:
         """Something the driver said about this task: a `Driver` task event."""
-        event = events.new_event(events.DRIVER_MESSAGE, timestamp, driver_message=message)
-        event.details.update(annotations)
-        await self.emit_event(event)
+        await ops.driver_event(self, message, timestamp, annotations)
 
     async def signal(self, event: TaskEvent, signal: str) -> None:
-        handle = self._handle
-        if handle is None:
-            raise TaskNotRunningError
-        await self.emit_event(event)
-        await self.driver.signal_task(handle.task_id, signal)
+        await ops.signal(self, event, signal)
 
     def shutdown(self) -> None:
         """Agent shutdown: stop running this task's loop, leave the task itself alone."""
-        self._shutdown_requested = True
-        for scope in list(self._shutdown_scopes):
-            scope.cancel()
+        ops.shutdown(self)
 
     async def shutdown_and_wait(self) -> None:
-        self.shutdown()
-        await self.done.wait()
-        await self._run_hooks(TaskShutdownHook, "shutdown")
-        await self._persist_local()
+        await ops.shutdown_and_wait(self)
+
+    async def after_shutdown(self) -> None:
+        """Once stopped by `shutdown()`: shutdown hooks, local state persisted."""
+        await ops.after_shutdown(self)
 
     async def mark_failed_kill(self, reason: str) -> None:
         """The alloc could not be set up: fail the task and send it down the kill path."""
-        self._request_kill()
-        await self.emit_event(events.new_event(
-            events.SETUP_FAILURE, self._unix_clock(), display=reason, setup_error=reason,
-            kill_reason=events.FAILED_RESTORING, fails_task=True))
+        await ops.mark_failed_kill(self, reason)
 
     async def update(self, alloc: Allocation) -> TaskEvent | None:
-        """A new server copy of the allocation: run update hooks. If the update no longer
-        has this task, return the event to kill it with (the caller starts the kill in the
-        background, so one task's kill never holds up the next update)."""
-        self.alloc = alloc
-        if alloc.is_terminal():
-            await trio.lowlevel.checkpoint()
-            return None
-        group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
-        if group is not None and all(t.name != self.name for t in group.tasks):
-            await trio.lowlevel.checkpoint()
-            return events.new_event(events.KILLED, self._unix_clock(),
-                                    kill_reason="update missing task", fails_task=True)
-        ctx = self._ctx()
-        for hook in self._hooks(TaskUpdateHook):
-            try:
-                await hook.update(ctx, alloc)
-            except Exception:
-                log.exception('update hook "%s" failed for task %s', hook.name, self.name)
-        return None
+        """A new server copy of the allocation: run update hooks; the event to kill the
+        task with if the update no longer has it."""
+        return await ops.update(self, alloc)
