@@ -257,12 +257,20 @@ class RawExecDriver:
     # ------------------------------------------------------------------ wait, stop
 
     async def _wait_exit(self, task: _RawTask) -> ExitResult:
+        """Wait for the shim to exit and record how the task ended.
+
+        Cancellable at every await without losing anything: the pidfd stays open (and
+        readable, once the shim is gone) until the result is recorded, so a cancel that lands
+        together with the wake-up leaves the task exactly as it was and the next wait
+        finishes the job.
+        """
         async with task.lock:
             if task.result is None:
-                assert task.pidfd is not None
-                await trio.lowlevel.wait_readable(task.pidfd)
-                os.close(task.pidfd)
-                task.pidfd = None
+                if task.pidfd is not None:
+                    try:
+                        await trio.lowlevel.wait_readable(task.pidfd)
+                    except trio.ClosedResourceError:  # destroy_task gave up waiting
+                        raise TaskNotFoundError(f"task {task.task_id} was destroyed") from None
                 status = await trio.to_thread.run_sync(_read_exit, task.state_dir)
                 if status is None and self._kill_group(task, signals.SIGKILL):
                     # The shim died and left the task behind: never leave an orphan that a
@@ -271,7 +279,15 @@ class RawExecDriver:
                                                                "task was killed")
                 else:
                     task.result = exit_result(status)
+                self._close_pidfd(task)
             return task.result
+
+    @staticmethod
+    def _close_pidfd(task: _RawTask) -> None:
+        if task.pidfd is not None:
+            trio.lowlevel.notify_closing(task.pidfd)
+            os.close(task.pidfd)
+            task.pidfd = None
 
     async def wait_task(self, task_id: str) -> ExitResult:
         return await self._wait_exit(self._task(task_id))
@@ -320,9 +336,7 @@ class RawExecDriver:
         # Whatever the task left in its process group (background children) goes with it,
         # as Nomad's DestroyTask does.
         self._kill_group(task, signals.SIGKILL)
-        if task.pidfd is not None:
-            os.close(task.pidfd)
-            task.pidfd = None
+        self._close_pidfd(task)
         del self._tasks[task_id]
         await trio.to_thread.run_sync(shutil.rmtree, task.state_dir, True)
 
