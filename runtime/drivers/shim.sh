@@ -36,3 +36,16 @@ status=$?
 printf '%s\n' "$status" >"$state/exit.tmp"
 sync "$state/exit.tmp" 2>/dev/null
 mv -f "$state/exit.tmp" "$state/exit"
+# What the task wrote and no agent has read dies with the pipe when the last writer (this
+# shim) exits. So if no log pump holds the stream's lock (the agent is down), move what waits
+# in the pipe to a spill file that the next pump writes to the log first. At most 1 MiB, the
+# pipe's size: a task that wrote more was blocked until an agent read it. See
+# runtime/logs/spill.py for the names; dd reopens the FIFO so O_NONBLOCK stays off the task's.
+spill() {
+    [ -p "$1" ] || return 0
+    shared=${1%/*}; shared=${shared%/*}; name=${1##*/}; name=${name%.fifo}
+    { flock -n 9 && dd if="/dev/fd/$2" iflag=nonblock of="$shared/$name.spill" \
+        oflag=append conv=notrunc bs=65536 count=16; } 9>>"$shared/$name.lock" 2>/dev/null
+}
+spill "$out" 3
+spill "$err" 4
