@@ -24,7 +24,7 @@ import os
 import shutil
 import signal as signals
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Container
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, final
@@ -32,7 +32,9 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
+from yurt.runtime.drivers import orphans
 from yurt.runtime.drivers.configs import RawExecTaskConfig
+from yurt.runtime.drivers.orphans import StartKey
 from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.procfs import stat_fields
@@ -42,6 +44,7 @@ from yurt.runtime.taskrunner.restarts import ExitResult
 NAME: Final = "raw_exec"
 SHIM: Final = Path(__file__).with_name("shim.sh")
 STARTUP_TIMEOUT: Final = 10.0
+CLEANUP_TIMEOUT: Final = 5.0
 FINGERPRINT_PERIOD: Final = 30.0
 READY_POLLS: Final = 2000
 READY_POLL_INTERVAL: Final = 0.001
@@ -108,9 +111,12 @@ def _read_exit(state_dir: Path) -> str | None:
         return None
 
 
-def _prepare_state_dir(state_dir: Path) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("pid", "exit", "exit.tmp"):
+def _prepare_state_dir(state_dir: Path, known: Container[StartKey]) -> None:
+    """Stop what earlier starts of this task left without a handle, then make this start's
+    state dir: the record of the start's intent, before there is any process."""
+    orphans.reap_task_dir(state_dir.parent.parent, known)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for name in ("shim", "pid", "exit", "exit.tmp"):
         (state_dir / name).unlink(missing_ok=True)
 
 
@@ -160,6 +166,11 @@ class RawExecDriver:
 
     def __init__(self) -> None:
         self._tasks: dict[str, _RawTask] = {}
+        # Every start this driver made or recovered whose state dir still exists. A state dir
+        # on disk and not in here is an orphan start (runtime.drivers.orphans). Worker threads
+        # test membership while the event loop adds to it, which is safe: a start is added
+        # before its state dir is made.
+        self._mine: set[StartKey] = set()
 
     @property
     def name(self) -> str:
@@ -192,7 +203,8 @@ class RawExecDriver:
         work_dir = cfg.work_dir or str(config.task_dir)
         # One state dir per start, so nothing an earlier start left can be misread.
         state_dir = config.task_dir / ".shim" / config.id.rsplit("/", 1)[-1]
-        await trio.to_thread.run_sync(_prepare_state_dir, state_dir)
+        self._mine.add(orphans.start_key(state_dir))
+        await trio.to_thread.run_sync(_prepare_state_dir, state_dir, self._mine)
         stdout = config.stdout_path or "/dev/null"
         stderr = config.stderr_path or "/dev/null"
         argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir, command,
@@ -201,7 +213,31 @@ class RawExecDriver:
         launcher = await trio.lowlevel.open_process(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)
-        assert launcher.stdout is not None
+        try:
+            task = await self._handshake(config.id, launcher, state_dir, work_dir)
+        except BaseException:
+            # Cancelled or failed after the spawn: whatever started must not outlive the
+            # start as a task nobody knows (shielded, bounded).
+            with trio.CancelScope(shield=True) as cleanup:
+                cleanup.deadline = trio.current_time() + CLEANUP_TIMEOUT
+                await self._abandon(launcher, state_dir)
+            raise
+        self._tasks[config.id] = task
+        return TaskHandle(driver=NAME, task_id=config.id, state="running",
+                          driver_state=task.handle_state())
+
+    async def _abandon(self, launcher: trio.Process, state_dir: Path) -> None:
+        if launcher.returncode is None:
+            launcher.kill()
+        await trio.to_thread.run_sync(orphans.reap, state_dir)
+        self._mine.discard(orphans.start_key(state_dir))
+        await launcher.wait()
+
+    async def _handshake(self, task_id: str, launcher: trio.Process, state_dir: Path,
+                         work_dir: str) -> _RawTask:
+        """Read the shim's "SHIM_PID TASK_PID" and wait until the task is on its own."""
+        if launcher.stdout is None:
+            raise DriverError("task shim has no report pipe")
         try:
             with trio.fail_after(STARTUP_TIMEOUT):
                 line = b""
@@ -231,14 +267,12 @@ class RawExecDriver:
             await trio.sleep(READY_POLL_INTERVAL)
         shim_start = process_start_time(shim_pid)
         task_start = process_start_time(pid)
-        task = _RawTask(task_id=config.id, pid=pid, start_time=task_start or 0,
+        task = _RawTask(task_id=task_id, pid=pid, start_time=task_start or 0,
                         shim_pid=shim_pid, shim_start_time=shim_start or 0,
                         state_dir=state_dir, pidfd=self._open_pidfd(shim_pid, shim_start))
         if task.pidfd is None:  # the shim is already gone: the task was very short
             task.result = exit_result(await trio.to_thread.run_sync(_read_exit, state_dir))
-        self._tasks[config.id] = task
-        return TaskHandle(driver=NAME, task_id=config.id, state="running",
-                          driver_state=task.handle_state())
+        return task
 
     @staticmethod
     def _open_pidfd(pid: int, start_time: int | None) -> int | None:
@@ -339,6 +373,7 @@ class RawExecDriver:
         self._close_pidfd(task)
         del self._tasks[task_id]
         await trio.to_thread.run_sync(shutil.rmtree, task.state_dir, True)
+        self._mine.discard(orphans.start_key(task.state_dir))
 
     async def signal_task(self, task_id: str, signal: str) -> None:
         task = self._task(task_id)
@@ -368,6 +403,13 @@ class RawExecDriver:
 
     # ------------------------------------------------------------------ recover
 
+    async def reconcile(self, alloc_root: Path) -> int:
+        """Stop every start under `alloc_root` that this driver neither made nor recovered
+        (an agent killed between spawning a task and persisting its handle leaves one), and
+        remove its state dir; return how many had processes. Call after the restore: starts
+        made meanwhile are this driver's, so they are safe (runtime.drivers.orphans)."""
+        return await trio.to_thread.run_sync(orphans.reap_alloc_root, alloc_root, self._mine)
+
     async def recover_task(self, handle: TaskHandle) -> None:
         if handle.task_id in self._tasks:
             await trio.lowlevel.checkpoint()
@@ -382,6 +424,7 @@ class RawExecDriver:
         task = _RawTask(task_id=handle.task_id, pid=pid, start_time=start_time,
                         shim_pid=shim_pid, shim_start_time=shim_start, state_dir=state_dir,
                         pidfd=self._open_pidfd(shim_pid, shim_start))
+        self._mine.add(orphans.start_key(state_dir))
         if task.pidfd is None:
             status = await trio.to_thread.run_sync(_read_exit, state_dir)
             if status is None:

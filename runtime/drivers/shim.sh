@@ -18,6 +18,9 @@ if [ -z "${YURT_SHIM_CHILD:-}" ]; then
 fi
 unset YURT_SHIM_CHILD
 exec 2>>"$state/shim.log" 3<>"$out" 4<>"$err"
+# Before the task exists, so that a restarted agent that does not know this start can find
+# this shim and stop it (runtime/drivers/orphans.py).
+echo "$$" >"$state/shim"
 cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/exit"; echo "$$ 0"; exit 127; }
 # setsid(1) makes the task a session and process-group leader (pgid = its pid) and execs it:
 # a background child is never a group leader, so setsid does not fork and $! is the task.
@@ -28,8 +31,16 @@ cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/ex
 setsid env --default-signal=INT,QUIT /bin/sh -c 'exec "$0" "$@"' "$@" \
     >&3 2>&4 3>&- 4>&- </dev/null &
 pid=$!
-printf '%s\n' "$pid" >"$state/pid"
+# The task's pid and start time (field 22 of its stat, read with builtins only): its identity
+# for an agent that finds this start without a handle, after this shim is gone too.
+start=
+if read -r st <"/proc/$pid/stat"; then set -- ${st##*) }; shift 19; start=$1; fi
+printf '%s %s\n' "$pid" "$start" >"$state/pid"
+# The agent that reads this may have died meanwhile: a write to its closed pipe must not kill
+# the shim (SIGPIPE) and leave the task without one.
+trap '' PIPE
 echo "$$ $pid"
+trap - PIPE
 exec 1>/dev/null
 wait "$pid"
 status=$?

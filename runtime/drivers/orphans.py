@@ -1,0 +1,166 @@
+"""Finding and stopping raw_exec starts that no task handle accounts for.
+
+Why this exists: the agent persists a task's handle only after `start_task` returns, so an
+agent killed in between leaves a shim and a task that the restarted agent does not know. If
+nothing stopped them, the task runner would start the task again (two copies), and a stopped
+allocation would keep its first copy for good.
+
+The record of intent is the start's state dir, `<task dir>/.shim/<invocation>`: the driver
+makes it before the spawn, and the shim writes into it, before the task exists, its own pid
+(`shim`), then the task's pid and start time (`pid`). A state dir that no handle of the driver
+accounts for is an orphan start, and `reap` stops it:
+
+- a live shim, recognised by its command line (the shim's argv names this very state dir, so
+  a reused pid never matches), is frozen with SIGSTOP so it cannot start or record anything
+  more; each of its children (the task, before or after its `setsid`) is killed with its
+  process group; then the shim is killed;
+- the task of the `pid` file is killed with its group if that pid still is the process that
+  started then (a shim that died, e.g. of SIGPIPE, leaves a task re-parented to init);
+- the state dir is removed, so the orphan is handled once.
+
+Killing rather than adopting is deliberate: adopting needs the task runner to take a handle it
+never persisted, and Nomad itself restarts a task whose handle was lost. Everything here reads
+/proc and small files, and is called in a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import time
+from collections.abc import Container, Iterator
+from pathlib import Path
+from typing import Final
+
+from yurt.runtime.procfs import stat_fields
+
+STATE_DIRS: Final = ".shim"
+#: A start as (allocation dir, task dir, invocation) names: the same whichever path spelling
+#: (relative, through a link) reached it.
+StartKey = tuple[str, str, str]
+STOP_POLLS: Final = 1000
+STOP_POLL_INTERVAL: Final = 0.001
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return ""
+
+
+def _start_time(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields is not None else None
+
+
+def _is_shim_of(pid: int, state_dir: Path) -> bool:
+    """Whether `pid` runs `sh …/shim.sh STATE_DIR …` for this state dir."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return (len(argv) > 2 and argv[1].endswith(b"shim.sh")
+            and argv[2] == os.fsencode(state_dir))
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    return [int(child) for child in text.split()]
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and, if it leads one, its process group (a group with that id can only
+    be the one it made: the id is its own pid, which it holds)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _until_stopped(pid: int) -> None:
+    """SIGSTOP takes effect when the process next runs: wait (a bounded while) until it has,
+    so that no child it forks afterwards escapes the list of its children."""
+    for _ in range(STOP_POLLS):
+        fields = stat_fields(pid)
+        if fields is None or fields[0] in (b"T", b"t", b"Z", b"X"):
+            return
+        time.sleep(STOP_POLL_INTERVAL)
+
+
+def _stop_shim(state_dir: Path) -> bool:
+    text = _read(state_dir / "shim").strip()
+    if not text.isdigit():
+        return False
+    shim = int(text)
+    if not _is_shim_of(shim, state_dir):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(shim, signal.SIGSTOP)
+    _until_stopped(shim)
+    if not _is_shim_of(shim, state_dir):  # exited (and the pid reused) before the stop
+        return False
+    for child in _children(shim):
+        _kill_tree(child)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(shim, signal.SIGKILL)
+    return True
+
+
+def _stop_task(state_dir: Path) -> bool:
+    fields = _read(state_dir / "pid").split()
+    if len(fields) != 2 or not all(f.isdigit() for f in fields):
+        return False
+    pid, start = int(fields[0]), int(fields[1])
+    current = _start_time(pid)
+    if pid <= 1 or (current is not None and current != start):
+        return False  # the pid now belongs to another process
+    try:  # with the leader gone, its group (grandchildren) may still hold the id
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        if current is None:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def reap(state_dir: Path) -> bool:
+    """Stop the shim and task of an orphan start and remove its state dir; True if any
+    process was signalled."""
+    stopped = _stop_shim(state_dir)
+    stopped = _stop_task(state_dir) or stopped
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return stopped
+
+
+def state_dirs(task_dir: Path) -> Iterator[Path]:
+    """The state dirs of the starts of one task."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        yield from (entry for entry in (task_dir / STATE_DIRS).iterdir() if entry.is_dir())
+
+
+def start_key(state_dir: Path) -> StartKey:
+    """The key of the start whose state dir is `<alloc>/<task>/.shim/<invocation>`."""
+    return state_dir.parent.parent.parent.name, state_dir.parent.parent.name, state_dir.name
+
+
+def reap_task_dir(task_dir: Path, known: Container[StartKey]) -> int:
+    """Reap every start of this task that is not in `known`; how many had processes."""
+    return sum(reap(d) for d in list(state_dirs(task_dir)) if start_key(d) not in known)
+
+
+def reap_alloc_root(alloc_root: Path, known: Container[StartKey]) -> int:
+    """Reap every start under `<alloc_root>/<alloc>/<task>/` not in `known`."""
+    found = 0
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for alloc_dir in alloc_root.iterdir():
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                for task_dir in alloc_dir.iterdir():
+                    found += reap_task_dir(task_dir, known)
+    return found
