@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.agent_support import running_agent
 from tests.runtime_support import eventually
 from yurt.runtime.drivers import rawexec
 from yurt.runtime.drivers.protocol import TaskConfig, reconcile_drivers
@@ -141,3 +142,14 @@ async def test_a_shim_whose_agent_died_before_its_report_still_runs_its_task(
         (work / "go").touch()
         await eventually(lambda: (state / "exit").exists())
     assert (state / "exit").read_text() == "5\n"
+
+
+async def test_an_agent_stops_at_start_up_what_its_state_does_not_know(tmp_path: Path) -> None:
+    """An allocation dir with a running start and no state at all (the state rows were lost,
+    or the handle never written): the agent's restore leaves nothing of it running."""
+    data = tmp_path / "data"
+    with killing_leftovers(ALLOC), trio.fail_after(30):
+        await RawExecDriver().start_task(config(data / "alloc", "t", "00000001"))
+        assert len(task_processes(ALLOC, "t")) == 1
+        async with running_agent(data):
+            await eventually(lambda: task_processes(ALLOC, "t") == [])

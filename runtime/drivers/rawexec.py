@@ -49,6 +49,9 @@ FINGERPRINT_PERIOD: Final = 30.0
 READY_POLLS: Final = 2000
 READY_POLL_INTERVAL: Final = 0.001
 MAX_SIGNAL: Final = 64
+#: Fault injection for the crash tests: an agent with this variable set to a task's name
+#: SIGKILLs itself right after that task's spawn, before its handle can be persisted.
+CRASH_AFTER_SPAWN: Final = "YURT_TEST_CRASH_AFTER_SPAWN"
 
 
 def process_start_time(pid: int) -> int | None:
@@ -222,6 +225,8 @@ class RawExecDriver:
                 cleanup.deadline = trio.current_time() + CLEANUP_TIMEOUT
                 await self._abandon(launcher, state_dir)
             raise
+        if os.environ.get(CRASH_AFTER_SPAWN) == config.name:
+            os.kill(os.getpid(), signals.SIGKILL)  # see CRASH_AFTER_SPAWN
         self._tasks[config.id] = task
         return TaskHandle(driver=NAME, task_id=config.id, state="running",
                           driver_state=task.handle_state())
