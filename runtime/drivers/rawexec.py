@@ -12,6 +12,14 @@ issue #23969), and it learns about the exit through a pidfd on the shim: readabl
 has exited, which it does right after writing the status. The same code path serves a task
 started a second ago and one re-attached after an agent restart.
 
+Crash safety. The handle is persisted by the task runner only after `start_task` returns, so
+a start records its intent first: its state dir (`<task dir>/.shim/<invocation>`), made before
+the spawn, where the shim writes its own pid and then the task's. A start that no handle
+accounts for (the agent died in between, or the start was cancelled) is stopped: at once when
+cancelled, at the next start of the same task, and by `reconcile` after a restore for the
+rest (runtime.drivers.orphans). The shim ignores SIGPIPE while it reports, so an agent that
+died before reading the report does not take the shim along and leave the task unsupervised.
+
 Stop: `kill_signal` (default SIGINT) to the process group, up to `kill_timeout` for the shim to
 report the exit, then SIGKILL to the group, which also removes grandchildren. A task killed by
 signal N reports exit code 128+N and signal N, as Nomad does (the shell cannot tell that apart
