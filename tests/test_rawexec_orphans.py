@@ -103,6 +103,18 @@ async def test_reconcile_stops_what_no_handle_accounts_for(tmp_path: Path) -> No
         await driver.destroy_task(kept.task_id, force=True)
 
 
+async def test_a_shim_found_only_in_proc_is_stopped_too(tmp_path: Path) -> None:
+    """A shim killed with its agent before it recorded its pid is found by its command line."""
+    root = tmp_path / "alloc"
+    with killing_leftovers(ALLOC), trio.fail_after(20):
+        await RawExecDriver().start_task(config(root, "u", "00000001"))
+        state = root / ALLOC / "u" / ".shim" / "00000001"
+        (state / "shim").unlink()
+        (state / "pid").unlink()
+        assert await RawExecDriver().reconcile(root) == 1
+        await eventually(lambda: task_processes(ALLOC, "u") == [])
+
+
 async def test_a_start_cancelled_after_the_spawn_leaves_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "alloc"

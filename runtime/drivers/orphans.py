@@ -10,10 +10,11 @@ makes it before the spawn, and the shim writes into it, before the task exists, 
 (`shim`), then the task's pid and start time (`pid`). A state dir that no handle of the driver
 accounts for is an orphan start, and `reap` stops it:
 
-- a live shim, recognised by its command line (the shim's argv names this very state dir, so
-  a reused pid never matches), is frozen with SIGSTOP so it cannot start or record anything
-  more; each of its children (the task, before or after its `setsid`) is killed with its
-  process group; then the shim is killed;
+- a live shim (found by its recorded pid, or in /proc if it has not recorded one yet) and
+  recognised by its command line (its argv names this very state dir, so a reused pid never
+  matches) is frozen with SIGSTOP, so it cannot start or record anything more; each of its
+  children (the task, before or after its `setsid`) is killed with its process group; then
+  the shim is killed;
 - the task of the `pid` file is killed with its group if that pid still is the process that
   started then (a shim that died, e.g. of SIGPIPE, leaves a task re-parented to init);
 - the state dir is removed, so the orphan is handled once.
@@ -93,23 +94,35 @@ def _until_stopped(pid: int) -> None:
         time.sleep(STOP_POLL_INTERVAL)
 
 
-def _stop_shim(state_dir: Path) -> bool:
+def _shims_of(state_dir: Path) -> list[int]:
+    """The shim processes of this start: the pid it recorded, or, if it has not recorded one
+    yet (it was starting when its agent died), every process running it for this state dir,
+    found in /proc (the launcher too, if it is still there)."""
     text = _read(state_dir / "shim").strip()
-    if not text.isdigit():
-        return False
-    shim = int(text)
-    if not _is_shim_of(shim, state_dir):
-        return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(shim, signal.SIGSTOP)
-    _until_stopped(shim)
-    if not _is_shim_of(shim, state_dir):  # exited (and the pid reused) before the stop
-        return False
-    for child in _children(shim):
+    if text.isdigit():
+        return [int(text)]
+    return [int(entry) for entry in os.listdir("/proc")
+            if entry.isdigit() and _is_shim_of(int(entry), state_dir)]
+
+
+def _stop_shims(shims: list[int], state_dir: Path) -> bool:
+    """Freeze every shim first, then kill their children, then them: a shim killed while
+    another one still ran could leave that one's child unseen."""
+    frozen = []
+    for shim in shims:
+        if _is_shim_of(shim, state_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(shim, signal.SIGSTOP)
+            frozen.append(shim)
+    for shim in frozen:
+        _until_stopped(shim)
+    frozen = [shim for shim in frozen if _is_shim_of(shim, state_dir)]  # not exited meanwhile
+    for child in [child for shim in frozen for child in _children(shim)]:
         _kill_tree(child)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(shim, signal.SIGKILL)
-    return True
+    for shim in frozen:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(shim, signal.SIGKILL)
+    return bool(frozen)
 
 
 def _stop_task(state_dir: Path) -> bool:
@@ -133,7 +146,7 @@ def _stop_task(state_dir: Path) -> bool:
 def reap(state_dir: Path) -> bool:
     """Stop the shim and task of an orphan start and remove its state dir; True if any
     process was signalled."""
-    stopped = _stop_shim(state_dir)
+    stopped = _stop_shims(_shims_of(state_dir), state_dir)
     stopped = _stop_task(state_dir) or stopped
     shutil.rmtree(state_dir, ignore_errors=True)
     return stopped

@@ -437,7 +437,6 @@ class RawExecDriver:
         task = _RawTask(task_id=handle.task_id, pid=pid, start_time=start_time,
                         shim_pid=shim_pid, shim_start_time=shim_start, state_dir=state_dir,
                         pidfd=self._open_pidfd(shim_pid, shim_start))
-        self._mine.add(orphans.start_key(state_dir))
         if task.pidfd is None:
             status = await trio.to_thread.run_sync(_read_exit, state_dir)
             if status is None:
@@ -447,6 +446,7 @@ class RawExecDriver:
             task.result = exit_result(status)
         else:
             await trio.lowlevel.checkpoint()
+        self._mine.add(orphans.start_key(state_dir))
         self._tasks[handle.task_id] = task
 
 
