@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -165,3 +165,31 @@ async def test_an_agent_stops_at_start_up_what_its_state_does_not_know(tmp_path:
         assert len(task_processes(ALLOC, "t")) == 1
         async with running_agent(data):
             await eventually(lambda: task_processes(ALLOC, "t") == [])
+
+
+def our_children() -> set[int]:
+    """Live or zombie children of this test process (any of its threads spawned them)."""
+    me = os.getpid()
+    found: set[int] = set()
+    for tid in os.listdir(f"/proc/{me}/task"):
+        with suppress(OSError):
+            found |= {int(c) for c in Path(f"/proc/{me}/task/{tid}/children").read_text().split()}
+    return found
+
+
+async def test_a_start_cancelled_before_the_report_kills_and_reaps_the_launcher(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shim that never reports keeps `start_task` reading; a cancel then must not leave the
+    launcher running, nor as a zombie child of the agent."""
+    silent = tmp_path / "silent.sh"
+    silent.write_text("exec sleep 1000\n")
+    monkeypatch.setattr(rawexec, "SHIM", silent)
+    driver = RawExecDriver()
+    before = our_children()
+    with killing_leftovers(ALLOC), trio.fail_after(20):
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(driver.start_task, config(tmp_path / "alloc", "t", "0001"))
+                await eventually(lambda: len(our_children() - before) == 1)
+                scope.cancel()
+        assert our_children() - before == set()
