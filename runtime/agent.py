@@ -32,6 +32,7 @@ from yurt.runtime.devices.fake import FakeDevicePlugin
 from yurt.runtime.devices.manager import DeviceManager
 from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
 from yurt.runtime.devices.protocol import DeviceGroup, DevicePlugin
+from yurt.runtime.drivers.protocol import reconcile_drivers
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import computed_class, fingerprint_node
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
@@ -234,3 +235,7 @@ class Agent:
                 continue
             if is_client_terminal(runner.alloc_state().client_status):
                 self.gc.mark(alloc.id)
+        # Tasks a crash left without a persisted handle: stop them, or they would run twice.
+        if reaped := await reconcile_drivers(self.drivers.drivers.values(),
+                                             self.config.data_dir / "alloc"):
+            log.warning("stopped %d task(s) that an interrupted start had left behind", reaped)

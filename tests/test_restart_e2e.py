@@ -1,11 +1,11 @@
 """Layer 3: `kill -9` the agent, start it again, nothing lost, duplicated or orphaned.
 
 Drives `yurt run --json --data-dir D` as a user would. While the agent is dead, one task keeps
-printing and another exits with code 3; the second `yurt run` on the same data dir must
-re-attach: same pid for the running task, no second process, no new `Started` event, the exit
-code 3 reported and put through the restart policy, and the lines printed during the outage in
-the log files. Real clock, real processes; every wait has a deadline.
-"""
+printing and another prints 30 lines and exits with code 3; the second `yurt run` on the same
+data dir must re-attach: same pid for the running task, no second process, no new `Started`
+event, the exit code 3 reported and put through the restart policy, and the lines printed
+during the outage (by both tasks) in the log files. Real clock, real processes; every wait has
+a deadline."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ MARKER = "yurt-e2e-web-7c1f"
 WEB = ("echo $$ > $NOMAD_TASK_DIR/pid; i=0; "
        "while :; do i=$((i+1)); echo tick $i; echo $i > $NOMAD_TASK_DIR/count; sleep 0.05; done")
 QUITTER = ("echo $$ > $NOMAD_TASK_DIR/pid; "
-           "while [ ! -f $NOMAD_ALLOC_DIR/quit ]; do sleep 0.05; done; exit 3")
+           "while [ ! -f $NOMAD_ALLOC_DIR/quit ]; do sleep 0.05; done; "
+           "i=1; while [ $i -le 30 ]; do echo bye $i; i=$((i+1)); done; exit 3")
 
 JOB = f'''job "resume" {{
   group "g" {{
@@ -165,6 +166,9 @@ def test_agent_kill_9_and_restart_reattaches(tmp_path: Path) -> None:
         assert [e["Type"] for e in quitter][:3] == ["Terminated", "Restarting", "Started"]
         assert quitter[0]["ExitCode"] == 3
         assert quitter[0]["DisplayMessage"] == "Exit Code: 3"
+        # Its last words, written while no agent read the pipe, were kept, in order.
+        said = (logs / "quitter.stdout.0").read_text().splitlines()
+        assert said == [f"bye {i}" for i in range(1, 31)]
 
         second.send_signal(signal.SIGTERM)
         rest, _ = second.communicate(timeout=30)

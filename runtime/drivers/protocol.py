@@ -10,9 +10,10 @@ task to stop (signal, then force after `timeout`) and returns; the exit is obser
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from yurt.runtime.structs import TaskDeviceNode, TaskHandle, TaskMount
 from yurt.runtime.taskrunner.restarts import ExitResult
@@ -74,3 +75,22 @@ class Driver(Protocol):
 
     async def recover_task(self, handle: TaskHandle) -> None:
         """Re-attach to a task started earlier (after an agent or plugin restart)."""
+
+
+@runtime_checkable
+class Reconciler(Protocol):
+    """A driver whose tasks outlive the agent, and can be left behind by a crash mid-start."""
+
+    async def reconcile(self, alloc_root: Path) -> int:
+        """Stop every task this driver started under `alloc_root` that no recovered handle
+        accounts for; return how many. Call once every allocation has been restored."""
+
+
+async def reconcile_drivers(drivers: Iterable[object], alloc_root: Path) -> int:
+    """`reconcile` every driver that can: after a restore, nothing runs that the state does
+    not account for."""
+    total = 0
+    for driver in drivers:
+        if isinstance(driver, Reconciler):
+            total += await driver.reconcile(alloc_root)
+    return total

@@ -12,6 +12,14 @@ issue #23969), and it learns about the exit through a pidfd on the shim: readabl
 has exited, which it does right after writing the status. The same code path serves a task
 started a second ago and one re-attached after an agent restart.
 
+Crash safety. The handle is persisted by the task runner only after `start_task` returns, so
+a start records its intent first: its state dir (`<task dir>/.shim/<invocation>`), made before
+the spawn, where the shim writes its own pid and then the task's. A start that no handle
+accounts for (the agent died in between, or the start was cancelled) is stopped: at once when
+cancelled, at the next start of the same task, and by `reconcile` after a restore for the
+rest (runtime.drivers.orphans). The shim ignores SIGPIPE while it reports, so an agent that
+died before reading the report does not take the shim along and leave the task unsupervised.
+
 Stop: `kill_signal` (default SIGINT) to the process group, up to `kill_timeout` for the shim to
 report the exit, then SIGKILL to the group, which also removes grandchildren. A task killed by
 signal N reports exit code 128+N and signal N, as Nomad does (the shell cannot tell that apart
@@ -33,7 +41,7 @@ import shutil
 import signal as signals
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Container
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, final
@@ -41,8 +49,9 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
-from yurt.runtime.drivers import cgroups, reaper
+from yurt.runtime.drivers import cgroups, orphans, reaper
 from yurt.runtime.drivers.configs import RawExecTaskConfig
+from yurt.runtime.drivers.orphans import StartKey
 from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
 from yurt.runtime.drivers.users import switch_prefix, user_env
 from yurt.runtime.errors import DriverError, TaskNotFoundError
@@ -55,6 +64,7 @@ NAME: Final = "raw_exec"
 SHIM: Final = Path(__file__).with_name("shim.sh")
 REAPER: Final = Path(reaper.__file__)
 STARTUP_TIMEOUT: Final = 10.0
+CLEANUP_TIMEOUT: Final = 5.0
 FINGERPRINT_PERIOD: Final = 30.0
 READY_POLLS: Final = 2000
 READY_POLL_INTERVAL: Final = 0.001
@@ -85,6 +95,11 @@ def plugin_config(config: dict[str, Any]) -> RawExecPluginConfig:
         return msgspec.convert(config, RawExecPluginConfig)
     except msgspec.ValidationError as e:
         raise DriverError(f"invalid raw_exec plugin config: {e}") from None
+
+
+#: Fault injection for the crash tests: an agent with this variable set to a task's name
+#: SIGKILLs itself right after that task's spawn, before its handle can be persisted.
+CRASH_AFTER_SPAWN: Final = "YURT_TEST_CRASH_AFTER_SPAWN"
 
 
 def process_start_time(pid: int) -> int | None:
@@ -148,9 +163,13 @@ def _read_exit(state_dir: Path) -> str | None:
         return None
 
 
-def _prepare_state_dir(state_dir: Path) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("pid", "exit", "exit.tmp"):
+def _prepare_state_dir(state_dir: Path, known: Container[StartKey],
+                       cgroup_root: cgroups.CgroupRoot | None) -> None:
+    """Stop what earlier starts of this task left without a handle, then make this start's
+    state dir: the record of the start's intent, before there is any process."""
+    orphans.reap_task_dir(state_dir.parent.parent, known, cgroup_root)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for name in ("shim", "pid", "exit", "exit.tmp"):
         (state_dir / name).unlink(missing_ok=True)
 
 
@@ -202,6 +221,11 @@ class RawExecDriver:
         self._tasks: dict[str, _RawTask] = {}
         #: Where the tasks' cgroups go; None: the subreaper fallback.
         self.cgroup_root = cgroups.select_root(self.config.tree_tracking)
+        # Every start this driver made or recovered whose state dir still exists. A state dir
+        # on disk and not in here is an orphan start (runtime.drivers.orphans). Worker threads
+        # test membership while the event loop adds to it, which is safe: a start is added
+        # before its state dir is made.
+        self._mine: set[StartKey] = set()
 
     @property
     def name(self) -> str:
@@ -242,7 +266,9 @@ class RawExecDriver:
         # One state dir per start, so nothing an earlier start left can be misread.
         start_id = config.id.rsplit("/", 1)[-1]
         state_dir = config.task_dir / ".shim" / start_id
-        await trio.to_thread.run_sync(_prepare_state_dir, state_dir)
+        self._mine.add(orphans.start_key(state_dir))
+        await trio.to_thread.run_sync(_prepare_state_dir, state_dir, self._mine,
+                                      self.cgroup_root)
         stdout = config.stdout_path or "/dev/null"
         stderr = config.stderr_path or "/dev/null"
         env.setdefault("PATH", path)
@@ -270,7 +296,33 @@ class RawExecDriver:
         launcher = await trio.lowlevel.open_process(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)
-        assert launcher.stdout is not None
+        try:
+            task = await self._handshake(config.id, launcher, state_dir, work_dir, cgroup)
+        except BaseException:
+            # Cancelled or failed after the spawn: whatever started must not outlive the
+            # start as a task nobody knows (shielded, bounded).
+            with trio.CancelScope(shield=True) as cleanup:
+                cleanup.deadline = trio.current_time() + CLEANUP_TIMEOUT
+                await self._abandon(launcher, state_dir)
+            raise
+        if os.environ.get(CRASH_AFTER_SPAWN) == config.name:
+            os.kill(os.getpid(), signals.SIGKILL)  # see CRASH_AFTER_SPAWN
+        self._tasks[config.id] = task
+        return TaskHandle(driver=NAME, task_id=config.id, state="running",
+                          driver_state=task.handle_state())
+
+    async def _abandon(self, launcher: trio.Process, state_dir: Path) -> None:
+        if launcher.returncode is None:
+            launcher.kill()
+        await trio.to_thread.run_sync(orphans.reap, state_dir, self.cgroup_root)
+        self._mine.discard(orphans.start_key(state_dir))
+        await launcher.wait()
+
+    async def _handshake(self, task_id: str, launcher: trio.Process, state_dir: Path,
+                         work_dir: str, cgroup: Path | None) -> _RawTask:
+        """Read the shim's "SHIM_PID TASK_PID" and wait until the task is on its own."""
+        if launcher.stdout is None:
+            raise DriverError("task shim has no report pipe")
         try:
             with trio.fail_after(STARTUP_TIMEOUT):
                 line = b""
@@ -300,16 +352,14 @@ class RawExecDriver:
             await trio.sleep(READY_POLL_INTERVAL)
         shim_start = process_start_time(shim_pid)
         task_start = process_start_time(pid)
-        task = _RawTask(task_id=config.id, pid=pid, start_time=task_start or 0,
+        task = _RawTask(task_id=task_id, pid=pid, start_time=task_start or 0,
                         shim_pid=shim_pid, shim_start_time=shim_start or 0,
                         state_dir=state_dir, pidfd=self._open_pidfd(shim_pid, shim_start),
                         cgroup=cgroup)
         if task.pidfd is None:  # the shim is already gone: the task was very short
             task.result = exit_result(await trio.to_thread.run_sync(_read_exit, state_dir))
             _kill_tree(task)
-        self._tasks[config.id] = task
-        return TaskHandle(driver=NAME, task_id=config.id, state="running",
-                          driver_state=task.handle_state())
+        return task
 
     @staticmethod
     def _open_pidfd(pid: int, start_time: int | None) -> int | None:
@@ -328,12 +378,20 @@ class RawExecDriver:
     # ------------------------------------------------------------------ wait, stop
 
     async def _wait_exit(self, task: _RawTask) -> ExitResult:
+        """Wait for the shim to exit and record how the task ended.
+
+        Cancellable at every await without losing anything: the pidfd stays open (and
+        readable, once the shim is gone) until the result is recorded, so a cancel that lands
+        together with the wake-up leaves the task exactly as it was and the next wait
+        finishes the job.
+        """
         async with task.lock:
             if task.result is None:
-                assert task.pidfd is not None
-                await trio.lowlevel.wait_readable(task.pidfd)
-                os.close(task.pidfd)
-                task.pidfd = None
+                if task.pidfd is not None:
+                    try:
+                        await trio.lowlevel.wait_readable(task.pidfd)
+                    except trio.ClosedResourceError:  # destroy_task gave up waiting
+                        raise TaskNotFoundError(f"task {task.task_id} was destroyed") from None
                 status = await trio.to_thread.run_sync(_read_exit, task.state_dir)
                 if status is None and self._kill_group(task, signals.SIGKILL):
                     # The shim died and left the task behind: never leave an orphan that a
@@ -344,7 +402,15 @@ class RawExecDriver:
                     task.result = exit_result(status)
                 # What the task left behind (a daemon it forked) ends with it, as in Nomad.
                 _kill_tree(task)
+                self._close_pidfd(task)
             return task.result
+
+    @staticmethod
+    def _close_pidfd(task: _RawTask) -> None:
+        if task.pidfd is not None:
+            trio.lowlevel.notify_closing(task.pidfd)
+            os.close(task.pidfd)
+            task.pidfd = None
 
     async def wait_task(self, task_id: str) -> ExitResult:
         return await self._wait_exit(self._task(task_id))
@@ -395,14 +461,13 @@ class RawExecDriver:
         # as Nomad's DestroyTask does.
         self._kill_group(task, signals.SIGKILL)
         _kill_tree(task)
-        if task.pidfd is not None:
-            os.close(task.pidfd)
-            task.pidfd = None
+        self._close_pidfd(task)
         del self._tasks[task_id]
         if task.cgroup is not None:
             with trio.move_on_after(CGROUP_REMOVE_TIMEOUT):
                 await cgroups.destroy(task.cgroup)
         await trio.to_thread.run_sync(shutil.rmtree, task.state_dir, True)
+        self._mine.discard(orphans.start_key(task.state_dir))
 
     async def signal_task(self, task_id: str, signal: str) -> None:
         task = self._task(task_id)
@@ -436,6 +501,14 @@ class RawExecDriver:
 
     # ------------------------------------------------------------------ recover
 
+    async def reconcile(self, alloc_root: Path) -> int:
+        """Stop every start under `alloc_root` that this driver neither made nor recovered
+        (an agent killed between spawning a task and persisting its handle leaves one), and
+        remove its state dir; return how many had processes. Call after the restore: starts
+        made meanwhile are this driver's, so they are safe (runtime.drivers.orphans)."""
+        return await trio.to_thread.run_sync(orphans.reap_alloc_root, alloc_root, self._mine,
+                                             self.cgroup_root)
+
     async def recover_task(self, handle: TaskHandle) -> None:
         if handle.task_id in self._tasks:
             await trio.lowlevel.checkpoint()
@@ -463,6 +536,7 @@ class RawExecDriver:
             _kill_tree(task)  # it ended while the agent was away: so does its tree
         else:
             await trio.lowlevel.checkpoint()
+        self._mine.add(orphans.start_key(state_dir))
         self._tasks[handle.task_id] = task
 
 

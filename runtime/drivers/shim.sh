@@ -23,6 +23,9 @@ fi
 reaper_py=${YURT_REAPER_PY:-} reaper=${YURT_REAPER:-}
 unset YURT_SHIM_CHILD YURT_REAPER YURT_REAPER_PY
 exec 2>>"$state/shim.log" 3<>"$out" 4<>"$err"
+# Before the task exists, so that a restarted agent that does not know this start can find
+# this shim and stop it (runtime/drivers/orphans.py).
+echo "$$" >"$state/shim"
 cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/exit"; echo "$$ 0"; exit 127; }
 # setsid(1) makes the task a session and process-group leader (pgid = its pid) and execs it:
 # a background child is never a group leader, so setsid does not fork and $! is the task.
@@ -33,8 +36,16 @@ cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/ex
 setsid env --default-signal=INT,QUIT /bin/sh -c 'exec "$0" "$@"' "$@" \
     >&3 2>&4 3>&- 4>&- </dev/null &
 pid=$!
-printf '%s\n' "$pid" >"$state/pid"
+# The task's pid and start time (field 22 of its stat, read with builtins only): its identity
+# for an agent that finds this start without a handle, after this shim is gone too.
+start=
+if read -r st <"/proc/$pid/stat"; then set -- ${st##*) }; shift 19; start=$1; fi
+printf '%s %s\n' "$pid" "$start" >"$state/pid"
+# The agent that reads this may have died meanwhile: a write to its closed pipe must not kill
+# the shim (SIGPIPE) and leave the task without one.
+trap '' PIPE
 echo "$$ $pid"
+trap - PIPE
 exec 1>/dev/null
 wait "$pid"
 status=$?
@@ -42,3 +53,16 @@ status=$?
 printf '%s\n' "$status" >"$state/exit.tmp"
 sync "$state/exit.tmp" 2>/dev/null
 mv -f "$state/exit.tmp" "$state/exit"
+# What the task wrote and no agent has read dies with the pipe when the last writer (this
+# shim) exits. So if no log pump holds the stream's lock (the agent is down), move what waits
+# in the pipe to a spill file that the next pump writes to the log first. At most 1 MiB, the
+# pipe's size: a task that wrote more was blocked until an agent read it. See
+# runtime/logs/spill.py for the names; dd reopens the FIFO so O_NONBLOCK stays off the task's.
+spill() {
+    [ -p "$1" ] || return 0
+    shared=${1%/*}; shared=${shared%/*}; name=${1##*/}; name=${name%.fifo}
+    { flock -n 9 && dd if="/dev/fd/$2" iflag=nonblock of="$shared/$name.spill" \
+        oflag=append conv=notrunc bs=65536 count=16; } 9>>"$shared/$name.lock" 2>/dev/null
+}
+spill "$out" 3
+spill "$err" 4

@@ -8,9 +8,10 @@ task process (and its shim) is gone, and the pipe survives between two starts of
 Every chunk goes to the rotation planner; file writes run in a worker thread, one hop per
 chunk (up to 64 KiB), never per line.
 
-What this cannot keep: output still in the pipe when a task exits while no agent runs (the
-pipe dies with its last writer), and a chunk read but not yet written when the agent is killed
-with SIGKILL.
+Output still in the pipe when a task exits while no agent runs would die with the pipe's last
+writer, the shim: the shim moves it to a spill file, which the next pump writes first
+(`runtime.logs.spill`). What this cannot keep: a chunk read but not yet written when the agent
+is killed with SIGKILL.
 
 The pipe buffer is raised to 1 MiB (`F_SETPIPE_SZ`) so a task can keep writing for a while
 when no agent reads (it blocks, it does not die, once the buffer is full); a pump started
@@ -28,6 +29,7 @@ from typing import Final, final
 
 import trio
 
+from yurt.runtime.logs import spill
 from yurt.runtime.logs.rotation import Append, Op, Rotation
 
 CHUNK: Final = 64 * 1024
@@ -94,9 +96,13 @@ class LogPump:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         """Drain `read_fd` (which this pump now owns) until end of file."""
-        async with trio.lowlevel.FdStream(self.read_fd) as stream:
+        # The stream's lock, held while the pump lives (and released if the agent dies).
+        async with trio.lowlevel.FdStream(self.read_fd) as stream, spill.claimed(self.base):
             found = await trio.to_thread.run_sync(existing_files, self.base)
             rotation = Rotation.resume(self.file_size, self.max_files, found)
+            # What a shim saved while no agent read comes before anything in the pipe.
+            await trio.to_thread.run_sync(
+                spill.replay, self.base, lambda d: apply(self.base, rotation.plan(d)))
             task_status.started()
             while True:
                 data = await stream.receive_some(CHUNK)

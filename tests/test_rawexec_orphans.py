@@ -1,0 +1,195 @@
+"""Starts that a crash left without a handle (layer 2: real shims, real clock).
+
+An agent killed between spawning a task and persisting its handle is played by a driver that
+starts a task and is then forgotten; the restarted agent is a new driver on the same dirs.
+Processes are counted as an operator would: by NOMAD_ALLOC_ID and NOMAD_TASK_NAME in
+/proc/PID/environ, shims left out.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.agent_support import running_agent
+from tests.runtime_support import eventually
+from yurt.runtime.drivers import rawexec
+from yurt.runtime.drivers.protocol import TaskConfig, reconcile_drivers
+from yurt.runtime.drivers.rawexec import SHIM, RawExecDriver
+from yurt.runtime.procfs import stat_fields
+
+pytestmark = pytest.mark.slow
+
+ALLOC = "orphan-test-5f3a"
+
+
+def task_processes(alloc_id: str, task: str) -> list[int]:
+    """Live processes (not shims) whose environment names this allocation's task."""
+    want = {f"NOMAD_ALLOC_ID={alloc_id}".encode(), f"NOMAD_TASK_NAME={task}".encode()}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = set(Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"))
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat_fields(int(entry))
+        if (want <= environ and b"shim.sh" not in cmdline and fields is not None
+                and fields[0] != b"Z"):
+            found.append(int(entry))
+    return found
+
+
+@contextmanager
+def killing_leftovers(alloc_id: str) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for pid in task_processes(alloc_id, "t") + task_processes(alloc_id, "u"):
+            os.kill(pid, signal.SIGKILL)
+
+
+def config(alloc_root: Path, task: str, invocation: str,
+           script: str = "exec sleep 1000") -> TaskConfig:
+    task_dir = alloc_root / ALLOC / task
+    task_dir.mkdir(parents=True, exist_ok=True)
+    return TaskConfig(id=f"{ALLOC}/{task}/{invocation}", name=task, alloc_id=ALLOC, job_id="j",
+                      task_group="g", driver_config={"command": "/bin/sh",
+                                                     "args": ["-c", script]},
+                      env={"NOMAD_ALLOC_ID": ALLOC, "NOMAD_TASK_NAME": task},
+                      task_dir=task_dir)
+
+
+async def test_the_next_start_stops_a_start_that_left_no_handle(tmp_path: Path) -> None:
+    root = tmp_path / "alloc"
+    with killing_leftovers(ALLOC), trio.fail_after(20):
+        await RawExecDriver().start_task(config(root, "t", "00000001"))  # the handle is lost
+        assert len(task_processes(ALLOC, "t")) == 1
+        driver = RawExecDriver()  # the restarted agent starts the task again
+        handle = await driver.start_task(config(root, "t", "00000002"))
+        # The first copy is SIGKILLed: it may take a moment to leave /proc.
+        await eventually(lambda: task_processes(ALLOC, "t") == [handle.driver_state["pid"]])
+        await driver.stop_task(handle.task_id, 0, "SIGKILL")
+        await driver.wait_task(handle.task_id)
+        await driver.destroy_task(handle.task_id, force=True)
+        await eventually(lambda: task_processes(ALLOC, "t") == [])
+        assert list((root / ALLOC / "t" / ".shim").iterdir()) == []
+
+
+async def test_reconcile_stops_what_no_handle_accounts_for(tmp_path: Path) -> None:
+    root = tmp_path / "alloc"
+    with killing_leftovers(ALLOC), trio.fail_after(20):
+        first = RawExecDriver()
+        kept = await first.start_task(config(root, "t", "00000001"))  # its handle persisted
+        await first.start_task(config(root, "u", "00000002"))  # killed before persisting
+        assert len(task_processes(ALLOC, "u")) == 1
+        driver = RawExecDriver()
+        await driver.recover_task(kept)
+        assert await reconcile_drivers([driver], root) == 1
+        await eventually(lambda: task_processes(ALLOC, "u") == [])
+        assert task_processes(ALLOC, "t") == [kept.driver_state["pid"]]
+        assert not (root / ALLOC / "u" / ".shim" / "00000002").exists()
+        await driver.stop_task(kept.task_id, 0, "SIGKILL")
+        await driver.wait_task(kept.task_id)
+        await driver.destroy_task(kept.task_id, force=True)
+
+
+async def test_a_shim_found_only_in_proc_is_stopped_too(tmp_path: Path) -> None:
+    """A shim killed with its agent before it recorded its pid is found by its command line."""
+    root = tmp_path / "alloc"
+    with killing_leftovers(ALLOC), trio.fail_after(20):
+        await RawExecDriver().start_task(config(root, "u", "00000001"))
+        state = root / ALLOC / "u" / ".shim" / "00000001"
+        (state / "shim").unlink()
+        (state / "pid").unlink()
+        assert await RawExecDriver().reconcile(root) == 1
+        await eventually(lambda: task_processes(ALLOC, "u") == [])
+
+
+async def test_a_start_cancelled_after_the_spawn_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "alloc"
+    driver = RawExecDriver()
+    # A task that never looks ready keeps `start_task` in its handshake for seconds: the
+    # cancel surely lands there, after the spawn.
+    monkeypatch.setattr(rawexec, "_task_ready", lambda pid: False)
+    cfg = config(root, "t", "00000001")
+    with killing_leftovers(ALLOC), trio.fail_after(20):
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(driver.start_task, cfg)
+                await eventually(lambda: len(task_processes(ALLOC, "t")) == 1)
+                scope.cancel()
+        await eventually(lambda: task_processes(ALLOC, "t") == [])
+        assert not (root / ALLOC / "t" / ".shim" / "00000001").exists()
+
+
+async def test_a_shim_whose_agent_died_before_its_report_still_runs_its_task(
+        tmp_path: Path) -> None:
+    """The shim reports on a pipe to the agent; if the agent is gone, the write must not
+    kill the shim with SIGPIPE and leave its task behind, unsupervised."""
+    state, work = tmp_path / "state", tmp_path / "work"
+    state.mkdir()
+    work.mkdir()
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the agent that would read the report is dead
+    with trio.fail_after(10):
+        try:
+            await trio.run_process(
+                ["/bin/sh", str(SHIM), str(state), "/dev/null", "/dev/null", str(work),
+                 "/bin/sh", "-c", "until [ -e go ]; do sleep 0.01; done; exit 5"],
+                stdout=write_end, stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            os.close(write_end)
+        await eventually(lambda: (state / "pid").exists())
+        (work / "go").touch()
+        await eventually(lambda: (state / "exit").exists())
+    assert (state / "exit").read_text() == "5\n"
+
+
+async def test_an_agent_stops_at_start_up_what_its_state_does_not_know(tmp_path: Path) -> None:
+    """An allocation dir with a running start and no state at all (the state rows were lost,
+    or the handle never written): the agent's restore leaves nothing of it running."""
+    data = tmp_path / "data"
+    with killing_leftovers(ALLOC), trio.fail_after(30):
+        await RawExecDriver().start_task(config(data / "alloc", "t", "00000001"))
+        assert len(task_processes(ALLOC, "t")) == 1
+        async with running_agent(data):
+            await eventually(lambda: task_processes(ALLOC, "t") == [])
+
+
+def our_children() -> set[int]:
+    """Live or zombie children of this test process (any of its threads spawned them)."""
+    me = os.getpid()
+    found: set[int] = set()
+    for tid in os.listdir(f"/proc/{me}/task"):
+        with suppress(OSError):
+            found |= {int(c) for c in Path(f"/proc/{me}/task/{tid}/children").read_text().split()}
+    return found
+
+
+async def test_a_start_cancelled_before_the_report_kills_and_reaps_the_launcher(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shim that never reports keeps `start_task` reading; a cancel then must not leave the
+    launcher running, nor as a zombie child of the agent."""
+    silent = tmp_path / "silent.sh"
+    silent.write_text("exec sleep 1000\n")
+    monkeypatch.setattr(rawexec, "SHIM", silent)
+    driver = RawExecDriver()
+    before = our_children()
+    with killing_leftovers(ALLOC), trio.fail_after(20):
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(driver.start_task, config(tmp_path / "alloc", "t", "0001"))
+                await eventually(lambda: len(our_children() - before) == 1)
+                scope.cancel()
+        assert our_children() - before == set()
