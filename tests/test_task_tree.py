@@ -176,3 +176,31 @@ async def test_a_tree_left_while_the_agent_was_away_is_killed_on_reattach(
         assert (await again.wait_task(config.id)).exit_code == 0
         await eventually(lambda: not alive(daemon))
         await again.destroy_task(config.id, force=True)
+
+
+@pytest.mark.parametrize("mode", ["cgroup2", "cgroup1"])
+async def test_an_orphan_start_is_reaped_with_its_cgroup(tmp_path: Path, mode: str) -> None:
+    """A start whose handle a crash lost is stopped by the next agent's reconcile, daemon
+    included: killing the shim and the task's group alone would leave the setsid daemon."""
+    alloc_root = tmp_path / "alloc"
+    task_dir = alloc_root / ALLOC / "t"
+    task_dir.mkdir(parents=True)
+    config = TaskConfig(id=f"{ALLOC}/t/{uuid.uuid4().hex[:8]}", name="t", alloc_id=ALLOC,
+                        job_id="j", task_group="g",
+                        driver_config={"command": "/bin/sh",
+                                       "args": ["-c", DAEMON, "sh", str(task_dir)]},
+                        task_dir=task_dir)
+    record = task_dir / "daemon"
+    try:
+        with trio.fail_after(20):
+            handle = await plugin({"tree_tracking": mode}).start_task(config)  # handle lost
+            await eventually(lambda: record.exists() and record.read_text().endswith("\n"))
+            daemon = int(record.read_text())
+            assert alive(daemon)
+            assert await plugin({"tree_tracking": mode}).reconcile(alloc_root) == 1
+            await eventually(lambda: not alive(daemon))
+        assert not await trio.Path(str(handle.driver_state["cgroup"])).exists()
+    finally:
+        if record.exists() and record.read_text().strip().isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(record.read_text()), signal.SIGKILL)
