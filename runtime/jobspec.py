@@ -815,7 +815,7 @@ def _lone_surrogate(text: str) -> Position | None:
     return None
 
 
-def _json_value_trouble(doc: Any) -> tuple[PathKey, str] | None:
+def json_value_trouble(doc: Any) -> tuple[PathKey, str] | None:
     """The key path of the first value nested deeper than `MAX_DEPTH`, or past the first
     `MAX_VALUES` values, or holding a string that is not Unicode text (a `\\ud800` escape
     decodes to a lone surrogate), and why."""
@@ -867,7 +867,7 @@ def _load_json(text: str, filename: str) -> Any:
         if trouble is None or trouble[1] == "depth":
             raise fail(where, f"nested more than {MAX_DEPTH} levels deep") from None
         raise fail(where, "NaN and Infinity are not JSON numbers") from None
-    trouble_path = _json_value_trouble(doc)
+    trouble_path = json_value_trouble(doc)
     if trouble_path is not None:
         path, message = trouble_path
         found = json_trouble(text, MAX_DEPTH)
