@@ -79,8 +79,10 @@ async def test_bad_signals_and_restart_bodies_leave_the_task_alone(tmp_path: Pat
             ok = await c.post(f"{base}/signal", json={"Task": "t", "Signal": "usr1"})
             assert ok.status_code == 200, ok.text
             logs = {"task": "t", "type": "stdout", "plain": "true"}
-            while "got-usr1" not in (await c.get(f"/v1/client/fs/logs/{alloc_id}",
-                                                 params=logs)).text:
+            while True:  # the trap ran: the signal reached the task
+                if "got-usr1" in (await c.get(f"/v1/client/fs/logs/{alloc_id}",
+                                              params=logs)).text:
+                    break
                 await trio.sleep(0.05)
             state = (await c.get(f"/v1/allocation/{alloc_id}")).json()["TaskStates"]["t"]
             assert (state["State"], state["Restarts"]) == ("running", 0)
