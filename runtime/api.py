@@ -76,9 +76,9 @@ def json_response(value: object, status: int = 200) -> Response:
 
 #: Largest request body: a job of `MAX_JOB_CHARS` fits, with its JSON escapes.
 MAX_BODY: Final = 2 * MAX_JOB_CHARS
-#: Largest `JobHCL` /v1/jobs/parse takes. lark reads HCL at about 8 µs a character, so this
-#: bounds one parse near a second (in a worker thread); the largest real jobs are a few KiB.
-MAX_HCL: Final = 128 * 1024
+#: Largest `JobHCL` /v1/jobs/parse takes. lark reads HCL at about 10 µs a character, so this
+#: bounds one parse to half a second (in a worker thread); real jobs are a few KiB.
+MAX_HCL: Final = 48 * 1024
 #: Job parses at once: each holds a worker thread and the GIL most of its time.
 _PARSE_LIMITER: Final = trio.CapacityLimiter(2)
 

@@ -95,7 +95,7 @@ MIN_RESTART_INTERVAL: Final = 5 * SECOND
 # unknown key). Without limits one deep or wide document costs a RecursionError or minutes of
 # CPU. The limits are far above any real job and are checked before the expensive stages.
 
-#: Largest job text, in characters. lark reads HCL at about 8 µs a character: 1 Mi takes
+#: Largest job text, in characters. lark reads HCL at about 10 µs a character: 1 Mi takes
 #: seconds, the largest real jobs are a few KiB.
 MAX_JOB_CHARS: Final = 1 << 20
 #: Deepest nesting of objects and lists (JSON) a job may have; real jobs stay under ~10.
