@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 import pytest
@@ -146,7 +147,7 @@ def parse_or_refuse(text: str, filename: str) -> None:
     rendered.encode("utf-8", "backslashreplace")
 
 
-FAST = settings(max_examples=150, deadline=1000, derandomize=True,
+FAST = settings(max_examples=150, deadline=1000, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.large_base_example])
 
@@ -244,7 +245,7 @@ def api_requests(draw: st.DrawFn) -> tuple[str, bytes]:
     return path, body.encode("utf-8", "surrogatepass")
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture,
                                  HealthCheck.large_base_example])
@@ -259,3 +260,39 @@ def test_fuzz_http_api(fuzz_agent: FuzzAgent, request: tuple[str, bytes]) -> Non
     assert took < 1.0, (path, body[:200], took)
     growth = rss_bytes(fuzz_agent.pid) - fuzz_agent.baseline
     assert growth < 50 << 20, (path, body[:200], growth)
+
+
+query_text = st.one_of(
+    st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=30),
+    st.sampled_from(["-1", "0", "99999999999999999999999", "1e400", "nan", "start", "end",
+                     "stdout", "stderr", "true", "t", "..", "../../etc/passwd", "%00"]))
+
+
+@st.composite
+def api_queries(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
+    segment = draw(st.one_of(st.just("{a}"), query_text.filter(bool).map(
+        lambda s: quote(s, safe=""))))
+    path = draw(st.sampled_from([
+        "/v1/jobs", "/v1/job/{s}", "/v1/job/{s}/allocations", "/v1/allocations",
+        "/v1/allocation/{s}", "/v1/client/allocation/{s}/stats", "/v1/client/fs/logs/{s}",
+        "/v1/node/{s}", "/v1/nodes"]))
+    names = st.sampled_from(["prefix", "task", "type", "offset", "origin", "plain", "follow",
+                             "purge", "topic"])
+    params = draw(st.dictionaries(names, query_text, max_size=4))
+    if params.get("follow") is not None:
+        params["follow"] = "false"  # a followed log never ends by itself
+    return path.replace("{s}", segment), params
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(query=api_queries())
+def test_fuzz_http_api_queries(fuzz_agent: FuzzAgent, query: tuple[str, dict[str, str]]) -> None:
+    path, params = query
+    path = path.replace("{a}", fuzz_agent.alloc_id)
+    started = time.monotonic()
+    response = fuzz_agent.client.get(path, params=params)
+    took = time.monotonic() - started
+    assert response.status_code < 500, (path, params, response.text[:500])
+    assert took < 1.0, (path, params, took)
+    assert rss_bytes(fuzz_agent.pid) - fuzz_agent.baseline < 50 << 20, (path, params)
