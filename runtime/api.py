@@ -4,7 +4,7 @@ Starlette routes requests to small handlers that call the agent's parts (server,
 garbage collector, event broker); every body is encoded with msgspec in Nomad's field names, so
 Nomad API clients (python-nomad, `curl` recipes) work unchanged. Errors are plain text with
 Nomad's status codes: 400 bad parameter, 403 missing/wrong token, 404 unknown job/alloc/node,
-405 wrong method (Starlette's router), 500 anything else.
+405 wrong method (Starlette's router), 413 body too large, 500 anything else (a bug).
 
 Streams never block the agent: the event stream and websocket read from a per-subscriber
 bounded buffer (overflow drops the oldest and marks the next record with `"Lost": n`), and send

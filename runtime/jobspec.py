@@ -27,6 +27,13 @@ the jobspec's vocabulary, shown to the user and used to find HCL positions) and 
 (`TaskGroups/0/Tasks/1/RestartPolicy/Mode`, used to find JSON positions). The same job written in
 HCL and in JSON therefore yields equal structs and equivalent errors.
 
+A job file is untrusted input (the HTTP API parses what any client sends), so before stage 1
+ends the text is bounded: its size, its nesting (JSON depth, HCL parse-tree depth, both checked
+iteratively before anything recursive runs), its number of values, and its Unicode (a lone
+surrogate cannot be printed or stored). NaN and Infinity, which Python's `json` accepts, are
+refused as JSON refuses them. The checks stop after `MAX_PROBLEMS`. Whatever the input, the
+only exception out of `parse_job` is a `JobSpecError` with positions.
+
 Not supported (reported as such, never ignored silently): Nomad features that need a scheduler
 or network stack yurt does not have (`service`, `network`, `constraint`, `template`, …), HCL
 variables, locals and functions (`${var.x}` stays literal text).
