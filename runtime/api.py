@@ -80,7 +80,7 @@ MAX_BODY: Final = 2 * MAX_JOB_CHARS
 #: bounds one parse to half a second (in a worker thread); real jobs are a few KiB.
 MAX_HCL: Final = 48 * 1024
 #: Job parses at once: each holds a worker thread and the GIL most of its time.
-_PARSE_LIMITER: Final = trio.CapacityLimiter(2)
+PARSES_AT_ONCE: Final = 2
 
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
@@ -134,12 +134,13 @@ def body_field(body: dict[str, Any], name: str, kind: type[Any], default: Any) -
     return value
 
 
-async def parse_job_off_loop(text: str, *, filename: str, format: Any = None) -> Job:
+async def parse_job_off_loop(text: str, limiter: trio.CapacityLimiter, *, filename: str,
+                             format: Any = None) -> Job:
     """`parse_job` in a worker thread, so a large job never stalls the event loop; its
     `JobSpecError` as a 400."""
     try:
         return await trio.to_thread.run_sync(
-            partial(parse_job, text, filename=filename, format=format), limiter=_PARSE_LIMITER)
+            partial(parse_job, text, filename=filename, format=format), limiter=limiter)
     except JobSpecError as e:
         raise ApiError(400, e.render()) from None
 
@@ -221,6 +222,7 @@ class Api:
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
+        self.parse_limiter = trio.CapacityLimiter(PARSES_AT_ONCE)
 
     # ------------------------------------------------------------------ lookups
 
@@ -279,7 +281,7 @@ class Api:
         if not isinstance(body.get("Job"), dict):
             raise ApiError(400, 'request body must be {"Job": {...}}')
         job = await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
-                                       filename="request", format="json")
+                                       self.parse_limiter, filename="request", format="json")
         if job_id is not None and job.id != job_id:
             raise ApiError(400, "Job ID does not match name")
         result = await self.agent.server.register_job(job)
@@ -297,7 +299,8 @@ class Api:
             raise ApiError(400, 'request body must be {"JobHCL": "..."}')
         if len(text) > MAX_HCL:
             raise ApiError(413, f"JobHCL is larger than {MAX_HCL} characters")
-        return json_response(await parse_job_off_loop(text, filename="JobHCL"))
+        return json_response(await parse_job_off_loop(text, self.parse_limiter,
+                                                      filename="JobHCL"))
 
     async def job_item(self, request: Request) -> Response:
         job_id = request.path_params["job_id"]
