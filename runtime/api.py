@@ -4,14 +4,22 @@ Starlette routes requests to small handlers that call the agent's parts (server,
 garbage collector, event broker); every body is encoded with msgspec in Nomad's field names, so
 Nomad API clients (python-nomad, `curl` recipes) work unchanged. Errors are plain text with
 Nomad's status codes: 400 bad parameter, 403 missing/wrong token, 404 unknown job/alloc/node,
-405 wrong method (Starlette's router), 500 anything else.
+405 wrong method (Starlette's router), 413 body too large, 500 anything else (a bug).
 
 Streams never block the agent: the event stream and websocket read from a per-subscriber
 bounded buffer (overflow drops the oldest and marks the next record with `"Lost": n`), and send
 a heartbeat `{}` when idle; log streams read files in worker threads.
 
 The server listens on 127.0.0.1 by default. With a token configured, a middleware answers 403
-to every request without `X-Nomad-Token: <token>` before any handler runs.
+to every request without `X-Nomad-Token: <token>` before any handler runs. The header is the only
+place for the token: a `?token=` query parameter ends up in access logs, proxies and shell
+histories, so it is not looked at.
+
+Every request body is untrusted and bounded before it costs anything: its size while it is read
+(413 past `MAX_BODY`), its nesting and value count right after msgspec decodes it (the jobspec's
+limits), and job parsing, plain CPU-bound Python, runs in a worker thread behind a limiter so
+that a large-but-allowed job never stalls the event loop. Every malformed input is a 4xx with a
+message; a 5xx means a bug in yurt.
 """
 
 from __future__ import annotations
@@ -21,15 +29,16 @@ import hmac
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import hypercorn
 import hypercorn.trio
 import msgspec
 import trio
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -40,9 +49,10 @@ from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError, TaskNotRunningError, YurtError
 from yurt.runtime.eventstream import encode_record, filter_record, topic_filter
-from yurt.runtime.jobspec import parse_job
+from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
 from yurt.runtime.logs.reader import read_log
 from yurt.runtime.procfs import stat_fields
+from yurt.runtime.signames import parse_signal_name
 from yurt.runtime.structs import Allocation, Job
 
 if TYPE_CHECKING:
@@ -64,18 +74,75 @@ def json_response(value: object, status: int = 200) -> Response:
                     media_type="application/json")
 
 
+#: Largest request body: a job of `MAX_JOB_CHARS` fits, with its JSON escapes.
+MAX_BODY: Final = 2 * MAX_JOB_CHARS
+#: Largest `JobHCL` /v1/jobs/parse takes. lark reads HCL at about 10 µs a character, so this
+#: bounds one parse to half a second (in a worker thread); real jobs are a few KiB.
+MAX_HCL: Final = 48 * 1024
+#: Job parses at once: each holds a worker thread and the GIL most of its time.
+PARSES_AT_ONCE: Final = 2
+
+
+async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body is larger than {limit} bytes")
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for part in request.stream():
+            size += len(part)
+            if size > limit:
+                raise ApiError(413, f"request body is larger than {limit} bytes")
+            parts.append(part)
+    except ClientDisconnect:
+        raise ApiError(400, "the client went away while sending the body") from None
+    return b"".join(parts)
+
+
 async def body_json(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object ({} when empty); anything else is a 400."""
-    raw = await request.body()
+    """The request body as a JSON object ({} when empty); anything else is a 4xx."""
+    raw = await read_body(request)
     if not raw:
         return {}
     try:
         body = msgspec.json.decode(raw)
     except msgspec.DecodeError as e:
         raise ApiError(400, f"failed to parse request body: {e}") from None
+    except RecursionError:
+        raise ApiError(400, "failed to parse request body: nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object")
+    trouble = json_value_trouble(body)
+    if trouble is not None:
+        path, why = trouble
+        where = "/".join(str(p) for p in path[:8])
+        raise ApiError(400, f"failed to parse request body: {why}"
+                            + (f" (at {where})" if where else ""))
     return body
+
+
+def body_field(body: dict[str, Any], name: str, kind: type[Any], default: Any) -> Any:
+    """`body[name]` when it has the JSON type `kind`; absent or null: `default`; else 400."""
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        want = {str: "a string", bool: "true or false", dict: "an object"}.get(kind, "valid")
+        raise ApiError(400, f'"{name}" must be {want}')
+    return value
+
+
+async def parse_job_off_loop(text: str, limiter: trio.CapacityLimiter, *, filename: str,
+                             format: Any = None) -> Job:
+    """`parse_job` in a worker thread, so a large job never stalls the event loop; its
+    `JobSpecError` as a 400."""
+    try:
+        return await trio.to_thread.run_sync(
+            partial(parse_job, text, filename=filename, format=format), limiter=limiter)
+    except JobSpecError as e:
+        raise ApiError(400, e.render()) from None
 
 
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -155,6 +222,7 @@ class Api:
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
+        self.parse_limiter = trio.CapacityLimiter(PARSES_AT_ONCE)
 
     # ------------------------------------------------------------------ lookups
 
@@ -212,11 +280,8 @@ class Api:
         body = await body_json(request)
         if not isinstance(body.get("Job"), dict):
             raise ApiError(400, 'request body must be {"Job": {...}}')
-        try:
-            job = parse_job(msgspec.json.encode({"Job": body["Job"]}).decode(),
-                            filename="request", format="json")
-        except JobSpecError as e:
-            raise ApiError(400, e.render()) from None
+        job = await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
+                                       self.parse_limiter, filename="request", format="json")
         if job_id is not None and job.id != job_id:
             raise ApiError(400, "Job ID does not match name")
         result = await self.agent.server.register_job(job)
@@ -232,11 +297,10 @@ class Api:
         text = body.get("JobHCL")
         if not isinstance(text, str):
             raise ApiError(400, 'request body must be {"JobHCL": "..."}')
-        try:
-            job = parse_job(text, filename="JobHCL")
-        except JobSpecError as e:
-            raise ApiError(400, e.render()) from None
-        return json_response(job)
+        if len(text) > MAX_HCL:
+            raise ApiError(413, f"JobHCL is larger than {MAX_HCL} characters")
+        return json_response(await parse_job_off_loop(text, self.parse_limiter,
+                                                      filename="JobHCL"))
 
     async def job_item(self, request: Request) -> Response:
         job_id = request.path_params["job_id"]
@@ -278,7 +342,8 @@ class Api:
     async def alloc_restart(self, request: Request) -> Response:
         runner = self.runner(self.find_alloc_id(request.path_params["id"]))
         body = await body_json(request)
-        task, all_tasks = body.get("TaskName", ""), bool(body.get("AllTasks", False))
+        task = body_field(body, "TaskName", str, "")
+        all_tasks = body_field(body, "AllTasks", bool, False)
         if task and all_tasks:
             raise ApiError(400, "task name cannot be set when restarting all tasks")
         try:
@@ -297,7 +362,15 @@ class Api:
     async def alloc_signal(self, request: Request) -> Response:
         runner = self.runner(self.find_alloc_id(request.path_params["id"]))
         body = await body_json(request)
-        task, sig = body.get("Task", "") or None, body.get("Signal", "SIGINT")
+        task = body_field(body, "Task", str, "") or None
+        if "Signal" in body and not isinstance(body["Signal"], str):
+            raise ApiError(400, '"Signal" must be a signal name such as "SIGHUP"')
+        try:
+            # Refused here, before any task is touched: a driver sends a name it does not
+            # know as SIGINT, which stops most tasks.
+            sig = parse_signal_name(body.get("Signal") or "SIGINT")
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
         try:
             await runner.signal(task, sig)
         except (YurtError, OSError) as e:
@@ -386,7 +459,7 @@ class Api:
                           follow=follow)
         if plain:
             return StreamingResponse(plain_body(chunks), media_type="text/plain")
-        return StreamingResponse(framed_body(chunks, follow), media_type="application/json")
+        return FramedLogResponse(chunks, follow)
 
     # ------------------------------------------------------------------ nodes, agent
 
@@ -499,31 +572,56 @@ async def plain_body(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
         yield chunk.data
 
 
-async def framed_body(chunks: AsyncIterator[Any], follow: bool) -> AsyncIterator[bytes]:
+@final
+class FramedLogResponse(StreamingResponse):
     """Nomad's framed log stream: `{"Offset", "Data" (base64), "File"}` objects, and `{}`
-    heartbeats every second while following and idle."""
-    send, receive = trio.open_memory_channel[Any](0)
+    heartbeats every second while following and idle.
 
-    async def pump() -> None:
-        async with send:
-            async for chunk in chunks:
-                await send.send(chunk)
+    A heartbeat must go out while the log reader waits, so the reader runs in a task of its
+    own. That task lives in a nursery this response owns while it is sent (ASGI `__call__`),
+    not in an async generator: a generator that yields inside a nursery hands its caller a
+    cancel scope it cannot see, and a consumer that stops iterating corrupts it. Beside the
+    reader, a task watches for the client's `http.disconnect` and ends the stream.
+    """
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pump)
-        async with receive:
-            while True:
-                with trio.move_on_after(LOG_HEARTBEAT if follow else float("inf")) as idle:
-                    try:
-                        chunk = await receive.receive()
-                    except trio.EndOfChannel:
-                        return
-                if idle.cancelled_caught:
-                    yield b"{}"
-                    continue
-                yield _encoder.encode({"Offset": chunk.offset + len(chunk.data),
-                                       "Data": base64.b64encode(chunk.data).decode(),
-                                       "File": chunk.file})
+    def __init__(self, chunks: AsyncIterator[Any], follow: bool) -> None:
+        super().__init__(iter(()), media_type="application/json")
+        self._chunks = chunks
+        self._follow = follow
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        frames_in, frames_out = trio.open_memory_channel[Any](0)
+
+        async def read_chunks() -> None:
+            async with frames_in:
+                async for chunk in self._chunks:
+                    await frames_in.send(chunk)
+
+        async def watch_disconnect(scope: trio.CancelScope) -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            scope.cancel(reason="the client went away")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read_chunks)
+            nursery.start_soon(watch_disconnect, nursery.cancel_scope)
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})
+            async with frames_out:
+                while True:
+                    with trio.move_on_after(LOG_HEARTBEAT if self._follow else float("inf")
+                                            ) as idle:
+                        try:
+                            chunk = await frames_out.receive()
+                        except trio.EndOfChannel:
+                            break
+                    frame = b"{}" if idle.cancelled_caught else _encoder.encode(
+                        {"Offset": chunk.offset + len(chunk.data),
+                         "Data": base64.b64encode(chunk.data).decode(), "File": chunk.file})
+                    await send({"type": "http.response.body", "body": frame,
+                                "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            nursery.cancel_scope.cancel(reason="the stream is complete")
 
 
 # --------------------------------------------------------------------------- /proc readers
@@ -610,7 +708,8 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
 
 
 class TokenMiddleware:
-    """403 for every request without the configured `X-Nomad-Token`."""
+    """403 for every request without the configured `X-Nomad-Token` header (websockets too:
+    clients send it with the upgrade request). Never read from the query string."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
@@ -619,7 +718,7 @@ class TokenMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket") and self.token:
             headers = dict(scope.get("headers", []))
-            supplied = headers.get(b"x-nomad-token") or _query_token(scope) or b""
+            supplied = headers.get(b"x-nomad-token", b"")
             if not hmac.compare_digest(supplied, self.token):
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
@@ -628,13 +727,6 @@ class TokenMiddleware:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _query_token(scope: Scope) -> bytes | None:
-    from urllib.parse import parse_qs
-
-    values = parse_qs(scope.get("query_string", b"").decode()).get("token")
-    return values[0].encode() if values else None
 
 
 def build_app(agent: Agent) -> ASGIApp:

@@ -35,6 +35,7 @@ from yurt.runtime.errors import (
 )
 from yurt.runtime.foreground import run_job
 from yurt.runtime.jobspec import encode_job, load_job
+from yurt.runtime.signames import parse_signal_name
 from yurt.runtime.structs import Job
 
 
@@ -218,10 +219,16 @@ def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
 @alloc.command("signal")
 @click.argument("alloc_id", metavar="ALLOC")
 @click.argument("task", required=False)
-@click.option("-s", "--signal", "sig", default="SIGINT", show_default=True)
+@click.option("-s", "--signal", "sig", default="SIGINT", show_default=True,
+              help="A signal name such as SIGHUP or SIGUSR1.")
 def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
     """Send a signal to one task or to every task."""
-    cli_remote.alloc_signal(alloc_id, task, sig)
+    try:
+        canonical = parse_signal_name(sig)
+    except ValueError as e:  # refused here: the agent would refuse it too
+        click.echo(f"yurt: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    cli_remote.alloc_signal(alloc_id, task, canonical)
 
 
 @alloc.command("stop")
@@ -267,15 +274,19 @@ def _default_data_dir() -> Path:
               help="State, allocation directories and logs (default ~/.local/share/yurt).")
 @click.option("--bind", default=None, help="Address for the API (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port for the API (default 4646).")
-@click.option("--token", envvar="YURT_AGENT_TOKEN", default=None,
-              help="Require this X-Nomad-Token on every request (or $YURT_AGENT_TOKEN).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Require the token in this file as X-Nomad-Token on every request "
+                   "(or set $YURT_AGENT_TOKEN).")
+@click.option("--token", "token_argument", default=None, hidden=True,
+              help="Refused: the command line is visible to every user in /proc.")
 @click.option("--fake-device", "fake_devices", multiple=True, metavar="V/T/N=ID,ID",
               help="Declare devices for the fake device plugin (repeatable), e.g. "
                    "nvidia/gpu/T4=GPU-0,GPU-1.")
 @click.option("--driver-allow", multiple=True, help="Run only these drivers (repeatable).")
 @click.option("--driver-block", multiple=True, help="Never run these drivers (repeatable).")
 def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
-          port: int | None, token: str | None, fake_devices: tuple[str, ...],
+          port: int | None, token_file: Path | None, token_argument: str | None,
+          fake_devices: tuple[str, ...],
           driver_allow: tuple[str, ...], driver_block: tuple[str, ...]) -> None:
     """Run the agent: an embedded server and client with Nomad's HTTP API.
 
@@ -290,10 +301,19 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
     except ConfigError as e:
         click.echo(f"yurt: {e}", err=True)
         sys.exit(EXIT_USAGE)
+    if token_argument is not None:
+        click.echo("yurt: --token is refused: every user can read a command line in /proc; "
+                   "use --token-file FILE or $YURT_AGENT_TOKEN", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        token = agent_token(token_file) or file.token or ""
+    except ValueError as e:
+        click.echo(f"yurt: {e}", err=True)
+        sys.exit(EXIT_USAGE)
     bind = bind or file.bind or "127.0.0.1"
-    token = token if token is not None else (file.token or "")
     if bind not in ("127.0.0.1", "localhost", "::1") and not token:
-        click.echo("yurt: refusing to bind beyond loopback without --token", err=True)
+        click.echo("yurt: refusing to bind beyond loopback without a token "
+                   "(--token-file FILE or $YURT_AGENT_TOKEN)", err=True)
         sys.exit(EXIT_USAGE)
     directory = data_dir or (Path(file.data_dir) if file.data_dir else _default_data_dir())
     config = AgentConfig(
@@ -326,6 +346,33 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
     except StateError as e:
         click.echo(f"yurt: {e}", err=True)
         sys.exit(EXIT_FAILED)
+
+
+def read_token_file(path: Path) -> str:
+    """The token in `path` (surrounding whitespace dropped: files end with a newline).
+
+    Raises:
+        ValueError: unreadable or empty, with a message for the user.
+    """
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ValueError(f"cannot read the token file {path}: {reason}") from None
+    if not token:
+        raise ValueError(f"the token file {path} is empty")
+    return token
+
+
+def agent_token(token_file: Path | None) -> str:
+    """The agent's token: from `--token-file`, else `$YURT_AGENT_TOKEN`, else "".
+
+    The variable is removed from the agent's environment once read, so no task inherits it.
+    """
+    from_env = os.environ.pop("YURT_AGENT_TOKEN", "")
+    if token_file is not None:
+        return read_token_file(token_file)
+    return from_env.strip()
 
 
 def raise_open_files_limit() -> None:

@@ -3,7 +3,9 @@
 Each command is a thin client: it calls Nomad's API paths, then prints either human output
 (tables with rich) or, with `--json`, the API's JSON unchanged for programs. Exit codes follow
 DESIGN §7: 0 ok, 1 a job or allocation failed (or the agent cannot be reached), 2 bad input.
-`YURT_TOKEN`, when set, is sent as `X-Nomad-Token`.
+The token, when the agent needs one, comes from `$YURT_TOKEN` or from the file named by
+`$YURT_TOKEN_FILE`, never from the command line (every user can read it in /proc), and is sent
+only as the `X-Nomad-Token` header, the websocket's too (a query string ends up in logs).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlencode
 
@@ -33,10 +36,27 @@ def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     sys.exit(code)
 
 
+def client_token() -> str:
+    """`$YURT_TOKEN`, else the contents of the file `$YURT_TOKEN_FILE`, else ""."""
+    token = os.environ.get("YURT_TOKEN", "").strip()
+    path = os.environ.get("YURT_TOKEN_FILE")
+    if token or not path:
+        return token
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        _fail(f"cannot read $YURT_TOKEN_FILE {path}: {reason}", EXIT_USAGE)
+    if not token:
+        _fail(f"$YURT_TOKEN_FILE {path} is empty", EXIT_USAGE)
+    return token
+
+
 @contextmanager
 def api() -> Iterator[httpx2.Client]:
     addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
-    headers = {"X-Nomad-Token": os.environ["YURT_TOKEN"]} if os.environ.get("YURT_TOKEN") else {}
+    token = client_token()
+    headers = {"X-Nomad-Token": token} if token else {}
     try:
         with httpx2.Client(base_url=addr, headers=headers, timeout=30) as client:
             yield client
@@ -50,7 +70,7 @@ def call(client: httpx2.Client, method: str, path: str, **kw: Any) -> Any:
     if response.status_code == 404:
         _fail(response.text.strip() or "not found")
     if response.status_code == 403:
-        _fail("permission denied: set YURT_TOKEN to the agent's token")
+        _fail("permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token")
     if response.status_code >= 400:
         _fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
     return response.json() if response.content else None
@@ -287,15 +307,14 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
     params: list[tuple[str, str]] = [("topic", t) for t in topics]
     if index is not None:
         params.append(("index", str(index)))
-    token = os.environ.get("YURT_TOKEN")
-    if token:
-        params.append(("token", token))
+    token = client_token()
+    headers = [(b"X-Nomad-Token", token.encode())] if token else []
     query = urlencode(params)
     url = addr.replace("http", "ws", 1) + "/v1/event/ws" + (f"?{query}" if query else "")
 
     async def follow() -> None:
         try:
-            async with open_websocket_url(url) as ws:
+            async with open_websocket_url(url, extra_headers=headers) as ws:
                 while True:
                     record = json.loads(await ws.get_message())
                     if json_output:

@@ -27,6 +27,13 @@ the jobspec's vocabulary, shown to the user and used to find HCL positions) and 
 (`TaskGroups/0/Tasks/1/RestartPolicy/Mode`, used to find JSON positions). The same job written in
 HCL and in JSON therefore yields equal structs and equivalent errors.
 
+A job file is untrusted input (the HTTP API parses what any client sends), so before stage 1
+ends the text is bounded: its size, its nesting (JSON depth, HCL parse-tree depth, both checked
+iteratively before anything recursive runs), its number of values, and its Unicode (a lone
+surrogate cannot be printed or stored). NaN and Infinity, which Python's `json` accepts, are
+refused as JSON refuses them. The checks stop after `MAX_PROBLEMS`. Whatever the input, the
+only exception out of `parse_job` is a `JobSpecError` with positions.
+
 Not supported (reported as such, never ignored silently): Nomad features that need a scheduler
 or network stack yurt does not have (`service`, `network`, `constraint`, `template`, …), HCL
 variables, locals and functions (`${var.x}` stays literal text).
@@ -54,7 +61,15 @@ from hcl2 import SerializationOptions
 from yurt.runtime.drivers import TASK_CONFIG
 from yurt.runtime.durations import SECOND, format_duration, parse_duration
 from yurt.runtime.errors import JobSpecError, SpecProblem
-from yurt.runtime.sourcemap import PathKey, Position, hcl_positions, json_positions, locate
+from yurt.runtime.sourcemap import (
+    PathKey,
+    Position,
+    hcl_positions,
+    hcl_trouble,
+    json_positions,
+    json_trouble,
+    locate,
+)
 from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
     JOB_TYPES,
@@ -80,6 +95,35 @@ _HCL_OPTIONS: Final = SerializationOptions(
 
 #: Nomad's minimum restart interval.
 MIN_RESTART_INTERVAL: Final = 5 * SECOND
+
+# Limits on what a job file may be. A job file is untrusted input (the HTTP API parses what
+# any client sends), and every stage below is plain Python: recursive (lark's transformer, the
+# position index, the shape checks) or linear with a large constant (a close-match hint per
+# unknown key). Without limits one deep or wide document costs a RecursionError or minutes of
+# CPU. The limits are far above any real job and are checked before the expensive stages.
+
+#: Largest job text, in characters. lark reads HCL at about 10 µs a character: 1 Mi takes
+#: seconds, the largest real jobs are a few KiB.
+MAX_JOB_CHARS: Final = 1 << 20
+#: Deepest nesting of objects and lists (JSON) a job may have; real jobs stay under ~10.
+MAX_DEPTH: Final = 64
+#: Deepest lark parse tree an HCL job may have. One HCL nesting level (a block, a list, a
+#: parenthesis) is several tree levels, and lark's transformer recurses two frames a level.
+MAX_HCL_TREE_DEPTH: Final = 240
+#: Values (JSON: objects, lists, scalars) a job may hold; HCL: parse-tree nodes, about ten a
+#: value. A large real job holds a few hundred.
+MAX_VALUES: Final = 20_000
+MAX_HCL_NODES: Final = 10 * MAX_VALUES
+#: Problems reported before the checks stop: a user reads the first ones and fixes them.
+MAX_PROBLEMS: Final = 100
+#: Instances of one group. yurt runs on one node; Nomad caps `count` per group too.
+MAX_COUNT: Final = 1000
+#: Task names become file names (`<task>/`, `.<task>.stderr.fifo`, `<task>.stdout.<n>`):
+#: leave room for the longest suffix under the usual 255-byte NAME_MAX.
+MAX_NAME_BYTES: Final = 200
+#: Go's int, the type of every integer field of a Nomad job.
+INT_MIN: Final = -(2**63)
+INT_MAX: Final = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -226,12 +270,18 @@ class _At:
         return _At((*self.d, spec.hcl_name, label), (*self.k, spec.json_name, index))
 
 
+class _TooManyProblems(Exception):
+    """Stops the checks once `MAX_PROBLEMS` are known (caught in `parse_job`)."""
+
+
 @dataclass
 class _Problems:
     items: list[tuple[_At, str]]
 
     def add(self, at: _At, message: str) -> None:
         self.items.append((at, message))
+        if len(self.items) >= MAX_PROBLEMS:
+            raise _TooManyProblems
 
 
 def _unknown_message(key: str, valid: list[str]) -> str:
@@ -459,7 +509,7 @@ def _check_value(spec: _FieldSpec, value: Any, at: _At, problems: _Problems) -> 
             except ValueError as e:
                 problems.add(at, str(e))
                 return _INVALID
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int) and not isinstance(value, bool) and INT_MIN <= value <= INT_MAX:
             return value
         problems.add(at, f"expected a duration (nanoseconds, or a string such as \"15s\"), "
                          f"got {_type_name(value)}")
@@ -480,7 +530,13 @@ def _check_value(spec: _FieldSpec, value: Any, at: _At, problems: _Problems) -> 
         return value if ok else _INVALID
     check, expected = _SCALAR_CHECKS[spec.kind]
     if not check(value):
-        problems.add(at, f"expected {expected}, got {_type_name(value)} {json.dumps(value)}")
+        shown = json.dumps(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        problems.add(at, f"expected {expected}, got {_type_name(value)} {shown}")
+        return _INVALID
+    if spec.kind == "int" and not INT_MIN <= value <= INT_MAX:
+        problems.add(at, "must be a 64-bit integer (between -2^63 and 2^63-1)")
         return _INVALID
     return value
 
@@ -571,8 +627,9 @@ def _check_driver_config(driver: str, config: dict[str, Any], at: _At,
 
 def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
                 at: _At, problems: _Problems) -> None:
-    if "/" in task.name:
-        problems.add(at, 'task name must not contain "/"')
+    name_problem = _file_name_problem(task.name)
+    if name_problem:
+        problems.add(at, f"task name {name_problem}")
     if not task.driver:
         problems.add(at.field(Task, "driver"), "missing driver")
     elif task.driver not in TASK_CONFIG:
@@ -635,11 +692,24 @@ def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
                               f"({group.ephemeral_disk.size} MB)")
 
 
+def _file_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a task's file name, or None (an empty name is reported apart)."""
+    if "/" in name or "\0" in name:
+        return 'must not contain "/" or NUL characters'
+    if name in (".", ".."):
+        return f'must not be "{name}"'
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"must be at most {MAX_NAME_BYTES} bytes"
+    return None
+
+
 def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     if not job.id:
         problems.add(root, "missing job ID")
     elif " " in job.id or "\0" in job.id:
         problems.add(root, "job ID must not contain spaces or NUL characters")
+    elif len(job.id.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        problems.add(root, f"job ID must be at most {MAX_NAME_BYTES} bytes")
     if job.type not in JOB_TYPES:
         problems.add(root.field(Job, "type"),
                      f"expected one of {', '.join(map(json.dumps, JOB_TYPES))}, got "
@@ -656,8 +726,11 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     _check_unique([g.name for g in job.task_groups], group_at, "group", problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
-        if group.count < 0:
-            problems.add(g_at.field(TaskGroup, "count"), f"must be 0 or more, got {group.count}")
+        if not 0 <= group.count <= MAX_COUNT:
+            problems.add(g_at.field(TaskGroup, "count"),
+                         f"must be between 0 and {MAX_COUNT}, got {group.count}")
+        if len(group.name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            problems.add(g_at, f"group name must be at most {MAX_NAME_BYTES} bytes")
         if group.ephemeral_disk.size < 10:
             problems.add(g_at.field(TaskGroup, "ephemeral_disk").field(EphemeralDisk, "size"),
                          f"minimum ephemeral_disk size is 10 MB, got {group.ephemeral_disk.size}")
@@ -730,45 +803,159 @@ def parse_job(text: str, *, filename: str = "<job>", format: Format | None = Non
     Raises:
         JobSpecError: listing every problem found, each with line, column and field path.
     """
-    fmt = format or detect_format(filename, text)
+    try:
+        return _parse_job(text, filename, format or detect_format(filename, text))
+    except RecursionError:
+        # The depth limits keep every stage far from the recursion limit; should one still be
+        # reached, it is the input's fault and is reported as such, never as a traceback.
+        raise JobSpecError(filename, [SpecProblem(0, 0, "syntax", "the job is nested too "
+                                                  "deeply to be read")]) from None
+
+
+def _lone_surrogate(text: str) -> Position | None:
+    """Where `text` holds a lone surrogate (not Unicode text: it cannot be encoded)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        before = text[:e.start]
+        return before.count("\n") + 1, e.start - (before.rfind("\n") + 1) + 1
+    return None
+
+
+def json_value_trouble(doc: Any) -> tuple[PathKey, str] | None:
+    """The key path of the first value nested deeper than `MAX_DEPTH`, or past the first
+    `MAX_VALUES` values, or holding a string that is not Unicode text (a `\\ud800` escape
+    decodes to a lone surrogate), and why."""
+    stack: list[tuple[Any, PathKey]] = [(doc, ())]
+    values = 0
+    while stack:
+        value, path = stack.pop()
+        values += 1
+        if values > MAX_VALUES:
+            return (), f"the job is too large (more than {MAX_VALUES} values)"
+        if len(path) > MAX_DEPTH:
+            return path, f"nested more than {MAX_DEPTH} levels deep"
+        if isinstance(value, str):
+            if _lone_surrogate(value) is not None:
+                return path, "not valid Unicode text (a lone surrogate such as \\ud800)"
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if _lone_surrogate(k) is not None:
+                    return path, "a key is not valid Unicode text (a lone surrogate)"
+                stack.append((v, (*path, k)))
+        elif isinstance(value, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(value))
+    return None
+
+
+class _NotJsonConstant(Exception):
+    """`NaN`, `Infinity`: Python's `json` accepts them, JSON (and Nomad) do not."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJsonConstant(name)
+
+
+def _load_json(text: str, filename: str) -> Any:
+    """`json.loads` with JSON's own rules and the depth limit; positions for every refusal."""
+
+    def fail(position: Position, message: str) -> JobSpecError:
+        return JobSpecError(filename, [SpecProblem(*position, "syntax", message)])
+
+    try:
+        doc = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as e:
+        raise fail((e.lineno, e.colno), e.msg) from None
+    except ValueError as e:  # Python's own limit: integers of more than 4300 digits
+        raise fail((0, 0), f"unreadable number: {str(e).split(';')[0]}") from None
+    except (_NotJsonConstant, RecursionError):
+        trouble = json_trouble(text, MAX_DEPTH)
+        where = trouble[0] if trouble else (0, 0)
+        if trouble is None or trouble[1] == "depth":
+            raise fail(where, f"nested more than {MAX_DEPTH} levels deep") from None
+        raise fail(where, "NaN and Infinity are not JSON numbers") from None
+    trouble_path = json_value_trouble(doc)
+    if trouble_path is not None:
+        path, message = trouble_path
+        found = json_trouble(text, MAX_DEPTH)
+        if found is not None and found[1] == "depth":
+            where = found[0]
+        elif not path:
+            where = (1, 1)
+        else:
+            where = locate(json_positions(text), path)
+        raise fail(where, message)
+    return doc
+
+
+def _load_hcl(text: str, filename: str) -> tuple[dict[str, Any], lark.Tree[lark.Token]]:
+    """python-hcl2's parse and transform, with the depth limit; positions for every refusal."""
+    try:
+        tree = hcl2.parses_to_tree(text)
+    except lark.exceptions.UnexpectedInput as e:
+        raise JobSpecError(filename, [_syntax_problem(e)]) from None
+    trouble = hcl_trouble(tree, MAX_HCL_TREE_DEPTH, MAX_HCL_NODES)
+    if trouble is not None:
+        where, why = trouble
+        message = ("blocks, lists or expressions are nested too deeply" if why == "depth"
+                   else f"the job is too large (more than about {MAX_VALUES} values)")
+        raise JobSpecError(filename, [SpecProblem(*where, "syntax", message)])
+    try:
+        raw = hcl2.transform(tree, discard_comments=True).serialize(options=_HCL_OPTIONS)
+    except lark.exceptions.VisitError as e:
+        # python-hcl2 checks some syntax (string templates) while transforming.
+        meta = getattr(e.obj, "meta", None)
+        line = getattr(e.obj, "line", None) or getattr(meta, "line", 0)
+        column = getattr(e.obj, "column", None) or getattr(meta, "column", 0)
+        message = str(e.orig_exc).strip() or type(e.orig_exc).__name__
+        raise JobSpecError(filename, [SpecProblem(line or 0, column or 0, "syntax",
+                                                  message[:1].lower() + message[1:])]) from None
+    if not isinstance(raw, dict):
+        raise JobSpecError(filename, [SpecProblem(1, 1, "syntax", "expected a job block")])
+    return raw, tree
+
+
+def _parse_job(text: str, filename: str, fmt: Format) -> Job:
+    if len(text) > MAX_JOB_CHARS:
+        raise JobSpecError(filename, [SpecProblem(0, 0, "file", f"the job is larger than "
+                                                  f"{MAX_JOB_CHARS >> 20} MiB")])
+    surrogate = _lone_surrogate(text)
+    if surrogate is not None:
+        raise JobSpecError(filename, [SpecProblem(*surrogate, "syntax", "not valid Unicode "
+                                                  "text (a lone surrogate)")])
     problems = _Problems([])
     positions: Callable[[], dict[PathKey, Position]]
     key_prefix: PathKey = ()
-    if fmt == "hcl":
-        try:
-            tree = hcl2.parses_to_tree(text)
-        except lark.exceptions.UnexpectedInput as e:
-            raise JobSpecError(filename, [_syntax_problem(e)]) from None
-        raw = hcl2.transform(tree, discard_comments=True).serialize(options=_HCL_OPTIONS)
-        hcl_keyed: dict[PathKey, Position] = {}
-        data, root = _HclNormaliser(hcl_positions(tree), problems, hcl_keyed).job(raw)
-        positions = lambda: hcl_keyed  # noqa: E731 - same signature as the lazy JSON index
-    else:
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            problem = SpecProblem(e.lineno, e.colno, "syntax", e.msg)
-            raise JobSpecError(filename, [problem]) from None
-        if isinstance(doc, dict) and set(doc) == {"Job"}:
-            doc, key_prefix = doc["Job"], ("Job",)
-        elif not (isinstance(doc, dict) and ("ID" in doc or "TaskGroups" in doc)):
-            raise JobSpecError(filename, [SpecProblem(1, 1, "job", 'expected Nomad API JSON, '
-                                                      '{"Job": {"ID": …, "TaskGroups": […]}}')])
-        data = doc
-        job_id = doc.get("ID") if isinstance(doc, dict) else None
-        root = _At(("job", job_id if isinstance(job_id, str) else "?"), ())
-        positions = lambda: json_positions(text)  # noqa: E731
-
     job: Job | None = None
-    checked = _check_shape(Job, data, root, problems)
     try:
-        # Values that failed their check were left out, so this succeeds and the rules below
-        # still run: one pass reports shape and rule problems together.
-        job = msgspec.convert(checked, Job)
-    except msgspec.ValidationError as e:  # pragma: no cover - _check_shape should catch it
-        problems.add(root, str(e))
-    if job is not None:
-        _check_job(job, _At(("job", job.id), ()), problems)
+        if fmt == "hcl":
+            raw, tree = _load_hcl(text, filename)
+            hcl_keyed: dict[PathKey, Position] = {}
+            positions = lambda: hcl_keyed  # noqa: E731 - same signature as the lazy JSON index
+            data, root = _HclNormaliser(hcl_positions(tree), problems, hcl_keyed).job(raw)
+        else:
+            doc = _load_json(text, filename)
+            if isinstance(doc, dict) and set(doc) == {"Job"}:
+                doc, key_prefix = doc["Job"], ("Job",)
+            elif not (isinstance(doc, dict) and ("ID" in doc or "TaskGroups" in doc)):
+                raise JobSpecError(filename, [SpecProblem(1, 1, "job", 'expected Nomad API JSON, '
+                                                          '{"Job": {"ID": …, "TaskGroups": […]}}')])
+            data = doc
+            job_id = doc.get("ID") if isinstance(doc, dict) else None
+            root = _At(("job", job_id if isinstance(job_id, str) else "?"), ())
+            positions = lambda: json_positions(text)  # noqa: E731
+
+        checked = _check_shape(Job, data, root, problems)
+        try:
+            # Values that failed their check were left out, so this succeeds and the rules
+            # below still run: one pass reports shape and rule problems together.
+            job = msgspec.convert(checked, Job)
+        except msgspec.ValidationError as e:  # pragma: no cover - _check_shape should catch it
+            problems.add(root, str(e))
+        if job is not None:
+            _check_job(job, _At(("job", job.id), ()), problems)
+    except _TooManyProblems:
+        pass
 
     if problems.items:
         index = positions()
@@ -776,8 +963,11 @@ def parse_job(text: str, *, filename: str = "<job>", format: Format | None = Non
         for at, message in problems.items:
             line, column = locate(index, (*key_prefix, *at.k))
             out.append(SpecProblem(line, column, ".".join(str(p) for p in at.d), message))
+        if len(problems.items) >= MAX_PROBLEMS:
+            out.append(SpecProblem(0, 0, "job", f"stopped after {MAX_PROBLEMS} problems"))
         raise JobSpecError(filename, out)
-    assert job is not None
+    if job is None:  # pragma: no cover - a failed convert always adds a problem
+        raise JobSpecError(filename, [SpecProblem(0, 0, "job", "the job could not be read")])
     return canonicalize(job)
 
 

@@ -19,6 +19,7 @@ the standard library on the happy path.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Final
@@ -137,3 +138,58 @@ def json_positions(text: str) -> dict[PathKey, Position]:
 
     walk(_json_parser().parse(text), ())
     return index
+
+
+# --------------------------------------------------------------------------- nesting limits
+#
+# Deeply nested input must be refused before anything recursive sees it (lark's transformer,
+# the walks above, the jobspec's checks). Both helpers below are iterative.
+
+
+def hcl_trouble(tree: Tree[Token], depth_limit: int, node_limit: int
+                ) -> tuple[Position, str] | None:
+    """Where the parse tree first nests deeper than `depth_limit` levels ("depth"), or has
+    more than `node_limit` nodes ("size"), or None."""
+    stack: list[tuple[Tree[Token], int, Position]] = [(tree, 1, (0, 0))]
+    nodes = 0
+    while stack:
+        node, depth, known = stack.pop()
+        nodes += 1
+        if depth > depth_limit:
+            return known, "depth"  # the deepest allowed ancestor's: where it went too far
+        if not node.meta.empty:
+            known = (node.meta.line, node.meta.column)
+        if nodes > node_limit:
+            return known, "size"
+        stack.extend((c, depth + 1, known) for c in node.children if isinstance(c, Tree))
+    return None
+
+
+#: A JSON string (skipped whole, so brackets inside it do not count), a bracket, or one of the
+#: non-JSON constants Python's `json` accepts.
+_JSON_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]|-?Infinity|NaN')
+
+
+def json_trouble(text: str, depth_limit: int) -> tuple[Position, str] | None:
+    """Where JSON text first nests deeper than `depth_limit` or uses NaN/Infinity, and which.
+
+    Used to place an error that the decoder found without a position (a RecursionError, a
+    refused constant) or that a depth check on the decoded value found.
+    """
+    depth = 0
+    for m in _JSON_TOKENS.finditer(text):
+        token = m.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > depth_limit:
+                return _line_col(text, m.start()), "depth"
+        elif token in ("]", "}"):
+            depth -= 1
+        elif not token.startswith('"'):
+            return _line_col(text, m.start()), "constant"
+    return None
+
+
+def _line_col(text: str, offset: int) -> Position:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1

@@ -227,6 +227,9 @@ async def test_token_is_required_when_configured(tmp_path: Path) -> None:
                 assert (r.status_code, r.text) == (403, "Permission denied")
                 wrong = await anonymous.get("/v1/jobs", headers={"X-Nomad-Token": "nope"})
                 assert wrong.status_code == 403
+                # Only the header counts: a query-string token ends up in logs and histories.
+                query = await anonymous.get("/v1/jobs", params={"token": "s3cret"})
+                assert query.status_code == 403
 
 
 def test_job_json_from_the_api_is_nomads() -> None:
@@ -311,7 +314,12 @@ async def test_websocket_needs_the_token_too(tmp_path: Path) -> None:
             with pytest.raises((HandshakeError, ConnectionClosed)):
                 async with open_websocket_url(base) as ws:
                     await ws.get_message()
-            async with open_websocket_url(base + "?token=s3cret&index=0") as ws:
+            # The token in the query string is not looked at: it would end up in logs.
+            with pytest.raises((HandshakeError, ConnectionClosed)):
+                async with open_websocket_url(base + "?token=s3cret") as ws:
+                    await ws.get_message()
+            async with open_websocket_url(base + "?index=0", extra_headers=[
+                    (b"X-Nomad-Token", b"s3cret")]) as ws:
                 record = json.loads(await ws.get_message())
                 assert record["Events"][0]["Topic"] == "Node"
 

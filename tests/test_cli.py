@@ -134,3 +134,36 @@ def test_bad_job_file_exits_2_naming_file_line_and_field(case: str, tmp_path: Pa
     assert out.stdout == ""
     first = out.stderr.splitlines()[0]
     assert first.startswith(f"{path}:{line}:{column}: {field}: "), first
+
+
+def _task_job(config_value: str) -> str:
+    return ('job "j" {\n  group "g" {\n    task "t" {\n      driver = "mock_driver"\n'
+            f"      meta = {{ x = {config_value} }}\n    }}\n  }}\n}}\n")
+
+
+#: Inputs that once ended `yurt job validate` with a traceback: (file name, text, line).
+HOSTILE_FILES = {
+    "template.nomad.hcl": (_task_job('"%{ for x in y }"'), 5),
+    "deep-list.nomad.hcl": (_task_job("[" * 1000 + "]" * 1000), 5),
+    "deep-expr.nomad.hcl": (_task_job("(" * 1000 + "1" + ")" * 1000), 5),
+    "deep-blocks.nomad.hcl": ('job "j" {\n' + 'group "g" {\n' * 2000 + "}\n" * 2001, 0),
+    "deep.json": ('{"Job": ' + "[" * 1000 + "]" * 1000 + "}", 1),
+    "surrogate.json": ('{"Job": {"ID": "\\ud800", "TaskGroups": [{"Name": "g", "Tasks": '
+                       '[{"Name": "t", "Driver": "mock_driver"}]}]}}', 1),
+    "nan.json": ('{"Job": {"ID": "j", "Priority": NaN, "TaskGroups": []}}', 1),
+    "huge-int.json": ('{"Job": {"ID": "j", "Priority": 1' + "0" * 5000 + "}}", 0),
+}
+
+
+def test_hostile_job_files_are_file_line_errors_not_tracebacks(tmp_path: Path) -> None:
+    paths = []
+    for name, (text, _) in HOSTILE_FILES.items():
+        (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / name))
+    out = yurt("job", "validate", *paths)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    assert out.stdout == ""
+    for name, (_, line) in HOSTILE_FILES.items():
+        prefix = f"{tmp_path / name}:{line}:" if line else f"{tmp_path / name}:"
+        assert any(e.startswith(prefix) for e in out.stderr.splitlines()), (name, out.stderr)

@@ -382,3 +382,54 @@ def test_encode_is_nomad_api_json() -> None:
     doc = json.loads(encode_job(job))
     assert set(doc) == {"Job"}
     assert msgspec.convert(doc["Job"], Job) == job
+
+
+# --------------------------------------------------------------------------- hostile input
+
+
+def _json_job(task: str = "t", count: int = 1) -> str:
+    return json.dumps({"Job": {"ID": "j", "TaskGroups": [
+        {"Name": "g", "Count": count, "Tasks": [{"Name": task, "Driver": "mock_driver"}]}]}})
+
+
+@pytest.mark.parametrize("name", ["a" * 201, "é" * 101, ".", "..", "a\0b", "a/b"])
+def test_task_names_must_be_file_names(name: str) -> None:
+    problem = only_problem(_json_job(task=name), "job.json")
+    assert problem.message.startswith("task name must"), problem
+    assert problem.line == 1
+
+
+def test_the_longest_task_name_still_fits_every_file_it_names() -> None:
+    parse_job(_json_job(task="a" * 200), filename="job.json")
+
+
+@pytest.mark.parametrize("count", [1001, 10**30, -1])
+def test_count_is_capped_as_nomad_does(count: int) -> None:
+    assert "count" in only_problem(_json_job(count=count), "job.json").field
+
+
+def test_problems_stop_at_a_hundred() -> None:
+    doc = json.loads(_json_job())
+    doc["Job"]["TaskGroups"][0]["Tasks"][0].update({f"Unknown{i}": 1 for i in range(500)})
+    problems = problems_of(json.dumps(doc), "job.json")
+    assert len(problems) == 101
+    assert "stopped after 100 problems" in [p.message for p in problems]
+
+
+@pytest.mark.parametrize("fmt", ["json", "hcl"])
+def test_a_job_of_too_many_keys_is_refused_at_once(fmt: str) -> None:
+    import time
+
+    if fmt == "json":
+        doc = json.loads(_json_job())
+        doc["Job"]["Meta"] = {f"k{i}": "v" for i in range(30_000)}  # < 1 MiB
+        text = json.dumps(doc)
+        expected = "too large"
+    else:
+        text = 'job "j" {\n  meta {\n' + "".join(f"    k{i} = 1\n" for i in range(200_000))
+        expected = "larger than 1 MiB"
+        text += "  }\n}\n"
+    started = time.monotonic()
+    problem = only_problem(text, f"job.{fmt}")
+    assert expected in problem.message
+    assert time.monotonic() - started < 2  # refused before the expensive stages
