@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -21,9 +22,38 @@ async def test_layout_modes_and_idempotence(tmp_path: Path) -> None:
     assert sorted(p.name for p in d.shared.iterdir()) == ["data", "logs", "tmp"]
     assert sorted(p.name for p in d.task_dir("web").iterdir()) == ["local", "secrets", "tmp"]
     assert stat.S_IMODE(d.path.stat().st_mode) == 0o755
-    assert stat.S_IMODE((d.shared / "data").stat().st_mode) == 0o777
+    assert stat.S_IMODE((d.shared / "data").stat().st_mode) == 0o1777
     assert stat.S_IMODE((d.task_dir("web") / "tmp").stat().st_mode) == 0o1777
     assert await d.exists()
+
+
+async def test_no_directory_is_world_writable_without_the_sticky_bit(tmp_path: Path) -> None:
+    with trio.fail_after(10):
+        d = AllocDir(tmp_path, "a1")
+        await d.build()
+        await d.build_task("web")
+    for path in [d.path, *d.path.rglob("*")]:
+        mode = path.lstat().st_mode
+        if mode & stat.S_IWOTH:
+            assert mode & stat.S_ISVTX, path
+    # Only the agent writes in the logs dir: nobody can plant a link there.
+    assert stat.S_IMODE(d.logs.stat().st_mode) == 0o755
+    assert stat.S_IMODE((d.task_dir("web") / "secrets").stat().st_mode) == 0o700
+
+
+async def test_task_dirs_belong_to_the_task_user(tmp_path: Path) -> None:
+    nobody = (65534, 65534)
+    with trio.fail_after(10):
+        d = AllocDir(tmp_path, "a1")
+        await d.build()
+        base = await d.build_task("web", owner=nobody)
+    for sub in ("local", "secrets", "tmp"):
+        st = (base / sub).stat()
+        assert (st.st_uid, st.st_gid) == nobody, sub
+    # The task dir itself stays the agent's: the task cannot swap `secrets` or the shim's
+    # state for links the root agent would follow.
+    assert base.stat().st_uid == os.getuid()
+    assert stat.S_IMODE(base.stat().st_mode) == 0o755
 
 
 async def test_destroy_removes_everything(tmp_path: Path) -> None:
