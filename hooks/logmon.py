@@ -8,12 +8,24 @@ race for one FIFO and rotation state is never forked. The stop hook (the runner 
 the shutdown hook (the agent stops) close the keepers: the pumps drain what is left and end
 when the last writer is gone. With `logs { disabled = true }`, or without an alloc dir (mock
 tasks), the hook does nothing and the driver sends output to /dev/null.
+
+Partial failure: the pumps are recorded per stream, so a prestart that started stdout and then
+failed on stderr starts only stderr the next time; a second pump on one FIFO would split the
+output between two rotations.
+
+Running out of file descriptors (EMFILE, ENFILE) is a passing condition of the machine, not
+of the task: opening is retried with backoff for up to `FD_RETRY_FOR` seconds, and then the
+failure is reported as recoverable, so the restart policy tries again instead of failing the
+allocation for good. Log write failures (a full disk) are dropped by the pump and reported
+here as one task event.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from typing import ClassVar, final
+from pathlib import Path
+from typing import ClassVar, Final, final
 
 import trio
 
@@ -25,10 +37,40 @@ from yurt.hooks.base import (
     TaskStopHook,
 )
 from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.errors import HookError
 from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.taskrunner import events
 
 MIB = 1024 * 1024
 STREAMS = ("stdout", "stderr")
+
+#: How long to keep retrying an open that fails for want of file descriptors.
+FD_RETRY_FOR: Final = 10.0
+FD_RETRY_MIN: Final = 0.05
+FD_RETRY_MAX: Final = 2.0
+_FD_EXHAUSTED: Final = (errno.EMFILE, errno.ENFILE)
+
+
+async def open_fifo_retrying(path: Path) -> tuple[int, int]:
+    """`open_fifo`, retried with backoff while the process or system is out of fds.
+
+    Raises:
+        HookError: recoverable, when fds stay exhausted for `FD_RETRY_FOR` seconds.
+        OSError: any other failure to open the FIFO.
+    """
+    delay = FD_RETRY_MIN
+    deadline = trio.current_time() + FD_RETRY_FOR
+    while True:
+        try:
+            return await trio.to_thread.run_sync(open_fifo, path)
+        except OSError as e:
+            if e.errno not in _FD_EXHAUSTED:
+                raise
+            if trio.current_time() + delay > deadline:
+                raise HookError(f"opening {path}: out of file descriptors ({e}); "
+                                "raise the agent's nofile limit", recoverable=True) from e
+        await trio.sleep(delay)
+        delay = min(delay * 2, FD_RETRY_MAX)
 
 
 @final
@@ -37,7 +79,7 @@ class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
 
     def __init__(self) -> None:
         self._keepers: list[int] = []
-        self._started = False
+        self._pumps: dict[str, LogPump] = {}
 
     def _close_keepers(self) -> None:
         for fd in self._keepers:
@@ -45,20 +87,27 @@ class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
         self._keepers.clear()
 
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
-        if (self._started or ctx.task_dir is None or ctx.task.log_config.disabled
-                or ctx.nursery is None):
+        if (ctx.task_dir is None or ctx.task.log_config.disabled or ctx.nursery is None
+                or len(self._pumps) == len(STREAMS)):
             await trio.lowlevel.checkpoint()
             return PrestartResponse()
         logs = AllocDir.containing(ctx.task_dir).logs
         config = ctx.task.log_config
+
+        async def report_drop(message: str) -> None:
+            await ctx.emit_event(events.new_event(events.DRIVER_MESSAGE, ctx.unix_clock(),
+                                                  driver_message=message))
+
         for stream in STREAMS:
-            read_fd, keep_fd = await trio.to_thread.run_sync(
-                open_fifo, fifo_path(logs, ctx.task.name, stream))
+            if stream in self._pumps:
+                continue  # started by an earlier, partly failed prestart
+            read_fd, keep_fd = await open_fifo_retrying(fifo_path(logs, ctx.task.name, stream))
             self._keepers.append(keep_fd)
             pump = LogPump(read_fd, log_base(logs, ctx.task.name, stream),
-                           file_size=config.max_file_size * MIB, max_files=config.max_files)
+                           file_size=config.max_file_size * MIB, max_files=config.max_files,
+                           on_drop=report_drop)
             await ctx.nursery.start(pump.run)
-        self._started = True
+            self._pumps[stream] = pump
         return PrestartResponse()
 
     async def stop(self, ctx: TaskHookContext) -> None:
