@@ -476,14 +476,16 @@ def _upgrade(conn: sqlite3.Connection, path: Path, found: int) -> None:
 
 def _open_sync(state_dir: Path) -> tuple[sqlite3.Connection, int, tuple[int, int]]:
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o700)
     lock_fd = _acquire_lock(state_dir)
     path = state_dir / DB_NAME
     try:
-        fresh = not path.exists()
+        # Created 0600 before SQLite opens it, and narrowed if an older yurt left it wider:
+        # the client state holds task environments.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+        os.chmod(path, 0o600)
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
         try:
-            if fresh:
-                os.chmod(path, 0o600)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             db = sqlite_utils.Database(conn)

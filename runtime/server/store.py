@@ -5,10 +5,15 @@ the server copy of an allocation (desired state) and the client's view (task sta
 different records with different writers. Writes are rare (a job registered, stopped,
 updated; a batch of client updates) and each is one transaction in a worker thread; a read
 happens once, at agent start.
+
+Job specs carry environment variables (often secrets), so the directory is 0700 and the file
+0600, also when an older yurt created them more open (SQLite gives its -wal and -shm files the
+mode of the database file).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import final
@@ -31,8 +36,14 @@ class ServerStore:
     @classmethod
     async def open(cls, directory: Path) -> ServerStore:
         def connect() -> sqlite3.Connection:
-            directory.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(directory / "server.db", check_same_thread=False)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
+            path = directory / "server.db"
+            # Created before SQLite opens it, so it is never readable by others, not even
+            # for a moment.
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            os.chmod(path, 0o600)
+            conn = sqlite3.connect(path, check_same_thread=False)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             db = sqlite_utils.Database(conn)
