@@ -17,7 +17,9 @@ still wins, so the queue stays bounded by the number of keys), `degraded` says w
 is logged, and the callers are released so task runners go on (the one case where a returned
 put is not yet durable). A state file deleted or replaced under the agent (an inode check
 before each commit) sets `gone`: writes are dropped and counted from then on, and the agent
-refuses new work with that message instead of running blind.
+refuses new work with that message instead of running blind. On a disk already full at
+start, the file opens with exclusive locking (see `_connect`) so the agent can load its
+state and re-attach; its writes then take the full-disk path above.
 
 *De-duplication.* Task runners rewrite the same state often (Nomad's boltdd exists for this).
 Before anything is queued, the value's BLAKE2b hash is compared with the hash of the last
@@ -45,6 +47,7 @@ loss; batching keeps that affordable.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -77,11 +80,15 @@ LOCK_NAME: Final = "state.lock"
 #: How long closing may take to flush what is still queued before giving up.
 CLOSE_TIMEOUT: Final = 30.0
 
+#: How long closing keeps retrying when the disk is full (what is not written is lost).
+DEGRADED_CLOSE_TIMEOUT: Final = 1.0
+
 #: Backoff between attempts to commit while the disk is full.
 RETRY_MIN: Final = 0.1
 RETRY_MAX: Final = 5.0
 
 _SQLITE_FULL: Final = 13
+_SQLITE_IOERR: Final = 10
 
 log = logging.getLogger("yurt.store")
 
@@ -212,6 +219,11 @@ class SQLiteStateDB(KeyValueStateDB):
             return
         self._pending[key] = data
         batch = self._batch
+        if self._writer_alive and self.degraded is not None:
+            # The disk is full: the write joins the writer's next retry, and the caller
+            # does not wait out the backoff (see `_commit_pending`).
+            await trio.lowlevel.checkpoint()
+            return
         if self._writer_alive:
             self._wakeup.set()
         else:  # the writer task is gone (cancelled): commit here, this caller's own batch
@@ -318,7 +330,9 @@ class SQLiteStateDB(KeyValueStateDB):
             # queued is committed anyway, shielded and bounded, and later writes are
             # committed by their callers (`_enqueue`), so no write ever waits for nobody.
             self._writer_alive = False
-            with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            # A full disk is unlikely to clear during shutdown: a few tries, not a long wait.
+            bound = CLOSE_TIMEOUT if self.degraded is None else DEGRADED_CLOSE_TIMEOUT
+            with trio.move_on_after(bound, shield=True):
                 while self._pending:
                     await self._commit_with_backoff()
             self._fail_pending("the state database closed before the write was committed")
@@ -434,8 +448,10 @@ def _acquire_lock(state_dir: Path) -> int:
         raise StateLockedError(
             f"state directory {state_dir} is in use by another yurt agent (pid {holder}); "
             "stop that agent first, or give this one another --data-dir") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    # The pid only helps the error message above; a full disk must not stop the start.
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
@@ -474,6 +490,33 @@ def _upgrade(conn: sqlite3.Connection, path: Path, found: int) -> None:
                      "DO UPDATE SET value = excluded.value", (datetime.now(UTC).isoformat(),))
 
 
+def _connect_mode(path: Path, *, exclusive: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
+    try:
+        if exclusive:
+            conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """WAL mode; when its shared-memory file cannot be created (a full disk: an I/O error or
+    SQLITE_FULL), exclusive locking instead, which keeps the WAL index in this process's
+    memory. `state.lock` already keeps every other agent out, so nothing is lost but other
+    readers (an operator's `sqlite3`) until the next start."""
+    try:
+        return _connect_mode(path, exclusive=False)
+    except sqlite3.OperationalError as e:
+        if (getattr(e, "sqlite_errorcode", 0) & 0xFF) not in (_SQLITE_FULL, _SQLITE_IOERR):
+            raise
+        log.warning("%s: %s; opening with exclusive locking (is the disk full?)", path, e)
+    return _connect_mode(path, exclusive=True)
+
+
 def _open_sync(state_dir: Path) -> tuple[sqlite3.Connection, int, tuple[int, int]]:
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(state_dir, 0o700)
@@ -484,10 +527,8 @@ def _open_sync(state_dir: Path) -> tuple[sqlite3.Connection, int, tuple[int, int
         # the client state holds task environments.
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
         os.chmod(path, 0o600)
-        conn = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
+        conn = _connect(path)
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
             db = sqlite_utils.Database(conn)
             found = _schema_version(db)
             if found is None:
