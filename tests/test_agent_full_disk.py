@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -58,6 +60,15 @@ async def test_agent_starts_on_a_full_disk_reattaches_and_serves(small_fs: Path)
     data = small_fs / "data"
     marker = f"yurt-full-disk-{uuid.uuid4().hex}"
     script = f"while true; do echo {marker}; sleep 0.2; done"
+    try:
+        await run_scenario(data, marker, script)
+    finally:  # a failed run must not leave its task behind
+        for pid in pids_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+async def run_scenario(data: Path, marker: str, script: str) -> None:
     with trio.fail_after(30):
         agent = Agent(AgentConfig(data_dir=data, port=0))  # leaves tasks running on stop
         async with trio.open_nursery() as nursery:
@@ -69,7 +80,7 @@ async def test_agent_starts_on_a_full_disk_reattaches_and_serves(small_fs: Path)
             agent.stop()
         before = pids_with(marker)
         assert len(before) == 1
-        await trio.to_thread.run_sync(fill, small_fs)
+        await trio.to_thread.run_sync(fill, data.parent)
 
         # dev mode: the second agent kills what it re-attached when it stops.
         agent = Agent(AgentConfig(data_dir=data, port=0, dev_mode=True))
@@ -80,4 +91,4 @@ async def test_agent_starts_on_a_full_disk_reattaches_and_serves(small_fs: Path)
                 assert alloc["TaskStates"]["t"]["State"] == "running"
                 assert pids_with(marker) == before  # re-attached, not started again
             agent.stop()
-    assert pids_with(marker) == []
+    assert pids_with(marker) == []  # and stopped by the second agent (dev mode)
