@@ -14,6 +14,11 @@ Start: the server loads its state; the client restores every allocation the stat
 (running tasks are re-attached, terminal ones queued for collection), then syncs with the
 server. Stop (SIGTERM/SIGINT, or `stop()`): the API stops accepting, runners shut down with
 their tasks left running, state is flushed; the next start re-attaches.
+
+Faults: a full disk does not stop the agent (both databases open and load, writes are kept in
+memory and retried, log output is dropped and counted). A client state DB deleted under the
+agent stops new work: server changes are no longer run and API changes get a 503 with the
+reason (`state_failure`, `runtime/stateguard.py`), while what runs stays supervised.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from yurt.runtime.structs import (
 from yurt.runtime.sync import AllocSyncer
 from yurt.store import open_state_db
 from yurt.store.protocol import StateDB
+from yurt.store.sqlite import SQLiteStateDB
 
 log = logging.getLogger("yurt.agent")
 
@@ -106,6 +112,14 @@ class Agent:
     def stop(self) -> None:
         self._stop.set()
 
+    async def state_failure(self) -> str | None:
+        """Why the agent refuses new work (its state DB was deleted), or None."""
+        db = getattr(self, "db", None)
+        if isinstance(db, SQLiteStateDB):
+            return await db.verify()
+        await trio.lowlevel.checkpoint()
+        return None
+
     def _driver_info(self, name: str, info: DriverInfo) -> None:
         self.node.drivers[name] = info
         for key, value in info.attributes.items():
@@ -146,9 +160,15 @@ class Agent:
 
     async def _watch_server(self, server: Server) -> None:
         """The client side sees the server only through the `Server` contract."""
+        refused = False
         while True:
             changed = server.changed
-            self.client.sync_allocs(server.allocs_for_node())
+            gone = self.db.gone if isinstance(self.db, SQLiteStateDB) else None
+            if gone is None:
+                self.client.sync_allocs(server.allocs_for_node())
+            elif not refused:  # nothing new may start that a restart could not find again
+                log.error("not running server changes: %s", gone)
+                refused = True
             self.syncer.servers_contacted.set()
             await changed.wait()
 

@@ -337,6 +337,17 @@ class SQLiteStateDB(KeyValueStateDB):
                     await self._commit_with_backoff()
             self._fail_pending("the state database closed before the write was committed")
 
+    async def verify(self) -> str | None:
+        """Check now (not only at the next commit) that the file is still there; returns
+        `gone`. For callers about to accept work that must be recorded."""
+        if self.gone is None:
+            try:
+                await trio.to_thread.run_sync(self._check_file)
+            except StateGoneError as e:
+                log.error("%s", e)
+                self.gone = str(e)
+        return self.gone
+
     async def wait_writable(self) -> None:
         """Return once writes reach the disk again (at once when they do)."""
         await self._writable.wait()
