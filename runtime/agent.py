@@ -38,7 +38,7 @@ from yurt.runtime.devices.manager import DeviceManager
 from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
 from yurt.runtime.devices.protocol import DeviceGroup, DevicePlugin
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.fingerprint import computed_class, fingerprint_node
+from yurt.runtime.fingerprint import computed_class, fingerprint_node, raise_nofile_limit
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.pluginmanager.drivers import (
     DriverFactory,
@@ -178,8 +178,11 @@ class Agent:
         from yurt.runtime.api import serve_api  # the HTTP stack loads only for the daemon
 
         data = self.config.data_dir
+        # Before anything is opened: trio holds a pidfd and the log pumps four FIFO ends per
+        # task, and running out of descriptors fails starts (see fingerprint.py).
+        nofile = raise_nofile_limit()
         self.node = fingerprint_node(data, name=self.config.node_name,
-                                     datacenter=self.config.datacenter)
+                                     datacenter=self.config.datacenter, nofile=nofile)
         plugins: list[DevicePlugin] = [NvidiaDevicePlugin()]
         if self.config.fake_devices:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
