@@ -344,9 +344,40 @@ class SQLiteStateDB(KeyValueStateDB):
             try:
                 await trio.to_thread.run_sync(self._check_file)
             except StateGoneError as e:
-                log.error("%s", e)
-                self.gone = str(e)
+                await self._mark_gone(e)
         return self.gone
+
+    def _save_copy(self) -> Path:
+        """Write what the open connection still sees (the deleted file lives on while it is
+        open) to `state.db.recovered`, atomically. Runs in a worker thread, under the
+        limiter."""
+        target = self.path.with_name(self.path.name + ".recovered")
+        tmp = target.with_name(target.name + ".tmp")
+        os.close(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
+        copy = sqlite3.connect(tmp)
+        try:
+            self._conn.backup(copy)
+        finally:
+            copy.close()
+        os.replace(tmp, target)
+        return target
+
+    async def _mark_gone(self, error: StateGoneError) -> None:
+        """Record that the file is gone, once, and save a copy for the next start: without
+        it that start would find no state and orphan every running task."""
+        if self.gone is not None:
+            return
+        self.gone = str(error)
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + CLOSE_TIMEOUT
+            try:
+                copy = await trio.to_thread.run_sync(self._save_copy, limiter=self._limiter)
+            except (OSError, sqlite3.Error) as e:
+                self.gone += f"; no copy of the state could be saved: {e}"
+            else:
+                self.gone += (f"; the state as of now is saved in {copy}: move it back to "
+                              f"{self.path.name} before the next start to re-attach the tasks")
+        log.error("%s", self.gone)
 
     async def wait_writable(self) -> None:
         """Return once writes reach the disk again (at once when they do)."""
@@ -391,10 +422,8 @@ class SQLiteStateDB(KeyValueStateDB):
         try:
             await trio.to_thread.run_sync(self._commit, ops, limiter=self._limiter)
         except StateGoneError as e:
-            if self.gone is None:
-                log.error("%s; refusing new work until the agent is restarted", e)
-            self.gone = str(e)
             self.stats.dropped += len(ops)
+            await self._mark_gone(e)
         except Exception as e:
             if retry and _out_of_space(e):
                 self._requeue(ops)

@@ -123,3 +123,8 @@ async def test_deleted_state_db_is_detected_and_writes_are_refused_softly(
             assert "deleted" in db.gone
             await db.put_node_meta({"k": "z"})
             assert db.stats.dropped == 2
+            assert "state.db.recovered" in db.gone
+        # What the agent knew when the file went is kept for the next start.
+        (tmp_path / "state.db.recovered").rename(tmp_path / "state.db")
+        async with open_state_db(tmp_path) as db:
+            assert await db.get_node_meta() == {"k": "v"}
