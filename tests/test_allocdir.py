@@ -8,7 +8,10 @@ from pathlib import Path
 
 import trio
 
+from yurt.hooks.base import TaskHookContext
+from yurt.hooks.task_dir import TaskDirHook
 from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.structs import Allocation, Task, TaskEvent
 
 
 async def test_layout_modes_and_idempotence(tmp_path: Path) -> None:
@@ -79,3 +82,24 @@ async def test_move_hands_data_and_local_dirs_to_the_new_alloc(tmp_path: Path) -
     assert (new.shared / "data" / "db").read_text() == "rows"
     assert (new.task_dir("web") / "local" / "cache").read_text() == "warm"
     assert not (old.shared / "data").exists()
+
+
+async def test_task_dir_hook_gives_the_dirs_to_the_jobspec_user(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def resolve(user: str) -> tuple[int, int]:
+        asked.append(user)
+        return (65534, 65534)
+
+    async def emit(event: TaskEvent) -> None:
+        await trio.lowlevel.checkpoint()
+
+    d = AllocDir(tmp_path, "a1")
+    with trio.fail_after(10):
+        await d.build()
+        ctx = TaskHookContext(alloc=Allocation(id="a1"), task=Task(name="web", user="nobody"),
+                              task_dir=d.task_dir("web"), emit_event=emit,
+                              unix_clock=lambda: 0)
+        await TaskDirHook(resolve_owner=resolve).prestart(ctx, {})
+    assert asked == ["nobody"]
+    assert (d.task_dir("web") / "secrets").stat().st_uid == 65534
