@@ -18,7 +18,7 @@ is logged, and the callers are released so task runners go on (the one case wher
 put is not yet durable). A state file deleted or replaced under the agent (an inode check
 before each commit) sets `gone`: writes are dropped and counted from then on, and the agent
 refuses new work with that message instead of running blind. On a disk already full at
-start, the file opens with exclusive locking (see `_connect`) so the agent can load its
+start, the file opens with exclusive locking (see `sqlite_file.py`) so the agent can load its
 state and re-attach; its writes then take the full-disk path above.
 
 *De-duplication.* Task runners rewrite the same state often (Nomad's boltdd exists for this).
@@ -32,50 +32,36 @@ write of each key after a restart always reaches the disk.
 *Deletes.* Bucket deletes (an allocation, a task) are queued in the same ordered map, after
 dropping the pending writes they cover, and forget the covered hashes when they commit.
 
-*Schema.* A `meta` table holds the schema version. A new file gets the current version; a known
-older version is backed up to `state.db.backup` and then migrated in one transaction; any other
-version, or a file that is not yurt's, is refused with a `StateVersionError` before anything is
-written.
-
-*Exclusivity.* `state.lock` in the state directory is `flock`ed for as long as the store is
-open (it also records the holder's pid for the error message), so a second agent on the same
-data dir fails at once instead of corrupting state.
-
 Durability: WAL with `synchronous=FULL`: a committed batch survives a process kill and a power
 loss; batching keeps that affordable.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import hashlib
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, final
 
-import sqlite_utils
 import trio
 
-from yurt.runtime.errors import StateError, StateLockedError, StateVersionError, StateWriteError
+from yurt.runtime.errors import StateError, StateWriteError
 from yurt.store.base import Key, KeyValueStateDB
+from yurt.store.sqlite_file import (
+    DB_NAME,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES,
+    open_file,
+    out_of_space,
+)
 
-#: The schema this yurt writes. Bump it with a migration in `MIGRATIONS`.
-SCHEMA_VERSION: Final = 1
-
-#: `MIGRATIONS[v]` upgrades a connection's schema from version v to v + 1, inside the
-#: upgrade transaction. Empty while there has only ever been one schema.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
-
-DB_NAME: Final = "state.db"
-LOCK_NAME: Final = "state.lock"
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStateDB", "StateGoneError", "open_state_db"]
 
 #: How long closing may take to flush what is still queued before giving up.
 CLOSE_TIMEOUT: Final = 30.0
@@ -87,8 +73,6 @@ DEGRADED_CLOSE_TIMEOUT: Final = 1.0
 RETRY_MIN: Final = 0.1
 RETRY_MAX: Final = 5.0
 
-_SQLITE_FULL: Final = 13
-_SQLITE_IOERR: Final = 10
 
 log = logging.getLogger("yurt.store")
 
@@ -97,26 +81,15 @@ class StateGoneError(StateWriteError):
     """The state database file was deleted or replaced under the running agent."""
 
 
-def _out_of_space(e: Exception) -> bool:
-    """A write failure that freeing space will cure (so it is worth retrying)."""
-    if isinstance(e, sqlite3.OperationalError):
-        return (getattr(e, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_FULL
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
-
-_TABLES: Final = {
-    "alloc": ("alloc_id", "kind"),
-    "task": ("alloc_id", "task", "kind"),
-    "node": ("kind",),
-}
 _UPSERT: Final = {
     table: f"INSERT INTO {table} ({', '.join(pk)}, value) VALUES "
            f"({', '.join('?' * (len(pk) + 1))}) "
            f"ON CONFLICT ({', '.join(pk)}) DO UPDATE SET value = excluded.value"
-    for table, pk in _TABLES.items()
+    for table, pk in TABLES.items()
 }
 _SELECT: Final = {
     table: f"SELECT value FROM {table} WHERE " + " AND ".join(f"{c} = ?" for c in pk)
-    for table, pk in _TABLES.items()
+    for table, pk in TABLES.items()
 }
 
 
@@ -425,7 +398,7 @@ class SQLiteStateDB(KeyValueStateDB):
             self.stats.dropped += len(ops)
             await self._mark_gone(e)
         except Exception as e:
-            if retry and _out_of_space(e):
+            if retry and out_of_space(e):
                 self._requeue(ops)
                 self.stats.retries += 1
                 if self.degraded is None:
@@ -478,124 +451,6 @@ class SQLiteStateDB(KeyValueStateDB):
 # --------------------------------------------------------------------------- opening
 
 
-def _acquire_lock(state_dir: Path) -> int:
-    fd = os.open(state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise StateLockedError(
-            f"state directory {state_dir} is in use by another yurt agent (pid {holder}); "
-            "stop that agent first, or give this one another --data-dir") from None
-    # The pid only helps the error message above; a full disk must not stop the start.
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def _schema_version(db: sqlite_utils.Database) -> int | None:
-    if "meta" not in db.table_names():
-        return None
-    row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-    if row is None or not str(row[0]).isdigit():
-        raise StateVersionError(f"state database {db.conn} has no valid schema version")
-    return int(row[0])
-
-
-def _create_schema(db: sqlite_utils.Database) -> None:
-    with db.conn:
-        db.table("meta").create({"key": str, "value": str}, pk="key")
-        for table, pk in _TABLES.items():
-            db.table(table).create({**dict.fromkeys(pk, str), "value": str}, pk=pk)
-        db.table("meta").insert_all([
-            {"key": "version", "value": str(SCHEMA_VERSION)},
-            {"key": "created", "value": datetime.now(UTC).isoformat()},
-        ])
-
-
-def _upgrade(conn: sqlite3.Connection, path: Path, found: int) -> None:
-    backup_path = path.with_name(path.name + ".backup")
-    backup = sqlite3.connect(backup_path)
-    try:
-        conn.backup(backup)
-    finally:
-        backup.close()
-    with conn:
-        for version in range(found, SCHEMA_VERSION):
-            MIGRATIONS[version](conn)
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
-        conn.execute("INSERT INTO meta (key, value) VALUES ('upgraded', ?) ON CONFLICT (key) "
-                     "DO UPDATE SET value = excluded.value", (datetime.now(UTC).isoformat(),))
-
-
-def _connect_mode(path: Path, *, exclusive: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
-    try:
-        if exclusive:
-            conn.execute("PRAGMA locking_mode = EXCLUSIVE")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    """WAL mode; when its shared-memory file cannot be created (a full disk: an I/O error or
-    SQLITE_FULL), exclusive locking instead, which keeps the WAL index in this process's
-    memory. `state.lock` already keeps every other agent out, so nothing is lost but other
-    readers (an operator's `sqlite3`) until the next start."""
-    try:
-        return _connect_mode(path, exclusive=False)
-    except sqlite3.OperationalError as e:
-        if (getattr(e, "sqlite_errorcode", 0) & 0xFF) not in (_SQLITE_FULL, _SQLITE_IOERR):
-            raise
-        log.warning("%s: %s; opening with exclusive locking (is the disk full?)", path, e)
-    return _connect_mode(path, exclusive=True)
-
-
-def _open_sync(state_dir: Path) -> tuple[sqlite3.Connection, int, tuple[int, int]]:
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(state_dir, 0o700)
-    lock_fd = _acquire_lock(state_dir)
-    path = state_dir / DB_NAME
-    try:
-        # Created 0600 before SQLite opens it, and narrowed if an older yurt left it wider:
-        # the client state holds task environments.
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-        os.chmod(path, 0o600)
-        conn = _connect(path)
-        try:
-            db = sqlite_utils.Database(conn)
-            found = _schema_version(db)
-            if found is None:
-                if db.table_names():
-                    raise StateVersionError(f"{path} is not a yurt state database "
-                                            f"(tables: {', '.join(db.table_names())})")
-                _create_schema(db)
-            elif found != SCHEMA_VERSION:
-                if not all(v in MIGRATIONS for v in range(found, SCHEMA_VERSION)) or (
-                        found > SCHEMA_VERSION):
-                    raise StateVersionError(
-                        f'incompatible state version in {path}: expected "{SCHEMA_VERSION}" '
-                        f'but found "{found}" (written by a newer yurt?)')
-                _upgrade(conn, path, found)
-            st = os.stat(path)
-        except BaseException:
-            conn.close()
-            raise
-    except sqlite3.DatabaseError as e:
-        os.close(lock_fd)
-        raise StateError(f"cannot open state database {path}: {e}") from e
-    except BaseException:
-        os.close(lock_fd)
-        raise
-    return conn, lock_fd, (st.st_dev, st.st_ino)
-
-
 @asynccontextmanager
 async def open_state_db(state_dir: str | os.PathLike[str], *, dedup: bool = True
                         ) -> AsyncIterator[SQLiteStateDB]:
@@ -614,7 +469,7 @@ async def open_state_db(state_dir: str | os.PathLike[str], *, dedup: bool = True
         StateError: the file cannot be opened as a database.
     """
     path = Path(state_dir)
-    conn, lock_fd, identity = await trio.to_thread.run_sync(_open_sync, path)
+    conn, lock_fd, identity = await trio.to_thread.run_sync(open_file, path)
     db = SQLiteStateDB(conn, path / DB_NAME, dedup=dedup, identity=identity)
     try:
         try:
