@@ -20,7 +20,7 @@ import yurt.hooks.logmon as logmon
 from yurt.hooks.base import TaskHookContext
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.errors import HookError
-from yurt.runtime.logs.pump import LogPump, open_fifo
+from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
 from yurt.runtime.logs.reader import read_log
 from yurt.runtime.structs import Allocation, Task, TaskEvent
 
@@ -167,3 +167,12 @@ async def test_logmon_retries_fd_exhaustion_then_reports_it_recoverable(
             with pytest.raises(HookError, match="out of file descriptors") as info:
                 await hook.prestart(ctx, {})
     assert info.value.recoverable
+
+
+@pytest.mark.parametrize("task", ["../../etc/cron.d/x", "..", "a/b", ""])
+def test_a_task_name_cannot_lead_log_files_out_of_the_logs_dir(tmp_path: Path, task: str
+                                                               ) -> None:
+    with pytest.raises(ValueError, match="cannot name a log file"):
+        log_base(tmp_path, task, "stdout")
+    with pytest.raises(ValueError, match="cannot name a log file"):
+        fifo_path(tmp_path, task, "stdout")

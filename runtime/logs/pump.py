@@ -47,12 +47,20 @@ PIPE_SIZE: Final = 1024 * 1024
 F_SETPIPE_SZ: Final = 1031  # Linux
 
 
+def _file_part(task: str) -> str:
+    """`task` as part of a file name in the logs dir; a name that could leave it is refused
+    (job validation should have refused it first)."""
+    if not task or "/" in task or "\0" in task or task in (".", ".."):
+        raise ValueError(f"task name {task!r} cannot name a log file")
+    return task
+
+
 def fifo_path(logs_dir: Path, task: str, stream: str) -> Path:
-    return logs_dir / f".{task}.{stream}.fifo"
+    return logs_dir / f".{_file_part(task)}.{stream}.fifo"
 
 
 def log_base(logs_dir: Path, task: str, stream: str) -> Path:
-    return logs_dir / f"{task}.{stream}"
+    return logs_dir / f"{_file_part(task)}.{stream}"
 
 
 def make_fifo(path: Path) -> None:
