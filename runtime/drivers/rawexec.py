@@ -20,6 +20,7 @@ from a task that itself exits with 128+N; such a task is reported as signalled).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal as signals
@@ -198,9 +199,13 @@ class RawExecDriver:
         argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir, command,
                 *cfg.args]
         env.setdefault("PATH", path)
-        launcher = await trio.lowlevel.open_process(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            launcher = await trio.lowlevel.open_process(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:  # out of fds or processes passes: let the restart policy retry
+            raise DriverError(f"failed to start task shim: {e}", recoverable=e.errno in (
+                errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM)) from e
         assert launcher.stdout is not None
         try:
             with trio.fail_after(STARTUP_TIMEOUT):
