@@ -14,18 +14,17 @@ failed on stderr starts only stderr the next time; a second pump on one FIFO wou
 output between two rotations.
 
 Running out of file descriptors (EMFILE, ENFILE) is a passing condition of the machine, not
-of the task: opening is retried with backoff for up to `FD_RETRY_FOR` seconds, and then the
-failure is reported as recoverable, so the restart policy tries again instead of failing the
+of the task: opening a stream and starting its pump is retried with backoff (`fdretry`), and
+then reported as recoverable, so the restart policy tries again instead of failing the
 allocation for good. Log write failures (a full disk) are dropped by the pump and reported
 here as one task event.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
-from typing import ClassVar, Final, final
+from typing import ClassVar, final
 
 import trio
 
@@ -36,42 +35,13 @@ from yurt.hooks.base import (
     TaskShutdownHook,
     TaskStopHook,
 )
+from yurt.hooks.fdretry import retry_fd_exhaustion
 from yurt.runtime.allocdir import AllocDir
-from yurt.runtime.errors import HookError
 from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
 from yurt.runtime.taskrunner import events
 
 MIB = 1024 * 1024
 STREAMS = ("stdout", "stderr")
-
-#: How long to keep retrying an open that fails for want of file descriptors.
-FD_RETRY_FOR: Final = 10.0
-FD_RETRY_MIN: Final = 0.05
-FD_RETRY_MAX: Final = 2.0
-_FD_EXHAUSTED: Final = (errno.EMFILE, errno.ENFILE)
-
-
-async def open_fifo_retrying(path: Path) -> tuple[int, int]:
-    """`open_fifo`, retried with backoff while the process or system is out of fds.
-
-    Raises:
-        HookError: recoverable, when fds stay exhausted for `FD_RETRY_FOR` seconds.
-        OSError: any other failure to open the FIFO.
-    """
-    delay = FD_RETRY_MIN
-    deadline = trio.current_time() + FD_RETRY_FOR
-    while True:
-        try:
-            return await trio.to_thread.run_sync(open_fifo, path)
-        except OSError as e:
-            if e.errno not in _FD_EXHAUSTED:
-                raise
-            if trio.current_time() + delay > deadline:
-                raise HookError(f"opening {path}: out of file descriptors ({e}); "
-                                "raise the agent's nofile limit", recoverable=True) from e
-        await trio.sleep(delay)
-        delay = min(delay * 2, FD_RETRY_MAX)
-
 
 @final
 class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
@@ -93,6 +63,7 @@ class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
             return PrestartResponse()
         logs = AllocDir.containing(ctx.task_dir).logs
         config = ctx.task.log_config
+        nursery = ctx.nursery
 
         async def report_drop(message: str) -> None:
             await ctx.emit_event(events.new_event(events.DRIVER_MESSAGE, ctx.unix_clock(),
@@ -101,13 +72,23 @@ class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
         for stream in STREAMS:
             if stream in self._pumps:
                 continue  # started by an earlier, partly failed prestart
-            read_fd, keep_fd = await open_fifo_retrying(fifo_path(logs, ctx.task.name, stream))
-            self._keepers.append(keep_fd)
-            pump = LogPump(read_fd, log_base(logs, ctx.task.name, stream),
-                           file_size=config.max_file_size * MIB, max_files=config.max_files,
-                           on_drop=report_drop)
-            await ctx.nursery.start(pump.run)
-            self._pumps[stream] = pump
+            path = fifo_path(logs, ctx.task.name, stream)
+            base = log_base(logs, ctx.task.name, stream)
+
+            async def start_pump(path: Path = path, base: Path = base) -> LogPump:
+                read_fd, keep_fd = await trio.to_thread.run_sync(open_fifo, path)
+                pump = LogPump(read_fd, base, file_size=config.max_file_size * MIB,
+                               max_files=config.max_files, on_drop=report_drop)
+                try:
+                    await nursery.start(pump.run)  # owns read_fd from here, even on failure
+                except BaseException:
+                    os.close(keep_fd)  # not started: nothing will use the keeper
+                    raise
+                self._keepers.append(keep_fd)
+                return pump
+
+            self._pumps[stream] = await retry_fd_exhaustion(start_pump,
+                                                            f"opening {path.name}")
         return PrestartResponse()
 
     async def stop(self, ctx: TaskHookContext) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 
+import pytest
 import trio
 
+from yurt.hooks.alloc_dir import AllocDirHook
 from yurt.hooks.base import TaskHookContext
 from yurt.hooks.task_dir import TaskDirHook
 from yurt.runtime.allocdir import AllocDir
@@ -103,3 +106,21 @@ async def test_task_dir_hook_gives_the_dirs_to_the_jobspec_user(tmp_path: Path) 
         await TaskDirHook(resolve_owner=resolve).prestart(ctx, {})
     assert asked == ["nobody"]
     assert (d.task_dir("web") / "secrets").stat().st_uid == 65534
+
+
+async def test_alloc_dir_hook_retries_fd_exhaustion(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    d = AllocDir(tmp_path, "a1")
+    real_build, calls = d._build, []
+
+    def exhausted_once() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(errno.EMFILE, "Too many open files")
+        real_build()
+
+    monkeypatch.setattr(d, "_build", exhausted_once)
+    with trio.fail_after(10):
+        await AllocDirHook(d).prerun()
+    assert len(calls) == 2
+    assert await d.exists()

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import trio
 
+import yurt.hooks.fdretry as fdretry
 import yurt.hooks.logmon as logmon
+import yurt.runtime.logs.pump as pump_module
 from yurt.hooks.base import TaskHookContext
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.errors import HookError
@@ -159,7 +161,7 @@ async def test_logmon_retries_fd_exhaustion_then_reports_it_recoverable(
         raise OSError(errno.ENFILE, "Too many open files in system")
 
     monkeypatch.setattr(logmon, "open_fifo", always_exhausted)
-    monkeypatch.setattr(logmon, "FD_RETRY_FOR", 0.2)
+    monkeypatch.setattr(fdretry, "FD_RETRY_FOR", 0.2)
     hook = logmon.LogmonHook()
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
@@ -167,6 +169,29 @@ async def test_logmon_retries_fd_exhaustion_then_reports_it_recoverable(
             with pytest.raises(HookError, match="out of file descriptors") as info:
                 await hook.prestart(ctx, {})
     assert info.value.recoverable
+
+
+async def test_logmon_retries_a_pump_that_could_not_list_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EMFILE can also hit after the FIFO is open (the pump lists the logs dir): the keeper
+    is closed, and the whole stream is tried again."""
+    real_existing, calls = pump_module.existing_files, []
+
+    def exhausted_once(base: Path) -> dict[int, int]:
+        calls.append(base.name)
+        if len(calls) == 1:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_existing(base)
+
+    monkeypatch.setattr(pump_module, "existing_files", exhausted_once)
+    hook = logmon.LogmonHook()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            ctx = hook_context(tmp_path, nursery, [])
+            await hook.prestart(ctx, {})
+            assert len(hook._keepers) == 2  # the failed attempt's keeper was closed
+            await hook.stop(ctx)
+    assert calls == ["web.stdout", "web.stdout", "web.stderr"]
 
 
 @pytest.mark.parametrize("task", ["../../etc/cron.d/x", "..", "a/b", ""])
