@@ -55,6 +55,7 @@ from yurt.store.base import Key, KeyValueStateDB
 from yurt.store.sqlite_file import (
     DB_NAME,
     MIGRATIONS,
+    RECOVERED_NAME,
     SCHEMA_VERSION,
     TABLES,
     open_file,
@@ -324,7 +325,7 @@ class SQLiteStateDB(KeyValueStateDB):
         """Write what the open connection still sees (the deleted file lives on while it is
         open) to `state.db.recovered`, atomically. Runs in a worker thread, under the
         limiter."""
-        target = self.path.with_name(self.path.name + ".recovered")
+        target = self.path.with_name(RECOVERED_NAME)
         tmp = target.with_name(target.name + ".tmp")
         os.close(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
         copy = sqlite3.connect(tmp)

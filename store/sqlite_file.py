@@ -16,6 +16,10 @@ agent re-attaches its tasks, and its writes take the writer's full-disk path (`s
 `state.lock` already keeps every other agent out, so the only loss is other readers (an
 operator's `sqlite3`) until the next start.
 
+*After a deletion.* When the running agent found its file deleted it saved what it still
+held as `state.db.recovered`; a start that finds that copy and no `state.db` refuses with a
+`StateError` naming both, rather than start empty and orphan every task.
+
 Permissions: the directory is 0700 and the file 0600 (created so before SQLite opens it, and
 narrowed if an older yurt left them wider): the client state holds task environments.
 """
@@ -48,6 +52,8 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
 
 DB_NAME: Final = "state.db"
 LOCK_NAME: Final = "state.lock"
+#: Where the writer saves what a state file deleted under it still held (`sqlite.py`).
+RECOVERED_NAME: Final = DB_NAME + ".recovered"
 
 _SQLITE_FULL: Final = 13
 _SQLITE_IOERR: Final = 10
@@ -151,6 +157,13 @@ def open_file(state_dir: Path) -> tuple[sqlite3.Connection, int, tuple[int, int]
     lock_fd = _acquire_lock(state_dir)
     path = state_dir / DB_NAME
     try:
+        recovered = path.with_name(RECOVERED_NAME)
+        if not path.exists() and recovered.exists():
+            # A fresh, empty state would orphan every task the lost one knew about.
+            raise StateError(
+                f"{path} is missing but {recovered} holds the state saved when it was "
+                f"deleted: move it to {path} to re-attach the tasks it ran, or delete it to "
+                "start afresh (those tasks are then left running unsupervised)")
         # Created 0600 before SQLite opens it, and narrowed if an older yurt left it wider:
         # the client state holds task environments.
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))

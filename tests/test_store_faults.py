@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 import yurt.store.sqlite as sqlite_store
-from yurt.runtime.errors import StateWriteError
+from yurt.runtime.errors import StateError, StateWriteError
 from yurt.store import open_state_db
 
 
@@ -124,7 +124,11 @@ async def test_deleted_state_db_is_detected_and_writes_are_refused_softly(
             await db.put_node_meta({"k": "z"})
             assert db.stats.dropped == 2
             assert "state.db.recovered" in db.gone
-        # What the agent knew when the file went is kept for the next start.
+        # What the agent knew when the file went is kept for the next start, which refuses
+        # to start empty (and orphan every task) while that copy waits.
+        with pytest.raises(StateError, match=r"state\.db\.recovered"):
+            async with open_state_db(tmp_path):
+                pass  # pragma: no cover - must not be reached
         (tmp_path / "state.db.recovered").rename(tmp_path / "state.db")
         async with open_state_db(tmp_path) as db:
             assert await db.get_node_meta() == {"k": "v"}
