@@ -201,3 +201,21 @@ def test_a_task_name_cannot_lead_log_files_out_of_the_logs_dir(tmp_path: Path, t
         log_base(tmp_path, task, "stdout")
     with pytest.raises(ValueError, match="cannot name a log file"):
         fifo_path(tmp_path, task, "stdout")
+
+
+async def test_logmon_on_a_full_disk_tells_the_task_with_an_event(small_fs: Path) -> None:
+    emitted: list[TaskEvent] = []
+    hook = logmon.LogmonHook()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            ctx = hook_context(small_fs, nursery, emitted)
+            await hook.prestart(ctx, {})
+            fill(small_fs)
+            fifo = fifo_path(AllocDir(small_fs, "a1").logs, "web", "stdout")
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.write(writer, b"lost\n")
+            await hook.stop(ctx)  # keepers closed: once the writer closes, the pumps end
+            os.write(writer, b"lost too\n")
+            os.close(writer)
+    assert [(e.type, "No space left" in e.display_message) for e in emitted] == [
+        ("Driver", True)]
