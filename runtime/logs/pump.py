@@ -75,7 +75,10 @@ def existing_files(base: Path) -> dict[int, int]:
     for entry in base.parent.iterdir():
         m = pattern.match(entry.name)
         if m:
-            st = entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # rotated away since the listing
+                continue
             if stat.S_ISREG(st.st_mode):  # a link or FIFO planted there is not a log file
                 found[int(m.group(1))] = st.st_size
     return found
