@@ -8,11 +8,22 @@ race for one FIFO and rotation state is never forked. The stop hook (the runner 
 the shutdown hook (the agent stops) close the keepers: the pumps drain what is left and end
 when the last writer is gone. With `logs { disabled = true }`, or without an alloc dir (mock
 tasks), the hook does nothing and the driver sends output to /dev/null.
+
+Partial failure: the pumps are recorded per stream, so a prestart that started stdout and then
+failed on stderr starts only stderr the next time; a second pump on one FIFO would split the
+output between two rotations.
+
+Running out of file descriptors (EMFILE, ENFILE) is a passing condition of the machine, not
+of the task: opening a stream and starting its pump is retried with backoff (`fdretry`), and
+then reported as recoverable, so the restart policy tries again instead of failing the
+allocation for good. Log write failures (a full disk) are dropped by the pump and reported
+here as one task event.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import ClassVar, final
 
 import trio
@@ -24,12 +35,13 @@ from yurt.hooks.base import (
     TaskShutdownHook,
     TaskStopHook,
 )
+from yurt.hooks.fdretry import retry_fd_exhaustion
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.taskrunner import events
 
 MIB = 1024 * 1024
 STREAMS = ("stdout", "stderr")
-
 
 @final
 class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
@@ -37,7 +49,7 @@ class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
 
     def __init__(self) -> None:
         self._keepers: list[int] = []
-        self._started = False
+        self._pumps: dict[str, LogPump] = {}
 
     def _close_keepers(self) -> None:
         for fd in self._keepers:
@@ -45,20 +57,38 @@ class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
         self._keepers.clear()
 
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
-        if (self._started or ctx.task_dir is None or ctx.task.log_config.disabled
-                or ctx.nursery is None):
+        if (ctx.task_dir is None or ctx.task.log_config.disabled or ctx.nursery is None
+                or len(self._pumps) == len(STREAMS)):
             await trio.lowlevel.checkpoint()
             return PrestartResponse()
         logs = AllocDir.containing(ctx.task_dir).logs
         config = ctx.task.log_config
+        nursery = ctx.nursery
+
+        async def report_drop(message: str) -> None:
+            await ctx.emit_event(events.new_event(events.DRIVER_MESSAGE, ctx.unix_clock(),
+                                                  driver_message=message))
+
         for stream in STREAMS:
-            read_fd, keep_fd = await trio.to_thread.run_sync(
-                open_fifo, fifo_path(logs, ctx.task.name, stream))
-            self._keepers.append(keep_fd)
-            pump = LogPump(read_fd, log_base(logs, ctx.task.name, stream),
-                           file_size=config.max_file_size * MIB, max_files=config.max_files)
-            await ctx.nursery.start(pump.run)
-        self._started = True
+            if stream in self._pumps:
+                continue  # started by an earlier, partly failed prestart
+            path = fifo_path(logs, ctx.task.name, stream)
+            base = log_base(logs, ctx.task.name, stream)
+
+            async def start_pump(path: Path = path, base: Path = base) -> LogPump:
+                read_fd, keep_fd = await trio.to_thread.run_sync(open_fifo, path)
+                pump = LogPump(read_fd, base, file_size=config.max_file_size * MIB,
+                               max_files=config.max_files, on_drop=report_drop)
+                try:
+                    await nursery.start(pump.run)  # owns read_fd from here, even on failure
+                except BaseException:
+                    os.close(keep_fd)  # not started: nothing will use the keeper
+                    raise
+                self._keepers.append(keep_fd)
+                return pump
+
+            self._pumps[stream] = await retry_fd_exhaustion(start_pump,
+                                                            f"opening {path.name}")
         return PrestartResponse()
 
     async def stop(self, ctx: TaskHookContext) -> None:

@@ -4,10 +4,15 @@ The event is emitted on the first build only: the hook answers `done`, which the
 persists, so later starts (restarts, an agent restart) skip the hook and re-apply its env.
 Without an alloc dir (the mock-driver runtime in tests) there is nothing to build, but the event
 and the done-ness are the same, so event sequences do not depend on the driver.
+
+A task with `user` gets its `local`, `secrets` and `tmp` owned by that user: `resolve_owner`
+turns the name into (uid, gid) (given by whoever knows how users are resolved; without it, or
+without a user, the directories belong to the agent's user).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar, final
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
@@ -20,11 +25,17 @@ from yurt.runtime.taskrunner import events
 class TaskDirHook(TaskPrestartHook):
     name: ClassVar[str] = "task_dir"
 
+    def __init__(self, resolve_owner: Callable[[str], tuple[int, int]] | None = None) -> None:
+        self._resolve_owner = resolve_owner
+
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
         await ctx.emit_event(events.new_event(events.SETUP, ctx.unix_clock(),
                                               message="Building Task Directory"))
         env: dict[str, str] = {}
         if ctx.task_dir is not None:
-            await AllocDir.containing(ctx.task_dir).build_task(ctx.task.name)
+            owner = None
+            if ctx.task.user and self._resolve_owner is not None:
+                owner = self._resolve_owner(ctx.task.user)
+            await AllocDir.containing(ctx.task_dir).build_task(ctx.task.name, owner)
             env = task_dir_env(ctx.task_dir)
         return PrestartResponse(env=env, done=True)

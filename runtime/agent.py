@@ -14,6 +14,11 @@ Start: the server loads its state; the client restores every allocation the stat
 (running tasks are re-attached, terminal ones queued for collection), then syncs with the
 server. Stop (SIGTERM/SIGINT, or `stop()`): the API stops accepting, runners shut down with
 their tasks left running, state is flushed; the next start re-attaches.
+
+Faults: a full disk does not stop the agent (both databases open and load, writes are kept in
+memory and retried, log output is dropped and counted). A client state DB deleted under the
+agent stops new work: server changes are no longer run and API changes get a 503 with the
+reason (`state_failure`, `runtime/stateguard.py`), while what runs stays supervised.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
 from yurt.runtime.devices.protocol import DeviceGroup, DevicePlugin
 from yurt.runtime.drivers.protocol import reconcile_drivers
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.fingerprint import computed_class, fingerprint_node
+from yurt.runtime.fingerprint import computed_class, fingerprint_node, raise_nofile_limit
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.pluginmanager.drivers import (
     DriverFactory,
@@ -56,6 +61,7 @@ from yurt.runtime.structs import (
 from yurt.runtime.sync import AllocSyncer
 from yurt.store import open_state_db
 from yurt.store.protocol import StateDB
+from yurt.store.sqlite import SQLiteStateDB
 
 log = logging.getLogger("yurt.agent")
 
@@ -107,6 +113,14 @@ class Agent:
     def stop(self) -> None:
         self._stop.set()
 
+    async def state_failure(self) -> str | None:
+        """Why the agent refuses new work (its state DB was deleted), or None."""
+        db = getattr(self, "db", None)
+        if isinstance(db, SQLiteStateDB):
+            return await db.verify()
+        await trio.lowlevel.checkpoint()
+        return None
+
     def _driver_info(self, name: str, info: DriverInfo) -> None:
         self.node.drivers[name] = info
         for key, value in info.attributes.items():
@@ -147,9 +161,15 @@ class Agent:
 
     async def _watch_server(self, server: Server) -> None:
         """The client side sees the server only through the `Server` contract."""
+        refused = False
         while True:
             changed = server.changed
-            self.client.sync_allocs(server.allocs_for_node())
+            gone = self.db.gone if isinstance(self.db, SQLiteStateDB) else None
+            if gone is None:
+                self.client.sync_allocs(server.allocs_for_node())
+            elif not refused:  # nothing new may start that a restart could not find again
+                log.error("not running server changes: %s", gone)
+                refused = True
             self.syncer.servers_contacted.set()
             await changed.wait()
 
@@ -159,8 +179,11 @@ class Agent:
         from yurt.runtime.api import serve_api  # the HTTP stack loads only for the daemon
 
         data = self.config.data_dir
+        # Before anything is opened: trio holds a pidfd and the log pumps four FIFO ends per
+        # task, and running out of descriptors fails starts (see fingerprint.py).
+        nofile = raise_nofile_limit()
         self.node = fingerprint_node(data, name=self.config.node_name,
-                                     datacenter=self.config.datacenter)
+                                     datacenter=self.config.datacenter, nofile=nofile)
         plugins: list[DevicePlugin] = [NvidiaDevicePlugin()]
         if self.config.fake_devices:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))

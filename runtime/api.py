@@ -53,6 +53,7 @@ from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
 from yurt.runtime.logs.reader import read_log
 from yurt.runtime.procfs import stat_fields
 from yurt.runtime.signames import parse_signal_name
+from yurt.runtime.stateguard import StateGuardMiddleware
 from yurt.runtime.structs import Allocation, Job
 
 if TYPE_CHECKING:
@@ -762,7 +763,7 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/event/stream", stream(api.event_stream), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", api.event_ws),
     ]
-    app: ASGIApp = Starlette(routes=routes)
+    app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)
     if agent.config.token:
         app = TokenMiddleware(app, agent.config.token)
     return app

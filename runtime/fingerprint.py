@@ -4,14 +4,22 @@ Read from the kernel (`/proc/cpuinfo`, `/proc/meminfo`, `statvfs`) once at agent
 counted in MHz like Nomad's `CpuShares` (cores × clock speed; 1,000 MHz per core when the clock
 is not reported, as in many VMs). The node ID is created once and kept in the data dir, so an
 agent restart is the same node.
+
+File descriptors bound how many tasks one agent can supervise: each running raw_exec task
+holds about five in the agent (two FIFOs, each with a read end and a keeper write end, and a
+pidfd; measured 5.2 with 10 tasks). `raise_nofile_limit` lifts the soft `RLIMIT_NOFILE` to the
+hard one at start (the soft default, often 1024, would stop near 180 tasks), and the node
+reports the result as `yurt.nofile` and `yurt.max_tasks` so `yurt node status` can say it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
+import resource
 import socket
 import uuid
 from pathlib import Path
@@ -25,6 +33,34 @@ from yurt.runtime.structs import (
 )
 
 DEFAULT_MHZ = 1000
+
+#: Descriptors one running task costs the agent (five measured, plus one for a start in flight).
+FDS_PER_TASK = 6
+#: Descriptors the agent keeps for itself: databases, API connections, event streams, threads.
+FDS_RESERVED = 128
+
+
+def raise_nofile_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:  # the kernel's ceiling for one process
+        try:
+            target = int(Path("/proc/sys/fs/nr_open").read_text())
+        except (OSError, ValueError):
+            target = soft
+    if soft != resource.RLIM_INFINITY and soft < target:
+        # On failure the soft limit stays; `yurt.max_tasks` tells the operator what it allows.
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def max_tasks(nofile: int) -> int:
+    """How many running tasks `nofile` descriptors allow."""
+    if nofile == resource.RLIM_INFINITY:
+        nofile = 1 << 20
+    return max(0, (nofile - FDS_RESERVED) // FDS_PER_TASK)
 
 
 def _cpu_mhz() -> int:
@@ -76,7 +112,11 @@ def node_id(data_dir: Path) -> str:
 
 
 def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str = "dc1",
-                     node_class: str = "") -> Node:
+                     node_class: str = "", nofile: int | None = None) -> Node:
+    """What this machine offers; `nofile` (the agent's descriptor limit, default the current
+    soft limit) becomes `yurt.nofile` and `yurt.max_tasks`."""
+    if nofile is None:
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     cores = os.cpu_count() or 1
     stat = os.statvfs(data_dir if data_dir.exists() else data_dir.parent)
     disk_mb = stat.f_bavail * stat.f_frsize // (1024 * 1024)
@@ -86,7 +126,8 @@ def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str
         attributes={"kernel.name": platform.system().lower(),
                     "kernel.version": platform.release(), "cpu.numcores": str(cores),
                     "unique.hostname": socket.gethostname(),
-                    "os.name": platform.system().lower(), "arch": platform.machine()},
+                    "os.name": platform.system().lower(), "arch": platform.machine(),
+                    "yurt.nofile": str(nofile), "yurt.max_tasks": str(max_tasks(nofile))},
         node_resources=NodeResources(
             cpu=NodeCpuResources(cpu_shares=cores * _cpu_mhz(), total_cpu_cores=cores),
             memory=NodeMemoryResources(memory_mb=_memory_mb()),

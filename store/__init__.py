@@ -3,7 +3,8 @@
 - `StateDB` (protocol.py): the contract, Nomad's client state interface.
 - `KeyValueStateDB` (base.py): the typed layer both stores share; structs in, structs out.
 - `MemoryStateDB` (memory.py): plain dicts, for fast deterministic tests.
-- `open_state_db` (sqlite.py): the real one, SQLite with one coalescing writer task.
+- `open_state_db` (sqlite.py): the real one, SQLite with one coalescing writer task;
+  sqlite_file.py opens the file (lock, schema, permissions, a full disk at start).
 """
 
 from yurt.store.base import KeyValueStateDB

@@ -9,6 +9,17 @@ While a batch commits, new writes pile up for the next one. So 1 writer or 1,000
 task runners pay one thread hop and one fsync per batch, not per write (a thread hop costs
 150-580 µs on a small VM; see the ecosystem notes §3). `put_*` returns only after the commit:
 when it returns the value is durable. A put whose caller is cancelled may still be committed.
+A batch whose commit is cancelled before it ran is queued again, never reported as written.
+
+*Faults.* A full disk must not stop supervision: a commit that fails with SQLITE_FULL is kept
+queued and retried with backoff (0.1 s doubling to 5 s; new writes join it, last write per key
+still wins, so the queue stays bounded by the number of keys), `degraded` says why, one warning
+is logged, and the callers are released so task runners go on (the one case where a returned
+put is not yet durable). A state file deleted or replaced under the agent (an inode check
+before each commit) sets `gone`: writes are dropped and counted from then on, and the agent
+refuses new work with that message instead of running blind. On a disk already full at
+start, the file opens with exclusive locking (see `sqlite_file.py`) so the agent can load its
+state and re-attach; its writes then take the full-disk path above.
 
 *De-duplication.* Task runners rewrite the same state often (Nomad's boltdd exists for this).
 Before anything is queued, the value's BLAKE2b hash is compared with the hash of the last
@@ -21,65 +32,65 @@ write of each key after a restart always reaches the disk.
 *Deletes.* Bucket deletes (an allocation, a task) are queued in the same ordered map, after
 dropping the pending writes they cover, and forget the covered hashes when they commit.
 
-*Schema.* A `meta` table holds the schema version. A new file gets the current version; a known
-older version is backed up to `state.db.backup` and then migrated in one transaction; any other
-version, or a file that is not yurt's, is refused with a `StateVersionError` before anything is
-written.
-
-*Exclusivity.* `state.lock` in the state directory is `flock`ed for as long as the store is
-open (it also records the holder's pid for the error message), so a second agent on the same
-data dir fails at once instead of corrupting state.
-
 Durability: WAL with `synchronous=FULL`: a committed batch survives a process kill and a power
 loss; batching keeps that affordable.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
+import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, final
 
-import sqlite_utils
 import trio
 
-from yurt.runtime.errors import StateError, StateLockedError, StateVersionError, StateWriteError
+from yurt.runtime.errors import StateError, StateWriteError
 from yurt.store.base import Key, KeyValueStateDB
+from yurt.store.sqlite_file import (
+    DB_NAME,
+    MIGRATIONS,
+    RECOVERED_NAME,
+    SCHEMA_VERSION,
+    TABLES,
+    open_file,
+    out_of_space,
+)
 
-#: The schema this yurt writes. Bump it with a migration in `MIGRATIONS`.
-SCHEMA_VERSION: Final = 1
-
-#: `MIGRATIONS[v]` upgrades a connection's schema from version v to v + 1, inside the
-#: upgrade transaction. Empty while there has only ever been one schema.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
-
-DB_NAME: Final = "state.db"
-LOCK_NAME: Final = "state.lock"
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStateDB", "StateGoneError", "open_state_db"]
 
 #: How long closing may take to flush what is still queued before giving up.
 CLOSE_TIMEOUT: Final = 30.0
 
-_TABLES: Final = {
-    "alloc": ("alloc_id", "kind"),
-    "task": ("alloc_id", "task", "kind"),
-    "node": ("kind",),
-}
+#: How long closing keeps retrying when the disk is full (what is not written is lost).
+DEGRADED_CLOSE_TIMEOUT: Final = 1.0
+
+#: Backoff between attempts to commit while the disk is full.
+RETRY_MIN: Final = 0.1
+RETRY_MAX: Final = 5.0
+
+
+log = logging.getLogger("yurt.store")
+
+
+class StateGoneError(StateWriteError):
+    """The state database file was deleted or replaced under the running agent."""
+
+
 _UPSERT: Final = {
     table: f"INSERT INTO {table} ({', '.join(pk)}, value) VALUES "
            f"({', '.join('?' * (len(pk) + 1))}) "
            f"ON CONFLICT ({', '.join(pk)}) DO UPDATE SET value = excluded.value"
-    for table, pk in _TABLES.items()
+    for table, pk in TABLES.items()
 }
 _SELECT: Final = {
     table: f"SELECT value FROM {table} WHERE " + " AND ".join(f"{c} = ?" for c in pk)
-    for table, pk in _TABLES.items()
+    for table, pk in TABLES.items()
 }
 
 
@@ -94,10 +105,15 @@ _OpKey = tuple[str, ...]
 
 @dataclass
 class _Batch:
-    """Writes committed together; `done` is set when the commit finished, either way."""
+    """Writes committed together; `done` is set when the commit finished, either way.
+
+    A batch that could not even start (its commit was cancelled while waiting for the
+    connection) is put back in the queue: `moved_to` is then the batch its writes joined, and
+    its callers wait for that one instead of being told a write happened."""
 
     done: trio.Event = field(default_factory=trio.Event)
     error: BaseException | None = None
+    moved_to: _Batch | None = None
 
 
 @dataclass
@@ -108,6 +124,10 @@ class WriterStats:
     skipped: int = 0
     written: int = 0
     transactions: int = 0
+    #: Commits that failed for want of space and were retried later.
+    retries: int = 0
+    #: Writes refused because the database file is gone.
+    dropped: int = 0
 
 
 def _scope(key: _OpKey) -> str | None:
@@ -119,9 +139,19 @@ def _scope(key: _OpKey) -> str | None:
 class SQLiteStateDB(KeyValueStateDB):
     """The SQLite store. Create it with `open_state_db`; it is usable only inside that block."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, *, dedup: bool) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, dedup: bool,
+                 identity: tuple[int, int] = (0, 0)) -> None:
         self._conn = conn
         self.path = path
+        #: (st_dev, st_ino) of the file opened, to notice it being deleted or replaced.
+        self._identity = identity
+        #: Why writes cannot reach the disk for now (full), retried; None when healthy.
+        self.degraded: str | None = None
+        #: Why nothing can be recorded any more (the file was deleted); None when healthy.
+        self.gone: str | None = None
+        self._backoff = RETRY_MIN
+        self._writable = trio.Event()
+        self._writable.set()
         self.dedup = dedup
         self.stats = WriterStats()
         # One connection, one user at a time: the writer's commits and the readers' selects.
@@ -157,14 +187,29 @@ class SQLiteStateDB(KeyValueStateDB):
     async def _enqueue(self, key: _OpKey, data: bytes | None) -> None:
         if self._closing:
             raise StateError(f"state database {self.path} is closed")
+        if self.gone is not None:  # nowhere durable to write: drop, count, keep supervising
+            self.stats.dropped += 1
+            await trio.lowlevel.checkpoint()
+            return
         self._pending[key] = data
         batch = self._batch
+        if self._writer_alive and self.degraded is not None:
+            # The disk is full: the write joins the writer's next retry, and the caller
+            # does not wait out the backoff (see `_commit_pending`).
+            await trio.lowlevel.checkpoint()
+            return
         if self._writer_alive:
             self._wakeup.set()
         else:  # the writer task is gone (cancelled): commit here, this caller's own batch
-            with trio.CancelScope(shield=True):
-                await self._commit_pending()
-        await batch.done.wait()
+            with trio.CancelScope(shield=True) as scope:
+                scope.deadline = trio.current_time() + CLOSE_TIMEOUT
+                await self._commit_pending(retry=False)
+            self._fail_pending("the state writer stopped before the write was committed")
+        while True:
+            await batch.done.wait()
+            if batch.moved_to is None:
+                break
+            batch = batch.moved_to
         if batch.error is not None:
             raise StateWriteError(f"writing state to {self.path} failed: {batch.error}"
                                   ) from batch.error
@@ -192,8 +237,25 @@ class SQLiteStateDB(KeyValueStateDB):
             del self._pending[key]
         await self._enqueue(("delete-task", alloc_id, task), None)
 
+    def _check_file(self) -> None:
+        """Raise `StateGoneError` if the path no longer names the file this store opened.
+
+        SQLite keeps writing into an unlinked file without a word, so without this check a
+        deleted state.db goes unnoticed until the next start finds an empty one and orphans
+        every task. One `stat` per batch, in the worker thread: cheap next to the fsync."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            st = None
+        if st is None or (st.st_dev, st.st_ino) != self._identity:
+            raise StateGoneError(
+                f"state database {self.path} was deleted or replaced while the agent ran: "
+                "nothing more can be recorded, so new work is refused; running tasks are "
+                "still supervised (stop the agent, restore the file or start afresh)")
+
     def _commit(self, ops: dict[_OpKey, bytes | None]) -> None:
         """Runs in a worker thread, under the limiter: one transaction for the whole batch."""
+        self._check_file()
         conn = self._conn
         with conn:  # BEGIN … COMMIT, or ROLLBACK on error
             for key, data in ops.items():
@@ -222,7 +284,8 @@ class SQLiteStateDB(KeyValueStateDB):
     async def run_writer(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                          ) -> None:
         """The writer task: commit whatever is pending, batch after batch, until closed and
-        drained. Started by `open_state_db`; errors go to the callers of the failed batch."""
+        drained. Started by `open_state_db`; errors go to the callers of the failed batch,
+        except a full disk, which is retried (see `_commit_pending`)."""
         task_status.started()
         self._writer_alive = True
         try:
@@ -233,31 +296,137 @@ class SQLiteStateDB(KeyValueStateDB):
                     await self._wakeup.wait()
                     self._wakeup = trio.Event()
                     continue
-                await self._commit_pending()
+                await self._commit_with_backoff()
+                if self._closing and self.degraded is not None:
+                    return  # the bounded drain below makes the last attempts
         finally:
             # Cancelled from outside (the caller's scope is going away) or closing: what is
             # queued is committed anyway, shielded and bounded, and later writes are
             # committed by their callers (`_enqueue`), so no write ever waits for nobody.
             self._writer_alive = False
-            with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            # A full disk is unlikely to clear during shutdown: a few tries, not a long wait.
+            bound = CLOSE_TIMEOUT if self.degraded is None else DEGRADED_CLOSE_TIMEOUT
+            with trio.move_on_after(bound, shield=True):
                 while self._pending:
-                    await self._commit_pending()
+                    await self._commit_with_backoff()
+            self._fail_pending("the state database closed before the write was committed")
 
-    async def _commit_pending(self) -> None:
-        """Commit everything queued as one transaction; wake its callers either way."""
+    async def verify(self) -> str | None:
+        """Check now (not only at the next commit) that the file is still there; returns
+        `gone`. For callers about to accept work that must be recorded."""
+        if self.gone is None:
+            try:
+                await trio.to_thread.run_sync(self._check_file)
+            except StateGoneError as e:
+                await self._mark_gone(e)
+        return self.gone
+
+    def _save_copy(self) -> Path:
+        """Write what the open connection still sees (the deleted file lives on while it is
+        open) to `state.db.recovered`, atomically. Runs in a worker thread, under the
+        limiter."""
+        target = self.path.with_name(RECOVERED_NAME)
+        tmp = target.with_name(target.name + ".tmp")
+        os.close(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
+        copy = sqlite3.connect(tmp)
+        try:
+            self._conn.backup(copy)
+        finally:
+            copy.close()
+        os.replace(tmp, target)
+        return target
+
+    async def _mark_gone(self, error: StateGoneError) -> None:
+        """Record that the file is gone, once, and save a copy for the next start: without
+        it that start would find no state and orphan every running task."""
+        if self.gone is not None:
+            return
+        self.gone = str(error)
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + CLOSE_TIMEOUT
+            try:
+                copy = await trio.to_thread.run_sync(self._save_copy, limiter=self._limiter)
+            except (OSError, sqlite3.Error) as e:
+                self.gone += f"; no copy of the state could be saved: {e}"
+            else:
+                self.gone += (f"; the state as of now is saved in {copy}: move it back to "
+                              f"{self.path.name} before the next start to re-attach the tasks")
+        log.error("%s", self.gone)
+
+    async def wait_writable(self) -> None:
+        """Return once writes reach the disk again (at once when they do)."""
+        await self._writable.wait()
+
+    async def _commit_with_backoff(self) -> None:
+        """One commit; after a full-disk failure, wait before the next (new writes join it)."""
+        if await self._commit_pending(retry=True):
+            self._backoff = RETRY_MIN
+        else:
+            await trio.sleep(self._backoff)
+            self._backoff = min(self._backoff * 2, RETRY_MAX)
+
+    def _fail_pending(self, reason: str) -> None:
+        """Tell the callers of whatever is still queued that it was not written."""
+        if self._pending:
+            self._pending = {}
+            self._batch.error = StateWriteError(reason)
+            self._batch.done.set()
+            self._batch = _Batch()
+
+    def _requeue(self, ops: dict[_OpKey, bytes | None]) -> None:
+        """Put an uncommitted batch back in front of the queue. A key written again since
+        keeps its newer value and place, so a later delete still follows an earlier write."""
+        merged = {k: v for k, v in ops.items() if k not in self._pending}
+        merged.update(self._pending)
+        self._pending = merged
+
+    async def _commit_pending(self, *, retry: bool) -> bool:
+        """Commit everything queued as one transaction; wake its callers either way.
+
+        Returns False when the disk is full and `retry` is set: the writes are queued again
+        for the writer's next attempt, `degraded` says why, and the callers are released
+        without an error so that supervision goes on (their writes reach the disk with the
+        next successful commit, or are lost if the agent dies before it: the one case where
+        a returned put is not yet durable). A commit cancelled before its worker thread ran
+        wrote nothing: its writes are queued again and its callers wait for them there.
+        """
         ops, batch = self._pending, self._batch
         self._pending, self._batch, self._inflight = {}, _Batch(), ops
+        committed = True
         try:
             await trio.to_thread.run_sync(self._commit, ops, limiter=self._limiter)
-        except Exception as e:  # reported to every caller of this batch
-            batch.error = e
+        except StateGoneError as e:
+            self.stats.dropped += len(ops)
+            await self._mark_gone(e)
+        except Exception as e:
+            if retry and out_of_space(e):
+                self._requeue(ops)
+                self.stats.retries += 1
+                if self.degraded is None:
+                    log.warning("state database %s: %s; retrying with backoff, state changes "
+                                "are kept in memory until it succeeds", self.path, e)
+                self.degraded = f"writing {self.path} failed: {e}; retrying"
+                if self._writable.is_set():
+                    self._writable = trio.Event()
+                committed = False
+            else:  # reported to every caller of this batch
+                batch.error = e
+        except BaseException:
+            self._requeue(ops)
+            batch.moved_to = self._batch
+            raise
         else:
             self._record(ops)
             self.stats.transactions += 1
             self.stats.written += sum(1 for k in ops if not k[0].startswith("delete"))
+            if self.degraded is not None:
+                log.warning("state database %s: writes succeed again", self.path)
+                self.degraded = None
+                self._writable.set()
         finally:
             self._inflight = {}
             batch.done.set()
+        return committed
 
     # ---------------------------------------------------------------- reads
 
@@ -283,94 +452,6 @@ class SQLiteStateDB(KeyValueStateDB):
 # --------------------------------------------------------------------------- opening
 
 
-def _acquire_lock(state_dir: Path) -> int:
-    fd = os.open(state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise StateLockedError(
-            f"state directory {state_dir} is in use by another yurt agent (pid {holder}); "
-            "stop that agent first, or give this one another --data-dir") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def _schema_version(db: sqlite_utils.Database) -> int | None:
-    if "meta" not in db.table_names():
-        return None
-    row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-    if row is None or not str(row[0]).isdigit():
-        raise StateVersionError(f"state database {db.conn} has no valid schema version")
-    return int(row[0])
-
-
-def _create_schema(db: sqlite_utils.Database) -> None:
-    with db.conn:
-        db.table("meta").create({"key": str, "value": str}, pk="key")
-        for table, pk in _TABLES.items():
-            db.table(table).create({**dict.fromkeys(pk, str), "value": str}, pk=pk)
-        db.table("meta").insert_all([
-            {"key": "version", "value": str(SCHEMA_VERSION)},
-            {"key": "created", "value": datetime.now(UTC).isoformat()},
-        ])
-
-
-def _upgrade(conn: sqlite3.Connection, path: Path, found: int) -> None:
-    backup_path = path.with_name(path.name + ".backup")
-    backup = sqlite3.connect(backup_path)
-    try:
-        conn.backup(backup)
-    finally:
-        backup.close()
-    with conn:
-        for version in range(found, SCHEMA_VERSION):
-            MIGRATIONS[version](conn)
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
-        conn.execute("INSERT INTO meta (key, value) VALUES ('upgraded', ?) ON CONFLICT (key) "
-                     "DO UPDATE SET value = excluded.value", (datetime.now(UTC).isoformat(),))
-
-
-def _open_sync(state_dir: Path) -> tuple[sqlite3.Connection, int]:
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    lock_fd = _acquire_lock(state_dir)
-    path = state_dir / DB_NAME
-    try:
-        fresh = not path.exists()
-        conn = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
-        try:
-            if fresh:
-                os.chmod(path, 0o600)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            db = sqlite_utils.Database(conn)
-            found = _schema_version(db)
-            if found is None:
-                if db.table_names():
-                    raise StateVersionError(f"{path} is not a yurt state database "
-                                            f"(tables: {', '.join(db.table_names())})")
-                _create_schema(db)
-            elif found != SCHEMA_VERSION:
-                if not all(v in MIGRATIONS for v in range(found, SCHEMA_VERSION)) or (
-                        found > SCHEMA_VERSION):
-                    raise StateVersionError(
-                        f'incompatible state version in {path}: expected "{SCHEMA_VERSION}" '
-                        f'but found "{found}" (written by a newer yurt?)')
-                _upgrade(conn, path, found)
-        except BaseException:
-            conn.close()
-            raise
-    except sqlite3.DatabaseError as e:
-        os.close(lock_fd)
-        raise StateError(f"cannot open state database {path}: {e}") from e
-    except BaseException:
-        os.close(lock_fd)
-        raise
-    return conn, lock_fd
-
-
 @asynccontextmanager
 async def open_state_db(state_dir: str | os.PathLike[str], *, dedup: bool = True
                         ) -> AsyncIterator[SQLiteStateDB]:
@@ -389,8 +470,8 @@ async def open_state_db(state_dir: str | os.PathLike[str], *, dedup: bool = True
         StateError: the file cannot be opened as a database.
     """
     path = Path(state_dir)
-    conn, lock_fd = await trio.to_thread.run_sync(_open_sync, path)
-    db = SQLiteStateDB(conn, path / DB_NAME, dedup=dedup)
+    conn, lock_fd, identity = await trio.to_thread.run_sync(open_file, path)
+    db = SQLiteStateDB(conn, path / DB_NAME, dedup=dedup, identity=identity)
     try:
         try:
             async with trio.open_nursery() as nursery:

@@ -36,6 +36,7 @@ only the allow-listed variables of the agent's (`runtime.taskenv.inherited_env`)
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal as signals
@@ -293,9 +294,13 @@ class RawExecDriver:
 
     async def _launch(self, config: TaskConfig, argv: list[str], env: dict[str, str],
                       state_dir: Path, cgroup: Path | None, work_dir: str) -> TaskHandle:
-        launcher = await trio.lowlevel.open_process(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            launcher = await trio.lowlevel.open_process(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:  # out of fds or processes passes: let the restart policy retry
+            raise DriverError(f"failed to start task shim: {e}", recoverable=e.errno in (
+                errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM)) from e
         try:
             task = await self._handshake(config.id, launcher, state_dir, work_dir, cgroup)
         except BaseException:

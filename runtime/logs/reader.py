@@ -6,10 +6,15 @@ backward from the end of the newest, across files (clamped to what exists). With
 reading stops at the end of the file that was newest when the request came; with `follow` it
 waits for more (a poll every 100 ms: rotation can add files at any time) until the caller
 stops. File reads run in worker threads, 64 KiB at a time.
+
+The agent may run as root and serves these files over HTTP: a file is opened without following
+a link (`O_NOFOLLOW`) and only if it is a regular file, so a link planted in the logs directory
+never exposes a file from elsewhere, and a planted FIFO never blocks a reader thread.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +22,7 @@ from typing import Final
 
 import trio
 
-from yurt.runtime.logs.pump import existing_files, log_base
+from yurt.runtime.logs.pump import existing_files, log_base, open_log_file
 
 CHUNK: Final = 64 * 1024
 POLL: Final = 0.1
@@ -57,11 +62,13 @@ def start_position(sizes: dict[int, int], offset: int, origin: str) -> tuple[int
 
 def _read(path: Path, offset: int) -> bytes:
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read(CHUNK)
-    except FileNotFoundError:
+        fd = open_log_file(path, os.O_RDONLY)
+    except OSError:  # gone (rotated away), or not a plain file: nothing to serve
         return b""
+    try:
+        return os.pread(fd, CHUNK, offset)
+    finally:
+        os.close(fd)
 
 
 async def read_log(logs_dir: Path, task: str, stream: str, *, offset: int = 0,

@@ -5,13 +5,26 @@ the server copy of an allocation (desired state) and the client's view (task sta
 different records with different writers. Writes are rare (a job registered, stopped,
 updated; a batch of client updates) and each is one transaction in a worker thread; a read
 happens once, at agent start.
+
+Job specs carry environment variables (often secrets), so the directory is 0700 and the file
+0600, also when an older yurt created them more open (SQLite gives its -wal and -shm files the
+mode of the database file).
+
+A full disk must not stop the agent. Opening falls back to SQLite's exclusive locking mode
+when the WAL's shared-memory file cannot be created (the agent's own lock already keeps every
+other writer out), so the state loads and the agent can re-attach. A write that fails for want
+of space is kept in memory, coalesced by row (last value per job, allocation and the index
+wins, so the backlog is bounded by the number of rows), logged once, and retried in front of
+the next write and at close.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 from pathlib import Path
-from typing import final
+from typing import Final, final
 
 import msgspec
 import sqlite_utils
@@ -19,32 +32,81 @@ import trio
 
 from yurt.runtime.structs import Allocation, Job
 
+log = logging.getLogger("yurt.server.store")
+
 _encoder = msgspec.json.Encoder()
+_SQLITE_FULL: Final = 13
+_SQLITE_IOERR: Final = 10
+#: How long closing may spend on a last attempt to write what a full disk held back.
+CLOSE_TIMEOUT: Final = 5.0
+
+
+def _out_of_space(e: sqlite3.Error) -> bool:
+    return (getattr(e, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_FULL
+
+
+def _connect_mode(path: Path, *, exclusive: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        if exclusive:
+            conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open in WAL mode; on a full disk (the -shm file cannot be created: an I/O error, or
+    SQLITE_FULL), again with exclusive locking, which keeps the WAL index in memory."""
+    try:
+        return _connect_mode(path, exclusive=False)
+    except sqlite3.OperationalError as e:
+        if (getattr(e, "sqlite_errorcode", 0) & 0xFF) not in (_SQLITE_FULL, _SQLITE_IOERR):
+            raise
+        log.warning("%s: %s; opening with exclusive locking (is the disk full?)", path, e)
+    return _connect_mode(path, exclusive=True)
 
 
 @final
 class ServerStore:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path | None = None) -> None:
         self._conn = conn
+        self.path = path
         self._limiter = trio.CapacityLimiter(1)
+        # Writes not yet on disk (a full disk): row id -> value, None for a delete.
+        self._jobs: dict[str, str | None] = {}
+        self._allocs: dict[str, tuple[str, str] | None] = {}
+        self._index: int | None = None
+        #: Why writes are not reaching the disk right now; None when they are.
+        self.degraded: str | None = None
 
     @classmethod
     async def open(cls, directory: Path) -> ServerStore:
         def connect() -> sqlite3.Connection:
-            directory.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(directory / "server.db", check_same_thread=False)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
+            path = directory / "server.db"
+            # Created before SQLite opens it, so it is never readable by others, not even
+            # for a moment.
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            os.chmod(path, 0o600)
+            conn = _connect(path)
             db = sqlite_utils.Database(conn)
-            with conn:
-                db.table("jobs").create({"id": str, "value": str}, pk="id", if_not_exists=True)
-                db.table("allocs").create({"id": str, "job_id": str, "value": str}, pk="id",
-                                          if_not_exists=True)
-                db.table("meta").create({"key": str, "value": int}, pk="key",
-                                        if_not_exists=True)
+            tables = set(db.table_names())
+            if not {"jobs", "allocs", "meta"} <= tables:  # no DDL on a file that has them
+                with conn:
+                    db.table("jobs").create({"id": str, "value": str}, pk="id",
+                                            if_not_exists=True)
+                    db.table("allocs").create({"id": str, "job_id": str, "value": str},
+                                              pk="id", if_not_exists=True)
+                    db.table("meta").create({"key": str, "value": int}, pk="key",
+                                            if_not_exists=True)
             return conn
 
-        return cls(await trio.to_thread.run_sync(connect))
+        return cls(await trio.to_thread.run_sync(connect), directory / "server.db")
 
     async def load(self) -> tuple[list[Job], list[Allocation], int]:
         def read() -> tuple[list[Job], list[Allocation], int]:
@@ -58,32 +120,66 @@ class ServerStore:
         return await trio.to_thread.run_sync(read, limiter=self._limiter)
 
     async def save(self, index: int, jobs: list[Job], allocs: list[Allocation]) -> None:
-        job_rows = [(j.id, _encoder.encode(j).decode()) for j in jobs]
-        alloc_rows = [(a.id, a.job_id, _encoder.encode(a).decode()) for a in allocs]
+        for j in jobs:
+            self._jobs[j.id] = _encoder.encode(j).decode()
+        for a in allocs:
+            self._allocs[a.id] = (a.job_id, _encoder.encode(a).decode())
+        self._index = index
+        await self._flush()
 
-        def write() -> None:
-            with self._conn:
-                self._conn.executemany(
-                    "INSERT INTO jobs (id, value) VALUES (?, ?) ON CONFLICT (id) DO UPDATE "
-                    "SET value = excluded.value", job_rows)
-                self._conn.executemany(
-                    "INSERT INTO allocs (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT (id) "
-                    "DO UPDATE SET value = excluded.value", alloc_rows)
+    async def delete(self, job_id: str, alloc_ids: list[str]) -> None:
+        self._jobs[job_id] = None
+        for alloc_id in alloc_ids:
+            self._allocs[alloc_id] = None
+        await self._flush()
+
+    def _write(self, jobs: dict[str, str | None], allocs: dict[str, tuple[str, str] | None],
+               index: int | None) -> None:
+        with self._conn:
+            self._conn.executemany(
+                "INSERT INTO jobs (id, value) VALUES (?, ?) ON CONFLICT (id) DO UPDATE "
+                "SET value = excluded.value", [(k, v) for k, v in jobs.items() if v is not None])
+            self._conn.executemany("DELETE FROM jobs WHERE id = ?",
+                                   [(k,) for k, v in jobs.items() if v is None])
+            self._conn.executemany(
+                "INSERT INTO allocs (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT (id) "
+                "DO UPDATE SET value = excluded.value",
+                [(k, *v) for k, v in allocs.items() if v is not None])
+            self._conn.executemany("DELETE FROM allocs WHERE id = ?",
+                                   [(k,) for k, v in allocs.items() if v is None])
+            if index is not None:
                 self._conn.execute("INSERT INTO meta (key, value) VALUES ('index', ?) ON "
                                    "CONFLICT (key) DO UPDATE SET value = excluded.value",
                                    (index,))
 
-        await trio.to_thread.run_sync(write, limiter=self._limiter)
-
-    async def delete(self, job_id: str, alloc_ids: list[str]) -> None:
-        def write() -> None:
-            with self._conn:
-                self._conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-                self._conn.executemany("DELETE FROM allocs WHERE id = ?",
-                                       [(a,) for a in alloc_ids])
-
-        await trio.to_thread.run_sync(write, limiter=self._limiter)
+    async def _flush(self) -> None:
+        """Write everything not yet on disk in one transaction; on a full disk keep it."""
+        jobs, allocs, index = self._jobs, self._allocs, self._index
+        self._jobs, self._allocs, self._index = {}, {}, None
+        try:
+            await trio.to_thread.run_sync(self._write, jobs, allocs, index,
+                                          limiter=self._limiter)
+        except BaseException as e:
+            # Not written: back in front of whatever was queued meanwhile (newer wins).
+            self._jobs = {**jobs, **self._jobs}
+            self._allocs = {**allocs, **self._allocs}
+            self._index = self._index if self._index is not None else index
+            if isinstance(e, sqlite3.OperationalError) and _out_of_space(e):
+                if self.degraded is None:
+                    log.warning("server state %s: %s; changes are kept in memory and "
+                                "retried with the next write", self.path, e)
+                self.degraded = f"writing server state failed: {e}; retrying"
+                return
+            raise
+        if self.degraded is not None:
+            log.warning("server state: writes succeed again")
+            self.degraded = None
 
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(self._conn.close, limiter=self._limiter)
+            try:
+                if self._jobs or self._allocs or self._index is not None:
+                    with trio.move_on_after(CLOSE_TIMEOUT):
+                        await self._flush()
+            finally:
+                await trio.to_thread.run_sync(self._conn.close, limiter=self._limiter)
