@@ -6,8 +6,8 @@ Without an alloc dir (the mock-driver runtime in tests) there is nothing to buil
 and the done-ness are the same, so event sequences do not depend on the driver.
 
 A task with `user` gets its `local`, `secrets` and `tmp` owned by that user: `resolve_owner`
-turns the name into (uid, gid) (given by whoever knows how users are resolved; without it, or
-without a user, the directories belong to the agent's user).
+turns the name into (uid, gid) (given by whoever knows how users are resolved; without it,
+without a user, or for a user it does not know, the directories belong to the agent's user).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from yurt.runtime.taskrunner import events
 class TaskDirHook(TaskPrestartHook):
     name: ClassVar[str] = "task_dir"
 
-    def __init__(self, resolve_owner: Callable[[str], tuple[int, int]] | None = None) -> None:
+    def __init__(self,
+                 resolve_owner: Callable[[str], tuple[int, int] | None] | None = None) -> None:
         self._resolve_owner = resolve_owner
 
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:

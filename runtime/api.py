@@ -700,6 +700,10 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
             response = await fn(request)
         except ApiError as e:
             response = PlainTextResponse(str(e), status_code=e.status)
+            if e.status == 413:
+                # The rest of the body was never read: a connection kept open would wait for
+                # it while the client waits to finish sending it. Closing ends both.
+                response.headers["Connection"] = "close"
         response.headers["X-Nomad-Index"] = str(max(agent.server.index, 1))
         response.headers["X-Nomad-LastContact"] = "0"
         response.headers["X-Nomad-KnownLeader"] = "true"

@@ -50,6 +50,9 @@ async def test_a_task_runs_as_its_user(tmp_path: Path) -> None:
             await ar.run()
     uid, gid = users.resolve_user("nobody")
     assert stdout(ar).splitlines()[:2] == [str(uid), str(gid)]
+    assert ar.alloc_dir is not None  # its secrets dir is its own, and only its
+    secrets = (ar.alloc_dir.task_dir("t") / "secrets").stat()
+    assert (secrets.st_uid, secrets.st_gid, secrets.st_mode & 0o777) == (uid, gid, 0o700)
     assert stdout(ar).splitlines()[2].startswith("nobody ")
     assert last(ar.task_runners["t"], "Terminated") == "Exit Code: 0"
 

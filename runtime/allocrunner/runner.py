@@ -63,7 +63,7 @@ from yurt.runtime.allocrunner.status import client_status
 from yurt.runtime.allocwatcher import GroupWatcher
 from yurt.runtime.devices.manager import DeviceManager
 from yurt.runtime.drivers.protocol import Driver
-from yurt.runtime.drivers.users import resolve_user
+from yurt.runtime.drivers.users import owner_of
 from yurt.runtime.errors import TaskNotRunningError, YurtError
 from yurt.runtime.structs import (
     TASK_STATE_DEAD,
@@ -156,7 +156,7 @@ class AllocRunner:
                 alloc, task, driver=driver, state_db=config.state_db,
                 gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
                 unix_clock=config.unix_clock,
-                hooks=[TaskDirHook(resolve_owner=resolve_user), LogmonHook(),
+                hooks=[TaskDirHook(resolve_owner=owner_of), LogmonHook(),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
                        *config.task_hooks()], rng=config.rng,
                 resources=self.resources, node=config.node,

@@ -43,6 +43,16 @@ def resolve_user(name: str) -> tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
+def owner_of(name: str) -> tuple[int, int] | None:
+    """`resolve_user`, or None for an unknown user: the task dir is then left to the agent's
+    user, and the driver refuses the start with its own clear message (a Driver Failure, as
+    Nomad reports an unknown user)."""
+    try:
+        return resolve_user(name)
+    except UserError:
+        return None
+
+
 def user_env(name: str) -> dict[str, str]:
     """HOME, USER and LOGNAME for the user `name`, as a login would set them."""
     entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
