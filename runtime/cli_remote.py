@@ -281,6 +281,10 @@ def node_status(json_output: bool) -> None:
         out.print(f"ID     = {node['ID']}\nName   = {node['Name']}\nDC     = "
                   f"{node['Datacenter']}\nStatus = {node['Status']}\nCPU    = "
                   f"{res['Cpu']['CpuShares']} MHz\nMemory = {res['Memory']['MemoryMB']} MB")
+        attrs = node.get("Attributes") or {}
+        if "yurt.max_tasks" in attrs:  # what the agent's open-file limit leaves room for
+            out.print(f"Tasks  = up to {attrs['yurt.max_tasks']} "
+                      f"(open-file limit {attrs.get('yurt.nofile', '?')})")
         table = Table(title="Drivers", title_justify="left")
         for col in ("Driver", "Detected", "Healthy", "Description"):
             table.add_column(col)

@@ -167,6 +167,10 @@ def test_node_status_shows_drivers_and_devices(tmp_path: Path) -> None:
         assert "nvidia/gpu/T4" in human
         assert "2/2" in human  # healthy / instances
         (node,) = user.json("node", "status")
+        # How many tasks the open-file limit allows, from the node's attributes.
+        max_tasks = node["Attributes"]["yurt.max_tasks"]
+        assert int(max_tasks) > 0
+        assert f"Tasks  = up to {max_tasks} (open-file limit" in human
         assert node["Drivers"]["mock_driver"]["Healthy"] is True
         (group,) = node["NodeResources"]["Devices"]
         assert [i["ID"] for i in group["Instances"]] == ["GPU-0", "GPU-1"]
