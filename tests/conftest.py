@@ -1,4 +1,5 @@
-"""Shared fixtures. `state_db` runs a test against every StateDB implementation."""
+"""Shared fixtures. `state_db` runs a test against every StateDB implementation; `small_fs`
+(tests/disk_support.py) is a real small file system to fill up."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.disk_support import small_fs  # noqa: F401 (a fixture, shared here)
 from yurt.store import MemoryStateDB, StateDB, open_state_db
 
 

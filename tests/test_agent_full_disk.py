@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
-import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -17,30 +14,8 @@ import pytest
 import trio
 
 from tests.agent_support import raw_job, wait_status
+from tests.disk_support import fill
 from yurt.runtime.agent import Agent, AgentConfig
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
-def fill(directory: Path) -> None:
-    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-    finally:
-        os.close(fd)
 
 
 def pids_with(marker: str) -> list[int]:
@@ -56,6 +31,7 @@ def pids_with(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.fs_size("4m")
 async def test_agent_starts_on_a_full_disk_reattaches_and_serves(small_fs: Path) -> None:
     data = small_fs / "data"
     marker = f"yurt-full-disk-{uuid.uuid4().hex}"

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,35 +17,13 @@ import trio
 import yurt.hooks.fdretry as fdretry
 import yurt.hooks.logmon as logmon
 import yurt.runtime.logs.pump as pump_module
+from tests.disk_support import fill
 from yurt.hooks.base import TaskHookContext
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.errors import HookError
 from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
 from yurt.runtime.logs.reader import read_log
 from yurt.runtime.structs import Allocation, Task, TaskEvent
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
-def fill(directory: Path) -> None:
-    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-    finally:
-        os.close(fd)
 
 
 async def test_pump_on_a_full_disk_drops_counts_and_reports_once(tmp_path: Path,

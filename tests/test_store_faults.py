@@ -5,10 +5,6 @@ Layer 2: a real SQLite file, real worker threads, the real clock under absolute 
 
 from __future__ import annotations
 
-import errno
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +12,7 @@ import trio
 import trio.testing
 
 import yurt.store.sqlite as sqlite_store
+from tests.disk_support import fill
 from yurt.runtime.errors import StateError, StateWriteError
 from yurt.store import open_state_db
 
@@ -66,31 +63,8 @@ async def test_a_commit_cancelled_before_it_ran_is_not_reported_durable(
     assert (outcome[0] == "durable") == (stored == {"k": "v"}), (outcome, stored)
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A real 1 MiB file system to fill up (we are root: mount one, unmount after)."""
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
-def fill(directory: Path) -> Path:
-    """Write a file until the file system is full; returns it (delete it to free space)."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-    finally:
-        os.close(fd)
-    return filler
 
 
 async def test_full_disk_write_is_retried_and_reported_until_space_returns(
