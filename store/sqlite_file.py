@@ -137,11 +137,12 @@ def _connect_mode(path: Path, *, exclusive: bool) -> sqlite3.Connection:
     return conn
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def connect_wal(path: Path) -> sqlite3.Connection:
     """WAL mode; when its shared-memory file cannot be created (a full disk: an I/O error or
     SQLITE_FULL), exclusive locking instead, which keeps the WAL index in this process's
     memory. `state.lock` already keeps every other agent out, so nothing is lost but other
-    readers (an operator's `sqlite3`) until the next start."""
+    readers (an operator's `sqlite3`) until the next start. The server store opens its file
+    the same way."""
     try:
         return _connect_mode(path, exclusive=False)
     except sqlite3.OperationalError as e:
@@ -168,7 +169,7 @@ def open_file(state_dir: Path) -> tuple[sqlite3.Connection, int, tuple[int, int]
         # the client state holds task environments.
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
         os.chmod(path, 0o600)
-        conn = _connect(path)
+        conn = connect_wal(path)
         try:
             db = sqlite_utils.Database(conn)
             found = _schema_version(db)

@@ -31,43 +31,13 @@ import sqlite_utils
 import trio
 
 from yurt.runtime.structs import Allocation, Job
+from yurt.store.sqlite_file import connect_wal, out_of_space
 
 log = logging.getLogger("yurt.server.store")
 
 _encoder = msgspec.json.Encoder()
-_SQLITE_FULL: Final = 13
-_SQLITE_IOERR: Final = 10
 #: How long closing may spend on a last attempt to write what a full disk held back.
 CLOSE_TIMEOUT: Final = 5.0
-
-
-def _out_of_space(e: sqlite3.Error) -> bool:
-    return (getattr(e, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_FULL
-
-
-def _connect_mode(path: Path, *, exclusive: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, check_same_thread=False)
-    try:
-        if exclusive:
-            conn.execute("PRAGMA locking_mode = EXCLUSIVE")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open in WAL mode; on a full disk (the -shm file cannot be created: an I/O error, or
-    SQLITE_FULL), again with exclusive locking, which keeps the WAL index in memory."""
-    try:
-        return _connect_mode(path, exclusive=False)
-    except sqlite3.OperationalError as e:
-        if (getattr(e, "sqlite_errorcode", 0) & 0xFF) not in (_SQLITE_FULL, _SQLITE_IOERR):
-            raise
-        log.warning("%s: %s; opening with exclusive locking (is the disk full?)", path, e)
-    return _connect_mode(path, exclusive=True)
 
 
 @final
@@ -93,7 +63,7 @@ class ServerStore:
             # for a moment.
             os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
             os.chmod(path, 0o600)
-            conn = _connect(path)
+            conn = connect_wal(path)
             db = sqlite_utils.Database(conn)
             tables = set(db.table_names())
             if not {"jobs", "allocs", "meta"} <= tables:  # no DDL on a file that has them
@@ -164,7 +134,7 @@ class ServerStore:
             self._jobs = {**jobs, **self._jobs}
             self._allocs = {**allocs, **self._allocs}
             self._index = self._index if self._index is not None else index
-            if isinstance(e, sqlite3.OperationalError) and _out_of_space(e):
+            if isinstance(e, Exception) and out_of_space(e):
                 if self.degraded is None:
                     log.warning("server state %s: %s; changes are kept in memory and "
                                 "retried with the next write", self.path, e)
