@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.proc_support import processes_with_env
 from yurt.runtime.drivers.rawexec import CRASH_AFTER_SPAWN
 
 pytestmark = pytest.mark.slow
@@ -52,20 +53,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20) -> None:
 
 
 def task_processes(job_id: str, task: str) -> list[int]:
-    want = {f"NOMAD_JOB_ID={job_id}".encode(), f"NOMAD_TASK_NAME={task}".encode()}
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            environ = set(Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"))
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if want <= environ and b"shim.sh" not in cmdline and stat[stat.rindex(")") + 2] != "Z":
-            found.append(int(entry))
-    return found
+    return processes_with_env(NOMAD_JOB_ID=job_id, NOMAD_TASK_NAME=task)
 
 
 def events(output: str) -> list[dict[str, Any]]:

@@ -19,11 +19,11 @@ import pytest
 import trio
 
 from tests.agent_support import running_agent
+from tests.proc_support import processes_with_env
 from tests.runtime_support import eventually
 from yurt.runtime.drivers import rawexec
 from yurt.runtime.drivers.protocol import TaskConfig, reconcile_drivers
 from yurt.runtime.drivers.rawexec import SHIM, RawExecDriver
-from yurt.runtime.procfs import stat_fields
 
 pytestmark = pytest.mark.slow
 
@@ -31,22 +31,7 @@ ALLOC = "orphan-test-5f3a"
 
 
 def task_processes(alloc_id: str, task: str) -> list[int]:
-    """Live processes (not shims) whose environment names this allocation's task."""
-    want = {f"NOMAD_ALLOC_ID={alloc_id}".encode(), f"NOMAD_TASK_NAME={task}".encode()}
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            environ = set(Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"))
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat_fields(int(entry))
-        if (want <= environ and b"shim.sh" not in cmdline and fields is not None
-                and fields[0] != b"Z"):
-            found.append(int(entry))
-    return found
+    return processes_with_env(NOMAD_ALLOC_ID=alloc_id, NOMAD_TASK_NAME=task)
 
 
 @contextmanager

@@ -1,0 +1,31 @@
+"""Counting a task's processes as an operator would: by the variables in /proc/PID/environ.
+
+Every raw_exec task has NOMAD_ALLOC_ID, NOMAD_JOB_ID and NOMAD_TASK_NAME in its environment, and
+so does everything it forks. Shims (their command line names shim.sh) and zombies are left out.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from yurt.runtime.procfs import stat_fields
+
+
+def processes_with_env(**env: str) -> list[int]:
+    """Live processes, shims left out, whose environment has every `NAME=value` given."""
+    want = {f"{name}={value}".encode() for name, value in env.items()}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = set(Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"))
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat_fields(int(entry))
+        if (want <= environ and b"shim.sh" not in cmdline and fields is not None
+                and fields[0] != b"Z"):
+            found.append(int(entry))
+    return found
