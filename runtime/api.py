@@ -85,21 +85,51 @@ PARSES_AT_ONCE: Final = 2
 
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes.
+
+    A refused body is still read and dropped, up to `DRAIN_BYTES` and `DRAIN_SECONDS`: the
+    server hands the body to the app through a small queue, and a body nobody reads leaves
+    the connection waiting on that queue while the client waits to finish sending, so neither
+    would ever see the 413. Past those bounds the connection is closed.
+    """
+    too_large = ApiError(413, f"request body is larger than {limit} bytes")
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body is larger than {limit} bytes")
     parts: list[bytes] = []
     size = 0
     try:
+        if declared.isdigit() and int(declared) > limit:
+            raise too_large
         async for part in request.stream():
             size += len(part)
             if size > limit:
-                raise ApiError(413, f"request body is larger than {limit} bytes")
+                raise too_large
             parts.append(part)
     except ClientDisconnect:
         raise ApiError(400, "the client went away while sending the body") from None
+    except ApiError:
+        parts.clear()
+        await _drop_body(request)
+        raise
     return b"".join(parts)
+
+
+#: How much of a refused body is read and dropped before the connection is closed instead.
+DRAIN_BYTES: Final = 256 << 20
+DRAIN_SECONDS: Final = 2.0
+
+
+async def _drop_body(request: Request) -> None:
+    """Read what is left of the body straight from the ASGI channel (the request's stream
+    may be half consumed, and Starlette allows one iteration only)."""
+    dropped = 0
+    with trio.move_on_after(DRAIN_SECONDS):
+        while dropped <= DRAIN_BYTES:
+            message = await request.receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            dropped += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
 
 async def body_json(request: Request) -> dict[str, Any]:
@@ -701,8 +731,8 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
         except ApiError as e:
             response = PlainTextResponse(str(e), status_code=e.status)
             if e.status == 413:
-                # The rest of the body was never read: a connection kept open would wait for
-                # it while the client waits to finish sending it. Closing ends both.
+                # What is left of a body past the drain bounds (read_body) is never read:
+                # the connection must not be kept for another request.
                 response.headers["Connection"] = "close"
         response.headers["X-Nomad-Index"] = str(max(agent.server.index, 1))
         response.headers["X-Nomad-LastContact"] = "0"
