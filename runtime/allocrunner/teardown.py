@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from yurt.hooks.base import AllocDestroyHook, AllocPrekillHook, AllocShutdownHook
-from yurt.runtime.errors import YurtError
+from yurt.runtime.errors import TaskNotFoundError, YurtError
 from yurt.runtime.structs import ZERO_TIME, TaskEvent, TaskState
 from yurt.runtime.taskrunner import events
 
@@ -134,19 +134,23 @@ async def destroy(ar: AllocRunner) -> None:
                 await kill_tasks(ar)
                 # A runner cancelled from outside ended without stopping its task: a
                 # destroy must not leave it behind.
-                for tr in ar.task_runners.values():
-                    if tr.handle is not None:
-                        try:
-                            await tr.driver.destroy_task(tr.handle.task_id, force=True)
-                        except YurtError as e:
-                            log.error("destroying task %s: %s", tr.name, e)
+                await _force_destroy_tasks(ar)
                 await ar.wait_done.wait()
         if kills.cancelled_caught:
             log.error("alloc %s: tasks did not stop within the destroy's deadline; "
                       "cancelling the runners", ar.id)
         with trio.CancelScope(shield=True, deadline=end):
             await _end_run(ar)
+            # Kills cut by the deadline left their tasks running: SIGKILL what is left before
+            # the hooks delete the alloc dir (and with it the record of every start).
+            left = await _force_destroy_tasks(ar) if kills.cancelled_caught else []
             await ar._publish()
+            if left:
+                # Deleting the state now would forget running processes; kept, the next
+                # start re-attaches to them and finishes the stop.
+                log.error("alloc %s: tasks %s could not be destroyed; its state is kept",
+                          ar.id, ", ".join(left))
+                return
             with trio.move_on_at(end - min(DB_RESERVE, (end - kills_end) / 2)):
                 await ar._run_hooks(AllocDestroyHook, "destroy")
             await ar._db.delete_allocation_bucket(ar.id)
@@ -154,6 +158,23 @@ async def destroy(ar: AllocRunner) -> None:
         ar.broadcaster.close()
         ar.shutdown_done.set()
         ar.destroyed.set()
+
+
+async def _force_destroy_tasks(ar: AllocRunner) -> list[str]:
+    """Destroy by force every task that still has a handle; the names of those whose driver
+    failed (a task already gone counts as destroyed)."""
+    failed = []
+    for tr in ar.task_runners.values():
+        if tr.handle is None:
+            continue
+        try:
+            await tr.driver.destroy_task(tr.handle.task_id, force=True)
+        except TaskNotFoundError:
+            pass
+        except YurtError as e:
+            log.error("destroying task %s: %s", tr.name, e)
+            failed.append(tr.name)
+    return failed
 
 
 async def _end_run(ar: AllocRunner) -> None:
