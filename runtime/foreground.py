@@ -39,13 +39,13 @@ from rich.table import Table
 from yurt.runtime.allocrunner.runner import AllocRunnerConfig
 from yurt.runtime.client import Client
 from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.drivers.protocol import Driver
+from yurt.runtime.drivers.protocol import Driver, reconcile_drivers
 from yurt.runtime.drivers.rawexec import RawExecDriver
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from yurt.runtime.eventstream import EventBroker, Record, Subscription, encode_record
 from yurt.runtime.fingerprint import fingerprint_node
 from yurt.runtime.server.local import LocalServer
-from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent
+from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent, is_client_terminal
 from yurt.runtime.taskrunner.events import datetime_of
 from yurt.store import open_state_db
 from yurt.store.protocol import StateDB
@@ -153,9 +153,11 @@ async def run_job(job: Job, *, data_dir: Path | None, json_output: bool) -> int:
 
 
 async def _resumable(db: StateDB, job: Job) -> list[Allocation]:
-    """Allocations of `job` an earlier `yurt run` on this data dir left unfinished."""
+    """Allocations of `job` an earlier `yurt run` on this data dir left unfinished: those
+    whose tasks may still run, a stop that a crash cut short included (resumed, it finishes)."""
     allocs, _errors = await db.get_all_allocations()
-    return [a for a in allocs if a.job_id == job.id and not a.is_terminal()]
+    return [a for a in allocs
+            if a.job_id == job.id and not is_client_terminal(a.client_status)]
 
 
 async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
@@ -206,6 +208,10 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
                 await client.restore_alloc(alloc)
             else:
                 client.add_alloc(alloc)
+        if resumed:
+            # A start that the crash cut off before its handle was saved: only in this job's
+            # allocations (other jobs' tasks in this data dir are not this run's to judge).
+            await reconcile_drivers(drivers.values(), alloc_root, [a.id for a in resumed])
 
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as waiting:

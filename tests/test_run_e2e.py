@@ -7,12 +7,15 @@ read the process's own output until the record they wait for appears.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).parent.parent
 YURT = str(Path(sys.executable).parent / "yurt")
@@ -225,3 +228,71 @@ def test_interrupted_run_is_bounded_when_the_driver_never_reports_the_exit(
     killed = alloc["TaskStates"]["t"]["Events"][-1]
     assert killed["Type"] == "Killed"
     assert "did not exit" in killed["Details"]["kill_error"]
+
+
+def test_a_stop_cut_by_a_crash_is_finished_by_the_next_run(tmp_path: Path) -> None:
+    """Ctrl-C starts a graceful stop; `yurt run` is SIGKILLed during its kill wait. Run again
+    on the same data dir, it finishes that stop (and exits) rather than placing a second copy
+    next to the first."""
+    from tests.proc_support import processes_with_env
+
+    job_id = f"cut-stop-{uuid.uuid4().hex[:8]}"
+    job = write_job(tmp_path, f'''job "{job_id}" {{
+  type = "service"
+  group "g" {{
+    task "t" {{
+      driver = "raw_exec"
+      kill_timeout = "3s"
+      config {{
+        command = "/bin/sh"
+        args = ["-c", "trap '' INT; echo up; while :; do sleep 0.2; done"]
+      }}
+    }}
+  }}
+}}''')
+    data = str(tmp_path / "data")
+
+    def tasks() -> list[int]:
+        return processes_with_env(NOMAD_JOB_ID=job_id, NOMAD_TASK_NAME="t")
+
+    first = subprocess.Popen([YURT, "run", "--json", "--data-dir", data, job], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None
+        wait_for_task_event(first.stdout, "Started")
+        deadline = time.monotonic() + TIMEOUT
+        while "up" not in _log(tmp_path):  # printed once its trap is set: no event for it
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        first.send_signal(signal.SIGINT)  # the task ignores it: a 3 s kill wait begins
+        wait_for_task_event(first.stdout, "Killing")
+        first.kill()  # in the middle of the kill wait
+        first.wait(timeout=TIMEOUT)
+        assert tasks(), "the task should outlive the killed run"
+        again = run("--json", "--data-dir", data, job)
+        recs = records(again.stdout)
+        assert tasks() == []
+        final = final_allocs(recs)
+        assert len(final) == 1, final  # the resumed allocation, no second placement
+        (alloc,) = final.values()
+        assert alloc["ClientStatus"] == "complete"
+    finally:
+        if first.poll() is None:
+            first.kill()
+        for pid in tasks():
+            os.kill(pid, signal.SIGKILL)
+
+
+def wait_for_task_event(stdout: IO[str], event_type: str) -> None:
+    """Read `yurt run --json` records until a task event of this type (each read is bounded by
+    the run's own progress: the caller's process timeout ends a stuck one)."""
+    for line in stdout:
+        if any(e["Payload"]["Event"]["Type"] == event_type
+               for e in events_of([json.loads(line)], "Task")):
+            return
+    raise AssertionError(f"no {event_type} event before the run ended")
+
+
+def _log(tmp_path: Path) -> str:
+    return "".join(p.read_text() for p in (tmp_path / "data" / "alloc").glob(
+        "*/alloc/logs/t.stdout.0"))

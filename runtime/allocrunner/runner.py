@@ -413,6 +413,10 @@ class AllocRunner:
     async def _handle_alloc_update(self, new: Allocation) -> None:
         stopping = not self.alloc.is_terminal() and new.is_terminal()
         self.alloc = new
+        if stopping:
+            # The stop is durable before any task is signalled: an agent (or `yurt run`,
+            # whose server lives in memory) killed in the middle resumes it after restore.
+            await self._publish()
         if not new.is_terminal():
             await self._run_hooks(AllocUpdateHook, "update", new)
         for tr in self.task_runners.values():

@@ -33,7 +33,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Container, Iterator
+from collections.abc import Collection, Container, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -191,11 +191,15 @@ def reap_task_dir(task_dir: Path, known: Container[StartKey],
 
 
 def reap_alloc_root(alloc_root: Path, known: Container[StartKey],
-                    cgroup_root: cgroups.CgroupRoot | None = None) -> int:
-    """Reap every start under `<alloc_root>/<alloc>/<task>/` not in `known`."""
+                    cgroup_root: cgroups.CgroupRoot | None = None,
+                    alloc_ids: Collection[str] | None = None) -> int:
+    """Reap every start under `<alloc_root>/<alloc>/<task>/` not in `known` (only in the
+    allocations `alloc_ids`, if given)."""
     found = 0
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for alloc_dir in alloc_root.iterdir():
+            if alloc_ids is not None and alloc_dir.name not in alloc_ids:
+                continue
             with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                 for task_dir in alloc_dir.iterdir():
                     found += reap_task_dir(task_dir, known, cgroup_root)

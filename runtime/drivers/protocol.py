@@ -10,7 +10,7 @@ task to stop (signal, then force after `timeout`) and returns; the exit is obser
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -81,16 +81,19 @@ class Driver(Protocol):
 class Reconciler(Protocol):
     """A driver whose tasks outlive the agent, and can be left behind by a crash mid-start."""
 
-    async def reconcile(self, alloc_root: Path) -> int:
-        """Stop every task this driver started under `alloc_root` that no recovered handle
-        accounts for; return how many. Call once every allocation has been restored."""
+    async def reconcile(self, alloc_root: Path,
+                        alloc_ids: Collection[str] | None = None) -> int:
+        """Stop every task this driver started under `alloc_root` (only in the allocations
+        `alloc_ids`, if given) that no recovered handle accounts for; return how many. Call
+        once every allocation has been restored."""
 
 
-async def reconcile_drivers(drivers: Iterable[object], alloc_root: Path) -> int:
+async def reconcile_drivers(drivers: Iterable[object], alloc_root: Path,
+                            alloc_ids: Collection[str] | None = None) -> int:
     """`reconcile` every driver that can: after a restore, nothing runs that the state does
     not account for."""
     total = 0
     for driver in drivers:
         if isinstance(driver, Reconciler):
-            total += await driver.reconcile(alloc_root)
+            total += await driver.reconcile(alloc_root, alloc_ids)
     return total

@@ -42,7 +42,7 @@ import shutil
 import signal as signals
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Container
+from collections.abc import AsyncIterator, Collection, Container
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, final
@@ -506,13 +506,15 @@ class RawExecDriver:
 
     # ------------------------------------------------------------------ recover
 
-    async def reconcile(self, alloc_root: Path) -> int:
-        """Stop every start under `alloc_root` that this driver neither made nor recovered
-        (an agent killed between spawning a task and persisting its handle leaves one), and
-        remove its state dir; return how many had processes. Call after the restore: starts
-        made meanwhile are this driver's, so they are safe (runtime.drivers.orphans)."""
+    async def reconcile(self, alloc_root: Path,
+                        alloc_ids: Collection[str] | None = None) -> int:
+        """Stop every start under `alloc_root` (in the allocations `alloc_ids`, if given)
+        that this driver neither made nor recovered (an agent killed between spawning a task
+        and persisting its handle leaves one), and remove its state dir; return how many had
+        processes. Call after the restore: starts made meanwhile are this driver's, so they
+        are safe (runtime.drivers.orphans)."""
         return await trio.to_thread.run_sync(orphans.reap_alloc_root, alloc_root, self._mine,
-                                             self.cgroup_root)
+                                             self.cgroup_root, alloc_ids)
 
     async def recover_task(self, handle: TaskHandle) -> None:
         if handle.task_id in self._tasks:
