@@ -1,0 +1,216 @@
+"""The jobspec's vocabulary: which fields exist, how each is spelled, and where a problem is.
+
+What lives here: `HCL_SCHEMA` (the HCL names per struct), `UNSUPPORTED` (Nomad features yurt
+refuses rather than ignores), the field specs derived from the structs' own annotations, and
+the problem bookkeeping every stage shares (`_At`, `_Problems`, the common messages).
+
+Invariants: the msgspec structs are the single source of truth for field names and types;
+`HCL_SCHEMA` only adds the HCL spelling where it differs and the labels of labelled blocks.
+Every problem carries a display path (jobspec vocabulary) and a key path (JSON keys), so a job
+gives equivalent errors in HCL and in JSON. `_Problems.add` raises `_TooManyProblems` once
+`MAX_PROBLEMS` are known, which the entry point catches.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final, Literal
+
+import msgspec
+
+from yurt.runtime.jobspec.limits import MAX_PROBLEMS
+from yurt.runtime.sourcemap import PathKey
+from yurt.runtime.structs import (
+    EphemeralDisk,
+    Job,
+    Lifecycle,
+    LogConfig,
+    RequestedDevice,
+    Resources,
+    RestartPolicy,
+    Task,
+    TaskGroup,
+)
+
+
+@dataclass(frozen=True)
+class HclField:
+    """Where an HCL name goes: the struct attribute, and for labelled blocks the attribute
+    that receives the label."""
+
+    attr: str
+    label: str | None = None
+
+
+def _same(*names: str) -> dict[str, HclField]:
+    return {n: HclField(n) for n in names}
+
+
+#: The jobspec's HCL vocabulary, per struct. Anything not listed is an error.
+HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
+    Job: {
+        **_same("region", "namespace", "name", "type", "priority", "datacenters", "meta"),
+        "group": HclField("task_groups", label="name"),
+    },
+    TaskGroup: {
+        **_same("count", "meta", "ephemeral_disk"),
+        "task": HclField("tasks", label="name"),
+        "restart": HclField("restart_policy"),
+    },
+    Task: {
+        **_same("driver", "user", "config", "env", "meta", "leader", "lifecycle",
+                "kill_timeout", "kill_signal", "shutdown_delay", "resources"),
+        "restart": HclField("restart_policy"),
+        "logs": HclField("log_config"),
+    },
+    Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
+    RequestedDevice: _same("count"),
+    LogConfig: _same("max_files", "max_file_size", "disabled"),
+    EphemeralDisk: _same("sticky", "migrate", "size"),
+    RestartPolicy: _same("attempts", "interval", "delay", "mode", "render_templates"),
+    Lifecycle: _same("hook", "sidecar"),
+}
+
+#: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
+#: Left unset (or at Nomad's zero value, as `nomad job run -output` writes them) they are
+#: accepted; set to anything else they are an error, never silently ignored.
+UNSUPPORTED: Final = frozenset({
+    "affinity", "all_at_once", "artifact", "check_restart", "constraint", "consul",
+    "csi_plugin", "disconnect", "dispatch_payload", "identity", "kind", "max_client_disconnect",
+    "migrate", "multiregion", "network", "node_pool", "numa", "parameterized", "periodic",
+    "reschedule", "scaling", "service", "spread", "stop_after_client_disconnect", "template",
+    "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
+    "Affinities", "AllAtOnce", "Artifacts", "CSIPluginConfig", "Constraints", "Consul",
+    "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "DispatchPayload", "Disconnect",
+    "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Migrate", "Multiregion",
+    "NUMA", "Networks", "NodePool", "ParameterizedJob", "Periodic", "Reschedule",
+    "ReschedulePolicy", "Scaling", "ScalingPolicies", "Services", "Spreads",
+    "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
+    "VaultToken", "VolumeMounts", "Volumes", "Dispatched", "DispatchIdempotencyToken",
+    "NomadTokenID", "ParentID", "Payload", "Stable", "UI", "VersionTag",
+})
+
+
+def _is_zero(value: Any) -> bool:
+    """Nomad's encoding of "not set" for a field: null, "", 0, false, [] or {}."""
+    return value is None or (not isinstance(value, int | float) and not value) or (
+        isinstance(value, int | float) and value == 0)
+
+
+# --------------------------------------------------------------------------- field specs
+
+Kind = Literal["struct", "struct_list", "str_map", "any_map", "duration", "int", "float", "str",
+               "bool", "str_list", "any"]
+
+
+@dataclass(frozen=True)
+class _FieldSpec:
+    attr: str
+    json_name: str
+    hcl_name: str
+    kind: Kind
+    struct: type[msgspec.Struct] | None = None
+    label_json: str | None = None  # struct_list: the JSON field that holds the HCL label
+
+
+def _classify(tp: Any) -> tuple[Kind, type[msgspec.Struct] | None]:
+    origin = typing.get_origin(tp)
+    if origin in (types.UnionType, typing.Union):
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _classify(inner)
+    if origin is typing.Annotated:
+        base, *meta = typing.get_args(tp)
+        if any(getattr(m, "extra", None) == {"yurt_kind": "duration"} for m in meta):
+            return "duration", None
+        return _classify(base)
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return "struct", tp
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if isinstance(item, type) and issubclass(item, msgspec.Struct):
+            return "struct_list", item
+        return "str_list", None
+    if origin is dict:
+        _, value = typing.get_args(tp)
+        return ("str_map" if value is str else "any_map"), None
+    simple: dict[Any, Kind] = {int: "int", float: "float", str: "str", bool: "bool"}
+    return simple.get(tp, "any"), None
+
+
+@cache
+def _field_specs(struct: type[msgspec.Struct]) -> dict[str, _FieldSpec]:
+    """The struct's fields keyed by JSON name, each with its HCL name and kind."""
+    hcl_by_attr = {f.attr: (name, f.label) for name, f in HCL_SCHEMA.get(struct, {}).items()}
+    specs: dict[str, _FieldSpec] = {}
+    for info in msgspec.structs.fields(struct):
+        kind, sub = _classify(info.type)
+        hcl_name, label_attr = hcl_by_attr.get(info.name, (info.name, None))
+        label_json = None
+        if label_attr is not None and sub is not None:
+            label_json = next(f.encode_name for f in msgspec.structs.fields(sub)
+                              if f.name == label_attr)
+        specs[info.encode_name] = _FieldSpec(info.name, info.encode_name, hcl_name, kind, sub,
+                                             label_json)
+    return specs
+
+
+def _by_attr(struct: type[msgspec.Struct]) -> dict[str, _FieldSpec]:
+    return {s.attr: s for s in _field_specs(struct).values()}
+
+
+# --------------------------------------------------------------------------- problems
+
+
+@dataclass(frozen=True)
+class _At:
+    """A place in the job: display path (HCL vocabulary) and key path (JSON keys)."""
+
+    d: PathKey
+    k: PathKey
+
+    def field(self, struct: type[msgspec.Struct], attr: str) -> _At:
+        spec = _by_attr(struct)[attr]
+        return _At((*self.d, spec.hcl_name), (*self.k, spec.json_name))
+
+    def item(self, struct: type[msgspec.Struct], attr: str, index: int, label: str) -> _At:
+        spec = _by_attr(struct)[attr]
+        return _At((*self.d, spec.hcl_name, label), (*self.k, spec.json_name, index))
+
+
+class _TooManyProblems(Exception):
+    """Stops the checks once `MAX_PROBLEMS` are known (caught in `parse_job`)."""
+
+
+@dataclass
+class _Problems:
+    items: list[tuple[_At, str]]
+
+    def add(self, at: _At, message: str) -> None:
+        self.items.append((at, message))
+        if len(self.items) >= MAX_PROBLEMS:
+            raise _TooManyProblems
+
+
+def _unknown_message(key: str, valid: list[str]) -> str:
+    if key in UNSUPPORTED:
+        return f'"{key}" is a Nomad feature yurt does not support'
+    msg = f'unknown field "{key}"'
+    close = difflib.get_close_matches(key, valid, n=1)
+    if close:
+        msg += f'; did you mean "{close[0]}"?'
+    return msg
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a bool", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+#: Marks a value that failed its check and is left out of the output.
+_INVALID: Final = object()

@@ -1,0 +1,131 @@
+"""The entry points: `parse_job` runs the four stages in order, `load_job` reads a file first.
+
+What lives here: format detection, the pipeline that turns the collected problems into one
+`JobSpecError` with positions, and `encode_job` (the inverse, as Nomad API JSON).
+
+Invariants: the text is bounded (size, Unicode) before stage 1 reads it; whatever the input,
+the only exception out of `parse_job` is a `JobSpecError`; a job is canonicalised only when no
+stage found a problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from yurt.runtime.errors import JobSpecError, SpecProblem
+from yurt.runtime.jobspec.fields import _At, _Problems, _TooManyProblems
+from yurt.runtime.jobspec.hcl import _HclNormaliser
+from yurt.runtime.jobspec.limits import MAX_JOB_CHARS, MAX_PROBLEMS, _lone_surrogate
+from yurt.runtime.jobspec.rules import _check_job, canonicalize
+from yurt.runtime.jobspec.shape import _check_shape
+from yurt.runtime.jobspec.syntax import _load_hcl, _load_json
+from yurt.runtime.sourcemap import PathKey, Position, hcl_positions, json_positions, locate
+from yurt.runtime.structs import Job
+
+Format = Literal["hcl", "json"]
+
+
+def detect_format(filename: str, text: str) -> Format:
+    """`.json` files, and text that starts with `{`, are JSON; everything else is HCL."""
+    if filename.endswith(".json") or text.lstrip().startswith("{"):
+        return "json"
+    return "hcl"
+
+
+def parse_job(text: str, *, filename: str = "<job>", format: Format | None = None) -> Job:
+    """Parse, validate and canonicalise a job.
+
+    Args:
+        text: the job file's contents, Nomad HCL2 or Nomad JSON (`{"Job": {…}}`).
+        filename: used in error messages.
+        format: "hcl" or "json"; guessed by `detect_format` when omitted.
+
+    Returns:
+        The canonical `Job`: defaults filled, restart policies merged.
+
+    Raises:
+        JobSpecError: listing every problem found, each with line, column and field path.
+    """
+    try:
+        return _parse_job(text, filename, format or detect_format(filename, text))
+    except RecursionError:
+        # The depth limits keep every stage far from the recursion limit; should one still be
+        # reached, it is the input's fault and is reported as such, never as a traceback.
+        raise JobSpecError(filename, [SpecProblem(0, 0, "syntax", "the job is nested too "
+                                                  "deeply to be read")]) from None
+
+
+def _parse_job(text: str, filename: str, fmt: Format) -> Job:
+    if len(text) > MAX_JOB_CHARS:
+        raise JobSpecError(filename, [SpecProblem(0, 0, "file", f"the job is larger than "
+                                                  f"{MAX_JOB_CHARS >> 20} MiB")])
+    surrogate = _lone_surrogate(text)
+    if surrogate is not None:
+        raise JobSpecError(filename, [SpecProblem(*surrogate, "syntax", "not valid Unicode "
+                                                  "text (a lone surrogate)")])
+    problems = _Problems([])
+    positions: Callable[[], dict[PathKey, Position]]
+    key_prefix: PathKey = ()
+    job: Job | None = None
+    try:
+        if fmt == "hcl":
+            raw, tree = _load_hcl(text, filename)
+            hcl_keyed: dict[PathKey, Position] = {}
+            positions = lambda: hcl_keyed  # noqa: E731 - same signature as the lazy JSON index
+            data, root = _HclNormaliser(hcl_positions(tree), problems, hcl_keyed).job(raw)
+        else:
+            doc = _load_json(text, filename)
+            if isinstance(doc, dict) and set(doc) == {"Job"}:
+                doc, key_prefix = doc["Job"], ("Job",)
+            elif not (isinstance(doc, dict) and ("ID" in doc or "TaskGroups" in doc)):
+                raise JobSpecError(filename, [SpecProblem(1, 1, "job", 'expected Nomad API JSON, '
+                                                          '{"Job": {"ID": …, "TaskGroups": […]}}')])
+            data = doc
+            job_id = doc.get("ID") if isinstance(doc, dict) else None
+            root = _At(("job", job_id if isinstance(job_id, str) else "?"), ())
+            positions = lambda: json_positions(text)  # noqa: E731
+
+        checked = _check_shape(Job, data, root, problems)
+        try:
+            # Values that failed their check were left out, so this succeeds and the rules
+            # below still run: one pass reports shape and rule problems together.
+            job = msgspec.convert(checked, Job)
+        except msgspec.ValidationError as e:  # pragma: no cover - _check_shape should catch it
+            problems.add(root, str(e))
+        if job is not None:
+            _check_job(job, _At(("job", job.id), ()), problems)
+    except _TooManyProblems:
+        pass
+
+    if problems.items:
+        index = positions()
+        out = []
+        for at, message in problems.items:
+            line, column = locate(index, (*key_prefix, *at.k))
+            out.append(SpecProblem(line, column, ".".join(str(p) for p in at.d), message))
+        if len(problems.items) >= MAX_PROBLEMS:
+            out.append(SpecProblem(0, 0, "job", f"stopped after {MAX_PROBLEMS} problems"))
+        raise JobSpecError(filename, out)
+    if job is None:  # pragma: no cover - a failed convert always adds a problem
+        raise JobSpecError(filename, [SpecProblem(0, 0, "job", "the job could not be read")])
+    return canonicalize(job)
+
+
+def load_job(path: str | Path) -> Job:
+    """Read and parse a job file; unreadable files are a `JobSpecError` too."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise JobSpecError(name, [SpecProblem(0, 0, "file", f"cannot read: {reason}")]) from None
+    return parse_job(text, filename=name)
+
+
+def encode_job(job: Job) -> bytes:
+    """The job as Nomad API JSON, `{"Job": {…}}`, as `nomad job run -output` prints it."""
+    return msgspec.json.format(msgspec.json.encode({"Job": job}), indent=2)

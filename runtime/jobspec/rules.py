@@ -1,0 +1,267 @@
+"""Stage 4: the rules Nomad enforces on a well-typed `Job`, then its canonical form.
+
+What lives here: validation (restart policy, lifecycle hooks, one leader, unique names, known
+drivers and their configs, resources, log storage against the ephemeral disk, names that must
+be file names) and `canonicalize` (the job-type-dependent restart policy, task restart blocks
+merged over their group's).
+
+Invariants: the checks read a `Job` that stage 3 made well-typed and never change it; they
+report every problem through `_Problems`. A restart problem a task merely inherits is reported
+once, on its group. `canonicalize` runs only on a job without problems and leaves no `None` in
+any restart policy field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgspec
+
+from yurt.runtime.drivers import TASK_CONFIG
+from yurt.runtime.durations import SECOND, format_duration
+from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
+from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
+from yurt.runtime.structs import (
+    DEFAULT_RESTART_POLICY,
+    JOB_TYPES,
+    LIFECYCLE_HOOKS,
+    RESTART_MODES,
+    EphemeralDisk,
+    Job,
+    Lifecycle,
+    LogConfig,
+    RequestedDevice,
+    Resources,
+    RestartPolicy,
+    Task,
+    TaskGroup,
+)
+
+#: Nomad's minimum restart interval.
+MIN_RESTART_INTERVAL: Final = 5 * SECOND
+
+
+def merge_restart(base: RestartPolicy, override: RestartPolicy | None) -> RestartPolicy:
+    """`override`'s set fields over `base`'s (a task's restart block over its group's)."""
+    if override is None:
+        return msgspec.structs.replace(base)
+    changes = {f: getattr(override, f) for f in override.__struct_fields__
+               if getattr(override, f) is not None}
+    return msgspec.structs.replace(base, **changes)
+
+
+def _default_restart(job: Job) -> RestartPolicy:
+    return DEFAULT_RESTART_POLICY.get(job.type, DEFAULT_RESTART_POLICY["service"])
+
+
+def _check_restart(policy: RestartPolicy, at: _At) -> list[tuple[_At, str]]:
+    """Nomad's `RestartPolicy.Validate`, on a fully merged policy."""
+    problems = _Problems([])
+    attempts, interval = policy.attempts or 0, policy.interval or 0
+    delay, mode = policy.delay or 0, policy.mode
+    mode_at = at.field(RestartPolicy, "mode")
+    if mode not in RESTART_MODES:
+        problems.add(mode_at, f'expected "delay" or "fail", got "{mode}"')
+    elif attempts == 0 and mode != "fail":
+        problems.add(mode_at, f'restart policy "{mode}" with 0 attempts is ambiguous; '
+                              'use mode "fail" for a task that must not restart')
+    if attempts < 0:
+        problems.add(at.field(RestartPolicy, "attempts"), f"must be 0 or more, got {attempts}")
+    if interval < MIN_RESTART_INTERVAL:
+        problems.add(at.field(RestartPolicy, "interval"),
+                     f"must be at least {format_duration(MIN_RESTART_INTERVAL)}, "
+                     f"got {format_duration(interval)}")
+    elif attempts * delay > interval:
+        problems.add(at, f"cannot restart {attempts} times in an interval of "
+                         f"{format_duration(interval)} with a delay of {format_duration(delay)} "
+                         f"(attempts × delay must not exceed interval)")
+    return problems.items
+
+
+def _check_unique(names: list[str], at_of: Callable[[int], _At], what: str,
+                  problems: _Problems) -> None:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if not name:
+            problems.add(at_of(i), f"{what} name must not be empty")
+        elif name in seen:
+            problems.add(at_of(i), f'{what} name "{name}" is used more than once')
+        seen.add(name)
+
+
+_MSGSPEC_AT: Final = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
+_MSGSPEC_FIELD: Final = re.compile(r"^Object (?P<what>contains unknown|missing required) field "
+                                   r"`(?P<name>[^`]+)`$")
+
+
+def _check_driver_config(driver: str, config: dict[str, Any], at: _At,
+                         problems: _Problems) -> None:
+    """Decode `config` with the driver's schema; place msgspec's one error on its field."""
+    schema = TASK_CONFIG[driver]
+    try:
+        msgspec.convert(config, schema)
+    except msgspec.ValidationError as e:
+        m = _MSGSPEC_AT.match(str(e))
+        assert m is not None  # the pattern matches any string
+        msg, where = m["msg"], at
+        for part in re.findall(r"\.(\w+)|\[(\d+)\]", m["path"] or ""):
+            key: str | int = part[0] or int(part[1])
+            where = _At((*where.d, str(key)), (*where.k, key))
+        field_m = _MSGSPEC_FIELD.match(msg)
+        if field_m and field_m["what"] == "contains unknown":
+            name = field_m["name"]
+            where = _At((*where.d, name), (*where.k, name))
+            msg = _unknown_message(name, sorted(schema.__struct_fields__))
+        elif field_m:
+            msg = f'{driver} needs "{field_m["name"]}"'
+        elif ": " in msg and m["path"] is None and msg.split(": ", 1)[0] in config:
+            name, msg = msg.split(": ", 1)  # a __post_init__ check names its field
+            where = _At((*where.d, name), (*where.k, name))
+        else:
+            msg = msg[0].lower() + msg[1:]
+        problems.add(where, msg)
+
+
+def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
+                at: _At, problems: _Problems) -> None:
+    name_problem = _file_name_problem(task.name)
+    if name_problem:
+        problems.add(at, f"task name {name_problem}")
+    if not task.driver:
+        problems.add(at.field(Task, "driver"), "missing driver")
+    elif task.driver not in TASK_CONFIG:
+        known = ", ".join(sorted(TASK_CONFIG))
+        problems.add(at.field(Task, "driver"), f'unknown driver "{task.driver}"; yurt has {known}')
+    else:
+        _check_driver_config(task.driver, task.config, at.field(Task, "config"), problems)
+    if task.lifecycle is not None and task.lifecycle.hook not in LIFECYCLE_HOOKS:
+        problems.add(at.field(Task, "lifecycle").field(Lifecycle, "hook"),
+                     f"expected one of {', '.join(map(json.dumps, LIFECYCLE_HOOKS))}, "
+                     f'got "{task.lifecycle.hook}"')
+    if task.restart_policy is not None:
+        # Problems the task merely inherits are reported once, on the group.
+        inherited = {msg for _, msg in _check_restart(group_policy, at)}
+        for where, msg in _check_restart(merge_restart(group_policy, task.restart_policy),
+                                         at.field(Task, "restart_policy")):
+            if msg not in inherited:
+                problems.add(where, msg)
+    for attr in ("kill_timeout", "shutdown_delay"):
+        if getattr(task, attr) < 0:
+            problems.add(at.field(Task, attr), "must not be negative")
+    if task.kill_signal:
+        try:
+            signal.Signals[task.kill_signal.upper()]
+        except KeyError:
+            problems.add(at.field(Task, "kill_signal"),
+                         f'unknown signal "{task.kill_signal}"; expected a name such as "SIGTERM"')
+
+    res, res_at = task.resources, at.field(Task, "resources")
+    if res.cpu < 1:
+        problems.add(res_at.field(Resources, "cpu"), f"minimum CPU value is 1, got {res.cpu}")
+    if res.memory < 10:
+        problems.add(res_at.field(Resources, "memory"),
+                     f"minimum memory value is 10 MB, got {res.memory}")
+    if res.memory_max and res.memory_max < res.memory:
+        problems.add(res_at.field(Resources, "memory_max"),
+                     f"memory_max ({res.memory_max} MB) must be at least memory "
+                     f"({res.memory} MB)")
+    for i, dev in enumerate(res.devices):
+        dev_at = res_at.item(Resources, "devices", i, dev.name)
+        parts = dev.name.split("/")
+        if not dev.name or len(parts) > 3 or not all(parts):
+            problems.add(dev_at, f'device name must be "type", "vendor/type" or '
+                                 f'"vendor/type/name", got "{dev.name}"')
+        if dev.count < 1:
+            problems.add(dev_at.field(RequestedDevice, "count"),
+                         f"must be at least 1, got {dev.count}")
+
+    logs, logs_at = task.log_config, at.field(Task, "log_config")
+    if logs.max_files < 1:
+        problems.add(logs_at.field(LogConfig, "max_files"), f"must be at least 1, got "
+                                                            f"{logs.max_files}")
+    if logs.max_file_size < 1:
+        problems.add(logs_at.field(LogConfig, "max_file_size"),
+                     f"must be at least 1 MB, got {logs.max_file_size}")
+    log_mb = logs.max_files * logs.max_file_size
+    if log_mb >= group.ephemeral_disk.size and not logs.disabled:
+        problems.add(logs_at, f"log storage ({logs.max_files} × {logs.max_file_size} MB = "
+                              f"{log_mb} MB) must be less than the group's ephemeral_disk size "
+                              f"({group.ephemeral_disk.size} MB)")
+
+
+def _file_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a task's file name, or None (an empty name is reported apart)."""
+    if "/" in name or "\0" in name:
+        return 'must not contain "/" or NUL characters'
+    if name in (".", ".."):
+        return f'must not be "{name}"'
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"must be at most {MAX_NAME_BYTES} bytes"
+    return None
+
+
+def _check_job(job: Job, root: _At, problems: _Problems) -> None:
+    if not job.id:
+        problems.add(root, "missing job ID")
+    elif " " in job.id or "\0" in job.id:
+        problems.add(root, "job ID must not contain spaces or NUL characters")
+    elif len(job.id.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        problems.add(root, f"job ID must be at most {MAX_NAME_BYTES} bytes")
+    if job.type not in JOB_TYPES:
+        problems.add(root.field(Job, "type"),
+                     f"expected one of {', '.join(map(json.dumps, JOB_TYPES))}, got "
+                     f'"{job.type}"')
+    if not 1 <= job.priority <= 100:
+        problems.add(root.field(Job, "priority"), f"must be between 1 and 100, got "
+                                                  f"{job.priority}")
+    if not job.task_groups:
+        problems.add(root, 'a job needs at least one group "<name>" { … }')
+
+    def group_at(i: int) -> _At:
+        return root.item(Job, "task_groups", i, job.task_groups[i].name or str(i))
+
+    _check_unique([g.name for g in job.task_groups], group_at, "group", problems)
+    for gi, group in enumerate(job.task_groups):
+        g_at = group_at(gi)
+        if not 0 <= group.count <= MAX_COUNT:
+            problems.add(g_at.field(TaskGroup, "count"),
+                         f"must be between 0 and {MAX_COUNT}, got {group.count}")
+        if len(group.name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            problems.add(g_at, f"group name must be at most {MAX_NAME_BYTES} bytes")
+        if group.ephemeral_disk.size < 10:
+            problems.add(g_at.field(TaskGroup, "ephemeral_disk").field(EphemeralDisk, "size"),
+                         f"minimum ephemeral_disk size is 10 MB, got {group.ephemeral_disk.size}")
+        group_policy = merge_restart(_default_restart(job), group.restart_policy)
+        if group.restart_policy is not None:
+            for where, msg in _check_restart(group_policy, g_at.field(TaskGroup, "restart_policy")):
+                problems.add(where, msg)
+        if not group.tasks:
+            problems.add(g_at, 'a group needs at least one task "<name>" { … }')
+
+        def task_at(i: int, g_at: _At = g_at, group: TaskGroup = group) -> _At:
+            return g_at.item(TaskGroup, "tasks", i, group.tasks[i].name or str(i))
+
+        _check_unique([t.name for t in group.tasks], task_at, "task", problems)
+        leaders = [i for i, t in enumerate(group.tasks) if t.leader]
+        for i in leaders[1:]:
+            problems.add(task_at(i).field(Task, "leader"),
+                         f'only one task may be marked as leader; "{group.tasks[leaders[0]].name}"'
+                         " already is")
+        for ti, task in enumerate(group.tasks):
+            _check_task(group, task, group_policy, task_at(ti), problems)
+
+
+def canonicalize(job: Job) -> Job:
+    """Fill what depends on context, in place: job name, and every restart policy (group
+    over job-type default, task over group), so runners never see a `None` policy field."""
+    if not job.name:
+        job.name = job.id
+    for group in job.task_groups:
+        group.restart_policy = merge_restart(_default_restart(job), group.restart_policy)
+        for task in group.tasks:
+            task.restart_policy = merge_restart(group.restart_policy, task.restart_policy)
+    return job
