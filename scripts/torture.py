@@ -1,0 +1,611 @@
+"""Crash torture: SIGKILL a real `yurt agent` at random points under a job workload, check invariants.
+
+Why this exists: unit tests prove each recovery path in isolation, but only killing the real
+agent at arbitrary instants (while it starts, stops, restarts or replaces tasks) shows whether
+its state and the processes on the machine agree after every crash. A seeded `random.Random`
+picks the operations (register service/batch jobs, update env, scale, stop, purge, restart or
+stop an allocation) and the moment of each kill, so a failing seed can be replayed (timing
+still varies, so a replay is likely, not certain, to hit the same window).
+
+After each kill the two databases get `PRAGMA integrity_check` (read-only, while no agent runs),
+the agent is started again, and once it serves the API and has *settled* the processes are
+compared with what the API says. Settled means: for `SETTLE_QUIET` seconds in a row no
+allocation that should run is `pending`, no task is `pending`, and no allocation the server
+wants stopped is still `running` on the client; a restart that does not serve the API within
+`API_DEADLINE` or settle within `SETTLE_DEADLINE` is a failed restart (its invariants are still
+checked and reported).
+
+Task processes are found in /proc, not through the agent: every task of this run carries the
+env var `YURT_TORTURE=<run id>`; among the processes with it, the shims (`shim.sh` in their
+command line) are set aside and the task is the process whose parent does not carry the
+variable (its shim, or pid 1 when the shim is gone: an orphan). Children of a task inherit
+the variable and are skipped because their parent has it.
+
+Counts:
+- duplicates: more than one task process for one (allocation, task);
+- orphans: a task process whose allocation is unknown, terminal or wanted stopped, or whose
+  parent is pid 1; and at the end anything of this run still alive after every job stopped;
+- wrong_statuses: the API says a task is running and no process exists, or a process exists
+  and the API says the task is dead/pending;
+- failed_restarts: the agent did not serve the API or did not settle in time, or a DB failed
+  its integrity check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+
+API_DEADLINE = 30.0  # a loaded 2-core machine can take several seconds to start Python
+SETTLE_DEADLINE = 20.0  # above nothing legitimate: a restart must not wait the 15 s delay
+SETTLE_QUIET = 0.6
+POLL = 0.1
+MAX_SERVICE_JOBS = 5
+TERMINAL = {"complete", "failed", "lost"}
+
+# A service task never exits on its own; a batch task exits 0 soon; a prestart task runs briefly.
+SERVICE_SCRIPT = "while :; do sleep 1; done"
+BATCH_SCRIPT = "sleep 0.4; exit 0"
+PRESTART_SCRIPT = "sleep 0.2"
+
+
+def default_yurt() -> str:
+    return str(Path(sys.executable).parent / "yurt")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ----------------------------------------------------------------------------- processes
+
+@dataclass(frozen=True)
+class TaskProcess:
+    pid: int
+    ppid: int
+    alloc_id: str
+    task: str
+
+
+def _read_environ(pid: str) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+def _stat(pid: str) -> tuple[str, int]:
+    """(state letter, ppid) from /proc/PID/stat; the command name may contain spaces."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    rest = text[text.rindex(")") + 2:].split()
+    return rest[0], int(rest[1])
+
+
+def scan_run(run_id: str) -> tuple[list[TaskProcess], list[int]]:
+    """Task processes and every live pid (shims and children included) of this torture run."""
+    marked: dict[int, tuple[int, dict[str, str], bytes]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            env = _read_environ(entry)
+            if env.get("YURT_TORTURE") != run_id:
+                continue
+            state, ppid = _stat(entry)
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # gone while we looked
+        if state in ("Z", "X"):
+            continue
+        marked[int(entry)] = (ppid, env, cmdline)
+    tasks = []
+    for pid, (ppid, env, cmdline) in marked.items():
+        if b"shim.sh" in cmdline:
+            continue
+        parent = marked.get(ppid)
+        if parent is not None and b"shim.sh" not in parent[2]:
+            continue  # a child of a task
+        tasks.append(TaskProcess(pid, ppid, env.get("NOMAD_ALLOC_ID", "?"),
+                                 env.get("NOMAD_TASK_NAME", "?")))
+    return tasks, sorted(marked)
+
+
+# ----------------------------------------------------------------------------- checks
+
+@dataclass
+class Findings:
+    duplicates: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    wrong_statuses: list[str] = field(default_factory=list)
+
+
+def check_invariants(allocs: list[dict[str, Any]], procs: list[TaskProcess]) -> Findings:
+    """Compare the API's allocations (full views) with the task processes found in /proc."""
+    found = Findings()
+    by_id = {a["ID"]: a for a in allocs}
+    per_task = Counter((p.alloc_id, p.task) for p in procs)
+    for (alloc_id, task), n in per_task.items():
+        if n > 1:
+            found.duplicates.append(f"{n} processes for alloc {alloc_id[:8]} task {task}")
+    for p in procs:
+        alloc = by_id.get(p.alloc_id)
+        where = f"pid {p.pid} (alloc {p.alloc_id[:8]} task {p.task})"
+        if p.ppid == 1:
+            found.orphans.append(f"{where} hangs off pid 1 without its shim")
+        elif alloc is None:
+            found.orphans.append(f"{where}: allocation unknown to the API")
+        elif alloc["DesiredStatus"] != "run":
+            found.orphans.append(f"{where}: server wants it {alloc['DesiredStatus']} "
+                                 f"(client says {alloc['ClientStatus']})")
+        elif alloc["ClientStatus"] in TERMINAL:
+            found.orphans.append(f"{where}: allocation is {alloc['ClientStatus']}")
+        else:
+            state = (alloc.get("TaskStates") or {}).get(p.task)
+            if state is None or state["State"] != "running":
+                found.wrong_statuses.append(
+                    f"{where}: process runs but API task state is "
+                    f"{state['State'] if state else 'missing'}")
+    for alloc in allocs:
+        for task, state in (alloc.get("TaskStates") or {}).items():
+            if state["State"] == "running" and per_task[(alloc["ID"], task)] == 0:
+                found.wrong_statuses.append(
+                    f"alloc {alloc['ID'][:8]} ({alloc['JobID']}) task {task}: API says running "
+                    f"(alloc {alloc['DesiredStatus']}/{alloc['ClientStatus']}) but no process")
+    return found
+
+
+def unsettled(allocs: list[dict[str, Any]]) -> list[str]:
+    """Why the client is not settled yet (empty when it is)."""
+    why = []
+    for a in allocs:
+        name = f"alloc {a['ID'][:8]} ({a['JobID']})"
+        if a["DesiredStatus"] == "run" and a["ClientStatus"] == "pending":
+            why.append(f"{name} pending")
+        if a["DesiredStatus"] != "run" and a["ClientStatus"] in ("running", "pending"):
+            why.append(f"{name} {a['DesiredStatus']} but {a['ClientStatus']}")
+        if a["ClientStatus"] not in TERMINAL:
+            for task, state in (a.get("TaskStates") or {}).items():
+                if state["State"] == "pending" and a["DesiredStatus"] == "run":
+                    why.append(f"{name} task {task} pending")
+    return why
+
+
+def integrity(path: Path) -> str:
+    """'ok', or what is wrong with the SQLite DB at `path` (absent counts as ok: not created yet)."""
+    if not path.exists():
+        return "ok"
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute("PRAGMA integrity_check").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        return f"cannot check: {e}"
+    result = "; ".join(str(r[0]) for r in rows)
+    return "ok" if result == "ok" else result
+
+
+# ----------------------------------------------------------------------------- workload
+
+def _task(name: str, script: str, run_id: str, env: dict[str, str],
+          hook: str | None = None) -> dict[str, Any]:
+    task: dict[str, Any] = {
+        "Name": name, "Driver": "raw_exec",
+        "Config": {"command": "/bin/sh", "args": ["-c", script, f"torture-{run_id}"]},
+        "Env": {"YURT_TORTURE": run_id, **env},
+        "Resources": {"CPU": 10, "MemoryMB": 10},
+        "KillTimeout": 2_000_000_000}
+    if hook:
+        task["Lifecycle"] = {"Hook": hook, "Sidecar": False}
+    return task
+
+
+@dataclass
+class JobModel:
+    id: str
+    type: str
+    count: int
+    prestart: bool
+    version: int = 0
+
+    def body(self, run_id: str) -> dict[str, Any]:
+        env = {"VERSION": str(self.version)}
+        script = SERVICE_SCRIPT if self.type == "service" else BATCH_SCRIPT
+        tasks = [_task("main", script, run_id, env)]
+        if self.prestart:
+            tasks.insert(0, _task("init", PRESTART_SCRIPT, run_id, env, hook="prestart"))
+        return {"Job": {"ID": self.id, "Type": self.type,
+                        "TaskGroups": [{"Name": "g", "Count": self.count, "Tasks": tasks}]}}
+
+
+class Workload:
+    """Chooses and sends the next operation; the server stays the source of truth."""
+
+    def __init__(self, rng: random.Random, run_id: str) -> None:
+        self.rng = rng
+        self.run_id = run_id
+        self.known: dict[str, JobModel] = {}  # every service job ever sent
+        self.jobs: dict[str, JobModel] = {}  # service jobs registered and not stopped
+        self.stopped: list[str] = []
+        self.serial = 0
+
+    def sync(self, jobs: list[dict[str, Any]]) -> None:
+        """Follow the server: a kill may have landed before an operation was received."""
+        self.jobs = {j["ID"]: self.known[j["ID"]] for j in jobs
+                     if j["ID"] in self.known and not j["Stop"]}
+        self.stopped = [j["ID"] for j in jobs if j["Stop"]]
+
+    def _new_id(self, kind: str) -> str:
+        self.serial += 1
+        return f"{kind}-{self.serial}"
+
+    def choose(self, allocs: list[dict[str, Any]]) -> tuple[str, Callable[
+            [httpx2.AsyncClient], Any]]:
+        """(description, coroutine function) of one operation."""
+        rng = self.rng
+        services = [j for j in self.jobs.values() if j.type == "service"]
+        running = [a for a in allocs if a["DesiredStatus"] == "run"
+                   and a["ClientStatus"] == "running"]
+        choices: list[str] = []
+        if len(services) < MAX_SERVICE_JOBS:
+            choices += ["register_service"] * 3
+        choices += ["register_batch"]
+        if services:
+            choices += ["update", "update", "scale", "scale", "stop_job"]
+        if len(services) >= MAX_SERVICE_JOBS:
+            choices += ["stop_job"] * 2
+        if running:
+            choices += ["restart_alloc", "restart_alloc", "stop_alloc"]
+        if self.stopped:
+            choices += ["purge"]
+        op = rng.choice(choices)
+        if op in ("register_service", "register_batch"):
+            kind = "svc" if op == "register_service" else "batch"
+            job = JobModel(self._new_id(kind), "service" if kind == "svc" else "batch",
+                           rng.randint(1, 3) if kind == "svc" else rng.randint(1, 2),
+                           rng.random() < 0.4)
+            if job.type == "service":
+                self.jobs[job.id] = self.known[job.id] = job
+            return f"{op} {job.id} count={job.count} prestart={job.prestart}", \
+                self._register(job)
+        if op == "update":
+            job = rng.choice(services)
+            job.version += 1
+            return f"update {job.id} -> v{job.version}", self._register(job)
+        if op == "scale":
+            job = rng.choice(services)
+            job.count = rng.choice([c for c in (1, 2, 3) if c != job.count])
+            return f"scale {job.id} -> {job.count}", self._register(job)
+        if op == "stop_job":
+            job = rng.choice(services)
+            del self.jobs[job.id]
+            self.stopped.append(job.id)
+            return f"stop_job {job.id}", self._call("DELETE", f"/v1/job/{job.id}")
+        if op == "purge":
+            job_id = self.stopped.pop(rng.randrange(len(self.stopped)))
+            return f"purge {job_id}", self._call("DELETE", f"/v1/job/{job_id}?purge=true")
+        alloc = rng.choice(running)
+        if op == "restart_alloc":
+            return (f"restart_alloc {alloc['ID'][:8]} ({alloc['JobID']})",
+                    self._call("POST", f"/v1/client/allocation/{alloc['ID']}/restart", {}))
+        return (f"stop_alloc {alloc['ID'][:8]} ({alloc['JobID']})",
+                self._call("POST", f"/v1/allocation/{alloc['ID']}/stop", {}))
+
+    def _register(self, job: JobModel) -> Callable[[httpx2.AsyncClient], Any]:
+        return self._call("POST", "/v1/jobs", job.body(self.run_id))
+
+    @staticmethod
+    def _call(method: str, url: str, body: Any = None) -> Callable[[httpx2.AsyncClient], Any]:
+        async def send(client: httpx2.AsyncClient) -> Any:
+            response = await client.request(method, url, json=body)
+            return response.status_code
+        return send
+
+
+# ----------------------------------------------------------------------------- the agent
+
+@dataclass
+class Result:
+    kills: int = 0
+    duplicates: int = 0
+    orphans: int = 0
+    wrong_statuses: int = 0
+    failed_restarts: int = 0
+    seconds: float = 0.0
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicates or self.orphans or self.wrong_statuses
+                    or self.failed_restarts)
+
+    def summary(self, seed: int) -> dict[str, Any]:
+        return {"torture": {"seed": seed, "ok": self.ok}, "kills": self.kills,
+                "duplicates": self.duplicates, "orphans": self.orphans,
+                "wrong_statuses": self.wrong_statuses,
+                "failed_restarts": self.failed_restarts, "seconds": round(self.seconds, 1)}
+
+
+class AgentProcess:
+    """One `yurt agent` child at a time; its output appended to DATA/torture-agent.log."""
+
+    def __init__(self, yurt: str, data_dir: Path, port: int) -> None:
+        self.yurt = yurt
+        self.data_dir = data_dir
+        self.port = port
+        self.process: trio.Process | None = None
+
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.data_dir / "torture-agent.log", "ab") as log:
+            # A session of its own: a Ctrl-C at the terminal reaches us, not the agent.
+            self.process = await trio.lowlevel.open_process(
+                [self.yurt, "agent", "--data-dir", str(self.data_dir), "--port", str(self.port)],
+                stdin=None, stdout=log, stderr=log, start_new_session=True)
+
+    async def kill(self) -> None:
+        """SIGKILL and reap (bounded, shielded: it must happen even when we are cancelled)."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+    async def terminate(self) -> None:
+        """SIGTERM (tasks keep running, by design), then SIGKILL if it lingers."""
+        process = self.process
+        if process is None:
+            return
+        with trio.CancelScope(shield=True):
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            with trio.move_on_after(10):
+                await process.wait()
+                self.process = None
+                return
+        await self.kill()
+
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.returncode
+
+
+async def get_allocs(client: httpx2.AsyncClient) -> list[dict[str, Any]]:
+    """Every allocation (the stubs carry the client's live status and task states)."""
+    allocs: list[dict[str, Any]] = (await client.get("/v1/allocations")).json()
+    return allocs
+
+
+async def wait_api(client: httpx2.AsyncClient, agent: AgentProcess) -> str | None:
+    """None once the agent answers, else why not (by API_DEADLINE)."""
+    with trio.move_on_after(API_DEADLINE):
+        while True:
+            if agent.exited() is not None:
+                return f"agent exited with {agent.exited()} (see torture-agent.log)"
+            with contextlib.suppress(httpx2.HTTPError):
+                if (await client.get("/v1/agent/self")).status_code == 200:
+                    return None
+            await trio.sleep(POLL)
+    return f"agent did not serve the API within {API_DEADLINE:.0f}s"
+
+
+async def wait_settled(client: httpx2.AsyncClient) -> tuple[list[dict[str, Any]], list[str]]:
+    """(allocations, reasons it is not settled); reasons empty once settled."""
+    quiet_since: float | None = None
+    allocs: list[dict[str, Any]] = []
+    why: list[str] = ["no answer"]
+    with trio.move_on_after(SETTLE_DEADLINE):
+        while True:
+            try:
+                allocs = await get_allocs(client)
+                why = unsettled(allocs)
+            except httpx2.HTTPError as e:
+                why = [f"API error {e!r}"]
+            now = trio.current_time()
+            if why:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            elif now - quiet_since >= SETTLE_QUIET:
+                return allocs, []
+            await trio.sleep(POLL)
+    return allocs, why
+
+
+# ----------------------------------------------------------------------------- the run
+
+Reporter = Callable[[str], None]
+
+
+async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = None,
+                  report: Reporter = print) -> Result:
+    """Run the workload, SIGKILL the agent `kills` times, return the counts.
+
+    Everything this run starts is stopped before returning, also when cancelled.
+    """
+    rng = random.Random(seed)
+    run_id = f"{seed}-{os.getpid()}-{rng.randrange(1 << 30):x}"
+    result = Result()
+    started = time.monotonic()
+    agent = AgentProcess(yurt or default_yurt(), data_dir, free_port())
+    workload = Workload(rng, run_id)
+    address = f"http://127.0.0.1:{agent.port}"
+
+    def fail(kind: str, round_no: int, last_op: str, message: str) -> None:
+        line = f"FAIL [{kind}] round {round_no} after '{last_op}': {message}"
+        result.details.append(line)
+        report(line)
+
+    async with httpx2.AsyncClient(base_url=address, timeout=10) as client:
+        try:
+            await agent.start()
+            if (why := await wait_api(client, agent)) is not None:
+                raise RuntimeError(f"the first agent start failed: {why}")
+            last_op = "(start)"
+            for round_no in range(1, kills + 1):
+                last_op = await _operate_then_kill(client, agent, workload, rng)
+                result.kills += 1
+                for db in ("client/state.db", "server/server.db"):
+                    verdict = integrity(data_dir / db)
+                    if verdict != "ok":
+                        result.failed_restarts += 1
+                        fail("integrity", round_no, last_op, f"{db}: {verdict}")
+                await agent.start()
+                if (why := await wait_api(client, agent)) is not None:
+                    result.failed_restarts += 1
+                    fail("restart", round_no, last_op, why)
+                    await agent.kill()
+                    await agent.start()  # a fresh try so the run can go on
+                    if (why := await wait_api(client, agent)) is not None:
+                        raise RuntimeError(f"the agent does not come back: {why}")
+                    continue
+                allocs, why_not = await wait_settled(client)
+                if why_not:
+                    result.failed_restarts += 1
+                    fail("unsettled", round_no, last_op,
+                         f"not settled within {SETTLE_DEADLINE:.0f}s: {'; '.join(why_not[:4])}")
+                procs, _ = scan_run(run_id)
+                # Processes may have started or stopped between the two reads: read the API
+                # again after the scan so a process is never judged against an older view.
+                with contextlib.suppress(httpx2.HTTPError):
+                    allocs = await get_allocs(client)
+                found = check_invariants(allocs, procs)
+                for kind, items in (("duplicate", found.duplicates),
+                                    ("orphan", found.orphans),
+                                    ("wrong status", found.wrong_statuses)):
+                    for item in items:
+                        fail(kind, round_no, last_op, item)
+                result.duplicates += len(found.duplicates)
+                result.orphans += len(found.orphans)
+                result.wrong_statuses += len(found.wrong_statuses)
+                report(f"round {round_no}/{kills}: killed after '{last_op}'; "
+                       f"{len(allocs)} allocs, {len(procs)} tasks running; "
+                       f"dup={result.duplicates} orphans={result.orphans} "
+                       f"wrong={result.wrong_statuses} failed={result.failed_restarts}")
+            leftovers = await _wind_down(client, agent, workload, run_id)
+            for item in leftovers:
+                fail("orphan", kills, "final stop of every job", item)
+            result.orphans += len(leftovers)
+        finally:
+            with trio.CancelScope(shield=True):
+                await agent.terminate()
+                _kill_run(run_id)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+async def _operate_then_kill(client: httpx2.AsyncClient, agent: AgentProcess,
+                             workload: Workload, rng: random.Random) -> str:
+    """1–3 operations, the SIGKILL landing at a random instant after the last one began."""
+    ops = []
+    with contextlib.suppress(httpx2.HTTPError):
+        workload.sync((await client.get("/v1/jobs")).json())
+    for _ in range(rng.randint(1, 3)):
+        try:
+            allocs = await get_allocs(client)
+        except httpx2.HTTPError:
+            allocs = []
+        ops.append(workload.choose(allocs))
+    delay = rng.choice([0.0, rng.uniform(0, 0.05), rng.uniform(0, 0.5), rng.uniform(0.3, 1.5)])
+
+    last_began = trio.Event()
+
+    async def send_all() -> None:
+        for i, (_, send) in enumerate(ops):
+            if i == len(ops) - 1:
+                last_began.set()
+            with contextlib.suppress(httpx2.HTTPError):
+                await send(client)
+        await trio.sleep_forever()  # the kill ends the round, not the last answer
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(send_all)
+        await last_began.wait()
+        await trio.sleep(delay)
+        nursery.cancel_scope.cancel(reason="torture kill")
+    await agent.kill()
+    return " + ".join(d for d, _ in ops) + f" (+{delay:.2f}s)"
+
+
+async def _wind_down(client: httpx2.AsyncClient, agent: AgentProcess, workload: Workload,
+                     run_id: str) -> list[str]:
+    """Stop every job, wait for the processes to go; what is still alive is an orphan."""
+    with contextlib.suppress(httpx2.HTTPError):
+        jobs = (await client.get("/v1/jobs")).json()
+        for job in jobs:
+            await client.delete(f"/v1/job/{job['ID']}")
+    with trio.move_on_after(30):
+        while scan_run(run_id)[0]:
+            await trio.sleep(POLL)
+    procs, _ = scan_run(run_id)
+    await agent.terminate()
+    return [f"pid {p.pid} (alloc {p.alloc_id[:8]} task {p.task}) still running after its job "
+            f"stopped" for p in procs]
+
+
+def _kill_run(run_id: str) -> int:
+    """SIGKILL every process of this run (tasks, their children, shims); how many there were."""
+    _, pids = scan_run(run_id)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the data dir")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="yurt-torture-"))
+    print(f"torture: seed {seed}, {args.kills} kills, data dir {data_dir}", flush=True)
+
+    def report(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        result = trio.run(lambda: torture(kills=args.kills, seed=seed, data_dir=data_dir,
+                                          report=report))
+    finally:
+        if not args.keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    rows = [("kills", result.kills), ("duplicates", result.duplicates),
+            ("orphans", result.orphans), ("wrong statuses", result.wrong_statuses),
+            ("failed restarts", result.failed_restarts),
+            ("seconds", f"{result.seconds:.1f}")]
+    for name, value in rows:
+        print(f"  {name:<16} {value:>8}")
+    print(json.dumps(result.summary(seed)), flush=True)
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
