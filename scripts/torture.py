@@ -1,4 +1,4 @@
-"""Crash torture: SIGKILL a real `yurt agent` at random points under a job workload, check invariants.
+"""Crash torture: SIGKILL a real `yurt agent` at random points under load, check invariants.
 
 Why this exists: unit tests prove each recovery path in isolation, but only killing the real
 agent at arbitrary instants (while it starts, stops, restarts or replaces tasks) shows whether
@@ -137,9 +137,11 @@ def scan_run(run_id: str) -> tuple[list[TaskProcess], list[int]]:
 
 @dataclass
 class Findings:
-    duplicates: list[str] = field(default_factory=list)
-    orphans: list[str] = field(default_factory=list)
-    wrong_statuses: list[str] = field(default_factory=list)
+    """Problems keyed by what identifies them, so one that persists is counted once."""
+    duplicates: dict[str, str] = field(default_factory=dict)
+    orphans: dict[str, str] = field(default_factory=dict)
+    wrong_statuses: dict[str, str] = field(default_factory=dict)
+    alloc_ids: set[str] = field(default_factory=set)  # allocations involved, for the dump
 
 
 def check_invariants(allocs: list[dict[str, Any]], procs: list[TaskProcess]) -> Findings:
@@ -147,33 +149,43 @@ def check_invariants(allocs: list[dict[str, Any]], procs: list[TaskProcess]) -> 
     found = Findings()
     by_id = {a["ID"]: a for a in allocs}
     per_task = Counter((p.alloc_id, p.task) for p in procs)
+    def job(alloc_id: str) -> str:
+        return str(by_id[alloc_id]["JobID"]) if alloc_id in by_id else "?"
+
     for (alloc_id, task), n in per_task.items():
         if n > 1:
-            found.duplicates.append(f"{n} processes for alloc {alloc_id[:8]} task {task}")
+            pids = sorted(p.pid for p in procs if (p.alloc_id, p.task) == (alloc_id, task))
+            found.duplicates[f"dup {pids}"] = (
+                f"{n} processes {pids} for alloc {alloc_id[:8]} ({job(alloc_id)}) task {task}")
+            found.alloc_ids.add(alloc_id)
     for p in procs:
         alloc = by_id.get(p.alloc_id)
-        where = f"pid {p.pid} (alloc {p.alloc_id[:8]} task {p.task})"
+        where = f"pid {p.pid} (alloc {p.alloc_id[:8]} ({job(p.alloc_id)}) task {p.task})"
+        key = f"pid {p.pid}"
         if p.ppid == 1:
-            found.orphans.append(f"{where} hangs off pid 1 without its shim")
+            found.orphans[key] = f"{where} hangs off pid 1 without its shim"
         elif alloc is None:
-            found.orphans.append(f"{where}: allocation unknown to the API")
+            found.orphans[key] = f"{where}: allocation unknown to the API"
         elif alloc["DesiredStatus"] != "run":
-            found.orphans.append(f"{where}: server wants it {alloc['DesiredStatus']} "
-                                 f"(client says {alloc['ClientStatus']})")
+            found.orphans[key] = (f"{where}: server wants it {alloc['DesiredStatus']} "
+                                  f"(client says {alloc['ClientStatus']})")
         elif alloc["ClientStatus"] in TERMINAL:
-            found.orphans.append(f"{where}: allocation is {alloc['ClientStatus']}")
+            found.orphans[key] = f"{where}: allocation is {alloc['ClientStatus']}"
         else:
             state = (alloc.get("TaskStates") or {}).get(p.task)
             if state is None or state["State"] != "running":
-                found.wrong_statuses.append(
+                found.wrong_statuses[f"{key} not running"] = (
                     f"{where}: process runs but API task state is "
                     f"{state['State'] if state else 'missing'}")
+            continue
+        found.alloc_ids.add(p.alloc_id)
     for alloc in allocs:
         for task, state in (alloc.get("TaskStates") or {}).items():
             if state["State"] == "running" and per_task[(alloc["ID"], task)] == 0:
-                found.wrong_statuses.append(
+                found.wrong_statuses[f"{alloc['ID']} {task} no process"] = (
                     f"alloc {alloc['ID'][:8]} ({alloc['JobID']}) task {task}: API says running "
                     f"(alloc {alloc['DesiredStatus']}/{alloc['ClientStatus']}) but no process")
+                found.alloc_ids.add(alloc["ID"])
     return found
 
 
@@ -194,7 +206,7 @@ def unsettled(allocs: list[dict[str, Any]]) -> list[str]:
 
 
 def integrity(path: Path) -> str:
-    """'ok', or what is wrong with the SQLite DB at `path` (absent counts as ok: not created yet)."""
+    """'ok', or what is wrong with the SQLite DB at `path` (absent is ok: not created yet)."""
     if not path.exists():
         return "ok"
     try:
@@ -360,12 +372,19 @@ class AgentProcess:
         self.process: trio.Process | None = None
 
     async def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.data_dir / "torture-agent.log", "ab") as log:
+        log = self._open_log()
+        try:
             # A session of its own: a Ctrl-C at the terminal reaches us, not the agent.
             self.process = await trio.lowlevel.open_process(
                 [self.yurt, "agent", "--data-dir", str(self.data_dir), "--port", str(self.port)],
                 stdin=None, stdout=log, stderr=log, start_new_session=True)
+        finally:
+            os.close(log)
+
+    def _open_log(self) -> int:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return os.open(self.data_dir / "torture-agent.log",
+                       os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     async def kill(self) -> None:
         """SIGKILL and reap (bounded, shielded: it must happen even when we are cancelled)."""
@@ -456,6 +475,8 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
     workload = Workload(rng, run_id)
     address = f"http://127.0.0.1:{agent.port}"
 
+    seen: set[str] = set()
+
     def fail(kind: str, round_no: int, last_op: str, message: str) -> None:
         line = f"FAIL [{kind}] round {round_no} after '{last_op}': {message}"
         result.details.append(line)
@@ -495,14 +516,25 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
                 with contextlib.suppress(httpx2.HTTPError):
                     allocs = await get_allocs(client)
                 found = check_invariants(allocs, procs)
+                new = 0
                 for kind, items in (("duplicate", found.duplicates),
                                     ("orphan", found.orphans),
                                     ("wrong status", found.wrong_statuses)):
-                    for item in items:
+                    for key, item in items.items():
+                        if key in seen:
+                            continue  # still there from an earlier round: counted then
+                        seen.add(key)
+                        new += 1
                         fail(kind, round_no, last_op, item)
-                result.duplicates += len(found.duplicates)
-                result.orphans += len(found.orphans)
-                result.wrong_statuses += len(found.wrong_statuses)
+                        if kind == "duplicate":
+                            result.duplicates += 1
+                        elif kind == "orphan":
+                            result.orphans += 1
+                        else:
+                            result.wrong_statuses += 1
+                if new or why_not:
+                    _dump(data_dir, round_no, last_op, allocs, procs,
+                          found.alloc_ids | {a["ID"] for a in allocs if why_not})
                 report(f"round {round_no}/{kills}: killed after '{last_op}'; "
                        f"{len(allocs)} allocs, {len(procs)} tasks running; "
                        f"dup={result.duplicates} orphans={result.orphans} "
@@ -517,6 +549,16 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
                 _kill_run(run_id)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _dump(data_dir: Path, round_no: int, last_op: str, allocs: list[dict[str, Any]],
+          procs: list[TaskProcess], alloc_ids: set[str]) -> None:
+    """The allocations involved in a failure, events included, for whoever fixes it."""
+    record = {"round": round_no, "after": last_op,
+              "processes": [vars(p) for p in procs],
+              "allocs": [a for a in allocs if a["ID"] in alloc_ids]}
+    with open(data_dir / "torture-failures.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
 
 
 async def _operate_then_kill(client: httpx2.AsyncClient, agent: AgentProcess,
@@ -560,7 +602,9 @@ async def _wind_down(client: httpx2.AsyncClient, agent: AgentProcess, workload: 
         for job in jobs:
             await client.delete(f"/v1/job/{job['ID']}")
     with trio.move_on_after(30):
-        while scan_run(run_id)[0]:
+        while True:  # /proc offers nothing to wait on: poll, bounded
+            if not scan_run(run_id)[0]:
+                break
             await trio.sleep(POLL)
     procs, _ = scan_run(run_id)
     await agent.terminate()
