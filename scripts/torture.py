@@ -21,7 +21,10 @@ command line) are set aside and the task is the process whose parent does not ca
 variable (its shim, or pid 1 when the shim is gone: an orphan). Children of a task inherit
 the variable and are skipped because their parent has it.
 
-Counts:
+Counts (each problem once: an orphan is keyed by its pid, a duplicate by its set of pids, so
+one that persists over many rounds is not counted again; the round and the operations the kill
+followed are printed with it, and the allocations involved, task events included, are appended
+to DATA/torture-failures.jsonl):
 - duplicates: more than one task process for one (allocation, task);
 - orphans: a task process whose allocation is unknown, terminal or wanted stopped, or whose
   parent is pid 1; and at the end anything of this run still alive after every job stopped;
