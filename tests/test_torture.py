@@ -91,6 +91,8 @@ def test_settled_needs_no_pending_and_no_stop_still_running() -> None:
         "alloc a (j) pending", "alloc a (j) task main pending"]
     assert torture.unsettled([alloc("a", "stop", "running", main="running")]) == [
         "alloc a (j) stop but running"]
+    batch = {**alloc("a", main="running"), "JobType": "batch"}
+    assert torture.unsettled([batch]) == ["alloc a (j) batch still running"]
 
 
 def test_integrity_reports_a_damaged_db(tmp_path: Path) -> None:
