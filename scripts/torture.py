@@ -444,8 +444,13 @@ async def wait_api(client: httpx2.AsyncClient, agent: AgentProcess) -> str | Non
     return f"agent did not serve the API within {API_DEADLINE:.0f}s"
 
 
-async def wait_settled(client: httpx2.AsyncClient) -> tuple[list[dict[str, Any]], list[str]]:
-    """(allocations, reasons it is not settled); reasons empty once settled."""
+async def wait_settled(client: httpx2.AsyncClient, stuck: set[str]
+                       ) -> tuple[list[dict[str, Any]], list[str]]:
+    """(allocations, reasons it is not settled); reasons empty once settled.
+
+    `stuck` holds reasons already reported in an earlier round: a state that never converges
+    is one finding, not one per later round, and must not make every later round wait.
+    """
     quiet_since: float | None = None
     allocs: list[dict[str, Any]] = []
     why: list[str] = ["no answer"]
@@ -453,7 +458,7 @@ async def wait_settled(client: httpx2.AsyncClient) -> tuple[list[dict[str, Any]]
         while True:
             try:
                 allocs = await get_allocs(client)
-                why = unsettled(allocs)
+                why = [w for w in unsettled(allocs) if w not in stuck]
             except httpx2.HTTPError as e:
                 why = [f"API error {e!r}"]
             now = trio.current_time()
@@ -486,7 +491,8 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
     workload = Workload(rng, run_id)
     address = f"http://127.0.0.1:{agent.port}"
 
-    seen: set[str] = set()
+    seen: set[str] = set()  # keys of the problems already counted
+    stuck: set[str] = set()  # reasons for not settling already counted
 
     def fail(kind: str, round_no: int, last_op: str, message: str) -> None:
         line = f"FAIL [{kind}] round {round_no} after '{last_op}': {message}"
@@ -517,10 +523,11 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
                         raise RuntimeError(f"the agent does not come back: {why}")
                     continue
                 settle_began = trio.current_time()
-                allocs, why_not = await wait_settled(client)
+                allocs, why_not = await wait_settled(client, stuck)
                 settled_in = trio.current_time() - settle_began
                 result.slowest_settle = max(result.slowest_settle, settled_in)
                 if why_not:
+                    stuck.update(why_not)
                     result.failed_restarts += 1
                     fail("unsettled", round_no, last_op,
                          f"not settled within {SETTLE_DEADLINE:.0f}s: {'; '.join(why_not[:4])}")
@@ -669,12 +676,36 @@ def main() -> int:
     def report(line: str) -> None:
         print(line, flush=True)
 
+    async def run() -> Result | None:
+        # SIGTERM or SIGINT cancels the run, so its cleanup (stop the agent, kill every
+        # process of this run) happens; a shell starts background jobs with SIGINT ignored.
+        outcome: list[Result] = []
+        async with trio.open_nursery() as nursery:
+            async def work() -> None:
+                outcome.append(await torture(kills=args.kills, seed=seed, data_dir=data_dir,
+                                             report=report))
+                nursery.cancel_scope.cancel(reason="torture done")
+
+            async def watch_signals() -> None:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        print(f"torture: signal {signum}, cleaning up", flush=True)
+                        nursery.cancel_scope.cancel(reason="signal")
+                        return
+
+            nursery.start_soon(watch_signals)
+            nursery.start_soon(work)
+        return outcome[0] if outcome else None
+
     try:
-        result = trio.run(lambda: torture(kills=args.kills, seed=seed, data_dir=data_dir,
-                                          report=report))
+        done = trio.run(run)
     finally:
         if not args.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
+    if done is None:
+        print("torture: interrupted", flush=True)
+        return 2
+    result = done
     rows = [("kills", result.kills), ("duplicates", result.duplicates),
             ("orphans", result.orphans), ("wrong statuses", result.wrong_statuses),
             ("failed restarts", result.failed_restarts),
