@@ -357,6 +357,7 @@ class Result:
     wrong_statuses: int = 0
     failed_restarts: int = 0
     seconds: float = 0.0
+    integrity_failures: int = 0  # also counted in failed_restarts
     slowest_settle: float = 0.0  # seconds from serving the API to settled, worst round
     details: list[str] = field(default_factory=list)
 
@@ -369,7 +370,9 @@ class Result:
         return {"torture": {"seed": seed, "ok": self.ok}, "kills": self.kills,
                 "duplicates": self.duplicates, "orphans": self.orphans,
                 "wrong_statuses": self.wrong_statuses,
-                "failed_restarts": self.failed_restarts, "seconds": round(self.seconds, 1),
+                "failed_restarts": self.failed_restarts,
+                "integrity_failures": self.integrity_failures,
+                "seconds": round(self.seconds, 1),
                 "slowest_settle": round(self.slowest_settle, 1)}
 
 
@@ -512,6 +515,7 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
                     verdict = integrity(data_dir / db)
                     if verdict != "ok":
                         result.failed_restarts += 1
+                        result.integrity_failures += 1
                         fail("integrity", round_no, last_op, f"{db}: {verdict}")
                 await agent.start()
                 if (why := await wait_api(client, agent)) is not None:
@@ -709,6 +713,7 @@ def main() -> int:
     rows = [("kills", result.kills), ("duplicates", result.duplicates),
             ("orphans", result.orphans), ("wrong statuses", result.wrong_statuses),
             ("failed restarts", result.failed_restarts),
+            ("  of which DB", result.integrity_failures),
             ("seconds", f"{result.seconds:.1f}"),
             ("slowest settle", f"{result.slowest_settle:.1f}")]
     for name, value in rows:
