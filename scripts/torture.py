@@ -530,6 +530,7 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
                 allocs, why_not = await wait_settled(client, stuck)
                 settled_in = trio.current_time() - settle_began
                 result.slowest_settle = max(result.slowest_settle, settled_in)
+                stuck &= set(unsettled(allocs))  # resolved: a recurrence counts again
                 if why_not:
                     stuck.update(why_not)
                     result.failed_restarts += 1
