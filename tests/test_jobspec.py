@@ -392,7 +392,7 @@ def _json_job(task: str = "t", count: int = 1) -> str:
         {"Name": "g", "Count": count, "Tasks": [{"Name": task, "Driver": "mock_driver"}]}]}})
 
 
-@pytest.mark.parametrize("name", ["a" * 201, "é" * 101, ".", "..", "a\0b", "a/b"])
+@pytest.mark.parametrize("name", ["a" * 201, "é" * 101, ".", "..", "a\0b", "a/b", "alloc"])
 def test_task_names_must_be_file_names(name: str) -> None:
     problem = only_problem(_json_job(task=name), "job.json")
     assert problem.message.startswith("task name must"), problem

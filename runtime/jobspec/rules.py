@@ -193,12 +193,19 @@ def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
                               f"({group.ephemeral_disk.size} MB)")
 
 
+#: Names a task's directory would share with the allocation's own: `alloc` is the shared
+#: dir (a task named so would be handed its tmp and put its secrets in it).
+RESERVED_TASK_NAMES: Final = frozenset({"alloc"})
+
+
 def _file_name_problem(name: str) -> str | None:
     """Why `name` cannot be a task's file name, or None (an empty name is reported apart)."""
     if "/" in name or "\0" in name:
         return 'must not contain "/" or NUL characters'
     if name in (".", ".."):
         return f'must not be "{name}"'
+    if name in RESERVED_TASK_NAMES:
+        return f'must not be "{name}": the allocation directory uses that name'
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         return f"must be at most {MAX_NAME_BYTES} bytes"
     return None
