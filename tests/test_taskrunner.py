@@ -454,3 +454,39 @@ async def test_a_user_restart_recorded_before_a_crash_is_carried_out_after_resto
         assert [(t, kind) for t, kind, _ in driver.log][1:] == [
             (restored_at, "stop"), (restored_at, "start")]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_restart_intent_without_a_handle_is_not_a_free_restart_later(
+        autojump_clock: MockClock) -> None:
+    """A crash between a user restart's stop and the next start leaves the intent persisted
+    and no handle: the restore starts the task at once, and that intent must not turn the new
+    run's first failure into an extra, uncounted restart (attempts = 0, mode = "fail")."""
+    alloc = job_alloc('''job "j" {
+  type = "batch"
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "mock_driver"
+      config {
+        run_for   = "1s"
+        exit_code = 1
+      }
+    }
+  }
+}''')
+    db = MemoryStateDB()
+    await db.put_task_runner_local_state(alloc.id, "t", LocalState(restart_requested=True))
+    driver = MockDriver(unix_clock)
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, rng=random.Random(1))
+    async with trio.open_nursery() as nursery:
+        runner = AllocRunner(alloc, config, nursery=nursery)
+        await runner.restore()
+        await runner.run()
+    assert [kind for _, kind, _ in driver.log] == ["start"]
+    state = runner.task_runners["t"].state
+    assert state.failed
+    assert "Restarting" not in [e.type for e in state.events]

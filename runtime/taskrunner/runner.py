@@ -297,10 +297,6 @@ class TaskRunner:
         if local is None:
             return
         self.local_state = local
-        if local.restart_requested:
-            # A user restart was under way: the exit it caused (or causes, see `run`) is
-            # followed by an immediate, uncounted start, not by the policy's delay.
-            self.tracker.set_restart_triggered(failure=False)
         for name, saved in local.hooks.items():
             if saved.prestart_done:
                 self._apply_hook(name, saved)
@@ -322,6 +318,12 @@ class TaskRunner:
                             "contacted"))
             return
         self._handle = handle
+        if local.restart_requested:
+            # A user restart was under way: the exit it caused (or causes, see `run`) is
+            # followed by an immediate, uncounted start, not by the policy's delay. Without
+            # a handle to re-attach, the task is started at once anyway, and a trigger set
+            # then would make the new run's first failure a free restart.
+            self.tracker.set_restart_triggered(failure=False)
 
     # ------------------------------------------------------------------ the main loop
 
