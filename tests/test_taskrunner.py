@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -22,7 +23,7 @@ from tests.runtime_support import (
 from yurt.hooks.base import AllocHookResources, PrestartResponse, TaskHookContext, TaskPrestartHook
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.errors import DriverError
+from yurt.runtime.errors import DriverError, StateError
 from yurt.runtime.structs import AllocNetworkStatus, LocalState, TaskEvent, TaskState
 from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.events import datetime_of
@@ -490,3 +491,55 @@ async def test_a_restart_intent_without_a_handle_is_not_a_free_restart_later(
     state = runner.task_runners["t"].state
     assert state.failed
     assert "Restarting" not in [e.type for e in state.events]
+
+
+class BrokenTaskState(MemoryStateDB):
+    """A store in which one task's saved state cannot be read (as a row that fails to decode)."""
+
+    broken = ""
+
+    async def get_task_runner_state(self, alloc_id: str, task: str
+                                    ) -> tuple[LocalState | None, TaskState | None]:
+        if task == self.broken:
+            await trio.lowlevel.checkpoint()
+            raise StateError(f"task {task}: cannot decode its state")
+        return await super().get_task_runner_state(alloc_id, task)
+
+
+async def test_a_failed_restore_leaves_no_sibling_running_unsupervised(
+        autojump_clock: MockClock) -> None:
+    """One task's state is unreadable, so the allocation cannot be restored; its sibling was
+    already re-attached meanwhile. That sibling must be stopped: nothing would supervise it,
+    and the server starting the allocation afresh would run it twice."""
+    alloc = job_alloc('''job "j" {
+  group "g" {
+    task "a" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+    task "b" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+  }
+}''')
+    db = BrokenTaskState()
+    driver = MockDriver(unix_clock)  # outlives both agents, as running tasks would
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, rng=random.Random(1))
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        await trio.sleep(10)
+        running = set(driver._tasks)
+        nursery.cancel_scope.cancel()  # the agent dies; the tasks keep running
+    assert len(running) == 2
+
+    db.broken = "a"
+    async with trio.open_nursery() as nursery:
+        second = AllocRunner(alloc, config, nursery=nursery)
+        with pytest.raises(StateError):
+            await second.restore()
+    # Task a was never re-attached (its state is unreadable): the fresh start that replaces
+    # the allocation finds it through the driver's own sweep. Task b was, and is stopped.
+    assert {tid.split("/")[1] for tid in driver._tasks} == {"a"}
