@@ -32,6 +32,11 @@ ALLOC = "tree0000-0000-4000-8000-" + uuid.uuid4().hex[:12]
 # records the daemon's pid and waits forever.
 DAEMON = ('(setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >"$1/daemon") ; '
           'exec sleep 1000')
+# Two levels of setsid: a daemon (its own session) whose worker is in a session of its own
+# too, so neither killing the task's group nor the daemon's reaches the worker; "daemon"
+# records the worker.
+NESTED = ("(setsid sh -c 'setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >\"$1/daemon\"; "
+          "exec sleep 1000' sh \"$1\" </dev/null >/dev/null 2>&1 &) ; exec sleep 1000")
 SHORT = ('(setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >"$1/daemon") ; exit 0')
 
 
@@ -178,17 +183,20 @@ async def test_a_tree_left_while_the_agent_was_away_is_killed_on_reattach(
         await again.destroy_task(config.id, force=True)
 
 
-@pytest.mark.parametrize("mode", ["cgroup2", "cgroup1"])
-async def test_an_orphan_start_is_reaped_with_its_cgroup(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(("mode", "script"), [(mode, DAEMON) for mode in MODES]
+                         + [("subreaper", NESTED)])
+async def test_an_orphan_start_is_reaped_with_its_whole_tree(tmp_path: Path, mode: str,
+                                                             script: str) -> None:
     """A start whose handle a crash lost is stopped by the next agent's reconcile, daemon
-    included: killing the shim and the task's group alone would leave the setsid daemon."""
+    included: killing the shim and the task's group alone would leave the setsid daemon
+    (in its cgroup, or adopted by the subreaper shim)."""
     alloc_root = tmp_path / "alloc"
     task_dir = alloc_root / ALLOC / "t"
     task_dir.mkdir(parents=True)
     config = TaskConfig(id=f"{ALLOC}/t/{uuid.uuid4().hex[:8]}", name="t", alloc_id=ALLOC,
                         job_id="j", task_group="g",
                         driver_config={"command": "/bin/sh",
-                                       "args": ["-c", DAEMON, "sh", str(task_dir)]},
+                                       "args": ["-c", script, "sh", str(task_dir)]},
                         task_dir=task_dir)
     record = task_dir / "daemon"
     try:
@@ -199,7 +207,9 @@ async def test_an_orphan_start_is_reaped_with_its_cgroup(tmp_path: Path, mode: s
             assert alive(daemon)
             assert await plugin({"tree_tracking": mode}).reconcile(alloc_root) == 1
             await eventually(lambda: not alive(daemon))
-        assert not await trio.Path(str(handle.driver_state["cgroup"])).exists()
+        cgroup = str(handle.driver_state["cgroup"])
+        assert (mode == "subreaper") == (cgroup == "")
+        assert not cgroup or not await trio.Path(cgroup).exists()
     finally:
         if record.exists() and record.read_text().strip().isdigit():
             with contextlib.suppress(ProcessLookupError):

@@ -37,7 +37,7 @@ from collections.abc import Collection, Container, Iterator
 from pathlib import Path
 from typing import Final
 
-from yurt.runtime.drivers import cgroups
+from yurt.runtime.drivers import cgroups, reaper
 from yurt.runtime.errors import DriverError
 from yurt.runtime.procfs import stat_fields
 
@@ -123,6 +123,10 @@ def _stop_shims(shims: list[int], state_dir: Path) -> bool:
     frozen = [shim for shim in frozen if _is_shim_of(shim, state_dir)]  # not exited meanwhile
     for child in [child for shim in frozen for child in _children(shim)]:
         _kill_tree(child)
+    for shim in frozen:
+        # A subreaper shim (no cgroup) adopted the task's orphans, whose groups are not the
+        # task's: kill the whole subtree while the shim still holds it.
+        reaper.kill_descendants(shim)
     for shim in frozen:
         with contextlib.suppress(ProcessLookupError):
             os.kill(shim, signal.SIGKILL)
