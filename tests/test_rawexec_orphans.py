@@ -24,6 +24,7 @@ from tests.runtime_support import eventually
 from yurt.runtime.drivers import rawexec
 from yurt.runtime.drivers.protocol import TaskConfig, reconcile_drivers
 from yurt.runtime.drivers.rawexec import SHIM, RawExecDriver
+from yurt.runtime.procfs import stat_fields
 
 pytestmark = pytest.mark.slow
 
@@ -178,3 +179,36 @@ async def test_a_start_cancelled_before_the_report_kills_and_reaps_the_launcher(
                 await eventually(lambda: len(our_children() - before) == 1)
                 scope.cancel()
         assert our_children() - before == set()
+
+
+async def test_a_planted_state_dir_never_makes_the_agent_kill_a_stranger(
+        tmp_path: Path) -> None:
+    """A task dir an older yurt left world-writable: a local user plants `.shim/x/pid` naming
+    a process of root's (its start time is public in /proc). Neither the sweep nor the next
+    start may believe it, and the next start narrows the task dir and replaces the `.shim`."""
+    root = tmp_path / "alloc"
+    task_dir = root / ALLOC / "t"
+    task_dir.mkdir(parents=True)
+    task_dir.chmod(0o777)
+    victim = await trio.lowlevel.open_process(["sleep", "1000"], start_new_session=True)
+    try:
+        fields = stat_fields(victim.pid)
+        assert fields is not None
+        planted = task_dir / ".shim" / "deadbeef"
+        planted.mkdir(parents=True)
+        (planted / "pid").write_text(f"{victim.pid} {int(fields[19])}\n")
+        for path in (task_dir / ".shim", planted, planted / "pid"):
+            os.chown(path, 65534, 65534)
+        with trio.fail_after(20):
+            assert await RawExecDriver().reconcile(root) == 0
+            assert victim.poll() is None
+            driver = RawExecDriver()
+            handle = await driver.start_task(config(root, "t", "00000001"))
+            assert victim.poll() is None
+            assert (task_dir.stat().st_mode & 0o777) == 0o755
+            assert (task_dir / ".shim").stat().st_uid == os.geteuid()
+            await driver.stop_task(handle.task_id, 10**9, "SIGKILL")
+            await driver.destroy_task(handle.task_id, force=True)
+    finally:
+        victim.kill()
+        await victim.wait()

@@ -32,6 +32,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import time
 from collections.abc import Collection, Container, Iterator
 from pathlib import Path
@@ -176,10 +177,45 @@ def reap(state_dir: Path, cgroup_root: cgroups.CgroupRoot | None = None) -> bool
     return stopped
 
 
+def trusted_dir(path: Path) -> bool:
+    """A real directory (not a link) of the agent's user that no one else may write.
+
+    What `reap` reads (pids and start times to SIGKILL) and what the root shim writes must
+    come from directories a task's user cannot change: a task dir made world-writable by an
+    older yurt would otherwise let any local user plant `.shim/x/pid` naming a process of
+    root's, or swap in links for the shim's files.
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def secure_state_root(task_dir: Path) -> Path:
+    """`<task dir>/.shim`, made trustworthy before a start writes into it: a task dir that an
+    older yurt left writable by others is narrowed to 0755 (it is the agent's), and a `.shim`
+    that is not the agent's own private directory is removed (and so never read)."""
+    st = os.lstat(task_dir)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o022:
+        os.chmod(task_dir, 0o755)
+    root = task_dir / STATE_DIRS
+    if os.path.lexists(root) and not trusted_dir(root):
+        if os.path.islink(root) or not os.path.isdir(root):
+            os.unlink(root)
+        else:
+            shutil.rmtree(root)  # fd-based in 3.11: it does not follow links planted inside
+    root.mkdir(mode=0o700, exist_ok=True)
+    return root
+
+
 def state_dirs(task_dir: Path) -> Iterator[Path]:
-    """The state dirs of the starts of one task."""
+    """The state dirs of the starts of one task, from trusted directories only."""
+    root = task_dir / STATE_DIRS
+    if not (trusted_dir(task_dir) and trusted_dir(root)):
+        return
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        yield from (entry for entry in (task_dir / STATE_DIRS).iterdir() if entry.is_dir())
+        yield from (entry for entry in root.iterdir() if trusted_dir(entry))
 
 
 def start_key(state_dir: Path) -> StartKey:

@@ -169,7 +169,8 @@ def _prepare_state_dir(state_dir: Path, known: Container[StartKey],
     """Stop what earlier starts of this task left without a handle, then make this start's
     state dir: the record of the start's intent, before there is any process."""
     orphans.reap_task_dir(state_dir.parent.parent, known, cgroup_root)
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    orphans.secure_state_root(state_dir.parent.parent)
+    state_dir.mkdir(mode=0o700, exist_ok=True)
     for name in ("shim", "pid", "exit", "exit.tmp"):
         (state_dir / name).unlink(missing_ok=True)
 
