@@ -206,12 +206,22 @@ def _missing_tools() -> list[str]:
     return [tool for tool in ("sh", "setsid", "env") if shutil.which(tool) is None]
 
 
-def _kill_tree(task: _RawTask) -> None:
+def _kill_tree_now(task: _RawTask) -> None:
     """SIGKILL whatever is left of the task's tree, now, without waiting."""
     if task.cgroup is not None:
         cgroups.kill(task.cgroup)
     elif same_process(task.shim_pid, task.shim_start_time):
         reaper.kill_descendants(task.shim_pid, rounds=1)
+
+
+async def _kill_tree(task: _RawTask) -> None:
+    """`_kill_tree_now`: a cgroup's few files on the loop; the subreaper's walk of every
+    /proc entry in a worker thread (tens of ms on a busy host)."""
+    if task.cgroup is not None:
+        _kill_tree_now(task)
+        await trio.lowlevel.checkpoint()
+    else:
+        await trio.to_thread.run_sync(_kill_tree_now, task)
 
 
 @final
@@ -364,7 +374,7 @@ class RawExecDriver:
                         cgroup=cgroup)
         if task.pidfd is None:  # the shim is already gone: the task was very short
             task.result = exit_result(await trio.to_thread.run_sync(_read_exit, state_dir))
-            _kill_tree(task)
+            await _kill_tree(task)
         return task
 
     @staticmethod
@@ -407,7 +417,7 @@ class RawExecDriver:
                 else:
                     task.result = exit_result(status)
                 # What the task left behind (a daemon it forked) ends with it, as in Nomad.
-                _kill_tree(task)
+                await _kill_tree(task)
                 self._close_pidfd(task)
             return task.result
 
@@ -451,7 +461,7 @@ class RawExecDriver:
             with trio.move_on_after(kill_timeout / 1e9):
                 await self._wait_exit(task)
         self._kill_group(task, signals.SIGKILL)
-        _kill_tree(task)
+        await _kill_tree(task)
         await trio.lowlevel.checkpoint()
 
     async def destroy_task(self, task_id: str, *, force: bool) -> None:
@@ -466,7 +476,7 @@ class RawExecDriver:
         # Whatever the task left in its process group (background children) goes with it,
         # as Nomad's DestroyTask does.
         self._kill_group(task, signals.SIGKILL)
-        _kill_tree(task)
+        await _kill_tree(task)
         self._close_pidfd(task)
         del self._tasks[task_id]
         if task.cgroup is not None:
@@ -502,7 +512,7 @@ class RawExecDriver:
         for task in self._tasks.values():
             if task.result is None and self._kill_group(task, signals.SIGKILL):
                 killed += 1
-            _kill_tree(task)
+            _kill_tree_now(task)
         return killed
 
     # ------------------------------------------------------------------ recover
@@ -537,11 +547,11 @@ class RawExecDriver:
             status = await trio.to_thread.run_sync(_read_exit, state_dir)
             if status is None:
                 killed = self._kill_group(task, signals.SIGKILL)
-                _kill_tree(task)
+                await _kill_tree(task)
                 raise DriverError(f"task {handle.task_id} lost its shim"
                                   + ("; the task was killed" if killed else " and is gone"))
             task.result = exit_result(status)
-            _kill_tree(task)  # it ended while the agent was away: so does its tree
+            await _kill_tree(task)  # it ended while the agent was away: so does its tree
         else:
             await trio.lowlevel.checkpoint()
         self._mine.add(orphans.start_key(state_dir))
