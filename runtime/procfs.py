@@ -19,3 +19,13 @@ def stat_fields(pid: int) -> list[bytes] | None:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
     return stat[stat.rindex(b")") + 2:].split()
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot), or None if there is no pid.
+
+    With the pid, it names one process for good: a pid reused by another process has another
+    start time. A zombie still has one; callers that care whether it runs check its state.
+    """
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields is not None else None

@@ -1,4 +1,5 @@
-"""Counting a task's processes as an operator would: by the variables in /proc/PID/environ.
+"""Counting a task's processes as an operator would: by the variables in /proc/PID/environ;
+and `wait_for`, the bounded poll for OS state that offers nothing to block on (sync tests).
 
 Every raw_exec task has NOMAD_ALLOC_ID, NOMAD_JOB_ID and NOMAD_TASK_NAME in its environment, and
 so does everything it forks. Shims (their command line names shim.sh) and zombies are left out.
@@ -7,6 +8,8 @@ so does everything it forks. Shims (their command line names shim.sh) and zombie
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from yurt.runtime.procfs import stat_fields
@@ -29,3 +32,11 @@ def processes_with_env(**env: str) -> list[int]:
                 and fields[0] != b"Z"):
             found.append(int(entry))
     return found
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20) -> None:
+    """Poll OS state that offers nothing to block on (/proc, files), with a deadline."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)

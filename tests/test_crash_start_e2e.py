@@ -14,15 +14,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.proc_support import processes_with_env
+from tests.proc_support import processes_with_env, wait_for
 from yurt.runtime.drivers.rawexec import CRASH_AFTER_SPAWN
 
 pytestmark = pytest.mark.slow
@@ -42,14 +40,6 @@ def job(job_id: str) -> str:
     }}
   }}
 }}'''
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 20) -> None:
-    """Poll OS state that offers nothing to block on (/proc), with a deadline."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 def task_processes(job_id: str, task: str) -> list[int]:

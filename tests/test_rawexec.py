@@ -15,8 +15,9 @@ import trio
 
 from tests.runtime_support import eventually, until_running
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers.rawexec import RawExecDriver, process_start_time, same_process
+from yurt.runtime.drivers.rawexec import RawExecDriver, same_process
 from yurt.runtime.jobspec import parse_job
+from yurt.runtime.procfs import start_time
 from yurt.runtime.structs import Allocation, Node
 from yurt.runtime.taskrunner.runner import TaskRunner
 from yurt.store import MemoryStateDB
@@ -236,7 +237,7 @@ async def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
     # A process group leader, so that a group signal to its pid would reach it.
     other = await trio.lowlevel.open_process(["setsid", "sleep", "1000"])
     try:
-        real_start = process_start_time(other.pid)
+        real_start = start_time(other.pid)
         assert real_start is not None
         assert not same_process(other.pid, real_start + 1)
         driver = RawExecDriver()

@@ -24,7 +24,7 @@ from tests.runtime_support import eventually
 from yurt.runtime.drivers import rawexec
 from yurt.runtime.drivers.protocol import TaskConfig, reconcile_drivers
 from yurt.runtime.drivers.rawexec import SHIM, RawExecDriver
-from yurt.runtime.procfs import stat_fields
+from yurt.runtime.procfs import start_time
 
 pytestmark = pytest.mark.slow
 
@@ -192,11 +192,11 @@ async def test_a_planted_state_dir_never_makes_the_agent_kill_a_stranger(
     task_dir.chmod(0o777)
     victim = await trio.lowlevel.open_process(["sleep", "1000"], start_new_session=True)
     try:
-        fields = stat_fields(victim.pid)
-        assert fields is not None
+        started = start_time(victim.pid)
+        assert started is not None
         planted = task_dir / ".shim" / "deadbeef"
         planted.mkdir(parents=True)
-        (planted / "pid").write_text(f"{victim.pid} {int(fields[19])}\n")
+        (planted / "pid").write_text(f"{victim.pid} {started}\n")
         for path in (task_dir / ".shim", planted, planted / "pid"):
             os.chown(path, 65534, 65534)
         with trio.fail_after(20):

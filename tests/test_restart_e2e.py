@@ -14,13 +14,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
 
+from tests.proc_support import wait_for
 from yurt.runtime.procfs import stat_fields
 
 pytestmark = pytest.mark.slow
@@ -58,14 +58,6 @@ JOB = f'''job "resume" {{
     }}
   }}
 }}'''
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 20) -> None:
-    """Poll OS state that offers nothing to block on (pids, files), with a deadline."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 def alive(pid: int) -> bool:

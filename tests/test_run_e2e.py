@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import IO, Any
@@ -234,7 +233,7 @@ def test_a_stop_cut_by_a_crash_is_finished_by_the_next_run(tmp_path: Path) -> No
     """Ctrl-C starts a graceful stop; `yurt run` is SIGKILLed during its kill wait. Run again
     on the same data dir, it finishes that stop (and exits) rather than placing a second copy
     next to the first."""
-    from tests.proc_support import processes_with_env
+    from tests.proc_support import processes_with_env, wait_for
 
     job_id = f"cut-stop-{uuid.uuid4().hex[:8]}"
     job = write_job(tmp_path, f'''job "{job_id}" {{
@@ -260,10 +259,7 @@ def test_a_stop_cut_by_a_crash_is_finished_by_the_next_run(tmp_path: Path) -> No
     try:
         assert first.stdout is not None
         wait_for_task_event(first.stdout, "Started")
-        deadline = time.monotonic() + TIMEOUT
-        while "up" not in _log(tmp_path):  # printed once its trap is set: no event for it
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_for(lambda: "up" in _log(tmp_path))  # printed once its trap is set: no event
         first.send_signal(signal.SIGINT)  # the task ignores it: a 3 s kill wait begins
         wait_for_task_event(first.stdout, "Killing")
         first.kill()  # in the middle of the kill wait

@@ -80,7 +80,7 @@ from yurt.runtime.taskrunner.runner import TaskRunner
 from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.allocrunner")
-#: How long stopping one re-attached task of an allocation that failed to restore may take.
+#: How long stopping the re-attached tasks of an allocation that failed to restore may take.
 RESTORE_CLEANUP_TIMEOUT: Final = 15.0
 
 H = TypeVar("H", bound=Hook)
@@ -241,14 +241,8 @@ class AllocRunner:
         if errors:
             # This runner will not run: a sibling re-attached meanwhile would be left with
             # nobody to supervise it, and run twice once the allocation is started afresh.
-            for tr in self.task_runners.values():
-                if tr.handle is not None:
-                    with trio.move_on_after(RESTORE_CLEANUP_TIMEOUT):
-                        try:
-                            await tr.driver.destroy_task(tr.handle.task_id, force=True)
-                        except YurtError as e:
-                            log.error("stopping task %s of unrestorable alloc %s: %s",
-                                      tr.name, self.id, e)
+            with trio.move_on_after(RESTORE_CLEANUP_TIMEOUT):
+                await teardown.force_destroy_tasks(self)
             raise errors[0]
         self._set_gates(self.coordinator.restore(
             {name: tr.state for name, tr in self.task_runners.items()}))

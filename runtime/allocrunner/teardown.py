@@ -134,7 +134,7 @@ async def destroy(ar: AllocRunner) -> None:
                 await kill_tasks(ar)
                 # A runner cancelled from outside ended without stopping its task: a
                 # destroy must not leave it behind.
-                await _force_destroy_tasks(ar)
+                await force_destroy_tasks(ar)
                 await ar.wait_done.wait()
         if kills.cancelled_caught:
             log.error("alloc %s: tasks did not stop within the destroy's deadline; "
@@ -143,7 +143,7 @@ async def destroy(ar: AllocRunner) -> None:
             await _end_run(ar)
             # Kills cut by the deadline left their tasks running: SIGKILL what is left before
             # the hooks delete the alloc dir (and with it the record of every start).
-            left = await _force_destroy_tasks(ar) if kills.cancelled_caught else []
+            left = await force_destroy_tasks(ar) if kills.cancelled_caught else []
             await ar._publish()
             if left:
                 # Deleting the state now would forget running processes; kept, the next
@@ -160,7 +160,7 @@ async def destroy(ar: AllocRunner) -> None:
         ar.destroyed.set()
 
 
-async def _force_destroy_tasks(ar: AllocRunner) -> list[str]:
+async def force_destroy_tasks(ar: AllocRunner) -> list[str]:
     """Destroy by force every task that still has a handle; the names of those whose driver
     failed (a task already gone counts as destroyed)."""
     failed = []

@@ -31,6 +31,7 @@ import contextlib
 import errno
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -188,15 +189,20 @@ def remove(cgroup: Path) -> bool:
     return True
 
 
-async def destroy(cgroup: Path) -> bool:
+def destroy_blocking(cgroup: Path) -> bool:
     """Kill everything in `cgroup` and remove it; True once it is gone.
 
     Killed processes leave the cgroup only once they have exited, so this kills and retries
-    for a bounded number of short rounds (≈1 s); the caller's cancel scope bounds it too.
+    for a bounded number of short rounds (≈1 s). Blocking: call in a worker thread.
     """
     for _ in range(REMOVE_ATTEMPTS):
         kill(cgroup)
         if remove(cgroup):
             return True
-        await trio.sleep(REMOVE_PAUSE)
+        time.sleep(REMOVE_PAUSE)
     return False
+
+
+async def destroy(cgroup: Path) -> bool:
+    """`destroy_blocking` in a worker thread (bounded by itself to ≈1 s)."""
+    return await trio.to_thread.run_sync(destroy_blocking, cgroup)

@@ -40,7 +40,7 @@ from typing import Final
 
 from yurt.runtime.drivers import cgroups, reaper
 from yurt.runtime.errors import DriverError
-from yurt.runtime.procfs import stat_fields
+from yurt.runtime.procfs import start_time, stat_fields
 
 STATE_DIRS: Final = ".shim"
 #: A start as (allocation dir, task dir, invocation) names: the same whichever path spelling
@@ -55,11 +55,6 @@ def _read(path: Path) -> str:
         return path.read_text()
     except (FileNotFoundError, NotADirectoryError):
         return ""
-
-
-def _start_time(pid: int) -> int | None:
-    fields = stat_fields(pid)
-    return int(fields[19]) if fields is not None else None
 
 
 def _is_shim_of(pid: int, state_dir: Path) -> bool:
@@ -139,7 +134,7 @@ def _stop_task(state_dir: Path) -> bool:
     if len(fields) != 2 or not all(f.isdigit() for f in fields):
         return False
     pid, start = int(fields[0]), int(fields[1])
-    current = _start_time(pid)
+    current = start_time(pid)
     if pid <= 1 or (current is not None and current != start):
         return False  # the pid now belongs to another process
     try:  # with the leader gone, its group (grandchildren) may still hold the id
@@ -153,15 +148,11 @@ def _stop_task(state_dir: Path) -> bool:
 
 
 def _destroy_cgroup(cgroup: Path) -> bool:
-    """Kill what is in the start's cgroup and remove it (bounded: ≈1 s); True if it existed."""
+    """Kill what is in the start's cgroup and remove it; True if it existed."""
     if not cgroup.is_dir():
         return False
-    for _ in range(cgroups.REMOVE_ATTEMPTS):
-        cgroups.kill(cgroup)
-        with contextlib.suppress(DriverError):
-            if cgroups.remove(cgroup):
-                break
-        time.sleep(cgroups.REMOVE_PAUSE)
+    with contextlib.suppress(DriverError):  # a cgroup that will not go is no reason to stop
+        cgroups.destroy_blocking(cgroup)
     return True
 
 

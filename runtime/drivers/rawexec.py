@@ -50,6 +50,7 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
+from yurt.runtime import procfs
 from yurt.runtime.drivers import cgroups, orphans, reaper
 from yurt.runtime.drivers.configs import RawExecTaskConfig
 from yurt.runtime.drivers.orphans import StartKey
@@ -57,6 +58,7 @@ from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
 from yurt.runtime.drivers.users import switch_prefix, user_env
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.procfs import stat_fields
+from yurt.runtime.signames import parse_signal_name
 from yurt.runtime.structs import TaskHandle
 from yurt.runtime.taskenv import DEFAULT_ENV_ALLOW, inherited_env
 from yurt.runtime.taskrunner.restarts import ExitResult
@@ -103,25 +105,16 @@ def plugin_config(config: dict[str, Any]) -> RawExecPluginConfig:
 CRASH_AFTER_SPAWN: Final = "YURT_TEST_CRASH_AFTER_SPAWN"
 
 
-def process_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (clock ticks since boot), or None if there is no pid.
-
-    A zombie still has a start time; callers that care whether it runs check `_alive`.
-    """
-    fields = stat_fields(pid)
-    return int(fields[19]) if fields is not None else None
-
-
 def same_process(pid: int, start_time: int) -> bool:
-    return pid > 0 and process_start_time(pid) == start_time
+    return pid > 0 and procfs.start_time(pid) == start_time
 
 
 def signal_number(name: str) -> int:
+    """The number of a signal name as Nomad takes it (`runtime.signames`)."""
     try:
-        upper = name.upper()
-        return int(signals.Signals[upper if upper.startswith("SIG") else "SIG" + upper])
-    except KeyError:
-        raise DriverError(f'unknown signal "{name}"') from None
+        return int(signals.Signals[parse_signal_name(name)])
+    except ValueError as e:
+        raise DriverError(str(e)) from None
 
 
 def exit_result(status_text: str | None) -> ExitResult:
@@ -366,8 +359,8 @@ class RawExecDriver:
             if _task_ready(pid) is not False:  # /proc only: no thread hop (runtime.procfs)
                 break
             await trio.sleep(READY_POLL_INTERVAL)
-        shim_start = process_start_time(shim_pid)
-        task_start = process_start_time(pid)
+        shim_start = procfs.start_time(shim_pid)
+        task_start = procfs.start_time(pid)
         task = _RawTask(task_id=task_id, pid=pid, start_time=task_start or 0,
                         shim_pid=shim_pid, shim_start_time=shim_start or 0,
                         state_dir=state_dir, pidfd=self._open_pidfd(shim_pid, shim_start),
@@ -386,7 +379,7 @@ class RawExecDriver:
             fd = os.pidfd_open(pid)
         except ProcessLookupError:
             return None
-        if process_start_time(pid) != start_time:  # reused between the check and the open
+        if procfs.start_time(pid) != start_time:  # reused between the check and the open
             os.close(fd)
             return None
         return fd
@@ -440,7 +433,7 @@ class RawExecDriver:
         number is ours. If `/proc/<pid>` shows a process with another start time, the number
         was reused: our group is gone, and the group of that id is not ours to signal.
         """
-        current = process_start_time(task.pid)
+        current = procfs.start_time(task.pid)
         if current is not None and current != task.start_time:
             return False
         try:
