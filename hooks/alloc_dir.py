@@ -1,27 +1,46 @@
 """`alloc_dir`: build the allocation directory before any task runs; remove it on destroy.
 
+With `tasks` (and the log FIFOs in `fifos`), the whole tree of the allocation is built here in
+one worker-thread hop, so the task hooks that need those directories (`task_dir`, `logmon`)
+find them ready and make no hop of their own (see `runtime.allocdir`).
+
 Building opens directories; out of file descriptors it is retried (`fdretry`) rather than
 failing the allocation for good.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar, final
+
+import trio
 
 from yurt.hooks.base import AllocDestroyHook, AllocPrerunHook
 from yurt.hooks.fdretry import retry_fd_exhaustion
-from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.allocdir import AllocDir, ResolveOwner
 
 
 @final
 class AllocDirHook(AllocPrerunHook, AllocDestroyHook):
     name: ClassVar[str] = "alloc_dir"
 
-    def __init__(self, alloc_dir: AllocDir) -> None:
+    def __init__(self, alloc_dir: AllocDir, *, tasks: Mapping[str, str] | None = None,
+                 resolve_owner: ResolveOwner | None = None, fifos: Sequence[Path] = (),
+                 limiter: trio.CapacityLimiter | None = None) -> None:
+        """`tasks`: `{task: user}` whose dirs to build too ("" for the agent's user)."""
         self.alloc_dir = alloc_dir
+        self._tasks = dict(tasks or {})
+        self._resolve_owner = resolve_owner
+        self._fifos = list(fifos)
+        self._limiter = limiter
 
     async def prerun(self) -> None:
-        await retry_fd_exhaustion(self.alloc_dir.build, "building the allocation directory")
+        async def build() -> None:
+            await self.alloc_dir.build_all(self._tasks, resolve_owner=self._resolve_owner,
+                                           fifos=self._fifos, limiter=self._limiter)
+
+        await retry_fd_exhaustion(build, "building the allocation directory")
 
     async def destroy(self) -> None:
         await self.alloc_dir.destroy()

@@ -13,6 +13,12 @@ Partial failure: the pumps are recorded per stream, so a prestart that started s
 failed on stderr starts only stderr the next time; a second pump on one FIFO would split the
 output between two rotations.
 
+The FIFOs the allocation's directory batch made already (`AllocDir.build_all`, given as
+`alloc_dir`) are opened on the event loop: two non-blocking opens of an existing FIFO cannot
+block, and a worker-thread hop per stream is what made hundreds of starts queue behind each
+other. A FIFO the batch did not make (no alloc dir given, or removed since) is made and opened
+in a worker thread as before.
+
 Running out of file descriptors (EMFILE, ENFILE) is a passing condition of the machine, not
 of the task: opening a stream and starting its pump is retried with backoff (`fdretry`), and
 then reported as recoverable, so the restart policy tries again instead of failing the
@@ -47,7 +53,8 @@ STREAMS = ("stdout", "stderr")
 class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
     name: ClassVar[str] = "logmon"
 
-    def __init__(self) -> None:
+    def __init__(self, alloc_dir: AllocDir | None = None) -> None:
+        self._alloc_dir = alloc_dir
         self._keepers: list[int] = []
         self._pumps: dict[str, LogPump] = {}
 
@@ -76,7 +83,10 @@ class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
             base = log_base(logs, ctx.task.name, stream)
 
             async def start_pump(path: Path = path, base: Path = base) -> LogPump:
-                read_fd, keep_fd = await trio.to_thread.run_sync(open_fifo, path)
+                if self._alloc_dir is not None and self._alloc_dir.fifo_made(path):
+                    read_fd, keep_fd = open_fifo(path)  # no await until the pump owns it
+                else:
+                    read_fd, keep_fd = await trio.to_thread.run_sync(open_fifo, path)
                 pump = LogPump(read_fd, base, file_size=config.max_file_size * MIB,
                                max_files=config.max_files, on_drop=report_drop)
                 try:

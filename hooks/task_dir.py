@@ -8,6 +8,10 @@ and the done-ness are the same, so event sequences do not depend on the driver.
 A task with `user` gets its `local`, `secrets` and `tmp` owned by that user: `resolve_owner`
 turns the name into (uid, gid) (given by whoever knows how users are resolved; without it,
 without a user, or for a user it does not know, the directories belong to the agent's user).
+
+Given the allocation's `AllocDir`, the hook skips the build that directory's batch
+(`AllocDir.build_all`, run by the `alloc_dir` prerun hook) already made for this task and
+user: no worker-thread hop per task when hundreds start at once.
 """
 
 from __future__ import annotations
@@ -26,14 +30,21 @@ class TaskDirHook(TaskPrestartHook):
     name: ClassVar[str] = "task_dir"
 
     def __init__(self,
-                 resolve_owner: Callable[[str], tuple[int, int] | None] | None = None) -> None:
+                 resolve_owner: Callable[[str], tuple[int, int] | None] | None = None,
+                 alloc_dir: AllocDir | None = None) -> None:
         self._resolve_owner = resolve_owner
+        self._alloc_dir = alloc_dir
 
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
         await ctx.emit_event(events.new_event(events.SETUP, ctx.unix_clock(),
                                               message="Building Task Directory"))
         env: dict[str, str] = {}
-        if ctx.task_dir is not None:
+        alloc_dir = self._alloc_dir
+        if (ctx.task_dir is not None and alloc_dir is not None
+                and alloc_dir.task_dir(ctx.task.name) == ctx.task_dir
+                and alloc_dir.task_built(ctx.task.name, ctx.task.user)):
+            env = task_dir_env(ctx.task_dir)
+        elif ctx.task_dir is not None:
             owner = None
             if ctx.task.user and self._resolve_owner is not None:
                 owner = self._resolve_owner(ctx.task.user)

@@ -124,3 +124,60 @@ async def test_alloc_dir_hook_retries_fd_exhaustion(tmp_path: Path,
         await AllocDirHook(d).prerun()
     assert len(calls) == 2
     assert await d.exists()
+
+
+async def test_one_batch_builds_the_whole_tree_and_the_task_hook_reuses_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hops: list[str] = []
+    real_run_sync = trio.to_thread.run_sync
+
+    async def counting_run_sync(fn, *args, **kw):  # type: ignore[no-untyped-def]
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await real_run_sync(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
+    asked: list[str] = []
+
+    def resolve(user: str) -> tuple[int, int] | None:
+        asked.append(user)
+        return (65534, 65534)
+
+    async def emit(event: TaskEvent) -> None:
+        await trio.lowlevel.checkpoint()
+
+    d = AllocDir(tmp_path, "a1")
+    fifo = d.logs / ".web.stdout.fifo"
+    with trio.fail_after(10):
+        await AllocDirHook(d, tasks={"web": "nobody", "db": ""}, resolve_owner=resolve,
+                           fifos=[fifo]).prerun()
+        assert len(hops) == 1  # the shared dirs, both tasks and the FIFO: one hop
+        ctx = TaskHookContext(alloc=Allocation(id="a1"), task=Task(name="web", user="nobody"),
+                              task_dir=d.task_dir("web"), emit_event=emit,
+                              unix_clock=lambda: 0)
+        response = await TaskDirHook(resolve_owner=resolve, alloc_dir=d).prestart(ctx, {})
+    assert len(hops) == 1  # the task's own hook found its dirs built
+    assert response.done
+    assert response.env
+    assert asked == ["nobody"]
+    assert (d.task_dir("web") / "secrets").stat().st_uid == 65534
+    assert stat.S_IMODE((d.task_dir("db") / "tmp").stat().st_mode) == 0o1777
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert d.fifo_made(fifo)
+
+
+async def test_a_moved_disk_is_built_again_by_the_task_hook(tmp_path: Path) -> None:
+    async def emit(event: TaskEvent) -> None:
+        await trio.lowlevel.checkpoint()
+
+    previous, d = AllocDir(tmp_path, "a0"), AllocDir(tmp_path, "a1")
+    with trio.fail_after(10):
+        await previous.build_all({"web": ""})
+        await d.build_all({"web": ""})
+        assert d.task_built("web", "")
+        await d.move(previous, ["web"])
+        assert not d.task_built("web", "")  # the moved-in local/ gets its owner again
+        ctx = TaskHookContext(alloc=Allocation(id="a1"), task=Task(name="web"),
+                              task_dir=d.task_dir("web"), emit_event=emit,
+                              unix_clock=lambda: 0)
+        await TaskDirHook(alloc_dir=d).prestart(ctx, {})
+    assert stat.S_IMODE((d.task_dir("web") / "local").stat().st_mode) == 0o755

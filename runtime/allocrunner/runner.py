@@ -52,6 +52,7 @@ from yurt.hooks.base import (
     Hook,
 )
 from yurt.hooks.devices import DevicesHook
+from yurt.hooks.logmon import STREAMS as LOG_STREAMS
 from yurt.hooks.logmon import LogmonHook
 from yurt.hooks.task_dir import TaskDirHook
 from yurt.runtime.allocdir import AllocDir
@@ -65,6 +66,7 @@ from yurt.runtime.devices.manager import DeviceManager
 from yurt.runtime.drivers.protocol import Driver
 from yurt.runtime.drivers.users import owner_of
 from yurt.runtime.errors import TaskNotRunningError, YurtError
+from yurt.runtime.logs.pump import fifo_path
 from yurt.runtime.structs import (
     TASK_STATE_DEAD,
     ZERO_TIME,
@@ -82,6 +84,11 @@ from yurt.store.protocol import StateDB
 log = logging.getLogger("yurt.allocrunner")
 #: How long stopping the re-attached tasks of an allocation that failed to restore may take.
 RESTORE_CLEANUP_TIMEOUT: Final = 15.0
+#: Default bound of task starts in flight (measured with scripts/bench_lifecycle: enough to
+#: keep the kernel and the state writer's batches busy, few enough to pipeline).
+START_CONCURRENCY: Final = 64
+#: Default worker threads for allocation directory builds.
+DIR_BUILD_THREADS: Final = 2
 
 H = TypeVar("H", bound=Hook)
 
@@ -114,6 +121,14 @@ class AllocRunnerConfig:
     alloc_root: Path | None = None
     node: Node | None = None
     device_manager: DeviceManager | None = None
+    #: Task starts in flight in the whole agent (held from prestart until `Started`): each
+    #: task goes from `Received` to `Started` on its own, and the first ones finish before
+    #: the last ones begin, instead of every task advancing through each phase together.
+    start_limiter: trio.CapacityLimiter = field(
+        default_factory=lambda: trio.CapacityLimiter(START_CONCURRENCY))
+    #: Worker threads building allocation directories at once (they contend for the GIL).
+    dir_limiter: trio.CapacityLimiter = field(
+        default_factory=lambda: trio.CapacityLimiter(DIR_BUILD_THREADS))
 
 
 @final
@@ -139,7 +154,8 @@ class AllocRunner:
         self.alloc_dir = AllocDir(config.alloc_root, alloc.id) if config.alloc_root else None
         self.watcher = watcher or GroupWatcher()
         self.hooks: list[Hook] = [
-            *([AllocDirHook(self.alloc_dir)] if self.alloc_dir is not None else []),
+            *([self._alloc_dir_hook(self.alloc_dir, group)]
+              if self.alloc_dir is not None else []),
             AwaitPreviousHook(self.watcher),
             *([MigrateDiskHook(self.watcher, self.alloc_dir, [t.name for t in group.tasks])]
               if self.alloc_dir is not None else []),
@@ -158,10 +174,12 @@ class AllocRunner:
                 alloc, task, driver=driver, state_db=config.state_db,
                 gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
                 unix_clock=config.unix_clock,
-                hooks=[TaskDirHook(resolve_owner=owner_of), LogmonHook(),
+                hooks=[TaskDirHook(resolve_owner=owner_of, alloc_dir=self.alloc_dir),
+                       LogmonHook(alloc_dir=self.alloc_dir),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
                        *config.task_hooks()], rng=config.rng,
                 resources=self.resources, node=config.node,
+                start_limiter=config.start_limiter,
                 task_dir=self.alloc_dir.task_dir(task.name) if self.alloc_dir else None,
                 on_event=lambda tr, ev: config.on_task_event(tr.alloc, tr.name, ev))
         self.state = AllocState()
@@ -182,6 +200,20 @@ class AllocRunner:
         self._services: trio.Nursery | None = None  # the run loop's, while it runs
         self._prerun_scope = trio.CancelScope()
         self._runners_started = False
+
+    def _alloc_dir_hook(self, alloc_dir: AllocDir, group: TaskGroup) -> AllocDirHook:
+        """The alloc dir hook, building every task's dirs and log FIFOs in its one hop."""
+        fifos = []
+        for task in group.tasks:
+            if task.log_config.disabled:
+                continue
+            try:
+                fifos += [fifo_path(alloc_dir.logs, task.name, s) for s in LOG_STREAMS]
+            except ValueError:  # a name no log file can have: its task's logmon says so
+                continue
+        return AllocDirHook(alloc_dir, tasks={t.name: t.user for t in group.tasks},
+                            resolve_owner=owner_of, fifos=fifos,
+                            limiter=self._config.dir_limiter)
 
     # ------------------------------------------------------------------ views
 

@@ -112,6 +112,7 @@ class TaskRunner:
         task_dir: Path | None = None,
         resources: AllocHookResources | None = None,
         node: Node | None = None,
+        start_limiter: trio.CapacityLimiter | None = None,
     ) -> None:
         self.alloc = alloc
         self.task = task
@@ -125,6 +126,9 @@ class TaskRunner:
         self._task_dir = task_dir
         self._node = node
         self._resources = resources or AllocHookResources()
+        # The agent's starts in flight (one slot from prestart to `Started`); without one,
+        # this runner's own, which never makes it wait.
+        self._start_limiter = start_limiter or trio.CapacityLimiter(1)
         self._background: trio.Nursery | None = None
         self._received: TaskEvent | None = None
         assert alloc.job is not None, "an allocation carries its job"
@@ -407,12 +411,8 @@ class TaskRunner:
             if self._kill_requested:
                 return
             try:
-                await self._prestart()
-                self._check_shutdown()
-                if self._kill_requested:
-                    return
-                handle = await self._start()
-                if handle is None:  # killed while the driver was starting it
+                handle = await self._set_up_and_start()
+                if handle is None:  # killed before or while the driver was starting it
                     return
             except (HookError, DriverError) as e:
                 self.tracker.set_start_error(e, recoverable=e.recoverable)
@@ -478,6 +478,35 @@ class TaskRunner:
                 self.local_state.hooks[hook.name] = new
                 await self._persist_local()
             self._apply_hook(hook.name, new)
+
+    async def _set_up_and_start(self) -> TaskHandle | None:
+        """Prestart hooks and the driver's start, holding one of the agent's start slots.
+
+        The slot bounds how many tasks are between prestart and `Started` at once: a task
+        that has its slot goes through every step without queueing behind the same step of
+        every other task. Waiting for a slot is interrupted by a kill or shutdown; None when
+        a kill came first."""
+        limiter = self._start_limiter
+        acquired = False
+        try:
+            try:
+                limiter.acquire_nowait()  # no scheduler pass when a slot is free
+                acquired = True
+            except trio.WouldBlock:
+                with self._interruptible():
+                    await limiter.acquire()
+                    acquired = True
+            self._check_shutdown()
+            if self._kill_requested:
+                return None
+            await self._prestart()
+            self._check_shutdown()
+            if self._kill_requested:
+                return None
+            return await self._start()
+        finally:
+            if acquired:
+                limiter.release()
 
     def _apply_hook(self, name: str, state: HookState) -> None:
         self._hook_env[name] = dict(state.env)

@@ -1,0 +1,67 @@
+"""The pipelined start (layer 1, `autojump_clock`, mock driver): the agent-wide bound of task
+starts in flight."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import trio
+from trio.testing import MockClock
+
+from tests.runtime_support import at, harness, job_alloc, types, until_running
+from yurt.runtime.allocrunner.runner import AllocRunner
+from yurt.runtime.taskrunner import events
+
+N = 50
+
+
+def blocking_start(alloc_id: str) -> str:
+    """One task whose driver start takes 1 s, then runs for an hour."""
+    return f'''job "j-{alloc_id}" {{
+  type = "service"
+  group "g" {{
+    task "t" {{
+      driver = "mock_driver"
+      config {{
+        start_block_for = "1s"
+        run_for = "1h"
+      }}
+    }}
+  }}
+}}'''
+
+
+async def start_many(limit: int) -> list[AllocRunner]:
+    """N allocations placed at once on runners sharing a start limit of `limit`; returns
+    once every task is running."""
+    async with harness() as h:
+        h.config = dataclasses.replace(h.config, start_limiter=trio.CapacityLimiter(limit))
+        runners = [h.start(job_alloc(blocking_start(f"a{i}"), alloc_id=f"a{i}"))
+                   for i in range(N)]
+        with trio.fail_after(3600):
+            for ar in runners:
+                await until_running(ar, "t")
+        h.nursery.cancel_scope.cancel()
+    return runners
+
+
+async def test_first_task_starts_before_the_last_one_is_set_up(autojump_clock: MockClock
+                                                                ) -> None:
+    runners = await start_many(limit=5)
+    started = sorted(at(ar.task_runners["t"], events.STARTED) for ar in runners)
+    setup = sorted(at(ar.task_runners["t"], events.SETUP) for ar in runners)
+    # Every task was received at once, but only 5 were between prestart and Started at any
+    # time: the first ones run after 1 s, while the last ones are not even set up yet.
+    assert started[0] == 1.0
+    assert setup[-1] > started[0]
+    assert started[-1] == N / 5  # ten waves of five one-second starts
+    for ar in runners:
+        assert types(ar.task_runners["t"]) == [events.RECEIVED, events.SETUP, events.STARTED]
+
+
+async def test_starts_in_flight_never_exceed_the_limit(autojump_clock: MockClock) -> None:
+    runners = await start_many(limit=7)
+    spans = [(at(ar.task_runners["t"], events.SETUP), at(ar.task_runners["t"], events.STARTED))
+             for ar in runners]
+    for t in {begin for begin, _ in spans}:
+        assert sum(1 for begin, end in spans if begin <= t < end) <= 7
