@@ -8,7 +8,7 @@ import dataclasses
 import trio
 from trio.testing import MockClock
 
-from tests.runtime_support import at, harness, job_alloc, types, until_running
+from tests.runtime_support import at, harness, job_alloc, seconds, types, until_running
 from yurt.runtime.allocrunner.runner import AllocRunner
 from yurt.runtime.taskrunner import events
 
@@ -65,3 +65,34 @@ async def test_starts_in_flight_never_exceed_the_limit(autojump_clock: MockClock
              for ar in runners]
     for t in {begin for begin, _ in spans}:
         assert sum(1 for begin, end in spans if begin <= t < end) <= 7
+async def test_zero_delay_restart_happens_without_the_clock_moving(autojump_clock: MockClock
+                                                                   ) -> None:
+    hcl = '''job "j" {
+  type = "service"
+  group "g" {
+    restart {
+      attempts = 3
+      interval = "1h"
+      delay    = "0s"
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "mock_driver"
+      config {
+        run_for   = "1s"
+        exit_code = 1
+      }
+    }
+  }
+}'''
+    async with harness() as h:
+        ar = h.start(job_alloc(hcl))
+        with trio.fail_after(60):
+            await ar.wait_done.wait()
+    tr = ar.task_runners["t"]
+    terminated = [seconds(e.time) for e in tr.state.events if e.type == events.TERMINATED]
+    restarted = [seconds(e.time) for e in tr.state.events if e.type == events.STARTED]
+    # Each exit is followed by the next start at the same virtual instant: a delay of 0 is
+    # no sleep at all, not a sleep(0) that lets the clock jump.
+    assert restarted[1:] == terminated[:len(restarted) - 1]
+    assert types(tr).count(events.RESTARTING) == 3

@@ -344,14 +344,25 @@ async def test_a_restart_racing_the_tasks_exit_does_not_leak_into_the_next_failu
 
 class CrashesAfterExit(MemoryStateDB):
     """A store whose agent "crashes" right after a task's exit is seen: the write of the
-    `Terminated` event never returns (until `crashing` is turned off for the next agent)."""
+    `Terminated` event never returns, nor does any write after it, such as the cleared handle
+    queued in the same batch (the SQLite store commits a batch in one transaction), until
+    `crashing` is turned off for the next agent."""
 
     crashing = True
+    exited = False
 
     async def put_task_state(self, alloc_id: str, task: str, state: TaskState) -> None:
         if self.crashing and state.events and state.events[-1].type == "Terminated":
+            self.exited = True
             await trio.sleep_forever()
         await super().put_task_state(alloc_id, task, state)
+
+    async def put_task_runner_local_state(self, alloc_id: str, task: str,
+                                          state: LocalState) -> None:
+        await trio.lowlevel.checkpoint()
+        if self.crashing and self.exited:
+            await trio.sleep_forever()
+        await super().put_task_runner_local_state(alloc_id, task, state)
 
 
 async def test_a_user_restart_cut_by_a_crash_restarts_at_once_after_restore(

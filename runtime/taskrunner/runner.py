@@ -21,6 +21,13 @@ exit is reported as `Terminated` like any other, then the tracker answers `Kille
 State: `state` is the live `TaskState` (events appended in place, ring of 10); snapshots for
 others come from `task_state()`. Every change is persisted (`put_task_state`) and announced to
 the alloc runner through `on_state_updated`, a non-blocking callback.
+
+A restart with no delay is one pass from the exit to the new start: the exit's `Terminated`
+and the cleared handle are written in one store batch (before the driver forgets the old
+run, so a crash still finds how it ended), `Restarting` is written with the new run's handle
+and `Started` (again one batch, after the start: a crash before it leaves the new process to
+the driver's orphan reaping, as any crash mid-start does), and nothing sleeps or checkpoints
+in between. Every event is still persisted, in order: a state write carries the whole ring.
 """
 
 from __future__ import annotations
@@ -82,6 +89,8 @@ from yurt.store.protocol import StateDB
 log = logging.getLogger("yurt.taskrunner")
 
 LOG_DRAIN_GRACE: Final = 5.0  # seconds for log pumps to finish after the task is done
+#: Restart delays shorter than this (ns) are not slept.
+MIN_RESTART_SLEEP: Final = 1000
 
 
 H = TypeVar("H", bound=Hook)
@@ -146,6 +155,9 @@ class TaskRunner:
         self._shutdown_scopes: set[trio.CancelScope] = set()
         self._restart_wake = trio.Event()
         self._kill_error = ""
+        # `state` changed since it was last written (a zero-delay `Restarting`, written with
+        # the start that follows it, or when the loop stops before that start).
+        self._state_unwritten = False
         self._hook_env: dict[str, dict[str, str]] = {}
         # Mounts and device nodes each hook asked for, handed to the driver at every start.
         self._hook_mounts: dict[str, list[TaskMount]] = {}
@@ -224,7 +236,16 @@ class TaskRunner:
     # ------------------------------------------------------------------ state changes
 
     async def _persist_state(self) -> None:
+        self._state_unwritten = False
         await self._db.put_task_state(self.alloc.id, self.name, self.state)
+
+    async def _persist_all(self) -> None:
+        """Task state and local state in one store batch: both writes are queued in the same
+        scheduler pass, so the writer commits them together (one commit to wait for, not
+        two in a row)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._persist_state)
+            nursery.start_soon(self._persist_local)
 
     async def _persist_local(self) -> None:
         await self._db.put_task_runner_local_state(self.alloc.id, self.name, self.local_state)
@@ -239,7 +260,10 @@ class TaskRunner:
         self._on_state_updated()
         await self._persist_state()
 
-    async def update_state(self, new_state: str, event: TaskEvent | None = None) -> None:
+    async def update_state(self, new_state: str, event: TaskEvent | None = None, *,
+                           persist: bool = True) -> None:
+        """Change the task's state (and append `event`); `persist=False` leaves the write to
+        the next one (the caller makes sure there is one)."""
         if event is not None:
             self._append(event)
         if new_state == TASK_STATE_RUNNING and self.state.state != TASK_STATE_RUNNING:
@@ -248,7 +272,11 @@ class TaskRunner:
             self.state.finished_at = events.datetime_of(self._unix_clock())
         self.state.state = new_state
         self._on_state_updated()
-        await self._persist_state()
+        if persist:
+            await self._persist_state()
+        else:
+            self._state_unwritten = True
+            await trio.lowlevel.checkpoint_if_cancelled()
 
     # ------------------------------------------------------------------ cancellation
 
@@ -349,6 +377,8 @@ class TaskRunner:
                 except TaskShutdown:
                     # Leave the task and its output alone: the shim keeps the pipe.
                     self._background.cancel_scope.cancel()
+                    if self._state_unwritten:  # a zero-delay restart that did not start
+                        await self._persist_state()
                 else:
                     # Log pumps end when the task's shim exits; give them a bounded while.
                     self._background.cancel_scope.deadline = (
@@ -404,9 +434,12 @@ class TaskRunner:
                 return True
 
     async def _main(self) -> None:
+        restarting = False
         while not self._should_shutdown():
-            with self._interruptible():
-                await self._gate.wait_open()
+            if not (restarting and self._gate.is_open):  # a restart takes no extra pass
+                with self._interruptible():
+                    await self._gate.wait_open()
+            restarting = True
             self._check_shutdown()
             if self._kill_requested:
                 return
@@ -431,6 +464,10 @@ class TaskRunner:
                 return
 
     async def _sleep_restart_delay(self, delay: int) -> None:
+        if delay < MIN_RESTART_SLEEP:
+            # A policy delay of 0 (the tracker's 1 ns): sleeping it would only cost timer
+            # bookkeeping and scheduler passes. The callers check kill and shutdown next.
+            return
         with self._interruptible():
             await trio.sleep(delay / 1e9)
 
@@ -449,9 +486,10 @@ class TaskRunner:
         if decision.outcome == "Terminated":
             return False, 0
         if decision.outcome == "Restarting":
+            # With no delay, written together with the start that follows at once.
             await self.update_state(TASK_STATE_PENDING, events.new_event(
                 events.RESTARTING, now, start_delay=decision.delay,
-                restart_reason=decision.reason))
+                restart_reason=decision.reason), persist=decision.delay >= MIN_RESTART_SLEEP)
         return True, decision.delay
 
     # ------------------------------------------------------------------ phases
@@ -546,9 +584,10 @@ class TaskRunner:
         self._handle = handle
         self.local_state.task_handle = handle
         self.local_state.restart_requested = False  # done: this is the restarted run
-        await self._persist_local()
         await self.update_state(TASK_STATE_RUNNING,
-                                events.new_event(events.STARTED, self._unix_clock()))
+                                events.new_event(events.STARTED, self._unix_clock()),
+                                persist=False)
+        await self._persist_all()  # the handle, `Started` (and a zero-delay `Restarting`)
         return handle
 
     async def _wait_for_exit(self, handle: TaskHandle) -> ExitResult:
@@ -558,7 +597,9 @@ class TaskRunner:
         self._check_shutdown()
         if result is None:  # killed while waiting
             result = await stopping.handle_kill(self, handle)
-        await self.emit_event(events.terminated(self._unix_clock(), result))
+        # Written by `_clear_handle`, together with the handle it clears.
+        self._append(events.terminated(self._unix_clock(), result))
+        self._on_state_updated()
         return result
 
     async def _clear_handle(self, handle: TaskHandle) -> None:
@@ -566,7 +607,7 @@ class TaskRunner:
         (a restore must never re-attach to an invocation that is over)."""
         self._handle = None
         self.local_state.task_handle = None
-        await self._persist_local()
+        await self._persist_all()
         try:
             await self.driver.destroy_task(handle.task_id, force=True)
         except DriverError as e:
