@@ -6,7 +6,8 @@ read end *before* the task starts, plus a "keeper" write end held by the agent f
 the task runner lives: the read end sees end-of-file only after the keeper is closed and every
 task process (and its shim) is gone, and the pipe survives between two starts of the task.
 Every chunk goes to the rotation planner; file writes run in a worker thread, one hop per
-chunk (up to 64 KiB), never per line.
+chunk (up to 64 KiB), never per line. Starting takes one hop too: the files already there
+and the spill (below) are read in the same one.
 
 Output still in the pipe when a task exits while no agent runs would die with the pipe's last
 writer, the shim: the shim moves it to a spill file, which the next pump writes first
@@ -170,13 +171,20 @@ class LogPump:
         """Drain `read_fd` (which this pump now owns) until end of file."""
         # The stream's lock, held while the pump lives (and released if the agent dies).
         async with trio.lowlevel.FdStream(self.read_fd) as stream, spill.claimed(self.base):
-            found = await trio.to_thread.run_sync(existing_files, self.base)
-            rotation = Rotation.resume(self.file_size, self.max_files, found)
-            # What a shim saved while no agent read comes before anything in the pipe.
-            def write_spilled(data: bytes) -> None:  # in the worker thread
-                self.dropped += apply(self.base, rotation.plan(data))[0]
+            def resume() -> Rotation:
+                """In one worker-thread hop (a pump starts with every task start, hundreds at
+                once): the files already there, then what a shim saved while no agent read,
+                which comes before anything in the pipe."""
+                rotation = Rotation.resume(self.file_size, self.max_files,
+                                           existing_files(self.base))
 
-            await trio.to_thread.run_sync(spill.replay, self.base, write_spilled)
+                def write_spilled(data: bytes) -> None:
+                    self.dropped += apply(self.base, rotation.plan(data))[0]
+
+                spill.replay(self.base, write_spilled)
+                return rotation
+
+            rotation = await trio.to_thread.run_sync(resume)
             task_status.started()
             while True:
                 data = await stream.receive_some(CHUNK)
