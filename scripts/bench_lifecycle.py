@@ -9,7 +9,8 @@ task and alloc runners see it, on an embedded client with the real SQLite state 
 - restart: one task at a time is SIGKILLed (restart delay 0): from the kill until the runner
   reports the new run `Started`, p50 and p95 over `--restarts` samples;
 - stop-all: the job stopped (every allocation told at once, as `DELETE /v1/job/<id>` does)
-  until every runner has finished;
+  until the driver was asked to stop the last task, until the last task and shim are gone
+  (seen in /proc), and until every runner has finished;
 - crash loop: one task of `/bin/false` with delay 0 for `--loop-seconds`: the agent's CPU
   time per start.
 
@@ -70,6 +71,22 @@ job "%(name)s" {
 """
 
 
+class TimedDriver(RawExecDriver):
+    """raw_exec, noting when it was asked to stop each task."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stops: list[float] = []
+
+    async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
+        self.stops.append(time.perf_counter())
+        await super().stop_task(task_id, kill_timeout, signal)
+
+
+def alive(pids: list[int]) -> int:
+    return sum(1 for pid in pids if os.path.exists(f"/proc/{pid}"))
+
+
 def job_text(name: str, count: int, command: str, args: list[str]) -> str:
     return JOB % {"name": name, "count": count, "command": command,
                   "args": json.dumps(args)}
@@ -83,7 +100,8 @@ async def measure(n: int, restarts: int, loop_seconds: float,
             broker = EventBroker()
             node = Node(id="bench", name="bench")
             server = LocalServer(node, broker)
-            config = AllocRunnerConfig(state_db=db, drivers={"raw_exec": RawExecDriver()},
+            driver = TimedDriver()
+            config = AllocRunnerConfig(state_db=db, drivers={"raw_exec": driver},
                                        unix_clock=time.time_ns,
                                        alloc_root=Path(tmp) / "alloc", node=node)
             if start_concurrency:
@@ -143,12 +161,28 @@ async def measure(n: int, restarts: int, loop_seconds: float,
                     result["restart_p95_ms"] = round(samples[int(len(samples) * 0.95) - 1], 1)
 
                 # ---- stop-all
+                pids = [int(h.driver_state[key]) for r in client.runners.values()
+                        if (h := r.task_runners["t"].handle) is not None
+                        for key in ("pid", "shim_pid")]
+                driver.stops.clear()
                 t2 = time.perf_counter()
-                for alloc in await server.stop_job(job.id):
-                    client.update_alloc(alloc)
-                with trio.fail_after(600):
-                    await client.wait_all()
+                gone = 0.0
+
+                async def watch_gone() -> None:
+                    nonlocal gone
+                    while alive(pids):  # noqa: ASYNC110 - /proc has no event to wait on
+                        await trio.sleep(0.005)
+                    gone = time.perf_counter() - t2
+
+                async with trio.open_nursery() as watchers:
+                    watchers.start_soon(watch_gone)
+                    for alloc in await server.stop_job(job.id):
+                        client.update_alloc(alloc)
+                    with trio.fail_after(600):
+                        await client.wait_all()
                 result["stop_all_s"] = round(time.perf_counter() - t2, 3)
+                result["stop_signalled_s"] = round(max(driver.stops, default=t2) - t2, 3)
+                result["stop_gone_s"] = round(gone, 3)
 
                 # ---- crash loop
                 if loop_seconds > 0:
