@@ -1,5 +1,6 @@
 """The pipelined start (layer 1, `autojump_clock`, mock driver): the agent-wide bound of task
-starts in flight."""
+starts in flight (which re-attached tasks do not wait for), and the zero-delay restart that
+takes no sleep."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ import dataclasses
 import trio
 from trio.testing import MockClock
 
-from tests.runtime_support import at, harness, job_alloc, seconds, types, until_running
-from yurt.runtime.allocrunner.runner import AllocRunner
+from tests.runtime_support import (
+    at,
+    harness,
+    job_alloc,
+    seconds,
+    types,
+    unix_clock,
+    until_running,
+)
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.taskrunner import events
+from yurt.store import MemoryStateDB
 
 N = 50
 
@@ -96,3 +107,36 @@ async def test_zero_delay_restart_happens_without_the_clock_moving(autojump_cloc
     # no sleep at all, not a sleep(0) that lets the clock jump.
     assert restarted[1:] == terminated[:len(restarted) - 1]
     assert types(tr).count(events.RESTARTING) == 3
+
+
+async def test_a_re_attached_task_takes_no_start_slot(autojump_clock: MockClock) -> None:
+    alloc = job_alloc(blocking_start("a1"), alloc_id="a1")
+    db = MemoryStateDB()
+    driver = MockDriver(unix_clock)  # outlives both agents, as a running task would
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock)
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        with trio.fail_after(60):
+            await until_running(first, "t")
+        nursery.cancel_scope.cancel()  # the agent dies; the task keeps running
+
+    busy = trio.CapacityLimiter(1)
+    await busy.acquire()  # every start slot of the next agent is taken
+    config = dataclasses.replace(config, start_limiter=busy)
+    async with trio.open_nursery() as nursery:
+        second = AllocRunner(alloc, config, nursery=nursery)
+        await second.restore()
+        nursery.start_soon(second.run)
+        # The re-attached runner waits for its task (which ends after its hour), instead of
+        # waiting for a start slot it does not need.
+        listener = second.broadcaster.listen()
+        with trio.fail_after(2 * 3600):
+            async for view in listener:
+                if events.TERMINATED in [e.type for e in view.task_states["t"].events]:
+                    break
+        listener.close()
+        nursery.cancel_scope.cancel()
+    assert [kind for _, kind, _ in driver.log] == ["start"]  # re-attached, not started
+    busy.release()

@@ -523,17 +523,19 @@ class TaskRunner:
         The slot bounds how many tasks are between prestart and `Started` at once: a task
         that has its slot goes through every step without queueing behind the same step of
         every other task. Waiting for a slot is interrupted by a kill or shutdown; None when
-        a kill came first."""
+        a kill came first. A task re-attached after an agent restart starts nothing, so it
+        takes no slot (a thousand of them resume together, in one batch of writes)."""
         limiter = self._start_limiter
         acquired = False
         try:
-            try:
-                limiter.acquire_nowait()  # no scheduler pass when a slot is free
-                acquired = True
-            except trio.WouldBlock:
-                with self._interruptible():
-                    await limiter.acquire()
+            if self._handle is None:
+                try:
+                    limiter.acquire_nowait()  # no scheduler pass when a slot is free
                     acquired = True
+                except trio.WouldBlock:
+                    with self._interruptible():
+                        await limiter.acquire()
+                        acquired = True
             self._check_shutdown()
             if self._kill_requested:
                 return None
