@@ -84,9 +84,11 @@ from yurt.store.protocol import StateDB
 log = logging.getLogger("yurt.allocrunner")
 #: How long stopping the re-attached tasks of an allocation that failed to restore may take.
 RESTORE_CLEANUP_TIMEOUT: Final = 15.0
-#: Default bound of task starts in flight (measured with scripts/bench_lifecycle: enough to
-#: keep the kernel and the state writer's batches busy, few enough to pipeline).
-START_CONCURRENCY: Final = 64
+#: Default bound of task starts in flight. A start mostly waits (for its shim, for a commit
+#: it shares with other starts), so the bound is high enough to overlap those waits when the
+#: host is busy and low enough that 500 tasks start in a few waves, not in lock-step
+#: (scripts/bench_lifecycle, 500 tasks: 64, 128 and 256 gave the same total within noise).
+START_CONCURRENCY: Final = 128
 #: Default worker threads for allocation directory builds.
 DIR_BUILD_THREADS: Final = 2
 
