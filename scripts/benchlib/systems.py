@@ -249,7 +249,6 @@ class Circus(System):
 endpoint = {self.endpoint}
 pubsub_endpoint = ipc://{self.workdir}/pubsub
 stats_endpoint = ipc://{self.workdir}/stats
-statsd = false
 loglevel = warning
 [watcher:w]
 cmd = {command}
@@ -257,6 +256,7 @@ args = {shlex.join(args)}
 numprocesses = {self.workload.count}
 autostart = {str(autostart).lower()}
 respawn = true
+max_retry = -1
 warmup_delay = 0
 graceful_timeout = 10
 stop_signal = TERM
