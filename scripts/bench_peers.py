@@ -26,6 +26,7 @@ import random
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,12 +38,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import procs
-from benchlib.systems import SYSTEMS, System, Timeout, Workload, make, wait_for
+from benchlib.systems import STARTED, SYSTEMS, System, Timeout, Workload, make, wait_for
 from rich.console import Console
 from rich.table import Table
 
 ROWS = ("spawn", "memory", "idle", "restart", "stop", "sigkill", "crash")
 ROOT = Path(__file__).resolve().parent.parent
+#: Markers of every workload of this benchmark, swept once more at the end.
+MARKERS: list[str] = []
 MIB = 2**20
 
 err = Console(stderr=True, highlight=False)
@@ -80,8 +83,6 @@ def session(name: str, yurt_bin: Path) -> Iterator[System]:
     """One system in its own temporary directory; everything it started is gone afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix=f"peers-{name}-"))
     system = make(name, workdir, yurt_bin)
-    markers: list[str] = []
-    system.markers = markers  # type: ignore[attr-defined]
     try:
         yield system
     finally:
@@ -92,7 +93,8 @@ def session(name: str, yurt_bin: Path) -> Iterator[System]:
             except Exception as e:
                 progress(f"[yellow]{name}: graceful shutdown failed: {e}")
             system.cleanup()
-            left = sum(procs.sweep(m) for m in markers)
+            left = sum(procs.sweep(m) for m in system.markers)
+            MARKERS.extend(system.markers)
             remove_cgroups(workdir / "data" / "alloc")
             if left:
                 progress(f"[red]{name}: {left} processes could not be killed")
@@ -102,11 +104,13 @@ def session(name: str, yurt_bin: Path) -> Iterator[System]:
 @contextmanager
 def procs_shielded() -> Iterator[None]:
     """Finish a cleanup even if Ctrl-C comes again meanwhile."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
+                                                                    signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def remove_cgroups(alloc_dir: Path) -> None:
@@ -134,7 +138,7 @@ def sleep_workload(n: int) -> Workload:
 
 def spawn(system: System, workload: Workload, timeout: float) -> dict[str, Any]:
     """Launch, request, and wait until all N children are live."""
-    system.markers.append(workload.marker)  # type: ignore[attr-defined]
+    system.markers.append(workload.marker)
     system.launch(workload)
     tracker = Tracker(workload.marker)
     start = time.perf_counter()
@@ -190,7 +194,6 @@ def restart(system: System, workload: Workload, kills: int, budget: float) -> di
         start = time.perf_counter()
         os.kill(victim, signal.SIGKILL)
         deadline = time.monotonic() + 15
-        pending: set[int] = set()
         found = False
         while not found:
             current = procs.pids()
@@ -201,7 +204,6 @@ def restart(system: System, workload: Workload, kills: int, budget: float) -> di
                 if argv and procs.is_child(argv, workload.marker):
                     found = True
                     break
-                pending.add(pid)
             if time.monotonic() > deadline:
                 raise Timeout(f"no replacement {len(latencies)} kills in")
         latencies.append(time.perf_counter() - start)
@@ -268,7 +270,7 @@ def crash(system: System, workdir: Path, tasks: int, seconds: float) -> dict[str
     counter.touch()
     workload = Workload(count=tasks, argv=["/bin/sh", "-c", 'printf x >> "$0"; exec /bin/false',
                                        str(counter)], marker=marker)
-    system.markers.append(marker)  # type: ignore[attr-defined]
+    system.markers.append(marker)
     system.launch(workload)
     system.request()
     wait_for(lambda: counter.stat().st_size > 0, 30, "first crash-loop spawn")
@@ -378,6 +380,7 @@ def fmt_values(values: dict[str, Any]) -> str:
 #: (label, key, unit format, which N) rows of the printed table; "all" = every N.
 TABLE = [
     ("all children live (s)", "spawn_all_s", "{:.2f}", "all"),
+    ("  ÷ posix floor of the same run", "spawn_vs_posix", "{:.1f}", "all"),
     ("first child (s)", "spawn_first_s", "{:.3f}", "all"),
     ("daemon USS (MiB)", "uss_mib", "{:.1f}", "all"),
     ("shims' PSS total (MiB)", "shim_pss_mib", "{:.1f}", "all"),
@@ -392,6 +395,29 @@ TABLE = [
     ("crash loop: CPU per spawn (ms)", "crash_ms_per_spawn", "{:.2f}", "first"),
     ("crash loop: spawns/s", "crash_spawns_per_s", "{:.0f}", "first"),
 ]
+
+
+#: yurt's targets (the performance issue's table), printed beside the measurements.
+TARGETS = {
+    "spawn_vs_posix": "≤ 2.5, linear in N", "spawn_first_s": "≤ 0.1", "uss_mib": "≤ 35",
+    "shim_pss_kib": "≤ 100", "idle_cpu_pct": "≤ 0.3, flat in N", "restart_p50_ms": "≤ 15",
+    "restart_p95_ms": "≤ 30", "stop_s": "≤ 0.3", "sigkill_all_s": "≤ 1.5 at N = 1,000",
+    "sigkill_duplicates": "0", "sigkill_api_s": "≤ 0.3", "crash_ms_per_spawn": "≤ 1.5",
+}
+
+
+def add_ratios(results: Results, systems: list[str], ns: list[int]) -> None:
+    """Each run's time to all-live over the posix floor's in the same run (same load)."""
+    for n in ns:
+        floor = results.cells.get(("posix", n, "spawn_all_s"))
+        if not floor:
+            continue
+        for name in systems:
+            mine = results.cells.get((name, n, "spawn_all_s"))
+            if mine and len(mine) == len(floor):
+                results.cells[(name, n, "spawn_vs_posix")] = [
+                    None if a is None or not b else a / b for a, b in zip(mine, floor,
+                                                                          strict=True)]
 
 
 def cell_text(values: list[float | None], form: str) -> str:
@@ -418,22 +444,25 @@ def summary(values: list[float | None]) -> dict[str, Any]:
 
 def report(results: Results, systems: list[str], ns: list[int], runs: int) -> None:
     console = Console(width=200)
+    add_ratios(results, systems, ns)
     for n in ns:
         table = Table(title=f"N = {n:,} — median (min–max) of {runs} run(s), children counted "
                             "from /proc", title_justify="left")
         table.add_column("")
         for name in systems:
             table.add_column(name, justify="right")
+        table.add_column("yurt target", style="dim")
         for label, key, form, which in TABLE:
             if which == "first" and n != ns[0]:
                 continue
             cells = [results.cells.get((name, n, key)) for name in systems]
             if not any(cells):
                 continue
-            table.add_row(label, *("—" if c is None else cell_text(c, form) for c in cells))
+            table.add_row(label, *("—" if c is None else cell_text(c, form) for c in cells),
+                          TARGETS.get(key, ""))
         table.add_row("load average per run", *(
             " / ".join(f"{v:.1f}" for v in results.loads.get((name, n), []))
-            for name in systems), style="dim")
+            for name in systems), "", style="dim")
         console.print(table)
     for line in results.errors:
         console.print(f"[yellow]{line}")
@@ -444,6 +473,21 @@ def report(results: Results, systems: list[str], ns: list[int], runs: int) -> No
         cells.setdefault(name, {}).setdefault(str(n), {})["loadavg"] = loads
     print(json.dumps({"bench": "peers", "runs": runs, "n": ns, "systems": systems,
                       "cpu_count": os.cpu_count(), "results": cells, "errors": results.errors}))
+
+
+def verify_clean() -> None:
+    """Nothing this benchmark started may outlive it: look through /proc once more."""
+    for process in STARTED:  # not reaped yet, so the pid is still ours: no risk of reuse
+        if process.poll() is None:
+            procs.killpg(process.pid)
+            with suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+    left = sum(procs.sweep(m) for m in MARKERS)
+    daemons = [p.pid for p in STARTED if p.poll() is None]
+    if left or daemons:
+        progress(f"[red]left behind: {left} children, daemons {daemons}")
+    else:
+        progress(f"clean: no daemon and no child of {len(MARKERS)} workloads left in /proc")
 
 
 def csv(kind: Callable[[str], Any], allowed: tuple[str, ...] | None = None
@@ -503,6 +547,9 @@ def main() -> None:
             order = order[1:] + order[:1]  # interleave: every system takes every slot
     except KeyboardInterrupt:
         progress("[red]interrupted: reporting what was measured")
+    finally:
+        with procs_shielded():
+            verify_clean()
     progress(f"done in {time.monotonic() - started:.0f} s")
     report(results, list(args.systems), list(args.n), args.runs)
 

@@ -27,6 +27,8 @@ from typing import IO, Any
 from benchlib import procs
 
 HERE = Path(__file__).resolve().parent
+#: Every daemon started in this process, checked once more at the very end.
+STARTED: list[subprocess.Popen[bytes]] = []
 
 
 class Timeout(Exception):
@@ -65,6 +67,8 @@ class System:
         self.pgids: list[int] = []
         self.workload: Workload | None = None
         self._log: IO[bytes] | None = None
+        #: Markers of every workload given to this system, for the sweep after it.
+        self.markers: list[str] = []
 
     @property
     def pid(self) -> int:
@@ -79,6 +83,7 @@ class System:
                                    stderr=self._log, start_new_session=True,
                                    cwd=self.workdir, **kwargs)
         self.pgids.append(process.pid)
+        STARTED.append(process)
         self.process = process
         return process
 
@@ -175,14 +180,16 @@ class Supervisord(System):
             raise RuntimeError("no workload")
         self.port = free_port()
         path = self.workdir / "supervisord.conf"
+        # minfds: three pipes per child and some room (supervisord refuses to start with
+        # fewer); each child closes every descriptor below it before exec, so not more.
         path.write_text(f"""\
 [supervisord]
 nodaemon = true
 logfile = {self.workdir}/supervisord.log
 pidfile = {self.workdir}/supervisord.pid
 childlogdir = {self.workdir}
-minfds = 16384
-minprocs = 4096
+minfds = {4 * self.workload.count + 256}
+minprocs = {2 * self.workload.count + 256}
 [inet_http_server]
 port = 127.0.0.1:{self.port}
 [rpcinterface:supervisor]
