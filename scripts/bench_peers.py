@@ -154,7 +154,7 @@ def spawn(system: System, workload: Workload, timeout: float) -> dict[str, Any]:
             return {"spawn_first_s": first, "spawn_all_s": now}
         if time.monotonic() > deadline:
             raise Timeout(f"{len(live)} of {workload.count} children after {timeout:.0f} s")
-        time.sleep(0.002)
+        time.sleep(0.005)  # the scan itself takes a few ms: leave the CPUs to the system
 
 
 def memory(system: System, workload: Workload) -> dict[str, Any]:
@@ -206,6 +206,7 @@ def restart(system: System, workload: Workload, kills: int, budget: float) -> di
                     break
             if time.monotonic() > deadline:
                 raise Timeout(f"no replacement {len(latencies)} kills in")
+            time.sleep(0.001)
         latencies.append(time.perf_counter() - start)
     if not latencies:
         raise Timeout(f"no restart in {budget:.0f} s")
@@ -237,17 +238,20 @@ def stop(system: System, workload: Workload, timeout: float) -> dict[str, Any]:
 
 def sigkill(system: System, workload: Workload, timeout: float) -> dict[str, Any]:
     """kill -9 the daemon with N running, start it again; until it runs N again, duplicates."""
+    # Only once the daemon counts all N as its own: else this measures an unfinished start.
+    wait_for(lambda: system.supervised(procs.children(workload.marker)) >= workload.count,
+             timeout, "all children supervised before the kill", pause=0.1)
     system.kill_daemon()
     start = time.perf_counter()
     system.relaunch()
     api = None
     deadline = time.monotonic() + timeout
     while True:
-        now = time.perf_counter() - start
         if api is None and system.api_ready():
             api = time.perf_counter() - start
         live = procs.children(workload.marker)
         if api is not None and system.supervised(live) >= workload.count:
+            now = time.perf_counter() - start
             break
         if time.monotonic() > deadline:
             raise Timeout(f"not all running after {timeout:.0f} s")
@@ -316,8 +320,8 @@ def run_cell(name: str, n: int, rows: set[str], args: argparse.Namespace,
     """Every selected row for one system at one N, in as few daemon starts as possible."""
     timeout = max(60.0, n * 0.12)
     load = procs.loadavg()
-    running_rows = [r for r in ("spawn", "memory", "idle", "restart", "stop") if r in rows
-                    and (first_n or r not in ("restart",))]
+    running_rows: list[str] = [r for r in ("spawn", "memory", "idle", "restart", "stop")
+                               if r in rows and (first_n or r != "restart")]
     if running_rows:
         with session(name, args.yurt_bin) as system:
             workload = sleep_workload(n)
@@ -455,10 +459,10 @@ def report(results: Results, systems: list[str], ns: list[int], runs: int) -> No
         for label, key, form, which in TABLE:
             if which == "first" and n != ns[0]:
                 continue
-            cells = [results.cells.get((name, n, key)) for name in systems]
-            if not any(cells):
+            row = [results.cells.get((name, n, key)) for name in systems]
+            if not any(row):
                 continue
-            table.add_row(label, *("—" if c is None else cell_text(c, form) for c in cells),
+            table.add_row(label, *("—" if c is None else cell_text(c, form) for c in row),
                           TARGETS.get(key, ""))
         table.add_row("load average per run", *(
             " / ".join(f"{v:.1f}" for v in results.loads.get((name, n), []))

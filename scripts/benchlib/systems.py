@@ -217,7 +217,8 @@ stderr_logfile = NONE
 
         def answers() -> bool:
             try:
-                return self.rpc.supervisor.getState()["statename"] == "RUNNING"  # type: ignore[index,no-any-return]
+                state: dict[str, Any] = self.rpc.supervisor.getState()  # type: ignore[assignment]
+                return bool(state["statename"] == "RUNNING")
             except (OSError, xmlrpc.client.Error):
                 return False
         wait_for(answers, 60, "supervisord's XML-RPC", pause=0.01)
@@ -289,8 +290,8 @@ stop_signal = TERM
 
             client = CircusClient(endpoint=self.endpoint, timeout=1)
             try:
-                return client.call({"command": "list", "properties": {}}).get(
-                    "status") == "ok"
+                answer: dict[str, Any] = client.call({"command": "list", "properties": {}})
+                return answer.get("status") == "ok"
             except Exception:
                 return False
             finally:
@@ -418,9 +419,9 @@ class Yurt(System):
             return
         try:
             if self.workload is not None:
-                self.stop_all()
-                wait_for(lambda: not procs.carrying(self.workload.marker)  # type: ignore[union-attr]
-                         , 60, "yurt's job stop", pause=0.1)
+                marker = self.workload.marker
+                self.http("DELETE", f"/v1/job/{self.job_id}", timeout=30)
+                wait_for(lambda: not procs.carrying(marker), 60, "yurt's job stop", pause=0.1)
         except (OSError, urllib.error.URLError, ValueError, Timeout):
             pass
         self.process.terminate()
