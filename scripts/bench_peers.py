@@ -103,14 +103,19 @@ def session(name: str, yurt_bin: Path) -> Iterator[System]:
 
 @contextmanager
 def procs_shielded() -> Iterator[None]:
-    """Finish a cleanup even if Ctrl-C comes again meanwhile."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
-                                                                    signal.SIGTERM)}
+    """Finish a cleanup even if Ctrl-C comes meanwhile, then act on that Ctrl-C."""
+    received: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        received.append(signum)
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if received:
+        raise KeyboardInterrupt
 
 
 def remove_cgroups(alloc_dir: Path) -> None:
