@@ -481,7 +481,8 @@ def report(results: Results, systems: list[str], ns: list[int], runs: int) -> No
     for (name, n), loads in results.loads.items():
         cells.setdefault(name, {}).setdefault(str(n), {})["loadavg"] = loads
     print(json.dumps({"bench": "peers", "runs": runs, "n": ns, "systems": systems,
-                      "cpu_count": os.cpu_count(), "results": cells, "errors": results.errors}))
+                      "cpu_count": os.cpu_count(), "results": cells, "errors": results.errors,
+                      "markers": MARKERS}))
 
 
 def verify_clean() -> None:
