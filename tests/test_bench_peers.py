@@ -31,12 +31,19 @@ def test_only_the_sleep_itself_is_a_child_not_a_shim_naming_it() -> None:
 
 @pytest.mark.slow
 def test_a_short_run_of_both_floors_measures_every_cell_and_leaves_nothing() -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPTS / "bench_peers.py"), "--systems", "posix,trio",
-         "--rows", "spawn,memory,restart,stop,crash", "--n", "20", "--runs", "1",
-         "--kills", "3", "--crash-seconds", "1"],
-        capture_output=True, text=True, timeout=120, check=True)
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    argv = [sys.executable, str(SCRIPTS / "bench_peers.py"), "--systems", "posix,trio",
+            "--rows", "spawn,memory,restart,stop,crash", "--n", "20", "--runs", "1",
+            "--kills", "3", "--crash-seconds", "1"]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as run:
+        try:
+            stdout, stderr = run.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            run.terminate()  # SIGTERM: the script stops what it started before it exits
+            stdout, stderr = run.communicate(timeout=60)
+            pytest.fail(f"bench_peers did not finish in 120 s:\n{stderr}")
+    assert run.returncode == 0, stderr
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert report["errors"] == []
     for name in ("posix", "trio"):
         cells = report["results"][name]["20"]
@@ -45,7 +52,7 @@ def test_a_short_run_of_both_floors_measures_every_cell_and_leaves_nothing() -> 
         assert cells["restart_kills"]["runs"] == [3]
         assert cells["stop_s"]["median"] > 0
         assert cells["crash_spawns_per_s"]["median"] > 0
-    assert "clean: no daemon and no child of 4 workloads left in /proc" in done.stderr
+    assert "clean: no daemon and no child of 4 workloads left in /proc" in stderr
     assert len(report["markers"]) == 4
     for marker in report["markers"]:  # checked here too, not only by the script itself
         assert procs.carrying(marker) == []
