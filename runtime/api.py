@@ -8,7 +8,8 @@ Nomad's status codes: 400 bad parameter, 403 missing/wrong token, 404 unknown jo
 
 Streams never block the agent: the event stream and websocket read from a per-subscriber
 bounded buffer (overflow drops the oldest and marks the next record with `"Lost": n`), and send
-a heartbeat `{}` when idle; log streams read files in worker threads.
+a heartbeat `{}` when idle; log streams read files in worker threads. Event records are encoded
+once for all subscribers, and a stream sends what has piled up in one chunk (eventstream.py).
 
 The server listens on 127.0.0.1 by default. With a token configured, a middleware answers 403
 to every request without `X-Nomad-Token: <token>` before any handler runs. The header is the only
@@ -48,7 +49,7 @@ from yurt.runtime import __version__
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError, TaskNotRunningError, YurtError
-from yurt.runtime.eventstream import encode_record, filter_record, topic_filter
+from yurt.runtime.eventstream import Published, topic_filter
 from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
 from yurt.runtime.logs.reader import read_log
 from yurt.runtime.procfs import stat_fields
@@ -561,13 +562,13 @@ class Api:
                 yield b"{}\n"
                 while True:
                     with trio.move_on_after(heartbeat) as idle:
-                        record = await subscription.receive()
+                        records = await subscription.receive_encoded(matches)
                     if idle.cancelled_caught:
                         yield b"{}\n"
                         continue
-                    out = filter_record(record, matches)
-                    if out is not None:
-                        yield encode_record(out) + b"\n"
+                    if records:  # everything buffered, in one chunk
+                        yield b"".join(r.data + b"\n" if isinstance(r, Published) else r + b"\n"
+                                       for r in records)
             except trio.EndOfChannel:
                 return
             finally:
@@ -597,10 +598,9 @@ class Api:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(watch_disconnect, nursery.cancel_scope)
                 while True:
-                    record = await subscription.receive()
-                    out = filter_record(record, matches)
-                    if out is not None:
-                        await websocket.send_text(encode_record(out).decode())
+                    for r in await subscription.receive_encoded(matches):
+                        await websocket.send_text(r.text if isinstance(r, Published)
+                                                  else r.decode())
         except* (WebSocketDisconnect, trio.EndOfChannel):
             pass
         finally:
