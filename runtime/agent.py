@@ -228,6 +228,7 @@ class Agent:
                     self._node_published = True
                     stop_api = trio.Event()
                     self.address = await nursery.start(serve_api, self, stop_api)
+                    self.restore.serving.set()
                     task_status.started(self.address)
                     await self._stop.wait()
                     stop_api.set()
@@ -264,6 +265,7 @@ class Agent:
         allocs = [self.server.allocs.get(a.id, a) for a in stored]
         self.restore.begin(stored)
         task_status.started()
+        await self.restore.serving.wait()
         for runner in await reattach_all(self.client, allocs, snapshot.tasks, self.restore):
             if is_client_terminal(runner.alloc_state().client_status):
                 self.gc.mark(runner.id)

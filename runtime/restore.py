@@ -46,6 +46,9 @@ class RestoreProgress:
     def __init__(self) -> None:
         #: Allocation ID → the client view the earlier agent persisted, until restored.
         self.pending: dict[str, Allocation] = {}
+        #: Set by the agent once its API serves. Re-attaching a thousand allocations keeps
+        #: the event loop busy for a while, and the API's start-up would wait behind it.
+        self.serving = trio.Event()
         self.done = trio.Event()
 
     def begin(self, stored: list[Allocation]) -> None:
