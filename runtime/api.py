@@ -62,6 +62,10 @@ if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
 
 HEARTBEAT: Final = 30.0
+#: After an event stream sends, it lets records pile up this long before it wakes again: a
+#: subscriber then costs the agent a few wake-ups a second, whatever the event rate (200
+#: subscribers each woken per record cost most of a core), for at most this much more lag.
+STREAM_COALESCE: Final = 0.1
 LOG_HEARTBEAT: Final = 1.0
 _encoder = msgspec.json.Encoder()
 
@@ -569,6 +573,7 @@ class Api:
                     if records:  # everything buffered, in one chunk
                         yield b"".join(r.data + b"\n" if isinstance(r, Published) else r + b"\n"
                                        for r in records)
+                        await trio.sleep(STREAM_COALESCE)
             except trio.EndOfChannel:
                 return
             finally:
@@ -601,6 +606,7 @@ class Api:
                     for r in await subscription.receive_encoded(matches):
                         await websocket.send_text(r.text if isinstance(r, Published)
                                                   else r.decode())
+                    await trio.sleep(STREAM_COALESCE)
         except* (WebSocketDisconnect, trio.EndOfChannel):
             pass
         finally:
