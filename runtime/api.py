@@ -571,7 +571,7 @@ class Api:
                         yield b"{}\n"
                         continue
                     if records:  # everything buffered, in one chunk
-                        yield b"".join(r.data + b"\n" if isinstance(r, Published) else r + b"\n"
+                        yield b"".join(r.line if isinstance(r, Published) else r + b"\n"
                                        for r in records)
                         await trio.sleep(STREAM_COALESCE)
             except trio.EndOfChannel:

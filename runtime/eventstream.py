@@ -59,11 +59,12 @@ class Record(msgspec.Struct, rename="pascal", kw_only=True, omit_defaults=True):
 class Published:
     """A record as published, with its JSON made once (on first use) for every subscriber."""
 
-    __slots__ = ("_data", "_text", "record")
+    __slots__ = ("_data", "_line", "_text", "record")
 
     def __init__(self, record: Record) -> None:
         self.record = record
         self._data: bytes | None = None
+        self._line: bytes | None = None
         self._text: str | None = None
 
     @property
@@ -72,6 +73,13 @@ class Published:
         if self._data is None:
             self._data = _encoder.encode(self.record)
         return self._data
+
+    @property
+    def line(self) -> bytes:
+        """`data` and a newline (an NDJSON line), shared: no copy per subscriber to add it."""
+        if self._line is None:
+            self._line = self.data + b"\n"
+        return self._line
 
     @property
     def text(self) -> str:

@@ -52,6 +52,8 @@ async def test_every_subscriber_gets_the_same_bytes_encoded_once() -> None:
     assert event["Payload"]["Event"]["Type"] == "Started"
     assert "Lost" not in decoded
     assert second.text == second.data.decode()
+    assert second.line == second.data + b"\n"
+    assert second.line is second.line
 
 
 async def test_encoded_and_structured_receives_agree() -> None:
