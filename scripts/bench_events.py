@@ -167,10 +167,10 @@ def one_run(args: argparse.Namespace, port: int) -> dict[str, float]:
             out: multiprocessing.Queue[dict[str, Any]] = multiprocessing.Queue()
             start = time.time() + args.warmup
             end = start + args.seconds
-            half = args.subscribers // 2
+            half = round(args.subscribers * args.websocket_share)
             procs = [multiprocessing.Process(target=client, args=(kind, port, n, start, end,
                                                                   out))
-                     for kind, n in (("http", args.subscribers - half), ("ws", half))]
+                     for kind, n in (("http", args.subscribers - half), ("ws", half)) if n]
             for p in procs:
                 p.start()
             time.sleep(max(0.0, start - time.time()))
@@ -201,6 +201,8 @@ def main() -> None:
     parser.add_argument("--subscribers", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--websocket-share", type=float, default=0.5,
+                        help="fraction of the subscribers on the websocket (default 0.5)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--port", type=int, default=14746)
     parser.add_argument("--pythonpath", help="run the agent with this PYTHONPATH (another "
