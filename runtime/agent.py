@@ -47,6 +47,7 @@ from yurt.runtime.pluginmanager.drivers import (
     DriverTaskEvent,
     discover,
 )
+from yurt.runtime.restore import RestoreProgress, reattach_all
 from yurt.runtime.server import Server
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.store import ServerStore
@@ -109,6 +110,7 @@ class Agent:
         self._node_published = False
         self.address = ""
         self._stop = trio.Event()
+        self.restore = RestoreProgress()
 
     def stop(self) -> None:
         self._stop.set()
@@ -161,6 +163,7 @@ class Agent:
 
     async def _watch_server(self, server: Server) -> None:
         """The client side sees the server only through the `Server` contract."""
+        await self.restore.done.wait()  # a change never races an allocation's restore
         refused = False
         while True:
             changed = server.changed
@@ -217,7 +220,7 @@ class Agent:
                     self.config.gc, ready=self.syncer.acknowledged_terminal)
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.client.run)
-                    await self._restore()
+                    await nursery.start(self._restore)  # re-attaching goes on behind the API
                     await nursery.start(self.syncer.run)
                     await nursery.start(self.gc.run)
                     nursery.start_soon(self._watch_server, self.server)
@@ -225,10 +228,12 @@ class Agent:
                     self._node_published = True
                     stop_api = trio.Event()
                     self.address = await nursery.start(serve_api, self, stop_api)
+                    self.restore.serving.set()
                     task_status.started(self.address)
                     await self._stop.wait()
                     stop_api.set()
                     with trio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
+                        await self.restore.done.wait()  # no runner half restored
                         if self.config.dev_mode:
                             await self.client.destroy_all()
                         else:
@@ -238,27 +243,34 @@ class Agent:
         finally:
             await store.aclose()
 
-    async def _restore(self) -> None:
-        """Re-attach to what an earlier agent ran."""
-        allocs, errors = await self.db.get_all_allocations()
-        for alloc_id, error in errors.items():
+    async def _restore(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                       ) -> None:
+        """Re-attach to what an earlier agent ran (see runtime/restore.py).
+
+        `task_status.started` once all state is read (one transaction): from then on the API
+        may answer while allocations re-attach; `self.restore.done` once every allocation is
+        restored and the tasks an interrupted start left behind are reaped."""
+        snapshot = await self.db.get_all_state()
+        for alloc_id, error in snapshot.errors.items():
             log.error("allocation %s cannot be restored: %s", alloc_id, error)
-        await self.syncer.load_acknowledged([a.id for a in allocs])
+        # What the server already has, so it is not resent (the syncer's own loader reads
+        # it allocation by allocation; it came with the snapshot).
+        self.syncer.acked.update({a.id: snapshot.acknowledged[a.id]
+                                  for a in snapshot.allocations
+                                  if a.id in snapshot.acknowledged})
         # Oldest first: an allocation that waits for a previous or preempted one finds its
-        # runner already restored.
-        for alloc in sorted(allocs, key=lambda a: (a.create_index, a.name)):
-            server_copy = self.server.allocs.get(alloc.id)
-            if server_copy is not None:
-                # The server copy is the desired state; the client view is in the store.
-                alloc = server_copy
-            try:
-                runner = await self.client.restore_alloc(alloc)
-            except Exception as e:  # a broken allocation must not stop the agent
-                log.error("allocation %s cannot be restored: %s", alloc.id, e)
-                continue
+        # runner already restored. The server copy is the desired state; the client view is
+        # in the store.
+        stored = sorted(snapshot.allocations, key=lambda a: (a.create_index, a.name))
+        allocs = [self.server.allocs.get(a.id, a) for a in stored]
+        self.restore.begin(stored)
+        task_status.started()
+        await self.restore.serving.wait()
+        for runner in await reattach_all(self.client, allocs, snapshot.tasks, self.restore):
             if is_client_terminal(runner.alloc_state().client_status):
-                self.gc.mark(alloc.id)
+                self.gc.mark(runner.id)
         # Tasks a crash left without a persisted handle: stop them, or they would run twice.
         if reaped := await reconcile_drivers(self.drivers.drivers.values(),
                                              self.config.data_dir / "alloc"):
             log.warning("stopped %d task(s) that an interrupted start had left behind", reaped)
+        self.restore.done.set()

@@ -8,7 +8,8 @@ Nomad's status codes: 400 bad parameter, 403 missing/wrong token, 404 unknown jo
 
 Streams never block the agent: the event stream and websocket read from a per-subscriber
 bounded buffer (overflow drops the oldest and marks the next record with `"Lost": n`), and send
-a heartbeat `{}` when idle; log streams read files in worker threads.
+a heartbeat `{}` when idle; log streams read files in worker threads. Event records are encoded
+once for all subscribers, and a stream sends what has piled up in one chunk (eventstream.py).
 
 The server listens on 127.0.0.1 by default. With a token configured, a middleware answers 403
 to every request without `X-Nomad-Token: <token>` before any handler runs. The header is the only
@@ -48,10 +49,11 @@ from yurt.runtime import __version__
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError, TaskNotRunningError, YurtError
-from yurt.runtime.eventstream import encode_record, filter_record, topic_filter
+from yurt.runtime.eventstream import Published, topic_filter
 from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
 from yurt.runtime.logs.reader import read_log
 from yurt.runtime.procfs import stat_fields
+from yurt.runtime.restore import RESTORING
 from yurt.runtime.signames import parse_signal_name
 from yurt.runtime.stateguard import StateGuardMiddleware
 from yurt.runtime.structs import Allocation, Job
@@ -60,6 +62,10 @@ if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
 
 HEARTBEAT: Final = 30.0
+#: After an event stream sends, it lets records pile up this long before it wakes again: a
+#: subscriber then costs the agent a few wake-ups a second, whatever the event rate (200
+#: subscribers each woken per record cost most of a core), for at most this much more lag.
+STREAM_COALESCE: Final = 0.1
 LOG_HEARTBEAT: Final = 1.0
 _encoder = msgspec.json.Encoder()
 
@@ -265,6 +271,11 @@ class Api:
             raise ApiError(404, "alloc not found")
         if runner is None:
             assert server is not None
+            stored = self.agent.restore.pending.get(alloc_id)
+            if stored is not None:  # what the tasks were doing when the last agent died
+                return msgspec.structs.replace(server, client_status=stored.client_status,
+                                               client_description=RESTORING,
+                                               task_states=stored.task_states)
             return server
         view = runner.client_alloc()
         if server is not None:
@@ -272,6 +283,11 @@ class Api:
                                            client_description=view.client_description,
                                            task_states=view.task_states)
         return view
+
+    async def restored_runner(self, alloc_id: str) -> AllocRunner:
+        """`runner`, once the allocation is restored if it still is (see restore.py)."""
+        await self.agent.restore.wait(alloc_id)
+        return self.runner(alloc_id)
 
     def runner(self, alloc_id: str) -> AllocRunner:
         runner = self.agent.client.runners.get(alloc_id)
@@ -371,7 +387,7 @@ class Api:
         return json_response({"EvalID": "", "Index": stopped.modify_index})
 
     async def alloc_restart(self, request: Request) -> Response:
-        runner = self.runner(self.find_alloc_id(request.path_params["id"]))
+        runner = await self.restored_runner(self.find_alloc_id(request.path_params["id"]))
         body = await body_json(request)
         task = body_field(body, "TaskName", str, "")
         all_tasks = body_field(body, "AllTasks", bool, False)
@@ -391,7 +407,7 @@ class Api:
         return json_response({})
 
     async def alloc_signal(self, request: Request) -> Response:
-        runner = self.runner(self.find_alloc_id(request.path_params["id"]))
+        runner = await self.restored_runner(self.find_alloc_id(request.path_params["id"]))
         body = await body_json(request)
         task = body_field(body, "Task", str, "") or None
         if "Signal" in body and not isinstance(body["Signal"], str):
@@ -410,17 +426,19 @@ class Api:
 
     async def alloc_gc(self, request: Request) -> Response:
         alloc_id = self.find_alloc_id(request.path_params["id"])
+        await self.agent.restore.wait(alloc_id)
         if not await self.agent.gc.collect(alloc_id):
             raise ApiError(400, "No such allocation on client, or allocation not eligible "
                                 "for GC")
         return json_response({})
 
     async def client_gc(self, request: Request) -> Response:
+        await self.agent.restore.wait()
         await self.agent.gc.collect_all()
         return json_response({})
 
     async def alloc_stats(self, request: Request) -> Response:
-        runner = self.runner(self.find_alloc_id(request.path_params["id"]))
+        runner = await self.restored_runner(self.find_alloc_id(request.path_params["id"]))
         only = request.query_params.get("task")
         now = time.time_ns()
         tasks: dict[str, Any] = {}
@@ -478,7 +496,7 @@ class Api:
             raise ApiError(400, 'origin must be "start" or "end"')
         follow, plain = query_bool(request, "follow"), query_bool(request, "plain")
         offset = query_int(request, "offset")
-        runner = self.runner(alloc_id)
+        runner = await self.restored_runner(alloc_id)
         tr = runner.task_runners.get(task)
         if tr is None:
             raise ApiError(400, f'unknown task name "{task}"')
@@ -526,7 +544,9 @@ class Api:
             "member": {"Name": self.agent.node.name, "Addr": cfg.bind,
                        "Tags": {"build": __version__}},
             "stats": {"client": {"known_servers": "embedded", "node_id": self.agent.node.id,
-                                 "num_allocations": str(len(self.agent.client.runners))},
+                                 "num_allocations": str(len(self.agent.client.runners)),
+                                 "restoring_allocations": str(len(
+                                     self.agent.restore.pending))},
                       "runtime": {"version": __version__,
                                   "uptime_seconds": str(int(time.time()
                                                             - self.agent.started_at))}}})
@@ -546,13 +566,14 @@ class Api:
                 yield b"{}\n"
                 while True:
                     with trio.move_on_after(heartbeat) as idle:
-                        record = await subscription.receive()
+                        records = await subscription.receive_encoded(matches)
                     if idle.cancelled_caught:
                         yield b"{}\n"
                         continue
-                    out = filter_record(record, matches)
-                    if out is not None:
-                        yield encode_record(out) + b"\n"
+                    if records:  # everything buffered, in one chunk
+                        yield b"".join(r.line if isinstance(r, Published) else r + b"\n"
+                                       for r in records)
+                        await trio.sleep(STREAM_COALESCE)
             except trio.EndOfChannel:
                 return
             finally:
@@ -582,10 +603,10 @@ class Api:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(watch_disconnect, nursery.cancel_scope)
                 while True:
-                    record = await subscription.receive()
-                    out = filter_record(record, matches)
-                    if out is not None:
-                        await websocket.send_text(encode_record(out).decode())
+                    for r in await subscription.receive_encoded(matches):
+                        await websocket.send_text(r.text if isinstance(r, Published)
+                                                  else r.decode())
+                    await trio.sleep(STREAM_COALESCE)
         except* (WebSocketDisconnect, trio.EndOfChannel):
             pass
         finally:

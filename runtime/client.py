@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import final
 
 import msgspec
@@ -21,6 +21,7 @@ from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig, Allo
 from yurt.runtime.allocwatcher import GroupWatcher
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.structs import Allocation, is_client_terminal
+from yurt.store.protocol import SavedTask
 
 log = logging.getLogger("yurt.client")
 
@@ -80,10 +81,21 @@ class Client:
         if self._on_alloc_update is not None and alloc.id not in self.collected:
             self._on_alloc_update(alloc)
 
-    async def restore_alloc(self, alloc: Allocation) -> AllocRunner:
-        """Re-attach to an allocation an earlier agent ran (its state is in the store)."""
+    async def restore_alloc(self, alloc: Allocation,
+                            saved: Mapping[str, SavedTask] | None = None) -> AllocRunner:
+        """Re-attach to an allocation an earlier agent ran, and launch its runner.
+
+        Args:
+            alloc: the allocation (the server's copy when it has one).
+            saved: its tasks' saved state, task name → what the store holds, when the caller
+                read it already (`StateDB.get_all_state`); None: each task reads its own.
+
+        Raises:
+            Exception: whatever stopped the restore; the runner is then not registered
+                (its re-attached tasks were stopped, see `AllocRunner.restore`).
+        """
         runner = self._new_runner(alloc)
-        await runner.restore()
+        await runner.restore(saved)
         self._launch(runner)
         return runner
 

@@ -9,6 +9,16 @@ Back-pressure (stated, per subscriber): each subscriber has a bounded buffer; wh
 the oldest record is dropped and counted, and the subscriber's next record carries `"Lost": n`
 so a consumer knows it missed something and can re-read state. Publishing never blocks, so a
 slow consumer can never slow an allocation down.
+
+Fan-out cost. A record is encoded once, for every subscriber: the broker hands each buffer the
+same `Published` (the record and its JSON, made on first use and shared; a record nobody
+encodes, as with `yurt run --json` alone, costs no encoding). A subscriber that asks for its
+records encoded (`receive_encoded`) gets those shared bytes; only a record it must change costs
+it an encode of its own: one carrying `Lost` (spliced onto the shared bytes, no re-encode) or
+one whose events its topic filter splits. And it takes everything buffered at once, so a
+stream writes one chunk per wake-up, not one per record: under load the cost per subscriber
+grows with its wake-ups, not with the event rate. (Encoding per subscriber, as before, made
+200 subscribers cost 200 encodes of every allocation update.)
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ import msgspec
 import trio
 
 from yurt.runtime.structs import Allocation, Job, Node, TaskEvent
+
+_encoder = msgspec.json.Encoder()
 
 DEFAULT_BUFFER: Final = 10_000
 #: Records kept for subscribers that ask to start from an earlier index.
@@ -44,34 +56,100 @@ class Record(msgspec.Struct, rename="pascal", kw_only=True, omit_defaults=True):
 
 
 @final
+class Published:
+    """A record as published, with its JSON made once (on first use) for every subscriber."""
+
+    __slots__ = ("_data", "_line", "_text", "record")
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+        self._data: bytes | None = None
+        self._line: bytes | None = None
+        self._text: str | None = None
+
+    @property
+    def data(self) -> bytes:
+        """`encode_record(record)`, shared by every subscriber."""
+        if self._data is None:
+            self._data = _encoder.encode(self.record)
+        return self._data
+
+    @property
+    def line(self) -> bytes:
+        """`data` and a newline (an NDJSON line), shared: no copy per subscriber to add it."""
+        if self._line is None:
+            self._line = self.data + b"\n"
+        return self._line
+
+    @property
+    def text(self) -> str:
+        """`data` as text (a websocket text frame), shared as well."""
+        if self._text is None:
+            self._text = self.data.decode()
+        return self._text
+
+
+@final
 class Subscription:
     def __init__(self, broker: EventBroker, size: int) -> None:
         self._broker = broker
-        self._buffer: deque[Record] = deque()
+        self._buffer: deque[Published] = deque()
         self._size = size
         self._lost = 0
         self._wakeup = trio.Event()
         self._closed = False
 
-    def _push(self, record: Record) -> None:
+    def _push(self, published: Published) -> None:
         if len(self._buffer) >= self._size:
             self._buffer.popleft()
             self._lost += 1
-        self._buffer.append(record)
+        self._buffer.append(published)
         self._wakeup.set()
 
-    async def receive(self) -> Record:
+    async def _wait(self) -> None:
         while not self._buffer:
             if self._closed:
                 raise trio.EndOfChannel
             await self._wakeup.wait()
             self._wakeup = trio.Event()
+        # Nothing is taken before this last checkpoint: a cancelled receive loses nothing.
         await trio.lowlevel.checkpoint()
-        record = self._buffer.popleft()
-        if self._lost:
-            record = msgspec.structs.replace(record, lost=self._lost)
-            self._lost = 0
+
+    def _take_lost(self) -> int:
+        lost, self._lost = self._lost, 0
+        return lost
+
+    async def receive(self) -> Record:
+        await self._wait()
+        record = self._buffer.popleft().record
+        if lost := self._take_lost():
+            record = msgspec.structs.replace(record, lost=lost)
         return record
+
+    async def receive_encoded(self, matches: Callable[[Event], bool] | None = None,
+                              *, limit: int = 1_000) -> list[Published | bytes]:
+        """Up to `limit` of the records buffered (at least one: waits for it), as each
+        should be sent: the shared `Published` where the subscriber gets the record as
+        published, bytes of its own where it does not (`Lost` added, events filtered).
+        Records `matches` filters out entirely are left out, so the list may be empty.
+
+        Raises:
+            trio.EndOfChannel: the subscription is closed and its buffer empty.
+        """
+        await self._wait()
+        out: list[Published | bytes] = []
+        for _ in range(min(limit, len(self._buffer))):
+            published = self._buffer.popleft()
+            lost = self._take_lost()
+            if matches is not None:
+                kept = [e for e in published.record.events if matches(e)]
+                if len(kept) != len(published.record.events):
+                    if kept or lost:
+                        out.append(encode_record(msgspec.structs.replace(
+                            published.record, events=kept, lost=lost)))
+                    continue
+            out.append(published if not lost else with_lost(published.data, lost))
+        return out
 
     def close(self) -> None:
         self._closed = True
@@ -88,6 +166,12 @@ class Subscription:
             raise StopAsyncIteration from None
 
 
+def with_lost(data: bytes, lost: int) -> bytes:
+    """An encoded record (`Lost` omitted, as published) with `"Lost": lost` added: the bytes
+    `encode_record` gives for the record with `lost` set (the field comes last)."""
+    return data[:-1] + b',"Lost":%d}' % lost
+
+
 @final
 class EventBroker:
     """Numbers events and fans them out to subscribers; never blocks a publisher."""
@@ -95,7 +179,7 @@ class EventBroker:
     def __init__(self) -> None:
         self.index = 0
         self._subscriptions: set[Subscription] = set()
-        self._history: deque[Record] = deque(maxlen=HISTORY)
+        self._history: deque[Published] = deque(maxlen=HISTORY)
 
     def subscribe(self, size: int = DEFAULT_BUFFER, *, from_index: int | None = None
                   ) -> Subscription:
@@ -103,9 +187,9 @@ class EventBroker:
         (Nomad's `index` parameter; 0 means the oldest kept)."""
         sub = Subscription(self, size)
         if from_index is not None:
-            for record in self._history:
-                if record.index >= from_index:
-                    sub._push(record)
+            for published in self._history:
+                if published.record.index >= from_index:
+                    sub._push(published)
         self._subscriptions.add(sub)
         return sub
 
@@ -118,10 +202,10 @@ class EventBroker:
         self.index += 1
         event = Event(topic=topic, type=type_, key=key, filter_keys=filter_keys or [],
                       index=self.index, payload=payload)
-        record = Record(index=self.index, events=[event])
-        self._history.append(record)
+        published = Published(Record(index=self.index, events=[event]))
+        self._history.append(published)
         for sub in self._subscriptions:
-            sub._push(record)
+            sub._push(published)
 
     # Nomad's topics, typed.
 
@@ -142,9 +226,6 @@ class EventBroker:
         self.publish("Task", "TaskEvent", alloc.id,
                      {"AllocID": alloc.id, "JobID": alloc.job_id, "TaskGroup": alloc.task_group,
                       "Task": task, "Event": event}, [alloc.job_id, task])
-
-
-_encoder = msgspec.json.Encoder()
 
 
 def encode_record(record: Record) -> bytes:

@@ -1,8 +1,10 @@
 """The typed layer shared by every store: structs to bytes and back, over a tiny key space.
 
-A store implements five primitives on keys and JSON bytes (`_put`, `_get`, `_scan_allocations`,
-`_delete_allocation`, `_delete_task`); this class turns the `StateDB` protocol into them, so the
-encoding, the key layout and the per-row decode-error handling exist once.
+A store implements six primitives on keys and JSON bytes (`_put`, `_get`, `_scan_allocations`,
+`_scan_restore`, `_delete_allocation`, `_delete_task`); this class turns the `StateDB` protocol
+into them, so the encoding, the key layout and the per-row decode-error handling exist once.
+`snapshot_from_rows` is a plain function so a store may run it where it reads (the SQLite store
+decodes in its worker thread, next to the read, rather than on the event loop).
 
 Key layout (mirrors Nomad's buckets, see the reference §5.2):
     ("alloc", alloc_id, kind)        kind: alloc | deploy_status | network_status |
@@ -16,6 +18,7 @@ Values are Nomad-shaped JSON (msgspec), so an operator can read the SQLite file 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import TypeVar
 
 import msgspec
@@ -30,6 +33,7 @@ from yurt.runtime.structs import (
     PluginState,
     TaskState,
 )
+from yurt.store.protocol import SavedTask, StateSnapshot
 
 #: ("alloc", alloc_id, kind) | ("task", alloc_id, task, kind) | ("node", kind)
 Key = tuple[str, ...]
@@ -59,6 +63,41 @@ def decode(data: bytes | None, type_: type[T]) -> T | None:
     return None if data is None else msgspec.json.decode(data, type=type_)
 
 
+#: The kinds of row a restart reads (see `snapshot_from_rows`).
+RESTORE_ALLOC_KINDS = ("alloc", "acknowledged_state")
+RESTORE_TASK_KINDS = ("local_state", "task_state")
+
+
+def snapshot_from_rows(rows: list[tuple[Key, bytes]]) -> StateSnapshot:
+    """Decode what `_scan_restore` read, row by row: a corrupt row is reported (on its
+    allocation, or on its task) and never hides the others."""
+    snapshot = StateSnapshot()
+    for key, data in rows:
+        try:
+            if key[0] == "alloc" and key[2] == "alloc":
+                snapshot.allocations.append(msgspec.json.decode(data, type=Allocation))
+            elif key[0] == "alloc" and key[2] == "acknowledged_state":
+                snapshot.acknowledged[key[1]] = msgspec.json.decode(
+                    data, type=AcknowledgedState)
+            elif key[0] == "task":
+                tasks = snapshot.tasks.setdefault(key[1], {})
+                saved = tasks.get(key[2], SavedTask())
+                if key[3] == "local_state":
+                    saved = replace(saved, local=msgspec.json.decode(data, type=LocalState))
+                elif key[3] == "task_state":
+                    saved = replace(saved, state=msgspec.json.decode(data, type=TaskState))
+                tasks[key[2]] = saved
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            if key[0] == "alloc" and key[2] == "alloc":
+                snapshot.errors[key[1]] = f"failed to decode allocation: {e}"
+            elif key[0] == "task":
+                tasks = snapshot.tasks.setdefault(key[1], {})
+                tasks[key[2]] = replace(tasks.get(key[2], SavedTask()),
+                                        error=f"failed to decode task {key[3]}: {e}")
+            # An undecodable acknowledged state reads as none: the update is resent.
+    return snapshot
+
+
 class KeyValueStateDB(ABC):
     """`StateDB` on top of five key-value primitives."""
 
@@ -77,6 +116,11 @@ class KeyValueStateDB(ABC):
         """Every stored `("alloc", id, "alloc")` value, in one read."""
 
     @abstractmethod
+    async def _scan_restore(self) -> list[tuple[Key, bytes]]:
+        """Every row a restart reads (`RESTORE_ALLOC_KINDS` of "alloc" keys and
+        `RESTORE_TASK_KINDS` of "task" keys), from one consistent snapshot."""
+
+    @abstractmethod
     async def _delete_allocation(self, alloc_id: str) -> None: ...
 
     @abstractmethod
@@ -93,6 +137,9 @@ class KeyValueStateDB(ABC):
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 errors[alloc_id] = f"failed to decode allocation: {e}"
         return allocs, errors
+
+    async def get_all_state(self) -> StateSnapshot:
+        return snapshot_from_rows(await self._scan_restore())
 
     async def put_allocation(self, alloc: Allocation) -> None:
         await self._put(alloc_key(alloc.id, "alloc"), encode(alloc))

@@ -11,7 +11,7 @@ from typing import final
 
 import trio
 
-from yurt.store.base import Key, KeyValueStateDB
+from yurt.store.base import RESTORE_ALLOC_KINDS, RESTORE_TASK_KINDS, Key, KeyValueStateDB
 
 
 @final
@@ -34,6 +34,12 @@ class MemoryStateDB(KeyValueStateDB):
     async def _scan_allocations(self) -> list[tuple[str, bytes]]:
         await trio.lowlevel.checkpoint()
         return [(k[1], v) for k, v in self._data.items() if k[0] == "alloc" and k[2] == "alloc"]
+
+    async def _scan_restore(self) -> list[tuple[Key, bytes]]:
+        await trio.lowlevel.checkpoint()
+        return [(k, v) for k, v in self._data.items()
+                if (k[0] == "alloc" and k[2] in RESTORE_ALLOC_KINDS)
+                or (k[0] == "task" and k[3] in RESTORE_TASK_KINDS)]
 
     async def _delete_allocation(self, alloc_id: str) -> None:
         await trio.lowlevel.checkpoint()

@@ -9,10 +9,15 @@ Semantics every implementation keeps (the conformance suite in tests/ checks bot
   its per-allocation values and every task's state.
 - `get_all_allocations` decodes each allocation on its own: one corrupt row is reported in the
   error map by allocation ID and does not hide the others.
+- `get_all_state` is what a restart needs, read in one transaction (one consistent snapshot,
+  one thread hop for SQLite): every allocation, its acknowledged state, and every task's local
+  state (driver handle included) and task state. It decodes row by row as
+  `get_all_allocations` does; a task row that cannot be decoded is reported on that task.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from yurt.runtime.structs import (
@@ -27,6 +32,28 @@ from yurt.runtime.structs import (
 )
 
 
+@dataclass(frozen=True)
+class SavedTask:
+    """One task runner's persisted state, as `get_task_runner_state` returns it."""
+
+    local: LocalState | None = None
+    state: TaskState | None = None
+    #: Why a row of this task could not be decoded (the task cannot be restored), or None.
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class StateSnapshot:
+    """Everything a restart reads, from one transaction."""
+
+    allocations: list[Allocation] = field(default_factory=list)
+    #: Allocation ID → why its allocation row could not be decoded.
+    errors: dict[str, str] = field(default_factory=dict)
+    acknowledged: dict[str, AcknowledgedState] = field(default_factory=dict)
+    #: Allocation ID → task name → what that task runner saved.
+    tasks: dict[str, dict[str, SavedTask]] = field(default_factory=dict)
+
+
 class StateDB(Protocol):
     """Persistent client state, keyed like Nomad's buckets."""
 
@@ -34,6 +61,7 @@ class StateDB(Protocol):
     def name(self) -> str: ...
 
     async def get_all_allocations(self) -> tuple[list[Allocation], dict[str, str]]: ...
+    async def get_all_state(self) -> StateSnapshot: ...
     async def put_allocation(self, alloc: Allocation) -> None: ...
 
     async def get_deployment_status(self, alloc_id: str) -> AllocDeploymentStatus | None: ...

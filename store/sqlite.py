@@ -51,7 +51,14 @@ from typing import Final, final
 import trio
 
 from yurt.runtime.errors import StateError, StateWriteError
-from yurt.store.base import Key, KeyValueStateDB
+from yurt.store.base import (
+    RESTORE_ALLOC_KINDS,
+    RESTORE_TASK_KINDS,
+    Key,
+    KeyValueStateDB,
+    snapshot_from_rows,
+)
+from yurt.store.protocol import StateSnapshot
 from yurt.store.sqlite_file import (
     DB_NAME,
     MIGRATIONS,
@@ -92,6 +99,13 @@ _SELECT: Final = {
     table: f"SELECT value FROM {table} WHERE " + " AND ".join(f"{c} = ?" for c in pk)
     for table, pk in TABLES.items()
 }
+
+
+_SELECT_RESTORE: Final = (
+    "SELECT 'alloc', alloc_id, '', kind, value FROM alloc WHERE kind IN ({}) "
+    "UNION ALL SELECT 'task', alloc_id, task, kind, value FROM task WHERE kind IN ({}) "
+    "ORDER BY 2".format(", ".join(f"'{k}'" for k in RESTORE_ALLOC_KINDS),
+                        ", ".join(f"'{k}'" for k in RESTORE_TASK_KINDS)))
 
 
 def _digest(data: bytes) -> bytes:
@@ -442,6 +456,30 @@ class SQLiteStateDB(KeyValueStateDB):
     async def _get(self, key: Key) -> bytes | None:
         rows = await self._read(_SELECT[key[0]], key[1:])
         return rows[0][0].encode() if rows else None
+
+    def _select_restore(self) -> list[tuple[Key, bytes]]:
+        # One statement is one read transaction: allocations and task rows come from the same
+        # snapshot even while the writer commits in between (WAL readers never block).
+        rows = self._conn.execute(_SELECT_RESTORE).fetchall()
+        return [((table, alloc_id, task, kind) if table == "task" else
+                 (table, alloc_id, kind), value.encode())
+                for table, alloc_id, task, kind, value in rows]
+
+    async def _scan_restore(self) -> list[tuple[Key, bytes]]:
+        if self._closed:
+            raise StateError(f"state database {self.path} is closed")
+        return await trio.to_thread.run_sync(self._select_restore, limiter=self._limiter)
+
+    async def get_all_state(self) -> StateSnapshot:
+        """One thread hop: read and decode there, so a large restore does not hold the event
+        loop while it decodes (the loop still gets the GIL between switch intervals)."""
+        if self._closed:
+            raise StateError(f"state database {self.path} is closed")
+
+        def run() -> StateSnapshot:
+            return snapshot_from_rows(self._select_restore())
+
+        return await trio.to_thread.run_sync(run, limiter=self._limiter)
 
     async def _scan_allocations(self) -> list[tuple[str, bytes]]:
         rows = await self._read("SELECT alloc_id, value FROM alloc WHERE kind = ? "

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar, final
@@ -79,7 +79,7 @@ from yurt.runtime.structs import (
 )
 from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.runner import TaskRunner
-from yurt.store.protocol import StateDB
+from yurt.store.protocol import SavedTask, StateDB
 
 log = logging.getLogger("yurt.allocrunner")
 #: How long stopping the re-attached tasks of an allocation that failed to restore may take.
@@ -253,18 +253,22 @@ class AllocRunner:
 
     # ------------------------------------------------------------------ restore
 
-    async def restore(self) -> None:
+    async def restore(self, saved: Mapping[str, SavedTask] | None = None) -> None:
         """After an agent restart, before `run()`: restore every task runner, then the
         lifecycle coordinator from the restored states.
 
-        The task runners restore concurrently: each reads the store and asks its driver to
-        recover its task, and one task's hops need not wait for another's. The first error
-        is raised as itself (the others are logged), never as an ExceptionGroup."""
+        With `saved` (task name → what the store holds, from the agent's one read of all
+        state; a task missing from it has nothing saved), no task reads the store. Without
+        it, each task runner reads its own state.
+
+        The task runners restore concurrently: each asks its driver to recover its task, and
+        one task's hops need not wait for another's. The first error is raised as itself
+        (the others are logged), never as an ExceptionGroup."""
         errors: list[Exception] = []
 
         async def restore(tr: TaskRunner) -> None:
             try:
-                await tr.restore()
+                await tr.restore(None if saved is None else saved.get(tr.name, SavedTask()))
             except Exception as e:
                 log.error("restoring task %s of alloc %s: %s", tr.name, self.id, e)
                 errors.append(e)

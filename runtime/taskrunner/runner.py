@@ -58,6 +58,7 @@ from yurt.runtime.errors import (
     DriverError,
     HookError,
     PluginShutdownError,
+    StateError,
 )
 from yurt.runtime.logs.pump import fifo_path
 from yurt.runtime.structs import (
@@ -84,7 +85,7 @@ from yurt.runtime.taskrunner.stopping import (
     MAX_KILL_TIMEOUT,
     TaskShutdown,
 )
-from yurt.store.protocol import StateDB
+from yurt.store.protocol import SavedTask, StateDB
 
 log = logging.getLogger("yurt.taskrunner")
 
@@ -315,23 +316,35 @@ class TaskRunner:
 
     # ------------------------------------------------------------------ restore
 
-    async def restore(self) -> None:
+    async def restore(self, saved: SavedTask | None = None) -> None:
         """Load what an earlier agent persisted, and re-attach to a still-running task.
 
         Call before `run()`. Hooks that finished their prestart are skipped on the next start
         and their env re-applied; a task whose handle re-attaches is not started again
         (`run()` goes straight to waiting for it, without a new `Started` event).
+
+        Args:
+            saved: what the store holds for this task, when the caller read it already (the
+                agent reads every task's state in one transaction); None reads it here.
+
+        Raises:
+            StateError: the saved state cannot be decoded.
         """
-        local, state = await self._db.get_task_runner_state(self.alloc.id, self.name)
+        if saved is None:
+            local, state = await self._db.get_task_runner_state(self.alloc.id, self.name)
+        elif saved.error is not None:
+            raise StateError(saved.error)
+        else:
+            local, state = saved.local, saved.state
         if state is not None:
             self.state = state
             self._received = None
         if local is None:
             return
         self.local_state = local
-        for name, saved in local.hooks.items():
-            if saved.prestart_done:
-                self._apply_hook(name, saved)
+        for name, hook_state in local.hooks.items():
+            if hook_state.prestart_done:
+                self._apply_hook(name, hook_state)
         handle = local.task_handle
         if handle is None or local.run_complete:
             return
