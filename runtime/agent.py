@@ -47,7 +47,7 @@ from yurt.runtime.drivers.protocol import reconcile_drivers
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import computed_class, fingerprint_node, raise_nofile_limit
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
-from yurt.runtime.memory import freeze_long_lived
+from yurt.runtime.memory import freeze_long_lived, freezing_survivors
 from yurt.runtime.pluginmanager.drivers import (
     DriverFactory,
     DriverManager,
@@ -233,53 +233,55 @@ class Agent:
         self.devices = DeviceManager(plugins, on_change=self._devices_changed)
         store = await ServerStore.open(data / "server")
         try:
-            async with open_state_db(data / "client") as db, trio.open_nursery() as outer:
-                self.drivers = DriverManager(
-                    self.config.driver_factories or discover(), state_db=db,
-                    unix_clock=time.time_ns, on_info=self._driver_info,
-                    route_event=self._route_driver_event, allow=self.config.driver_allow,
-                    block=self.config.driver_block, plugin_config=self.config.driver_config)
-                await outer.start(self.drivers.run)
-                await outer.start(self.devices.run)
-                with trio.move_on_after(self.config.device_wait):
-                    await self.drivers.first_fingerprints.wait()
-                    await self.devices.first_fingerprints.wait()
-                self.db = db
-                self.server = LocalServer(self.node, self.broker, store)
-                await self.server.load()
-                self.syncer = AllocSyncer(self.server.update_allocs, db,
-                                          unix_clock=time.time_ns,
-                                          on_acknowledged=lambda: self.gc.wake())
-                self.client = Client(AllocRunnerConfig(
-                    state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
-                    alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
-                    self.broker,
-                    on_alloc_update=self._alloc_updated)
-                self.gc = AllocGarbageCollector(
-                    self._destroy, lambda: len(self.client.runners), data / "alloc",
-                    self.config.gc, ready=self.syncer.acknowledged_terminal)
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(self.client.run)
-                    await self._restore()
-                    self._freeze()  # what was restored stays
-                    nursery.start_soon(self._freeze_after_bursts)
-                    await nursery.start(self.syncer.run)
-                    await nursery.start(self.gc.run)
-                    nursery.start_soon(self._watch_server, self.server)
-                    self.broker.node_registered(self.node)
-                    self._node_published = True
-                    stop_api = trio.Event()
-                    self.address = await nursery.start(serve_api, self, stop_api)
-                    task_status.started(self.address)
-                    await self._stop.wait()
-                    stop_api.set()
-                    with trio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
-                        if self.config.dev_mode:
-                            await self.client.destroy_all()
-                        else:
-                            await self.client.shutdown()
-                    nursery.cancel_scope.cancel()
-                outer.cancel_scope.cancel()
+            # Inside a burst of starts, full collections traverse only what is new.
+            with freezing_survivors():
+                async with open_state_db(data / "client") as db, trio.open_nursery() as outer:
+                    self.drivers = DriverManager(
+                        self.config.driver_factories or discover(), state_db=db,
+                        unix_clock=time.time_ns, on_info=self._driver_info,
+                        route_event=self._route_driver_event, allow=self.config.driver_allow,
+                        block=self.config.driver_block, plugin_config=self.config.driver_config)
+                    await outer.start(self.drivers.run)
+                    await outer.start(self.devices.run)
+                    with trio.move_on_after(self.config.device_wait):
+                        await self.drivers.first_fingerprints.wait()
+                        await self.devices.first_fingerprints.wait()
+                    self.db = db
+                    self.server = LocalServer(self.node, self.broker, store)
+                    await self.server.load()
+                    self.syncer = AllocSyncer(self.server.update_allocs, db,
+                                              unix_clock=time.time_ns,
+                                              on_acknowledged=lambda: self.gc.wake())
+                    self.client = Client(AllocRunnerConfig(
+                        state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
+                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
+                        self.broker,
+                        on_alloc_update=self._alloc_updated)
+                    self.gc = AllocGarbageCollector(
+                        self._destroy, lambda: len(self.client.runners), data / "alloc",
+                        self.config.gc, ready=self.syncer.acknowledged_terminal)
+                    async with trio.open_nursery() as nursery:
+                        await nursery.start(self.client.run)
+                        await self._restore()
+                        self._freeze()  # what was restored stays
+                        nursery.start_soon(self._freeze_after_bursts)
+                        await nursery.start(self.syncer.run)
+                        await nursery.start(self.gc.run)
+                        nursery.start_soon(self._watch_server, self.server)
+                        self.broker.node_registered(self.node)
+                        self._node_published = True
+                        stop_api = trio.Event()
+                        self.address = await nursery.start(serve_api, self, stop_api)
+                        task_status.started(self.address)
+                        await self._stop.wait()
+                        stop_api.set()
+                        with trio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
+                            if self.config.dev_mode:
+                                await self.client.destroy_all()
+                            else:
+                                await self.client.shutdown()
+                        nursery.cancel_scope.cancel()
+                    outer.cancel_scope.cancel()
         finally:
             await store.aclose()
 

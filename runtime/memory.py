@@ -12,19 +12,24 @@ allocations already running.
 `gc.freeze()` moves every container tracked now into a permanent generation that collections
 never traverse again. The agent calls `freeze_long_lived` where everything alive is long-lived
 and a burst has just ended: after the restore at start, and after a burst of starts has
-settled. It collects first, so what is frozen is live, not garbage.
+settled. It collects the young generations first, so the burst's garbage is not frozen.
 
 The price, and why this is not done after every collection: a frozen object that later becomes
 part of unreachable *cyclic* garbage is never collected (reference counting still frees
 everything that is not in a cycle, which is almost all of a finished allocation). `thaw` puts
-the frozen objects back under the collector; `freeze_long_lived` calls it first when most of
-what it froze last time has been freed since, so such leftovers are found by that collection
-and bounded by what churns between two freezes.
+the frozen objects back under the collector; `freeze_long_lived` calls it, and collects the
+whole heap, when the frozen set has halved or doubled since (see there): leftovers are found
+then, and are bounded by the size of the live heap.
+
+Inside a burst there is no such point, and a burst of thousands of starts pays full
+collections over everything it has built so far. `freezing_survivors()` covers that: while
+it is open, what survives a full collection is frozen right after it (a collector callback;
+the collection has just proven it alive), so the next full collection traverses only what
+is newer, and the thaw rule below bounds what that leaves behind.
 
 Rejected: raising the collection thresholds (fewer collections, same growth per collection);
 disabling the collector (cycles are real: exceptions with tracebacks, Trio's tasks and
-nurseries); freezing from a `gc.callbacks` hook after every full collection (freezes whatever
-is in flight at an arbitrary moment, and a callback must not run a collection itself).
+nurseries).
 """
 
 from __future__ import annotations
@@ -32,9 +37,17 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 log = logging.getLogger("yurt.memory")
+
+#: The frozen set is thawed (and the whole heap collected once) when it has fallen below
+#: this fraction of its size after the last freeze, or grown past this multiple of its size
+#: after the last thaw.
+THAW_BELOW = 0.5
+THAW_ABOVE = 2.0
 
 
 @dataclass(frozen=True)
@@ -52,26 +65,44 @@ def thaw() -> None:
     gc.unfreeze()
 
 
-def freeze_long_lived(*, thaw_below: float = 0.5) -> Frozen:
-    """Collect, then freeze every container alive now (see the module docstring).
+def freeze_long_lived(*, thaw_below: float = THAW_BELOW, thaw_above: float = THAW_ABOVE
+                      ) -> Frozen:
+    """Collect the young generations, then freeze every container alive now (see the module
+    docstring).
 
     Call it only where what is alive is meant to stay: after the restore, after a burst of
     allocations has started. Members of the frozen set that reference counting frees leave
-    it, so its size says how much of it is still alive: when it has fallen below
-    `thaw_below` of its size after the last freeze, most of what was frozen is gone and any
-    cyclic leftovers are worth one full collection, so it is thawed first.
+    it, but cyclic garbage stays, so the set is thawed and the whole heap collected once
+    before freezing again when either
+    - it has fallen below `thaw_below` of its size after the last freeze (most of it died:
+      what remains may be cycles), or
+    - it has grown past `thaw_above` times its size after the last thaw (as much new as
+      old: CPython's own rule for a full collection, with the frozen set as the old
+      generation).
+    So cyclic garbage in it is bounded by the live heap, and a full collection costs O(1)
+    per object frozen, amortised, whatever the heap's size.
 
     Returns:
         What was done, for logs and tests.
     """
-    global _frozen_after_last
+    global _frozen_after_last, _frozen_after_thaw
     start = time.perf_counter()
-    thawed = gc.get_freeze_count() < thaw_below * _frozen_after_last
+    now = gc.get_freeze_count()
+    thawed = now > 0 and now < thaw_below * _frozen_after_last
     if thawed:
         thaw()
-    collected = gc.collect()
+    # A full collection only with a thaw: otherwise the old generation's garbage waits for
+    # the next thaw, and the call costs what the young generations hold, not the heap.
+    collected = gc.collect(2 if thawed or not now else 1)
     gc.freeze()
+    if now and not thawed and gc.get_freeze_count() > thaw_above * _frozen_after_thaw:
+        thawed = True
+        thaw()
+        collected += gc.collect()
+        gc.freeze()
     _frozen_after_last = gc.get_freeze_count()
+    if thawed or not now:
+        _frozen_after_thaw = _frozen_after_last
     result = Frozen(frozen=_frozen_after_last, collected=collected, thawed=thawed,
                     seconds=time.perf_counter() - start)
     log.debug("froze %d long-lived containers (%d collected, thawed: %s) in %.3fs",
@@ -79,6 +110,34 @@ def freeze_long_lived(*, thaw_below: float = 0.5) -> Frozen:
     return result
 
 
-#: The size of the frozen set right after the last `freeze_long_lived` (one per process, as
-#: the collector is).
+@contextmanager
+def freezing_survivors() -> Iterator[None]:
+    """While open, freeze what survives each full collection (see the module docstring)."""
+    gc.callbacks.append(_after_collection)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(_after_collection)
+
+
+def _after_collection(phase: str, info: dict[str, int]) -> None:
+    """A collector callback: after a full collection, freeze its survivors; or, when the
+    frozen set halved or doubled (the rule of `freeze_long_lived`), thaw it instead, so the
+    next full collection goes through the whole heap once and its survivors are frozen."""
+    global _frozen_after_last, _frozen_after_thaw
+    if phase != "stop" or info.get("generation") != 2:
+        return
+    now = gc.get_freeze_count()
+    if now and (now < THAW_BELOW * _frozen_after_last or now > THAW_ABOVE * _frozen_after_thaw):
+        thaw()
+        return
+    gc.freeze()
+    _frozen_after_last = gc.get_freeze_count()
+    if not now:
+        _frozen_after_thaw = _frozen_after_last
+
+
+#: The size of the frozen set right after the last `freeze_long_lived`, and after the last
+#: one that thawed it first (one pair per process, as there is one collector).
 _frozen_after_last = 0
+_frozen_after_thaw = 0

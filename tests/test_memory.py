@@ -15,10 +15,10 @@ from yurt.runtime import memory
 @pytest.fixture(autouse=True)
 def clean_collector() -> Iterator[None]:
     gc.unfreeze()
-    memory._frozen_after_last = 0
+    memory._frozen_after_last = memory._frozen_after_thaw = 0
     yield
     gc.unfreeze()
-    memory._frozen_after_last = 0
+    memory._frozen_after_last = memory._frozen_after_thaw = 0
     gc.collect()
 
 
@@ -54,3 +54,48 @@ def test_cyclic_garbage_in_a_frozen_set_is_collected_once_most_of_it_died() -> N
     result = memory.freeze_long_lived()
     assert result.thawed
     assert dead() is None
+
+
+def test_cyclic_garbage_in_a_frozen_set_is_collected_once_it_doubled() -> None:
+    node = Node()
+    dead = weakref.ref(node)
+    memory.freeze_long_lived()
+    del node
+    frozen = gc.get_freeze_count()
+    grown = [[i] for i in range(frozen // 2)]  # half as much again: kept
+    result = memory.freeze_long_lived()
+    assert not result.thawed
+    assert dead() is not None
+    grown += [[i] for i in range(frozen)]  # more than doubled: thawed
+    result = memory.freeze_long_lived()
+    assert result.thawed
+    assert dead() is None
+
+
+def test_survivors_of_full_collections_are_frozen_while_open() -> None:
+    held = [[i] for i in range(10_000)]
+    with memory.freezing_survivors():
+        gc.collect(1)
+        assert gc.get_freeze_count() == 0  # young collections freeze nothing
+        gc.collect()
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(held)
+    more = [[i] for i in range(1_000)]
+    gc.collect()
+    assert gc.get_freeze_count() <= frozen  # closed: nothing more is frozen
+    assert len(more) == 1_000
+
+
+def test_a_doubled_frozen_set_is_thawed_by_the_next_full_collection() -> None:
+    node = Node()
+    dead = weakref.ref(node)
+    with memory.freezing_survivors():
+        gc.collect()
+        del node
+        grown = [[i] for i in range(2 * gc.get_freeze_count() + 10)]
+        gc.collect()  # the frozen set more than doubled since its last thaw: thawed
+        assert gc.get_freeze_count() == 0
+        assert dead() is not None
+        gc.collect()  # a full collection of everything, survivors frozen again
+        assert dead() is None
+        assert gc.get_freeze_count() >= len(grown)
