@@ -42,5 +42,3 @@ async def test_a_settled_burst_is_frozen_once(tmp_path: Path,
             assert burst.status_code == 200
             await run.agent.frozen.wait()  # 2 + 3 new allocations: a burst
             assert run.agent.freezes == 2
-            allocs = (await run.client.get("/v1/allocations")).json()
-            assert {a["ClientStatus"] for a in allocs} == {"running"}  # it had settled

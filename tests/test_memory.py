@@ -14,9 +14,12 @@ from yurt.runtime import memory
 
 @pytest.fixture(autouse=True)
 def clean_collector() -> Iterator[None]:
+    """Only the tests' own collections run (automatic ones would race the assertions)."""
     gc.unfreeze()
     memory._frozen_after_last = memory._frozen_after_thaw = 0
+    gc.disable()
     yield
+    gc.enable()
     gc.unfreeze()
     memory._frozen_after_last = memory._frozen_after_thaw = 0
     gc.collect()
