@@ -128,10 +128,13 @@ def _after_collection(phase: str, info: dict[str, int]) -> None:
     if phase != "stop" or info.get("generation") != 2:
         return
     now = gc.get_freeze_count()
-    if now and (now < THAW_BELOW * _frozen_after_last or now > THAW_ABOVE * _frozen_after_thaw):
+    if now and now < THAW_BELOW * _frozen_after_last:
         thaw()
         return
     gc.freeze()
+    if now and gc.get_freeze_count() > THAW_ABOVE * _frozen_after_thaw:
+        thaw()
+        return
     _frozen_after_last = gc.get_freeze_count()
     if not now:
         _frozen_after_thaw = _frozen_after_last
