@@ -121,23 +121,26 @@ def freezing_survivors() -> Iterator[None]:
 
 
 def _after_collection(phase: str, info: dict[str, int]) -> None:
-    """A collector callback: after a full collection, freeze its survivors; or, when the
-    frozen set halved or doubled (the rule of `freeze_long_lived`), thaw it instead, so the
-    next full collection goes through the whole heap once and its survivors are frozen."""
+    """A collector callback: after a full collection, freeze its survivors; when the frozen
+    set has doubled since the last thaw (the rule of `freeze_long_lived`), thaw it instead,
+    so the next full collection goes through the whole heap once and freezes its survivors.
+
+    The frozen set is not counted here: `gc.get_freeze_count` walks all of it, which would
+    make every full collection cost the whole heap again. What this collection adds is
+    counted instead (it has just traversed those objects anyway); deaths inside the frozen
+    set go unseen, so the estimate only overshoots, and a thaw comes early, never late.
+    """
     global _frozen_after_last, _frozen_after_thaw
     if phase != "stop" or info.get("generation") != 2:
         return
-    now = gc.get_freeze_count()
-    if now and now < THAW_BELOW * _frozen_after_last:
-        thaw()
-        return
+    survivors = len(gc.get_objects(generation=2))
     gc.freeze()
-    if now and gc.get_freeze_count() > THAW_ABOVE * _frozen_after_thaw:
-        thaw()
-        return
-    _frozen_after_last = gc.get_freeze_count()
-    if not now:
+    _frozen_after_last += survivors
+    if not _frozen_after_thaw:
         _frozen_after_thaw = _frozen_after_last
+    elif _frozen_after_last > THAW_ABOVE * _frozen_after_thaw:
+        thaw()
+        _frozen_after_last = _frozen_after_thaw = 0
 
 
 #: The size of the frozen set right after the last `freeze_long_lived`, and after the last
