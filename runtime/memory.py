@@ -14,9 +14,9 @@ never traverse again. The agent calls `freeze_long_lived` where everything alive
 and a burst has just ended: after the restore at start, and after a burst of starts has
 settled. It collects the young generations first, so the burst's garbage is not frozen.
 
-The price, and why this is not done after every collection: a frozen object that later becomes
-part of unreachable *cyclic* garbage is never collected (reference counting still frees
-everything that is not in a cycle, which is almost all of a finished allocation). `thaw` puts
+The price: a frozen object that later becomes part of unreachable *cyclic* garbage is never
+collected (reference counting still frees everything that is not in a cycle, which is almost
+all of a finished allocation). `thaw` puts
 the frozen objects back under the collector; `freeze_long_lived` calls it, and collects the
 whole heap, when the frozen set has halved or doubled since (see there): leftovers are found
 then, and are bounded by the size of the live heap.
@@ -25,7 +25,12 @@ Inside a burst there is no such point, and a burst of thousands of starts pays f
 collections over everything it has built so far. `freezing_survivors()` covers that: while
 it is open, what survives a full collection is frozen right after it (a collector callback;
 the collection has just proven it alive), so the next full collection traverses only what
-is newer, and the thaw rule below bounds what that leaves behind.
+is newer, and the same doubling rule thaws it (the halving one would need a walk of the
+frozen set per collection, see `_after_collection`).
+
+Measured (scripts/bench_runtime, CPU per allocation, N = 1,000 → 4,000, same minute): the
+collector's full collections cost 1603 → 3837 µs without freezing, 457 → 1261 µs with it;
+the young collections and the cache misses of a larger heap still grow with N.
 
 Rejected: raising the collection thresholds (fewer collections, same growth per collection);
 disabling the collector (cycles are real: exceptions with tracebacks, Trio's tasks and
