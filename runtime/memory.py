@@ -16,10 +16,9 @@ settled. It collects the young generations first, so the burst's garbage is not 
 
 The price: a frozen object that later becomes part of unreachable *cyclic* garbage is never
 collected (reference counting still frees everything that is not in a cycle, which is almost
-all of a finished allocation). `thaw` puts
-the frozen objects back under the collector; `freeze_long_lived` calls it, and collects the
-whole heap, when the frozen set has halved or doubled since (see there): leftovers are found
-then, and are bounded by the size of the live heap.
+all of a finished allocation). `thaw` puts the frozen objects back under the collector;
+`freeze_long_lived` calls it, and collects the whole heap, when the frozen set has halved or
+doubled since (see there): leftovers are found then, and are bounded by the live heap.
 
 Inside a burst there is no such point, and a burst of thousands of starts pays full
 collections over everything it has built so far. `freezing_survivors()` covers that: while
