@@ -77,12 +77,15 @@ def test_cyclic_garbage_in_a_frozen_set_is_collected_once_it_doubled() -> None:
 
 def test_survivors_of_full_collections_are_frozen_while_open() -> None:
     held = [[i] for i in range(10_000)]
+    thresholds = gc.get_threshold()
     with memory.freezing_survivors():
+        assert gc.get_threshold() == (memory.YOUNG_THRESHOLD, *thresholds[1:])
         gc.collect(1)
         assert gc.get_freeze_count() == 0  # young collections freeze nothing
         gc.collect()
         frozen = gc.get_freeze_count()
         assert frozen >= len(held)
+    assert gc.get_threshold() == thresholds
     more = [[i] for i in range(1_000)]
     gc.collect()
     assert gc.get_freeze_count() <= frozen  # closed: nothing more is frozen
