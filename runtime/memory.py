@@ -27,16 +27,16 @@ the collection has just proven it alive), so the next full collection traverses 
 is newer, and the same doubling rule thaws it (the halving one would need a walk of the
 frozen set per collection, see `_after_collection`).
 
-Measured (scripts/bench_runtime, CPU per allocation, N = 1,000 → 4,000, same minute): the
-collector's full collections cost 1603 → 3837 µs without freezing, 457 → 1261 µs with it;
-the young collections and the cache misses of a larger heap still grow with N.
 
-While it is open, the youngest generation is also collected every `YOUNG_THRESHOLD` new
-containers instead of CPython's 700: a burst of starts makes tens of thousands of short-lived
-containers a second, and each young collection has a fixed cost and promotes whatever is in
-flight at that moment (Trio tasks mid-step) to an older generation. Measured at N = 4,000:
-young and middle collections 1837 → 1295 µs per allocation, the whole 7962 → 5930 µs; the
-price is at most that many more containers waiting to be collected.
+While it is open, the youngest generation is also collected less often: every
+`YOUNG_THRESHOLD` new containers instead of CPython's 700, and every tenth of the frozen set
+once that is larger. A young collection traverses every young container, and in a burst one
+of them is the scheduler's batch of runnable tasks, as large as the node: with a fixed
+threshold the number of young collections grows with N and so does the cost of each.
+Measured (bench_runtime's life, CPU per allocation, collector time in brackets): N = 1,000
+4184 µs (699), N = 10,000 4384 µs (654); with CPython's thresholds and no freezing,
+7166 µs (2948) at 1,000 and 9420 µs (5512) at 4,000. The price: up to that many more
+containers wait to be collected (a tenth of the live heap at most).
 
 Rejected: disabling the collector (cycles are real: exceptions with tracebacks, Trio's tasks and
 nurseries).
@@ -60,6 +60,8 @@ THAW_BELOW = 0.5
 THAW_ABOVE = 2.0
 #: The youngest generation's collection threshold while `freezing_survivors` is open.
 YOUNG_THRESHOLD = 20_000
+#: ... and at least one young collection's worth of new containers per this many frozen ones.
+YOUNG_PER_FROZEN = 10
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,10 @@ def _after_collection(phase: str, info: dict[str, int]) -> None:
     survivors = len(gc.get_objects(generation=2))
     gc.freeze()
     _frozen_after_last += survivors
+    # Young collections also traverse the scheduler's batch of runnable tasks, which a burst
+    # makes as large as the node: their number must shrink as the heap grows.
+    gc.set_threshold(max(YOUNG_THRESHOLD, _frozen_after_last // YOUNG_PER_FROZEN),
+                     *gc.get_threshold()[1:])
     if not _frozen_after_thaw:
         _frozen_after_thaw = _frozen_after_last
     elif _frozen_after_last > THAW_ABOVE * _frozen_after_thaw:

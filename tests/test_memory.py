@@ -105,3 +105,13 @@ def test_a_doubled_frozen_set_is_thawed_by_the_next_full_collection() -> None:
         gc.collect()  # a full collection of everything, survivors frozen again
         assert dead() is None
         assert gc.get_freeze_count() >= len(grown)
+
+
+def test_young_collections_get_rarer_as_the_frozen_set_grows() -> None:
+    with memory.freezing_survivors():
+        held = [[i] for i in range(20 * memory.YOUNG_THRESHOLD)]
+        gc.collect()
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(held)
+        assert gc.get_threshold()[0] >= frozen // memory.YOUNG_PER_FROZEN > (
+            memory.YOUNG_THRESHOLD)
