@@ -27,7 +27,6 @@ the collection has just proven it alive), so the next full collection traverses 
 is newer, and the same doubling rule thaws it (the halving one would need a walk of the
 frozen set per collection, see `_after_collection`).
 
-
 While it is open, the youngest generation is also collected less often: every
 `YOUNG_THRESHOLD` new containers instead of CPython's 700, and every tenth of the frozen set
 once that is larger. A young collection traverses every young container, and in a burst one
