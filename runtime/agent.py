@@ -6,6 +6,7 @@
     ├─ server watch               server changes → Client.sync_allocs (Nomad's runAllocs)
     ├─ AllocSyncer                client views → server, Nomad's batching and priorities
     ├─ AllocGarbageCollector      terminal allocations destroyed when room is needed
+    ├─ burst freezer              the long-lived heap out of the collector's way (memory.py)
     └─ HTTP API                   hypercorn's trio worker, Nomad's paths (runtime/api.py)
 
 The embedded `LocalServer` keeps jobs and allocations in `<data-dir>/server/server.db`.
@@ -14,6 +15,11 @@ Start: the server loads its state; the client restores every allocation the stat
 (running tasks are re-attached, terminal ones queued for collection), then syncs with the
 server. Stop (SIGTERM/SIGINT, or `stop()`): the API stops accepting, runners shut down with
 their tasks left running, state is flushed; the next start re-attaches.
+
+Memory: what a restore or a burst of starts leaves alive lives as long as its allocations,
+so it is frozen out of the cyclic collector's reach (`memory.freeze_long_lived`): after the
+restore, and once a burst of at least `BURST_ALLOCS` new allocations has gone `BURST_QUIET`
+seconds without an allocation update. Nothing of this runs while the node is idle.
 
 Faults: a full disk does not stop the agent (both databases open and load, writes are kept in
 memory and retried, log output is dropped and counted). A client state DB deleted under the
@@ -41,6 +47,7 @@ from yurt.runtime.drivers.protocol import reconcile_drivers
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import computed_class, fingerprint_node, raise_nofile_limit
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
+from yurt.runtime.memory import freeze_long_lived, freezing_survivors
 from yurt.runtime.pluginmanager.drivers import (
     DriverFactory,
     DriverManager,
@@ -67,6 +74,10 @@ from yurt.store.sqlite import SQLiteStateDB
 log = logging.getLogger("yurt.agent")
 
 SHUTDOWN_TIMEOUT = 30.0
+#: New allocations that make a burst worth a freeze once it has settled.
+BURST_ALLOCS = 32
+#: A burst has settled when no allocation was updated for this long (seconds).
+BURST_QUIET = 2.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,11 @@ class Agent:
         self.address = ""
         self._stop = trio.Event()
         self.restore = RestoreProgress()
+        self._new_allocs = 0  # runners added since the last freeze
+        self._burst = trio.Event()  # set when `_new_allocs` reaches BURST_ALLOCS
+        self._activity = trio.Event()  # set by every allocation update
+        self.freezes = 0  # how many times the long-lived heap was frozen (tests, logs)
+        self.frozen = trio.Event()  # set, then replaced, by each freeze
 
     def stop(self) -> None:
         self._stop.set()
@@ -153,6 +169,7 @@ class Agent:
             self.broker.node_registered(self.node)
 
     def _alloc_updated(self, alloc: Allocation) -> None:
+        self._activity.set()
         self.syncer.add(alloc)
         if is_client_terminal(alloc.client_status):
             self.gc.mark(alloc.id)
@@ -169,12 +186,44 @@ class Agent:
             changed = server.changed
             gone = self.db.gone if isinstance(self.db, SQLiteStateDB) else None
             if gone is None:
+                before = len(self.client.runners)
                 self.client.sync_allocs(server.allocs_for_node())
+                self._new_allocs += max(0, len(self.client.runners) - before)
+                if self._new_allocs >= BURST_ALLOCS:
+                    self._burst.set()
             elif not refused:  # nothing new may start that a restart could not find again
                 log.error("not running server changes: %s", gone)
                 refused = True
             self.syncer.servers_contacted.set()
             await changed.wait()
+
+    def _freeze(self) -> None:
+        self._new_allocs = 0
+        self.freezes += 1
+        frozen = freeze_long_lived()
+        log.info("froze %d long-lived objects in %.0f ms", frozen.frozen,
+                 frozen.seconds * 1000)
+        self.frozen.set()
+        self.frozen = trio.Event()
+
+    async def _freeze_when_restored(self) -> None:
+        """Freeze what the restore brought back, once it is all there (a full collection
+        blocks the loop once, so not before the API serves)."""
+        await self.restore.done.wait()
+        self._freeze()
+
+    async def _freeze_after_bursts(self) -> None:
+        """Freeze the heap once each burst of new allocations has settled."""
+        while True:
+            await self._burst.wait()
+            self._burst = trio.Event()
+            settled = False
+            while not settled:
+                self._activity = activity = trio.Event()
+                with trio.move_on_after(BURST_QUIET) as quiet:
+                    await activity.wait()
+                settled = quiet.cancelled_caught
+            self._freeze()
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
                   ) -> None:
@@ -193,53 +242,57 @@ class Agent:
         self.devices = DeviceManager(plugins, on_change=self._devices_changed)
         store = await ServerStore.open(data / "server")
         try:
-            async with open_state_db(data / "client") as db, trio.open_nursery() as outer:
-                self.drivers = DriverManager(
-                    self.config.driver_factories or discover(), state_db=db,
-                    unix_clock=time.time_ns, on_info=self._driver_info,
-                    route_event=self._route_driver_event, allow=self.config.driver_allow,
-                    block=self.config.driver_block, plugin_config=self.config.driver_config)
-                await outer.start(self.drivers.run)
-                await outer.start(self.devices.run)
-                with trio.move_on_after(self.config.device_wait):
-                    await self.drivers.first_fingerprints.wait()
-                    await self.devices.first_fingerprints.wait()
-                self.db = db
-                self.server = LocalServer(self.node, self.broker, store)
-                await self.server.load()
-                self.syncer = AllocSyncer(self.server.update_allocs, db,
-                                          unix_clock=time.time_ns,
-                                          on_acknowledged=lambda: self.gc.wake())
-                self.client = Client(AllocRunnerConfig(
-                    state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
-                    alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
-                    self.broker,
-                    on_alloc_update=self._alloc_updated)
-                self.gc = AllocGarbageCollector(
-                    self._destroy, lambda: len(self.client.runners), data / "alloc",
-                    self.config.gc, ready=self.syncer.acknowledged_terminal)
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(self.client.run)
-                    await nursery.start(self._restore)  # re-attaching goes on behind the API
-                    await nursery.start(self.syncer.run)
-                    await nursery.start(self.gc.run)
-                    nursery.start_soon(self._watch_server, self.server)
-                    self.broker.node_registered(self.node)
-                    self._node_published = True
-                    stop_api = trio.Event()
-                    self.address = await nursery.start(serve_api, self, stop_api)
-                    self.restore.serving.set()
-                    task_status.started(self.address)
-                    await self._stop.wait()
-                    stop_api.set()
-                    with trio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
-                        await self.restore.done.wait()  # no runner half restored
-                        if self.config.dev_mode:
-                            await self.client.destroy_all()
-                        else:
-                            await self.client.shutdown()
-                    nursery.cancel_scope.cancel()
-                outer.cancel_scope.cancel()
+            # Inside a burst of starts, full collections traverse only what is new.
+            with freezing_survivors():
+                async with open_state_db(data / "client") as db, trio.open_nursery() as outer:
+                    self.drivers = DriverManager(
+                        self.config.driver_factories or discover(), state_db=db,
+                        unix_clock=time.time_ns, on_info=self._driver_info,
+                        route_event=self._route_driver_event, allow=self.config.driver_allow,
+                        block=self.config.driver_block, plugin_config=self.config.driver_config)
+                    await outer.start(self.drivers.run)
+                    await outer.start(self.devices.run)
+                    with trio.move_on_after(self.config.device_wait):
+                        await self.drivers.first_fingerprints.wait()
+                        await self.devices.first_fingerprints.wait()
+                    self.db = db
+                    self.server = LocalServer(self.node, self.broker, store)
+                    await self.server.load()
+                    self.syncer = AllocSyncer(self.server.update_allocs, db,
+                                              unix_clock=time.time_ns,
+                                              on_acknowledged=lambda: self.gc.wake())
+                    self.client = Client(AllocRunnerConfig(
+                        state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
+                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
+                        self.broker,
+                        on_alloc_update=self._alloc_updated)
+                    self.gc = AllocGarbageCollector(
+                        self._destroy, lambda: len(self.client.runners), data / "alloc",
+                        self.config.gc, ready=self.syncer.acknowledged_terminal)
+                    async with trio.open_nursery() as nursery:
+                        await nursery.start(self.client.run)
+                        await nursery.start(self._restore)  # re-attaching goes on behind the API
+                        nursery.start_soon(self._freeze_when_restored)
+                        nursery.start_soon(self._freeze_after_bursts)
+                        await nursery.start(self.syncer.run)
+                        await nursery.start(self.gc.run)
+                        nursery.start_soon(self._watch_server, self.server)
+                        self.broker.node_registered(self.node)
+                        self._node_published = True
+                        stop_api = trio.Event()
+                        self.address = await nursery.start(serve_api, self, stop_api)
+                        self.restore.serving.set()
+                        task_status.started(self.address)
+                        await self._stop.wait()
+                        stop_api.set()
+                        with trio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
+                            await self.restore.done.wait()  # no runner half restored
+                            if self.config.dev_mode:
+                                await self.client.destroy_all()
+                            else:
+                                await self.client.shutdown()
+                        nursery.cancel_scope.cancel()
+                    outer.cancel_scope.cancel()
         finally:
             await store.aclose()
 

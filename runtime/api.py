@@ -440,6 +440,7 @@ class Api:
     async def alloc_stats(self, request: Request) -> Response:
         runner = await self.restored_runner(self.find_alloc_id(request.path_params["id"]))
         only = request.query_params.get("task")
+        await self.agent.devices.refresh_stats()
         now = time.time_ns()
         tasks: dict[str, Any] = {}
         total_rss = total_ticks = 0.0
@@ -531,6 +532,7 @@ class Api:
 
     async def client_stats(self, request: Request) -> Response:
         stats = await trio.to_thread.run_sync(host_stats, str(self.agent.config.data_dir))
+        await self.agent.devices.refresh_stats()
         stats["DeviceStats"] = self.device_stats(None)
         return json_response(stats)
 

@@ -8,6 +8,10 @@ Nomad's scheme (reference §6.2–6.3, and §1.12 for priorities), chosen becaus
 - A 200 ms tick. An update whose client status changed since the server last acknowledged it
   is *urgent* and goes on the next tick; every other change waits for every 5th tick (at most
   once a second); an update identical to the acknowledged state is dropped.
+- The tick runs only while something is pending (and the server was contacted): an idle
+  syncer sleeps on an event until `add`, so a quiet node costs no wake-ups. When it wakes, it
+  counts the ticks it slept through and rejoins the same 200 ms grid, so every update leaves
+  exactly when the ever-ticking loop (Nomad's `time.Ticker`) would have sent it.
 - Nothing is sent before the client first heard from the server (`servers_contacted`).
 - A successful send tells `on_acknowledged` (the garbage collector waits for the server to
   know an allocation ended before it deletes the allocation's state).
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import random
 from collections.abc import Awaitable, Callable
 from typing import Final, final
@@ -123,6 +128,7 @@ class AllocSyncer:
         self._unix_clock = unix_clock
         self._rng = rng or random.Random()
         self.pending = PendingUpdates()
+        self._added = trio.Event()  # set by `add`, replaced by the idle loop
         self.acked: dict[str, AcknowledgedState] = {}
         self.servers_contacted = trio.Event()
         self.calls = 0  # sends attempted (for benchmarks and tests)
@@ -131,6 +137,7 @@ class AllocSyncer:
     def add(self, alloc: Allocation) -> None:
         """Queue the client's latest view of `alloc` (never blocks)."""
         self.pending.add(stripped(alloc))
+        self._added.set()
 
     async def load_acknowledged(self, alloc_ids: list[str]) -> None:
         """After an agent restart: what the server already has, so it is not resent."""
@@ -177,6 +184,8 @@ class AllocSyncer:
         ticks = 0
         wait = SYNC_INTERVAL
         while True:
+            if self._idle():
+                ticks, wait = await self._sleep_while_idle(ticks, wait)
             await trio.sleep(wait)
             wait = SYNC_INTERVAL
             ticks += 1
@@ -202,3 +211,27 @@ class AllocSyncer:
                     nursery.start_soon(self._db.put_acknowledged_state, update.id,
                                        msgspec.structs.replace(ack))
             self._on_acknowledged()
+
+    def _idle(self) -> bool:
+        """Whether no tick could send anything until `add` or the first server contact."""
+        return not len(self.pending) or not self.servers_contacted.is_set()
+
+    async def _sleep_while_idle(self, ticks: int, wait: float) -> tuple[int, float]:
+        """Sleep until there is something to send; return the tick count and the wait to
+        the next tick that the ever-ticking loop would have had at that point.
+
+        Its ticks in between would all have found nothing to send, so only their number
+        matters (the every-5th-tick rule counts them).
+        """
+        since = trio.current_time()
+        while self._idle():
+            self._added = trio.Event()
+            if not self.servers_contacted.is_set():
+                await self.servers_contacted.wait()
+            elif not len(self.pending):
+                await self._added.wait()
+        slept = trio.current_time() - since
+        if slept < wait:
+            return ticks, wait - slept
+        missed = 1 + math.floor((slept - wait) / SYNC_INTERVAL)  # ticks that found nothing
+        return ticks + missed, wait + missed * SYNC_INTERVAL - slept

@@ -12,7 +12,7 @@ from trio.testing import MockClock
 from tests.runtime_support import RecoverFailsDriver, job_alloc, types, unix_clock
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from yurt.runtime.devices.fake import ENV, FakeDevicePlugin
-from yurt.runtime.devices.manager import DeviceManager
+from yurt.runtime.devices.manager import STATS_TIMEOUT, DeviceManager
 from yurt.runtime.devices.protocol import (
     DeviceGroup,
     DeviceInstance,
@@ -108,25 +108,83 @@ async def test_reserve_goes_to_the_owner_of_every_id(autojump_clock: MockClock) 
         nursery.cancel_scope.cancel()
 
 
-async def test_stats_are_cached_and_a_failing_stats_call_backs_off(
-        autojump_clock: MockClock) -> None:
-    fake = FakeDevicePlugin(gpus("GPU-0", "GPU-1"))
-    calls: list[float] = []
+class CountedStats(FakeDevicePlugin):
+    """A fake plugin that records when its stats are read, and can fail or hang."""
 
-    class FlakyStats(FakeDevicePlugin):
-        async def stats(self) -> dict[str, InstanceStats]:
-            calls.append(trio.current_time())
+    def __init__(self, groups: list[DeviceGroup], *, name: str, how: str = "") -> None:
+        super().__init__(groups, name=name)
+        self.how = how
+        self.calls: list[float] = []
+
+    async def stats(self) -> dict[str, InstanceStats]:
+        self.calls.append(trio.current_time())
+        if self.how == "raise":
             raise RuntimeError("busy")
+        if self.how == "hang":
+            await trio.sleep_forever()
+        return await super().stats()
 
-    flaky = FlakyStats(gpus("GPU-7"), name="flaky")
+
+async def test_stats_are_read_only_when_asked_and_cached_briefly(
+        autojump_clock: MockClock) -> None:
+    fake = CountedStats(gpus("GPU-0", "GPU-1"), name="fake")
+    manager = DeviceManager([fake], stats_interval=1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await manager.first_fingerprints.wait()
+        await trio.sleep(600)
+        assert fake.calls == []  # an idle node never asks its plugins
+        assert manager.stats() == {}
+        await manager.refresh_stats()
+        assert set(manager.stats()) == {"GPU-0", "GPU-1"}
+        assert set(manager.stats({"GPU-1"})) == {"GPU-1"}
+        await trio.sleep(0.5)
+        await manager.refresh_stats()  # fresh enough: served from the cache
+        assert len(fake.calls) == 1
+        await trio.sleep(0.5)
+        async with trio.open_nursery() as askers:  # concurrent askers: one read
+            for _ in range(3):
+                askers.start_soon(manager.refresh_stats)
+        assert len(fake.calls) == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_failing_stats_call_backs_off_and_keeps_the_others(
+        autojump_clock: MockClock) -> None:
+    fake = CountedStats(gpus("GPU-0", "GPU-1"), name="fake")
+    flaky = CountedStats(gpus("GPU-7"), name="flaky", how="raise")
     manager = DeviceManager([fake, flaky], stats_interval=1)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run)
-        await trio.sleep(40)
+        await manager.first_fingerprints.wait()
+        for _ in range(40):  # someone asks every second
+            await manager.refresh_stats()
+            await trio.sleep(1)
         assert set(manager.stats()) == {"GPU-0", "GPU-1"}
-        assert set(manager.stats({"GPU-1"})) == {"GPU-1"}
-        gaps = [round(b - a) for a, b in itertools.pairwise(calls)]
+        assert len(fake.calls) == 40
+        gaps = [round(b - a) for a, b in itertools.pairwise(flaky.calls)]
         assert gaps[:3] == [5, 10, 20]  # 5 s doubling
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_hanging_stats_call_is_cut_off_and_backs_off(
+        autojump_clock: MockClock) -> None:
+    fake = CountedStats(gpus("GPU-0"), name="fake")
+    stuck = CountedStats(gpus("GPU-8"), name="stuck", how="hang")
+    manager = DeviceManager([fake, stuck], stats_interval=1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await manager.first_fingerprints.wait()
+        start = trio.current_time()
+        await manager.refresh_stats()
+        assert trio.current_time() - start == STATS_TIMEOUT
+        assert set(manager.stats()) == {"GPU-0"}
+        await trio.sleep(1)
+        start = trio.current_time()
+        await manager.refresh_stats()  # the stuck plugin is not asked during its backoff
+        assert trio.current_time() == start
+        assert len(stuck.calls) == 1
+        assert len(fake.calls) == 2
         nursery.cancel_scope.cancel()
 
 

@@ -179,3 +179,42 @@ async def test_acknowledged_state_is_persisted_and_not_resent_after_restart(
         nursery.cancel_scope.cancel()
     assert len(server.received) == 1
     assert second.calls == 0
+
+
+class StepCounter(trio.abc.Instrument):
+    """Counts the steps (wake-ups) of the tasks whose name contains `name`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self.name in task.name:
+            self.steps += 1
+
+
+async def test_an_idle_syncer_does_not_wake_and_rejoins_the_tick_grid(
+        autojump_clock: MockClock, parts: tuple[FakeServer, MemoryStateDB]) -> None:
+    server, db = parts
+    syncer = syncer_for(server, db)
+    counter = StepCounter("AllocSyncer.run")
+    trio.lowlevel.add_instrument(counter)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(syncer.run)
+            syncer.add(alloc(status="pending"))  # pending, but no server contact yet
+            await trio.sleep(30)
+            syncer.servers_contacted.set()
+            await trio.sleep(1.1)
+            assert server.received == [(31.0, ["a1:pending:"])]
+            steps = counter.steps
+            await trio.sleep(600)  # nothing pending: not one wake-up
+            assert counter.steps == steps
+            syncer.add(alloc(status="running"))  # urgent: on the next tick of the grid
+            await trio.sleep(0.25)
+            assert server.received[-1] == (631.2, ["a1:running:"])
+            nursery.cancel_scope.cancel()
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    # Before the contact and after the last send, the syncer slept on events.
+    assert counter.steps < 30

@@ -6,9 +6,15 @@ the node's devices are the concatenation of every healthy plugin's latest snapsh
 
 A plugin that raises, sends something invalid, or does not deliver its first fingerprint within
 `first_fingerprint_timeout` is cut off: its devices disappear from the node (listeners are
-told), the error is kept for `errors`, and every other plugin carries on. Stats are polled per
-plugin every `stats_interval` and cached; a plugin whose stats call fails keeps its last stats
-and is retried with a growing backoff (5 s doubling, capped at 30 min, as Nomad does).
+told), the error is kept for `errors`, and every other plugin carries on.
+
+Stats are read when asked, not polled: `refresh_stats` (the API calls it before it reports
+device stats) asks each plugin whose cached stats are older than `stats_interval`, all plugins
+at once, each bounded by `STATS_TIMEOUT`; `stats` is the cache. Nomad polls every plugin every
+second whether anyone looks or not, which on an idle node is a wake-up (and, for NVML, a
+thread hop) per plugin per second for nothing. A plugin whose stats call fails keeps its last
+stats and is not asked again before a growing backoff has passed (5 s doubling, capped at
+30 min, as Nomad's poll backs off).
 
 `reserve(vendor/type/name, ids)` goes to the plugin that owns the group and *all* the IDs.
 """
@@ -35,6 +41,8 @@ log = logging.getLogger("yurt.devices")
 RESERVE_TIMEOUT: Final = 30.0
 STATS_BACKOFF_BASE: Final = 5.0
 STATS_BACKOFF_LIMIT: Final = 30 * 60.0
+#: A plugin's stats call that takes longer counts as failed (the API request must not hang).
+STATS_TIMEOUT: Final = 5.0
 
 
 @final
@@ -51,6 +59,10 @@ class DeviceManager:
         self.groups: dict[str, list[DeviceGroup]] = {}  # plugin → latest valid snapshot
         self.errors: dict[str, str] = {}
         self._stats: dict[str, dict[str, InstanceStats]] = {}
+        self._stats_read_at: dict[str, float] = {}  # plugin → trio time of its cached stats
+        self._stats_failures: dict[str, int] = {}
+        self._stats_retry_at: dict[str, float] = {}  # plugin → not asked again before
+        self._stats_lock = trio.Lock()  # one refresh at a time; the next finds it fresh
         self.first_fingerprints = trio.Event()
         self._pending_first = set(self.plugins)
 
@@ -78,6 +90,7 @@ class DeviceManager:
         if self.groups.pop(name, None) is not None:
             self._publish()
         self._stats.pop(name, None)
+        self._stats_read_at.pop(name, None)
         self._first_done(name)
 
     # ------------------------------------------------------------------ run
@@ -98,11 +111,8 @@ class DeviceManager:
             with trio.fail_after(self._first_timeout):
                 first = await stream.__anext__()
             await self._accept(name, first)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._poll_stats, name)
-                async for groups in stream:
-                    await self._accept(name, groups)
-                nursery.cancel_scope.cancel()
+            async for groups in stream:
+                await self._accept(name, groups)
             self._fail(name, "fingerprint stream ended")
         except trio.TooSlowError:
             self._fail(name, f"no fingerprint within {self._first_timeout:.0f}s")
@@ -119,20 +129,38 @@ class DeviceManager:
         self._first_done(name)
         self._publish()
 
-    async def _poll_stats(self, name: str) -> None:
-        plugin = self.plugins[name]
-        failures = 0
-        while True:
-            try:
-                self._stats[name] = await plugin.stats()
-                failures = 0
-                await trio.sleep(self._stats_interval)
-            except Exception as e:
-                failures += 1
-                delay = min(STATS_BACKOFF_BASE * 2 ** (failures - 1), STATS_BACKOFF_LIMIT)
-                log.warning("stats of device plugin %s failed (%s); retry in %.0fs", name, e,
-                            delay)
-                await trio.sleep(delay)
+    async def refresh_stats(self) -> None:
+        """Bring the cached stats of every healthy plugin up to date (at most
+        `stats_interval` old), asking the plugins that need it concurrently. Never raises
+        for a plugin's failure: that plugin keeps its last stats and backs off."""
+        async with self._stats_lock:
+            now = trio.current_time()
+            due = [name for name, groups in self.groups.items()
+                   if groups  # a plugin without devices has no stats to give
+                   and now - self._stats_read_at.get(name, -float("inf")) >= self._stats_interval
+                   and now >= self._stats_retry_at.get(name, -float("inf"))]
+            async with trio.open_nursery() as nursery:
+                for name in due:
+                    nursery.start_soon(self._read_stats, name)
+
+    async def _read_stats(self, name: str) -> None:
+        try:
+            with trio.fail_after(STATS_TIMEOUT):
+                stats = await self.plugins[name].stats()
+        except Exception as e:  # a plugin is third-party code: contain whatever it raises
+            failures = self._stats_failures[name] = self._stats_failures.get(name, 0) + 1
+            delay = min(STATS_BACKOFF_BASE * 2 ** (failures - 1), STATS_BACKOFF_LIMIT)
+            self._stats_retry_at[name] = trio.current_time() + delay
+            why = f"no answer within {STATS_TIMEOUT:.0f}s" if isinstance(
+                e, trio.TooSlowError) else str(e)
+            log.warning("stats of device plugin %s failed (%s); not asked again for %.0fs",
+                        name, why, delay)
+            return
+        self._stats_failures.pop(name, None)
+        self._stats_retry_at.pop(name, None)
+        if name in self.groups:  # not cut off meanwhile
+            self._stats[name] = stats
+            self._stats_read_at[name] = trio.current_time()
 
     # ------------------------------------------------------------------ reserve
 

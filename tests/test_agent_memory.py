@@ -1,0 +1,44 @@
+"""The agent freezes its long-lived heap after the restore and after a settled burst of new
+allocations, and not while they keep changing (layer 2: a real agent, mock tasks)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.agent_support import running_agent
+from yurt.runtime import agent as agent_module
+
+pytestmark = pytest.mark.usefixtures("unfrozen")
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    yield None
+    gc.unfreeze()
+
+
+def mock_job(job_id: str, count: int) -> dict[str, object]:
+    task = {"Name": "t", "Driver": "mock_driver", "Config": {"run_for": "1h"},
+            "Resources": {"CPU": 1, "MemoryMB": 10}}
+    return {"Job": {"ID": job_id, "Type": "service",
+                    "TaskGroups": [{"Name": "g", "Count": count, "Tasks": [task]}]}}
+
+
+async def test_a_settled_burst_is_frozen_once(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agent_module, "BURST_ALLOCS", 3)
+    monkeypatch.setattr(agent_module, "BURST_QUIET", 0.3)
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as run:
+            assert run.agent.freezes == 1  # after the (empty) restore
+            small = await run.client.post("/v1/jobs", json=mock_job("small", 2))
+            assert small.status_code == 200
+            burst = await run.client.post("/v1/jobs", json=mock_job("burst", 3))
+            assert burst.status_code == 200
+            await run.agent.frozen.wait()  # 2 + 3 new allocations: a burst
+            assert run.agent.freezes == 2
