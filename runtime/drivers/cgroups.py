@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-import trio
-
 from yurt.runtime.errors import DriverError
 
 Kind = Literal["cgroup2", "cgroup1"]
@@ -191,8 +189,3 @@ def destroy_blocking(cgroup: Path) -> bool:
             return True
         time.sleep(REMOVE_PAUSE)
     return False
-
-
-async def destroy(cgroup: Path) -> bool:
-    """`destroy_blocking` in a worker thread (bounded by itself to ≈1 s)."""
-    return await trio.to_thread.run_sync(destroy_blocking, cgroup)

@@ -79,7 +79,6 @@ FINGERPRINT_PERIOD: Final = 30.0
 #: The report is "TASK_PID START_TIME\n": two numbers.
 REPORT_MAX: Final = 64
 MAX_SIGNAL: Final = 64
-CGROUP_REMOVE_TIMEOUT: Final = 2.0
 
 
 class RawExecPluginConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -195,9 +194,11 @@ def _prepare_start(user: str, command: str, task_dir: Path, path: str, state_dir
                           "not an executable file")
     orphans.reap_task_dir(state_dir.parent.parent, known, cgroup_root)
     orphans.secure_state_root(state_dir.parent.parent)
-    state_dir.mkdir(mode=0o700, exist_ok=True)
-    for name in ("shim", "pid", "exit", "exit.tmp"):
-        (state_dir / name).unlink(missing_ok=True)
+    try:
+        state_dir.mkdir(mode=0o700)
+    except FileExistsError:  # a start id used before: nothing of that start may be misread
+        for name in ("shim", "pid", "exit", "exit.tmp"):
+            (state_dir / name).unlink(missing_ok=True)
     if cgroup is not None:
         cgroups.create(cgroup)
     return prefix, home, resolved
@@ -213,6 +214,14 @@ def _stop_start(shim_pid: int, state_dir: Path, cgroup_root: cgroups.CgroupRoot 
     orphans.reap(state_dir, cgroup_root)
     with contextlib.suppress(ProcessLookupError):
         os.kill(shim_pid, signals.SIGKILL)
+
+
+def _remove_start(cgroup: Path | None, state_dir: Path) -> None:
+    """Kill what is left in the start's cgroup and remove it (bounded by itself to ≈1 s while
+    killed processes leave it), then its state dir: one worker-thread hop for both."""
+    if cgroup is not None:
+        cgroups.destroy_blocking(cgroup)
+    shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def _reap_and_close(pidfd: int) -> None:
@@ -490,13 +499,10 @@ class RawExecDriver:
         # Whatever the task left in its process group (background children) goes with it,
         # as Nomad's DestroyTask does.
         self._kill_group(task, signals.SIGKILL)
-        await _kill_tree(task)
+        await _kill_tree(task)  # now: a cancel may yet land before the hop below
         self._close_pidfd(task)
         del self._tasks[task_id]
-        if task.cgroup is not None:
-            with trio.move_on_after(CGROUP_REMOVE_TIMEOUT):
-                await cgroups.destroy(task.cgroup)
-        await trio.to_thread.run_sync(shutil.rmtree, task.state_dir, True)
+        await trio.to_thread.run_sync(_remove_start, task.cgroup, task.state_dir)
         self._mine.discard(orphans.start_key(task.state_dir))
 
     async def signal_task(self, task_id: str, signal: str) -> None:
