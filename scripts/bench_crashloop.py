@@ -110,26 +110,22 @@ async def driver_only(n: int, root: Path) -> dict[str, float]:
             "concurrent_wall_s": round(par_wall, 3)}
 
 
-async def main_async(n: int) -> dict[str, object]:
+async def main_async(n: int) -> tuple[dict[str, float], dict[str, float]]:
     with tempfile.TemporaryDirectory(prefix="yurt-crashloop-") as tmp:
-        loop = await crash_loop(n, Path(tmp))
-        only = await driver_only(n, Path(tmp))
-    return {"bench": "crashloop", "n": n, "crash_loop": loop, "driver": only}
+        return await crash_loop(n, Path(tmp)), await driver_only(n, Path(tmp))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-n", type=int, default=200, help="starts per measurement (200)")
     args = parser.parse_args()
-    result = trio.run(main_async, args.n)
-    loop, only = result["crash_loop"], result["driver"]
-    assert isinstance(loop, dict) and isinstance(only, dict)
+    loop, only = trio.run(main_async, args.n)
     print(f"crash loop: {loop['starts']} starts, agent CPU {loop['cpu_ms_per_start']} ms/start, "
           f"{loop['wall_ms_per_start']} ms/start wall")
     print(f"driver: start+wait+destroy {only['sequential_cpu_ms_per_task']} ms CPU, "
           f"{only['sequential_wall_ms_per_task']} ms wall; {args.n} concurrent starts "
           f"{only['concurrent_cpu_ms_per_start']} ms CPU each, {only['concurrent_wall_s']} s")
-    print(json.dumps(result))
+    print(json.dumps({"bench": "crashloop", "n": args.n, "crash_loop": loop, "driver": only}))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ exits, never left as a zombie), and nothing of the agent's fds reached either pr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from pathlib import Path
@@ -77,9 +78,39 @@ async def test_a_started_task_is_on_its_own_and_its_shim_is_reaped(tmp_path: Pat
         assert ignored(pid) == set()
         await driver.stop_task(cfg.id, 5 * 10**9, "SIGINT")
         result = await driver.wait_task(cfg.id)
-        assert shim not in children()  # reaped, not a zombie
+        # Exited (a zombie until this process reaps it, or reaped already).
+        await eventually(lambda: zombie(shim) or shim not in children())
         await driver.destroy_task(cfg.id, force=True)
+        assert shim not in children()  # reaped
     assert (result.exit_code, result.signal) == (130, 2)
+
+
+def zombie(pid: int) -> bool:
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] == b"Z"
+
+
+async def test_the_exit_status_comes_before_the_shims_durable_write(tmp_path: Path) -> None:
+    """With a cgroup, the shim sends `$?` down the report pipe before it writes the exit file
+    (tmp, sync, rename: two programs): the wait ends while the shim is still at work. Here its
+    `sync` (found on the task's PATH) waits for a file, so only the pipe can end the wait."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "sync").write_text(f"#!/bin/sh\nuntil [ -e {tmp_path}/go ]; do sleep 0.01; done\n")
+    (tools / "sync").chmod(0o755)
+    driver = plugin({"tree_tracking": "cgroup1"})
+    cfg = config(tmp_path, "/bin/sh", "-c", "exit 7")
+    cfg = dataclasses.replace(cfg, env={"PATH": f"{tools}:/usr/bin:/bin"})
+    with trio.fail_after(20):
+        handle = await driver.start_task(cfg)
+        shim = int(handle.driver_state["shim_pid"])
+        result = await driver.wait_task(cfg.id)
+        assert not zombie(shim)  # still in its `sync`
+        (tmp_path / "go").touch()
+        await eventually(lambda: zombie(shim))
+        await driver.destroy_task(cfg.id, force=True)
+        assert shim not in children()
+    assert result.exit_code == 7
 
 
 async def test_no_fd_of_the_agent_reaches_the_shim_or_the_task(tmp_path: Path) -> None:

@@ -145,6 +145,10 @@ class _RawTask:
     pidfd: int | None  # on the shim; None once it exited
     cgroup: Path | None  # None: the shim is the tree's subreaper
     result: ExitResult | None = None
+    #: The shim's report pipe, kept open for its exit status line (tasks this driver
+    #: started, until that line or EOF), and what was read from it past the last line.
+    report: trio.lowlevel.FdStream | None = None
+    unread: bytes = b""
     lock: trio.Lock = field(default_factory=trio.Lock)
 
     def handle_state(self) -> dict[str, object]:
@@ -224,11 +228,21 @@ def _remove_start(cgroup: Path | None, state_dir: Path) -> None:
     shutil.rmtree(state_dir, ignore_errors=True)
 
 
+async def _read_line(stream: trio.lowlevel.FdStream, unread: bytes) -> tuple[bytes, bytes]:
+    """The next line from `stream` after `unread` (without its newline; what came before EOF
+    if there is no newline), and what was read past it."""
+    while b"\n" not in unread:
+        chunk = await stream.receive_some(REPORT_MAX)
+        if not chunk:
+            return unread, b""
+        unread += chunk
+    line, _, rest = unread.partition(b"\n")
+    return line, rest
+
+
 def _reap_and_close(pidfd: int) -> None:
-    """Reap the shim of `pidfd` if it is this agent's child and has exited (it is the
-    agent's child when this agent started it; after an agent restart, init's), then close
-    the pidfd. Through the pidfd, so no other process can be reaped by mistake; a shim
-    still running when its pidfd is closed (a destroy that gave up) stays a zombie."""
+    """Reap the shim of `pidfd` (this agent's child, SIGKILLed), then close the pidfd.
+    Through the pidfd, so no other process can be reaped by mistake."""
     with contextlib.suppress(ChildProcessError):
         os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
     os.close(pidfd)
@@ -270,6 +284,8 @@ class RawExecDriver:
         # test membership while the event loop adds to it, which is safe: a start is added
         # before its state dir is made.
         self._mine: set[StartKey] = set()
+        #: Pidfds of this agent's child shims that may not have exited yet (`_reap_exited`).
+        self._exiting: list[int] = []
 
     @property
     def name(self) -> str:
@@ -301,6 +317,7 @@ class RawExecDriver:
                   if self.cgroup_root is not None else None)
         key = orphans.start_key(state_dir)
         self._mine.add(key)  # before its state dir exists (see __init__)
+        self._reap_exited()
         path = config.env.get("PATH", env.get("PATH", os.defpath))
         try:
             prefix, home, command = await trio.to_thread.run_sync(
@@ -342,8 +359,9 @@ class RawExecDriver:
                 pidfd = os.pidfd_open(shim_pid)
                 task = await self._handshake(config.id, shim_pid, pidfd, stream, state_dir,
                                              work_dir, cgroup)
-            finally:
+            except BaseException:
                 stream.close()
+                raise
         except BaseException:
             # Cancelled or failed after the spawn: whatever started must not outlive the
             # start as a task nobody knows (shielded, bounded).
@@ -380,12 +398,7 @@ class RawExecDriver:
         """
         try:
             with trio.fail_after(STARTUP_TIMEOUT):
-                line = b""
-                while not line.endswith(b"\n"):
-                    chunk = await report.receive_some(REPORT_MAX)
-                    if not chunk:
-                        break
-                    line += chunk
+                line, rest = await _read_line(report, b"")
         except trio.TooSlowError:
             raise DriverError("task shim did not report within "
                               f"{STARTUP_TIMEOUT:.0f}s", recoverable=True) from None
@@ -398,7 +411,8 @@ class RawExecDriver:
         # The shim is this agent's child, not yet reaped: its pid cannot have been reused.
         return _RawTask(task_id=task_id, pid=pid, start_time=task_start, shim_pid=shim_pid,
                         shim_start_time=procfs.start_time(shim_pid) or 0,
-                        state_dir=state_dir, pidfd=pidfd, cgroup=cgroup)
+                        state_dir=state_dir, pidfd=pidfd, cgroup=cgroup, report=report,
+                        unread=rest)
 
     @staticmethod
     def _open_pidfd(pid: int, start_time: int | None) -> int | None:
@@ -426,12 +440,10 @@ class RawExecDriver:
         """
         async with task.lock:
             if task.result is None:
-                if task.pidfd is not None:
-                    try:
-                        await trio.lowlevel.wait_readable(task.pidfd)
-                    except trio.ClosedResourceError:  # destroy_task gave up waiting
-                        raise TaskNotFoundError(f"task {task.task_id} was destroyed") from None
-                status = _read_exit(task.state_dir)
+                try:
+                    status = await self._exit_status(task)
+                except trio.ClosedResourceError:  # destroy_task gave up waiting
+                    raise TaskNotFoundError(f"task {task.task_id} was destroyed") from None
                 if status is None and self._kill_group(task, signals.SIGKILL):
                     # The shim died and left the task behind: never leave an orphan that a
                     # restart would then duplicate.
@@ -445,11 +457,48 @@ class RawExecDriver:
             return task.result
 
     @staticmethod
-    def _close_pidfd(task: _RawTask) -> None:
+    async def _exit_status(task: _RawTask) -> str | None:
+        """The task's `$?`: from the report pipe when the shim writes it there (it does so
+        as soon as it has reaped the task, before its durable write of `<state>/exit` and its
+        own exit, which cost two programs), else, once the shim is gone, from that file.
+        Nothing read is lost to a cancel: a line is taken synchronously once it is in."""
+        if task.report is not None:
+            line, task.unread = await _read_line(task.report, task.unread)
+            task.report.close()
+            task.report = None
+            if line.strip().isdigit():
+                return line.decode()
+        if task.pidfd is not None:
+            await trio.lowlevel.wait_readable(task.pidfd)
+        return _read_exit(task.state_dir)
+
+    def _close_pidfd(self, task: _RawTask) -> None:
+        if task.report is not None:
+            task.report.close()
+            task.report = None
         if task.pidfd is not None:
             trio.lowlevel.notify_closing(task.pidfd)
-            _reap_and_close(task.pidfd)
+            self._exiting.append(task.pidfd)
             task.pidfd = None
+        self._reap_exited()
+
+    def _reap_exited(self) -> None:
+        """Reap the shims that reported their task's exit and were still finishing (their
+        durable write) when their pidfds were let go: each is this agent's child, so an
+        unreaped one would stay a zombie. Checked at every start, exit and destroy, and by
+        the fingerprint loop: a shim finishes within milliseconds, so the list stays short.
+        A pidfd of a shim that is not this agent's child (after a restart, init reaps it) is
+        closed at once."""
+        still = []
+        for pidfd in self._exiting:
+            try:
+                if os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG) is None:
+                    still.append(pidfd)
+                    continue
+            except ChildProcessError:
+                pass
+            os.close(pidfd)
+        self._exiting = still
 
     async def wait_task(self, task_id: str) -> ExitResult:
         return await self._wait_exit(self._task(task_id))
@@ -504,6 +553,7 @@ class RawExecDriver:
         del self._tasks[task_id]
         await trio.to_thread.run_sync(_remove_start, task.cgroup, task.state_dir)
         self._mine.discard(orphans.start_key(task.state_dir))
+        self._reap_exited()  # its shim has likely finished meanwhile
 
     async def signal_task(self, task_id: str, signal: str) -> None:
         task = self._task(task_id)
@@ -519,6 +569,7 @@ class RawExecDriver:
     async def fingerprint(self) -> AsyncIterator[Fingerprint]:
         """Healthy where the shim's tools are (sh, setsid); checked every 30 s."""
         while True:
+            self._reap_exited()  # a zombie shim lives at most this long without starts
             missing = await trio.to_thread.run_sync(_missing_tools)
             if missing:
                 yield Fingerprint("unhealthy", f"missing {', '.join(missing)}")

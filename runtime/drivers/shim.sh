@@ -6,7 +6,8 @@
 #
 # The agent starts the shim as a session and process-group leader (posix_spawn with setsid)
 # with its stdout on a report pipe. The task reports "TASK_PID START_TIME" on that pipe (the
-# agent reads it; "0 0" means the work dir could not be entered). The shim holds STDOUT and
+# agent reads it; "0 0" means the work dir could not be entered), and the shim its exit status
+# when it ends. The shim holds STDOUT and
 # STDERR (FIFOs, or /dev/null) open read-write for as long as it lives: the task can always
 # write, never gets SIGPIPE, and output written while no agent reads waits in the pipe.
 # CGROUP is the cgroup the task joins before its command runs, or "" for none.
@@ -18,8 +19,8 @@ shift 5
 # YURT_REAPER (YURT_REAPER_PY, its interpreter), so that the shim kills them when the task ends.
 reaper_py=${YURT_REAPER_PY:-} reaper=${YURT_REAPER:-}
 unset YURT_REAPER YURT_REAPER_PY
-# The report pipe moves to fd 5, which only the task's start writes to: the shim itself never
-# writes to it again, so a reader that went away cannot hurt it.
+# The report pipe moves to fd 5, which the task's start writes to, and the shim once more at
+# the end, with SIGPIPE ignored: a reader that went away cannot hurt either.
 exec 5>&1 1>/dev/null 2>>"$state/shim.log" 3<>"$out" 4<>"$err"
 # Before the task exists, so that a restarted agent that does not know this start can find
 # this shim and stop it (runtime/drivers/orphans.py).
@@ -58,8 +59,17 @@ fi
 shift 2
 exec "$@" 5>&-' yurt-task "$state" "$cgroup" "$@" >&3 2>&4 3>&- 4>&- </dev/null
 status=$?
+# With a cgroup, the agent learns the status at once from fd 5, before the durable write below
+# (two programs: milliseconds of restart latency); SIGPIPE ignored, as the agent may be gone.
+# A subreaper shim does not: the agent, when told, would kill that write's programs as the
+# task's leftovers. It waits for the shim's exit and reads the file instead.
+if [ -z "$reaper" ]; then
+    trap '' PIPE
+    echo "$status" >&5
+else
+    "$reaper_py" -I -S "$reaper" kill "$$"
+fi
 exec 5>&-
-[ -z "$reaper" ] || "$reaper_py" -I -S "$reaper" kill "$$"
 printf '%s\n' "$status" >"$state/exit.tmp"
 sync "$state/exit.tmp" 2>/dev/null
 mv -f "$state/exit.tmp" "$state/exit"
