@@ -12,10 +12,12 @@ task ends, the shim writes the exit status to `<state>/exit` and exits. Per star
 sh, the command: four programs, one fork.
 
 The agent is the shim's parent until the agent exits (then init is), and reaps it through its
-pidfd once it has exited. It identifies both processes by pid *and* process start time (from
-`/proc/<pid>/stat`), so a pid reused by another program is never signalled (Nomad issue
-#23969), and it learns about the exit through the pidfd on the shim: readable once the shim
-has exited, which it does right after writing the status. The same code path serves a task
+pidfd once it has exited (through the pidfd: no other process can be reaped by mistake). It
+identifies both processes by pid *and* process start time (from `/proc/<pid>/stat`), so a pid
+reused by another program is never signalled (Nomad issue #23969). It learns about the exit
+from the shim's status line on the report pipe (sent as soon as the shim has reaped the task,
+with a cgroup) or else through the pidfd on the shim: readable once the shim has exited, which
+it does right after writing the status durably. The same code path serves a task
 started a second ago and one re-attached after an agent restart. Between the spawn and the
 wake-up that ends a task, the agent makes one worker-thread hop per start (user lookup,
 command resolution, state dir, cgroup: `_prepare_start`) and none per exit.
@@ -240,14 +242,6 @@ async def _read_line(stream: trio.lowlevel.FdStream, unread: bytes) -> tuple[byt
     return line, rest
 
 
-def _reap_and_close(pidfd: int) -> None:
-    """Reap the shim of `pidfd` (this agent's child, SIGKILLed), then close the pidfd.
-    Through the pidfd, so no other process can be reaped by mistake."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
-    os.close(pidfd)
-
-
 def _missing_tools() -> list[str]:
     return [tool for tool in ("sh", "setsid") if shutil.which(tool) is None]
 
@@ -385,8 +379,9 @@ class RawExecDriver:
             return
         try:
             await trio.lowlevel.wait_readable(pidfd)
-        finally:
-            _reap_and_close(pidfd)
+        finally:  # reaped now, or (the deadline passed) by a later `_reap_exited`
+            self._exiting.append(pidfd)
+            self._reap_exited()
 
     async def _handshake(self, task_id: str, shim_pid: int, pidfd: int,
                          report: trio.lowlevel.FdStream, state_dir: Path, work_dir: str,
