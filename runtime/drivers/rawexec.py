@@ -20,7 +20,7 @@ with a cgroup) or else through the pidfd on the shim: readable once the shim has
 it does right after writing the status durably. The same code path serves a task
 started a second ago and one re-attached after an agent restart. Between the spawn and the
 wake-up that ends a task, the agent makes one worker-thread hop per start (user lookup,
-command resolution, state dir, cgroup: `_prepare_start`) and none per exit.
+command resolution, state dir, cgroup: `runtime.drivers.starts`) and none per exit.
 
 Crash safety. The handle is persisted by the task runner only after `start_task` returns, so
 a start records its intent first: its state dir (`<task dir>/.shim/<invocation>`), made before
@@ -51,7 +51,7 @@ import os
 import shutil
 import signal as signals
 import sys
-from collections.abc import AsyncIterator, Collection, Container
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, final
@@ -60,12 +60,11 @@ import msgspec
 import trio
 
 from yurt.runtime import procfs
-from yurt.runtime.drivers import cgroups, orphans, reaper
+from yurt.runtime.drivers import cgroups, orphans, reaper, starts
 from yurt.runtime.drivers.configs import RawExecTaskConfig
 from yurt.runtime.drivers.orphans import StartKey
 from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
 from yurt.runtime.drivers.spawn import spawn_shim
-from yurt.runtime.drivers.users import switch_prefix, user_env
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.signames import parse_signal_name
 from yurt.runtime.structs import TaskHandle
@@ -171,65 +170,6 @@ def _read_exit(state_dir: Path) -> str | None:
         return None
 
 
-def resolve_command(command: str, task_dir: Path, path: str) -> str | None:
-    """The executable file `command` names: looked up on PATH when it has no "/", relative
-    to the task dir when it is a relative path (as Nomad does); None if it is not an
-    executable regular file."""
-    if "/" not in command:
-        return shutil.which(command, path=path)
-    candidate = Path(command) if command.startswith("/") else task_dir / command
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    return None
-
-
-def _prepare_start(user: str, command: str, task_dir: Path, path: str, state_dir: Path,
-                   known: Container[StartKey], cgroup_root: cgroups.CgroupRoot | None,
-                   cgroup: Path | None) -> tuple[list[str], dict[str, str], str]:
-    """Everything a start does on disk before its spawn, in ONE worker-thread hop (the
-    passwd lookup may go to NSS, the paths to a slow disk): the words that switch to the
-    task's `user` and its HOME/USER/LOGNAME, the command's path, then this start's state dir
-    (the record of its intent, made before there is any process, after stopping what earlier
-    starts of this task left without a handle) and its cgroup.
-
-    Returns (user switch prefix, user env, command path). Raises DriverError."""
-    prefix, home = (switch_prefix(user), user_env(user)) if user else ([], {})
-    resolved = resolve_command(command, task_dir, path)
-    if resolved is None:
-        raise DriverError(f'failed to start task: command "{command}" not found or '
-                          "not an executable file")
-    orphans.reap_task_dir(state_dir.parent.parent, known, cgroup_root)
-    orphans.secure_state_root(state_dir.parent.parent)
-    try:
-        state_dir.mkdir(mode=0o700)
-    except FileExistsError:  # a start id used before: nothing of that start may be misread
-        for name in ("shim", "pid", "exit", "exit.tmp"):
-            (state_dir / name).unlink(missing_ok=True)
-    if cgroup is not None:
-        cgroups.create(cgroup)
-    return prefix, home, resolved
-
-
-def _stop_start(shim_pid: int, state_dir: Path, cgroup_root: cgroups.CgroupRoot | None) -> None:
-    """Stop a start that will not be handed to a task runner: freeze its shim (this agent's
-    unreaped child, so the pid is surely it, even before it has execed `sh`), stop what it
-    started as an orphan start is stopped, then kill it. Blocking: for a worker thread."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(shim_pid, signals.SIGSTOP)
-    orphans.until_stopped(shim_pid)
-    orphans.reap(state_dir, cgroup_root)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(shim_pid, signals.SIGKILL)
-
-
-def _remove_start(cgroup: Path | None, state_dir: Path) -> None:
-    """Kill what is left in the start's cgroup and remove it (bounded by itself to ≈1 s while
-    killed processes leave it), then its state dir: one worker-thread hop for both."""
-    if cgroup is not None:
-        cgroups.destroy_blocking(cgroup)
-    shutil.rmtree(state_dir, ignore_errors=True)
-
-
 async def _read_line(stream: trio.lowlevel.FdStream, unread: bytes) -> tuple[bytes, bytes]:
     """The next line from `stream` after `unread` (without its newline; what came before EOF
     if there is no newline), and what was read past it."""
@@ -315,7 +255,7 @@ class RawExecDriver:
         path = config.env.get("PATH", env.get("PATH", os.defpath))
         try:
             prefix, home, command = await trio.to_thread.run_sync(
-                _prepare_start, config.user, cfg.command, config.task_dir, path, state_dir,
+                starts.prepare_start, config.user, cfg.command, config.task_dir, path, state_dir,
                 self._mine, self.cgroup_root, cgroup)
         except BaseException:
             self._mine.discard(key)  # no process of it can exist: a leftover dir is inert
@@ -371,7 +311,7 @@ class RawExecDriver:
 
     async def _abandon(self, shim_pid: int, pidfd: int | None, state_dir: Path) -> None:
         """Stop the shim this start spawned and whatever it started, and reap it."""
-        await trio.to_thread.run_sync(_stop_start, shim_pid, state_dir, self.cgroup_root)
+        await trio.to_thread.run_sync(starts.stop_start, shim_pid, state_dir, self.cgroup_root)
         self._mine.discard(orphans.start_key(state_dir))
         if pidfd is None:  # no pidfd (out of fds): a thread that the deadline may abandon
             with contextlib.suppress(ChildProcessError):
@@ -546,7 +486,7 @@ class RawExecDriver:
         await _kill_tree(task)  # now: a cancel may yet land before the hop below
         self._close_pidfd(task)
         del self._tasks[task_id]
-        await trio.to_thread.run_sync(_remove_start, task.cgroup, task.state_dir)
+        await trio.to_thread.run_sync(starts.remove_start, task.cgroup, task.state_dir)
         self._mine.discard(orphans.start_key(task.state_dir))
         self._reap_exited()  # its shim has likely finished meanwhile
 
