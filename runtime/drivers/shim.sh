@@ -18,6 +18,9 @@ shift 5
 # child subreaper: the task's orphaned descendants re-parent to the shim) and names it in
 # YURT_REAPER (YURT_REAPER_PY, its interpreter), so that the shim kills them when the task ends.
 reaper_py=${YURT_REAPER_PY:-} reaper=${YURT_REAPER:-}
+# The task's first moments (taskstart.sh) live beside this file; absolute, as the shim cds.
+case $0 in */*) taskstart=${0%/*}/taskstart.sh ;; *) taskstart=taskstart.sh ;; esac
+case $taskstart in /*) ;; *) taskstart=$PWD/$taskstart ;; esac
 unset YURT_REAPER YURT_REAPER_PY
 # The report pipe moves to fd 5, which the task's start writes to, and the shim once more at
 # the end, with SIGPIPE ignored: a reader that went away cannot hurt either.
@@ -36,7 +39,8 @@ fi
 # with SIGINT and SIGQUIT ignored, and SIGINT is Nomad's default kill signal; a foreground
 # child keeps the shim's (default) dispositions. Being the child of a group leader, it is not
 # one itself, so setsid(1) makes it a session and process-group leader (pgid = its pid)
-# without forking, and then `sh -c` runs in the task's own process, before the command:
+# without forking, and then `sh taskstart.sh` runs in the task's own process, before the
+# command:
 # - it writes its pid and start time (field 22 of its stat, read with builtins only) to
 #   $state/pid, the task's identity for an agent that finds this start without a handle;
 # - it reports the same on fd 5, ignoring SIGPIPE meanwhile: the agent that reads it may have
@@ -45,19 +49,7 @@ fi
 # - it execs the command (as `exec "$@"`, so a path containing "=" is a command, not a
 #   variable assignment) with fd 5 closed. Every step execs: the task's pid stays this one.
 # A stop that lands before the exec finds the same pid, its group, and SIGINT at default.
-setsid /bin/sh -c '
-read -r _yurt_stat <"/proc/$$/stat"
-_yurt_id() { shift 19; echo "$$ $1"; }
-_yurt_id ${_yurt_stat##*) } >"$1/pid"
-trap "" PIPE
-_yurt_id ${_yurt_stat##*) } >&5
-trap - PIPE
-if [ -n "$2" ] && ! echo 0 >"$2/cgroup.procs"; then
-    echo "yurt: cannot join cgroup $2" >&2
-    exit 125
-fi
-shift 2
-exec "$@" 5>&-' yurt-task "$state" "$cgroup" "$@" >&3 2>&4 3>&- 4>&- </dev/null
+setsid /bin/sh "$taskstart" "$state" "$cgroup" "$@" >&3 2>&4 3>&- 4>&- </dev/null
 status=$?
 # With a cgroup, the agent learns the status at once from fd 5, before the durable write below
 # (two programs: milliseconds of restart latency); SIGPIPE ignored, as the agent may be gone.
