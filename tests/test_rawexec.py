@@ -353,7 +353,7 @@ async def test_restarts_never_corrupt_the_logs(tmp_path: Path) -> None:
 
 
 def test_command_resolution(tmp_path: Path) -> None:
-    from yurt.runtime.drivers.rawexec import resolve_command
+    from yurt.runtime.drivers.starts import resolve_command
 
     task_dir = tmp_path / "task"
     (task_dir / "local").mkdir(parents=True)

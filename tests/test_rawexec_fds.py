@@ -4,6 +4,7 @@ processes, real clock; the EMFILE is injected at the spawn, not provoked in the 
 from __future__ import annotations
 
 import errno
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -36,15 +37,15 @@ HCL = '''job "j" {
 
 async def test_emfile_at_spawn_is_a_recoverable_start_failure(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_open_process, calls = trio.lowlevel.open_process, []
+    real_spawn, calls = os.posix_spawn, []
 
-    async def exhausted_once(*args: Any, **kwargs: Any) -> trio.Process:
+    def exhausted_once(*args: Any, **kwargs: Any) -> int:
         calls.append(args)
         if len(calls) == 1:
             raise OSError(errno.EMFILE, "Too many open files")
-        return await real_open_process(*args, **kwargs)
+        return real_spawn(*args, **kwargs)
 
-    monkeypatch.setattr(trio.lowlevel, "open_process", exhausted_once)
+    monkeypatch.setattr(os, "posix_spawn", exhausted_once)
     config = AllocRunnerConfig(state_db=MemoryStateDB(), drivers={"raw_exec": RawExecDriver()},
                                unix_clock=time.time_ns, alloc_root=tmp_path / "alloc",
                                node=NODE)

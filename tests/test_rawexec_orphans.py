@@ -105,9 +105,12 @@ async def test_a_start_cancelled_after_the_spawn_leaves_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "alloc"
     driver = RawExecDriver()
-    # A task that never looks ready keeps `start_task` in its handshake for seconds: the
-    # cancel surely lands there, after the spawn.
-    monkeypatch.setattr(rawexec, "_task_ready", lambda pid: False)
+    # The real shim, whose task's report goes nowhere while the pipe stays open (fd 9): the
+    # task runs and `start_task` waits in its handshake for seconds, so the cancel surely
+    # lands there, after the spawn.
+    unheard = tmp_path / "shim.sh"
+    unheard.write_text(f'exec /bin/sh {SHIM} "$@" 9>&1 >/dev/null\n')
+    monkeypatch.setattr(rawexec, "SHIM", unheard)
     cfg = config(root, "t", "00000001")
     with killing_leftovers(ALLOC), trio.fail_after(20):
         with trio.CancelScope() as scope:
@@ -130,15 +133,15 @@ async def test_a_shim_whose_agent_died_before_its_report_still_runs_its_task(
     os.close(read_end)  # the agent that would read the report is dead
     with trio.fail_after(10):
         try:
-            await trio.run_process(
-                ["/bin/sh", str(SHIM), str(state), "/dev/null", "/dev/null", str(work),
+            shim = await trio.lowlevel.open_process(
+                ["/bin/sh", str(SHIM), str(state), "/dev/null", "/dev/null", str(work), "",
                  "/bin/sh", "-c", "until [ -e go ]; do sleep 0.01; done; exit 5"],
                 stdout=write_end, stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             os.close(write_end)
         await eventually(lambda: (state / "pid").exists())
         (work / "go").touch()
-        await eventually(lambda: (state / "exit").exists())
+        assert await shim.wait() == 0
     assert (state / "exit").read_text() == "5\n"
 
 

@@ -9,8 +9,8 @@ How. Where the agent may create cgroups (root, a writable hierarchy), each start
 `<hierarchy>/yurt/<alloc id>.<start id>` (the start id is the name of the shim's state dir):
 a name derived from what the task handle persists, so a restarted agent finds it again, and
 which never collides between starts. The task joins it itself, before it execs the command
-(`join_prefix`), so no fork of the task can escape between start and join. The shim stays
-outside: it must survive the kill to record the exit status.
+(a builtin `echo 0 >cgroup.procs` in `shim.sh`), so no fork of the task can escape between
+start and join. The shim stays outside: it must survive the kill to record the exit status.
 
 Kill: cgroup v2 writes `cgroup.kill` (Linux 5.14+; with `cgroup.freeze` as the older way);
 cgroup v1 has no kill file, so the freezer hierarchy is used: freeze (nothing can fork while
@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-import trio
-
 from yurt.runtime.errors import DriverError
 
 Kind = Literal["cgroup2", "cgroup1"]
@@ -46,11 +44,6 @@ TRACKING_MODES: Final = ("auto", "cgroup2", "cgroup1", "subreaper")
 PARENT: Final = "yurt"
 REMOVE_ATTEMPTS: Final = 200
 REMOVE_PAUSE: Final = 0.005
-
-#: Run by the task's own process just before it execs the command: "$0" is the cgroup.
-_JOIN_SCRIPT: Final = ('echo 0 >"$0/cgroup.procs" || { echo "yurt: cannot join cgroup $0" >&2; '
-                       'exit 125; }; exec "$@"')
-
 
 @dataclass(frozen=True)
 class CgroupRoot:
@@ -127,11 +120,6 @@ def select_root(mode: str, mountinfo: str | None = None) -> CgroupRoot | None:
     return None
 
 
-def join_prefix(cgroup: Path) -> list[str]:
-    """Words to put before the task's command so that it joins `cgroup` before it execs."""
-    return ["/bin/sh", "-c", _JOIN_SCRIPT, str(cgroup)]
-
-
 def create(cgroup: Path) -> None:
     try:
         cgroup.mkdir(exist_ok=True)
@@ -201,8 +189,3 @@ def destroy_blocking(cgroup: Path) -> bool:
             return True
         time.sleep(REMOVE_PAUSE)
     return False
-
-
-async def destroy(cgroup: Path) -> bool:
-    """`destroy_blocking` in a worker thread (bounded by itself to ≈1 s)."""
-    return await trio.to_thread.run_sync(destroy_blocking, cgroup)

@@ -7,8 +7,9 @@ allocation would keep its first copy for good.
 
 The record of intent is the start's state dir, `<task dir>/.shim/<invocation>`: the driver
 makes it before the spawn, and the shim writes into it, before the task exists, its own pid
-(`shim`), then the task's pid and start time (`pid`). A state dir that no handle of the driver
-accounts for is an orphan start, and `reap` stops it:
+(`shim`), then the task writes its own pid and start time (`pid`) before its command runs.
+A state dir that no handle of the driver accounts for is an orphan start, and `reap` stops
+it:
 
 - a live shim (found by its recorded pid, or in /proc if it has not recorded one yet) and
   recognised by its command line (its argv names this very state dir, so a reused pid never
@@ -84,7 +85,7 @@ def _kill_tree(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def _until_stopped(pid: int) -> None:
+def until_stopped(pid: int) -> None:
     """SIGSTOP takes effect when the process next runs: wait (a bounded while) until it has,
     so that no child it forks afterwards escapes the list of its children."""
     for _ in range(STOP_POLLS):
@@ -97,7 +98,7 @@ def _until_stopped(pid: int) -> None:
 def _shims_of(state_dir: Path) -> list[int]:
     """The shim processes of this start: the pid it recorded, or, if it has not recorded one
     yet (it was starting when its agent died), every process running it for this state dir,
-    found in /proc (the launcher too, if it is still there)."""
+    found in /proc."""
     text = _read(state_dir / "shim").strip()
     if text.isdigit():
         return [int(text)]
@@ -115,7 +116,7 @@ def _stop_shims(shims: list[int], state_dir: Path) -> bool:
                 os.kill(shim, signal.SIGSTOP)
             frozen.append(shim)
     for shim in frozen:
-        _until_stopped(shim)
+        until_stopped(shim)
     frozen = [shim for shim in frozen if _is_shim_of(shim, state_dir)]  # not exited meanwhile
     for child in [child for shim in frozen for child in _children(shim)]:
         _kill_tree(child)

@@ -1,24 +1,34 @@
 """raw_exec: real processes, one small shim each, that outlive the agent.
 
 Theory of operation (DESIGN §4). A task is started through `shim.sh`, a POSIX `sh` script
-(≈1.7 MB RSS, mostly shared pages, instead of ≈10 MB for a Python interpreter per task): the
-shim detaches from the agent, starts the task with `setsid` (its own session and process group,
-pgid = pid), reports "SHIM_PID TASK_PID" on a pipe, holds the log FIFOs open so the task never
-gets SIGPIPE, waits, and writes the exit status to `<state>/exit`.
+(≈1.7 MB RSS, mostly shared pages, instead of ≈10 MB for a Python interpreter per task). The
+agent spawns the shim with `os.posix_spawn` on the event loop (`runtime.drivers.spawn`) as a
+session leader; the shim holds the log FIFOs open so the task never gets SIGPIPE, and runs the
+task in the foreground through `setsid`, so that the task has its own session and process
+group (pgid = pid) and Nomad's default kill signal, SIGINT, at its default. The task itself,
+before its command is exec'd, writes its pid and start time to the state dir and reports them
+on a pipe: once the agent has read that line the task is on its own, with no polling. When the
+task ends, the shim writes the exit status to `<state>/exit` and exits. Per start: sh, setsid,
+sh, the command: four programs, one fork.
 
-The agent never is the parent of either process. It identifies them by pid *and* process start
-time (from `/proc/<pid>/stat`), so a pid reused by another program is never signalled (Nomad
-issue #23969), and it learns about the exit through a pidfd on the shim: readable once the shim
-has exited, which it does right after writing the status. The same code path serves a task
-started a second ago and one re-attached after an agent restart.
+The agent is the shim's parent until the agent exits (then init is), and reaps it through its
+pidfd once it has exited (through the pidfd: no other process can be reaped by mistake). It
+identifies both processes by pid *and* process start time (from `/proc/<pid>/stat`), so a pid
+reused by another program is never signalled (Nomad issue #23969). It learns about the exit
+from the shim's status line on the report pipe (sent as soon as the shim has reaped the task,
+with a cgroup) or else through the pidfd on the shim: readable once the shim has exited, which
+it does right after writing the status durably. The same code path serves a task
+started a second ago and one re-attached after an agent restart. Between the spawn and the
+wake-up that ends a task, the agent makes one worker-thread hop per start (user lookup,
+command resolution, state dir, cgroup: `runtime.drivers.starts`) and none per exit.
 
 Crash safety. The handle is persisted by the task runner only after `start_task` returns, so
 a start records its intent first: its state dir (`<task dir>/.shim/<invocation>`), made before
-the spawn, where the shim writes its own pid and then the task's. A start that no handle
-accounts for (the agent died in between, or the start was cancelled) is stopped: at once when
-cancelled, at the next start of the same task, and by `reconcile` after a restore for the
-rest (runtime.drivers.orphans). The shim ignores SIGPIPE while it reports, so an agent that
-died before reading the report does not take the shim along and leave the task unsupervised.
+the spawn, where the shim writes its own pid and then the task writes its own. A start that no
+handle accounts for (the agent died in between, or the start was cancelled) is stopped: at
+once when cancelled, at the next start of the same task, and by `reconcile` after a restore
+for the rest (runtime.drivers.orphans). The task ignores SIGPIPE while it reports, so an agent
+that died before reading the report does not take the task's start along.
 
 Stop: `kill_signal` (default SIGINT) to the process group, up to `kill_timeout` for the shim to
 report the exit, then SIGKILL to the group, which also removes grandchildren. A task killed by
@@ -40,9 +50,8 @@ import errno
 import os
 import shutil
 import signal as signals
-import subprocess
 import sys
-from collections.abc import AsyncIterator, Collection, Container
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, final
@@ -51,13 +60,12 @@ import msgspec
 import trio
 
 from yurt.runtime import procfs
-from yurt.runtime.drivers import cgroups, orphans, reaper
+from yurt.runtime.drivers import cgroups, orphans, reaper, starts
 from yurt.runtime.drivers.configs import RawExecTaskConfig
 from yurt.runtime.drivers.orphans import StartKey
 from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
-from yurt.runtime.drivers.users import switch_prefix, user_env
+from yurt.runtime.drivers.spawn import spawn_shim
 from yurt.runtime.errors import DriverError, TaskNotFoundError
-from yurt.runtime.procfs import stat_fields
 from yurt.runtime.signames import parse_signal_name
 from yurt.runtime.structs import TaskHandle
 from yurt.runtime.taskenv import DEFAULT_ENV_ALLOW, inherited_env
@@ -69,10 +77,9 @@ REAPER: Final = Path(reaper.__file__)
 STARTUP_TIMEOUT: Final = 10.0
 CLEANUP_TIMEOUT: Final = 5.0
 FINGERPRINT_PERIOD: Final = 30.0
-READY_POLLS: Final = 2000
-READY_POLL_INTERVAL: Final = 0.001
+#: The report is "TASK_PID START_TIME\n": two numbers.
+REPORT_MAX: Final = 64
 MAX_SIGNAL: Final = 64
-CGROUP_REMOVE_TIMEOUT: Final = 2.0
 
 
 class RawExecPluginConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -139,6 +146,10 @@ class _RawTask:
     pidfd: int | None  # on the shim; None once it exited
     cgroup: Path | None  # None: the shim is the tree's subreaper
     result: ExitResult | None = None
+    #: The shim's report pipe, kept open for its exit status line (tasks this driver
+    #: started, until that line or EOF), and what was read from it past the last line.
+    report: trio.lowlevel.FdStream | None = None
+    unread: bytes = b""
     lock: trio.Lock = field(default_factory=trio.Lock)
 
     def handle_state(self) -> dict[str, object]:
@@ -151,52 +162,28 @@ class _RawTask:
 
 
 def _read_exit(state_dir: Path) -> str | None:
+    """The shim's recorded status: a few bytes it has just written, so in the page cache;
+    read on the event loop (a thread hop would cost more)."""
     try:
         return (state_dir / "exit").read_text()
     except FileNotFoundError:
         return None
 
 
-def _prepare_state_dir(state_dir: Path, known: Container[StartKey],
-                       cgroup_root: cgroups.CgroupRoot | None) -> None:
-    """Stop what earlier starts of this task left without a handle, then make this start's
-    state dir: the record of the start's intent, before there is any process."""
-    orphans.reap_task_dir(state_dir.parent.parent, known, cgroup_root)
-    orphans.secure_state_root(state_dir.parent.parent)
-    state_dir.mkdir(mode=0o700, exist_ok=True)
-    for name in ("shim", "pid", "exit", "exit.tmp"):
-        (state_dir / name).unlink(missing_ok=True)
-
-
-def resolve_command(command: str, task_dir: Path, path: str) -> str | None:
-    """The executable file `command` names: looked up on PATH when it has no "/", relative
-    to the task dir when it is a relative path (as Nomad does); None if it is not an
-    executable regular file."""
-    if "/" not in command:
-        return shutil.which(command, path=path)
-    candidate = Path(command) if command.startswith("/") else task_dir / command
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    return None
-
-
-def _task_ready(pid: int) -> bool | None:
-    """Whether the task has left the shim's hands: it leads its own process group and takes
-    SIGINT again (None if it already exited)."""
-    fields = stat_fields(pid)
-    if fields is None or fields[0] == b"Z":
-        return None
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    ignored = next((int(line.split()[1], 16) for line in status.splitlines()
-                    if line.startswith("SigIgn:")), 0)
-    return int(fields[2]) == pid and not ignored & (1 << (signals.SIGINT - 1))
+async def _read_line(stream: trio.lowlevel.FdStream, unread: bytes) -> tuple[bytes, bytes]:
+    """The next line from `stream` after `unread` (without its newline; what came before EOF
+    if there is no newline), and what was read past it."""
+    while b"\n" not in unread:
+        chunk = await stream.receive_some(REPORT_MAX)
+        if not chunk:
+            return unread, b""
+        unread += chunk
+    line, _, rest = unread.partition(b"\n")
+    return line, rest
 
 
 def _missing_tools() -> list[str]:
-    return [tool for tool in ("sh", "setsid", "env") if shutil.which(tool) is None]
+    return [tool for tool in ("sh", "setsid") if shutil.which(tool) is None]
 
 
 def _kill_tree_now(task: _RawTask) -> None:
@@ -219,7 +206,7 @@ async def _kill_tree(task: _RawTask) -> None:
 
 @final
 class RawExecDriver:
-    """The raw_exec driver; `fingerprint` is always healthy where `sh` and `setsid` exist."""
+    """The raw_exec driver; `fingerprint` is healthy where `sh` and `setsid` exist."""
 
     def __init__(self, config: RawExecPluginConfig | None = None) -> None:
         self.config = config or RawExecPluginConfig()
@@ -231,6 +218,8 @@ class RawExecDriver:
         # test membership while the event loop adds to it, which is safe: a start is added
         # before its state dir is made.
         self._mine: set[StartKey] = set()
+        #: Pidfds of this agent's child shims that may not have exited yet (`_reap_exited`).
+        self._exiting: list[int] = []
 
     @property
     def name(self) -> str:
@@ -254,41 +243,35 @@ class RawExecDriver:
         if config.task_dir is None:
             raise DriverError("raw_exec needs a task directory")
         env = inherited_env(os.environ, self.config.env_allow)
-        prefix: list[str] = []
-        if config.user:  # refused here (a task event) when the agent cannot switch users
-            user = config.user  # the passwd lookup may go to NSS (LDAP, …): off the loop
-            prefix, home = await trio.to_thread.run_sync(
-                lambda: (switch_prefix(user), user_env(user)))
-            env.update(home)
-        env.update(config.env)
-        path = env.get("PATH", os.defpath)
-        command = await trio.to_thread.run_sync(resolve_command, cfg.command, config.task_dir,
-                                                path)
-        if command is None:
-            raise DriverError(f'failed to start task: command "{cfg.command}" not found or '
-                              "not an executable file")
         work_dir = cfg.work_dir or str(config.task_dir)
         # One state dir per start, so nothing an earlier start left can be misread.
         start_id = config.id.rsplit("/", 1)[-1]
         state_dir = config.task_dir / ".shim" / start_id
-        self._mine.add(orphans.start_key(state_dir))
-        await trio.to_thread.run_sync(_prepare_state_dir, state_dir, self._mine,
-                                      self.cgroup_root)
+        cgroup = (self.cgroup_root.task_cgroup(config.alloc_id, start_id)
+                  if self.cgroup_root is not None else None)
+        key = orphans.start_key(state_dir)
+        self._mine.add(key)  # before its state dir exists (see __init__)
+        self._reap_exited()
+        path = config.env.get("PATH", env.get("PATH", os.defpath))
+        try:
+            prefix, home, command = await trio.to_thread.run_sync(
+                starts.prepare_start, config.user, cfg.command, config.task_dir, path, state_dir,
+                self._mine, self.cgroup_root, cgroup)
+        except BaseException:
+            self._mine.discard(key)  # no process of it can exist: a leftover dir is inert
+            raise
+        env.update(home)
+        env.update(config.env)
+        env.setdefault("PATH", path)
         stdout = config.stdout_path or "/dev/null"
         stderr = config.stderr_path or "/dev/null"
-        env.setdefault("PATH", path)
-        launch_env = dict(env)
-        cgroup = None
-        if self.cgroup_root is not None:
-            cgroup = self.cgroup_root.task_cgroup(config.alloc_id, start_id)
-            cgroups.create(cgroup)
-            prefix = cgroups.join_prefix(cgroup) + prefix  # join first: it needs root
-        else:
-            launch_env.update(YURT_REAPER=str(REAPER), YURT_REAPER_PY=sys.executable)
-        argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir, *prefix,
-                command, *cfg.args]
+        argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir,
+                str(cgroup or ""), *prefix, command, *cfg.args]
+        if cgroup is None:  # the subreaper fallback: the shim starts through reaper.py
+            argv = [sys.executable, "-I", "-S", str(REAPER), "exec", *argv]
+            env.update(YURT_REAPER=str(REAPER), YURT_REAPER_PY=sys.executable)
         try:
-            return await self._launch(config, argv, launch_env, state_dir, cgroup, work_dir)
+            return await self._launch(config, argv, env, state_dir, cgroup, work_dir)
         except BaseException:
             if cgroup is not None:  # no handle will ever name it: leave nothing behind
                 cgroups.kill(cgroup)
@@ -299,20 +282,26 @@ class RawExecDriver:
     async def _launch(self, config: TaskConfig, argv: list[str], env: dict[str, str],
                       state_dir: Path, cgroup: Path | None, work_dir: str) -> TaskHandle:
         try:
-            launcher = await trio.lowlevel.open_process(
-                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, start_new_session=True)
+            shim_pid, report = spawn_shim(argv, env)
         except OSError as e:  # out of fds or processes passes: let the restart policy retry
             raise DriverError(f"failed to start task shim: {e}", recoverable=e.errno in (
                 errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM)) from e
+        pidfd: int | None = None
+        stream = trio.lowlevel.FdStream(report)  # owns `report` from here on
         try:
-            task = await self._handshake(config.id, launcher, state_dir, work_dir, cgroup)
+            try:
+                pidfd = os.pidfd_open(shim_pid)
+                task = await self._handshake(config.id, shim_pid, pidfd, stream, state_dir,
+                                             work_dir, cgroup)
+            except BaseException:
+                stream.close()
+                raise
         except BaseException:
             # Cancelled or failed after the spawn: whatever started must not outlive the
             # start as a task nobody knows (shielded, bounded).
             with trio.CancelScope(shield=True) as cleanup:
                 cleanup.deadline = trio.current_time() + CLEANUP_TIMEOUT
-                await self._abandon(launcher, state_dir)
+                await self._abandon(shim_pid, pidfd, state_dir)
             raise
         if os.environ.get(CRASH_AFTER_SPAWN) == config.name:
             os.kill(os.getpid(), signals.SIGKILL)  # see CRASH_AFTER_SPAWN
@@ -320,55 +309,45 @@ class RawExecDriver:
         return TaskHandle(driver=NAME, task_id=config.id, state="running",
                           driver_state=task.handle_state())
 
-    async def _abandon(self, launcher: trio.Process, state_dir: Path) -> None:
-        if launcher.returncode is None:
-            launcher.kill()
-        await trio.to_thread.run_sync(orphans.reap, state_dir, self.cgroup_root)
+    async def _abandon(self, shim_pid: int, pidfd: int | None, state_dir: Path) -> None:
+        """Stop the shim this start spawned and whatever it started, and reap it."""
+        await trio.to_thread.run_sync(starts.stop_start, shim_pid, state_dir, self.cgroup_root)
         self._mine.discard(orphans.start_key(state_dir))
-        await launcher.wait()
+        if pidfd is None:  # no pidfd (out of fds): a thread that the deadline may abandon
+            with contextlib.suppress(ChildProcessError):
+                await trio.to_thread.run_sync(os.waitpid, shim_pid, 0, abandon_on_cancel=True)
+            return
+        try:
+            await trio.lowlevel.wait_readable(pidfd)
+        finally:  # reaped now, or (the deadline passed) by a later `_reap_exited`
+            self._exiting.append(pidfd)
+            self._reap_exited()
 
-    async def _handshake(self, task_id: str, launcher: trio.Process, state_dir: Path,
-                         work_dir: str, cgroup: Path | None) -> _RawTask:
-        """Read the shim's "SHIM_PID TASK_PID" and wait until the task is on its own."""
-        if launcher.stdout is None:
-            raise DriverError("task shim has no report pipe")
+    async def _handshake(self, task_id: str, shim_pid: int, pidfd: int,
+                         report: trio.lowlevel.FdStream, state_dir: Path, work_dir: str,
+                         cgroup: Path | None) -> _RawTask:
+        """Read the task's "TASK_PID START_TIME" from the shim's report pipe.
+
+        The task writes it itself, after setsid and before its command: once it is read, the
+        task leads its own process group with SIGINT at its default, so a stop reaches it.
+        """
         try:
             with trio.fail_after(STARTUP_TIMEOUT):
-                line = b""
-                while not line.endswith(b"\n"):
-                    chunk = await launcher.stdout.receive_some()
-                    if not chunk:
-                        break
-                    line += chunk
-                await launcher.wait()
+                line, rest = await _read_line(report, b"")
         except trio.TooSlowError:
-            launcher.kill()
             raise DriverError("task shim did not report within "
                               f"{STARTUP_TIMEOUT:.0f}s", recoverable=True) from None
-        finally:
-            await launcher.stdout.aclose()
         try:
-            shim_pid, pid = map(int, line.split())
+            pid, task_start = map(int, line.split())
         except ValueError:
             raise DriverError(f"task shim failed to start: {line!r}", recoverable=True) from None
         if pid == 0:
             raise DriverError(f"failed to start task: cannot enter work dir {work_dir}")
-        # Until setsid and env have run, a stop could miss the task (no group yet, SIGINT
-        # still ignored): report it started only once it is on its own.
-        for _ in range(READY_POLLS):
-            if _task_ready(pid) is not False:  # /proc only: no thread hop (runtime.procfs)
-                break
-            await trio.sleep(READY_POLL_INTERVAL)
-        shim_start = procfs.start_time(shim_pid)
-        task_start = procfs.start_time(pid)
-        task = _RawTask(task_id=task_id, pid=pid, start_time=task_start or 0,
-                        shim_pid=shim_pid, shim_start_time=shim_start or 0,
-                        state_dir=state_dir, pidfd=self._open_pidfd(shim_pid, shim_start),
-                        cgroup=cgroup)
-        if task.pidfd is None:  # the shim is already gone: the task was very short
-            task.result = exit_result(await trio.to_thread.run_sync(_read_exit, state_dir))
-            await _kill_tree(task)
-        return task
+        # The shim is this agent's child, not yet reaped: its pid cannot have been reused.
+        return _RawTask(task_id=task_id, pid=pid, start_time=task_start, shim_pid=shim_pid,
+                        shim_start_time=procfs.start_time(shim_pid) or 0,
+                        state_dir=state_dir, pidfd=pidfd, cgroup=cgroup, report=report,
+                        unread=rest)
 
     @staticmethod
     def _open_pidfd(pid: int, start_time: int | None) -> int | None:
@@ -396,12 +375,10 @@ class RawExecDriver:
         """
         async with task.lock:
             if task.result is None:
-                if task.pidfd is not None:
-                    try:
-                        await trio.lowlevel.wait_readable(task.pidfd)
-                    except trio.ClosedResourceError:  # destroy_task gave up waiting
-                        raise TaskNotFoundError(f"task {task.task_id} was destroyed") from None
-                status = await trio.to_thread.run_sync(_read_exit, task.state_dir)
+                try:
+                    status = await self._exit_status(task)
+                except trio.ClosedResourceError:  # destroy_task gave up waiting
+                    raise TaskNotFoundError(f"task {task.task_id} was destroyed") from None
                 if status is None and self._kill_group(task, signals.SIGKILL):
                     # The shim died and left the task behind: never leave an orphan that a
                     # restart would then duplicate.
@@ -415,11 +392,48 @@ class RawExecDriver:
             return task.result
 
     @staticmethod
-    def _close_pidfd(task: _RawTask) -> None:
+    async def _exit_status(task: _RawTask) -> str | None:
+        """The task's `$?`: from the report pipe when the shim writes it there (it does so
+        as soon as it has reaped the task, before its durable write of `<state>/exit` and its
+        own exit, which cost two programs), else, once the shim is gone, from that file.
+        Nothing read is lost to a cancel: a line is taken synchronously once it is in."""
+        if task.report is not None:
+            line, task.unread = await _read_line(task.report, task.unread)
+            task.report.close()
+            task.report = None
+            if line.strip().isdigit():
+                return line.decode()
+        if task.pidfd is not None:
+            await trio.lowlevel.wait_readable(task.pidfd)
+        return _read_exit(task.state_dir)
+
+    def _close_pidfd(self, task: _RawTask) -> None:
+        if task.report is not None:
+            task.report.close()
+            task.report = None
         if task.pidfd is not None:
             trio.lowlevel.notify_closing(task.pidfd)
-            os.close(task.pidfd)
+            self._exiting.append(task.pidfd)
             task.pidfd = None
+        self._reap_exited()
+
+    def _reap_exited(self) -> None:
+        """Reap the shims that reported their task's exit and were still finishing (their
+        durable write) when their pidfds were let go: each is this agent's child, so an
+        unreaped one would stay a zombie. Checked at every start, exit and destroy, and by
+        the fingerprint loop: a shim finishes within milliseconds, so the list stays short.
+        A pidfd of a shim that is not this agent's child (after a restart, init reaps it) is
+        closed at once."""
+        still = []
+        for pidfd in self._exiting:
+            try:
+                if os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG) is None:
+                    still.append(pidfd)
+                    continue
+            except ChildProcessError:
+                pass
+            os.close(pidfd)
+        self._exiting = still
 
     async def wait_task(self, task_id: str) -> ExitResult:
         return await self._wait_exit(self._task(task_id))
@@ -469,14 +483,12 @@ class RawExecDriver:
         # Whatever the task left in its process group (background children) goes with it,
         # as Nomad's DestroyTask does.
         self._kill_group(task, signals.SIGKILL)
-        await _kill_tree(task)
+        await _kill_tree(task)  # now: a cancel may yet land before the hop below
         self._close_pidfd(task)
         del self._tasks[task_id]
-        if task.cgroup is not None:
-            with trio.move_on_after(CGROUP_REMOVE_TIMEOUT):
-                await cgroups.destroy(task.cgroup)
-        await trio.to_thread.run_sync(shutil.rmtree, task.state_dir, True)
+        await trio.to_thread.run_sync(starts.remove_start, task.cgroup, task.state_dir)
         self._mine.discard(orphans.start_key(task.state_dir))
+        self._reap_exited()  # its shim has likely finished meanwhile
 
     async def signal_task(self, task_id: str, signal: str) -> None:
         task = self._task(task_id)
@@ -490,8 +502,9 @@ class RawExecDriver:
         os.kill(task.pid, signum)
 
     async def fingerprint(self) -> AsyncIterator[Fingerprint]:
-        """Healthy where the shim's tools are (sh, setsid, env); checked every 30 s."""
+        """Healthy where the shim's tools are (sh, setsid); checked every 30 s."""
         while True:
+            self._reap_exited()  # a zombie shim lives at most this long without starts
             missing = await trio.to_thread.run_sync(_missing_tools)
             if missing:
                 yield Fingerprint("unhealthy", f"missing {', '.join(missing)}")
@@ -537,7 +550,7 @@ class RawExecDriver:
                         pidfd=self._open_pidfd(shim_pid, shim_start),
                         cgroup=Path(cgroup) if cgroup else None)
         if task.pidfd is None:
-            status = await trio.to_thread.run_sync(_read_exit, state_dir)
+            status = _read_exit(state_dir)
             if status is None:
                 killed = self._kill_group(task, signals.SIGKILL)
                 await _kill_tree(task)

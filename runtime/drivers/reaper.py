@@ -8,7 +8,7 @@ re-parented to it instead of init, so the whole tree stays below one known proce
 
 The subreaper must be the shim: it lives as long as the task and survives the agent. The shim
 is a POSIX `sh` (small RSS) and `sh` cannot call prctl, but the attribute survives execve(2).
-So, only in fallback mode, the shim starts its detached half through this module
+So, only in fallback mode, the agent starts the shim through this module
 (`python -I -S reaper.py exec sh shim.sh …`): one prctl, then exec into `sh`, and the Python
 interpreter is gone again before the task starts. When the task ends, the shim runs
 `reaper.py kill SHIM_PID` to SIGKILL every live descendant left behind before it records the
@@ -95,6 +95,10 @@ def become_subreaper() -> None:
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "exec":
         become_subreaper()
+        # Python set these to SIG_IGN at start-up, and an exec keeps ignored signals: the
+        # shim and its task must start with the defaults the agent gave this process.
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(signum, signal.SIG_DFL)
         os.execvp(argv[1], argv[1:])
     if len(argv) == 2 and argv[0] == "kill" and argv[1].isdigit():
         kill_descendants(int(argv[1]))

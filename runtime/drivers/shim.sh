@@ -1,55 +1,67 @@
 #!/bin/sh
-# yurt's per-task shim: runs one task in its own process group, outlives the agent, and
-# records the task's pid and, when it ends, its exit status.
+# yurt's per-task shim: runs one task in its own session, outlives the agent, and records the
+# task's pid and, when it ends, its exit status.
 #
-# Usage: sh shim.sh STATE_DIR STDOUT STDERR WORK_DIR COMMAND [ARG...]
+# Usage: sh shim.sh STATE_DIR STDOUT STDERR WORK_DIR CGROUP COMMAND [ARG...]
 #
-# The first invocation detaches a second one (re-parented to init, so the shim is never the
-# agent's child and survives it) and exits. The detached shim reports "SHIM_PID TASK_PID" on
-# the stdout it inherited (the agent reads it), then holds STDOUT and STDERR (FIFOs, or
-# /dev/null) open read-write for as long as it lives: the task can always write, never gets
-# SIGPIPE, and output written while no agent reads waits in the pipe.
+# The agent starts the shim as a session and process-group leader (posix_spawn with setsid)
+# with its stdout on a report pipe. The task reports "TASK_PID START_TIME" on that pipe (the
+# agent reads it; "0 0" means the work dir could not be entered), and the shim its exit status
+# when it ends. The shim holds STDOUT and
+# STDERR (FIFOs, or /dev/null) open read-write for as long as it lives: the task can always
+# write, never gets SIGPIPE, and output written while no agent reads waits in the pipe.
+# CGROUP is the cgroup the task joins before its command runs, or "" for none.
 # Exit status: the shell's `$?` of the task, 128+N when signal N killed it.
-state=$1 out=$2 err=$3 dir=$4
-shift 4
-# Without a cgroup per task, YURT_REAPER (with YURT_REAPER_PY, its interpreter) makes the
-# detached shim a child subreaper (runtime/drivers/reaper.py): the task's orphaned descendants
-# re-parent to the shim, which kills them when the task ends.
-if [ -z "${YURT_SHIM_CHILD:-}" ]; then
-    YURT_SHIM_CHILD=1 ${YURT_REAPER:+"$YURT_REAPER_PY" -I -S "$YURT_REAPER" exec} \
-        sh "$0" "$state" "$out" "$err" "$dir" "$@" </dev/null 2>/dev/null &
-    exit 0
-fi
+state=$1 out=$2 err=$3 dir=$4 cgroup=$5
+shift 5
+# Without a cgroup per task, the agent starts the shim through runtime/drivers/reaper.py (a
+# child subreaper: the task's orphaned descendants re-parent to the shim) and names it in
+# YURT_REAPER (YURT_REAPER_PY, its interpreter), so that the shim kills them when the task ends.
 reaper_py=${YURT_REAPER_PY:-} reaper=${YURT_REAPER:-}
-unset YURT_SHIM_CHILD YURT_REAPER YURT_REAPER_PY
-exec 2>>"$state/shim.log" 3<>"$out" 4<>"$err"
+# The task's first moments (taskstart.sh) live beside this file; absolute, as the shim cds.
+case $0 in */*) taskstart=${0%/*}/taskstart.sh ;; *) taskstart=taskstart.sh ;; esac
+case $taskstart in /*) ;; *) taskstart=$PWD/$taskstart ;; esac
+unset YURT_REAPER YURT_REAPER_PY
+# The report pipe moves to fd 5, which the task's start writes to, and the shim once more at
+# the end, with SIGPIPE ignored: a reader that went away cannot hurt either.
+exec 5>&1 1>/dev/null 2>>"$state/shim.log" 3<>"$out" 4<>"$err"
 # Before the task exists, so that a restarted agent that does not know this start can find
 # this shim and stop it (runtime/drivers/orphans.py).
 echo "$$" >"$state/shim"
-cd "$dir" || { echo "cannot enter work dir $dir" >&2; printf '127\n' >"$state/exit"; echo "$$ 0"; exit 127; }
-# setsid(1) makes the task a session and process-group leader (pgid = its pid) and execs it:
-# a background child is never a group leader, so setsid does not fork and $! is the task.
-# A non-interactive shell starts background commands with SIGINT and SIGQUIT ignored, and
-# SIGINT is Nomad's default kill signal: env(1) puts both back to their defaults. It then runs
-# `sh -c 'exec "$0" "$@"'` rather than the command itself, because env would take a command
-# path containing "=" for a variable assignment. Every step execs: $! stays the task's pid.
-setsid env --default-signal=INT,QUIT /bin/sh -c 'exec "$0" "$@"' "$@" \
-    >&3 2>&4 3>&- 4>&- </dev/null &
-pid=$!
-# The task's pid and start time (field 22 of its stat, read with builtins only): its identity
-# for an agent that finds this start without a handle, after this shim is gone too.
-start=
-if read -r st <"/proc/$pid/stat"; then set -- ${st##*) }; shift 19; start=$1; fi
-printf '%s %s\n' "$pid" "$start" >"$state/pid"
-# The agent that reads this may have died meanwhile: a write to its closed pipe must not kill
-# the shim (SIGPIPE) and leave the task without one.
-trap '' PIPE
-echo "$$ $pid"
-trap - PIPE
-exec 1>/dev/null
-wait "$pid"
+if ! cd "$dir"; then
+    echo "cannot enter work dir $dir" >&2
+    printf '127\n' >"$state/exit"
+    trap '' PIPE
+    echo "0 0" >&5
+    exit 127
+fi
+# The task runs in the FOREGROUND: a non-interactive shell starts background (`&`) commands
+# with SIGINT and SIGQUIT ignored, and SIGINT is Nomad's default kill signal; a foreground
+# child keeps the shim's (default) dispositions. Being the child of a group leader, it is not
+# one itself, so setsid(1) makes it a session and process-group leader (pgid = its pid)
+# without forking, and then `sh taskstart.sh` runs in the task's own process, before the
+# command:
+# - it writes its pid and start time (field 22 of its stat, read with builtins only) to
+#   $state/pid, the task's identity for an agent that finds this start without a handle;
+# - it reports the same on fd 5, ignoring SIGPIPE meanwhile: the agent that reads it may have
+#   died, and the task must run anyway (the shim supervises it);
+# - it joins the task's cgroup (runtime/drivers/cgroups.py), before the command can fork;
+# - it execs the command (as `exec "$@"`, so a path containing "=" is a command, not a
+#   variable assignment) with fd 5 closed. Every step execs: the task's pid stays this one.
+# A stop that lands before the exec finds the same pid, its group, and SIGINT at default.
+setsid /bin/sh "$taskstart" "$state" "$cgroup" "$@" >&3 2>&4 3>&- 4>&- </dev/null
 status=$?
-[ -z "$reaper" ] || "$reaper_py" -I -S "$reaper" kill "$$"
+# With a cgroup, the agent learns the status at once from fd 5, before the durable write below
+# (two programs: milliseconds of restart latency); SIGPIPE ignored, as the agent may be gone.
+# A subreaper shim does not: the agent, when told, would kill that write's programs as the
+# task's leftovers. It waits for the shim's exit and reads the file instead.
+if [ -z "$reaper" ]; then
+    trap '' PIPE
+    echo "$status" >&5
+else
+    "$reaper_py" -I -S "$reaper" kill "$$"
+fi
+exec 5>&-
 printf '%s\n' "$status" >"$state/exit.tmp"
 sync "$state/exit.tmp" 2>/dev/null
 mv -f "$state/exit.tmp" "$state/exit"

@@ -1,0 +1,81 @@
+"""The disk side of a raw_exec start and of its end, each in ONE worker-thread hop.
+
+Why a module of its own: these are the blocking parts of `runtime.drivers.rawexec` (a passwd
+lookup that may go to NSS, paths on a disk that may be slow, a cgroup that takes up to a
+second to empty), each called through `trio.to_thread.run_sync` exactly once per start or per
+end, so that the event loop never waits on them and a start never pays a hop per step. The
+rest of a start (the spawn, the report, the wait) runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+from collections.abc import Container
+from pathlib import Path
+
+from yurt.runtime.drivers import cgroups, orphans
+from yurt.runtime.drivers.orphans import StartKey
+from yurt.runtime.drivers.users import switch_prefix, user_env
+from yurt.runtime.errors import DriverError
+
+
+def resolve_command(command: str, task_dir: Path, path: str) -> str | None:
+    """The executable file `command` names: looked up on PATH when it has no "/", relative
+    to the task dir when it is a relative path (as Nomad does); None if it is not an
+    executable regular file."""
+    if "/" not in command:
+        return shutil.which(command, path=path)
+    candidate = Path(command) if command.startswith("/") else task_dir / command
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    return None
+
+
+def prepare_start(user: str, command: str, task_dir: Path, path: str, state_dir: Path,
+                  known: Container[StartKey], cgroup_root: cgroups.CgroupRoot | None,
+                  cgroup: Path | None) -> tuple[list[str], dict[str, str], str]:
+    """Everything a start does on disk before its spawn, in ONE worker-thread hop (the
+    passwd lookup may go to NSS, the paths to a slow disk): the words that switch to the
+    task's `user` and its HOME/USER/LOGNAME, the command's path, then this start's state dir
+    (the record of its intent, made before there is any process, after stopping what earlier
+    starts of this task left without a handle) and its cgroup.
+
+    Returns (user switch prefix, user env, command path). Raises DriverError."""
+    prefix, home = (switch_prefix(user), user_env(user)) if user else ([], {})
+    resolved = resolve_command(command, task_dir, path)
+    if resolved is None:
+        raise DriverError(f'failed to start task: command "{command}" not found or '
+                          "not an executable file")
+    orphans.reap_task_dir(state_dir.parent.parent, known, cgroup_root)
+    orphans.secure_state_root(state_dir.parent.parent)
+    try:
+        state_dir.mkdir(mode=0o700)
+    except FileExistsError:  # a start id used before: nothing of that start may be misread
+        for name in ("shim", "pid", "exit", "exit.tmp"):
+            (state_dir / name).unlink(missing_ok=True)
+    if cgroup is not None:
+        cgroups.create(cgroup)
+    return prefix, home, resolved
+
+
+def stop_start(shim_pid: int, state_dir: Path, cgroup_root: cgroups.CgroupRoot | None) -> None:
+    """Stop a start that will not be handed to a task runner: freeze its shim (this agent's
+    unreaped child, so the pid is surely it, even before it has execed `sh`), stop what it
+    started as an orphan start is stopped, then kill it. Blocking: for a worker thread."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(shim_pid, signal.SIGSTOP)
+    orphans.until_stopped(shim_pid)
+    orphans.reap(state_dir, cgroup_root)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(shim_pid, signal.SIGKILL)
+
+
+def remove_start(cgroup: Path | None, state_dir: Path) -> None:
+    """Kill what is left in the start's cgroup and remove it (bounded by itself to ≈1 s while
+    killed processes leave it), then its state dir: one worker-thread hop for both."""
+    if cgroup is not None:
+        cgroups.destroy_blocking(cgroup)
+    shutil.rmtree(state_dir, ignore_errors=True)
