@@ -35,6 +35,8 @@ async def test_a_settled_burst_is_frozen_once(tmp_path: Path,
     monkeypatch.setattr(agent_module, "BURST_QUIET", 0.3)
     with trio.fail_after(30):
         async with running_agent(tmp_path) as run:
+            if run.agent.freezes == 0:  # the restore goes on behind the API
+                await run.agent.frozen.wait()
             assert run.agent.freezes == 1  # after the (empty) restore
             small = await run.client.post("/v1/jobs", json=mock_job("small", 2))
             assert small.status_code == 200
