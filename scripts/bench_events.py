@@ -42,8 +42,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_restore import request, start_agent, wait_api
+from benchlib.procs import cpu_seconds
 
-TICKS = os.sysconf("SC_CLK_TCK")
 TIME = re.compile(rb'"Time":(\d+)')
 LOST = re.compile(rb'"Lost":(\d+)')
 
@@ -55,12 +55,6 @@ def job(allocs: int) -> dict[str, Any]:
                           "Mode": "delay"},
         "Tasks": [{"Name": "t", "Driver": "mock_driver", "Config": {"run_for": "1s"},
                    "Resources": {"CPU": 1, "MemoryMB": 10}}]}]}}
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 class Tally:

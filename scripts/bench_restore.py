@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchlib.procs import children
 from rich.console import Console
 from rich.table import Table
 
@@ -64,22 +65,6 @@ def request(base: str, method: str, path: str, body: object | None = None,
     req = urllib.request.Request(base + path, data=data, method=method)
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read() or b"null")
-
-
-def tasks_in_proc(marker: str) -> int:
-    """Processes running `sleep <marker>`: the tasks of this run, whoever their parent is."""
-    count = 0
-    want = f"/bin/sleep\0{marker}\0".encode()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                if f.read() == want:
-                    count += 1
-        except OSError:
-            continue
-    return count
 
 
 def start_agent(data_dir: Path, port: int, pythonpath: str | None) -> subprocess.Popen[bytes]:
@@ -128,7 +113,7 @@ def one_run(n: int, port: int, pythonpath: str | None = None) -> dict[str, float
                 time.sleep(0.2)
             os.kill(agent.pid, signal.SIGKILL)
             agent.wait()
-            before = tasks_in_proc(marker)
+            before = len(children(marker))
 
             t0 = time.monotonic()
             agent = start_agent(data_dir, port, pythonpath)
@@ -139,13 +124,13 @@ def one_run(n: int, port: int, pythonpath: str | None = None) -> dict[str, float
                     raise TimeoutError("the restart never re-attached every task")
                 time.sleep(0.01)
             all_at = time.monotonic() - t0
-            after = tasks_in_proc(marker)
+            after = len(children(marker))
             load = os.getloadavg()[0]
         finally:
             try:
                 request(base, "DELETE", "/v1/job/restore?purge=true")
                 end = time.monotonic() + 120
-                while tasks_in_proc(marker) and time.monotonic() < end:
+                while len(children(marker)) and time.monotonic() < end:
                     time.sleep(0.2)
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass

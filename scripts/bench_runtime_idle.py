@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-TICK = os.sysconf("SC_CLK_TCK")
+from benchlib.procs import cpu_seconds, memory
+from benchlib.systems import free_port, wait_for
 
 JOB = """
 job "idle" {
@@ -51,42 +51,11 @@ job "idle" {
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
-
-
-def memory_kib(pid: int) -> dict[str, int]:
-    out: dict[str, int] = {}
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[2] == "kB":
-                out[parts[0].rstrip(":")] = int(parts[1])
-    return {"uss_kib": out.get("Private_Clean", 0) + out.get("Private_Dirty", 0),
-            "rss_kib": out.get("Rss", 0), "pss_kib": out.get("Pss", 0)}
-
-
 def call(base: str, method: str, path: str, body: bytes | None = None) -> Any:
     req = urllib.request.Request(base + path, data=body, method=method,
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"null")
-
-
-def wait_for(what: str, check: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.5)
 
 
 def running(base: str, n: int) -> bool:
@@ -107,20 +76,22 @@ def measure(n: int, yurt_bin: str, settle: float, window: float) -> dict[str, An
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  start_new_session=True)
         try:
-            wait_for("the API", lambda: _answers(base), 60)
+            wait_for(lambda: _answers(base), 60, "the API", pause=0.5)
             call(base, "POST", "/v1/jobs", encode_job(parse_job(JOB % n)))
-            wait_for(f"{n} running allocations", lambda: running(base, n), 600)
+            wait_for(lambda: running(base, n), 600, f"{n} running allocations", pause=0.5)
             time.sleep(settle)
             before, t0 = cpu_seconds(agent.pid), time.monotonic()
             time.sleep(window)
             after, t1 = cpu_seconds(agent.pid), time.monotonic()
+            used = memory(agent.pid)
             row: dict[str, Any] = {
                 "tasks": n, "idle_cpu_pct": round(100 * (after - before) / (t1 - t0), 2),
-                **memory_kib(agent.pid), "loadavg": os.getloadavg()[0]}
+                "uss_kib": used.uss // 1024, "rss_kib": used.rss // 1024,
+                "pss_kib": used.pss // 1024, "loadavg": os.getloadavg()[0]}
             call(base, "DELETE", "/v1/job/idle")
-            wait_for("the stop", lambda: all(
-                a["ClientStatus"] != "running"
-                for a in call(base, "GET", "/v1/job/idle/allocations")), 120)
+            wait_for(lambda: all(a["ClientStatus"] != "running"
+                                 for a in call(base, "GET", "/v1/job/idle/allocations")),
+                     120, "the stop", pause=0.5)
             return row
         finally:
             agent.send_signal(signal.SIGTERM)

@@ -1,12 +1,14 @@
 """Shared fixtures. `state_db` runs a test against every StateDB implementation; `small_fs`
-(tests/disk_support.py) is a real small file system to fill up."""
+(tests/disk_support.py) is a real small file system to fill up; `thread_hops` records the name
+of every function sent to a worker thread (hot paths promise how many hops they make)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+import trio
 
 from tests.disk_support import small_fs  # noqa: F401 (a fixture, shared here)
 from yurt.store import MemoryStateDB, StateDB, open_state_db
@@ -19,3 +21,18 @@ async def state_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
     else:
         async with open_state_db(tmp_path / "state") as db:
             yield db
+
+
+@pytest.fixture
+def thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions run through `trio.to_thread.run_sync`, in order."""
+    hops: list[str] = []
+    real_run_sync = trio.to_thread.run_sync
+
+    async def counting_run_sync(fn: Callable[..., object], *args: object,
+                                **kwargs: object) -> object:
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await real_run_sync(fn, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
+    return hops

@@ -127,15 +127,8 @@ async def test_alloc_dir_hook_retries_fd_exhaustion(tmp_path: Path,
 
 
 async def test_one_batch_builds_the_whole_tree_and_the_task_hook_reuses_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    hops: list[str] = []
-    real_run_sync = trio.to_thread.run_sync
-
-    async def counting_run_sync(fn, *args, **kw):  # type: ignore[no-untyped-def]
-        hops.append(getattr(fn, "__name__", repr(fn)))
-        return await real_run_sync(fn, *args, **kw)
-
-    monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
+        tmp_path: Path, thread_hops: list[str]) -> None:
+    hops = thread_hops
     asked: list[str] = []
 
     def resolve(user: str) -> tuple[int, int] | None:

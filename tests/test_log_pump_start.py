@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 import trio
 
 from yurt.runtime.logs import spill
@@ -14,21 +13,14 @@ from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
 
 
 async def test_start_resumes_rotation_and_replays_the_spill_in_one_hop(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, thread_hops: list[str]) -> None:
+    hops = thread_hops
     logs = tmp_path / "logs"  # the spill and lock live one level up, as in an alloc dir
     logs.mkdir()
     base = log_base(logs, "t", "stdout")
     base.with_name(f"{base.name}.0").write_bytes(b"earlier\n")
     spill.spill_path(base).write_bytes(b"spilled\n")
     read_fd, keep_fd = open_fifo(fifo_path(logs, "t", "stdout"))
-    hops: list[str] = []
-    real_run_sync = trio.to_thread.run_sync
-
-    async def counting_run_sync(fn, *args, **kw):  # type: ignore[no-untyped-def]
-        hops.append(getattr(fn, "__name__", repr(fn)))
-        return await real_run_sync(fn, *args, **kw)
-
-    monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
     pump = LogPump(read_fd, base, file_size=1 << 20, max_files=3)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:

@@ -114,6 +114,7 @@ def tree(root: int) -> list[int]:
 class Memory:
     uss: int  # Private_Clean + Private_Dirty
     pss: int
+    rss: int
 
 
 def memory(pid: int) -> Memory:
@@ -124,7 +125,7 @@ def memory(pid: int) -> Memory:
             if len(parts) >= 2 and parts[1].isdigit():
                 values[parts[0].rstrip(":")] = int(parts[1]) * 1024
     return Memory(uss=values.get("Private_Clean", 0) + values.get("Private_Dirty", 0),
-                  pss=values.get("Pss", 0))
+                  pss=values.get("Pss", 0), rss=values.get("Rss", 0))
 
 
 def loadavg() -> float:
