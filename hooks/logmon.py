@@ -44,10 +44,23 @@ from yurt.hooks.base import (
 from yurt.hooks.fdretry import retry_fd_exhaustion
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.structs import Task
 from yurt.runtime.taskrunner import events
 
 MIB = 1024 * 1024
 STREAMS = ("stdout", "stderr")
+
+
+def log_fifos(logs: Path, task: Task) -> list[Path]:
+    """The FIFOs this hook pumps for `task`, one per stream (none with its logs disabled), so
+    that whoever makes them ahead (the alloc dir hook's batch) makes exactly these.
+
+    Raises:
+        ValueError: the task's name cannot be a log file's (`fifo_path`).
+    """
+    if task.log_config.disabled:
+        return []
+    return [fifo_path(logs, task.name, stream) for stream in STREAMS]
 
 @final
 class LogmonHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):

@@ -38,16 +38,12 @@ class TaskDirHook(TaskPrestartHook):
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
         await ctx.emit_event(events.new_event(events.SETUP, ctx.unix_clock(),
                                               message="Building Task Directory"))
-        env: dict[str, str] = {}
-        alloc_dir = self._alloc_dir
-        if (ctx.task_dir is not None and alloc_dir is not None
-                and alloc_dir.task_dir(ctx.task.name) == ctx.task_dir
-                and alloc_dir.task_built(ctx.task.name, ctx.task.user)):
-            env = task_dir_env(ctx.task_dir)
-        elif ctx.task_dir is not None:
+        if ctx.task_dir is None:
+            return PrestartResponse(env={}, done=True)
+        alloc_dir = self._alloc_dir or AllocDir.containing(ctx.task_dir)
+        if not alloc_dir.task_built(ctx.task.name, ctx.task.user):  # the batch made it
             owner = None
             if ctx.task.user and self._resolve_owner is not None:
                 owner = self._resolve_owner(ctx.task.user)
-            await AllocDir.containing(ctx.task_dir).build_task(ctx.task.name, owner)
-            env = task_dir_env(ctx.task_dir)
-        return PrestartResponse(env=env, done=True)
+            await alloc_dir.build_task(ctx.task.name, owner)
+        return PrestartResponse(env=task_dir_env(ctx.task_dir), done=True)

@@ -121,7 +121,7 @@ class Agent:
         self._node_published = False
         self.address = ""
         self._stop = trio.Event()
-        self.restore = RestoreProgress()
+        self.restoring = RestoreProgress()
         self._new_allocs = 0  # runners added since the last freeze
         self._burst = trio.Event()  # set when `_new_allocs` reaches BURST_ALLOCS
         self._activity = trio.Event()  # set by every allocation update
@@ -180,7 +180,7 @@ class Agent:
 
     async def _watch_server(self, server: Server) -> None:
         """The client side sees the server only through the `Server` contract."""
-        await self.restore.done.wait()  # a change never races an allocation's restore
+        await self.restoring.done.wait()  # a change never races an allocation's restore
         refused = False
         while True:
             changed = server.changed
@@ -209,7 +209,7 @@ class Agent:
     async def _freeze_when_restored(self) -> None:
         """Freeze what the restore brought back, once it is all there (a full collection
         blocks the loop once, so not before the API serves)."""
-        await self.restore.done.wait()
+        await self.restoring.done.wait()
         self._freeze()
 
     async def _freeze_after_bursts(self) -> None:
@@ -281,12 +281,12 @@ class Agent:
                         self._node_published = True
                         stop_api = trio.Event()
                         self.address = await nursery.start(serve_api, self, stop_api)
-                        self.restore.serving.set()
+                        self.restoring.serving.set()
                         task_status.started(self.address)
                         await self._stop.wait()
                         stop_api.set()
                         with trio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
-                            await self.restore.done.wait()  # no runner half restored
+                            await self.restoring.done.wait()  # no runner half restored
                             if self.config.dev_mode:
                                 await self.client.destroy_all()
                             else:
@@ -301,29 +301,27 @@ class Agent:
         """Re-attach to what an earlier agent ran (see runtime/restore.py).
 
         `task_status.started` once all state is read (one transaction): from then on the API
-        may answer while allocations re-attach; `self.restore.done` once every allocation is
+        may answer while allocations re-attach; `self.restoring.done` once every allocation is
         restored and the tasks an interrupted start left behind are reaped."""
         snapshot = await self.db.get_all_state()
         for alloc_id, error in snapshot.errors.items():
             log.error("allocation %s cannot be restored: %s", alloc_id, error)
-        # What the server already has, so it is not resent (the syncer's own loader reads
-        # it allocation by allocation; it came with the snapshot).
-        self.syncer.acked.update({a.id: snapshot.acknowledged[a.id]
-                                  for a in snapshot.allocations
-                                  if a.id in snapshot.acknowledged})
+        self.syncer.load_acknowledged({a.id: snapshot.acknowledged[a.id]
+                                       for a in snapshot.allocations
+                                       if a.id in snapshot.acknowledged})
         # Oldest first: an allocation that waits for a previous or preempted one finds its
         # runner already restored. The server copy is the desired state; the client view is
         # in the store.
         stored = sorted(snapshot.allocations, key=lambda a: (a.create_index, a.name))
         allocs = [self.server.allocs.get(a.id, a) for a in stored]
-        self.restore.begin(stored)
+        self.restoring.begin(stored)
         task_status.started()
-        await self.restore.serving.wait()
-        for runner in await reattach_all(self.client, allocs, snapshot.tasks, self.restore):
+        await self.restoring.serving.wait()
+        for runner in await reattach_all(self.client, allocs, snapshot.tasks, self.restoring):
             if is_client_terminal(runner.alloc_state().client_status):
                 self.gc.mark(runner.id)
         # Tasks a crash left without a persisted handle: stop them, or they would run twice.
         if reaped := await reconcile_drivers(self.drivers.drivers.values(),
                                              self.config.data_dir / "alloc"):
             log.warning("stopped %d task(s) that an interrupted start had left behind", reaped)
-        self.restore.done.set()
+        self.restoring.done.set()

@@ -49,7 +49,7 @@ from yurt.runtime import __version__
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError, TaskNotRunningError, YurtError
-from yurt.runtime.eventstream import Published, topic_filter
+from yurt.runtime.eventstream import as_line, as_text, topic_filter
 from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
 from yurt.runtime.logs.reader import read_log
 from yurt.runtime.procfs import stat_fields
@@ -271,7 +271,7 @@ class Api:
             raise ApiError(404, "alloc not found")
         if runner is None:
             assert server is not None
-            stored = self.agent.restore.pending.get(alloc_id)
+            stored = self.agent.restoring.pending.get(alloc_id)
             if stored is not None:  # what the tasks were doing when the last agent died
                 return msgspec.structs.replace(server, client_status=stored.client_status,
                                                client_description=RESTORING,
@@ -286,7 +286,7 @@ class Api:
 
     async def restored_runner(self, alloc_id: str) -> AllocRunner:
         """`runner`, once the allocation is restored if it still is (see restore.py)."""
-        await self.agent.restore.wait(alloc_id)
+        await self.agent.restoring.wait(alloc_id)
         return self.runner(alloc_id)
 
     def runner(self, alloc_id: str) -> AllocRunner:
@@ -426,21 +426,22 @@ class Api:
 
     async def alloc_gc(self, request: Request) -> Response:
         alloc_id = self.find_alloc_id(request.path_params["id"])
-        await self.agent.restore.wait(alloc_id)
+        await self.agent.restoring.wait(alloc_id)
         if not await self.agent.gc.collect(alloc_id):
             raise ApiError(400, "No such allocation on client, or allocation not eligible "
                                 "for GC")
         return json_response({})
 
     async def client_gc(self, request: Request) -> Response:
-        await self.agent.restore.wait()
+        await self.agent.restoring.wait()
         await self.agent.gc.collect_all()
         return json_response({})
 
     async def alloc_stats(self, request: Request) -> Response:
         runner = await self.restored_runner(self.find_alloc_id(request.path_params["id"]))
         only = request.query_params.get("task")
-        await self.agent.devices.refresh_stats()
+        if any(r.devices for r in runner.alloc.task_resources.values()):
+            await self.agent.devices.refresh_stats()  # only what reserves devices asks
         now = time.time_ns()
         tasks: dict[str, Any] = {}
         total_rss = total_ticks = 0.0
@@ -548,7 +549,7 @@ class Api:
             "stats": {"client": {"known_servers": "embedded", "node_id": self.agent.node.id,
                                  "num_allocations": str(len(self.agent.client.runners)),
                                  "restoring_allocations": str(len(
-                                     self.agent.restore.pending))},
+                                     self.agent.restoring.pending))},
                       "runtime": {"version": __version__,
                                   "uptime_seconds": str(int(time.time()
                                                             - self.agent.started_at))}}})
@@ -573,8 +574,7 @@ class Api:
                         yield b"{}\n"
                         continue
                     if records:  # everything buffered, in one chunk
-                        yield b"".join(r.line if isinstance(r, Published) else r + b"\n"
-                                       for r in records)
+                        yield b"".join(as_line(r) for r in records)
                         await trio.sleep(STREAM_COALESCE)
             except trio.EndOfChannel:
                 return
@@ -606,8 +606,7 @@ class Api:
                 nursery.start_soon(watch_disconnect, nursery.cancel_scope)
                 while True:
                     for r in await subscription.receive_encoded(matches):
-                        await websocket.send_text(r.text if isinstance(r, Published)
-                                                  else r.decode())
+                        await websocket.send_text(as_text(r))
                     await trio.sleep(STREAM_COALESCE)
         except* (WebSocketDisconnect, trio.EndOfChannel):
             pass

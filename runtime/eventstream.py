@@ -89,6 +89,16 @@ class Published:
         return self._text
 
 
+def as_line(item: Published | bytes) -> bytes:
+    """An item of `Subscription.receive_encoded` as an NDJSON line (the HTTP stream)."""
+    return item.line if isinstance(item, Published) else item + b"\n"
+
+
+def as_text(item: Published | bytes) -> str:
+    """An item of `Subscription.receive_encoded` as text (a websocket text frame)."""
+    return item.text if isinstance(item, Published) else item.decode()
+
+
 @final
 class Subscription:
     def __init__(self, broker: EventBroker, size: int) -> None:
@@ -232,27 +242,19 @@ def encode_record(record: Record) -> bytes:
     return _encoder.encode(record)
 
 
-def topic_filter(specs: list[str]) -> Callable[[Event], bool]:
+def topic_filter(specs: list[str]) -> Callable[[Event], bool] | None:
     """Nomad's `topic=Topic:key` filters: `Allocation` (= `Allocation:*`), `Job:web`, `*`;
-    a key matches the event's Key or any of its FilterKeys. No filter: everything."""
+    a key matches the event's Key or any of its FilterKeys. None when everything passes, so
+    that a subscriber without a filter sends the shared bytes without looking at events."""
     wanted: dict[str, set[str]] = {}
     for spec in specs:
         topic, _, key = spec.partition(":")
         wanted.setdefault(topic, set()).add(key or "*")
     if not wanted or "*" in wanted.get("*", set()):
-        return lambda event: True
+        return None
 
     def matches(event: Event) -> bool:
         keys = wanted.get(event.topic, set()) | wanted.get("*", set())
         return "*" in keys or event.key in keys or any(k in keys for k in event.filter_keys)
 
     return matches
-
-
-def filter_record(record: Record, matches: Callable[[Event], bool]) -> Record | None:
-    """The record with only the events a subscriber asked for; None if nothing is left to say
-    (a record that reports lost events is always said)."""
-    kept = [e for e in record.events if matches(e)]
-    if not kept and not record.lost:
-        return None
-    return msgspec.structs.replace(record, events=kept)

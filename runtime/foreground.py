@@ -27,7 +27,7 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +48,7 @@ from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent, is_client_terminal
 from yurt.runtime.taskrunner.events import datetime_of
 from yurt.store import open_state_db
-from yurt.store.protocol import StateDB
+from yurt.store.protocol import SavedTask, StateDB
 
 
 @dataclass
@@ -152,12 +152,15 @@ async def run_job(job: Job, *, data_dir: Path | None, json_output: bool) -> int:
                               json_output=json_output)
 
 
-async def _resumable(db: StateDB, job: Job) -> list[Allocation]:
+async def _resumable(db: StateDB, job: Job
+                     ) -> tuple[list[Allocation], Mapping[str, Mapping[str, SavedTask]]]:
     """Allocations of `job` an earlier `yurt run` on this data dir left unfinished: those
-    whose tasks may still run, a stop that a crash cut short included (resumed, it finishes)."""
-    allocs, _errors = await db.get_all_allocations()
-    return [a for a in allocs
-            if a.job_id == job.id and not is_client_terminal(a.client_status)]
+    whose tasks may still run, a stop that a crash cut short included (resumed, it finishes);
+    and the saved state of every allocation's tasks, read with them in one transaction, as
+    the agent's restore does."""
+    snapshot = await db.get_all_state()
+    return [a for a in snapshot.allocations
+            if a.job_id == job.id and not is_client_terminal(a.client_status)], snapshot.tasks
 
 
 async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
@@ -190,7 +193,7 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
 
         nursery.start_soon(print_all)
         broker.node_registered(node)
-        resumed = await _resumable(db, job)
+        resumed, saved = await _resumable(db, job)
         if resumed:
             assert resumed[0].job is not None
             server.adopt(resumed[0].job, resumed)
@@ -205,7 +208,7 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
             if isinstance(printer, _HumanPrinter):
                 printer.names[alloc.id] = alloc.name
             if resumed:
-                await client.restore_alloc(alloc)
+                await client.restore_alloc(alloc, saved.get(alloc.id, {}))
             else:
                 client.add_alloc(alloc)
         if resumed:

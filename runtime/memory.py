@@ -73,13 +73,7 @@ class Frozen:
     seconds: float  # time spent (collection included)
 
 
-def thaw() -> None:
-    """Put every frozen container back under the collector (`gc.unfreeze`)."""
-    gc.unfreeze()
-
-
-def freeze_long_lived(*, thaw_below: float = THAW_BELOW, thaw_above: float = THAW_ABOVE
-                      ) -> Frozen:
+def freeze_long_lived() -> Frozen:
     """Collect the young generations, then freeze every container alive now (see the module
     docstring).
 
@@ -87,9 +81,9 @@ def freeze_long_lived(*, thaw_below: float = THAW_BELOW, thaw_above: float = THA
     allocations has started. Members of the frozen set that reference counting frees leave
     it, but cyclic garbage stays, so the set is thawed and the whole heap collected once
     before freezing again when either
-    - it has fallen below `thaw_below` of its size after the last freeze (most of it died:
+    - it has fallen below `THAW_BELOW` of its size after the last freeze (most of it died:
       what remains may be cycles), or
-    - it has grown past `thaw_above` times its size after the last thaw (as much new as
+    - it has grown past `THAW_ABOVE` times its size after the last thaw (as much new as
       old: CPython's own rule for a full collection, with the frozen set as the old
       generation).
     So cyclic garbage in it is bounded by the live heap, and a full collection costs O(1)
@@ -100,20 +94,23 @@ def freeze_long_lived(*, thaw_below: float = THAW_BELOW, thaw_above: float = THA
     """
     global _frozen_after_last, _frozen_after_thaw
     start = time.perf_counter()
+    # Each count walks the whole frozen set: one before and one after, no more.
     now = gc.get_freeze_count()
-    thawed = now > 0 and now < thaw_below * _frozen_after_last
+    thawed = now > 0 and now < THAW_BELOW * _frozen_after_last
     if thawed:
-        thaw()
+        gc.unfreeze()
     # A full collection only with a thaw: otherwise the old generation's garbage waits for
     # the next thaw, and the call costs what the young generations hold, not the heap.
     collected = gc.collect(2 if thawed or not now else 1)
     gc.freeze()
-    if now and not thawed and gc.get_freeze_count() > thaw_above * _frozen_after_thaw:
+    after = gc.get_freeze_count()
+    if now and not thawed and after > THAW_ABOVE * _frozen_after_thaw:
         thawed = True
-        thaw()
+        gc.unfreeze()
         collected += gc.collect()
         gc.freeze()
-    _frozen_after_last = gc.get_freeze_count()
+        after = gc.get_freeze_count()
+    _frozen_after_last = after
     if thawed or not now:
         _frozen_after_thaw = _frozen_after_last
     result = Frozen(frozen=_frozen_after_last, collected=collected, thawed=thawed,
@@ -160,7 +157,7 @@ def _after_collection(phase: str, info: dict[str, int]) -> None:
     if not _frozen_after_thaw:
         _frozen_after_thaw = _frozen_after_last
     elif _frozen_after_last > THAW_ABOVE * _frozen_after_thaw:
-        thaw()
+        gc.unfreeze()
         _frozen_after_last = _frozen_after_thaw = 0
 
 

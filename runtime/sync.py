@@ -29,7 +29,7 @@ import enum
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, final
 
 import msgspec
@@ -139,16 +139,10 @@ class AllocSyncer:
         self.pending.add(stripped(alloc))
         self._added.set()
 
-    async def load_acknowledged(self, alloc_ids: list[str]) -> None:
-        """After an agent restart: what the server already has, so it is not resent."""
-        async def load(alloc_id: str) -> None:
-            state = await self._db.get_acknowledged_state(alloc_id)
-            if state is not None:
-                self.acked[alloc_id] = state
-
-        async with trio.open_nursery() as nursery:
-            for alloc_id in alloc_ids:
-                nursery.start_soon(load, alloc_id)
+    def load_acknowledged(self, acked: Mapping[str, AcknowledgedState]) -> None:
+        """After an agent restart: what the server already has (read with the rest of the
+        state, `StateDB.get_all_state`), so it is not resent."""
+        self.acked.update(acked)
 
     def forget(self, alloc_id: str) -> None:
         self.acked.pop(alloc_id, None)

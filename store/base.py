@@ -1,10 +1,12 @@
 """The typed layer shared by every store: structs to bytes and back, over a tiny key space.
 
-A store implements six primitives on keys and JSON bytes (`_put`, `_get`, `_scan_allocations`,
-`_scan_restore`, `_delete_allocation`, `_delete_task`); this class turns the `StateDB` protocol
-into them, so the encoding, the key layout and the per-row decode-error handling exist once.
-`snapshot_from_rows` is a plain function so a store may run it where it reads (the SQLite store
-decodes in its worker thread, next to the read, rather than on the event loop).
+A store implements five primitives on keys and JSON bytes (`_put`, `_get`, `_scan_allocations`,
+`_delete_allocation`, `_delete_task`) and `get_all_state`, the one read a restart makes; this
+class turns the rest of the `StateDB` protocol into them, so the encoding, the key layout and
+the per-row decode-error handling exist once. `get_all_state` reads the rows `RESTORE_*_KINDS`
+name from one consistent snapshot and decodes them with `snapshot_from_rows`, a plain function
+so that a store may run it where it reads (the SQLite store decodes in its worker thread, next
+to the read, rather than on the event loop).
 
 Key layout (mirrors Nomad's buckets, see the reference §5.2):
     ("alloc", alloc_id, kind)        kind: alloc | deploy_status | network_status |
@@ -69,7 +71,7 @@ RESTORE_TASK_KINDS = ("local_state", "task_state")
 
 
 def snapshot_from_rows(rows: list[tuple[Key, bytes]]) -> StateSnapshot:
-    """Decode what `_scan_restore` read, row by row: a corrupt row is reported (on its
+    """Decode the rows a restart read, row by row: a corrupt row is reported (on its
     allocation, or on its task) and never hides the others."""
     snapshot = StateSnapshot()
     for key, data in rows:
@@ -99,7 +101,7 @@ def snapshot_from_rows(rows: list[tuple[Key, bytes]]) -> StateSnapshot:
 
 
 class KeyValueStateDB(ABC):
-    """`StateDB` on top of five key-value primitives."""
+    """`StateDB` on top of five key-value primitives and `get_all_state`."""
 
     @property
     @abstractmethod
@@ -114,11 +116,6 @@ class KeyValueStateDB(ABC):
     @abstractmethod
     async def _scan_allocations(self) -> list[tuple[str, bytes]]:
         """Every stored `("alloc", id, "alloc")` value, in one read."""
-
-    @abstractmethod
-    async def _scan_restore(self) -> list[tuple[Key, bytes]]:
-        """Every row a restart reads (`RESTORE_ALLOC_KINDS` of "alloc" keys and
-        `RESTORE_TASK_KINDS` of "task" keys), from one consistent snapshot."""
 
     @abstractmethod
     async def _delete_allocation(self, alloc_id: str) -> None: ...
@@ -138,8 +135,10 @@ class KeyValueStateDB(ABC):
                 errors[alloc_id] = f"failed to decode allocation: {e}"
         return allocs, errors
 
+    @abstractmethod
     async def get_all_state(self) -> StateSnapshot:
-        return snapshot_from_rows(await self._scan_restore())
+        """Every row a restart reads (`RESTORE_ALLOC_KINDS` of "alloc" keys and
+        `RESTORE_TASK_KINDS` of "task" keys), from one consistent snapshot, decoded."""
 
     async def put_allocation(self, alloc: Allocation) -> None:
         await self._put(alloc_key(alloc.id, "alloc"), encode(alloc))

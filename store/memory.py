@@ -11,7 +11,14 @@ from typing import final
 
 import trio
 
-from yurt.store.base import RESTORE_ALLOC_KINDS, RESTORE_TASK_KINDS, Key, KeyValueStateDB
+from yurt.store.base import (
+    RESTORE_ALLOC_KINDS,
+    RESTORE_TASK_KINDS,
+    Key,
+    KeyValueStateDB,
+    snapshot_from_rows,
+)
+from yurt.store.protocol import StateSnapshot
 
 
 @final
@@ -35,11 +42,11 @@ class MemoryStateDB(KeyValueStateDB):
         await trio.lowlevel.checkpoint()
         return [(k[1], v) for k, v in self._data.items() if k[0] == "alloc" and k[2] == "alloc"]
 
-    async def _scan_restore(self) -> list[tuple[Key, bytes]]:
+    async def get_all_state(self) -> StateSnapshot:
         await trio.lowlevel.checkpoint()
-        return [(k, v) for k, v in self._data.items()
-                if (k[0] == "alloc" and k[2] in RESTORE_ALLOC_KINDS)
-                or (k[0] == "task" and k[3] in RESTORE_TASK_KINDS)]
+        return snapshot_from_rows([(k, v) for k, v in self._data.items()
+                                   if (k[0] == "alloc" and k[2] in RESTORE_ALLOC_KINDS)
+                                   or (k[0] == "task" and k[3] in RESTORE_TASK_KINDS)])
 
     async def _delete_allocation(self, alloc_id: str) -> None:
         await trio.lowlevel.checkpoint()

@@ -465,11 +465,6 @@ class SQLiteStateDB(KeyValueStateDB):
                  (table, alloc_id, kind), value.encode())
                 for table, alloc_id, task, kind, value in rows]
 
-    async def _scan_restore(self) -> list[tuple[Key, bytes]]:
-        if self._closed:
-            raise StateError(f"state database {self.path} is closed")
-        return await trio.to_thread.run_sync(self._select_restore, limiter=self._limiter)
-
     async def get_all_state(self) -> StateSnapshot:
         """One thread hop: read and decode there, so a large restore does not hold the event
         loop while it decodes (the loop still gets the GIL between switch intervals)."""

@@ -48,6 +48,15 @@ def raw_job(job_id: str, script: str, *, job_type: str = "service",
                                     "RestartPolicy": {"Attempts": 0, "Mode": "fail"}}]}}
 
 
+def mock_job(job_id: str, count: int = 1) -> dict[str, Any]:
+    """A service job of `count` allocations of one mock task that runs for an hour, with
+    small resources so that many fit on the node."""
+    task = {"Name": "t", "Driver": "mock_driver", "Config": {"run_for": "1h"},
+            "Resources": {"CPU": 1, "MemoryMB": 10}}
+    return {"Job": {"ID": job_id, "Type": "service",
+                    "TaskGroups": [{"Name": "g", "Count": count, "Tasks": [task]}]}}
+
+
 async def wait_status(client: httpx2.AsyncClient, job_id: str, status: str) -> dict[str, Any]:
     """Until the job's first allocation reports `status` (bounded by the caller)."""
     while True:

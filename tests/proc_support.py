@@ -1,5 +1,6 @@
 """Counting a task's processes as an operator would: by the variables in /proc/PID/environ;
-and `wait_for`, the bounded poll for OS state that offers nothing to block on (sync tests).
+this test process's children and zombies; and `wait_for`, the bounded poll for OS state that
+offers nothing to block on (sync tests).
 
 Every raw_exec task has NOMAD_ALLOC_ID, NOMAD_JOB_ID and NOMAD_TASK_NAME in its environment, and
 so does everything it forks. Shims (their command line names shim.sh) and zombies are left out.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 from yurt.runtime.procfs import stat_fields
@@ -40,3 +42,19 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.02)
+
+
+def our_children() -> set[int]:
+    """Live or zombie children of this test process (any of its threads spawned them)."""
+    me = os.getpid()
+    found: set[int] = set()
+    for tid in os.listdir(f"/proc/{me}/task"):
+        with suppress(OSError):  # a thread that ended since the listing
+            found |= {int(c) for c in Path(f"/proc/{me}/task/{tid}/children").read_text().split()}
+    return found
+
+
+def zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits for its parent to reap it."""
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] == b"Z"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.agent_support import running_agent
+from tests.agent_support import mock_job, running_agent
 from yurt.runtime import agent as agent_module
 
 pytestmark = pytest.mark.usefixtures("unfrozen")
@@ -20,13 +20,6 @@ pytestmark = pytest.mark.usefixtures("unfrozen")
 def unfrozen() -> Iterator[None]:
     yield None
     gc.unfreeze()
-
-
-def mock_job(job_id: str, count: int) -> dict[str, object]:
-    task = {"Name": "t", "Driver": "mock_driver", "Config": {"run_for": "1h"},
-            "Resources": {"CPU": 1, "MemoryMB": 10}}
-    return {"Job": {"ID": job_id, "Type": "service",
-                    "TaskGroups": [{"Name": "g", "Count": count, "Tasks": [task]}]}}
 
 
 async def test_a_settled_burst_is_frozen_once(tmp_path: Path,

@@ -16,16 +16,12 @@ from typing import Any, cast
 import httpx2
 import trio
 
+from tests.agent_support import mock_job
 from yurt.runtime.agent import Agent, AgentConfig
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.drivers.protocol import Driver
 from yurt.runtime.restore import RESTORING
 from yurt.runtime.structs import TaskHandle
-
-JOB = {"Job": {"ID": "held", "Type": "service", "TaskGroups": [{
-    "Name": "g", "Count": 2,
-    "Tasks": [{"Name": "t", "Driver": "mock_driver", "Config": {"run_for": "1h"},
-               "Resources": {"CPU": 1, "MemoryMB": 10}}]}]}}
 
 
 class HeldRecovery:
@@ -83,7 +79,8 @@ async def test_api_answers_while_restoring_and_a_stop_waits_for_the_restore(
         async with trio.open_nursery() as nursery:
             address = await nursery.start(first.run)
             async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-                assert (await client.post("/v1/jobs", json=JOB)).status_code == 200
+                submitted = await client.post("/v1/jobs", json=mock_job("held", 2))
+                assert submitted.status_code == 200
                 await until(client, lambda a: len(a) == 2 and all(
                     x["ClientStatus"] == "running" for x in a))
             first.stop()  # tasks are left running for the next agent to re-attach

@@ -128,7 +128,6 @@ async def test_alloc_dir_hook_retries_fd_exhaustion(tmp_path: Path,
 
 async def test_one_batch_builds_the_whole_tree_and_the_task_hook_reuses_it(
         tmp_path: Path, thread_hops: list[str]) -> None:
-    hops = thread_hops
     asked: list[str] = []
 
     def resolve(user: str) -> tuple[int, int] | None:
@@ -143,12 +142,12 @@ async def test_one_batch_builds_the_whole_tree_and_the_task_hook_reuses_it(
     with trio.fail_after(10):
         await AllocDirHook(d, tasks={"web": "nobody", "db": ""}, resolve_owner=resolve,
                            fifos=[fifo]).prerun()
-        assert len(hops) == 1  # the shared dirs, both tasks and the FIFO: one hop
+        assert len(thread_hops) == 1  # the shared dirs, both tasks and the FIFO: one hop
         ctx = TaskHookContext(alloc=Allocation(id="a1"), task=Task(name="web", user="nobody"),
                               task_dir=d.task_dir("web"), emit_event=emit,
                               unix_clock=lambda: 0)
         response = await TaskDirHook(resolve_owner=resolve, alloc_dir=d).prestart(ctx, {})
-    assert len(hops) == 1  # the task's own hook found its dirs built
+    assert len(thread_hops) == 1  # the task's own hook found its dirs built
     assert response.done
     assert response.env
     assert asked == ["nobody"]

@@ -14,7 +14,6 @@ from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
 
 async def test_start_resumes_rotation_and_replays_the_spill_in_one_hop(
         tmp_path: Path, thread_hops: list[str]) -> None:
-    hops = thread_hops
     logs = tmp_path / "logs"  # the spill and lock live one level up, as in an alloc dir
     logs.mkdir()
     base = log_base(logs, "t", "stdout")
@@ -25,7 +24,7 @@ async def test_start_resumes_rotation_and_replays_the_spill_in_one_hop(
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(pump.run)
-            started_hops = [h for h in hops if h != "try_lock"]
+            started_hops = [h for h in thread_hops if h != "try_lock"]
             os.close(keep_fd)  # no writer left: the pump ends
     assert started_hops == ["resume"]
     assert base.with_name(f"{base.name}.0").read_bytes() == b"earlier\nspilled\n"

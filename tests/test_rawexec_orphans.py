@@ -12,14 +12,14 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import trio
 
 from tests.agent_support import running_agent
-from tests.proc_support import processes_with_env
+from tests.proc_support import our_children, processes_with_env
 from tests.runtime_support import eventually
 from yurt.runtime.drivers import rawexec
 from yurt.runtime.drivers.protocol import TaskConfig, reconcile_drivers
@@ -154,16 +154,6 @@ async def test_an_agent_stops_at_start_up_what_its_state_does_not_know(tmp_path:
         assert len(task_processes(ALLOC, "t")) == 1
         async with running_agent(data):
             await eventually(lambda: task_processes(ALLOC, "t") == [])
-
-
-def our_children() -> set[int]:
-    """Live or zombie children of this test process (any of its threads spawned them)."""
-    me = os.getpid()
-    found: set[int] = set()
-    for tid in os.listdir(f"/proc/{me}/task"):
-        with suppress(OSError):
-            found |= {int(c) for c in Path(f"/proc/{me}/task/{tid}/children").read_text().split()}
-    return found
 
 
 async def test_a_start_cancelled_before_the_report_kills_and_reaps_the_launcher(

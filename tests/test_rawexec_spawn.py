@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.proc_support import our_children, zombie
 from tests.runtime_support import eventually
 from yurt.runtime.drivers.protocol import TaskConfig
 from yurt.runtime.drivers.rawexec import plugin
@@ -50,14 +51,6 @@ def ids(pid: int) -> tuple[int, int, int]:
     return int(fields[1]), int(fields[2]), int(fields[3])
 
 
-def children() -> set[int]:
-    me = os.getpid()
-    found: set[int] = set()
-    for tid in os.listdir(f"/proc/{me}/task"):
-        found |= {int(c) for c in Path(f"/proc/{me}/task/{tid}/children").read_text().split()}
-    return found
-
-
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_started_task_is_on_its_own_and_its_shim_is_reaped(tmp_path: Path,
                                                                    mode: str) -> None:
@@ -79,15 +72,10 @@ async def test_a_started_task_is_on_its_own_and_its_shim_is_reaped(tmp_path: Pat
         await driver.stop_task(cfg.id, 5 * 10**9, "SIGINT")
         result = await driver.wait_task(cfg.id)
         # Exited (a zombie until this process reaps it, or reaped already).
-        await eventually(lambda: zombie(shim) or shim not in children())
+        await eventually(lambda: zombie(shim) or shim not in our_children())
         await driver.destroy_task(cfg.id, force=True)
-        assert shim not in children()  # reaped
+        assert shim not in our_children()  # reaped
     assert (result.exit_code, result.signal) == (130, 2)
-
-
-def zombie(pid: int) -> bool:
-    fields = stat_fields(pid)
-    return fields is not None and fields[0] == b"Z"
 
 
 async def test_the_exit_status_comes_before_the_shims_durable_write(tmp_path: Path) -> None:
@@ -109,7 +97,7 @@ async def test_the_exit_status_comes_before_the_shims_durable_write(tmp_path: Pa
         (tmp_path / "go").touch()
         await eventually(lambda: zombie(shim))
         await driver.destroy_task(cfg.id, force=True)
-        assert shim not in children()
+        assert shim not in our_children()
     assert result.exit_code == 7
 
 

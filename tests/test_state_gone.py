@@ -5,17 +5,10 @@ answering reads and supervising what runs."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import trio
 
-from tests.agent_support import running_agent, wait_status
-
-
-def mock_job(job_id: str) -> dict[str, Any]:
-    return {"Job": {"ID": job_id, "Type": "service", "TaskGroups": [{
-        "Name": "g", "Tasks": [{"Name": "t", "Driver": "mock_driver",
-                                "Config": {"run_for": "1h"}}]}]}}
+from tests.agent_support import mock_job, running_agent, wait_status
 
 
 async def test_deleted_state_db_stops_new_work_with_a_clear_error(tmp_path: Path) -> None:

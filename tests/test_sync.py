@@ -170,7 +170,7 @@ async def test_acknowledged_state_is_persisted_and_not_resent_after_restart(
     assert persisted.client_status == "complete"
 
     second = syncer_for(server, db)  # a restarted agent
-    await second.load_acknowledged(["a1"])
+    second.load_acknowledged((await db.get_all_state()).acknowledged)
     second.servers_contacted.set()
     async with trio.open_nursery() as nursery:
         await nursery.start(second.run)

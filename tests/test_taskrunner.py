@@ -19,6 +19,7 @@ from tests.runtime_support import (
     stopped,
     types,
     unix_clock,
+    until_running,
 )
 from yurt.hooks.base import AllocHookResources, PrestartResponse, TaskHookContext, TaskPrestartHook
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
@@ -541,7 +542,8 @@ async def test_a_failed_restore_leaves_no_sibling_running_unsupervised(
     async with trio.open_nursery() as nursery:
         first = AllocRunner(alloc, config, nursery=nursery)
         nursery.start_soon(first.run)
-        await trio.sleep(10)
+        await until_running(first, "a")
+        await until_running(first, "b")
         running = set(driver._tasks)
         nursery.cancel_scope.cancel()  # the agent dies; the tasks keep running
     assert len(running) == 2

@@ -13,14 +13,14 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 import trio
+
+from tests.proc_support import wait_for
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "torture.py"
 
@@ -112,14 +112,6 @@ def test_integrity_reports_a_damaged_db(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------- layer 2: /proc identification
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 10) -> None:
-    """Poll /proc, which offers nothing to block on, with a deadline."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
-
-
 @pytest.mark.slow
 def test_scan_finds_task_processes_by_run_marker() -> None:
     run_id = f"scan-{os.getpid()}"
@@ -128,7 +120,7 @@ def test_scan_finds_task_processes_by_run_marker() -> None:
     # A "task" whose parent (this test) has no marker, with a marked child of its own.
     task = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & wait"], env=env)
     try:
-        wait_for(lambda: len(torture.scan_run(run_id)[1]) == 2)
+        wait_for(lambda: len(torture.scan_run(run_id)[1]) == 2, timeout=10)
         tasks, pids = torture.scan_run(run_id)
         assert [(t.pid, t.alloc_id, t.task, t.ppid) for t in tasks] == [
             (task.pid, "a1", "main", os.getpid())]
@@ -137,7 +129,7 @@ def test_scan_finds_task_processes_by_run_marker() -> None:
     finally:
         task.kill()
         task.wait(timeout=10)
-    wait_for(lambda: torture.scan_run(run_id) == ([], []))
+    wait_for(lambda: torture.scan_run(run_id) == ([], []), timeout=10)
 
 
 # ----------------------------------------------------------------- layer 3: the short torture

@@ -31,6 +31,7 @@ the run loop starts itself (a task gone from an update) lives in the run loop's 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -52,8 +53,7 @@ from yurt.hooks.base import (
     Hook,
 )
 from yurt.hooks.devices import DevicesHook
-from yurt.hooks.logmon import STREAMS as LOG_STREAMS
-from yurt.hooks.logmon import LogmonHook
+from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.allocrunner import teardown
@@ -66,7 +66,6 @@ from yurt.runtime.devices.manager import DeviceManager
 from yurt.runtime.drivers.protocol import Driver
 from yurt.runtime.drivers.users import owner_of
 from yurt.runtime.errors import TaskNotRunningError, YurtError
-from yurt.runtime.logs.pump import fifo_path
 from yurt.runtime.structs import (
     TASK_STATE_DEAD,
     ZERO_TIME,
@@ -207,12 +206,8 @@ class AllocRunner:
         """The alloc dir hook, building every task's dirs and log FIFOs in its one hop."""
         fifos = []
         for task in group.tasks:
-            if task.log_config.disabled:
-                continue
-            try:
-                fifos += [fifo_path(alloc_dir.logs, task.name, s) for s in LOG_STREAMS]
-            except ValueError:  # a name no log file can have: its task's logmon says so
-                continue
+            with contextlib.suppress(ValueError):  # a name no log file can have: its
+                fifos += log_fifos(alloc_dir.logs, task)  # task's logmon says so
         return AllocDirHook(alloc_dir, tasks={t.name: t.user for t in group.tasks},
                             resolve_owner=owner_of, fifos=fifos,
                             limiter=self._config.dir_limiter)

@@ -246,7 +246,7 @@ class RawExecDriver:
         work_dir = cfg.work_dir or str(config.task_dir)
         # One state dir per start, so nothing an earlier start left can be misread.
         start_id = config.id.rsplit("/", 1)[-1]
-        state_dir = config.task_dir / ".shim" / start_id
+        state_dir = config.task_dir / orphans.STATE_DIRS / start_id
         cgroup = (self.cgroup_root.task_cgroup(config.alloc_id, start_id)
                   if self.cgroup_root is not None else None)
         key = orphans.start_key(state_dir)
@@ -270,35 +270,30 @@ class RawExecDriver:
         if cgroup is None:  # the subreaper fallback: the shim starts through reaper.py
             argv = [sys.executable, "-I", "-S", str(REAPER), "exec", *argv]
             env.update(YURT_REAPER=str(REAPER), YURT_REAPER_PY=sys.executable)
-        try:
-            return await self._launch(config, argv, env, state_dir, cgroup, work_dir)
-        except BaseException:
-            if cgroup is not None:  # no handle will ever name it: leave nothing behind
-                cgroups.kill(cgroup)
-                with contextlib.suppress(DriverError):  # never mask the start's error
-                    cgroups.remove(cgroup)
-            raise
+        return await self._launch(config, argv, env, state_dir, cgroup, work_dir)
 
     async def _launch(self, config: TaskConfig, argv: list[str], env: dict[str, str],
                       state_dir: Path, cgroup: Path | None, work_dir: str) -> TaskHandle:
         try:
             shim_pid, report = spawn_shim(argv, env)
         except OSError as e:  # out of fds or processes passes: let the restart policy retry
+            if cgroup is not None:  # nothing started and no handle will name it
+                cgroups.kill(cgroup)
+                with contextlib.suppress(DriverError):  # never mask the start's error
+                    cgroups.remove(cgroup)
             raise DriverError(f"failed to start task shim: {e}", recoverable=e.errno in (
                 errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM)) from e
         pidfd: int | None = None
         stream = trio.lowlevel.FdStream(report)  # owns `report` from here on
         try:
-            try:
-                pidfd = os.pidfd_open(shim_pid)
-                task = await self._handshake(config.id, shim_pid, pidfd, stream, state_dir,
-                                             work_dir, cgroup)
-            except BaseException:
-                stream.close()
-                raise
+            pidfd = os.pidfd_open(shim_pid)
+            task = await self._handshake(config.id, shim_pid, pidfd, stream, state_dir,
+                                         work_dir, cgroup)
         except BaseException:
-            # Cancelled or failed after the spawn: whatever started must not outlive the
-            # start as a task nobody knows (shielded, bounded).
+            stream.close()
+            # Cancelled or failed after the spawn: whatever started, its cgroup included
+            # (`starts.stop_start`), must not outlive the start as a task nobody knows
+            # (shielded, bounded).
             with trio.CancelScope(shield=True) as cleanup:
                 cleanup.deadline = trio.current_time() + CLEANUP_TIMEOUT
                 await self._abandon(shim_pid, pidfd, state_dir)
@@ -388,7 +383,7 @@ class RawExecDriver:
                     task.result = exit_result(status)
                 # What the task left behind (a daemon it forked) ends with it, as in Nomad.
                 await _kill_tree(task)
-                self._close_pidfd(task)
+                self._let_go(task)
             return task.result
 
     @staticmethod
@@ -407,7 +402,9 @@ class RawExecDriver:
             await trio.lowlevel.wait_readable(task.pidfd)
         return _read_exit(task.state_dir)
 
-    def _close_pidfd(self, task: _RawTask) -> None:
+    def _let_go(self, task: _RawTask) -> None:
+        """Close what this driver holds of the task's shim (its report pipe, its pidfd: the
+        shim is reaped later if it is still finishing), and reap the shims that finished."""
         if task.report is not None:
             task.report.close()
             task.report = None
@@ -484,7 +481,7 @@ class RawExecDriver:
         # as Nomad's DestroyTask does.
         self._kill_group(task, signals.SIGKILL)
         await _kill_tree(task)  # now: a cancel may yet land before the hop below
-        self._close_pidfd(task)
+        self._let_go(task)
         del self._tasks[task_id]
         await trio.to_thread.run_sync(starts.remove_start, task.cgroup, task.state_dir)
         self._mine.discard(orphans.start_key(task.state_dir))

@@ -49,8 +49,8 @@ def prepare_start(user: str, command: str, task_dir: Path, path: str, state_dir:
     if resolved is None:
         raise DriverError(f'failed to start task: command "{command}" not found or '
                           "not an executable file")
-    orphans.reap_task_dir(state_dir.parent.parent, known, cgroup_root)
-    orphans.secure_state_root(state_dir.parent.parent)
+    orphans.reap_task_dir(task_dir, known, cgroup_root)
+    orphans.secure_state_root(task_dir)
     try:
         state_dir.mkdir(mode=0o700)
     except FileExistsError:  # a start id used before: nothing of that start may be misread
