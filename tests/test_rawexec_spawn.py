@@ -101,6 +101,35 @@ async def test_the_exit_status_comes_before_the_shims_durable_write(tmp_path: Pa
     assert result.exit_code == 7
 
 
+async def test_a_destroy_waits_for_the_shims_last_write(tmp_path: Path) -> None:
+    """The shim writes `<state>/exit` after the status went down the pipe: a destroy that
+    removed the state dir meanwhile would race that write (and leave what it wrote, and the
+    alloc dir, behind). Here the shim's `sync` waits for a file made half a second later."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "sync").write_text(f"#!/bin/sh\nuntil [ -e {tmp_path}/go ]; do sleep 0.01; done\n")
+    (tools / "sync").chmod(0o755)
+    driver = plugin({"tree_tracking": "cgroup1"})
+    cfg = config(tmp_path, "/bin/sh", "-c", "exit 7")
+    cfg = dataclasses.replace(cfg, env={"PATH": f"{tools}:/usr/bin:/bin"})
+
+    async def release() -> None:
+        await trio.sleep(0.5)
+        (tmp_path / "go").touch()
+
+    with trio.fail_after(20):
+        handle = await driver.start_task(cfg)
+        shim = int(handle.driver_state["shim_pid"])
+        state_dir = Path(str(handle.driver_state["state_dir"]))
+        await driver.wait_task(cfg.id)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(release)
+            await driver.destroy_task(cfg.id, force=True)
+            assert (tmp_path / "go").exists()  # it waited for the shim
+        assert zombie(shim) or shim not in our_children()  # the shim had exited
+        assert not await trio.Path(state_dir).exists()
+
+
 async def test_no_fd_of_the_agent_reaches_the_shim_or_the_task(tmp_path: Path) -> None:
     """An fd the agent holds without close-on-exec (hypercorn's listening socket is one) must
     not reach a task: a shim holding the API socket keeps a restarted agent from binding."""

@@ -76,6 +76,8 @@ SHIM: Final = Path(__file__).with_name("shim.sh")
 REAPER: Final = Path(reaper.__file__)
 STARTUP_TIMEOUT: Final = 10.0
 CLEANUP_TIMEOUT: Final = 5.0
+#: How long a destroy waits for a shim's last write (`<state>/exit`: a file, sync, rename).
+SHIM_FINISH_TIMEOUT: Final = 2.0
 FINGERPRINT_PERIOD: Final = 30.0
 #: The report is "TASK_PID START_TIME\n": two numbers.
 REPORT_MAX: Final = 64
@@ -382,8 +384,8 @@ class RawExecDriver:
                 else:
                     task.result = exit_result(status)
                 # What the task left behind (a daemon it forked) ends with it, as in Nomad.
+                # The pidfd stays: `destroy_task` waits on it for the shim's last write.
                 await _kill_tree(task)
-                self._let_go(task)
             return task.result
 
     @staticmethod
@@ -401,6 +403,16 @@ class RawExecDriver:
         if task.pidfd is not None:
             await trio.lowlevel.wait_readable(task.pidfd)
         return _read_exit(task.state_dir)
+
+    @staticmethod
+    async def _shim_finished(task: _RawTask) -> None:
+        """Wait (bounded) for the shim to exit: with the status on the pipe, it still writes
+        `<state>/exit` after the task ended, and removing the state dir meanwhile would leave
+        what it writes behind (and the alloc dir with it)."""
+        with trio.move_on_after(SHIM_FINISH_TIMEOUT):
+            async with task.lock:  # no other waiter on the pidfd (`_wait_exit`)
+                if task.pidfd is not None:
+                    await trio.lowlevel.wait_readable(task.pidfd)
 
     def _let_go(self, task: _RawTask) -> None:
         """Close what this driver holds of the task's shim (its report pipe, its pidfd: the
@@ -481,6 +493,7 @@ class RawExecDriver:
         # as Nomad's DestroyTask does.
         self._kill_group(task, signals.SIGKILL)
         await _kill_tree(task)  # now: a cancel may yet land before the hop below
+        await self._shim_finished(task)
         self._let_go(task)
         del self._tasks[task_id]
         await trio.to_thread.run_sync(starts.remove_start, task.cgroup, task.state_dir)
