@@ -556,3 +556,55 @@ async def test_a_failed_restore_leaves_no_sibling_running_unsupervised(
     # Task a was never re-attached (its state is unreadable): the fresh start that replaces
     # the allocation finds it through the driver's own sweep. Task b was, and is stopped.
     assert {tid.split("/")[1] for tid in driver._tasks} == {"a"}
+
+
+class BrokenAndCancelling(BrokenTaskState):
+    """`BrokenTaskState` whose unreadable task is found a second late, and whose reader's
+    caller is cancelled at that moment (the agent shutting down during the restore)."""
+
+    caller: trio.CancelScope | None = None
+
+    async def get_task_runner_state(self, alloc_id: str, task: str
+                                    ) -> tuple[LocalState | None, TaskState | None]:
+        if task == self.broken and self.caller is not None:
+            await trio.sleep(1)  # the sibling re-attaches meanwhile
+            self.caller.cancel()
+            raise StateError(f"task {task}: cannot decode its state")
+        return await super().get_task_runner_state(alloc_id, task)
+
+
+async def test_a_cancel_during_a_failed_restore_still_stops_the_reattached_sibling(
+        autojump_clock: MockClock) -> None:
+    """The cleanup of a failed restore is shielded: a caller cancelled as the failure comes
+    in must not leave the sibling that was re-attached running with nobody supervising it."""
+    alloc = job_alloc('''job "j" {
+  group "g" {
+    task "a" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+    task "b" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+    }
+  }
+}''')
+    db = BrokenAndCancelling()
+    driver = MockDriver(unix_clock)
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, rng=random.Random(1))
+    async with trio.open_nursery() as nursery:
+        first = AllocRunner(alloc, config, nursery=nursery)
+        nursery.start_soon(first.run)
+        await until_running(first, "a")
+        await until_running(first, "b")
+        nursery.cancel_scope.cancel()  # the agent dies; the tasks keep running
+
+    db.broken = "a"
+    async with trio.open_nursery() as nursery:
+        second = AllocRunner(alloc, config, nursery=nursery)
+        with trio.CancelScope() as caller:
+            db.caller = caller
+            with pytest.raises(StateError):
+                await second.restore()
+    assert {tid.split("/")[1] for tid in driver._tasks} == {"a"}

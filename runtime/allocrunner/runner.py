@@ -274,7 +274,9 @@ class AllocRunner:
         if errors:
             # This runner will not run: a sibling re-attached meanwhile would be left with
             # nobody to supervise it, and run twice once the allocation is started afresh.
-            with trio.move_on_after(RESTORE_CLEANUP_TIMEOUT):
+            # Shielded: a caller cancelled meanwhile must not leave that sibling running.
+            with trio.CancelScope(shield=True) as cleanup:
+                cleanup.deadline = trio.current_time() + RESTORE_CLEANUP_TIMEOUT
                 await teardown.force_destroy_tasks(self)
             raise errors[0]
         self._set_gates(self.coordinator.restore(
