@@ -47,7 +47,7 @@ from yurt.runtime.drivers.protocol import reconcile_drivers
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import computed_class, fingerprint_node, raise_nofile_limit
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
-from yurt.runtime.memory import freeze_long_lived, freezing_survivors
+from yurt.runtime.memory import Frozen, freeze_long_lived, freezing_survivors
 from yurt.runtime.pluginmanager.drivers import (
     DriverFactory,
     DriverManager,
@@ -123,10 +123,12 @@ class Agent:
         self._stop = trio.Event()
         self.restoring = RestoreProgress()
         self._new_allocs = 0  # runners added since the last freeze
-        self._burst = trio.Event()  # set when `_new_allocs` reaches BURST_ALLOCS
+        self._gone_allocs = 0  # runners destroyed since the last freeze
+        self._burst = trio.Event()  # set when either count reaches BURST_ALLOCS
         self._activity = trio.Event()  # set by every allocation update
         self.freezes = 0  # how many times the long-lived heap was frozen (tests, logs)
         self.frozen = trio.Event()  # set, then replaced, by each freeze
+        self.last_freeze: Frozen | None = None  # what the last freeze did (tests, logs)
 
     def stop(self) -> None:
         self._stop.set()
@@ -177,6 +179,11 @@ class Agent:
     async def _destroy(self, alloc_id: str) -> None:
         await self.client.destroy_alloc(alloc_id)
         self.syncer.forget(alloc_id)
+        # A wave of destroys is a burst too: what it left frozen is freed by the next freeze.
+        self._gone_allocs += 1
+        self._activity.set()
+        if self._gone_allocs >= BURST_ALLOCS:
+            self._burst.set()
 
     async def _watch_server(self, server: Server) -> None:
         """The client side sees the server only through the `Server` contract."""
@@ -198,9 +205,10 @@ class Agent:
             await changed.wait()
 
     def _freeze(self) -> None:
-        self._new_allocs = 0
+        released = self._gone_allocs > 0
+        self._new_allocs = self._gone_allocs = 0
         self.freezes += 1
-        frozen = freeze_long_lived()
+        self.last_freeze = frozen = freeze_long_lived(released=released)
         log.info("froze %d long-lived objects in %.0f ms", frozen.frozen,
                  frozen.seconds * 1000)
         self.frozen.set()

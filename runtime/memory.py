@@ -16,9 +16,9 @@ settled. It collects the young generations first, so the burst's garbage is not 
 
 The price: a frozen object that later becomes part of unreachable *cyclic* garbage is never
 collected (reference counting still frees everything that is not in a cycle, which is almost
-all of a finished allocation). `thaw` puts the frozen objects back under the collector;
-`freeze_long_lived` calls it, and collects the whole heap, when the frozen set has halved or
-doubled since (see there): leftovers are found then, and are bounded by the live heap.
+all of a finished allocation). `freeze_long_lived` thaws the frozen set and collects the whole
+heap when it has halved or doubled since, and when the caller says it released long-lived
+objects (the agent, after it destroyed allocations): leftovers are found then.
 
 Inside a burst there is no such point, and a burst of thousands of starts pays full
 collections over everything it has built so far. `freezing_survivors()` covers that: while
@@ -73,7 +73,7 @@ class Frozen:
     seconds: float  # time spent (collection included)
 
 
-def freeze_long_lived() -> Frozen:
+def freeze_long_lived(*, released: bool = False) -> Frozen:
     """Collect the young generations, then freeze every container alive now (see the module
     docstring).
 
@@ -89,6 +89,11 @@ def freeze_long_lived() -> Frozen:
     So cyclic garbage in it is bounded by the live heap, and a full collection costs O(1)
     per object frozen, amortised, whatever the heap's size.
 
+    - or `released`: the caller let go of long-lived objects since the last freeze (the
+      agent destroyed allocations). Their cycles died inside the frozen set, where reference
+      counting cannot see them die and no count shows it (a runner and its task runners
+      refer to each other): only a thaw and a full collection free them.
+
     Returns:
         What was done, for logs and tests.
     """
@@ -96,7 +101,7 @@ def freeze_long_lived() -> Frozen:
     start = time.perf_counter()
     # Each count walks the whole frozen set: one before and one after, no more.
     now = gc.get_freeze_count()
-    thawed = now > 0 and now < THAW_BELOW * _frozen_after_last
+    thawed = now > 0 and (released or now < THAW_BELOW * _frozen_after_last)
     if thawed:
         gc.unfreeze()
     # A full collection only with a thaw: otherwise the old generation's garbage waits for
@@ -123,7 +128,8 @@ def freeze_long_lived() -> Frozen:
 @contextmanager
 def freezing_survivors() -> Iterator[None]:
     """While open, freeze what survives each full collection and collect the youngest
-    generation less often (see the module docstring)."""
+    generation less often (see the module docstring); when it closes, thaw everything."""
+    global _frozen_after_last, _frozen_after_thaw
     thresholds = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, *thresholds[1:])
     gc.callbacks.append(_after_collection)
@@ -132,6 +138,10 @@ def freezing_survivors() -> Iterator[None]:
     finally:
         gc.callbacks.remove(_after_collection)
         gc.set_threshold(*thresholds)
+        # What the process froze while this was open is the collector's again: an agent that
+        # ends (in a test, or embedded) must not keep its whole heap for good.
+        gc.unfreeze()
+        _frozen_after_last = _frozen_after_thaw = 0
 
 
 def _after_collection(phase: str, info: dict[str, int]) -> None:

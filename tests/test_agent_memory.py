@@ -37,3 +37,27 @@ async def test_a_settled_burst_is_frozen_once(tmp_path: Path,
             assert burst.status_code == 200
             await run.agent.frozen.wait()  # 2 + 3 new allocations: a burst
             assert run.agent.freezes == 2
+
+
+async def test_a_wave_of_destroys_thaws_what_the_destroyed_allocations_left_frozen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agent_module, "BURST_ALLOCS", 3)
+    monkeypatch.setattr(agent_module, "BURST_QUIET", 0.3)
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as run:
+            if run.agent.freezes == 0:  # the restore goes on behind the API
+                await run.agent.frozen.wait()
+            burst = await run.client.post("/v1/jobs", json=mock_job("burst", 3))
+            assert burst.status_code == 200
+            await run.agent.frozen.wait()
+            assert run.agent.last_freeze is not None
+            assert not run.agent.last_freeze.thawed
+            assert (await run.client.delete("/v1/job/burst")).status_code == 200
+            # A client GC destroys the three once the server knows they ended.
+            while run.agent.freezes == 2:
+                assert (await run.client.put("/v1/client/gc")).status_code == 200
+                with trio.move_on_after(0.5):
+                    await run.agent.frozen.wait()
+            assert not run.agent.client.runners
+            assert run.agent.last_freeze is not None
+            assert run.agent.last_freeze.thawed

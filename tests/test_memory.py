@@ -41,6 +41,28 @@ def test_freeze_moves_live_containers_out_of_the_collectors_reach() -> None:
     assert gc.get_freeze_count() <= before - 10_000
 
 
+def test_a_release_thaws_what_died_in_cycles_even_when_the_set_did_not_shrink() -> None:
+    """Destroyed allocations die as cycles inside the frozen set: no count shows it, so the
+    caller says so, and the freeze collects them."""
+    nodes = [Node() for _ in range(1_000)]
+    dead = weakref.ref(nodes[0])
+    memory.freeze_long_lived()
+    del nodes
+    assert not memory.freeze_long_lived().thawed  # the set did not halve: still frozen
+    assert dead() is not None
+    result = memory.freeze_long_lived(released=True)
+    assert result.thawed
+    assert result.collected >= 1_000
+    assert dead() is None
+
+
+def test_closing_freezing_survivors_thaws_everything() -> None:
+    with memory.freezing_survivors():
+        memory.freeze_long_lived()
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+
+
 def test_cyclic_garbage_in_a_frozen_set_is_collected_once_most_of_it_died() -> None:
     # Most of the heap (twice what the test process holds), long-lived until it is not.
     bulk = [[i] for i in range(2 * len(gc.get_objects()) + 10_000)]
