@@ -17,13 +17,12 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import trio
-from rich.console import Console
-from rich.table import Table
 
-from yurt.runtime import __version__, cli_remote
+from yurt.runtime import __version__
 from yurt.runtime.durations import format_duration
 from yurt.runtime.errors import (
     EXIT_FAILED,
@@ -33,10 +32,16 @@ from yurt.runtime.errors import (
     JobSpecError,
     StateError,
 )
-from yurt.runtime.foreground import run_job
-from yurt.runtime.jobspec import encode_job, load_job
 from yurt.runtime.signames import parse_signal_name
-from yurt.runtime.structs import Job
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from yurt.runtime.structs import Job
+
+# `yurt agent` is a long-lived daemon: it must not carry what only the client verbs (httpx2,
+# rich), job files (the jobspec, python-hcl2, lark) or `yurt run` need, so those load inside the
+# commands that use them (about 10 MiB and a third of the start-up time).
 
 
 def _summary(path: str, job: Job) -> str:
@@ -65,6 +70,8 @@ def job() -> None:
 
 
 def _task_table(job: Job) -> Table:
+    from rich.table import Table
+
     table = Table(title=f'job "{job.id}": tasks as they will run '
                         "(restart = attempts/interval/delay/mode)", title_justify="left")
     for column in ("group", "count", "task", "driver", "stage", "restart", "kill"):
@@ -95,6 +102,10 @@ def validate(files: Sequence[str], verbose: bool) -> None:
     Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
     is 2 if any file has one.
     """
+    from rich.console import Console
+
+    from yurt.runtime.jobspec import load_job
+
     status = EXIT_OK
     console = Console(highlight=False)
     if not console.is_terminal:  # piped: don't squeeze tables into 80 columns
@@ -116,6 +127,8 @@ def validate(files: Sequence[str], verbose: bool) -> None:
 @click.argument("file", metavar="FILE")
 def parse(file: str) -> None:
     """Print the job as Nomad API JSON ({"Job": {...}}), defaults filled in."""
+    from yurt.runtime.jobspec import encode_job, load_job
+
     try:
         parsed = load_job(file)
     except JobSpecError as e:
@@ -137,6 +150,9 @@ def run(jobfile: str, data_dir: Path | None, json_output: bool) -> None:
     1 otherwise. A service job runs until Ctrl-C or SIGTERM, then stops its allocations
     gracefully (poststop tasks run). Invalid job files exit 2.
     """
+    from yurt.runtime.foreground import run_job
+    from yurt.runtime.jobspec import load_job
+
     try:
         parsed = load_job(jobfile)
     except JobSpecError as e:
@@ -165,6 +181,8 @@ def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
 @_json_flag
 def job_run(file: str, detach: bool, json_output: bool) -> None:
     """Register a job with the agent at $YURT_ADDR and wait for its allocations."""
+    from yurt.runtime import cli_remote
+
     cli_remote.job_run(file, detach, json_output)
 
 
@@ -173,6 +191,8 @@ def job_run(file: str, detach: bool, json_output: bool) -> None:
 @_json_flag
 def job_stop(job_id: str, json_output: bool) -> None:
     """Stop a job: every allocation is stopped (poststop tasks run)."""
+    from yurt.runtime import cli_remote
+
     cli_remote.job_stop(job_id, json_output)
 
 
@@ -181,6 +201,8 @@ def job_stop(job_id: str, json_output: bool) -> None:
 @_json_flag
 def job_status(job_id: str | None, json_output: bool) -> None:
     """List jobs, or show one job and its allocations."""
+    from yurt.runtime import cli_remote
+
     cli_remote.job_status(job_id, json_output)
 
 
@@ -194,6 +216,8 @@ def alloc() -> None:
 @_json_flag
 def alloc_status(alloc_id: str, json_output: bool) -> None:
     """An allocation, its tasks and their recent events."""
+    from yurt.runtime import cli_remote
+
     cli_remote.alloc_status(alloc_id, json_output)
 
 
@@ -204,6 +228,8 @@ def alloc_status(alloc_id: str, json_output: bool) -> None:
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
 def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> None:
     """Print a task's output (the only task's, if the allocation has one)."""
+    from yurt.runtime import cli_remote
+
     cli_remote.alloc_logs(alloc_id, task, follow, stderr)
 
 
@@ -213,6 +239,8 @@ def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> N
 @click.option("--all-tasks", is_flag=True, help="Restart every task, dead ones included.")
 def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
     """Restart one task, the running tasks, or all tasks."""
+    from yurt.runtime import cli_remote
+
     cli_remote.alloc_restart(alloc_id, task, all_tasks)
 
 
@@ -228,6 +256,8 @@ def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
     except ValueError as e:  # refused here: the agent would refuse it too
         click.echo(f"yurt: {e}", err=True)
         sys.exit(EXIT_USAGE)
+    from yurt.runtime import cli_remote
+
     cli_remote.alloc_signal(alloc_id, task, canonical)
 
 
@@ -235,6 +265,8 @@ def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
 @click.argument("alloc_id", metavar="ALLOC")
 def alloc_stop(alloc_id: str) -> None:
     """Stop one allocation."""
+    from yurt.runtime import cli_remote
+
     cli_remote.alloc_stop(alloc_id)
 
 
@@ -247,6 +279,8 @@ def node() -> None:
 @_json_flag
 def node_status(json_output: bool) -> None:
     """Resources and driver health of the node."""
+    from yurt.runtime import cli_remote
+
     cli_remote.node_status(json_output)
 
 
@@ -259,6 +293,8 @@ def node_status(json_output: bool) -> None:
 @_json_flag
 def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> None:
     """Follow the agent's event stream (websocket) until Ctrl-C."""
+    from yurt.runtime import cli_remote
+
     cli_remote.events(list(topics), index, json_output)
 
 

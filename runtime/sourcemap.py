@@ -22,9 +22,10 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from lark import Lark, Token, Tree
+if TYPE_CHECKING:  # lark loads only when a tree is walked: a daemon that never sees a bad job
+    from lark import Lark, Token, Tree  # or an HCL one never pays for it
 
 Position = tuple[int, int]
 PathKey = tuple[str | int, ...]
@@ -44,6 +45,8 @@ def locate(index: Mapping[PathKey, Position], path: PathKey) -> Position:
 
 def _string_value(node: Tree[Token] | Token) -> str:
     """The text of a label: a quoted string's parts joined, or a bare identifier."""
+    from lark import Token
+
     if isinstance(node, Token):
         return str(node)
     return "".join(str(t) for t in node.scan_values(lambda v: isinstance(v, Token))
@@ -51,6 +54,8 @@ def _string_value(node: Tree[Token] | Token) -> str:
 
 
 def _children(node: Tree[Token]) -> Iterator[Tree[Token]]:
+    from lark import Tree
+
     for child in node.children:
         if isinstance(child, Tree):
             yield child
@@ -65,6 +70,8 @@ def hcl_positions(tree: Tree[Token]) -> dict[PathKey, Position]:
     out on purpose: two blocks with the same label (a duplicate task name) must still have
     two positions.
     """
+    from lark import Tree
+
     index: dict[PathKey, Position] = {}
 
     def walk_body(body: Tree[Token], prefix: PathKey) -> None:
@@ -109,6 +116,8 @@ _JSON_GRAMMAR: Final = r"""
 
 @lru_cache(maxsize=1)
 def _json_parser() -> Lark:
+    from lark import Lark
+
     return Lark(_JSON_GRAMMAR, start="value", parser="lalr", propagate_positions=True)
 
 
@@ -118,6 +127,8 @@ def json_positions(text: str) -> dict[PathKey, Position]:
     The caller has already parsed `text` successfully with `json.loads`; this second parse only
     recovers positions. A member's position is that of its key.
     """
+    from lark import Tree
+
     index: dict[PathKey, Position] = {}
 
     def walk(node: Tree[Token] | Token, path: PathKey) -> None:
@@ -150,6 +161,8 @@ def hcl_trouble(tree: Tree[Token], depth_limit: int, node_limit: int
                 ) -> tuple[Position, str] | None:
     """Where the parse tree first nests deeper than `depth_limit` levels ("depth"), or has
     more than `node_limit` nodes ("size"), or None."""
+    from lark import Tree
+
     stack: list[tuple[Tree[Token], int, Position]] = [(tree, 1, (0, 0))]
     nodes = 0
     while stack:

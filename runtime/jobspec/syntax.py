@@ -12,11 +12,8 @@ Invariant: the only exception out of a reader is a `JobSpecError` with a line an
 from __future__ import annotations
 
 import json
-from typing import Any, Final
-
-import hcl2
-import lark
-from hcl2 import SerializationOptions
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec.limits import (
@@ -28,13 +25,23 @@ from yurt.runtime.jobspec.limits import (
 )
 from yurt.runtime.sourcemap import Position, hcl_trouble, json_positions, json_trouble, locate
 
-#: python-hcl2 v8 options that give plain values (reference: ecosystem notes §7).
-_HCL_OPTIONS: Final = SerializationOptions(
-    with_comments=False, explicit_blocks=False, preserve_heredocs=False, strip_string_quotes=True
-)
+if TYPE_CHECKING:  # python-hcl2 and lark (~4 MiB) load with the first HCL job, not with the
+    import lark  # agent: JSON jobs through the API never need them
+    from hcl2 import SerializationOptions
+
+
+@cache
+def _hcl_options() -> SerializationOptions:
+    """python-hcl2 v8 options that give plain values (reference: ecosystem notes §7)."""
+    from hcl2 import SerializationOptions
+
+    return SerializationOptions(with_comments=False, explicit_blocks=False,
+                                preserve_heredocs=False, strip_string_quotes=True)
 
 
 def _syntax_problem(e: lark.exceptions.UnexpectedInput) -> SpecProblem:
+    import lark
+
     line, column = getattr(e, "line", 0) or 0, getattr(e, "column", 0) or 0
     if isinstance(e, lark.exceptions.UnexpectedToken):
         token = e.token
@@ -89,6 +96,9 @@ def _load_json(text: str, filename: str) -> Any:
 
 def _load_hcl(text: str, filename: str) -> tuple[dict[str, Any], lark.Tree[lark.Token]]:
     """python-hcl2's parse and transform, with the depth limit; positions for every refusal."""
+    import hcl2
+    import lark
+
     try:
         tree = hcl2.parses_to_tree(text)
     except lark.exceptions.UnexpectedInput as e:
@@ -100,7 +110,7 @@ def _load_hcl(text: str, filename: str) -> tuple[dict[str, Any], lark.Tree[lark.
                    else f"the job is too large (more than about {MAX_VALUES} values)")
         raise JobSpecError(filename, [SpecProblem(*where, "syntax", message)])
     try:
-        raw = hcl2.transform(tree, discard_comments=True).serialize(options=_HCL_OPTIONS)
+        raw = hcl2.transform(tree, discard_comments=True).serialize(options=_hcl_options())
     except lark.exceptions.VisitError as e:
         # python-hcl2 checks some syntax (string templates) while transforming.
         meta = getattr(e.obj, "meta", None)

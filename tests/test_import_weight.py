@@ -1,0 +1,65 @@
+"""What the daemon loads: `yurt agent` must not carry the CLI client's or HCL parsing's imports.
+
+Each check runs in a fresh interpreter, since this test process has long imported everything.
+The daemon's resident size and its time to answer after a restart depend on it (httpx2, rich,
+python-hcl2 and lark are about 10 MiB and a third of the start-up imports).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+CLIENT_ONLY = ("rich", "httpx2", "yurt.runtime.cli_remote", "yurt.runtime.foreground")
+HCL_ONLY = ("lark", "hcl2")
+
+JSON_JOB = json.dumps({"Job": {"ID": "web", "Type": "service", "TaskGroups": [{
+    "Name": "web", "Tasks": [{"Name": "t", "Driver": "raw_exec",
+                              "Config": {"command": "/bin/true"}}]}]}})
+HCL_JOB = 'job "web" {\n  group "web" {\n    task "t" {\n      driver = "raw_exec"\n' \
+          '      config {\n        command = "/bin/true"\n      }\n    }\n  }\n}\n'
+
+
+def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
+    """The `names` present in `sys.modules` once `code` has run in a new interpreter."""
+    probe = (f"{code}\nimport sys, json\n"
+             f"print(json.dumps([n for n in {names!r} if n in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=True)
+    loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return loaded
+
+
+def test_the_agent_command_loads_neither_client_nor_hcl_modules() -> None:
+    code = ("import yurt.runtime.cli, yurt.runtime.agent, yurt.runtime.api\n"
+            "from yurt.runtime.cli import cli\n"
+            "cli.get_command(None, 'agent')\n")
+    assert _loaded_after(code, CLIENT_ONLY + HCL_ONLY) == []
+
+
+def test_a_json_job_parses_without_hcl_modules() -> None:
+    code = ("from yurt.runtime.jobspec import parse_job\n"
+            f"parse_job({JSON_JOB!r}, filename='job.json')\n")
+    assert _loaded_after(code, HCL_ONLY) == []
+
+
+@pytest.mark.parametrize("text", [HCL_JOB, '{"Job": {"ID": 1}}'],
+                         ids=["hcl job", "json job with an error to place"])
+def test_hcl_modules_load_when_a_job_needs_them(text: str) -> None:
+    # The counterpart of the checks above: the probe does see lark once it is used.
+    code = ("from yurt.runtime.errors import JobSpecError\n"
+            "from yurt.runtime.jobspec import parse_job\n"
+            f"try:\n    parse_job({text!r}, filename='job')\nexcept JobSpecError:\n    pass\n")
+    assert "lark" in _loaded_after(code, HCL_ONLY)
+
+
+def test_client_verbs_still_reach_their_modules() -> None:
+    code = ("from yurt.runtime import cli\n"
+            "from click.testing import CliRunner\n"
+            "CliRunner().invoke(cli.cli, ['node', 'status'],\n"
+            "                   env={'YURT_ADDR': 'http://127.0.0.1:9'})\n")
+    assert _loaded_after(code, ("httpx2", "yurt.runtime.cli_remote")) == [
+        "httpx2", "yurt.runtime.cli_remote"]
