@@ -188,6 +188,56 @@ async def test_a_hanging_stats_call_is_cut_off_and_backs_off(
         nursery.cancel_scope.cancel()
 
 
+class DiesOnCue:
+    """A plugin with one device that serves stats until `die` is set, then fails."""
+
+    def __init__(self) -> None:
+        self.die = trio.Event()
+        self.stats_calls = 0
+
+    @property
+    def name(self) -> str:
+        return "dying"
+
+    async def fingerprint(self) -> AsyncIterator[list[DeviceGroup]]:
+        yield gpus("GPU-9")
+        await self.die.wait()
+        raise RuntimeError("device lost")
+
+    async def reserve(self, ids: list[str]) -> Reservation:
+        raise AssertionError("never reserved")
+
+    async def stats(self) -> dict[str, InstanceStats]:
+        await trio.lowlevel.checkpoint()
+        self.stats_calls += 1
+        return {"GPU-9": InstanceStats(summary={"utilization_percent": 1.0})}
+
+
+async def test_a_plugin_cut_off_after_its_stats_were_read_loses_devices_and_stats(
+        autojump_clock: MockClock) -> None:
+    dying = DiesOnCue()
+    fake = FakeDevicePlugin([DeviceGroup(vendor="acme", type="fpga", name="x",
+                                         instances=[DeviceInstance(id="F-0")])])
+    changes: list[list[str]] = []
+    manager = DeviceManager([dying, fake], stats_interval=1, on_change=lambda g: changes.append(
+        [i.id for grp in g for i in grp.instances]))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await manager.first_fingerprints.wait()
+        await manager.refresh_stats()
+        assert set(manager.stats()) == {"F-0", "GPU-9"}
+        dying.die.set()
+        await trio.sleep(1)
+        assert manager.errors == {"dying": "RuntimeError: device lost"}
+        assert [i.id for g in manager.all_groups() for i in g.instances] == ["F-0"]
+        assert changes[-1] == ["F-0"]
+        assert set(manager.stats()) == {"F-0"}  # its cached stats went with it
+        await trio.sleep(5)
+        await manager.refresh_stats()  # and it is never asked again
+        assert dying.stats_calls == 1
+        nursery.cancel_scope.cancel()
+
+
 async def test_nvidia_plugin_without_a_gpu_reports_nothing_and_no_error(
         autojump_clock: MockClock) -> None:
     from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
