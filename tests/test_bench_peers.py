@@ -1,8 +1,10 @@
-"""scripts/bench_peers: how it recognises children (layer 0) and a short real run (layer 3).
+"""scripts/bench_peers: how it recognises children and which rows run where (layer 0), how it
+reads CPU (layer 2), and a short real run (layer 3).
 
 The benchmark counts every system's children from /proc by a marker, so a shim whose command
-line merely names the marker must not count; the short run drives the two floors end to end
-and relies on the script's own final /proc check that nothing it started is left.
+line merely names the marker must not count; the idle row splits the settling after a burst
+from the steady state after it; the short run drives the two floors end to end and relies on
+the script's own final /proc check that nothing it started is left.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
+import bench_peers  # noqa: E402
 from benchlib import procs  # noqa: E402
 
 
@@ -29,11 +33,73 @@ def test_only_the_sleep_itself_is_a_child_not_a_shim_naming_it() -> None:
     assert not procs.is_child(["/bin/sleep", marker, "extra"], marker)
 
 
+def test_restart_crash_and_the_peers_kill_9_run_at_the_first_n_only() -> None:
+    every = set(bench_peers.ROWS)
+    for name in ("posix", "supervisord", "circus", "yurt"):
+        assert bench_peers.rows_at(name, every, first_n=True) == every
+    once = {"restart", "crash"}
+    assert bench_peers.rows_at("yurt", every, first_n=False) == every - once
+    for name in ("supervisord", "circus"):  # they duplicate every child: the slowest cell
+        assert bench_peers.rows_at(name, every, first_n=False) == every - once - {"sigkill"}
+    assert bench_peers.rows_at("circus", {"spawn"}, first_n=False) == {"spawn"}
+
+
+BURNER = """
+import sys, threading, time
+def burn():
+    end = time.thread_time() + 0.05
+    while time.thread_time() < end:
+        pass
+worker = threading.Thread(target=burn)  # a thread that has exited must still count
+worker.start()
+worker.join()
+print(time.process_time(), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.slow
+def test_cpu_seconds_counts_exited_threads_finer_than_a_clock_tick() -> None:
+    with subprocess.Popen([sys.executable, "-c", BURNER], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout is not None
+            own = float(child.stdout.readline())  # the child blocks on stdin from now on
+            measured = procs.cpu_seconds(child.pid)
+        finally:
+            child.kill()
+    assert own >= 0.05
+    assert own <= measured < own + 0.05
+    assert abs(measured * 100 - round(measured * 100)) > 1e-6  # not whole ticks of /proc
+
+
+@pytest.mark.slow
+def test_the_idle_row_keeps_a_burst_out_of_the_steady_window() -> None:
+    class Daemon:  # all the idle row reads of a system
+        pid: int
+
+    with subprocess.Popen([sys.executable, "-c", BURNER], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as child:
+        try:
+            daemon = Daemon()
+            daemon.pid = child.pid
+            spawned = procs.cpu_seconds(child.pid), time.perf_counter()
+            assert child.stdout is not None
+            child.stdout.readline()  # the burst is over: the settling window holds it all
+            values = bench_peers.idle(daemon, spawned, settle=0.0, steady=0.5)  # type: ignore[arg-type]
+        finally:
+            child.kill()
+    assert values["idle_settle_cpu_pct"] > 0
+    assert values["idle_cpu_pct"] < 1.0  # a process blocked on a read uses no CPU
+    assert values["idle_cpu_pct"] < values["idle_settle_cpu_pct"]
+
+
 @pytest.mark.slow
 def test_a_short_run_of_both_floors_measures_every_cell_and_leaves_nothing() -> None:
     argv = [sys.executable, str(SCRIPTS / "bench_peers.py"), "--systems", "posix,trio",
-            "--rows", "spawn,memory,restart,stop,crash", "--n", "20", "--runs", "1",
-            "--kills", "3", "--crash-seconds", "1"]
+            "--rows", "spawn,memory,idle,restart,stop,crash", "--n", "20", "--runs", "1",
+            "--kills", "3", "--crash-seconds", "1", "--settle-seconds", "0.5",
+            "--idle-seconds", "0.5"]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as run:
         try:
@@ -45,10 +111,13 @@ def test_a_short_run_of_both_floors_measures_every_cell_and_leaves_nothing() -> 
     assert run.returncode == 0, stderr
     report = json.loads(stdout.strip().splitlines()[-1])
     assert report["errors"] == []
+    assert report["idle_windows_s"] == {"settle": 0.5, "steady": 0.5}
     for name in ("posix", "trio"):
         cells = report["results"][name]["20"]
         assert cells["spawn_all_s"]["median"] > 0
         assert cells["uss_mib"]["median"] > 1
+        assert cells["idle_settle_cpu_pct"]["median"] >= 0
+        assert cells["idle_cpu_pct"]["median"] >= 0
         assert cells["restart_kills"]["runs"] == [3]
         assert cells["stop_s"]["median"] > 0
         assert cells["crash_spawns_per_s"]["median"] > 0
