@@ -56,21 +56,29 @@ def progress(message: str) -> None:
 
 
 class Tracker:
-    """The workload's live children, rescanning only processes newer than the tracker."""
+    """The workload's live children, rescanning only processes newer than the tracker.
+
+    "Newer" is by pid, and pids are reused: on a busy machine they wrap within a minute, so a
+    child can get the pid of a process that was there when the tracker began and that the
+    quick scan skips. `scan(full=True)` reads every process and starts over from there; the
+    caller asks for it when the quick count stalls."""
 
     def __init__(self, marker: str) -> None:
         self.marker = marker
-        known = procs.children(marker)
-        self.base = set(procs.pids()) - set(known)
+        self.base: set[int] = set()
+        self.scan(full=True)
 
-    def scan(self) -> list[int]:
+    def scan(self, full: bool = False) -> list[int]:
         found = []
-        for pid in procs.pids():
-            if pid in self.base:
+        every = procs.pids()
+        for pid in every:
+            if pid in self.base and not full:
                 continue
             argv = procs._cmdline(pid)
             if argv and procs.is_child(argv, self.marker):
                 found.append(pid)
+        if full:
+            self.base = set(every) - set(found)
         return found
 
 
@@ -167,13 +175,17 @@ def spawn(system: System, workload: Workload, timeout: float) -> dict[str, Any]:
     system.request()
     first = None
     deadline = time.monotonic() + timeout
+    counted, changed = 0, time.monotonic()
     while True:
-        live = tracker.scan()
+        stalled = time.monotonic() - changed > 0.5  # a reused pid the quick scan skips?
+        live = tracker.scan(full=stalled)
         now = time.perf_counter() - start
         if live and first is None:
             first = now
         if len(live) >= workload.count:
             return {"spawn_first_s": first, "spawn_all_s": now}
+        if len(live) != counted or stalled:
+            counted, changed = len(live), time.monotonic()
         if time.monotonic() > deadline:
             raise Timeout(f"{len(live)} of {workload.count} children after {timeout:.0f} s")
         time.sleep(0.005)  # the scan itself takes a few ms: leave the CPUs to the system

@@ -22,6 +22,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 import bench_peers  # noqa: E402
 from benchlib import procs  # noqa: E402
+from benchlib.systems import Workload  # noqa: E402
 
 
 def test_only_the_sleep_itself_is_a_child_not_a_shim_naming_it() -> None:
@@ -42,6 +43,44 @@ def test_restart_crash_and_the_peers_kill_9_run_at_the_first_n_only() -> None:
     for name in ("supervisord", "circus"):  # they duplicate every child: the slowest cell
         assert bench_peers.rows_at(name, every, first_n=False) == every - once - {"sigkill"}
     assert bench_peers.rows_at("circus", {"spawn"}, first_n=False) == {"spawn"}
+
+
+@pytest.mark.slow
+def test_spawn_finds_children_whose_pids_the_quick_scan_skips(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Blind(bench_peers.Tracker):
+        """As if every new pid had belonged to a process older than the tracker."""
+
+        def scan(self, full: bool = False) -> list[int]:
+            if not full:
+                self.base |= set(procs.pids())
+                return super().scan()
+            return super().scan(full=True)
+
+    class Daemon:  # spawn() asks a system only to launch and request
+        name = "fake"
+
+        def __init__(self) -> None:
+            self.markers: list[str] = []
+            self.children: list[subprocess.Popen[bytes]] = []
+
+        def launch(self, workload: Workload) -> None:
+            self.workload = workload
+
+        def request(self) -> None:
+            for _ in range(self.workload.count):
+                self.children.append(subprocess.Popen(self.workload.argv))
+
+    monkeypatch.setattr(bench_peers, "Tracker", Blind)
+    daemon = Daemon()
+    workload = bench_peers.sleep_workload(3)
+    try:
+        values = bench_peers.spawn(daemon, workload, timeout=10)  # type: ignore[arg-type]
+    finally:
+        for child in daemon.children:
+            child.kill()
+            child.wait()
+    assert values["spawn_all_s"] > 0
 
 
 BURNER = """
