@@ -18,7 +18,7 @@ from yurt.runtime.eventstream import Event, Record, encode_record, with_lost
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-from bench_events import HttpReader, Tally, WsReader  # noqa: E402
+from bench_events import HttpReader, Tally, WsReader
 
 NOW = 100.0
 
