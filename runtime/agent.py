@@ -11,9 +11,10 @@
 
 The embedded `LocalServer` keeps jobs and allocations in `<data-dir>/server/server.db`.
 
-Start: the server loads its state; the client restores every allocation the state DB knows
-(running tasks are re-attached, terminal ones queued for collection), then syncs with the
-server. Stop (SIGTERM/SIGINT, or `stop()`): the API stops accepting, runners shut down with
+Start: the API binds first, so a restarted agent answers at once (`/v1/agent/self`; every
+other request waits for `ready`); behind it the server loads its state and the client restores
+every allocation the state DB knows (running tasks are re-attached, terminal ones queued for
+collection), then syncs with the server. Stop (SIGTERM/SIGINT, or `stop()`): the API stops accepting, runners shut down with
 their tasks left running, state is flushed; the next start re-attaches.
 
 Memory: what a restore or a burst of starts leaves alive lives as long as its allocations,
@@ -121,6 +122,11 @@ class Agent:
         self._node_published = False
         self.address = ""
         self._stop = trio.Event()
+        #: Set once the API is bound (`address`), before the state loads.
+        self.api_up = trio.Event()
+        #: Set once the state is loaded and the parts the API calls exist; until then the
+        #: API answers `/v1/agent/self` only, and every other request waits for it.
+        self.ready = trio.Event()
         self.restoring = RestoreProgress()
         self._new_allocs = 0  # runners added since the last freeze
         self._gone_allocs = 0  # runners destroyed since the last freeze
@@ -248,6 +254,26 @@ class Agent:
         if self.config.fake_devices:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
         self.devices = DeviceManager(plugins, on_change=self._devices_changed)
+        stop_api = trio.Event()
+        error: Exception | None = None
+        async with trio.open_nursery() as front:
+            # The API first: it answers while the state loads and allocations re-attach;
+            # requests that need the loaded state wait for `ready` (runtime/api.py).
+            try:
+                self.address = await front.start(serve_api, self, stop_api)
+                self.api_up.set()
+                await self._run_behind_api(stop_api, task_status)
+            except Exception as e:  # raised as itself below, not inside the API's group
+                error = e
+                front.cancel_scope.cancel()
+            finally:
+                stop_api.set()
+        if error is not None:
+            raise error
+
+    async def _run_behind_api(self, stop_api: trio.Event,
+                              task_status: trio.TaskStatus[str]) -> None:
+        data = self.config.data_dir
         store = await ServerStore.open(data / "server")
         try:
             # Inside a burst of starts, full collections traverse only what is new.
@@ -287,8 +313,7 @@ class Agent:
                         nursery.start_soon(self._watch_server, self.server)
                         self.broker.node_registered(self.node)
                         self._node_published = True
-                        stop_api = trio.Event()
-                        self.address = await nursery.start(serve_api, self, stop_api)
+                        self.ready.set()
                         self.restoring.serving.set()
                         task_status.started(self.address)
                         await self._stop.wait()

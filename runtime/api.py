@@ -539,6 +539,7 @@ class Api:
 
     async def agent_self(self, request: Request) -> Response:
         cfg = self.agent.config
+        loaded = self.agent.ready.is_set()
         return json_response({
             "config": {"Version": {"Version": __version__}, "DataDir": str(cfg.data_dir),
                        "Datacenter": cfg.datacenter, "NodeName": self.agent.node.name,
@@ -547,9 +548,12 @@ class Api:
             "member": {"Name": self.agent.node.name, "Addr": cfg.bind,
                        "Tags": {"build": __version__}},
             "stats": {"client": {"known_servers": "embedded", "node_id": self.agent.node.id,
-                                 "num_allocations": str(len(self.agent.client.runners)),
+                                 "num_allocations": str(len(self.agent.client.runners)
+                                                        if loaded else 0),
                                  "restoring_allocations": str(len(
-                                     self.agent.restoring.pending))},
+                                     self.agent.restoring.pending)),
+                                 # "false" while the state still loads after a start
+                                 "state_loaded": str(loaded).lower()},
                       "runtime": {"version": __version__,
                                   "uptime_seconds": str(int(time.time()
                                                             - self.agent.started_at))}}})
@@ -736,11 +740,14 @@ DEFAULT_BLOCKING_WAIT: Final = 300.0
 
 
 def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
-             blocking: bool = True) -> Callable[[Request], Awaitable[Response]]:
+             blocking: bool = True, needs_state: bool = True
+             ) -> Callable[[Request], Awaitable[Response]]:
     """Errors as Nomad's plain-text answers; Nomad's query headers on every answer; and
     Nomad's blocking queries (`?index=N&wait=5m`: answer once the state index passes N)."""
 
     async def handle(request: Request) -> Response:
+        if needs_state and not agent.ready.is_set():
+            await agent.ready.wait()  # the API is up before the agent's state is loaded
         try:
             if blocking and request.method == "GET" and "index" in request.query_params:
                 index = query_int(request, "index")
@@ -756,7 +763,8 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
                 # What is left of a body past the drain bounds (read_body) is never read:
                 # the connection must not be kept for another request.
                 response.headers["Connection"] = "close"
-        response.headers["X-Nomad-Index"] = str(max(agent.server.index, 1))
+        index = agent.server.index if agent.ready.is_set() else 0
+        response.headers["X-Nomad-Index"] = str(max(index, 1))
         response.headers["X-Nomad-LastContact"] = "0"
         response.headers["X-Nomad-KnownLeader"] = "true"
         return response
@@ -815,7 +823,9 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/client/stats", h(api.client_stats), methods=["GET"]),
         Route("/v1/nodes", h(api.nodes), methods=["GET"]),
         Route("/v1/node/{id}", h(api.node), methods=["GET"]),
-        Route("/v1/agent/self", h(api.agent_self), methods=["GET"]),
+        # The one answer that needs no loaded state: up as soon as the agent listens.
+        Route("/v1/agent/self", _handler(agent, api.agent_self, needs_state=False),
+              methods=["GET"]),
         Route("/v1/event/stream", stream(api.event_stream), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", api.event_ws),
     ]
