@@ -46,12 +46,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from yurt.runtime import __version__
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError, TaskNotRunningError, YurtError
 from yurt.runtime.eventstream import as_line, as_text, topic_filter
 from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
-from yurt.runtime.logs.reader import read_log
 from yurt.runtime.procfs import stat_fields
 from yurt.runtime.restore import RESTORING
 from yurt.runtime.signames import parse_signal_name
@@ -60,6 +58,10 @@ from yurt.runtime.structs import Allocation, Job
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
+    from yurt.runtime.allocrunner.runner import AllocRunner
+
+# The alloc runner and the log reader are imported where they are used: the agent binds this
+# API before it loads them (and its state), so that a restarted agent answers at once.
 
 HEARTBEAT: Final = 30.0
 #: After an event stream sends, it lets records pile up this long before it wakes again: a
@@ -393,6 +395,8 @@ class Api:
         all_tasks = body_field(body, "AllTasks", bool, False)
         if task and all_tasks:
             raise ApiError(400, "task name cannot be set when restarting all tasks")
+        from yurt.runtime.allocrunner.runner import AllocRunnerError
+
         try:
             if task:
                 await runner.restart_task(task)
@@ -506,6 +510,8 @@ class Api:
             raise ApiError(404, f'task "{task}" not started yet. No logs available')
         if runner.alloc_dir is None:
             raise ApiError(404, f'task "{task}" keeps no logs (it has no alloc dir)')
+        from yurt.runtime.logs.reader import read_log
+
         chunks = read_log(runner.alloc_dir.logs, task, stream, offset=offset, origin=origin,
                           follow=follow)
         if plain:
