@@ -11,10 +11,12 @@
 
 The embedded `LocalServer` keeps jobs and allocations in `<data-dir>/server/server.db`.
 
-Start: the server loads its state; the client restores every allocation the state DB knows
-(running tasks are re-attached, terminal ones queued for collection), then syncs with the
-server. Stop (SIGTERM/SIGINT, or `stop()`): the API stops accepting, runners shut down with
-their tasks left running, state is flushed; the next start re-attaches.
+Start: the API binds first, so a restarted agent answers at once (`/v1/agent/self`; every
+other request waits for `ready`); behind it the server loads its state and the client restores
+every allocation the state DB knows (running tasks are re-attached, terminal ones queued for
+collection), then syncs with the server. Stop (SIGTERM/SIGINT, or `stop()`): the API stops
+accepting, runners shut down with their tasks left running, state is flushed; the next start
+re-attaches.
 
 Memory: what a restore or a burst of starts leaves alive lives as long as its allocations,
 so it is frozen out of the cyclic collector's reach (`memory.freeze_long_lived`): after the
@@ -29,35 +31,20 @@ reason (`state_failure`, `runtime/stateguard.py`), while what runs stays supervi
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import trio
 
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.devices.fake import FakeDevicePlugin
-from yurt.runtime.devices.manager import DeviceManager
-from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
-from yurt.runtime.devices.protocol import DeviceGroup, DevicePlugin
-from yurt.runtime.drivers.protocol import reconcile_drivers
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import computed_class, fingerprint_node, raise_nofile_limit
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.memory import Frozen, freeze_long_lived, freezing_survivors
-from yurt.runtime.pluginmanager.drivers import (
-    DriverFactory,
-    DriverManager,
-    DriverTaskEvent,
-    discover,
-)
 from yurt.runtime.restore import RestoreProgress, reattach_all
-from yurt.runtime.server import Server
-from yurt.runtime.server.local import LocalServer
-from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     Allocation,
     DriverInfo,
@@ -66,10 +53,32 @@ from yurt.runtime.structs import (
     NodeDeviceResource,
     is_client_terminal,
 )
-from yurt.runtime.sync import AllocSyncer
-from yurt.store import open_state_db
-from yurt.store.protocol import StateDB
-from yurt.store.sqlite import SQLiteStateDB
+
+if TYPE_CHECKING:
+    from yurt.runtime.client import Client
+    from yurt.runtime.devices.manager import DeviceManager
+    from yurt.runtime.devices.protocol import DeviceGroup
+    from yurt.runtime.pluginmanager.drivers import DriverFactory, DriverManager, DriverTaskEvent
+    from yurt.runtime.server import Server
+    from yurt.runtime.server.local import LocalServer
+    from yurt.runtime.sync import AllocSyncer
+    from yurt.store.protocol import StateDB
+    from yurt.store.sqlite import SQLiteStateDB
+
+# What the API does not need loads behind it, in a worker thread (`_load_parts`): the alloc
+# and task runners, the stores with sqlite_utils, the drivers and devices are about half of
+# the start-up imports, and a restarted agent answers while they load.
+PARTS = ("yurt.runtime.allocrunner.runner", "yurt.runtime.client",
+         "yurt.runtime.devices.fake", "yurt.runtime.devices.manager",
+         "yurt.runtime.devices.nvidia", "yurt.runtime.drivers.protocol",
+         "yurt.runtime.pluginmanager.drivers", "yurt.runtime.server.local",
+         "yurt.runtime.server.store", "yurt.runtime.sync", "yurt.store", "yurt.store.sqlite")
+
+
+def _load_parts() -> None:
+    for name in PARTS:
+        importlib.import_module(name)
+
 
 log = logging.getLogger("yurt.agent")
 
@@ -78,6 +87,12 @@ SHUTDOWN_TIMEOUT = 30.0
 BURST_ALLOCS = 32
 #: A burst has settled when no allocation was updated for this long (seconds).
 BURST_QUIET = 2.0
+
+
+def _is_sqlite(db: StateDB) -> TypeGuard[SQLiteStateDB]:
+    from yurt.store.sqlite import SQLiteStateDB  # loaded by then: `db` is one of its kind
+
+    return isinstance(db, SQLiteStateDB)
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,11 @@ class Agent:
         self._node_published = False
         self.address = ""
         self._stop = trio.Event()
+        #: Set once the API is bound (`address`), before the state loads.
+        self.api_up = trio.Event()
+        #: Set once the state is loaded and the parts the API calls exist; until then the
+        #: API answers `/v1/agent/self` only, and every other request waits for it.
+        self.ready = trio.Event()
         self.restoring = RestoreProgress()
         self._new_allocs = 0  # runners added since the last freeze
         self._gone_allocs = 0  # runners destroyed since the last freeze
@@ -136,7 +156,7 @@ class Agent:
     async def state_failure(self) -> str | None:
         """Why the agent refuses new work (its state DB was deleted), or None."""
         db = getattr(self, "db", None)
-        if isinstance(db, SQLiteStateDB):
+        if db is not None and _is_sqlite(db):
             return await db.verify()
         await trio.lowlevel.checkpoint()
         return None
@@ -191,7 +211,7 @@ class Agent:
         refused = False
         while True:
             changed = server.changed
-            gone = self.db.gone if isinstance(self.db, SQLiteStateDB) else None
+            gone = self.db.gone if _is_sqlite(self.db) else None
             if gone is None:
                 before = len(self.client.runners)
                 self.client.sync_allocs(server.allocs_for_node())
@@ -244,6 +264,39 @@ class Agent:
         nofile = raise_nofile_limit()
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile)
+        stop_api = trio.Event()
+        error: Exception | None = None
+        async with trio.open_nursery() as front:
+            # The API first: it answers while the state loads and allocations re-attach;
+            # requests that need the loaded state wait for `ready` (runtime/api.py).
+            try:
+                self.address = await front.start(serve_api, self, stop_api)
+                self.api_up.set()
+                await self._run_behind_api(stop_api, task_status)
+            except Exception as e:  # raised as itself below, not inside the API's group
+                error = e
+                front.cancel_scope.cancel()
+            finally:
+                stop_api.set()
+        if error is not None:
+            raise error
+
+    async def _run_behind_api(self, stop_api: trio.Event,
+                              task_status: trio.TaskStatus[str]) -> None:
+        await trio.to_thread.run_sync(_load_parts)
+        from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+        from yurt.runtime.client import Client
+        from yurt.runtime.devices.fake import FakeDevicePlugin
+        from yurt.runtime.devices.manager import DeviceManager
+        from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
+        from yurt.runtime.devices.protocol import DevicePlugin
+        from yurt.runtime.pluginmanager.drivers import DriverManager, discover
+        from yurt.runtime.server.local import LocalServer
+        from yurt.runtime.server.store import ServerStore
+        from yurt.runtime.sync import AllocSyncer
+        from yurt.store import open_state_db
+
+        data = self.config.data_dir
         plugins: list[DevicePlugin] = [NvidiaDevicePlugin()]
         if self.config.fake_devices:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
@@ -287,8 +340,7 @@ class Agent:
                         nursery.start_soon(self._watch_server, self.server)
                         self.broker.node_registered(self.node)
                         self._node_published = True
-                        stop_api = trio.Event()
-                        self.address = await nursery.start(serve_api, self, stop_api)
+                        self.ready.set()
                         self.restoring.serving.set()
                         task_status.started(self.address)
                         await self._stop.wait()
@@ -329,6 +381,8 @@ class Agent:
             if is_client_terminal(runner.alloc_state().client_status):
                 self.gc.mark(runner.id)
         # Tasks a crash left without a persisted handle: stop them, or they would run twice.
+        from yurt.runtime.drivers.protocol import reconcile_drivers
+
         if reaped := await reconcile_drivers(self.drivers.drivers.values(),
                                              self.config.data_dir / "alloc"):
             log.warning("stopped %d task(s) that an interrupted start had left behind", reaped)

@@ -38,7 +38,6 @@ from typing import Any
 import msgspec
 
 from yurt.runtime.devices.protocol import DeviceGroup, DeviceInstance
-from yurt.runtime.drivers.rawexec import RawExecPluginConfig
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import YurtError
 from yurt.runtime.gc import GCConfig
@@ -115,6 +114,9 @@ def load_config(path: Path) -> FileConfig:
         config.fake_devices()
         config.gc_config()
         if "raw_exec" in config.drivers.config:
+            # Only here: the driver's module is not on the path to a listening API.
+            from yurt.runtime.drivers.rawexec import RawExecPluginConfig
+
             msgspec.convert(config.drivers.config["raw_exec"], RawExecPluginConfig)
     except (msgspec.ValidationError, ValueError) as e:
         raise ConfigError(f"{path}: {e}") from None

@@ -46,12 +46,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from yurt.runtime import __version__
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError, TaskNotRunningError, YurtError
 from yurt.runtime.eventstream import as_line, as_text, topic_filter
 from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
-from yurt.runtime.logs.reader import read_log
 from yurt.runtime.procfs import stat_fields
 from yurt.runtime.restore import RESTORING
 from yurt.runtime.signames import parse_signal_name
@@ -60,6 +58,10 @@ from yurt.runtime.structs import Allocation, Job
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
+    from yurt.runtime.allocrunner.runner import AllocRunner
+
+# The alloc runner and the log reader are imported where they are used: the agent binds this
+# API before it loads them (and its state), so that a restarted agent answers at once.
 
 HEARTBEAT: Final = 30.0
 #: After an event stream sends, it lets records pile up this long before it wakes again: a
@@ -393,6 +395,8 @@ class Api:
         all_tasks = body_field(body, "AllTasks", bool, False)
         if task and all_tasks:
             raise ApiError(400, "task name cannot be set when restarting all tasks")
+        from yurt.runtime.allocrunner.runner import AllocRunnerError
+
         try:
             if task:
                 await runner.restart_task(task)
@@ -506,6 +510,8 @@ class Api:
             raise ApiError(404, f'task "{task}" not started yet. No logs available')
         if runner.alloc_dir is None:
             raise ApiError(404, f'task "{task}" keeps no logs (it has no alloc dir)')
+        from yurt.runtime.logs.reader import read_log
+
         chunks = read_log(runner.alloc_dir.logs, task, stream, offset=offset, origin=origin,
                           follow=follow)
         if plain:
@@ -539,6 +545,7 @@ class Api:
 
     async def agent_self(self, request: Request) -> Response:
         cfg = self.agent.config
+        loaded = self.agent.ready.is_set()
         return json_response({
             "config": {"Version": {"Version": __version__}, "DataDir": str(cfg.data_dir),
                        "Datacenter": cfg.datacenter, "NodeName": self.agent.node.name,
@@ -547,9 +554,12 @@ class Api:
             "member": {"Name": self.agent.node.name, "Addr": cfg.bind,
                        "Tags": {"build": __version__}},
             "stats": {"client": {"known_servers": "embedded", "node_id": self.agent.node.id,
-                                 "num_allocations": str(len(self.agent.client.runners)),
+                                 "num_allocations": str(len(self.agent.client.runners)
+                                                        if loaded else 0),
                                  "restoring_allocations": str(len(
-                                     self.agent.restoring.pending))},
+                                     self.agent.restoring.pending)),
+                                 # "false" while the state still loads after a start
+                                 "state_loaded": str(loaded).lower()},
                       "runtime": {"version": __version__,
                                   "uptime_seconds": str(int(time.time()
                                                             - self.agent.started_at))}}})
@@ -736,11 +746,14 @@ DEFAULT_BLOCKING_WAIT: Final = 300.0
 
 
 def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
-             blocking: bool = True) -> Callable[[Request], Awaitable[Response]]:
+             blocking: bool = True, needs_state: bool = True
+             ) -> Callable[[Request], Awaitable[Response]]:
     """Errors as Nomad's plain-text answers; Nomad's query headers on every answer; and
     Nomad's blocking queries (`?index=N&wait=5m`: answer once the state index passes N)."""
 
     async def handle(request: Request) -> Response:
+        if needs_state and not agent.ready.is_set():
+            await agent.ready.wait()  # the API is up before the agent's state is loaded
         try:
             if blocking and request.method == "GET" and "index" in request.query_params:
                 index = query_int(request, "index")
@@ -756,7 +769,8 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
                 # What is left of a body past the drain bounds (read_body) is never read:
                 # the connection must not be kept for another request.
                 response.headers["Connection"] = "close"
-        response.headers["X-Nomad-Index"] = str(max(agent.server.index, 1))
+        index = agent.server.index if agent.ready.is_set() else 0
+        response.headers["X-Nomad-Index"] = str(max(index, 1))
         response.headers["X-Nomad-LastContact"] = "0"
         response.headers["X-Nomad-KnownLeader"] = "true"
         return response
@@ -815,7 +829,9 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/client/stats", h(api.client_stats), methods=["GET"]),
         Route("/v1/nodes", h(api.nodes), methods=["GET"]),
         Route("/v1/node/{id}", h(api.node), methods=["GET"]),
-        Route("/v1/agent/self", h(api.agent_self), methods=["GET"]),
+        # The one answer that needs no loaded state: up as soon as the agent listens.
+        Route("/v1/agent/self", _handler(agent, api.agent_self, needs_state=False),
+              methods=["GET"]),
         Route("/v1/event/stream", stream(api.event_stream), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", api.event_ws),
     ]

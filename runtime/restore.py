@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Final, final
+from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from yurt.runtime.allocrunner.runner import AllocRunner
-from yurt.runtime.client import Client
 from yurt.runtime.structs import Allocation
-from yurt.store.protocol import SavedTask
+
+if TYPE_CHECKING:  # the API imports `RESTORING` before the agent loads the runners
+    from yurt.runtime.allocrunner.runner import AllocRunner
+    from yurt.runtime.client import Client
+    from yurt.store.protocol import SavedTask
 
 log = logging.getLogger("yurt.restore")
 

@@ -63,3 +63,26 @@ def test_client_verbs_still_reach_their_modules() -> None:
             "                   env={'YURT_ADDR': 'http://127.0.0.1:9'})\n")
     assert _loaded_after(code, ("httpx2", "yurt.runtime.cli_remote")) == [
         "httpx2", "yurt.runtime.cli_remote"]
+
+
+#: What the agent loads behind its API (`runtime/agent.py`, `PARTS`): the runners, the stores
+#: with sqlite_utils, the server, the drivers' manager and the devices.
+BEHIND_THE_API = ("yurt.runtime.allocrunner.runner", "yurt.runtime.taskrunner.runner",
+                  "yurt.runtime.client", "yurt.runtime.server.local", "sqlite_utils",
+                  "yurt.store.sqlite", "yurt.runtime.devices.manager")
+#: The raw_exec driver is loaded by the driver manager, behind the API too.
+RAW_EXEC = "yurt.runtime.drivers.rawexec"
+
+
+def test_the_api_binds_before_the_runners_and_stores_load() -> None:
+    code = ("import yurt.runtime.cli, yurt.runtime.agent, yurt.runtime.api\n"
+            "import yurt.runtime.agentconfig\n"
+            "from yurt.runtime.cli import cli\n"
+            "cli.get_command(None, 'agent')\n")
+    assert _loaded_after(code, (*BEHIND_THE_API, RAW_EXEC)) == []
+
+
+def test_the_agent_loads_what_it_put_behind_the_api() -> None:
+    # The counterpart: the probe sees the modules once the agent loads its parts.
+    code = "from yurt.runtime import agent\nagent._load_parts()\n"
+    assert _loaded_after(code, BEHIND_THE_API) == list(BEHIND_THE_API)
