@@ -458,6 +458,9 @@ class AllocRunner:
             # The stop is durable before any task is signalled: an agent (or `yurt run`,
             # whose server lives in memory) killed in the middle resumes it after restore.
             await self._publish()
+            # In the step that saw it durable: every allocation of a job stop wakes from the
+            # same commit, so all their tasks are signalled in one scheduler pass.
+            teardown.signal_first_wave(self)
         if not new.is_terminal():
             await self._run_hooks(AllocUpdateHook, "update", new)
         for tr in self.task_runners.values():

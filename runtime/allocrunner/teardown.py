@@ -9,6 +9,13 @@ Kill order (`kill_tasks`): prekill hooks, then the leader alone, then the other 
 together, then sidecars together; poststop tasks are never killed: once everything else is
 dead the coordinator opens their stage and they run.
 
+The first of those waves that has a live task is signalled at once (`signal_first_wave`), in
+the caller's step: by the run loop right after the stop is persisted, and at the top of every
+`kill_tasks`. Every allocation of a job stop wakes from the same commit, so every task gets its
+signal in one scheduler pass, before any exit is processed (post-exit work, events and state
+writes included, comes after); the kills then wait together as before. Only the first wave can
+go at once: the next waits for it to end. With alloc prekill hooks, nothing goes at once.
+
 One deadline per teardown, tail included (DESIGN §3: a driver that never reports an exit
 cannot hang the agent). A destroy or shutdown takes the caller's deadline (the agent's
 shutdown timeout) or its own default, keeps `TAIL_BUDGET` of it for the tail, and runs
@@ -22,6 +29,7 @@ The functions work on the alloc runner's private state (same package, same invar
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import TYPE_CHECKING, Final
@@ -30,7 +38,7 @@ import trio
 
 from yurt.hooks.base import AllocDestroyHook, AllocPrekillHook, AllocShutdownHook
 from yurt.runtime.errors import TaskNotFoundError, YurtError
-from yurt.runtime.structs import ZERO_TIME, TaskEvent, TaskState
+from yurt.runtime.structs import TASK_STATE_DEAD, ZERO_TIME, TaskEvent, TaskState
 from yurt.runtime.taskrunner import events
 
 if TYPE_CHECKING:
@@ -76,28 +84,51 @@ async def kill_one(ar: AllocRunner, tr: TaskRunner, event: TaskEvent | None) -> 
                   tr.name, ar.id, tr.kill_bound())
 
 
+def _killing(ar: AllocRunner, tr: TaskRunner) -> TaskEvent | None:
+    """The `Killing` event for `tr`, or None: a task that finished already, or whose stop
+    began at once (its event was appended then)."""
+    if tr.state.finished_at != ZERO_TIME or tr.stop_begun:
+        return None
+    reason = ar.alloc.desired_description if ar.alloc.desired_status == "evict" else ""
+    return events.new_event(events.KILLING, ar._config.unix_clock(),
+                            kill_timeout=tr.kill_timeout, kill_reason=reason)
+
+
+def _waves(ar: AllocRunner) -> tuple[list[TaskRunner], list[TaskRunner], list[TaskRunner]]:
+    """The kill order's waves: the leader, the other main tasks, the sidecars."""
+    runners = [tr for tr in ar.task_runners.values() if not tr.is_poststop]
+    return ([tr for tr in runners if tr.is_leader],
+            [tr for tr in runners if not tr.is_leader and not tr.is_sidecar],
+            [tr for tr in runners if not tr.is_leader and tr.is_sidecar])
+
+
+def signal_first_wave(ar: AllocRunner) -> int:
+    """Signal, in the caller's step, the running tasks of the first wave that has a live
+    task (the waves after it wait for it to end, in `kill_tasks`); how many were signalled.
+    Nothing with alloc prekill hooks: they run before any kill. Tasks the driver cannot
+    signal at once, or that are being killed already, are left to `kill_tasks`."""
+    if ar._hooks(AllocPrekillHook):
+        return 0
+    for wave in _waves(ar):
+        if any(tr.state.state != TASK_STATE_DEAD for tr in wave):
+            return sum(tr.stop_now(functools.partial(_killing, ar, tr)) for tr in wave)
+    return 0
+
+
 async def kill_tasks(ar: AllocRunner) -> dict[str, TaskState]:
-    """Nomad's `killTasks` (reference §1.7): leader, then main, then sidecars."""
+    """Nomad's `killTasks` (reference §1.7): leader, then main, then sidecars; the first
+    wave with a live task is signalled before the first checkpoint."""
+    signal_first_wave(ar)
     async with ar._kill_lock:
         await ar._run_hooks(AllocPrekillHook, "prekill")
 
-        def killing(tr: TaskRunner) -> TaskEvent | None:
-            if tr.state.finished_at != ZERO_TIME:
-                return None
-            reason = (ar.alloc.desired_description
-                      if ar.alloc.desired_status == "evict" else "")
-            return events.new_event(events.KILLING, ar._config.unix_clock(),
-                                    kill_timeout=tr.kill_timeout, kill_reason=reason)
-
         async def kill(tr: TaskRunner) -> None:
-            await kill_one(ar, tr, killing(tr))
+            await kill_one(ar, tr, _killing(ar, tr))
 
-        runners = [tr for tr in ar.task_runners.values() if not tr.is_poststop]
-        for tr in runners:
-            if tr.is_leader:
-                await kill(tr)
-        for group in ([tr for tr in runners if not tr.is_leader and not tr.is_sidecar],
-                      [tr for tr in runners if not tr.is_leader and tr.is_sidecar]):
+        leaders, mains, sidecars = _waves(ar)
+        for tr in leaders:
+            await kill(tr)
+        for group in (mains, sidecars):
             async with trio.open_nursery() as nursery:
                 for tr in group:
                     nursery.start_soon(kill, tr)

@@ -31,9 +31,13 @@ for the rest (runtime.drivers.orphans). The task ignores SIGPIPE while it report
 that died before reading the report does not take the task's start along.
 
 Stop: `kill_signal` (default SIGINT) to the process group, up to `kill_timeout` for the shim to
-report the exit, then SIGKILL to the group, which also removes grandchildren. A task killed by
-signal N reports exit code 128+N and signal N, as Nomad does (the shell cannot tell that apart
-from a task that itself exits with 128+N; such a task is reported as signalled).
+report the exit, then SIGKILL to the group, which also removes grandchildren. `begin_stop` sends
+that signal synchronously, so a job stop signals every task in the scheduler pass that
+persisted it (before any exit is processed, while the event loop still has the CPU to itself:
+once tasks die, hundreds of shims doing their exit work compete with it); `stop_task` then
+only waits out the same deadline. One run gets its stop signal once, whichever comes first.
+A task killed by signal N reports exit code 128+N and signal N, as Nomad does (the shell cannot
+tell that apart from a task that itself exits with 128+N; such a task is reported as signalled).
 
 Whole trees: a process group does not hold a `setsid` daemon, so each task also gets a cgroup
 (`runtime.drivers.cgroups`) that it joins before its command runs, or, where none can be made,
@@ -153,6 +157,8 @@ class _RawTask:
     report: trio.lowlevel.FdStream | None = None
     unread: bytes = b""
     lock: trio.Lock = field(default_factory=trio.Lock)
+    #: When (trio time) a stop under way SIGKILLs the group; None: no stop signal sent yet.
+    force_at: float | None = None
 
     def handle_state(self) -> dict[str, object]:
         return {"pid": self.pid, "pgid": self.pid, "start_time": self.start_time,
@@ -470,11 +476,32 @@ class RawExecDriver:
                 return False
         return True
 
+    def begin_stop(self, task_id: str, kill_timeout: int, signal: str) -> bool:
+        """Send the stop's signal now, without a checkpoint; the next `stop_task` of this
+        run does not send it again and SIGKILLs `kill_timeout` after it (a `kill_timeout` of
+        0 SIGKILLs now). True when a stop is under way (sent now or before); False when there
+        is no running task to signal.
+
+        Raises:
+            DriverError: `signal` is no signal name.
+        """
+        task = self._tasks.get(task_id)
+        if task is None or task.result is not None:
+            return False
+        if task.force_at is None:
+            signum = signal_number(signal or "SIGINT") if kill_timeout > 0 else signals.SIGKILL
+            if not self._kill_group(task, signum):
+                return False
+            task.force_at = trio.current_time() + max(kill_timeout, 0) / 1e9
+        return True
+
     async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
         task = self._task(task_id)
         signum = signal_number(signal or "SIGINT")
-        if kill_timeout > 0 and self._kill_group(task, signum):
-            with trio.move_on_after(kill_timeout / 1e9):
+        if task.force_at is None and kill_timeout > 0 and self._kill_group(task, signum):
+            task.force_at = trio.current_time() + kill_timeout / 1e9
+        if task.force_at is not None:  # signalled here or by `begin_stop`: wait it out
+            with trio.move_on_at(task.force_at):
                 await self._wait_exit(task)
         self._kill_group(task, signals.SIGKILL)
         await _kill_tree(task)

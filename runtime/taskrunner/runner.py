@@ -151,6 +151,7 @@ class TaskRunner:
         self.done = trio.Event()
         self._handle: TaskHandle | None = None
         self._kill_requested = False
+        self._stop_begun = False  # the stop signal went out at once (`stopping.stop_at_once`)
         self._shutdown_requested = False
         self._kill_scopes: set[trio.CancelScope] = set()
         self._shutdown_scopes: set[trio.CancelScope] = set()
@@ -196,6 +197,11 @@ class TaskRunner:
     @property
     def handle(self) -> TaskHandle | None:
         return self._handle
+
+    @property
+    def stop_begun(self) -> bool:
+        """The task's stop signal went out at once, its Killing event with it (`stop_now`)."""
+        return self._stop_begun
 
     @property
     def env(self) -> dict[str, str]:
@@ -661,6 +667,12 @@ class TaskRunner:
 
         Bounded by the caller's cancel scope. Returns the kill error ("" if none)."""
         return await ops.kill(self, event)
+
+    def stop_now(self, killing: Callable[[], TaskEvent | None]) -> bool:
+        """Begin the kill in the caller's step: signal the running task and mark this runner
+        killed, without a checkpoint; False when the runner's own kill path must do it
+        (`stopping.stop_at_once`). Follow with `kill()` to wait for the end."""
+        return stopping.stop_at_once(self, killing)
 
     async def restart(self, event: TaskEvent, *, failure: bool = False) -> None:
         """Restart a running task: stop it and wait for the exit (the main loop starts it

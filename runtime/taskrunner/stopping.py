@@ -5,6 +5,18 @@ Apart from the main loop (`runner.py`) so each can be read on its own: the main 
 (task state `pending` meanwhile, as Nomad does), `SetKilled` on the tracker, `stop_task`
 retried with Nomad's backoff (5 s, 20 s, 80 s, 120 s, 120 s), then the wait for the exit.
 
+A kill can also begin outside the runner's own task (`stop_at_once`): an allocation told to
+stop signals its tasks in the very step that saw the stop persisted, so a job stop sends every
+task's signal in one scheduler pass. Before, each signal waited for the kill request to travel
+(the Killing event persisted, the runner woken, its kill path entered) while the first tasks'
+exits were already being processed: at 500 tasks the signals went out over a second, the agent
+short of CPU against hundreds of shims doing their exit work. The step that signals also marks
+the runner killed (tracker, kill request, the Killing event appended), so however its task then
+sees the exit, the answer is `Killed`, the events keep Nomad's order, and the runner's kill path
+only waits: the driver sends a run's stop signal once (`StopsAtOnce`). Tasks that want something
+done before their signal (prekill hooks, `shutdown_delay`) take the runner's path, as do drivers
+that cannot signal without a checkpoint.
+
 The functions take the runner and work on its private state: they belong to it as much as its
 methods do (same package, same invariants); they only live in their own file.
 """
@@ -12,14 +24,15 @@ methods do (same package, same invariants); they only live in their own file.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import trio
 
 from yurt.hooks.base import TaskPrekillHook
 from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.errors import DriverError, TaskNotFoundError
-from yurt.runtime.structs import TASK_STATE_PENDING, TaskHandle
+from yurt.runtime.structs import TASK_STATE_PENDING, TaskEvent, TaskHandle
 from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.restarts import ExitResult
 
@@ -51,6 +64,47 @@ STOP_GRACE: Final = 5 * SECOND
 
 #: All of a stop's backoffs (5 s + 20 s + 80 s + 120 s), for callers that bound a kill.
 STOP_RETRIES_TOTAL: Final = sum(kill_backoff(i) for i in range(KILL_FAILURE_LIMIT - 1))
+
+
+@runtime_checkable
+class StopsAtOnce(Protocol):
+    """A driver that can send a stop's signal without a checkpoint (raw_exec)."""
+
+    def begin_stop(self, task_id: str, kill_timeout: int, signal: str) -> bool:
+        """Send the stop signal now; the run's next `stop_task` does not send it again and
+        force-kills `kill_timeout` after it. False: no running task (nothing sent)."""
+        ...
+
+
+def stop_at_once(tr: TaskRunner, killing: Callable[[], TaskEvent | None]) -> bool:
+    """Begin the kill of `tr`'s running task in the caller's step, without a checkpoint:
+    the signal, then the runner marked killed and `killing()`'s event appended (persisted by
+    the runner's next write). False, with nothing done, where the runner's own kill path must
+    do it all: no running task, a kill or shutdown under way already, prekill hooks or a
+    shutdown delay to honour first, a driver without `begin_stop`, or a driver error (the
+    runner's path reports it)."""
+    handle = tr._handle
+    if (handle is None or tr._kill_requested or tr._shutdown_requested
+            or tr.task.shutdown_delay > 0 or tr._hooks(TaskPrekillHook)):
+        return False
+    driver = tr.driver
+    if not isinstance(driver, StopsAtOnce):
+        return False
+    try:
+        if not driver.begin_stop(handle.task_id, tr.kill_timeout,
+                                 tr.task.kill_signal or DEFAULT_KILL_SIGNAL):
+            return False
+    except DriverError as e:
+        log.debug("stopping %s at once: %s", handle.task_id, e)
+        return False
+    event = killing()
+    tr._stop_begun = True
+    tr.tracker.set_killed()  # an exit seen before the kill path runs is a kill's exit
+    tr._request_kill()
+    if event is not None:
+        tr._append(event)
+        tr._on_state_updated()
+    return True
 
 
 async def handle_kill(tr: TaskRunner, handle: TaskHandle) -> ExitResult:
