@@ -183,3 +183,30 @@ async def test_no_fd_of_the_agent_reaches_the_shim_or_the_task(tmp_path: Path) -
         if write_end >= 0:
             os.close(write_end)
 
+
+
+async def test_a_restart_prepares_on_the_event_loop_unless_an_orphan_waits(
+        tmp_path: Path, thread_hops: list[str]) -> None:
+    """The first start in a task dir prepares it in a worker thread; a restart of the same
+    task (no user) does not leave the event loop, unless a start nobody knows is in the task
+    dir: then the worker thread reaps it first."""
+    driver = plugin({"tree_tracking": "cgroup1"})
+
+    async def run_once() -> Path:
+        cfg = config(tmp_path, "/bin/sh", "-c", "exit 3")
+        cfg = dataclasses.replace(cfg, id=f"spawn/t/{uuid.uuid4().hex[:8]}")
+        handle = await driver.start_task(cfg)
+        assert (await driver.wait_task(cfg.id)).exit_code == 3
+        await driver.destroy_task(cfg.id, force=True)
+        return Path(str(handle.driver_state["state_dir"]))
+
+    with trio.fail_after(20):
+        state_dir = await run_once()
+        assert [h for h in thread_hops if h == "prepare_start"] == ["prepare_start"]
+        await run_once()
+        assert [h for h in thread_hops if h == "prepare_start"] == ["prepare_start"]
+        orphan = state_dir.with_name("0rphan00")
+        orphan.mkdir(mode=0o700)
+        await run_once()
+        assert [h for h in thread_hops if h == "prepare_start"] == ["prepare_start"] * 2
+        assert not orphan.exists()  # reaped by that hop

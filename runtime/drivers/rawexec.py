@@ -20,7 +20,8 @@ with a cgroup) or else through the pidfd on the shim: readable once the shim has
 it does right after writing the status durably. The same code path serves a task
 started a second ago and one re-attached after an agent restart. Between the spawn and the
 wake-up that ends a task, the agent makes one worker-thread hop per start (user lookup,
-command resolution, state dir, cgroup: `runtime.drivers.starts`) and none per exit.
+command resolution, state dir, cgroup: `runtime.drivers.starts`), none for a restart of a task
+without a user (`starts.prepare_restart`), and none per exit.
 
 Crash safety. The handle is persisted by the task runner only after `start_task` returns, so
 a start records its intent first: its state dir (`<task dir>/.shim/<invocation>`), made before
@@ -262,9 +263,17 @@ class RawExecDriver:
         self._reap_exited()
         path = config.env.get("PATH", env.get("PATH", os.defpath))
         try:
-            prefix, home, command = await trio.to_thread.run_sync(
-                starts.prepare_start, config.user, cfg.command, config.task_dir, path, state_dir,
-                self._mine, self.cgroup_root, cgroup)
+            # A restart of a task without a user: on the event loop (starts.prepare_restart).
+            resolved = None if config.user else starts.prepare_restart(
+                cfg.command, config.task_dir, path, state_dir, self._mine, cgroup)
+            prefix: list[str] = []
+            home: dict[str, str] = {}
+            if resolved is not None:
+                command = resolved
+            else:
+                prefix, home, command = await trio.to_thread.run_sync(
+                    starts.prepare_start, config.user, cfg.command, config.task_dir, path,
+                    state_dir, self._mine, self.cgroup_root, cgroup)
         except BaseException:
             self._mine.discard(key)  # no process of it can exist: a leftover dir is inert
             raise
