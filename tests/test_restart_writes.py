@@ -84,10 +84,13 @@ async def test_a_zero_delay_restart_writes_the_end_with_the_next_start(
     # The handle goes from each run straight to the next: no write of a cleared handle
     # between them (a crash there re-attaches to the ended run), and None only at the end.
     assert handles(db) == [*starts, None]
-    # No state write ends with an exit or a restart decision: both are written with the
-    # next run's `Started` (the last exit with `Not Restarting`).
-    last_events = {value for kind, value in db.writes if kind == "state"}
-    assert last_events.isdisjoint({events.TERMINATED, events.RESTARTING})
+    # No state write ends with a restart decision, nor with an exit but the last one: both
+    # are written with the next run's `Started`. The last exit, which no start follows, is
+    # written on its own, before its `Not Restarting`.
+    last_events = [value for kind, value in db.writes if kind == "state"]
+    assert events.RESTARTING not in last_events
+    assert last_events.count(events.TERMINATED) == 1
+    assert last_events.index(events.TERMINATED) < last_events.index(events.NOT_RESTARTING)
     assert [e.type for e in ar.task_runners["t"].state.events][-3:] == [
         events.STARTED, events.TERMINATED, events.NOT_RESTARTING]
 

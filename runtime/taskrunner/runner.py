@@ -28,7 +28,8 @@ the exit's `Terminated`, `Restarting`, the new run's handle (which replaces the 
 ended run. A crash before that write finds the ended run's handle: the restore re-attaches to
 it, reads its end from what the driver kept (the shim's status file) and restarts it, while
 the new start is stopped by the driver's orphan reaping, as any crash mid-start is. With a
-delay, or without a restart, the end is written at once (`_finish_ended`), before the sleep.
+delay, or without a restart, the end is written at once in a write of its own (`_finish_ended`),
+before the decision's event (`Restarting`, `Not Restarting`, `Killed`) and the sleep.
 Nothing sleeps or checkpoints in between. Every event is still persisted, in order: a state
 write carries the whole ring.
 """
@@ -486,8 +487,6 @@ class TaskRunner:
                 self.tracker.set_exit_result(result)
                 await self._run_hooks(TaskExitedHook, "exited")
             restart, delay = await self._should_restart()
-            if not restart or delay >= MIN_RESTART_SLEEP:
-                await self._finish_ended(persist=True)
             if not restart:
                 return
             await self._sleep_restart_delay(delay)
@@ -507,6 +506,10 @@ class TaskRunner:
         """Ask the tracker, and record its answer as Nomad's events."""
         decision = self.tracker.decide(self._mono())
         now = self._unix_clock()
+        if decision.outcome != "Restarting" or decision.delay >= MIN_RESTART_SLEEP:
+            # No zero-delay start follows: the ended run's end is written now, in a write of
+            # its own, before the decision's event.
+            await self._finish_ended(persist=True)
         if decision.outcome == "Killed":
             await self.emit_event(events.new_event(events.KILLED, now,
                                                    kill_error=self._kill_error))
