@@ -25,13 +25,13 @@ the alloc runner through `on_state_updated`, a non-blocking callback.
 A restart with no delay is one pass from the exit to the new start, and one store batch:
 the exit's `Terminated`, `Restarting`, the new run's handle (which replaces the ended one) and
 `Started` are written together after the new start, and only then does the driver forget the
-ended run. A crash before that write finds the ended run's handle: the restore re-attaches to
-it, reads its end from what the driver kept (the shim's status file) and restarts it, while
-the new start is stopped by the driver's orphan reaping, as any crash mid-start is. With a
-delay, or without a restart, the end is written at once in a write of its own (`_finish_ended`),
-before the decision's event (`Restarting`, `Not Restarting`, `Killed`) and the sleep.
-Nothing sleeps or checkpoints in between. Every event is still persisted, in order: a state
-write carries the whole ring.
+ended run; nothing sleeps or checkpoints in between. A crash before that write finds the ended
+run's handle: the restore re-attaches to it, reads its end from what the driver kept (the
+shim's status file) and restarts it, while the new start is stopped by the driver's orphan
+reaping, as any crash mid-start is. With a delay, or without a restart, the end is written at
+once in a write of its own (`_finish_ended`), before the decision's event (`Restarting`, `Not
+Restarting`, `Killed`) and the sleep. Every event is still persisted, in order: a state write
+carries the whole ring.
 """
 
 from __future__ import annotations
