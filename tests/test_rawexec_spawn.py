@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -104,11 +105,12 @@ async def test_the_exit_status_comes_before_the_shims_durable_write(tmp_path: Pa
 async def test_a_destroy_waits_for_the_shims_last_write(tmp_path: Path) -> None:
     """The shim writes `<state>/exit` after the status went down the pipe: a destroy that
     removed the state dir meanwhile would race that write (and leave what it wrote, and the
-    alloc dir, behind). Here the shim's `sync` waits for a file made half a second later."""
+    alloc dir, behind). Here the shim's `dd` waits for a file made half a second later."""
     tools = tmp_path / "bin"
     tools.mkdir()
-    (tools / "sync").write_text(f"#!/bin/sh\nuntil [ -e {tmp_path}/go ]; do sleep 0.01; done\n")
-    (tools / "sync").chmod(0o755)
+    (tools / "dd").write_text(f"#!/bin/sh\nuntil [ -e {tmp_path}/go ]; do sleep 0.01; done\n"
+                              'exec /usr/bin/dd "$@"\n')
+    (tools / "dd").chmod(0o755)
     driver = plugin({"tree_tracking": "cgroup1"})
     cfg = config(tmp_path, "/bin/sh", "-c", "exit 7")
     cfg = dataclasses.replace(cfg, env={"PATH": f"{tools}:/usr/bin:/bin"})
@@ -128,6 +130,35 @@ async def test_a_destroy_waits_for_the_shims_last_write(tmp_path: Path) -> None:
             assert (tmp_path / "go").exists()  # it waited for the shim
         assert zombie(shim) or shim not in our_children()  # the shim had exited
         assert not await trio.Path(state_dir).exists()
+
+
+async def test_the_shim_records_an_exit_durably_with_one_program(tmp_path: Path) -> None:
+    """Between the task's exit and its own, the shim runs one program (`dd`, which writes
+    and fsyncs the status), not three: with every tool on PATH a logging wrapper, only `dd`
+    is logged after the task ran."""
+    tools, log = tmp_path / "bin", tmp_path / "programs"
+    tools.mkdir()
+    for tool in ("setsid", "dd", "sync", "mv", "flock", "cat", "printf"):
+        real = shutil.which(tool, path="/usr/bin:/bin")
+        (tools / tool).write_text(f'#!/bin/sh\necho {tool} >>{log}\nexec {real} "$@"\n')
+        (tools / tool).chmod(0o755)
+    driver = plugin({"tree_tracking": "cgroup1"})
+    cfg = config(tmp_path, "/bin/sh", "-c", f"echo task >>{log}; exit 7")
+    cfg = dataclasses.replace(cfg, env={"PATH": str(tools)})
+    with trio.fail_after(20):
+        handle = await driver.start_task(cfg)
+        state_dir = Path(str(handle.driver_state["state_dir"]))
+        assert (await driver.wait_task(cfg.id)).exit_code == 7
+        pidfd = os.pidfd_open(int(handle.driver_state["shim_pid"]))
+        try:
+            await trio.lowlevel.wait_readable(pidfd)  # the shim has exited
+        finally:
+            os.close(pidfd)
+        assert (state_dir / "exit").read_text() == "7\n"
+        assert not (state_dir / "exit.tmp").exists()
+        await driver.destroy_task(cfg.id, force=True)
+    programs = log.read_text().split()
+    assert programs[programs.index("task") + 1:] == ["dd"]
 
 
 async def test_no_fd_of_the_agent_reaches_the_shim_or_the_task(tmp_path: Path) -> None:
@@ -152,3 +183,30 @@ async def test_no_fd_of_the_agent_reaches_the_shim_or_the_task(tmp_path: Path) -
         if write_end >= 0:
             os.close(write_end)
 
+
+
+async def test_a_restart_prepares_on_the_event_loop_unless_an_orphan_waits(
+        tmp_path: Path, thread_hops: list[str]) -> None:
+    """The first start in a task dir prepares it in a worker thread; a restart of the same
+    task (no user) does not leave the event loop, unless a start nobody knows is in the task
+    dir: then the worker thread reaps it first."""
+    driver = plugin({"tree_tracking": "cgroup1"})
+
+    async def run_once() -> Path:
+        cfg = config(tmp_path, "/bin/sh", "-c", "exit 3")
+        cfg = dataclasses.replace(cfg, id=f"spawn/t/{uuid.uuid4().hex[:8]}")
+        handle = await driver.start_task(cfg)
+        assert (await driver.wait_task(cfg.id)).exit_code == 3
+        await driver.destroy_task(cfg.id, force=True)
+        return Path(str(handle.driver_state["state_dir"]))
+
+    with trio.fail_after(20):
+        state_dir = await run_once()
+        assert [h for h in thread_hops if h == "prepare_start"] == ["prepare_start"]
+        await run_once()
+        assert [h for h in thread_hops if h == "prepare_start"] == ["prepare_start"]
+        orphan = state_dir.with_name("0rphan00")
+        orphan.mkdir(mode=0o700)
+        await run_once()
+        assert [h for h in thread_hops if h == "prepare_start"] == ["prepare_start"] * 2
+        assert not orphan.exists()  # reaped by that hop

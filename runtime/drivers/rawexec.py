@@ -20,7 +20,8 @@ with a cgroup) or else through the pidfd on the shim: readable once the shim has
 it does right after writing the status durably. The same code path serves a task
 started a second ago and one re-attached after an agent restart. Between the spawn and the
 wake-up that ends a task, the agent makes one worker-thread hop per start (user lookup,
-command resolution, state dir, cgroup: `runtime.drivers.starts`) and none per exit.
+command resolution, state dir, cgroup: `runtime.drivers.starts`), none for a restart of a task
+without a user (`starts.prepare_restart`), and none per exit.
 
 Crash safety. The handle is persisted by the task runner only after `start_task` returns, so
 a start records its intent first: its state dir (`<task dir>/.shim/<invocation>`), made before
@@ -228,6 +229,10 @@ class RawExecDriver:
         self._mine: set[StartKey] = set()
         #: Pidfds of this agent's child shims that may not have exited yet (`_reap_exited`).
         self._exiting: list[int] = []
+        #: The agent's variables its tasks inherit, filtered at the first start: the agent's
+        #: environment does not change while it runs, and filtering it (every variable
+        #: decoded, matched) was a tenth of a start's CPU, paid again by every restart.
+        self._inherited: dict[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -250,7 +255,9 @@ class RawExecDriver:
             raise DriverError(f"invalid raw_exec config: {e}") from None
         if config.task_dir is None:
             raise DriverError("raw_exec needs a task directory")
-        env = inherited_env(os.environ, self.config.env_allow)
+        if self._inherited is None:
+            self._inherited = inherited_env(os.environ, self.config.env_allow)
+        env = dict(self._inherited)
         work_dir = cfg.work_dir or str(config.task_dir)
         # One state dir per start, so nothing an earlier start left can be misread.
         start_id = config.id.rsplit("/", 1)[-1]
@@ -262,9 +269,17 @@ class RawExecDriver:
         self._reap_exited()
         path = config.env.get("PATH", env.get("PATH", os.defpath))
         try:
-            prefix, home, command = await trio.to_thread.run_sync(
-                starts.prepare_start, config.user, cfg.command, config.task_dir, path, state_dir,
-                self._mine, self.cgroup_root, cgroup)
+            # A restart of a task without a user: on the event loop (starts.prepare_restart).
+            resolved = None if config.user else starts.prepare_restart(
+                cfg.command, config.task_dir, path, state_dir, self._mine, cgroup)
+            prefix: list[str] = []
+            home: dict[str, str] = {}
+            if resolved is not None:
+                command = resolved
+            else:
+                prefix, home, command = await trio.to_thread.run_sync(
+                    starts.prepare_start, config.user, cfg.command, config.task_dir, path,
+                    state_dir, self._mine, self.cgroup_root, cgroup)
         except BaseException:
             self._mine.discard(key)  # no process of it can exist: a leftover dir is inert
             raise

@@ -62,9 +62,14 @@ else
     "$reaper_py" -I -S "$reaper" kill "$$"
 fi
 exec 5>&-
-printf '%s\n' "$status" >"$state/exit.tmp"
-sync "$state/exit.tmp" 2>/dev/null
-mv -f "$state/exit.tmp" "$state/exit"
+# The durable status, in one program: dd writes it and fsyncs it (conv=fsync). No temporary
+# file and rename are needed for atomicity, as nothing reads this file while the shim lives:
+# the agent reads it only once the shim has exited (its pidfd, or the shim found gone), so
+# it never sees a write half done. A power loss before the fsync leaves the status unknown,
+# as it left the rename undone before. (It was printf, sync and mv: two programs.)
+dd of="$state/exit" conv=fsync status=none 2>/dev/null <<EOF
+$status
+EOF
 # What the task wrote and no agent has read dies with the pipe when the last writer (this
 # shim) exits. So if no log pump holds the stream's lock (the agent is down), move what waits
 # in the pipe to a spill file that the next pump writes to the log first. At most 1 MiB, the

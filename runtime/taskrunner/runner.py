@@ -22,12 +22,16 @@ State: `state` is the live `TaskState` (events appended in place, ring of 10); s
 others come from `task_state()`. Every change is persisted (`put_task_state`) and announced to
 the alloc runner through `on_state_updated`, a non-blocking callback.
 
-A restart with no delay is one pass from the exit to the new start: the exit's `Terminated`
-and the cleared handle are written in one store batch (before the driver forgets the old
-run, so a crash still finds how it ended), `Restarting` is written with the new run's handle
-and `Started` (again one batch, after the start: a crash before it leaves the new process to
-the driver's orphan reaping, as any crash mid-start does), and nothing sleeps or checkpoints
-in between. Every event is still persisted, in order: a state write carries the whole ring.
+A restart with no delay is one pass from the exit to the new start, and one store batch:
+the exit's `Terminated`, `Restarting`, the new run's handle (which replaces the ended one) and
+`Started` are written together after the new start, and only then does the driver forget the
+ended run; nothing sleeps or checkpoints in between. A crash before that write finds the ended
+run's handle: the restore re-attaches to it, reads its end from what the driver kept (the
+shim's status file) and restarts it, while the new start is stopped by the driver's orphan
+reaping, as any crash mid-start is. With a delay, or without a restart, the end is written at
+once in a write of its own (`_finish_ended`), before the decision's event (`Restarting`, `Not
+Restarting`, `Killed`) and the sleep. Every event is still persisted, in order: a state write
+carries the whole ring.
 """
 
 from __future__ import annotations
@@ -150,6 +154,8 @@ class TaskRunner:
         self.local_state = LocalState()
         self.done = trio.Event()
         self._handle: TaskHandle | None = None
+        #: The run that ended and is not yet recorded as ended (`_forget_handle`).
+        self._ended: TaskHandle | None = None
         self._kill_requested = False
         self._stop_begun = False  # the stop signal went out at once (`stopping.stop_at_once`)
         self._shutdown_requested = False
@@ -453,6 +459,15 @@ class TaskRunner:
                 return True
 
     async def _main(self) -> None:
+        try:
+            await self._main_loop()
+        finally:
+            # Stopped (a kill, a shutdown, the alloc over) between a run's exit and the zero-
+            # delay start meant to follow it: the exit is recorded and forgotten here instead.
+            if self._ended is not None:
+                await self._finish_ended(persist=True)
+
+    async def _main_loop(self) -> None:
         restarting = False
         while not self._should_shutdown():
             if not (restarting and self._gate.is_open):  # a restart takes no extra pass
@@ -464,14 +479,17 @@ class TaskRunner:
                 return
             try:
                 handle = await self._set_up_and_start()
-                if handle is None:  # killed before or while the driver was starting it
-                    return
             except (HookError, DriverError) as e:
+                await self._finish_ended(persist=True)
                 self.tracker.set_start_error(e, recoverable=e.recoverable)
             else:
+                # Started: the new run's write (`_start`) also recorded the last one's end.
+                await self._finish_ended(persist=handle is None)
+                if handle is None:  # killed before or while the driver was starting it
+                    return
                 await self._run_hooks(TaskPoststartHook, "poststart")
                 result = await self._wait_for_exit(handle)
-                await self._clear_handle(handle)
+                self._forget_handle(handle)
                 self.tracker.set_exit_result(result)
                 await self._run_hooks(TaskExitedHook, "exited")
             restart, delay = await self._should_restart()
@@ -494,6 +512,10 @@ class TaskRunner:
         """Ask the tracker, and record its answer as Nomad's events."""
         decision = self.tracker.decide(self._mono())
         now = self._unix_clock()
+        if decision.outcome != "Restarting" or decision.delay >= MIN_RESTART_SLEEP:
+            # No zero-delay start follows: the ended run's end is written now, in a write of
+            # its own, before the decision's event.
+            await self._finish_ended(persist=True)
         if decision.outcome == "Killed":
             await self.emit_event(events.new_event(events.KILLED, now,
                                                    kill_error=self._kill_error))
@@ -608,7 +630,9 @@ class TaskRunner:
         await self.update_state(TASK_STATE_RUNNING,
                                 events.new_event(events.STARTED, self._unix_clock()),
                                 persist=False)
-        await self._persist_all()  # the handle, `Started` (and a zero-delay `Restarting`)
+        # The handle, `Started`, and with a zero-delay restart the last run's `Terminated` and
+        # `Restarting`.
+        await self._persist_all()
         return handle
 
     async def _wait_for_exit(self, handle: TaskHandle) -> ExitResult:
@@ -618,7 +642,8 @@ class TaskRunner:
         self._check_shutdown()
         if result is None:  # killed while waiting
             result = await stopping.handle_kill(self, handle)
-        # Written by `_clear_handle`, together with the handle it clears.
+        # Written by `_finish_ended`, together with the handle it clears, or with the next
+        # run's start.
         self._append(events.terminated(self._unix_clock(), result))
         self._on_state_updated()
         return result
@@ -626,13 +651,31 @@ class TaskRunner:
     async def _clear_handle(self, handle: TaskHandle) -> None:
         """The task exited: forget its handle here, in the persisted state and in the driver
         (a restore must never re-attach to an invocation that is over)."""
+        self._forget_handle(handle)
+        await self._finish_ended(persist=True)
+
+    def _forget_handle(self, handle: TaskHandle) -> None:
+        """The run of `handle` is over: no longer this runner's (nor, in memory, its local
+        state's). Recording that and the driver's forgetting it wait in `_ended` for
+        `_finish_ended`: with a zero-delay restart, until the next run has started."""
         self._handle = None
         self.local_state.task_handle = None
-        await self._persist_all()
+        self._ended = handle
+
+    async def _finish_ended(self, *, persist: bool) -> None:
+        """Persist that the last run ended (its `Terminated` and its cleared handle: one
+        store batch), unless `persist` is False because the next run's write did; then let
+        the driver forget the run. In this order: until the write, a restore re-attaches to
+        the ended run and reads its end from what the driver keeps of it."""
+        ended, self._ended = self._ended, None
+        if ended is None:
+            return
+        if persist:
+            await self._persist_all()
         try:
-            await self.driver.destroy_task(handle.task_id, force=True)
+            await self.driver.destroy_task(ended.task_id, force=True)
         except DriverError as e:
-            log.debug("destroying finished task %s: %s", handle.task_id, e)
+            log.debug("destroying finished task %s: %s", ended.task_id, e)
 
     async def _wait_driver(self, handle: TaskHandle) -> ExitResult:
         """The task's exit as the driver reports it; a driver error is an exit with an error
