@@ -413,7 +413,7 @@ class RawExecDriver:
     async def _exit_status(task: _RawTask) -> str | None:
         """The task's `$?`: from the report pipe when the shim writes it there (it does so
         as soon as it has reaped the task, before its durable write of `<state>/exit` and its
-        own exit, which cost two programs), else, once the shim is gone, from that file.
+        own exit, which costs a program), else, once the shim is gone, from that file.
         Nothing read is lost to a cancel: a line is taken synchronously once it is in."""
         if task.report is not None:
             line, task.unread = await _read_line(task.report, task.unread)

@@ -52,7 +52,7 @@ fi
 setsid /bin/sh "$taskstart" "$state" "$cgroup" "$@" >&3 2>&4 3>&- 4>&- </dev/null
 status=$?
 # With a cgroup, the agent learns the status at once from fd 5, before the durable write below
-# (two programs: milliseconds of restart latency); SIGPIPE ignored, as the agent may be gone.
+# (a program: milliseconds of restart latency); SIGPIPE ignored, as the agent may be gone.
 # A subreaper shim does not: the agent, when told, would kill that write's programs as the
 # task's leftovers. It waits for the shim's exit and reads the file instead.
 if [ -z "$reaper" ]; then
