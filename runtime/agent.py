@@ -265,14 +265,24 @@ class Agent:
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile)
         stop_api = trio.Event()
+        # Cancelled once the tasks are shut down, before the state stores close: an open
+        # event stream or log follow would otherwise hold the server's graceful shutdown
+        # (seconds) while handlers still ran against closed stores.
+        api_scope = trio.CancelScope()
+
+        async def serve(*, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+                        ) -> None:
+            with api_scope:
+                await serve_api(self, stop_api, task_status=task_status)
+
         error: Exception | None = None
         async with trio.open_nursery() as front:
             # The API first: it answers while the state loads and allocations re-attach;
             # requests that need the loaded state wait for `ready` (runtime/api.py).
             try:
-                self.address = await front.start(serve_api, self, stop_api)
+                self.address = await front.start(serve)
                 self.api_up.set()
-                await self._run_behind_api(stop_api, task_status)
+                await self._run_behind_api(stop_api, api_scope, task_status)
             except Exception as e:  # raised as itself below, not inside the API's group
                 error = e
                 front.cancel_scope.cancel()
@@ -281,7 +291,7 @@ class Agent:
         if error is not None:
             raise error
 
-    async def _run_behind_api(self, stop_api: trio.Event,
+    async def _run_behind_api(self, stop_api: trio.Event, api_scope: trio.CancelScope,
                               task_status: trio.TaskStatus[str]) -> None:
         await trio.to_thread.run_sync(_load_parts)
         from yurt.runtime.allocrunner.runner import AllocRunnerConfig
@@ -351,6 +361,7 @@ class Agent:
                                 await self.client.destroy_all()
                             else:
                                 await self.client.shutdown()
+                        api_scope.cancel()
                         nursery.cancel_scope.cancel()
                     outer.cancel_scope.cancel()
         finally:

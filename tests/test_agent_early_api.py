@@ -73,3 +73,32 @@ async def test_the_api_answers_while_the_state_still_loads(tmp_path: Path) -> No
                 loaded = (await client.get("/v1/agent/self")).json()
                 assert loaded["stats"]["client"]["state_loaded"] == "true"
             agent.stop()
+
+
+async def test_an_open_event_stream_does_not_hold_the_agents_stop(tmp_path: Path) -> None:
+    """The API is cut once the tasks are shut down, before the state stores close: an event
+    stream open at the stop must not keep the server in its graceful shutdown, which waits
+    5 s for open connections while handlers could still run against closed stores."""
+    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, dev_mode=True))
+    with trio.fail_after(30):
+        await _stop_with_a_stream_open(agent)
+
+
+async def _stop_with_a_stream_open(agent: Agent) -> None:
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(agent.run)
+        host, port = address.removeprefix("http://").rsplit(":", 1)
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(b"GET /v1/event/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = b""
+            with trio.fail_after(20):
+                while b"\r\n\r\n" not in head:
+                    head += await stream.receive_some(4096)
+            assert head.startswith(b"HTTP/1.1 200")
+            # Well under the server's 5 s grace: the stop does not wait for this stream,
+            # and the agent has ended (the nursery below is left) once the stream ends.
+            with trio.fail_after(3):
+                agent.stop()
+                while await stream.receive_some(4096):
+                    pass  # the server cut the stream
