@@ -103,3 +103,41 @@ async def test_a_restart_with_a_delay_writes_the_end_before_it_sleeps(
     # Each run's end (its cleared handle) is on disk while the restart sleeps.
     assert handles(db) == [starts[0], None, starts[1], None, starts[2], None, starts[3], None]
     assert events.RESTARTING in [value for kind, value in db.writes if kind == "state"]
+
+
+class StuckOnTheSecondHandle(MemoryStateDB):
+    """A store whose write of the second run's handle (the batch that records the first
+    run's end) never returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handles: list[str] = []
+        self.stuck = trio.Event()
+
+    async def put_task_runner_local_state(self, alloc_id: str, task: str,
+                                          state: LocalState) -> None:
+        handle = state.task_handle
+        if handle is not None and handle.task_id not in self.handles:
+            self.handles.append(handle.task_id)
+            if len(self.handles) == 2:
+                self.stuck.set()
+                await trio.sleep_forever()
+        await super().put_task_runner_local_state(alloc_id, task, state)
+
+
+async def test_a_run_whose_end_was_cut_while_recorded_is_destroyed_by_the_teardown(
+        autojump_clock: MockClock) -> None:
+    db = StuckOnTheSecondHandle()
+    async with harness() as h:
+        h.config = dataclasses.replace(h.config, state_db=db)
+        ar = h.start(job_alloc(CRASH_LOOP % "0s"))
+        with trio.fail_after(600):
+            await db.stuck.wait()
+            first = db.handles[0]
+            assert first in h.driver._tasks  # ended, not yet handed back to the driver
+            ar.destroy()
+            await ar.destroyed.wait()
+        # The teardown cancelled the write that recorded the end; the ended run is
+        # destroyed all the same, not left in the driver with nobody to destroy it.
+        assert first not in h.driver._tasks
+        h.nursery.cancel_scope.cancel()

@@ -192,19 +192,21 @@ async def destroy(ar: AllocRunner) -> None:
 
 
 async def force_destroy_tasks(ar: AllocRunner) -> list[str]:
-    """Destroy by force every task that still has a handle; the names of those whose driver
+    """Destroy by force every task that still has a handle, and every ended run its runner
+    had no time to hand back (cut while recording its end); the names of those whose driver
     failed (a task already gone counts as destroyed)."""
     failed = []
     for tr in ar.task_runners.values():
-        if tr.handle is None:
-            continue
-        try:
-            await tr.driver.destroy_task(tr.handle.task_id, force=True)
-        except TaskNotFoundError:
-            pass
-        except YurtError as e:
-            log.error("destroying task %s: %s", tr.name, e)
-            failed.append(tr.name)
+        for handle in (tr.handle, tr.ended_handle):
+            if handle is None:
+                continue
+            try:
+                await tr.driver.destroy_task(handle.task_id, force=True)
+            except TaskNotFoundError:
+                pass
+            except YurtError as e:
+                log.error("destroying task %s: %s", tr.name, e)
+                failed.append(tr.name)
     return failed
 
 

@@ -654,6 +654,11 @@ class TaskRunner:
         self._forget_handle(handle)
         await self._finish_ended(persist=True)
 
+    @property
+    def ended_handle(self) -> TaskHandle | None:
+        """A run that ended and that the driver has not been told to forget yet."""
+        return self._ended
+
     def _forget_handle(self, handle: TaskHandle) -> None:
         """The run of `handle` is over: no longer this runner's (nor, in memory, its local
         state's). Recording that and the driver's forgetting it wait in `_ended` for
@@ -667,11 +672,14 @@ class TaskRunner:
         store batch), unless `persist` is False because the next run's write did; then let
         the driver forget the run. In this order: until the write, a restore re-attaches to
         the ended run and reads its end from what the driver keeps of it."""
-        ended, self._ended = self._ended, None
+        ended = self._ended
         if ended is None:
             return
         if persist:
             await self._persist_all()
+        # Only now: a cancel during the write leaves the run for the teardown's forced
+        # destroy (`ended_handle`), rather than with nobody to destroy it.
+        self._ended = None
         try:
             await self.driver.destroy_task(ended.task_id, force=True)
         except DriverError as e:
