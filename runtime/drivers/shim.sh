@@ -66,8 +66,9 @@ exec 5>&-
 # file and rename are needed for atomicity, as nothing reads this file while the shim lives:
 # the agent reads it only once the shim has exited (its pidfd, or the shim found gone), so
 # it never sees a write half done. A power loss before the fsync leaves the status unknown,
-# as it left the rename undone before. (It was printf, sync and mv: two programs.)
-dd of="$state/exit" conv=fsync status=none 2>/dev/null <<EOF
+# as it left the rename undone before. (It was printf, sync and mv: two programs.) What dd
+# says on failure goes to shim.log, as everything the shim writes to its stderr.
+dd of="$state/exit" conv=fsync status=none <<EOF
 $status
 EOF
 # What the task wrote and no agent has read dies with the pipe when the last writer (this
