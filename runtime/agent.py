@@ -7,7 +7,7 @@
     ├─ AllocSyncer                client views → server, Nomad's batching and priorities
     ├─ AllocGarbageCollector      terminal allocations destroyed when room is needed
     ├─ burst freezer              the long-lived heap out of the collector's way (memory.py)
-    └─ HTTP API                   hypercorn's trio worker, Nomad's paths (runtime/api.py)
+    └─ HTTP API                   hypercorn's trio worker, Nomad's paths (runtime/api/)
 
 The embedded `LocalServer` keeps jobs and allocations in `<data-dir>/server/server.db`.
 
@@ -278,7 +278,7 @@ class Agent:
         error: Exception | None = None
         async with trio.open_nursery() as front:
             # The API first: it answers while the state loads and allocations re-attach;
-            # requests that need the loaded state wait for `ready` (runtime/api.py).
+            # requests that need the loaded state wait for `ready` (runtime/api/app.py).
             try:
                 self.address = await front.start(serve)
                 self.api_up.set()

@@ -1,0 +1,39 @@
+"""The HTTP API: Nomad's paths and JSON shapes, served by hypercorn's trio worker.
+
+Starlette routes requests to small handlers that call the agent's parts (server, client,
+garbage collector, event broker); every body is encoded with msgspec in Nomad's field names, so
+Nomad API clients (python-nomad, `curl` recipes) work unchanged. Errors are plain text with
+Nomad's status codes: 400 bad parameter, 403 missing/wrong token, 404 unknown job/alloc/node,
+405 wrong method (Starlette's router), 413 body too large, 500 anything else (a bug).
+
+One module per resource family, each a set of handlers `(ctx, request) -> Response`:
+
+    request.py      ApiError, json_response; body reading and its limits; query parsing
+    context.py      Context: the agent, the parse limiter, job/alloc/runner lookups
+    jobs.py         /v1/jobs, /v1/jobs/parse, /v1/job/<id>[/allocations]
+    allocations.py  /v1/allocations, /v1/allocation/<id>[/stop]
+    client.py       /v1/client/allocation/<id>/{stats,restart,signal,gc}, /v1/client/{gc,stats}
+    logs.py         /v1/client/fs/logs/<alloc> (FramedLogResponse)
+    nodes.py        /v1/nodes, /v1/node/<id>
+    agent.py        /v1/agent/self
+    events.py       /v1/event/stream, /v1/event/ws
+    app.py          the route table, the handler wrapper (errors, Nomad's headers, blocking
+                    queries), the token middleware, serve_api
+
+Streams never block the agent (events.py, logs.py); every request body is untrusted and bounded
+before it costs anything (request.py). The server listens on 127.0.0.1 by default; with a token
+configured, it is checked before any handler runs and only from the `X-Nomad-Token` header
+(app.py).
+
+The agent binds this API before it loads its runners, stores and drivers, so that a restarted
+agent answers at once: nothing here imports them at module level (the alloc runner is a type
+only; its errors and the log reader are imported inside the handlers that use them), and
+tests/test_import_weight.py holds that.
+"""
+
+from yurt.runtime.api.app import TokenMiddleware, build_app, serve_api
+from yurt.runtime.api.logs import FramedLogResponse
+from yurt.runtime.api.request import ApiError, json_response
+
+__all__ = ["ApiError", "FramedLogResponse", "TokenMiddleware", "build_app", "json_response",
+           "serve_api"]

@@ -1,0 +1,56 @@
+"""/v1/allocations and /v1/allocation/<id>: the server's allocations, as the client sees them.
+
+Every allocation answered is `Context.alloc_view`: the server's copy with the client's live
+status and task states laid over it, so a read never lags the runner. An ID may be a unique
+prefix, as with Nomad.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.request import ApiError, json_response
+from yurt.runtime.structs import Allocation
+
+
+def alloc_stub(alloc: Allocation) -> dict[str, Any]:
+    job = alloc.job
+    return {"ID": alloc.id, "EvalID": alloc.eval_id, "Name": alloc.name,
+            "Namespace": alloc.namespace, "NodeID": alloc.node_id, "NodeName": alloc.node_name,
+            "JobID": alloc.job_id, "JobType": job.type if job else "",
+            "JobVersion": job.version if job else 0, "TaskGroup": alloc.task_group,
+            "DesiredStatus": alloc.desired_status,
+            "DesiredDescription": alloc.desired_description,
+            "ClientStatus": alloc.client_status, "ClientDescription": alloc.client_description,
+            "TaskStates": alloc.task_states, "FollowupEvalID": "",
+            "PreviousAllocation": alloc.previous_allocation,
+            "NextAllocation": alloc.next_allocation,
+            "PreemptedAllocations": alloc.preempted_allocations,
+            "PreemptedByAllocation": alloc.preempted_by_allocation,
+            "CreateIndex": alloc.create_index, "ModifyIndex": alloc.modify_index,
+            "AllocModifyIndex": alloc.alloc_modify_index, "CreateTime": alloc.create_time,
+            "ModifyTime": alloc.modify_time}
+
+
+async def allocations(ctx: Context, request: Request) -> Response:
+    prefix = request.query_params.get("prefix", "")
+    allocs = sorted(ctx.agent.server.allocs.values(),
+                    key=lambda a: (a.create_index, a.name))
+    return json_response([alloc_stub(ctx.alloc_view(a.id)) for a in allocs
+                          if a.id.startswith(prefix)])
+
+
+async def allocation(ctx: Context, request: Request) -> Response:
+    return json_response(ctx.alloc_view(ctx.find_alloc_id(request.path_params["id"])))
+
+
+async def allocation_stop(ctx: Context, request: Request) -> Response:
+    alloc_id = ctx.find_alloc_id(request.path_params["id"])
+    if alloc_id not in ctx.agent.server.allocs:
+        raise ApiError(404, "alloc not found")
+    stopped = await ctx.agent.server.stop_alloc(alloc_id)
+    return json_response({"EvalID": "", "Index": stopped.modify_index})

@@ -1,0 +1,167 @@
+"""The app: the route table, the wrapper every handler runs in, the token check, the server.
+
+`_handler` gives every answer Nomad's shape around the resource modules' handlers: an
+`ApiError` becomes Nomad's plain-text answer with its status, every answer carries Nomad's
+query headers (`X-Nomad-Index` ...), a GET with `?index=N` is a blocking query, and a handler
+that needs the agent's state waits until it is loaded. 405 for a wrong method is Starlette's
+router; anything uncaught is a 500, a bug.
+
+With a token configured, `TokenMiddleware` answers 403 to every request without
+`X-Nomad-Token: <token>` before any handler runs. The header is the only place for the token: a
+`?token=` query parameter ends up in access logs, proxies and shell histories, so it is not
+looked at.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Final
+
+import hypercorn
+import hypercorn.trio
+import trio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from yurt.runtime.api import agent as agent_api
+from yurt.runtime.api import allocations, client, events, jobs, logs, nodes
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.request import ApiError, query_duration, query_int
+from yurt.runtime.stateguard import StateGuardMiddleware
+
+if TYPE_CHECKING:
+    from yurt.runtime.agent import Agent
+
+MAX_BLOCKING_WAIT: Final = 600.0
+DEFAULT_BLOCKING_WAIT: Final = 300.0
+
+
+def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
+             blocking: bool = True, needs_state: bool = True
+             ) -> Callable[[Request], Awaitable[Response]]:
+    """Errors as Nomad's plain-text answers; Nomad's query headers on every answer; and
+    Nomad's blocking queries (`?index=N&wait=5m`: answer once the state index passes N)."""
+
+    async def handle(request: Request) -> Response:
+        if needs_state and not agent.ready.is_set():
+            await agent.ready.wait()  # the API is up before the agent's state is loaded
+        try:
+            if blocking and request.method == "GET" and "index" in request.query_params:
+                index = query_int(request, "index")
+                wait = min(query_duration(request, "wait", DEFAULT_BLOCKING_WAIT),
+                           MAX_BLOCKING_WAIT)
+                with trio.move_on_after(wait):
+                    while agent.server.index <= index:
+                        await agent.server.changed.wait()
+            response = await fn(request)
+        except ApiError as e:
+            response = PlainTextResponse(str(e), status_code=e.status)
+            if e.status == 413:
+                # What is left of a body past the drain bounds (read_body) is never read:
+                # the connection must not be kept for another request.
+                response.headers["Connection"] = "close"
+        index = agent.server.index if agent.ready.is_set() else 0
+        response.headers["X-Nomad-Index"] = str(max(index, 1))
+        response.headers["X-Nomad-LastContact"] = "0"
+        response.headers["X-Nomad-KnownLeader"] = "true"
+        return response
+
+    return handle
+
+
+class TokenMiddleware:
+    """403 for every request without the configured `X-Nomad-Token` header (websockets too:
+    clients send it with the upgrade request). Never read from the query string."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and self.token:
+            headers = dict(scope.get("headers", []))
+            supplied = headers.get(b"x-nomad-token", b"")
+            if not hmac.compare_digest(supplied, self.token):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                response = PlainTextResponse("Permission denied", status_code=403)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+#: A resource module's handler: the shared context, then the request.
+Handler = Callable[[Context, Request], Awaitable[Response]]
+
+
+def build_app(agent: Agent) -> ASGIApp:
+    ctx = Context(agent)
+
+    def h(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
+        return _handler(agent, partial(fn, ctx))
+
+    def stream(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
+        # Not a blocking query: `index` means something else there.
+        return _handler(agent, partial(fn, ctx), blocking=False)
+
+    async def event_ws(websocket: WebSocket) -> None:
+        # A plain function, so that Starlette calls it with the websocket (not as an ASGI app).
+        await events.event_ws(ctx, websocket)
+
+    routes = [
+        Route("/v1/jobs", h(jobs.jobs), methods=["GET", "PUT", "POST"]),
+        Route("/v1/jobs/parse", h(jobs.parse), methods=["PUT", "POST"]),
+        Route("/v1/job/{job_id}", h(jobs.job_item), methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/v1/job/{job_id}/allocations", h(jobs.job_allocations), methods=["GET"]),
+        Route("/v1/allocations", h(allocations.allocations), methods=["GET"]),
+        Route("/v1/allocation/{id}", h(allocations.allocation), methods=["GET"]),
+        Route("/v1/allocation/{id}/stop", h(allocations.allocation_stop), methods=["PUT", "POST"]),
+        Route("/v1/client/allocation/{id}/stats", h(client.alloc_stats), methods=["GET"]),
+        Route("/v1/client/allocation/{id}/restart", h(client.alloc_restart),
+              methods=["PUT", "POST"]),
+        Route("/v1/client/allocation/{id}/signal", h(client.alloc_signal),
+              methods=["PUT", "POST"]),
+        Route("/v1/client/allocation/{id}/gc", h(client.alloc_gc), methods=["GET", "PUT"]),
+        Route("/v1/client/gc", h(client.client_gc), methods=["GET", "PUT"]),
+        Route("/v1/client/fs/logs/{alloc_id}", stream(logs.logs), methods=["GET"]),
+        Route("/v1/client/stats", h(client.client_stats), methods=["GET"]),
+        Route("/v1/nodes", h(nodes.nodes), methods=["GET"]),
+        Route("/v1/node/{id}", h(nodes.node), methods=["GET"]),
+        # The one answer that needs no loaded state: up as soon as the agent listens.
+        Route("/v1/agent/self", _handler(agent, partial(agent_api.agent_self, ctx),
+                                           needs_state=False),
+              methods=["GET"]),
+        Route("/v1/event/stream", stream(events.event_stream), methods=["GET"]),
+        WebSocketRoute("/v1/event/ws", event_ws),
+    ]
+    app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)
+    if agent.config.token:
+        app = TokenMiddleware(app, agent.config.token)
+    return app
+
+
+async def serve_api(agent: Agent, stop: trio.Event, *,
+                    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve until `stop` is set; `task_status.started` gets `http://host:port`."""
+    config = hypercorn.Config()
+    config.bind = [f"{agent.config.bind}:{agent.config.port}"]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 5
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(_serve, build_app(agent), config, stop)
+        task_status.started(binds[0])
+
+
+async def _serve(app: ASGIApp, config: hypercorn.Config, stop: trio.Event, *,
+                 task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    await hypercorn.trio.serve(app, config, shutdown_trigger=stop.wait,  # type: ignore[arg-type]
+                               task_status=task_status)

@@ -1,0 +1,92 @@
+"""/v1/jobs, /v1/jobs/parse, /v1/job/<id> and its allocations: register, read, parse, stop.
+
+Job bodies are parsed by the jobspec in a worker thread behind the context's limiter
+(request.py `parse_job_off_loop`), so a large job never stalls the event loop; a job the jobspec
+refuses is a 400 naming the field. Lists are Nomad's stubs, sorted by ID.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.allocations import alloc_stub
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.request import (
+    MAX_HCL,
+    ApiError,
+    body_json,
+    json_response,
+    parse_job_off_loop,
+    query_bool,
+)
+from yurt.runtime.structs import Job
+
+
+def job_stub(job: Job) -> dict[str, Any]:
+    return {"ID": job.id, "ParentID": "", "Name": job.name, "Namespace": job.namespace,
+            "Datacenters": job.datacenters, "Type": job.type, "Priority": job.priority,
+            "Periodic": False, "ParameterizedJob": False, "Stop": job.stop,
+            "Status": job.status, "StatusDescription": job.status_description,
+            "CreateIndex": job.create_index, "ModifyIndex": job.modify_index,
+            "JobModifyIndex": job.job_modify_index, "SubmitTime": job.submit_time}
+
+
+async def jobs(ctx: Context, request: Request) -> Response:
+    if request.method == "GET":
+        prefix = request.query_params.get("prefix", "")
+        return json_response([job_stub(j) for j in sorted(
+            ctx.agent.server.jobs.values(), key=lambda j: j.id)
+            if j.id.startswith(prefix)])
+    return await register(ctx, request, None)
+
+
+async def register(ctx: Context, request: Request, job_id: str | None) -> Response:
+    body = await body_json(request)
+    if not isinstance(body.get("Job"), dict):
+        raise ApiError(400, 'request body must be {"Job": {...}}')
+    job = await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
+                                   ctx.parse_limiter, filename="request", format="json")
+    if job_id is not None and job.id != job_id:
+        raise ApiError(400, "Job ID does not match name")
+    result = await ctx.agent.server.register_job(job)
+    warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in
+                         result.failed.items())
+    return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
+                          "JobModifyIndex": ctx.agent.server.jobs[job.id].job_modify_index,
+                          "Warnings": warnings, "Index": result.index, "LastContact": 0,
+                          "KnownLeader": True})
+
+
+async def parse(ctx: Context, request: Request) -> Response:
+    body = await body_json(request)
+    text = body.get("JobHCL")
+    if not isinstance(text, str):
+        raise ApiError(400, 'request body must be {"JobHCL": "..."}')
+    if len(text) > MAX_HCL:
+        raise ApiError(413, f"JobHCL is larger than {MAX_HCL} characters")
+    return json_response(await parse_job_off_loop(text, ctx.parse_limiter,
+                                                  filename="JobHCL"))
+
+
+async def job_item(ctx: Context, request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    if request.method == "GET":
+        return json_response(ctx.job(job_id))
+    if request.method == "DELETE":
+        ctx.job(job_id)
+        await ctx.agent.server.stop_job(job_id, purge=query_bool(request, "purge"))
+        return json_response({"EvalID": "", "EvalCreateIndex": ctx.agent.server.index,
+                              "JobModifyIndex": ctx.agent.server.index,
+                              "Index": ctx.agent.server.index})
+    return await register(ctx, request, job_id)
+
+
+async def job_allocations(ctx: Context, request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    ctx.job(job_id)
+    return json_response([alloc_stub(ctx.alloc_view(a.id))
+                          for a in ctx.agent.server.job_allocs(job_id)])
