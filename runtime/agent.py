@@ -117,6 +117,11 @@ class AgentConfig:
     node_name: str | None = None
     datacenter: str = "dc1"
     gc: GCConfig = field(default_factory=GCConfig)
+    #: Seconds an idle keep-alive connection stays open. Nomad's HTTP server sets no idle
+    #: limit of its own, and clients pool connections between polls (python-nomad polls every
+    #: 5 s, hypercorn's own default); five minutes keeps their pools alive and still closes
+    #: connections a client abandoned.
+    http_idle_timeout: float = 300.0
 
 
 @final

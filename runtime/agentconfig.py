@@ -5,6 +5,7 @@
     port = 4646
     token = "…"                      # required when bind is not loopback
     datacenter = "dc1"
+    http_idle_timeout = "5m"             # how long an idle keep-alive connection stays open
 
     [drivers]
     allow = ["raw_exec", "mock_driver"]   # only these (empty: all installed)
@@ -77,6 +78,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     token: str | None = None
     datacenter: str = "dc1"
     node_name: str | None = None
+    http_idle_timeout: str = "5m"
     drivers: _Drivers = msgspec.field(default_factory=_Drivers)
     devices: _Devices = msgspec.field(default_factory=_Devices)
     gc: _GC = msgspec.field(default_factory=_GC)
@@ -84,6 +86,16 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     def fake_devices(self) -> tuple[DeviceGroup, ...]:
         return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
                      for f in self.devices.fake)
+
+    def idle_timeout(self) -> float:
+        """`http_idle_timeout` in seconds; a duration of at least a second."""
+        try:
+            seconds = parse_duration(self.http_idle_timeout) / 1e9
+        except ValueError as e:
+            raise ValueError(f"http_idle_timeout: {e}") from None
+        if seconds < 1:
+            raise ValueError(f"http_idle_timeout is at least 1s, got {self.http_idle_timeout!r}")
+        return seconds
 
     def gc_config(self) -> GCConfig:
         return GCConfig(interval=parse_duration(self.gc.interval) / 1e9,
@@ -113,6 +125,7 @@ def load_config(path: Path) -> FileConfig:
         config = msgspec.convert(raw, FileConfig)
         config.fake_devices()
         config.gc_config()
+        config.idle_timeout()
         if "raw_exec" in config.drivers.config:
             # Only here: the driver's module is not on the path to a listening API.
             from yurt.runtime.drivers.rawexec import RawExecPluginConfig

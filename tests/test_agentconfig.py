@@ -62,3 +62,15 @@ def test_agent_refuses_a_bad_config_file(tmp_path: Path) -> None:
     out = yurt("agent", "--config", str(path))
     assert out.returncode == 2
     assert "unknown field `prot`" in out.stderr
+
+
+def test_the_http_idle_timeout_is_a_duration_of_at_least_a_second(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text("")
+    assert load_config(path).idle_timeout() == 300.0  # the default: five minutes
+    path.write_text('http_idle_timeout = "90s"\n')
+    assert load_config(path).idle_timeout() == 90.0
+    for bad in ('"500ms"', '"soon"'):
+        path.write_text(f"http_idle_timeout = {bad}\n")
+        with pytest.raises(ConfigError, match="http_idle_timeout"):
+            load_config(path)

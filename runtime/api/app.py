@@ -155,6 +155,7 @@ async def serve_api(agent: Agent, stop: trio.Event, *,
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 5
+    config.keep_alive_timeout = agent.config.http_idle_timeout
 
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(_serve, build_app(agent), config, stop)

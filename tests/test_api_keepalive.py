@@ -1,0 +1,63 @@
+"""Idle keep-alive connections (layer 2, real sockets, real clock).
+
+Clients that poll pool their connections: python-nomad polls every 5 s, which is exactly
+hypercorn's default idle limit, and its pooled connections were reset under it. The agent keeps
+an idle connection open for `http_idle_timeout` (five minutes unless configured) and closes it
+after that.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from yurt.runtime.agent import Agent, AgentConfig
+
+REQUEST = b"GET /v1/agent/self HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+async def _answer(stream: trio.SocketStream) -> bytes:
+    """One whole response to `REQUEST` (its body is sized by Content-Length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = await stream.receive_some(65536)
+        assert chunk, "the agent closed the connection"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        body += await stream.receive_some(65536)
+    return head
+
+
+async def _still_open_after(tmp_path: Path, idle_for: float, **settings: float) -> bool:
+    """Whether a connection left idle for `idle_for` seconds after one request answers a
+    second one (False: the agent closed it meanwhile)."""
+    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, dev_mode=True, **settings))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(agent.run)
+        host, port = address.removeprefix("http://").rsplit(":", 1)
+        try:
+            async with await trio.open_tcp_stream(host, int(port)) as stream:
+                await stream.send_all(REQUEST)
+                assert (await _answer(stream)).startswith(b"HTTP/1.1 200")
+                with trio.move_on_after(idle_for):
+                    assert await stream.receive_some(1) == b"", "bytes nobody asked for"
+                    return False
+                await stream.send_all(REQUEST)
+                return (await _answer(stream)).startswith(b"HTTP/1.1 200")
+        finally:
+            agent.stop()
+
+
+async def test_an_idle_connection_outlives_the_five_seconds_clients_poll_at(
+        tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        assert await _still_open_after(tmp_path, 6.0)
+
+
+async def test_an_idle_connection_closes_after_the_configured_timeout(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        assert not await _still_open_after(tmp_path, 10.0, http_idle_timeout=1.0)
