@@ -51,6 +51,32 @@ def seconds(unix_ns: int) -> float:
     return (unix_ns - EPOCH) / 1e9
 
 
+#: A service whose mock task fails after a second, restarted 3 times an hour after `delay`.
+CRASH_LOOP = '''job "j" {
+  type = "service"
+  group "g" {
+    restart {
+      attempts = 3
+      interval = "1h"
+      delay    = "%s"
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "mock_driver"
+      config {
+        run_for   = "1s"
+        exit_code = 1
+      }
+    }
+  }
+}'''
+
+
+def crash_loop_alloc(delay: str) -> Allocation:
+    """An allocation of `CRASH_LOOP` with the restart delay `delay` (e.g. "0s")."""
+    return job_alloc(CRASH_LOOP % delay)
+
+
 def job_alloc(hcl: str, alloc_id: str = "a1") -> Allocation:
     job = parse_job(hcl)
     group = job.task_groups[0]

@@ -11,6 +11,7 @@ from trio.testing import MockClock
 
 from tests.runtime_support import (
     at,
+    crash_loop_alloc,
     harness,
     job_alloc,
     seconds,
@@ -78,26 +79,8 @@ async def test_starts_in_flight_never_exceed_the_limit(autojump_clock: MockClock
         assert sum(1 for begin, end in spans if begin <= t < end) <= 7
 async def test_zero_delay_restart_happens_without_the_clock_moving(autojump_clock: MockClock
                                                                    ) -> None:
-    hcl = '''job "j" {
-  type = "service"
-  group "g" {
-    restart {
-      attempts = 3
-      interval = "1h"
-      delay    = "0s"
-      mode     = "fail"
-    }
-    task "t" {
-      driver = "mock_driver"
-      config {
-        run_for   = "1s"
-        exit_code = 1
-      }
-    }
-  }
-}'''
     async with harness() as h:
-        ar = h.start(job_alloc(hcl))
+        ar = h.start(crash_loop_alloc("0s"))
         with trio.fail_after(60):
             await ar.wait_done.wait()
     tr = ar.task_runners["t"]

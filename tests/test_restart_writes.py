@@ -10,31 +10,12 @@ import dataclasses
 import trio
 from trio.testing import MockClock
 
-from tests.runtime_support import harness, job_alloc
+from tests.runtime_support import crash_loop_alloc, harness
 from yurt.runtime.allocrunner.runner import AllocRunner
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.structs import LocalState, TaskState
 from yurt.runtime.taskrunner import events
 from yurt.store import MemoryStateDB
-
-CRASH_LOOP = '''job "j" {
-  type = "service"
-  group "g" {
-    restart {
-      attempts = 3
-      interval = "1h"
-      delay    = "%s"
-      mode     = "fail"
-    }
-    task "t" {
-      driver = "mock_driver"
-      config {
-        run_for   = "1s"
-        exit_code = 1
-      }
-    }
-  }
-}'''
 
 
 class Recording(MemoryStateDB):
@@ -59,7 +40,7 @@ async def run_to_the_end(delay: str) -> tuple[Recording, AllocRunner, MockDriver
     db = Recording()
     async with harness() as h:
         h.config = dataclasses.replace(h.config, state_db=db)
-        ar = h.start(job_alloc(CRASH_LOOP % delay))
+        ar = h.start(crash_loop_alloc(delay))
         with trio.fail_after(600):
             await ar.wait_done.wait()
         h.nursery.cancel_scope.cancel()
@@ -130,7 +111,7 @@ async def test_a_run_whose_end_was_cut_while_recorded_is_destroyed_by_the_teardo
     db = StuckOnTheSecondHandle()
     async with harness() as h:
         h.config = dataclasses.replace(h.config, state_db=db)
-        ar = h.start(job_alloc(CRASH_LOOP % "0s"))
+        ar = h.start(crash_loop_alloc("0s"))
         with trio.fail_after(600):
             await db.stuck.wait()
             first = db.handles[0]
