@@ -91,6 +91,17 @@ class Tally:
             self.lags.append(now - int(m.group(1)) / 1e9)
 
 
+def _past_head(buf: bytearray, status: bytes) -> int:
+    """Where the body starts after a response head with `status` (-1: the head is not all
+    in yet); another status raises with the head as its message."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        return -1
+    if not buf.startswith(status):
+        raise RuntimeError(bytes(buf[:end]).decode())
+    return end + 4
+
+
 class HttpReader:
     """`GET /v1/event/stream`: a chunked NDJSON body, parsed as it arrives."""
 
@@ -110,12 +121,10 @@ class HttpReader:
         buf += data
         pos = 0
         if not self.head:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
+            pos = _past_head(buf, b"HTTP/1.1 200")
+            if pos < 0:
                 return
-            if not buf.startswith(b"HTTP/1.1 200"):
-                raise RuntimeError(bytes(buf[:end]).decode())
-            self.head, pos = True, end + 4
+            self.head = True
         while pos < len(buf):
             if self.left == 0:  # a chunk-size line, or the empty line ending a chunk's data
                 nl = buf.find(b"\r\n", pos)
@@ -158,12 +167,10 @@ class WsReader:
         buf += data
         pos = 0
         if not self.head:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
+            pos = _past_head(buf, b"HTTP/1.1 101")
+            if pos < 0:
                 return
-            if not buf.startswith(b"HTTP/1.1 101"):
-                raise RuntimeError(bytes(buf[:end]).decode())
-            self.head, pos = True, end + 4
+            self.head = True
         while len(buf) - pos >= 2:
             first, size, head = buf[pos], buf[pos + 1] & 0x7F, 2
             if size == 126:

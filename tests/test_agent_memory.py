@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.agent_support import mock_job, running_agent
+from tests.agent_support import Running, mock_job, running_agent
 from yurt.runtime import agent as agent_module
 
-pytestmark = pytest.mark.usefixtures("unfrozen")
+pytestmark = pytest.mark.usefixtures("unfrozen", "small_bursts")
 
 
 @pytest.fixture
@@ -22,14 +22,23 @@ def unfrozen() -> Iterator[None]:
     gc.unfreeze()
 
 
-async def test_a_settled_burst_is_frozen_once(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def small_bursts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three new allocations make a burst, settled after 0.3 s without news."""
     monkeypatch.setattr(agent_module, "BURST_ALLOCS", 3)
     monkeypatch.setattr(agent_module, "BURST_QUIET", 0.3)
+
+
+async def restored(run: Running) -> None:
+    """Wait for the freeze after the restore, which goes on behind the API."""
+    if run.agent.freezes == 0:
+        await run.agent.frozen.wait()
+
+
+async def test_a_settled_burst_is_frozen_once(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with running_agent(tmp_path) as run:
-            if run.agent.freezes == 0:  # the restore goes on behind the API
-                await run.agent.frozen.wait()
+            await restored(run)
             assert run.agent.freezes == 1  # after the (empty) restore
             small = await run.client.post("/v1/jobs", json=mock_job("small", 2))
             assert small.status_code == 200
@@ -40,13 +49,10 @@ async def test_a_settled_burst_is_frozen_once(tmp_path: Path,
 
 
 async def test_a_wave_of_destroys_thaws_what_the_destroyed_allocations_left_frozen(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent_module, "BURST_ALLOCS", 3)
-    monkeypatch.setattr(agent_module, "BURST_QUIET", 0.3)
+        tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with running_agent(tmp_path) as run:
-            if run.agent.freezes == 0:  # the restore goes on behind the API
-                await run.agent.frozen.wait()
+            await restored(run)
             burst = await run.client.post("/v1/jobs", json=mock_job("burst", 3))
             assert burst.status_code == 200
             await run.agent.frozen.wait()

@@ -111,16 +111,17 @@ class AtOnceDriver:
             yield fp
 
 
-def at_once_config(db: MemoryStateDB, driver: AtOnceDriver) -> AllocRunnerConfig:
-    return AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
-                             unix_clock=unix_clock)
+def at_once() -> tuple[AtOnceDriver, AllocRunnerConfig]:
+    """A driver that records its at-once stops, and a runner config over it and its store."""
+    db = MemoryStateDB()
+    driver = AtOnceDriver(db)
+    return driver, AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                                     unix_clock=unix_clock)
 
 
 async def test_a_job_stop_signals_every_task_before_any_exit_is_processed(
         autojump_clock: MockClock) -> None:
-    db = MemoryStateDB()
-    driver = AtOnceDriver(db)
-    config = at_once_config(db, driver)
+    driver, config = at_once()
     async with trio.open_nursery() as nursery:
         runners = [AllocRunner(job_alloc(SERVICE, f"a{i}"), config, nursery=nursery)
                    for i in range(20)]
@@ -147,9 +148,7 @@ async def test_a_job_stop_signals_every_task_before_any_exit_is_processed(
 
 async def test_only_the_leader_is_signalled_at_once_the_others_after_it(
         autojump_clock: MockClock) -> None:
-    db = MemoryStateDB()
-    driver = AtOnceDriver(db)
-    config = at_once_config(db, driver)
+    driver, config = at_once()
     async with trio.open_nursery() as nursery:
         ar = AllocRunner(job_alloc(LEADER), config, nursery=nursery)
         driver.runners = [ar]

@@ -25,7 +25,13 @@ from yurt.hooks.base import AllocHookResources, PrestartResponse, TaskHookContex
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.errors import DriverError, StateError
-from yurt.runtime.structs import AllocNetworkStatus, LocalState, TaskEvent, TaskState
+from yurt.runtime.structs import (
+    Allocation,
+    AllocNetworkStatus,
+    LocalState,
+    TaskEvent,
+    TaskState,
+)
 from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.events import datetime_of
 from yurt.store import MemoryStateDB
@@ -521,12 +527,7 @@ class BrokenTaskState(MemoryStateDB):
         return await super().get_task_runner_state(alloc_id, task)
 
 
-async def test_a_failed_restore_leaves_no_sibling_running_unsupervised(
-        autojump_clock: MockClock) -> None:
-    """One task's state is unreadable, so the allocation cannot be restored; its sibling was
-    already re-attached meanwhile. That sibling must be stopped: nothing would supervise it,
-    and the server starting the allocation afresh would run it twice."""
-    alloc = job_alloc('''job "j" {
+TWO_TASKS = '''job "j" {
   group "g" {
     task "a" {
       driver = "mock_driver"
@@ -537,19 +538,32 @@ async def test_a_failed_restore_leaves_no_sibling_running_unsupervised(
       config { run_for = "1h" }
     }
   }
-}''')
-    db = BrokenTaskState()
-    driver = MockDriver(unix_clock)  # outlives both agents, as running tasks would
-    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
-                               unix_clock=unix_clock, rng=random.Random(1))
+}'''
+
+
+async def run_both_then_die(alloc: Allocation, config: AllocRunnerConfig) -> None:
+    """Run `alloc` (`TWO_TASKS`) until both tasks run, then die as an agent does: the tasks
+    keep running in the driver."""
     async with trio.open_nursery() as nursery:
         first = AllocRunner(alloc, config, nursery=nursery)
         nursery.start_soon(first.run)
         await until_running(first, "a")
         await until_running(first, "b")
-        running = set(driver._tasks)
-        nursery.cancel_scope.cancel()  # the agent dies; the tasks keep running
-    assert len(running) == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_failed_restore_leaves_no_sibling_running_unsupervised(
+        autojump_clock: MockClock) -> None:
+    """One task's state is unreadable, so the allocation cannot be restored; its sibling was
+    already re-attached meanwhile. That sibling must be stopped: nothing would supervise it,
+    and the server starting the allocation afresh would run it twice."""
+    alloc = job_alloc(TWO_TASKS)
+    db = BrokenTaskState()
+    driver = MockDriver(unix_clock)  # outlives both agents, as running tasks would
+    config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
+                               unix_clock=unix_clock, rng=random.Random(1))
+    await run_both_then_die(alloc, config)
+    assert len(driver._tasks) == 2
 
     db.broken = "a"
     async with trio.open_nursery() as nursery:
@@ -580,28 +594,12 @@ async def test_a_cancel_during_a_failed_restore_still_stops_the_reattached_sibli
         autojump_clock: MockClock) -> None:
     """The cleanup of a failed restore is shielded: a caller cancelled as the failure comes
     in must not leave the sibling that was re-attached running with nobody supervising it."""
-    alloc = job_alloc('''job "j" {
-  group "g" {
-    task "a" {
-      driver = "mock_driver"
-      config { run_for = "1h" }
-    }
-    task "b" {
-      driver = "mock_driver"
-      config { run_for = "1h" }
-    }
-  }
-}''')
+    alloc = job_alloc(TWO_TASKS)
     db = BrokenAndCancelling()
     driver = MockDriver(unix_clock)
     config = AllocRunnerConfig(state_db=db, drivers={"mock_driver": driver},
                                unix_clock=unix_clock, rng=random.Random(1))
-    async with trio.open_nursery() as nursery:
-        first = AllocRunner(alloc, config, nursery=nursery)
-        nursery.start_soon(first.run)
-        await until_running(first, "a")
-        await until_running(first, "b")
-        nursery.cancel_scope.cancel()  # the agent dies; the tasks keep running
+    await run_both_then_die(alloc, config)
 
     db.broken = "a"
     async with trio.open_nursery() as nursery:
