@@ -175,6 +175,15 @@ class LocalServer:
         self.index += 1
         return self.index
 
+    def take_index(self) -> int:
+        """The next index of the one counter, for a change committed outside this class."""
+        self.index += 1
+        return self.index
+
+    def observe_index(self, n: int) -> None:
+        """An index already used elsewhere (loaded from disk): never hand it out again."""
+        self.index = max(self.index, n)
+
     async def _commit(self, jobs: list[Job], allocs: list[Allocation]) -> None:
         if self.store is not None:
             await self.store.save(self.index, jobs, allocs)
