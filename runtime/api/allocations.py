@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.namespaces import in_namespace
 from yurt.runtime.api.request import ApiError, json_response
 from yurt.runtime.structs import Allocation
 
@@ -41,7 +42,7 @@ async def allocations(ctx: Context, request: Request) -> Response:
     allocs = sorted(ctx.agent.server.allocs.values(),
                     key=lambda a: (a.create_index, a.name))
     return json_response([alloc_stub(ctx.alloc_view(a.id)) for a in allocs
-                          if a.id.startswith(prefix)])
+                          if a.id.startswith(prefix) and in_namespace(request, a.namespace)])
 
 
 async def allocation(ctx: Context, request: Request) -> Response:

@@ -31,6 +31,8 @@ from starlette.websockets import WebSocket
 
 from yurt.runtime.api import agent as agent_api
 from yurt.runtime.api import allocations, client, events, jobs, logs, nodes
+from yurt.runtime.api import namespaces as namespaces_api
+from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.stateguard import StateGuardMiddleware
@@ -140,6 +142,13 @@ def build_app(agent: Agent) -> ASGIApp:
               methods=["GET"]),
         Route("/v1/event/stream", stream(events.event_stream), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", event_ws),
+        Route("/v1/namespaces", h(namespaces_api.namespaces), methods=["GET"]),
+        Route("/v1/namespace", h(namespaces_api.namespace_create), methods=["PUT", "POST"]),
+        Route("/v1/namespace/{name}", h(namespaces_api.namespace_item),
+              methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/v1/vars", h(variables_api.variables), methods=["GET"]),
+        Route("/v1/var/{path:path}", h(variables_api.variable),
+              methods=["GET", "PUT", "POST", "DELETE"]),
     ]
     app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)
     if agent.config.token:

@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from yurt.runtime.api.allocations import alloc_stub
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.namespaces import check_register, in_namespace, job_in, namespace_for_body
 from yurt.runtime.api.request import (
     MAX_HCL,
     ApiError,
@@ -40,7 +41,7 @@ async def jobs(ctx: Context, request: Request) -> Response:
         prefix = request.query_params.get("prefix", "")
         return json_response([job_stub(j) for j in sorted(
             ctx.agent.server.jobs.values(), key=lambda j: j.id)
-            if j.id.startswith(prefix)])
+            if j.id.startswith(prefix) and in_namespace(request, j.namespace)])
     return await register(ctx, request, None)
 
 
@@ -48,10 +49,12 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     body = await body_json(request)
     if not isinstance(body.get("Job"), dict):
         raise ApiError(400, 'request body must be {"Job": {...}}')
+    namespace_for_body(request, body)
     job = await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
                                    ctx.parse_limiter, filename="request", format="json")
     if job_id is not None and job.id != job_id:
         raise ApiError(400, "Job ID does not match name")
+    await check_register(ctx, job)
     result = await ctx.agent.server.register_job(job)
     warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in
                          result.failed.items())
@@ -75,9 +78,9 @@ async def parse(ctx: Context, request: Request) -> Response:
 async def job_item(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
     if request.method == "GET":
-        return json_response(ctx.job(job_id))
+        return json_response(job_in(ctx, request, job_id))
     if request.method == "DELETE":
-        ctx.job(job_id)
+        job_in(ctx, request, job_id)
         await ctx.agent.server.stop_job(job_id, purge=query_bool(request, "purge"))
         return json_response({"EvalID": "", "EvalCreateIndex": ctx.agent.server.index,
                               "JobModifyIndex": ctx.agent.server.index,
@@ -87,6 +90,6 @@ async def job_item(ctx: Context, request: Request) -> Response:
 
 async def job_allocations(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    ctx.job(job_id)
+    job_in(ctx, request, job_id)
     return json_response([alloc_stub(ctx.alloc_view(a.id))
                           for a in ctx.agent.server.job_allocs(job_id)])

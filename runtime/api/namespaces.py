@@ -1,0 +1,160 @@
+"""/v1/namespaces, /v1/namespace[/<name>]; and what scopes jobs by `?namespace=`.
+
+Namespaces and variables live in the server's object store (runtime/server/objects.py), opened
+on the first request that needs it, once per agent (`object_store`): its module, and the
+cryptography it carries, load behind the API, not before it binds (tests/test_import_weight.py).
+
+Jobs are scoped the way Nomad scopes them: `?namespace=` (default `default`, `*` for every
+namespace on lists) filters lists, and a job looked up by ID in another namespace than its own
+is not found. A job may only be registered into a namespace that exists. The server keys jobs
+by ID alone, so one ID cannot live in two namespaces at once: registering it into a second one
+is refused (Nomad would keep both).
+
+Nomad answers its namespace errors (refused deletes, invalid names) with a 500 and the error
+text; yurt keeps the text and answers 400 (404 for a namespace that does not exist), since a
+5xx here means a bug.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+import msgspec
+import trio
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.request import ApiError, body_json, json_response
+from yurt.runtime.server.namespaces import (
+    ALL_NAMESPACES,
+    DEFAULT_NAMESPACE,
+    Namespace,
+    delete_refusal,
+    go_quote,
+    validate,
+)
+from yurt.runtime.structs import Job
+
+if TYPE_CHECKING:
+    from yurt.runtime.agent import Agent
+    from yurt.runtime.server.objects import ObjectStore
+
+
+class _Opening:
+    def __init__(self) -> None:
+        self.lock = trio.Lock()
+        self.store: ObjectStore | None = None
+
+
+_stores: WeakKeyDictionary[Agent, _Opening] = WeakKeyDictionary()
+
+
+async def object_store(agent: Agent) -> ObjectStore:
+    """The agent's namespace and variable store, opened on first use."""
+    from yurt.runtime.server.objects import ObjectStore
+
+    opening = _stores.setdefault(agent, _Opening())
+    async with opening.lock:
+        if opening.store is None:
+            opening.store = await ObjectStore.open(agent.config.data_dir / "server",
+                                                   agent.server)
+        return opening.store
+
+
+def request_namespace(request: Request) -> str:
+    """`?namespace=`, Nomad's `default` when absent or empty."""
+    return request.query_params.get("namespace") or DEFAULT_NAMESPACE
+
+
+def in_namespace(request: Request, namespace: str) -> bool:
+    """Whether an object of `namespace` shows in a list for this request (`*`: all)."""
+    wanted = request_namespace(request)
+    return wanted in (ALL_NAMESPACES, namespace)
+
+
+def job_in(ctx: Context, request: Request, job_id: str) -> Job:
+    """The job `job_id` in the request's namespace; 404 when it lives in another."""
+    job = ctx.job(job_id)
+    if job.namespace != request_namespace(request):
+        raise ApiError(404, "job not found")
+    return job
+
+
+async def check_register(ctx: Context, job: Job) -> None:
+    """Refuse a job for a namespace that does not exist, or an ID another namespace holds."""
+    store = await object_store(ctx.agent)
+    if await store.namespace(job.namespace) is None:
+        raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent namespace "
+                            f"{go_quote(job.namespace)}")
+    existing = ctx.agent.server.jobs.get(job.id)
+    if existing is not None and existing.namespace != job.namespace:
+        raise ApiError(400, f"job {go_quote(job.id)} already exists in namespace "
+                            f"{go_quote(existing.namespace)}")
+
+
+def namespace_for_body(request: Request, body: dict[str, Any]) -> None:
+    """A registered job without `Namespace` takes `?namespace=`, as Nomad's agent does."""
+    job = body.get("Job")
+    if isinstance(job, dict) and not job.get("Namespace") and "namespace" in \
+            request.query_params:
+        job["Namespace"] = request_namespace(request)
+
+
+# ---------------------------------------------------------------------- handlers
+
+async def namespaces(ctx: Context, request: Request) -> Response:
+    prefix = request.query_params.get("prefix", "")
+    store = await object_store(ctx.agent)
+    return json_response([ns for ns in await store.namespaces() if ns.name.startswith(prefix)])
+
+
+async def namespace_create(ctx: Context, request: Request) -> Response:
+    return await _upsert(ctx, request, None)
+
+
+async def namespace_item(ctx: Context, request: Request) -> Response:
+    name = request.path_params["name"]
+    if not name:
+        raise ApiError(400, "Missing Namespace Name")
+    if request.method == "GET":
+        found = await (await object_store(ctx.agent)).namespace(name)
+        if found is None:
+            raise ApiError(404, "Namespace not found")
+        return json_response(found)
+    if request.method == "DELETE":
+        return await _delete(ctx, name)
+    return await _upsert(ctx, request, name)
+
+
+async def _upsert(ctx: Context, request: Request, name: str | None) -> Response:
+    body = await body_json(request)
+    try:
+        ns = msgspec.convert(body, Namespace)
+    except msgspec.ValidationError as e:
+        raise ApiError(400, str(e)) from None
+    if name is not None and ns.name != name:
+        raise ApiError(400, "Namespace name does not match request path")
+    why = validate(ns)
+    if why is not None:
+        raise ApiError(400, why)
+    await (await object_store(ctx.agent)).put_namespace(ns)
+    return Response(status_code=200)
+
+
+async def _delete(ctx: Context, name: str) -> Response:
+    if name == DEFAULT_NAMESPACE:
+        raise ApiError(400, "can not delete default namespace")
+    store = await object_store(ctx.agent)
+    if await store.namespace(name) is None:
+        raise ApiError(404, "namespace not found")
+    server = ctx.agent.server
+    live_jobs = any(j.namespace == name and j.status != "dead" for j in server.jobs.values())
+    live_allocs = any(a.namespace == name and not a.is_terminal()
+                      for a in server.allocs.values())
+    why = await store.delete_namespace(name, lambda has_vars: delete_refusal(
+        name, live_jobs=live_jobs, live_allocs=live_allocs, variables=has_vars))
+    if why is not None:
+        raise ApiError(400, why)
+    return Response(status_code=200)

@@ -1,0 +1,99 @@
+"""/v1/vars and /v1/var/<path>: Nomad Variables, items sealed at rest.
+
+Shapes and statuses are Nomad's (command/agent/variable_endpoint.go): lists are
+`VariableMetadata` (never items), sorted by namespace then path, `?namespace=*` for all; a read
+is the `Variable` with its items, 404 `variable not found`; a write answers the stored variable
+(200), a delete 204; `?cas=N` makes either a check-and-set on ModifyIndex, whose conflict is a
+409 carrying what is stored (objects.py and server/variables.py hold the rules).
+
+A write's namespace is the body's `Namespace`, else `?namespace=`, else `default`; its path is
+the URL's. Nomad answers an invalid path or item set with a 500 and the validation text; yurt
+keeps the text and answers 400, a 5xx here being a bug. One more difference: rewriting a
+variable with the items it already has answers that variable, where Nomad answers `null`.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.namespaces import object_store, request_namespace
+from yurt.runtime.api.request import ApiError, body_json, json_response
+from yurt.runtime.server.namespaces import ALL_NAMESPACES
+from yurt.runtime.server.variables import Conflict, Variable, items_error, path_error
+
+
+def _cas(request: Request) -> int | None:
+    value = request.query_params.get("cas", "")
+    if value == "":
+        return None
+    if not value.isdigit() or int(value) >= 1 << 64:  # Go's ParseUint(s, 10, 64)
+        raise ApiError(400, f"can not parse cas: strconv.ParseUint: parsing "
+                            f"{value!r}: invalid syntax")
+    return int(value)
+
+
+def _namespace(request: Request) -> str:
+    namespace = request_namespace(request)
+    if namespace == ALL_NAMESPACES:
+        raise ApiError(400, 'can not target wildcard ("*")namespace')
+    return namespace
+
+
+def _conflict(conflict: Conflict) -> Response:
+    return json_response(conflict.current, status=409)
+
+
+async def variables(ctx: Context, request: Request) -> Response:
+    namespace = request_namespace(request)
+    prefix = request.query_params.get("prefix", "")
+    store = await object_store(ctx.agent)
+    return json_response(await store.variables(
+        None if namespace == ALL_NAMESPACES else namespace, prefix))
+
+
+async def variable(ctx: Context, request: Request) -> Response:
+    path = request.path_params["path"]
+    if not path:
+        raise ApiError(400, "missing variable path")
+    if request.method == "GET":
+        found = await (await object_store(ctx.agent)).variable(_namespace(request), path)
+        if found is None:
+            raise ApiError(404, "variable not found")
+        return json_response(found)
+    if request.method == "DELETE":
+        return await _delete(ctx, request, path)
+    return await _put(ctx, request, path)
+
+
+async def _put(ctx: Context, request: Request, path: str) -> Response:
+    body = await body_json(request)
+    items = body.get("Items")
+    if not items:
+        raise ApiError(400, "variable missing required Items object")
+    if not isinstance(items, dict) or not all(isinstance(v, str) for v in items.values()):
+        raise ApiError(400, "json: cannot unmarshal Items: every item must be a string")
+    namespace = body.get("Namespace") or _namespace(request)
+    if not isinstance(namespace, str):
+        raise ApiError(400, "json: cannot unmarshal Namespace: must be a string")
+    if namespace == ALL_NAMESPACES:
+        raise ApiError(400, 'can not target wildcard ("*")namespace')
+    why = path_error(path) or items_error(items)
+    if why is not None:
+        raise ApiError(400, why)
+    cas = _cas(request)
+    stored = await (await object_store(ctx.agent)).put_variable(
+        Variable(namespace=namespace, path=path, items=items), cas)
+    if isinstance(stored, Conflict):
+        return _conflict(stored)
+    return json_response(stored)
+
+
+async def _delete(ctx: Context, request: Request, path: str) -> Response:
+    cas = _cas(request)
+    conflict = await (await object_store(ctx.agent)).delete_variable(
+        _namespace(request), path, cas)
+    if conflict is not None:
+        return _conflict(conflict)
+    return Response(status_code=204)
