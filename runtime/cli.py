@@ -23,6 +23,7 @@ import click
 import trio
 
 from yurt.runtime import __version__
+from yurt.runtime.cli_vars import register as register_var_commands
 from yurt.runtime.durations import format_duration
 from yurt.runtime.errors import (
     EXIT_FAILED,
@@ -424,3 +425,6 @@ def main() -> None:
         cli(prog_name="yurt")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+
+
+register_var_commands(cli)
