@@ -177,3 +177,62 @@ async def test_items_are_never_on_disk_in_clear_and_survive_a_restart(tmp_path: 
             assert int(got.headers["X-Nomad-Index"]) >= written["ModifyIndex"]
             later = (await again.client.put("/v1/var/other", json={"Items": {"k": "v"}})).json()
             assert later["CreateIndex"] > written["ModifyIndex"]
+
+
+async def test_a_blocking_list_wakes_when_a_variable_is_written(tmp_path: Path) -> None:
+    with trio.fail_after(20):  # far less than the query's own wait: only a wake-up passes
+        async with running_agent(tmp_path) as agent:
+            await agent.client.put("/v1/var/before", json={"Items": {"k": "v"}})
+            first = await agent.client.get("/v1/vars")
+            index = int(first.headers["X-Nomad-Index"])
+            answered: list[list[dict[str, object]]] = []
+
+            async def block() -> None:
+                got = await agent.client.get("/v1/vars", params={"index": str(index),
+                                                                 "wait": "5m"})
+                answered.append(got.json())
+
+            changed = agent.agent.server.changed
+            waiting = changed.statistics().tasks_waiting
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(block)
+                # Until the query waits on the server's change event (as the agent does).
+                while True:
+                    if changed.statistics().tasks_waiting > waiting:
+                        break
+                    await trio.sleep(0.01)
+                await agent.client.put("/v1/var/woken", json={"Items": {"k": "v"}})
+            assert [v["Path"] for v in answered[0]] == ["before", "woken"]
+
+
+async def test_python_nomad_reads_and_writes_variables(tmp_path: Path) -> None:
+    import nomad
+    from nomad.api import exceptions
+
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as agent:
+            port = int(agent.address.rsplit(":", 1)[1])
+            client = nomad.Nomad(host="127.0.0.1", port=port, timeout=10)
+
+            def drive() -> None:
+                client.variable.create_variable("example/first", {"Items": {"user": "test"}})
+                client.variable.create_variable("example/second", {"Items": {"u": "t"}},
+                                                namespace="default", cas=0)
+                assert "example/first" in client.variables
+                assert client.variable.get_variable("example/first")["Items"] == {
+                    "user": "test"}
+                assert "no_exist" not in client.variable
+                made = client.variable.create_variable("with_cas", {"Items": {"a": "b"}})
+                try:
+                    client.variable.delete_variable("with_cas", cas=made["ModifyIndex"] + 1)
+                except exceptions.VariableConflict:
+                    pass
+                else:
+                    raise AssertionError("a stale cas delete must conflict")
+                client.variable.delete_variable("with_cas", cas=made["ModifyIndex"])
+                assert len(client.variables.get_variables()) == 2
+                client.namespace.create_namespace({"Name": "api", "Description": "d"})
+                assert client.namespace.get_namespace("api")["Description"] == "d"
+                client.namespace.delete_namespace("api")
+
+            await trio.to_thread.run_sync(drive)

@@ -184,6 +184,11 @@ class LocalServer:
         """An index already used elsewhere (loaded from disk): never hand it out again."""
         self.index = max(self.index, n)
 
+    def notify_changed(self) -> None:
+        """A change committed outside this class (a variable, a namespace): wake blocking
+        queries, once it is visible."""
+        self._notify_changed()
+
     async def _commit(self, jobs: list[Job], allocs: list[Allocation]) -> None:
         if self.store is not None:
             await self.store.save(self.index, jobs, allocs)

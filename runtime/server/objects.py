@@ -9,7 +9,8 @@ Every write takes its index from the server's one counter (`IndexSource.take_ind
 variable's CreateIndex/ModifyIndex and a namespace's are on the same scale as every job and
 allocation index and `X-Nomad-Index`. The last index taken is also kept in the file: opening
 hands it back to the server (`observe_index`), so a restarted agent never reuses an index a
-variable already carries, even if no job changed since.
+variable already carries, even if no job changed since. Once a write is committed the server
+is told (`notify_changed`), which wakes blocking queries (`?index=N`) waiting past N.
 
 Each operation runs in a worker thread on a connection of its own, inside one transaction
 (`BEGIN IMMEDIATE`: a check-and-set reads and writes with no other writer between), behind a
@@ -49,6 +50,9 @@ class IndexSource(Protocol):
 
     def observe_index(self, n: int) -> None:
         """An index already used (loaded from disk): never hand it out again."""
+
+    def notify_changed(self) -> None:
+        """A change taken with `take_index` is committed: wake blocking queries."""
 
 
 @final
@@ -110,7 +114,11 @@ class ObjectStore:
                              "(key) DO UPDATE SET value = excluded.value", (index,))
                 return result
 
-            return await self._run(with_index)
+            try:
+                return await self._run(with_index)
+            finally:
+                # Also after a failed write: the index was taken, and waiters re-check.
+                self._index.notify_changed()
 
     # ------------------------------------------------------------------ namespaces
 
