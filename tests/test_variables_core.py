@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,12 @@ def test_a_damaged_keyring_is_an_error_naming_the_file_only(tmp_path: Path) -> N
     (tmp_path / keyring.KEYRING_NAME).write_text("not json")
     with pytest.raises(KeyringError, match="is not a yurt keyring"):
         keyring.load_or_create(tmp_path)
+
+
+def test_racing_first_starts_agree_on_one_key(tmp_path: Path) -> None:
+    # Each start writes its own candidate and links it in place; `link` refuses to replace,
+    # so every one of them ends up reading the same key, and no temporary file is left.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        rings = list(pool.map(lambda _: keyring.load_or_create(tmp_path), range(16)))
+    assert len({r.key_id for r in rings}) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [keyring.KEYRING_NAME]
