@@ -134,6 +134,10 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/client/stats", h(client.client_stats), methods=["GET"]),
         Route("/v1/nodes", h(nodes.nodes), methods=["GET"]),
         Route("/v1/node/{id}", h(nodes.node), methods=["GET"]),
+        Route("/v1/node/{id}/allocations", h(nodes.node_allocations), methods=["GET"]),
+        Route("/v1/node/{id}/eligibility", h(nodes.node_eligibility), methods=["PUT", "POST"]),
+        Route("/v1/node/{id}/drain", h(nodes.node_drain), methods=["PUT", "POST"]),
+        Route("/v1/node/{id}/purge", h(nodes.node_purge), methods=["PUT", "POST"]),
         # The one answer that needs no loaded state: up as soon as the agent listens.
         Route("/v1/agent/self", _handler(agent, partial(agent_api.agent_self, ctx),
                                            needs_state=False),

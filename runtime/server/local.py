@@ -33,6 +33,7 @@ import msgspec
 import trio
 
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     ALLOC_DESIRED_STOP,
@@ -308,6 +309,8 @@ class LocalServer:
     def _try_place(self, group: TaskGroup, usage: _Usage
                    ) -> tuple[dict[str, AllocatedTaskResources], str]:
         """Resources for one allocation of `group` on top of `usage`, or why it does not fit."""
+        if refusal := node_refusal(self.node):  # ineligible or draining (server/drain.py)
+            return {}, refusal
         cpu, mem = group_needs(group)
         total_cpu = self.node.node_resources.cpu.cpu_shares
         total_mem = self.node.node_resources.memory.memory_mb
