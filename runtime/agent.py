@@ -346,6 +346,9 @@ class Agent:
                     self.node_control = NodeControl(self.server, self.broker,
                                                     data / "server" / "node-state.json")
                     await self.node_control.load()
+                    from yurt.runtime.server import schedconfig
+                    self.server.scheduler_config = await schedconfig.load(
+                        data / "server" / schedconfig.FILE_NAME)
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
                                               on_acknowledged=lambda: self.gc.wake())

@@ -30,7 +30,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from yurt.runtime.api import agent as agent_api
-from yurt.runtime.api import allocations, client, events, jobs, logs, nodes
+from yurt.runtime.api import (
+    allocations,
+    client,
+    events,
+    jobs,
+    logs,
+    metrics,
+    nodes,
+    operator,
+    search,
+    status,
+)
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.stateguard import StateGuardMiddleware
@@ -143,6 +154,25 @@ def build_app(agent: Agent) -> ASGIApp:
                                            needs_state=False),
               methods=["GET"]),
         Route("/v1/event/stream", stream(events.event_stream), methods=["GET"]),
+        Route("/v1/status/leader", h(status.leader), methods=["GET"]),
+        Route("/v1/status/peers", h(status.peers), methods=["GET"]),
+        Route("/v1/regions", h(status.regions), methods=["GET"]),
+        Route("/v1/agent/members", h(agent_api.agent_members), methods=["GET"]),
+        Route("/v1/agent/servers", h(agent_api.agent_servers), methods=["GET", "PUT", "POST"]),
+        Route("/v1/agent/health", _handler(agent, partial(agent_api.agent_health, ctx),
+                                             needs_state=False), methods=["GET"]),
+        Route("/v1/operator/raft/configuration", h(operator.raft_configuration),
+              methods=["GET"]),
+        Route("/v1/operator/scheduler/configuration", h(operator.scheduler_configuration),
+              methods=["GET", "PUT", "POST"]),
+        Route("/v1/system/gc", h(operator.system_gc), methods=["PUT"]),
+        Route("/v1/system/reconcile/summaries", h(operator.reconcile_summaries),
+              methods=["PUT"]),
+        Route("/v1/scaling/policies", h(operator.scaling_policies), methods=["GET"]),
+        Route("/v1/scaling/policy/{id}", h(operator.scaling_policy), methods=["GET"]),
+        Route("/v1/search", h(search.search), methods=["PUT", "POST"]),
+        Route("/v1/search/fuzzy", h(search.fuzzy), methods=["PUT", "POST"]),
+        Route("/v1/metrics", h(metrics.metrics), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", event_ws),
     ]
     app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)

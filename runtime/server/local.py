@@ -34,6 +34,7 @@ import trio
 
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.drain import node_refusal
+from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     ALLOC_DESIRED_STOP,
@@ -163,6 +164,8 @@ class LocalServer:
         self.index = 0
         self.changed = trio.Event()
         self._lock = trio.Lock()
+        #: Its preemption switches are honoured by `_register` (server/schedconfig.py).
+        self.scheduler_config = SchedulerConfiguration()
 
     async def load(self) -> None:
         """Take back what an earlier agent's server had."""
@@ -261,7 +264,8 @@ class LocalServer:
             trial = usage.without(prev) if prev is not None else usage
             task_resources, why = self._try_place(group, trial)
             victims: list[Allocation] = []
-            if why and group.name not in hopeless:
+            if (why and group.name not in hopeless
+                    and self.scheduler_config.preemption_enabled(job.type)):
                 victims = self._preemption(job, group, trial, protected | set(evicted))
                 if victims:
                     trial = trial.without(*victims)
