@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import click
 import trio
 
-from yurt.runtime import __version__
+from yurt.runtime import __version__, cli_node
 from yurt.runtime.durations import format_duration
 from yurt.runtime.errors import (
     EXIT_FAILED,
@@ -424,3 +424,6 @@ def main() -> None:
         cli(prog_name="yurt")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+
+
+cli_node.register(cli, node)  # node eligibility/drain, system, status
