@@ -347,8 +347,7 @@ class Agent:
                                                     data / "server" / "node-state.json")
                     await self.node_control.load()
                     from yurt.runtime.server import schedconfig
-                    self.server.scheduler_config = await schedconfig.load(
-                        data / "server" / schedconfig.FILE_NAME)
+                    await schedconfig.attach(self.server, data / "server")
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
                                               on_acknowledged=lambda: self.gc.wake())

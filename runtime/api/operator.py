@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -37,7 +39,7 @@ async def raft_configuration(ctx: Context, request: Request) -> Response:
         "Leader": True, "Voter": True, "RaftProtocol": "3"}], "Index": ctx.agent.server.index})
 
 
-def _config_path(ctx: Context) -> Any:
+def _config_path(ctx: Context) -> Path:
     return ctx.agent.config.data_dir / "server" / schedconfig.FILE_NAME
 
 
@@ -93,7 +95,8 @@ async def system_gc(ctx: Context, request: Request) -> Response:
             is_client_terminal(a.client_status) for a in allocs))
         if over and all(is_client_terminal(a.client_status) or (a.client_status == "pending"
                         and a.is_desired_stopped()) for a in allocs):
-            await server.stop_job(job_id, purge=True)
+            with contextlib.suppress(KeyError):  # another collection was quicker
+                await server.stop_job(job_id, purge=True)
     return Response(status_code=200)
 
 

@@ -14,13 +14,16 @@ a check-and-set (`?cas=N`) succeeds only when N is the current `ModifyIndex`, as
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 import trio
 
 from yurt.runtime.server.nodestate import write_atomically
 from yurt.runtime.structs import Base
+
+if TYPE_CHECKING:
+    from yurt.runtime.server.local import LocalServer
 
 ALGORITHMS: Final = ("binpack", "spread")
 FILE_NAME: Final = "scheduler-config.json"
@@ -76,3 +79,11 @@ async def load(path: Path) -> SchedulerConfiguration:
 
 async def save(path: Path, config: SchedulerConfiguration) -> None:
     await trio.to_thread.run_sync(write_atomically, path, msgspec.json.encode(config))
+
+
+async def attach(server: LocalServer, directory: Path) -> None:
+    """Give `server` the configuration stored in `directory` (at agent start). Its index
+    was taken from the server's counter, which the server's own store may not have written
+    since: the counter is raised past it (LocalServer.observe_index once it has one)."""
+    server.scheduler_config = await load(directory / FILE_NAME)
+    server.index = max(server.index, server.scheduler_config.modify_index)
