@@ -125,9 +125,15 @@ async def test_eligibility_is_honoured_by_placement_and_survives_a_restart(
                              json={"Eligibility": "eligible", "NodeID": node_id})
             assert r.status_code == 200
             assert r.json()["NodeModifyIndex"] > stub["ModifyIndex"]
-            # Eligible again: registering the job again places what could not be placed.
-            assert (await c.post("/v1/jobs", json=mock_job("m"))).status_code == 200
+            # Eligible again: evaluating the node places what could not be placed.
+            evaluated = await c.post(f"/v1/node/{node_id}/evaluate")
+            assert evaluated.status_code == 200
+            assert len(evaluated.json()["EvalIDs"]) == 1
             assert len(await _job_allocs(c, "m")) == 1
+            again = (await c.put(f"/v1/node/{node_id[:5]}/evaluate")).json()
+            assert again["EvalIDs"] is None  # nothing left to place
+            assert (await c.post("/v1/node/zzzz/evaluate")).status_code == 404
+            assert (await c.get(f"/v1/node/{node_id}/evaluate")).status_code == 405
 
 
 async def _wait_running(c: httpx2.AsyncClient, job_id: str) -> None:

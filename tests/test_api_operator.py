@@ -53,11 +53,25 @@ async def test_status_regions_agent_members_servers_health_and_raft(tmp_path: Pa
             assert me["Tags"]["role"] == "nomad"
             assert me["Tags"]["region"] == "global"
             assert (await c.get("/v1/agent/servers")).json() == [leader]
-            assert (await c.put("/v1/agent/servers",
-                                params={"address": leader})).status_code == 200
+            # Nomad's client replaces its list, adding the default port where none is given.
+            r = await c.post("/v1/agent/servers",
+                             params=[("address", "10.0.0.9"), ("address", "10.1.1.1:4829")])
+            assert r.status_code == 200
+            assert (await c.get("/v1/agent/servers")).json() == ["10.0.0.9:4647",
+                                                                 "10.1.1.1:4829"]
             assert (await c.put("/v1/agent/servers")).status_code == 400
-            assert (await c.put("/v1/agent/servers",
-                                params={"address": "10.0.0.9:4647"})).status_code == 400
+            assert (await c.delete("/v1/agent/servers")).status_code == 405
+            joined = await c.put("/v1/agent/join", params={"address": "nope"})
+            assert joined.status_code == 200
+            assert joined.json()["num_joined"] == 0
+            assert joined.json()["error"]
+            assert (await c.put("/v1/agent/join")).status_code == 400
+            assert (await c.get("/v1/agent/join")).status_code == 405
+            assert (await c.post("/v1/agent/force-leave",
+                                 params={"node": "nope"})).status_code == 200
+            assert (await c.post("/v1/agent/force-leave")).status_code == 400
+            assert (await c.post("/v1/agent/force-leave",
+                                 params={"node": "n", "prune": "x"})).status_code == 400
             health = await c.get("/v1/agent/health")
             assert health.status_code == 200
             assert health.json() == {"client": {"ok": True, "message": "ok"},

@@ -14,8 +14,9 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     allocations.py  /v1/allocations, /v1/allocation/<id>[/stop]
     client.py       /v1/client/allocation/<id>/{stats,restart,signal,gc}, /v1/client/{gc,stats}
     logs.py         /v1/client/fs/logs/<alloc> (FramedLogResponse)
-    nodes.py        /v1/nodes, /v1/node/<id>[/allocations|/eligibility|/drain|/purge]
-    agent.py        /v1/agent/{self,members,servers,health}
+    nodes.py        /v1/nodes, /v1/node/<id>[/allocations|/eligibility|/drain|/purge|
+                    /evaluate]
+    agent.py        /v1/agent/{self,members,servers,join,force-leave,health}
     status.py       /v1/status/{leader,peers}, /v1/regions
     operator.py     /v1/operator/{raft,scheduler}/configuration, /v1/system/{gc,reconcile/
                     summaries}, /v1/scaling/policies

@@ -11,7 +11,8 @@ Nomad's `AgentMember` shape with Nomad's gossip port and tags) and one server, i
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+import weakref
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 from starlette.requests import Request
@@ -19,8 +20,11 @@ from starlette.responses import Response
 
 from yurt.runtime import __version__
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.request import ApiError, json_response
+from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.api.status import REGION, RPC_PORT, server_address
+
+if TYPE_CHECKING:
+    from yurt.runtime.agent import Agent
 
 #: Nomad's serf (gossip) port, the `Port` of a member.
 SERF_PORT: Final = 4648
@@ -68,20 +72,51 @@ async def agent_members(ctx: Context, request: Request) -> Response:
                           "ServerDC": ctx.agent.config.datacenter, "Members": [me]})
 
 
+#: Servers set with PUT /v1/agent/servers, per agent (answered by GET until the next PUT).
+_servers: weakref.WeakKeyDictionary[Agent, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _with_port(address: str) -> str:
+    """Nomad's client adds the default RPC port to an address without one."""
+    host, sep, port = address.rpartition(":")
+    if sep and port.isdigit() and host and not host.endswith(":"):
+        return address
+    return f"{address}:{RPC_PORT}"
+
+
 async def agent_servers(ctx: Context, request: Request) -> Response:
-    """GET: the servers the client knows, the embedded one. PUT/POST `?address=`: Nomad sets
-    the client's server list; this client has only its embedded server, so only that one is
-    accepted."""
-    own = server_address(ctx)
+    """GET: the servers the client knows. PUT/POST `?address=` (repeated): replace that list,
+    as Nomad's client does (its default port added). This client only ever talks to its
+    embedded server; the list is kept in memory and answered, nothing more."""
     if request.method == "GET":
-        return json_response([own])
+        return json_response(_servers.get(ctx.agent, [server_address(ctx)]))
     addresses = request.query_params.getlist("address")
     if not addresses:
         raise ApiError(400, "missing server address")
-    others = [a for a in addresses if a != own]
-    if others:
-        raise ApiError(400, f"this agent's client uses its embedded server {own} only, "
-                            f"not {', '.join(others)}")
+    if any(not a.strip() for a in addresses):
+        raise ApiError(400, "server address must not be empty")
+    _servers[ctx.agent] = sorted(_with_port(a.strip()) for a in addresses)
+    return Response(status_code=200)
+
+
+async def agent_join(ctx: Context, request: Request) -> Response:
+    """Nomad joins the server to other servers' gossip; the embedded server has none to
+    join, so nothing is joined and the answer says why (Nomad's `joinResult`)."""
+    if not request.query_params.getlist("address"):
+        raise ApiError(400, "missing address to join")
+    return json_response({"num_joined": 0, "error": "this agent's embedded server does not "
+                                                    "join other servers", "warning": ""})
+
+
+async def agent_force_leave(ctx: Context, request: Request) -> Response:
+    """Nomad moves a failed gossip member to `left`; there are no other members, so there
+    is nothing to move (Nomad answers 200 for an unknown member too)."""
+    if not request.query_params.get("node"):
+        raise ApiError(400, "missing node to force leave")
+    try:
+        query_bool(request, "prune")
+    except ApiError:
+        raise ApiError(400, "invalid prune value") from None
     return Response(status_code=200)
 
 

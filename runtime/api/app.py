@@ -149,6 +149,7 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/node/{id}/eligibility", h(nodes.node_eligibility), methods=["PUT", "POST"]),
         Route("/v1/node/{id}/drain", h(nodes.node_drain), methods=["PUT", "POST"]),
         Route("/v1/node/{id}/purge", h(nodes.node_purge), methods=["PUT", "POST"]),
+        Route("/v1/node/{id}/evaluate", h(nodes.node_evaluate), methods=["PUT", "POST"]),
         # The one answer that needs no loaded state: up as soon as the agent listens.
         Route("/v1/agent/self", _handler(agent, partial(agent_api.agent_self, ctx),
                                            needs_state=False),
@@ -159,6 +160,8 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/regions", h(status.regions), methods=["GET"]),
         Route("/v1/agent/members", h(agent_api.agent_members), methods=["GET"]),
         Route("/v1/agent/servers", h(agent_api.agent_servers), methods=["GET", "PUT", "POST"]),
+        Route("/v1/agent/join", h(agent_api.agent_join), methods=["PUT", "POST"]),
+        Route("/v1/agent/force-leave", h(agent_api.agent_force_leave), methods=["PUT", "POST"]),
         Route("/v1/agent/health", _handler(agent, partial(agent_api.agent_health, ctx),
                                              needs_state=False), methods=["GET"]),
         Route("/v1/operator/raft/configuration", h(operator.raft_configuration),

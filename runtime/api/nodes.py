@@ -124,3 +124,24 @@ async def node_purge(ctx: Context, request: Request) -> Response:
     index = await ctx.agent.node_control.purge()
     return json_response({"EvalIDs": None, "EvalCreateIndex": 0, "NodeModifyIndex": index,
                           "Index": index})
+
+
+async def node_evaluate(ctx: Context, request: Request) -> Response:
+    """Nomad's Node.Evaluate: evaluate again the jobs this node could take. Here: every live
+    job with an allocation never placed (its group did not fit) is registered again, which
+    places what fits now; the answer lists those evaluations."""
+    node = find_node(ctx, request.path_params["id"])
+    server = ctx.agent.server
+    eval_ids: list[str] = []
+    for job in list(server.jobs.values()):
+        if job.stop:
+            continue
+        placed = {a.name for a in server.job_allocs(job.id)}
+        if all(f"{job.id}.{g.name}[{i}]" in placed for g in job.task_groups
+               for i in range(g.count)):
+            continue
+        eval_ids.append((await server.register_job(job)).eval_id)
+    index = server.index
+    return json_response({"HeartbeatTTL": 0, "EvalIDs": eval_ids or None,
+                          "EvalCreateIndex": index if eval_ids else 0,
+                          "NodeModifyIndex": node.modify_index, "Index": index})
