@@ -103,6 +103,13 @@ async def test_eligibility_is_honoured_by_placement_and_survives_a_restart(
             node = (await c.get(f"/v1/node/{node_id}")).json()
             assert node["Events"][-1]["Message"] == "Node marked as ineligible for scheduling"
             assert node["Events"][-1]["CreateIndex"] == body["NodeModifyIndex"]
+            # Published on the event stream, as Nomad's Node topic.
+            sub = a.agent.broker.subscribe(from_index=0)
+            while True:
+                record = await sub.receive()
+                if [(e.topic, e.type) for e in record.events] == [("Node", "NodeEligibility")]:
+                    break
+            sub.close()
             # An ineligible node gets no new allocations.
             assert (await c.post("/v1/jobs", json=mock_job("m"))).status_code == 200
             assert await _job_allocs(c, "m") == []

@@ -249,6 +249,10 @@ async def test_metrics_json_and_prometheus(tmp_path: Path) -> None:
                                      "task_group": "g", "task": "t", "namespace": "default"}
             assert gauges[("nomad.client.allocs.memory.allocated", alloc_id)]["Value"] == (
                 20 * 1024 * 1024)
+            total = a.agent.node.node_resources
+            assert gauges[("nomad.client.allocated.memory", "")]["Value"] == 20
+            assert gauges[("nomad.client.unallocated.cpu", "")]["Value"] == (
+                total.cpu.cpu_shares - 50)
             text = await c.get("/v1/metrics", params={"format": "prometheus"})
             assert text.status_code == 200
             assert text.headers["content-type"].startswith("text/plain")

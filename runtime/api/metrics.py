@@ -6,7 +6,8 @@ Gauges, with Nomad's names and labels (client/client.go, client/allocrunner/task
 - `nomad.client.host.memory.{total,available,used,free}`, `nomad.client.host.cpu.{user,system,
   idle,total}` per CPU (percent of the time since the previous scrape, or since boot on the
   first), `nomad.client.host.disk.{size,used,available,used_percent,inodes_percent}` for the
-  data dir's file system, `nomad.client.uptime`;
+  data dir's file system, `nomad.client.uptime`, `nomad.client.{allocated,unallocated}.{cpu,
+  memory}` (MHz, MB: what live allocations reserve, what is left);
 - `nomad.client.allocs.memory.{rss,usage,allocated}` and `nomad.client.allocs.cpu.{total_ticks,
   total_percent,allocated}` per running task, labelled `alloc_id`, `job`, `task_group`, `task`,
   `namespace`.
@@ -151,7 +152,25 @@ def collect(ctx: Context, host: dict[str, Any], cpus: dict[str, list[int]]
                  ("nomad.client.host.disk.inodes_percent", float(disk["InodesUsedPercent"]),
                   labels)]
     head.append(("nomad.client.uptime", float(host["Uptime"]), base))
+    head += _allocated(agent, base)
     return head + gauges
+
+
+def _allocated(agent: Agent, base: Labels) -> list[tuple[str, float, Labels]]:
+    """`nomad.client.{allocated,unallocated}.{cpu,memory}`: what the server's live
+    allocations on this node reserve, and what is left of the node's capacity."""
+    cpu = memory = 0
+    for alloc in agent.server.allocs_for_node():
+        if alloc.is_terminal():
+            continue
+        for resources in alloc.task_resources.values():
+            cpu += resources.cpu_shares
+            memory += resources.memory_mb
+    total = agent.node.node_resources
+    return [("nomad.client.allocated.cpu", float(cpu), base),
+            ("nomad.client.allocated.memory", float(memory), base),
+            ("nomad.client.unallocated.cpu", float(total.cpu.cpu_shares - cpu), base),
+            ("nomad.client.unallocated.memory", float(total.memory.memory_mb - memory), base)]
 
 
 def _escape(value: str) -> str:
