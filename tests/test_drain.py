@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -210,3 +212,38 @@ async def test_drain_with_a_deadline_under_a_mock_clock(autojump_clock: MockCloc
     assert node.events[-1].details == {"deadline_reached": "true"}
     assert all(a.client_status == "complete" for a in server.allocs.values()
                if a.job_id == "web")
+
+
+# --------------------------------------------------------------------------- persistence
+
+
+async def test_node_state_is_reloaded_and_raises_the_index(tmp_path: Path) -> None:
+    path = tmp_path / "node-state.json"
+    server = LocalServer(Node(id="n"), EventBroker())
+    control = NodeControl(server, server.broker, path)
+    await control.load()
+    assert [e.message for e in server.node.events] == ["Node registered"]
+    index = await control.set_drain(90 * S, ignore_system_jobs=True, meta={"why": "kernel"})
+    assert path.stat().st_mode & 0o777 == 0o600
+    again = LocalServer(Node(id="n"), EventBroker())  # a restarted agent: index 0 in memory
+    await NodeControl(again, again.broker, path).load()
+    node = again.node
+    assert node.drain_strategy == server.node.drain_strategy
+    assert node.drain
+    assert node.scheduling_eligibility == "ineligible"
+    assert node.modify_index == index
+    assert again.index == index  # the next change takes a fresh index
+    assert [e.message for e in node.events] == ["Node registered", "Node drain strategy set"]
+    assert node.last_drain is not None
+    assert node.last_drain.meta == {"why": "kernel"}
+
+
+async def test_a_failed_write_keeps_the_change_in_memory(tmp_path: Path) -> None:
+    server = LocalServer(Node(id="n"), EventBroker())
+    control = NodeControl(server, server.broker, tmp_path / "gone" / "node-state.json")
+    await control.load()
+    index = await control.set_eligibility("ineligible")
+    assert server.node.scheduling_eligibility == "ineligible"
+    assert server.node.modify_index == index
+    with pytest.raises(ValueError, match="invalid scheduling eligibility"):
+        await control.set_eligibility("maybe")

@@ -9,7 +9,8 @@ a drain's deadline stays the wall-clock time it was set to.
 Invariants:
 - Every change takes the next server index (the node's `ModifyIndex`, the answer's
   `NodeModifyIndex`), is written, then published as a `Node` event and woken into blocking
-  queries; a node draining is always ineligible.
+  queries; a node draining is always ineligible. A write that fails (a full disk) is logged
+  and the change holds in memory: the next change writes the whole state again.
 - `run` is the drainer (Nomad's NodeDrainer on one node): it plans with the pure
   `drain.plan_drain` on every server change and at the deadline, stops allocations through the
   server's `stop_alloc`, and completes the drain. Time comes from `unix_clock` and trio's clock,
@@ -19,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import time
@@ -43,6 +45,8 @@ from yurt.runtime.structs import (
 if TYPE_CHECKING:
     from yurt.runtime.eventstream import EventBroker
     from yurt.runtime.server.local import LocalServer
+
+log = logging.getLogger("yurt.server.nodestate")
 
 #: Nomad keeps a node's last ten events (structs.MaxRetainedNodeEvents).
 MAX_EVENTS: Final = 10
@@ -119,8 +123,13 @@ class NodeControl:
                                   drain_strategy=node.drain_strategy,
                                   last_drain=node.last_drain, events=node.events,
                                   modify_index=index)
-            await trio.to_thread.run_sync(write_atomically, self._path,
-                                          msgspec.json.encode(state))
+            try:
+                await trio.to_thread.run_sync(write_atomically, self._path,
+                                              msgspec.json.encode(state))
+            except OSError as e:
+                # A full disk must not stop the agent or the drain: the change holds in
+                # memory, and the next change writes the whole state again.
+                log.warning("node state %s not written: %s", self._path, e)
         self._broker.publish("Node", event_type, node.id, {"Node": node})
         self._server._notify_changed()  # blocking queries and the drainer wake
         self._kick.set()
