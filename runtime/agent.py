@@ -41,7 +41,12 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 import trio
 
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.fingerprint import computed_class, fingerprint_node, raise_nofile_limit
+from yurt.runtime.fingerprint import (
+    advertise,
+    computed_class,
+    fingerprint_node,
+    raise_nofile_limit,
+)
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.memory import Frozen, freeze_long_lived, freezing_survivors
 from yurt.runtime.restore import RestoreProgress, reattach_all
@@ -61,6 +66,7 @@ if TYPE_CHECKING:
     from yurt.runtime.pluginmanager.drivers import DriverFactory, DriverManager, DriverTaskEvent
     from yurt.runtime.server import Server
     from yurt.runtime.server.local import LocalServer
+    from yurt.runtime.server.nodestate import NodeControl
     from yurt.runtime.sync import AllocSyncer
     from yurt.store.protocol import StateDB
     from yurt.store.sqlite import SQLiteStateDB
@@ -132,6 +138,7 @@ class Agent:
         self.started_at = time.time()
         self.node: Node
         self.server: LocalServer
+        self.node_control: NodeControl
         self.client: Client
         self.syncer: AllocSyncer
         self.gc: AllocGarbageCollector
@@ -286,6 +293,7 @@ class Agent:
             # requests that need the loaded state wait for `ready` (runtime/api/app.py).
             try:
                 self.address = await front.start(serve)
+                advertise(self.node, self.address)
                 self.api_up.set()
                 await self._run_behind_api(stop_api, api_scope, task_status)
             except Exception as e:  # raised as itself below, not inside the API's group
@@ -334,6 +342,12 @@ class Agent:
                     self.db = db
                     self.server = LocalServer(self.node, self.broker, store)
                     await self.server.load()
+                    from yurt.runtime.server.nodestate import NodeControl  # node drain
+                    self.node_control = NodeControl(self.server, self.broker,
+                                                    data / "server" / "node-state.json")
+                    await self.node_control.load()
+                    from yurt.runtime.server import schedconfig
+                    await schedconfig.attach(self.server, data / "server")
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
                                               on_acknowledged=lambda: self.gc.wake())
@@ -352,6 +366,7 @@ class Agent:
                         nursery.start_soon(self._freeze_after_bursts)
                         await nursery.start(self.syncer.run)
                         await nursery.start(self.gc.run)
+                        await nursery.start(self.node_control.run)
                         nursery.start_soon(self._watch_server, self.server)
                         self.broker.node_registered(self.node)
                         self._node_published = True

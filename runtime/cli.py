@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import click
 import trio
 
-from yurt.runtime import __version__
+from yurt.runtime import __version__, cli_node
 from yurt.runtime.cli_vars import register as register_var_commands
 from yurt.runtime.durations import format_duration
 from yurt.runtime.errors import (
@@ -428,3 +428,4 @@ def main() -> None:
 
 
 register_var_commands(cli)
+cli_node.register(cli, node)  # node eligibility/drain, system, status

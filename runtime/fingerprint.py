@@ -1,9 +1,14 @@
 """What this machine offers, as a `Node`: CPU, memory, disk and basic attributes.
 
-Read from the kernel (`/proc/cpuinfo`, `/proc/meminfo`, `statvfs`) once at agent start. CPU is
-counted in MHz like Nomad's `CpuShares` (cores × clock speed; 1,000 MHz per core when the clock
-is not reported, as in many VMs). The node ID is created once and kept in the data dir, so an
-agent restart is the same node.
+Read from the kernel (`/proc/cpuinfo`, `/proc/meminfo`, `statvfs`, `/etc/os-release`) once at
+agent start. CPU is counted in MHz like Nomad's `CpuShares` (cores × clock speed; 1,000 MHz per
+core when the clock is not reported, as in many VMs). The node ID is created once and kept in
+the data dir, so an agent restart is the same node.
+
+Attribute names and values are Nomad's fingerprinters' (client/fingerprint): `cpu.arch` in Go's
+spelling (`amd64`, `arm64`), `kernel.arch` as the kernel says it, `os.name`/`os.version` from
+os-release (`ubuntu`, `22.04`), sizes in bytes as strings, `nomad.version` the agent's version,
+so constraints and `${attr.*}` written for Nomad read the same here.
 
 File descriptors bound how many tasks one agent can supervise: each running raw_exec task
 holds about five in the agent (two FIFOs, each with a read end and a keeper write end, and a
@@ -21,9 +26,11 @@ import os
 import platform
 import resource
 import socket
+import time
 import uuid
 from pathlib import Path
 
+from yurt.runtime import __version__
 from yurt.runtime.structs import (
     Node,
     NodeCpuResources,
@@ -73,6 +80,62 @@ def _cpu_mhz() -> int:
     return int(max(speeds)) if speeds else DEFAULT_MHZ
 
 
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+#: `platform.machine()` → Go's GOARCH, which Nomad reports as `cpu.arch`.
+_GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
+           "i386": "386", "i686": "386", "armv7l": "arm", "armv6l": "arm",
+           "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
+
+
+def _os_release() -> tuple[str, str]:
+    """(`ID`, `VERSION_ID`) of /etc/os-release, as gopsutil reads them for Nomad."""
+    try:
+        info = platform.freedesktop_os_release()
+    except OSError:
+        return platform.system().lower(), ""
+    return info.get("ID", platform.system().lower()), info.get("VERSION_ID", "")
+
+
+def _ip_address() -> str:
+    """The address of the interface the default route leaves by (a UDP `connect` sends
+    nothing); loopback when there is none."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed anywhere real
+        address: str = s.getsockname()[0]
+        return address
+    return "127.0.0.1"
+
+
+def nomad_attributes(data_dir: Path, stat: os.statvfs_result, cores: int, mhz: int,
+                     memory_mb: int) -> dict[str, str]:
+    """The attributes Nomad's fingerprinters report, under Nomad's names."""
+    os_name, os_version = _os_release()
+    machine = platform.machine()
+    return {
+        "cpu.arch": _GOARCH.get(machine, machine), "cpu.numcores": str(cores),
+        "cpu.frequency": str(mhz), "cpu.totalcompute": str(cores * mhz),
+        "cpu.usablecompute": str(cores * mhz), "cpu.modelname": _cpu_model(),
+        "kernel.name": platform.system().lower(), "kernel.arch": machine,
+        "kernel.version": platform.release(), "os.name": os_name, "os.version": os_version,
+        "unique.hostname": socket.gethostname(),
+        "unique.network.ip-address": _ip_address(),
+        "memory.totalbytes": str(memory_mb * 1024 * 1024),
+        "unique.storage.volume": str(data_dir),
+        "unique.storage.bytestotal": str(stat.f_blocks * stat.f_frsize),
+        "unique.storage.bytesfree": str(stat.f_bavail * stat.f_frsize),
+        "nomad.version": __version__, "nomad.revision": "",
+    }
+
+
 def _memory_mb() -> int:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -120,17 +183,24 @@ def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str
     cores = os.cpu_count() or 1
     stat = os.statvfs(data_dir if data_dir.exists() else data_dir.parent)
     disk_mb = stat.f_bavail * stat.f_frsize // (1024 * 1024)
+    mhz, memory_mb = _cpu_mhz(), _memory_mb()
+    attributes = nomad_attributes(data_dir, stat, cores, mhz, memory_mb)
+    attributes.update({"yurt.nofile": str(nofile), "yurt.max_tasks": str(max_tasks(nofile))})
     node = Node(
         id=node_id(data_dir), name=name or socket.gethostname(), datacenter=datacenter,
-        node_class=node_class, status="ready",
-        attributes={"kernel.name": platform.system().lower(),
-                    "kernel.version": platform.release(), "cpu.numcores": str(cores),
-                    "unique.hostname": socket.gethostname(),
-                    "os.name": platform.system().lower(), "arch": platform.machine(),
-                    "yurt.nofile": str(nofile), "yurt.max_tasks": str(max_tasks(nofile))},
+        node_class=node_class, status="ready", attributes=attributes,
+        status_updated_at=int(time.time()),
         node_resources=NodeResources(
-            cpu=NodeCpuResources(cpu_shares=cores * _cpu_mhz(), total_cpu_cores=cores),
-            memory=NodeMemoryResources(memory_mb=_memory_mb()),
+            cpu=NodeCpuResources(cpu_shares=cores * mhz, total_cpu_cores=cores),
+            memory=NodeMemoryResources(memory_mb=memory_mb),
             disk=NodeDiskResources(disk_mb=disk_mb)))
     node.computed_class = computed_class(node)
     return node
+
+
+def advertise(node: Node, address: str) -> None:
+    """Record where the agent's API listens (`http://host:port`): Nomad's `HTTPAddr` and
+    `nomad.advertise.address` are `host:port`."""
+    host_port = address.split("://", 1)[-1]
+    node.http_addr = host_port
+    node.attributes["nomad.advertise.address"] = host_port

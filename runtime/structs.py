@@ -134,6 +134,7 @@ class TaskGroup(Base):
     restart_policy: RestartPolicy | None = None
     ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
     meta: dict[str, str] = field(default_factory=dict)
+    migrate: MigrateStrategy | None = None
 
 
 class Job(Base):
@@ -346,11 +347,19 @@ class Node(Base):
     drivers: dict[str, DriverInfo] = field(default_factory=dict)
     node_resources: NodeResources = field(default_factory=NodeResources)
     computed_class: str = ""
-    http_addr: str = ""
+    http_addr: str = field(default="", name="HTTPAddr")
     status: str = "initializing"
     status_description: str = ""
     create_index: int = 0
     modify_index: int = 0
+    scheduling_eligibility: str = "eligible"
+    drain: bool = False
+    drain_strategy: DrainStrategy | None = None
+    events: list[NodeEvent] = field(default_factory=list)
+    status_updated_at: int = 0
+    reserved_resources: NodeReservedResources = field(
+        default_factory=lambda: NodeReservedResources())
+    last_drain: DrainMetadata | None = None
 
 
 # --------------------------------------------------------------------------- client-local state
@@ -424,3 +433,70 @@ class PluginState(Base):
 
 class NodeRegistration(Base):
     has_registered: bool = False
+
+
+# --------------------------------------------------------------------------- node drain and
+# eligibility (issue 11 item 6: runtime/server/drain.py, runtime/api/nodes.py)
+
+NODE_ELIGIBLE: Final = "eligible"
+NODE_INELIGIBLE: Final = "ineligible"
+
+
+class MigrateStrategy(Base):
+    """A group's `migrate {}`: how many of its allocations a drain moves at once."""
+
+    max_parallel: int = 1
+    health_check: str = "checks"
+    min_healthy_time: Duration = 10 * SECOND
+    healthy_deadline: Duration = 5 * MINUTE
+
+
+class DrainStrategy(Base):
+    """Nomad's `DrainStrategy`: its `DrainSpec` (Deadline ns: < 0 force now, 0 none, > 0
+    force the rest once it passes) flattened in, as Go's embedding encodes it."""
+
+    deadline: Duration = 0
+    ignore_system_jobs: bool = False
+    force_deadline: datetime = ZERO_TIME
+    started_at: datetime = ZERO_TIME
+
+
+class NodeEvent(Base):
+    message: str = ""
+    subsystem: str = ""
+    details: dict[str, str] | None = None
+    timestamp: datetime = ZERO_TIME
+    create_index: int = 0
+
+
+class DrainMetadata(Base):
+    started_at: datetime = ZERO_TIME
+    updated_at: datetime = ZERO_TIME
+    status: str = ""
+    accessor_id: str = field(default="", name="AccessorID")
+    meta: dict[str, str] | None = None
+
+
+class NodeReservedCpuResources(Base):
+    cpu_shares: int = 0
+
+
+class NodeReservedMemoryResources(Base):
+    memory_mb: int = field(default=0, name="MemoryMB")
+
+
+class NodeReservedDiskResources(Base):
+    disk_mb: int = field(default=0, name="DiskMB")
+
+
+class NodeReservedNetworkResources(Base):
+    reserved_host_ports: str = ""
+
+
+class NodeReservedResources(Base):
+    cpu: NodeReservedCpuResources = field(default_factory=NodeReservedCpuResources,
+                                          name="Cpu")
+    memory: NodeReservedMemoryResources = field(default_factory=NodeReservedMemoryResources)
+    disk: NodeReservedDiskResources = field(default_factory=NodeReservedDiskResources)
+    networks: NodeReservedNetworkResources = field(
+        default_factory=NodeReservedNetworkResources)

@@ -14,8 +14,14 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     allocations.py  /v1/allocations, /v1/allocation/<id>[/stop]
     client.py       /v1/client/allocation/<id>/{stats,restart,signal,gc}, /v1/client/{gc,stats}
     logs.py         /v1/client/fs/logs/<alloc> (FramedLogResponse)
-    nodes.py        /v1/nodes, /v1/node/<id>
-    agent.py        /v1/agent/self
+    nodes.py        /v1/nodes, /v1/node/<id>[/allocations|/eligibility|/drain|/purge|
+                    /evaluate]
+    agent.py        /v1/agent/{self,members,servers,join,force-leave,health}
+    status.py       /v1/status/{leader,peers}, /v1/regions
+    operator.py     /v1/operator/{raft,scheduler}/configuration, /v1/system/{gc,reconcile/
+                    summaries}, /v1/scaling/policies
+    search.py       /v1/search, /v1/search/fuzzy
+    metrics.py      /v1/metrics (Nomad's JSON, or Prometheus text)
     events.py       /v1/event/stream, /v1/event/ws
     app.py          the route table, the handler wrapper (errors, Nomad's headers, blocking
                     queries), the token middleware, serve_api

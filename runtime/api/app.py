@@ -30,7 +30,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from yurt.runtime.api import agent as agent_api
-from yurt.runtime.api import allocations, client, events, jobs, logs, nodes
+from yurt.runtime.api import (
+    allocations,
+    client,
+    events,
+    jobs,
+    logs,
+    metrics,
+    nodes,
+    operator,
+    search,
+    status,
+)
 from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
@@ -136,11 +147,37 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/client/stats", h(client.client_stats), methods=["GET"]),
         Route("/v1/nodes", h(nodes.nodes), methods=["GET"]),
         Route("/v1/node/{id}", h(nodes.node), methods=["GET"]),
+        Route("/v1/node/{id}/allocations", h(nodes.node_allocations), methods=["GET"]),
+        Route("/v1/node/{id}/eligibility", h(nodes.node_eligibility), methods=["PUT", "POST"]),
+        Route("/v1/node/{id}/drain", h(nodes.node_drain), methods=["PUT", "POST"]),
+        Route("/v1/node/{id}/purge", h(nodes.node_purge), methods=["PUT", "POST"]),
+        Route("/v1/node/{id}/evaluate", h(nodes.node_evaluate), methods=["PUT", "POST"]),
         # The one answer that needs no loaded state: up as soon as the agent listens.
         Route("/v1/agent/self", _handler(agent, partial(agent_api.agent_self, ctx),
                                            needs_state=False),
               methods=["GET"]),
         Route("/v1/event/stream", stream(events.event_stream), methods=["GET"]),
+        Route("/v1/status/leader", h(status.leader), methods=["GET"]),
+        Route("/v1/status/peers", h(status.peers), methods=["GET"]),
+        Route("/v1/regions", h(status.regions), methods=["GET"]),
+        Route("/v1/agent/members", h(agent_api.agent_members), methods=["GET"]),
+        Route("/v1/agent/servers", h(agent_api.agent_servers), methods=["GET", "PUT", "POST"]),
+        Route("/v1/agent/join", h(agent_api.agent_join), methods=["PUT", "POST"]),
+        Route("/v1/agent/force-leave", h(agent_api.agent_force_leave), methods=["PUT", "POST"]),
+        Route("/v1/agent/health", _handler(agent, partial(agent_api.agent_health, ctx),
+                                             needs_state=False), methods=["GET"]),
+        Route("/v1/operator/raft/configuration", h(operator.raft_configuration),
+              methods=["GET"]),
+        Route("/v1/operator/scheduler/configuration", h(operator.scheduler_configuration),
+              methods=["GET", "PUT", "POST"]),
+        Route("/v1/system/gc", h(operator.system_gc), methods=["PUT"]),
+        Route("/v1/system/reconcile/summaries", h(operator.reconcile_summaries),
+              methods=["PUT"]),
+        Route("/v1/scaling/policies", h(operator.scaling_policies), methods=["GET"]),
+        Route("/v1/scaling/policy/{id}", h(operator.scaling_policy), methods=["GET"]),
+        Route("/v1/search", h(search.search), methods=["PUT", "POST"]),
+        Route("/v1/search/fuzzy", h(search.fuzzy), methods=["PUT", "POST"]),
+        Route("/v1/metrics", h(metrics.metrics), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", event_ws),
         Route("/v1/namespaces", h(namespaces_api.namespaces), methods=["GET"]),
         Route("/v1/namespace", h(namespaces_api.namespace_create), methods=["PUT", "POST"]),

@@ -33,6 +33,8 @@ import msgspec
 import trio
 
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.server.drain import node_refusal
+from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     ALLOC_DESIRED_STOP,
@@ -162,6 +164,8 @@ class LocalServer:
         self.index = 0
         self.changed = trio.Event()
         self._lock = trio.Lock()
+        #: Its preemption switches are honoured by `_register` (server/schedconfig.py).
+        self.scheduler_config = SchedulerConfiguration()
 
     async def load(self) -> None:
         """Take back what an earlier agent's server had."""
@@ -274,7 +278,8 @@ class LocalServer:
             trial = usage.without(prev) if prev is not None else usage
             task_resources, why = self._try_place(group, trial)
             victims: list[Allocation] = []
-            if why and group.name not in hopeless:
+            if (why and group.name not in hopeless
+                    and self.scheduler_config.preemption_enabled(job.type)):
                 victims = self._preemption(job, group, trial, protected | set(evicted))
                 if victims:
                     trial = trial.without(*victims)
@@ -322,6 +327,8 @@ class LocalServer:
     def _try_place(self, group: TaskGroup, usage: _Usage
                    ) -> tuple[dict[str, AllocatedTaskResources], str]:
         """Resources for one allocation of `group` on top of `usage`, or why it does not fit."""
+        if refusal := node_refusal(self.node):  # ineligible or draining (server/drain.py)
+            return {}, refusal
         cpu, mem = group_needs(group)
         total_cpu = self.node.node_resources.cpu.cpu_shares
         total_mem = self.node.node_resources.memory.memory_mb

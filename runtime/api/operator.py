@@ -1,0 +1,112 @@
+"""/v1/operator/raft/configuration, /v1/operator/scheduler/configuration, /v1/system/gc,
+/v1/system/reconcile/summaries and /v1/scaling/policies: operator endpoints, in Nomad's shapes.
+
+- Raft: one voter, this agent, the leader (the embedded server has no peers).
+- Scheduler configuration: GET answers `{SchedulerConfig, Index, …}`; PUT/POST takes Nomad's
+  `SchedulerConfiguration` body, where an absent field is Go's zero value (so an absent
+  preemption switch is off, as with Nomad), `?cas=N` applies it only if N is the current
+  `ModifyIndex`, and answers `{Updated, Index}`. Stored (runtime/server/schedconfig.py) before
+  it is answered, and read by placement from `LocalServer.scheduler_config`.
+- System GC (PUT only, as Nomad): jobs that are over (stopped, or batch jobs whose allocations
+  all finished) and whose allocations are all client-terminal are purged with their
+  allocations. Reconcile summaries (PUT only): summaries are computed from the allocations
+  when read, so there is nothing to reconcile; 200, as Nomad.
+- Scaling policies: none exist until jobs can carry `scaling` blocks (the jobspec refuses them
+  today), so the list is empty and every policy ID is a 404.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.request import ApiError, body_json, json_response
+from yurt.runtime.api.status import server_address
+from yurt.runtime.server import schedconfig
+from yurt.runtime.structs import is_client_terminal
+
+
+async def raft_configuration(ctx: Context, request: Request) -> Response:
+    address = server_address(ctx)
+    return json_response({"Servers": [{
+        "ID": ctx.agent.node.id, "Node": f"{ctx.agent.node.name}.global", "Address": address,
+        "Leader": True, "Voter": True, "RaftProtocol": "3"}], "Index": ctx.agent.server.index})
+
+
+def _config_path(ctx: Context) -> Path:
+    return ctx.agent.config.data_dir / "server" / schedconfig.FILE_NAME
+
+
+async def scheduler_configuration(ctx: Context, request: Request) -> Response:
+    server = ctx.agent.server
+    if request.method == "GET":
+        return json_response({"SchedulerConfig": server.scheduler_config,
+                              "Index": server.scheduler_config.modify_index,
+                              "LastContact": 0, "KnownLeader": True, "NextToken": ""})
+    cas: int | None = None
+    if "cas" in request.query_params:
+        raw = request.query_params["cas"]
+        if not raw.isdigit():  # Go's ParseUint: digits only
+            raise ApiError(400, f"Error parsing cas value: invalid syntax: {raw!r}")
+        cas = int(raw)
+    body = await body_json(request)
+    zero: dict[str, Any] = {  # Go's zero values for what the body leaves out
+        "SchedulerAlgorithm": "", "MemoryOversubscriptionEnabled": False,
+        "RejectJobRegistration": False, "PauseEvalBroker": False}
+    preemption = body.get("PreemptionConfig") or {}
+    if not isinstance(preemption, dict):
+        raise ApiError(400, "Error parsing scheduler config: PreemptionConfig must be an "
+                            "object")
+    fields = {**zero, **{k: v for k, v in body.items() if k in zero and v is not None},
+              "PreemptionConfig": {
+                  "SystemSchedulerEnabled": False, "SysBatchSchedulerEnabled": False,
+                  "BatchSchedulerEnabled": False, "ServiceSchedulerEnabled": False,
+                  **{k: v for k, v in preemption.items() if v is not None}}}
+    try:
+        config = msgspec.convert(fields, schedconfig.SchedulerConfiguration)
+    except msgspec.ValidationError as e:
+        raise ApiError(400, f"Error parsing scheduler config: {e}") from None
+    config.scheduler_algorithm = config.scheduler_algorithm or "binpack"
+    if why := schedconfig.validate(config):
+        raise ApiError(400, why)
+    current = server.scheduler_config
+    if cas is not None and cas != current.modify_index:
+        return json_response({"Updated": False, "Index": server.index})
+    index = server._next_index()  # the server's one counter (take_index() once it has one)
+    config.create_index = current.create_index or index
+    config.modify_index = index
+    await schedconfig.save(_config_path(ctx), config)
+    server.scheduler_config = config
+    server._notify_changed()
+    return json_response({"Updated": True, "Index": index})
+
+
+async def system_gc(ctx: Context, request: Request) -> Response:
+    server = ctx.agent.server
+    for job_id, job in list(server.jobs.items()):
+        allocs = server.job_allocs(job_id)
+        over = job.stop or (job.type == "batch" and bool(allocs) and all(
+            is_client_terminal(a.client_status) for a in allocs))
+        if over and all(is_client_terminal(a.client_status) or (a.client_status == "pending"
+                        and a.is_desired_stopped()) for a in allocs):
+            with contextlib.suppress(KeyError):  # another collection was quicker
+                await server.stop_job(job_id, purge=True)
+    return Response(status_code=200)
+
+
+async def reconcile_summaries(ctx: Context, request: Request) -> Response:
+    return Response(status_code=200)
+
+
+async def scaling_policies(ctx: Context, request: Request) -> Response:
+    return json_response([])
+
+
+async def scaling_policy(ctx: Context, request: Request) -> Response:
+    raise ApiError(404, "policy not found")

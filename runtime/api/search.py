@@ -1,0 +1,182 @@
+"""/v1/search (prefix) and /v1/search/fuzzy: Nomad's search over jobs, evaluations,
+allocations, nodes and namespaces.
+
+Prefix search (`{Prefix, Context}`) answers `{Matches: {context: [ID…]}, Truncations: {context:
+bool}}` with at most 20 IDs per context (Nomad's truncateLimit), a truncation flag when there
+were more. `Context` is one context or `all`, which answers every context Nomad's open-source
+server answers (empty ones as empty lists).
+
+Fuzzy search (`{Text, Context}`) matches names case-insensitively anywhere in them, as Nomad's
+server does: jobs by name, and their groups, tasks and raw_exec commands, with `Scope` the IDs
+of their parents (`[namespace, job, group]`); allocations by name, nodes by name, namespaces;
+evaluations by ID prefix. Nomad's defaults bound it: 20 objects examined per context
+(`limit_query`), 100 matches answered (`limit_results`), text of at least 2 characters;
+matches sorted by where the text occurs, then by length, then by name.
+
+Jobs, allocations and evaluations are those of `?namespace=` (default `default`, `*` all).
+Evaluations are read from the server's `evals` when it keeps them (the evaluations work adds
+them); until then there are none to find.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
+
+TRUNCATE_LIMIT: Final = 20
+FUZZY_LIMIT_QUERY: Final = 20
+FUZZY_LIMIT_RESULTS: Final = 100
+FUZZY_MIN_TERM: Final = 2
+
+#: What `all` covers in Nomad's open-source prefix search.
+PREFIX_CONTEXTS: Final = ("allocs", "deployment", "evals", "jobs", "nodes", "node_pools",
+                          "namespaces", "plugins", "scaling_policy", "vars", "volumes",
+                          "host_volumes")
+FUZZY_CONTEXTS: Final = ("allocs", "jobs", "groups", "tasks", "commands", "images", "classes",
+                         "services", "nodes", "node_pools", "namespaces", "plugins", "vars",
+                         "evals", "deployment", "scaling_policy", "volumes", "host_volumes")
+
+
+def _namespace_filter(request: Request) -> Any:
+    namespace = request.query_params.get("namespace", "default") or "default"
+    return lambda ns: namespace == "*" or ns == namespace
+
+
+def _evals(ctx: Context) -> list[Any]:
+    evals = getattr(ctx.agent.server, "evals", None)  # the server keeps them once it can
+    return list(evals.values()) if isinstance(evals, dict) else []
+
+
+def _ids(ctx: Context, context: str, request: Request) -> Iterator[str]:
+    """IDs of `context`, sorted as Nomad's indexes are (by ID)."""
+    in_ns = _namespace_filter(request)
+    server = ctx.agent.server
+    if context == "jobs":
+        yield from sorted(j.id for j in server.jobs.values() if in_ns(j.namespace))
+    elif context == "allocs":
+        yield from sorted(a.id for a in server.allocs.values() if in_ns(a.namespace))
+    elif context == "evals":
+        yield from sorted(str(e.id) for e in _evals(ctx)
+                          if in_ns(getattr(e, "namespace", "default")))
+    elif context == "nodes":
+        yield ctx.agent.node.id
+    elif context == "node_pools":
+        yield from sorted({"all", "default", ctx.agent.node.node_pool})
+    elif context == "namespaces":
+        yield "default"
+
+
+def _first(ids: Iterable[str], limit: int) -> tuple[list[str], bool]:
+    out: list[str] = []
+    for item in ids:
+        if len(out) == limit:
+            return out, True
+        out.append(item)
+    return out, False
+
+
+def _contexts(context: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    if context == "all":
+        return known
+    if context not in known:
+        raise ApiError(400, f"context must be one of {', '.join(known)} or all; got "
+                            f"{context!r}")
+    return (context,)
+
+
+async def search(ctx: Context, request: Request) -> Response:
+    body = await body_json(request)
+    prefix = body_field(body, "Prefix", str, "")
+    context = body_field(body, "Context", str, "")
+    if not context:
+        raise ApiError(400, "missing Context: one of " + ", ".join(PREFIX_CONTEXTS)
+                            + " or all")
+    matches: dict[str, list[str]] = {}
+    truncations: dict[str, bool] = {}
+    for c in _contexts(context, PREFIX_CONTEXTS):
+        matches[c], truncations[c] = _first(
+            (i for i in _ids(ctx, c, request) if i.startswith(prefix)), TRUNCATE_LIMIT)
+    return json_response({"Matches": matches, "Truncations": truncations,
+                          "Index": ctx.agent.server.index, "LastContact": 0,
+                          "KnownLeader": True, "NextToken": ""})
+
+
+def _fuzzy_candidates(ctx: Context, context: str, request: Request
+                      ) -> Iterator[tuple[str, str, list[str]]]:
+    """(context, searchable name, scope) of each object examined for `context`."""
+    in_ns = _namespace_filter(request)
+    server = ctx.agent.server
+    if context == "jobs":  # a job yields its groups, tasks and commands too
+        for job in sorted((j for j in server.jobs.values() if in_ns(j.namespace)),
+                          key=lambda j: j.id):
+            yield "jobs", job.name or job.id, [job.namespace, job.id]
+            for group in job.task_groups:
+                yield "groups", group.name, [job.namespace, job.id]
+                for task in group.tasks:
+                    yield "tasks", task.name, [job.namespace, job.id, group.name]
+                    command = task.config.get("command")
+                    if task.driver in ("exec", "raw_exec") and isinstance(command, str):
+                        yield "commands", command, [job.namespace, job.id, group.name,
+                                                    task.name]
+    elif context == "allocs":
+        for alloc in sorted((a for a in server.allocs.values() if in_ns(a.namespace)),
+                            key=lambda a: a.id):
+            yield "allocs", alloc.name, [alloc.namespace, alloc.id]
+    elif context == "nodes":
+        node = ctx.agent.node
+        yield "nodes", node.name, [node.id]
+    elif context == "node_pools":
+        for pool in sorted({"all", "default", ctx.agent.node.node_pool}):
+            yield "node_pools", pool, [pool]
+    elif context == "namespaces":
+        yield "namespaces", "default", []
+
+
+async def fuzzy(ctx: Context, request: Request) -> Response:
+    body = await body_json(request)
+    text = body_field(body, "Text", str, "")
+    context = body_field(body, "Context", str, "") or "all"
+    if len(text.encode()) < FUZZY_MIN_TERM:
+        raise ApiError(400, f"fuzzy search query must be at least {FUZZY_MIN_TERM} "
+                            f"characters, got {len(text.encode())}")
+    lowered = text.lower()
+    wanted = set(_contexts(context, FUZZY_CONTEXTS))
+    # Nomad iterates jobs for jobs/groups/tasks/commands alike.
+    roots = ["jobs"] if wanted & {"jobs", "groups", "tasks", "commands"} else []
+    roots += [c for c in ("allocs", "nodes", "node_pools", "namespaces") if c in wanted]
+    found: dict[str, list[tuple[int, str, list[str]]]] = {}
+    truncations: dict[str, bool] = {}
+    for root in roots:
+        examined = 0
+        for c, name, scope in _fuzzy_candidates(ctx, root, request):
+            if c == root:
+                examined += 1
+                if examined > FUZZY_LIMIT_QUERY:
+                    truncations[root] = True
+                    break
+            where = name.lower().find(lowered)
+            if where < 0 or c not in wanted:
+                continue
+            if len(found.setdefault(c, [])) >= FUZZY_LIMIT_RESULTS:
+                truncations[c] = True
+                continue
+            found[c].append((where, name, scope))
+    if "evals" in wanted:  # UUIDs: by prefix, as Nomad
+        ids, cut = _first((i for i in _ids(ctx, "evals", request) if i.startswith(text)),
+                          FUZZY_LIMIT_RESULTS)
+        if ids:
+            found["evals"] = [(0, i, []) for i in ids]
+        if cut:
+            truncations["evals"] = True
+    matches = {c: [{"ID": name, "Scope": scope} if scope else {"ID": name}
+                   for _, name, scope in sorted(ms, key=lambda m: (m[0], len(m[1]), m[1]))]
+               for c, ms in found.items()}
+    return json_response({"Matches": matches, "Truncations": truncations,
+                          "Index": ctx.agent.server.index, "LastContact": 0,
+                          "KnownLeader": True, "NextToken": ""})
