@@ -165,3 +165,22 @@ async def test_dispatch_errors(tmp_path: Path) -> None:
             await c.delete("/v1/job/req")
             assert await dispatch("req", {"Payload": p64, "Meta": {"a": "1", "b": "2"}}) == (
                 400, 'Specified job "req" is stopped')
+
+
+async def test_the_agent_launches_periodic_children_on_schedule(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            # Every second (Nomad's 7-field form), never two children at once.
+            r = await a.client.put("/v1/jobs", json=template(
+                "tick", "sleep 1", Periodic={"Spec": "* * * * * * *", "ProhibitOverlap": True}))
+            assert r.status_code == 200, r.text
+            server = a.agent.server
+            while len([j for j in server.jobs.values() if j.parent_id == "tick"]) < 2:
+                await server.changed.wait()
+            first, second = sorted(j.id for j in server.jobs.values() if j.parent_id == "tick")
+            assert first.startswith("tick/periodic-")
+            assert second.startswith("tick/periodic-")
+            # The second launched only once the first was done.
+            done = [x.modify_time for x in server.job_allocs(first) if x.is_terminal()]
+            assert done
+            assert max(done) <= server.jobs[second].submit_time
