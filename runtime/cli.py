@@ -424,3 +424,6 @@ def main() -> None:
         cli(prog_name="yurt")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+
+
+from yurt.runtime.cli_dispatch import register as _reg_dispatch; _reg_dispatch(job)  # noqa: E402, E702, I001
