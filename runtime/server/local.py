@@ -221,7 +221,10 @@ class LocalServer:
         live = [a for a in self.job_allocs(job.id) if not a.is_terminal()]
         wanted = {f"{job.id}.{g.name}[{i}]": g for g in job.task_groups for i in range(g.count)}
         same_spec = existing is not None and not existing.stop and _spec(existing) == _spec(job)
-        if same_spec and set(wanted) <= {a.name for a in live}:
+        # batch/sysbatch: an allocation of this spec that completed is done, not re-run (Nomad)
+        done = {a.name for a in self.job_allocs(job.id) if same_spec and a.client_status ==
+                "complete" and not a.is_desired_stopped() and job.type in ("batch", "sysbatch")}
+        if same_spec and set(wanted) <= {a.name for a in live} | done:
             await trio.lowlevel.checkpoint()
             return Registration(eval_id=str(uuid.uuid4()), index=self.index, unchanged=True)
         index = self._next_index()
@@ -257,7 +260,7 @@ class LocalServer:
         for n, (name, group) in enumerate(wanted.items()):
             if n % 100 == 99:
                 await trio.lowlevel.checkpoint()  # a big job must not freeze the agent
-            if name in kept_names:
+            if name in kept_names or name in done:
                 continue
             prev = previous.get(name)
             trial = usage.without(prev) if prev is not None else usage
