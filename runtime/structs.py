@@ -161,6 +161,7 @@ class Job(Base):
     parent_id: str = field(default="", name="ParentID")
     dispatched: bool = False
     payload: bytes | None = None
+    dispatch_idempotency_token: str = ""
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)

@@ -120,6 +120,17 @@ async def test_dispatch_writes_payload_to_local_and_merges_meta(tmp_path: Path) 
             written = tmp_path / "alloc" / alloc["ID"] / "t" / "local" / "in" / "data.txt"
             assert written.read_bytes() == b"hello"
 
+            # A retried dispatch with the same idempotency token is the same child.
+            retry = {"Payload": base64.b64encode(b"hello").decode(), "Meta": {"who": "me"},
+                     "IdempotencyToken": "once"}
+            first = (await c.post("/v1/job/render/dispatch", json=retry)).json()
+            second = (await c.post("/v1/job/render/dispatch", json=retry)).json()
+            assert first["DispatchedJobID"] == second["DispatchedJobID"] != child_id
+            assert second["JobCreateIndex"] == first["JobCreateIndex"]
+            assert second["EvalID"] == ""
+            children = [j for j in a.agent.server.jobs.values() if j.parent_id == "render"]
+            assert len(children) == 2
+
 
 async def test_dispatch_errors(tmp_path: Path) -> None:
     with trio.fail_after(30):

@@ -4,7 +4,8 @@
 prohibit_overlap (Nomad's `Periodic.Force`): `{EvalID, EvalCreateIndex, Index}`. `dispatch`
 runs a parameterized job with a payload (base64 in JSON) and meta (Nomad's `Job.Dispatch`):
 `{DispatchedJobID, EvalID, EvalCreateIndex, JobCreateIndex, Index}`; a dispatched child that is
-itself periodic gets no evaluation (empty `EvalID`), as in Nomad.
+itself periodic gets no evaluation (empty `EvalID`), as in Nomad, and a request repeating an
+`IdempotencyToken` answers the child that token already made.
 
 Status codes: an unknown job is 404; a request Nomad refuses is 400 with Nomad's message
 (Nomad answers these RPC errors with a 500; a client error is not a server fault here, and no
@@ -57,6 +58,7 @@ async def dispatch(ctx: Context, request: Request) -> Response:
     if not all(isinstance(v, str) for v in meta.values()):
         raise ApiError(400, '"Meta" must be an object of strings')
     priority = body_field(body, "Priority", int, 0)
+    token = body_field(body, "IdempotencyToken", str, "")
     server = ctx.agent.server
     parent = server.jobs.get(job_id)
     if parent is None:
@@ -65,7 +67,15 @@ async def dispatch(ctx: Context, request: Request) -> Response:
         check_dispatch(parent, payload, meta, priority or parent.priority)
     except DispatchError as e:
         raise ApiError(400, str(e)) from None
+    if token:
+        # A retried request: the child this token made, while it is not purged (Nomad).
+        for job in server.jobs.values():
+            if job.parent_id == parent.id and job.dispatch_idempotency_token == token:
+                return json_response({"DispatchedJobID": job.id, "EvalID": "",
+                                      "EvalCreateIndex": 0, "JobCreateIndex": job.create_index,
+                                      "Index": job.modify_index})
     child = dispatched_child(parent, payload, meta, priority or parent.priority, time.time())
+    child.dispatch_idempotency_token = token
     result = await server.register_job(child)
     created = server.jobs[child.id].create_index
     periodic = child.periodic is not None

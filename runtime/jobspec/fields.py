@@ -99,8 +99,7 @@ UNSUPPORTED: Final = frozenset({
     "NUMA", "Networks", "NodePool", "Reschedule",
     "ReschedulePolicy", "Scaling", "ScalingPolicies", "Services", "Spreads",
     "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
-    "VaultToken", "VolumeMounts", "Volumes", "DispatchIdempotencyToken",
-    "NomadTokenID", "Stable", "UI", "VersionTag",
+    "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "UI", "VersionTag",
 })
 
 
