@@ -195,3 +195,21 @@ async def test_the_agent_launches_periodic_children_on_schedule(tmp_path: Path) 
             done = [x.modify_time for x in server.job_allocs(first) if x.is_terminal()]
             assert done
             assert max(done) <= server.jobs[second].submit_time
+
+
+async def test_periodic_parent_and_children_survive_an_agent_restart(tmp_path: Path) -> None:
+    with trio.fail_after(40):
+        async with running_agent(tmp_path) as a:
+            await a.client.put("/v1/jobs", json=template(
+                "yearly", "true", Periodic={"Spec": "@yearly"}))
+            assert (await a.client.put("/v1/job/yearly/periodic/force")).status_code == 200
+            before = sorted(j.id for j in a.agent.server.jobs.values())
+        async with running_agent(tmp_path) as a:
+            # The dispatcher's first look is over once the agent is up: nothing new.
+            after = a.agent.server.jobs
+            assert sorted(after) == before
+            assert after["yearly"].periodic is not None
+            assert after["yearly"].status == "running"
+            (child,) = [j for j in after.values() if j.parent_id == "yearly"]
+            assert child.id.startswith("yearly/periodic-")
+            assert a.agent.server.job_allocs("yearly") == []

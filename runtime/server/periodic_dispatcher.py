@@ -79,10 +79,13 @@ class PeriodicDispatcher:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
-        task_status.started()
+        started = False
         while True:
             changed = self.server.changed  # taken first: a change during tick wakes us
             wake = await self.tick()
+            if not started:  # launches due at start-up (missed while down) are made first
+                task_status.started()
+                started = True
             delay = self.max_sleep if wake is None else wake - self.now()
             with trio.move_on_after(min(max(delay, 0.0), self.max_sleep)):
                 await changed.wait()
