@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -34,27 +35,44 @@ if TYPE_CHECKING:
 MAX_SLEEP: Final = 60.0
 
 
-def children(server: LocalServer, parent_id: str) -> list[Job]:
-    return [j for j in server.jobs.values() if j.parent_id == parent_id]
+@dataclass
+class _View:
+    """One pass over the server's state per tick: children by parent, and which jobs have
+    allocations, live ones or any (so a tick is linear in jobs and allocations)."""
 
+    children: dict[str, list[Job]]
+    with_allocs: set[str]
+    with_live_allocs: set[str]
 
-def child_running(server: LocalServer, child: Job) -> bool:
-    """Nomad's "running child" for prohibit_overlap: not stopped, not dead, and either not
-    placed yet (pending) or with an allocation that is not terminal."""
-    if child.stop or child.status == "dead":
-        return False
-    allocs = server.job_allocs(child.id)
-    return not allocs or any(not a.is_terminal() for a in allocs)
+    @classmethod
+    def of(cls, server: LocalServer) -> _View:
+        children: dict[str, list[Job]] = {}
+        for job in server.jobs.values():
+            if job.parent_id:
+                children.setdefault(job.parent_id, []).append(job)
+        with_allocs: set[str] = set()
+        live: set[str] = set()
+        for alloc in server.allocs.values():
+            with_allocs.add(alloc.job_id)
+            if not alloc.is_terminal():
+                live.add(alloc.job_id)
+        return cls(children, with_allocs, live)
 
+    def child_running(self, child: Job) -> bool:
+        """Nomad's "running child" for prohibit_overlap: not stopped, not dead, and either
+        not placed yet (pending) or with an allocation that is not terminal."""
+        if child.stop or child.status == "dead":
+            return False
+        return child.id not in self.with_allocs or child.id in self.with_live_allocs
 
-def last_launch(server: LocalServer, parent: Job) -> datetime:
-    """The latest of the parent's registration and its children's launch times."""
-    last = datetime.fromtimestamp(parent.submit_time / 1e9, UTC)
-    for child in children(server, parent.id):
-        launched = launch_of_child(parent.id, child.id)
-        if launched is not None and launched > last:
-            last = launched
-    return last
+    def last_launch(self, parent: Job) -> datetime:
+        """The latest of the parent's registration and its children's launch times."""
+        last = datetime.fromtimestamp(parent.submit_time / 1e9, UTC)
+        for child in self.children.get(parent.id, []):
+            launched = launch_of_child(parent.id, child.id)
+            if launched is not None and launched > last:
+                last = launched
+        return last
 
 
 async def launch(server: LocalServer, parent: Job, at: datetime) -> Registration:
@@ -94,13 +112,14 @@ class PeriodicDispatcher:
         """Launch what is due now; the unix time of the next launch, None if none."""
         now = datetime.fromtimestamp(self.now(), UTC)
         wakes: list[datetime] = []
-        for parent in list(self.server.jobs.values()):
-            if not is_periodic_active(parent) or parent.periodic is None:
+        parents = [j for j in self.server.jobs.values() if is_periodic_active(j)]
+        view = _View.of(self.server) if parents else None
+        for parent in parents:
+            if view is None or parent.periodic is None:
                 continue
-            last = max(last_launch(self.server, parent),
+            last = max(view.last_launch(parent),
                        self._skipped.get(parent.id, datetime.min.replace(tzinfo=UTC)))
-            running = any(child_running(self.server, c)
-                          for c in children(self.server, parent.id))
+            running = any(view.child_running(c) for c in view.children.get(parent.id, []))
             decision = plan(parent.periodic, last, now, running)
             if decision.skipped:
                 self._skipped[parent.id] = now
