@@ -1,4 +1,4 @@
-"""Periodic jobs: the sans-io planner (when is the next launch) and the dispatcher service.
+"""Periodic jobs: the sans-io planner (when is the next launch, what is due now).
 
 The planner reads Nomad's cron syntax (hashicorp/cronexpr: 5 fields, 6 with a trailing year,
 7 with a leading second and trailing year, or `@yearly|@annually|@monthly|@weekly|@daily|
