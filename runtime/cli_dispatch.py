@@ -44,13 +44,15 @@ def _payload(source: str | None) -> bytes:
 
 
 def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
-             priority: int | None, json_output: bool) -> None:
+             priority: int | None, token: str, json_output: bool) -> None:
     from yurt.runtime.cli_remote import api, call, emit_json
 
     body: dict[str, Any] = {"Meta": _meta(meta_pairs),
                             "Payload": base64.b64encode(_payload(source)).decode()}
     if priority is not None:
         body["Priority"] = priority
+    if token:
+        body["IdempotencyToken"] = token
     with api() as client:
         out = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/dispatch", json=body)
     if json_output:
@@ -84,13 +86,15 @@ def register(job: click.Group) -> None:
                   help="Meta for the dispatched job (repeatable).")
     @click.option("-priority", "priority", type=click.IntRange(1, 100), default=None,
                   help="Priority of the dispatched job (default: the parent's).")
+    @click.option("-idempotency-token", "token", default="",
+                  help="Dispatch at most once for this token (a retry answers the same job).")
     @click.option("-detach", "detach", is_flag=True,
                   help="Return once dispatched (yurt never waits here).")
     @json_flag
     def job_dispatch(job_id: str, payload: str | None, meta: tuple[str, ...],
-                     priority: int | None, detach: bool, json_output: bool) -> None:
+                     priority: int | None, token: str, detach: bool, json_output: bool) -> None:
         """Dispatch a parameterized job: PAYLOAD is a file, or - for standard input."""
-        dispatch(job_id, payload, meta, priority, json_output)
+        dispatch(job_id, payload, meta, priority, token, json_output)
 
     @job.group("periodic")
     def job_periodic() -> None:

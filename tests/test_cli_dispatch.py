@@ -51,6 +51,13 @@ async def test_dispatch_and_periodic_force_verbs(tmp_path: Path) -> None:
             out = json.loads(r.output)
             assert a.agent.server.jobs[out["DispatchedJobID"]].payload == b"from stdin"
 
+            once = ("job", "dispatch", "-meta", "who=x", "-idempotency-token", "t1", "-priority",
+                    "70", "--json", "p")
+            first = json.loads((await yurt(a.address, *once)).output)
+            again = json.loads((await yurt(a.address, *once)).output)
+            assert first["DispatchedJobID"] == again["DispatchedJobID"]
+            assert a.agent.server.jobs[first["DispatchedJobID"]].priority == 70
+
             r = await yurt(a.address, "job", "periodic", "force", "cron")
             assert r.exit_code == 0, r.output
             assert r.output.startswith('Job "cron" forced')
