@@ -168,6 +168,9 @@ async def test_dispatch_errors(tmp_path: Path) -> None:
             assert await dispatch("req", {"Payload": p64, "Meta": {"a": 1}}) == (
                 400, '"Meta" must be an object of strings')
             assert await dispatch("req", {"JobID": "other"}) == (400, "Job ID does not match")
+            assert await dispatch("req", {"IdPrefixTemplate": "a/b"}) == (
+                400, '"IdPrefixTemplate" must be at most 64 characters, without "/" or white '
+                     "space")
             assert await dispatch("req", {"Payload": p64, "Meta": {"a": "1", "b": "2"},
                                           "Priority": 101}) == (
                 400, "dispatch job priority must be between [1, 100]")

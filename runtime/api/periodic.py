@@ -59,6 +59,10 @@ async def dispatch(ctx: Context, request: Request) -> Response:
         raise ApiError(400, '"Meta" must be an object of strings')
     priority = body_field(body, "Priority", int, 0)
     token = body_field(body, "IdempotencyToken", str, "")
+    prefix = body_field(body, "IdPrefixTemplate", str, "")
+    if any(c.isspace() or c in "/\0" for c in prefix) or len(prefix) > 64:
+        raise ApiError(400, '"IdPrefixTemplate" must be at most 64 characters, without "/" '
+                            "or white space")
     server = ctx.agent.server
     parent = server.jobs.get(job_id)
     if parent is None:
@@ -74,7 +78,8 @@ async def dispatch(ctx: Context, request: Request) -> Response:
                 return json_response({"DispatchedJobID": job.id, "EvalID": "",
                                       "EvalCreateIndex": 0, "JobCreateIndex": job.create_index,
                                       "Index": job.modify_index})
-    child = dispatched_child(parent, payload, meta, priority or parent.priority, time.time())
+    child = dispatched_child(parent, payload, meta, priority or parent.priority, time.time(),
+                             prefix)
     child.dispatch_idempotency_token = token
     result = await server.register_job(child)
     created = server.jobs[child.id].create_index

@@ -69,9 +69,10 @@ def periodic_child(parent: Job, launch: datetime) -> Job:
     return child
 
 
-def dispatched_id(parent_id: str, now: float) -> str:
-    """Nomad's `DispatchedID`: `<id>/dispatch-<unix>-<first 8 hex of a UUID>`."""
-    return f"{parent_id}{DISPATCH_LAUNCH_SUFFIX}{int(now)}-{uuid.uuid4().hex[:8]}"
+def dispatched_id(parent_id: str, now: float, prefix_template: str = "") -> str:
+    """Nomad's `DispatchedID`: `<id>/dispatch-[<template>-]<unix>-<first 8 hex of a UUID>`."""
+    template = f"{prefix_template}-" if prefix_template else ""
+    return f"{parent_id}{DISPATCH_LAUNCH_SUFFIX}{template}{int(now)}-{uuid.uuid4().hex[:8]}"
 
 
 def _go_list(keys: set[str]) -> str:
@@ -106,9 +107,9 @@ def check_dispatch(parent: Job, payload: bytes, meta: dict[str, str], priority: 
 
 
 def dispatched_child(parent: Job, payload: bytes, meta: dict[str, str], priority: int,
-                     now: float) -> Job:
+                     now: float, prefix_template: str = "") -> Job:
     """The child a checked dispatch registers (Nomad's `Job.Dispatch`)."""
-    child = _child(parent, dispatched_id(parent.id, now))
+    child = _child(parent, dispatched_id(parent.id, now, prefix_template))
     child.dispatched = True
     child.priority = priority
     child.meta = {**child.meta, **meta}
