@@ -216,3 +216,27 @@ async def test_periodic_parent_and_children_survive_an_agent_restart(tmp_path: P
             (child,) = [j for j in after.values() if j.parent_id == "yearly"]
             assert child.id.startswith("yearly/periodic-")
             assert a.agent.server.job_allocs("yearly") == []
+
+
+async def test_a_periodic_parameterized_job_dispatches_periodic_children(
+        tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            server = a.agent.server
+            await a.client.put("/v1/jobs", json=template(
+                "both", "true", Periodic={"Spec": "@yearly"}, ParameterizedJob={}))
+            # Parameterized wins: the parent itself is never launched on its schedule.
+            off = await a.client.put("/v1/job/both/periodic/force")
+            assert off.status_code == 400
+            r = await a.client.put("/v1/job/both/dispatch", json={})
+            assert r.status_code == 200, r.text
+            out = r.json()
+            assert (out["EvalID"], out["EvalCreateIndex"]) == ("", 0)  # periodic: no eval
+            child_id = out["DispatchedJobID"]
+            assert server.job_allocs(child_id) == []  # a periodic template itself
+            # Its own periodic launches can be forced, by the child's ID (which holds a "/").
+            forced = await a.client.put(f"/v1/job/{child_id}/periodic/force")
+            assert forced.status_code == 200, forced.text
+            (grandchild,) = [j for j in server.jobs.values() if j.parent_id == child_id]
+            assert grandchild.id.startswith(f"{child_id}/periodic-")
+            assert grandchild.dispatched  # copied from its dispatched parent, as in Nomad
