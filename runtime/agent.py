@@ -315,6 +315,7 @@ class Agent:
         from yurt.runtime.devices.protocol import DevicePlugin
         from yurt.runtime.pluginmanager.drivers import DriverManager, discover
         from yurt.runtime.server.local import LocalServer
+        from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher
         from yurt.runtime.server.store import ServerStore
         from yurt.runtime.sync import AllocSyncer
         from yurt.store import open_state_db
@@ -367,6 +368,7 @@ class Agent:
                         await nursery.start(self.syncer.run)
                         await nursery.start(self.gc.run)
                         await nursery.start(self.node_control.run)
+                        await nursery.start(PeriodicDispatcher(self.server).run)
                         nursery.start_soon(self._watch_server, self.server)
                         self.broker.node_registered(self.node)
                         self._node_published = True

@@ -125,6 +125,7 @@ class Task(Base):
     shutdown_delay: Duration = 0
     resources: Resources = field(default_factory=Resources)
     log_config: LogConfig = field(default_factory=LogConfig)
+    dispatch_payload: DispatchPayloadConfig | None = None
 
 
 class TaskGroup(Base):
@@ -156,6 +157,12 @@ class Job(Base):
     create_index: int = 0
     modify_index: int = 0
     job_modify_index: int = 0
+    periodic: PeriodicConfig | None = None
+    parameterized: ParameterizedJobConfig | None = field(default=None, name="ParameterizedJob")
+    parent_id: str = field(default="", name="ParentID")
+    dispatched: bool = False
+    payload: bytes | None = None
+    dispatch_idempotency_token: str = ""
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)
@@ -500,3 +507,37 @@ class NodeReservedResources(Base):
     disk: NodeReservedDiskResources = field(default_factory=NodeReservedDiskResources)
     networks: NodeReservedNetworkResources = field(
         default_factory=NodeReservedNetworkResources)
+# --------------------------------------------------------------------------- periodic and
+# parameterized jobs (Nomad's PeriodicConfig, ParameterizedJobConfig, DispatchPayloadConfig)
+
+PERIODIC_SPEC_CRON: Final = "cron"
+DISPATCH_PAYLOAD_MODES: Final = ("optional", "required", "forbidden")
+
+
+class PeriodicConfig(Base):
+    """`periodic {}`: launch a child job on a cron schedule. `cron` and `crons` are Nomad's
+    `Spec` and `Specs` (one of the two); the schedule is read in `time_zone`."""
+
+    enabled: bool = True
+    cron: str = field(default="", name="Spec")
+    crons: list[str] = field(default_factory=list, name="Specs")
+    spec_type: str = PERIODIC_SPEC_CRON
+    prohibit_overlap: bool = False
+    time_zone: str = "UTC"
+
+    def specs(self) -> list[str]:
+        return [self.cron] if self.cron else list(self.crons)
+
+
+class ParameterizedJobConfig(Base):
+    """`parameterized {}`: the job is a template, run by dispatching it."""
+
+    payload: str = "optional"
+    meta_required: list[str] = field(default_factory=list)
+    meta_optional: list[str] = field(default_factory=list)
+
+
+class DispatchPayloadConfig(Base):
+    """`dispatch_payload {}`: where, under the task's `local/`, the payload is written."""
+
+    file: str = ""

@@ -53,6 +53,7 @@ from yurt.hooks.base import (
     Hook,
 )
 from yurt.hooks.devices import DevicesHook
+from yurt.hooks.dispatch_payload import DispatchPayloadHook
 from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
 from yurt.runtime.allocdir import AllocDir
@@ -176,6 +177,7 @@ class AllocRunner:
                 gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
                 unix_clock=config.unix_clock,
                 hooks=[TaskDirHook(resolve_owner=owner_of, alloc_dir=self.alloc_dir),
+                       *([DispatchPayloadHook()] if task.dispatch_payload else []),
                        LogmonHook(alloc_dir=self.alloc_dir),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
                        *config.task_hooks()], rng=config.rng,

@@ -44,6 +44,7 @@ from yurt.runtime.api import (
 )
 from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import variables as variables_api
+from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.stateguard import StateGuardMiddleware
@@ -133,6 +134,9 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/jobs/parse", h(jobs.parse), methods=["PUT", "POST"]),
         Route("/v1/job/{job_id}", h(jobs.job_item), methods=["GET", "PUT", "POST", "DELETE"]),
         Route("/v1/job/{job_id}/allocations", h(jobs.job_allocations), methods=["GET"]),
+        Route("/v1/job/{job_id:path}/periodic/force", h(periodic_api.periodic_force),
+              methods=["PUT", "POST"]),
+        Route("/v1/job/{job_id:path}/dispatch", h(periodic_api.dispatch), methods=["PUT", "POST"]),
         Route("/v1/allocations", h(allocations.allocations), methods=["GET"]),
         Route("/v1/allocation/{id}", h(allocations.allocation), methods=["GET"]),
         Route("/v1/allocation/{id}/stop", h(allocations.allocation_stop), methods=["PUT", "POST"]),

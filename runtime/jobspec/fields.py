@@ -25,10 +25,13 @@ import msgspec
 from yurt.runtime.jobspec.limits import MAX_PROBLEMS
 from yurt.runtime.sourcemap import PathKey
 from yurt.runtime.structs import (
+    DispatchPayloadConfig,
     EphemeralDisk,
     Job,
     Lifecycle,
     LogConfig,
+    ParameterizedJobConfig,
+    PeriodicConfig,
     RequestedDevice,
     Resources,
     RestartPolicy,
@@ -55,6 +58,8 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     Job: {
         **_same("region", "namespace", "name", "type", "priority", "datacenters", "meta"),
         "group": HclField("task_groups", label="name"),
+        "periodic": HclField("periodic"),
+        "parameterized": HclField("parameterized"),
     },
     TaskGroup: {
         **_same("count", "meta", "ephemeral_disk"),
@@ -66,6 +71,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
                 "kill_timeout", "kill_signal", "shutdown_delay", "resources"),
         "restart": HclField("restart_policy"),
         "logs": HclField("log_config"),
+        "dispatch_payload": HclField("dispatch_payload"),
     },
     Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
     RequestedDevice: _same("count"),
@@ -73,6 +79,9 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     EphemeralDisk: _same("sticky", "migrate", "size"),
     RestartPolicy: _same("attempts", "interval", "delay", "mode", "render_templates"),
     Lifecycle: _same("hook", "sidecar"),
+    PeriodicConfig: _same("cron", "crons", "prohibit_overlap", "time_zone", "enabled"),
+    ParameterizedJobConfig: _same("payload", "meta_required", "meta_optional"),
+    DispatchPayloadConfig: _same("file"),
 }
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
@@ -80,18 +89,17 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
 #: accepted; set to anything else they are an error, never silently ignored.
 UNSUPPORTED: Final = frozenset({
     "affinity", "all_at_once", "artifact", "check_restart", "constraint", "consul",
-    "csi_plugin", "disconnect", "dispatch_payload", "identity", "kind", "max_client_disconnect",
-    "migrate", "multiregion", "network", "node_pool", "numa", "parameterized", "periodic",
-    "reschedule", "scaling", "service", "spread", "stop_after_client_disconnect", "template",
+    "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect", "migrate",
+    "multiregion", "network", "node_pool", "numa", "reschedule", "scaling", "service", "spread",
+    "stop_after_client_disconnect", "template",
     "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "Affinities", "AllAtOnce", "Artifacts", "CSIPluginConfig", "Constraints", "Consul",
-    "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "DispatchPayload", "Disconnect",
+    "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Migrate", "Multiregion",
-    "NUMA", "Networks", "NodePool", "ParameterizedJob", "Periodic", "Reschedule",
+    "NUMA", "Networks", "NodePool", "Reschedule",
     "ReschedulePolicy", "Scaling", "ScalingPolicies", "Services", "Spreads",
     "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
-    "VaultToken", "VolumeMounts", "Volumes", "Dispatched", "DispatchIdempotencyToken",
-    "NomadTokenID", "ParentID", "Payload", "Stable", "UI", "VersionTag",
+    "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "UI", "VersionTag",
 })
 
 

@@ -25,15 +25,21 @@ from yurt.runtime.drivers import TASK_CONFIG
 from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
 from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
+from yurt.runtime.server.periodic import CronError, check_spec, load_zone
 from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
+    DISPATCH_PAYLOAD_MODES,
     JOB_TYPES,
     LIFECYCLE_HOOKS,
+    PERIODIC_SPEC_CRON,
     RESTART_MODES,
+    DispatchPayloadConfig,
     EphemeralDisk,
     Job,
     Lifecycle,
     LogConfig,
+    ParameterizedJobConfig,
+    PeriodicConfig,
     RequestedDevice,
     Resources,
     RestartPolicy,
@@ -179,6 +185,10 @@ def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
             problems.add(dev_at.field(RequestedDevice, "count"),
                          f"must be at least 1, got {dev.count}")
 
+    if task.dispatch_payload is not None:
+        _check_dispatch_payload(task.dispatch_payload, at.field(Task, "dispatch_payload"),
+                                problems)
+
     logs, logs_at = task.log_config, at.field(Task, "log_config")
     if logs.max_files < 1:
         problems.add(logs_at.field(LogConfig, "max_files"), f"must be at least 1, got "
@@ -227,6 +237,8 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
                                                   f"{job.priority}")
     if not job.task_groups:
         problems.add(root, 'a job needs at least one group "<name>" { … }')
+    _check_periodic(job, root, problems)
+    _check_parameterized(job, root, problems)
 
     def group_at(i: int) -> _At:
         return root.item(Job, "task_groups", i, job.task_groups[i].name or str(i))
@@ -262,11 +274,82 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
             _check_task(group, task, group_policy, task_at(ti), problems)
 
 
+_BATCH_TYPES: Final = ("batch", "sysbatch")
+
+
+def _check_periodic(job: Job, root: _At, problems: _Problems) -> None:
+    """Nomad's `Job.Validate` for `periodic` and `PeriodicConfig.Validate` (only when
+    enabled, as Nomad: a disabled block is kept and never looked at)."""
+    periodic = job.periodic
+    if periodic is None or not periodic.enabled:
+        return
+    at = root.field(Job, "periodic")
+    if job.type not in _BATCH_TYPES:
+        problems.add(at, 'periodic can only be used with "batch" or "sysbatch" jobs, '
+                         f'not "{job.type}"')
+    if periodic.cron and periodic.crons:
+        problems.add(at, "only one of cron or crons may be used")
+    if not periodic.cron and not periodic.crons:
+        problems.add(at, "must specify a cron spec (cron or crons)")
+    if periodic.time_zone:
+        try:
+            load_zone(periodic.time_zone)
+        except CronError as e:
+            problems.add(at.field(PeriodicConfig, "time_zone"),
+                         f'invalid time zone "{periodic.time_zone}": {e}')
+    if periodic.spec_type != PERIODIC_SPEC_CRON:
+        problems.add(at.field(PeriodicConfig, "spec_type"),
+                     f'unknown periodic specification type "{periodic.spec_type}"')
+        return
+    specs = [("cron", periodic.cron)] if periodic.cron else [("crons", s) for s in periodic.crons]
+    for attr, spec in specs:
+        try:
+            check_spec(spec)
+        except CronError as e:
+            problems.add(at.field(PeriodicConfig, attr), f'invalid cron spec "{spec}": {e}')
+
+
+def _check_parameterized(job: Job, root: _At, problems: _Problems) -> None:
+    """Nomad's `Job.Validate` for `parameterized` and `ParameterizedJobConfig.Validate`."""
+    params = job.parameterized
+    if params is None or job.dispatched:
+        return
+    at = root.field(Job, "parameterized")
+    if job.type not in _BATCH_TYPES:
+        problems.add(at, 'parameterized can only be used with "batch" or "sysbatch" jobs, '
+                         f'not "{job.type}"')
+    if params.payload and params.payload not in DISPATCH_PAYLOAD_MODES:
+        problems.add(at.field(ParameterizedJobConfig, "payload"),
+                     f"unknown payload requirement \"{params.payload}\"; expected one of "
+                     f"{', '.join(map(json.dumps, DISPATCH_PAYLOAD_MODES))}")
+    both = sorted(set(params.meta_required) & set(params.meta_optional))
+    if both:
+        problems.add(at, "required and optional meta keys should be disjoint; these are in "
+                         f"both: {', '.join(both)}")
+
+
+def _check_dispatch_payload(config: DispatchPayloadConfig, at: _At,
+                            problems: _Problems) -> None:
+    """Nomad's `DispatchPayloadConfig.Validate`: the file stays inside the task's `local/`
+    (written as `task/local/<file>`, it must not climb out of the allocation directory; a
+    leading `/` is relative to `local/` too, as Go's `filepath.Join` reads it)."""
+    depth = 2  # `task/local/`: two levels below the allocation directory
+    for part in config.file.split("/"):
+        depth += -1 if part == ".." else 0 if part in ("", ".") else 1
+        if depth < 0:
+            break
+    if depth < 0 or "\0" in config.file:
+        problems.add(at.field(DispatchPayloadConfig, "file"),
+                     f'"{config.file}" escapes the allocation directory')
+
+
 def canonicalize(job: Job) -> Job:
     """Fill what depends on context, in place: job name, and every restart policy (group
     over job-type default, task over group), so runners never see a `None` policy field."""
     if not job.name:
         job.name = job.id
+    if job.parameterized is not None and not job.parameterized.payload:
+        job.parameterized.payload = "optional"
     for group in job.task_groups:
         group.restart_policy = merge_restart(_default_restart(job), group.restart_policy)
         for task in group.tasks:

@@ -35,6 +35,7 @@ import trio
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
+from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     ALLOC_DESIRED_STOP,
@@ -232,11 +233,16 @@ class LocalServer:
             return await self._register(job)
 
     async def _register(self, job: Job) -> Registration:
+        if is_template(job):  # periodic/parameterized parent: stored, never placed (Nomad)
+            return await self._register_template(job)
         existing = self.jobs.get(job.id)
         live = [a for a in self.job_allocs(job.id) if not a.is_terminal()]
         wanted = {f"{job.id}.{g.name}[{i}]": g for g in job.task_groups for i in range(g.count)}
         same_spec = existing is not None and not existing.stop and _spec(existing) == _spec(job)
-        if same_spec and set(wanted) <= {a.name for a in live}:
+        # batch/sysbatch: an allocation of this spec that completed is done, not re-run (Nomad)
+        done = {a.name for a in self.job_allocs(job.id) if same_spec and a.client_status ==
+                "complete" and not a.is_desired_stopped() and job.type in ("batch", "sysbatch")}
+        if same_spec and set(wanted) <= {a.name for a in live} | done:
             await trio.lowlevel.checkpoint()
             return Registration(eval_id=str(uuid.uuid4()), index=self.index, unchanged=True)
         index = self._next_index()
@@ -272,7 +278,7 @@ class LocalServer:
         for n, (name, group) in enumerate(wanted.items()):
             if n % 100 == 99:
                 await trio.lowlevel.checkpoint()  # a big job must not freeze the agent
-            if name in kept_names:
+            if name in kept_names or name in done:
                 continue
             prev = previous.get(name)
             trial = usage.without(prev) if prev is not None else usage
@@ -323,6 +329,26 @@ class LocalServer:
         await self._commit([job], result.placed + result.stopped + in_place)
         self.broker.job_registered(job)
         return result
+
+    async def _register_template(self, job: Job) -> Registration:
+        """A periodic or parameterized parent is stored with Status `running` and no
+        allocation of its own (its children are the jobs that run); allocations it had as an
+        ordinary job are stopped."""
+        existing = self.jobs.get(job.id)
+        if existing is not None and not existing.stop and _spec(existing) == _spec(job):
+            await trio.lowlevel.checkpoint()
+            return Registration(eval_id="", index=self.index, unchanged=True)
+        index = self._next_index()
+        job = msgspec.structs.replace(
+            job, create_index=existing.create_index if existing else index,
+            modify_index=index, job_modify_index=index,
+            version=existing.version + 1 if existing else 0,
+            status="running", stop=False, submit_time=time.time_ns())
+        stopped = [self._stopped(a, index, "alloc not needed due to job update")
+                   for a in self.job_allocs(job.id) if not a.is_terminal()]
+        await self._commit([job], stopped)
+        self.broker.job_registered(job)
+        return Registration(eval_id="", index=index, stopped=stopped)
 
     def _try_place(self, group: TaskGroup, usage: _Usage
                    ) -> tuple[dict[str, AllocatedTaskResources], str]:

@@ -1,0 +1,88 @@
+"""`yurt job dispatch` and `yurt job periodic force` against a real agent on a real socket
+(the CLI runs in a worker thread: its HTTP client is blocking, the agent is on this loop)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from click.testing import CliRunner, Result
+
+from tests.agent_support import raw_job, running_agent
+from yurt.runtime.cli import cli
+
+pytestmark = pytest.mark.slow
+
+
+async def yurt(address: str, *args: str, stdin: bytes | None = None) -> Result:
+    runner = CliRunner()
+    return await trio.to_thread.run_sync(
+        lambda: runner.invoke(cli, list(args), input=stdin, env={"YURT_ADDR": address}))
+
+
+def template(job_id: str, **extra: Any) -> dict[str, Any]:
+    body = raw_job(job_id, "true", job_type="batch")
+    body["Job"].update(extra)
+    return body
+
+
+async def test_dispatch_and_periodic_force_verbs(tmp_path: Path) -> None:
+    with trio.fail_after(40):
+        async with running_agent(tmp_path) as a:
+            await a.client.put("/v1/jobs", json=template(
+                "p", ParameterizedJob={"MetaRequired": ["who"], "Payload": "optional"}))
+            await a.client.put("/v1/jobs", json=template("cron", Periodic={"Spec": "@yearly"}))
+            payload = tmp_path / "payload.txt"
+            payload.write_bytes(b"from a file")
+
+            r = await yurt(a.address, "job", "dispatch", "-meta", "who=me", "p", str(payload))
+            assert r.exit_code == 0, r.output
+            child_id = r.output.splitlines()[0].removeprefix("Dispatched Job ID = ")
+            assert child_id.startswith("p/dispatch-")
+            assert a.agent.server.jobs[child_id].payload == b"from a file"
+            assert a.agent.server.jobs[child_id].meta == {"who": "me"}
+
+            r = await yurt(a.address, "job", "dispatch", "-meta", "who=stdin", "--json", "p",
+                           "-", stdin=b"from stdin")
+            assert r.exit_code == 0, r.output
+            out = json.loads(r.output)
+            assert a.agent.server.jobs[out["DispatchedJobID"]].payload == b"from stdin"
+
+            once = ("job", "dispatch", "-meta", "who=x", "-idempotency-token", "t1", "-priority",
+                    "70", "--json", "p")
+            first = json.loads((await yurt(a.address, *once)).output)
+            again = json.loads((await yurt(a.address, *once)).output)
+            assert first["DispatchedJobID"] == again["DispatchedJobID"]
+            assert a.agent.server.jobs[first["DispatchedJobID"]].priority == 70
+
+            r = await yurt(a.address, "job", "periodic", "force", "cron")
+            assert r.exit_code == 0, r.output
+            assert r.output.startswith('Job "cron" forced')
+            (forced,) = [j.id for j in a.agent.server.jobs.values() if j.parent_id == "cron"]
+            assert forced.startswith("cron/periodic-")
+
+
+async def test_dispatch_verbs_exit_codes(tmp_path: Path) -> None:
+    with trio.fail_after(40):
+        async with running_agent(tmp_path) as a:
+            await a.client.put("/v1/jobs", json=template(
+                "p", ParameterizedJob={"MetaRequired": ["who"]}))
+            refused = await yurt(a.address, "job", "dispatch", "p")
+            assert refused.exit_code == 2
+            assert "Dispatch did not provide required meta keys: [who]" in refused.output
+            unknown = await yurt(a.address, "job", "dispatch", "nope")
+            assert unknown.exit_code == 1
+            assert "parameterized job not found" in unknown.output
+            bad_meta = await yurt(a.address, "job", "dispatch", "-meta", "novalue", "p")
+            assert bad_meta.exit_code == 2
+            missing_file = await yurt(a.address, "job", "dispatch", "-meta", "who=x", "p",
+                                      str(tmp_path / "absent"))
+            assert missing_file.exit_code == 2
+            assert "error reading payload file" in missing_file.output
+            not_periodic = await yurt(a.address, "job", "periodic", "force", "p")
+            assert not_periodic.exit_code == 2
+            assert "can't force launch non-periodic job" in not_periodic.output
+            assert (await yurt(a.address, "job", "periodic", "force", "nope")).exit_code == 1
