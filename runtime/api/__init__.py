@@ -14,6 +14,7 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     allocations.py  /v1/allocations, /v1/allocation/<id>[/stop]
     client.py       /v1/client/allocation/<id>/{stats,restart,signal,gc}, /v1/client/{gc,stats}
     logs.py         /v1/client/fs/logs/<alloc> (FramedLogResponse)
+    fs.py           /v1/client/fs/{ls,stat,cat,readat,stream}/<alloc> (runtime/allocfs.py)
     nodes.py        /v1/nodes, /v1/node/<id>
     agent.py        /v1/agent/self
     events.py       /v1/event/stream, /v1/event/ws

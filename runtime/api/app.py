@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from yurt.runtime.api import agent as agent_api
-from yurt.runtime.api import allocations, client, events, jobs, logs, nodes
+from yurt.runtime.api import allocations, client, events, fs, jobs, logs, nodes
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.stateguard import StateGuardMiddleware
@@ -131,6 +131,11 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/client/allocation/{id}/gc", h(client.alloc_gc), methods=["GET", "PUT"]),
         Route("/v1/client/gc", h(client.client_gc), methods=["GET", "PUT"]),
         Route("/v1/client/fs/logs/{alloc_id}", stream(logs.logs), methods=["GET"]),
+        Route("/v1/client/fs/ls/{alloc_id}", stream(fs.fs_ls), methods=["GET"]),
+        Route("/v1/client/fs/stat/{alloc_id}", stream(fs.fs_stat), methods=["GET"]),
+        Route("/v1/client/fs/cat/{alloc_id}", stream(fs.fs_cat), methods=["GET"]),
+        Route("/v1/client/fs/readat/{alloc_id}", stream(fs.fs_readat), methods=["GET"]),
+        Route("/v1/client/fs/stream/{alloc_id}", stream(fs.fs_stream), methods=["GET"]),
         Route("/v1/client/stats", h(client.client_stats), methods=["GET"]),
         Route("/v1/nodes", h(nodes.nodes), methods=["GET"]),
         Route("/v1/node/{id}", h(nodes.node), methods=["GET"]),
