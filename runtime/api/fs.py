@@ -8,10 +8,14 @@ are sent 64 KiB at a time from the descriptor the resolution opened, never read 
 
 Statuses, Nomad's where Nomad has one: 400 for a missing or malformed parameter, a path that
 escapes ("Path escapes the alloc directory") and a directory where a file is wanted; 404 for an
-unknown allocation and a missing file ("stat <path>: no such file or directory"); 403 for a
-read under a task's `secrets/` ("Reading secret file prohibited: <path>", an error Nomad
-answers with a 500). `stream` sends Nomad's frames through `FramedLogResponse` (logs.py),
-heartbeats included, and follows by default as Nomad's does.
+unknown allocation. A missing file ("stat <path>: no such file or directory") is a 404 for
+`ls` and `stat` but a 400 for `cat`, `readat` and `stream`, as in Nomad, where those three go
+through one streaming call that answers every failed stat with a 400 (python-nomad's own
+tests expect that 400 from `stream`). 403 for a read under a task's `secrets/` ("Reading
+secret file prohibited: <path>", an error Nomad answers with a 500).
+
+`stream` sends Nomad's frames through `FramedLogResponse` (logs.py), heartbeats included,
+and follows by default as Nomad's does.
 """
 
 from __future__ import annotations
@@ -96,11 +100,21 @@ async def fs_stat(ctx: Context, request: Request) -> Response:
     return json_response(await _in_thread(ctx, allocfs.stat_path, root, path))
 
 
+async def _open(ctx: Context, request: Request, path: str) -> allocfs.OpenFile:
+    """The file for cat, readat and stream (a missing one is a 400 there: see above)."""
+    root, tasks = await _alloc_dir(ctx, request)
+    try:
+        opened: allocfs.OpenFile = await _in_thread(ctx, allocfs.open_file, root, path, tasks)
+    except ApiError as e:
+        if e.status == 404:
+            raise ApiError(400, str(e)) from None
+        raise
+    return opened
+
+
 async def fs_cat(ctx: Context, request: Request) -> Response:
     no_head(request)
-    path = _path(request)
-    root, tasks = await _alloc_dir(ctx, request)
-    opened = await _in_thread(ctx, allocfs.open_file, root, path, tasks)
+    opened = await _open(ctx, request, _path(request))
     return _plain(allocfs.FileChunks(opened, 0, follow=False))
 
 
@@ -111,8 +125,7 @@ async def fs_readat(ctx: Context, request: Request) -> Response:
     limit = _int64(request, "limit", 0)
     if offset < 0:
         raise ApiError(400, f"can't seek to offset {offset}: invalid argument")
-    root, tasks = await _alloc_dir(ctx, request)
-    opened = await _in_thread(ctx, allocfs.open_file, root, path, tasks)
+    opened = await _open(ctx, request, path)
     return _plain(allocfs.FileChunks(opened, offset, follow=False, limit=limit))
 
 
@@ -124,8 +137,7 @@ async def fs_stream(ctx: Context, request: Request) -> Response:
     origin = request.query_params.get("origin", "") or "start"
     if origin not in ("start", "end"):
         raise ApiError(400, "origin must be start or end")
-    root, tasks = await _alloc_dir(ctx, request)
-    opened: allocfs.OpenFile = await _in_thread(ctx, allocfs.open_file, root, path, tasks)
+    opened = await _open(ctx, request, path)
     if origin == "end":
         offset = opened.size - offset
     return FramedLogResponse(allocfs.FileChunks(opened, max(offset, 0), follow=follow),
