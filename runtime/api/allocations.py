@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yurt.runtime.api.allocresources import allocated_resources
+from yurt.runtime.api.allocresources import alloc_json, allocated_resources
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.structs import Allocation
@@ -51,10 +50,7 @@ async def allocations(ctx: Context, request: Request) -> Response:
 
 
 async def allocation(ctx: Context, request: Request) -> Response:
-    view = ctx.alloc_view(ctx.find_alloc_id(request.path_params["id"]))
-    answer = msgspec.to_builtins(view)
-    answer["AllocatedResources"] = allocated_resources(view)
-    return json_response(answer)
+    return json_response(alloc_json(ctx.alloc_view(ctx.find_alloc_id(request.path_params["id"]))))
 
 
 async def allocation_stop(ctx: Context, request: Request) -> Response:

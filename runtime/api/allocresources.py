@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from yurt.runtime.structs import Allocation, TaskGroup
 
 
@@ -37,3 +39,11 @@ def allocated_resources(alloc: Allocation) -> dict[str, Any]:
     return {"Tasks": tasks, "TaskLifecycles": lifecycles,
             "Shared": {"DiskMB": group.ephemeral_disk.size if group is not None else 0,
                        "Networks": None, "Ports": None}}
+
+
+def alloc_json(alloc: Allocation) -> dict[str, Any]:
+    """A whole allocation as the API answers it (Nomad's `Allocation`): the struct's fields
+    and its `AllocatedResources`. For every endpoint that answers full allocations."""
+    answer: dict[str, Any] = msgspec.to_builtins(alloc)
+    answer["AllocatedResources"] = allocated_resources(alloc)
+    return answer
