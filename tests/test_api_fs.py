@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent, wait_status
+from yurt.runtime import allocfs
 
 pytestmark = pytest.mark.slow
 
@@ -96,6 +97,7 @@ async def test_ls_stat_cat_readat_shapes_and_errors(tmp_path: Path) -> None:
 
             cat = await get(c, "cat", alloc_id, "t/local/hello.txt")
             assert (cat.status_code, cat.content) == (200, b"hello from the task\n")
+            assert cat.headers["content-type"] == "text/plain; charset=utf-8"
             part = await get(c, "readat", alloc_id, "t/local/hello.txt", offset="6", limit="4")
             assert part.content == b"from"
             rest = await get(c, "readat", alloc_id, "t/local/hello.txt", offset="11")
@@ -106,7 +108,9 @@ async def test_ls_stat_cat_readat_shapes_and_errors(tmp_path: Path) -> None:
             # A file larger than any one read, written by the test as a task would write it.
             big = os.urandom(3 * 64 * 1024 + 123)
             (root / "alloc/data/big.bin").write_bytes(big)
-            assert (await get(c, "cat", alloc_id, "alloc/data/big.bin")).content == big
+            cat_big = await get(c, "cat", alloc_id, "alloc/data/big.bin")
+            assert cat_big.content == big
+            assert cat_big.headers["content-type"] == allocfs.sniff(big[:512])
             window = await get(c, "readat", alloc_id, "alloc/data/big.bin",
                                offset=str(64 * 1024 - 5), limit=str(64 * 1024 + 10))
             assert window.content == big[64 * 1024 - 5:2 * 64 * 1024 + 5]

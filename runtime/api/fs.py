@@ -115,7 +115,7 @@ async def _open(ctx: Context, request: Request, path: str) -> allocfs.OpenFile:
 async def fs_cat(ctx: Context, request: Request) -> Response:
     no_head(request)
     opened = await _open(ctx, request, _path(request))
-    return _plain(allocfs.FileChunks(opened, 0, follow=False))
+    return await _plain(allocfs.FileChunks(opened, 0, follow=False))
 
 
 async def fs_readat(ctx: Context, request: Request) -> Response:
@@ -126,7 +126,7 @@ async def fs_readat(ctx: Context, request: Request) -> Response:
     if offset < 0:
         raise ApiError(400, f"can't seek to offset {offset}: invalid argument")
     opened = await _open(ctx, request, path)
-    return _plain(allocfs.FileChunks(opened, offset, follow=False, limit=limit))
+    return await _plain(allocfs.FileChunks(opened, offset, follow=False, limit=limit))
 
 
 async def fs_stream(ctx: Context, request: Request) -> Response:
@@ -144,16 +144,25 @@ async def fs_stream(ctx: Context, request: Request) -> Response:
                              follow)
 
 
-def _plain(chunks: allocfs.FileChunks) -> Response:
-    return _PlainFile(chunks)
+async def _plain(chunks: allocfs.FileChunks) -> Response:
+    """The file's bytes as the body, typed as Go's HTTP server types a body it is not told
+    the type of: by sniffing its first bytes (so `text/plain; charset=utf-8` for text, which
+    clients decode as UTF-8)."""
+    try:
+        first = await anext(chunks, None)
+    except BaseException:
+        await chunks.aclose()
+        raise
+    head = first.data if first is not None else b""
+    return _PlainFile(head, chunks, allocfs.sniff(head) if head else "application/octet-stream")
 
 
 @final
 class _PlainFile(StreamingResponse):
     """A file's bytes as the body; the file is closed when the response ends, however."""
 
-    def __init__(self, chunks: allocfs.FileChunks) -> None:
-        super().__init__(_data(chunks), media_type="application/octet-stream")
+    def __init__(self, head: bytes, chunks: allocfs.FileChunks, media_type: str) -> None:
+        super().__init__(_data(head, chunks), media_type=media_type)
         self._chunks = chunks
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -163,6 +172,8 @@ class _PlainFile(StreamingResponse):
             await self._chunks.aclose()
 
 
-async def _data(chunks: allocfs.FileChunks) -> AsyncIterator[bytes]:
+async def _data(head: bytes, chunks: allocfs.FileChunks) -> AsyncIterator[bytes]:
+    if head:
+        yield head
     async for chunk in chunks:
         yield chunk.data
