@@ -4,7 +4,8 @@
 when it is a directory, prints it when it is a file (`cat`); `-stat` prints the stat line only;
 `-f` follows the file (the framed stream); `-tail` starts near the end: `-c N` bytes before it,
 or `-n N` lines (10 without either), as Nomad does: it reads about 120 bytes a line back and
-keeps the last N lines of that. Tables are Nomad's (`Mode Size Modified Time Name`, sizes in
+keeps the last N lines of that; `-job` takes a job ID for ALLOC and picks one of its running
+allocations at random. Tables are Nomad's (`Mode Size Modified Time Name`, sizes in
 IEC units, `-H` for bytes). Exit codes: 0 ok, 1 a failed request (unknown allocation, missing
 file), 2 bad input (a bad flag, a path the agent refuses with 400).
 
@@ -47,8 +48,10 @@ def register(alloc: click.Group) -> None:
 @click.option("-n", "lines", type=int, default=-1, help="With -tail: the last N lines.")
 @click.option("-c", "count", type=int, default=-1, help="With -tail: the last N bytes.")
 @click.option("-H", "machine", is_flag=True, help="Sizes in bytes, for scripts.")
+@click.option("-job", "--job", "job", is_flag=True,
+              help="ALLOC is a job ID: use one of its running allocations, at random.")
 def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lines: int,
-             count: int, machine: bool) -> None:
+             count: int, machine: bool, job: bool) -> None:
     """List a directory or print a file of an allocation (paths from its directory)."""
     from yurt.runtime.cli_remote import _fail, api, call
     from yurt.runtime.errors import EXIT_USAGE
@@ -58,6 +61,8 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
     if lines < -1 or count < -1:
         _fail("Invalid size is specified", EXIT_USAGE)
     with api() as client:
+        if job:
+            alloc_id = _job_alloc(client, alloc_id)
         full_id = call(client, "GET", f"/v1/allocation/{alloc_id}")["ID"]
         info = call(client, "GET", f"/v1/client/fs/stat/{full_id}", params={"path": path})
         if stat:
@@ -81,6 +86,21 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
             _write(_tail_lines(_read(client, full_id, path, offset, follow), keep))
         except KeyboardInterrupt:
             return
+
+
+def _job_alloc(client: httpx2.Client, job_id: str) -> str:
+    """One of the job's running allocations, at random, as Nomad's `-job` picks it."""
+    import random
+
+    from yurt.runtime.cli_remote import _fail, call
+
+    allocs = call(client, "GET", f"/v1/job/{job_id}/allocations")
+    if not allocs:
+        _fail(f"job \"{job_id}\" doesn't exist or it has no allocations")
+    running = [a["ID"] for a in allocs if a["ClientStatus"] == "running"]
+    if not running:
+        _fail(f"job \"{job_id}\" doesn't have any running allocations")
+    return random.choice(running)
 
 
 def _read(client: httpx2.Client, alloc_id: str, path: str, offset: int, follow: bool

@@ -40,6 +40,10 @@ async def test_alloc_fs_lists_prints_tails_and_fails_with_nomads_codes(tmp_path:
 
             cat = await yurt(a.address, "alloc", "fs", alloc_id, "t/local/hello.txt")
             assert (cat.returncode, cat.stdout) == (0, b"hello from the task\n")
+            by_job = await yurt(a.address, "alloc", "fs", "-job", "fs", "t/local/hello.txt")
+            assert (by_job.returncode, by_job.stdout) == (0, b"hello from the task\n")
+            no_job = await yurt(a.address, "alloc", "fs", "-job", "nojob", "/")
+            assert no_job.returncode == 1
             stat = await yurt(a.address, "alloc", "fs", "-stat", alloc_id, "t/local/hello.txt")
             assert "text/plain; charset=utf-8" in stat.stdout.decode()
             assert stat.stdout.decode().splitlines()[1].endswith("hello.txt")
