@@ -19,6 +19,8 @@ it names a place inside the allocation directory). `/` is the allocation directo
 included; reading a file under a task's `secrets/` is refused ("Reading secret file
 prohibited"), as Nomad refuses it. Only regular files are read: a FIFO (the log pipes live in
 `alloc/logs`) would block a reader thread forever, a device file could have side effects.
+Hard links are no way out either: the kernel's `protected_hardlinks` keeps a task from linking
+a file it could not read itself (and a task running as root reads anything without the API).
 
 Every function here blocks (file system calls): the API runs them in worker threads. `FileChunks`
 reads an opened file 64 KiB at a time, following it (as `tail -f`) when asked; it owns the
@@ -344,7 +346,9 @@ class FileChunks:
     It reads the descriptor it was given, so renaming or replacing the name changes nothing.
     """
 
-    def __init__(self, opened: OpenFile, offset: int, *, follow: bool, limit: int = 0) -> None:
+    def __init__(self, opened: OpenFile, offset: int, *, follow: bool, limit: int = 0,
+                 limiter: trio.CapacityLimiter | None = None) -> None:
+        self._limiter = limiter
         self._fd = opened.fd
         self._file = opened.name
         self._position = offset
@@ -364,7 +368,8 @@ class FileChunks:
     async def __anext__(self) -> Chunk:
         while self._fd >= 0 and self._left != 0:
             want = CHUNK if self._left < 0 else min(CHUNK, self._left)
-            data, size, links = await trio.to_thread.run_sync(self._read, want)
+            data, size, links = await trio.to_thread.run_sync(self._read, want,
+                                                              limiter=self._limiter)
             if data:
                 start = self._position
                 self._position += len(data)

@@ -97,7 +97,7 @@ def _job_alloc(client: httpx2.Client, job_id: str) -> str:
     allocs = call(client, "GET", f"/v1/job/{job_id}/allocations")
     if not allocs:
         _fail(f"job \"{job_id}\" doesn't exist or it has no allocations")
-    running = [a["ID"] for a in allocs if a["ClientStatus"] == "running"]
+    running: list[str] = [a["ID"] for a in allocs if a["ClientStatus"] == "running"]
     if not running:
         _fail(f"job \"{job_id}\" doesn't have any running allocations")
     return random.choice(running)

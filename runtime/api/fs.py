@@ -45,12 +45,16 @@ _limiters: weakref.WeakKeyDictionary[Context, trio.CapacityLimiter] = (
     weakref.WeakKeyDictionary())
 
 
-async def _in_thread(ctx: Context, fn: Any, *args: Any) -> Any:
+def _limiter(ctx: Context) -> trio.CapacityLimiter:
     limiter = _limiters.get(ctx)
     if limiter is None:
         limiter = _limiters[ctx] = trio.CapacityLimiter(FS_THREADS)
+    return limiter
+
+
+async def _in_thread(ctx: Context, fn: Any, *args: Any) -> Any:
     try:
-        return await trio.to_thread.run_sync(partial(fn, *args), limiter=limiter)
+        return await trio.to_thread.run_sync(partial(fn, *args), limiter=_limiter(ctx))
     except allocfs.FsError as e:
         raise ApiError(e.status, str(e)) from None
 
@@ -115,7 +119,7 @@ async def _open(ctx: Context, request: Request, path: str) -> allocfs.OpenFile:
 async def fs_cat(ctx: Context, request: Request) -> Response:
     no_head(request)
     opened = await _open(ctx, request, _path(request))
-    return await _plain(allocfs.FileChunks(opened, 0, follow=False))
+    return await _plain(allocfs.FileChunks(opened, 0, follow=False, limiter=_limiter(ctx)))
 
 
 async def fs_readat(ctx: Context, request: Request) -> Response:
@@ -126,7 +130,8 @@ async def fs_readat(ctx: Context, request: Request) -> Response:
     if offset < 0:
         raise ApiError(400, f"can't seek to offset {offset}: invalid argument")
     opened = await _open(ctx, request, path)
-    return await _plain(allocfs.FileChunks(opened, offset, follow=False, limit=limit))
+    return await _plain(allocfs.FileChunks(opened, offset, follow=False, limit=limit,
+                                           limiter=_limiter(ctx)))
 
 
 async def fs_stream(ctx: Context, request: Request) -> Response:
@@ -140,8 +145,8 @@ async def fs_stream(ctx: Context, request: Request) -> Response:
     opened = await _open(ctx, request, path)
     if origin == "end":
         offset = opened.size - offset
-    return FramedLogResponse(allocfs.FileChunks(opened, max(offset, 0), follow=follow),
-                             follow)
+    chunks = allocfs.FileChunks(opened, max(offset, 0), follow=follow, limiter=_limiter(ctx))
+    return FramedLogResponse(chunks, follow)
 
 
 async def _plain(chunks: allocfs.FileChunks) -> Response:
