@@ -331,8 +331,7 @@ def open_file(root: Path, path: str, tasks: Iterable[str]) -> OpenFile:
         fd = _reopen(opened, os.O_RDONLY | os.O_NONBLOCK)
     finally:
         os.close(opened.fd)
-    parts = clean_parts(path)
-    return OpenFile(fd, opened.st.st_size, "/".join(parts))
+    return OpenFile(fd, opened.st.st_size, path)  # Nomad's frames name the path as asked
 
 
 @final

@@ -249,8 +249,9 @@ async def test_stream_offsets_origin_and_follow(tmp_path: Path) -> None:
             assert data_of(frames) == b"hello from the task\n"
             assert frames[0] == {"Offset": 20, "File": path,
                                  "Data": base64.b64encode(b"hello from the task\n").decode()}
-            tail = await get(c, "stream", alloc_id, path, origin="end", offset="5")
+            tail = await get(c, "stream", alloc_id, f"/{path}", origin="end", offset="5")
             assert data_of(frames_of(tail.text)) == b"task\n"
+            assert frames_of(tail.text)[0]["File"] == f"/{path}"  # as asked, as Nomad's
             start = await get(c, "stream", alloc_id, path, offset="6")
             assert data_of(frames_of(start.text)) == b"from the task\n"
             beyond = await get(c, "stream", alloc_id, path, origin="end", offset="500")
