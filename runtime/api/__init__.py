@@ -22,6 +22,7 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
                     summaries}, /v1/scaling/policies
     search.py       /v1/search, /v1/search/fuzzy
     metrics.py      /v1/metrics (Nomad's JSON, or Prometheus text)
+    fs.py           /v1/client/fs/{ls,stat,cat,readat,stream}/<alloc> (runtime/allocfs.py)
     events.py       /v1/event/stream, /v1/event/ws
     app.py          the route table, the handler wrapper (errors, Nomad's headers, blocking
                     queries), the token middleware, serve_api

@@ -12,9 +12,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from yurt.runtime.api.allocresources import alloc_json, allocated_resources
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace
-from yurt.runtime.api.request import ApiError, json_response
+from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.structs import Allocation
 
 
@@ -41,12 +42,17 @@ async def allocations(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
     allocs = sorted(ctx.agent.server.allocs.values(),
                     key=lambda a: (a.create_index, a.name))
-    return json_response([alloc_stub(ctx.alloc_view(a.id)) for a in allocs
-                          if a.id.startswith(prefix) and in_namespace(request, a.namespace)])
+    views = [ctx.alloc_view(a.id) for a in allocs
+             if a.id.startswith(prefix) and in_namespace(request, a.namespace)]
+    stubs = [alloc_stub(v) for v in views]
+    if query_bool(request, "resources"):  # Nomad's ?resources=true
+        for stub, view in zip(stubs, views, strict=True):
+            stub["AllocatedResources"] = allocated_resources(view)
+    return json_response(stubs)
 
 
 async def allocation(ctx: Context, request: Request) -> Response:
-    return json_response(ctx.alloc_view(ctx.find_alloc_id(request.path_params["id"])))
+    return json_response(alloc_json(ctx.alloc_view(ctx.find_alloc_id(request.path_params["id"]))))
 
 
 async def allocation_stop(ctx: Context, request: Request) -> Response:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
-from typing import Any, Final, final
+from contextlib import aclosing
+from typing import Any, Final, Protocol, final
 
 import msgspec
 import trio
@@ -60,6 +61,25 @@ async def plain_body(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
         yield chunk.data
 
 
+class Chunks(Protocol):
+    """What a framed stream sends: chunks, and `aclose` for what the reader holds open."""
+
+    def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def frame(chunk: Any) -> dict[str, Any]:
+    """Nomad's `StreamFrame` for a chunk (its empty fields left out, as Nomad's are)."""
+    out: dict[str, Any] = {"Offset": chunk.offset + len(chunk.data)}
+    if chunk.data:
+        out["Data"] = base64.b64encode(chunk.data).decode()
+    out["File"] = chunk.file
+    if chunk.event:
+        out["FileEvent"] = chunk.event
+    return out
+
+
 @final
 class FramedLogResponse(StreamingResponse):
     """Nomad's framed log stream: `{"Offset", "Data" (base64), "File"}` objects, and `{}`
@@ -72,7 +92,7 @@ class FramedLogResponse(StreamingResponse):
     reader, a task watches for the client's `http.disconnect` and ends the stream.
     """
 
-    def __init__(self, chunks: AsyncIterator[Any], follow: bool) -> None:
+    def __init__(self, chunks: Chunks, follow: bool) -> None:
         super().__init__(iter(()), media_type="application/json")
         self._chunks = chunks
         self._follow = follow
@@ -81,7 +101,8 @@ class FramedLogResponse(StreamingResponse):
         frames_in, frames_out = trio.open_memory_channel[Any](0)
 
         async def read_chunks() -> None:
-            async with frames_in:
+            # aclosing: the reader may hold a file open (fs stream), even if never started.
+            async with frames_in, aclosing(self._chunks):
                 async for chunk in self._chunks:
                     await frames_in.send(chunk)
 
@@ -103,10 +124,8 @@ class FramedLogResponse(StreamingResponse):
                             chunk = await frames_out.receive()
                         except trio.EndOfChannel:
                             break
-                    frame = b"{}" if idle.cancelled_caught else _encoder.encode(
-                        {"Offset": chunk.offset + len(chunk.data),
-                         "Data": base64.b64encode(chunk.data).decode(), "File": chunk.file})
-                    await send({"type": "http.response.body", "body": frame,
+                    body = b"{}" if idle.cancelled_caught else _encoder.encode(frame(chunk))
+                    await send({"type": "http.response.body", "body": body,
                                 "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             nursery.cancel_scope.cancel(reason="the stream is complete")

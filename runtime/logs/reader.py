@@ -15,7 +15,7 @@ never exposes a file from elsewhere, and a planted FIFO never blocks a reader th
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -33,6 +33,7 @@ class Chunk:
     file: str  # path relative to the alloc dir, as Nomad reports it
     offset: int
     data: bytes
+    event: str = ""  # Nomad's FileEvent (`file truncated`, `file deleted`), for fs streams
 
 
 def _files(logs_dir: Path, task: str, stream: str) -> dict[int, int]:
@@ -72,7 +73,8 @@ def _read(path: Path, offset: int) -> bytes:
 
 
 async def read_log(logs_dir: Path, task: str, stream: str, *, offset: int = 0,
-                   origin: str = "start", follow: bool = False) -> AsyncIterator[Chunk]:
+                   origin: str = "start", follow: bool = False
+                   ) -> AsyncGenerator[Chunk, None]:
     """Yield the stream's bytes from the requested position (see the module docstring)."""
     sizes = await trio.to_thread.run_sync(_files, logs_dir, task, stream)
     index, position = start_position(sizes, offset, origin)

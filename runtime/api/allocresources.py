@@ -1,0 +1,49 @@
+"""Nomad's `AllocatedResources` of an allocation, built from what the allocation holds.
+
+yurt keeps what a placement reserved per task (`Allocation.task_resources`: CPU shares, memory,
+devices) and the group's ephemeral disk in the job; Nomad answers the same facts in the shape
+of its `structs.AllocatedResources`: per task `Cpu`, `Memory`, `Networks`, `Devices`; the tasks'
+lifecycle hooks (`TaskLifecycles`, null for a main task); the group's `Shared` disk, networks
+and ports. yurt has no group or task networks (raw_exec shares the host's), so `Networks` and
+`Ports` are null as Nomad's are for a job that asks for none; nor reserved cores (null).
+Derived on every answer, never stored: it cannot drift from the placement it describes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from yurt.runtime.structs import Allocation, TaskGroup
+
+
+def _group(alloc: Allocation) -> TaskGroup | None:
+    if alloc.job is None:
+        return None
+    return next((g for g in alloc.job.task_groups if g.name == alloc.task_group), None)
+
+
+def allocated_resources(alloc: Allocation) -> dict[str, Any]:
+    group = _group(alloc)
+    tasks = {
+        name: {"Cpu": {"CpuShares": r.cpu_shares, "ReservedCores": None},
+               "Memory": {"MemoryMB": r.memory_mb, "MemoryMaxMB": r.memory_max_mb},
+               "Networks": None,
+               "Devices": [{"Vendor": d.vendor, "Type": d.type, "Name": d.name,
+                            "DeviceIDs": d.device_ids} for d in r.devices] or None}
+        for name, r in alloc.task_resources.items()}
+    lifecycles = {t.name: ({"Hook": t.lifecycle.hook, "Sidecar": t.lifecycle.sidecar}
+                           if t.lifecycle is not None and t.lifecycle.hook else None)
+                  for t in (group.tasks if group is not None else [])}
+    return {"Tasks": tasks, "TaskLifecycles": lifecycles,
+            "Shared": {"DiskMB": group.ephemeral_disk.size if group is not None else 0,
+                       "Networks": None, "Ports": None}}
+
+
+def alloc_json(alloc: Allocation) -> dict[str, Any]:
+    """A whole allocation as the API answers it (Nomad's `Allocation`): the struct's fields
+    and its `AllocatedResources`. For every endpoint that answers full allocations."""
+    answer: dict[str, Any] = msgspec.to_builtins(alloc)
+    answer["AllocatedResources"] = allocated_resources(alloc)
+    return answer
