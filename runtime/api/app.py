@@ -44,8 +44,8 @@ from yurt.runtime.api import (
     status,
 )
 from yurt.runtime.api import namespaces as namespaces_api
-from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api import periodic as periodic_api
+from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.stateguard import StateGuardMiddleware

@@ -33,9 +33,9 @@ import msgspec
 import trio
 
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
-from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     ALLOC_DESIRED_STOP,
