@@ -31,6 +31,7 @@ from starlette.websockets import WebSocket
 
 from yurt.runtime.api import agent as agent_api
 from yurt.runtime.api import allocations, client, events, jobs, logs, nodes
+from yurt.runtime.api import exec as alloc_exec
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.stateguard import StateGuardMiddleware
@@ -140,6 +141,8 @@ def build_app(agent: Agent) -> ASGIApp:
               methods=["GET"]),
         Route("/v1/event/stream", stream(events.event_stream), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", event_ws),
+        WebSocketRoute("/v1/client/allocation/{id}/exec", partial(alloc_exec.alloc_exec, ctx)),
+        Route("/v1/client/allocation/{id}/exec", h(alloc_exec.not_upgraded), methods=["GET"]),
     ]
     app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)
     if agent.config.token:

@@ -1,0 +1,216 @@
+"""`alloc exec` over a real socket against real raw_exec allocations (layer 2): Nomad's
+websocket frames, the task's environment, working directory and cgroup, stdin, stderr, exit
+codes, a pty, the command killed with its session, and Nomad's errors as close frames."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
+
+from tests.agent_support import Running, raw_job, running_agent, wait_status
+from tests.runtime_support import eventually
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Session:
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    close_code: int | None = None
+    close_reason: str | None = None
+
+    def data(self, stream: str) -> bytes:
+        return b"".join(base64.b64decode(f[stream]["data"]) for f in self.frames
+                        if stream in f and "data" in f[stream])
+
+    @property
+    def exit_code(self) -> int | None:
+        exits = [f["result"]["exit_code"] for f in self.frames if f.get("exited")]
+        return exits[0] if exits else None
+
+
+def exec_url(a: Running, alloc_id: str, params: dict[str, str]) -> str:
+    return (a.address.replace("http", "ws", 1) + f"/v1/client/allocation/{alloc_id}/exec?"
+            + urlencode(params))
+
+
+def stdin(data: bytes = b"", close: bool = False) -> str:
+    body: dict[str, Any] = {"close": True} if close else {
+        "data": base64.b64encode(data).decode()}
+    return json.dumps({"stdin": body})
+
+
+async def collect(ws: WebSocketConnection) -> Session:
+    """Every frame until the server closes."""
+    session = Session()
+    try:
+        while True:
+            session.frames.append(json.loads(await ws.get_message()))
+    except ConnectionClosed as e:
+        session.close_code, session.close_reason = e.reason.code, e.reason.reason
+    return session
+
+
+async def run_exec(a: Running, alloc_id: str, command: list[str], *, task: str = "t",
+                   tty: bool = False, send: list[str] = ()) -> Session:  # type: ignore[assignment]
+    params = {"task": task, "command": json.dumps(command), "tty": str(tty).lower()}
+    async with open_websocket_url(exec_url(a, alloc_id, params)) as ws:
+        for frame in send:
+            await ws.send_message(frame)
+        return await collect(ws)
+
+
+def task_pid(a: Running, alloc_id: str) -> int:
+    handle = a.agent.client.runners[alloc_id].task_runners["t"].handle
+    assert handle is not None
+    return int(handle.driver_state["pid"])
+
+
+def environ(raw: bytes) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def proc_file(pid: int, name: str) -> bytes:
+    return Path(f"/proc/{pid}/{name}").read_bytes()
+
+
+def exists(pid: int) -> bool:
+    """Alive or a zombie: /proc/PID is gone only once the process is reaped."""
+    return Path(f"/proc/{pid}").exists()
+
+
+async def start_job(a: Running, job_id: str = "web") -> str:
+    job = raw_job(job_id, "exec sleep 1000")
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Env"] = {"MY_VAR": "from the job"}
+    assert (await a.client.post("/v1/jobs", json=job)).status_code == 200
+    return str((await wait_status(a.client, job_id, "running"))["ID"])
+
+
+async def test_exec_env_cwd_cgroup_stdin_stderr_exit_code(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            alloc_id = await start_job(a)
+            pid = task_pid(a, alloc_id)
+
+            env = await run_exec(a, alloc_id, ["cat", "/proc/self/environ"])
+            assert env.exit_code == 0
+            assert env.close_code == 1000
+            got, task_env = environ(env.data("stdout")), environ(
+                proc_file(pid, "environ"))
+            assert got["NOMAD_ALLOC_ID"] == alloc_id
+            assert got["MY_VAR"] == "from the job"
+            # The task's environment, variable for variable (the shell adds only PWD).
+            assert {k: v for k, v in got.items() if k != "PWD"} == {
+                k: v for k, v in task_env.items() if k != "PWD"}
+
+            where = await run_exec(a, alloc_id, ["/bin/sh", "-c",
+                                                 "pwd; cat /proc/self/cgroup; echo oops >&2; "
+                                                 "exit 3"])
+            cwd, cgroup = where.data("stdout").decode().split("\n", 1)
+            assert cwd == os.readlink(f"/proc/{pid}/cwd")
+            assert cwd == str(tmp_path / "alloc" / alloc_id / "t")
+            assert cgroup == proc_file(pid, "cgroup").decode()
+            assert where.data("stderr") == b"oops\n"
+            assert where.exit_code == 3
+            # Each stream's close, then the exit, then the close: Nomad's order.
+            assert [next(iter(f)) for f in where.frames[-3:]] == ["stdout", "stderr", "exited"]
+            assert where.frames[-3]["stdout"] == {"close": True}
+
+            cat = await run_exec(a, alloc_id, ["cat"], send=[
+                stdin(b"hello "), json.dumps({}), stdin(b"world\n"), stdin(close=True)])
+            assert cat.data("stdout") == b"hello world\n"
+            assert cat.exit_code == 0
+
+            killed = await run_exec(a, alloc_id, ["/bin/sh", "-c", "kill -TERM $$"])
+            assert killed.exit_code == 128 + 15
+
+
+async def test_exec_tty_has_a_terminal_of_the_sent_size(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            alloc_id = await start_job(a)
+            # The size is sent before the line the command waits for: frames are applied in
+            # order, so `stty size` sees it.
+            session = await run_exec(
+                a, alloc_id, ["/bin/sh", "-c", "read x; tty; stty size; exit 4"], tty=True,
+                send=[json.dumps({"tty_size": {"height": 33, "width": 101}}), stdin(b"go\n")])
+            out = session.data("stdout").decode()
+            assert "/dev/pts/" in out
+            assert "33 101" in out
+            assert session.exit_code == 4
+            assert not session.data("stderr")  # one terminal: everything is stdout
+
+            plain = await run_exec(a, alloc_id, ["/bin/sh", "-c", "tty; true"])
+            assert plain.data("stdout") == b"not a tty\n"
+
+
+async def test_closing_the_socket_kills_the_command(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            alloc_id = await start_job(a)
+            params = {"task": "t", "command": json.dumps(
+                ["/bin/sh", "-c", "sleep 1000 & echo $$ $!; wait"])}
+            async with open_websocket_url(exec_url(a, alloc_id, params)) as ws:
+                first = json.loads(await ws.get_message())
+                pids = [int(p) for p in base64.b64decode(first["stdout"]["data"]).split()]
+                assert len(pids) == 2
+                assert all(exists(p) for p in pids)
+            # The shell and its child are killed and reaped: gone from /proc, not zombies.
+            await eventually(lambda: not any(exists(p) for p in pids))
+            # The task itself is untouched.
+            assert exists(task_pid(a, alloc_id))
+
+
+async def test_exec_errors_close_as_nomad_does(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            alloc_id = await start_job(a)
+
+            unknown = await run_exec(a, "nope", ["true"])
+            assert (unknown.close_code, unknown.close_reason) == (
+                1008, 'Unknown allocation "nope"')
+            assert unknown.frames == []
+            no_task = await run_exec(a, alloc_id, ["true"], task="")
+            assert (no_task.close_code, no_task.close_reason) == (1008, "must provide task name")
+            bad_task = await run_exec(a, alloc_id, ["true"], task="x")
+            assert (bad_task.close_code, bad_task.close_reason) == (
+                1008, 'unknown task name "x"')
+            empty = await run_exec(a, alloc_id, [])
+            assert (empty.close_code, empty.close_reason) == (1008, "command is not present")
+            missing = await run_exec(a, alloc_id, ["no-such-command-here"])
+            assert missing.close_code == 1011
+            assert missing.close_reason is not None
+            assert "no-such-command-here" in missing.close_reason
+            for params in ({"task": "t", "command": "[not json"},
+                           {"task": "t", "command": '{"a": 1}'},
+                           {"task": "t", "command": '["true"]', "tty": "maybe"}):
+                async with open_websocket_url(exec_url(a, alloc_id, params)) as ws:
+                    refused = await collect(ws)
+                assert refused.close_code == 1008, params
+            async with open_websocket_url(exec_url(a, alloc_id, {
+                    "task": "t", "command": '["cat"]'})) as ws:
+                await ws.send_message("{not json")
+                garbled = await collect(ws)
+            assert garbled.close_code == 1008
+            assert garbled.close_reason is not None
+            assert garbled.close_reason.startswith("invalid exec frame")
+
+            # Without an upgrade: Nomad's websocket upgrader answers 400; other methods 405.
+            path = f"/v1/client/allocation/{alloc_id}/exec"
+            assert (await a.client.get(path)).status_code == 400
+            assert (await a.client.post(path)).status_code == 405
+
+            batch = raw_job("b", "true", job_type="batch")
+            assert (await a.client.post("/v1/jobs", json=batch)).status_code == 200
+            done_id = (await wait_status(a.client, "b", "complete"))["ID"]
+            done = await run_exec(a, done_id, ["true"])
+            assert (done.close_code, done.close_reason) == (1008, 'task "t" is not running.')
