@@ -16,6 +16,7 @@ from trio_websocket import open_websocket_url
 from tests.agent_support import Running, raw_job, running_agent, wait_status
 from tests.exec_support import collect, exec_url, run_exec, stdin
 from tests.runtime_support import eventually
+from yurt.runtime.drivers import execstream
 
 pytestmark = pytest.mark.slow
 
@@ -165,3 +166,27 @@ async def test_exec_errors_close_as_nomad_does(tmp_path: Path) -> None:
             done_id = (await wait_status(a.client, "b", "complete"))["ID"]
             done = await run_exec(a, done_id, ["true"])
             assert (done.close_code, done.close_reason) == (1008, 'task "t" is not running.')
+
+
+async def test_exec_runs_as_the_task_user_and_ends_with_its_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pwd
+
+    # Without the kill of the command's leftovers, the session would wait for this long.
+    monkeypatch.setattr(execstream, "DRAIN_TIMEOUT", 3600.0)
+    nobody = pwd.getpwnam("nobody")
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            job = raw_job("as-nobody", "exec sleep 1000")
+            job["Job"]["TaskGroups"][0]["Tasks"][0]["User"] = "nobody"
+            assert (await a.client.post("/v1/jobs", json=job)).status_code == 200
+            alloc_id = str((await wait_status(a.client, "as-nobody", "running"))["ID"])
+            who = await run_exec(a, alloc_id, ["/bin/sh", "-c", "id -u; echo $HOME $USER"])
+            assert who.data("stdout").decode() == (
+                f"{nobody.pw_uid}\n{nobody.pw_dir} nobody\n")
+
+            # What the command leaves running in its group ends with it: the session does
+            # not wait for it (its output pipe would stay open), and nothing is left.
+            left = await run_exec(a, alloc_id, ["/bin/sh", "-c", "sleep 1000 & echo $!"])
+            assert left.exit_code == 0
+            await eventually(lambda: not exists(int(left.data("stdout"))))
