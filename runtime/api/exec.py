@@ -49,6 +49,7 @@ from yurt.runtime.structs import TASK_STATE_RUNNING, ZERO_TIME
 from yurt.runtime.taskenv import interpolate, node_values
 
 if TYPE_CHECKING:
+    from yurt.runtime.allocrunner.runner import AllocRunner
     from yurt.runtime.taskrunner.runner import TaskRunner
 
 CLOSE_NORMAL: Final = 1000
@@ -129,10 +130,11 @@ def exit_frame(code: int) -> str:
     return json.dumps({"exited": True, "result": {"exit_code": code}})
 
 
-def task_config(ctx: Context, tr: TaskRunner, task_id: str) -> TaskConfig:
+def task_config(ctx: Context, runner: AllocRunner, tr: TaskRunner, task_id: str
+                ) -> TaskConfig:
     """The task's start configuration, rebuilt as `TaskRunner._start` builds it."""
     env = tr.env
-    alloc_dir = ctx.agent.client.runners[tr.alloc.id].alloc_dir
+    alloc_dir = runner.alloc_dir
     task_dir = alloc_dir.task_dir(tr.name) if alloc_dir is not None else None
     return TaskConfig(
         id=task_id, name=tr.name, alloc_id=tr.alloc.id, job_id=tr.alloc.job_id,
@@ -166,7 +168,7 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
     if not isinstance(driver, ExecDriver):
         raise _Refused(400, f'task "{task}": its driver does not support exec')
     return driver, handle.task_id, ExecRequest(command=command, tty=tty,
-                                               task=task_config(ctx, tr, handle.task_id))
+                                               task=task_config(ctx, runner, tr, handle.task_id))
 
 
 async def _close(websocket: WebSocket, status: int, message: str) -> None:
