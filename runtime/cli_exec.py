@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     from trio_websocket import WebSocketConnection
 
 HEARTBEAT: Final = 10.0  # Nomad's client sends `{}` this often
-#: How long the CLI waits for the agent's close after the exit code (see `closed_by_server`).
-CLOSE_WAIT: Final = 2.0
 STDIN_CHUNK: Final = 2048
 _BOOLS: Final = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
                  **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
@@ -217,19 +215,7 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
                     stream.write(base64.b64decode(data))
                     stream.flush()
             if frame.get("exited") and frame.get("result") is not None:
-                await closed_by_server(ws)
                 return int(frame["result"].get("exit_code", 0))
-
-    async def closed_by_server(ws: WebSocketConnection) -> None:
-        """Wait (bounded) for the close the agent sends after the exit, rather than
-        close at the same moment: two closes crossing can break the server's connection
-        (hypercorn sends its EOF outside its send lock)."""
-        with trio.move_on_after(CLOSE_WAIT):
-            try:
-                while True:
-                    await ws.get_message()
-            except ConnectionClosed:
-                pass
 
     try:
         async with open_websocket_url(url, extra_headers=headers) as ws, \

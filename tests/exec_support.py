@@ -41,21 +41,26 @@ def stdin(data: bytes = b"", close: bool = False) -> str:
     return json.dumps({"stdin": body})
 
 
-async def collect(ws: WebSocketConnection) -> Session:
-    """Every frame until the server closes."""
+async def collect(ws: WebSocketConnection, *, wait_close: bool = False) -> Session:
+    """Every frame until the exit frame (then the caller closes, as clients do) or, with
+    `wait_close` or without an exit, until the server closes."""
     session = Session()
     try:
         while True:
             session.frames.append(json.loads(await ws.get_message()))
+            if session.exit_code is not None and not wait_close:
+                return session
     except ConnectionClosed as e:
-        session.close_code, session.close_reason = e.reason.code, e.reason.reason
+        if e.reason is not None:
+            session.close_code, session.close_reason = e.reason.code, e.reason.reason
     return session
 
 
 async def run_exec(a: Running, alloc_id: str, command: list[str], *, task: str = "t",
-                   tty: bool = False, send: Sequence[str] = ()) -> Session:
+                   tty: bool = False, send: Sequence[str] = (), wait_close: bool = False
+                   ) -> Session:
     params = {"task": task, "command": json.dumps(command), "tty": str(tty).lower()}
     async with open_websocket_url(exec_url(a, alloc_id, params)) as ws:
         for frame in send:
             await ws.send_message(frame)
-        return await collect(ws)
+        return await collect(ws, wait_close=wait_close)

@@ -53,7 +53,8 @@ async def test_exec_env_cwd_cgroup_stdin_stderr_exit_code(tmp_path: Path) -> Non
             alloc_id = await start_job(a)
             pid = task_pid(a, alloc_id)
 
-            env = await run_exec(a, alloc_id, ["cat", "/proc/self/environ"])
+            # A client that waits after the exit frame gets Nomad's normal close.
+            env = await run_exec(a, alloc_id, ["cat", "/proc/self/environ"], wait_close=True)
             assert env.exit_code == 0
             assert env.close_code == 1000
             got, task_env = environ(env.data("stdout")), environ(
@@ -190,3 +191,4 @@ async def test_exec_runs_as_the_task_user_and_ends_with_its_command(
             left = await run_exec(a, alloc_id, ["/bin/sh", "-c", "sleep 1000 & echo $!"])
             assert left.exit_code == 0
             await eventually(lambda: not exists(int(left.data("stdout"))))
+

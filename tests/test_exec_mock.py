@@ -87,7 +87,7 @@ async def test_exec_websocket_with_the_mock_driver(tmp_path: Path) -> None:
             async with open_websocket_url(exec_url(a, alloc_id, params)) as ws:
                 await ws.send_message(stdin(b"abc"))
                 await ws.send_message(stdin(close=True))
-                session = await collect(ws)
+                session = await collect(ws, wait_close=True)
             assert base64.b64decode(session.frames[0]["stdout"]["data"]) == (
                 b"TTY: false\nStdin:\nabc\n")
             assert session.exit_code == 0

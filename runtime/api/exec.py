@@ -14,7 +14,9 @@ The session is three tasks in one nursery: the reader turns frames into the driv
 the driver runs the command (runtime.drivers.protocol `ExecDriver`), the writer sends what it
 writes. The buffers between them are small and bounded: a client that does not read stalls
 the command's output, as a terminal would. A client that goes away (its disconnect is only
-seen by reading) cancels the session, and the driver kills and reaps the command.
+seen by reading) cancels the session, and the driver kills and reaps the command. After the
+exit frame the server lets the client close first (CLOSE_GRACE), then closes itself (see
+`_client_closed_within`).
 
 The task's environment is not persisted: it is rebuilt here from the task runner the way its
 start built it (`TaskRunner.env`, the interpolated driver config, the task's user and dirs).
@@ -59,6 +61,8 @@ CLOSE_INTERNAL: Final = 1011
 #: A close frame's reason is at most 123 bytes.
 MAX_REASON: Final = 123
 BUFFER: Final = 16
+#: How long the end of a session waits for the client's close before sending its own.
+CLOSE_GRACE: Final = 1.0
 #: Go's strconv.ParseBool, which Nomad parses `tty` and `ws_handshake` with.
 _BOOLS: Final = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
                  **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
@@ -247,7 +251,19 @@ class _Session:
                 await _close(self.websocket, self.failure.status, str(self.failure))
             elif code is not None:
                 await self.websocket.send_text(exit_frame(code))
-                await self.websocket.close(code=CLOSE_NORMAL)
+                if not await self._client_closed_within(CLOSE_GRACE):
+                    await self.websocket.close(code=CLOSE_NORMAL)
+
+    async def _client_closed_within(self, seconds: float) -> bool:
+        """Whether the client closes within `seconds` (what clients do once they have the
+        exit code). Closing at once, as Nomad does, would cross their close: hypercorn then
+        sends its end of the connection while it answers theirs, and the clash can take the
+        API server down (its `_close` sends outside its send lock)."""
+        with trio.move_on_after(seconds):
+            while (await self.websocket.receive())["type"] != "websocket.disconnect":
+                pass  # input for a command that has exited
+            return True
+        return False
 
     async def _read(self, inputs: trio.MemorySendChannel[ExecInput],
                     session: trio.CancelScope) -> None:
