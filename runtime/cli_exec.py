@@ -1,12 +1,13 @@
 """`yurt alloc exec`: Nomad's `nomad alloc exec`, over the agent's exec websocket.
 
-    yurt alloc exec [-i] [-t] [-task TASK] [-job] ALLOC COMMAND [ARGS...]
+    yurt alloc exec [-i] [-t] [-task TASK] [-job] [-e CHAR] ALLOC COMMAND [ARGS...]
 
 Flags are Nomad's, parsed as Go's `flag` package parses them (what Nomad users type):
 `-task NAME` or `-task=NAME`, one or two dashes, booleans as `-t` or `-t=false`, and flags
 only before ALLOC, so that everything after it is the command's own. `-i` (stdin passed to
 the command) is on by default; `-t` (a pseudo-terminal) is on when stdin and stdout are both
 terminals. With `-job`, ALLOC is a job ID and one of its running allocations is used.
+`-e` is the escape character of a `-t` session (runtime.cli_escape: `~.` closes it).
 
 With `-t` the local terminal is put in raw mode for the session (every key, Ctrl-C included,
 goes to the remote command, whose own terminal interprets it) and restored however the
@@ -34,6 +35,7 @@ from urllib.parse import urlencode
 
 import click
 
+from yurt.runtime.cli_escape import EscapeFilter
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ class ExecFlags:
     tty: bool | None = None  # None: a terminal on both stdin and stdout decides
     task: str = ""
     job: bool = False
+    escape: str = "~"  # "" (`-e none`): no escape sequence
 
 
 def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
@@ -79,13 +82,20 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
                 flags.tty = on
             else:
                 flags.job = on
-        elif name == "task":
+        elif name in ("task", "e"):
             if not has_value:
                 i += 1
                 if i == len(args):
-                    raise UsageError("flag needs an argument: -task")
+                    raise UsageError(f"flag needs an argument: -{name}")
                 value = args[i]
-            flags.task = value
+            if name == "task":
+                flags.task = value
+            elif value == "none":
+                flags.escape = ""
+            elif len(value.encode()) != 1:
+                raise UsageError("-e requires 'none' or a single character")
+            else:
+                flags.escape = value
         else:
             raise UsageError(f"flag provided but not defined: -{name}")
         i += 1
@@ -163,27 +173,39 @@ class _Failed(Exception):
     """The session ended without an exit code (Nomad: "failed to exec into task")."""
 
 
+class _Escaped(Exception):
+    """The user typed the escape sequence (`~.`): the session was closed."""
+
+
 async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
-                   stdin: bool) -> int:
+                   stdin: bool, escape: str) -> int:
     import base64
 
     import trio
     from trio_websocket import ConnectionClosed, open_websocket_url
 
     send_lock = trio.Lock()
+    escapes = EscapeFilter(ord(escape)) if tty and escape else None
 
     async def send(ws: WebSocketConnection, frame: str) -> None:
         async with send_lock:
             await ws.send_message(frame)
 
-    async def pump_stdin(ws: WebSocketConnection) -> None:
+    async def pump_stdin(ws: WebSocketConnection, session: trio.CancelScope) -> None:
         while True:
-            data = await trio.to_thread.run_sync(os.read, sys.stdin.fileno(), STDIN_CHUNK,
+            read = await trio.to_thread.run_sync(os.read, sys.stdin.fileno(), STDIN_CHUNK,
                                                  abandon_on_cancel=True)
-            if not data:
+            data = read
+            if escapes is not None:
+                data = escapes.feed(read) if read else escapes.end()
+            if data:
+                await send(ws, json.dumps({"stdin": {"data": base64.b64encode(data).decode()}}))
+            if escapes is not None and escapes.closed:
+                session.cancel()  # `~.`: leave, and the agent ends the command
+                return
+            if not read:
                 await send(ws, json.dumps({"stdin": {"close": True}}))
                 return
-            await send(ws, json.dumps({"stdin": {"data": base64.b64encode(data).decode()}}))
 
     async def heartbeat(ws: WebSocketConnection) -> None:
         while True:
@@ -223,12 +245,14 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
             if tty:  # the size first: before any input, so a command reading sees it
                 await nursery.start(follow_size, ws)
             if stdin:
-                nursery.start_soon(pump_stdin, ws)
+                nursery.start_soon(pump_stdin, ws, nursery.cancel_scope)
             nursery.start_soon(heartbeat, ws)
             code = await receive(ws)
             nursery.cancel_scope.cancel()
     except OSError as e:
         raise _Failed(str(e)) from None
+    if escapes is not None and escapes.closed:
+        raise _Escaped
     if isinstance(code, _Failed):
         raise code
     return code
@@ -263,7 +287,8 @@ def run_exec(args: Sequence[str]) -> int:
     url = addr.replace("http", "ws", 1) + f"/v1/client/allocation/{alloc['ID']}/exec?{query}"
     token = client_token()
     headers = [(b"X-Nomad-Token", token.encode())] if token else []
-    session = partial(_session, url, headers, tty=tty, stdin=flags.stdin)
+    session = partial(_session, url, headers, tty=tty, stdin=flags.stdin,
+                      escape=flags.escape)
     try:
         if tty:
             with raw_terminal(sys.stdin.fileno()):
@@ -271,6 +296,9 @@ def run_exec(args: Sequence[str]) -> int:
         return trio.run(session)
     except _Failed as e:
         _fail(f"failed to exec into task: {e}", EXIT_FAILED)
+    except _Escaped:  # after the terminal is restored, at the start of a line, as Nomad
+        sys.stderr.write("\nConnection closed\n")
+        return EXIT_FAILED
 
 
 def register(alloc: click.Group) -> None:
@@ -280,12 +308,14 @@ def register(alloc: click.Group) -> None:
         "ignore_unknown_options": True, "allow_interspersed_args": False,
         "help_option_names": ["-h", "--help"]})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED,
-                    metavar="[-i] [-t] [-task TASK] [-job] ALLOC COMMAND [ARGS]...")
+                    metavar="[-i] [-t] [-task TASK] [-job] [-e CHAR] ALLOC COMMAND [ARGS]...")
     def alloc_exec(args: tuple[str, ...]) -> None:
         """Run a command in a task's environment, directory and cgroup, as its user.
 
         -i passes stdin to the command (default; -i=false to disable). -t allocates a
         pseudo-terminal (default when stdin and stdout are terminals; -t=false to disable).
         -task names the task (needed when the allocation has several). -job takes ALLOC as
-        a job ID and uses one of its running allocations. Exits with the command's code."""
+        a job ID and uses one of its running allocations. -e sets the escape character of
+        a -t session (default ~; "none" for none): ~. at the start of a line closes it.
+        Exits with the command's code."""
         sys.exit(run_exec(args))

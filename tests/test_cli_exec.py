@@ -4,6 +4,7 @@ real pty for `-t`; and its Go-style flag parsing and task choice (layer 0)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import termios
@@ -15,6 +16,7 @@ import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent, wait_status
+from tests.runtime_support import eventually
 from yurt.runtime.cli_exec import ExecFlags, UsageError, choose_task, parse_flags
 from yurt.runtime.drivers.execstream import set_window_size
 
@@ -33,6 +35,10 @@ def test_flags_are_parsed_as_go_parses_them() -> None:
         parse_flags(["-task"])
     with pytest.raises(UsageError, match="invalid boolean"):
         parse_flags(["-t=maybe", "a"])
+    assert parse_flags(["-e", "none", "a"])[0].escape == ""
+    assert parse_flags(["-e=%", "a"])[0].escape == "%"
+    with pytest.raises(UsageError, match="'none' or a single character"):
+        parse_flags(["-e", "ab", "a"])
 
 
 def test_the_task_is_the_only_one_or_named() -> None:
@@ -127,5 +133,23 @@ async def test_cli_exec_tty_raw_mode_and_window_size(tmp_path: Path) -> None:
             assert process.returncode == 130
             # The local terminal is as it was before.
             assert termios.tcgetattr(slave) == canonical
+
+            # `~.` at the start of a line closes the session; the agent ends the command.
+            seen.clear()
+            async with trio.open_nursery() as nursery:
+                process = await nursery.start(partial(
+                    trio.run_process, [YURT, "alloc", "exec", "-t", alloc_id, "/bin/sh", "-c",
+                                       "echo pid=$$; exec sleep 1000"],
+                    stdin=slave, stdout=slave, stderr=slave, check=False,
+                    env={**os.environ, "YURT_ADDR": a.address}))
+                while (found := re.search(rb"pid=(\d+)\r\n", seen)) is None:
+                    seen.extend(await term.receive_some(4096))
+                remote = int(found.group(1))
+                await term.send_all(b"\r~.")
+                await process.wait()
+            assert process.returncode == 1
+            await until(b"Connection closed")
+            assert termios.tcgetattr(slave) == canonical
+            await eventually(lambda: not Path(f"/proc/{remote}").exists())
             os.close(slave)
             term.close()
