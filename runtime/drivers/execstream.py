@@ -4,7 +4,9 @@ Theory of operation. The command gets what its task got (Nomad's executor does t
 raw_exec): the task's environment, rebuilt as its start built it (the agent's allow-listed
 variables, the user's HOME/USER/LOGNAME, the task's `NOMAD_*` and `env`), the task's working
 directory, its user, and its cgroup where it has one, so that the command is part of the
-task's tree (and dies with it, as a task's leftovers do). It is spawned like a task's shim
+task's tree (and dies with it, as a task's leftovers do). Unlike a task, it does not outlive
+the agent: it gets SIGKILL when the agent dies (`setpriv --pdeathsig`), as nothing would
+ever read its output or reap it again. It is spawned like a task's shim
 (`runtime.drivers.spawn`: `os.posix_spawn` on the event loop, a new session, signal
 dispositions at their defaults, no fd of the agent inherited) through a few lines of `sh`
 that enter the working directory and the cgroup, then exec the command, prefixed with the
@@ -35,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import signal
 import struct
 import termios
@@ -50,7 +53,7 @@ from yurt.runtime.drivers import starts
 from yurt.runtime.drivers.configs import RawExecTaskConfig
 from yurt.runtime.drivers.protocol import ExecInput, ExecOutput, ExecRequest, ExecResize
 from yurt.runtime.drivers.spawn import DEFAULT_SIGNALS, cloexec_all_fds
-from yurt.runtime.drivers.users import switch_prefix, user_env
+from yurt.runtime.drivers.users import SETPRIV, switch_prefix, user_env
 from yurt.runtime.errors import DriverError
 from yurt.runtime.taskenv import inherited_env
 
@@ -260,6 +263,17 @@ async def run_session(argv: Sequence[str], env: dict[str, str], *, tty: bool,
         process.close()
 
 
+def _with_parent_death_kill(prefix: list[str]) -> list[str]:
+    """`prefix` (the user switch, or nothing) extended so that the command gets SIGKILL if
+    the agent dies (PR_SET_PDEATHSIG, set by setpriv after its switch of user): an exec
+    session ends with its agent, even one killed with -9, instead of running on unseen.
+    Without setpriv, as before."""
+    if prefix:
+        return [prefix[0], "--pdeathsig=KILL", *prefix[1:]]
+    setpriv = shutil.which(SETPRIV)
+    return [setpriv, "--pdeathsig=KILL", "--"] if setpriv else []
+
+
 def _prepare(request: ExecRequest, env_allow: Sequence[str]
              ) -> tuple[list[str], dict[str, str], str]:
     """The user switch prefix, the environment and the working directory of the command,
@@ -275,6 +289,7 @@ def _prepare(request: ExecRequest, env_allow: Sequence[str]
     path = config.env.get("PATH", env.get("PATH", os.defpath))
     prefix, home = (switch_prefix(config.user), user_env(config.user)) if config.user \
         else ([], {})
+    prefix = _with_parent_death_kill(prefix)
     env.update(home)
     env.update(config.env)
     env.setdefault("PATH", path)
