@@ -157,6 +157,18 @@ async def test_exec_errors_close_as_nomad_does(tmp_path: Path) -> None:
             assert garbled.close_reason is not None
             assert garbled.close_reason.startswith("invalid exec frame")
 
+            # Nomad's optional handshake frame comes first when `ws_handshake=true`.
+            shake = {"task": "t", "command": '["echo", "hi"]', "ws_handshake": "true"}
+            async with open_websocket_url(exec_url(a, alloc_id, shake)) as ws:
+                await ws.send_message(json.dumps({"version": 1, "auth_token": ""}))
+                shaken = await collect(ws)
+            assert (shaken.data("stdout"), shaken.exit_code) == (b"hi\n", 0)
+            async with open_websocket_url(exec_url(a, alloc_id, shake)) as ws:
+                await ws.send_message(json.dumps({"version": 2}))
+                wrong = await collect(ws)
+            assert (wrong.close_code, wrong.close_reason) == (
+                1008, "unexpected handshake value: 2")
+
             # Without an upgrade: Nomad's websocket upgrader answers 400; other methods 405.
             path = f"/v1/client/allocation/{alloc_id}/exec"
             assert (await a.client.get(path)).status_code == 400
