@@ -174,6 +174,17 @@ async def test_exec_errors_close_as_nomad_does(tmp_path: Path) -> None:
             assert (await a.client.get(path)).status_code == 400
             assert (await a.client.post(path)).status_code == 405
 
+            # The main task waits for a prestart task that never ends: not started yet.
+            gated = raw_job("gated", "exec sleep 1000", extra_task={
+                "Name": "init", "Driver": "raw_exec", "Lifecycle": {"Hook": "prestart"},
+                "Config": {"command": "/bin/sh", "args": ["-c", "exec sleep 1000"]}})
+            assert (await a.client.post("/v1/jobs", json=gated)).status_code == 200
+            gated_id = (await wait_status(a.client, "gated", "running"))["ID"]
+            waiting = await run_exec(a, gated_id, ["true"])
+            assert (waiting.close_code, waiting.close_reason) == (
+                1008, 'task "t" not started yet.')
+            assert (await run_exec(a, gated_id, ["true"], task="init")).exit_code == 0
+
             batch = raw_job("b", "true", job_type="batch")
             assert (await a.client.post("/v1/jobs", json=batch)).status_code == 200
             done_id = (await wait_status(a.client, "b", "complete"))["ID"]
