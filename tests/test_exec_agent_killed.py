@@ -1,5 +1,5 @@
 """An exec session does not outlive its agent, even one killed with -9 (layer 3), while the
-task it ran beside does, as every task does."""
+task it ran beside does, as every task does; the agent that re-attaches execs in it again."""
 
 from __future__ import annotations
 
@@ -40,8 +40,17 @@ def test_exec_is_killed_with_its_agent(tmp_path: Path) -> None:
         wait_for(lambda: not alive(command))
         assert session.wait(timeout=30) == 1  # the CLI reports the lost connection
         assert alive(task)
+
+        # The agent that re-attaches to the task execs in it as before: the task's
+        # environment is rebuilt, its cgroup found again from the handle.
+        agent = user.start_agent()
+        again = user.yurt("alloc", "exec", alloc["ID"], "/bin/sh", "-c",
+                          "echo $NOMAD_ALLOC_ID; cat /proc/self/cgroup")
+        alloc_id, cgroup = again.stdout.split("\n", 1)
+        assert alloc_id == alloc["ID"]
+        assert cgroup == Path(f"/proc/{task}/cgroup").read_text()
     finally:
-        if agent.poll() is not None:  # again, to stop the job: its task outlived the agent
+        if agent.poll() is not None:  # again, to stop the job: its task outlives the agent
             agent = user.start_agent()
         user.yurt("job", "stop", "e2e", check=False)
         stop_agent(agent)
