@@ -14,7 +14,10 @@ The session is three tasks in one nursery: the reader turns frames into the driv
 the driver runs the command (runtime.drivers.protocol `ExecDriver`), the writer sends what it
 writes. The buffers between them are small and bounded: a client that does not read stalls
 the command's output, as a terminal would. A client that goes away (its disconnect is only
-seen by reading) cancels the session, and the driver kills and reaps the command. After the
+seen by reading) cancels the session, and the driver kills and reaps the command. As in
+Nomad, stdin moves at the command's pace: while a command leaves its stdin unread, a client
+that keeps sending holds the reader, and its disconnect is seen once the input moves (or the
+command exits). After the
 exit frame the server lets the client close first (CLOSE_GRACE), then closes itself (see
 `_client_closed_within`).
 

@@ -118,7 +118,7 @@ class _Process:
         await trio.lowlevel.wait_readable(self.pidfd)
         info = _collect(self.pidfd, reap=False)
         if info is None:  # readable means exited: cannot happen, but never spin on it
-            raise DriverError("exec: the command's exit status is unavailable")
+            return -1
         return exit_code(info.si_code, info.si_status)
 
     def kill_group(self) -> None:
@@ -203,7 +203,8 @@ async def _feed(process: _Process, inputs: trio.abc.ReceiveChannel[ExecInput]) -
     async for item in inputs:
         if isinstance(item, ExecResize):
             if process.tty:
-                set_window_size(process.stdout.fileno(), item.height, item.width)
+                with contextlib.suppress(OSError):  # the pty is gone with the command
+                    set_window_size(process.stdout.fileno(), item.height, item.width)
             continue
         data = item.data + (EOF_CHAR if item.close and process.tty else b"")
         if data and writable:
@@ -225,7 +226,10 @@ async def _pump(stream: trio.lowlevel.FdStream, name: Literal["stdout", "stderr"
             return
         if not chunk:
             return
-        await outputs.send(ExecOutput(name, chunk))
+        try:
+            await outputs.send(ExecOutput(name, chunk))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return  # nobody reads any more: the session is ending
 
 
 async def run_session(argv: Sequence[str], env: dict[str, str], *, tty: bool,
@@ -251,9 +255,10 @@ async def run_session(argv: Sequence[str], env: dict[str, str], *, tty: bool,
                 code = await process.wait()
                 process.kill_group()  # its leftovers would hold the output open
                 pumps.cancel_scope.deadline = trio.current_time() + DRAIN_TIMEOUT
-            await outputs.send(ExecOutput("stdout", close=True))
-            if not tty:
-                await outputs.send(ExecOutput("stderr", close=True))
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await outputs.send(ExecOutput("stdout", close=True))
+                if not tty:
+                    await outputs.send(ExecOutput("stderr", close=True))
             nursery.cancel_scope.cancel()  # no more input for a command that is gone
         return code
     finally:
