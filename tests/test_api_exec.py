@@ -119,6 +119,14 @@ async def test_closing_the_socket_kills_the_command(tmp_path: Path) -> None:
                 assert all(exists(p) for p in pids)
             # The shell and its child are killed and reaped: gone from /proc, not zombies.
             await eventually(lambda: not any(exists(p) for p in pids))
+            # The same for a command that floods its output while the client goes away.
+            params["command"] = json.dumps(["/bin/sh", "-c", "echo $$; exec yes"])
+            async with open_websocket_url(exec_url(a, alloc_id, params)) as ws:
+                first = json.loads(await ws.get_message())
+                flood = int(base64.b64decode(first["stdout"]["data"]).split(b"\n")[0])
+                for _ in range(5):
+                    await ws.get_message()
+            await eventually(lambda: not exists(flood))
             # The task itself is untouched.
             assert exists(task_pid(a, alloc_id))
 
