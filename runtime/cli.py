@@ -24,6 +24,7 @@ import trio
 
 from yurt.runtime import __version__, cli_node
 from yurt.runtime.cli_dispatch import register as register_dispatch_commands
+from yurt.runtime.cli_exec import register as register_exec_commands
 from yurt.runtime.cli_fs import register as register_fs_commands
 from yurt.runtime.cli_vars import register as register_var_commands
 from yurt.runtime.durations import format_duration
@@ -433,3 +434,4 @@ register_var_commands(cli)
 cli_node.register(cli, node)  # node eligibility/drain, system, status
 register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
+register_exec_commands(alloc)  # alloc exec

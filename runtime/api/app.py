@@ -43,6 +43,7 @@ from yurt.runtime.api import (
     search,
     status,
 )
+from yurt.runtime.api import exec as alloc_exec
 from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api import variables as variables_api
@@ -196,6 +197,8 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/vars", h(variables_api.variables), methods=["GET"]),
         Route("/v1/var/{path:path}", h(variables_api.variable),
               methods=["GET", "PUT", "POST", "DELETE"]),
+        WebSocketRoute("/v1/client/allocation/{id}/exec", partial(alloc_exec.alloc_exec, ctx)),
+        Route("/v1/client/allocation/{id}/exec", h(alloc_exec.not_upgraded), methods=["GET"]),
     ]
     app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)
     if agent.config.token:

@@ -28,7 +28,14 @@ import msgspec
 import trio
 
 from yurt.runtime.drivers.configs import MockTaskConfig
-from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
+from yurt.runtime.drivers.protocol import (
+    ExecInput,
+    ExecOutput,
+    ExecRequest,
+    ExecStdin,
+    Fingerprint,
+    TaskConfig,
+)
 from yurt.runtime.errors import DriverError, PluginShutdownError, TaskNotFoundError
 from yurt.runtime.structs import TaskHandle
 from yurt.runtime.taskrunner.restarts import ExitResult
@@ -154,6 +161,40 @@ class MockDriver:
         self._tasks[handle.task_id] = _MockTask(config=cfg, started_at=now,
                                                 exit_at=now + _seconds(remaining),
                                                 plugin_exit_at=None)
+
+    async def exec_task(self, task_id: str, request: ExecRequest,
+                        inputs: trio.abc.ReceiveChannel[ExecInput],
+                        outputs: trio.abc.SendChannel[ExecOutput]) -> int:
+        """Nomad's mock exec: the command `showinput` answers with the tty flag and all of its
+        stdin; any other runs the task's `exec_command` (a mock config: `run_for`,
+        `exit_code`, `stdout_string`, `stderr_string`)."""
+        task = self._task(task_id)
+        if task.exited(trio.current_time()):
+            raise DriverError("task is not running")
+        if request.command == ["showinput"]:
+            stdin = b""
+            async for item in inputs:
+                if isinstance(item, ExecStdin):
+                    stdin += item.data
+                    if item.close:
+                        break
+            config = MockTaskConfig(stdout_string=(
+                f"TTY: {str(request.tty).lower()}\nStdin:\n{stdin.decode(errors='replace')}\n"))
+        elif task.config.exec_command is None:
+            raise DriverError("no exec command is configured")
+        else:
+            try:
+                config = msgspec.convert(task.config.exec_command, MockTaskConfig)
+            except msgspec.ValidationError as e:
+                raise DriverError(f"failed to decode exec_command: {e}") from None
+        await trio.sleep(_seconds(config.duration("run_for")))
+        if config.stdout_string:
+            await outputs.send(ExecOutput("stdout", config.stdout_string.encode()))
+        if config.stderr_string:
+            await outputs.send(ExecOutput("stderr", config.stderr_string.encode()))
+        await outputs.send(ExecOutput("stdout", close=True))
+        await outputs.send(ExecOutput("stderr", close=True))
+        return config.exit_code
 
     async def fingerprint(self) -> AsyncIterator[Fingerprint]:
         """Always healthy (Nomad's mock driver sets `driver.mock_driver`)."""

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import trio
+
 from yurt.runtime.structs import TaskDeviceNode, TaskHandle, TaskMount
 from yurt.runtime.taskrunner.restarts import ExitResult
 
@@ -75,6 +77,65 @@ class Driver(Protocol):
 
     async def recover_task(self, handle: TaskHandle) -> None:
         """Re-attach to a task started earlier (after an agent or plugin restart)."""
+
+
+@dataclass(frozen=True)
+class ExecStdin:
+    """Input for an exec session's command: bytes for its stdin, or (`close`) its end."""
+
+    data: bytes = b""
+    close: bool = False
+
+
+@dataclass(frozen=True)
+class ExecResize:
+    """The client's terminal size changed (rows, columns): applied to the session's pty."""
+
+    height: int
+    width: int
+
+
+#: What an exec session receives from its client (Nomad's `ExecTaskStreamingRequestMsg`).
+ExecInput = ExecStdin | ExecResize
+
+
+@dataclass(frozen=True)
+class ExecOutput:
+    """Output of an exec session's command (Nomad's `ExecTaskStreamingIOOperation`): bytes
+    of `stream`, or (`close`) its end."""
+
+    stream: Literal["stdout", "stderr"]
+    data: bytes = b""
+    close: bool = False
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    """One `alloc exec`: the command, whether it gets a pty, and the task it runs beside,
+    as the task's start was configured (its environment, user, directories, driver
+    config), so that the driver can give the command what the task got."""
+
+    command: list[str]
+    tty: bool
+    task: TaskConfig
+
+
+@runtime_checkable
+class ExecDriver(Protocol):
+    """A driver that can run a command beside a running task (Nomad's optional
+    `ExecTaskStreamingDriver`)."""
+
+    async def exec_task(self, task_id: str, request: ExecRequest,
+                        inputs: trio.abc.ReceiveChannel[ExecInput],
+                        outputs: trio.abc.SendChannel[ExecOutput]) -> int:
+        """Run `request.command` in the task's environment until it exits: feed it
+        `inputs`, send what it writes to `outputs` (each stream's `close` included, all of
+        it before returning), and return its exit code (128+N when signal N killed it).
+        Cancelled, the command's process group is killed and reaped before this returns.
+
+        Raises:
+            DriverError: the command cannot be started (not found, the task not running).
+        """
 
 
 @runtime_checkable

@@ -65,10 +65,16 @@ import msgspec
 import trio
 
 from yurt.runtime import procfs
-from yurt.runtime.drivers import cgroups, orphans, reaper, starts
+from yurt.runtime.drivers import cgroups, execstream, orphans, reaper, starts
 from yurt.runtime.drivers.configs import RawExecTaskConfig
 from yurt.runtime.drivers.orphans import StartKey
-from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
+from yurt.runtime.drivers.protocol import (
+    ExecInput,
+    ExecOutput,
+    ExecRequest,
+    Fingerprint,
+    TaskConfig,
+)
 from yurt.runtime.drivers.spawn import spawn_shim
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.signames import parse_signal_name
@@ -552,6 +558,17 @@ class RawExecDriver:
         if not task.task_alive():
             raise DriverError("task is not running")
         os.kill(task.pid, signum)
+
+    async def exec_task(self, task_id: str, request: ExecRequest,
+                        inputs: trio.abc.ReceiveChannel[ExecInput],
+                        outputs: trio.abc.SendChannel[ExecOutput]) -> int:
+        """`alloc exec`: the command in the task's environment, working directory, user and
+        cgroup (runtime.drivers.execstream)."""
+        task = self._task(task_id)
+        if not task.task_alive():
+            raise DriverError("task is not running")
+        return await execstream.exec_beside(request, env_allow=self.config.env_allow,
+                                            cgroup=task.cgroup, inputs=inputs, outputs=outputs)
 
     async def fingerprint(self) -> AsyncIterator[Fingerprint]:
         """Healthy where the shim's tools are (sh, setsid); checked every 30 s."""
