@@ -69,6 +69,9 @@ async def test_bad_signals_and_restart_bodies_leave_the_task_alone(tmp_path: Pat
                 r = await c.post(f"{base}/{verb}", json=body)
                 assert r.status_code == 400, (verb, body, r.text)
                 assert r.text.strip(), (verb, body)
+                if verb == "signal" and isinstance(body, dict) and isinstance(
+                        body.get("Signal"), str) and "Task" not in body:
+                    assert r.text.startswith("invalid signal"), r.text  # clients match it
             for verb in ("signal", "restart"):
                 deep = await c.post(f"{base}/{verb}", content=DEEP_JSON)
                 assert deep.status_code == 400, deep.text

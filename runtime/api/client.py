@@ -59,7 +59,8 @@ async def alloc_signal(ctx: Context, request: Request) -> Response:
         # know as SIGINT, which stops most tasks.
         sig = parse_signal_name(body.get("Signal") or "SIGINT")
     except ValueError as e:
-        raise ApiError(400, str(e)) from None
+        # "invalid signal" leads the message: clients match on it (python-nomad does).
+        raise ApiError(400, f"invalid signal: {e}") from None
     try:
         await runner.signal(task, sig)
     except (YurtError, OSError) as e:
