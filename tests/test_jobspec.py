@@ -433,3 +433,30 @@ def test_a_job_of_too_many_keys_is_refused_at_once(fmt: str) -> None:
     problem = only_problem(text, f"job.{fmt}")
     assert expected in problem.message
     assert time.monotonic() - started < 2  # refused before the expensive stages
+
+
+MIGRATE = """job "web" {
+  group "api" {
+    migrate {
+      max_parallel     = 3
+      health_check     = "task_states"
+      min_healthy_time = "15s"
+      healthy_deadline = "%s"
+    }
+    task "a" {
+      driver = "mock_driver"
+    }
+  }
+}
+"""
+
+
+def test_migrate_stanza_is_read_with_nomads_rules() -> None:
+    job = parse_job(MIGRATE % "10m", filename="job.nomad.hcl")
+    migrate = job.task_groups[0].migrate
+    assert migrate is not None
+    assert (migrate.max_parallel, migrate.health_check) == (3, "task_states")
+    assert (migrate.min_healthy_time, migrate.healthy_deadline) == (15 * SECOND, 10 * MINUTE)
+    p = only_problem(MIGRATE % "10s")
+    assert (p.line, p.field) == (6, "job.web.group.api.migrate.min_healthy_time")
+    assert p.message == "must be less than healthy_deadline"

@@ -30,6 +30,7 @@ from yurt.runtime.structs import (
     Job,
     Lifecycle,
     LogConfig,
+    MigrateStrategy,
     ParameterizedJobConfig,
     PeriodicConfig,
     RequestedDevice,
@@ -62,7 +63,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "parameterized": HclField("parameterized"),
     },
     TaskGroup: {
-        **_same("count", "meta", "ephemeral_disk"),
+        **_same("count", "meta", "ephemeral_disk", "migrate"),
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
     },
@@ -82,6 +83,8 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     PeriodicConfig: _same("cron", "crons", "prohibit_overlap", "time_zone", "enabled"),
     ParameterizedJobConfig: _same("payload", "meta_required", "meta_optional"),
     DispatchPayloadConfig: _same("file"),
+    MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
+                           "healthy_deadline"),
 }
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
@@ -89,13 +92,13 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
 #: accepted; set to anything else they are an error, never silently ignored.
 UNSUPPORTED: Final = frozenset({
     "affinity", "all_at_once", "artifact", "check_restart", "constraint", "consul",
-    "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect", "migrate",
+    "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect",
     "multiregion", "network", "node_pool", "numa", "reschedule", "scaling", "service", "spread",
     "stop_after_client_disconnect", "template",
     "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "Affinities", "AllAtOnce", "Artifacts", "CSIPluginConfig", "Constraints", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
-    "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Migrate", "Multiregion",
+    "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
     "NUMA", "Networks", "NodePool", "Reschedule",
     "ReschedulePolicy", "Scaling", "ScalingPolicies", "Services", "Spreads",
     "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",

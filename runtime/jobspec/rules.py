@@ -38,6 +38,7 @@ from yurt.runtime.structs import (
     Job,
     Lifecycle,
     LogConfig,
+    MigrateStrategy,
     ParameterizedJobConfig,
     PeriodicConfig,
     RequestedDevice,
@@ -254,6 +255,8 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
         if group.ephemeral_disk.size < 10:
             problems.add(g_at.field(TaskGroup, "ephemeral_disk").field(EphemeralDisk, "size"),
                          f"minimum ephemeral_disk size is 10 MB, got {group.ephemeral_disk.size}")
+        if group.migrate is not None:
+            _check_migrate(group.migrate, g_at.field(TaskGroup, "migrate"), problems)
         group_policy = merge_restart(_default_restart(job), group.restart_policy)
         if group.restart_policy is not None:
             for where, msg in _check_restart(group_policy, g_at.field(TaskGroup, "restart_policy")):
@@ -275,6 +278,24 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
 
 
 _BATCH_TYPES: Final = ("batch", "sysbatch")
+_MIGRATE_HEALTH_CHECKS: Final = ("checks", "task_states")
+
+
+def _check_migrate(migrate: MigrateStrategy, at: _At, problems: _Problems) -> None:
+    """Nomad's `MigrateStrategy.Validate`."""
+    if migrate.max_parallel < 0:
+        problems.add(at.field(MigrateStrategy, "max_parallel"),
+                     f"must be >= 0 but found {migrate.max_parallel}")
+    if migrate.health_check not in _MIGRATE_HEALTH_CHECKS:
+        problems.add(at.field(MigrateStrategy, "health_check"),
+                     f'must be "checks" or "task_states", got "{migrate.health_check}"')
+    if migrate.min_healthy_time < 0:
+        problems.add(at.field(MigrateStrategy, "min_healthy_time"), "must be >= 0")
+    if migrate.healthy_deadline <= 0:
+        problems.add(at.field(MigrateStrategy, "healthy_deadline"), "must be > 0")
+    elif migrate.min_healthy_time > migrate.healthy_deadline:
+        problems.add(at.field(MigrateStrategy, "min_healthy_time"),
+                     "must be less than healthy_deadline")
 
 
 def _check_periodic(job: Job, root: _At, problems: _Problems) -> None:
