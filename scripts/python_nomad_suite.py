@@ -239,11 +239,12 @@ def prepare(suite: Path, run: Path) -> None:
 
 def run_suite(args: argparse.Namespace, run: Path, port: int) -> Path:
     junit = run / "junit.xml"
-    env = dict(os.environ, NOMAD_IP="127.0.0.1", NOMAD_PORT=str(port),
-               NOMAD_VERSION=NOMAD_VERSION, NOMAD_NAMESPACE="admin",
+    # python-nomad reads NOMAD_ADDR, NOMAD_NAMESPACE, NOMAD_REGION, NOMAD_TOKEN and the TLS
+    # variables as its defaults: none may leak in (tests/common.py has the namespace the
+    # tests compare against).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOMAD_", "VAULT_"))}
+    env.update(NOMAD_IP="127.0.0.1", NOMAD_PORT=str(port), NOMAD_VERSION=NOMAD_VERSION,
                PYNOMAD_EXCHANGES=str(run / "exchanges.jsonl"), PYTHONDONTWRITEBYTECODE="1")
-    env.pop("NOMAD_ADDR", None)
-    env.pop("NOMAD_TOKEN", None)
     cmd = [args.pytest, "-m", "pytest", "tests", "-p", "no:cacheprovider", "-q",
            f"--timeout={args.test_timeout}", f"--junitxml={junit}", "-o",
            "junit_family=xunit1", *[f"--deselect=tests/{t}" for t in DESELECT], *args.pytest_args]
