@@ -52,6 +52,21 @@ YURT = ROOT / ".venv" / "bin" / "yurt"
 DESELECT = ("test_base.py::test_base_get_connection_error",
             "test_base.py::test_base_put_connection_error",
             "test_base.py::test_base_delete_connection_error")
+# Tests that fail against Nomad itself, with why; still counted, but listed apart so that nobody
+# chases them in yurt.
+SUITE_DEFECTS = {
+    "test_base.py::test_use_custom_user_agent":
+        "no @responses.activate: the request goes to nomad.service.consul",
+    "test_deployments.py::test_get_deployments_with_namespace":
+        "no @responses.activate around its mock",
+    "test_job.py::test_delete_job_with_invalid_purge_param_raises":
+        "2.1.0 sends purge=True, which Go's ParseBool accepts: the job is purged, no error",
+    "test_job.py::test_delete_job_with_purge":
+        "the job was already purged by the test before (404 job not found, as Nomad says)",
+    "test_job.py::test_dispatch_job_idempotency":
+        "registers example-batch under the name example-batch-idempotent: Nomad answers 400 "
+        "'Job ID does not match name'",
+}
 # What the tests' skipif markers compare against: a current Nomad, so that nothing is skipped
 # for being "too old".
 NOMAD_VERSION = "1.9.7"
@@ -296,6 +311,10 @@ def failure_list(rows: list[dict[str, str]], seen: dict[str, list[dict[str, Any]
     for row in rows:
         if row["outcome"] != "failed" or row["category"]:
             continue
+        if row["test"] in SUITE_DEFECTS:
+            groups["python-nomad's own defects (fail against Nomad too)"].append(
+                f"- `{row['test']}`: {SUITE_DEFECTS[row['test']]}")
+            continue
         live = [x for x in seen.get(row["test"], []) if not x["mocked"]]
         bad = [x for x in live if x.get("error") or x.get("status", 200) >= 400]
         if bad:
@@ -427,7 +446,8 @@ def main() -> None:
     for outcome in ("passed", "failed", "skipped"):
         sel = [r for r in counted if r["outcome"] == outcome]
         print(f"| {outcome} | {len(sel)} | {sum(r['test'] in live_ids for r in sel)} |")
-    for cat, n in sorted(summary["excluded"].items()):
+    for cat in ("ACL", "Sentinel", "Quotas", "enterprise"):
+        n = summary["excluded"].get(cat, 0)
         ex_passed = sum(r["category"] == cat and r["outcome"] == "passed" for r in rows)
         print(f"| excluded: {cat} | {n} | ({ex_passed} pass anyway) |")
     print(f"| deselected (public address) | {len(DESELECT)} | |")

@@ -101,7 +101,9 @@ def test_failures_are_filed_under_the_first_bad_endpoint() -> None:
             {"test": "a.py::t2", "outcome": "failed", "message": "KeyError", "category": ""},
             {"test": "a.py::t3", "outcome": "failed", "message": "TypeError", "category": ""},
             {"test": "a.py::t4", "outcome": "failed", "message": "403", "category": "ACL"},
-            {"test": "a.py::t5", "outcome": "passed", "message": "", "category": ""}]
+            {"test": "a.py::t5", "outcome": "passed", "message": "", "category": ""},
+            {"test": "test_job.py::test_delete_job_with_purge", "outcome": "failed",
+             "message": "404", "category": ""}]
     seen = {
         "a.py::t1": [{"method": "GET", "url": "http://h/v1/jobs", "status": 200, "mocked": False,
                       "body": "[]"},
@@ -116,5 +118,6 @@ def test_failures_are_filed_under_the_first_bad_endpoint() -> None:
     assert "### GET /v1/evaluation/:id (1)" in text
     assert "### GET /v1/nodes (answered, shape or behaviour wrong) (1)" in text
     assert "### (no request reached the agent: fails against any agent) (1)" in text
+    assert "### python-nomad's own defects (fail against Nomad too) (1)" in text
     assert "a.py::t4" not in text  # an excluded category is not in the list
     assert "a.py::t5" not in text
