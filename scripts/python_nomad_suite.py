@@ -21,7 +21,8 @@ tests aim at a public address and are deselected.
 
 Then nomad-tools (`nomadtools watch alloc ID`) follows a short raw_exec batch allocation
 (sleep, a line of output, exit 0) to its end; the check passes when the watcher exits 0 on its
-own within `--watch-timeout` seconds.
+own within `--watch-timeout` seconds (whether it showed the task's events and output is
+reported too).
 
 Output: one line per test, a summary table, a categorized failure list (Markdown, also written
 to `--failures FILE` when given), and one JSON line.
@@ -352,7 +353,10 @@ def watch_check(args: argparse.Namespace, base: str, data_dir: Path) -> dict[str
     env.pop("NOMAD_TOKEN", None)
     start = time.monotonic()
     with open(data_dir / "watch.log", "wb") as log:
-        proc = subprocess.Popen([args.nomadtools, "watch", "alloc", alloc_id], env=env,
+        # `--lines -1`: with the default (30), nomad-tools 0.5.8's `watch alloc` joins a log
+        # thread it never started and ends in a RuntimeError, exit 1, whatever the agent.
+        proc = subprocess.Popen([args.nomadtools, "watch", "--lines", "-1", "alloc", alloc_id],
+                                env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             code: int | None = proc.wait(timeout=args.watch_timeout)
@@ -365,6 +369,7 @@ def watch_check(args: argparse.Namespace, base: str, data_dir: Path) -> dict[str
     status = job_allocs(base, "watched")[0]["ClientStatus"]
     return {"ended": code is not None, "exit_code": code, "seconds": round(elapsed, 1),
             "alloc_status": status, "saw_output": "watched-done" in output,
+            "saw_task_events": "Started" in output,
             "tail": output[-600:]}
 
 
@@ -453,7 +458,7 @@ def main() -> None:
     print(f"| deselected (public address) | {len(DESELECT)} | |")
     print(f"\nnomad-tools watch alloc: ended={watch['ended']} exit={watch['exit_code']} "
           f"after {watch['seconds']} s, alloc {watch['alloc_status']}, "
-          f"task output seen={watch['saw_output']}")
+          f"task events seen={watch['saw_task_events']}, output seen={watch['saw_output']}")
     if not watch["ended"]:
         print("watch output tail:\n" + watch["tail"])
     failures = failure_list(rows, seen)
