@@ -17,7 +17,10 @@ so that a slow answer is a hang, not Nomad's default five-minute wait). A succes
 its end: streams (`/v1/event/stream`, followed logs) never end by themselves.
 
 Wrong methods and unknown paths are also checked exhaustively (not sampled): every method a
-route does not take is a 405, as Nomad's router answers.
+route does not take is a 405, as Nomad's router answers. Every websocket route gets an upgrade
+with hostile query values and then hostile frames (invalid JSON and UTF-8, deep nesting, 300 KB
+text, binary, reserved opcodes, a malformed close): the upgrade is never answered with a 5xx,
+and the agent answers at once afterwards, without growing.
 
 Layer 3: the agent as a process (`yurt agent`), the real clock, shared with tests/test_fuzz.py
 (its `fuzz_agent` fixture: one agent per module, with a running mock-driver job `fz`).
@@ -25,7 +28,10 @@ Layer 3: the agent as a process (`yurt agent`), the real clock, shared with test
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,7 @@ from tests.test_fuzz import (
     mutated_jobs,
     odd_text,
     raw_fragments,
+    rss_bytes,
 )
 from yurt.runtime.agent import Agent, AgentConfig
 from yurt.runtime.api.app import build_app
@@ -235,3 +242,81 @@ def test_unknown_paths_are_404(fuzz_agent: FuzzAgent, path: str) -> None:  # noq
         assert status == 404, (method, path, status, text[:300])
         assert ctype.startswith("text/plain"), (method, path, ctype)
         assert text.strip(), (method, path)
+
+
+# ------------------------------------------------------------------------------ websockets
+
+WS_FRAMES = [
+    (1, b""), (1, b"not json"), (1, b"{"), (1, b"[]"), (1, b"null"), (1, b"1e999"),
+    (1, b'{"stdin": {"data": "!!! not base64"}}'), (1, b'{"stdin": {"close": "yes"}}'),
+    (1, b'{"tty_size": {"height": -1, "width": 1e999}}'), (1, b'{"tty_size": null}'),
+    (1, b"[" * 5000 + b"]" * 5000), (1, b'{"k": "' + b"x" * 300_000 + b'"}'),
+    (1, b"\xff\xfe invalid utf-8"), (2, bytes(range(256))), (9, b"ping"), (3, b"reserved"),
+    (8, b"\x03"),  # a close frame whose payload is too short to hold a code
+]
+WS_QUERIES = ["", "?task=t&command=%5B%22true%22%5D", "?command=%FF", "?command=null",
+              "?task=%00&command=%5B%5D&tty=maybe", "?topic=%FF&index=-1",
+              "?command=%5B1%2C2%5D&tty=true", "?topic=Job:*&index=99999999999999999999"]
+
+
+def ws_frame(opcode: int, payload: bytes) -> bytes:
+    """A client frame (clients must mask), FIN set."""
+    mask = os.urandom(4)
+    size = len(payload)
+    if size < 126:
+        head = bytes([0x80 | opcode, 0x80 | size])
+    elif size < 1 << 16:
+        head = bytes([0x80 | opcode, 0x80 | 126]) + size.to_bytes(2, "big")
+    else:
+        head = bytes([0x80 | opcode, 0x80 | 127]) + size.to_bytes(8, "big")
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_exchange(port: int, path: str, frames: list[tuple[int, bytes]]) -> bytes:
+    """Upgrade, send `frames`, read what comes back for a moment; the response head."""
+    with socket.create_connection(("127.0.0.1", port), timeout=HEAD_SECONDS) as sock:
+        key = base64.b64encode(os.urandom(16))
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: fuzz\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n".encode()
+                     + b"Sec-WebSocket-Key: " + key + b"\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            head += chunk
+        if head.startswith(b"HTTP/1.1 101"):
+            try:
+                for opcode, payload in frames:
+                    sock.sendall(ws_frame(opcode, payload))
+                sock.settimeout(0.05)
+                until = time.monotonic() + 1.0
+                # Until the agent closes, a short quiet spell, or a second of a busy stream.
+                while sock.recv(65536) and time.monotonic() < until:
+                    pass
+            except (TimeoutError, ConnectionError):
+                pass  # the agent may close at the first bad frame: that is its right
+        return head.split(b"\r\n\r\n")[0]
+
+
+WS_ROUTES = [p for p, _, ws in ROUTES if ws]
+
+
+@pytest.mark.parametrize("path", WS_ROUTES)
+def test_every_websocket_survives_hostile_frames(fuzz_agent: FuzzAgent,  # noqa: F811
+                                                 real_ids: dict[str, str], path: str) -> None:
+    port = int(str(fuzz_agent.client.base_url).rsplit(":", 1)[1].rstrip("/"))
+    url = path
+    while "{" in url:
+        start = url.index("{")
+        end = url.index("}", start)
+        url = url[:start] + real_ids.get(url[start + 1:end], real_ids["id"]) + url[end + 1:]
+    for i, frame in enumerate(WS_FRAMES):
+        query = WS_QUERIES[i % len(WS_QUERIES)]
+        frames = [frame, (1, b"{}")] if i % 2 else [(1, b"{}"), frame]
+        head = ws_exchange(port, url + query, frames)
+        status = int(head[9:12] or b"0")
+        assert 100 <= status < 500, (url + query, frame[0], frame[1][:60], head[:300])
+        # The agent is still whole: it answers at once.
+        assert fuzz_agent.client.get("/v1/agent/self").status_code == 200, (url + query)
+    assert rss_bytes(fuzz_agent.pid) - fuzz_agent.baseline < 50 << 20
