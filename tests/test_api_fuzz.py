@@ -216,8 +216,17 @@ def test_the_route_table_is_read_from_the_app() -> None:
     assert all(methods for _, methods, ws in ROUTES if not ws)
 
 
-@pytest.mark.parametrize(("path", "methods"), [(p, m) for p, m, ws in ROUTES if not ws],
-                         ids=[p for p, _, ws in ROUTES if not ws])
+def methods_by_path() -> dict[str, frozenset[str]]:
+    """A path may be served by several routes (one per method): what all of them take."""
+    by_path: dict[str, frozenset[str]] = {}
+    for path, methods, ws in ROUTES:
+        if not ws:
+            by_path[path] = by_path.get(path, frozenset()) | methods
+    return by_path
+
+
+@pytest.mark.parametrize(("path", "methods"), sorted(methods_by_path().items()),
+                         ids=sorted(methods_by_path()))
 def test_every_wrong_method_is_405(fuzz_agent: FuzzAgent, real_ids: dict[str, str],  # noqa: F811
                                    path: str, methods: frozenset[str]) -> None:
     url = path
