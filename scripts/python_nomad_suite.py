@@ -4,12 +4,14 @@ Run through `scripts/python_nomad_suite`, which installs the clients into their 
 
 Why this way: python-nomad's sdist ships its tests (`tests/test_*.py`) but not the files its CI
 makes around them (`tests/common.py`, `tests/conftest.py` and the job files that `nomad init` /
-`nomad run -output` write). Those are written here, in a scratch directory the suite runs in:
+`nomad run -output` write). Ours are in scripts/pynomad/, copied into a scratch directory the
+suite runs in:
 - `common.py` and `conftest.py` give the fixtures the tests name (`nomad_setup`,
   `nomad_setup_with_namespace`) from `NOMAD_IP`/`NOMAD_PORT`, as python-nomad's CI does;
 - the job files keep the IDs and group/task names the tests expect (`example`, group `cache`,
   task `redis`; `example-batch` parameterized on meta `time`) but run `raw_exec` (`sleep`), as
-  yurt has no docker driver;
+  yurt has no docker driver; the `redis` task ignores SIGUSR1, which the suite sends it and
+  expects it to survive, as redis does (a bare `sleep` would die of it);
 - `conftest.py` also records every HTTP exchange of every test (method, path, status, the start
   of the answer) through `requests.Session.send`, so a failure names the endpoint and what yurt
   answered; exchanges that the `responses` library mocked are marked and never reach the agent.
@@ -50,6 +52,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 YURT = ROOT / ".venv" / "bin" / "yurt"
+#: The files python-nomad's CI makes around its tests (see the module docstring).
+FILES = ROOT / "scripts" / "pynomad"
 DESELECT = ("test_base.py::test_base_get_connection_error",
             "test_base.py::test_base_put_connection_error",
             "test_base.py::test_base_delete_connection_error")
@@ -71,118 +75,6 @@ SUITE_DEFECTS = {
 # What the tests' skipif markers compare against: a current Nomad, so that nothing is skipped
 # for being "too old".
 NOMAD_VERSION = "1.9.7"
-
-
-def _task(name: str, script: str, cpu: int, memory: int) -> dict[str, Any]:
-    return {"Name": name, "Driver": "raw_exec",
-            "Config": {"command": "/bin/sh", "args": ["-c", script]},
-            "Resources": {"CPU": cpu, "MemoryMB": memory},
-            "KillTimeout": 5_000_000_000,
-            "LogConfig": {"MaxFiles": 10, "MaxFileSizeMB": 10}}
-
-
-# The suite sends SIGUSR1 to the task and expects it to keep running, as redis does; a bare
-# `sleep` would die of it. An ignored signal stays ignored across exec.
-REDIS = "trap '' USR1; exec sleep 3600"
-
-EXAMPLE = {"Job": {
-    "Region": "global", "ID": "example", "Name": "example", "Type": "service", "Priority": 50,
-    "Datacenters": ["dc1"],
-    "TaskGroups": [{"Name": "cache", "Count": 1,
-                    "Tasks": [_task("redis", REDIS, 500, 256)],
-                    "RestartPolicy": {"Interval": 300_000_000_000, "Attempts": 10,
-                                      "Delay": 25_000_000_000, "Mode": "delay"}}]}}
-
-EXAMPLE_HCL = """job "example" {
-  datacenters = ["dc1"]
-  type = "service"
-  group "cache" {
-    count = 1
-    task "redis" {
-      driver = "raw_exec"
-      config {
-        command = "/bin/sh"
-        args    = ["-c", "trap '' USR1; exec sleep 3600"]
-      }
-      resources {
-        cpu    = 500
-        memory = 256
-      }
-    }
-  }
-}
-"""
-
-BATCH_PARAMETERIZED = {"Job": {
-    "ID": "example-batch", "Name": "example-batch", "Type": "batch", "Priority": 100,
-    "Datacenters": ["dc1"],
-    "ParameterizedJob": {"Payload": "optional", "MetaRequired": ["time"], "MetaOptional": []},
-    "TaskGroups": [{"Name": "example-task-group", "Count": 1,
-                    "Tasks": [_task("example-task", "sleep ${NOMAD_META_TIME}", 100, 200)],
-                    "RestartPolicy": {"Interval": 600_000_000_000, "Attempts": 10,
-                                      "Delay": 30_000_000_000, "Mode": "delay"}}]}}
-
-COMMON_PY = '''import os
-
-IP = os.environ.get("NOMAD_IP", "127.0.0.1")
-NOMAD_PORT = os.environ.get("NOMAD_PORT", 4646)
-NOMAD_TOKEN = os.environ.get("NOMAD_TOKEN", None)
-NOMAD_NAMESPACE = os.environ.get("NOMAD_NAMESPACE", "admin")
-'''
-
-CONFTEST_PY = '''import json
-import os
-
-import nomad
-import pytest
-import requests
-import requests.adapters
-
-import tests.common as common
-
-_REAL_ADAPTER_SEND = requests.adapters.HTTPAdapter.send
-_LOG = os.environ["PYNOMAD_EXCHANGES"]
-
-
-@pytest.fixture
-def nomad_setup():
-    return nomad.Nomad(host=common.IP, port=common.NOMAD_PORT, verify=False,
-                       token=common.NOMAD_TOKEN)
-
-
-@pytest.fixture
-def nomad_setup_with_namespace():
-    return nomad.Nomad(host=common.IP, port=common.NOMAD_PORT, verify=False,
-                       token=common.NOMAD_TOKEN, namespace=common.NOMAD_NAMESPACE)
-
-
-@pytest.fixture(autouse=True)
-def _record_exchanges(request, monkeypatch):
-    real_send = requests.Session.send
-    nodeid = request.node.nodeid
-
-    def send(self, prepared, **kwargs):
-        mocked = requests.adapters.HTTPAdapter.send is not _REAL_ADAPTER_SEND
-        row = {"test": nodeid, "method": prepared.method, "url": prepared.url, "mocked": mocked}
-        try:
-            response = real_send(self, prepared, **kwargs)
-        except Exception as e:
-            row["error"] = type(e).__name__ + ": " + str(e)[:200]
-            _write(row)
-            raise
-        row["status"] = response.status_code
-        row["body"] = response.text[:160] if not response.headers.get(
-            "Content-Type", "").startswith("text/event-stream") else ""
-        _write(row)
-        return response
-
-    monkeypatch.setattr(requests.Session, "send", send)
-
-
-def _write(row):
-    with open(_LOG, "a") as fh:
-        fh.write(json.dumps(row) + "\\n")
-'''
 
 
 def category(nodeid: str) -> str:
@@ -245,12 +137,10 @@ def job_allocs(base: str, job_id: str) -> list[dict[str, Any]]:
 def prepare(suite: Path, run: Path) -> None:
     tests = run / "tests"
     shutil.copytree(suite, tests)
-    (tests / "common.py").write_text(COMMON_PY)
-    (tests / "conftest.py").write_text(CONFTEST_PY)
-    (run / "example.json").write_text(json.dumps(EXAMPLE, indent=2))
-    (run / "example.nomad").write_text(EXAMPLE_HCL)
-    (run / "example_batch_parameterized.json").write_text(
-        json.dumps(BATCH_PARAMETERIZED, indent=2))
+    shutil.copy(FILES / "common.py.in", tests / "common.py")
+    shutil.copy(FILES / "conftest.py.in", tests / "conftest.py")
+    for name in ("example.json", "example.nomad", "example_batch_parameterized.json"):
+        shutil.copy(FILES / name, run / name)
 
 
 def run_suite(args: argparse.Namespace, run: Path, port: int) -> Path:
@@ -412,7 +302,7 @@ def main() -> None:
                    60)
         prepare(args.suite, run)
         # The job python-nomad's CI has running before most tests (they re-register it too).
-        request(base, "PUT", "/v1/jobs", EXAMPLE)
+        request(base, "PUT", "/v1/jobs", json.loads((FILES / "example.json").read_text()))
         wait_until("job example running", lambda: any(
             a["ClientStatus"] == "running" for a in job_allocs(base, "example")), 60)
         started = time.monotonic()
