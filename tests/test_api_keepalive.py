@@ -61,3 +61,49 @@ async def test_an_idle_connection_outlives_the_five_seconds_clients_poll_at(
 async def test_an_idle_connection_closes_after_the_configured_timeout(tmp_path: Path) -> None:
     with trio.fail_after(30):
         assert not await _still_open_after(tmp_path, 10.0, http_idle_timeout=1.0)
+
+
+async def _exchange(stream: trio.SocketStream, request: bytes) -> bytes:
+    await stream.send_all(request)
+    return await _answer(stream)
+
+
+async def test_a_body_answered_unread_leaves_the_connection_usable(tmp_path: Path) -> None:
+    """A 405 or a 404 given before the body is read: the next request on the same
+    connection is still answered (hypercorn alone closed it without a word)."""
+    body = b"x" * 300_000
+    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, dev_mode=True))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(agent.run)
+            host, port = address.removeprefix("http://").rsplit(":", 1)
+            try:
+                async with await trio.open_tcp_stream(host, int(port)) as stream:
+                    for method, path in (("PATCH", "/v1/jobs"), ("GET", "/v1/job/nope"),
+                                         ("DELETE", "/v1/agent/self")):
+                        head = await _exchange(stream, (
+                            f"{method} {path} HTTP/1.1\r\nHost: x\r\n"
+                            f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+                        assert head.split(b" ")[1] in (b"404", b"405"), head
+                        assert b"connection: close" not in head.lower(), head
+                    assert (await _exchange(stream, REQUEST)).startswith(b"HTTP/1.1 200")
+            finally:
+                agent.stop()
+
+
+async def test_a_body_too_slow_to_drop_is_answered_with_connection_close(
+        tmp_path: Path) -> None:
+    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, dev_mode=True))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(agent.run)
+            host, port = address.removeprefix("http://").rsplit(":", 1)
+            try:
+                async with await trio.open_tcp_stream(host, int(port)) as stream:
+                    # Declares far more than it sends: the answer cannot wait for the rest.
+                    head = await _exchange(stream, b"PATCH /v1/jobs HTTP/1.1\r\nHost: x\r\n"
+                                           b"Content-Length: 100000000\r\n\r\npartial")
+                    assert head.startswith(b"HTTP/1.1 405"), head
+                    assert b"connection: close" in head.lower(), head
+            finally:
+                agent.stop()

@@ -49,6 +49,7 @@ from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
+from yurt.runtime.api.unreadbody import UnreadBodyMiddleware
 from yurt.runtime.stateguard import StateGuardMiddleware
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ def build_app(agent: Agent) -> ASGIApp:
     app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)
     if agent.config.token:
         app = TokenMiddleware(app, agent.config.token)
-    return app
+    return UnreadBodyMiddleware(app)
 
 
 async def serve_api(agent: Agent, stop: trio.Event, *,
