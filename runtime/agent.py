@@ -167,12 +167,19 @@ class Agent:
         return None
 
     def _driver_info(self, name: str, info: DriverInfo) -> None:
+        previous = self.node.drivers.get(name)
         self.node.drivers[name] = info
         for key, value in info.attributes.items():
             self.node.attributes[key] = value
         self.node.computed_class = computed_class(self.node)
-        if self._node_published:
-            self.broker.node_registered(self.node)
+        # A fingerprint that finds the driver as it was is no node change (no new index):
+        # Nomad updates the node only when a driver's health or attributes change.
+        same = previous is not None and (
+            (previous.detected, previous.healthy, previous.health_description,
+             previous.attributes)
+            == (info.detected, info.healthy, info.health_description, info.attributes))
+        if self._node_published and not same:
+            self.server.node_updated()
 
     async def _route_driver_event(self, event: DriverTaskEvent) -> None:
         runner = self.client.runners.get(event.alloc_id)
@@ -193,7 +200,7 @@ class Agent:
             for g in groups]
         self.node.computed_class = computed_class(self.node)
         if self._node_published:
-            self.broker.node_registered(self.node)
+            self.server.node_updated()
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         self._activity.set()
@@ -332,7 +339,8 @@ class Agent:
                         await self.drivers.first_fingerprints.wait()
                         await self.devices.first_fingerprints.wait()
                     self.db = db
-                    self.server = LocalServer(self.node, self.broker, store)
+                    # One index space: the server numbers every event.
+                    self.server = LocalServer(self.node, self.broker, store, owns_events=True)
                     await self.server.load()
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
@@ -341,7 +349,10 @@ class Agent:
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                         alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
                         self.broker,
-                        on_alloc_update=self._alloc_updated)
+                        on_alloc_update=self._alloc_updated,
+                        # The server publishes allocations as it commits them: with the
+                        # index they took, the one the API answers.
+                        publish_alloc_updates=False)
                     self.gc = AllocGarbageCollector(
                         self._destroy, lambda: len(self.client.runners), data / "alloc",
                         self.config.gc, ready=self.syncer.acknowledged_terminal)
@@ -353,7 +364,7 @@ class Agent:
                         await nursery.start(self.syncer.run)
                         await nursery.start(self.gc.run)
                         nursery.start_soon(self._watch_server, self.server)
-                        self.broker.node_registered(self.node)
+                        self.server.node_updated()
                         self._node_published = True
                         self.ready.set()
                         self.restoring.serving.set()

@@ -18,8 +18,14 @@ What a Nomad server does for one node, minus what a single node does not need:
 - **Client updates** (`update_allocs`, what alloc sync sends): the server copies take the
   client's status, description and task states.
 
-Every change bumps the server index, is persisted in `ServerStore` (when given) before it is
-visible, and sets `changed`, which the agent watches to hand allocations to its client.
+One index space, like Nomad's Raft index: every change (job, allocation, node; and whatever
+other parts keep elsewhere, through `take_index`/`observe_index`) takes the next index of the
+one counter; objects' Create/ModifyIndex, `X-Nomad-Index` and the event stream's `Index` are that
+counter. A change is persisted in `ServerStore` (when given, the counter with it) before it is
+visible, then published as one event record numbered with its index (with `owns_events`,
+every allocation it wrote as `AllocationUpdated`, so an event always carries the allocation's
+current ModifyIndex), and sets `changed`, which the agent watches to hand allocations to its
+client and blocking queries wait on.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import final
 import msgspec
 import trio
 
-from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.eventstream import Event, EventBroker, alloc_event, job_event
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     ALLOC_DESIRED_STOP,
@@ -133,6 +139,11 @@ def assign_devices(group: TaskGroup, node: Node, used: set[str]
     return resources, ""
 
 
+def _without_job(alloc: Allocation) -> Allocation:
+    """An allocation as Nomad's events carry it: without its job (kept small)."""
+    return msgspec.structs.replace(alloc, job=None)
+
+
 def alloc_needs(alloc: Allocation) -> tuple[int, int]:
     group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
     return group_needs(group) if group is not None else (0, 0)
@@ -152,11 +163,17 @@ class Registration:
 
 @final
 class LocalServer:
-    def __init__(self, node: Node, broker: EventBroker, store: ServerStore | None = None
-                 ) -> None:
+    def __init__(self, node: Node, broker: EventBroker, store: ServerStore | None = None,
+                 *, owns_events: bool = False) -> None:
         self.node = node
         self.broker = broker
         self.store = store
+        #: The agent's server numbers the broker's events with its index (every other event
+        #: carries the current one) and publishes every allocation a commit writes. `yurt run`
+        #: leaves both to the broker and the client, whose views it prints.
+        self.owns_events = owns_events
+        if owns_events:
+            broker.index_source = self.current_index
         self.jobs: dict[str, Job] = {}
         self.allocs: dict[str, Allocation] = {}
         self.index = 0
@@ -167,15 +184,30 @@ class LocalServer:
         """Take back what an earlier agent's server had."""
         if self.store is None:
             return
-        jobs, allocs, self.index = await self.store.load()
+        jobs, allocs, index = await self.store.load()
+        self.observe_index(index)
         self.jobs = {j.id: j for j in jobs}
         self.allocs = {a.id: a for a in allocs}
 
-    def _next_index(self) -> int:
+    def current_index(self) -> int:
+        return self.index
+
+    def take_index(self) -> int:
+        """The next index of the one counter, for a change kept here or elsewhere; it is
+        persisted with the next commit."""
         self.index += 1
         return self.index
 
-    async def _commit(self, jobs: list[Job], allocs: list[Allocation]) -> None:
+    def observe_index(self, n: int) -> None:
+        """Raise the counter to at least `n` (an index of state kept elsewhere, loaded)."""
+        self.index = max(self.index, n)
+        self.broker.index = max(self.broker.index, self.index)
+
+    _next_index = take_index
+
+    async def _commit(self, jobs: list[Job], allocs: list[Allocation],
+                      events: list[Event] | None = None) -> None:
+        """Persist, then make visible, then publish, one change numbered `self.index`."""
         if self.store is not None:
             await self.store.save(self.index, jobs, allocs)
         else:
@@ -184,6 +216,29 @@ class LocalServer:
             self.jobs[job.id] = job
         for alloc in allocs:
             self.allocs[alloc.id] = alloc
+        events = list(events or [])
+        if self.owns_events:
+            events.extend(alloc_event(_without_job(a)) for a in allocs)
+        self._publish(events)
+        self._notify_changed()
+
+    def announce(self, events: list[Event] | None = None) -> None:
+        """A change kept elsewhere (numbered by `take_index`) is visible: publish its events
+        at the current index and wake blocking queries."""
+        self._publish(list(events or []))
+        self._notify_changed()
+
+    def _publish(self, events: list[Event]) -> None:
+        self.broker.publish_events(events, index=self.index if self.owns_events else None)
+
+    def node_updated(self) -> None:
+        """The node changed (a driver, a device, its status): a change of its own index."""
+        index = self.take_index()
+        self.node.modify_index = index
+        if not self.node.create_index:
+            self.node.create_index = index
+        self._publish([Event(topic="Node", type="NodeRegistration", key=self.node.id,
+                             payload={"Node": self.node})])
         self._notify_changed()
 
     def _notify_changed(self) -> None:
@@ -301,8 +356,8 @@ class LocalServer:
         in_place = [] if job is existing else [
             msgspec.structs.replace(a, job=job, modify_index=index, alloc_modify_index=index)
             for a in kept]
-        await self._commit([job], result.placed + result.stopped + in_place)
-        self.broker.job_registered(job)
+        await self._commit([job], result.placed + result.stopped + in_place,
+                           [job_event("JobRegistered", job)])
         return result
 
     def _try_place(self, group: TaskGroup, usage: _Usage
@@ -360,11 +415,14 @@ class LocalServer:
 
     async def _purge(self, job_id: str) -> None:
         ids = [a.id for a in self.job_allocs(job_id)]
+        index = self.take_index()
         if self.store is not None:
-            await self.store.delete(job_id, ids)
-        self.jobs.pop(job_id, None)
+            await self.store.delete(job_id, ids, index)
+        job = self.jobs.pop(job_id, None)
         for alloc_id in ids:
             self.allocs.pop(alloc_id, None)
+        if job is not None:
+            self._publish([job_event("JobDeregistered", job)])
         self._notify_changed()
 
     async def _stop_job(self, job_id: str) -> list[Allocation]:
@@ -376,8 +434,7 @@ class LocalServer:
                    for a in self.job_allocs(job_id) if a.desired_status != ALLOC_DESIRED_STOP]
         job = msgspec.structs.replace(job, stop=True, status="dead", modify_index=index,
                                       job_modify_index=index)
-        await self._commit([job], stopped)
-        self.broker.job_deregistered(job)
+        await self._commit([job], stopped, [job_event("JobDeregistered", job)])
         return stopped
 
     async def stop_alloc(self, alloc_id: str) -> Allocation:

@@ -97,10 +97,13 @@ class ServerStore:
         self._index = index
         await self._flush()
 
-    async def delete(self, job_id: str, alloc_ids: list[str]) -> None:
+    async def delete(self, job_id: str, alloc_ids: list[str], index: int | None = None
+                     ) -> None:
         self._jobs[job_id] = None
         for alloc_id in alloc_ids:
             self._allocs[alloc_id] = None
+        if index is not None:
+            self._index = index
         await self._flush()
 
     def _write(self, jobs: dict[str, str | None], allocs: dict[str, tuple[str, str] | None],
