@@ -5,11 +5,12 @@
     ├─ Client                     the alloc-runners nursery
     ├─ server watch               server changes → Client.sync_allocs (Nomad's runAllocs)
     ├─ AllocSyncer                client views → server, Nomad's batching and priorities
+    ├─ LocalServer.run            pending evaluations, blocked ones retried on capacity
     ├─ AllocGarbageCollector      terminal allocations destroyed when room is needed
     ├─ burst freezer              the long-lived heap out of the collector's way (memory.py)
     └─ HTTP API                   hypercorn's trio worker, Nomad's paths (runtime/api/)
 
-The embedded `LocalServer` keeps jobs and allocations in `<data-dir>/server/server.db`.
+The embedded `LocalServer` keeps jobs, evaluations and allocations in `<data-dir>/server/server.db`.
 
 Start: the API binds first, so a restarted agent answers at once (`/v1/agent/self`; every
 other request waits for `ready`); behind it the server loads its state and the client restores
@@ -362,6 +363,9 @@ class Agent:
                         nursery.start_soon(self._freeze_when_restored)
                         nursery.start_soon(self._freeze_after_bursts)
                         await nursery.start(self.syncer.run)
+                        # Pending evaluations left by an earlier agent, then blocked ones
+                        # retried as capacity frees up.
+                        await nursery.start(self.server.run)
                         await nursery.start(self.gc.run)
                         nursery.start_soon(self._watch_server, self.server)
                         self.server.node_updated()

@@ -35,8 +35,8 @@ async def test_blocking_query_wakes_on_the_next_change_only(tmp_path: Path) -> N
             c = a.client
             reg = (await c.post("/v1/jobs", json=mock_job("one"))).json()
             (alloc,) = (await c.get("/v1/job/one/allocations")).json()
-            # Register took one index for the job, the evaluation and the allocations.
-            assert alloc["CreateIndex"] == reg["JobModifyIndex"] == reg["EvalCreateIndex"]
+            # The job and its evaluation take one index (one commit), the placement the next.
+            assert reg["JobModifyIndex"] == reg["EvalCreateIndex"] == alloc["CreateIndex"] - 1
             index = await _settled_index(a, alloc["ID"])
             # Asked for an index already passed: answers at once.
             past = await c.get("/v1/jobs", params={"index": str(index - 1), "wait": "20s"})

@@ -52,5 +52,5 @@ async def allocation_stop(ctx: Context, request: Request) -> Response:
     alloc_id = ctx.find_alloc_id(request.path_params["id"])
     if alloc_id not in ctx.agent.server.allocs:
         raise ApiError(404, "alloc not found")
-    stopped = await ctx.agent.server.stop_alloc(alloc_id)
-    return json_response({"EvalID": "", "Index": stopped.modify_index})
+    stopped, ev = await ctx.agent.server.stop_alloc_eval(alloc_id)
+    return json_response({"EvalID": ev.id, "Index": stopped.modify_index})

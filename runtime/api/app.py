@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from yurt.runtime.api import agent as agent_api
-from yurt.runtime.api import allocations, client, events, jobs, logs, nodes
+from yurt.runtime.api import allocations, client, evaluations, events, jobs, logs, nodes
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.stateguard import StateGuardMiddleware
@@ -139,6 +139,12 @@ def build_app(agent: Agent) -> ASGIApp:
                                            needs_state=False),
               methods=["GET"]),
         Route("/v1/event/stream", stream(events.event_stream), methods=["GET"]),
+        Route("/v1/evaluations", h(evaluations.evaluations), methods=["GET"]),
+        Route("/v1/evaluation/{id}", h(evaluations.evaluation), methods=["GET"]),
+        Route("/v1/evaluation/{id}/allocations", h(evaluations.evaluation_allocations),
+              methods=["GET"]),
+        Route("/v1/job/{job_id}/evaluations", h(evaluations.job_evaluations), methods=["GET"]),
+        Route("/v1/job/{job_id}/evaluate", h(evaluations.job_evaluate), methods=["PUT", "POST"]),
         WebSocketRoute("/v1/event/ws", event_ws),
     ]
     app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)

@@ -56,7 +56,7 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in
                          result.failed.items())
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
-                          "JobModifyIndex": ctx.agent.server.jobs[job.id].job_modify_index,
+                          "JobModifyIndex": result.job_modify_index,
                           "Warnings": warnings, "Index": result.index, "LastContact": 0,
                           "KnownLeader": True})
 
@@ -78,9 +78,10 @@ async def job_item(ctx: Context, request: Request) -> Response:
         return json_response(ctx.job(job_id))
     if request.method == "DELETE":
         ctx.job(job_id)
-        await ctx.agent.server.stop_job(job_id, purge=query_bool(request, "purge"))
-        return json_response({"EvalID": "", "EvalCreateIndex": ctx.agent.server.index,
-                              "JobModifyIndex": ctx.agent.server.index,
+        result = await ctx.agent.server.deregister_job(job_id,
+                                                       purge=query_bool(request, "purge"))
+        return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
+                              "JobModifyIndex": result.job_modify_index,
                               "Index": ctx.agent.server.index})
     return await register(ctx, request, job_id)
 
