@@ -155,6 +155,7 @@ class Job(Base):
     create_index: int = 0
     modify_index: int = 0
     job_modify_index: int = 0
+    stable: bool = False
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)

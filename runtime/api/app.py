@@ -30,7 +30,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from yurt.runtime.api import agent as agent_api
-from yurt.runtime.api import allocations, client, evaluations, events, jobs, logs, nodes
+from yurt.runtime.api import (
+    allocations,
+    client,
+    evaluations,
+    events,
+    job_lifecycle,
+    jobs,
+    logs,
+    nodes,
+)
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.stateguard import StateGuardMiddleware
@@ -145,6 +154,14 @@ def build_app(agent: Agent) -> ASGIApp:
               methods=["GET"]),
         Route("/v1/job/{job_id}/evaluations", h(evaluations.job_evaluations), methods=["GET"]),
         Route("/v1/job/{job_id}/evaluate", h(evaluations.job_evaluate), methods=["PUT", "POST"]),
+        Route("/v1/job/{job_id}/versions", h(job_lifecycle.versions), methods=["GET"]),
+        Route("/v1/job/{job_id}/revert", h(job_lifecycle.revert), methods=["PUT", "POST"]),
+        Route("/v1/job/{job_id}/stable", h(job_lifecycle.stable), methods=["PUT", "POST"]),
+        Route("/v1/job/{job_id}/summary", h(job_lifecycle.summary), methods=["GET"]),
+        Route("/v1/job/{job_id}/plan", h(job_lifecycle.plan), methods=["PUT", "POST"]),
+        Route("/v1/job/{job_id}/scale", h(job_lifecycle.scale),
+              methods=["GET", "PUT", "POST"]),
+        Route("/v1/validate/job", h(job_lifecycle.validate), methods=["PUT", "POST"]),
         WebSocketRoute("/v1/event/ws", event_ws),
     ]
     app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)

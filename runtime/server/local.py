@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import final
+from typing import Any, final
 
 import msgspec
 import trio
@@ -57,7 +57,11 @@ from yurt.runtime.structs import (
 )
 
 _SERVER_FIELDS = ("stop", "status", "status_description", "version", "submit_time",
-                  "create_index", "modify_index", "job_modify_index")
+                  "create_index", "modify_index", "job_modify_index", "stable")
+#: Versions of a job kept for its history (Nomad's `JobTrackedVersions`).
+JOB_TRACKED_VERSIONS = 6
+#: Scaling events kept per group (Nomad's `JobTrackedScalingEvents`).
+JOB_TRACKED_SCALING_EVENTS = 20
 
 
 def _spec(job: Job) -> bytes:
@@ -127,6 +131,10 @@ class LocalServer:
         self.jobs: dict[str, Job] = {}
         self.allocs: dict[str, Allocation] = {}
         self.evals: dict[str, Evaluation] = {}
+        #: Per job, its versions kept for the history, newest first (at most
+        #: JOB_TRACKED_VERSIONS).
+        self.versions: dict[str, list[Job]] = {}
+        self._scaling: dict[tuple[str, str], list[dict[str, Any]]] = {}
         #: Per job, its evaluations not terminal yet (pending, blocked): the job's status.
         self._open_evals: dict[str, set[str]] = {}
         self.index = 0
@@ -141,6 +149,8 @@ class LocalServer:
             return
         jobs, allocs, index = await self.store.load()
         evals = await self.store.load_evals()
+        for version in sorted(await self.store.load_versions(), key=lambda j: -j.version):
+            self.versions.setdefault(version.id, []).append(version)
         self.observe_index(index)
         self.jobs = {j.id: j for j in jobs}
         self.allocs = {a.id: a for a in allocs}
@@ -190,14 +200,26 @@ class LocalServer:
 
     async def _commit(self, jobs: list[Job], allocs: list[Allocation],
                       events: list[Event] | None = None,
-                      evals: list[Evaluation] | None = None) -> None:
-        """Persist, then make visible, then publish, one change numbered `self.index`."""
+                      evals: list[Evaluation] | None = None,
+                      new_version: bool = False) -> None:
+        """Persist, then make visible, then publish, one change numbered `self.index`.
+        With `new_version`, `jobs` are new versions, kept for their history."""
         evals = evals or []
         jobs = self._with_status(jobs, allocs, evals)
+        kept: dict[str, list[Job]] = {}
+        forget: list[tuple[str, int]] = []
+        if new_version:
+            for job in jobs:
+                history = [job, *(v for v in self.versions.get(job.id, [])
+                                  if v.version != job.version)]
+                kept[job.id] = history[:JOB_TRACKED_VERSIONS]
+                forget += [(job.id, v.version) for v in history[JOB_TRACKED_VERSIONS:]]
         if self.store is not None:
-            await self.store.save(self.index, jobs, allocs, evals)
+            await self.store.save(self.index, jobs, allocs, evals,
+                                  [v[0] for v in kept.values()], forget)
         else:
             await trio.lowlevel.checkpoint()
+        self.versions.update(kept)
         for job in jobs:
             self.jobs[job.id] = job
         freed = False
@@ -218,7 +240,8 @@ class LocalServer:
             events.extend(alloc_event(_without_job(a)) for a in allocs)
             events.extend(eval_event(e) for e in evals)
         self._publish(events)
-        if freed and any(e.status == EVAL_STATUS_BLOCKED for e in self.evals.values()):
+        if freed and any(self.evals[i].status == EVAL_STATUS_BLOCKED
+                         for ids in self._open_evals.values() for i in ids):
             self._capacity.set()
         self._notify_changed()
 
@@ -347,7 +370,8 @@ class LocalServer:
         async with self._lock:
             return await self._register(job)
 
-    async def _register(self, job: Job) -> Registration:
+    async def _register(self, job: Job, triggered_by: str = TRIGGER_JOB_REGISTER
+                        ) -> Registration:
         existing = self.jobs.get(job.id)
         live = [a for a in self.job_allocs(job.id) if not a.is_terminal()]
         wanted = {f"{job.id}.{g.name}[{i}]" for g in job.task_groups for i in range(g.count)}
@@ -358,18 +382,61 @@ class LocalServer:
             return Registration(eval_id=last[-1].id if last else "", index=self.index,
                                 unchanged=True, job_modify_index=existing.job_modify_index)
         index = self.take_index()
-        if same_spec and existing is not None:
-            job = existing  # only retrying what could not be placed before
-        else:
-            job = msgspec.structs.replace(
-                job, create_index=existing.create_index if existing else index,
-                modify_index=index, job_modify_index=index,
-                version=existing.version + 1 if existing else 0,
-                status="pending", stop=False, submit_time=self._clock())
-        ev = self._new_eval(job, TRIGGER_JOB_REGISTER, index)
+        job = self.candidate(job, index)
+        ev = self._new_eval(job, triggered_by, index)
         # The job and its evaluation in one commit (one index), as Nomad's Raft apply.
-        await self._commit([job], [], [job_event("JobRegistered", job)], [ev])
+        await self._commit([job], [], [job_event("JobRegistered", job)], [ev],
+                           new_version=job is not existing)
         return self._registration(await self._process(ev), index, job)
+
+    def candidate(self, job: Job, index: int) -> Job:
+        """`job` as registering it at `index` would store it: the current job when the spec
+        is unchanged (only retrying what was not placed), else its next version."""
+        existing = self.jobs.get(job.id)
+        if existing is not None and not existing.stop and _spec(existing) == _spec(job):
+            return existing
+        return msgspec.structs.replace(
+            job, create_index=existing.create_index if existing else index,
+            modify_index=index, job_modify_index=index,
+            version=existing.version + 1 if existing else 0,
+            status="pending", stop=False, stable=False, submit_time=self._clock())
+
+    def record_scaling(self, job_id: str, group: str, event: dict[str, Any]) -> None:
+        """A scaling event of a group (kept in memory, newest first, as many as Nomad's
+        JobTrackedScalingEvents)."""
+        events = self._scaling.setdefault((job_id, group), [])
+        events.insert(0, {"Time": self._clock(), "CreateIndex": self.index, **event})
+        del events[JOB_TRACKED_SCALING_EVENTS:]
+
+    def scaling_events(self, job_id: str, group: str) -> list[dict[str, Any]] | None:
+        return self._scaling.get((job_id, group)) or None
+
+    async def register_as(self, job: Job, triggered_by: str,
+                          check: Callable[[Job | None], None] | None = None) -> Registration:
+        """Register `job` for another reason than a register (a scale, a revert): `check`
+        sees the current job under the lock first and may refuse by raising."""
+        async with self._lock:
+            if check is not None:
+                check(self.jobs.get(job.id))
+            return await self._register(job, triggered_by)
+
+    async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
+        """Mark one version of the job (un)stable; the index of the change."""
+        async with self._lock:
+            history = self.versions.get(job_id, [])
+            found = next((v for v in history if v.version == version), None)
+            if found is None:
+                raise LookupError(f"job {job_id!r} has no version {version}")
+            index = self.take_index()
+            marked = msgspec.structs.replace(found, stable=stable)
+            job = self.jobs[job_id]
+            jobs = [msgspec.structs.replace(job, stable=stable, modify_index=index)
+                    if job.version == version else job]
+            await self._commit(jobs, [], [job_event("JobRegistered", jobs[0])])
+            self.versions[job_id] = [marked if v is found else v for v in history]
+            if self.store is not None:
+                await self.store.save(index, [], [], versions=[marked])
+            return index
 
     async def stop_job(self, job_id: str, *, purge: bool = False) -> list[Allocation]:
         """Stop `job_id`: every allocation is told to stop; the job is kept, marked stopped
@@ -383,10 +450,13 @@ class LocalServer:
             if job is None:
                 raise KeyError(job_id)
             index = self.take_index()
-            job = msgspec.structs.replace(job, stop=True, status="dead", modify_index=index,
-                                          job_modify_index=index)
+            # Stopping is a new version of the job, as Nomad's history shows it.
+            job = msgspec.structs.replace(job, stop=True, modify_index=index,
+                                          job_modify_index=index, version=job.version + 1,
+                                          stable=False, submit_time=self._clock())
             ev = self._new_eval(job, TRIGGER_JOB_DEREGISTER, index)
-            await self._commit([job], [], [job_event("JobDeregistered", job)], [ev])
+            await self._commit([job], [], [job_event("JobDeregistered", job)], [ev],
+                               new_version=True)
             result = self._registration(await self._process(ev), index, job)
             if purge:
                 await self._purge(job_id)
@@ -396,7 +466,10 @@ class LocalServer:
         ids = [a.id for a in self.job_allocs(job_id)]
         index = self.take_index()
         if self.store is not None:
+            await self.store.save(index, [], [], forget_versions=[
+                (job_id, v.version) for v in self.versions.get(job_id, [])])
             await self.store.delete(job_id, ids, index)
+        self.versions.pop(job_id, None)
         job = self.jobs.pop(job_id, None)
         for alloc_id in ids:
             self.allocs.pop(alloc_id, None)

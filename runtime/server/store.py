@@ -40,6 +40,10 @@ _encoder = msgspec.json.Encoder()
 CLOSE_TIMEOUT: Final = 5.0
 
 
+def _version_key(job_id: str, version: int) -> str:
+    return f"{job_id}\x00{version}"
+
+
 @final
 class ServerStore:
     def __init__(self, conn: sqlite3.Connection, path: Path | None = None) -> None:
@@ -50,6 +54,7 @@ class ServerStore:
         self._jobs: dict[str, str | None] = {}
         self._allocs: dict[str, tuple[str, str] | None] = {}
         self._evals: dict[str, tuple[str, str] | None] = {}
+        self._versions: dict[str, tuple[str, str] | None] = {}
         self._index: int | None = None
         #: Why writes are not reaching the disk right now; None when they are.
         self.degraded: str | None = None
@@ -67,7 +72,7 @@ class ServerStore:
             conn = connect_wal(path)
             db = sqlite_utils.Database(conn)
             tables = set(db.table_names())
-            if not {"jobs", "allocs", "evals", "meta"} <= tables:  # no DDL when all there
+            if not {"jobs", "allocs", "evals", "job_versions", "meta"} <= tables:
                 with conn:
                     db.table("jobs").create({"id": str, "value": str}, pk="id",
                                             if_not_exists=True)
@@ -75,6 +80,8 @@ class ServerStore:
                                               pk="id", if_not_exists=True)
                     db.table("evals").create({"id": str, "job_id": str, "value": str},
                                              pk="id", if_not_exists=True)
+                    db.table("job_versions").create(
+                        {"id": str, "job_id": str, "value": str}, pk="id", if_not_exists=True)
                     db.table("meta").create({"key": str, "value": int}, pk="key",
                                             if_not_exists=True)
             return conn
@@ -99,8 +106,22 @@ class ServerStore:
 
         return await trio.to_thread.run_sync(read, limiter=self._limiter)
 
+    async def load_versions(self) -> list[Job]:
+        def read() -> list[Job]:
+            return [msgspec.json.decode(v, type=Job)
+                    for (v,) in self._conn.execute("SELECT value FROM job_versions")]
+
+        return await trio.to_thread.run_sync(read, limiter=self._limiter)
+
     async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
-                   evals: list[Evaluation] | None = None) -> None:
+                   evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
+                   forget_versions: list[tuple[str, int]] | None = None) -> None:
+        """One change: rows written (jobs, allocations, evaluations, job versions kept for
+        the history) and job versions dropped from it, with the index, in one transaction."""
+        for v in versions or ():
+            self._versions[_version_key(v.id, v.version)] = (v.id, _encoder.encode(v).decode())
+        for job_id, version in forget_versions or ():
+            self._versions[_version_key(job_id, version)] = None
         for j in jobs:
             self._jobs[j.id] = _encoder.encode(j).decode()
         for a in allocs:
@@ -120,8 +141,15 @@ class ServerStore:
         await self._flush()
 
     def _write(self, jobs: dict[str, str | None], allocs: dict[str, tuple[str, str] | None],
-               evals: dict[str, tuple[str, str] | None], index: int | None) -> None:
+               evals: dict[str, tuple[str, str] | None],
+               versions: dict[str, tuple[str, str] | None], index: int | None) -> None:
         with self._conn:
+            self._conn.executemany(
+                "INSERT INTO job_versions (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT "
+                "(id) DO UPDATE SET value = excluded.value",
+                [(k, *v) for k, v in versions.items() if v is not None])
+            self._conn.executemany("DELETE FROM job_versions WHERE id = ?",
+                                   [(k,) for k, v in versions.items() if v is None])
             self._conn.executemany(
                 "INSERT INTO evals (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT (id) "
                 "DO UPDATE SET value = excluded.value",
@@ -145,15 +173,18 @@ class ServerStore:
     async def _flush(self) -> None:
         """Write everything not yet on disk in one transaction; on a full disk keep it."""
         jobs, allocs, evals, index = self._jobs, self._allocs, self._evals, self._index
+        versions = self._versions
         self._jobs, self._allocs, self._evals, self._index = {}, {}, {}, None
+        self._versions = {}
         try:
-            await trio.to_thread.run_sync(self._write, jobs, allocs, evals, index,
+            await trio.to_thread.run_sync(self._write, jobs, allocs, evals, versions, index,
                                           limiter=self._limiter)
         except BaseException as e:
             # Not written: back in front of whatever was queued meanwhile (newer wins).
             self._jobs = {**jobs, **self._jobs}
             self._allocs = {**allocs, **self._allocs}
             self._evals = {**evals, **self._evals}
+            self._versions = {**versions, **self._versions}
             self._index = self._index if self._index is not None else index
             if isinstance(e, Exception) and out_of_space(e):
                 if self.degraded is None:
@@ -169,7 +200,8 @@ class ServerStore:
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True):
             try:
-                if self._jobs or self._allocs or self._evals or self._index is not None:
+                if (self._jobs or self._allocs or self._evals or self._versions
+                        or self._index is not None):
                     with trio.move_on_after(CLOSE_TIMEOUT):
                         await self._flush()
             finally:
