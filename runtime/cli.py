@@ -424,3 +424,6 @@ def main() -> None:
         cli(prog_name="yurt")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+
+
+__import__("yurt.runtime.cli_jobs", fromlist=["register"]).register(cli, job)  # job/eval verbs
