@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
-from yurt.runtime.cli_remote import _fail, api, call, console, emit_json
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def placement_failure(ev: dict[str, Any]) -> str:
@@ -60,6 +61,8 @@ def _json_flag(f: Any) -> Any:
 
 
 def _eval_table(evals: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="Evaluations", title_justify="left")
     for col in ("ID", "Priority", "Triggered By", "Job ID", "Status", "Placement Failures"):
         table.add_column(col)
@@ -78,6 +81,7 @@ def register(cli: click.Group, job: click.Group) -> None:
     def job_plan(file: str, json_output: bool) -> None:
         """Dry-run a job: what registering it would place, stop or update (changes nothing).
         Exit 0: no allocations created or destroyed; 1: some would be."""
+        from yurt.runtime.cli_remote import api, call, console, emit_json
         from yurt.runtime.jobspec import encode_job
 
         spec = _load(file)
@@ -117,6 +121,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_history(job_id: str, diffs: bool, version: int | None, json_output: bool) -> None:
         """The job's versions, newest first (with -p, what each changed)."""
+        from yurt.runtime.cli_remote import _fail, api, call, console, emit_json
+
         with api() as client:
             result = call(client, "GET", f"/v1/job/{job_id}/versions",
                           params={"diffs": "true"} if diffs else {})
@@ -143,6 +149,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_revert(job_id: str, version: int, json_output: bool) -> None:
         """Register an earlier version of the job again, as a new version."""
+        from yurt.runtime.cli_remote import api, call, emit_json
+
         with api() as client:
             result = call(client, "PUT", f"/v1/job/{job_id}/revert",
                           json={"JobID": job_id, "JobVersion": version})
@@ -158,6 +166,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_scale(job_id: str, args: tuple[str, ...], json_output: bool) -> None:
         """Set a group's count (the group may be left out when the job has only one)."""
+        from yurt.runtime.cli_remote import _fail, api, call, emit_json
+
         if len(args) not in (1, 2) or not args[-1].lstrip("-").isdigit():
             _fail("usage: yurt job scale JOB [GROUP] COUNT", EXIT_USAGE)
         count = int(args[-1])
@@ -182,6 +192,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     @click.option("--version", "version", type=int, default=None, help="An earlier version.")
     def job_inspect(job_id: str, version: int | None) -> None:
         """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it)."""
+        from yurt.runtime.cli_remote import _fail, api, call, emit_json
+
         with api() as client:
             if version is None:
                 spec = call(client, "GET", f"/v1/job/{job_id}")
@@ -198,6 +210,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_eval(job_id: str, json_output: bool) -> None:
         """Force a new evaluation of the job (places what is missing)."""
+        from yurt.runtime.cli_remote import api, call, emit_json
+
         with api() as client:
             result = call(client, "PUT", f"/v1/job/{job_id}/evaluate", json={"JobID": job_id})
             ev = call(client, "GET", f"/v1/evaluation/{result['EvalID']}")
@@ -219,6 +233,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def eval_list(job_id: str, status: str, json_output: bool) -> None:
         """List evaluations, oldest first."""
+        from yurt.runtime.cli_remote import api, call, console, emit_json
+
         params = {k: v for k, v in (("job", job_id), ("status", status)) if v}
         with api() as client:
             evals = call(client, "GET", "/v1/evaluations", params=params)
@@ -232,6 +248,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def eval_status(eval_id: str, json_output: bool) -> None:
         """One evaluation: status, trigger, placement failures."""
+        from yurt.runtime.cli_remote import api, call, emit_json
+
         with api() as client:
             ev = call(client, "GET", f"/v1/evaluation/{eval_id}")
         if json_output:
