@@ -12,6 +12,7 @@ server's lock, so they judge the job as it is when the change is made.
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from typing import Any
 
@@ -231,9 +232,10 @@ async def scale(ctx: Context, request: Request) -> Response:
                             "in job")
     server = ctx.agent.server
     if count is None:  # only a scaling event to record
-        server.record_scaling(job_id, group, {
-            "Count": None, "PreviousCount": previous.count, "Message": message,
-            "Error": failed, "Meta": meta, "EvalID": None})
+        server.scaling.record(job_id, group, {
+            "Time": time.time_ns(), "CreateIndex": server.index, "Count": None,
+            "PreviousCount": previous.count, "Message": message, "Error": failed,
+            "Meta": meta, "EvalID": None})
         return _register_answer(ctx, "", 0, job.job_modify_index)
 
     def check(current: Job | None) -> None:
@@ -244,9 +246,10 @@ async def scale(ctx: Context, request: Request) -> Response:
               for g in job.task_groups]
     result = await server.register_as(msgspec.structs.replace(job, task_groups=groups),
                                       TRIGGER_JOB_SCALING, check)
-    server.record_scaling(job_id, group, {
-        "Count": count, "PreviousCount": previous.count,
-        "Message": message, "Error": failed, "Meta": meta, "EvalID": result.eval_id or None})
+    server.scaling.record(job_id, group, {
+        "Time": time.time_ns(), "CreateIndex": result.index, "Count": count,
+        "PreviousCount": previous.count, "Message": message, "Error": failed, "Meta": meta,
+        "EvalID": result.eval_id or None})
     return _register_answer(ctx, result.eval_id, result.index, result.job_modify_index)
 
 
@@ -256,7 +259,7 @@ def _scale_status(ctx: Context, job: Job) -> Response:
     for group in job.task_groups:
         groups[group.name] = {"Desired": group.count, "Placed": 0, "Running": 0,
                               "Healthy": 0, "Unhealthy": 0,
-                              "Events": server.scaling_events(job.id, group.name)}
+                              "Events": server.scaling.of(job.id, group.name)}
     for alloc in server.job_allocs(job.id):
         entry = groups.get(alloc.task_group)
         if entry is None or alloc.is_terminal():

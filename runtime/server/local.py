@@ -31,15 +31,23 @@ read, decide and commit as one step, so nothing is over-committed.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, final
+from typing import final
 
 import msgspec
 import trio
 
 from yurt.runtime.eventstream import Event, EventBroker, alloc_event, job_event
+from yurt.runtime.server.records import (
+    Registration,
+    ScalingEvents,
+    eval_event,
+    history_after,
+    job_spec,
+    new_id,
+    with_status,
+    without_job,
+)
 from yurt.runtime.server.scheduler import Plan, schedule
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
@@ -55,62 +63,6 @@ from yurt.runtime.structs import (
     Job,
     Node,
 )
-
-_SERVER_FIELDS = ("stop", "status", "status_description", "version", "submit_time",
-                  "create_index", "modify_index", "job_modify_index", "stable")
-#: Versions of a job kept for its history (Nomad's `JobTrackedVersions`).
-JOB_TRACKED_VERSIONS = 6
-#: Scaling events kept per group (Nomad's `JobTrackedScalingEvents`).
-JOB_TRACKED_SCALING_EVENTS = 20
-
-
-def _spec(job: Job) -> bytes:
-    """The job as the user wrote it: server bookkeeping left out."""
-    blank = Job()
-    return msgspec.json.encode(msgspec.structs.replace(
-        job, **{f: getattr(blank, f) for f in _SERVER_FIELDS}))
-
-
-def _without_job(alloc: Allocation) -> Allocation:
-    """An allocation as Nomad's events carry it: without its job (kept small)."""
-    return msgspec.structs.replace(alloc, job=None)
-
-
-def eval_event(ev: Evaluation) -> Event:
-    return Event(topic="Evaluation", type="EvaluationUpdated", key=ev.id,
-                 namespace=ev.namespace, filter_keys=[ev.job_id] if ev.job_id else [],
-                 payload={"Evaluation": ev})
-
-
-def job_status(job: Job, allocs: list[Allocation], open_evals: bool) -> str:
-    """Nomad's `getJobStatus`: running while an allocation is not terminal, pending while an
-    evaluation is not (or nothing happened yet), dead once everything is terminal."""
-    if job.type == "system":
-        return "dead" if job.stop else "running"
-    if any(not a.is_terminal() for a in allocs):
-        return "running"
-    if open_evals:
-        return "pending"
-    # Every job here had an evaluation (register makes one), all terminal now.
-    return "dead"
-
-
-def _new_id() -> str:
-    return str(uuid.uuid4())
-
-
-@dataclass
-class Registration:
-    """What registering (or stopping) a job did: its evaluation's outcome, flattened."""
-
-    eval_id: str
-    index: int
-    placed: list[Allocation] = field(default_factory=list)
-    stopped: list[Allocation] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # group → why it was not placed
-    unchanged: bool = False
-    job_modify_index: int = 0
-    plan: Plan | None = None
 
 
 @final
@@ -134,7 +86,7 @@ class LocalServer:
         #: Per job, its versions kept for the history, newest first (at most
         #: JOB_TRACKED_VERSIONS).
         self.versions: dict[str, list[Job]] = {}
-        self._scaling: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.scaling = ScalingEvents()
         #: Per job, its evaluations not terminal yet (pending, blocked): the job's status.
         self._open_evals: dict[str, set[str]] = {}
         self.index = 0
@@ -210,10 +162,8 @@ class LocalServer:
         forget: list[tuple[str, int]] = []
         if new_version:
             for job in jobs:
-                history = [job, *(v for v in self.versions.get(job.id, [])
-                                  if v.version != job.version)]
-                kept[job.id] = history[:JOB_TRACKED_VERSIONS]
-                forget += [(job.id, v.version) for v in history[JOB_TRACKED_VERSIONS:]]
+                kept[job.id], dropped = history_after(job, self.versions.get(job.id, []))
+                forget += [(job.id, version) for version in dropped]
         if self.store is not None:
             await self.store.save(self.index, jobs, allocs, evals,
                                   [v[0] for v in kept.values()], forget)
@@ -237,7 +187,7 @@ class LocalServer:
                 open_evals.add(ev.id)
         events = list(events or [])
         if self.owns_events:
-            events.extend(alloc_event(_without_job(a)) for a in allocs)
+            events.extend(alloc_event(without_job(a)) for a in allocs)
             events.extend(eval_event(e) for e in evals)
         self._publish(events)
         if freed and any(self.evals[i].status == EVAL_STATUS_BLOCKED
@@ -247,36 +197,8 @@ class LocalServer:
 
     def _with_status(self, jobs: list[Job], allocs: list[Allocation],
                      evals: list[Evaluation]) -> list[Job]:
-        """`jobs`, and every other job the change touches whose status it changes, with
-        their status as Nomad's `getJobStatus` gives it (ModifyIndex bumped where changed)."""
-        touched = {j.id: j for j in jobs}
-        for job_id in {a.job_id for a in allocs} | {e.job_id for e in evals}:
-            if job_id not in touched and job_id in self.jobs:
-                touched[job_id] = self.jobs[job_id]
-        if not touched:
-            return jobs
-        written = {a.id: a for a in allocs}
-        by_job: dict[str, list[Allocation]] = {job_id: [] for job_id in touched}
-        for alloc in [*self.allocs.values(), *allocs]:
-            if alloc.job_id in by_job and written.get(alloc.id, alloc) is alloc:
-                by_job[alloc.job_id].append(alloc)
-        open_evals = {e.job_id: e for e in evals if not e.is_terminal()}
-        closed = {e.id for e in evals if e.is_terminal()}
-        out = list(jobs)
-        given = set(touched) & {j.id for j in jobs}
-        for job_id, job in touched.items():
-            has_open = job_id in open_evals or bool(
-                self._open_evals.get(job_id, set()) - closed)
-            status = job_status(job, by_job[job_id], has_open)
-            if status == job.status:
-                continue
-            if job_id in given:
-                out = [msgspec.structs.replace(j, status=status) if j.id == job_id else j
-                       for j in out]
-            else:
-                out.append(msgspec.structs.replace(job, status=status,
-                                                   modify_index=self.index))
-        return out
+        return with_status(self.jobs, self.allocs, self._open_evals, self.index, jobs, allocs,
+                           evals)
 
     def _publish(self, events: list[Event]) -> None:
         self.broker.publish_events(events, index=self.index if self.owns_events else None)
@@ -322,7 +244,7 @@ class LocalServer:
 
     def _new_eval(self, job: Job, triggered_by: str, index: int) -> Evaluation:
         now = self._clock()
-        return Evaluation(id=_new_id(), namespace=job.namespace, priority=job.priority,
+        return Evaluation(id=new_id(), namespace=job.namespace, priority=job.priority,
                           type=job.type, triggered_by=triggered_by, job_id=job.id,
                           job_modify_index=job.job_modify_index,
                           status=EVAL_STATUS_PENDING, create_index=index, modify_index=index,
@@ -332,7 +254,7 @@ class LocalServer:
         """Run the scheduler for `ev` and apply its plan in one commit. With
         `keep_if_unchanged` (a blocked retry), a plan that changes nothing is not applied."""
         plan = schedule(self, ev, self.jobs.get(ev.job_id), index=self.index + 1,
-                        now=self._clock(), new_id=_new_id)
+                        now=self._clock(), new_id=new_id)
         if keep_if_unchanged and plan.changes_nothing and plan.eval.status == ev.status:
             await trio.lowlevel.checkpoint()
             return plan
@@ -375,7 +297,8 @@ class LocalServer:
         existing = self.jobs.get(job.id)
         live = [a for a in self.job_allocs(job.id) if not a.is_terminal()]
         wanted = {f"{job.id}.{g.name}[{i}]" for g in job.task_groups for i in range(g.count)}
-        same_spec = existing is not None and not existing.stop and _spec(existing) == _spec(job)
+        same_spec = (existing is not None and not existing.stop
+                     and job_spec(existing) == job_spec(job))
         if same_spec and existing is not None and wanted <= {a.name for a in live}:
             await trio.lowlevel.checkpoint()
             last = self.job_evals(job.id)
@@ -393,23 +316,13 @@ class LocalServer:
         """`job` as registering it at `index` would store it: the current job when the spec
         is unchanged (only retrying what was not placed), else its next version."""
         existing = self.jobs.get(job.id)
-        if existing is not None and not existing.stop and _spec(existing) == _spec(job):
+        if existing is not None and not existing.stop and job_spec(existing) == job_spec(job):
             return existing
         return msgspec.structs.replace(
             job, create_index=existing.create_index if existing else index,
             modify_index=index, job_modify_index=index,
             version=existing.version + 1 if existing else 0,
             status="pending", stop=False, stable=False, submit_time=self._clock())
-
-    def record_scaling(self, job_id: str, group: str, event: dict[str, Any]) -> None:
-        """A scaling event of a group (kept in memory, newest first, as many as Nomad's
-        JobTrackedScalingEvents)."""
-        events = self._scaling.setdefault((job_id, group), [])
-        events.insert(0, {"Time": self._clock(), "CreateIndex": self.index, **event})
-        del events[JOB_TRACKED_SCALING_EVENTS:]
-
-    def scaling_events(self, job_id: str, group: str) -> list[dict[str, Any]] | None:
-        return self._scaling.get((job_id, group)) or None
 
     async def register_as(self, job: Job, triggered_by: str,
                           check: Callable[[Job | None], None] | None = None) -> Registration:
@@ -470,6 +383,7 @@ class LocalServer:
                 (job_id, v.version) for v in self.versions.get(job_id, [])])
             await self.store.delete(job_id, ids, index)
         self.versions.pop(job_id, None)
+        self.scaling.forget(job_id)
         job = self.jobs.pop(job_id, None)
         for alloc_id in ids:
             self.allocs.pop(alloc_id, None)
