@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from trio.testing import MockClock
 
 from tests.runtime_support import seconds, unix_clock
@@ -141,3 +142,53 @@ async def test_an_evaluation_stored_but_not_processed_is_processed_after_a_resta
     (alloc,) = again.allocs.values()
     assert alloc.eval_id == ev.id
     assert again.evals[ev.id].status == "complete"
+
+
+GPU_JOB = '''job "gpu" {
+  group "g" {
+    task "t" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+      resources {
+        cpu    = 100
+        memory = 100
+        device "nvidia/gpu" {
+          count = 1
+        }
+      }
+    }
+  }
+}'''
+
+
+async def test_blocked_job_is_placed_when_a_device_becomes_healthy(
+        autojump_clock: MockClock) -> None:
+    from yurt.runtime.structs import NodeDeviceInstance, NodeDeviceResource
+
+    node = Node(id="n1", name="n1", node_resources=NodeResources(
+        cpu=NodeCpuResources(cpu_shares=4000), memory=NodeMemoryResources(memory_mb=1024),
+        devices=[NodeDeviceResource(vendor="nvidia", type="gpu", name="t4", instances=[
+            NodeDeviceInstance(id="GPU-0", healthy=False)])]))
+    server = LocalServer(node, EventBroker(), owns_events=True, unix_clock=unix_clock)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            result = await server.register_job(parse_job(GPU_JOB))
+            assert result.placed == []
+            ev = server.evals[result.eval_id]
+            assert ev.failed_tg_allocs is not None
+            assert ev.failed_tg_allocs["g"].dimension_exhausted == {"devices": 1}
+            # Another node change that frees nothing: the blocked evaluation stays as it is.
+            index = server.index
+            server.node_updated()
+            await trio.testing.wait_all_tasks_blocked()
+            assert server.evals[ev.blocked_eval].status == "blocked"
+            assert server.index == index + 1  # the node's change only
+            node.node_resources.devices[0].instances[0].healthy = True
+            server.node_updated()
+            while not server.job_allocs("gpu"):
+                await server.changed.wait()
+            (alloc,) = server.job_allocs("gpu")
+            assert alloc.task_resources["t"].devices[0].device_ids == ["GPU-0"]
+            assert server.evals[ev.blocked_eval].status == "complete"
+            nursery.cancel_scope.cancel()
