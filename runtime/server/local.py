@@ -39,8 +39,10 @@ import trio
 
 from yurt.runtime.eventstream import Event, EventBroker, alloc_event, job_event
 from yurt.runtime.server.records import (
+    EVAL_GC_INTERVAL,
     Registration,
     ScalingEvents,
+    collectable_evals,
     eval_event,
     history_after,
     job_spec,
@@ -116,8 +118,35 @@ class LocalServer:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         """Process pending evaluations left by an earlier agent, then retry blocked ones
-        whenever capacity may have freed up. Until cancelled."""
-        task_status.started()
+        whenever capacity may have freed up; and collect old terminal evaluations every
+        EVAL_GC_INTERVAL. Until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._collect_evals)
+            nursery.start_soon(self._evaluate_when_needed)
+            task_status.started()
+
+    async def _collect_evals(self) -> None:
+        while True:
+            await trio.sleep(EVAL_GC_INTERVAL)
+            async with self._lock:
+                await self.gc_evals()
+
+    async def gc_evals(self) -> list[str]:
+        """Forget the evaluations Nomad's GC would (records.py `collectable_evals`)."""
+        ids = collectable_evals(self.evals, self.allocs, self._clock())
+        if not ids:
+            await trio.lowlevel.checkpoint()
+            return ids
+        index = self.take_index()
+        if self.store is not None:
+            await self.store.delete_evals(ids, index)
+        for eval_id in ids:
+            ev = self.evals.pop(eval_id)
+            self._open_evals.get(ev.job_id, set()).discard(eval_id)
+        self._notify_changed()
+        return ids
+
+    async def _evaluate_when_needed(self) -> None:
         while True:
             await self._capacity.wait()
             self._capacity = trio.Event()

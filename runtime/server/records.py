@@ -131,3 +131,22 @@ def with_status(current: Mapping[str, Job], allocs_now: Mapping[str, Allocation]
         else:
             out.append(msgspec.structs.replace(job, status=status, modify_index=index))
     return out
+
+
+#: Nomad's `eval_gc_threshold`: a terminal evaluation is kept this long after its last change
+#: (a batch job's, `batch_eval_gc_threshold`, a day), then collected.
+EVAL_GC_THRESHOLD = 3600 * 10**9
+BATCH_EVAL_GC_THRESHOLD = 24 * 3600 * 10**9
+#: Nomad's `eval_gc_interval`: how often the server looks for evaluations to collect.
+EVAL_GC_INTERVAL = 300.0
+
+
+def collectable_evals(evals: Mapping[str, Evaluation], allocs: Mapping[str, Allocation],
+                      now: int) -> list[str]:
+    """Evaluations to forget at `now` (unix ns), as Nomad's core GC picks them: terminal for
+    longer than the threshold of their job type, and none of their allocations still live."""
+    live_evals = {a.eval_id for a in allocs.values() if not a.is_terminal()}
+    return [e.id for e in evals.values()
+            if e.is_terminal() and e.id not in live_evals
+            and now - e.modify_time > (BATCH_EVAL_GC_THRESHOLD if e.type == "batch"
+                                       else EVAL_GC_THRESHOLD)]

@@ -140,6 +140,12 @@ class ServerStore:
             self._index = index
         await self._flush()
 
+    async def delete_evals(self, eval_ids: list[str], index: int) -> None:
+        for eval_id in eval_ids:
+            self._evals[eval_id] = None
+        self._index = index
+        await self._flush()
+
     def _write(self, jobs: dict[str, str | None], allocs: dict[str, tuple[str, str] | None],
                evals: dict[str, tuple[str, str] | None],
                versions: dict[str, tuple[str, str] | None], index: int | None) -> None:
@@ -154,6 +160,8 @@ class ServerStore:
                 "INSERT INTO evals (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT (id) "
                 "DO UPDATE SET value = excluded.value",
                 [(k, *v) for k, v in evals.items() if v is not None])
+            self._conn.executemany("DELETE FROM evals WHERE id = ?",
+                                   [(k,) for k, v in evals.items() if v is None])
             self._conn.executemany(
                 "INSERT INTO jobs (id, value) VALUES (?, ?) ON CONFLICT (id) DO UPDATE "
                 "SET value = excluded.value", [(k, v) for k, v in jobs.items() if v is not None])
