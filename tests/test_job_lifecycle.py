@@ -4,6 +4,7 @@ stable, summary, plan (changes nothing), validate, scale, purge; and their error
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,20 @@ async def test_job_status_follows_nomads_rules(tmp_path: Path) -> None:
             assert alloc["ClientStatus"] == "complete"
             stub = [j for j in await _ok(await c.get("/v1/jobs")) if j["ID"] == "once"]
             assert stub[0]["Status"] == "dead"
+            assert stub[0]["JobSummary"]["Summary"]["g"]["Complete"] == 1
+            # The status change was published as Nomad publishes any job upsert.
+            async with c.stream("GET", "/v1/event/stream",
+                                params={"index": "1", "topic": "Job:once"}) as response:
+                statuses = []
+                async for line in response.aiter_lines():
+                    if line == "{}":
+                        continue
+                    event = json.loads(line)["Events"][0]
+                    assert event["Type"] == "JobRegistered"
+                    statuses.append(event["Payload"]["Job"]["Status"])
+                    if statuses[-1] == "dead":
+                        break
+            assert statuses[0] == "pending"
             await _ok(await c.post("/v1/jobs", json=mock_job("svc")))
             while (await _ok(await c.get("/v1/job/svc")))["Status"] != "running":
                 await a.agent.server.changed.wait()

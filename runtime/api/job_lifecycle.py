@@ -40,6 +40,7 @@ from yurt.runtime.structs import (
     EVAL_STATUS_BLOCKED,
     TRIGGER_JOB_REGISTER,
     TRIGGER_JOB_SCALING,
+    Allocation,
     Evaluation,
     Job,
 )
@@ -126,22 +127,28 @@ def _summary_counts() -> dict[str, int]:
 
 
 async def summary(ctx: Context, request: Request) -> Response:
-    job_id = request.path_params["job_id"]
-    job = ctx.job(job_id)
+    return json_response(job_summary(ctx, ctx.job(request.path_params["job_id"])))
+
+
+def job_summary(ctx: Context, job: Job, allocs: list[Allocation] | None = None
+                ) -> dict[str, Any]:
+    """Nomad's `JobSummary`: per group, allocations by client status, and what is queued
+    (waiting in a blocked evaluation). `allocs`: the job's, when the caller has them."""
+    job_id = job.id
     server = ctx.agent.server
     groups = {g.name: _summary_counts() for g in job.task_groups}
     by_status = {ALLOC_CLIENT_PENDING: "Starting", ALLOC_CLIENT_RUNNING: "Running",
                  ALLOC_CLIENT_COMPLETE: "Complete", ALLOC_CLIENT_FAILED: "Failed",
                  ALLOC_CLIENT_LOST: "Lost"}
-    for alloc in server.job_allocs(job_id):
+    for alloc in server.job_allocs(job_id) if allocs is None else allocs:
         counts = groups.setdefault(alloc.task_group, _summary_counts())
         counts[by_status.get(ctx.alloc_view(alloc.id).client_status, "Unknown")] += 1
     for ev in server.blocked_evals(job_id):
         for group, queued in (ev.queued_allocations or {}).items():
             groups.setdefault(group, _summary_counts())["Queued"] += queued
-    return json_response({"JobID": job.id, "Namespace": job.namespace, "Summary": groups,
-                          "Children": {"Pending": 0, "Running": 0, "Dead": 0},
-                          "CreateIndex": job.create_index, "ModifyIndex": job.modify_index})
+    return {"JobID": job.id, "Namespace": job.namespace, "Summary": groups,
+            "Children": {"Pending": 0, "Running": 0, "Dead": 0},
+            "CreateIndex": job.create_index, "ModifyIndex": job.modify_index}
 
 
 def _annotations(desired: dict[str, DesiredUpdates]) -> dict[str, dict[str, int]]:

@@ -216,6 +216,10 @@ class LocalServer:
                 open_evals.add(ev.id)
         events = list(events or [])
         if self.owns_events:
+            # A job written without an event of its own (its status changed): Nomad's
+            # event for any job upsert.
+            announced = {e.key for e in events if e.topic == "Job"}
+            events.extend(job_event("JobRegistered", j) for j in jobs if j.id not in announced)
             events.extend(alloc_event(without_job(a)) for a in allocs)
             events.extend(eval_event(e) for e in evals)
         self._publish(events)
@@ -262,8 +266,8 @@ class LocalServer:
         return (a for a in self.allocs.values() if not a.is_terminal())
 
     def blocked_evals(self, job_id: str) -> list[Evaluation]:
-        return [e for e in self.evals.values()
-                if e.job_id == job_id and e.status == EVAL_STATUS_BLOCKED]
+        return [self.evals[i] for i in sorted(self._open_evals.get(job_id, ()))
+                if self.evals[i].status == EVAL_STATUS_BLOCKED]
 
     def job_evals(self, job_id: str) -> list[Evaluation]:
         return sorted((e for e in self.evals.values() if e.job_id == job_id),
