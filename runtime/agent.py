@@ -341,7 +341,8 @@ class Agent:
                         await self.devices.first_fingerprints.wait()
                     self.db = db
                     # One index space: the server numbers every event.
-                    self.server = LocalServer(self.node, self.broker, store, owns_events=True)
+                    self.server = LocalServer(self.node, self.broker, store, owns_events=True,
+                                              reschedule=True)
                     await self.server.load()
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,

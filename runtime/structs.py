@@ -267,6 +267,8 @@ class Allocation(Base):
     alloc_modify_index: int = 0
     create_time: int = 0
     modify_time: int = 0
+    reschedule_tracker: RescheduleTracker | None = None
+    followup_eval_id: str = field(default="", name="FollowupEvalID")
 
     def is_terminal(self) -> bool:
         """Server- or client-terminal, as Nomad's `Allocation.TerminalStatus`."""
@@ -511,3 +513,41 @@ class Evaluation(Base):
 
     def is_terminal(self) -> bool:
         return self.status in (EVAL_STATUS_COMPLETE, EVAL_STATUS_FAILED, EVAL_STATUS_CANCELED)
+
+
+# --------------------------------------------------------------------------- rescheduling
+
+TRIGGER_FAILED_FOLLOW_UP: Final = "failed-follow-up"
+
+
+class ReschedulePolicy(Base):
+    """Nomad's `ReschedulePolicy`: how a failed allocation is replaced."""
+
+    attempts: int = 0
+    interval: Duration = 0
+    delay: Duration = 0
+    delay_function: str = ""
+    max_delay: Duration = 0
+    unlimited: bool = False
+
+
+class RescheduleEvent(Base):
+    reschedule_time: int = 0
+    prev_alloc_id: str = field(default="", name="PrevAllocID")
+    prev_node_id: str = field(default="", name="PrevNodeID")
+    delay: Duration = 0
+
+
+class RescheduleTracker(Base):
+    """The replacements an allocation's line went through (Nomad's `RescheduleTracker`)."""
+
+    events: list[RescheduleEvent] = field(default_factory=list)
+
+
+#: Nomad's default reschedule policies by job type (sysbatch: never rescheduled).
+DEFAULT_RESCHEDULE_POLICY: Final[dict[str, ReschedulePolicy]] = {
+    "service": ReschedulePolicy(delay=30 * SECOND, delay_function="exponential",
+                                max_delay=60 * MINUTE, unlimited=True),
+    "batch": ReschedulePolicy(attempts=1, interval=24 * 60 * MINUTE, delay=5 * SECOND,
+                              delay_function="constant"),
+}

@@ -133,3 +133,29 @@ async def test_evaluations_on_the_event_stream(tmp_path: Path) -> None:
                     if "complete" in statuses:
                         break
             assert statuses == ["pending", "complete"]
+
+
+async def test_a_failed_allocation_waits_on_a_follow_up_evaluation(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            body = mock_job("crash")
+            task = body["Job"]["TaskGroups"][0]["Tasks"][0]
+            task["Config"] = {"run_for": "0.1s", "exit_code": 1}
+            body["Job"]["TaskGroups"][0]["RestartPolicy"] = {"Attempts": 0, "Mode": "fail"}
+            await c.post("/v1/jobs", json=body)
+            while True:
+                (alloc,) = await _get(c, "/v1/job/crash/allocations")
+                if alloc["FollowupEvalID"]:
+                    break
+                await a.agent.server.changed.wait()
+            assert alloc["ClientStatus"] == "failed"
+            follow = await _get(c, f"/v1/evaluation/{alloc['FollowupEvalID']}")
+            assert (follow["Status"], follow["TriggeredBy"]) == ("pending", "failed-follow-up")
+            wait_until = datetime.fromisoformat(follow["WaitUntil"])
+            failed_at = datetime.fromisoformat(alloc["TaskStates"]["t"]["FinishedAt"])
+            assert round((wait_until - failed_at).total_seconds()) == 30  # Nomad's first delay
+            triggers = [e["TriggeredBy"] for e in await _get(c, "/v1/job/crash/evaluations")]
+            assert triggers == ["job-register", "alloc-failure", "failed-follow-up"]

@@ -30,6 +30,7 @@ read, decide and commit as one step, so nothing is over-committed.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import final
@@ -50,6 +51,7 @@ from yurt.runtime.server.records import (
     with_status,
     without_job,
 )
+from yurt.runtime.server.reschedule import needs_reschedule, unix_ns
 from yurt.runtime.server.scheduler import Plan, schedule
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
@@ -57,9 +59,11 @@ from yurt.runtime.structs import (
     EVAL_STATUS_BLOCKED,
     EVAL_STATUS_COMPLETE,
     EVAL_STATUS_PENDING,
+    TRIGGER_ALLOC_FAILURE,
     TRIGGER_ALLOC_STOP,
     TRIGGER_JOB_DEREGISTER,
     TRIGGER_JOB_REGISTER,
+    ZERO_TIME,
     Allocation,
     Evaluation,
     Job,
@@ -70,7 +74,7 @@ from yurt.runtime.structs import (
 @final
 class LocalServer:
     def __init__(self, node: Node, broker: EventBroker, store: ServerStore | None = None,
-                 *, owns_events: bool = False,
+                 *, owns_events: bool = False, reschedule: bool = False,
                  unix_clock: Callable[[], int] = time.time_ns) -> None:
         self.node = node
         self._clock = unix_clock
@@ -80,6 +84,9 @@ class LocalServer:
         #: carries the current one) and publishes every allocation a commit writes. `yurt run`
         #: leaves both to the broker and the client, whose views it prints.
         self.owns_events = owns_events
+        #: Replace failed allocations as their reschedule policy says (the agent; `yurt run`
+        #: reports a failure and ends instead).
+        self.reschedule = reschedule
         if owns_events:
             broker.index_source = self.current_index
         self.jobs: dict[str, Job] = {}
@@ -96,6 +103,8 @@ class LocalServer:
         self._lock = trio.Lock()
         #: Set when capacity may have freed up: `run` retries the blocked evaluations.
         self._capacity = trio.Event()
+        #: Set when a delayed (follow-up) evaluation is stored: `run` recomputes its wait.
+        self._delayed = trio.Event()
 
     async def load(self) -> None:
         """Take back what an earlier agent's server had."""
@@ -123,6 +132,7 @@ class LocalServer:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._collect_evals)
             nursery.start_soon(self._evaluate_when_needed)
+            nursery.start_soon(self._evaluate_when_due)
             task_status.started()
 
     async def _collect_evals(self) -> None:
@@ -151,11 +161,28 @@ class LocalServer:
             await self._capacity.wait()
             self._capacity = trio.Event()
             async with self._lock:
-                for ev in sorted((e for e in self.evals.values()
-                                  if e.status == EVAL_STATUS_PENDING),
-                                 key=lambda e: e.create_index):
-                    await self._process(ev)
+                await self._process_due()
                 await self._retry_blocked()
+
+    async def _process_due(self) -> None:
+        now = self._clock()
+        for ev in sorted((e for e in self.evals.values() if e.status == EVAL_STATUS_PENDING
+                          and unix_ns(e.wait_until) <= now), key=lambda e: e.create_index):
+            await self._process(ev)
+
+    async def _evaluate_when_due(self) -> None:
+        """Follow-up evaluations (a failed allocation's replacement) when their time comes."""
+        while True:
+            self._delayed = trio.Event()
+            waits = [unix_ns(e.wait_until) for ids in self._open_evals.values() for i in ids
+                     if (e := self.evals[i]).status == EVAL_STATUS_PENDING
+                     and e.wait_until > ZERO_TIME]
+            with trio.move_on_after(max(min(waits) - self._clock(), 0) / 1e9
+                                    if waits else math.inf):
+                await self._delayed.wait()
+                continue
+            async with self._lock:
+                await self._process_due()
 
     # ------------------------------------------------------------------ index space
 
@@ -208,6 +235,8 @@ class LocalServer:
                 freed = True
             self.allocs[alloc.id] = alloc
         for ev in evals:
+            if ev.wait_until > ZERO_TIME and not ev.is_terminal():
+                self._delayed.set()  # a follow-up to wait for
             self.evals[ev.id] = ev
             open_evals = self._open_evals.setdefault(ev.job_id, set())
             if ev.is_terminal():
@@ -463,14 +492,26 @@ class LocalServer:
     async def _update_allocs(self, batch: list[Allocation]) -> None:
         index = self.take_index()
         updated = []
+        failed: dict[str, Job] = {}  # jobs with an allocation that just failed
         for update in batch:
             alloc = self.allocs.get(update.id)
             if alloc is None:
                 continue
-            updated.append(msgspec.structs.replace(
+            new = msgspec.structs.replace(
                 alloc, client_status=update.client_status,
                 client_description=update.client_description, task_states=update.task_states,
                 deployment_status=update.deployment_status,
                 network_status=update.network_status, modify_index=index,
-                modify_time=self._clock()))
+                modify_time=self._clock())
+            updated.append(new)
+            job = self.jobs.get(new.job_id)
+            if (needs_reschedule(new) and not needs_reschedule(alloc) and job is not None
+                    and not job.stop and self.reschedule):
+                failed[job.id] = job
         await self._commit([], updated)
+        # Nomad's alloc-failure evaluation: the reschedule policy decides the replacement.
+        for job in failed.values():
+            index = self.take_index()
+            ev = self._new_eval(job, TRIGGER_ALLOC_FAILURE, index)
+            await self._commit([], [], evals=[ev])
+            await self._process(ev)

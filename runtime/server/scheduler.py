@@ -35,6 +35,7 @@ from typing import Protocol
 
 import msgspec
 
+from yurt.runtime.server.reschedule import Decision, as_time, decide
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_DESIRED_EVICT,
@@ -42,6 +43,8 @@ from yurt.runtime.structs import (
     EVAL_STATUS_BLOCKED,
     EVAL_STATUS_CANCELED,
     EVAL_STATUS_COMPLETE,
+    EVAL_STATUS_PENDING,
+    TRIGGER_FAILED_FOLLOW_UP,
     TRIGGER_JOB_REGISTER,
     TRIGGER_QUEUED_ALLOCS,
     AllocatedDevice,
@@ -267,6 +270,10 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
                 (job.type != "service" and alloc.client_status == ALLOC_CLIENT_COMPLETE)
                 or not user_asked):
             done.add(alloc.name)
+    # A failed allocation is replaced as its reschedule policy says (reschedule.py).
+    failures = decide(job, allocs, now, user_asked=user_asked)
+    done = (done - set(failures.now) - set(failures.later)) | failures.never
+    _follow_up(plan, ev, failures, index, now, new_id)
     kept: list[Allocation] = []
     previous: dict[str, Allocation] = {}
     unneeded: list[Allocation] = []
@@ -301,7 +308,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
                 desired.ignore += 1
             continue
         prev = previous.get(name)
-        if prev is None and name in done:
+        if (prev is None and name in done) or name in failures.later:
             desired.ignore += 1
             continue
         trial = usage.without(prev) if prev is not None else usage
@@ -332,15 +339,21 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             desired.destructive_update += 1
         else:
             desired.place += 1
+        failed, tracker = failures.now.get(name, (None, None))
         placed = Allocation(
             id=new_id(), preempted_allocations=[v.id for v in victims],
+            reschedule_tracker=tracker,
             namespace=job.namespace, eval_id=ev.id, name=name, node_id=state.node.id,
             node_name=state.node.name, job_id=job.id, job=job, task_group=group.name,
             task_resources=task_resources, create_index=index, modify_index=index,
             alloc_modify_index=index, create_time=now, modify_time=now,
-            previous_allocation=prev.id if prev is not None else "")
+            previous_allocation=prev.id if prev is not None else failed.id if failed else "")
         usage = trial.plus(placed)
         plan.place.append(placed)
+        if failed is not None:  # replaced: no other evaluation replaces it again
+            plan.update.append(msgspec.structs.replace(
+                failed, next_allocation=placed.id, modify_index=index,
+                alloc_modify_index=index, modify_time=now))
     for new in plan.place:
         for victim_id in new.preempted_allocations:
             victim = evicted[victim_id]
@@ -348,18 +361,38 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
                 stopped(victim, index, now, f"Preempted by allocation {new.id} of job "
                         f"{job.id!r} (priority {job.priority})", ALLOC_DESIRED_EVICT),
                 preempted_by_allocation=new.id))
-        if new.previous_allocation:
+        if new.name in previous:  # a destructive update (a failed one is not stopped)
             replaced = stopped(previous[new.name], index, now, "alloc is being updated")
             replaced.next_allocation = new.id
             plan.stop.append(replaced)
     for alloc in unneeded:
         plan.stop.append(stopped(alloc, index, now, "alloc not needed due to job update"))
         plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
-    plan.update = [msgspec.structs.replace(a, job=job, modify_index=index,
-                                           alloc_modify_index=index) for a in outdated]
+    plan.update += [msgspec.structs.replace(a, job=job, modify_index=index,
+                                            alloc_modify_index=index) for a in outdated]
     plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
     _finish(state, plan, index, now, new_id)
     return plan
+
+
+def _follow_up(plan: Plan, ev: Evaluation, failures: Decision, index: int, now: int,
+               new_id: Callable[[], str]) -> None:
+    """A follow-up evaluation (WaitUntil) for each failed allocation to replace later, named
+    in its FollowupEvalID; none again for one that already waits on another."""
+    for alloc, when in failures.later.values():
+        if alloc.followup_eval_id and alloc.followup_eval_id != ev.id:
+            continue
+        follow = Evaluation(
+            id=new_id(), namespace=ev.namespace, priority=ev.priority, type=ev.type,
+            triggered_by=TRIGGER_FAILED_FOLLOW_UP, job_id=ev.job_id,
+            job_modify_index=ev.job_modify_index, status=EVAL_STATUS_PENDING,
+            previous_eval=ev.id, wait_until=as_time(when),
+            wait=when - now, create_index=index, modify_index=index, create_time=now,
+            modify_time=now)
+        plan.evals.append(follow)
+        plan.update.append(msgspec.structs.replace(
+            alloc, followup_eval_id=follow.id, modify_index=index,
+            alloc_modify_index=index, modify_time=now))
 
 
 def _finish(state: SchedulerState, plan: Plan, index: int, now: int,
