@@ -43,6 +43,12 @@ async def test_register_deregister_and_evaluate_answer_readable_evaluations(
             (placed,) = await _get(c, f"/v1/evaluation/{reg['EvalID']}/allocations")
             assert (placed["EvalID"], placed["JobID"]) == (reg["EvalID"], "web")
             assert (await _get(c, f"/v1/evaluation/{reg['EvalID'][:8]}"))["ID"] == ev["ID"]
+            # Registering it unchanged is still an evaluation (as Nomad's), which does nothing.
+            same = (await c.post("/v1/jobs", json=mock_job("web"))).json()
+            assert same["JobModifyIndex"] == reg["JobModifyIndex"]
+            unchanged = await _get(c, f"/v1/evaluation/{same['EvalID']}")
+            assert (unchanged["Status"], unchanged["JobID"]) == ("complete", "web")
+            assert await _get(c, f"/v1/evaluation/{same['EvalID']}/allocations") == []
             forced = (await c.put("/v1/job/web/evaluate", json={"JobID": "web"})).json()
             assert forced["EvalID"] not in ("", reg["EvalID"])
             again = await _get(c, f"/v1/evaluation/{forced['EvalID']}")
@@ -53,7 +59,7 @@ async def test_register_deregister_and_evaluate_answer_readable_evaluations(
             gone = await _get(c, f"/v1/evaluation/{stop['EvalID']}")
             assert (gone["TriggeredBy"], gone["Status"]) == ("job-deregister", "complete")
             ids = [e["ID"] for e in await _get(c, "/v1/job/web/evaluations")]
-            assert ids == [reg["EvalID"], forced["EvalID"], stop["EvalID"]]
+            assert ids == [reg["EvalID"], same["EvalID"], forced["EvalID"], stop["EvalID"]]
             listed = [e["ID"] for e in await _get(c, "/v1/evaluations", job="web")]
             assert listed == ids
             assert [e["ID"] for e in await _get(c, "/v1/evaluations",
@@ -147,10 +153,11 @@ async def test_a_failed_allocation_waits_on_a_follow_up_evaluation(tmp_path: Pat
             body["Job"]["TaskGroups"][0]["RestartPolicy"] = {"Attempts": 0, "Mode": "fail"}
             await c.post("/v1/jobs", json=body)
             while True:
+                changed = a.agent.server.changed  # before reading: no change slips by
                 (alloc,) = await _get(c, "/v1/job/crash/allocations")
                 if alloc["FollowupEvalID"]:
                     break
-                await a.agent.server.changed.wait()
+                await changed.wait()
             assert alloc["ClientStatus"] == "failed"
             follow = await _get(c, f"/v1/evaluation/{alloc['FollowupEvalID']}")
             assert (follow["Status"], follow["TriggeredBy"]) == ("pending", "failed-follow-up")

@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 import trio
 
-from tests.agent_support import mock_job, running_agent
+from tests.agent_support import Running, mock_job, running_agent
 
 
 def batch_job(job_id: str, run_for: str) -> dict[str, Any]:
@@ -32,14 +32,21 @@ async def _ok(r: httpx2.Response) -> Any:
     return r.json()
 
 
+async def _until_status(a: Running, job_id: str, status: str) -> None:
+    while True:
+        changed = a.agent.server.changed  # before reading: no change slips by
+        if (await _ok(await a.client.get(f"/v1/job/{job_id}")))["Status"] == status:
+            return
+        await changed.wait()
+
+
 async def test_job_status_follows_nomads_rules(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with running_agent(tmp_path) as a:
             c = a.client
             await _ok(await c.post("/v1/jobs", json=batch_job("once", "0.2s")))
             # A batch job whose allocations are all terminal is dead.
-            while (await _ok(await c.get("/v1/job/once")))["Status"] != "dead":
-                await a.agent.server.changed.wait()
+            await _until_status(a, "once", "dead")
             (alloc,) = await _ok(await c.get("/v1/job/once/allocations"))
             assert alloc["ClientStatus"] == "complete"
             stub = [j for j in await _ok(await c.get("/v1/jobs")) if j["ID"] == "once"]
@@ -59,8 +66,7 @@ async def test_job_status_follows_nomads_rules(tmp_path: Path) -> None:
                         break
             assert statuses[0] == "pending"
             await _ok(await c.post("/v1/jobs", json=mock_job("svc")))
-            while (await _ok(await c.get("/v1/job/svc")))["Status"] != "running":
-                await a.agent.server.changed.wait()
+            await _until_status(a, "svc", "running")
 
 
 async def test_versions_diffs_revert_and_stable(tmp_path: Path) -> None:

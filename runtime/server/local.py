@@ -362,10 +362,14 @@ class LocalServer:
         same_spec = (existing is not None and not existing.stop
                      and job_spec(existing) == job_spec(job))
         if same_spec and existing is not None and wanted <= {a.name for a in live}:
-            await trio.lowlevel.checkpoint()
-            last = self.job_evals(job.id)
-            return Registration(eval_id=last[-1].id if last else "", index=self.index,
-                                unchanged=True, job_modify_index=existing.job_modify_index)
+            # The job stays as it is (no new version), but, as with Nomad, the register is
+            # still an evaluation, which finds nothing to do.
+            index = self.take_index()
+            ev = self._new_eval(existing, triggered_by, index)
+            await self._commit([], [], evals=[ev])
+            result = self._registration(await self._process(ev), index, existing)
+            result.unchanged = True
+            return result
         index = self.take_index()
         job = self.candidate(job, index)
         ev = self._new_eval(job, triggered_by, index)
