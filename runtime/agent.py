@@ -5,11 +5,12 @@
     ├─ Client                     the alloc-runners nursery
     ├─ server watch               server changes → Client.sync_allocs (Nomad's runAllocs)
     ├─ AllocSyncer                client views → server, Nomad's batching and priorities
+    ├─ LocalServer.run            pending evaluations, blocked ones retried on capacity
     ├─ AllocGarbageCollector      terminal allocations destroyed when room is needed
     ├─ burst freezer              the long-lived heap out of the collector's way (memory.py)
     └─ HTTP API                   hypercorn's trio worker, Nomad's paths (runtime/api/)
 
-The embedded `LocalServer` keeps jobs and allocations in `<data-dir>/server/server.db`.
+The embedded `LocalServer` keeps jobs, evaluations and allocations in `<data-dir>/server/server.db`.
 
 Start: the API binds first, so a restarted agent answers at once (`/v1/agent/self`; every
 other request waits for `ready`); behind it the server loads its state and the client restores
@@ -174,12 +175,19 @@ class Agent:
         return None
 
     def _driver_info(self, name: str, info: DriverInfo) -> None:
+        previous = self.node.drivers.get(name)
         self.node.drivers[name] = info
         for key, value in info.attributes.items():
             self.node.attributes[key] = value
         self.node.computed_class = computed_class(self.node)
-        if self._node_published:
-            self.broker.node_registered(self.node)
+        # A fingerprint that finds the driver as it was is no node change (no new index):
+        # Nomad updates the node only when a driver's health or attributes change.
+        same = previous is not None and (
+            (previous.detected, previous.healthy, previous.health_description,
+             previous.attributes)
+            == (info.detected, info.healthy, info.health_description, info.attributes))
+        if self._node_published and not same:
+            self.server.node_updated()
 
     async def _route_driver_event(self, event: DriverTaskEvent) -> None:
         runner = self.client.runners.get(event.alloc_id)
@@ -200,7 +208,7 @@ class Agent:
             for g in groups]
         self.node.computed_class = computed_class(self.node)
         if self._node_published:
-            self.broker.node_registered(self.node)
+            self.server.node_updated()
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         self._activity.set()
@@ -341,7 +349,9 @@ class Agent:
                         await self.drivers.first_fingerprints.wait()
                         await self.devices.first_fingerprints.wait()
                     self.db = db
-                    self.server = LocalServer(self.node, self.broker, store)
+                    # One index space: the server numbers every event.
+                    self.server = LocalServer(self.node, self.broker, store, owns_events=True,
+                                              reschedule=True)
                     await self.server.load()
                     from yurt.runtime.server.nodestate import NodeControl  # node drain
                     self.node_control = NodeControl(self.server, self.broker,
@@ -356,7 +366,10 @@ class Agent:
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                         alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
                         self.broker,
-                        on_alloc_update=self._alloc_updated)
+                        on_alloc_update=self._alloc_updated,
+                        # The server publishes allocations as it commits them: with the
+                        # index they took, the one the API answers.
+                        publish_alloc_updates=False)
                     self.gc = AllocGarbageCollector(
                         self._destroy, lambda: len(self.client.runners), data / "alloc",
                         self.config.gc, ready=self.syncer.acknowledged_terminal)
@@ -366,11 +379,14 @@ class Agent:
                         nursery.start_soon(self._freeze_when_restored)
                         nursery.start_soon(self._freeze_after_bursts)
                         await nursery.start(self.syncer.run)
+                        # Pending evaluations left by an earlier agent, then blocked ones
+                        # retried as capacity frees up.
+                        await nursery.start(self.server.run)
                         await nursery.start(self.gc.run)
                         await nursery.start(self.node_control.run)
                         await nursery.start(PeriodicDispatcher(self.server).run)
                         nursery.start_soon(self._watch_server, self.server)
-                        self.broker.node_registered(self.node)
+                        self.server.node_updated()
                         self._node_published = True
                         self.ready.set()
                         self.restoring.serving.set()

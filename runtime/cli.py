@@ -26,6 +26,7 @@ from yurt.runtime import __version__, cli_node
 from yurt.runtime.cli_dispatch import register as register_dispatch_commands
 from yurt.runtime.cli_exec import register as register_exec_commands
 from yurt.runtime.cli_fs import register as register_fs_commands
+from yurt.runtime.cli_jobs import register as register_job_commands
 from yurt.runtime.cli_vars import register as register_var_commands
 from yurt.runtime.durations import format_duration
 from yurt.runtime.errors import (
@@ -435,3 +436,4 @@ cli_node.register(cli, node)  # node eligibility/drain, system, status
 register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
+register_job_commands(cli, job)  # job/eval verbs

@@ -129,6 +129,16 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
         if json_output and detach:
             emit_json(result)
             return
+        from yurt.runtime.cli_jobs import placement_failure
+
+        # A group that cannot be placed ends the run with Nomad's explanation (its blocked
+        # evaluation places it once capacity frees up), not with a wait for nothing.
+        ev = call(client, "GET", f"/v1/evaluation/{result['EvalID']}") if result.get(
+            "EvalID") else {}
+        explanation = placement_failure(ev)
+        if explanation:
+            click.echo(explanation, err=True)
+            sys.exit(EXIT_USAGE)
         if result.get("Warnings"):
             click.echo(f"warning: {result['Warnings']}", err=True)
         if detach:

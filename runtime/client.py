@@ -3,8 +3,10 @@
 It owns the alloc-runners nursery (every `AllocRunner.run`, and the destroy/shutdown work the
 runners hand off, live there), and wires each runner's output to the event broker: every task
 event as a `Task/TaskEvent` record, every client view of an allocation as
-`Allocation/AllocationUpdated`. The state DB, drivers and clock come in through
-`AllocRunnerConfig`, so the same client runs real tasks, or mock tasks under a mock clock.
+`Allocation/AllocationUpdated` (unless the server publishes them, as in the agent, where an
+allocation's event must carry the index the server gave it). The state DB, drivers and clock
+come in through `AllocRunnerConfig`, so the same client runs real tasks, or mock tasks under a
+mock clock.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ log = logging.getLogger("yurt.client")
 @final
 class Client:
     def __init__(self, config: AllocRunnerConfig, broker: EventBroker,
-                 on_alloc_update: Callable[[Allocation], None] | None = None) -> None:
+                 on_alloc_update: Callable[[Allocation], None] | None = None,
+                 *, publish_alloc_updates: bool = True) -> None:
         self.broker = broker
+        self._publish_alloc_updates = publish_alloc_updates
         self._on_alloc_update = on_alloc_update
         self._config = dataclasses.replace(config, on_task_event=broker.task_event)
         self.runners: dict[str, AllocRunner] = {}
@@ -77,7 +81,8 @@ class Client:
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         """Every new client view of an allocation: to the event stream and the server sync."""
-        self.broker.allocation_updated(alloc)
+        if self._publish_alloc_updates:
+            self.broker.allocation_updated(alloc)
         if self._on_alloc_update is not None and alloc.id not in self.collected:
             self._on_alloc_update(alloc)
 

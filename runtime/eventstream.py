@@ -5,6 +5,13 @@ A record is `{"Index": n, "Events": [{"Topic", "Type", "Key", "Namespace", "Filt
 `Task` (`Type` `TaskEvent`, `Payload = {AllocID, JobID, TaskGroup, Task, Event}`), one per task
 event as it happens.
 
+Indexes. In the agent, the server's one index space numbers everything: a server commit is one
+record whose `Index`, and every event's, is the index the commit took (`publish_events`), and an
+event that is no state change of its own (a task event) carries the server's current index
+(`index_source`). `subscribe(from_index=N)` replays the kept records whose index is at least N,
+as Nomad's `StartAtClosest` does, so a client that saw index N asks for N+1. A broker alone
+(`yurt run`) numbers its records itself, one more for each.
+
 Back-pressure (stated, per subscriber): each subscriber has a bounded buffer; when it is full
 the oldest record is dropped and counted, and the subscriber's next record carries `"Lost": n`
 so a consumer knows it missed something and can re-read state. Publishing never blocks, so a
@@ -187,7 +194,11 @@ class EventBroker:
     """Numbers events and fans them out to subscribers; never blocks a publisher."""
 
     def __init__(self) -> None:
+        #: The index of the last record published.
         self.index = 0
+        #: The index an event that is not a state change of its own carries (the server's
+        #: current one); None: the broker numbers records itself.
+        self.index_source: Callable[[], int] | None = None
         self._subscriptions: set[Subscription] = set()
         self._history: deque[Published] = deque(maxlen=HISTORY)
 
@@ -208,34 +219,55 @@ class EventBroker:
             sub.close()
 
     def publish(self, topic: str, type_: str, key: str, payload: dict[str, Any],
-                filter_keys: list[str] | None = None) -> None:
-        self.index += 1
-        event = Event(topic=topic, type=type_, key=key, filter_keys=filter_keys or [],
-                      index=self.index, payload=payload)
-        published = Published(Record(index=self.index, events=[event]))
+                filter_keys: list[str] | None = None, *, index: int | None = None) -> None:
+        self.publish_events([Event(topic=topic, type=type_, key=key,
+                                   filter_keys=filter_keys or [], payload=payload)],
+                            index=index)
+
+    def publish_events(self, events: list[Event], *, index: int | None = None) -> None:
+        """One record of `events`, all numbered `index` (a server commit's); without it, the
+        server's current index (`index_source`) or, for a broker alone, the next one."""
+        if not events:
+            return
+        if index is None:
+            index = self.index_source() if self.index_source is not None else self.index + 1
+        for event in events:
+            event.index = index
+        self.index = max(self.index, index)
+        published = Published(Record(index=index, events=events))
         self._history.append(published)
         for sub in self._subscriptions:
             sub._push(published)
 
     # Nomad's topics, typed.
 
-    def job_registered(self, job: Job) -> None:
-        self.publish("Job", "JobRegistered", job.id, {"Job": job})
+    def job_registered(self, job: Job, *, index: int | None = None) -> None:
+        self.publish_events([job_event("JobRegistered", job)], index=index)
 
-    def job_deregistered(self, job: Job) -> None:
-        self.publish("Job", "JobDeregistered", job.id, {"Job": job})
+    def job_deregistered(self, job: Job, *, index: int | None = None) -> None:
+        self.publish_events([job_event("JobDeregistered", job)], index=index)
 
-    def node_registered(self, node: Node) -> None:
-        self.publish("Node", "NodeRegistration", node.id, {"Node": node})
+    def node_registered(self, node: Node, *, index: int | None = None) -> None:
+        self.publish("Node", "NodeRegistration", node.id, {"Node": node}, index=index)
 
-    def allocation_updated(self, alloc: Allocation) -> None:
-        self.publish("Allocation", "AllocationUpdated", alloc.id, {"Allocation": alloc},
-                     [alloc.job_id])
+    def allocation_updated(self, alloc: Allocation, *, index: int | None = None) -> None:
+        self.publish_events([alloc_event(alloc)], index=index)
 
     def task_event(self, alloc: Allocation, task: str, event: TaskEvent) -> None:
         self.publish("Task", "TaskEvent", alloc.id,
                      {"AllocID": alloc.id, "JobID": alloc.job_id, "TaskGroup": alloc.task_group,
                       "Task": task, "Event": event}, [alloc.job_id, task])
+
+
+def job_event(type_: str, job: Job) -> Event:
+    return Event(topic="Job", type=type_, key=job.id, namespace=job.namespace,
+                 payload={"Job": job})
+
+
+def alloc_event(alloc: Allocation) -> Event:
+    return Event(topic="Allocation", type="AllocationUpdated", key=alloc.id,
+                 namespace=alloc.namespace, filter_keys=[alloc.job_id],
+                 payload={"Allocation": alloc})
 
 
 def encode_record(record: Record) -> bytes:

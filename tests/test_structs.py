@@ -51,6 +51,10 @@ NOMAD_ALLOCATION: dict[str, Any] = {
     "PreemptedAllocations": [], "PreemptedByAllocation": "",
     "CreateIndex": 10, "ModifyIndex": 12, "AllocModifyIndex": 10,
     "CreateTime": 1795946400000000000, "ModifyTime": 1795946406000000000,
+    "RescheduleTracker": {"Events": [{"RescheduleTime": 1795946300000000000,
+                                      "PrevAllocID": "0a1b", "PrevNodeID": "n1",
+                                      "Delay": 30000000000}]},
+    "FollowupEvalID": "",
 }
 
 

@@ -28,7 +28,8 @@ def alloc_stub(alloc: Allocation) -> dict[str, Any]:
             "DesiredStatus": alloc.desired_status,
             "DesiredDescription": alloc.desired_description,
             "ClientStatus": alloc.client_status, "ClientDescription": alloc.client_description,
-            "TaskStates": alloc.task_states, "FollowupEvalID": "",
+            "TaskStates": alloc.task_states, "FollowupEvalID": alloc.followup_eval_id,
+            "RescheduleTracker": alloc.reschedule_tracker,
             "PreviousAllocation": alloc.previous_allocation,
             "NextAllocation": alloc.next_allocation,
             "PreemptedAllocations": alloc.preempted_allocations,
@@ -59,5 +60,5 @@ async def allocation_stop(ctx: Context, request: Request) -> Response:
     alloc_id = ctx.find_alloc_id(request.path_params["id"])
     if alloc_id not in ctx.agent.server.allocs:
         raise ApiError(404, "alloc not found")
-    stopped = await ctx.agent.server.stop_alloc(alloc_id)
-    return json_response({"EvalID": "", "Index": stopped.modify_index})
+    stopped, ev = await ctx.agent.server.stop_alloc_eval(alloc_id)
+    return json_response({"EvalID": ev.id, "Index": stopped.modify_index})

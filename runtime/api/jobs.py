@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from yurt.runtime.api.allocations import alloc_stub
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.job_lifecycle import job_summary
 from yurt.runtime.api.namespaces import check_register, in_namespace, job_in, namespace_for_body
 from yurt.runtime.api.request import (
     MAX_HCL,
@@ -24,7 +25,7 @@ from yurt.runtime.api.request import (
     parse_job_off_loop,
     query_bool,
 )
-from yurt.runtime.structs import Job
+from yurt.runtime.structs import Allocation, Job
 
 
 def job_stub(job: Job) -> dict[str, Any]:
@@ -33,15 +34,22 @@ def job_stub(job: Job) -> dict[str, Any]:
             "Periodic": False, "ParameterizedJob": False, "Stop": job.stop,
             "Status": job.status, "StatusDescription": job.status_description,
             "CreateIndex": job.create_index, "ModifyIndex": job.modify_index,
-            "JobModifyIndex": job.job_modify_index, "SubmitTime": job.submit_time}
+            "JobModifyIndex": job.job_modify_index, "SubmitTime": job.submit_time,
+            "Meta": job.meta or None}
 
 
 async def jobs(ctx: Context, request: Request) -> Response:
     if request.method == "GET":
         prefix = request.query_params.get("prefix", "")
-        return json_response([job_stub(j) for j in sorted(
-            ctx.agent.server.jobs.values(), key=lambda j: j.id)
-            if j.id.startswith(prefix) and in_namespace(request, j.namespace)])
+        listed = sorted((j for j in ctx.agent.server.jobs.values()
+                         if j.id.startswith(prefix) and in_namespace(request, j.namespace)),
+                        key=lambda j: j.id)
+        by_job: dict[str, list[Allocation]] = {j.id: [] for j in listed}
+        for alloc in ctx.agent.server.allocs.values():  # one pass, not one per job
+            if alloc.job_id in by_job:
+                by_job[alloc.job_id].append(alloc)
+        return json_response([{**job_stub(j), "JobSummary": job_summary(ctx, j, by_job[j.id])}
+                              for j in listed])
     return await register(ctx, request, None)
 
 
@@ -59,7 +67,7 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in
                          result.failed.items())
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
-                          "JobModifyIndex": ctx.agent.server.jobs[job.id].job_modify_index,
+                          "JobModifyIndex": result.job_modify_index,
                           "Warnings": warnings, "Index": result.index, "LastContact": 0,
                           "KnownLeader": True})
 
@@ -81,9 +89,10 @@ async def job_item(ctx: Context, request: Request) -> Response:
         return json_response(job_in(ctx, request, job_id))
     if request.method == "DELETE":
         job_in(ctx, request, job_id)
-        await ctx.agent.server.stop_job(job_id, purge=query_bool(request, "purge"))
-        return json_response({"EvalID": "", "EvalCreateIndex": ctx.agent.server.index,
-                              "JobModifyIndex": ctx.agent.server.index,
+        result = await ctx.agent.server.deregister_job(job_id,
+                                                       purge=query_bool(request, "purge"))
+        return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
+                              "JobModifyIndex": result.job_modify_index,
                               "Index": ctx.agent.server.index})
     return await register(ctx, request, job_id)
 

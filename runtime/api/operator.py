@@ -78,12 +78,12 @@ async def scheduler_configuration(ctx: Context, request: Request) -> Response:
     current = server.scheduler_config
     if cas is not None and cas != current.modify_index:
         return json_response({"Updated": False, "Index": server.index})
-    index = server._next_index()  # the server's one counter (take_index() once it has one)
+    index = server.take_index()
     config.create_index = current.create_index or index
     config.modify_index = index
     await schedconfig.save(_config_path(ctx), config)
     server.scheduler_config = config
-    server._notify_changed()
+    server.announce()
     return json_response({"Updated": True, "Index": index})
 
 

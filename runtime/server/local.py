@@ -1,214 +1,312 @@
-"""`LocalServer`: the embedded single-node server, turning registered jobs into allocations.
+"""`LocalServer`: the embedded single-node server: jobs, evaluations, allocations.
 
-What a Nomad server does for one node, minus what a single node does not need:
+What a Nomad server does for one node, minus what a single node does not need. Every change
+to a job (register, deregister, evaluate) creates an **evaluation**, stored (`pending`) in the
+same commit as the job, then processed by the pure scheduler (scheduler.py) over this server's
+state; the resulting plan (allocations placed, stopped, updated; the evaluation complete, or a
+blocked one left for what did not fit) is applied in one more commit. A pending evaluation
+found at load (the agent died in between) is processed by `run`.
 
-- **Register**: a job gets `count` allocations per group, named `<job>.<group>[<i>]`, placed on
-  this node if the node's CPU and memory, less what running allocations use, fit the group,
-  and if enough healthy device instances that no live allocation holds match each requested
-  `device` (their IDs are assigned to the allocation); what does not fit is reported per group
-  (`Resources exhausted: …`) and not placed.
-- **Update**: registering a changed job bumps its version and replaces each allocation: the new
-  one names the old one in `PreviousAllocation`, the old one is stopped. Registering an
-  unchanged job changes nothing.
-- **Preempt**: an allocation that does not fit may evict allocations of jobs at least 10
-  priority lower (lowest priority first, as few as possible): they get `desired_status =
-  evict` and `PreemptedByAllocation`, the new one lists them in `PreemptedAllocations`, and
-  its prerun waits until they are dead.
-- **Stop**: a job's (or one allocation's) allocations get `desired_status = stop`.
-- **Client updates** (`update_allocs`, what alloc sync sends): the server copies take the
-  client's status, description and task states.
+**Blocked evaluations** wait for capacity: when an allocation becomes terminal, or the node
+changes (a device becomes healthy), `run` retries them, highest priority first, under the
+lock; one that places what it could not is committed (complete once everything is placed),
+one that still places nothing changes nothing (no new index).
 
-Every change bumps the server index, is persisted in `ServerStore` (when given) before it is
-visible, and sets `changed`, which the agent watches to hand allocations to its client.
+- **Register**: a changed spec bumps the job's version; an unchanged one whose allocations
+  all run changes nothing. **Stop** (deregister): the job is marked stopped and its
+  evaluation stops every allocation. **Client updates** (`update_allocs`, what alloc sync
+  sends): the server copies take the client's status, description and task states.
+
+One index space, like Nomad's Raft index: every change (job, evaluation, allocation, node; and
+whatever other parts keep elsewhere, through `take_index`/`observe_index`) takes the next index
+of the one counter; objects' Create/ModifyIndex, `X-Nomad-Index` and the event stream's `Index`
+are that counter. A change is persisted in `ServerStore` (when given, the counter with it)
+before it is visible, then published as one event record numbered with its index (with
+`owns_events`, every allocation it wrote as `AllocationUpdated`, so an event always carries the
+allocation's current ModifyIndex), and sets `changed`, which the agent watches to hand
+allocations to its client and blocking queries wait on. Every change is made under `_lock`:
+read, decide and commit as one step, so nothing is over-committed.
 """
 
 from __future__ import annotations
 
+import math
 import time
-import uuid
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from typing import final
 
 import msgspec
 import trio
 
-from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.eventstream import Event, EventBroker, alloc_event, job_event
 from yurt.runtime.server.dispatch import is_template
-from yurt.runtime.server.drain import node_refusal
+from yurt.runtime.server.records import (
+    EVAL_GC_INTERVAL,
+    Registration,
+    ScalingEvents,
+    collectable_evals,
+    eval_event,
+    history_after,
+    job_spec,
+    new_id,
+    with_status,
+    without_job,
+)
+from yurt.runtime.server.reschedule import needs_reschedule, unix_ns
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
+from yurt.runtime.server.scheduler import Plan, schedule, stopped
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     ALLOC_DESIRED_STOP,
-    AllocatedDevice,
-    AllocatedTaskResources,
+    EVAL_STATUS_BLOCKED,
+    EVAL_STATUS_COMPLETE,
+    EVAL_STATUS_PENDING,
+    TRIGGER_ALLOC_FAILURE,
+    TRIGGER_ALLOC_STOP,
+    TRIGGER_JOB_DEREGISTER,
+    TRIGGER_JOB_REGISTER,
+    ZERO_TIME,
     Allocation,
+    Evaluation,
     Job,
     Node,
-    TaskGroup,
 )
-
-_SERVER_FIELDS = ("stop", "status", "status_description", "version", "submit_time",
-                  "create_index", "modify_index", "job_modify_index")
-
-
-def _spec(job: Job) -> bytes:
-    """The job as the user wrote it: server bookkeeping left out."""
-    blank = Job()
-    return msgspec.json.encode(msgspec.structs.replace(
-        job, **{f: getattr(blank, f) for f in _SERVER_FIELDS}))
-
-
-def _group_spec(group: TaskGroup) -> bytes:
-    """What makes a group's allocations replaceable: everything but the count (a count
-    change adds or stops allocations, it does not restart the others)."""
-    return msgspec.json.encode(msgspec.structs.replace(group, count=0))
-
-
-def _device_ids(alloc: Allocation) -> set[str]:
-    return {i for res in alloc.task_resources.values() for d in res.devices
-            for i in d.device_ids}
-
-
-@dataclass(frozen=True)
-class _Usage:
-    """What live allocations hold: CPU MHz, memory MB, device instance IDs."""
-
-    cpu: int
-    mem: int
-    devices: frozenset[str] | set[str]
-
-    def plus(self, alloc: Allocation) -> _Usage:
-        c, m = alloc_needs(alloc)
-        return _Usage(self.cpu + c, self.mem + m, set(self.devices) | _device_ids(alloc))
-
-    def without(self, *allocs: Allocation) -> _Usage:
-        cpu, mem, devices = self.cpu, self.mem, set(self.devices)
-        for alloc in allocs:
-            c, m = alloc_needs(alloc)
-            cpu, mem = cpu - c, mem - m
-            devices -= _device_ids(alloc)
-        return _Usage(cpu, mem, devices)
-
-
-def group_needs(group: TaskGroup) -> tuple[int, int]:
-    """(CPU MHz, memory MB) one allocation of `group` asks for."""
-    return (sum(t.resources.cpu for t in group.tasks),
-            sum(t.resources.memory for t in group.tasks))
-
-
-def assign_devices(group: TaskGroup, node: Node, used: set[str]
-                   ) -> tuple[dict[str, AllocatedTaskResources], str]:
-    """Healthy, unused device instances for every task of one allocation of `group`.
-
-    Returns the per-task allocated resources, or an empty dict and the reason it cannot be
-    placed. `used` (instance IDs taken) is extended with what was assigned.
-    """
-    taken: set[str] = set()
-    resources: dict[str, AllocatedTaskResources] = {}
-    for task in group.tasks:
-        allocated = AllocatedTaskResources(cpu_shares=task.resources.cpu,
-                                           memory_mb=task.resources.memory,
-                                           memory_max_mb=task.resources.memory_max)
-        for request in task.resources.devices:
-            found = False
-            for device in node.node_resources.devices:
-                if not device.matches(request.name):
-                    continue
-                free = [i.id for i in device.instances
-                        if i.healthy and i.id not in used and i.id not in taken]
-                if len(free) >= request.count:
-                    ids = free[:request.count]
-                    taken.update(ids)
-                    allocated.devices.append(AllocatedDevice(
-                        vendor=device.vendor, type=device.type, name=device.name,
-                        device_ids=ids))
-                    found = True
-                    break
-            if not found:
-                healthy_free = sum(1 for d in node.node_resources.devices
-                                   if d.matches(request.name) for i in d.instances
-                                   if i.healthy and i.id not in used and i.id not in taken)
-                return {}, (f"Resources exhausted: devices (task {task.name!r} needs "
-                            f"{request.count} × {request.name}, {healthy_free} healthy and "
-                            "free)")
-        resources[task.name] = allocated
-    used.update(taken)
-    return resources, ""
-
-
-def alloc_needs(alloc: Allocation) -> tuple[int, int]:
-    group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
-    return group_needs(group) if group is not None else (0, 0)
-
-
-@dataclass
-class Registration:
-    """What registering a job did: Nomad's evaluation result, flattened."""
-
-    eval_id: str
-    index: int
-    placed: list[Allocation] = field(default_factory=list)
-    stopped: list[Allocation] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # group → why it was not placed
-    unchanged: bool = False
 
 
 @final
 class LocalServer:
-    def __init__(self, node: Node, broker: EventBroker, store: ServerStore | None = None
-                 ) -> None:
+    def __init__(self, node: Node, broker: EventBroker, store: ServerStore | None = None,
+                 *, owns_events: bool = False, reschedule: bool = False,
+                 unix_clock: Callable[[], int] = time.time_ns) -> None:
         self.node = node
+        self._clock = unix_clock
         self.broker = broker
         self.store = store
+        #: The agent's server numbers the broker's events with its index (every other event
+        #: carries the current one) and publishes every allocation a commit writes. `yurt run`
+        #: leaves both to the broker and the client, whose views it prints.
+        self.owns_events = owns_events
+        #: Replace failed allocations as their reschedule policy says (the agent; `yurt run`
+        #: reports a failure and ends instead).
+        self.reschedule = reschedule
+        if owns_events:
+            broker.index_source = self.current_index
         self.jobs: dict[str, Job] = {}
         self.allocs: dict[str, Allocation] = {}
+        self.evals: dict[str, Evaluation] = {}
+        #: Per job, its versions kept for the history, newest first (at most
+        #: JOB_TRACKED_VERSIONS).
+        self.versions: dict[str, list[Job]] = {}
+        self.scaling = ScalingEvents()
+        #: Per job, its evaluations not terminal yet (pending, blocked): the job's status.
+        self._open_evals: dict[str, set[str]] = {}
         self.index = 0
         self.changed = trio.Event()
         self._lock = trio.Lock()
-        #: Its preemption switches are honoured by `_register` (server/schedconfig.py).
+        #: Set when capacity may have freed up: `run` retries the blocked evaluations.
+        self._capacity = trio.Event()
+        #: Set when a delayed (follow-up) evaluation is stored: `run` recomputes its wait.
+        self._delayed = trio.Event()
+        #: Its preemption switches are honoured by every evaluation (server/schedconfig.py).
         self.scheduler_config = SchedulerConfiguration()
 
     async def load(self) -> None:
         """Take back what an earlier agent's server had."""
         if self.store is None:
             return
-        jobs, allocs, self.index = await self.store.load()
+        jobs, allocs, index = await self.store.load()
+        evals = await self.store.load_evals()
+        for version in sorted(await self.store.load_versions(), key=lambda j: -j.version):
+            self.versions.setdefault(version.id, []).append(version)
+        self.observe_index(index)
         self.jobs = {j.id: j for j in jobs}
         self.allocs = {a.id: a for a in allocs}
+        self.evals = {e.id: e for e in evals}
+        for ev in evals:
+            if not ev.is_terminal():
+                self._open_evals.setdefault(ev.job_id, set()).add(ev.id)
+        if any(e.status == EVAL_STATUS_PENDING for e in evals):
+            self._capacity.set()  # `run` processes them
 
-    def _next_index(self) -> int:
-        self.index += 1
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Process pending evaluations left by an earlier agent, then retry blocked ones
+        whenever capacity may have freed up; and collect old terminal evaluations every
+        EVAL_GC_INTERVAL. Until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._collect_evals)
+            nursery.start_soon(self._evaluate_when_needed)
+            nursery.start_soon(self._evaluate_when_due)
+            task_status.started()
+
+    async def _collect_evals(self) -> None:
+        while True:
+            await trio.sleep(EVAL_GC_INTERVAL)
+            async with self._lock:
+                await self.gc_evals()
+
+    async def gc_evals(self) -> list[str]:
+        """Forget the evaluations Nomad's GC would (records.py `collectable_evals`)."""
+        ids = collectable_evals(self.evals, self.allocs, self._clock())
+        if not ids:
+            await trio.lowlevel.checkpoint()
+            return ids
+        index = self.take_index()
+        if self.store is not None:
+            await self.store.delete_evals(ids, index)
+        for eval_id in ids:
+            ev = self.evals.pop(eval_id)
+            self._open_evals.get(ev.job_id, set()).discard(eval_id)
+        self._notify_changed()
+        return ids
+
+    async def _evaluate_when_needed(self) -> None:
+        while True:
+            await self._capacity.wait()
+            self._capacity = trio.Event()
+            async with self._lock:
+                await self._process_due()
+                await self._retry_blocked()
+
+    async def _process_due(self) -> None:
+        now = self._clock()
+        for ev in sorted((e for e in self.evals.values() if e.status == EVAL_STATUS_PENDING
+                          and unix_ns(e.wait_until) <= now), key=lambda e: e.create_index):
+            await self._process(ev)
+
+    async def _evaluate_when_due(self) -> None:
+        """Follow-up evaluations (a failed allocation's replacement) when their time comes."""
+        while True:
+            self._delayed = trio.Event()
+            waits = [unix_ns(e.wait_until) for ids in self._open_evals.values() for i in ids
+                     if (e := self.evals[i]).status == EVAL_STATUS_PENDING
+                     and e.wait_until > ZERO_TIME]
+            with trio.move_on_after(max(min(waits) - self._clock(), 0) / 1e9
+                                    if waits else math.inf):
+                await self._delayed.wait()
+                continue
+            async with self._lock:
+                await self._process_due()
+
+    # ------------------------------------------------------------------ index space
+
+    def current_index(self) -> int:
         return self.index
 
     def take_index(self) -> int:
-        """The next index of the one counter, for a change committed outside this class."""
+        """The next index of the one counter, for a change kept here or elsewhere; it is
+        persisted with the next commit."""
         self.index += 1
         return self.index
 
     def observe_index(self, n: int) -> None:
-        """An index already used elsewhere (loaded from disk): never hand it out again."""
+        """Raise the counter to at least `n` (an index of state kept elsewhere, loaded)."""
         self.index = max(self.index, n)
+        self.broker.index = max(self.broker.index, self.index)
 
-    def notify_changed(self) -> None:
-        """A change committed outside this class (a variable, a namespace): wake blocking
-        queries, once it is visible."""
+    def announce(self, events: list[Event] | None = None) -> None:
+        """A change kept elsewhere (numbered by `take_index`) is visible: publish its events
+        at the current index and wake blocking queries."""
+        self._publish(list(events or []))
         self._notify_changed()
 
-    async def _commit(self, jobs: list[Job], allocs: list[Allocation]) -> None:
+    @asynccontextmanager
+    async def change(self) -> AsyncIterator[int]:
+        """A change kept outside this server (a variable, a namespace, the node's state, the
+        scheduler configuration), numbered by the one counter.
+
+        Made under the server's lock, so indexes become visible in the order they were
+        taken: a query answered at index N never misses a change numbered below N. The
+        counter is persisted before the body writes anything under the index, so a restart
+        never hands it out again (a crash in between leaves a gap, which is harmless). Blocking
+        queries wake when the block ends, also when it failed: the index was taken."""
+        async with self._lock:
+            index = self.take_index()
+            if self.store is not None:
+                await self.store.save(index, [], [])
+            try:
+                yield index
+            finally:
+                self.announce()
+
+    async def _commit(self, jobs: list[Job], allocs: list[Allocation],
+                      events: list[Event] | None = None,
+                      evals: list[Evaluation] | None = None,
+                      new_version: bool = False) -> None:
+        """Persist, then make visible, then publish, one change numbered `self.index`.
+        With `new_version`, `jobs` are new versions, kept for their history."""
+        evals = evals or []
+        jobs = self._with_status(jobs, allocs, evals)
+        kept: dict[str, list[Job]] = {}
+        forget: list[tuple[str, int]] = []
+        if new_version:
+            for job in jobs:
+                kept[job.id], dropped = history_after(job, self.versions.get(job.id, []))
+                forget += [(job.id, version) for version in dropped]
         if self.store is not None:
-            await self.store.save(self.index, jobs, allocs)
+            await self.store.save(self.index, jobs, allocs, evals,
+                                  [v[0] for v in kept.values()], forget)
         else:
             await trio.lowlevel.checkpoint()
+        self.versions.update(kept)
         for job in jobs:
             self.jobs[job.id] = job
+        freed = False
         for alloc in allocs:
+            before = self.allocs.get(alloc.id)
+            if before is not None and not before.is_terminal() and alloc.is_terminal():
+                freed = True
             self.allocs[alloc.id] = alloc
+        for ev in evals:
+            if ev.wait_until > ZERO_TIME and not ev.is_terminal():
+                self._delayed.set()  # a follow-up to wait for
+            self.evals[ev.id] = ev
+            open_evals = self._open_evals.setdefault(ev.job_id, set())
+            if ev.is_terminal():
+                open_evals.discard(ev.id)
+            else:
+                open_evals.add(ev.id)
+        events = list(events or [])
+        if self.owns_events:
+            # A job written without an event of its own (its status changed): Nomad's
+            # event for any job upsert.
+            announced = {e.key for e in events if e.topic == "Job"}
+            events.extend(job_event("JobRegistered", j) for j in jobs if j.id not in announced)
+            events.extend(alloc_event(without_job(a)) for a in allocs)
+            events.extend(eval_event(e) for e in evals)
+        self._publish(events)
+        if freed and any(self.evals[i].status == EVAL_STATUS_BLOCKED
+                         for ids in self._open_evals.values() for i in ids):
+            self._capacity.set()
         self._notify_changed()
+
+    def _with_status(self, jobs: list[Job], allocs: list[Allocation],
+                     evals: list[Evaluation]) -> list[Job]:
+        return with_status(self.jobs, self.allocs, self._open_evals, self.index, jobs, allocs,
+                           evals)
+
+    def _publish(self, events: list[Event]) -> None:
+        self.broker.publish_events(events, index=self.index if self.owns_events else None)
 
     def _notify_changed(self) -> None:
         """Wake everyone waiting on `changed`, and arm a fresh event for the next change."""
         self.changed.set()
         self.changed = trio.Event()
+
+    def node_updated(self) -> None:
+        """The node changed (a driver, a device, its status): a change of its own index, and
+        maybe capacity for what is blocked."""
+        index = self.take_index()
+        self.node.modify_index = index
+        if not self.node.create_index:
+            self.node.create_index = index
+        self._publish([Event(topic="Node", type="NodeRegistration", key=self.node.id,
+                             payload={"Node": self.node})])
+        self._capacity.set()
+        self._notify_changed()
+
+    # ------------------------------------------------------------------ SchedulerState
 
     def allocs_for_node(self) -> list[Allocation]:
         return [a for a in self.allocs.values() if a.node_id == self.node.id]
@@ -217,224 +315,216 @@ class LocalServer:
         return sorted((a for a in self.allocs.values() if a.job_id == job_id),
                       key=lambda a: (a.create_index, a.name))
 
-    def _usage(self, excluding: set[str]) -> _Usage:
-        """CPU, memory and device instances held by live allocations."""
-        usage = _Usage(0, 0, set())
-        for alloc in self.allocs.values():
-            if alloc.id not in excluding and not alloc.is_terminal():
-                usage = usage.plus(alloc)
-        return usage
+    def live_allocs(self) -> Iterator[Allocation]:
+        return (a for a in self.allocs.values() if not a.is_terminal())
+
+    def blocked_evals(self, job_id: str) -> list[Evaluation]:
+        return [self.evals[i] for i in sorted(self._open_evals.get(job_id, ()))
+                if self.evals[i].status == EVAL_STATUS_BLOCKED]
+
+    def job_evals(self, job_id: str) -> list[Evaluation]:
+        return sorted((e for e in self.evals.values() if e.job_id == job_id),
+                      key=lambda e: (e.create_index, e.id))
+
+    # ------------------------------------------------------------------ evaluations
+
+    def _new_eval(self, job: Job, triggered_by: str, index: int) -> Evaluation:
+        now = self._clock()
+        return Evaluation(id=new_id(), namespace=job.namespace, priority=job.priority,
+                          type=job.type, triggered_by=triggered_by, job_id=job.id,
+                          job_modify_index=job.job_modify_index,
+                          status=EVAL_STATUS_PENDING, create_index=index, modify_index=index,
+                          create_time=now, modify_time=now)
+
+    async def _process(self, ev: Evaluation, *, keep_if_unchanged: bool = False) -> Plan:
+        """Run the scheduler for `ev` and apply its plan in one commit. With
+        `keep_if_unchanged` (a blocked retry), a plan that changes nothing is not applied."""
+        job = self.jobs.get(ev.job_id)
+        plan = schedule(self, ev, job, index=self.index + 1, now=self._clock(), new_id=new_id,
+                        can_preempt=job is not None
+                        and self.scheduler_config.preemption_enabled(job.type))
+        if keep_if_unchanged and plan.changes_nothing and plan.eval.status == ev.status:
+            await trio.lowlevel.checkpoint()
+            return plan
+        self.take_index()
+        await self._commit([], plan.place + plan.stop + plan.update,
+                           evals=[plan.eval, *plan.evals])
+        return plan
+
+    async def _retry_blocked(self) -> None:
+        for ev in sorted((e for e in self.evals.values() if e.status == EVAL_STATUS_BLOCKED),
+                         key=lambda e: (-e.priority, e.create_index)):
+            if self.evals.get(ev.id) is ev:  # not canceled by an earlier one meanwhile
+                await self._process(ev, keep_if_unchanged=True)
+
+    async def evaluate(self, job_id: str, triggered_by: str) -> Registration:
+        """A new evaluation of the job as it is (Nomad's `/v1/job/:id/evaluate`)."""
+        async with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                raise KeyError(job_id)
+            index = self.take_index()
+            ev = self._new_eval(job, triggered_by, index)
+            await self._commit([], [], evals=[ev])
+            return self._registration(await self._process(ev), index, job)
+
+    def _registration(self, plan: Plan, index: int, job: Job) -> Registration:
+        return Registration(eval_id=plan.eval.id, index=index, placed=plan.place,
+                            stopped=plan.stop, failed=plan.failed,
+                            job_modify_index=job.job_modify_index, plan=plan)
 
     # ------------------------------------------------------------------ jobs
 
     async def register_job(self, job: Job) -> Registration:
         """Register (or update) `job` and place its allocations on this node."""
-        async with self._lock:  # read, decide and commit as one step: no over-commit
+        async with self._lock:
             return await self._register(job)
 
-    async def _register(self, job: Job) -> Registration:
+    async def _register(self, job: Job, triggered_by: str = TRIGGER_JOB_REGISTER
+                        ) -> Registration:
         if is_template(job):  # periodic/parameterized parent: stored, never placed (Nomad)
             return await self._register_template(job)
         existing = self.jobs.get(job.id)
         live = [a for a in self.job_allocs(job.id) if not a.is_terminal()]
-        wanted = {f"{job.id}.{g.name}[{i}]": g for g in job.task_groups for i in range(g.count)}
-        same_spec = existing is not None and not existing.stop and _spec(existing) == _spec(job)
-        # batch/sysbatch: an allocation of this spec that completed is done, not re-run (Nomad)
-        done = {a.name for a in self.job_allocs(job.id) if same_spec and a.client_status ==
-                "complete" and not a.is_desired_stopped() and job.type in ("batch", "sysbatch")}
-        if same_spec and set(wanted) <= {a.name for a in live} | done:
-            await trio.lowlevel.checkpoint()
-            return Registration(eval_id=str(uuid.uuid4()), index=self.index, unchanged=True)
-        index = self._next_index()
-        if same_spec and existing is not None:
-            job = existing  # only retrying what could not be placed before
-        else:
-            job = msgspec.structs.replace(
-                job, create_index=existing.create_index if existing else index,
-                modify_index=index, job_modify_index=index,
-                version=existing.version + 1 if existing else 0,
-                status="running", stop=False, submit_time=time.time_ns())
-        old_groups = {g.name: _group_spec(g) for g in existing.task_groups} if existing else {}
-        kept: list[Allocation] = []  # unchanged groups: kept running, updated in place
-        previous: dict[str, Allocation] = {}  # changed groups: replaced by a new allocation
-        unneeded: list[Allocation] = []
-        for alloc in live:
-            group = wanted.get(alloc.name)
-            if group is None:
-                unneeded.append(alloc)
-            elif old_groups.get(group.name) == _group_spec(group):
-                kept.append(alloc)
-            else:
-                previous[alloc.name] = alloc
-        result = Registration(eval_id=str(uuid.uuid4()), index=index)
-        # Allocations being replaced keep their resources until their replacement is
-        # placed: if it does not fit, they keep running, and nothing placed meanwhile may
-        # have taken what they hold.
-        usage = self._usage(excluding={a.id for a in unneeded})
-        evicted: dict[str, Allocation] = {}
-        kept_names = {a.name for a in kept}
-        hopeless: set[str] = set()  # groups for which no eviction helps: don't search again
-        protected = {a.id for a in live}  # this job's own allocations are never evicted
-        for n, (name, group) in enumerate(wanted.items()):
-            if n % 100 == 99:
-                await trio.lowlevel.checkpoint()  # a big job must not freeze the agent
-            if name in kept_names or name in done:
-                continue
-            prev = previous.get(name)
-            trial = usage.without(prev) if prev is not None else usage
-            task_resources, why = self._try_place(group, trial)
-            victims: list[Allocation] = []
-            if (why and group.name not in hopeless
-                    and self.scheduler_config.preemption_enabled(job.type)):
-                victims = self._preemption(job, group, trial, protected | set(evicted))
-                if victims:
-                    trial = trial.without(*victims)
-                    task_resources, why = self._try_place(group, trial)
-                else:
-                    hopeless.add(group.name)
-            if why:
-                result.failed[group.name] = why
-                continue  # the previous allocation, if any, keeps running as it is
-            for victim in victims:
-                evicted[victim.id] = victim
-            placed = Allocation(
-                id=str(uuid.uuid4()), preempted_allocations=[v.id for v in victims],
-                namespace=job.namespace, eval_id=result.eval_id,
-                name=name, node_id=self.node.id, node_name=self.node.name, job_id=job.id,
-                job=job, task_group=group.name, task_resources=task_resources,
-                create_index=index, modify_index=index,
-                alloc_modify_index=index, create_time=time.time_ns(),
-                previous_allocation=prev.id if prev is not None else "")
-            usage = trial.plus(placed)
-            result.placed.append(placed)
-        for new in result.placed:
-            for victim_id in new.preempted_allocations:
-                victim = evicted[victim_id]
-                result.stopped.append(msgspec.structs.replace(
-                    victim, desired_status="evict",
-                    desired_description=f"Preempted by allocation {new.id} of job "
-                                        f"{job.id!r} (priority {job.priority})",
-                    preempted_by_allocation=new.id, modify_index=index,
-                    alloc_modify_index=index, modify_time=time.time_ns()))
-            if new.previous_allocation:
-                old = self._stopped(previous[new.name], index, "alloc is being updated")
-                old.next_allocation = new.id
-                result.stopped.append(old)
-        for alloc in unneeded:
-            result.stopped.append(self._stopped(alloc, index,
-                                                "alloc not needed due to job update"))
-        in_place = [] if job is existing else [
-            msgspec.structs.replace(a, job=job, modify_index=index, alloc_modify_index=index)
-            for a in kept]
-        await self._commit([job], result.placed + result.stopped + in_place)
-        self.broker.job_registered(job)
-        return result
+        wanted = {f"{job.id}.{g.name}[{i}]" for g in job.task_groups for i in range(g.count)}
+        same_spec = (existing is not None and not existing.stop
+                     and job_spec(existing) == job_spec(job))
+        if same_spec and existing is not None and wanted <= {a.name for a in live}:
+            # The job stays as it is (no new version), but, as with Nomad, the register is
+            # still an evaluation, which finds nothing to do.
+            index = self.take_index()
+            ev = self._new_eval(existing, triggered_by, index)
+            await self._commit([], [], evals=[ev])
+            result = self._registration(await self._process(ev), index, existing)
+            result.unchanged = True
+            return result
+        index = self.take_index()
+        job = self.candidate(job, index)
+        ev = self._new_eval(job, triggered_by, index)
+        # The job and its evaluation in one commit (one index), as Nomad's Raft apply.
+        await self._commit([job], [], [job_event("JobRegistered", job)], [ev],
+                           new_version=job is not existing)
+        return self._registration(await self._process(ev), index, job)
 
     async def _register_template(self, job: Job) -> Registration:
-        """A periodic or parameterized parent is stored with Status `running` and no
-        allocation of its own (its children are the jobs that run); allocations it had as an
-        ordinary job are stopped."""
+        """A periodic or parameterized parent is stored with no evaluation and no allocation
+        of its own, as Nomad's register does (its children are the jobs that run);
+        allocations it had as an ordinary job are stopped."""
         existing = self.jobs.get(job.id)
-        if existing is not None and not existing.stop and _spec(existing) == _spec(job):
+        if (existing is not None and not existing.stop
+                and job_spec(existing) == job_spec(job)):
             await trio.lowlevel.checkpoint()
-            return Registration(eval_id="", index=self.index, unchanged=True)
-        index = self._next_index()
-        job = msgspec.structs.replace(
+            return Registration(eval_id="", index=self.index, unchanged=True,
+                                job_modify_index=existing.job_modify_index)
+        index = self.take_index()
+        job = self.candidate(job, index)
+        now = self._clock()
+        gone = [stopped(a, index, now, "alloc not needed due to job update")
+                for a in self.job_allocs(job.id) if not a.is_terminal()]
+        await self._commit([job], gone, [job_event("JobRegistered", job)], new_version=True)
+        return Registration(eval_id="", index=index, stopped=gone,
+                            job_modify_index=job.job_modify_index)
+
+    def candidate(self, job: Job, index: int) -> Job:
+        """`job` as registering it at `index` would store it: the current job when the spec
+        is unchanged (only retrying what was not placed), else its next version."""
+        existing = self.jobs.get(job.id)
+        if existing is not None and not existing.stop and job_spec(existing) == job_spec(job):
+            return existing
+        return msgspec.structs.replace(
             job, create_index=existing.create_index if existing else index,
             modify_index=index, job_modify_index=index,
             version=existing.version + 1 if existing else 0,
-            status="running", stop=False, submit_time=time.time_ns())
-        stopped = [self._stopped(a, index, "alloc not needed due to job update")
-                   for a in self.job_allocs(job.id) if not a.is_terminal()]
-        await self._commit([job], stopped)
-        self.broker.job_registered(job)
-        return Registration(eval_id="", index=index, stopped=stopped)
+            status="pending", stop=False, stable=False, submit_time=self._clock())
 
-    def _try_place(self, group: TaskGroup, usage: _Usage
-                   ) -> tuple[dict[str, AllocatedTaskResources], str]:
-        """Resources for one allocation of `group` on top of `usage`, or why it does not fit."""
-        if refusal := node_refusal(self.node):  # ineligible or draining (server/drain.py)
-            return {}, refusal
-        cpu, mem = group_needs(group)
-        total_cpu = self.node.node_resources.cpu.cpu_shares
-        total_mem = self.node.node_resources.memory.memory_mb
-        if total_cpu and usage.cpu + cpu > total_cpu:
-            return {}, (f"Resources exhausted: cpu (needs {cpu} MHz, "
-                        f"{max(total_cpu - usage.cpu, 0)} of {total_cpu} MHz free)")
-        if total_mem and usage.mem + mem > total_mem:
-            return {}, (f"Resources exhausted: memory (needs {mem} MB, "
-                        f"{max(total_mem - usage.mem, 0)} of {total_mem} MB free)")
-        return assign_devices(group, self.node, set(usage.devices))
+    async def register_as(self, job: Job, triggered_by: str,
+                          check: Callable[[Job | None], None] | None = None) -> Registration:
+        """Register `job` for another reason than a register (a scale, a revert): `check`
+        sees the current job under the lock first and may refuse by raising."""
+        async with self._lock:
+            if check is not None:
+                check(self.jobs.get(job.id))
+            return await self._register(job, triggered_by)
 
-    def _preemption(self, job: Job, group: TaskGroup, usage: _Usage, protected: set[str]
-                    ) -> list[Allocation]:
-        """Allocations to evict so one allocation of `group` fits on top of `usage`: only of
-        jobs at least 10 priority lower, lowest priority first, and none that does not help
-        (each chosen one is dropped again if the rest suffice). Empty if nothing would do."""
-        candidates = sorted(
-            (a for a in self.allocs.values()
-             if not a.is_terminal() and a.id not in protected and a.job is not None
-             and a.job_id != job.id and a.job.priority + 10 <= job.priority),
-            key=lambda a: (a.job.priority if a.job else 0, -a.create_index))
-        chosen: list[Allocation] = []
-        trial = usage
-        for candidate in candidates:
-            chosen.append(candidate)
-            trial = trial.without(candidate)
-            if not self._try_place(group, trial)[1]:
-                break
-        else:
-            return []
-        for candidate in list(reversed(chosen[:-1])):  # as few as possible
-            rest = [c for c in chosen if c is not candidate]
-            if not self._try_place(group, usage.without(*rest))[1]:
-                chosen = rest
-        return chosen
-
-    def _stopped(self, alloc: Allocation, index: int, why: str) -> Allocation:
-        return msgspec.structs.replace(alloc, desired_status=ALLOC_DESIRED_STOP,
-                                       desired_description=why, modify_index=index,
-                                       alloc_modify_index=index, modify_time=time.time_ns())
+    async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
+        """Mark one version of the job (un)stable; the index of the change."""
+        async with self._lock:
+            history = self.versions.get(job_id, [])
+            found = next((v for v in history if v.version == version), None)
+            if found is None:
+                raise LookupError(f"job {job_id!r} has no version {version}")
+            index = self.take_index()
+            marked = msgspec.structs.replace(found, stable=stable)
+            job = self.jobs[job_id]
+            jobs = [msgspec.structs.replace(job, stable=stable, modify_index=index)
+                    if job.version == version else job]
+            await self._commit(jobs, [], [job_event("JobRegistered", jobs[0])])
+            self.versions[job_id] = [marked if v is found else v for v in history]
+            if self.store is not None:
+                await self.store.save(index, [], [], versions=[marked])
+            return index
 
     async def stop_job(self, job_id: str, *, purge: bool = False) -> list[Allocation]:
         """Stop `job_id`: every allocation is told to stop; the job is kept, marked stopped
         (with `purge`, the job and its allocations are forgotten once stopped)."""
+        return (await self.deregister_job(job_id, purge=purge)).stopped
+
+    async def deregister_job(self, job_id: str, *, purge: bool = False) -> Registration:
+        """Stop `job_id` through an evaluation (its ID is what Nomad's deregister answers)."""
         async with self._lock:
-            stopped = await self._stop_job(job_id)
+            job = self.jobs.get(job_id)
+            if job is None:
+                raise KeyError(job_id)
+            index = self.take_index()
+            # Stopping is a new version of the job, as Nomad's history shows it.
+            job = msgspec.structs.replace(job, stop=True, modify_index=index,
+                                          job_modify_index=index, version=job.version + 1,
+                                          stable=False, submit_time=self._clock())
+            ev = self._new_eval(job, TRIGGER_JOB_DEREGISTER, index)
+            await self._commit([job], [], [job_event("JobDeregistered", job)], [ev],
+                               new_version=True)
+            result = self._registration(await self._process(ev), index, job)
             if purge:
                 await self._purge(job_id)
-            return stopped
+            return result
 
     async def _purge(self, job_id: str) -> None:
         ids = [a.id for a in self.job_allocs(job_id)]
+        index = self.take_index()
         if self.store is not None:
-            await self.store.delete(job_id, ids)
-        self.jobs.pop(job_id, None)
+            await self.store.save(index, [], [], forget_versions=[
+                (job_id, v.version) for v in self.versions.get(job_id, [])])
+            await self.store.delete(job_id, ids, index)
+        self.versions.pop(job_id, None)
+        self.scaling.forget(job_id)
+        job = self.jobs.pop(job_id, None)
         for alloc_id in ids:
             self.allocs.pop(alloc_id, None)
+        if job is not None:
+            self._publish([job_event("JobDeregistered", job)])
         self._notify_changed()
 
-    async def _stop_job(self, job_id: str) -> list[Allocation]:
-        job = self.jobs.get(job_id)
-        if job is None:
-            raise KeyError(job_id)
-        index = self._next_index()
-        stopped = [self._stopped(a, index, "alloc is being stopped")
-                   for a in self.job_allocs(job_id) if a.desired_status != ALLOC_DESIRED_STOP]
-        job = msgspec.structs.replace(job, stop=True, status="dead", modify_index=index,
-                                      job_modify_index=index)
-        await self._commit([job], stopped)
-        self.broker.job_deregistered(job)
-        return stopped
-
     async def stop_alloc(self, alloc_id: str) -> Allocation:
+        return (await self.stop_alloc_eval(alloc_id))[0]
+
+    async def stop_alloc_eval(self, alloc_id: str) -> tuple[Allocation, Evaluation]:
+        """Stop one allocation; the evaluation that records it is returned with it."""
         async with self._lock:
             alloc = self.allocs.get(alloc_id)
             if alloc is None:
                 raise KeyError(alloc_id)
-            stopped = self._stopped(alloc, self._next_index(), "alloc is being stopped by user")
-            await self._commit([], [stopped])
-            return stopped
+            index = self.take_index()
+            now = self._clock()
+            stopped = msgspec.structs.replace(
+                alloc, desired_status=ALLOC_DESIRED_STOP,
+                desired_description="alloc is being stopped by user", modify_index=index,
+                alloc_modify_index=index, modify_time=now)
+            job = alloc.job if alloc.job is not None else self.jobs.get(alloc.job_id, Job())
+            ev = msgspec.structs.replace(
+                self._new_eval(job, TRIGGER_ALLOC_STOP, index), job_id=alloc.job_id,
+                status=EVAL_STATUS_COMPLETE)
+            await self._commit([], [stopped], evals=[ev])
+            return stopped, ev
 
     def adopt(self, job: Job, allocs: list[Allocation]) -> None:
         """Take back a job and allocations an earlier `yurt run` placed (no store there)."""
@@ -451,16 +541,28 @@ class LocalServer:
             await self._update_allocs(batch)
 
     async def _update_allocs(self, batch: list[Allocation]) -> None:
-        index = self._next_index()
+        index = self.take_index()
         updated = []
+        failed: dict[str, Job] = {}  # jobs with an allocation that just failed
         for update in batch:
             alloc = self.allocs.get(update.id)
             if alloc is None:
                 continue
-            updated.append(msgspec.structs.replace(
+            new = msgspec.structs.replace(
                 alloc, client_status=update.client_status,
                 client_description=update.client_description, task_states=update.task_states,
                 deployment_status=update.deployment_status,
                 network_status=update.network_status, modify_index=index,
-                modify_time=time.time_ns()))
+                modify_time=self._clock())
+            updated.append(new)
+            job = self.jobs.get(new.job_id)
+            if (needs_reschedule(new) and not needs_reschedule(alloc) and job is not None
+                    and not job.stop and self.reschedule):
+                failed[job.id] = job
         await self._commit([], updated)
+        # Nomad's alloc-failure evaluation: the reschedule policy decides the replacement.
+        for job in failed.values():
+            index = self.take_index()
+            ev = self._new_eval(job, TRIGGER_ALLOC_FAILURE, index)
+            await self._commit([], [], evals=[ev])
+            await self._process(ev)

@@ -112,7 +112,7 @@ class NodeControl:
         """Take an index, record `event`, persist, publish; returns the index."""
         node = self.node
         # The server's one counter (LocalServer.take_index() once it has one).
-        index = self._server._next_index()
+        index = self._server.take_index()
         node.modify_index = index
         node.status_updated_at = self._clock() // 1_000_000_000
         if event is not None:
@@ -131,7 +131,7 @@ class NodeControl:
                 # memory, and the next change writes the whole state again.
                 log.warning("node state %s not written: %s", self._path, e)
         self._broker.publish("Node", event_type, node.id, {"Node": node})
-        self._server._notify_changed()  # blocking queries and the drainer wake
+        self._server.announce()  # blocking queries and the drainer wake
         self._kick.set()
         return index
 

@@ -5,18 +5,17 @@ one, and these objects change on their own (an operator writing a variable touch
 The file is 0600 from its first byte (created before SQLite opens it), its directory 0700; the
 root key that seals variable items lives in `keyring` beside it (keyring.py), never in it.
 
-Every write takes its index from the server's one counter (`IndexSource.take_index`), so a
-variable's CreateIndex/ModifyIndex and a namespace's are on the same scale as every job and
-allocation index and `X-Nomad-Index`. The last index taken is also kept in the file: opening
-hands it back to the server (`observe_index`), so a restarted agent never reuses an index a
-variable already carries, even if no job changed since. Once a write is committed the server
-is told (`notify_changed`), which wakes blocking queries (`?index=N`) waiting past N.
+Every write is a change of the server (`IndexSource.change`): its index is the next of the one
+counter, so a variable's CreateIndex/ModifyIndex and a namespace's are on the same scale as
+every job and allocation index and `X-Nomad-Index`; the server persists the counter before the
+write and wakes blocking queries (`?index=N`) once it is committed, in index order. The last
+index is also kept in the file and handed back on opening (`observe_index`), a second guard.
 
 Each operation runs in a worker thread on a connection of its own, inside one transaction
 (`BEGIN IMMEDIATE`: a check-and-set reads and writes with no other writer between), behind a
 limiter of one: writes are rare (an operator's command), and a connection per operation leaves
-nothing to close when the agent stops or is killed. Writes are serialised by a trio lock so
-that indexes reach the file in the order they were taken.
+nothing to close when the agent stops or is killed. Writes are serialised by the server's
+change lock, so indexes reach the file in the order they were taken.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
 from typing import Final, Protocol, TypeVar, final
@@ -43,16 +43,13 @@ T = TypeVar("T")
 
 
 class IndexSource(Protocol):
-    """The server's one index counter (LocalServer has both)."""
+    """The server's one index counter (LocalServer)."""
 
-    def take_index(self) -> int:
-        """The next index, for a change about to be committed."""
+    def change(self) -> AbstractAsyncContextManager[int]:
+        """The next index, for a change committed within the block; visible when it ends."""
 
     def observe_index(self, n: int) -> None:
         """An index already used (loaded from disk): never hand it out again."""
-
-    def notify_changed(self) -> None:
-        """A change taken with `take_index` is committed: wake blocking queries."""
 
 
 @final
@@ -62,7 +59,6 @@ class ObjectStore:
         self._keyring = keyring
         self._index = index
         self._limiter = trio.CapacityLimiter(1)
-        self._write_lock = trio.Lock()
 
     @classmethod
     async def open(cls, directory: Path, index: IndexSource) -> ObjectStore:
@@ -105,8 +101,7 @@ class ObjectStore:
 
     async def _write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
         """`fn(conn, index)` with the next server index, recorded in the same transaction."""
-        async with self._write_lock:
-            index = self._index.take_index()
+        async with self._index.change() as index:
 
             def with_index(conn: sqlite3.Connection) -> T:
                 result = fn(conn, index)
@@ -114,11 +109,7 @@ class ObjectStore:
                              "(key) DO UPDATE SET value = excluded.value", (index,))
                 return result
 
-            try:
-                return await self._run(with_index)
-            finally:
-                # Also after a failed write: the index was taken, and waiters re-check.
-                self._index.notify_changed()
+            return await self._run(with_index)
 
     # ------------------------------------------------------------------ namespaces
 

@@ -29,7 +29,8 @@ from yurt.runtime.server.periodic import launch_of_child, plan
 from yurt.runtime.structs import Job
 
 if TYPE_CHECKING:
-    from yurt.runtime.server.local import LocalServer, Registration
+    from yurt.runtime.server.local import LocalServer
+    from yurt.runtime.server.records import Registration
 
 #: The longest sleep between two looks at the wall clock.
 MAX_SLEEP: Final = 60.0

@@ -1,4 +1,4 @@
-"""The embedded server's state: jobs and allocations in `<data-dir>/server/server.db`.
+"""The embedded server's state: jobs, allocations and evaluations in `<data-dir>/server/server.db`.
 
 Separate from the client's state database on purpose, as Nomad's server and client state are:
 the server copy of an allocation (desired state) and the client's view (task states) are
@@ -30,7 +30,7 @@ import msgspec
 import sqlite_utils
 import trio
 
-from yurt.runtime.structs import Allocation, Job
+from yurt.runtime.structs import Allocation, Evaluation, Job
 from yurt.store.sqlite_file import connect_wal, out_of_space
 
 log = logging.getLogger("yurt.server.store")
@@ -38,6 +38,10 @@ log = logging.getLogger("yurt.server.store")
 _encoder = msgspec.json.Encoder()
 #: How long closing may spend on a last attempt to write what a full disk held back.
 CLOSE_TIMEOUT: Final = 5.0
+
+
+def _version_key(job_id: str, version: int) -> str:
+    return f"{job_id}\x00{version}"
 
 
 @final
@@ -49,6 +53,8 @@ class ServerStore:
         # Writes not yet on disk (a full disk): row id -> value, None for a delete.
         self._jobs: dict[str, str | None] = {}
         self._allocs: dict[str, tuple[str, str] | None] = {}
+        self._evals: dict[str, tuple[str, str] | None] = {}
+        self._versions: dict[str, tuple[str, str] | None] = {}
         self._index: int | None = None
         #: Why writes are not reaching the disk right now; None when they are.
         self.degraded: str | None = None
@@ -66,12 +72,16 @@ class ServerStore:
             conn = connect_wal(path)
             db = sqlite_utils.Database(conn)
             tables = set(db.table_names())
-            if not {"jobs", "allocs", "meta"} <= tables:  # no DDL on a file that has them
+            if not {"jobs", "allocs", "evals", "job_versions", "meta"} <= tables:
                 with conn:
                     db.table("jobs").create({"id": str, "value": str}, pk="id",
                                             if_not_exists=True)
                     db.table("allocs").create({"id": str, "job_id": str, "value": str},
                                               pk="id", if_not_exists=True)
+                    db.table("evals").create({"id": str, "job_id": str, "value": str},
+                                             pk="id", if_not_exists=True)
+                    db.table("job_versions").create(
+                        {"id": str, "job_id": str, "value": str}, pk="id", if_not_exists=True)
                     db.table("meta").create({"key": str, "value": int}, pk="key",
                                             if_not_exists=True)
             return conn
@@ -89,23 +99,69 @@ class ServerStore:
 
         return await trio.to_thread.run_sync(read, limiter=self._limiter)
 
-    async def save(self, index: int, jobs: list[Job], allocs: list[Allocation]) -> None:
+    async def load_evals(self) -> list[Evaluation]:
+        def read() -> list[Evaluation]:
+            return [msgspec.json.decode(v, type=Evaluation)
+                    for (v,) in self._conn.execute("SELECT value FROM evals")]
+
+        return await trio.to_thread.run_sync(read, limiter=self._limiter)
+
+    async def load_versions(self) -> list[Job]:
+        def read() -> list[Job]:
+            return [msgspec.json.decode(v, type=Job)
+                    for (v,) in self._conn.execute("SELECT value FROM job_versions")]
+
+        return await trio.to_thread.run_sync(read, limiter=self._limiter)
+
+    async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
+                   evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
+                   forget_versions: list[tuple[str, int]] | None = None) -> None:
+        """One change: rows written (jobs, allocations, evaluations, job versions kept for
+        the history) and job versions dropped from it, with the index, in one transaction."""
+        for v in versions or ():
+            self._versions[_version_key(v.id, v.version)] = (v.id, _encoder.encode(v).decode())
+        for job_id, version in forget_versions or ():
+            self._versions[_version_key(job_id, version)] = None
         for j in jobs:
             self._jobs[j.id] = _encoder.encode(j).decode()
         for a in allocs:
             self._allocs[a.id] = (a.job_id, _encoder.encode(a).decode())
+        for e in evals or ():
+            self._evals[e.id] = (e.job_id, _encoder.encode(e).decode())
         self._index = index
         await self._flush()
 
-    async def delete(self, job_id: str, alloc_ids: list[str]) -> None:
+    async def delete(self, job_id: str, alloc_ids: list[str], index: int | None = None
+                     ) -> None:
         self._jobs[job_id] = None
         for alloc_id in alloc_ids:
             self._allocs[alloc_id] = None
+        if index is not None:
+            self._index = index
+        await self._flush()
+
+    async def delete_evals(self, eval_ids: list[str], index: int) -> None:
+        for eval_id in eval_ids:
+            self._evals[eval_id] = None
+        self._index = index
         await self._flush()
 
     def _write(self, jobs: dict[str, str | None], allocs: dict[str, tuple[str, str] | None],
-               index: int | None) -> None:
+               evals: dict[str, tuple[str, str] | None],
+               versions: dict[str, tuple[str, str] | None], index: int | None) -> None:
         with self._conn:
+            self._conn.executemany(
+                "INSERT INTO job_versions (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT "
+                "(id) DO UPDATE SET value = excluded.value",
+                [(k, *v) for k, v in versions.items() if v is not None])
+            self._conn.executemany("DELETE FROM job_versions WHERE id = ?",
+                                   [(k,) for k, v in versions.items() if v is None])
+            self._conn.executemany(
+                "INSERT INTO evals (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT (id) "
+                "DO UPDATE SET value = excluded.value",
+                [(k, *v) for k, v in evals.items() if v is not None])
+            self._conn.executemany("DELETE FROM evals WHERE id = ?",
+                                   [(k,) for k, v in evals.items() if v is None])
             self._conn.executemany(
                 "INSERT INTO jobs (id, value) VALUES (?, ?) ON CONFLICT (id) DO UPDATE "
                 "SET value = excluded.value", [(k, v) for k, v in jobs.items() if v is not None])
@@ -124,15 +180,19 @@ class ServerStore:
 
     async def _flush(self) -> None:
         """Write everything not yet on disk in one transaction; on a full disk keep it."""
-        jobs, allocs, index = self._jobs, self._allocs, self._index
-        self._jobs, self._allocs, self._index = {}, {}, None
+        jobs, allocs, evals, index = self._jobs, self._allocs, self._evals, self._index
+        versions = self._versions
+        self._jobs, self._allocs, self._evals, self._index = {}, {}, {}, None
+        self._versions = {}
         try:
-            await trio.to_thread.run_sync(self._write, jobs, allocs, index,
+            await trio.to_thread.run_sync(self._write, jobs, allocs, evals, versions, index,
                                           limiter=self._limiter)
         except BaseException as e:
             # Not written: back in front of whatever was queued meanwhile (newer wins).
             self._jobs = {**jobs, **self._jobs}
             self._allocs = {**allocs, **self._allocs}
+            self._evals = {**evals, **self._evals}
+            self._versions = {**versions, **self._versions}
             self._index = self._index if self._index is not None else index
             if isinstance(e, Exception) and out_of_space(e):
                 if self.degraded is None:
@@ -148,7 +208,8 @@ class ServerStore:
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True):
             try:
-                if self._jobs or self._allocs or self._index is not None:
+                if (self._jobs or self._allocs or self._evals or self._versions
+                        or self._index is not None):
                     with trio.move_on_after(CLOSE_TIMEOUT):
                         await self._flush()
             finally:

@@ -1,0 +1,74 @@
+"""/v1/evaluations, /v1/evaluation/<id> (and its allocations), /v1/job/<id>/evaluations and
+/v1/job/<id>/evaluate: the server's evaluations, as Nomad lists and answers them.
+
+Evaluations are whole objects in lists too (Nomad has no evaluation stub), oldest first. An
+evaluation ID may be a unique prefix, as with allocations; an unknown one is a 404.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.allocations import alloc_stub
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
+from yurt.runtime.structs import TRIGGER_JOB_REGISTER, Evaluation
+
+
+def _sorted(evals: list[Evaluation]) -> list[Evaluation]:
+    return sorted(evals, key=lambda e: (e.create_index, e.id))
+
+
+def find_eval(ctx: Context, prefix: str) -> Evaluation:
+    evals = ctx.agent.server.evals
+    if prefix in evals:
+        return evals[prefix]
+    matches = [e for i, e in evals.items() if i.startswith(prefix)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ApiError(404, "eval not found")
+    raise ApiError(400, f"eval ID prefix {prefix!r} is ambiguous")
+
+
+async def evaluations(ctx: Context, request: Request) -> Response:
+    prefix = request.query_params.get("prefix", "")
+    job = request.query_params.get("job", "")
+    status = request.query_params.get("status", "")
+    return json_response([
+        e for e in _sorted(list(ctx.agent.server.evals.values()))
+        if e.id.startswith(prefix) and (not job or e.job_id == job)
+        and (not status or e.status == status)])
+
+
+async def evaluation(ctx: Context, request: Request) -> Response:
+    return json_response(find_eval(ctx, request.path_params["id"]))
+
+
+async def evaluation_allocations(ctx: Context, request: Request) -> Response:
+    ev = find_eval(ctx, request.path_params["id"])
+    allocs = sorted((a for a in ctx.agent.server.allocs.values() if a.eval_id == ev.id),
+                    key=lambda a: (a.create_index, a.name))
+    return json_response([alloc_stub(ctx.alloc_view(a.id)) for a in allocs])
+
+
+async def job_evaluations(ctx: Context, request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    ctx.job(job_id)
+    return json_response(ctx.agent.server.job_evals(job_id))
+
+
+async def job_evaluate(ctx: Context, request: Request) -> Response:
+    """Nomad's forced evaluation: a new evaluation of the job as it is (`job-register`)."""
+    job_id = request.path_params["job_id"]
+    body = await body_json(request)
+    named = body_field(body, "JobID", str, job_id)
+    if named != job_id:
+        raise ApiError(400, "JobID parameter does not match")
+    body_field(body, "EvalOptions", dict, {})
+    ctx.job(job_id)
+    result = await ctx.agent.server.evaluate(job_id, TRIGGER_JOB_REGISTER)
+    return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
+                          "JobModifyIndex": result.job_modify_index, "Warnings": "",
+                          "Index": result.index, "LastContact": 0, "KnownLeader": True})

@@ -1,0 +1,286 @@
+"""A job's lifecycle beyond register and stop, as Nomad's HTTP API has it: versions (with
+diffs), revert, stable, summary, plan (a dry run), scale (GET status, POST count), and
+`/v1/validate/job`.
+
+A plan runs the pure scheduler (server/scheduler.py) over the server's state as it is, without
+the lock and without committing anything: it has no await between reading and deciding, so it
+sees one consistent state and changes nothing. Revert and scale register a job through the
+server like a register does (a new version, an evaluation); their checks run under the
+server's lock, so they judge the job as it is when the change is made.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.request import (
+    ApiError,
+    body_field,
+    body_json,
+    json_response,
+    parse_job_off_loop,
+    query_bool,
+)
+from yurt.runtime.server.jobdiff import job_diff
+from yurt.runtime.server.scheduler import DesiredUpdates, schedule
+from yurt.runtime.structs import (
+    ALLOC_CLIENT_COMPLETE,
+    ALLOC_CLIENT_FAILED,
+    ALLOC_CLIENT_LOST,
+    ALLOC_CLIENT_PENDING,
+    ALLOC_CLIENT_RUNNING,
+    EVAL_STATUS_BLOCKED,
+    TRIGGER_JOB_REGISTER,
+    TRIGGER_JOB_SCALING,
+    Allocation,
+    Evaluation,
+    Job,
+)
+
+_meta = {"LastContact": 0, "KnownLeader": True}
+
+
+def _register_answer(ctx: Context, eval_id: str, index: int, job_modify_index: int,
+                     warnings: str = "") -> Response:
+    return json_response({"EvalID": eval_id, "EvalCreateIndex": index,
+                          "JobModifyIndex": job_modify_index, "Warnings": warnings,
+                          "Index": ctx.agent.server.index, **_meta})
+
+
+def _int_field(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ApiError(400, f'"{name}" must be an integer')
+    return value
+
+
+async def versions(ctx: Context, request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    ctx.job(job_id)
+    history = ctx.agent.server.versions.get(job_id, [])
+    diffs = None
+    if query_bool(request, "diffs"):
+        # Nomad: each version's diff from the one before it; the oldest has none.
+        diffs = [job_diff(older, newer) for newer, older in itertools.pairwise(history)]
+    return json_response({"Versions": history, "Diffs": diffs,
+                          "Index": ctx.agent.server.index, **_meta})
+
+
+async def revert(ctx: Context, request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    body = await body_json(request)
+    if body_field(body, "JobID", str, job_id) != job_id:
+        raise ApiError(400, "Job ID does not match")
+    version = _int_field(body, "JobVersion")
+    if version is None:
+        raise ApiError(400, '"JobVersion" is required')
+    enforce = _int_field(body, "EnforcePriorVersion")
+    ctx.job(job_id)
+    target = next((v for v in ctx.agent.server.versions.get(job_id, [])
+                   if v.version == version), None)
+    if target is None:
+        raise ApiError(400, f"job {job_id!r} at version {version} not found")
+
+    def check(current: Job | None) -> None:
+        if current is None:
+            raise ApiError(404, "job not found")
+        if enforce is not None and enforce != current.version:
+            raise ApiError(400, f"enforcing version {enforce} does not match current "
+                                f"version {current.version}")
+        if current.version == version:
+            raise ApiError(400, "can't revert to current version")
+
+    result = await ctx.agent.server.register_as(target, TRIGGER_JOB_REGISTER, check)
+    return _register_answer(ctx, result.eval_id, result.index, result.job_modify_index)
+
+
+async def stable(ctx: Context, request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    body = await body_json(request)
+    if body_field(body, "JobID", str, job_id) != job_id:
+        raise ApiError(400, "Job ID does not match")
+    version = _int_field(body, "JobVersion")
+    if version is None:
+        raise ApiError(400, '"JobVersion" is required')
+    mark = body_field(body, "Stable", bool, False)
+    ctx.job(job_id)
+    try:
+        index = await ctx.agent.server.set_stable(job_id, version, mark)
+    except LookupError as e:
+        raise ApiError(404, str(e)) from None
+    return json_response({"Index": index})
+
+
+def _summary_counts() -> dict[str, int]:
+    return {"Queued": 0, "Complete": 0, "Failed": 0, "Running": 0, "Starting": 0,
+            "Lost": 0, "Unknown": 0}
+
+
+async def summary(ctx: Context, request: Request) -> Response:
+    return json_response(job_summary(ctx, ctx.job(request.path_params["job_id"])))
+
+
+def job_summary(ctx: Context, job: Job, allocs: list[Allocation] | None = None
+                ) -> dict[str, Any]:
+    """Nomad's `JobSummary`: per group, allocations by client status, and what is queued
+    (waiting in a blocked evaluation). `allocs`: the job's, when the caller has them."""
+    job_id = job.id
+    server = ctx.agent.server
+    groups = {g.name: _summary_counts() for g in job.task_groups}
+    by_status = {ALLOC_CLIENT_PENDING: "Starting", ALLOC_CLIENT_RUNNING: "Running",
+                 ALLOC_CLIENT_COMPLETE: "Complete", ALLOC_CLIENT_FAILED: "Failed",
+                 ALLOC_CLIENT_LOST: "Lost"}
+    for alloc in server.job_allocs(job_id) if allocs is None else allocs:
+        counts = groups.setdefault(alloc.task_group, _summary_counts())
+        counts[by_status.get(ctx.alloc_view(alloc.id).client_status, "Unknown")] += 1
+    for ev in server.blocked_evals(job_id):
+        for group, queued in (ev.queued_allocations or {}).items():
+            groups.setdefault(group, _summary_counts())["Queued"] += queued
+    return {"JobID": job.id, "Namespace": job.namespace, "Summary": groups,
+            "Children": {"Pending": 0, "Running": 0, "Dead": 0},
+            "CreateIndex": job.create_index, "ModifyIndex": job.modify_index}
+
+
+def _annotations(desired: dict[str, DesiredUpdates]) -> dict[str, dict[str, int]]:
+    return {name: {"Ignore": d.ignore, "Place": d.place, "Migrate": 0, "Stop": d.stop,
+                   "InPlaceUpdate": d.in_place_update,
+                   "DestructiveUpdate": d.destructive_update, "Canary": 0,
+                   "Preemptions": d.preemptions}
+            for name, d in desired.items()}
+
+
+def _updates(desired: dict[str, DesiredUpdates]) -> dict[str, dict[str, int]]:
+    """A plan diff's per-group `Updates`, with Nomad's names, the non-zero ones."""
+    out = {}
+    for name, d in desired.items():
+        counts = {"ignore": d.ignore, "create": d.place, "destroy": d.stop,
+                  "in-place update": d.in_place_update,
+                  "create/destroy update": d.destructive_update}
+        out[name] = {k: v for k, v in counts.items() if v}
+    return out
+
+
+async def plan(ctx: Context, request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    body = await body_json(request)
+    if not isinstance(body.get("Job"), dict):
+        raise ApiError(400, 'request body must be {"Job": {...}}')
+    want_diff = body_field(body, "Diff", bool, False)
+    body_field(body, "PolicyOverride", bool, False)
+    job = await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
+                                   ctx.parse_limiter, filename="request", format="json")
+    if job.id != job_id:
+        raise ApiError(400, "Job ID does not match")
+    server = ctx.agent.server
+    existing = server.jobs.get(job_id)
+    index = server.index + 1
+    candidate = server.candidate(job, index)
+    ev = Evaluation(id=str(uuid.uuid4()), namespace=job.namespace, priority=job.priority,
+                    type=job.type, triggered_by=TRIGGER_JOB_REGISTER, job_id=job.id,
+                    job_modify_index=candidate.job_modify_index, annotate_plan=True)
+    result = schedule(server, ev, candidate, index=index, now=0,
+                      new_id=lambda: str(uuid.uuid4()))
+    return json_response({
+        "Index": server.index,
+        "Diff": job_diff(existing, candidate, _updates(result.desired)) if want_diff else None,
+        "Annotations": {"DesiredTGUpdates": _annotations(result.desired),
+                        "PreemptedAllocs": None},
+        "FailedTGAllocs": result.eval.failed_tg_allocs,
+        "JobModifyIndex": existing.job_modify_index if existing is not None else 0,
+        "CreatedEvals": [e for e in result.evals if e.status == EVAL_STATUS_BLOCKED] or None,
+        "Warnings": "", "NextPeriodicLaunch": "0001-01-01T00:00:00Z", **_meta})
+
+
+async def validate(ctx: Context, request: Request) -> Response:
+    body = await body_json(request)
+    if not isinstance(body.get("Job"), dict):
+        raise ApiError(400, 'request body must be {"Job": {...}}')
+    try:
+        await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
+                                 ctx.parse_limiter, filename="request", format="json")
+    except ApiError as e:
+        if e.status != 400:
+            raise
+        return json_response({"DriverConfigValidated": False, "ValidationErrors": [str(e)],
+                              "Error": str(e), "Warnings": ""})
+    return json_response({"DriverConfigValidated": True, "ValidationErrors": None,
+                          "Error": "", "Warnings": ""})
+
+
+async def scale(ctx: Context, request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    if request.method == "GET":
+        return _scale_status(ctx, ctx.job(job_id))
+    body = await body_json(request)
+    target = body_field(body, "Target", dict, {})
+    group = target.get("Group")
+    if not isinstance(group, str) or not group:
+        raise ApiError(400, "missing task group name")
+    count = _int_field(body, "Count")
+    if count is not None and count < 0:
+        raise ApiError(400, "scaling action count can't be negative")
+    message = body_field(body, "Message", str, "")
+    failed = body_field(body, "Error", bool, False)
+    meta = body_field(body, "Meta", dict, {})
+    job = ctx.job(job_id)
+    previous = job.lookup_group(group)
+    if previous is None:
+        raise ApiError(400, f"task group {group!r} specified for scaling does not exist "
+                            "in job")
+    server = ctx.agent.server
+    if count is None:  # only a scaling event to record
+        server.scaling.record(job_id, group, {
+            "Time": time.time_ns(), "CreateIndex": server.index, "Count": None,
+            "PreviousCount": previous.count, "Message": message, "Error": failed,
+            "Meta": meta, "EvalID": None})
+        return _register_answer(ctx, "", 0, job.job_modify_index)
+
+    def check(current: Job | None) -> None:
+        if current is None or current.lookup_group(group) is None:
+            raise ApiError(404, "job not found")
+
+    groups = [msgspec.structs.replace(g, count=count) if g.name == group else g
+              for g in job.task_groups]
+    result = await server.register_as(msgspec.structs.replace(job, task_groups=groups),
+                                      TRIGGER_JOB_SCALING, check)
+    server.scaling.record(job_id, group, {
+        "Time": time.time_ns(), "CreateIndex": result.index, "Count": count,
+        "PreviousCount": previous.count, "Message": message, "Error": failed, "Meta": meta,
+        "EvalID": result.eval_id or None})
+    return _register_answer(ctx, result.eval_id, result.index, result.job_modify_index)
+
+
+def _scale_status(ctx: Context, job: Job) -> Response:
+    server = ctx.agent.server
+    groups: dict[str, dict[str, Any]] = {}
+    for group in job.task_groups:
+        groups[group.name] = {"Desired": group.count, "Placed": 0, "Running": 0,
+                              "Healthy": 0, "Unhealthy": 0,
+                              "Events": server.scaling.of(job.id, group.name)}
+    for alloc in server.job_allocs(job.id):
+        entry = groups.get(alloc.task_group)
+        if entry is None or alloc.is_terminal():
+            continue
+        view = ctx.alloc_view(alloc.id)
+        entry["Placed"] += 1
+        if view.client_status == ALLOC_CLIENT_RUNNING:
+            entry["Running"] += 1
+        health = view.deployment_status.healthy if view.deployment_status else None
+        if health is True:
+            entry["Healthy"] += 1
+        elif health is False:
+            entry["Unhealthy"] += 1
+    return json_response({"JobID": job.id, "Namespace": job.namespace,
+                          "JobCreateIndex": job.create_index,
+                          "JobModifyIndex": job.job_modify_index, "JobStopped": job.stop,
+                          "TaskGroups": groups, "Index": server.index, **_meta})

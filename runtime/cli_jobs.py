@@ -1,0 +1,287 @@
+"""CLI verbs for a job's lifecycle and evaluations, in Nomad's spelling: `yurt job plan|history|
+revert|scale|inspect|eval` and `yurt eval list|status`. Thin clients of the agent's API
+(cli_remote.py's `api()`/`call()`), human output by default, the API's JSON with `--json`.
+
+Exit codes: 0 ok, 1 failed (for `job plan`, as Nomad's: allocations would be created or
+destroyed), 2 bad input (and a group that cannot be placed: `placement_failure`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+def placement_failure(ev: dict[str, Any]) -> str:
+    """Nomad's explanation of an evaluation that could not place everything ("" if it did):
+    the failed groups and what was exhausted, and the blocked evaluation left waiting."""
+    failed = ev.get("FailedTGAllocs") or {}
+    if not failed:
+        return ""
+    lines = [f'==> Evaluation "{ev["ID"][:8]}" finished with status "{ev["Status"]}" but '
+             "failed to place all allocations:"]
+    for group, metric in sorted(failed.items()):
+        count = 1 + metric.get("CoalescedFailures", 0)
+        noun = "allocation" if count == 1 else "allocations"
+        lines.append(f'    Task Group "{group}" (failed to place {count} {noun}):')
+        for reason, n in sorted((metric.get("ConstraintFiltered") or {}).items()):
+            lines.append(f'      * Constraint "{reason}": {n} nodes excluded by filter')
+        if metric.get("NodesExhausted"):
+            lines.append(f"      * Resources exhausted on {metric['NodesExhausted']} nodes")
+        for dim, n in sorted((metric.get("DimensionExhausted") or {}).items()):
+            lines.append(f'      * Dimension "{dim}" exhausted on {n} nodes')
+    if ev.get("BlockedEval"):
+        lines.append(f'    Evaluation "{ev["BlockedEval"][:8]}" waiting for additional '
+                     "capacity to place remainder")
+    return "\n".join(lines)
+
+
+def _load(path: str) -> Any:
+    from yurt.runtime.errors import JobSpecError
+    from yurt.runtime.jobspec import load_job
+
+    try:
+        return load_job(path)
+    except JobSpecError as e:
+        click.echo(e.render(), err=True)
+        sys.exit(EXIT_USAGE)
+
+
+def _json_flag(f: Any) -> Any:
+    return click.option("--json", "json_output", is_flag=True,
+                        help="Print the API's JSON instead of text.")(f)
+
+
+def _eval_table(evals: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="Evaluations", title_justify="left")
+    for col in ("ID", "Priority", "Triggered By", "Job ID", "Status", "Placement Failures"):
+        table.add_column(col)
+    for e in evals:
+        table.add_row(e["ID"][:8], str(e["Priority"]), e["TriggeredBy"], e["JobID"],
+                      e["Status"], "true" if e.get("FailedTGAllocs") else "false")
+    return table
+
+
+def register(cli: click.Group, job: click.Group) -> None:
+    """Attach the verbs to yurt's `job` group and a new `eval` group under `cli`."""
+
+    @job.command("plan")
+    @click.argument("file", metavar="FILE")
+    @_json_flag
+    def job_plan(file: str, json_output: bool) -> None:
+        """Dry-run a job: what registering it would place, stop or update (changes nothing).
+        Exit 0: no allocations created or destroyed; 1: some would be."""
+        from yurt.runtime.cli_remote import api, call, console, emit_json
+        from yurt.runtime.jobspec import encode_job
+
+        spec = _load(file)
+        body = {**json.loads(encode_job(spec)), "Diff": True}
+        with api() as client:
+            result = call(client, "PUT", f"/v1/job/{spec.id}/plan", json=body)
+        updates = (result.get("Annotations") or {}).get("DesiredTGUpdates") or {}
+        changes = any(u.get("Place") or u.get("Stop") or u.get("DestructiveUpdate")
+                      for u in updates.values())
+        if json_output:
+            emit_json(result)
+        else:
+            out = console()
+            diff = result.get("Diff") or {}
+            out.print(f'Job: "{spec.id}" ({diff.get("Type", "None")})')
+            for group, u in sorted(updates.items()):
+                parts = [f"{n} {name}" for name, n in (
+                    ("create", u["Place"]), ("destroy", u["Stop"]),
+                    ("in-place update", u["InPlaceUpdate"]),
+                    ("create/destroy update", u["DestructiveUpdate"]),
+                    ("ignore", u["Ignore"]), ("preemptions", u["Preemptions"])) if n]
+                out.print(f'Task Group: "{group}" ({", ".join(parts) or "no change"})')
+            explanation = placement_failure({"ID": "plan", "Status": "complete",
+                                             "FailedTGAllocs": result.get("FailedTGAllocs")})
+            if explanation:
+                out.print("\nScheduler dry-run:\n- WARNING: Failed to place all allocations.")
+                out.print(explanation.split("\n", 1)[1])
+            else:
+                out.print("\nScheduler dry-run:\n- All tasks successfully allocated.")
+            out.print(f"\nJob Modify Index: {result['JobModifyIndex']}")
+        sys.exit(EXIT_FAILED if changes else 0)
+
+    @job.command("history")
+    @click.argument("job_id", metavar="JOB")
+    @click.option("-p", "diffs", is_flag=True, help="Show the diff of each version.")
+    @click.option("--version", "version", type=int, default=None, help="Only this version.")
+    @_json_flag
+    def job_history(job_id: str, diffs: bool, version: int | None, json_output: bool) -> None:
+        """The job's versions, newest first (with -p, what each changed)."""
+        from yurt.runtime.cli_remote import _fail, api, call, console, emit_json
+
+        with api() as client:
+            result = call(client, "GET", f"/v1/job/{job_id}/versions",
+                          params={"diffs": "true"} if diffs else {})
+        versions = result["Versions"]
+        changes = result.get("Diffs") or []
+        rows = [(v, changes[i] if i < len(changes) else None) for i, v in enumerate(versions)
+                if version is None or v["Version"] == version]
+        if version is not None and not rows:
+            _fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
+        if json_output:
+            emit_json([v for v, _ in rows])
+            return
+        out = console()
+        for v, diff in rows:
+            out.print(f"Version     = {v['Version']}\nStable      = "
+                      f"{str(v['Stable']).lower()}\nSubmit Date = {v['SubmitTime']}")
+            if diff is not None:
+                out.print(_diff_text(diff))
+            out.print("")
+
+    @job.command("revert")
+    @click.argument("job_id", metavar="JOB")
+    @click.argument("version", type=int)
+    @_json_flag
+    def job_revert(job_id: str, version: int, json_output: bool) -> None:
+        """Register an earlier version of the job again, as a new version."""
+        from yurt.runtime.cli_remote import api, call, emit_json
+
+        with api() as client:
+            result = call(client, "PUT", f"/v1/job/{job_id}/revert",
+                          json={"JobID": job_id, "JobVersion": version})
+        if json_output:
+            emit_json(result)
+        else:
+            click.echo(f'Job "{job_id}" reverted to version {version} '
+                       f'(evaluation {result["EvalID"]})')
+
+    @job.command("scale")
+    @click.argument("job_id", metavar="JOB")
+    @click.argument("args", nargs=-1, metavar="[GROUP] COUNT")
+    @_json_flag
+    def job_scale(job_id: str, args: tuple[str, ...], json_output: bool) -> None:
+        """Set a group's count (the group may be left out when the job has only one)."""
+        from yurt.runtime.cli_remote import _fail, api, call, emit_json
+
+        if len(args) not in (1, 2) or not args[-1].lstrip("-").isdigit():
+            _fail("usage: yurt job scale JOB [GROUP] COUNT", EXIT_USAGE)
+        count = int(args[-1])
+        with api() as client:
+            if len(args) == 2:
+                group = args[0]
+            else:
+                groups = call(client, "GET", f"/v1/job/{job_id}")["TaskGroups"]
+                if len(groups) != 1:
+                    _fail("the job has several groups: name the one to scale", EXIT_USAGE)
+                group = groups[0]["Name"]
+            result = call(client, "POST", f"/v1/job/{job_id}/scale",
+                          json={"Count": count, "Target": {"Group": group}})
+        if json_output:
+            emit_json(result)
+        else:
+            click.echo(f'Group "{group}" of job "{job_id}" scaled to {count} '
+                       f'(evaluation {result["EvalID"]})')
+
+    @job.command("inspect")
+    @click.argument("job_id", metavar="JOB")
+    @click.option("--version", "version", type=int, default=None, help="An earlier version.")
+    def job_inspect(job_id: str, version: int | None) -> None:
+        """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it)."""
+        from yurt.runtime.cli_remote import _fail, api, call, emit_json
+
+        with api() as client:
+            if version is None:
+                spec = call(client, "GET", f"/v1/job/{job_id}")
+            else:
+                versions = call(client, "GET", f"/v1/job/{job_id}/versions")["Versions"]
+                found = [v for v in versions if v["Version"] == version]
+                if not found:
+                    _fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
+                spec = found[0]
+        emit_json({"Job": spec})
+
+    @job.command("eval")
+    @click.argument("job_id", metavar="JOB")
+    @_json_flag
+    def job_eval(job_id: str, json_output: bool) -> None:
+        """Force a new evaluation of the job (places what is missing)."""
+        from yurt.runtime.cli_remote import api, call, emit_json
+
+        with api() as client:
+            result = call(client, "PUT", f"/v1/job/{job_id}/evaluate", json={"JobID": job_id})
+            ev = call(client, "GET", f"/v1/evaluation/{result['EvalID']}")
+        if json_output:
+            emit_json(ev)
+            return
+        click.echo(f'Evaluation "{ev["ID"]}" {ev["Status"]}')
+        explanation = placement_failure(ev)
+        if explanation:
+            click.echo(explanation)
+
+    @cli.group("eval")
+    def eval_group() -> None:
+        """Evaluations: why the scheduler ran, and what it could not place."""
+
+    @eval_group.command("list")
+    @click.option("--job", "job_id", default="", help="Only this job's.")
+    @click.option("--status", default="", help="Only with this status.")
+    @_json_flag
+    def eval_list(job_id: str, status: str, json_output: bool) -> None:
+        """List evaluations, oldest first."""
+        from yurt.runtime.cli_remote import api, call, console, emit_json
+
+        params = {k: v for k, v in (("job", job_id), ("status", status)) if v}
+        with api() as client:
+            evals = call(client, "GET", "/v1/evaluations", params=params)
+        if json_output:
+            emit_json(evals)
+        else:
+            console().print(_eval_table(evals))
+
+    @eval_group.command("status")
+    @click.argument("eval_id", metavar="EVAL")
+    @_json_flag
+    def eval_status(eval_id: str, json_output: bool) -> None:
+        """One evaluation: status, trigger, placement failures."""
+        from yurt.runtime.cli_remote import api, call, emit_json
+
+        with api() as client:
+            ev = call(client, "GET", f"/v1/evaluation/{eval_id}")
+        if json_output:
+            emit_json(ev)
+            return
+        click.echo(f"ID                 = {ev['ID']}\nStatus             = {ev['Status']}\n"
+                   f"Status Description = {ev['StatusDescription'] or '-'}\n"
+                   f"Type               = {ev['Type']}\n"
+                   f"TriggeredBy        = {ev['TriggeredBy']}\n"
+                   f"Job ID             = {ev['JobID']}\n"
+                   f"Priority           = {ev['Priority']}\n"
+                   f"Placement Failures = {str(bool(ev.get('FailedTGAllocs'))).lower()}")
+        explanation = placement_failure(ev)
+        if explanation:
+            click.echo(explanation)
+
+
+def _diff_text(diff: dict[str, Any], indent: str = "") -> str:
+    """A JobDiff as Nomad's `job history -p` prints it: +/-/~ per changed field."""
+    mark = {"Added": "+", "Deleted": "-", "Edited": "+/-", "None": ""}
+    lines = [f"{indent}Diff        = "]
+    for field in diff.get("Fields") or []:
+        lines.append(f'{indent}{mark[field["Type"]]} {field["Name"]}: "{field["Old"]}" => '
+                     f'"{field["New"]}"')
+    for group in diff.get("TaskGroups") or []:
+        if group["Type"] == "None":
+            continue
+        lines.append(f'{indent}{mark[group["Type"]]} Task Group: "{group["Name"]}"')
+        for field in group.get("Fields") or []:
+            lines.append(f'{indent}  {mark[field["Type"]]} {field["Name"]}: '
+                         f'"{field["Old"]}" => "{field["New"]}"')
+        for task in group.get("Tasks") or []:
+            if task["Type"] != "None":
+                lines.append(f'{indent}  {mark[task["Type"]]} Task: "{task["Name"]}"')
+    return "\n".join(lines)

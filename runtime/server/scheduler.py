@@ -1,0 +1,437 @@
+"""The scheduler: one evaluation in, one plan out. Pure: no I/O, no clock, no storage.
+
+It reads what it needs through `SchedulerState` (the job's allocations, the live allocations
+that hold resources, the node, the job's blocked evaluations) and returns a `Plan`: the
+allocations to place, to stop (evictions included), to update in place, the evaluation's own
+outcome, and evaluations to create or cancel. The server applies a plan in one commit; a
+cluster backend is meant to reuse this module unchanged over its own state.
+
+What it does, as Nomad's generic scheduler does on one node:
+
+- **Reconcile** desired (`count` allocations per group, named `<job>.<group>[<i>]`) against
+  the job's live allocations: a live one whose group spec is unchanged is kept (updated in
+  place when the job changed), a changed group's is replaced (the new one names it in
+  `PreviousAllocation`), one no longer wanted is stopped. A stopped job stops everything. A
+  batch allocation that completed is done; one that ended on its own is not placed again by a
+  retry (only a register or a forced evaluation places it again).
+- **Place** where the node's CPU and memory, less what live allocations hold, fit the group,
+  with enough healthy unused device instances.
+- **Preempt**: allocations of jobs at least 10 priority lower may be evicted (lowest first, as
+  few as possible) to make room; the job's own are never evicted.
+- **Block**: a group that still does not fit is reported in `FailedTGAllocs` (Nomad's
+  `AllocMetric`, `DimensionExhausted` naming what ran out) and leaves one blocked evaluation
+  per job (an older one is canceled), retried when capacity changes. A blocked evaluation that
+  is retried and still does not fit stays blocked; once everything is placed it is complete.
+
+Invariant: allocations being replaced keep their resources until their replacement is placed,
+so a replacement that does not fit leaves the old allocation running as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import msgspec
+
+from yurt.runtime.server.drain import node_refusal
+from yurt.runtime.server.reschedule import Decision, as_time, decide
+from yurt.runtime.structs import (
+    ALLOC_CLIENT_COMPLETE,
+    ALLOC_DESIRED_EVICT,
+    ALLOC_DESIRED_STOP,
+    EVAL_STATUS_BLOCKED,
+    EVAL_STATUS_CANCELED,
+    EVAL_STATUS_COMPLETE,
+    EVAL_STATUS_PENDING,
+    TRIGGER_FAILED_FOLLOW_UP,
+    TRIGGER_JOB_REGISTER,
+    TRIGGER_QUEUED_ALLOCS,
+    AllocatedDevice,
+    AllocatedTaskResources,
+    Allocation,
+    AllocMetric,
+    Evaluation,
+    Job,
+    Node,
+    TaskGroup,
+    is_client_terminal,
+)
+
+#: A job may evict allocations of jobs at least this much lower in priority.
+PREEMPTION_DELTA = 10
+
+
+class SchedulerState(Protocol):
+    """What the scheduler reads: a consistent view of the server's state."""
+
+    @property
+    def node(self) -> Node: ...
+
+    def job_allocs(self, job_id: str) -> list[Allocation]:
+        """Every allocation of the job, oldest first."""
+        ...
+
+    def live_allocs(self) -> Iterable[Allocation]:
+        """Every allocation that is not terminal (they hold the node's resources)."""
+        ...
+
+    def blocked_evals(self, job_id: str) -> list[Evaluation]:
+        """The job's evaluations waiting for capacity."""
+        ...
+
+
+@dataclass
+class DesiredUpdates:
+    """Per group, what the plan does (Nomad's `DesiredUpdates`, for plan annotations)."""
+
+    place: int = 0
+    stop: int = 0
+    ignore: int = 0
+    in_place_update: int = 0
+    destructive_update: int = 0
+    preemptions: int = 0
+
+
+@dataclass
+class Plan:
+    eval: Evaluation  # the evaluation processed, with its outcome
+    place: list[Allocation] = field(default_factory=list)
+    stop: list[Allocation] = field(default_factory=list)
+    update: list[Allocation] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # group → why, in words
+    evals: list[Evaluation] = field(default_factory=list)  # to create or update
+    desired: dict[str, DesiredUpdates] = field(default_factory=dict)
+
+    @property
+    def changes_nothing(self) -> bool:
+        return not (self.place or self.stop or self.update)
+
+
+@dataclass(frozen=True)
+class _Usage:
+    """What live allocations hold: CPU MHz, memory MB, device instance IDs."""
+
+    cpu: int
+    mem: int
+    devices: frozenset[str]
+
+    def plus(self, alloc: Allocation) -> _Usage:
+        c, m = alloc_needs(alloc)
+        return _Usage(self.cpu + c, self.mem + m, self.devices | _device_ids(alloc))
+
+    def without(self, *allocs: Allocation) -> _Usage:
+        cpu, mem, devices = self.cpu, self.mem, set(self.devices)
+        for alloc in allocs:
+            c, m = alloc_needs(alloc)
+            cpu, mem = cpu - c, mem - m
+            devices -= _device_ids(alloc)
+        return _Usage(cpu, mem, frozenset(devices))
+
+
+def _device_ids(alloc: Allocation) -> frozenset[str]:
+    return frozenset(i for res in alloc.task_resources.values() for d in res.devices
+                     for i in d.device_ids)
+
+
+def group_needs(group: TaskGroup) -> tuple[int, int]:
+    """(CPU MHz, memory MB) one allocation of `group` asks for."""
+    return (sum(t.resources.cpu for t in group.tasks),
+            sum(t.resources.memory for t in group.tasks))
+
+
+def alloc_needs(alloc: Allocation) -> tuple[int, int]:
+    group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+    return group_needs(group) if group is not None else (0, 0)
+
+
+def group_spec(group: TaskGroup) -> bytes:
+    """What makes a group's allocations replaceable: everything but the count (a count
+    change adds or stops allocations, it does not restart the others)."""
+    return msgspec.json.encode(msgspec.structs.replace(group, count=0))
+
+
+def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
+                   ) -> tuple[dict[str, AllocatedTaskResources], str]:
+    """Healthy, unused device instances for every task of one allocation of `group`:
+    the per-task allocated resources, or an empty dict and why it cannot be placed."""
+    taken: set[str] = set()
+    resources: dict[str, AllocatedTaskResources] = {}
+    for task in group.tasks:
+        allocated = AllocatedTaskResources(cpu_shares=task.resources.cpu,
+                                           memory_mb=task.resources.memory,
+                                           memory_max_mb=task.resources.memory_max)
+        for request in task.resources.devices:
+            found = False
+            for device in node.node_resources.devices:
+                if not device.matches(request.name):
+                    continue
+                free = [i.id for i in device.instances
+                        if i.healthy and i.id not in used and i.id not in taken]
+                if len(free) >= request.count:
+                    ids = free[:request.count]
+                    taken.update(ids)
+                    allocated.devices.append(AllocatedDevice(
+                        vendor=device.vendor, type=device.type, name=device.name,
+                        device_ids=ids))
+                    found = True
+                    break
+            if not found:
+                healthy_free = sum(1 for d in node.node_resources.devices
+                                   if d.matches(request.name) for i in d.instances
+                                   if i.healthy and i.id not in used and i.id not in taken)
+                return {}, (f"Resources exhausted: devices (task {task.name!r} needs "
+                            f"{request.count} × {request.name}, {healthy_free} healthy and "
+                            "free)")
+        resources[task.name] = allocated
+    return resources, ""
+
+
+def try_place(node: Node, group: TaskGroup, usage: _Usage
+              ) -> tuple[dict[str, AllocatedTaskResources], str]:
+    """Resources for one allocation of `group` on top of `usage`, or why it does not fit."""
+    if refusal := node_refusal(node):  # ineligible or draining (server/drain.py)
+        return {}, refusal
+    cpu, mem = group_needs(group)
+    total_cpu = node.node_resources.cpu.cpu_shares
+    total_mem = node.node_resources.memory.memory_mb
+    if total_cpu and usage.cpu + cpu > total_cpu:
+        return {}, (f"Resources exhausted: cpu (needs {cpu} MHz, "
+                    f"{max(total_cpu - usage.cpu, 0)} of {total_cpu} MHz free)")
+    if total_mem and usage.mem + mem > total_mem:
+        return {}, (f"Resources exhausted: memory (needs {mem} MB, "
+                    f"{max(total_mem - usage.mem, 0)} of {total_mem} MB free)")
+    return assign_devices(group, node, usage.devices)
+
+
+def _dimension(why: str) -> str:
+    """Nomad's DimensionExhausted key for one of `try_place`'s reasons."""
+    for dim in ("cpu", "memory", "devices"):
+        if why.startswith(f"Resources exhausted: {dim}"):
+            return dim
+    return why
+
+
+def _preemption(state: SchedulerState, job: Job, group: TaskGroup, usage: _Usage,
+                protected: set[str]) -> list[Allocation]:
+    """Allocations to evict so one allocation of `group` fits on top of `usage`: only of
+    jobs at least PREEMPTION_DELTA priority lower, lowest priority first, and none that does
+    not help (each chosen one is dropped again if the rest suffice). Empty if nothing would."""
+    candidates = sorted(
+        (a for a in state.live_allocs()
+         if a.id not in protected and a.job is not None and a.job_id != job.id
+         and a.job.priority + PREEMPTION_DELTA <= job.priority),
+        key=lambda a: (a.job.priority if a.job else 0, -a.create_index))
+    chosen: list[Allocation] = []
+    trial = usage
+    for candidate in candidates:
+        chosen.append(candidate)
+        trial = trial.without(candidate)
+        if not try_place(state.node, group, trial)[1]:
+            break
+    else:
+        return []
+    for candidate in list(reversed(chosen[:-1])):  # as few as possible
+        rest = [c for c in chosen if c is not candidate]
+        if not try_place(state.node, group, usage.without(*rest))[1]:
+            chosen = rest
+    return chosen
+
+
+def stopped(alloc: Allocation, index: int, now: int, why: str,
+            status: str = ALLOC_DESIRED_STOP) -> Allocation:
+    return msgspec.structs.replace(alloc, desired_status=status, desired_description=why,
+                                   modify_index=index, alloc_modify_index=index,
+                                   modify_time=now)
+
+
+def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: int,
+             now: int, new_id: Callable[[], str], can_preempt: bool = True) -> Plan:
+    """The plan for evaluation `ev` of `job` (None or stopped: stop everything).
+
+    `index` numbers what the plan writes, `now` (unix ns) times it. A live allocation's
+    group, as the job version it runs has it, is compared with the job's: the same, it is
+    kept (updated in place to the new version); changed, it is replaced.
+    """
+    plan = Plan(eval=ev)
+    allocs = state.job_allocs(ev.job_id)
+    live = [a for a in allocs if not a.is_terminal()]
+    if job is None or job.stop:
+        for alloc in live:
+            plan.stop.append(stopped(alloc, index, now, "alloc is being stopped"))
+            plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
+        _finish(state, plan, index, now, new_id)
+        return plan
+    wanted = {f"{job.id}.{g.name}[{i}]": g for g in job.task_groups for i in range(g.count)}
+    # What ended on its own is not placed again by a retry: a completed batch allocation is
+    # done; any other is for a register or a forced evaluation to place again.
+    user_asked = ev.triggered_by == TRIGGER_JOB_REGISTER
+    done: set[str] = set()
+    for alloc in allocs:
+        if alloc.desired_status == "run" and is_client_terminal(alloc.client_status) and (
+                (job.type != "service" and alloc.client_status == ALLOC_CLIENT_COMPLETE)
+                or not user_asked):
+            done.add(alloc.name)
+    # A failed allocation is replaced as its reschedule policy says (reschedule.py).
+    failures = decide(job, allocs, now, user_asked=user_asked)
+    done = (done - set(failures.now) - set(failures.later)) | failures.never
+    _follow_up(plan, ev, failures, index, now, new_id)
+    kept: list[Allocation] = []
+    previous: dict[str, Allocation] = {}
+    unneeded: list[Allocation] = []
+    for alloc in live:
+        group = wanted.get(alloc.name)
+        old = alloc.job.lookup_group(group.name) if alloc.job and group else None
+        if group is None:
+            unneeded.append(alloc)
+        elif old is None or group_spec(old) == group_spec(group):
+            kept.append(alloc)
+        else:
+            previous[alloc.name] = alloc
+    usage = _Usage(0, 0, frozenset())
+    unneeded_ids = {a.id for a in unneeded}
+    for alloc in state.live_allocs():
+        if alloc.id not in unneeded_ids:
+            usage = usage.plus(alloc)
+    evicted: dict[str, Allocation] = {}
+    outdated = [a for a in kept if a.job is not None
+                and a.job.job_modify_index != job.job_modify_index]
+    outdated_names = {a.name for a in outdated}
+    kept_names = {a.name for a in kept}
+    hopeless: set[str] = set()  # groups for which no eviction helps: don't search again
+    protected = {a.id for a in live}  # the job's own allocations are never evicted
+    metrics: dict[str, AllocMetric] = {}
+    for name, group in wanted.items():
+        desired = plan.desired.setdefault(group.name, DesiredUpdates())
+        if name in kept_names:
+            if name in outdated_names:
+                desired.in_place_update += 1
+            else:
+                desired.ignore += 1
+            continue
+        prev = previous.get(name)
+        if (prev is None and name in done) or name in failures.later:
+            desired.ignore += 1
+            continue
+        trial = usage.without(prev) if prev is not None else usage
+        task_resources, why = try_place(state.node, group, trial)
+        victims: list[Allocation] = []
+        if why and can_preempt and group.name not in hopeless:
+            victims = _preemption(state, job, group, trial, protected | set(evicted))
+            if victims:
+                trial = trial.without(*victims)
+                task_resources, why = try_place(state.node, group, trial)
+            else:
+                hopeless.add(group.name)
+        if why:
+            plan.failed.setdefault(group.name, why)
+            metric = metrics.get(group.name)
+            if metric is None:
+                metrics[group.name] = AllocMetric(
+                    nodes_evaluated=1, nodes_exhausted=1, nodes_in_pool=1,
+                    nodes_available={state.node.datacenter: 1},
+                    dimension_exhausted={_dimension(why): 1})
+            else:
+                metric.coalesced_failures += 1
+            continue  # the previous allocation, if any, keeps running as it is
+        for victim in victims:
+            evicted[victim.id] = victim
+        desired.preemptions += len(victims)
+        if prev is not None:
+            desired.destructive_update += 1
+        else:
+            desired.place += 1
+        failed, tracker = failures.now.get(name, (None, None))
+        placed = Allocation(
+            id=new_id(), preempted_allocations=[v.id for v in victims],
+            reschedule_tracker=tracker,
+            namespace=job.namespace, eval_id=ev.id, name=name, node_id=state.node.id,
+            node_name=state.node.name, job_id=job.id, job=job, task_group=group.name,
+            task_resources=task_resources, create_index=index, modify_index=index,
+            alloc_modify_index=index, create_time=now, modify_time=now,
+            previous_allocation=prev.id if prev is not None else failed.id if failed else "")
+        usage = trial.plus(placed)
+        plan.place.append(placed)
+        if failed is not None:  # replaced: no other evaluation replaces it again
+            plan.update.append(msgspec.structs.replace(
+                failed, next_allocation=placed.id, modify_index=index,
+                alloc_modify_index=index, modify_time=now))
+    for new in plan.place:
+        for victim_id in new.preempted_allocations:
+            victim = evicted[victim_id]
+            plan.stop.append(msgspec.structs.replace(
+                stopped(victim, index, now, f"Preempted by allocation {new.id} of job "
+                        f"{job.id!r} (priority {job.priority})", ALLOC_DESIRED_EVICT),
+                preempted_by_allocation=new.id))
+        if new.name in previous:  # a destructive update (a failed one is not stopped)
+            replaced = stopped(previous[new.name], index, now, "alloc is being updated")
+            replaced.next_allocation = new.id
+            plan.stop.append(replaced)
+    for alloc in unneeded:
+        plan.stop.append(stopped(alloc, index, now, "alloc not needed due to job update"))
+        plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
+    plan.update += [msgspec.structs.replace(a, job=job, modify_index=index,
+                                            alloc_modify_index=index) for a in outdated]
+    plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
+    _finish(state, plan, index, now, new_id)
+    return plan
+
+
+def _follow_up(plan: Plan, ev: Evaluation, failures: Decision, index: int, now: int,
+               new_id: Callable[[], str]) -> None:
+    """A follow-up evaluation (WaitUntil) for each failed allocation to replace later, named
+    in its FollowupEvalID; none again for one that already waits on another."""
+    for alloc, when in failures.later.values():
+        if alloc.followup_eval_id and alloc.followup_eval_id != ev.id:
+            continue
+        follow = Evaluation(
+            id=new_id(), namespace=ev.namespace, priority=ev.priority, type=ev.type,
+            triggered_by=TRIGGER_FAILED_FOLLOW_UP, job_id=ev.job_id,
+            job_modify_index=ev.job_modify_index, status=EVAL_STATUS_PENDING,
+            previous_eval=ev.id, wait_until=as_time(when),
+            wait=when - now, create_index=index, modify_index=index, create_time=now,
+            modify_time=now)
+        plan.evals.append(follow)
+        plan.update.append(msgspec.structs.replace(
+            alloc, followup_eval_id=follow.id, modify_index=index,
+            alloc_modify_index=index, modify_time=now))
+
+
+def _finish(state: SchedulerState, plan: Plan, index: int, now: int,
+            new_id: Callable[[], str]) -> None:
+    """The evaluation's outcome: complete, or blocked where groups could not be placed (one
+    blocked evaluation per job; older ones are canceled)."""
+    ev = plan.eval
+    queued = {name: 0 for name in plan.desired}
+    if ev.failed_tg_allocs:
+        for name, metric in ev.failed_tg_allocs.items():
+            queued[name] = 1 + metric.coalesced_failures
+    others = [b for b in state.blocked_evals(ev.job_id) if b.id != ev.id]
+    if ev.failed_tg_allocs and ev.status == EVAL_STATUS_BLOCKED:
+        # A retried blocked evaluation that still does not fit: it stays blocked.
+        plan.eval = msgspec.structs.replace(ev, queued_allocations=queued, modify_index=index,
+                                            modify_time=now)
+    elif ev.failed_tg_allocs:
+        blocked = Evaluation(
+            id=new_id(), namespace=ev.namespace, priority=ev.priority, type=ev.type,
+            triggered_by=TRIGGER_QUEUED_ALLOCS, job_id=ev.job_id,
+            job_modify_index=ev.job_modify_index, status=EVAL_STATUS_BLOCKED,
+            status_description="created to place remaining allocations",
+            previous_eval=ev.id, failed_tg_allocs=ev.failed_tg_allocs,
+            queued_allocations=queued, create_index=index, modify_index=index,
+            create_time=now, modify_time=now)
+        plan.evals.append(blocked)
+        plan.eval = msgspec.structs.replace(
+            ev, status=EVAL_STATUS_COMPLETE, blocked_eval=blocked.id,
+            queued_allocations=queued, modify_index=index, modify_time=now)
+    else:
+        plan.eval = msgspec.structs.replace(
+            ev, status=EVAL_STATUS_COMPLETE, queued_allocations=queued,
+            status_description="" if ev.status != EVAL_STATUS_BLOCKED
+            else "placed once capacity was free", modify_index=index, modify_time=now)
+    for other in others:
+        plan.evals.append(msgspec.structs.replace(
+            other, status=EVAL_STATUS_CANCELED,
+            status_description=f"evaluation {plan.eval.id} replaced it",
+            modify_index=index, modify_time=now))

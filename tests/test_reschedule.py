@@ -1,0 +1,144 @@
+"""Rescheduling under the mock clock (layer 1): the server, a client running mock tasks that
+fail, and alloc updates between them, as the agent wires them. A failing service comes back
+with Nomad's default exponential backoff (30 s, 60 s, 120 s …); a failing batch job gets its
+one attempt a day. Plus the pure policy arithmetic."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+from trio.testing import MockClock
+
+from tests.runtime_support import seconds, unix_clock
+from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client import Client
+from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.jobspec import parse_job
+from yurt.runtime.server.local import LocalServer
+from yurt.runtime.server.reschedule import eligible, next_delay, unix_ns
+from yurt.runtime.structs import (
+    DEFAULT_RESCHEDULE_POLICY,
+    Allocation,
+    Node,
+    NodeCpuResources,
+    NodeMemoryResources,
+    NodeResources,
+    RescheduleEvent,
+    RescheduleTracker,
+)
+from yurt.store.memory import MemoryStateDB
+
+JOB = '''job "crash" {
+  type = "%s"
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "mock_driver"
+      config {
+        run_for   = "1s"
+        exit_code = 1
+      }
+    }
+  }
+}'''
+
+
+def test_default_policies_delays_and_attempts() -> None:
+    service, batch = DEFAULT_RESCHEDULE_POLICY["service"], DEFAULT_RESCHEDULE_POLICY["batch"]
+    alloc = Allocation(id="a")
+    delays = []
+    for _ in range(9):
+        delays.append(next_delay(service, alloc))
+        alloc = Allocation(id="a", reschedule_tracker=RescheduleTracker(events=[
+            *(alloc.reschedule_tracker.events if alloc.reschedule_tracker else []),
+            RescheduleEvent(reschedule_time=0, delay=delays[-1])]))
+    assert [d // SECOND for d in delays] == [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]
+    assert eligible(service, alloc, 0)
+    once = Allocation(id="b", reschedule_tracker=RescheduleTracker(events=[
+        RescheduleEvent(reschedule_time=0, delay=5 * SECOND)]))
+    assert next_delay(batch, Allocation(id="c")) == next_delay(batch, once) == 5 * SECOND
+    assert eligible(batch, Allocation(id="c"), 0)
+    assert not eligible(batch, once, 23 * 60 * MINUTE)  # one attempt a day
+    assert eligible(batch, once, 24 * 60 * MINUTE + 1)
+
+
+@asynccontextmanager
+async def wired() -> AsyncIterator[LocalServer]:
+    """A server and a client as the agent wires them (updates unbatched)."""
+    node = Node(id="n1", name="n1", node_resources=NodeResources(
+        cpu=NodeCpuResources(cpu_shares=4000), memory=NodeMemoryResources(memory_mb=4096)))
+    server = LocalServer(node, EventBroker(), owns_events=True, reschedule=True,
+                         unix_clock=unix_clock)
+    config = AllocRunnerConfig(state_db=MemoryStateDB(),
+                               drivers={"mock_driver": MockDriver(unix_clock)},
+                               unix_clock=unix_clock, rng=random.Random(7))
+    async with trio.open_nursery() as nursery:
+        updates, received = trio.open_memory_channel[Allocation](1000)
+        client = Client(config, EventBroker(), on_alloc_update=updates.send_nowait)
+        await nursery.start(client.run)
+        await nursery.start(server.run)
+
+        async def sync_to_server() -> None:
+            async for alloc in received:
+                await server.update_allocs([alloc])
+
+        async def run_server_allocs() -> None:
+            while True:
+                changed = server.changed
+                client.sync_allocs(server.allocs_for_node())
+                await changed.wait()
+
+        nursery.start_soon(sync_to_server)
+        nursery.start_soon(run_server_allocs)
+        yield server
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_crashing_service_comes_back_with_exponential_backoff(
+        autojump_clock: MockClock) -> None:
+    with trio.fail_after(3 * 3600):
+        async with wired() as server:
+            await server.register_job(parse_job(JOB % "service"))
+            while len(server.job_allocs("crash")) < 6:
+                await server.changed.wait()
+            chain = server.job_allocs("crash")[:6]
+            waits = []
+            for failed, replacement in itertools.pairwise(chain):
+                assert failed.client_status == "failed"
+                assert failed.next_allocation == replacement.id
+                assert replacement.previous_allocation == failed.id
+                follow = server.evals[failed.followup_eval_id]
+                assert (follow.triggered_by, follow.status) == ("failed-follow-up", "complete")
+                assert replacement.eval_id == follow.id
+                finished = max(t.finished_at for t in failed.task_states.values())
+                waits.append(round((replacement.create_time - unix_ns(finished)) / SECOND))
+            assert waits == [30, 60, 120, 240, 480]
+            tracker = chain[5].reschedule_tracker
+            assert tracker is not None
+            assert [e.delay // SECOND for e in tracker.events] == [30, 60, 120, 240, 480]
+            assert [e.prev_alloc_id for e in tracker.events] == [a.id for a in chain[:5]]
+            assert server.jobs["crash"].version == 0  # never registered again
+
+
+async def test_a_failing_batch_job_gets_one_attempt_a_day(autojump_clock: MockClock) -> None:
+    with trio.fail_after(3 * 3600):
+        async with wired() as server:
+            await server.register_job(parse_job(JOB % "batch"))
+            while len(server.job_allocs("crash")) < 2:
+                await server.changed.wait()
+            first, second = server.job_allocs("crash")
+            assert seconds(second.create_time) - seconds(first.create_time) == 6  # 1 s + 5 s
+            await trio.sleep(3600)
+            assert [a.client_status for a in server.job_allocs("crash")] == ["failed",
+                                                                             "failed"]
+            assert server.allocs[second.id].followup_eval_id == ""
+            assert server.jobs["crash"].status == "dead"
