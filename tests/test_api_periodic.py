@@ -52,7 +52,8 @@ async def test_periodic_parent_is_stored_not_placed_and_force_launches_a_child(
             assert set(body) == {"EvalID", "EvalCreateIndex", "Index"}
             assert body["EvalID"]
             assert body["Index"] == body["EvalCreateIndex"]
-            assert forced.headers["X-Nomad-Index"] == str(body["Index"])
+            # The child is placed before the answer, so the server may be past the eval's index.
+            assert int(forced.headers["X-Nomad-Index"]) >= body["Index"]
             (child,) = [j for j in a.agent.server.jobs.values() if j.parent_id == "nightly"]
             assert child.id.startswith("nightly/periodic-")
             assert child.periodic is None
