@@ -29,6 +29,7 @@ from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_json, json_response
 from yurt.runtime.api.status import server_address
 from yurt.runtime.server import schedconfig
+from yurt.runtime.server.serial import serialized
 from yurt.runtime.structs import is_client_terminal
 
 
@@ -75,15 +76,18 @@ async def scheduler_configuration(ctx: Context, request: Request) -> Response:
     config.scheduler_algorithm = config.scheduler_algorithm or "binpack"
     if why := schedconfig.validate(config):
         raise ApiError(400, why)
-    current = server.scheduler_config
-    if cas is not None and cas != current.modify_index:
-        return json_response({"Updated": False, "Index": server.index})
-    index = server._next_index()  # the server's one counter (take_index() once it has one)
-    config.create_index = current.create_index or index
-    config.modify_index = index
-    await schedconfig.save(_config_path(ctx), config)
-    server.scheduler_config = config
-    server._notify_changed()
+    # Check, save and assign as one step: another PUT saving meanwhile would pass the same
+    # check-and-set (Nomad's state store applies one write at a time).
+    async with serialized(server, "scheduler-config"):
+        current = server.scheduler_config
+        if cas is not None and cas != current.modify_index:
+            return json_response({"Updated": False, "Index": server.index})
+        index = server.take_index()
+        config.create_index = current.create_index or index
+        config.modify_index = index
+        await schedconfig.save(_config_path(ctx), config)
+        server.scheduler_config = config
+        server.notify_changed()
     return json_response({"Updated": True, "Index": index})
 
 

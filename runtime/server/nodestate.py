@@ -23,6 +23,7 @@ import contextlib
 import logging
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -257,15 +258,30 @@ def _read(path: Path) -> PersistedNode | None:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """`data` in `path` (0600), all or nothing, on disk before this returns."""
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    """`data` in `path` (0600), all or nothing, on disk before this returns.
+
+    The temporary file has a name of its own (two writers never share one, and a crash
+    leaves at most a stray `.<name>.*.tmp`), and the directory is synced after the rename so
+    that the rename itself survives a power loss."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        os.close(dir_fd)
 
 
 async def _either(a: trio.Event, b: trio.Event) -> None:
