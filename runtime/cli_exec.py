@@ -22,6 +22,7 @@ and the process exits right after.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -189,7 +190,10 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
 
     async def send(ws: WebSocketConnection, frame: str) -> None:
         async with send_lock:
-            await ws.send_message(frame)
+            # The agent closed the session (it refused the exec, the command ended):
+            # `receive` reports why; what was left to send has nobody to read it.
+            with contextlib.suppress(ConnectionClosed):
+                await ws.send_message(frame)
 
     async def pump_stdin(ws: WebSocketConnection, session: trio.CancelScope) -> None:
         while True:
