@@ -11,6 +11,9 @@ import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent
+from yurt.runtime.server import serial
+from yurt.runtime.server.local import Registration
+from yurt.runtime.structs import Job
 
 pytestmark = pytest.mark.slow
 
@@ -240,3 +243,47 @@ async def test_a_periodic_parameterized_job_dispatches_periodic_children(
             (grandchild,) = [j for j in server.jobs.values() if j.parent_id == child_id]
             assert grandchild.id.startswith(f"{child_id}/periodic-")
             assert grandchild.dispatched  # copied from its dispatched parent, as in Nomad
+
+
+async def test_concurrent_dispatches_with_one_idempotency_token_make_one_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            server = a.agent.server
+            body = template("p", "sleep 100", ParameterizedJob={"Payload": "optional"})
+            assert (await c.post("/v1/jobs", json=body)).status_code == 200
+            tokens = ("tok", "tok", "tok", "tok", "other")
+            # The first registration is held until every request is past its token lookup
+            # (registering too) or waiting to make it: the race, made certain.
+            register, registering = server.register_job, 0
+
+            def waiting() -> int:
+                locks = serial._LOCKS.get(server, {})
+                return sum(lock.statistics().tasks_waiting for lock in locks.values())
+
+            async def held_register(job: Job) -> Registration:
+                nonlocal registering
+                registering += 1
+                first = registering == 1
+                # Polled: the lock's waiters announce nothing (bounded by the fail_after).
+                while first:
+                    if registering + waiting() >= len(tokens):
+                        break
+                    await trio.sleep(0.01)
+                return await register(job)
+
+            monkeypatch.setattr(server, "register_job", held_register)
+            answers: list[tuple[int, str]] = []
+
+            async def dispatch(token: str) -> None:
+                r = await c.post("/v1/job/p/dispatch", json={"IdempotencyToken": token})
+                answers.append((r.status_code, r.json()["DispatchedJobID"]))
+
+            async with trio.open_nursery() as nursery:
+                for token in tokens:
+                    nursery.start_soon(dispatch, token)
+            assert [s for s, _ in answers] == [200] * len(tokens)
+            children = sorted(j.id for j in server.jobs.values() if j.parent_id == "p")
+            assert len(children) == 2
+            assert sorted({child for _, child in answers}) == children

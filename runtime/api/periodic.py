@@ -26,6 +26,7 @@ from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.server.dispatch import DispatchError, check_dispatch, dispatched_child
 from yurt.runtime.server.periodic_dispatcher import launch
+from yurt.runtime.server.serial import serialized
 
 
 async def periodic_force(ctx: Context, request: Request) -> Response:
@@ -71,17 +72,20 @@ async def dispatch(ctx: Context, request: Request) -> Response:
         check_dispatch(parent, payload, meta, priority or parent.priority)
     except DispatchError as e:
         raise ApiError(400, str(e)) from None
-    if token:
-        # A retried request: the child this token made, while it is not purged (Nomad).
-        for job in server.jobs.values():
-            if job.parent_id == parent.id and job.dispatch_idempotency_token == token:
-                return json_response({"DispatchedJobID": job.id, "EvalID": "",
-                                      "EvalCreateIndex": 0, "JobCreateIndex": job.create_index,
-                                      "Index": job.modify_index})
-    child = dispatched_child(parent, payload, meta, priority or parent.priority, time.time(),
-                             prefix)
-    child.dispatch_idempotency_token = token
-    result = await server.register_job(child)
+    # The token's lookup and the child's registration as one step: concurrent retries of
+    # one request must find the child the first of them made, not each make their own.
+    async with serialized(server, f"dispatch/{parent.namespace}/{parent.id}"):
+        if token:
+            # A retried request: the child this token made, while it is not purged (Nomad).
+            for job in server.jobs.values():
+                if job.parent_id == parent.id and job.dispatch_idempotency_token == token:
+                    return json_response({
+                        "DispatchedJobID": job.id, "EvalID": "", "EvalCreateIndex": 0,
+                        "JobCreateIndex": job.create_index, "Index": job.modify_index})
+        child = dispatched_child(parent, payload, meta, priority or parent.priority,
+                                 time.time(), prefix)
+        child.dispatch_idempotency_token = token
+        result = await server.register_job(child)
     created = server.jobs[child.id].create_index
     periodic = child.periodic is not None
     return json_response({"DispatchedJobID": child.id,
