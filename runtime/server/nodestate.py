@@ -14,7 +14,9 @@ Invariants:
 - `run` is the drainer (Nomad's NodeDrainer on one node): it plans with the pure
   `drain.plan_drain` on every server change and at the deadline, stops allocations through the
   server's `stop_alloc`, and completes the drain. Time comes from `unix_clock` and trio's clock,
-  so the whole drain runs under a mock clock in tests.
+  so the whole drain runs under a mock clock in tests. A drain step that fails is logged once
+  per distinct error and retried (after `RETRY` or on the next change): it never stops the
+  agent.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
 
 log = logging.getLogger("yurt.server.nodestate")
+
+#: Seconds before a drain step that failed is tried again (sooner on a server change).
+RETRY: Final = 30.0
 
 #: Nomad keeps a node's last ten events (structs.MaxRetainedNodeEvents).
 MAX_EVENTS: Final = 10
@@ -84,6 +89,7 @@ class NodeControl:
         self._clock = unix_clock
         self._lock = trio.Lock()
         self._kick = trio.Event()
+        self._error = ""  # the drain step's last error, logged once
 
     @property
     def node(self) -> Node:
@@ -221,6 +227,14 @@ class NodeControl:
 
     # ------------------------------------------------------------------ the drainer
 
+    def _report(self, error: Exception) -> None:
+        """Log a failed drain step once per distinct error (it is retried)."""
+        text = f"{type(error).__name__}: {error}"
+        if text != self._error:
+            self._error = text
+            log.error("node drain step failed, retried in %.0f s or on the next change: %s",
+                      RETRY, text, exc_info=error)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         """Drain whenever the node has a drain strategy, until cancelled."""
@@ -230,18 +244,24 @@ class NodeControl:
             wake = math.inf
             strategy = self.node.drain_strategy
             if strategy is not None:
-                now = self._clock()
-                plan = plan_drain(strategy, self._server.allocs_for_node(), now)
-                for alloc in plan.stop:
-                    # Where a replacement would be placed; on this ineligible node it cannot
-                    # be, and waits as a blocked evaluation (the server's part).
-                    with contextlib.suppress(KeyError):  # purged meanwhile
-                        await self._server.stop_alloc(alloc.id)
-                if plan.complete:
-                    await self._complete(plan.deadlined)
-                    continue
-                if plan.wake_at is not None:
-                    wake = trio.current_time() + max(plan.wake_at - now, 0) / 1e9
+                try:
+                    now = self._clock()
+                    plan = plan_drain(strategy, self._server.allocs_for_node(), now)
+                    for alloc in plan.stop:
+                        # Where a replacement would be placed; on this ineligible node it
+                        # cannot be, and waits as a blocked evaluation (the server's part).
+                        with contextlib.suppress(KeyError):  # purged meanwhile
+                            await self._server.stop_alloc(alloc.id)
+                    if plan.complete:
+                        await self._complete(plan.deadlined)
+                        self._error = ""
+                        continue
+                    if plan.wake_at is not None:
+                        wake = trio.current_time() + max(plan.wake_at - now, 0) / 1e9
+                    self._error = ""
+                except Exception as e:  # a drain step's fault must not take the agent down
+                    self._report(e)
+                    wake = trio.current_time() + RETRY
             with trio.move_on_at(wake):
                 await _either(changed, kick)
             if kick.is_set():
