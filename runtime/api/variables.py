@@ -7,9 +7,11 @@ is the `Variable` with its items, 404 `variable not found`; a write answers the 
 409 carrying what is stored (objects.py and server/variables.py hold the rules).
 
 A write's namespace is the body's `Namespace`, else `?namespace=`, else `default`; its path is
-the URL's. Nomad answers an invalid path or item set with a 500 and the validation text; yurt
-keeps the text and answers 400, a 5xx here being a bug. One more difference: rewriting a
-variable with the items it already has answers that variable, where Nomad answers `null`.
+the URL's. The namespace need not exist: Nomad's Variables.Apply and its state store's
+varSetTxn check none (only Enterprise quotas look at it), so neither does yurt. Nomad
+answers an invalid path or item set with a 500 and the validation text; yurt keeps the text
+and answers 400, a 5xx here being a bug. One more difference: rewriting a variable with the
+items it already has answers that variable, where Nomad answers `null`.
 """
 
 from __future__ import annotations
