@@ -281,3 +281,26 @@ async def test_a_failing_drain_step_is_logged_once_and_retried(
     assert all(a.desired_status == "stop" for a in server.allocs.values())
     assert node.events[-1].message == "Node drain complete"
     assert [r.getMessage().count("No space left on device") for r in caplog.records] == [1]
+
+
+async def test_a_fresh_node_registers_with_a_real_index(tmp_path: Path) -> None:
+    path = tmp_path / "node-state.json"
+    server = LocalServer(Node(id="n"), EventBroker())
+    server.observe_index(7)  # what the server's store held
+    sub = server.broker.subscribe()
+    await NodeControl(server, server.broker, path).load()
+    node = server.node
+    assert node.modify_index == node.create_index == server.index == 8
+    (event,) = node.events
+    assert (event.message, event.create_index) == ("Node registered", 8)
+    with trio.fail_after(1):
+        record = await sub.receive()
+    assert [(e.topic, e.type) for e in record.events] == [("Node", "NodeRegistration")]
+    assert record.events[0].payload["Node"].modify_index == 8
+    sub.close()
+    # A restart knows the node: no second registration, the same indexes.
+    again = LocalServer(Node(id="n"), EventBroker())
+    await NodeControl(again, again.broker, path).load()
+    assert again.node.modify_index == 8
+    assert again.index == 8
+    assert [(e.message, e.create_index) for e in again.node.events] == [("Node registered", 8)]

@@ -101,9 +101,13 @@ class NodeControl:
         stored = await trio.to_thread.run_sync(_read, self._path) if self._path else None
         node = self.node
         if stored is None:
-            node.events = [NodeEvent(message=REGISTERED, subsystem="Cluster",
-                                     timestamp=from_unix_ns(self._clock()),
-                                     create_index=self._server.index)]
+            # A registration is a change like any other: it takes the next index (the node's
+            # CreateIndex and ModifyIndex, its event's CreateIndex) and is written, so the
+            # next start finds the node known.
+            async with self._lock:
+                index = await self._commit(self._event(REGISTERED, "Cluster"),
+                                           "NodeRegistration")
+                node.create_index = index
             return
         node.scheduling_eligibility = stored.scheduling_eligibility
         node.drain_strategy = stored.drain_strategy
@@ -113,13 +117,12 @@ class NodeControl:
         node.modify_index = stored.modify_index
         # The node's index was taken from the server's counter; the server's own store may
         # not have been written since.
-        self._server.index = max(self._server.index, stored.modify_index)
+        self._server.observe_index(stored.modify_index)
 
     async def _commit(self, event: NodeEvent | None, event_type: str) -> int:
         """Take an index, record `event`, persist, publish; returns the index."""
         node = self.node
-        # The server's one counter (LocalServer.take_index() once it has one).
-        index = self._server._next_index()
+        index = self._server.take_index()  # the server's one counter
         node.modify_index = index
         node.status_updated_at = self._clock() // 1_000_000_000
         if event is not None:
