@@ -38,14 +38,13 @@ import click
 
 from yurt.runtime.cli_escape import EscapeFilter
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.goparse import parse_go_bool
 
 if TYPE_CHECKING:
     from trio_websocket import WebSocketConnection
 
 HEARTBEAT: Final = 10.0  # Nomad's client sends `{}` this often
 STDIN_CHUNK: Final = 2048
-_BOOLS: Final = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
-                 **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
 
 class UsageError(Exception):
@@ -74,9 +73,10 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
             break
         name, has_value, value = arg.lstrip("-").partition("=")
         if name in ("i", "t", "job"):
-            if has_value and value not in _BOOLS:
-                raise UsageError(f'invalid boolean value "{value}" for -{name}')
-            on = _BOOLS[value] if has_value else True
+            try:
+                on = parse_go_bool(value) if has_value else True  # Go's flag package
+            except ValueError:
+                raise UsageError(f'invalid boolean value "{value}" for -{name}') from None
             if name == "i":
                 flags.stdin = on
             elif name == "t":

@@ -3,6 +3,7 @@ and `write_atomically` with concurrent writers."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -67,3 +68,28 @@ def test_write_atomically_concurrent_writers_leave_one_whole_file(tmp_path: Path
     assert len(set(content)) == 1
     assert (path.stat().st_mode & 0o777) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
+async def test_cas_is_parsed_as_each_nomad_endpoint_parses_it(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            url = "/v1/operator/scheduler/configuration"
+            body = {"SchedulerAlgorithm": "spread"}
+            # The operator endpoint: present means parsed, empty included.
+            for raw, why in (("", "invalid syntax"), ("-1", "invalid syntax"),
+                             ("\u00b2", "invalid syntax"),
+                             (str(1 << 64), "value out of range")):
+                r = await c.put(url, params={"cas": raw}, json=body)
+                assert r.status_code == 400, raw
+                assert r.text.startswith("Error parsing cas value: strconv.ParseUint: "
+                                         f"parsing {json.dumps(raw)}: {why}"), r.text
+            # Variables: an empty cas is no cas at all.
+            r = await c.put("/v1/var/x", params={"cas": ""}, json={"Items": {"k": "v"}})
+            assert r.status_code == 200
+            for raw in ("-1", "\u00b2", str(1 << 64)):
+                r = await c.put("/v1/var/x", params={"cas": raw}, json={"Items": {"k": "v"}})
+                assert r.status_code == 400, raw
+                assert r.text.startswith("can not parse cas: strconv.ParseUint: parsing "), r.text
+                r = await c.delete("/v1/var/x", params={"cas": raw})
+                assert r.status_code == 400, raw

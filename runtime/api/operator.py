@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.request import ApiError, body_json, json_response
+from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
 from yurt.runtime.api.status import server_address
 from yurt.runtime.server import schedconfig
 from yurt.runtime.server.serial import serialized
@@ -50,12 +50,7 @@ async def scheduler_configuration(ctx: Context, request: Request) -> Response:
         return json_response({"SchedulerConfig": server.scheduler_config,
                               "Index": server.scheduler_config.modify_index,
                               "LastContact": 0, "KnownLeader": True, "NextToken": ""})
-    cas: int | None = None
-    if "cas" in request.query_params:
-        raw = request.query_params["cas"]
-        if not raw.isdigit():  # Go's ParseUint: digits only
-            raise ApiError(400, f"Error parsing cas value: invalid syntax: {raw!r}")
-        cas = int(raw)
+    cas = query_cas(request, "Error parsing cas value", empty_is_absent=False)
     body = await body_json(request)
     zero: dict[str, Any] = {  # Go's zero values for what the body leaves out
         "SchedulerAlgorithm": "", "MemoryOversubscriptionEnabled": False,
