@@ -6,21 +6,24 @@ persists, so restarts and an agent restart do not write it again), and only for 
 `dispatch_payload { file }` block; the file is written even when the payload is empty, as
 Nomad does. Without a task directory (the mock-driver runtime) there is nothing to write.
 
-Invariant: the file lands inside the allocation directory. The jobspec already refuses a
-`file` that climbs out of it; here the resolved parent directory is checked again and the
-file is opened without following a symlink, because a `local/` moved in from a previous
-allocation (sticky/migrating disks) may hold links a task left there.
+Invariant: the file and every directory made for it land inside the allocation directory. The
+jobspec already refuses a `file` that climbs out of it; here the path is walked again with the
+allocation directory's confined walk (a link is resolved inside it or refused) and nothing is
+created by a path the kernel resolves, because a `local/` moved in from a previous allocation
+(sticky/migrating disks) may hold links a task left there.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import ClassVar, final
 
 import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
+from yurt.runtime.allocfs import FsError, clean_parts, open_confined
 
 
 class DispatchPayloadError(Exception):
@@ -29,19 +32,41 @@ class DispatchPayloadError(Exception):
 
 def write_payload(task_dir: Path, file: str, payload: bytes) -> Path:
     """Write `payload` to `<task_dir>/local/<file>` (a leading `/` is relative to `local/`,
-    as Go's `filepath.Join` reads it) and return the path written."""
-    alloc_dir = task_dir.parent.resolve()
-    target = task_dir / "local" / file.lstrip("/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    parent = target.parent.resolve()
-    if parent != alloc_dir and alloc_dir not in parent.parents:
-        raise DispatchPayloadError(f"dispatch payload file {file!r} escapes the allocation "
-                                   "directory")
-    fd = os.open(parent / target.name,
-                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o777)
+    as Go's `filepath.Join` reads it) and return the path written.
+
+    Nothing is ever created through a link: each directory is reached by the allocation
+    directory's confined walk (runtime/allocfs.py), a missing one is made relative to the
+    descriptor of its parent, and the file is opened relative to its directory's descriptor
+    without following a link."""
+    root = task_dir.parent.resolve()
+    try:
+        *dirs, name = clean_parts(f"{task_dir.name}/local/{file}")
+        where = open_confined(root, "")
+        try:
+            for part in dirs:
+                below = "/".join((*where.resolved, part))
+                try:
+                    nxt = open_confined(root, below)
+                except FsError as e:
+                    if e.status != 404:
+                        raise
+                    # A dangling link in its place makes this fail (EEXIST): never followed.
+                    os.mkdir(part, 0o777, dir_fd=where.fd)
+                    nxt = open_confined(root, below)
+                os.close(where.fd)
+                where = nxt
+                if not stat.S_ISDIR(where.st.st_mode):
+                    raise FsError(400, f"{below!r} is not a directory")
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
+                         os.O_CLOEXEC, 0o777, dir_fd=where.fd)
+        finally:
+            os.close(where.fd)
+    except (FsError, ValueError) as e:
+        raise DispatchPayloadError(f"dispatch payload file {file!r} cannot be written inside "
+                                   f"the allocation directory: {e}") from None
     with os.fdopen(fd, "wb") as f:
         f.write(payload)
-    return parent / target.name
+    return root.joinpath(*where.resolved, name)
 
 
 @final

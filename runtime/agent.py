@@ -353,12 +353,13 @@ class Agent:
                     self.server = LocalServer(self.node, self.broker, store, owns_events=True,
                                               reschedule=True)
                     await self.server.load()
+                    # Indexes kept outside server.db are observed before any new one is taken.
+                    from yurt.runtime.server import schedconfig
+                    await schedconfig.attach(self.server, data / "server")
                     from yurt.runtime.server.nodestate import NodeControl  # node drain
                     self.node_control = NodeControl(self.server, self.broker,
                                                     data / "server" / "node-state.json")
                     await self.node_control.load()
-                    from yurt.runtime.server import schedconfig
-                    await schedconfig.attach(self.server, data / "server")
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
                                               on_acknowledged=lambda: self.gc.wake())

@@ -22,6 +22,7 @@ and the process exits right after.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -37,14 +38,13 @@ import click
 
 from yurt.runtime.cli_escape import EscapeFilter
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.goparse import parse_go_bool
 
 if TYPE_CHECKING:
     from trio_websocket import WebSocketConnection
 
 HEARTBEAT: Final = 10.0  # Nomad's client sends `{}` this often
 STDIN_CHUNK: Final = 2048
-_BOOLS: Final = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
-                 **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
 
 class UsageError(Exception):
@@ -73,9 +73,10 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
             break
         name, has_value, value = arg.lstrip("-").partition("=")
         if name in ("i", "t", "job"):
-            if has_value and value not in _BOOLS:
-                raise UsageError(f'invalid boolean value "{value}" for -{name}')
-            on = _BOOLS[value] if has_value else True
+            try:
+                on = parse_go_bool(value) if has_value else True  # Go's flag package
+            except ValueError:
+                raise UsageError(f'invalid boolean value "{value}" for -{name}') from None
             if name == "i":
                 flags.stdin = on
             elif name == "t":
@@ -189,7 +190,10 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
 
     async def send(ws: WebSocketConnection, frame: str) -> None:
         async with send_lock:
-            await ws.send_message(frame)
+            # The agent closed the session (it refused the exec, the command ended):
+            # `receive` reports why; what was left to send has nobody to read it.
+            with contextlib.suppress(ConnectionClosed):
+                await ws.send_message(frame)
 
     async def pump_stdin(ws: WebSocketConnection, session: trio.CancelScope) -> None:
         while True:

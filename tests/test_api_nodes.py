@@ -252,3 +252,27 @@ async def test_purge(tmp_path: Path) -> None:
             assert node["CreateIndex"] == r.json()["NodeModifyIndex"]
             assert (await c.post("/v1/node/zzzz/purge")).status_code == 404
             assert (await c.get(f"/v1/node/{node_id}/purge")).status_code == 405
+
+
+async def test_evaluate_skips_periodic_and_parameterized_parents(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            node_id = a.agent.node.id
+            periodic = mock_job("cron")
+            periodic["Job"].update(Type="batch", Periodic={"Spec": "0 0 1 1 *"})
+            parameterized = mock_job("param")
+            parameterized["Job"].update(Type="batch", ParameterizedJob={"Payload": "optional"})
+            for body in (periodic, parameterized):
+                assert (await c.post("/v1/jobs", json=body)).status_code == 200
+            before = {j: (await c.get(f"/v1/job/{j}")).json()["ModifyIndex"]
+                      for j in ("cron", "param")}
+            r = await c.post(f"/v1/node/{node_id}/evaluate")
+            assert r.status_code == 200
+            assert r.json()["EvalIDs"] is None
+            assert r.json()["EvalCreateIndex"] == 0
+            after = {j: (await c.get(f"/v1/job/{j}")).json()["ModifyIndex"]
+                     for j in ("cron", "param")}
+            assert after == before
+            assert a.agent.server.job_allocs("cron") == []
+            assert a.agent.server.job_allocs("param") == []

@@ -4,13 +4,19 @@ raw_exec task reading its dispatched payload from local/."""
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent
+from yurt.runtime.api import periodic as periodic_api
+from yurt.runtime.server import serial
+from yurt.runtime.server.local import Registration
+from yurt.runtime.structs import Job
 
 pytestmark = pytest.mark.slow
 
@@ -241,3 +247,70 @@ async def test_a_periodic_parameterized_job_dispatches_periodic_children(
             (grandchild,) = [j for j in server.jobs.values() if j.parent_id == child_id]
             assert grandchild.id.startswith(f"{child_id}/periodic-")
             assert grandchild.dispatched  # copied from its dispatched parent, as in Nomad
+
+
+async def test_concurrent_dispatches_with_one_idempotency_token_make_one_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            server = a.agent.server
+            body = template("p", "sleep 100", ParameterizedJob={"Payload": "optional"})
+            assert (await c.post("/v1/jobs", json=body)).status_code == 200
+            tokens = ("tok", "tok", "tok", "tok", "other")
+            # The first registration is held until every request is past its token lookup
+            # (registering too) or waiting to make it: the race, made certain.
+            register, registering = server.register_job, 0
+
+            def waiting() -> int:
+                locks = serial._LOCKS.get(server, {})
+                return sum(lock.statistics().tasks_waiting for lock in locks.values())
+
+            async def held_register(job: Job) -> Registration:
+                nonlocal registering
+                registering += 1
+                first = registering == 1
+                # Polled: the lock's waiters announce nothing (bounded by the fail_after).
+                while first:
+                    if registering + waiting() >= len(tokens):
+                        break
+                    await trio.sleep(0.01)
+                return await register(job)
+
+            monkeypatch.setattr(server, "register_job", held_register)
+            answers: list[tuple[int, str]] = []
+
+            async def dispatch(token: str) -> None:
+                r = await c.post("/v1/job/p/dispatch", json={"IdempotencyToken": token})
+                answers.append((r.status_code, r.json()["DispatchedJobID"]))
+
+            async with trio.open_nursery() as nursery:
+                for token in tokens:
+                    nursery.start_soon(dispatch, token)
+            assert [s for s, _ in answers] == [200] * len(tokens)
+            children = sorted(j.id for j in server.jobs.values() if j.parent_id == "p")
+            assert len(children) == 2
+            assert sorted({child for _, child in answers}) == children
+
+
+async def test_a_second_force_in_the_same_second_names_no_evaluation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with trio.fail_after(40):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            r = await c.put("/v1/jobs", json=template(
+                "nightly", "sleep 100", Periodic={"Spec": "0 0 1 1 *"}))
+            assert r.status_code == 200, r.text
+            second = int(time.time())
+            # Both forces in one second: the child's ID (`<id>/periodic-<unix>`) is the same.
+            monkeypatch.setattr(periodic_api, "time", SimpleNamespace(time=lambda: second))
+            first = (await c.post("/v1/job/nightly/periodic/force")).json()
+            again = await c.post("/v1/job/nightly/periodic/force")
+            assert again.status_code == 200
+            assert first["EvalID"]
+            assert first["EvalCreateIndex"] > 0
+            assert again.json() == {"EvalID": "", "EvalCreateIndex": 0,
+                                    "Index": again.json()["Index"]}
+            assert again.json()["Index"] >= first["Index"]
+            children = [j.id for j in a.agent.server.jobs.values() if j.parent_id == "nightly"]
+            assert children == [f"nightly/periodic-{second}"]

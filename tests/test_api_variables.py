@@ -236,3 +236,18 @@ async def test_python_nomad_reads_and_writes_variables(tmp_path: Path) -> None:
                 client.namespace.delete_namespace("api")
 
             await trio.to_thread.run_sync(drive)
+
+
+async def test_a_variable_may_be_written_in_a_namespace_that_does_not_exist(
+        tmp_path: Path) -> None:
+    """As Nomad's (community edition) Variables.Apply: no namespace check on a write."""
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            assert (await c.get("/v1/namespace/nope")).status_code == 404
+            r = await c.put("/v1/var/x?namespace=nope", json={"Items": {"k": "v"}})
+            assert r.status_code == 200
+            assert r.json()["Namespace"] == "nope"
+            read = await c.get("/v1/var/x?namespace=nope")
+            assert read.json()["Items"] == {"k": "v"}
+            assert (await c.get("/v1/var/x")).status_code == 404

@@ -94,3 +94,26 @@ def test_payload_lands_in_local_and_never_outside(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="Too many levels of symbolic links"):
         write_payload(task_dir, "file", b"secret")
     assert list(outside.iterdir()) == []
+
+
+def test_payload_directories_are_never_made_through_a_link(tmp_path: Path) -> None:
+    task_dir = tmp_path / "alloc1" / "t"
+    (task_dir / "local").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink("../../../outside", task_dir / "local" / "link")
+    with pytest.raises(DispatchPayloadError, match="escapes the alloc"):
+        write_payload(task_dir, "link/made/by/root/p", b"secret")
+    assert list(outside.iterdir()) == []
+    # A link that stays inside the allocation directory is followed there.
+    shared = tmp_path / "alloc1" / "alloc"
+    shared.mkdir()
+    os.symlink("../../alloc", task_dir / "local" / "data")
+    written = write_payload(task_dir, "data/sub/p", b"ok")
+    assert written == shared.resolve() / "sub" / "p"
+    assert (shared / "sub" / "p").read_bytes() == b"ok"
+    # A dangling link where a directory is to be made: not followed, nothing made.
+    os.symlink("../../nothing", task_dir / "local" / "dangling")
+    with pytest.raises(FileExistsError):
+        write_payload(task_dir, "dangling/p", b"secret")
+    assert not (tmp_path / "alloc1" / "nothing").exists()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 
@@ -247,3 +248,59 @@ async def test_a_failed_write_keeps_the_change_in_memory(tmp_path: Path) -> None
     assert server.node.modify_index == index
     with pytest.raises(ValueError, match="invalid scheduling eligibility"):
         await control.set_eligibility("maybe")
+
+
+async def test_a_failing_drain_step_is_logged_once_and_retried(
+        autojump_clock: MockClock, caplog: pytest.LogCaptureFixture) -> None:
+    broker = EventBroker()
+    node = Node(id="n1", name="n1", node_resources=NodeResources(
+        cpu=NodeCpuResources(cpu_shares=4000), memory=NodeMemoryResources(memory_mb=4096)))
+    server = LocalServer(node, broker)
+    control = NodeControl(server, broker, None, unix_clock=unix_clock)
+    await control.load()
+    assert len((await server.register_job(_job())).placed) == 5
+    stop_alloc, failures = server.stop_alloc, 3
+
+    async def failing_stop(alloc_id: str) -> Allocation:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise OSError(28, "No space left on device")
+        return await stop_alloc(alloc_id)
+
+    server.stop_alloc = failing_stop  # type: ignore[method-assign]
+    caplog.set_level(logging.ERROR, "yurt.server.nodestate")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(control.run)
+        await control.set_drain(-1)  # force: every allocation stops at once
+        with trio.fail_after(300):
+            while node.drain_strategy is not None:
+                await server.changed.wait()
+        nursery.cancel_scope.cancel()
+    assert failures == 0
+    assert all(a.desired_status == "stop" for a in server.allocs.values())
+    assert node.events[-1].message == "Node drain complete"
+    assert [r.getMessage().count("No space left on device") for r in caplog.records] == [1]
+
+
+async def test_a_fresh_node_registers_with_a_real_index(tmp_path: Path) -> None:
+    path = tmp_path / "node-state.json"
+    server = LocalServer(Node(id="n"), EventBroker())
+    server.observe_index(7)  # what the server's store held
+    sub = server.broker.subscribe()
+    await NodeControl(server, server.broker, path).load()
+    node = server.node
+    assert node.modify_index == node.create_index == server.index == 8
+    (event,) = node.events
+    assert (event.message, event.create_index) == ("Node registered", 8)
+    with trio.fail_after(1):
+        record = await sub.receive()
+    assert [(e.topic, e.type) for e in record.events] == [("Node", "NodeRegistration")]
+    assert record.events[0].payload["Node"].modify_index == 8
+    sub.close()
+    # A restart knows the node: no second registration, the same indexes.
+    again = LocalServer(Node(id="n"), EventBroker())
+    await NodeControl(again, again.broker, path).load()
+    assert again.node.modify_index == 8
+    assert again.index == 8
+    assert [(e.message, e.create_index) for e in again.node.events] == [("Node registered", 8)]

@@ -4,20 +4,22 @@ DST change with prohibit_overlap, a catch-up after downtime, and no duplicate on
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import msgspec
+import pytest
 import trio
 from trio.testing import MockClock
 
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.local import LocalServer
+from yurt.runtime.server.local import LocalServer, Registration
 from yurt.runtime.server.periodic import launch_of_child
 from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher, launch
-from yurt.runtime.structs import Node
+from yurt.runtime.structs import Job, Node
 
 NY = ZoneInfo("America/New_York")
 START = datetime(2026, 3, 5, 12, tzinfo=UTC)  # a week that holds the spring-forward change
@@ -137,3 +139,37 @@ async def test_catch_up_once_after_downtime_and_no_duplicate_on_restart(
     result = await launch(server, server.jobs["backup"], catch_up)
     assert result.unchanged
     assert len(server.allocs) == allocs
+
+
+async def test_a_failing_parent_neither_stops_the_dispatcher_nor_floods_the_log(
+        autojump_clock: MockClock, caplog: pytest.LogCaptureFixture) -> None:
+    server = LocalServer(Node(id="n1", name="n1"), EventBroker())
+    now = wall_clock()
+    for job_id in ("backup", "lost-zone", "refused"):
+        job = parse_job(JOB.replace('"backup"', f'"{job_id}"')
+                        .replace("prohibit_overlap = true", "prohibit_overlap = false"))
+        await server.register_job(job)
+        server.jobs[job_id].submit_time = int(now() * 1e9)
+    # A zone database that lost the parent's zone (an upgrade, a slim container).
+    periodic = server.jobs["lost-zone"].periodic
+    assert periodic is not None
+    periodic.time_zone = "Nowhere/Gone"
+    register = server.register_job
+
+    async def refusing(job: Job) -> Registration:
+        if job.parent_id == "refused":
+            raise OSError(28, "No space left on device")
+        return await register(job)
+
+    server.register_job = refusing  # type: ignore[method-assign]
+    caplog.set_level(logging.ERROR, "yurt.server.periodic")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(PeriodicDispatcher(server, now=now).run)
+        await trio.sleep(timedelta(days=1).total_seconds())
+        nursery.cancel_scope.cancel()
+    assert len(launches(server)) == 4  # every 6 h, the good parent kept its schedule
+    assert [j for j in server.jobs.values() if j.parent_id in ("lost-zone", "refused")] == []
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 2
+    assert any("'lost-zone'" in m and "unknown time zone Nowhere/Gone" in m for m in logged)
+    assert any("'refused'" in m and "No space left on device" in m for m in logged)

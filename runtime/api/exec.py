@@ -50,6 +50,7 @@ from yurt.runtime.drivers.protocol import (
     TaskConfig,
 )
 from yurt.runtime.errors import DriverError
+from yurt.runtime.goparse import parse_go_bool
 from yurt.runtime.structs import TASK_STATE_RUNNING, ZERO_TIME
 from yurt.runtime.taskenv import interpolate, node_values
 
@@ -66,9 +67,6 @@ MAX_REASON: Final = 123
 BUFFER: Final = 16
 #: How long the end of a session waits for the client's close before sending its own.
 CLOSE_GRACE: Final = 1.0
-#: Go's strconv.ParseBool, which Nomad parses `tty` and `ws_handshake` with.
-_BOOLS: Final = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
-                 **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
 
 class _Refused(Exception):
@@ -109,9 +107,10 @@ _HANDSHAKE: Final = msgspec.json.Decoder(_Handshake)
 def _bool(value: str | None, name: str) -> bool:
     if value is None or value == "":
         return False
-    if value not in _BOOLS:
-        raise _Refused(400, f"{name} value is not a boolean: {value!r}")
-    return _BOOLS[value]
+    try:
+        return parse_go_bool(value)  # as Nomad parses `tty` and `ws_handshake`
+    except ValueError:
+        raise _Refused(400, f"{name} value is not a boolean: {value!r}") from None
 
 
 def _command(value: str | None) -> list[str]:

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from yurt.runtime import __version__
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response, query_bool
+from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.structs import Node
 
 
@@ -134,13 +135,15 @@ async def node_evaluate(ctx: Context, request: Request) -> Response:
     server = ctx.agent.server
     eval_ids: list[str] = []
     for job in list(server.jobs.values()):
-        if job.stop:
+        if job.stop or is_template(job):  # a periodic/parameterized parent is never placed
             continue
         placed = {a.name for a in server.job_allocs(job.id)}
         if all(f"{job.id}.{g.name}[{i}]" in placed for g in job.task_groups
                for i in range(g.count)):
             continue
-        eval_ids.append((await server.register_job(job)).eval_id)
+        result = await server.register_job(job)
+        if result.eval_id and not result.unchanged:  # an evaluation that was made
+            eval_ids.append(result.eval_id)
     index = server.index
     return json_response({"HeartbeatTTL": 0, "EvalIDs": eval_ids or None,
                           "EvalCreateIndex": index if eval_ids else 0,

@@ -26,9 +26,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.request import ApiError, body_json, json_response
+from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
 from yurt.runtime.api.status import server_address
 from yurt.runtime.server import schedconfig
+from yurt.runtime.server.serial import serialized
 from yurt.runtime.structs import is_client_terminal
 
 
@@ -49,12 +50,7 @@ async def scheduler_configuration(ctx: Context, request: Request) -> Response:
         return json_response({"SchedulerConfig": server.scheduler_config,
                               "Index": server.scheduler_config.modify_index,
                               "LastContact": 0, "KnownLeader": True, "NextToken": ""})
-    cas: int | None = None
-    if "cas" in request.query_params:
-        raw = request.query_params["cas"]
-        if not raw.isdigit():  # Go's ParseUint: digits only
-            raise ApiError(400, f"Error parsing cas value: invalid syntax: {raw!r}")
-        cas = int(raw)
+    cas = query_cas(request, "Error parsing cas value", empty_is_absent=False)
     body = await body_json(request)
     zero: dict[str, Any] = {  # Go's zero values for what the body leaves out
         "SchedulerAlgorithm": "", "MemoryOversubscriptionEnabled": False,
@@ -75,15 +71,18 @@ async def scheduler_configuration(ctx: Context, request: Request) -> Response:
     config.scheduler_algorithm = config.scheduler_algorithm or "binpack"
     if why := schedconfig.validate(config):
         raise ApiError(400, why)
-    current = server.scheduler_config
-    if cas is not None and cas != current.modify_index:
-        return json_response({"Updated": False, "Index": server.index})
-    index = server.take_index()
-    config.create_index = current.create_index or index
-    config.modify_index = index
-    await schedconfig.save(_config_path(ctx), config)
-    server.scheduler_config = config
-    server.announce()
+    # Check, save and assign as one step: another PUT saving meanwhile would pass the same
+    # check-and-set (Nomad's state store applies one write at a time).
+    async with serialized(server, "scheduler-config"):
+        current = server.scheduler_config
+        if cas is not None and cas != current.modify_index:
+            return json_response({"Updated": False, "Index": server.index})
+        # Preemption switched on may let a blocked evaluation place: retried after.
+        async with server.change(capacity=True) as index:
+            config.create_index = current.create_index or index
+            config.modify_index = index
+            await schedconfig.save(_config_path(ctx), config)
+            server.scheduler_config = config
     return json_response({"Updated": True, "Index": index})
 
 

@@ -1,11 +1,12 @@
 """/v1/job/<id>/periodic/force and /v1/job/<id>/dispatch: launching children of template jobs.
 
 `periodic/force` launches a periodic job's child now, whatever its schedule and
-prohibit_overlap (Nomad's `Periodic.Force`): `{EvalID, EvalCreateIndex, Index}`. `dispatch`
-runs a parameterized job with a payload (base64 in JSON) and meta (Nomad's `Job.Dispatch`):
-`{DispatchedJobID, EvalID, EvalCreateIndex, JobCreateIndex, Index}`; a dispatched child that is
-itself periodic gets no evaluation (empty `EvalID`), as in Nomad, and a request repeating an
-`IdempotencyToken` answers the child that token already made.
+prohibit_overlap (Nomad's `Periodic.Force`): `{EvalID, EvalCreateIndex, Index}`; a force in
+the second of an earlier launch finds that child unchanged and answers an empty `EvalID`.
+`dispatch` runs a parameterized job with a payload (base64 in JSON) and meta (Nomad's
+`Job.Dispatch`): `{DispatchedJobID, EvalID, EvalCreateIndex, JobCreateIndex, Index}`; a
+dispatched child that is itself periodic gets no evaluation (empty `EvalID`), as in Nomad, and
+a request repeating an `IdempotencyToken` answers the child that token already made.
 
 Status codes: an unknown job is 404; a request Nomad refuses is 400 with Nomad's message
 (Nomad answers these RPC errors with a 500; a client error is not a server fault here, and no
@@ -26,6 +27,7 @@ from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.server.dispatch import DispatchError, check_dispatch, dispatched_child
 from yurt.runtime.server.periodic_dispatcher import launch
+from yurt.runtime.server.serial import serialized
 
 
 async def periodic_force(ctx: Context, request: Request) -> Response:
@@ -35,6 +37,12 @@ async def periodic_force(ctx: Context, request: Request) -> Response:
         result = await launch(ctx.agent.server, parent, now)
     except DispatchError as e:
         raise ApiError(400, str(e)) from None
+    if result.unchanged:
+        # A second force in the same second names the child the first one made (Nomad's
+        # child IDs have a one-second resolution). Nomad registers that child again with a
+        # fresh evaluation; here nothing was evaluated, and no evaluation is named that
+        # does not exist.
+        return json_response({"EvalID": "", "EvalCreateIndex": 0, "Index": result.index})
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
                           "Index": result.index})
 
@@ -71,17 +79,20 @@ async def dispatch(ctx: Context, request: Request) -> Response:
         check_dispatch(parent, payload, meta, priority or parent.priority)
     except DispatchError as e:
         raise ApiError(400, str(e)) from None
-    if token:
-        # A retried request: the child this token made, while it is not purged (Nomad).
-        for job in server.jobs.values():
-            if job.parent_id == parent.id and job.dispatch_idempotency_token == token:
-                return json_response({"DispatchedJobID": job.id, "EvalID": "",
-                                      "EvalCreateIndex": 0, "JobCreateIndex": job.create_index,
-                                      "Index": job.modify_index})
-    child = dispatched_child(parent, payload, meta, priority or parent.priority, time.time(),
-                             prefix)
-    child.dispatch_idempotency_token = token
-    result = await server.register_job(child)
+    # The token's lookup and the child's registration as one step: concurrent retries of
+    # one request must find the child the first of them made, not each make their own.
+    async with serialized(server, f"dispatch/{parent.namespace}/{parent.id}"):
+        if token:
+            # A retried request: the child this token made, while it is not purged (Nomad).
+            for job in server.jobs.values():
+                if job.parent_id == parent.id and job.dispatch_idempotency_token == token:
+                    return json_response({
+                        "DispatchedJobID": job.id, "EvalID": "", "EvalCreateIndex": 0,
+                        "JobCreateIndex": job.create_index, "Index": job.modify_index})
+        child = dispatched_child(parent, payload, meta, priority or parent.priority,
+                                 time.time(), prefix)
+        child.dispatch_idempotency_token = token
+        result = await server.register_job(child)
     created = server.jobs[child.id].create_index
     periodic = child.periodic is not None
     return json_response({"DispatchedJobID": child.id,

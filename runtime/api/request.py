@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError
+from yurt.runtime.goparse import parse_go_bool, parse_go_uint
 from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
 from yurt.runtime.structs import Job
 
@@ -139,18 +140,29 @@ async def parse_job_off_loop(text: str, limiter: trio.CapacityLimiter, *, filena
         raise ApiError(400, e.render()) from None
 
 
-_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE: Final = frozenset({"", "0", "f", "F", "FALSE", "false", "False"})
-
-
 def query_bool(request: Request, name: str) -> bool:
-    """Go's `strconv.ParseBool`, as Nomad parses boolean query parameters."""
+    """Go's `strconv.ParseBool`, as Nomad parses boolean query parameters (absent or empty:
+    false)."""
     value = request.query_params.get(name, "")
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ApiError(400, f'failed to parse value of "{name}" as a boolean: {value!r}')
+    try:
+        return value != "" and parse_go_bool(value)
+    except ValueError:
+        raise ApiError(400, f'failed to parse value of "{name}" as a boolean: {value!r}'
+                       ) from None
+
+
+def query_cas(request: Request, error_prefix: str, *, empty_is_absent: bool) -> int | None:
+    """`?cas=N`, parsed as Nomad's endpoints parse it (`strconv.ParseUint`), or None when it
+    is absent. Nomad's endpoints differ in two ways, which the caller names: the message's
+    prefix, and whether `?cas=` (empty) counts as absent (variables) or is an error
+    (operator)."""
+    params = request.query_params
+    if "cas" not in params or (empty_is_absent and params["cas"] == ""):
+        return None
+    try:
+        return parse_go_uint(params["cas"])
+    except ValueError as e:
+        raise ApiError(400, f"{error_prefix}: {e}") from None
 
 
 def query_duration(request: Request, name: str, default: float) -> float:

@@ -7,9 +7,11 @@ is the `Variable` with its items, 404 `variable not found`; a write answers the 
 409 carrying what is stored (objects.py and server/variables.py hold the rules).
 
 A write's namespace is the body's `Namespace`, else `?namespace=`, else `default`; its path is
-the URL's. Nomad answers an invalid path or item set with a 500 and the validation text; yurt
-keeps the text and answers 400, a 5xx here being a bug. One more difference: rewriting a
-variable with the items it already has answers that variable, where Nomad answers `null`.
+the URL's. The namespace need not exist: Nomad's Variables.Apply and its state store's
+varSetTxn check none (only Enterprise quotas look at it), so neither does yurt. Nomad
+answers an invalid path or item set with a 500 and the validation text; yurt keeps the text
+and answers 400, a 5xx here being a bug. One more difference: rewriting a variable with the
+items it already has answers that variable, where Nomad answers `null`.
 """
 
 from __future__ import annotations
@@ -19,19 +21,9 @@ from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import object_store, request_namespace
-from yurt.runtime.api.request import ApiError, body_json, json_response
+from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
 from yurt.runtime.server.variables import Conflict, Variable, items_error, path_error
-
-
-def _cas(request: Request) -> int | None:
-    value = request.query_params.get("cas", "")
-    if value == "":
-        return None
-    if not value.isdigit() or int(value) >= 1 << 64:  # Go's ParseUint(s, 10, 64)
-        raise ApiError(400, f"can not parse cas: strconv.ParseUint: parsing "
-                            f"{value!r}: invalid syntax")
-    return int(value)
 
 
 def _namespace(request: Request) -> str:
@@ -82,7 +74,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
     why = path_error(path) or items_error(items)
     if why is not None:
         raise ApiError(400, why)
-    cas = _cas(request)
+    cas = query_cas(request, "can not parse cas", empty_is_absent=True)
     stored = await (await object_store(ctx.agent)).put_variable(
         Variable(namespace=namespace, path=path, items=items), cas)
     if isinstance(stored, Conflict):
@@ -91,7 +83,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
 
 
 async def _delete(ctx: Context, request: Request, path: str) -> Response:
-    cas = _cas(request)
+    cas = query_cas(request, "can not parse cas", empty_is_absent=True)
     conflict = await (await object_store(ctx.agent)).delete_variable(
         _namespace(request), path, cas)
     if conflict is not None:

@@ -108,6 +108,8 @@ class LocalServer:
         self._capacity = trio.Event()
         #: Set when a delayed (follow-up) evaluation is stored: `run` recomputes its wait.
         self._delayed = trio.Event()
+        #: The node changed while a change was being committed: numbered right after it.
+        self._node_changed = False
         #: Its preemption switches are honoured by every evaluation (server/schedconfig.py).
         self.scheduler_config = SchedulerConfiguration()
 
@@ -143,7 +145,7 @@ class LocalServer:
     async def _collect_evals(self) -> None:
         while True:
             await trio.sleep(EVAL_GC_INTERVAL)
-            async with self._lock:
+            async with self._locked():
                 await self.gc_evals()
 
     async def gc_evals(self) -> list[str]:
@@ -165,7 +167,7 @@ class LocalServer:
         while True:
             await self._capacity.wait()
             self._capacity = trio.Event()
-            async with self._lock:
+            async with self._locked():
                 await self._process_due()
                 await self._retry_blocked()
 
@@ -186,7 +188,7 @@ class LocalServer:
                                     if waits else math.inf):
                 await self._delayed.wait()
                 continue
-            async with self._lock:
+            async with self._locked():
                 await self._process_due()
 
     # ------------------------------------------------------------------ index space
@@ -212,7 +214,7 @@ class LocalServer:
         self._notify_changed()
 
     @asynccontextmanager
-    async def change(self) -> AsyncIterator[int]:
+    async def change(self, *, capacity: bool = False) -> AsyncIterator[int]:
         """A change kept outside this server (a variable, a namespace, the node's state, the
         scheduler configuration), numbered by the one counter.
 
@@ -220,14 +222,17 @@ class LocalServer:
         taken: a query answered at index N never misses a change numbered below N. The
         counter is persisted before the body writes anything under the index, so a restart
         never hands it out again (a crash in between leaves a gap, which is harmless). Blocking
-        queries wake when the block ends, also when it failed: the index was taken."""
-        async with self._lock:
+        queries wake when the block ends, also when it failed: the index was taken. With
+        `capacity`, the change may let a blocked evaluation place: they are retried."""
+        async with self._locked():
             index = self.take_index()
             if self.store is not None:
                 await self.store.save(index, [], [])
             try:
                 yield index
             finally:
+                if capacity:
+                    self._capacity.set()
                 self.announce()
 
     async def _commit(self, jobs: list[Job], allocs: list[Allocation],
@@ -294,9 +299,31 @@ class LocalServer:
         self.changed.set()
         self.changed = trio.Event()
 
+    @asynccontextmanager
+    async def _locked(self) -> AsyncIterator[None]:
+        """The lock every change is made under; a node change that came meanwhile is
+        numbered as it is released (`node_updated`)."""
+        try:
+            async with self._lock:
+                yield
+        finally:
+            self._number_node_if_changed()
+
     def node_updated(self) -> None:
         """The node changed (a driver, a device, its status): a change of its own index, and
-        maybe capacity for what is blocked."""
+        maybe capacity for what is blocked. While a change is being committed under the
+        lock, the node's is numbered after it, so indexes become visible in order."""
+        if self._lock.locked():
+            self._node_changed = True
+            return
+        self._number_node()
+
+    def _number_node_if_changed(self) -> None:
+        if self._node_changed:
+            self._node_changed = False
+            self._number_node()
+
+    def _number_node(self) -> None:
         index = self.take_index()
         self.node.modify_index = index
         if not self.node.create_index:
@@ -359,7 +386,7 @@ class LocalServer:
 
     async def evaluate(self, job_id: str, triggered_by: str) -> Registration:
         """A new evaluation of the job as it is (Nomad's `/v1/job/:id/evaluate`)."""
-        async with self._lock:
+        async with self._locked():
             job = self.jobs.get(job_id)
             if job is None:
                 raise KeyError(job_id)
@@ -377,7 +404,7 @@ class LocalServer:
 
     async def register_job(self, job: Job) -> Registration:
         """Register (or update) `job` and place its allocations on this node."""
-        async with self._lock:
+        async with self._locked():
             return await self._register(job)
 
     async def _register(self, job: Job, triggered_by: str = TRIGGER_JOB_REGISTER
@@ -441,14 +468,14 @@ class LocalServer:
                           check: Callable[[Job | None], None] | None = None) -> Registration:
         """Register `job` for another reason than a register (a scale, a revert): `check`
         sees the current job under the lock first and may refuse by raising."""
-        async with self._lock:
+        async with self._locked():
             if check is not None:
                 check(self.jobs.get(job.id))
             return await self._register(job, triggered_by)
 
     async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
         """Mark one version of the job (un)stable; the index of the change."""
-        async with self._lock:
+        async with self._locked():
             history = self.versions.get(job_id, [])
             found = next((v for v in history if v.version == version), None)
             if found is None:
@@ -471,7 +498,7 @@ class LocalServer:
 
     async def deregister_job(self, job_id: str, *, purge: bool = False) -> Registration:
         """Stop `job_id` through an evaluation (its ID is what Nomad's deregister answers)."""
-        async with self._lock:
+        async with self._locked():
             job = self.jobs.get(job_id)
             if job is None:
                 raise KeyError(job_id)
@@ -509,7 +536,7 @@ class LocalServer:
 
     async def stop_alloc_eval(self, alloc_id: str) -> tuple[Allocation, Evaluation]:
         """Stop one allocation; the evaluation that records it is returned with it."""
-        async with self._lock:
+        async with self._locked():
             alloc = self.allocs.get(alloc_id)
             if alloc is None:
                 raise KeyError(alloc_id)
@@ -537,7 +564,7 @@ class LocalServer:
 
     async def update_allocs(self, batch: list[Allocation]) -> None:
         """What the client reports (alloc sync): status, description and task states."""
-        async with self._lock:
+        async with self._locked():
             await self._update_allocs(batch)
 
     async def _update_allocs(self, batch: list[Allocation]) -> None:

@@ -14,7 +14,9 @@ Invariants:
 - `run` is the drainer (Nomad's NodeDrainer on one node): it plans with the pure
   `drain.plan_drain` on every server change and at the deadline, stops allocations through the
   server's `stop_alloc`, and completes the drain. Time comes from `unix_clock` and trio's clock,
-  so the whole drain runs under a mock clock in tests.
+  so the whole drain runs under a mock clock in tests. A drain step that fails is logged once
+  per distinct error and retried (after `RETRY` or on the next change): it never stops the
+  agent.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import logging
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +50,9 @@ if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
 
 log = logging.getLogger("yurt.server.nodestate")
+
+#: Seconds before a drain step that failed is tried again (sooner on a server change).
+RETRY: Final = 30.0
 
 #: Nomad keeps a node's last ten events (structs.MaxRetainedNodeEvents).
 MAX_EVENTS: Final = 10
@@ -83,6 +89,7 @@ class NodeControl:
         self._clock = unix_clock
         self._lock = trio.Lock()
         self._kick = trio.Event()
+        self._error = ""  # the drain step's last error, logged once
 
     @property
     def node(self) -> Node:
@@ -94,9 +101,13 @@ class NodeControl:
         stored = await trio.to_thread.run_sync(_read, self._path) if self._path else None
         node = self.node
         if stored is None:
-            node.events = [NodeEvent(message=REGISTERED, subsystem="Cluster",
-                                     timestamp=from_unix_ns(self._clock()),
-                                     create_index=self._server.index)]
+            # A registration is a change like any other: it takes the next index (the node's
+            # CreateIndex and ModifyIndex, its event's CreateIndex) and is written, so the
+            # next start finds the node known.
+            async with self._lock:
+                index = await self._commit(self._event(REGISTERED, "Cluster"),
+                                           "NodeRegistration")
+                node.create_index = index
             return
         node.scheduling_eligibility = stored.scheduling_eligibility
         node.drain_strategy = stored.drain_strategy
@@ -106,32 +117,32 @@ class NodeControl:
         node.modify_index = stored.modify_index
         # The node's index was taken from the server's counter; the server's own store may
         # not have been written since.
-        self._server.index = max(self._server.index, stored.modify_index)
+        self._server.observe_index(stored.modify_index)
 
     async def _commit(self, event: NodeEvent | None, event_type: str) -> int:
         """Take an index, record `event`, persist, publish; returns the index."""
         node = self.node
-        # The server's one counter (LocalServer.take_index() once it has one).
-        index = self._server.take_index()
-        node.modify_index = index
-        node.status_updated_at = self._clock() // 1_000_000_000
-        if event is not None:
-            event.create_index = index
-            node.events = [*node.events, event][-MAX_EVENTS:]
-        if self._path is not None:
-            state = PersistedNode(scheduling_eligibility=node.scheduling_eligibility,
-                                  drain_strategy=node.drain_strategy,
-                                  last_drain=node.last_drain, events=node.events,
-                                  modify_index=index)
-            try:
-                await trio.to_thread.run_sync(write_atomically, self._path,
-                                              msgspec.json.encode(state))
-            except OSError as e:
-                # A full disk must not stop the agent or the drain: the change holds in
-                # memory, and the next change writes the whole state again.
-                log.warning("node state %s not written: %s", self._path, e)
-        self._broker.publish("Node", event_type, node.id, {"Node": node})
-        self._server.announce()  # blocking queries and the drainer wake
+        # A node change may free capacity (eligible again, drain off): blocked evaluations
+        # are retried once it is visible.
+        async with self._server.change(capacity=True) as index:
+            node.modify_index = index
+            node.status_updated_at = self._clock() // 1_000_000_000
+            if event is not None:
+                event.create_index = index
+                node.events = [*node.events, event][-MAX_EVENTS:]
+            if self._path is not None:
+                state = PersistedNode(scheduling_eligibility=node.scheduling_eligibility,
+                                      drain_strategy=node.drain_strategy,
+                                      last_drain=node.last_drain, events=node.events,
+                                      modify_index=index)
+                try:
+                    await trio.to_thread.run_sync(write_atomically, self._path,
+                                                  msgspec.json.encode(state))
+                except OSError as e:
+                    # A full disk must not stop the agent or the drain: the change holds in
+                    # memory, and the next change writes the whole state again.
+                    log.warning("node state %s not written: %s", self._path, e)
+            self._broker.publish("Node", event_type, node.id, {"Node": node})
         self._kick.set()
         return index
 
@@ -220,6 +231,14 @@ class NodeControl:
 
     # ------------------------------------------------------------------ the drainer
 
+    def _report(self, error: Exception) -> None:
+        """Log a failed drain step once per distinct error (it is retried)."""
+        text = f"{type(error).__name__}: {error}"
+        if text != self._error:
+            self._error = text
+            log.error("node drain step failed, retried in %.0f s or on the next change: %s",
+                      RETRY, text, exc_info=error)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         """Drain whenever the node has a drain strategy, until cancelled."""
@@ -229,18 +248,24 @@ class NodeControl:
             wake = math.inf
             strategy = self.node.drain_strategy
             if strategy is not None:
-                now = self._clock()
-                plan = plan_drain(strategy, self._server.allocs_for_node(), now)
-                for alloc in plan.stop:
-                    # Where a replacement would be placed; on this ineligible node it cannot
-                    # be, and waits as a blocked evaluation (the server's part).
-                    with contextlib.suppress(KeyError):  # purged meanwhile
-                        await self._server.stop_alloc(alloc.id)
-                if plan.complete:
-                    await self._complete(plan.deadlined)
-                    continue
-                if plan.wake_at is not None:
-                    wake = trio.current_time() + max(plan.wake_at - now, 0) / 1e9
+                try:
+                    now = self._clock()
+                    plan = plan_drain(strategy, self._server.allocs_for_node(), now)
+                    for alloc in plan.stop:
+                        # Where a replacement would be placed; on this ineligible node it
+                        # cannot be, and waits as a blocked evaluation (the server's part).
+                        with contextlib.suppress(KeyError):  # purged meanwhile
+                            await self._server.stop_alloc(alloc.id)
+                    if plan.complete:
+                        await self._complete(plan.deadlined)
+                        self._error = ""
+                        continue
+                    if plan.wake_at is not None:
+                        wake = trio.current_time() + max(plan.wake_at - now, 0) / 1e9
+                    self._error = ""
+                except Exception as e:  # a drain step's fault must not take the agent down
+                    self._report(e)
+                    wake = trio.current_time() + RETRY
             with trio.move_on_at(wake):
                 await _either(changed, kick)
             if kick.is_set():
@@ -257,15 +282,30 @@ def _read(path: Path) -> PersistedNode | None:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """`data` in `path` (0600), all or nothing, on disk before this returns."""
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    """`data` in `path` (0600), all or nothing, on disk before this returns.
+
+    The temporary file has a name of its own (two writers never share one, and a crash
+    leaves at most a stray `.<name>.*.tmp`), and the directory is synced after the rename so
+    that the rename itself survives a power loss."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        os.close(dir_fd)
 
 
 async def _either(a: trio.Event, b: trio.Event) -> None:

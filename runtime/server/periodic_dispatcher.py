@@ -11,11 +11,14 @@ memory: the latest of its registration time and the launch times its children's 
 recorded nor duplicates one: a child registered twice has the same ID and the same spec,
 which the server treats as unchanged. Wall-clock time is read through `now` (a parameter,
 so tests drive it from the mock clock); sleeps are bounded by `max_sleep` so a wall-clock
-step (NTP, suspend) is noticed within that time.
+step (NTP, suspend) is noticed within that time. A parent whose launch fails (a time zone the
+host cannot load, a registration that raises) is logged once per distinct error and retried
+on the next tick; the other parents keep their schedules and the dispatcher keeps running.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,11 +29,13 @@ import trio
 
 from yurt.runtime.server.dispatch import DispatchError, is_periodic_active, periodic_child
 from yurt.runtime.server.periodic import launch_of_child, plan
-from yurt.runtime.structs import Job
+from yurt.runtime.structs import Job, PeriodicConfig
 
 if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
     from yurt.runtime.server.records import Registration
+
+log = logging.getLogger("yurt.server.periodic")
 
 #: The longest sleep between two looks at the wall clock.
 MAX_SLEEP: Final = 60.0
@@ -95,6 +100,8 @@ class PeriodicDispatcher:
         #: Launches skipped under prohibit_overlap, so the schedule moves past them. Lost on
         #: a restart, which then makes one catch-up launch as Nomad's leader does.
         self._skipped: dict[str, datetime] = {}
+        #: The last error each failing parent raised, so a lasting fault is logged once.
+        self._errors: dict[str, str] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
@@ -109,6 +116,29 @@ class PeriodicDispatcher:
             with trio.move_on_after(min(max(delay, 0.0), self.max_sleep)):
                 await changed.wait()
 
+    async def _tick_one(self, parent: Job, periodic: PeriodicConfig, view: _View,
+                        now: datetime) -> datetime | None:
+        """Launch `parent`'s child if it is due; when it is next due."""
+        last = max(view.last_launch(parent),
+                   self._skipped.get(parent.id, datetime.min.replace(tzinfo=UTC)))
+        running = any(view.child_running(c) for c in view.children.get(parent.id, []))
+        decision = plan(periodic, last, now, running)
+        if decision.skipped:
+            self._skipped[parent.id] = now
+        if decision.launch is not None:
+            current = self.server.jobs.get(parent.id)
+            if current is not None and is_periodic_active(current):
+                await launch(self.server, current, decision.launch)
+        return decision.wake
+
+    def _report(self, parent_id: str, error: Exception) -> None:
+        """Log a parent's failure once per distinct error (it is retried on every tick)."""
+        text = f"{type(error).__name__}: {error}"
+        if self._errors.get(parent_id) != text:
+            self._errors[parent_id] = text
+            log.error("periodic job %r: launch failed, retried on the next tick: %s",
+                      parent_id, text, exc_info=error)
+
     async def tick(self) -> float | None:
         """Launch what is due now; the unix time of the next launch, None if none."""
         now = datetime.fromtimestamp(self.now(), UTC)
@@ -118,16 +148,14 @@ class PeriodicDispatcher:
         for parent in parents:
             if view is None or parent.periodic is None:
                 continue
-            last = max(view.last_launch(parent),
-                       self._skipped.get(parent.id, datetime.min.replace(tzinfo=UTC)))
-            running = any(view.child_running(c) for c in view.children.get(parent.id, []))
-            decision = plan(parent.periodic, last, now, running)
-            if decision.skipped:
-                self._skipped[parent.id] = now
-            if decision.launch is not None:
-                current = self.server.jobs.get(parent.id)
-                if current is not None and is_periodic_active(current):
-                    await launch(self.server, current, decision.launch)
-            if decision.wake is not None:
-                wakes.append(decision.wake)
+            try:
+                wake = await self._tick_one(parent, parent.periodic, view, now)
+            except Exception as e:  # one parent's fault must not stop the others
+                self._report(parent.id, e)
+                continue
+            self._errors.pop(parent.id, None)
+            if wake is not None:
+                wakes.append(wake)
+        for gone in self._errors.keys() - {p.id for p in parents}:
+            del self._errors[gone]
         return min(wakes).timestamp() if wakes else None
