@@ -23,7 +23,7 @@ from yurt.runtime import __version__
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response, query_bool
 from yurt.runtime.server.dispatch import is_template
-from yurt.runtime.structs import Node
+from yurt.runtime.structs import TRIGGER_NODE_UPDATE, Node
 
 
 def node_stub(node: Node, *, resources: bool = False, os: bool = False) -> dict[str, Any]:
@@ -128,22 +128,21 @@ async def node_purge(ctx: Context, request: Request) -> Response:
 
 
 async def node_evaluate(ctx: Context, request: Request) -> Response:
-    """Nomad's Node.Evaluate: evaluate again the jobs this node could take. Here: every live
-    job with an allocation never placed (its group did not fit) is registered again, which
-    places what fits now; the answer lists those evaluations."""
+    """Nomad's Node.Evaluate (`createNodeEvals`): a `node-update` evaluation of every job with
+    an allocation on the node, and of every job still waiting for room (a blocked evaluation);
+    the answer lists them. A periodic or parameterized parent has nothing to evaluate."""
     node = find_node(ctx, request.path_params["id"])
     server = ctx.agent.server
+    on_node = {a.job_id for a in server.allocs_for_node() if not a.is_terminal()}
     eval_ids: list[str] = []
     for job in list(server.jobs.values()):
-        if job.stop or is_template(job):  # a periodic/parameterized parent is never placed
+        if job.stop or is_template(job):
             continue
-        placed = {a.name for a in server.job_allocs(job.id)}
-        if all(f"{job.id}.{g.name}[{i}]" in placed for g in job.task_groups
-               for i in range(g.count)):
-            continue
-        result = await server.register_job(job)
-        if result.eval_id and not result.unchanged:  # an evaluation that was made
-            eval_ids.append(result.eval_id)
+        if job.id in on_node or server.blocked_evals(job.id):
+            try:
+                eval_ids.append((await server.evaluate(job.id, TRIGGER_NODE_UPDATE)).eval_id)
+            except KeyError:
+                continue  # purged meanwhile
     index = server.index
     return json_response({"HeartbeatTTL": 0, "EvalIDs": eval_ids or None,
                           "EvalCreateIndex": index if eval_ids else 0,

@@ -27,7 +27,8 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, final
 
@@ -104,9 +105,9 @@ class NodeControl:
             # A registration is a change like any other: it takes the next index (the node's
             # CreateIndex and ModifyIndex, its event's CreateIndex) and is written, so the
             # next start finds the node known.
-            async with self._lock:
+            async with self._changing() as index:
                 index = await self._commit(self._event(REGISTERED, "Cluster"),
-                                           "NodeRegistration")
+                                           "NodeRegistration", index)
                 node.create_index = index
             return
         node.scheduling_eligibility = stored.scheduling_eligibility
@@ -119,30 +120,36 @@ class NodeControl:
         # not have been written since.
         self._server.observe_index(stored.modify_index)
 
-    async def _commit(self, event: NodeEvent | None, event_type: str) -> int:
-        """Take an index, record `event`, persist, publish; returns the index."""
+    @asynccontextmanager
+    async def _changing(self) -> AsyncIterator[int]:
+        """One change of the node, made (mutated, recorded, persisted, published) within the
+        block, under the server's change lock: a blocking query never sees the node half
+        changed (its drain over, say, but not the event saying so). A change may free
+        capacity (eligible again, drain off): blocked evaluations are retried after it."""
+        async with self._lock, self._server.change(capacity=True) as index:
+            yield index
+
+    async def _commit(self, event: NodeEvent | None, event_type: str, index: int) -> int:
+        """Record `event` at `index` (the change's, from `_changing`), persist, publish."""
         node = self.node
-        # A node change may free capacity (eligible again, drain off): blocked evaluations
-        # are retried once it is visible.
-        async with self._server.change(capacity=True) as index:
-            node.modify_index = index
-            node.status_updated_at = self._clock() // 1_000_000_000
-            if event is not None:
-                event.create_index = index
-                node.events = [*node.events, event][-MAX_EVENTS:]
-            if self._path is not None:
-                state = PersistedNode(scheduling_eligibility=node.scheduling_eligibility,
-                                      drain_strategy=node.drain_strategy,
-                                      last_drain=node.last_drain, events=node.events,
-                                      modify_index=index)
-                try:
-                    await trio.to_thread.run_sync(write_atomically, self._path,
-                                                  msgspec.json.encode(state))
-                except OSError as e:
-                    # A full disk must not stop the agent or the drain: the change holds in
-                    # memory, and the next change writes the whole state again.
-                    log.warning("node state %s not written: %s", self._path, e)
-            self._broker.publish("Node", event_type, node.id, {"Node": node})
+        node.modify_index = index
+        node.status_updated_at = self._clock() // 1_000_000_000
+        if event is not None:
+            event.create_index = index
+            node.events = [*node.events, event][-MAX_EVENTS:]
+        if self._path is not None:
+            state = PersistedNode(scheduling_eligibility=node.scheduling_eligibility,
+                                  drain_strategy=node.drain_strategy,
+                                  last_drain=node.last_drain, events=node.events,
+                                  modify_index=index)
+            try:
+                await trio.to_thread.run_sync(write_atomically, self._path,
+                                              msgspec.json.encode(state))
+            except OSError as e:
+                # A full disk must not stop the agent or the drain: the change holds in
+                # memory, and the next change writes the whole state again.
+                log.warning("node state %s not written: %s", self._path, e)
+        self._broker.publish("Node", event_type, node.id, {"Node": node})
         self._kick.set()
         return index
 
@@ -157,7 +164,7 @@ class NodeControl:
         """Nomad's Node.UpdateEligibility. Raises ValueError for what Nomad refuses."""
         if eligibility not in (NODE_ELIGIBLE, NODE_INELIGIBLE):
             raise ValueError(f"invalid scheduling eligibility {eligibility!r}")
-        async with self._lock:
+        async with self._changing() as index:
             node = self.node
             if node.drain_strategy is not None and eligibility == NODE_ELIGIBLE:
                 raise ValueError("can not set node's scheduling eligibility to eligible "
@@ -167,14 +174,15 @@ class NodeControl:
                 return node.modify_index  # nothing to do, as Nomad
             node.scheduling_eligibility = eligibility
             message = MARKED_ELIGIBLE if eligibility == NODE_ELIGIBLE else MARKED_INELIGIBLE
-            return await self._commit(self._event(message, "Cluster"), "NodeEligibility")
+            return await self._commit(self._event(message, "Cluster"), "NodeEligibility",
+                                      index)
 
     async def set_drain(self, deadline: int | None, ignore_system_jobs: bool = False,
                         mark_eligible: bool = False, meta: dict[str, str] | None = None
                         ) -> int:
         """Nomad's Node.UpdateDrain: `deadline` None disables the drain (and with
         `mark_eligible` makes the node eligible again); < 0 forces it now; 0 has none."""
-        async with self._lock:
+        async with self._changing() as index:
             node = self.node
             now = self._clock()
             previous = node.drain_strategy
@@ -196,13 +204,13 @@ class NodeControl:
                     status="draining", meta=meta or None)
             node.drain = node.drain_strategy is not None
             event = self._event(message, "Drain") if message else None
-            return await self._commit(event, "NodeDrain")
+            return await self._commit(event, "NodeDrain", index)
 
     async def purge(self) -> int:
         """Nomad's Node.Deregister, for the one node an agent is: the node is forgotten and
         registers again at once, as a fresh Nomad client does (eligible, no drain, new
         events); its allocations keep running, since the node that runs them is back."""
-        async with self._lock:
+        async with self._changing() as index:
             node = self.node
             node.drain_strategy = None
             node.drain = False
@@ -210,12 +218,13 @@ class NodeControl:
             node.events = []
             node.last_drain = None
             self._broker.publish("Node", "NodeDeregistration", node.id, {"Node": node})
-            index = await self._commit(self._event(REGISTERED, "Cluster"), "NodeRegistration")
+            index = await self._commit(self._event(REGISTERED, "Cluster"), "NodeRegistration",
+                                       index)
             node.create_index = index
             return index
 
     async def _complete(self, deadlined: bool) -> None:
-        async with self._lock:
+        async with self._changing() as index:
             node = self.node
             if node.drain_strategy is None:
                 await trio.lowlevel.checkpoint()
@@ -227,7 +236,8 @@ class NodeControl:
                 node.last_drain.status = "complete"
                 node.last_drain.updated_at = now
             details = {"deadline_reached": "true"} if deadlined else None
-            await self._commit(self._event(DRAIN_COMPLETE, "Drain", details), "NodeDrain")
+            await self._commit(self._event(DRAIN_COMPLETE, "Drain", details), "NodeDrain",
+                               index)
 
     # ------------------------------------------------------------------ the drainer
 
