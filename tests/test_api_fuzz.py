@@ -211,7 +211,7 @@ def test_every_route_refuses_malformed_requests_without_5xx(
 def test_the_route_table_is_read_from_the_app() -> None:
     # The introspection must see the routes every agent has had, or nothing above is fuzzed.
     paths = {p for p, _, _ in ROUTES}
-    assert {"/v1/jobs", "/v1/job/{job_id}", "/v1/allocation/{id}", "/v1/event/stream",
+    assert {"/v1/jobs", "/v1/job/{job_id:path}", "/v1/allocation/{id}", "/v1/event/stream",
             "/v1/event/ws"} <= paths
     assert all(methods for _, methods, ws in ROUTES if not ws)
 
@@ -242,13 +242,24 @@ def test_every_wrong_method_is_405(fuzz_agent: FuzzAgent, real_ids: dict[str, st
         assert text.strip(), (method, url)
 
 
-@pytest.mark.parametrize("path", ["/v1/nope", "/v1/job", "/v1/job/fz/nope",
-                                  "/v2/jobs", "/", "/v1/" + "x" * 3000, "/v1/%FF",
-                                  "/v1/job/fz/allocations/extra"])
+@pytest.mark.parametrize("path", ["/v1/nope", "/v1/job", "/v2/jobs", "/",
+                                  "/v1/" + "x" * 3000, "/v1/%FF"])
 def test_unknown_paths_are_404(fuzz_agent: FuzzAgent, path: str) -> None:  # noqa: F811
     for method in METHODS:
         status, ctype, text = send(fuzz_agent.client, method, path, None)
         assert status == 404, (method, path, status, text[:300])
+        assert ctype.startswith("text/plain"), (method, path, ctype)
+        assert text.strip(), (method, path)
+
+
+@pytest.mark.parametrize("path", ["/v1/job/fz/nope", "/v1/job/fz/allocations/extra"])
+def test_a_job_path_past_its_sub_resources_names_a_job(
+        fuzz_agent: FuzzAgent, path: str) -> None:  # noqa: F811
+    """A job ID may hold a `/` (periodic and dispatched children), so, as with Nomad, an
+    unknown tail is part of the ID: no such job to read or stop, and no job in the body."""
+    for method, expected in (("GET", 404), ("DELETE", 404), ("PUT", 400), ("POST", 400)):
+        status, ctype, text = send(fuzz_agent.client, method, path, None)
+        assert status == expected, (method, path, status, text[:300])
         assert ctype.startswith("text/plain"), (method, path, ctype)
         assert text.strip(), (method, path)
 

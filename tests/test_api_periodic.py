@@ -69,6 +69,20 @@ async def test_periodic_parent_is_stored_not_placed_and_force_launches_a_child(
             assert alloc["ClientStatus"] == "complete"
             # Still a template: the parent has no allocation of its own.
             assert a.agent.server.job_allocs("nightly") == []
+            # The child, its ID holding a `/`, over the API as Nomad's clients address it.
+            quoted = child.id.replace("/", "%2F")
+            for path in (child.id, quoted):
+                got = await c.get(f"/v1/job/{path}")
+                assert (got.status_code, got.json()["ID"]) == (200, child.id), got.text
+                (listed,) = (await c.get(f"/v1/job/{path}/allocations")).json()
+                assert listed["ID"] == alloc["ID"]
+                summary = (await c.get(f"/v1/job/{path}/summary")).json()
+                assert summary["JobID"] == child.id
+            stubs = {j["ID"]: j for j in (await c.get("/v1/jobs")).json()}
+            assert (stubs[child.id]["ParentID"], stubs["nightly"]["Periodic"]) == (
+                "nightly", True)
+            # A method a sub-resource does not take is still a 405, not a job lookup.
+            assert (await c.delete(f"/v1/job/{quoted}/summary")).status_code == 405
 
 
 async def test_periodic_force_errors(tmp_path: Path) -> None:

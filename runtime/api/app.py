@@ -134,14 +134,24 @@ def build_app(agent: Agent) -> ASGIApp:
         # A plain function, so that Starlette calls it with the websocket (not as an ASGI app).
         await events.event_ws(ctx, websocket)
 
+    JOB = "/v1/job/{job_id:path}"
     routes = [
         Route("/v1/jobs", h(jobs.jobs), methods=["GET", "PUT", "POST"]),
         Route("/v1/jobs/parse", h(jobs.parse), methods=["PUT", "POST"]),
-        Route("/v1/job/{job_id}", h(jobs.job_item), methods=["GET", "PUT", "POST", "DELETE"]),
-        Route("/v1/job/{job_id}/allocations", h(jobs.job_allocations), methods=["GET"]),
-        Route("/v1/job/{job_id:path}/periodic/force", h(periodic_api.periodic_force),
-              methods=["PUT", "POST"]),
-        Route("/v1/job/{job_id:path}/dispatch", h(periodic_api.dispatch), methods=["PUT", "POST"]),
+        # A job ID may hold a `/` (a periodic or dispatched child: `<parent>/periodic-<unix>`):
+        # the sub-resources first, the job itself last.
+        Route(f"{JOB}/allocations", h(jobs.job_allocations), methods=["GET"]),
+        Route(f"{JOB}/periodic/force", h(periodic_api.periodic_force), methods=["PUT", "POST"]),
+        Route(f"{JOB}/dispatch", h(periodic_api.dispatch), methods=["PUT", "POST"]),
+        Route(f"{JOB}/evaluations", h(evaluations.job_evaluations), methods=["GET"]),
+        Route(f"{JOB}/evaluate", h(evaluations.job_evaluate), methods=["PUT", "POST"]),
+        Route(f"{JOB}/versions", h(job_lifecycle.versions), methods=["GET"]),
+        Route(f"{JOB}/revert", h(job_lifecycle.revert), methods=["PUT", "POST"]),
+        Route(f"{JOB}/stable", h(job_lifecycle.stable), methods=["PUT", "POST"]),
+        Route(f"{JOB}/summary", h(job_lifecycle.summary), methods=["GET"]),
+        Route(f"{JOB}/plan", h(job_lifecycle.plan), methods=["PUT", "POST"]),
+        Route(f"{JOB}/scale", h(job_lifecycle.scale), methods=["GET", "PUT", "POST"]),
+        Route(JOB, h(jobs.job_item), methods=["GET", "PUT", "POST", "DELETE"]),
         Route("/v1/allocations", h(allocations.allocations), methods=["GET"]),
         Route("/v1/allocation/{id}", h(allocations.allocation), methods=["GET"]),
         Route("/v1/allocation/{id}/stop", h(allocations.allocation_stop), methods=["PUT", "POST"]),
@@ -196,15 +206,6 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/evaluation/{id}", h(evaluations.evaluation), methods=["GET"]),
         Route("/v1/evaluation/{id}/allocations", h(evaluations.evaluation_allocations),
               methods=["GET"]),
-        Route("/v1/job/{job_id}/evaluations", h(evaluations.job_evaluations), methods=["GET"]),
-        Route("/v1/job/{job_id}/evaluate", h(evaluations.job_evaluate), methods=["PUT", "POST"]),
-        Route("/v1/job/{job_id}/versions", h(job_lifecycle.versions), methods=["GET"]),
-        Route("/v1/job/{job_id}/revert", h(job_lifecycle.revert), methods=["PUT", "POST"]),
-        Route("/v1/job/{job_id}/stable", h(job_lifecycle.stable), methods=["PUT", "POST"]),
-        Route("/v1/job/{job_id}/summary", h(job_lifecycle.summary), methods=["GET"]),
-        Route("/v1/job/{job_id}/plan", h(job_lifecycle.plan), methods=["PUT", "POST"]),
-        Route("/v1/job/{job_id}/scale", h(job_lifecycle.scale),
-              methods=["GET", "PUT", "POST"]),
         Route("/v1/validate/job", h(job_lifecycle.validate), methods=["PUT", "POST"]),
         WebSocketRoute("/v1/event/ws", event_ws),
         Route("/v1/namespaces", h(namespaces_api.namespaces), methods=["GET"]),
@@ -217,7 +218,9 @@ def build_app(agent: Agent) -> ASGIApp:
         WebSocketRoute("/v1/client/allocation/{id}/exec", partial(alloc_exec.alloc_exec, ctx)),
         Route("/v1/client/allocation/{id}/exec", h(alloc_exec.not_upgraded), methods=["GET"]),
     ]
-    app: ASGIApp = StateGuardMiddleware(Starlette(routes=routes), agent.state_failure)
+    starlette = Starlette(routes=routes)
+    starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect
+    app: ASGIApp = StateGuardMiddleware(starlette, agent.state_failure)
     if agent.config.token:
         app = TokenMiddleware(app, agent.config.token)
     return UnreadBodyMiddleware(app)

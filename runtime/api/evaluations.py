@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from yurt.runtime.api.allocations import alloc_stub
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.namespaces import job_in
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.structs import TRIGGER_JOB_REGISTER, Evaluation
 
@@ -55,7 +56,7 @@ async def evaluation_allocations(ctx: Context, request: Request) -> Response:
 
 async def job_evaluations(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    ctx.job(job_id)
+    job_in(ctx, request, job_id)
     return json_response(ctx.agent.server.job_evals(job_id))
 
 
@@ -67,7 +68,7 @@ async def job_evaluate(ctx: Context, request: Request) -> Response:
     if named != job_id:
         raise ApiError(400, "JobID parameter does not match")
     body_field(body, "EvalOptions", dict, {})
-    ctx.job(job_id)
+    job_in(ctx, request, job_id)
     result = await ctx.agent.server.evaluate(job_id, TRIGGER_JOB_REGISTER)
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
                           "JobModifyIndex": result.job_modify_index, "Warnings": "",

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.namespaces import job_in
 from yurt.runtime.api.request import (
     ApiError,
     body_field,
@@ -66,7 +67,7 @@ def _int_field(body: dict[str, Any], name: str) -> int | None:
 
 async def versions(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    ctx.job(job_id)
+    job_in(ctx, request, job_id)
     history = ctx.agent.server.versions.get(job_id, [])
     diffs = None
     if query_bool(request, "diffs"):
@@ -85,7 +86,7 @@ async def revert(ctx: Context, request: Request) -> Response:
     if version is None:
         raise ApiError(400, '"JobVersion" is required')
     enforce = _int_field(body, "EnforcePriorVersion")
-    ctx.job(job_id)
+    job_in(ctx, request, job_id)
     target = next((v for v in ctx.agent.server.versions.get(job_id, [])
                    if v.version == version), None)
     if target is None:
@@ -113,7 +114,7 @@ async def stable(ctx: Context, request: Request) -> Response:
     if version is None:
         raise ApiError(400, '"JobVersion" is required')
     mark = body_field(body, "Stable", bool, False)
-    ctx.job(job_id)
+    job_in(ctx, request, job_id)
     try:
         index = await ctx.agent.server.set_stable(job_id, version, mark)
     except LookupError as e:
@@ -127,7 +128,7 @@ def _summary_counts() -> dict[str, int]:
 
 
 async def summary(ctx: Context, request: Request) -> Response:
-    return json_response(job_summary(ctx, ctx.job(request.path_params["job_id"])))
+    return json_response(job_summary(ctx, job_in(ctx, request, request.path_params["job_id"])))
 
 
 def job_summary(ctx: Context, job: Job, allocs: list[Allocation] | None = None
@@ -220,7 +221,7 @@ async def validate(ctx: Context, request: Request) -> Response:
 async def scale(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
     if request.method == "GET":
-        return _scale_status(ctx, ctx.job(job_id))
+        return _scale_status(ctx, job_in(ctx, request, job_id))
     body = await body_json(request)
     target = body_field(body, "Target", dict, {})
     group = target.get("Group")
@@ -232,7 +233,7 @@ async def scale(ctx: Context, request: Request) -> Response:
     message = body_field(body, "Message", str, "")
     failed = body_field(body, "Error", bool, False)
     meta = body_field(body, "Meta", dict, {})
-    job = ctx.job(job_id)
+    job = job_in(ctx, request, job_id)
     previous = job.lookup_group(group)
     if previous is None:
         raise ApiError(400, f"task group {group!r} specified for scaling does not exist "

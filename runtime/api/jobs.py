@@ -7,7 +7,7 @@ refuses is a 400 naming the field. Lists are Nomad's stubs, sorted by ID.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from starlette.requests import Request
@@ -25,13 +25,15 @@ from yurt.runtime.api.request import (
     parse_job_off_loop,
     query_bool,
 )
+from yurt.runtime.server.dispatch import is_parameterized
 from yurt.runtime.structs import Allocation, Job
 
 
 def job_stub(job: Job) -> dict[str, Any]:
-    return {"ID": job.id, "ParentID": "", "Name": job.name, "Namespace": job.namespace,
-            "Datacenters": job.datacenters, "Type": job.type, "Priority": job.priority,
-            "Periodic": False, "ParameterizedJob": False, "Stop": job.stop,
+    return {"ID": job.id, "ParentID": job.parent_id, "Name": job.name,
+            "Namespace": job.namespace, "Datacenters": job.datacenters, "Type": job.type,
+            "Priority": job.priority, "Periodic": job.periodic is not None,
+            "ParameterizedJob": is_parameterized(job), "Stop": job.stop,
             "Status": job.status, "StatusDescription": job.status_description,
             "CreateIndex": job.create_index, "ModifyIndex": job.modify_index,
             "JobModifyIndex": job.job_modify_index, "SubmitTime": job.submit_time,
@@ -83,8 +85,17 @@ async def parse(ctx: Context, request: Request) -> Response:
                                                   filename="JobHCL"))
 
 
+#: A job's sub-resources, each with a route of its own (app.py). A job ID may hold a `/`, so a
+#: method one of them does not take reaches the job's route instead: answered 405 there.
+_SUB_RESOURCES: Final = tuple(f"/{name}" for name in (
+    "allocations", "periodic/force", "dispatch", "evaluations", "evaluate", "versions",
+    "revert", "stable", "summary", "plan", "scale"))
+
+
 async def job_item(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
+    if job_id.endswith(_SUB_RESOURCES) and job_id not in ctx.agent.server.jobs:
+        raise ApiError(405, "Method Not Allowed")
     if request.method == "GET":
         return json_response(job_in(ctx, request, job_id))
     if request.method == "DELETE":

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.namespaces import job_in
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.server.dispatch import DispatchError, check_dispatch, dispatched_child
 from yurt.runtime.server.periodic_dispatcher import launch
@@ -31,7 +32,7 @@ from yurt.runtime.server.serial import serialized
 
 
 async def periodic_force(ctx: Context, request: Request) -> Response:
-    parent = ctx.job(request.path_params["job_id"])
+    parent = job_in(ctx, request, request.path_params["job_id"])
     now = datetime.fromtimestamp(int(time.time()), UTC)
     try:
         result = await launch(ctx.agent.server, parent, now)
