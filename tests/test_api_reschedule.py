@@ -78,3 +78,24 @@ async def test_a_policy_nomad_refuses_is_a_400_naming_the_field(tmp_path: Path) 
             assert "group.g.reschedule.delay_function" in r.text
             assert '"linear"' in r.text
             assert (await a.client.get("/v1/job/bad")).status_code == 404
+
+
+async def test_a_new_policy_updates_allocations_in_place(tmp_path: Path) -> None:
+    # The policy says what happens after a failure; changing it restarts nothing (Nomad).
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            assert (await c.put("/v1/jobs", json=mock_job("web"))).status_code == 200
+            (before,) = (await c.get("/v1/job/web/allocations")).json()
+            changed = job_with_policy("web")
+            plan = await c.put("/v1/job/web/plan", json={"Job": changed["Job"]})
+            assert plan.status_code == 200, plan.text
+            updates = plan.json()["Annotations"]["DesiredTGUpdates"]["g"]
+            assert (updates["InPlaceUpdate"], updates["DestructiveUpdate"], updates["Place"]) \
+                == (1, 0, 0)
+            registered = await c.put("/v1/jobs", json=changed)
+            assert registered.status_code == 200, registered.text
+            (after,) = (await c.get("/v1/job/web/allocations")).json()
+            assert after["ID"] == before["ID"]
+            job = (await c.get("/v1/job/web")).json()
+            assert (job["Version"], job["TaskGroups"][0]["ReschedulePolicy"]) == (1, EXPECTED)
