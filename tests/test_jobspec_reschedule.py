@@ -5,12 +5,13 @@ file, line and field of each problem, and the same job in HCL and JSON giving th
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from yurt.runtime.durations import HOUR, MINUTE, SECOND
 from yurt.runtime.errors import JobSpecError, SpecProblem
-from yurt.runtime.jobspec import parse_job
+from yurt.runtime.jobspec import load_job, parse_job
 from yurt.runtime.jobspec.reschedule import _viable
 from yurt.runtime.structs import ReschedulePolicy
 
@@ -212,3 +213,14 @@ def test_a_huge_attempt_count_is_checked_at_once() -> None:
     assert p.field == "job.web.group.api.reschedule"
     block = block.replace("fibonacci", "exponential")
     assert only_problem(hcl("service", group_block=block)).field == p.field
+
+
+def test_the_example_job() -> None:
+    job = load_job(Path(__file__).parent.parent / "examples/service-reschedule.nomad.hcl")
+    web, report = (g.reschedule_policy for g in job.task_groups)
+    assert web == ReschedulePolicy(attempts=0, interval=0, delay=10 * SECOND,
+                                   delay_function="exponential", max_delay=5 * MINUTE,
+                                   unlimited=True)
+    assert report == ReschedulePolicy(attempts=2, interval=HOUR, delay=10 * SECOND,
+                                      delay_function="constant", max_delay=5 * MINUTE,
+                                      unlimited=False)
