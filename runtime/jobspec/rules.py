@@ -2,8 +2,9 @@
 
 What lives here: validation (restart policy, lifecycle hooks, one leader, unique names, known
 drivers and their configs, resources, log storage against the ephemeral disk, names that must
-be file names) and `canonicalize` (the job-type-dependent restart policy, task restart blocks
-merged over their group's).
+be file names; the reschedule block's rules live in reschedule.py) and `canonicalize` (the
+job-type-dependent restart policy, task restart blocks merged over their group's, every group's
+reschedule policy).
 
 Invariants: the checks read a `Job` that stage 3 made well-typed and never change it; they
 report every problem through `_Problems`. A restart problem a task merely inherits is reported
