@@ -136,6 +136,7 @@ class TaskGroup(Base):
     ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
     meta: dict[str, str] = field(default_factory=dict)
     migrate: MigrateStrategy | None = None
+    reschedule_policy: ReschedulePolicy | None = None
 
 
 class Job(Base):
@@ -164,6 +165,7 @@ class Job(Base):
     payload: bytes | None = None
     dispatch_idempotency_token: str = ""
     stable: bool = False
+    reschedule: ReschedulePolicy | None = None
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)
@@ -636,14 +638,15 @@ TRIGGER_FAILED_FOLLOW_UP: Final = "failed-follow-up"
 
 
 class ReschedulePolicy(Base):
-    """Nomad's `ReschedulePolicy`: how a failed allocation is replaced."""
+    """Nomad's `ReschedulePolicy`: how a failed allocation is replaced. `None` fields are
+    inherited (group ← job ← job-type default); `jobspec.canonicalize` fills them all."""
 
-    attempts: int = 0
-    interval: Duration = 0
-    delay: Duration = 0
-    delay_function: str = ""
-    max_delay: Duration = 0
-    unlimited: bool = False
+    attempts: int | None = None
+    interval: Duration | None = None
+    delay: Duration | None = None
+    delay_function: str | None = None
+    max_delay: Duration | None = None
+    unlimited: bool | None = None
 
 
 class RescheduleEvent(Base):
@@ -661,8 +664,9 @@ class RescheduleTracker(Base):
 
 #: Nomad's default reschedule policies by job type (sysbatch: never rescheduled).
 DEFAULT_RESCHEDULE_POLICY: Final[dict[str, ReschedulePolicy]] = {
-    "service": ReschedulePolicy(delay=30 * SECOND, delay_function="exponential",
-                                max_delay=60 * MINUTE, unlimited=True),
+    "service": ReschedulePolicy(attempts=0, interval=0, delay=30 * SECOND,
+                                delay_function="exponential", max_delay=60 * MINUTE,
+                                unlimited=True),
     "batch": ReschedulePolicy(attempts=1, interval=24 * 60 * MINUTE, delay=5 * SECOND,
-                              delay_function="constant"),
+                              delay_function="constant", max_delay=0, unlimited=False),
 }

@@ -142,3 +142,48 @@ async def test_a_failing_batch_job_gets_one_attempt_a_day(autojump_clock: MockCl
                                                                              "failed"]
             assert server.allocs[second.id].followup_eval_id == ""
             assert server.jobs["crash"].status == "dead"
+
+
+def crash_with(job_type: str, reschedule: str) -> str:
+    """`JOB` with a `reschedule { … }` block in its group."""
+    return (JOB % job_type).replace('  group "g" {\n',
+                                    f'  group "g" {{\n    reschedule {{\n{reschedule}\n    }}\n')
+
+
+async def test_a_group_reschedule_block_is_followed(autojump_clock: MockClock) -> None:
+    policy = ('attempts = 2\n interval = "1h"\n delay = "10s"\n delay_function = "constant"')
+    with trio.fail_after(3 * 3600):
+        async with wired() as server:
+            job = parse_job(crash_with("batch", policy))
+            assert job.task_groups[0].reschedule_policy is not None
+            await server.register_job(job)
+            while len(server.job_allocs("crash")) < 3:
+                await server.changed.wait()
+            chain = server.job_allocs("crash")
+            waits = []
+            for failed, replacement in itertools.pairwise(chain):
+                assert replacement.previous_allocation == failed.id
+                finished = max(t.finished_at for t in failed.task_states.values())
+                waits.append(round((replacement.create_time - unix_ns(finished)) / SECOND))
+            assert waits == [10, 10]  # constant, not the batch default's 5 s
+            await trio.sleep(3600)
+            # Two attempts in the hour: the third failure stays, with nothing planned for it.
+            allocs = server.job_allocs("crash")
+            assert [a.client_status for a in allocs] == ["failed"] * 3
+            assert allocs[2].followup_eval_id == ""
+            assert allocs[2].next_allocation == ""
+            assert [seconds(a.create_time) for a in allocs] == [0, 11, 22]  # 1 s run + 10 s
+
+
+async def test_attempts_zero_and_not_unlimited_disables_rescheduling(
+        autojump_clock: MockClock) -> None:
+    with trio.fail_after(3 * 3600):
+        async with wired() as server:
+            await server.register_job(parse_job(crash_with(
+                "service", 'attempts = 0\n unlimited = false')))
+            while not any(a.client_status == "failed" for a in server.job_allocs("crash")):
+                await server.changed.wait()
+            await trio.sleep(3600)  # the service default would have replaced it 6 times
+            (only,) = server.job_allocs("crash")
+            assert (only.client_status, only.followup_eval_id, only.next_allocation) == (
+                "failed", "", "")

@@ -41,8 +41,9 @@ variables, locals and functions (`${var.x}` stays literal text).
 Layout: one module per stage, in the order a job goes through them. `limits` (what a job file
 may be, checks that need no parse), `syntax` (stage 1), `fields` (the vocabulary and the
 problem bookkeeping every later stage shares), `hcl` (stage 2), `shape` (stage 3), `rules`
-(stage 4 and `canonicalize`), and `parse` (the entry points that run them). The modules are the
-package's insides: other code imports the names below from `yurt.runtime.jobspec`.
+(stage 4 and `canonicalize`; `reschedule` holds the reschedule block's part of both), and
+`parse` (the entry points that run them). The modules are the package's insides: other code
+imports the names below from `yurt.runtime.jobspec`.
 """
 
 from yurt.runtime.jobspec.fields import HCL_SCHEMA, UNSUPPORTED, HclField, Kind

@@ -2,8 +2,9 @@
 
 What lives here: validation (restart policy, lifecycle hooks, one leader, unique names, known
 drivers and their configs, resources, log storage against the ephemeral disk, names that must
-be file names) and `canonicalize` (the job-type-dependent restart policy, task restart blocks
-merged over their group's).
+be file names; the reschedule block's rules live in reschedule.py) and `canonicalize` (the
+job-type-dependent restart policy, task restart blocks merged over their group's, every group's
+reschedule policy).
 
 Invariants: the checks read a `Job` that stage 3 made well-typed and never change it; they
 report every problem through `_Problems`. A restart problem a task merely inherits is reported
@@ -25,6 +26,7 @@ from yurt.runtime.drivers import TASK_CONFIG
 from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
 from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
+from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
 from yurt.runtime.server.periodic import CronError, check_spec, load_zone
 from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
@@ -245,6 +247,7 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
         return root.item(Job, "task_groups", i, job.task_groups[i].name or str(i))
 
     _check_unique([g.name for g in job.task_groups], group_at, "group", problems)
+    check_job_reschedule(job, root, group_at, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
         if not 0 <= group.count <= MAX_COUNT:
@@ -365,12 +368,14 @@ def _check_dispatch_payload(config: DispatchPayloadConfig, at: _At,
 
 
 def canonicalize(job: Job) -> Job:
-    """Fill what depends on context, in place: job name, and every restart policy (group
-    over job-type default, task over group), so runners never see a `None` policy field."""
+    """Fill what depends on context, in place: job name, every group's reschedule policy
+    (reschedule.py), and every restart policy (group over job-type default, task over
+    group), so runners never see a `None` policy field."""
     if not job.name:
         job.name = job.id
     if job.parameterized is not None and not job.parameterized.payload:
         job.parameterized.payload = "optional"
+    fold_reschedule(job)
     for group in job.task_groups:
         group.restart_policy = merge_restart(_default_restart(job), group.restart_policy)
         for task in group.tasks:

@@ -1,5 +1,8 @@
 """When a failed allocation is replaced (Nomad's reschedule policy). Pure: time is a parameter.
 
+- **Policy**: the allocation's group's (`ReschedulePolicy`, made canonical by the jobspec:
+  job-type default ← job block ← group block). A job stored before groups carried one gets
+  its type's default; a `sysbatch` job is never rescheduled.
 - **Eligible**: an unlimited policy always; else fewer than `attempts` replacements within
   the last `interval` (counted from the allocation's `RescheduleTracker`).
 - **Delay**: `constant` is `delay` every time; `exponential` doubles the last delay (`delay`
@@ -15,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import msgspec
+
 from yurt.runtime.structs import (
     ALLOC_CLIENT_FAILED,
     ALLOC_DESIRED_RUN,
@@ -28,8 +33,17 @@ from yurt.runtime.structs import (
 )
 
 
-def policy_for(job: Job) -> ReschedulePolicy | None:
-    return DEFAULT_RESCHEDULE_POLICY.get(job.type)
+def policy_for(job: Job, group_name: str) -> ReschedulePolicy | None:
+    """The policy of `job`'s group `group_name`, every field set; None: never replaced."""
+    default = DEFAULT_RESCHEDULE_POLICY.get(job.type)
+    if default is None:
+        return None
+    group = job.lookup_group(group_name)
+    own = group.reschedule_policy if group is not None else None
+    if own is None:
+        return default
+    return msgspec.structs.replace(default, **{
+        f: getattr(own, f) for f in own.__struct_fields__ if getattr(own, f) is not None})
 
 
 def needs_reschedule(alloc: Allocation) -> bool:
@@ -45,16 +59,18 @@ def _events(alloc: Allocation) -> list[RescheduleEvent]:
 def eligible(policy: ReschedulePolicy, alloc: Allocation, now: int) -> bool:
     if policy.unlimited:
         return True
-    if policy.attempts <= 0:
-        return False
-    recent = [e for e in _events(alloc) if now - e.reschedule_time < policy.interval]
-    return len(recent) < policy.attempts
+    attempts = policy.attempts or 0
+    if attempts <= 0:
+        return False  # `attempts = 0` without `unlimited`: rescheduling is off (Nomad)
+    interval = policy.interval or 0
+    recent = [e for e in _events(alloc) if now - e.reschedule_time < interval]
+    return len(recent) < attempts
 
 
 def next_delay(policy: ReschedulePolicy, alloc: Allocation) -> int:
     events = _events(alloc)
     if policy.delay_function == "constant" or not events:
-        return policy.delay
+        return policy.delay or 0
     if policy.delay_function == "fibonacci" and len(events) >= 2:
         delay = events[-1].delay + events[-2].delay
     else:
@@ -99,10 +115,10 @@ def decide(job: Job, allocs: list[Allocation], now: int, *, user_asked: bool) ->
     for alloc in allocs:
         latest[alloc.name] = alloc
     decision = Decision()
-    policy = policy_for(job)
     for name, alloc in latest.items():
         if not needs_reschedule(alloc):
             continue
+        policy = policy_for(job, alloc.task_group)
         if user_asked:
             decision.now[name] = (alloc, alloc.reschedule_tracker)
         elif policy is None or not eligible(policy, alloc, now):

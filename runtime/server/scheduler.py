@@ -148,8 +148,9 @@ def alloc_needs(alloc: Allocation) -> tuple[int, int]:
 
 def group_spec(group: TaskGroup) -> bytes:
     """What makes a group's allocations replaceable: everything but the count (a count
-    change adds or stops allocations, it does not restart the others)."""
-    return msgspec.json.encode(msgspec.structs.replace(group, count=0))
+    change adds or stops allocations, it does not restart the others) and the reschedule
+    policy (it only says what happens after a failure: Nomad updates it in place)."""
+    return msgspec.json.encode(msgspec.structs.replace(group, count=0, reschedule_policy=None))
 
 
 def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
