@@ -279,6 +279,7 @@ class Allocation(Base):
     modify_time: int = 0
     reschedule_tracker: RescheduleTracker | None = None
     followup_eval_id: str = field(default="", name="FollowupEvalID")
+    desired_transition: DesiredTransition = field(default_factory=lambda: DesiredTransition())
 
     def is_terminal(self) -> bool:
         """Server- or client-terminal, as Nomad's `Allocation.TerminalStatus`."""
@@ -670,3 +671,16 @@ DEFAULT_RESCHEDULE_POLICY: Final[dict[str, ReschedulePolicy]] = {
     "batch": ReschedulePolicy(attempts=1, interval=24 * 60 * MINUTE, delay=5 * SECOND,
                               delay_function="constant", max_delay=0, unlimited=False),
 }
+
+
+# --------------------------------------------------------------------------- alloc stop and drain
+
+
+class DesiredTransition(Base):
+    """Nomad's `DesiredTransition`: what the server wants done with a running allocation.
+    `Migrate` (an `alloc stop`, a drain): the scheduler stops it and places a replacement."""
+
+    migrate: bool | None = None
+    reschedule: bool | None = None
+    force_reschedule: bool | None = None
+    no_shutdown_delay: bool | None = None

@@ -113,15 +113,26 @@ async def test_api_answers_while_restoring_and_a_stop_waits_for_the_restore(
                 assert driver.inner.started == []
 
                 release.set()
-                allocs = await until(client, lambda a: {x["ID"]: x["ClientStatus"]
-                                                        for x in a}.get(one) == "complete")
-                other = next(a for a in allocs if a["ID"] != one)
+
+                def replaced(listed: list[dict[str, Any]]) -> bool:
+                    # Nomad's alloc stop: stopped, and a replacement placed that runs.
+                    by_id = {x["ID"]: x for x in listed}
+                    after = by_id[one]["NextAllocation"]
+                    return (by_id[one]["ClientStatus"] == "complete" and after in by_id
+                            and by_id[after]["ClientStatus"] == "running")
+
+                allocs = await until(client, replaced)
+                replacement = next(a for a in allocs if a["ID"] == one)["NextAllocation"]
+                other = next(a for a in allocs if a["ID"] not in (one, replacement))
                 assert other["ClientStatus"] == "running"
                 assert other["ClientDescription"] != RESTORING
                 agent_self = (await client.get("/v1/agent/self")).json()
                 assert agent_self["stats"]["client"]["restoring_allocations"] == "0"
-                # Re-attached and stopped: never started again, one runner per allocation.
-                assert driver.inner.started == []
+                # Re-attached and stopped, never started again: the one start is the
+                # replacement's; one runner per allocation.
+                assert [c.alloc_id for c in driver.inner.started] == [replacement]
                 assert set(second.client.runners) == {a["ID"] for a in allocs}
-                assert [kind for _, kind, _ in driver.inner.log] == ["stop"]
+                assert sorted((kind, task_id.split("/")[0])
+                              for _, kind, task_id in driver.inner.log) == [
+                    ("start", replacement), ("stop", one)]
             second.stop()

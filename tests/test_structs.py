@@ -55,6 +55,8 @@ NOMAD_ALLOCATION: dict[str, Any] = {
                                       "PrevAllocID": "0a1b", "PrevNodeID": "n1",
                                       "Delay": 30000000000}]},
     "FollowupEvalID": "",
+    "DesiredTransition": {"Migrate": True, "Reschedule": None, "ForceReschedule": None,
+                          "NoShutdownDelay": None},
 }
 
 

@@ -153,7 +153,7 @@ def job_summary(ctx: Context, job: Job, allocs: list[Allocation] | None = None
 
 
 def _annotations(desired: dict[str, DesiredUpdates]) -> dict[str, dict[str, int]]:
-    return {name: {"Ignore": d.ignore, "Place": d.place, "Migrate": 0, "Stop": d.stop,
+    return {name: {"Ignore": d.ignore, "Place": d.place, "Migrate": d.migrate, "Stop": d.stop,
                    "InPlaceUpdate": d.in_place_update,
                    "DestructiveUpdate": d.destructive_update, "Canary": 0,
                    "Preemptions": d.preemptions}

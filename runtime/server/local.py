@@ -58,9 +58,7 @@ from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.scheduler import Plan, schedule, stopped
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
-    ALLOC_DESIRED_STOP,
     EVAL_STATUS_BLOCKED,
-    EVAL_STATUS_COMPLETE,
     EVAL_STATUS_PENDING,
     TRIGGER_ALLOC_FAILURE,
     TRIGGER_ALLOC_STOP,
@@ -68,6 +66,7 @@ from yurt.runtime.structs import (
     TRIGGER_JOB_REGISTER,
     ZERO_TIME,
     Allocation,
+    DesiredTransition,
     Evaluation,
     Job,
     Node,
@@ -535,23 +534,26 @@ class LocalServer:
         return (await self.stop_alloc_eval(alloc_id))[0]
 
     async def stop_alloc_eval(self, alloc_id: str) -> tuple[Allocation, Evaluation]:
-        """Stop one allocation; the evaluation that records it is returned with it."""
+        """Nomad's `alloc stop` (and a drain's): the allocation is marked to migrate
+        (`DesiredTransition.Migrate`) and evaluated, which stops it and places a replacement
+        (blocked if it does not fit, on an ineligible node say). The allocation as stopped
+        and the evaluation are returned."""
         async with self._locked():
             alloc = self.allocs.get(alloc_id)
             if alloc is None:
                 raise KeyError(alloc_id)
             index = self.take_index()
-            now = self._clock()
-            stopped = msgspec.structs.replace(
-                alloc, desired_status=ALLOC_DESIRED_STOP,
-                desired_description="alloc is being stopped by user", modify_index=index,
-                alloc_modify_index=index, modify_time=now)
-            job = alloc.job if alloc.job is not None else self.jobs.get(alloc.job_id, Job())
-            ev = msgspec.structs.replace(
-                self._new_eval(job, TRIGGER_ALLOC_STOP, index), job_id=alloc.job_id,
-                status=EVAL_STATUS_COMPLETE)
-            await self._commit([], [stopped], evals=[ev])
-            return stopped, ev
+            job = self.jobs.get(alloc.job_id) or alloc.job or Job(id=alloc.job_id)
+            marked = alloc
+            if not alloc.is_terminal():
+                marked = msgspec.structs.replace(
+                    alloc, desired_transition=DesiredTransition(migrate=True),
+                    modify_index=index, modify_time=self._clock())
+            ev = msgspec.structs.replace(self._new_eval(job, TRIGGER_ALLOC_STOP, index),
+                                         job_id=alloc.job_id)
+            await self._commit([], [marked], evals=[ev])
+            plan = await self._process(ev)
+            return self.allocs[alloc_id], plan.eval
 
     def adopt(self, job: Job, allocs: list[Allocation]) -> None:
         """Take back a job and allocations an earlier `yurt run` placed (no store there)."""

@@ -91,6 +91,7 @@ class DesiredUpdates:
     ignore: int = 0
     in_place_update: int = 0
     destructive_update: int = 0
+    migrate: int = 0
     preemptions: int = 0
 
 
@@ -280,12 +281,16 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     _follow_up(plan, ev, failures, index, now, new_id)
     kept: list[Allocation] = []
     previous: dict[str, Allocation] = {}
+    #: Stopped whether or not a replacement is placed (one that is not is blocked).
+    migrating: dict[str, Allocation] = {}
     unneeded: list[Allocation] = []
     for alloc in live:
         group = wanted.get(alloc.name)
         old = alloc.job.lookup_group(group.name) if alloc.job and group else None
         if group is None:
             unneeded.append(alloc)
+        elif alloc.desired_transition.migrate:  # an alloc stop, a drain: Nomad's migrate
+            migrating[alloc.name] = previous[alloc.name] = alloc
         elif old is None or group_spec(old) == group_spec(group):
             kept.append(alloc)
         else:
@@ -339,7 +344,9 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         for victim in victims:
             evicted[victim.id] = victim
         desired.preemptions += len(victims)
-        if prev is not None:
+        if name in migrating:
+            desired.migrate += 1
+        elif prev is not None:
             desired.destructive_update += 1
         else:
             desired.place += 1
@@ -365,10 +372,15 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
                 stopped(victim, index, now, f"Preempted by allocation {new.id} of job "
                         f"{job.id!r} (priority {job.priority})", ALLOC_DESIRED_EVICT),
                 preempted_by_allocation=new.id))
-        if new.name in previous:  # a destructive update (a failed one is not stopped)
+        if new.name in previous and new.name not in migrating:  # a destructive update
             replaced = stopped(previous[new.name], index, now, "alloc is being updated")
             replaced.next_allocation = new.id
             plan.stop.append(replaced)
+    replacements = {new.name: new.id for new in plan.place}
+    for name, alloc in migrating.items():
+        moved = stopped(alloc, index, now, "alloc is being migrated")
+        moved.next_allocation = replacements.get(name, "")
+        plan.stop.append(moved)
     for alloc in unneeded:
         plan.stop.append(stopped(alloc, index, now, "alloc not needed due to job update"))
         plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
