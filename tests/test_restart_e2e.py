@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -163,7 +164,15 @@ def test_agent_kill_9_and_restart_reattaches(tmp_path: Path) -> None:
         assert said == [f"bye {i}" for i in range(1, 31)]
 
         second.send_signal(signal.SIGTERM)
-        rest, _ = second.communicate(timeout=30)
+        # Through the same reader as above: `communicate` reads the pipe itself and would lose
+        # what that reader had buffered (a record cut in two).
+        watchdog = threading.Timer(30, second.kill)
+        watchdog.start()
+        try:
+            rest = second.stdout.read()
+            second.wait()
+        finally:
+            watchdog.cancel()
         again += [json.loads(line) for line in rest.splitlines() if line.strip()]
         assert second.returncode == 0
         web = task_events(again, "web")

@@ -11,7 +11,12 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     request.py      ApiError, json_response; body reading and its limits; query parsing
     context.py      Context: the agent, the parse limiter, job/alloc/runner lookups
     jobs.py         /v1/jobs, /v1/jobs/parse, /v1/job/<id>[/allocations]
+    job_lifecycle.py /v1/job/<id>/{versions,revert,stable,summary,plan,scale}, /v1/validate/job
+    evaluations.py  /v1/evaluations, /v1/evaluation/<id>[/allocations],
+                    /v1/job/<id>/{evaluations,evaluate}
+    periodic.py     /v1/job/<id>/{periodic/force,dispatch}
     allocations.py  /v1/allocations, /v1/allocation/<id>[/stop]
+    allocresources.py an allocation's AllocatedResources
     client.py       /v1/client/allocation/<id>/{stats,restart,signal,gc}, /v1/client/{gc,stats}
     logs.py         /v1/client/fs/logs/<alloc> (FramedLogResponse)
     nodes.py        /v1/nodes, /v1/node/<id>[/allocations|/eligibility|/drain|/purge|
@@ -23,9 +28,13 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     search.py       /v1/search, /v1/search/fuzzy
     metrics.py      /v1/metrics (Nomad's JSON, or Prometheus text)
     fs.py           /v1/client/fs/{ls,stat,cat,readat,stream}/<alloc> (runtime/allocfs.py)
+    exec.py         /v1/client/allocation/<id>/exec (websocket)
+    namespaces.py   /v1/namespaces, /v1/namespace/<name>; ?namespace= scoping
+    variables.py    /v1/vars, /v1/var/<path>
     events.py       /v1/event/stream, /v1/event/ws
     app.py          the route table, the handler wrapper (errors, Nomad's headers, blocking
                     queries), the token middleware, serve_api
+    unreadbody.py   a body answered unread is dropped (or the connection closed, said so)
 
 Streams never block the agent (events.py, logs.py); every request body is untrusted and bounded
 before it costs anything (request.py). The server listens on 127.0.0.1 by default; with a token
