@@ -3,6 +3,7 @@ for longer than the threshold of their job type, and none of their allocations l
 
 from __future__ import annotations
 
+import msgspec
 import trio
 from trio.testing import MockClock
 
@@ -67,3 +68,25 @@ async def test_the_server_collects_old_evaluations(autojump_clock: MockClock) ->
             assert set(server.evals) == {live.eval_id}
             assert server.index == before + 1
             nursery.cancel_scope.cancel()
+
+
+def test_collectable_allocations_go_with_their_evaluations() -> None:
+    from yurt.runtime.server.records import collectable_allocs
+
+    jobs = {"svc": parse_job(JOB % ("svc", "service")),
+            "bat": parse_job(JOB % ("bat", "batch"))}
+    allocs = {
+        "failed": Allocation(id="failed", job_id="svc", eval_id="e", client_status="failed"),
+        "named": Allocation(id="named", job_id="svc", eval_id="e", client_status="failed"),
+        "next": Allocation(id="next", job_id="svc", eval_id="f", client_status="running",
+                           previous_allocation="named"),
+        "stopping": Allocation(id="stopping", job_id="svc", eval_id="e",
+                               desired_status="stop", client_status="running"),
+        "other": Allocation(id="other", job_id="svc", eval_id="x", client_status="failed"),
+        "done": Allocation(id="done", job_id="bat", eval_id="e", client_status="complete"),
+    }
+    # Done on the client, of a collected evaluation, named by no live allocation; a live
+    # batch job's completed allocation stays (it is what says the work is done).
+    assert collectable_allocs({"e"}, allocs, jobs) == ["failed"]
+    jobs["bat"] = msgspec.structs.replace(jobs["bat"], stop=True)
+    assert collectable_allocs({"e"}, allocs, jobs) == ["failed", "done"]

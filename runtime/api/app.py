@@ -76,7 +76,7 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
                 wait = min(query_duration(request, "wait", DEFAULT_BLOCKING_WAIT),
                            MAX_BLOCKING_WAIT)
                 with trio.move_on_after(wait):
-                    while agent.server.index <= index:
+                    while agent.server.visible_index <= index:
                         await agent.server.changed.wait()
             response = await fn(request)
         except ApiError as e:
@@ -85,7 +85,7 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
                 # What is left of a body past the drain bounds (read_body) is never read:
                 # the connection must not be kept for another request.
                 response.headers["Connection"] = "close"
-        index = agent.server.index if agent.ready.is_set() else 0
+        index = agent.server.visible_index if agent.ready.is_set() else 0
         response.headers["X-Nomad-Index"] = str(max(index, 1))
         response.headers["X-Nomad-LastContact"] = "0"
         response.headers["X-Nomad-KnownLeader"] = "true"

@@ -69,7 +69,10 @@ async def job_evaluate(ctx: Context, request: Request) -> Response:
         raise ApiError(400, "JobID parameter does not match")
     body_field(body, "EvalOptions", dict, {})
     job_in(ctx, request, job_id)
-    result = await ctx.agent.server.evaluate(job_id, TRIGGER_JOB_REGISTER)
+    try:
+        result = await ctx.agent.server.evaluate(job_id, TRIGGER_JOB_REGISTER)
+    except ValueError as e:  # a periodic or parameterized parent
+        raise ApiError(400, str(e)) from None
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
                           "JobModifyIndex": result.job_modify_index, "Warnings": "",
                           "Index": result.index, "LastContact": 0, "KnownLeader": True})

@@ -190,7 +190,8 @@ async def plan(ctx: Context, request: Request) -> Response:
                     type=job.type, triggered_by=TRIGGER_JOB_REGISTER, job_id=job.id,
                     job_modify_index=candidate.job_modify_index, annotate_plan=True)
     result = schedule(server, ev, candidate, index=index, now=0,
-                      new_id=lambda: str(uuid.uuid4()))
+                      new_id=lambda: str(uuid.uuid4()),
+                      can_preempt=server.scheduler_config.preemption_enabled(job.type))
     return json_response({
         "Index": server.index,
         "Diff": job_diff(existing, candidate, _updates(result.desired)) if want_diff else None,
@@ -246,14 +247,15 @@ async def scale(ctx: Context, request: Request) -> Response:
             "Meta": meta, "EvalID": None})
         return _register_answer(ctx, "", 0, job.job_modify_index)
 
-    def check(current: Job | None) -> None:
+    def scaled(current: Job | None) -> Job:
+        # The count set on the job as it is now: a register committed meanwhile stays.
         if current is None or current.lookup_group(group) is None:
             raise ApiError(404, "job not found")
+        return msgspec.structs.replace(current, task_groups=[
+            msgspec.structs.replace(g, count=count) if g.name == group else g
+            for g in current.task_groups])
 
-    groups = [msgspec.structs.replace(g, count=count) if g.name == group else g
-              for g in job.task_groups]
-    result = await server.register_as(msgspec.structs.replace(job, task_groups=groups),
-                                      TRIGGER_JOB_SCALING, check)
+    result = await server.register_as(job, TRIGGER_JOB_SCALING, scaled)
     server.scaling.record(job_id, group, {
         "Time": time.time_ns(), "CreateIndex": result.index, "Count": count,
         "PreviousCount": previous.count, "Message": message, "Error": failed, "Meta": meta,

@@ -45,6 +45,7 @@ from yurt.runtime.server.records import (
     EVAL_GC_INTERVAL,
     Registration,
     ScalingEvents,
+    collectable_allocs,
     collectable_evals,
     eval_event,
     history_after,
@@ -101,14 +102,19 @@ class LocalServer:
         #: Per job, its evaluations not terminal yet (pending, blocked): the job's status.
         self._open_evals: dict[str, set[str]] = {}
         self.index = 0
+        #: The index every change up to which is visible (in memory, published): what
+        #: `X-Nomad-Index` and blocking queries go by. `index` runs ahead of it while a change
+        #: is being persisted; answering with that would let a client resume past a change it
+        #: has not seen.
+        self.visible_index = 0
         self.changed = trio.Event()
         self._lock = trio.Lock()
         #: Set when capacity may have freed up: `run` retries the blocked evaluations.
         self._capacity = trio.Event()
         #: Set when a delayed (follow-up) evaluation is stored: `run` recomputes its wait.
         self._delayed = trio.Event()
-        #: The node changed while a change was being committed: numbered right after it.
-        self._node_changed = False
+        #: The node changed: `run` numbers the change (`node_updated`).
+        self._node_dirty = trio.Event()
         #: Its preemption switches are honoured by every evaluation (server/schedconfig.py).
         self.scheduler_config = SchedulerConfiguration()
 
@@ -139,12 +145,13 @@ class LocalServer:
             nursery.start_soon(self._collect_evals)
             nursery.start_soon(self._evaluate_when_needed)
             nursery.start_soon(self._evaluate_when_due)
+            nursery.start_soon(self._number_node_changes)
             task_status.started()
 
     async def _collect_evals(self) -> None:
         while True:
             await trio.sleep(EVAL_GC_INTERVAL)
-            async with self._locked():
+            async with self._lock:
                 await self.gc_evals()
 
     async def gc_evals(self) -> list[str]:
@@ -153,12 +160,17 @@ class LocalServer:
         if not ids:
             await trio.lowlevel.checkpoint()
             return ids
+        # Their finished allocations go with them: a service that keeps failing adds one per
+        # failure (each with its whole job), which nothing else would ever remove.
+        alloc_ids = collectable_allocs(set(ids), self.allocs, self.jobs)
         index = self.take_index()
         if self.store is not None:
-            await self.store.delete_evals(ids, index)
+            await self.store.delete_evals(ids, index, alloc_ids)
         for eval_id in ids:
             ev = self.evals.pop(eval_id)
             self._open_evals.get(ev.job_id, set()).discard(eval_id)
+        for alloc_id in alloc_ids:
+            del self.allocs[alloc_id]
         self._notify_changed()
         return ids
 
@@ -166,7 +178,7 @@ class LocalServer:
         while True:
             await self._capacity.wait()
             self._capacity = trio.Event()
-            async with self._locked():
+            async with self._lock:
                 await self._process_due()
                 await self._retry_blocked()
 
@@ -187,13 +199,13 @@ class LocalServer:
                                     if waits else math.inf):
                 await self._delayed.wait()
                 continue
-            async with self._locked():
+            async with self._lock:
                 await self._process_due()
 
     # ------------------------------------------------------------------ index space
 
     def current_index(self) -> int:
-        return self.index
+        return self.visible_index
 
     def take_index(self) -> int:
         """The next index of the one counter, for a change kept here or elsewhere; it is
@@ -204,6 +216,7 @@ class LocalServer:
     def observe_index(self, n: int) -> None:
         """Raise the counter to at least `n` (an index of state kept elsewhere, loaded)."""
         self.index = max(self.index, n)
+        self.visible_index = max(self.visible_index, n)
         self.broker.index = max(self.broker.index, self.index)
 
     def announce(self, events: list[Event] | None = None) -> None:
@@ -223,7 +236,7 @@ class LocalServer:
         never hands it out again (a crash in between leaves a gap, which is harmless). Blocking
         queries wake when the block ends, also when it failed: the index was taken. With
         `capacity`, the change may let a blocked evaluation place: they are retried."""
-        async with self._locked():
+        async with self._lock:
             index = self.take_index()
             if self.store is not None:
                 await self.store.save(index, [], [])
@@ -294,43 +307,28 @@ class LocalServer:
         self.broker.publish_events(events, index=self.index if self.owns_events else None)
 
     def _notify_changed(self) -> None:
-        """Wake everyone waiting on `changed`, and arm a fresh event for the next change."""
+        """The change numbered `index` is visible: wake everyone waiting on `changed`, and arm
+        a fresh event for the next change."""
+        self.visible_index = self.index
         self.changed.set()
         self.changed = trio.Event()
 
-    @asynccontextmanager
-    async def _locked(self) -> AsyncIterator[None]:
-        """The lock every change is made under; a node change that came meanwhile is
-        numbered as it is released (`node_updated`)."""
-        try:
-            async with self._lock:
-                yield
-        finally:
-            self._number_node_if_changed()
-
     def node_updated(self) -> None:
-        """The node changed (a driver, a device, its status): a change of its own index, and
-        maybe capacity for what is blocked. While a change is being committed under the
-        lock, the node's is numbered after it, so indexes become visible in order."""
-        if self._lock.locked():
-            self._node_changed = True
-            return
-        self._number_node()
+        """The node changed (a driver, a device, its status): `run` numbers the change, with
+        the index persisted and visible in order as any other change, and retries what is
+        blocked (there may be room now)."""
+        self._node_dirty.set()
 
-    def _number_node_if_changed(self) -> None:
-        if self._node_changed:
-            self._node_changed = False
-            self._number_node()
-
-    def _number_node(self) -> None:
-        index = self.take_index()
-        self.node.modify_index = index
-        if not self.node.create_index:
-            self.node.create_index = index
-        self._publish([Event(topic="Node", type="NodeRegistration", key=self.node.id,
-                             payload={"Node": self.node})])
-        self._capacity.set()
-        self._notify_changed()
+    async def _number_node_changes(self) -> None:
+        while True:
+            await self._node_dirty.wait()
+            self._node_dirty = trio.Event()
+            async with self.change(capacity=True) as index:
+                self.node.modify_index = index
+                if not self.node.create_index:
+                    self.node.create_index = index
+                self._publish([Event(topic="Node", type="NodeRegistration", key=self.node.id,
+                                     payload={"Node": self.node})])
 
     # ------------------------------------------------------------------ SchedulerState
 
@@ -385,10 +383,13 @@ class LocalServer:
 
     async def evaluate(self, job_id: str, triggered_by: str) -> Registration:
         """A new evaluation of the job as it is (Nomad's `/v1/job/:id/evaluate`)."""
-        async with self._locked():
+        async with self._lock:
             job = self.jobs.get(job_id)
             if job is None:
                 raise KeyError(job_id)
+            if is_template(job):  # Nomad's Job.Evaluate refuses these: children run instead
+                kind = "periodic" if job.periodic is not None else "parameterized"
+                raise ValueError(f"can't evaluate {kind} job")
             index = self.take_index()
             ev = self._new_eval(job, triggered_by, index)
             await self._commit([], [], evals=[ev])
@@ -403,7 +404,7 @@ class LocalServer:
 
     async def register_job(self, job: Job) -> Registration:
         """Register (or update) `job` and place its allocations on this node."""
-        async with self._locked():
+        async with self._lock:
             return await self._register(job)
 
     async def _register(self, job: Job, triggered_by: str = TRIGGER_JOB_REGISTER
@@ -464,17 +465,19 @@ class LocalServer:
             status="pending", stop=False, stable=False, submit_time=self._clock())
 
     async def register_as(self, job: Job, triggered_by: str,
-                          check: Callable[[Job | None], None] | None = None) -> Registration:
+                          check: Callable[[Job | None], Job | None] | None = None
+                          ) -> Registration:
         """Register `job` for another reason than a register (a scale, a revert): `check`
-        sees the current job under the lock first and may refuse by raising."""
-        async with self._locked():
+        sees the current job under the lock first, and may refuse by raising or give the job
+        to register instead (a change made to the current job, not to an earlier read)."""
+        async with self._lock:
             if check is not None:
-                check(self.jobs.get(job.id))
+                job = check(self.jobs.get(job.id)) or job
             return await self._register(job, triggered_by)
 
     async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
         """Mark one version of the job (un)stable; the index of the change."""
-        async with self._locked():
+        async with self._lock:
             history = self.versions.get(job_id, [])
             found = next((v for v in history if v.version == version), None)
             if found is None:
@@ -497,7 +500,7 @@ class LocalServer:
 
     async def deregister_job(self, job_id: str, *, purge: bool = False) -> Registration:
         """Stop `job_id` through an evaluation (its ID is what Nomad's deregister answers)."""
-        async with self._locked():
+        async with self._lock:
             job = self.jobs.get(job_id)
             if job is None:
                 raise KeyError(job_id)
@@ -538,7 +541,7 @@ class LocalServer:
         (`DesiredTransition.Migrate`) and evaluated, which stops it and places a replacement
         (blocked if it does not fit, on an ineligible node say). The allocation as stopped
         and the evaluation are returned."""
-        async with self._locked():
+        async with self._lock:
             alloc = self.allocs.get(alloc_id)
             if alloc is None:
                 raise KeyError(alloc_id)
@@ -566,7 +569,7 @@ class LocalServer:
 
     async def update_allocs(self, batch: list[Allocation]) -> None:
         """What the client reports (alloc sync): status, description and task states."""
-        async with self._locked():
+        async with self._lock:
             await self._update_allocs(batch)
 
     async def _update_allocs(self, batch: list[Allocation]) -> None:
@@ -588,10 +591,9 @@ class LocalServer:
             if (needs_reschedule(new) and not needs_reschedule(alloc) and job is not None
                     and not job.stop and self.reschedule):
                 failed[job.id] = job
-        await self._commit([], updated)
-        # Nomad's alloc-failure evaluation: the reschedule policy decides the replacement.
-        for job in failed.values():
-            index = self.take_index()
-            ev = self._new_eval(job, TRIGGER_ALLOC_FAILURE, index)
-            await self._commit([], [], evals=[ev])
+        # Nomad's alloc-failure evaluation, in the same commit as the failure (a crash between
+        # the two would lose the replacement): the reschedule policy decides it.
+        evals = [self._new_eval(job, TRIGGER_ALLOC_FAILURE, index) for job in failed.values()]
+        await self._commit([], updated, evals=evals)
+        for ev in evals:
             await self._process(ev)

@@ -132,7 +132,6 @@ class NodeControl:
     async def _commit(self, event: NodeEvent | None, event_type: str, index: int) -> int:
         """Record `event` at `index` (the change's, from `_changing`), persist, publish."""
         node = self.node
-        node.modify_index = index
         node.status_updated_at = self._clock() // 1_000_000_000
         if event is not None:
             event.create_index = index
@@ -149,6 +148,7 @@ class NodeControl:
                 # A full disk must not stop the agent or the drain: the change holds in
                 # memory, and the next change writes the whole state again.
                 log.warning("node state %s not written: %s", self._path, e)
+        node.modify_index = index  # last: no reader sees it before what it numbers
         self._broker.publish("Node", event_type, node.id, {"Node": node})
         self._kick.set()
         return index

@@ -15,7 +15,7 @@ import msgspec
 from yurt.runtime.eventstream import Event
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.scheduler import Plan
-from yurt.runtime.structs import Allocation, Evaluation, Job
+from yurt.runtime.structs import Allocation, Evaluation, Job, is_client_terminal
 
 _SERVER_FIELDS = ("stop", "status", "status_description", "version", "submit_time",
                   "create_index", "modify_index", "job_modify_index", "stable")
@@ -151,3 +151,21 @@ def collectable_evals(evals: Mapping[str, Evaluation], allocs: Mapping[str, Allo
             if e.is_terminal() and e.id not in live_evals
             and now - e.modify_time > (BATCH_EVAL_GC_THRESHOLD if e.type == "batch"
                                        else EVAL_GC_THRESHOLD)]
+
+
+def collectable_allocs(eval_ids: set[str], allocs: Mapping[str, Allocation],
+                       jobs: Mapping[str, Job]) -> list[str]:
+    """The allocations Nomad's GC reaps with the evaluations `eval_ids` that placed them:
+    done on the client, not the previous allocation of a live one; of a batch or sysbatch job
+    still registered and running, none (a completed one is what says the work is done)."""
+    named = {a.previous_allocation for a in allocs.values() if not a.is_terminal()}
+    out = []
+    for alloc in allocs.values():
+        if (alloc.eval_id not in eval_ids or not alloc.is_terminal() or alloc.id in named
+                or not is_client_terminal(alloc.client_status)):
+            continue
+        job = jobs.get(alloc.job_id)
+        if job is not None and not job.stop and job.type in ("batch", "sysbatch"):
+            continue
+        out.append(alloc.id)
+    return out

@@ -248,6 +248,14 @@ def stopped(alloc: Allocation, index: int, now: int, why: str,
                                    modify_time=now)
 
 
+def _same_version(alloc: Allocation, job: Job) -> bool:
+    """Whether `alloc` ran this version of `job` (Nomad's filterOldTerminalAllocs: a batch
+    allocation of an older version, or of a job since stopped and registered again, does not
+    count as done; its slot runs again)."""
+    return alloc.job is not None and (alloc.job.version, alloc.job.create_index) == (
+        job.version, job.create_index)
+
+
 def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: int,
              now: int, new_id: Callable[[], str], can_preempt: bool = True) -> Plan:
     """The plan for evaluation `ev` of `job` (None or stopped: stop everything).
@@ -272,7 +280,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     done: set[str] = set()
     for alloc in allocs:
         if alloc.desired_status == "run" and is_client_terminal(alloc.client_status) and (
-                (job.type != "service" and alloc.client_status == ALLOC_CLIENT_COMPLETE)
+                (job.type != "service" and alloc.client_status == ALLOC_CLIENT_COMPLETE
+                 and _same_version(alloc, job))
                 or not user_asked):
             done.add(alloc.name)
     # A failed allocation is replaced as its reschedule policy says (reschedule.py).

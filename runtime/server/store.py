@@ -140,9 +140,13 @@ class ServerStore:
             self._index = index
         await self._flush()
 
-    async def delete_evals(self, eval_ids: list[str], index: int) -> None:
+    async def delete_evals(self, eval_ids: list[str], index: int,
+                           alloc_ids: list[str] | None = None) -> None:
+        """Forget evaluations, and the allocations collected with them, in one transaction."""
         for eval_id in eval_ids:
             self._evals[eval_id] = None
+        for alloc_id in alloc_ids or []:
+            self._allocs[alloc_id] = None
         self._index = index
         await self._flush()
 
