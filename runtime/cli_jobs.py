@@ -32,6 +32,11 @@ def placement_failure(ev: dict[str, Any]) -> str:
         count = 1 + metric.get("CoalescedFailures", 0)
         noun = "allocation" if count == 1 else "allocations"
         lines.append(f'    Task Group "{group}" (failed to place {count} {noun}):')
+        if metric.get("NodesEvaluated", 0) == 0:
+            lines.append("      * No nodes were eligible for evaluation")
+        for dc, available in sorted((metric.get("NodesAvailable") or {}).items()):
+            if available == 0:
+                lines.append(f'      * No nodes are available in datacenter "{dc}"')
         for reason, n in sorted((metric.get("ConstraintFiltered") or {}).items()):
             lines.append(f'      * Constraint "{reason}": {n} nodes excluded by filter')
         if metric.get("NodesExhausted"):

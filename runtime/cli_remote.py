@@ -144,6 +144,16 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
         if detach:
             click.echo(f'Job "{job.id}" registered (evaluation {result["EvalID"]})')
             return
+        if job.periodic is not None or (job.parameterized is not None and not job.dispatched):
+            # Nothing of its own runs: its children do (periodic launches, dispatches).
+            click.echo("Job registration successful")
+            if job.periodic is not None:
+                click.echo(f'Periodic job: children launch on "{", ".join(job.periodic.specs())}" '
+                           f"({job.periodic.time_zone}); `yurt job periodic force {job.id}` "
+                           "launches one now")
+            else:
+                click.echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
+            return
         out = console()
         out.print(f'==> Job "{job.id}" registered; waiting for its allocations')
         deadline = time.monotonic() + 60

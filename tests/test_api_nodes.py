@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from tests.agent_support import mock_job, running_agent
+from yurt.runtime.cli_jobs import placement_failure
 
 pytestmark = pytest.mark.slow
 
@@ -110,9 +111,17 @@ async def test_eligibility_is_honoured_by_placement_and_survives_a_restart(
                 if [(e.topic, e.type) for e in record.events] == [("Node", "NodeEligibility")]:
                     break
             sub.close()
-            # An ineligible node gets no new allocations.
-            assert (await c.post("/v1/jobs", json=mock_job("m"))).status_code == 200
+            # Numbered with the change it reports, as every event.
+            assert record.index == record.events[0].index == body["NodeModifyIndex"]
+            # An ineligible node gets no new allocations: nothing was even a candidate.
+            registered = await c.post("/v1/jobs", json=mock_job("m"))
+            assert registered.status_code == 200
             assert await _job_allocs(c, "m") == []
+            ev = (await c.get(f"/v1/evaluation/{registered.json()['EvalID']}")).json()
+            metric = ev["FailedTGAllocs"]["g"]
+            assert (metric["NodesEvaluated"], metric["NodesAvailable"]) == (0, {"dc1": 0})
+            assert not metric["DimensionExhausted"]
+            assert "* No nodes were eligible for evaluation" in placement_failure(ev)
             # Errors: Nomad's messages, as 400; unknown node 404; GET 405.
             bad = await c.put(f"/v1/node/{node_id}/eligibility", json={"Eligibility": "x"})
             assert bad.status_code == 400

@@ -86,3 +86,28 @@ async def test_dispatch_verbs_exit_codes(tmp_path: Path) -> None:
             assert not_periodic.exit_code == 2
             assert "can't force launch non-periodic job" in not_periodic.output
             assert (await yurt(a.address, "job", "periodic", "force", "nope")).exit_code == 1
+
+
+async def test_job_run_of_a_template_registers_and_returns(tmp_path: Path) -> None:
+    """`yurt job run` of a periodic or parameterized job: registered, and said so at once (its
+    children run, not it), as Nomad's `job run` does; never a wait for allocations."""
+    periodic = tmp_path / "nightly.nomad.hcl"
+    periodic.write_text('job "nightly" {\n  type = "batch"\n  periodic {\n'
+                        '    crons = ["0 3 * * *"]\n    time_zone = "Europe/Paris"\n  }\n'
+                        '  group "g" {\n    task "t" {\n      driver = "raw_exec"\n'
+                        '      config { command = "true" }\n    }\n  }\n}\n')
+    template_file = tmp_path / "render.nomad.hcl"
+    template_file.write_text(periodic.read_text().replace("nightly", "render").replace(
+        'periodic {\n    crons = ["0 3 * * *"]\n    time_zone = "Europe/Paris"\n  }',
+        "parameterized {}"))
+    with trio.fail_after(20):
+        async with running_agent(tmp_path / "data") as a:
+            ran = await yurt(a.address, "job", "run", str(periodic))
+            assert ran.exit_code == 0, ran.output
+            assert "Job registration successful" in ran.output
+            assert '"0 3 * * *" (Europe/Paris)' in ran.output
+            ran = await yurt(a.address, "job", "run", str(template_file))
+            assert ran.exit_code == 0, ran.output
+            assert "yurt job dispatch render" in ran.output
+            assert a.agent.server.job_allocs("nightly") == a.agent.server.job_allocs(
+                "render") == []

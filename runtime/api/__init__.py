@@ -15,6 +15,7 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     evaluations.py  /v1/evaluations, /v1/evaluation/<id>[/allocations],
                     /v1/job/<id>/{evaluations,evaluate}
     periodic.py     /v1/job/<id>/{periodic/force,dispatch}
+    deployments.py  /v1/deployments, /v1/deployment/<id>, /v1/job/<id>/deployment[s] (none yet)
     allocations.py  /v1/allocations, /v1/allocation/<id>[/stop]
     allocresources.py an allocation's AllocatedResources
     client.py       /v1/client/allocation/<id>/{stats,restart,signal,gc}, /v1/client/{gc,stats}

@@ -33,6 +33,7 @@ from yurt.runtime.api import agent as agent_api
 from yurt.runtime.api import (
     allocations,
     client,
+    deployments,
     evaluations,
     events,
     fs,
@@ -141,6 +142,8 @@ def build_app(agent: Agent) -> ASGIApp:
         # A job ID may hold a `/` (a periodic or dispatched child: `<parent>/periodic-<unix>`):
         # the sub-resources first, the job itself last.
         Route(f"{JOB}/allocations", h(jobs.job_allocations), methods=["GET"]),
+        Route(f"{JOB}/deployments", h(deployments.job_deployments), methods=["GET"]),
+        Route(f"{JOB}/deployment", h(deployments.job_deployment), methods=["GET"]),
         Route(f"{JOB}/periodic/force", h(periodic_api.periodic_force), methods=["PUT", "POST"]),
         Route(f"{JOB}/dispatch", h(periodic_api.dispatch), methods=["PUT", "POST"]),
         Route(f"{JOB}/evaluations", h(evaluations.job_evaluations), methods=["GET"]),
@@ -203,6 +206,8 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/search/fuzzy", h(search.fuzzy), methods=["PUT", "POST"]),
         Route("/v1/metrics", h(metrics.metrics), methods=["GET"]),
         Route("/v1/evaluations", h(evaluations.evaluations), methods=["GET"]),
+        Route("/v1/deployments", h(deployments.deployments), methods=["GET"]),
+        Route("/v1/deployment/{id}", h(deployments.deployment), methods=["GET"]),
         Route("/v1/evaluation/{id}", h(evaluations.evaluation), methods=["GET"]),
         Route("/v1/evaluation/{id}/allocations", h(evaluations.evaluation_allocations),
               methods=["GET"]),

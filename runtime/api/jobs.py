@@ -88,8 +88,8 @@ async def parse(ctx: Context, request: Request) -> Response:
 #: A job's sub-resources, each with a route of its own (app.py). A job ID may hold a `/`, so a
 #: method one of them does not take reaches the job's route instead: answered 405 there.
 _SUB_RESOURCES: Final = tuple(f"/{name}" for name in (
-    "allocations", "periodic/force", "dispatch", "evaluations", "evaluate", "versions",
-    "revert", "stable", "summary", "plan", "scale"))
+    "allocations", "deployments", "deployment", "periodic/force", "dispatch", "evaluations",
+    "evaluate", "versions", "revert", "stable", "summary", "plan", "scale"))
 
 
 async def job_item(ctx: Context, request: Request) -> Response:

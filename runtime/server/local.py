@@ -225,6 +225,11 @@ class LocalServer:
         self._publish(list(events or []))
         self._notify_changed()
 
+    def publish(self, events: list[Event]) -> None:
+        """Publish `events` of the change being made (inside `change`): numbered with its
+        index, not the last visible one."""
+        self._publish(events)
+
     @asynccontextmanager
     async def change(self, *, capacity: bool = False) -> AsyncIterator[int]:
         """A change kept outside this server (a variable, a namespace, the node's state, the

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Final, final
 import msgspec
 import trio
 
+from yurt.runtime.eventstream import Event
 from yurt.runtime.server.drain import from_unix_ns, plan_drain, start_strategy
 from yurt.runtime.structs import (
     NODE_ELIGIBLE,
@@ -149,7 +150,8 @@ class NodeControl:
                 # memory, and the next change writes the whole state again.
                 log.warning("node state %s not written: %s", self._path, e)
         node.modify_index = index  # last: no reader sees it before what it numbers
-        self._broker.publish("Node", event_type, node.id, {"Node": node})
+        self._server.publish([Event(topic="Node", type=event_type, key=node.id,
+                                    payload={"Node": node})])
         self._kick.set()
         return index
 
@@ -217,7 +219,8 @@ class NodeControl:
             node.scheduling_eligibility = NODE_ELIGIBLE
             node.events = []
             node.last_drain = None
-            self._broker.publish("Node", "NodeDeregistration", node.id, {"Node": node})
+            self._server.publish([Event(topic="Node", type="NodeDeregistration", key=node.id,
+                                        payload={"Node": node})])
             index = await self._commit(self._event(REGISTERED, "Cluster"), "NodeRegistration",
                                        index)
             node.create_index = index

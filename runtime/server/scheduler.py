@@ -342,7 +342,13 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         if why:
             plan.failed.setdefault(group.name, why)
             metric = metrics.get(group.name)
-            if metric is None:
+            if metric is None and node_refusal(state.node):
+                # Ineligible or draining: not a candidate at all, as Nomad's ready-node list
+                # leaves it out (nothing evaluated, none available in its datacenter).
+                metrics[group.name] = AllocMetric(
+                    nodes_evaluated=0, nodes_in_pool=1,
+                    nodes_available={state.node.datacenter: 0})
+            elif metric is None:
                 metrics[group.name] = AllocMetric(
                     nodes_evaluated=1, nodes_exhausted=1, nodes_in_pool=1,
                     nodes_available={state.node.datacenter: 1},
