@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
+def _submit_date(unix_ns: int) -> str:
+    """Nomad's `job history` date: local time, to the second, with the zone."""
+    from datetime import datetime
+
+    return datetime.fromtimestamp(unix_ns / 1e9).astimezone().strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
 def placement_failure(ev: dict[str, Any]) -> str:
     """Nomad's explanation of an evaluation that could not place everything ("" if it did):
     the failed groups and what was exhausted, and the blocked evaluation left waiting."""
@@ -143,7 +150,7 @@ def register(cli: click.Group, job: click.Group) -> None:
         out = console()
         for v, diff in rows:
             out.print(f"Version     = {v['Version']}\nStable      = "
-                      f"{str(v['Stable']).lower()}\nSubmit Date = {v['SubmitTime']}")
+                      f"{str(v['Stable']).lower()}\nSubmit Date = {_submit_date(v['SubmitTime'])}")
             if diff is not None:
                 out.print(_diff_text(diff))
             out.print("")
@@ -246,7 +253,8 @@ def register(cli: click.Group, job: click.Group) -> None:
         if json_output:
             emit_json(evals)
         else:
-            console().print(_eval_table(evals))
+            # Newest first, as Nomad lists them.
+            console().print(_eval_table(sorted(evals, key=lambda e: -e.get("CreateIndex", 0))))
 
     @eval_group.command("status")
     @click.argument("eval_id", metavar="EVAL")

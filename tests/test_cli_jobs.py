@@ -4,6 +4,7 @@ run` ending on a placement failure, against a real `yurt agent` (layer 3)."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -84,6 +85,8 @@ def test_job_lifecycle_verbs(tmp_path: Path) -> None:
         history = run(env, "job", "history", "-p", "web")
         assert history.returncode == 0, history.stderr
         assert 'Priority: "50" => "60"' in history.stdout
+        assert re.search(r"Submit Date = \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}",
+                         history.stdout), history.stdout
         versions = json.loads(run(env, "job", "history", "--json", "web").stdout)
         assert [v["Version"] for v in versions] == [1, 0]
         reverted = run(env, "job", "revert", "web", "0")
@@ -109,8 +112,11 @@ def test_job_lifecycle_verbs(tmp_path: Path) -> None:
         assert shown.returncode == 0, shown.stderr
         assert f"ID                 = {evals[-1]['ID']}" in shown.stdout
         assert run(env, "eval", "status", "ffffffff-0000").returncode == 1  # unknown: 404
-        table = run(env, "eval", "list")
-        assert evals[0]["ID"][:8] in table.stdout
+        table = run(env, "eval", "list").stdout
+        newest_first = sorted(evals, key=lambda e: -e["CreateIndex"])
+        known = {e["ID"][:8] for e in evals}
+        shown_ids = [i for i in re.findall(r"\b[0-9a-f]{8}\b", table) if i in known]
+        assert shown_ids[:2] == [e["ID"][:8] for e in newest_first[:2]], table
 
 
 def test_job_run_explains_a_placement_failure_and_exits_2(tmp_path: Path) -> None:
