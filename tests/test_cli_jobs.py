@@ -4,8 +4,8 @@ run` ending on a placement failure, against a real `yurt agent` (layer 3)."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Iterator
