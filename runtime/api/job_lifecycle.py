@@ -77,7 +77,8 @@ async def versions(ctx: Context, request: Request) -> Response:
                           "Index": ctx.agent.server.index, **_meta})
 
 
-async def revert(ctx: Context, request: Request) -> Response:
+async def _version_request(request: Request) -> tuple[str, dict[str, Any], int]:
+    """A revert's or a stable's request: the job ID, its body, its `JobVersion`."""
     job_id = request.path_params["job_id"]
     body = await body_json(request)
     if body_field(body, "JobID", str, job_id) != job_id:
@@ -85,6 +86,11 @@ async def revert(ctx: Context, request: Request) -> Response:
     version = _int_field(body, "JobVersion")
     if version is None:
         raise ApiError(400, '"JobVersion" is required')
+    return job_id, body, version
+
+
+async def revert(ctx: Context, request: Request) -> Response:
+    job_id, body, version = await _version_request(request)
     enforce = _int_field(body, "EnforcePriorVersion")
     job_in(ctx, request, job_id)
     target = next((v for v in ctx.agent.server.versions.get(job_id, [])
@@ -106,13 +112,7 @@ async def revert(ctx: Context, request: Request) -> Response:
 
 
 async def stable(ctx: Context, request: Request) -> Response:
-    job_id = request.path_params["job_id"]
-    body = await body_json(request)
-    if body_field(body, "JobID", str, job_id) != job_id:
-        raise ApiError(400, "Job ID does not match")
-    version = _int_field(body, "JobVersion")
-    if version is None:
-        raise ApiError(400, '"JobVersion" is required')
+    job_id, body, version = await _version_request(request)
     mark = body_field(body, "Stable", bool, False)
     job_in(ctx, request, job_id)
     try:
