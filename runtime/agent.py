@@ -387,7 +387,7 @@ class Agent:
                         await nursery.start(self.node_control.run)
                         await nursery.start(PeriodicDispatcher(self.server).run)
                         nursery.start_soon(self._watch_server, self.server)
-                        self.server.node_updated()
+                        await self.server.number_node()  # registered before ready
                         self._node_published = True
                         self.ready.set()
                         self.restoring.serving.set()

@@ -328,12 +328,17 @@ class LocalServer:
         while True:
             await self._node_dirty.wait()
             self._node_dirty = trio.Event()
-            async with self.change(capacity=True) as index:
-                self.node.modify_index = index
-                if not self.node.create_index:
-                    self.node.create_index = index
-                self._publish([Event(topic="Node", type="NodeRegistration", key=self.node.id,
-                                     payload={"Node": self.node})])
+            await self.number_node()
+
+    async def number_node(self) -> None:
+        """Number a change of the node now (its registration at the agent's start, before
+        the agent reports ready; later changes come through `node_updated`)."""
+        async with self.change(capacity=True) as index:
+            self.node.modify_index = index
+            if not self.node.create_index:
+                self.node.create_index = index
+            self._publish([Event(topic="Node", type="NodeRegistration", key=self.node.id,
+                                 payload={"Node": self.node})])
 
     # ------------------------------------------------------------------ SchedulerState
 
