@@ -107,3 +107,20 @@ async def test_a_body_too_slow_to_drop_is_answered_with_connection_close(
                     assert b"connection: close" in head.lower(), head
             finally:
                 agent.stop()
+
+
+async def test_a_connection_serves_more_than_a_thousand_requests(tmp_path: Path) -> None:
+    """hypercorn's default closes a connection after 1,000 requests; Nomad's server never."""
+    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, dev_mode=True))
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(agent.run)
+            host, port = address.removeprefix("http://").rsplit(":", 1)
+            try:
+                async with await trio.open_tcp_stream(host, int(port)) as stream:
+                    for _ in range(1001):
+                        head = await _exchange(stream, REQUEST)
+                        assert head.startswith(b"HTTP/1.1 200"), head
+                        assert b"connection: close" not in head.lower(), head
+            finally:
+                agent.stop()

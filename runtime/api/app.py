@@ -240,6 +240,9 @@ async def serve_api(agent: Agent, stop: trio.Event, *,
     config.errorlog = None
     config.graceful_timeout = 5
     config.keep_alive_timeout = agent.config.http_idle_timeout
+    # hypercorn closes a connection after 1,000 requests (saying so); Go's server, Nomad's,
+    # never does, and polling clients would reconnect every few minutes for nothing.
+    config.keep_alive_max_requests = 1 << 62
 
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(_serve, build_app(agent), config, stop)
