@@ -107,15 +107,15 @@ def register(cli: click.Group, job: click.Group) -> None:
             emit_json(result)
         else:
             out = console()
-            diff = result.get("Diff") or {}
-            out.print(f'Job: "{spec.id}" ({diff.get("Type", "None")})')
-            for group, u in sorted(updates.items()):
-                parts = [f"{n} {name}" for name, n in (
-                    ("create", u["Place"]), ("destroy", u["Stop"]),
-                    ("in-place update", u["InPlaceUpdate"]),
-                    ("create/destroy update", u["DestructiveUpdate"]),
-                    ("ignore", u["Ignore"]), ("preemptions", u["Preemptions"])) if n]
-                out.print(f'Task Group: "{group}" ({", ".join(parts) or "no change"})')
+            counts = {group: ", ".join(f"{n} {name}" for name, n in (
+                ("create", u["Place"]), ("destroy", u["Stop"]),
+                ("migrate", u.get("Migrate", 0)), ("in-place update", u["InPlaceUpdate"]),
+                ("create/destroy update", u["DestructiveUpdate"]), ("ignore", u["Ignore"]),
+                ("preemptions", u["Preemptions"])) if n) or "no change"
+                for group, u in updates.items()}
+            diff = result.get("Diff") or {"Type": "None", "ID": spec.id}
+            for line in diff_lines(diff, counts):
+                out.print(line, markup=False, highlight=False)
             explanation = placement_failure({"ID": "plan", "Status": "complete",
                                              "FailedTGAllocs": result.get("FailedTGAllocs")})
             if explanation:
@@ -280,21 +280,61 @@ def register(cli: click.Group, job: click.Group) -> None:
             click.echo(explanation)
 
 
-def _diff_text(diff: dict[str, Any], indent: str = "") -> str:
-    """A JobDiff as Nomad's `job history -p` prints it: +/-/~ per changed field."""
-    mark = {"Added": "+", "Deleted": "-", "Edited": "+/-", "None": ""}
-    lines = [f"{indent}Diff        = "]
-    for field in diff.get("Fields") or []:
-        lines.append(f'{indent}{mark[field["Type"]]} {field["Name"]}: "{field["Old"]}" => '
-                     f'"{field["New"]}"')
-    for group in diff.get("TaskGroups") or []:
-        if group["Type"] == "None":
+_MARK = {"Added": "+", "Deleted": "-", "Edited": "+/-", "None": ""}
+
+
+def _field_lines(fields: list[dict[str, Any]] | None, indent: str) -> list[str]:
+    lines = []
+    for field in fields or []:
+        kind, name = field["Type"], field["Name"]
+        if kind == "Added":
+            lines.append(f'{indent}+ {name}: "{field["New"]}"')
+        elif kind == "Deleted":
+            lines.append(f'{indent}- {name}: "{field["Old"]}"')
+        elif kind == "Edited":
+            lines.append(f'{indent}+/- {name}: "{field["Old"]}" => "{field["New"]}"')
+    return lines
+
+
+def _object_lines(objects: list[dict[str, Any]] | None, indent: str) -> list[str]:
+    """Changed blocks (`Config {`, `Resources {` …) with their changed fields, nested."""
+    lines = []
+    for obj in objects or []:
+        if obj["Type"] == "None":
             continue
-        lines.append(f'{indent}{mark[group["Type"]]} Task Group: "{group["Name"]}"')
-        for field in group.get("Fields") or []:
-            lines.append(f'{indent}  {mark[field["Type"]]} {field["Name"]}: '
-                         f'"{field["Old"]}" => "{field["New"]}"')
+        lines.append(f'{indent}{_MARK[obj["Type"]]} {obj["Name"]} {{')
+        lines += _field_lines(obj.get("Fields"), indent + "  ")
+        lines += _object_lines(obj.get("Objects"), indent + "  ")
+        lines.append(f"{indent}  }}")
+    return lines
+
+
+def diff_lines(diff: dict[str, Any], updates: dict[str, str] | None = None) -> list[str]:
+    """A JobDiff as Nomad's `job plan` and `job history -p` print it: the job, each group
+    (with what the plan does to it, when given) and task, and every changed field and block,
+    marked + (added), - (deleted) or +/- (edited)."""
+    mark = _MARK[diff.get("Type", "None")]
+    lines = [f'{mark + " " if mark else ""}Job: "{diff.get("ID", "")}"']
+    lines += _field_lines(diff.get("Fields"), "")
+    lines += _object_lines(diff.get("Objects"), "")
+    for group in diff.get("TaskGroups") or []:
+        counts = (updates or {}).get(group["Name"], "")
+        if group["Type"] == "None" and not counts:
+            continue
+        gmark = _MARK[group["Type"]]
+        lines.append(f'{gmark + " " if gmark else ""}Task Group: "{group["Name"]}"'
+                     + (f" ({counts})" if counts else ""))
+        lines += _field_lines(group.get("Fields"), "  ")
+        lines += _object_lines(group.get("Objects"), "  ")
         for task in group.get("Tasks") or []:
-            if task["Type"] != "None":
-                lines.append(f'{indent}  {mark[task["Type"]]} Task: "{task["Name"]}"')
-    return "\n".join(lines)
+            if task["Type"] == "None":
+                continue
+            lines.append(f'  {_MARK[task["Type"]]} Task: "{task["Name"]}"')
+            lines += _field_lines(task.get("Fields"), "    ")
+            lines += _object_lines(task.get("Objects"), "    ")
+    return lines
+
+
+def _diff_text(diff: dict[str, Any], indent: str = "") -> str:
+    """A version's diff from the one before it, as `job history -p` shows it."""
+    return "\n".join([f"{indent}Diff        ="] + [indent + line for line in diff_lines(diff)])

@@ -72,7 +72,8 @@ def test_job_lifecycle_verbs(tmp_path: Path) -> None:
         assert 'Task Group: "g" (1 ignore)' in same.stdout
         bigger = run(env, "job", "plan", job_file(tmp_path, "v1.hcl", count=3))
         assert bigger.returncode == 1, bigger.stderr
-        assert "2 create" in bigger.stdout
+        assert 'Task Group: "g" (2 create, 1 in-place update)' in bigger.stdout, bigger.stdout
+        assert '  +/- Count: "1" => "3"' in bigger.stdout, bigger.stdout  # the field diff
         plan_json = json.loads(run(env, "job", "plan", "--json",
                                    job_file(tmp_path, "v1.hcl", count=3)).stdout)
         assert plan_json["Annotations"]["DesiredTGUpdates"]["g"]["Place"] == 2
