@@ -69,6 +69,9 @@ async def test_periodic_parent_is_stored_not_placed_and_force_launches_a_child(
             assert alloc["ClientStatus"] == "complete"
             # Still a template: the parent has no allocation of its own.
             assert a.agent.server.job_allocs("nightly") == []
+            # Its summary counts its children, as Nomad's (placed: running, or dead once done).
+            children = (await c.get("/v1/job/nightly/summary")).json()["Children"]
+            assert (children["Pending"], children["Running"] + children["Dead"]) == (0, 1)
             # The child, its ID holding a `/`, over the API as Nomad's clients address it.
             quoted = child.id.replace("/", "%2F")
             for path in (child.id, quoted):

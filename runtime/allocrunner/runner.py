@@ -233,6 +233,14 @@ class AllocRunner:
                                        client_description=published.client_description,
                                        task_states=published.task_states)
 
+    def client_status(self) -> str:
+        """`client_alloc().client_status`, without building the allocation (lists and
+        summaries ask it of every allocation)."""
+        published = self._published
+        if published is None:
+            return self._live_client_alloc().client_status
+        return published.client_status
+
     def _live_client_alloc(self) -> Allocation:
         """The server copy with the client's live view laid over it."""
         state = self.alloc_state()

@@ -50,6 +50,14 @@ class Context:
                                            task_states=view.task_states)
         return view
 
+    def client_status(self, alloc: Allocation) -> str:
+        """`alloc_view(alloc.id).client_status`, without building the view."""
+        runner = self.agent.client.runners.get(alloc.id)
+        if runner is not None:
+            return runner.client_status()
+        stored = self.agent.restoring.pending.get(alloc.id)
+        return stored.client_status if stored is not None else alloc.client_status
+
     async def restored_runner(self, alloc_id: str) -> AllocRunner:
         """`runner`, once the allocation is restored if it still is (see restore.py)."""
         await self.agent.restoring.wait(alloc_id)

@@ -30,6 +30,7 @@ from yurt.runtime.api.request import (
     parse_job_off_loop,
     query_bool,
 )
+from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.jobdiff import job_diff
 from yurt.runtime.server.scheduler import DesiredUpdates, schedule
 from yurt.runtime.structs import (
@@ -143,12 +144,18 @@ def job_summary(ctx: Context, job: Job, allocs: list[Allocation] | None = None
                  ALLOC_CLIENT_LOST: "Lost"}
     for alloc in server.job_allocs(job_id) if allocs is None else allocs:
         counts = groups.setdefault(alloc.task_group, _summary_counts())
-        counts[by_status.get(ctx.alloc_view(alloc.id).client_status, "Unknown")] += 1
+        counts[by_status.get(ctx.client_status(alloc), "Unknown")] += 1
     for ev in server.blocked_evals(job_id):
         for group, queued in (ev.queued_allocations or {}).items():
             groups.setdefault(group, _summary_counts())["Queued"] += queued
+    children = {"Pending": 0, "Running": 0, "Dead": 0}
+    if is_template(job):  # Nomad's summary of a periodic or parameterized parent
+        for child in server.jobs.values():
+            if child.parent_id == job_id:
+                children[child.status.capitalize()] = children.get(
+                    child.status.capitalize(), 0) + 1
     return {"JobID": job.id, "Namespace": job.namespace, "Summary": groups,
-            "Children": {"Pending": 0, "Running": 0, "Dead": 0},
+            "Children": children,
             "CreateIndex": job.create_index, "ModifyIndex": job.modify_index}
 
 
