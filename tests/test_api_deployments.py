@@ -21,8 +21,9 @@ async def test_no_job_has_a_deployment(tmp_path: Path) -> None:
             assert (await c.get("/v1/job/web/deployments")).json() == []
             latest = await c.get("/v1/job/web/deployment")
             assert (latest.status_code, latest.json()) == (200, None)
-            for path in ("/v1/deployment/nope", "/v1/job/nope/deployments",
-                         "/v1/job/nope/deployment"):
-                assert (await c.get(path)).status_code == 404, path
+            assert (await c.get("/v1/deployment/nope")).status_code == 404
+            # As Nomad's: a job's deployments are not looked up by the job.
+            assert (await c.get("/v1/job/nope/deployments")).json() == []
+            assert (await c.get("/v1/job/nope/deployment")).json() is None
             assert (await c.post("/v1/deployments")).status_code == 405
             assert (await c.delete("/v1/job/web/deployments")).status_code == 405

@@ -3,6 +3,8 @@ for longer than the threshold of their job type, and none of their allocations l
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import trio
 from trio.testing import MockClock
@@ -73,20 +75,34 @@ async def test_the_server_collects_old_evaluations(autojump_clock: MockClock) ->
 def test_collectable_allocations_go_with_their_evaluations() -> None:
     from yurt.runtime.server.records import collectable_allocs
 
+    now = 3 * HOUR
     jobs = {"svc": parse_job(JOB % ("svc", "service")),
             "bat": parse_job(JOB % ("bat", "batch"))}
-    allocs = {
-        "failed": Allocation(id="failed", job_id="svc", eval_id="e", client_status="failed"),
-        "named": Allocation(id="named", job_id="svc", eval_id="e", client_status="failed"),
-        "next": Allocation(id="next", job_id="svc", eval_id="f", client_status="running",
-                           previous_allocation="named"),
-        "stopping": Allocation(id="stopping", job_id="svc", eval_id="e",
-                               desired_status="stop", client_status="running"),
-        "other": Allocation(id="other", job_id="svc", eval_id="x", client_status="failed"),
-        "done": Allocation(id="done", job_id="bat", eval_id="e", client_status="complete"),
-    }
-    # Done on the client, of a collected evaluation, named by no live allocation; a live
-    # batch job's completed allocation stays (it is what says the work is done).
-    assert collectable_allocs({"e"}, allocs, jobs) == ["failed"]
+
+    def alloc(alloc_id: str, **fields: Any) -> Allocation:
+        fields.setdefault("job_id", "svc")
+        fields.setdefault("eval_id", "e")
+        return msgspec.structs.replace(Allocation(id=alloc_id), **fields)
+
+    allocs = {a.id: a for a in (
+        alloc("replaced", client_status="failed", next_allocation="next"),
+        alloc("waiting", client_status="failed"),  # the unlimited default will replace it
+        alloc("named", client_status="complete", desired_status="stop"),
+        alloc("next", eval_id="f", client_status="running", previous_allocation="named"),
+        alloc("stopping", desired_status="stop", client_status="running"),
+        alloc("young", client_status="complete", desired_status="stop",
+              modify_time=now - HOUR // 6),
+        alloc("other", eval_id="x", client_status="failed", next_allocation="n2"),
+        alloc("done", job_id="bat", client_status="complete"),
+    )}
+    # Done on the client an hour ago, of a collected evaluation, named by no live allocation,
+    # not waiting for its replacement; a live batch job's completed allocation stays (it is
+    # what says the work is done).
+    assert collectable_allocs({"e"}, allocs, jobs, now) == ["replaced"]
     jobs["bat"] = msgspec.structs.replace(jobs["bat"], stop=True)
-    assert collectable_allocs({"e"}, allocs, jobs) == ["failed", "done"]
+    assert collectable_allocs({"e"}, allocs, jobs, now) == ["replaced", "done"]
+    # The evaluation that placed the waiting one is kept with it.
+    evals = {"e": Evaluation(id="e", status="complete", modify_time=0)}
+    assert collectable_evals(evals, allocs, now, jobs) == []
+    del allocs["waiting"]
+    assert collectable_evals(evals, allocs, now, jobs) == ["e"]

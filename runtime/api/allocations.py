@@ -60,5 +60,8 @@ async def allocation_stop(ctx: Context, request: Request) -> Response:
     alloc_id = ctx.find_alloc_id(request.path_params["id"])
     if alloc_id not in ctx.agent.server.allocs:
         raise ApiError(404, "alloc not found")
-    stopped, ev = await ctx.agent.server.stop_alloc_eval(alloc_id)
+    try:
+        stopped, ev = await ctx.agent.server.stop_alloc_eval(alloc_id)
+    except KeyError:  # collected while this waited for the server's lock
+        raise ApiError(404, "alloc not found") from None
     return json_response({"EvalID": ev.id, "Index": stopped.modify_index})

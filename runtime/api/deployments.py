@@ -13,7 +13,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.namespaces import job_in
 from yurt.runtime.api.request import ApiError, json_response
 
 
@@ -26,10 +25,9 @@ async def deployment(ctx: Context, request: Request) -> Response:
 
 
 async def job_deployments(ctx: Context, request: Request) -> Response:
-    job_in(ctx, request, request.path_params["job_id"])
+    # Nomad's Job.Deployments does not look the job up: any ID has none.
     return json_response([])
 
 
 async def job_deployment(ctx: Context, request: Request) -> Response:
-    job_in(ctx, request, request.path_params["job_id"])
     return json_response(None)

@@ -54,7 +54,7 @@ def _register_answer(ctx: Context, eval_id: str, index: int, job_modify_index: i
                      warnings: str = "") -> Response:
     return json_response({"EvalID": eval_id, "EvalCreateIndex": index,
                           "JobModifyIndex": job_modify_index, "Warnings": warnings,
-                          "Index": ctx.agent.server.index, **_meta})
+                          "Index": ctx.agent.server.visible_index, **_meta})
 
 
 def _int_field(body: dict[str, Any], name: str) -> int | None:
@@ -75,7 +75,7 @@ async def versions(ctx: Context, request: Request) -> Response:
         # Nomad: each version's diff from the one before it; the oldest has none.
         diffs = [job_diff(older, newer) for newer, older in itertools.pairwise(history)]
     return json_response({"Versions": history, "Diffs": diffs,
-                          "Index": ctx.agent.server.index, **_meta})
+                          "Index": ctx.agent.server.visible_index, **_meta})
 
 
 async def _version_request(request: Request) -> tuple[str, dict[str, Any], int]:
@@ -200,7 +200,7 @@ async def plan(ctx: Context, request: Request) -> Response:
                       new_id=lambda: str(uuid.uuid4()),
                       can_preempt=server.scheduler_config.preemption_enabled(job.type))
     return json_response({
-        "Index": server.index,
+        "Index": server.visible_index,
         "Diff": job_diff(existing, candidate, _updates(result.desired)) if want_diff else None,
         "Annotations": {"DesiredTGUpdates": _annotations(result.desired),
                         "PreemptedAllocs": None},
@@ -249,7 +249,7 @@ async def scale(ctx: Context, request: Request) -> Response:
     server = ctx.agent.server
     if count is None:  # only a scaling event to record
         server.scaling.record(job_id, group, {
-            "Time": time.time_ns(), "CreateIndex": server.index, "Count": None,
+            "Time": time.time_ns(), "CreateIndex": server.visible_index, "Count": None,
             "PreviousCount": previous.count, "Message": message, "Error": failed,
             "Meta": meta, "EvalID": None})
         return _register_answer(ctx, "", 0, job.job_modify_index)
@@ -293,4 +293,4 @@ def _scale_status(ctx: Context, job: Job) -> Response:
     return json_response({"JobID": job.id, "Namespace": job.namespace,
                           "JobCreateIndex": job.create_index,
                           "JobModifyIndex": job.job_modify_index, "JobStopped": job.stop,
-                          "TaskGroups": groups, "Index": server.index, **_meta})
+                          "TaskGroups": groups, "Index": server.visible_index, **_meta})

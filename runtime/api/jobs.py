@@ -94,7 +94,7 @@ _SUB_RESOURCES: Final = tuple(f"/{name}" for name in (
 
 async def job_item(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    if job_id.endswith(_SUB_RESOURCES) and job_id not in ctx.agent.server.jobs:
+    if job_id.endswith(_SUB_RESOURCES):  # as Nomad, by the suffix alone
         raise ApiError(405, "Method Not Allowed")
     if request.method == "GET":
         return json_response(job_in(ctx, request, job_id))
@@ -104,7 +104,7 @@ async def job_item(ctx: Context, request: Request) -> Response:
                                                        purge=query_bool(request, "purge"))
         return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
                               "JobModifyIndex": result.job_modify_index,
-                              "Index": ctx.agent.server.index})
+                              "Index": ctx.agent.server.visible_index})
     return await register(ctx, request, job_id)
 
 

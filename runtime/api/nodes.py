@@ -143,7 +143,7 @@ async def node_evaluate(ctx: Context, request: Request) -> Response:
                 eval_ids.append((await server.evaluate(job.id, TRIGGER_NODE_UPDATE)).eval_id)
             except KeyError:
                 continue  # purged meanwhile
-    index = server.index
+    index = server.visible_index
     return json_response({"HeartbeatTTL": 0, "EvalIDs": eval_ids or None,
                           "EvalCreateIndex": index if eval_ids else 0,
                           "NodeModifyIndex": node.modify_index, "Index": index})

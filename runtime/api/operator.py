@@ -37,7 +37,8 @@ async def raft_configuration(ctx: Context, request: Request) -> Response:
     address = server_address(ctx)
     return json_response({"Servers": [{
         "ID": ctx.agent.node.id, "Node": f"{ctx.agent.node.name}.global", "Address": address,
-        "Leader": True, "Voter": True, "RaftProtocol": "3"}], "Index": ctx.agent.server.index})
+        "Leader": True, "Voter": True, "RaftProtocol": "3"}],
+        "Index": ctx.agent.server.visible_index})
 
 
 def _config_path(ctx: Context) -> Path:
@@ -76,7 +77,7 @@ async def scheduler_configuration(ctx: Context, request: Request) -> Response:
     async with serialized(server, "scheduler-config"):
         current = server.scheduler_config
         if cas is not None and cas != current.modify_index:
-            return json_response({"Updated": False, "Index": server.index})
+            return json_response({"Updated": False, "Index": server.visible_index})
         # Preemption switched on may let a blocked evaluation place: retried after.
         async with server.change(capacity=True) as index:
             config.create_index = current.create_index or index

@@ -103,7 +103,7 @@ async def search(ctx: Context, request: Request) -> Response:
         matches[c], truncations[c] = _first(
             (i for i in _ids(ctx, c, request) if i.startswith(prefix)), TRUNCATE_LIMIT)
     return json_response({"Matches": matches, "Truncations": truncations,
-                          "Index": ctx.agent.server.index, "LastContact": 0,
+                          "Index": ctx.agent.server.visible_index, "LastContact": 0,
                           "KnownLeader": True, "NextToken": ""})
 
 
@@ -178,5 +178,5 @@ async def fuzzy(ctx: Context, request: Request) -> Response:
                    for _, name, scope in sorted(ms, key=lambda m: (m[0], len(m[1]), m[1]))]
                for c, ms in found.items()}
     return json_response({"Matches": matches, "Truncations": truncations,
-                          "Index": ctx.agent.server.index, "LastContact": 0,
+                          "Index": ctx.agent.server.visible_index, "LastContact": 0,
                           "KnownLeader": True, "NextToken": ""})

@@ -156,13 +156,14 @@ class LocalServer:
 
     async def gc_evals(self) -> list[str]:
         """Forget the evaluations Nomad's GC would (records.py `collectable_evals`)."""
-        ids = collectable_evals(self.evals, self.allocs, self._clock())
+        now = self._clock()
+        ids = collectable_evals(self.evals, self.allocs, now, self.jobs)
         if not ids:
             await trio.lowlevel.checkpoint()
             return ids
         # Their finished allocations go with them: a service that keeps failing adds one per
         # failure (each with its whole job), which nothing else would ever remove.
-        alloc_ids = collectable_allocs(set(ids), self.allocs, self.jobs)
+        alloc_ids = collectable_allocs(set(ids), self.allocs, self.jobs, now)
         index = self.take_index()
         if self.store is not None:
             await self.store.delete_evals(ids, index, alloc_ids)

@@ -14,6 +14,7 @@ import msgspec
 
 from yurt.runtime.eventstream import Event
 from yurt.runtime.server.dispatch import is_template
+from yurt.runtime.server.reschedule import eligible, needs_reschedule, policy_for
 from yurt.runtime.server.scheduler import Plan
 from yurt.runtime.structs import Allocation, Evaluation, Job, is_client_terminal
 
@@ -142,11 +143,24 @@ BATCH_EVAL_GC_THRESHOLD = 24 * 3600 * 10**9
 EVAL_GC_INTERVAL = 300.0
 
 
+def awaiting_reschedule(alloc: Allocation, jobs: Mapping[str, Job], now: int) -> bool:
+    """A failed allocation its live job's policy will still replace: kept (with the
+    evaluation that placed it) until it is, as Nomad's allocGCEligible keeps it, since its
+    replacement takes over its reschedule record."""
+    job = jobs.get(alloc.job_id)
+    if job is None or job.stop or not needs_reschedule(alloc):
+        return False
+    policy = policy_for(job, alloc.task_group)
+    return policy is not None and eligible(policy, alloc, now)
+
+
 def collectable_evals(evals: Mapping[str, Evaluation], allocs: Mapping[str, Allocation],
-                      now: int) -> list[str]:
+                      now: int, jobs: Mapping[str, Job] | None = None) -> list[str]:
     """Evaluations to forget at `now` (unix ns), as Nomad's core GC picks them: terminal for
-    longer than the threshold of their job type, and none of their allocations still live."""
-    live_evals = {a.eval_id for a in allocs.values() if not a.is_terminal()}
+    longer than the threshold of their job type, none of their allocations still live or
+    awaiting its replacement."""
+    live_evals = {a.eval_id for a in allocs.values()
+                  if not a.is_terminal() or awaiting_reschedule(a, jobs or {}, now)}
     return [e.id for e in evals.values()
             if e.is_terminal() and e.id not in live_evals
             and now - e.modify_time > (BATCH_EVAL_GC_THRESHOLD if e.type == "batch"
@@ -154,15 +168,18 @@ def collectable_evals(evals: Mapping[str, Evaluation], allocs: Mapping[str, Allo
 
 
 def collectable_allocs(eval_ids: set[str], allocs: Mapping[str, Allocation],
-                       jobs: Mapping[str, Job]) -> list[str]:
+                       jobs: Mapping[str, Job], now: int) -> list[str]:
     """The allocations Nomad's GC reaps with the evaluations `eval_ids` that placed them:
-    done on the client, not the previous allocation of a live one; of a batch or sysbatch job
-    still registered and running, none (a completed one is what says the work is done)."""
+    done on the client for longer than the threshold, not the previous allocation of a live
+    one, not awaiting its replacement; of a batch or sysbatch job still registered and
+    running, none (a completed one is what says the work is done)."""
     named = {a.previous_allocation for a in allocs.values() if not a.is_terminal()}
     out = []
     for alloc in allocs.values():
         if (alloc.eval_id not in eval_ids or not alloc.is_terminal() or alloc.id in named
-                or not is_client_terminal(alloc.client_status)):
+                or not is_client_terminal(alloc.client_status)
+                or now - alloc.modify_time <= EVAL_GC_THRESHOLD
+                or awaiting_reschedule(alloc, jobs, now)):
             continue
         job = jobs.get(alloc.job_id)
         if job is not None and not job.stop and job.type in ("batch", "sysbatch"):
