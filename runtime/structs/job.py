@@ -1,0 +1,212 @@
+"""The jobspec's structs: Job, TaskGroup, Task and their blocks (restart, lifecycle, resources,
+logs, ephemeral disk, periodic, parameterized, dispatch payload, migrate, reschedule), with
+Nomad's defaults. Python attribute names are the HCL names; JSON names are Nomad's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from msgspec import field
+
+from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.structs.base import Base, Duration
+
+# --------------------------------------------------------------------------- jobspec structs
+
+
+class RestartPolicy(Base):
+    """`restart {}`; `None` fields are inherited (task ← group ← job-type default)."""
+
+    attempts: int | None = None
+    interval: Duration | None = None
+    delay: Duration | None = None
+    mode: str | None = None
+    render_templates: bool | None = None
+
+
+class Lifecycle(Base):
+    """`lifecycle {}`: which stage a task runs in, and whether it stays up alongside main."""
+
+    hook: str = ""
+    sidecar: bool = False
+
+
+class RequestedDevice(Base):
+    """`device "vendor/type/name" { count = N }` — the label is `Name`."""
+
+    name: str = ""
+    count: int = 1
+
+
+class Resources(Base):
+    cpu: int = field(default=100, name="CPU")
+    memory: int = field(default=300, name="MemoryMB")
+    memory_max: int = field(default=0, name="MemoryMaxMB")
+    devices: list[RequestedDevice] = field(default_factory=list, name="Devices")
+
+
+class LogConfig(Base):
+    max_files: int = 10
+    max_file_size: int = field(default=10, name="MaxFileSizeMB")
+    disabled: bool = False
+
+
+class EphemeralDisk(Base):
+    sticky: bool = False
+    migrate: bool = False
+    size: int = field(default=300, name="SizeMB")
+
+
+class Task(Base):
+    name: str = ""
+    driver: str = ""
+    user: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    leader: bool = False
+    lifecycle: Lifecycle | None = None
+    restart_policy: RestartPolicy | None = None
+    kill_timeout: Duration = 5 * SECOND
+    kill_signal: str = ""
+    shutdown_delay: Duration = 0
+    resources: Resources = field(default_factory=Resources)
+    log_config: LogConfig = field(default_factory=LogConfig)
+    dispatch_payload: DispatchPayloadConfig | None = None
+
+
+class TaskGroup(Base):
+    name: str = ""
+    count: int = 1
+    tasks: list[Task] = field(default_factory=list)
+    restart_policy: RestartPolicy | None = None
+    ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
+    meta: dict[str, str] = field(default_factory=dict)
+    migrate: MigrateStrategy | None = None
+    reschedule_policy: ReschedulePolicy | None = None
+
+
+class Job(Base):
+    region: str = "global"
+    namespace: str = "default"
+    id: str = field(default="", name="ID")
+    name: str = ""
+    type: str = "service"
+    priority: int = 50
+    datacenters: list[str] = field(default_factory=lambda: ["*"])
+    meta: dict[str, str] = field(default_factory=dict)
+    task_groups: list[TaskGroup] = field(default_factory=list)
+    # Server-side bookkeeping; never set from a jobspec.
+    stop: bool = False
+    status: str = ""
+    status_description: str = ""
+    version: int = 0
+    submit_time: int = 0
+    create_index: int = 0
+    modify_index: int = 0
+    job_modify_index: int = 0
+    periodic: PeriodicConfig | None = None
+    parameterized: ParameterizedJobConfig | None = field(default=None, name="ParameterizedJob")
+    parent_id: str = field(default="", name="ParentID")
+    dispatched: bool = False
+    payload: bytes | None = None
+    dispatch_idempotency_token: str = ""
+    stable: bool = False
+    reschedule: ReschedulePolicy | None = None
+
+    def lookup_group(self, name: str) -> TaskGroup | None:
+        return next((g for g in self.task_groups if g.name == name), None)
+
+
+#: Nomad's default restart policies by job type (reference §2.5).
+DEFAULT_RESTART_POLICY: Final[dict[str, RestartPolicy]] = {
+    "service": RestartPolicy(attempts=2, interval=30 * MINUTE, delay=15 * SECOND, mode="fail",
+                             render_templates=False),
+    "batch": RestartPolicy(attempts=3, interval=24 * 60 * MINUTE, delay=15 * SECOND,
+                           mode="fail", render_templates=False),
+}
+DEFAULT_RESTART_POLICY["sysbatch"] = DEFAULT_RESTART_POLICY["batch"]
+
+
+
+
+
+class MigrateStrategy(Base):
+    """A group's `migrate {}`: how many of its allocations a drain moves at once."""
+
+    max_parallel: int = 1
+    health_check: str = "checks"
+    min_healthy_time: Duration = 10 * SECOND
+    healthy_deadline: Duration = 5 * MINUTE
+
+
+# --------------------------------------------------------------------------- periodic and
+# parameterized jobs (Nomad's PeriodicConfig, ParameterizedJobConfig, DispatchPayloadConfig)
+
+PERIODIC_SPEC_CRON: Final = "cron"
+DISPATCH_PAYLOAD_MODES: Final = ("optional", "required", "forbidden")
+
+
+class PeriodicConfig(Base):
+    """`periodic {}`: launch a child job on a cron schedule. `cron` and `crons` are Nomad's
+    `Spec` and `Specs` (one of the two); the schedule is read in `time_zone`."""
+
+    enabled: bool = True
+    cron: str = field(default="", name="Spec")
+    crons: list[str] = field(default_factory=list, name="Specs")
+    spec_type: str = PERIODIC_SPEC_CRON
+    prohibit_overlap: bool = False
+    time_zone: str = "UTC"
+
+    def specs(self) -> list[str]:
+        return [self.cron] if self.cron else list(self.crons)
+
+
+class ParameterizedJobConfig(Base):
+    """`parameterized {}`: the job is a template, run by dispatching it."""
+
+    payload: str = "optional"
+    meta_required: list[str] = field(default_factory=list)
+    meta_optional: list[str] = field(default_factory=list)
+
+
+class DispatchPayloadConfig(Base):
+    """`dispatch_payload {}`: where, under the task's `local/`, the payload is written."""
+
+    file: str = ""
+
+
+class ReschedulePolicy(Base):
+    """Nomad's `ReschedulePolicy`: how a failed allocation is replaced. `None` fields are
+    inherited (group ← job ← job-type default); `jobspec.canonicalize` fills them all."""
+
+    attempts: int | None = None
+    interval: Duration | None = None
+    delay: Duration | None = None
+    delay_function: str | None = None
+    max_delay: Duration | None = None
+    unlimited: bool | None = None
+
+
+class RescheduleEvent(Base):
+    reschedule_time: int = 0
+    prev_alloc_id: str = field(default="", name="PrevAllocID")
+    prev_node_id: str = field(default="", name="PrevNodeID")
+    delay: Duration = 0
+
+
+class RescheduleTracker(Base):
+    """The replacements an allocation's line went through (Nomad's `RescheduleTracker`)."""
+
+    events: list[RescheduleEvent] = field(default_factory=list)
+
+
+#: Nomad's default reschedule policies by job type (sysbatch: never rescheduled).
+DEFAULT_RESCHEDULE_POLICY: Final[dict[str, ReschedulePolicy]] = {
+    "service": ReschedulePolicy(attempts=0, interval=0, delay=30 * SECOND,
+                                delay_function="exponential", max_delay=60 * MINUTE,
+                                unlimited=True),
+    "batch": ReschedulePolicy(attempts=1, interval=24 * 60 * MINUTE, delay=5 * SECOND,
+                              delay_function="constant", max_delay=0, unlimited=False),
+}
