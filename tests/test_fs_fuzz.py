@@ -114,6 +114,14 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx2.Cli
                 assert time.monotonic() < deadline, allocs
                 time.sleep(0.05)
             yield client, allocs[0]["ID"]
+            # The agent leaves its tasks running when it stops (the next one re-attaches):
+            # stop the task first, so the run leaves no process behind.
+            assert client.delete("/v1/job/fz").status_code == 200
+            deadline = time.monotonic() + 20
+            while client.get(f"/v1/allocation/{allocs[0]['ID']}").json()[
+                    "ClientStatus"] not in ("complete", "failed"):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
