@@ -12,10 +12,20 @@ import trio
 
 from yurt.hooks.base import Hook
 from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client import Client
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.errors import DriverError
+from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.structs import Allocation, TaskHandle
+from yurt.runtime.server.local import LocalServer
+from yurt.runtime.structs import (
+    Allocation,
+    Node,
+    NodeCpuResources,
+    NodeMemoryResources,
+    NodeResources,
+    TaskHandle,
+)
 from yurt.runtime.taskrunner.runner import TaskRunner
 from yurt.store import MemoryStateDB
 
@@ -144,3 +154,38 @@ async def harness(alloc_hooks: tuple[Hook, ...] = (),
                                rng=random.Random(7))
     async with trio.open_nursery() as nursery:
         yield Harness(db, driver, config, nursery)
+
+
+@asynccontextmanager
+async def wired_server(*, memory_mb: int = 4096, reschedule: bool = True
+                       ) -> AsyncIterator[LocalServer]:
+    """A server and a client (mock driver, memory state) wired as the agent wires them:
+    the client's updates go to the server (unbatched, as AllocSyncer sends them), and each
+    server change hands the node's allocations to the client (the agent's server watch)."""
+    node = Node(id="n1", name="n1", node_resources=NodeResources(
+        cpu=NodeCpuResources(cpu_shares=4000), memory=NodeMemoryResources(memory_mb=memory_mb)))
+    server = LocalServer(node, EventBroker(), owns_events=True, reschedule=reschedule,
+                         unix_clock=unix_clock)
+    config = AllocRunnerConfig(state_db=MemoryStateDB(),
+                               drivers={"mock_driver": MockDriver(unix_clock)},
+                               unix_clock=unix_clock, rng=random.Random(7))
+    async with trio.open_nursery() as nursery:
+        updates, received = trio.open_memory_channel[Allocation](1000)
+        client = Client(config, EventBroker(), on_alloc_update=updates.send_nowait)
+        await nursery.start(client.run)
+        await nursery.start(server.run)
+
+        async def sync_to_server() -> None:
+            async for alloc in received:
+                await server.update_allocs([alloc])
+
+        async def run_server_allocs() -> None:
+            while True:
+                changed = server.changed
+                client.sync_allocs(server.allocs_for_node())
+                await changed.wait()
+
+        nursery.start_soon(sync_to_server)
+        nursery.start_soon(run_server_allocs)
+        yield server
+        nursery.cancel_scope.cancel()

@@ -5,7 +5,6 @@ evaluation stored but not processed when the agent died is processed by the next
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,17 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
-from tests.runtime_support import seconds, unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from tests.runtime_support import seconds, unix_clock, wired_server
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
-    Allocation,
     Node,
     NodeCpuResources,
     NodeMemoryResources,
     NodeResources,
 )
-from yurt.store.memory import MemoryStateDB
 
 JOB = '''job "%s" {
   type = "batch"
@@ -47,32 +41,8 @@ JOB = '''job "%s" {
 
 async def test_blocked_job_is_placed_when_another_allocation_stops(
         autojump_clock: MockClock) -> None:
-    node = Node(id="n1", name="n1", node_resources=NodeResources(
-        cpu=NodeCpuResources(cpu_shares=4000), memory=NodeMemoryResources(memory_mb=1024)))
-    server = LocalServer(node, EventBroker(), owns_events=True, unix_clock=unix_clock)
-    config = AllocRunnerConfig(state_db=MemoryStateDB(),
-                               drivers={"mock_driver": MockDriver(unix_clock)},
-                               unix_clock=unix_clock, rng=random.Random(7))
     with trio.fail_after(3600):
-        async with trio.open_nursery() as nursery:
-            updates: trio.MemorySendChannel[Allocation]
-            updates, received = trio.open_memory_channel[Allocation](1000)
-            client = Client(config, EventBroker(), on_alloc_update=updates.send_nowait)
-            await nursery.start(client.run)
-            await nursery.start(server.run)
-
-            async def sync_to_server() -> None:  # what AllocSyncer does, unbatched
-                async for alloc in received:
-                    await server.update_allocs([alloc])
-
-            async def run_server_allocs() -> None:  # what the agent's server watch does
-                while True:
-                    changed = server.changed
-                    client.sync_allocs(server.allocs_for_node())
-                    await changed.wait()
-
-            nursery.start_soon(sync_to_server)
-            nursery.start_soon(run_server_allocs)
+        async with wired_server(memory_mb=1024, reschedule=False) as server:
             first = await server.register_job(parse_job(JOB % ("first", "10m")))
             assert len(first.placed) == 1
             second = await server.register_job(parse_job(JOB % ("second", "1m")))
@@ -100,7 +70,6 @@ async def test_blocked_job_is_placed_when_another_allocation_stops(
             while server.allocs[placed.id].client_status != "complete":
                 await server.changed.wait()
             assert server.jobs["second"].status == "dead"
-            nursery.cancel_scope.cancel()
 
 
 class _Died(Exception):

@@ -6,33 +6,20 @@ one attempt a day. Plus the pure policy arithmetic."""
 from __future__ import annotations
 
 import itertools
-import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import trio
 from trio.testing import MockClock
 
-from tests.runtime_support import seconds, unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from tests.runtime_support import seconds, wired_server
 from yurt.runtime.durations import MINUTE, SECOND
-from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.reschedule import eligible, next_delay, unix_ns
 from yurt.runtime.structs import (
     DEFAULT_RESCHEDULE_POLICY,
     Allocation,
-    Node,
-    NodeCpuResources,
-    NodeMemoryResources,
-    NodeResources,
     RescheduleEvent,
     RescheduleTracker,
 )
-from yurt.store.memory import MemoryStateDB
 
 JOB = '''job "crash" {
   type = "%s"
@@ -71,42 +58,12 @@ def test_default_policies_delays_and_attempts() -> None:
     assert eligible(batch, once, 24 * 60 * MINUTE + 1)
 
 
-@asynccontextmanager
-async def wired() -> AsyncIterator[LocalServer]:
-    """A server and a client as the agent wires them (updates unbatched)."""
-    node = Node(id="n1", name="n1", node_resources=NodeResources(
-        cpu=NodeCpuResources(cpu_shares=4000), memory=NodeMemoryResources(memory_mb=4096)))
-    server = LocalServer(node, EventBroker(), owns_events=True, reschedule=True,
-                         unix_clock=unix_clock)
-    config = AllocRunnerConfig(state_db=MemoryStateDB(),
-                               drivers={"mock_driver": MockDriver(unix_clock)},
-                               unix_clock=unix_clock, rng=random.Random(7))
-    async with trio.open_nursery() as nursery:
-        updates, received = trio.open_memory_channel[Allocation](1000)
-        client = Client(config, EventBroker(), on_alloc_update=updates.send_nowait)
-        await nursery.start(client.run)
-        await nursery.start(server.run)
-
-        async def sync_to_server() -> None:
-            async for alloc in received:
-                await server.update_allocs([alloc])
-
-        async def run_server_allocs() -> None:
-            while True:
-                changed = server.changed
-                client.sync_allocs(server.allocs_for_node())
-                await changed.wait()
-
-        nursery.start_soon(sync_to_server)
-        nursery.start_soon(run_server_allocs)
-        yield server
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_crashing_service_comes_back_with_exponential_backoff(
         autojump_clock: MockClock) -> None:
     with trio.fail_after(3 * 3600):
-        async with wired() as server:
+        async with wired_server() as server:
             await server.register_job(parse_job(JOB % "service"))
             while len(server.job_allocs("crash")) < 6:
                 await server.changed.wait()
@@ -131,7 +88,7 @@ async def test_a_crashing_service_comes_back_with_exponential_backoff(
 
 async def test_a_failing_batch_job_gets_one_attempt_a_day(autojump_clock: MockClock) -> None:
     with trio.fail_after(3 * 3600):
-        async with wired() as server:
+        async with wired_server() as server:
             await server.register_job(parse_job(JOB % "batch"))
             while len(server.job_allocs("crash")) < 2:
                 await server.changed.wait()
@@ -153,7 +110,7 @@ def crash_with(job_type: str, reschedule: str) -> str:
 async def test_a_group_reschedule_block_is_followed(autojump_clock: MockClock) -> None:
     policy = ('attempts = 2\n interval = "1h"\n delay = "10s"\n delay_function = "constant"')
     with trio.fail_after(3 * 3600):
-        async with wired() as server:
+        async with wired_server() as server:
             job = parse_job(crash_with("batch", policy))
             assert job.task_groups[0].reschedule_policy is not None
             await server.register_job(job)
@@ -178,7 +135,7 @@ async def test_a_group_reschedule_block_is_followed(autojump_clock: MockClock) -
 async def test_attempts_zero_and_not_unlimited_disables_rescheduling(
         autojump_clock: MockClock) -> None:
     with trio.fail_after(3 * 3600):
-        async with wired() as server:
+        async with wired_server() as server:
             await server.register_job(parse_job(crash_with(
                 "service", 'attempts = 0\n unlimited = false')))
             while not any(a.client_status == "failed" for a in server.job_allocs("crash")):
