@@ -8,8 +8,6 @@ allocation, answer any path and query without a 5xx, a traceback or a second's w
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.agent_support import raw_job
-from tests.test_agent_e2e import YURT, free_port
+from tests.proc_support import spawned_agent
 from yurt.runtime.allocfs import FsError, list_dir, open_confined, open_file, stat_path
 
 NAMES = ["..", ".", "", "t", "local", "secrets", "f.txt", "out", "up", "abs", "in", "loop",
@@ -93,42 +91,26 @@ def attempt(fn: Any, *args: Any) -> tuple[int, Any]:
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx2.Client, str]]:
-    port = free_port()
-    data = tmp_path_factory.mktemp("fsfuzz-agent") / "data"
-    process = subprocess.Popen([YURT, "agent", "--data-dir", str(data), "--port", str(port)],
-                               stderr=subprocess.PIPE, text=True,
-                               env={k: v for k, v in os.environ.items()
-                                    if k != "YURT_AGENT_TOKEN"})
-    try:
-        assert process.stderr is not None
-        assert "listening on" in process.stderr.readline()
-        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
-            script = 'ln -s / "$NOMAD_TASK_DIR/out"; echo hi > "$NOMAD_TASK_DIR/f.txt"; sleep 1000'
-            assert client.post("/v1/jobs", json=raw_job("fz", script)).status_code == 200
-            deadline = time.monotonic() + 20
-            while True:  # until the task has written its file (bounded by the deadline)
-                allocs = client.get("/v1/job/fz/allocations").json()
-                if allocs and client.get(f"/v1/client/fs/cat/{allocs[0]['ID']}",
-                                         params={"path": "t/local/f.txt"}).text == "hi\n":
-                    break
-                assert time.monotonic() < deadline, allocs
-                time.sleep(0.05)
-            yield client, allocs[0]["ID"]
-            # The agent leaves its tasks running when it stops (the next one re-attaches):
-            # stop the task first, so the run leaves no process behind.
-            assert client.delete("/v1/job/fz").status_code == 200
-            deadline = time.monotonic() + 20
-            while client.get(f"/v1/allocation/{allocs[0]['ID']}").json()[
-                    "ClientStatus"] not in ("complete", "failed"):
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover - never leave it behind
-            process.kill()
-            process.wait(timeout=10)
+    with spawned_agent(tmp_path_factory.mktemp("fsfuzz-agent") / "data") as (_, client):
+        script = 'ln -s / "$NOMAD_TASK_DIR/out"; echo hi > "$NOMAD_TASK_DIR/f.txt"; sleep 1000'
+        assert client.post("/v1/jobs", json=raw_job("fz", script)).status_code == 200
+        deadline = time.monotonic() + 20
+        while True:  # until the task has written its file (bounded by the deadline)
+            allocs = client.get("/v1/job/fz/allocations").json()
+            if allocs and client.get(f"/v1/client/fs/cat/{allocs[0]['ID']}",
+                                     params={"path": "t/local/f.txt"}).text == "hi\n":
+                break
+            assert time.monotonic() < deadline, allocs
+            time.sleep(0.05)
+        yield client, allocs[0]["ID"]
+        # The agent leaves its tasks running when it stops (the next one re-attaches): stop
+        # the task first, so the run leaves no process behind.
+        assert client.delete("/v1/job/fz").status_code == 200
+        deadline = time.monotonic() + 20
+        while client.get(f"/v1/allocation/{allocs[0]['ID']}").json()[
+                "ClientStatus"] not in ("complete", "failed"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
 
 
 query_text = st.one_of(

@@ -12,9 +12,6 @@ the API (the agent as a process, the real clock, each request timed).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_agent_e2e import YURT, free_port
+from tests.proc_support import spawned_agent
 from yurt.runtime.errors import JobSpecError
 from yurt.runtime.jobspec import parse_job
 
@@ -191,31 +188,16 @@ class FuzzAgent:
 
 @pytest.fixture(scope="module")
 def fuzz_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzAgent]:
-    port = free_port()
-    data = tmp_path_factory.mktemp("fuzz") / "data"
-    agent = subprocess.Popen([YURT, "agent", "--data-dir", str(data), "--port", str(port)],
-                             stderr=subprocess.PIPE, text=True,
-                             env={k: v for k, v in os.environ.items() if k != "YURT_AGENT_TOKEN"})
-    try:
-        assert agent.stderr is not None
-        assert "listening on" in agent.stderr.readline()
-        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
-            assert client.post("/v1/jobs", json=BASE_JOB).status_code == 200
-            deadline = time.monotonic() + 20
-            while True:  # until the job's allocation runs (bounded by the deadline)
-                allocs = client.get("/v1/job/fz/allocations").json()
-                if allocs and allocs[0]["ClientStatus"] == "running":
-                    break
-                assert time.monotonic() < deadline, allocs
-                time.sleep(0.05)
-            yield FuzzAgent(agent.pid, client, allocs[0]["ID"])
-    finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover - never leave it behind
-            agent.kill()
-            agent.wait(timeout=10)
+    with spawned_agent(tmp_path_factory.mktemp("fuzz") / "data") as (agent, client):
+        assert client.post("/v1/jobs", json=BASE_JOB).status_code == 200
+        deadline = time.monotonic() + 20
+        while True:  # until the job's allocation runs (bounded by the deadline)
+            allocs = client.get("/v1/job/fz/allocations").json()
+            if allocs and allocs[0]["ClientStatus"] == "running":
+                break
+            assert time.monotonic() < deadline, allocs
+            time.sleep(0.05)
+        yield FuzzAgent(agent.pid, client, allocs[0]["ID"])
 
 
 ENDPOINTS = ["/v1/jobs", "/v1/job/fz", "/v1/jobs/parse", "/v1/client/allocation/{a}/signal",
