@@ -357,7 +357,7 @@ class Agent:
                     from yurt.runtime.server import schedconfig
                     await schedconfig.attach(self.server, data / "server")
                     from yurt.runtime.server.nodestate import NodeControl  # node drain
-                    self.node_control = NodeControl(self.server, self.broker,
+                    self.node_control = NodeControl(self.server,
                                                     data / "server" / "node-state.json")
                     await self.node_control.load()
                     self.syncer = AllocSyncer(self.server.update_allocs, db,

@@ -157,7 +157,7 @@ async def test_drain_with_a_deadline_under_a_mock_clock(autojump_clock: MockCloc
     node = Node(id="n1", name="n1", node_resources=NodeResources(
         cpu=NodeCpuResources(cpu_shares=4000), memory=NodeMemoryResources(memory_mb=4096)))
     server = LocalServer(node, broker)
-    control = NodeControl(server, broker, None, unix_clock=unix_clock)
+    control = NodeControl(server, None, unix_clock=unix_clock)
     await control.load()
     db = MemoryStateDB()
     syncer = AllocSyncer(server.update_allocs, db, unix_clock=unix_clock,
@@ -221,13 +221,13 @@ async def test_drain_with_a_deadline_under_a_mock_clock(autojump_clock: MockCloc
 async def test_node_state_is_reloaded_and_raises_the_index(tmp_path: Path) -> None:
     path = tmp_path / "node-state.json"
     server = LocalServer(Node(id="n"), EventBroker())
-    control = NodeControl(server, server.broker, path)
+    control = NodeControl(server, path)
     await control.load()
     assert [e.message for e in server.node.events] == ["Node registered"]
     index = await control.set_drain(90 * S, ignore_system_jobs=True, meta={"why": "kernel"})
     assert path.stat().st_mode & 0o777 == 0o600
     again = LocalServer(Node(id="n"), EventBroker())  # a restarted agent: index 0 in memory
-    await NodeControl(again, again.broker, path).load()
+    await NodeControl(again, path).load()
     node = again.node
     assert node.drain_strategy == server.node.drain_strategy
     assert node.drain
@@ -241,7 +241,7 @@ async def test_node_state_is_reloaded_and_raises_the_index(tmp_path: Path) -> No
 
 async def test_a_failed_write_keeps_the_change_in_memory(tmp_path: Path) -> None:
     server = LocalServer(Node(id="n"), EventBroker())
-    control = NodeControl(server, server.broker, tmp_path / "gone" / "node-state.json")
+    control = NodeControl(server, tmp_path / "gone" / "node-state.json")
     await control.load()
     index = await control.set_eligibility("ineligible")
     assert server.node.scheduling_eligibility == "ineligible"
@@ -256,7 +256,7 @@ async def test_a_failing_drain_step_is_logged_once_and_retried(
     node = Node(id="n1", name="n1", node_resources=NodeResources(
         cpu=NodeCpuResources(cpu_shares=4000), memory=NodeMemoryResources(memory_mb=4096)))
     server = LocalServer(node, broker)
-    control = NodeControl(server, broker, None, unix_clock=unix_clock)
+    control = NodeControl(server, None, unix_clock=unix_clock)
     await control.load()
     assert len((await server.register_job(_job())).placed) == 5
     stop_alloc, failures = server.stop_alloc, 3
@@ -288,7 +288,7 @@ async def test_a_fresh_node_registers_with_a_real_index(tmp_path: Path) -> None:
     server = LocalServer(Node(id="n"), EventBroker())
     server.observe_index(7)  # what the server's store held
     sub = server.broker.subscribe()
-    await NodeControl(server, server.broker, path).load()
+    await NodeControl(server, path).load()
     node = server.node
     assert node.modify_index == node.create_index == server.index == 8
     (event,) = node.events
@@ -300,7 +300,7 @@ async def test_a_fresh_node_registers_with_a_real_index(tmp_path: Path) -> None:
     sub.close()
     # A restart knows the node: no second registration, the same indexes.
     again = LocalServer(Node(id="n"), EventBroker())
-    await NodeControl(again, again.broker, path).load()
+    await NodeControl(again, path).load()
     assert again.node.modify_index == 8
     assert again.index == 8
     assert [(e.message, e.create_index) for e in again.node.events] == [("Node registered", 8)]

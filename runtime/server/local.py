@@ -18,10 +18,11 @@ one that still places nothing changes nothing (no new index).
   sends): the server copies take the client's status, description and task states.
 
 One index space, like Nomad's Raft index: every change (job, evaluation, allocation, node; and
-whatever other parts keep elsewhere, through `take_index`/`observe_index`) takes the next index
-of the one counter; objects' Create/ModifyIndex, `X-Nomad-Index` and the event stream's `Index`
-are that counter. A change is persisted in `ServerStore` (when given, the counter with it)
-before it is visible, then published as one event record numbered with its index (with
+whatever other parts keep elsewhere, through `change`) takes the next index of the one
+counter; objects' Create/ModifyIndex, `X-Nomad-Index` and the event stream's `Index` are that
+counter, and readers see only `visible_index`, up to which every change is in memory. A
+change is persisted in `ServerStore` (when given, the counter with it) before it is visible,
+then published as one event record numbered with its index (with
 `owns_events`, every allocation it wrote as `AllocationUpdated`, so an event always carries the
 allocation's current ModifyIndex), and sets `changed`, which the agent watches to hand
 allocations to its client and blocking queries wait on. Every change is made under `_lock`:
@@ -220,12 +221,6 @@ class LocalServer:
         self.visible_index = max(self.visible_index, n)
         self.broker.index = max(self.broker.index, self.index)
 
-    def announce(self, events: list[Event] | None = None) -> None:
-        """A change kept elsewhere (numbered by `take_index`) is visible: publish its events
-        at the current index and wake blocking queries."""
-        self._publish(list(events or []))
-        self._notify_changed()
-
     def publish(self, events: list[Event]) -> None:
         """Publish `events` of the change being made (inside `change`): numbered with its
         index, not the last visible one."""
@@ -251,7 +246,7 @@ class LocalServer:
             finally:
                 if capacity:
                     self._capacity.set()
-                self.announce()
+                self._notify_changed()
 
     async def _commit(self, jobs: list[Job], allocs: list[Allocation],
                       events: list[Event] | None = None,

@@ -48,7 +48,6 @@ from yurt.runtime.structs import (
 )
 
 if TYPE_CHECKING:
-    from yurt.runtime.eventstream import EventBroker
     from yurt.runtime.server.local import LocalServer
 
 log = logging.getLogger("yurt.server.nodestate")
@@ -83,10 +82,9 @@ class PersistedNode(Base):
 class NodeControl:
     """Eligibility and drain of the server's node. `path` None: nothing is persisted."""
 
-    def __init__(self, server: LocalServer, broker: EventBroker, path: Path | None, *,
+    def __init__(self, server: LocalServer, path: Path | None, *,
                  unix_clock: Callable[[], int] = time.time_ns) -> None:
         self._server = server
-        self._broker = broker
         self._path = path
         self._clock = unix_clock
         self._lock = trio.Lock()
@@ -117,8 +115,8 @@ class NodeControl:
         node.last_drain = stored.last_drain
         node.events = stored.events
         node.modify_index = stored.modify_index
-        # The node's index was taken from the server's counter; the server's own store may
-        # not have been written since.
+        # Never below an index loaded (the server's store persists the counter with each
+        # change; a server without a store has only this).
         self._server.observe_index(stored.modify_index)
 
     @asynccontextmanager

@@ -8,8 +8,8 @@ root key that seals variable items lives in `keyring` beside it (keyring.py), ne
 Every write is a change of the server (`IndexSource.change`): its index is the next of the one
 counter, so a variable's CreateIndex/ModifyIndex and a namespace's are on the same scale as
 every job and allocation index and `X-Nomad-Index`; the server persists the counter before the
-write and wakes blocking queries (`?index=N`) once it is committed, in index order. The last
-index is also kept in the file and handed back on opening (`observe_index`), a second guard.
+write (so a restart never hands it out again) and wakes blocking queries (`?index=N`) once it
+is committed, in index order.
 
 Each operation runs in a worker thread on a connection of its own, inside one transaction
 (`BEGIN IMMEDIATE`: a check-and-set reads and writes with no other writer between), behind a
@@ -46,10 +46,8 @@ class IndexSource(Protocol):
     """The server's one index counter (LocalServer)."""
 
     def change(self) -> AbstractAsyncContextManager[int]:
-        """The next index, for a change committed within the block; visible when it ends."""
-
-    def observe_index(self, n: int) -> None:
-        """An index already used (loaded from disk): never hand it out again."""
+        """The next index, persisted before the block, for a change committed within it;
+        visible when it ends."""
 
 
 @final
@@ -64,7 +62,7 @@ class ObjectStore:
     async def open(cls, directory: Path, index: IndexSource) -> ObjectStore:
         """The store in `directory` (the server's state directory), created if missing."""
 
-        def prepare() -> tuple[Path, Keyring, int]:
+        def prepare() -> tuple[Path, Keyring]:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(directory, 0o700)
             path = directory / DB_NAME
@@ -76,15 +74,11 @@ class ObjectStore:
                 with conn:
                     conn.execute(ns_table.SCHEMA)
                     conn.execute(var_table.SCHEMA)
-                    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, "
-                                 "value INTEGER NOT NULL)")
-                row = conn.execute("SELECT value FROM meta WHERE key = 'index'").fetchone()
             finally:
                 conn.close()
-            return path, keyring, int(row[0]) if row else 0
+            return path, keyring
 
-        path, keyring, last = await trio.to_thread.run_sync(prepare)
-        index.observe_index(last)
+        path, keyring = await trio.to_thread.run_sync(prepare)
         return cls(path, keyring, index)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -100,16 +94,10 @@ class ObjectStore:
         return await trio.to_thread.run_sync(in_thread, limiter=self._limiter)
 
     async def _write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
-        """`fn(conn, index)` with the next server index, recorded in the same transaction."""
+        """`fn(conn, index)` with the next server index (a change of the server's: see
+        `IndexSource.change`)."""
         async with self._index.change() as index:
-
-            def with_index(conn: sqlite3.Connection) -> T:
-                result = fn(conn, index)
-                conn.execute("INSERT INTO meta (key, value) VALUES ('index', ?) ON CONFLICT "
-                             "(key) DO UPDATE SET value = excluded.value", (index,))
-                return result
-
-            return await self._run(with_index)
+            return await self._run(lambda conn: fn(conn, index))
 
     # ------------------------------------------------------------------ namespaces
 

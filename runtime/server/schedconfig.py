@@ -82,8 +82,7 @@ async def save(path: Path, config: SchedulerConfiguration) -> None:
 
 
 async def attach(server: LocalServer, directory: Path) -> None:
-    """Give `server` the configuration stored in `directory` (at agent start). Its index
-    was taken from the server's counter, which the server's own store may not have written
-    since: the counter is raised past it (LocalServer.observe_index once it has one)."""
+    """Give `server` the configuration stored in `directory` (at agent start); the
+    server's counter is never below its index."""
     server.scheduler_config = await load(directory / FILE_NAME)
-    server.index = max(server.index, server.scheduler_config.modify_index)
+    server.observe_index(server.scheduler_config.modify_index)
