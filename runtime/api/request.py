@@ -18,6 +18,7 @@ import msgspec
 import trio
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError
@@ -72,7 +73,7 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
         raise ApiError(400, "the client went away while sending the body") from None
     except ApiError:
         parts.clear()
-        await _drop_body(request)
+        await drop_body(request.receive)
         raise
     return b"".join(parts)
 
@@ -82,13 +83,14 @@ DRAIN_BYTES: Final = 256 << 20
 DRAIN_SECONDS: Final = 2.0
 
 
-async def _drop_body(request: Request) -> None:
-    """Read what is left of the body straight from the ASGI channel (the request's stream
-    may be half consumed, and Starlette allows one iteration only)."""
+async def drop_body(receive: Receive) -> None:
+    """Read and drop what is left of a request body straight from the ASGI channel (the
+    request's stream may be half consumed, and Starlette allows one iteration only), up to
+    `DRAIN_BYTES` and `DRAIN_SECONDS`."""
     dropped = 0
     with trio.move_on_after(DRAIN_SECONDS):
         while dropped <= DRAIN_BYTES:
-            message = await request.receive()
+            message = await receive()
             if message["type"] != "http.request":
                 return  # the client went away
             dropped += len(message.get("body", b""))

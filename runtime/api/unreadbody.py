@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import final
 
-import trio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from yurt.runtime.api.request import DRAIN_BYTES, DRAIN_SECONDS
+from yurt.runtime.api.request import drop_body
 
 
 def _has_body(scope: Scope) -> bool:
@@ -51,20 +50,12 @@ class UnreadBodyMiddleware:
                 gone = True
             return message
 
-        async def drain() -> None:
-            nonlocal body_done, gone
-            dropped = 0
-            with trio.move_on_after(DRAIN_SECONDS):
-                while not body_done and not gone and dropped <= DRAIN_BYTES:
-                    message = await tracked_receive()
-                    dropped += len(message.get("body", b""))
-
         async def checked_send(message: Message) -> None:
             closing = any(k.lower() == b"connection" and v.lower() == b"close"
                           for k, v in message.get("headers", []))
             if (message["type"] == "http.response.start" and not body_done and not gone
                     and not closing):  # a 413 has dropped what it would already
-                await drain()
+                await drop_body(tracked_receive)
                 if not body_done:
                     headers = [(k, v) for k, v in message.get("headers", [])
                                if k.lower() != b"connection"]
