@@ -45,6 +45,7 @@ NOMAD_ALLOCATION: dict[str, Any] = {
             "TaskSignalReason": "", "TaskSignal": "", "DriverMessage": "", "GenericSource": "",
         }],
     }},
+    "DeploymentID": "d1",
     "DeploymentStatus": {"Healthy": True, "Timestamp": "2026-11-30T10:00:07Z", "Canary": False,
                          "ModifyIndex": 9},
     "NetworkStatus": None, "PreviousAllocation": "", "NextAllocation": "",

@@ -59,6 +59,7 @@ from yurt.hooks.task_dir import TaskDirHook
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.allocrunner import teardown
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
+from yurt.runtime.allocrunner.checkresults import CheckResults
 from yurt.runtime.allocrunner.gate import Gate
 from yurt.runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from yurt.runtime.allocrunner.status import client_status
@@ -153,6 +154,7 @@ class AllocRunner:
         self._on_alloc_state_updated = on_alloc_state_updated
         self.broadcaster: AllocBroadcaster[Allocation] = AllocBroadcaster()
         self.resources = AllocHookResources()
+        self.check_results = CheckResults()  # service checks write, alloc health reads
         self.alloc_dir = AllocDir(config.alloc_root, alloc.id) if config.alloc_root else None
         self.watcher = watcher or GroupWatcher()
         self.hooks: list[Hook] = [

@@ -107,6 +107,7 @@ class Allocation(Base):
     client_status: str = ALLOC_CLIENT_PENDING
     client_description: str = ""
     task_states: dict[str, TaskState] = field(default_factory=dict)
+    deployment_id: str = field(default="", name="DeploymentID")
     deployment_status: AllocDeploymentStatus | None = None
     network_status: AllocNetworkStatus | None = None
     previous_allocation: str = ""

@@ -11,6 +11,7 @@ from msgspec import field
 
 from yurt.runtime.durations import MINUTE, SECOND
 from yurt.runtime.structs.base import Base, Duration
+from yurt.runtime.structs.update import UpdateStrategy
 
 # --------------------------------------------------------------------------- jobspec structs
 
@@ -85,6 +86,7 @@ class TaskGroup(Base):
     meta: dict[str, str] = field(default_factory=dict)
     migrate: MigrateStrategy | None = None
     reschedule_policy: ReschedulePolicy | None = None
+    update: UpdateStrategy | None = None
 
 
 class Job(Base):
@@ -114,6 +116,7 @@ class Job(Base):
     dispatch_idempotency_token: str = ""
     stable: bool = False
     reschedule: ReschedulePolicy | None = None
+    update: UpdateStrategy | None = None
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)
