@@ -45,5 +45,6 @@ def alloc_json(alloc: Allocation) -> dict[str, Any]:
     """A whole allocation as the API answers it (Nomad's `Allocation`): the struct's fields
     and its `AllocatedResources`. For every endpoint that answers full allocations."""
     answer: dict[str, Any] = msgspec.to_builtins(alloc)
+    answer.pop("AllocatedShared", None)  # shown inside AllocatedResources.Shared
     answer["AllocatedResources"] = allocated_resources(alloc)
     return answer

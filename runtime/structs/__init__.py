@@ -107,6 +107,13 @@ from yurt.runtime.structs.local import (
     TaskHandle,
     TaskMount,
 )
+from yurt.runtime.structs.network import (
+    AllocatedSharedResources,
+    DNSConfig,
+    NetworkResource,
+    Port,
+    PortMapping,
+)
 from yurt.runtime.structs.node import (
     NODE_ELIGIBLE,
     NODE_INELIGIBLE,
@@ -224,9 +231,11 @@ __all__ = [
     "AllocMetric",
     "AllocNetworkStatus",
     "AllocatedDevice",
+    "AllocatedSharedResources",
     "AllocatedTaskResources",
     "Allocation",
     "Base",
+    "DNSConfig",
     "Deployment",
     "DeploymentState",
     "DesiredTransition",
@@ -243,6 +252,7 @@ __all__ = [
     "LocalState",
     "LogConfig",
     "MigrateStrategy",
+    "NetworkResource",
     "Node",
     "NodeCpuResources",
     "NodeDeviceInstance",
@@ -261,6 +271,8 @@ __all__ = [
     "ParameterizedJobConfig",
     "PeriodicConfig",
     "PluginState",
+    "Port",
+    "PortMapping",
     "RequestedDevice",
     "RescheduleEvent",
     "ReschedulePolicy",

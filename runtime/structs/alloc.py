@@ -21,6 +21,7 @@ from yurt.runtime.structs.base import (
     Base,
 )
 from yurt.runtime.structs.job import Job, RescheduleTracker
+from yurt.runtime.structs.network import AllocatedSharedResources
 
 # --------------------------------------------------------------------------- runtime structs
 
@@ -122,6 +123,8 @@ class Allocation(Base):
     reschedule_tracker: RescheduleTracker | None = None
     followup_eval_id: str = field(default="", name="FollowupEvalID")
     desired_transition: DesiredTransition = field(default_factory=lambda: DesiredTransition())
+    # The group's assigned networks and ports; the API shows them in AllocatedResources.Shared.
+    allocated_shared: AllocatedSharedResources | None = None
 
     def is_terminal(self) -> bool:
         """Server- or client-terminal, as Nomad's `Allocation.TerminalStatus`."""

@@ -11,6 +11,7 @@ from msgspec import field
 
 from yurt.runtime.durations import MINUTE, SECOND
 from yurt.runtime.structs.base import Base, Duration
+from yurt.runtime.structs.network import NetworkResource
 from yurt.runtime.structs.update import UpdateStrategy
 
 # --------------------------------------------------------------------------- jobspec structs
@@ -87,6 +88,7 @@ class TaskGroup(Base):
     migrate: MigrateStrategy | None = None
     reschedule_policy: ReschedulePolicy | None = None
     update: UpdateStrategy | None = None
+    networks: list[NetworkResource] = field(default_factory=list)
 
 
 class Job(Base):
