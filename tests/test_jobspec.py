@@ -169,9 +169,9 @@ def test_unknown_field_suggests_the_close_one() -> None:
 
 
 def test_unsupported_nomad_feature_is_named_as_such() -> None:
-    p = only_problem(BAD_FIELD.replace('colour = "blue"', 'service { name = "x" }'))
-    assert p.field == "job.web.group.api.task.server.service"
-    assert p.message == '"service" is a Nomad feature yurt does not support'
+    p = only_problem(BAD_FIELD.replace('colour = "blue"', 'vault { role = "x" }'))
+    assert p.field == "job.web.group.api.task.server.vault"
+    assert p.message == '"vault" is a Nomad feature yurt does not support'
     assert p.line == 5
 
 
@@ -348,7 +348,7 @@ def test_json_errors_have_lines_and_jobspec_field_paths() -> None:
     {"Name": "g", "Count": "3",
      "Tasks": [{"Name": "t", "Driver": "mock_driver",
                 "KillTimeout": "abc",
-                "Services": [{"Name": "s"}]}]}
+                "VolumeMounts": [{"Volume": "s"}]}]}
   ]
 }}
 """
@@ -356,7 +356,7 @@ def test_json_errors_have_lines_and_jobspec_field_paths() -> None:
     assert [(p.line, p.field) for p in problems] == [
         (4, "job.x.group.g.count"),
         (6, "job.x.group.g.task.t.kill_timeout"),
-        (7, "job.x.group.g.task.t.Services"),
+        (7, "job.x.group.g.task.t.VolumeMounts"),
     ]
     assert problems[0].message == 'expected a whole number, got a string "3"'
 

@@ -40,6 +40,7 @@ from yurt.runtime.structs import (
     Task,
     TaskGroup,
 )
+from yurt.runtime.structs.service import CheckRestart, Service, ServiceCheck
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
         "reschedule": HclField("reschedule_policy"),
+        "service": HclField("services"),
     },
     Task: {
         **_same("driver", "user", "config", "env", "meta", "leader", "lifecycle",
@@ -76,6 +78,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "restart": HclField("restart_policy"),
         "logs": HclField("log_config"),
         "dispatch_payload": HclField("dispatch_payload"),
+        "service": HclField("services"),
     },
     Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
     RequestedDevice: _same("count"),
@@ -90,23 +93,36 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
+    Service: {**_same("name", "task", "port", "address_mode", "address", "enable_tag_override",
+                      "tags", "canary_tags", "check_restart", "meta", "canary_meta",
+                      "tagged_addresses", "on_update", "provider", "cluster", "kind"),
+              "check": HclField("checks")},
+    ServiceCheck: _same("name", "type", "command", "args", "path", "protocol", "port",
+                        "expose", "address_mode", "interval", "timeout", "initial_status",
+                        "notes", "tls_server_name", "tls_skip_verify", "method", "header",
+                        "check_restart", "grpc_service", "grpc_use_tls", "task",
+                        "success_before_passing", "failures_before_critical",
+                        "failures_before_warning", "body", "on_update"),
+    CheckRestart: _same("limit", "grace", "ignore_warnings"),
 }
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
 #: Left unset (or at Nomad's zero value, as `nomad job run -output` writes them) they are
 #: accepted; set to anything else they are an error, never silently ignored.
 UNSUPPORTED: Final = frozenset({
-    "affinity", "all_at_once", "artifact", "check_restart", "constraint", "consul",
+    "affinity", "all_at_once", "artifact", "constraint", "consul",
     "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect",
-    "multiregion", "network", "node_pool", "numa", "scaling", "service", "spread",
+    "multiregion", "network", "node_pool", "numa", "scaling", "spread",
     "stop_after_client_disconnect", "template",
     "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "Affinities", "AllAtOnce", "Artifacts", "CSIPluginConfig", "Constraints", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
-    "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services", "Spreads",
+    "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Spreads",
     "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
     "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "UI", "VersionTag",
+    # Consul-only parts of a service and its checks.
+    "connect", "weights", "advertise", "Connect", "Weights", "Advertise",
 })
 
 

@@ -134,10 +134,14 @@ class _HclNormaliser:
             return self.body(spec.struct, blocks[0], here, (*spath, key, 0))
         if spec.kind == "struct_list":
             assert spec.struct is not None
-            assert spec.label_json is not None
             items: list[dict[str, Any]] = []
             for i, block in enumerate(_as_blocks(value)):
                 item_spath = (*spath, key, i)
+                if spec.label_json is None:  # a repeatable block without a label (service)
+                    item_at = _At((*here.d, str(i)), (*here.k, len(items)))
+                    self._mark(item_at, item_spath)
+                    items.append(self.body(spec.struct, block, item_at, item_spath))
+                    continue
                 if not (isinstance(block, dict) and len(block) == 1):
                     bad = _At(here.d, (*here.k, i))
                     self._mark(bad, item_spath)

@@ -12,6 +12,7 @@ from msgspec import field
 from yurt.runtime.durations import MINUTE, SECOND
 from yurt.runtime.structs.base import Base, Duration
 from yurt.runtime.structs.network import NetworkResource
+from yurt.runtime.structs.service import Service
 from yurt.runtime.structs.update import UpdateStrategy
 
 # --------------------------------------------------------------------------- jobspec structs
@@ -76,6 +77,7 @@ class Task(Base):
     resources: Resources = field(default_factory=Resources)
     log_config: LogConfig = field(default_factory=LogConfig)
     dispatch_payload: DispatchPayloadConfig | None = None
+    services: list[Service] = field(default_factory=list)
 
 
 class TaskGroup(Base):
@@ -89,6 +91,7 @@ class TaskGroup(Base):
     reschedule_policy: ReschedulePolicy | None = None
     update: UpdateStrategy | None = None
     networks: list[NetworkResource] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
 
 
 class Job(Base):
