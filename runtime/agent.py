@@ -316,6 +316,8 @@ class Agent:
                               task_status: trio.TaskStatus[str]) -> None:
         await trio.to_thread.run_sync(_load_parts)
         from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+        from yurt.runtime.checks.registration import ServiceDeps
+        from yurt.runtime.checks.runner import CheckRunner
         from yurt.runtime.client import Client
         from yurt.runtime.devices.fake import FakeDevicePlugin
         from yurt.runtime.devices.manager import DeviceManager
@@ -363,9 +365,13 @@ class Agent:
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
                                               on_acknowledged=lambda: self.gc.wake())
+                    # Every service check of the agent, in one loop (runtime/checks/).
+                    self.checks = CheckRunner()
+                    await outer.start(self.checks.run)
                     self.client = Client(AllocRunnerConfig(
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
-                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
+                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
+                        services=ServiceDeps(self.server.services, self.checks, self.node)),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
                         # The server publishes allocations as it commits them: with the

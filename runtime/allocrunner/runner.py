@@ -54,8 +54,10 @@ from yurt.hooks.base import (
 )
 from yurt.hooks.devices import DevicesHook
 from yurt.hooks.dispatch_payload import DispatchPayloadHook
+from yurt.hooks.group_services import group_service_hooks
 from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
+from yurt.hooks.task_services import task_service_hooks
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.allocrunner import teardown
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
@@ -64,6 +66,7 @@ from yurt.runtime.allocrunner.gate import Gate
 from yurt.runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from yurt.runtime.allocrunner.status import client_status
 from yurt.runtime.allocwatcher import GroupWatcher
+from yurt.runtime.checks.registration import ServiceDeps
 from yurt.runtime.devices.manager import DeviceManager
 from yurt.runtime.drivers.protocol import Driver
 from yurt.runtime.drivers.users import owner_of
@@ -132,6 +135,8 @@ class AllocRunnerConfig:
     #: Worker threads building allocation directories at once (they contend for the GIL).
     dir_limiter: trio.CapacityLimiter = field(
         default_factory=lambda: trio.CapacityLimiter(DIR_BUILD_THREADS))
+    #: The service catalogue and check runner service hooks use; None runs without them.
+    services: ServiceDeps | None = None
 
 
 @final
@@ -164,6 +169,7 @@ class AllocRunner:
             *([MigrateDiskHook(self.watcher, self.alloc_dir, [t.name for t in group.tasks])]
               if self.alloc_dir is not None else []),
             *config.alloc_hooks,
+            *group_service_hooks(self, config.services),
         ]
         self.coordinator = Coordinator(group.tasks)
         # One gate per stage this group uses (an unused stage has nobody to let through).
@@ -182,6 +188,7 @@ class AllocRunner:
                        *([DispatchPayloadHook()] if task.dispatch_payload else []),
                        LogmonHook(alloc_dir=self.alloc_dir),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
+                       *task_service_hooks(self, task, config.services),
                        *config.task_hooks()], rng=config.rng,
                 resources=self.resources, node=config.node,
                 start_limiter=config.start_limiter,

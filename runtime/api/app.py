@@ -49,6 +49,7 @@ from yurt.runtime.api import (
 from yurt.runtime.api import exec as alloc_exec
 from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import periodic as periodic_api
+from yurt.runtime.api import services as services_api
 from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
@@ -218,6 +219,11 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/namespace/{name}", h(namespaces_api.namespace_item),
               methods=["GET", "PUT", "POST", "DELETE"]),
         Route("/v1/vars", h(variables_api.variables), methods=["GET"]),
+        Route("/v1/services", h(services_api.services), methods=["GET"]),
+        Route("/v1/service/{rest:path}", h(services_api.service),
+              methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/v1/client/allocation/{id}/checks", h(services_api.alloc_checks),
+              methods=["GET"]),
         Route("/v1/var/{path:path}", h(variables_api.variable),
               methods=["GET", "PUT", "POST", "DELETE"]),
         WebSocketRoute("/v1/client/allocation/{id}/exec", partial(alloc_exec.alloc_exec, ctx)),

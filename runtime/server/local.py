@@ -58,6 +58,7 @@ from yurt.runtime.server.records import (
 from yurt.runtime.server.reschedule import needs_reschedule, unix_ns
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.scheduler import Plan, schedule, stopped
+from yurt.runtime.server.services import ServiceCatalogue
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     EVAL_STATUS_BLOCKED,
@@ -72,6 +73,7 @@ from yurt.runtime.structs import (
     Evaluation,
     Job,
     Node,
+    is_client_terminal,
 )
 
 
@@ -118,6 +120,8 @@ class LocalServer:
         self._node_dirty = trio.Event()
         #: Its preemption switches are honoured by every evaluation (server/schedconfig.py).
         self.scheduler_config = SchedulerConfiguration()
+        #: Nomad-provider service registrations (server/services.py).
+        self.services = ServiceCatalogue(self)
 
     async def load(self) -> None:
         """Take back what an earlier agent's server had."""
@@ -131,6 +135,7 @@ class LocalServer:
         self.jobs = {j.id: j for j in jobs}
         self.allocs = {a.id: a for a in allocs}
         self.evals = {e.id: e for e in evals}
+        await self.services.load(lambda: {a.id for a in self.live_allocs()})
         for ev in evals:
             if not ev.is_terminal():
                 self._open_evals.setdefault(ev.job_id, set()).add(ev.id)
@@ -286,6 +291,8 @@ class LocalServer:
             else:
                 open_evals.add(ev.id)
         events = list(events or [])
+        events += await self.services.drop_allocs(
+            {a.id for a in allocs if is_client_terminal(a.client_status)})
         if self.owns_events:
             # A job written without an event of its own (its status changed): Nomad's
             # event for any job upsert.

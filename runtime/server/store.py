@@ -72,7 +72,7 @@ class ServerStore:
             conn = connect_wal(path)
             db = sqlite_utils.Database(conn)
             tables = set(db.table_names())
-            if not {"jobs", "allocs", "evals", "job_versions", "meta"} <= tables:
+            if not {"jobs", "allocs", "evals", "job_versions", "meta", "services"} <= tables:
                 with conn:
                     db.table("jobs").create({"id": str, "value": str}, pk="id",
                                             if_not_exists=True)
@@ -84,6 +84,9 @@ class ServerStore:
                         {"id": str, "job_id": str, "value": str}, pk="id", if_not_exists=True)
                     db.table("meta").create({"key": str, "value": int}, pk="key",
                                             if_not_exists=True)
+                    # The service catalogue (server/services.py).
+                    db.table("services").create({"id": str, "alloc_id": str, "value": str},
+                                                pk="id", if_not_exists=True)
             return conn
 
         return cls(await trio.to_thread.run_sync(connect), directory / "server.db")
@@ -112,6 +115,32 @@ class ServerStore:
                     for (v,) in self._conn.execute("SELECT value FROM job_versions")]
 
         return await trio.to_thread.run_sync(read, limiter=self._limiter)
+
+    async def load_services(self) -> list[bytes]:
+        """The service catalogue's rows (server/services.py decodes them)."""
+        def read() -> list[bytes]:
+            return [v.encode() for (v,) in self._conn.execute("SELECT value FROM services")]
+
+        return await trio.to_thread.run_sync(read, limiter=self._limiter)
+
+    async def save_services(self, rows: dict[str, tuple[str, bytes] | None],
+                            index: int | None) -> None:
+        """Service registrations written (id -> (alloc id, JSON)) or deleted (id -> None),
+        with the index, in one transaction."""
+        def write() -> None:
+            with self._conn:
+                self._conn.executemany(
+                    "INSERT INTO services (id, alloc_id, value) VALUES (?, ?, ?) ON CONFLICT "
+                    "(id) DO UPDATE SET value = excluded.value",
+                    [(k, v[0], v[1].decode()) for k, v in rows.items() if v is not None])
+                self._conn.executemany("DELETE FROM services WHERE id = ?",
+                                       [(k,) for k, v in rows.items() if v is None])
+                if index is not None:
+                    self._conn.execute("INSERT INTO meta (key, value) VALUES ('index', ?) ON "
+                                       "CONFLICT (key) DO UPDATE SET value = excluded.value",
+                                       (index,))
+
+        await trio.to_thread.run_sync(write, limiter=self._limiter)
 
     async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
                    evals: list[Evaluation] | None = None, versions: list[Job] | None = None,

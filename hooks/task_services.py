@@ -1,0 +1,146 @@
+"""A task's service hook (Nomad's taskrunner/service_hook.go, with the check watcher of
+client/serviceregistration/watcher.go for its `check_restart`s).
+
+- poststart (the task runs): its Nomad services registered, and every check of them with a
+  `check_restart` limit watched from now on (a new grace period per start).
+- prekill (before `shutdown_delay`, then the kill), exited, stop: deregistered and unwatched.
+  Idempotent.
+
+A watched check whose `Restarter` says so restarts the task through its restart policy,
+counted as a failure, with a `Restart Signaled` event whose reason is Nomad's
+`healthcheck: check "<name>" unhealthy`. The restart runs in the task runner's background
+nursery (the result callback must not block the check runner); the check is watched again
+when the task next starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from yurt.hooks.base import (
+    Hook,
+    TaskExitedHook,
+    TaskHookContext,
+    TaskPoststartHook,
+    TaskPrekillHook,
+    TaskStopHook,
+)
+from yurt.hooks.group_services import GroupServicesHook
+from yurt.runtime.checks.registration import (
+    ServiceDeps,
+    check_template,
+    nomad_services,
+    registrations,
+)
+from yurt.runtime.checks.restarts import Restarter, restart_reason
+from yurt.runtime.errors import TaskNotRunningError
+from yurt.runtime.structs import Task
+from yurt.runtime.structs.checks import CheckQueryResult
+from yurt.runtime.taskrunner import events
+
+if TYPE_CHECKING:
+    from yurt.runtime.allocrunner.runner import AllocRunner
+
+_SECOND = 1e9
+
+
+def task_service_hooks(runner: AllocRunner, task: Task, deps: ServiceDeps | None
+                       ) -> list[Hook]:
+    """The hook, for a task with Nomad services."""
+    if deps is None or not nomad_services(task.services):
+        return []
+    return [TaskServicesHook(runner, task.name, deps)]
+
+
+class TaskServicesHook(TaskPoststartHook, TaskPrekillHook, TaskExitedHook, TaskStopHook):
+    name = "task_services"
+
+    def __init__(self, runner: AllocRunner, task: str, deps: ServiceDeps,
+                 clock: Callable[[], float] = trio.current_time) -> None:
+        self._runner = runner
+        self._task = task
+        self._deps = deps
+        self._clock = clock
+        self._registered: list[str] = []
+        self._watched: list[str] = []
+
+    def _group_hook(self) -> GroupServicesHook | None:
+        return next((h for h in self._runner.hooks if isinstance(h, GroupServicesHook)), None)
+
+    async def poststart(self, ctx: TaskHookContext) -> None:
+        alloc = ctx.alloc
+        group = alloc.job.lookup_group(alloc.task_group) if alloc.job else None
+        if group is None:
+            return
+        regs = registrations(alloc, group, ctx.task.services, self._task, self._deps.node)
+        if regs:
+            await self._deps.catalogue.upsert(regs)
+        self._registered = [r.id for r in regs]
+        self._watch(ctx)
+
+    def _watch(self, ctx: TaskHookContext) -> None:
+        group_hook = self._group_hook()
+        alloc = ctx.alloc
+        group = alloc.job.lookup_group(alloc.task_group) if alloc.job else None
+        if group_hook is None or group is None or ctx.nursery is None:
+            return
+        nursery = ctx.nursery
+        now = self._clock()
+        for service in nomad_services(ctx.task.services):
+            for check in service.checks:
+                restart = check.check_restart
+                if restart is None or not check.triggers_restarts():
+                    continue
+                restarter = Restarter(check_name=check.name, limit=restart.limit,
+                                      grace=(restart.grace or 0) / _SECOND,
+                                      interval=check.interval / _SECOND,
+                                      ignore_warnings=restart.ignore_warnings)
+                restarter.started(now)
+                check_id = check_template(alloc, group, service, check).id
+                group_hook.watch(check_id, self._watcher(restarter, ctx, nursery))
+                self._watched.append(check_id)
+
+    def _watcher(self, restarter: Restarter, ctx: TaskHookContext, nursery: trio.Nursery
+                 ) -> Callable[[CheckQueryResult], None]:
+        def observe(result: CheckQueryResult) -> None:
+            if restarter.apply(result.status, self._clock()):
+                self._unwatch()  # watched again from the next start
+                nursery.start_soon(self._restart, ctx, restarter.check_name)
+        return observe
+
+    async def _restart(self, ctx: TaskHookContext, check_name: str) -> None:
+        tr = self._runner.task_runners.get(self._task)
+        if tr is None:
+            return
+        event = events.new_event(events.RESTART_SIGNALED, ctx.unix_clock(),
+                                 restart_reason=restart_reason(check_name))
+        with contextlib.suppress(TaskNotRunningError):  # it stopped meanwhile: nothing to do
+            await tr.restart(event, failure=True)
+
+    def _unwatch(self) -> None:
+        group_hook = self._group_hook()
+        for check_id in self._watched:
+            if group_hook is not None:
+                group_hook.watch(check_id, None)
+        self._watched = []
+
+    async def _deregister(self) -> None:
+        self._unwatch()
+        if self._registered:
+            ids, self._registered = self._registered, []
+            await self._deps.catalogue.deregister(ids)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def prekill(self, ctx: TaskHookContext) -> None:
+        await self._deregister()
+
+    async def exited(self, ctx: TaskHookContext) -> None:
+        await self._deregister()
+
+    async def stop(self, ctx: TaskHookContext) -> None:
+        await self._deregister()

@@ -1,0 +1,72 @@
+"""/v1/services, /v1/service/<name>[/<id>] and /v1/client/allocation/<id>/checks: the
+Nomad-provider service catalogue and an allocation's check results.
+
+Shapes, statuses and texts are Nomad's (command/agent/service_registration_endpoint.go,
+nomad/service_registration_endpoint.go): the list is `[{Namespace, Services: [{ServiceName,
+Tags}]}]` (tags the union of the registrations'; `?namespace=*` for every namespace), a
+service is its registrations ordered by ID (`[]` when none), `?choose=<n>|<key>` picks a
+stable subset by rendezvous hashing (400 "failed to choose services: …" when malformed), a
+delete of an unknown ID is the RPC error "service registration not found" (500, as Nomad's
+agent answers RPC errors), a wrong method 405 "Invalid method", an empty name or ID 400.
+`?tag=<t>` (repeatable) keeps registrations carrying every tag given: a yurt addition (Nomad
+filters with `?filter=`).
+
+Check results are Nomad's `map[checkID]QueryResult`, from the allocation's runner.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yurt.runtime.api.context import Context
+from yurt.runtime.api.namespaces import request_namespace
+from yurt.runtime.api.request import ApiError, json_response
+from yurt.runtime.server.namespaces import ALL_NAMESPACES
+from yurt.runtime.server.services import choose
+
+
+async def services(ctx: Context, request: Request) -> Response:
+    namespace = request_namespace(request)
+    return json_response(ctx.agent.server.services.listing(
+        None if namespace == ALL_NAMESPACES else namespace))
+
+
+async def service(ctx: Context, request: Request) -> Response:
+    parts = request.path_params["rest"].split("/")
+    if len(parts) == 1:
+        if request.method != "GET":
+            raise ApiError(405, "Invalid method")
+        if not parts[0]:
+            raise ApiError(400, "missing service name")
+        return _get(ctx, request, parts[0])
+    if len(parts) == 2:
+        if request.method != "DELETE":
+            raise ApiError(405, "Invalid method")
+        if not parts[1]:
+            raise ApiError(400, "missing service id")
+        try:
+            await ctx.agent.server.services.delete(parts[1])
+        except KeyError:
+            raise ApiError(500, "service registration not found") from None
+        return Response(b"null", media_type="application/json")
+    raise ApiError(400, "invalid URI")
+
+
+def _get(ctx: Context, request: Request, name: str) -> Response:
+    regs = ctx.agent.server.services.registrations(request_namespace(request), name)
+    wanted = set(request.query_params.getlist("tag"))
+    if wanted:
+        regs = [r for r in regs if wanted <= set(r.tags)]
+    parameter = request.query_params.get("choose", "")
+    if parameter:
+        try:
+            regs = choose(regs, parameter)
+        except ValueError as e:
+            raise ApiError(400, f"failed to choose services: {e}") from None
+    return json_response(regs)
+
+
+async def alloc_checks(ctx: Context, request: Request) -> Response:
+    runner = await ctx.restored_runner(ctx.find_alloc_id(request.path_params["id"]))
+    return json_response(runner.check_results.results())
