@@ -24,6 +24,7 @@ from yurt.runtime.api.namespaces import request_namespace
 from yurt.runtime.api.request import ApiError, json_response
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
 from yurt.runtime.server.services import choose
+from yurt.runtime.structs.checks import CheckQueryResult
 
 
 async def services(ctx: Context, request: Request) -> Response:
@@ -67,6 +68,19 @@ def _get(ctx: Context, request: Request, name: str) -> Response:
     return json_response(regs)
 
 
+def result_json(r: CheckQueryResult) -> dict[str, object]:
+    """Nomad's JSON of a result: every field, but `StatusCode` and `Task` only when set."""
+    out: dict[str, object] = {"ID": r.id, "Mode": r.mode, "Status": r.status}
+    if r.status_code:
+        out["StatusCode"] = r.status_code
+    out.update({"Output": r.output, "Timestamp": r.timestamp, "Group": r.group})
+    if r.task:
+        out["Task"] = r.task
+    out.update({"Service": r.service, "Check": r.check})
+    return out
+
+
 async def alloc_checks(ctx: Context, request: Request) -> Response:
     runner = await ctx.restored_runner(ctx.find_alloc_id(request.path_params["id"]))
-    return json_response(runner.check_results.results())
+    return json_response({check_id: result_json(r)
+                          for check_id, r in runner.check_results.results().items()})

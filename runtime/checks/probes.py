@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 #: How much of a response body becomes a result's output.
 MAX_OUTPUT: Final = 1024
+#: The most of a body read to keep its connection for the next probe.
+MAX_DRAIN: Final = 64 * 1024
 #: Connections the pooled client keeps (the runner bounds probes in flight below this).
 POOL_SIZE: Final = 64
 USER_AGENT: Final = "Nomad/yurt check"
@@ -90,15 +92,17 @@ class HttpProber:
             async with client.stream(target.method or "GET", target.url(), headers=headers,
                                      content=target.body.encode() or None) as response:
                 code = response.status_code
-                if code == 200:
-                    return Outcome(CHECK_SUCCESS, "nomad: http ok", code)
+                # Read to the end when the body is small, so the connection goes back to the
+                # pool; a larger one is cut off and its connection closed.
                 body = bytearray()
                 async for chunk in response.aiter_bytes():
                     body += chunk
-                    if len(body) >= MAX_OUTPUT:
+                    if len(body) > MAX_DRAIN:
                         break
         except httpx2.HTTPError as e:
             return Outcome(CHECK_FAILURE, f"nomad: {e or type(e).__name__}")
+        if code == 200:
+            return Outcome(CHECK_SUCCESS, "nomad: http ok", code)
         status = CHECK_SUCCESS if code < 400 else CHECK_FAILURE
         return Outcome(status, body[:MAX_OUTPUT].decode(errors="replace"), code)
 

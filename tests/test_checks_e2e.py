@@ -1,0 +1,105 @@
+"""Service checks through a real agent (layer 2: real processes, sockets and clock): a
+group check's results at /v1/client/allocation/<id>/checks follow the target's health, and
+— the issue's end-to-end case — a failing http check restarts a raw_exec task per its
+`check_restart`, through the restart policy, counted as a failure, until the policy gives up."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+
+from tests.agent_support import raw_job, running_agent, wait_status
+from tests.http_fixture import HttpState, serve_http
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def checks_of(c: httpx2.AsyncClient, alloc_id: str) -> dict[str, Any]:
+    r = await c.get(f"/v1/client/allocation/{alloc_id}/checks")
+    assert r.status_code == 200
+    result: dict[str, Any] = r.json()
+    return result
+
+
+async def test_check_results_follow_the_targets_health(tmp_path: Path) -> None:
+    state = HttpState()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(serve_http, state)
+            async with running_agent(tmp_path) as a:
+                c = a.client
+                job = raw_job("web", "sleep 1000")
+                job["Job"]["TaskGroups"][0]["Services"] = [{
+                    "Name": "web", "PortLabel": str(port), "Address": "127.0.0.1",
+                    "Checks": [{"Name": "alive", "Type": "http", "Path": "/ok",
+                                "Interval": 1_000_000_000, "Timeout": 1_000_000_000}]}]
+                await c.post("/v1/jobs", json=job)
+                alloc = await wait_status(c, "web", "running")
+                while True:
+                    results = await checks_of(c, alloc["ID"])
+                    if results and next(iter(results.values()))["Status"] == "success":
+                        break
+                    await trio.sleep(0.05)
+                ((check_id, result),) = results.items()
+                assert len(check_id) == 64  # Nomad's sha256 check ID
+                assert result["ID"] == check_id
+                assert result["Check"] == "alive"
+                assert result["Service"] == "web"
+                assert result["Group"] == alloc["Name"]
+                assert result["Mode"] == "healthiness"
+                assert (result["StatusCode"], result["Output"]) == (200, "nomad: http ok")
+                state.healthy = False
+                while True:  # the API has no event to wait on: poll, bounded by fail_after
+                    result = (await checks_of(c, alloc["ID"]))[check_id]
+                    if result["Status"] == "failure":
+                        break
+                    await trio.sleep(0.05)
+                assert result["StatusCode"] == 503
+                await c.delete("/v1/job/web")
+                await wait_status(c, "web", "complete")
+                assert await checks_of(c, alloc["ID"]) == {}  # purged at the stop
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_failing_http_check_restarts_the_task_per_check_restart(
+        tmp_path: Path) -> None:
+    port = free_port()
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            job = raw_job("web", f"exec {sys.executable} -m http.server {port} "
+                                 "--bind 127.0.0.1")
+            group = job["Job"]["TaskGroups"][0]
+            group["RestartPolicy"] = {"Attempts": 1, "Interval": 600_000_000_000,
+                                      "Delay": 1_000_000_000, "Mode": "fail"}
+            group["Tasks"][0]["Services"] = [{
+                "Name": "web", "PortLabel": str(port), "Address": "127.0.0.1",
+                "Checks": [{"Name": "alive", "Type": "http", "Path": "/missing",
+                            "Interval": 1_000_000_000, "Timeout": 1_000_000_000,
+                            "CheckRestart": {"Limit": 2, "Grace": 1_000_000_000}}]}]
+            await c.post("/v1/jobs", json=job)
+            # The server answers 404 for /missing: the check fails, the task restarts once
+            # (attempts = 1), fails again, and the policy gives up.
+            alloc = await wait_status(c, "web", "failed")
+            events = alloc["TaskStates"]["t"]["Events"]
+            types = [e["Type"] for e in events]
+            signaled = [e for e in events if e["Type"] == "Restart Signaled"]
+            assert len(signaled) == 2
+            assert {e["RestartReason"] for e in signaled} == {
+                'healthcheck: check "alive" unhealthy'}
+            assert types.count("Started") == 2
+            assert types[-1] in ("Not Restarting", "Killed", "Terminated")
+            assert "Not Restarting" in types
+            assert alloc["TaskStates"]["t"]["Restarts"] == 1
+            assert alloc["TaskStates"]["t"]["Failed"] is True
+            # Nothing of the task is left in the catalogue.
+            assert (await c.get("/v1/service/web")).json() == []
