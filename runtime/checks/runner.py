@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, final
 
@@ -62,13 +62,17 @@ class CheckJob:
 class CheckRunner:
     def __init__(self, *, concurrency: int = DEFAULT_CONCURRENCY,
                  unix_clock: Callable[[], float] = time.time,
-                 spread: float = SPREAD) -> None:
+                 spread: float = SPREAD,
+                 probe: Callable[[CheckJob], Awaitable[Outcome]] | None = None) -> None:
+        """`probe` replaces the real probes (tests under the mock clock, which must do no
+        real I/O)."""
         self._schedule: CheckSchedule[str] = CheckSchedule()
         self._jobs: dict[str, CheckJob] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
         self._limiter = trio.CapacityLimiter(concurrency)
         self._unix_clock = unix_clock
         self._spread = spread
+        self._probe_fn = probe or self._outcome
         self._wake = trio.Event()
         self._added = 0
         self.http = HttpProber()
@@ -124,7 +128,7 @@ class CheckRunner:
                 self.probes += 1
                 outcome = Outcome(CHECK_FAILURE, "nomad: context deadline exceeded")
                 with trio.move_on_after(job.timeout):
-                    outcome = await self._outcome(job)
+                    outcome = await self._probe_fn(job)
         if scope.cancelled_caught or self._jobs.get(key) is not job:
             return  # removed meanwhile: nothing to report
         self._scopes.pop(key, None)
