@@ -103,3 +103,31 @@ async def test_a_failing_http_check_restarts_the_task_per_check_restart(
             assert alloc["TaskStates"]["t"]["Failed"] is True
             # Nothing of the task is left in the catalogue.
             assert (await c.get("/v1/service/web")).json() == []
+
+
+async def test_script_checks_run_beside_the_task_through_exec(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            job = raw_job("web", "sleep 1000")
+            second = 1_000_000_000
+            job["Job"]["TaskGroups"][0]["Tasks"][0]["Services"] = [{
+                "Name": "web", "Checks": [
+                    {"Name": "good", "Type": "script", "Command": "/bin/sh",
+                     "Args": ["-c", "echo in $NOMAD_TASK_NAME"], "Interval": second,
+                     "Timeout": second},
+                    {"Name": "bad", "Type": "script", "Command": "/bin/sh",
+                     "Args": ["-c", "echo broken; exit 2"], "Interval": second,
+                     "Timeout": second}]}]
+            await c.post("/v1/jobs", json=job)
+            alloc = await wait_status(c, "web", "running")
+            while True:  # polled: the API has no event for it
+                results = {r["Check"]: r for r in (await checks_of(c, alloc["ID"])).values()}
+                if {r["Status"] for r in results.values()} == {"success", "failure"}:
+                    break
+                await trio.sleep(0.05)
+            assert (results["good"]["Status"], results["good"]["Output"]) == (
+                "success", "in t\n")
+            assert (results["bad"]["Status"], results["bad"]["Output"]) == (
+                "failure", "broken\n")
+            assert results["good"]["Task"] == "t"
