@@ -10,20 +10,23 @@ judged as Nomad's checker does (client/serviceregistration/checks/client.go).
 - script: the command through the task's exec path (the driver's `exec_task`, as `alloc
   exec` runs); exit 0 is success, anything else failure, the output its combined output.
 
-One `HttpProber` (one pooled httpx2 client, so keep-alive connections are reused across
-probes and no probe pays a thread hop) serves every http check of the agent. httpx2 is
-imported when the first http check runs: the daemon does not load the HTTP client otherwise.
+One `HttpProber` serves every http check of the agent, with kept-alive connections reused
+across probes and no thread hop: plain http through http1.py's lean exchange (see there why
+not httpx2), https through one pooled httpx2 client, imported when the first https check
+runs (the daemon does not load the HTTP client otherwise).
 Timeouts are the caller's cancel scope (runner.py), not a parameter here.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 import trio
 
+from yurt.runtime.checks.http1 import MAX_DRAIN, ConnectionPool, ResponseError, build_request
 from yurt.runtime.structs.checks import CHECK_FAILURE, CHECK_SUCCESS
 
 if TYPE_CHECKING:
@@ -31,8 +34,6 @@ if TYPE_CHECKING:
 
 #: How much of a response body becomes a result's output.
 MAX_OUTPUT: Final = 1024
-#: The most of a body read to keep its connection for the next probe.
-MAX_DRAIN: Final = 64 * 1024
 #: Connections the pooled client keeps (the runner bounds probes in flight below this).
 POOL_SIZE: Final = 64
 USER_AGENT: Final = "Nomad/yurt check"
@@ -55,6 +56,12 @@ class HttpTarget:
     headers: dict[str, list[str]] = field(default_factory=dict)
     body: str = ""
 
+    @functools.cached_property
+    def request(self) -> bytes:
+        """The request, built once for every probe of the check."""
+        return build_request(self.method or "GET", self.host, self.port, self.path,
+                             self.headers, self.body, USER_AGENT)
+
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         path = self.path if self.path.startswith("/") else "/" + self.path
@@ -66,14 +73,16 @@ ScriptRunner = Callable[[], Awaitable[tuple[int, str]]]
 
 
 class HttpProber:
-    """Every http probe of the agent, over one pooled client. `aclose` closes it."""
+    """Every http probe of the agent: plain http over one pool of kept-alive connections
+    (http1.py), https over one pooled httpx2 client. `aclose` closes both."""
 
     def __init__(self) -> None:
         self._client: httpx2.AsyncClient | None = None
+        self._pool = ConnectionPool()
 
     def _pooled(self) -> httpx2.AsyncClient:
         if self._client is None:
-            import httpx2  # only an agent with http checks pays for the import
+            import httpx2  # only an agent with https checks pays for the import
 
             self._client = httpx2.AsyncClient(
                 limits=httpx2.Limits(max_connections=POOL_SIZE,
@@ -82,6 +91,17 @@ class HttpProber:
         return self._client
 
     async def probe(self, target: HttpTarget) -> Outcome:
+        if (target.protocol or "http") == "http":
+            try:
+                code, body = await self._pool.exchange(
+                    target.host, target.port, target.request, max_body=MAX_OUTPUT,
+                    head_only=target.method == "HEAD")
+            except (OSError, trio.BrokenResourceError, ResponseError) as e:
+                return Outcome(CHECK_FAILURE, f"nomad: {_describe(e, target)}")
+            return _judge(code, body)
+        return await self._probe_https(target)
+
+    async def _probe_https(self, target: HttpTarget) -> Outcome:
         import httpx2
 
         client = self._pooled()
@@ -101,17 +121,28 @@ class HttpProber:
                         break
         except httpx2.HTTPError as e:
             return Outcome(CHECK_FAILURE, f"nomad: {e or type(e).__name__}")
-        if code == 200:
-            return Outcome(CHECK_SUCCESS, "nomad: http ok", code)
-        status = CHECK_SUCCESS if code < 400 else CHECK_FAILURE
-        return Outcome(status, body[:MAX_OUTPUT].decode(errors="replace"), code)
+        return _judge(code, bytes(body))
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            with trio.CancelScope(shield=True) as scope:
-                scope.deadline = trio.current_time() + 5
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + 5
+            await self._pool.aclose()
+            if self._client is not None:
+                client, self._client = self._client, None
                 await client.aclose()
+
+
+def _judge(code: int, body: bytes) -> Outcome:
+    if code == 200:
+        return Outcome(CHECK_SUCCESS, "nomad: http ok", code)
+    status = CHECK_SUCCESS if code < 400 else CHECK_FAILURE
+    return Outcome(status, body[:MAX_OUTPUT].decode(errors="replace"), code)
+
+
+def _describe(e: Exception, target: HttpTarget) -> str:
+    """Go's wording, roughly: what failed, on which URL."""
+    reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+    return f'{target.method or "GET"} "{target.url()}": {reason}'
 
 
 async def probe_tcp(host: str, port: int) -> Outcome:

@@ -38,6 +38,8 @@ from yurt.runtime.structs.checks import CHECK_FAILURE, CheckQueryResult
 
 #: Probes in flight at once in the whole agent.
 DEFAULT_CONCURRENCY: Final = 32
+#: Checks due within this many seconds of each other start together (see `run`).
+BATCH: Final = 0.25
 #: Checks added together start spread over this much of their interval (at most), so a
 #: restart of an agent with many checks does not probe them all in the same instant.
 SPREAD: Final = 0.1
@@ -74,6 +76,7 @@ class CheckRunner:
         self._spread = spread
         self._probe_fn = probe or self._outcome
         self._wake = trio.Event()
+        self._sleep_until = -math.inf  # when the loop wakes by itself; -inf: it is awake
         self._added = 0
         self.http = HttpProber()
         #: Probes started (benchmarks and tests read it).
@@ -108,34 +111,46 @@ class CheckRunner:
             async with trio.open_nursery() as probes:
                 task_status.started()
                 while True:
+                    # What falls due within BATCH of now starts now too: one wake-up
+                    # for a handful of probes instead of one each (checks drift apart by
+                    # their probes' durations, so without it every probe is a wake-up).
                     now = trio.current_time()
-                    for key, generation in self._schedule.pop_due(now):
+                    for key, generation in self._schedule.pop_due(now + BATCH):
                         job = self._jobs[key]
                         scope = trio.CancelScope()
                         self._scopes[key] = scope
                         probes.start_soon(self._probe, key, generation, job, scope)
                     due = self._schedule.next_due()
-                    with trio.move_on_at(math.inf if due is None else due):
+                    self._sleep_until = math.inf if due is None else due
+                    with trio.move_on_at(self._sleep_until):
                         await self._wake.wait()
                     self._wake = trio.Event()
+                    self._sleep_until = -math.inf
         finally:
             await self.http.aclose()
 
     async def _probe(self, key: str, generation: int, job: CheckJob,
                      scope: trio.CancelScope) -> None:
+        outcome = Outcome(CHECK_FAILURE, "nomad: context deadline exceeded")
         with scope:
             async with self._limiter:
                 self.probes += 1
-                outcome = Outcome(CHECK_FAILURE, "nomad: context deadline exceeded")
-                with trio.move_on_after(job.timeout):
-                    outcome = await self._probe_fn(job)
-        if scope.cancelled_caught or self._jobs.get(key) is not job:
+                # One scope for both ends of a probe (fewer scopes per probe: this is the
+                # hot path): `remove` cancels it, and its deadline is the check's timeout,
+                # counted from when the probe got its slot.
+                scope.deadline = trio.current_time() + job.timeout
+                outcome = await self._probe_fn(job)
+        if self._jobs.get(key) is not job:
             return  # removed meanwhile: nothing to report
         self._scopes.pop(key, None)
         job.on_result(msgspec.structs.replace(
             job.template, status=outcome.status, output=outcome.output,
             status_code=outcome.status_code, timestamp=int(self._unix_clock())))
-        if self._schedule.finished(key, generation, trio.current_time()):
+        now = trio.current_time()
+        # The loop sleeps until the earliest due time: wake it only when this check is now
+        # due before that (rarely: a shorter interval than every other check's).
+        if self._schedule.finished(key, generation, now) and \
+                now + job.interval < self._sleep_until:
             self._wake.set()
 
     async def _outcome(self, job: CheckJob) -> Outcome:

@@ -160,6 +160,8 @@ class ServiceCatalogue:
     async def drop_allocs(self, alloc_ids: set[str]) -> list[Event]:
         """Inside a server commit that made `alloc_ids` terminal: remove their registrations
         and return the events to publish with the commit."""
+        if not alloc_ids or not self._regs:
+            return []
         gone = [r.id for r in self._regs.values() if r.alloc_id in alloc_ids]
         if not gone:
             return []
