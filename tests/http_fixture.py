@@ -14,6 +14,9 @@ class HttpState:
     healthy: bool = True
     hits: int = 0
     connections: int = 0
+    open_connections: int = 0
+    #: Set (and replaced) whenever a connection ends.
+    closed: trio.Event = field(default_factory=trio.Event)
     paths: list[str] = field(default_factory=list)
 
 
@@ -30,8 +33,10 @@ async def _handle(stream: trio.SocketStream, state: HttpState) -> None:
             path = head.split(b" ")[1].decode()
             state.hits += 1
             state.paths.append(path)
-            if path == "/slow":
-                await trio.sleep_forever()
+            if path == "/slow":  # never answers; ends when the client closes
+                while await stream.receive_some(65536):
+                    pass
+                return
             if path == "/ok" and state.healthy:
                 status, body = "200 OK", b"fine"
             elif path == "/redirect":
@@ -52,7 +57,13 @@ async def serve_http(state: HttpState, *,
 
     async def handler(stream: trio.SocketStream) -> None:
         state.connections += 1
-        await _handle(stream, state)
+        state.open_connections += 1
+        try:
+            await _handle(stream, state)
+        finally:
+            state.open_connections -= 1
+            state.closed.set()
+            state.closed = trio.Event()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(trio.serve_listeners, handler, listeners)

@@ -69,11 +69,16 @@ async def test_the_runner_times_out_a_hanging_http_probe_and_reuses_connections(
             port = await nursery.start(serve_http, state)
             runner = CheckRunner()
             await nursery.start(runner.run)
-            for name, interval in (("ok", 0.05), ("slow", 60.0)):
+            for name, interval in (("ok", 0.2), ("slow", 60.0)):
                 runner.add(CheckJob(template=CheckQueryResult(id=name), kind="http",
                                     interval=interval, timeout=0.3, on_result=on_result,
                                     http=HttpTarget("127.0.0.1", port, f"/{name}")))
             await done.wait()
+            runner.remove("ok")
+            runner.remove("slow")
+            # No check uses the server any more: its kept-alive connection is closed.
+            while state.open_connections:
+                await state.closed.wait()
             nursery.cancel_scope.cancel()
     slow = next(r for r in results if r.id == "slow")
     assert (slow.status, slow.output) == ("failure", "nomad: context deadline exceeded")

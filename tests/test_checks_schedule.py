@@ -115,3 +115,13 @@ def test_a_stopped_task_is_not_watched() -> None:
 
 def test_restart_reason_is_nomads() -> None:
     assert restart_reason("web") == 'healthcheck: check "web" unhealthy'
+
+
+def test_slack_batches_checks_due_soon_but_never_much_too_early() -> None:
+    s: CheckSchedule[str] = CheckSchedule()
+    s.add("long", 10.0, now=0.0, offset=5.2)  # may run up to 1 s early
+    s.add("short", 1.0, now=0.0, offset=5.15)  # up to 0.1 s early
+    s.add("later", 10.0, now=0.0, offset=6.5)
+    assert keys(s.pop_due(5.0, slack=0.25)) == []  # short is 0.15 s away: too early for it
+    assert keys(s.pop_due(5.06, slack=0.25)) == ["short", "long"]
+    assert keys(s.pop_due(5.06, slack=0.25)) == []

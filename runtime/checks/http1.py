@@ -172,6 +172,12 @@ class ConnectionPool:
                 await trio.aclose_forcefully(stream)
         return code, body
 
+    def forget(self, host: str, port: int) -> None:
+        """Close the idle connections to a target no check uses any more (sockets are
+        closed synchronously: nothing to flush on an idle HTTP connection)."""
+        for stream in self._idle.pop((host, port), []):
+            stream.socket.close()
+
     async def aclose(self) -> None:
         idle, self._idle = self._idle, {}
         for streams in idle.values():

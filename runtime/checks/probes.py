@@ -101,6 +101,10 @@ class HttpProber:
             return _judge(code, body)
         return await self._probe_https(target)
 
+    def forget(self, target: HttpTarget) -> None:
+        """No check probes `target`'s host and port any more: drop its idle connections."""
+        self._pool.forget(target.host, target.port)
+
     async def _probe_https(self, target: HttpTarget) -> Outcome:
         import httpx2
 

@@ -16,6 +16,7 @@ idle check.
 
 from __future__ import annotations
 
+import collections
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -70,6 +71,8 @@ class CheckRunner:
         real I/O)."""
         self._schedule: CheckSchedule[str] = CheckSchedule()
         self._jobs: dict[str, CheckJob] = {}
+        #: Checks per http (host, port): a target no check uses loses its idle connections.
+        self._targets: collections.Counter[tuple[str, int]] = collections.Counter()
         self._scopes: dict[str, trio.CancelScope] = {}
         self._limiter = trio.CapacityLimiter(concurrency)
         self._unix_clock = unix_clock
@@ -91,6 +94,8 @@ class CheckRunner:
         key = job.template.id
         self.remove(key)
         self._jobs[key] = job
+        if job.http is not None:
+            self._targets[(job.http.host, job.http.port)] += 1
         # Successive adds are offset a little (up to SPREAD of the interval, cycling), so a
         # thousand checks registered at once are not all probed in one instant.
         offset = (self._added % 100) / 100 * job.interval * self._spread
@@ -99,7 +104,13 @@ class CheckRunner:
         self._wake.set()
 
     def remove(self, check_id: str) -> None:
-        self._jobs.pop(check_id, None)
+        job = self._jobs.pop(check_id, None)
+        if job is not None and job.http is not None:
+            target = (job.http.host, job.http.port)
+            self._targets[target] -= 1
+            if self._targets[target] <= 0:  # its idle connections would linger forever
+                del self._targets[target]
+                self.http.forget(job.http)
         self._schedule.remove(check_id)
         scope = self._scopes.pop(check_id, None)
         if scope is not None:
@@ -111,11 +122,11 @@ class CheckRunner:
             async with trio.open_nursery() as probes:
                 task_status.started()
                 while True:
-                    # What falls due within BATCH of now starts now too: one wake-up
-                    # for a handful of probes instead of one each (checks drift apart by
-                    # their probes' durations, so without it every probe is a wake-up).
+                    # What falls due a little later starts now too (schedule.py): one
+                    # wake-up for a handful of probes instead of one each (checks drift
+                    # apart by their probes' durations, so without it every probe is one).
                     now = trio.current_time()
-                    for key, generation in self._schedule.pop_due(now + BATCH):
+                    for key, generation in self._schedule.pop_due(now, BATCH):
                         job = self._jobs[key]
                         scope = trio.CancelScope()
                         self._scopes[key] = scope

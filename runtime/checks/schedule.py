@@ -8,8 +8,10 @@ due costs O(log n) per probe and no task, no cancel scope and no wake-up per idl
 Rules (Nomad's checker runs a check at once, then `interval` after each run ends):
 - `add` makes a check due at `now` (plus an optional offset that spreads a burst of checks
   added together); adding a known key again replaces it (a new interval takes effect at once).
-- `pop_due` hands out every check due by `now` and takes it out of the heap: while its probe
-  is in flight it is never due again, so a probe that overruns its interval cannot pile up.
+- `pop_due` hands out every check due by `now` (or, with a slack, due within the slack and
+  a tenth of its interval: a few probes share one wake-up) and takes it out of the heap:
+  while its probe is in flight it is never due again, so a probe that overruns its interval
+  cannot pile up.
 - `finished` puts a check back, due `interval` after its probe ended.
 - `remove` forgets a check, in flight or not; a probe of a removed (or replaced) check that
   finishes later is ignored, because every entry carries the generation it was added with.
@@ -20,9 +22,11 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass
-from typing import Generic, TypeVar, final
+from typing import Final, Generic, TypeVar, final
 
 K = TypeVar("K")
+#: How early, as a fraction of its interval, a check may run to share a wake-up.
+EARLY_FRACTION: Final = 0.1
 
 
 @dataclass
@@ -59,15 +63,19 @@ class CheckSchedule(Generic[K]):
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def pop_due(self, now: float) -> list[tuple[K, int]]:
+    def pop_due(self, now: float, slack: float = 0.0) -> list[tuple[K, int]]:
         """Every check due by `now`, with its generation, in due order; they are in flight
-        until `finished`."""
+        until `finished`. With `slack`, checks due a little later come too (at most
+        `slack`, and at most a tenth of their interval, so none runs much too often)."""
         due: list[tuple[K, int]] = []
         while True:
             self._drop_stale()
-            if not self._heap or self._heap[0][0] > now:
+            if not self._heap:
                 return due
-            _, _, key, generation = heapq.heappop(self._heap)
+            at, _, key, generation = self._heap[0]
+            if at > now + min(slack, self._entries[key].interval * EARLY_FRACTION):
+                return due
+            heapq.heappop(self._heap)
             self._entries[key].in_flight = True
             due.append((key, generation))
 
