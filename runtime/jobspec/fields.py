@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, Literal
@@ -23,6 +24,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from yurt.runtime.jobspec.limits import MAX_PROBLEMS
+from yurt.runtime.jobspec.shorthand import affinity_shorthand, constraint_shorthand
 from yurt.runtime.sourcemap import PathKey
 from yurt.runtime.structs import (
     DispatchPayloadConfig,
@@ -40,6 +42,7 @@ from yurt.runtime.structs import (
     Task,
     TaskGroup,
 )
+from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ def _same(*names: str) -> dict[str, HclField]:
     return {n: HclField(n) for n in names}
 
 
+#: `constraint` and `affinity` blocks, repeatable and unlabelled, at job, group and task level.
+_PLACEMENT: Final = {"constraint": HclField("constraints"), "affinity": HclField("affinities")}
+
 #: The jobspec's HCL vocabulary, per struct. Anything not listed is an error.
 HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     Job: {
@@ -63,12 +69,16 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
         "reschedule": HclField("reschedule"),
+        **_PLACEMENT,
+        "spread": HclField("spreads"),
     },
     TaskGroup: {
         **_same("count", "meta", "ephemeral_disk", "migrate"),
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
         "reschedule": HclField("reschedule_policy"),
+        **_PLACEMENT,
+        "spread": HclField("spreads"),
     },
     Task: {
         **_same("driver", "user", "config", "env", "meta", "leader", "lifecycle",
@@ -76,6 +86,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "restart": HclField("restart_policy"),
         "logs": HclField("log_config"),
         "dispatch_payload": HclField("dispatch_payload"),
+        **_PLACEMENT,
     },
     Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
     RequestedDevice: _same("count"),
@@ -90,21 +101,36 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
+    # The shorthands (`distinct_hosts = true`, `version = ">= 1.2"`, …) are rewritten into
+    # these three by HCL_REWRITES before the schema is consulted.
+    Constraint: _same("attribute", "value", "operator"),
+    Affinity: _same("attribute", "value", "operator", "weight"),
+    Spread: {**_same("attribute", "weight"), "target": HclField("target", label="value")},
+    SpreadTarget: _same("percent"),
+}
+
+#: HCL-only spellings a block is rewritten from before its fields are read (jobspec2's
+#: decodeConstraint/decodeAffinity): block struct → function of the body returning the
+#: rewritten body and the problems found, as (HCL key, message) pairs.
+HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
+    dict[str, Any], list[tuple[str, str]]]]]] = {
+    Constraint: constraint_shorthand,
+    Affinity: affinity_shorthand,
 }
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
 #: Left unset (or at Nomad's zero value, as `nomad job run -output` writes them) they are
 #: accepted; set to anything else they are an error, never silently ignored.
 UNSUPPORTED: Final = frozenset({
-    "affinity", "all_at_once", "artifact", "check_restart", "constraint", "consul",
+    "all_at_once", "artifact", "check_restart", "consul",
     "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect",
-    "multiregion", "network", "node_pool", "numa", "scaling", "service", "spread",
+    "multiregion", "network", "node_pool", "numa", "scaling", "service",
     "stop_after_client_disconnect", "template",
     "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
-    "Affinities", "AllAtOnce", "Artifacts", "CSIPluginConfig", "Constraints", "Consul",
+    "AllAtOnce", "Artifacts", "CSIPluginConfig", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
-    "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services", "Spreads",
+    "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services",
     "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
     "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "UI", "VersionTag",
 })
