@@ -31,8 +31,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Final
 
+import msgspec
+
 from yurt.runtime.server.versions import satisfies
-from yurt.runtime.structs import Allocation, Job, Node, TaskGroup
+from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
 from yurt.runtime.structs.constraint import (
     CONSTRAINT_DISTINCT_HOSTS,
     CONSTRAINT_DISTINCT_PROPERTY,
@@ -232,3 +234,18 @@ def filter_reason(job: Job, group: TaskGroup, node: Node,
         if used >= _allowed(constraint):
             return f"distinct_property: {constraint.attribute}={value} used by {used} allocs"
     return None
+
+
+def without_placement(group: TaskGroup) -> TaskGroup:
+    """`group` with no constraints, affinities or spreads, its tasks' included: a change to
+    those alone does not replace an allocation (Nomad updates it in place when the node
+    still fits, which the scheduler checks with `filter_reason`)."""
+    return msgspec.structs.replace(
+        group, constraints=[], affinities=[], spreads=[],
+        tasks=[msgspec.structs.replace(t, constraints=[], affinities=[]) for t in group.tasks])
+
+
+def filtered_metric(node: Node, reason: str) -> AllocMetric:
+    """Nomad's AllocMetric for a group whose one node was filtered out for `reason`."""
+    return AllocMetric(nodes_evaluated=1, nodes_filtered=1, nodes_in_pool=1,
+                       nodes_available={node.datacenter: 1}, constraint_filtered={reason: 1})

@@ -36,6 +36,7 @@ from typing import Protocol
 import msgspec
 
 from yurt.runtime.server.drain import node_refusal
+from yurt.runtime.server.feasible import filter_reason, filtered_metric, without_placement
 from yurt.runtime.server.reschedule import Decision, as_time, decide
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
@@ -151,7 +152,8 @@ def group_spec(group: TaskGroup) -> bytes:
     """What makes a group's allocations replaceable: everything but the count (a count
     change adds or stops allocations, it does not restart the others) and the reschedule
     policy (it only says what happens after a failure: Nomad updates it in place)."""
-    return msgspec.json.encode(msgspec.structs.replace(group, count=0, reschedule_policy=None))
+    return msgspec.json.encode(msgspec.structs.replace(without_placement(group), count=0,
+                                                       reschedule_policy=None))
 
 
 def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
@@ -312,6 +314,12 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     evicted: dict[str, Allocation] = {}
     outdated = [a for a in kept if a.job is not None
                 and a.job.job_modify_index != job.job_modify_index]
+    # Updated in place only where the node still fits the new job; else replaced (feasible.py).
+    unfit = {a.id for a in outdated if filter_reason(job, wanted[a.name], state.node, [
+        b for b in live if b.id not in unneeded_ids and b.id != a.id]) is not None}
+    previous.update({a.name: a for a in outdated if a.id in unfit})
+    kept = [a for a in kept if a.id not in unfit]
+    outdated = [a for a in outdated if a.id not in unfit]
     outdated_names = {a.name for a in outdated}
     kept_names = {a.name for a in kept}
     hopeless: set[str] = set()  # groups for which no eviction helps: don't search again
@@ -330,6 +338,15 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             desired.ignore += 1
             continue
         trial = usage.without(prev) if prev is not None else usage
+        reason = None if node_refusal(state.node) else filter_reason(job, group, state.node, [
+            *(a for a in live if a.id not in unneeded_ids and a is not prev), *plan.place])
+        if reason is not None:  # constraints and distinct_*: no preemption makes it fit
+            plan.failed.setdefault(group.name, f'Constraint "{reason}" filtered 1 nodes')
+            if group.name in metrics:
+                metrics[group.name].coalesced_failures += 1
+            else:
+                metrics[group.name] = filtered_metric(state.node, reason)
+            continue
         task_resources, why = try_place(state.node, group, trial)
         victims: list[Allocation] = []
         if why and can_preempt and group.name not in hopeless:
