@@ -43,6 +43,7 @@ from yurt.runtime.structs import (
     TaskGroup,
 )
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
+from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "reschedule": HclField("reschedule"),
         **_PLACEMENT,
         "spread": HclField("spreads"),
+        "ui": HclField("ui"),
     },
     TaskGroup: {
         **_same("count", "meta", "ephemeral_disk", "migrate"),
@@ -87,6 +89,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "logs": HclField("log_config"),
         "dispatch_payload": HclField("dispatch_payload"),
         **_PLACEMENT,
+        "identity": HclField("identities"),
     },
     Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
     RequestedDevice: _same("count"),
@@ -107,6 +110,10 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     Affinity: _same("attribute", "value", "operator", "weight"),
     Spread: {**_same("attribute", "weight"), "target": HclField("target", label="value")},
     SpreadTarget: _same("percent"),
+    WorkloadIdentity: _same("name", "aud", "change_mode", "change_signal", "env", "file",
+                            "filepath", "service_name", "ttl", "extra_claims"),
+    JobUIConfig: _same("description", "link"),
+    JobUILink: _same("label", "url"),
 }
 
 #: HCL-only spellings a block is rewritten from before its fields are read (jobspec2's
@@ -123,16 +130,16 @@ HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
 #: accepted; set to anything else they are an error, never silently ignored.
 UNSUPPORTED: Final = frozenset({
     "all_at_once", "artifact", "check_restart", "consul",
-    "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect",
+    "csi_plugin", "disconnect", "kind", "max_client_disconnect",
     "multiregion", "network", "node_pool", "numa", "scaling", "service",
     "stop_after_client_disconnect", "template",
     "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "AllAtOnce", "Artifacts", "CSIPluginConfig", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
-    "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
+    "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
     "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services",
     "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
-    "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "UI", "VersionTag",
+    "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "VersionTag",
 })
 
 

@@ -12,6 +12,7 @@ from msgspec import field
 from yurt.runtime.durations import MINUTE, SECOND
 from yurt.runtime.structs.base import Base, Duration
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread
+from yurt.runtime.structs.identity import JobUIConfig, WorkloadIdentity
 from yurt.runtime.structs.network import NetworkResource
 from yurt.runtime.structs.update import UpdateStrategy
 
@@ -79,6 +80,8 @@ class Task(Base):
     dispatch_payload: DispatchPayloadConfig | None = None
     constraints: list[Constraint] = field(default_factory=list)
     affinities: list[Affinity] = field(default_factory=list)
+    default_identity: WorkloadIdentity | None = field(default=None, name="Identity")
+    identities: list[WorkloadIdentity] = field(default_factory=list)
 
 
 class TaskGroup(Base):
@@ -128,6 +131,7 @@ class Job(Base):
     constraints: list[Constraint] = field(default_factory=list)
     affinities: list[Affinity] = field(default_factory=list)
     spreads: list[Spread] = field(default_factory=list)
+    ui: JobUIConfig | None = field(default=None, name="UI")
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)
