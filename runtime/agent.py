@@ -61,6 +61,7 @@ from yurt.runtime.structs import (
 )
 
 if TYPE_CHECKING:
+    from yurt.hooks.base import Hook
     from yurt.runtime.client import Client
     from yurt.runtime.devices.manager import DeviceManager
     from yurt.runtime.devices.protocol import DeviceGroup
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from yurt.runtime.server import Server
     from yurt.runtime.server.local import LocalServer
     from yurt.runtime.server.nodestate import NodeControl
+    from yurt.runtime.server.workload_keys import WorkloadSigner
     from yurt.runtime.sync import AllocSyncer
     from yurt.store.protocol import StateDB
     from yurt.store.sqlite import SQLiteStateDB
@@ -146,6 +148,7 @@ class Agent:
         self.db: StateDB
         self.devices: DeviceManager
         self.drivers: DriverManager
+        self.workload_signer: WorkloadSigner  # signs tasks' identity tokens (hooks/identity.py)
         self._node_published = False
         self.address = ""
         self._stop = trio.Event()
@@ -209,6 +212,13 @@ class Agent:
         self.node.computed_class = computed_class(self.node)
         if self._node_published:
             self.server.node_updated()
+
+    def _task_hooks(self) -> list[Hook]:
+        """The agent's own task hooks, after the built-in ones, for each task runner."""
+        from yurt.hooks.identity import IdentityHook
+        from yurt.runtime.drivers.users import owner_of
+
+        return [IdentityHook(self.workload_signer.sign, resolve_owner=owner_of)]
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         self._activity.set()
@@ -322,6 +332,7 @@ class Agent:
         from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
         from yurt.runtime.devices.protocol import DevicePlugin
         from yurt.runtime.pluginmanager.drivers import DriverManager, discover
+        from yurt.runtime.server import workload_keys
         from yurt.runtime.server.local import LocalServer
         from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher
         from yurt.runtime.server.store import ServerStore
@@ -334,6 +345,8 @@ class Agent:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
         self.devices = DeviceManager(plugins, on_change=self._devices_changed)
         store = await ServerStore.open(data / "server")
+        self.workload_signer = await trio.to_thread.run_sync(workload_keys.load_or_create,
+                                                             data / "server")
         try:
             # Inside a burst of starts, full collections traverse only what is new.
             with freezing_survivors():
@@ -365,7 +378,8 @@ class Agent:
                                               on_acknowledged=lambda: self.gc.wake())
                     self.client = Client(AllocRunnerConfig(
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
-                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
+                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
+                        task_hooks=self._task_hooks),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
                         # The server publishes allocations as it commits them: with the
