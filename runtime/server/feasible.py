@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Final
 
@@ -209,23 +209,25 @@ def _allowed(constraint: Constraint) -> int:
 
 
 def filter_reason(job: Job, group: TaskGroup, node: Node,
-                  proposed: Sequence[Allocation]) -> str | None:
+                  proposed: Iterable[Allocation]) -> str | None:
     """Why `node` cannot take one more allocation of `group`, or None if it can.
 
     `proposed` are the allocations the node would hold once the plan so far is applied
-    (live ones not being stopped, and the plan's placements); only the job's own matter.
+    (live ones not being stopped, and the plan's placements); only the job's own matter, and
+    they are read only when a distinct_* constraint asks (a generator costs nothing else).
     """
     for constraint in (*job.constraints, *group_constraints(group)):
         if not meets(constraint, node):
             return str(constraint)
-    mine = [a for a in proposed if a.job_id == job.id and a.namespace == job.namespace]
-    job_wide = _distinct_hosts(job.constraints)
-    if (job_wide and mine) or (_distinct_hosts(group.constraints)
-                               and any(a.task_group == group.name for a in mine)):
-        return CONSTRAINT_DISTINCT_HOSTS
+    job_hosts, group_hosts = _distinct_hosts(job.constraints), _distinct_hosts(group.constraints)
     scoped = [(c, "") for c in job.constraints if c.operator == CONSTRAINT_DISTINCT_PROPERTY]
     scoped += [(c, group.name) for c in group.constraints
                if c.operator == CONSTRAINT_DISTINCT_PROPERTY]
+    if not (job_hosts or group_hosts or scoped):
+        return None
+    mine = [a for a in proposed if a.job_id == job.id and a.namespace == job.namespace]
+    if (job_hosts and mine) or (group_hosts and any(a.task_group == group.name for a in mine)):
+        return CONSTRAINT_DISTINCT_HOSTS
     for constraint, group_name in scoped:
         value, found = resolve_target(constraint.attribute, node)
         if not found:

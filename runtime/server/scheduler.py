@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Protocol
 
 import msgspec
@@ -315,8 +316,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     outdated = [a for a in kept if a.job is not None
                 and a.job.job_modify_index != job.job_modify_index]
     # Updated in place only where the node still fits the new job; else replaced (feasible.py).
-    unfit = {a.id for a in outdated if filter_reason(job, wanted[a.name], state.node, [
-        b for b in live if b.id not in unneeded_ids and b.id != a.id]) is not None}
+    unfit = {a.id for a in outdated if filter_reason(job, wanted[a.name], state.node, (
+        b for b in live if b.id not in unneeded_ids and b.id != a.id)) is not None}
     previous.update({a.name: a for a in outdated if a.id in unfit})
     kept = [a for a in kept if a.id not in unfit]
     outdated = [a for a in outdated if a.id not in unfit]
@@ -338,8 +339,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             desired.ignore += 1
             continue
         trial = usage.without(prev) if prev is not None else usage
-        reason = None if node_refusal(state.node) else filter_reason(job, group, state.node, [
-            *(a for a in live if a.id not in unneeded_ids and a is not prev), *plan.place])
+        reason = None if node_refusal(state.node) else filter_reason(job, group, state.node, (
+            a for a in chain(live, plan.place) if a.id not in unneeded_ids and a is not prev))
         if reason is not None:  # constraints and distinct_*: no preemption makes it fit
             plan.failed.setdefault(group.name, f'Constraint "{reason}" filtered 1 nodes')
             if group.name in metrics:
