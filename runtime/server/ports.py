@@ -22,7 +22,7 @@ the group's first network is assigned, as Nomad's scheduler does.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 import msgspec
@@ -46,7 +46,6 @@ DEFAULT_HOST_NETWORK: Final = "default"
 EXHAUSTED_PREFIX: Final = "network: "
 #: The node attribute that names the address ports are bound on.
 IP_ATTRIBUTE: Final = "unique.network.ip-address"
-_RANDOM: Final = random.Random()
 
 
 def parse_port_ranges(spec: str) -> list[int]:
@@ -126,7 +125,10 @@ def assign(group: TaskGroup, node: Node, used: frozenset[int] | set[int], *,
     20000–32000 when unset)."""
     if not group.networks:
         return None, ""
-    draw = rng if rng is not None else _RANDOM
+    # The random module's own generator by default: seeded by whoever seeds `random`
+    # (Hypothesis does, so its state machines replay).
+    randrange = rng.randrange if rng is not None else random.randrange
+    choice = rng.choice if rng is not None else random.choice
     min_port = node.node_resources.min_dynamic_port or DEFAULT_MIN_DYNAMIC_PORT
     max_port = node.node_resources.max_dynamic_port or DEFAULT_MAX_DYNAMIC_PORT
     ask = group.networks[0]
@@ -147,7 +149,7 @@ def assign(group: TaskGroup, node: Node, used: frozenset[int] | set[int], *,
     for port in ask.dynamic_ports:
         if _host_network(port) != DEFAULT_HOST_NETWORK:
             return None, f"no addresses available for {port.host_network} network"
-        value = _dynamic_port(draw, used, statics, taken, min_port, max_port)
+        value = _dynamic_port(randrange, choice, used, statics, taken, min_port, max_port)
         if value is None:
             return None, "dynamic port selection failed"
         offer.append(PortMapping(label=port.label, value=value,
@@ -161,7 +163,8 @@ def _host_network(port: Port) -> str:
     return port.host_network or DEFAULT_HOST_NETWORK
 
 
-def _dynamic_port(draw: random.Random, used: frozenset[int] | set[int],
+def _dynamic_port(randrange: Callable[[int], int], choice: Callable[[list[int]], int],
+                  used: frozenset[int] | set[int],
                   statics: frozenset[int], taken: list[int], low: int, high: int
                   ) -> int | None:
     """One free port in [low, high]: random draws first (cheap while the range is mostly
@@ -170,11 +173,11 @@ def _dynamic_port(draw: random.Random, used: frozenset[int] | set[int],
         return p not in used and p not in statics and p not in taken
 
     for _ in range(MAX_RAND_PORT_ATTEMPTS):
-        candidate = low + draw.randrange(high - low) if high > low else low
+        candidate = low + randrange(high - low) if high > low else low
         if free(candidate):
             return candidate
     left = [p for p in range(low, min(high, MAX_VALID_PORT - 1) + 1) if free(p)]
-    return draw.choice(left) if left else None
+    return choice(left) if left else None
 
 
 def _network(ask: NetworkResource, offer: list[PortMapping], host_ip: str) -> NetworkResource:
