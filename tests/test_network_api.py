@@ -9,12 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 from click.testing import CliRunner, Result
 
 from tests.agent_support import running_agent, wait_status
 from tests.runtime_support import eventually
+from yurt.runtime.agent import Agent, AgentConfig
 from yurt.runtime.cli import cli
 
 pytestmark = pytest.mark.slow
@@ -127,3 +129,36 @@ async def test_a_static_port_conflict_fails_placement_until_the_holder_stops(
             placed = await wait_status(c, "clash", "running")
             full = (await c.get(f"/v1/allocation/{placed['ID']}")).json()
             assert full["AllocatedResources"]["Shared"]["Ports"][0]["Value"] == STATIC
+
+
+async def test_the_clients_port_range_and_reserved_ports_bound_placement(
+        tmp_path: Path) -> None:
+    agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
+                              min_dynamic_port=20500, max_dynamic_port=20502,
+                              reserved_ports="20501"))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(agent.run)
+            try:
+                async with httpx2.AsyncClient(base_url=address, timeout=20) as c:
+                    node = (await c.get(f"/v1/node/{agent.node.id}")).json()
+                    assert (node["NodeResources"]["MinDynamicPort"],
+                            node["NodeResources"]["MaxDynamicPort"]) == (20500, 20502)
+                    assert node["ReservedResources"]["Networks"] == {
+                        "ReservedHostPorts": "20501"}
+                    body = web("three")
+                    group = body["Job"]["TaskGroups"][0]
+                    group["Count"] = 3
+                    group["Networks"][0]["ReservedPorts"] = []
+                    ev_id = (await c.post("/v1/jobs", json=body)).json()["EvalID"]
+                    ev = (await c.get(f"/v1/evaluation/{ev_id}")).json()
+                    assert ev["FailedTGAllocs"]["g"]["DimensionExhausted"] == {
+                        "network: dynamic port selection failed": 1}
+                    allocs = (await c.get("/v1/job/three/allocations")).json()
+                    held = set()
+                    for alloc in allocs:
+                        full = (await c.get(f"/v1/allocation/{alloc['ID']}")).json()
+                        held |= {p["Value"] for p in full["AllocatedResources"]["Shared"]["Ports"]}
+                    assert held == {20500, 20502}
+            finally:
+                agent.stop()
