@@ -21,6 +21,7 @@ the group's first network is assigned, as Nomad's scheduler does.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -99,9 +100,14 @@ def alloc_ports(alloc: Allocation) -> frozenset[int]:
 def node_reserved_ports(node: Node) -> frozenset[int]:
     """The node's reserved ports; a spec that does not parse reserves nothing here (the
     agent refuses such a configuration before it registers the node)."""
+    return _reserved(node.reserved_resources.networks.reserved_host_ports)
+
+
+@functools.lru_cache(maxsize=8)
+def _reserved(spec: str) -> frozenset[int]:
+    """Parsed once per spec: every placement asks, and a range may hold thousands."""
     try:
-        return frozenset(parse_port_ranges(
-            node.reserved_resources.networks.reserved_host_ports))
+        return frozenset(parse_port_ranges(spec))
     except ValueError:
         return frozenset()
 
