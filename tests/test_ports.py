@@ -183,6 +183,7 @@ class State:
     def __init__(self, n: Node) -> None:
         self.node = n
         self.allocs: dict[str, Allocation] = {}
+        self.ids = count(1)  # per state: Hypothesis replays a machine with the same IDs
 
     def job_allocs(self, job_id: str) -> list[Allocation]:
         return [a for a in self.allocs.values() if a.job_id == job_id]
@@ -198,19 +199,16 @@ class State:
             self.allocs[alloc.id] = alloc
 
     def run(self, job: Job) -> Plan:
-        ev = Evaluation(id=f"ev-{next(_ids)}", job_id=job.id, triggered_by="job-register",
-                        status="pending")
-        plan = schedule(self, ev, job, index=next(_ids), now=0,
-                        new_id=lambda: f"a-{next(_ids)}")
+        ev = Evaluation(id=f"ev-{next(self.ids)}", job_id=job.id,
+                        triggered_by="job-register", status="pending")
+        plan = schedule(self, ev, job, index=next(self.ids), now=0,
+                        new_id=lambda: f"a-{next(self.ids):06d}")
         self.apply(plan)
         return plan
 
     def finish(self, alloc_id: str) -> None:
         self.allocs[alloc_id] = msgspec.structs.replace(self.allocs[alloc_id],
                                                         client_status="complete")
-
-
-_ids = count(1)
 
 
 def held(state: State) -> list[int]:
