@@ -162,3 +162,16 @@ async def test_the_clients_port_range_and_reserved_ports_bound_placement(
                     assert held == {20500, 20502}
             finally:
                 agent.stop()
+
+
+async def test_a_network_yurt_cannot_give_is_refused_at_registration(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path / "data") as a:
+            body = web("bridged")
+            body["Job"]["TaskGroups"][0]["Networks"][0]["Mode"] = "bridge"
+            answer = await a.client.post("/v1/jobs", json=body)
+            assert answer.status_code == 400
+            assert ('network mode "bridge" is not supported: yurt has no bridge or CNI '
+                    'networking; use mode "host"') in answer.text
+            assert "job.bridged.group.g.network.0.mode" in answer.text
+            assert (await a.client.get("/v1/job/bridged")).status_code == 404
