@@ -64,6 +64,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
         "reschedule": HclField("reschedule"),
+        "migrate": HclField("migrate"),
     },
     TaskGroup: {
         **_same("count", "meta", "ephemeral_disk", "migrate"),
