@@ -488,7 +488,8 @@ job "web" {
 def test_a_job_level_migrate_block_is_every_groups_default_field_by_field() -> None:
     job = parse_job(JOB_MIGRATE, filename="job.nomad.hcl")
     api, db = (g.migrate for g in job.task_groups)
-    assert api is not None and db is not None
+    assert api is not None
+    assert db is not None
     # The group's own field wins; the others come from the job's block, then Nomad's defaults.
     assert (api.max_parallel, api.min_healthy_time, api.healthy_deadline) == (
         4, 20 * SECOND, 5 * MINUTE)
