@@ -44,6 +44,7 @@ from yurt.runtime.structs import (
 )
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
 from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
+from yurt.runtime.structs.network import DNSConfig, NetworkResource, Port
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,14 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
         "reschedule": HclField("reschedule"),
+        "migrate": HclField("migrate"),
         **_PLACEMENT,
         "spread": HclField("spreads"),
         "ui": HclField("ui"),
     },
     TaskGroup: {
         **_same("count", "meta", "ephemeral_disk", "migrate"),
+        "network": HclField("networks"),
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
         "reschedule": HclField("reschedule_policy"),
@@ -104,6 +107,15 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
+    # `port "http" { static = 80 }`: every port block lands in dynamic_ports; a static one
+    # moves to reserved_ports when the job is canonicalized (rules_network.py), as Nomad's
+    # HCL parser does.
+    NetworkResource: {**_same("mode", "hostname", "mbits", "cidr", "device", "ip"),
+                      "dns": HclField("dns"),
+                      "port": HclField("dynamic_ports", label="label"),
+                      "reserved_ports": HclField("reserved_ports", label="label")},
+    Port: {**_same("to", "host_network", "ignore_collision"), "static": HclField("value")},
+    DNSConfig: _same("servers", "searches", "options"),
     # The shorthands (`distinct_hosts = true`, `version = ">= 1.2"`, …) are rewritten into
     # these three by HCL_REWRITES before the schema is consulted.
     Constraint: _same("attribute", "value", "operator"),
@@ -127,7 +139,9 @@ HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
 #: Left unset (or at Nomad's zero value, as `nomad job run -output` writes them) they are
-#: accepted; set to anything else they are an error, never silently ignored.
+#: accepted; set to anything else they are an error, never silently ignored. A name only
+#: counts where the struct has no such field: `network` is known on a group, and stays here
+#: for the task's `resources { network { … } }`, which Nomad deprecated long ago.
 UNSUPPORTED: Final = frozenset({
     "all_at_once", "artifact", "check_restart", "consul",
     "csi_plugin", "disconnect", "kind", "max_client_disconnect",

@@ -29,6 +29,7 @@ from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
 from yurt.runtime.jobspec.rules_constraint import check_job_placement
 from yurt.runtime.jobspec.rules_identity import canonicalize_identities, check_job_identities
+from yurt.runtime.jobspec.rules_network import check_job_networks, fold_networks
 from yurt.runtime.server.periodic import CronError, check_spec, load_zone
 from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
@@ -252,6 +253,7 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     check_job_reschedule(job, root, group_at, problems)
     check_job_placement(job, root, problems)
     check_job_identities(job, root, problems)
+    check_job_networks(job, root, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
         if not 0 <= group.count <= MAX_COUNT:
@@ -380,6 +382,7 @@ def canonicalize(job: Job) -> Job:
     if job.parameterized is not None and not job.parameterized.payload:
         job.parameterized.payload = "optional"
     fold_reschedule(job)
+    fold_networks(job)
     for group in job.task_groups:
         group.restart_policy = merge_restart(_default_restart(job), group.restart_policy)
         for task in group.tasks:

@@ -132,6 +132,8 @@ class Job(Base):
     affinities: list[Affinity] = field(default_factory=list)
     spreads: list[Spread] = field(default_factory=list)
     ui: JobUIConfig | None = field(default=None, name="UI")
+    # Only while parsing: the jobspec folds a job-level block into every group.
+    migrate: MigrateStrategy | None = None
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)
