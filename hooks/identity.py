@@ -68,6 +68,13 @@ def workload_claims(alloc: Allocation, task: Task, wid: WorkloadIdentity, now_ns
     return claims
 
 
+def wants_token(task: Task) -> bool:
+    """Whether any of the task's identities is exposed (`env` or `file`): only then does
+    the task runner get this hook, so other tasks pay nothing for it."""
+    return any(w is not None and (w.env or w.file)
+               for w in (task.default_identity, *task.identities))
+
+
 def token_file(wid: WorkloadIdentity) -> str:
     """Where the token goes, relative to the task directory."""
     if wid.filepath:

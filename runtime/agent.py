@@ -61,7 +61,6 @@ from yurt.runtime.structs import (
 )
 
 if TYPE_CHECKING:
-    from yurt.hooks.base import Hook
     from yurt.runtime.client import Client
     from yurt.runtime.devices.manager import DeviceManager
     from yurt.runtime.devices.protocol import DeviceGroup
@@ -216,13 +215,6 @@ class Agent:
         self.node.computed_class = computed_class(self.node)
         if self._node_published:
             self.server.node_updated()
-
-    def _task_hooks(self) -> list[Hook]:
-        """The agent's own task hooks, after the built-in ones, for each task runner."""
-        from yurt.hooks.identity import IdentityHook
-        from yurt.runtime.drivers.users import owner_of
-
-        return [IdentityHook(self.workload_signer.sign, resolve_owner=owner_of)]
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         self._activity.set()
@@ -386,7 +378,7 @@ class Agent:
                     self.client = Client(AllocRunnerConfig(
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                         alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
-                        task_hooks=self._task_hooks),
+                        sign_identity=self.workload_signer.sign),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
                         # The server publishes allocations as it commits them: with the

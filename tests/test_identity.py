@@ -20,7 +20,14 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tests.agent_support import raw_job, running_agent
-from yurt.hooks.identity import IdentityError, token_env, token_file, workload_claims, write_token
+from yurt.hooks.identity import (
+    IdentityError,
+    token_env,
+    token_file,
+    wants_token,
+    workload_claims,
+    write_token,
+)
 from yurt.runtime.agent import Agent
 from yurt.runtime.durations import HOUR
 from yurt.runtime.server.workload_keys import WorkloadKeyError, b64url, load_or_create
@@ -73,6 +80,14 @@ def test_named_identity_with_ttl_and_a_dispatched_parent() -> None:
     assert claims["sub"] == "eu:prod:batch:cache:t:vault_default"
     assert claims["aud"] == ["vault.io", "other"]
     assert claims["exp"] == 1_700_000_000 + 3600
+
+
+def test_only_tasks_that_expose_an_identity_get_the_hook() -> None:
+    assert not wants_token(Task(name="t"))
+    assert not wants_token(Task(name="t", default_identity=default_identity()))
+    assert wants_token(Task(name="t", identities=[WorkloadIdentity(name="x", file=True)]))
+    assert wants_token(Task(name="t", default_identity=WorkloadIdentity(name="default",
+                                                                        env=True)))
 
 
 def test_token_names() -> None:
