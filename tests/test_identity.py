@@ -173,6 +173,7 @@ async def test_a_task_gets_tokens_the_agent_jwks_verifies(tmp_path: Path) -> Non
             async with httpx2.AsyncClient(base_url=a.address) as anonymous:
                 jwks_answer = await anonymous.get("/.well-known/jwks.json")
                 assert (await anonymous.get("/v1/jobs")).status_code == 403
+                assert (await anonymous.post("/.well-known/jwks.json")).status_code == 405
             assert jwks_answer.status_code == 200, jwks_answer.text
             jwks = jwks_answer.json()
             env_token = (task_dir / "local" / "env_token").read_text()
