@@ -149,3 +149,19 @@ def test_changing_only_placement_blocks_updates_in_place_where_the_node_fits() -
     metric = plan.eval.failed_tg_allocs["g"]  # type: ignore[index]
     assert metric.constraint_filtered == {"${meta.rack} = r2": 1}
     assert [a.id for a in state.live_allocs()] == [first.id]
+
+
+def test_a_job_stored_before_default_identities_is_updated_in_place() -> None:
+    # A job placed by a build that gave tasks no default identity, run again unchanged.
+    state = State()
+    old = job()
+    old.task_groups[0].tasks[0].default_identity = None
+    (first,) = run(state, old, 1).place
+    plan = run(state, job(), 2)
+    assert (plan.place, plan.stop) == ([], [])
+    assert [a.id for a in plan.update] == [first.id]
+    # A real identity change still replaces the allocation.
+    named = job()
+    named.task_groups[0].tasks[0].default_identity.env = True  # type: ignore[union-attr]
+    plan = run(state, named, 3)
+    assert [a.previous_allocation for a in plan.place] == [first.id]

@@ -63,6 +63,7 @@ from yurt.runtime.structs import (
     TaskGroup,
     is_client_terminal,
 )
+from yurt.runtime.structs.identity import default_identity
 from yurt.runtime.structs.network import AllocatedSharedResources
 
 #: A job may evict allocations of jobs at least this much lower in priority.
@@ -160,7 +161,12 @@ def group_spec(group: TaskGroup) -> bytes:
     """What makes a group's allocations replaceable: everything but the count (a count
     change adds or stops allocations, it does not restart the others) and the reschedule
     policy (it only says what happens after a failure: Nomad updates it in place)."""
-    return msgspec.json.encode(msgspec.structs.replace(without_placement(group), count=0,
+    group = without_placement(group)
+    # The default identity gives the task nothing (no token) and jobs stored before it existed
+    # lack it: the same job file run again after an upgrade must not replace allocations.
+    tasks = [msgspec.structs.replace(t, default_identity=None)
+             if t.default_identity == default_identity() else t for t in group.tasks]
+    return msgspec.json.encode(msgspec.structs.replace(group, count=0, tasks=tasks,
                                                        reschedule_policy=None))
 
 
