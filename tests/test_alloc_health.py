@@ -50,7 +50,7 @@ WEB = group_hcl(task_hcl("web"))
 
 
 def alloc_of(hcl: str = WEB, **fields: object) -> Allocation:
-    return msgspec.structs.replace(job_alloc(hcl), **fields)  # type: ignore[arg-type]
+    return msgspec.structs.replace(job_alloc(hcl), **fields)
 
 
 def with_update(alloc: Allocation, update: UpdateStrategy | None,
