@@ -16,6 +16,7 @@ from yurt.runtime.allocrunner.health import (
     Verdict,
     checks_passing,
     health_params,
+    merge_client_health,
     restored_alloc,
 )
 from yurt.runtime.durations import MINUTE, SECOND
@@ -421,3 +422,31 @@ def test_restored_alloc_takes_the_persisted_health() -> None:
         healthy=False))
     assert restored_alloc(known, stored) is known
     assert restored_alloc(server, server) is server
+
+
+# --------------------------------------------------------------------------- the server's merge
+
+
+def test_server_merge_takes_new_health_with_the_index() -> None:
+    server = AllocDeploymentStatus(canary=True, modify_index=4)
+    client = AllocDeploymentStatus(healthy=True, timestamp=T0, canary=False, modify_index=1)
+    assert merge_client_health(server, client, 9) == AllocDeploymentStatus(
+        healthy=True, timestamp=T0, canary=True, modify_index=9)
+
+
+def test_server_merge_keeps_unchanged_or_unreported_health() -> None:
+    server = AllocDeploymentStatus(healthy=True, timestamp=T0, modify_index=9)
+    same = AllocDeploymentStatus(healthy=True, timestamp=T0 + timedelta(seconds=1))
+    assert merge_client_health(server, same, 12) is server
+    assert merge_client_health(server, AllocDeploymentStatus(), 12) is server  # by hand
+    assert merge_client_health(server, None, 12) is server
+    flipped = AllocDeploymentStatus(healthy=False, timestamp=T0)
+    assert merge_client_health(server, flipped, 12) == AllocDeploymentStatus(
+        healthy=False, timestamp=T0, modify_index=12)
+
+
+def test_server_merge_first_status_from_the_client() -> None:
+    client = AllocDeploymentStatus(healthy=False, timestamp=T0)
+    assert merge_client_health(None, client, 5) == AllocDeploymentStatus(
+        healthy=False, timestamp=T0, modify_index=5)
+    assert merge_client_health(None, None, 5) is None

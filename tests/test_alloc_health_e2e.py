@@ -66,6 +66,8 @@ async def test_raw_exec_alloc_turns_healthy_after_min_healthy_time(tmp_path: Pat
     assert alloc["ClientStatus"] == "running"
     started = rfc3339(alloc["TaskStates"]["t"]["StartedAt"])
     assert (rfc3339(status["Timestamp"]) - started).total_seconds() >= 1.0
+    # The server stamps the change that brought the health (Nomad's state store does).
+    assert 0 < status["ModifyIndex"] <= alloc["ModifyIndex"]
     # Not in a deployment: no canary, and no task event blames anything.
     assert status["Canary"] is False
     assert all(e["Type"] != "Alloc Unhealthy" for e in alloc["TaskStates"]["t"]["Events"])
