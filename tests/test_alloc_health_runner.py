@@ -228,3 +228,27 @@ async def test_failed_deployment_alloc_is_unhealthy(autojump_clock: MockClock) -
     assert status.healthy is False
     events_ = [e for e in ar.task_runners["t"].state.events if e.type == "Alloc Unhealthy"]
     assert [e.message for e in events_] == ["Unhealthy because of failed task"]
+
+
+async def test_agent_shutdown_stops_tracking_without_health(autojump_clock: MockClock) -> None:
+    async with harness() as h:
+        ar = h.start(deploy_alloc())
+        await trio.sleep(2)
+        await ar.shutdown_and_wait()
+        await trio.sleep(3600)  # long past min_healthy_time and the deadline
+        assert not ar.health.has_health()
+        assert ar.client_alloc().deployment_status is None
+        h.nursery.cancel_scope.cancel()
+
+
+async def test_a_stop_ends_tracking_without_health(autojump_clock: MockClock) -> None:
+    alloc = deploy_alloc()
+    async with harness() as h:
+        ar = h.start(alloc)
+        await trio.sleep(2)
+        ar.update(msgspec.structs.replace(alloc, desired_status="stop", alloc_modify_index=5))
+        await ar.wait_done.wait()
+        await trio.sleep(3600)
+        assert ar.client_alloc().client_status == "complete"
+        assert ar.client_alloc().deployment_status is None
+        h.nursery.cancel_scope.cancel()
