@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import msgspec
 import trio
 
 from tests.agent_support import raw_job, running_agent
@@ -22,6 +23,8 @@ from yurt.runtime.agent import Agent, AgentConfig
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.drivers.protocol import Driver
 from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.server.store import ServerStore
+from yurt.store import open_state_db
 
 
 def with_migrate(job: dict[str, Any], min_healthy: int) -> dict[str, Any]:
@@ -50,6 +53,14 @@ async def healthy_alloc(client: httpx2.AsyncClient, job_id: str) -> dict[str, An
         await trio.sleep(0.05)
 
 
+def mock_config(data_dir: Path) -> AgentConfig:
+    """A persistent agent whose mock driver re-attaches its tasks across agents."""
+    def mock(_: dict[str, Any]) -> Driver:
+        return MockDriver(time.time_ns)
+    return AgentConfig(data_dir=data_dir, port=0, driver_factories={"mock_driver": mock},
+                       device_wait=0)
+
+
 def rfc3339(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
@@ -74,14 +85,8 @@ async def test_raw_exec_alloc_turns_healthy_after_min_healthy_time(tmp_path: Pat
 
 
 async def test_health_survives_an_agent_restart(tmp_path: Path) -> None:
-    def config() -> AgentConfig:
-        def mock(_: dict[str, Any]) -> Driver:
-            return MockDriver(time.time_ns)
-        return AgentConfig(data_dir=tmp_path, port=0, driver_factories={"mock_driver": mock},
-                           device_wait=0)
-
     with trio.fail_after(60):
-        first = Agent(config())
+        first = Agent(mock_config(tmp_path))
         async with trio.open_nursery() as nursery:
             address = await nursery.start(first.run)
             async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
@@ -94,7 +99,7 @@ async def test_health_survives_an_agent_restart(tmp_path: Path) -> None:
                         ).status_code == 200
             first.stop()  # tasks are left running for the next agent to re-attach
 
-        second = Agent(config())
+        second = Agent(mock_config(tmp_path))
         async with trio.open_nursery() as nursery:
             address = await nursery.start(second.run)
             async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
@@ -107,3 +112,46 @@ async def test_health_survives_an_agent_restart(tmp_path: Path) -> None:
             second.stop()
     assert after["DeploymentStatus"] == before["DeploymentStatus"]
     assert after["DeploymentStatus"]["Healthy"] is True
+
+
+async def test_health_the_server_never_heard_of_survives_a_restart(tmp_path: Path) -> None:
+    """The agent died after its client set health but before the sync delivered it: the
+    restarted client takes it from the view it persisted, and does not judge again."""
+    with trio.fail_after(60):
+        first = Agent(mock_config(tmp_path))
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(first.run)
+            async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+                assert (await client.post("/v1/jobs", json=mock_job("early", SECOND))
+                        ).status_code == 200
+                before = await healthy_alloc(client, "early")
+                assert (await client.post("/v1/jobs", json=mock_job("late", 3 * SECOND))
+                        ).status_code == 200
+            first.stop()
+
+        # As before the sync: the server's copy has no health, and the client's record of
+        # what the server acknowledged has none either.
+        store = await ServerStore.open(tmp_path / "server")
+        try:
+            jobs, allocs, index = await store.load()
+            unsynced = [msgspec.structs.replace(a, deployment_status=None)
+                        if a.id == before["ID"] else a for a in allocs]
+            await store.save(index, jobs, unsynced)
+        finally:
+            await store.aclose()
+        async with open_state_db(tmp_path / "client") as db:
+            acked = await db.get_acknowledged_state(before["ID"])
+            assert acked is not None
+            await db.put_acknowledged_state(before["ID"], msgspec.structs.replace(
+                acked, deployment_status=None))
+
+        second = Agent(mock_config(tmp_path))
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(second.run)
+            async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+                await second.restoring.done.wait()
+                await healthy_alloc(client, "late")  # 3 s after the restore: see above
+                after = await healthy_alloc(client, "early")
+            second.stop()
+    for field in ("Healthy", "Timestamp"):
+        assert after["DeploymentStatus"][field] == before["DeploymentStatus"][field]
