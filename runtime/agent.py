@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import trio
 
+from yurt.runtime.allocrunner.health import restored_alloc
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import (
     advertise,
@@ -436,7 +437,7 @@ class Agent:
         # runner already restored. The server copy is the desired state; the client view is
         # in the store.
         stored = sorted(snapshot.allocations, key=lambda a: (a.create_index, a.name))
-        allocs = [self.server.allocs.get(a.id, a) for a in stored]
+        allocs = [restored_alloc(self.server.allocs.get(a.id, a), a) for a in stored]
         self.restoring.begin(stored)
         task_status.started()
         await self.restoring.serving.wait()

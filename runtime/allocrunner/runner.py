@@ -43,6 +43,7 @@ import msgspec
 import trio
 
 from yurt.hooks.alloc_dir import AllocDirHook
+from yurt.hooks.alloc_health import AllocHealthHook, no_checks
 from yurt.hooks.await_previous import AwaitPreviousHook, MigrateDiskHook
 from yurt.hooks.base import (
     AllocHookResources,
@@ -62,6 +63,7 @@ from yurt.runtime.allocrunner import teardown
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.allocrunner.checkresults import CheckResults
 from yurt.runtime.allocrunner.gate import Gate
+from yurt.runtime.allocrunner.health import ClientHealth
 from yurt.runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from yurt.runtime.allocrunner.status import client_status
 from yurt.runtime.allocwatcher import GroupWatcher
@@ -134,6 +136,8 @@ class AllocRunnerConfig:
     #: Worker threads building allocation directories at once (they contend for the GIL).
     dir_limiter: trio.CapacityLimiter = field(
         default_factory=lambda: trio.CapacityLimiter(DIR_BUILD_THREADS))
+    #: How many Nomad service checks an allocation has (allocation health waits for them).
+    expected_checks: Callable[[Allocation], int] = no_checks
 
 
 @final
@@ -157,6 +161,7 @@ class AllocRunner:
         self.broadcaster: AllocBroadcaster[Allocation] = AllocBroadcaster()
         self.resources = AllocHookResources()
         self.check_results = CheckResults()  # service checks write, alloc health reads
+        self.health = ClientHealth.of(alloc)  # DeploymentStatus's Healthy and Timestamp
         self.alloc_dir = AllocDir(config.alloc_root, alloc.id) if config.alloc_root else None
         self.watcher = watcher or GroupWatcher()
         self.hooks: list[Hook] = [
@@ -165,6 +170,8 @@ class AllocRunner:
             AwaitPreviousHook(self.watcher),
             *([MigrateDiskHook(self.watcher, self.alloc_dir, [t.name for t in group.tasks])]
               if self.alloc_dir is not None else []),
+            AllocHealthHook(self, nursery=nursery, publish=self._task_state_updated,
+                            unix_clock=config.unix_clock, expected_checks=config.expected_checks),
             *config.alloc_hooks,
         ]
         self.coordinator = Coordinator(group.tasks)
@@ -237,7 +244,8 @@ class AllocRunner:
             return self._live_client_alloc()
         return msgspec.structs.replace(self.alloc, client_status=published.client_status,
                                        client_description=published.client_description,
-                                       task_states=published.task_states)
+                                       task_states=published.task_states,
+                                       deployment_status=published.deployment_status)
 
     def client_status(self) -> str:
         """`client_alloc().client_status`, without building the allocation (lists and
@@ -255,9 +263,10 @@ class AllocRunner:
             description = self.alloc.desired_description  # e.g. "Preempted by …"
         elif self.watcher.waiting:
             description = "Waiting for previous or preempted allocations to stop"
-        return msgspec.structs.replace(self.alloc, client_status=state.client_status,
-                                       client_description=description,
-                                       task_states=state.task_states)
+        return msgspec.structs.replace(
+            self.alloc, client_status=state.client_status, client_description=description,
+            task_states=state.task_states,
+            deployment_status=self.health.status(self.alloc, state.client_status))
 
     def _hooks(self, phase: type[H]) -> list[H]:
         return [h for h in self.hooks if isinstance(h, phase)]

@@ -40,6 +40,7 @@ from typing import final
 import msgspec
 import trio
 
+from yurt.runtime.allocrunner.health import merge_client_health
 from yurt.runtime.eventstream import Event, EventBroker, alloc_event, job_event
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.records import (
@@ -589,7 +590,8 @@ class LocalServer:
             new = msgspec.structs.replace(
                 alloc, client_status=update.client_status,
                 client_description=update.client_description, task_states=update.task_states,
-                deployment_status=update.deployment_status,
+                deployment_status=merge_client_health(alloc.deployment_status,
+                                                      update.deployment_status, index),
                 network_status=update.network_status, modify_index=index,
                 modify_time=self._clock())
             updated.append(new)
