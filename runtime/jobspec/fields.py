@@ -40,6 +40,7 @@ from yurt.runtime.structs import (
     Task,
     TaskGroup,
 )
+from yurt.runtime.structs.update import UpdateStrategy
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,10 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
         "reschedule": HclField("reschedule"),
+        "update": HclField("update"),
     },
     TaskGroup: {
-        **_same("count", "meta", "ephemeral_disk", "migrate"),
+        **_same("count", "meta", "ephemeral_disk", "migrate", "update"),
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
         "reschedule": HclField("reschedule_policy"),
@@ -90,6 +92,9 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
+    UpdateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
+                          "healthy_deadline", "progress_deadline", "auto_revert",
+                          "auto_promote", "canary", "stagger"),
 }
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
@@ -100,12 +105,12 @@ UNSUPPORTED: Final = frozenset({
     "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect",
     "multiregion", "network", "node_pool", "numa", "scaling", "service", "spread",
     "stop_after_client_disconnect", "template",
-    "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
+    "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "Affinities", "AllAtOnce", "Artifacts", "CSIPluginConfig", "Constraints", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
     "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services", "Spreads",
-    "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
+    "StopAfterClientDisconnect", "Templates", "Vault", "VaultNamespace",
     "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "UI", "VersionTag",
 })
 
