@@ -1,25 +1,31 @@
 """Rolling updates as the pure scheduler decides them (layer 0), in the manner of Nomad's
 reconcile_cluster_test.go: a plan applied to a small in-memory state, health set by hand as
 the client would report it, the deployment's counts kept as the server keeps them
-(deployments.settle). No I/O, no clock: time is a number."""
+(deployments.settle). No I/O, no clock: time is a number. And one layer-2 test: deployments
+persisted in the server's SQLite come back after a restart."""
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import msgspec
 import pytest
+import trio
 
+from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server import deployments
 from yurt.runtime.server.deploymentwatcher import PromotionError, promote
+from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.scheduler import Plan, schedule
+from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     EVAL_STATUS_PENDING,
-    AllocDeploymentStatus,
     Allocation,
+    AllocDeploymentStatus,
     Evaluation,
     Job,
     Node,
@@ -165,7 +171,8 @@ def test_max_parallel_paces_destructive_updates_by_health() -> None:
     plan = w.register(job_text(command="true"))
     (d,) = [x for x in plan.deployments if x.job_version == 1]
     assert (len(plan.place), len(plan.stop)) == (1, 1)
-    assert plan.desired["g"].destructive_update == 1 and plan.desired["g"].ignore == 2
+    assert plan.desired["g"].destructive_update == 1
+    assert plan.desired["g"].ignore == 2
     assert w.deployments[d.id].task_groups["g"].desired_total == 3
     # Nothing more while the replacement is not healthy.
     plan = w.evaluate()
@@ -221,7 +228,8 @@ def test_a_newer_version_or_a_stop_cancels_the_active_deployment() -> None:
     assert (cancelled.status, cancelled.status_description) == (
         "cancelled", "Cancelled due to newer version of job")
     second = w.latest()
-    assert second is not None and second.id != first.id
+    assert second is not None
+    assert second.id != first.id
     plan = w.stop()
     assert [(x.id, x.status, x.status_description) for x in plan.deployments] == [
         (second.id, "cancelled", "Cancelled because job is stopped")]
@@ -252,7 +260,8 @@ def test_canaries_wait_beside_the_old_allocations_until_promoted() -> None:
     w.deployments[d.id] = promote(d, None, w.allocs.values(), w.index + 1, NOW)
     plan = w.evaluate()
     # The canary takes its name over; the other old one is replaced.
-    assert len(plan.stop) == 2 and {a.id for a in plan.stop} == old
+    assert len(plan.stop) == 2
+    assert {a.id for a in plan.stop} == old
     assert len(plan.place) == 1
     w.make_healthy(1)
     plan = w.evaluate()
@@ -291,3 +300,31 @@ def test_account_counts_placements_health_and_progress() -> None:
     assert (s.placed_allocs, s.healthy_allocs, s.unhealthy_allocs) == (1, 0, 1)
     assert s.require_progress_by == datetime.fromtimestamp(NOW / 1e9 + 90, tz=UTC)
     assert not deployments.account(d, unhealthy, unhealthy)
+
+
+async def test_deployments_and_stable_versions_survive_a_restart(tmp_path: Path) -> None:
+    """Layer 2: real SQLite, the real clock."""
+    node = Node(id="n1", name="n1")
+    with trio.fail_after(20):
+        store = await ServerStore.open(tmp_path)
+        server = LocalServer(node, EventBroker(), store)
+        await server.load()
+        await server.register_job(parse_job(job_text()))
+        (d,) = server.deployments.values()
+        healthy = [msgspec.structs.replace(a, client_status="running",
+                                           deployment_status=AllocDeploymentStatus(
+                                               healthy=True))
+                   for a in server.job_allocs("web")]
+        await server.update_allocs(healthy)
+        # The watcher evaluated on the first healthy one and the deployment completed.
+        assert server.deployments[d.id].status == "successful"
+        assert server.jobs["web"].stable
+        before = dict(server.deployments)
+        await store.aclose()
+        store = await ServerStore.open(tmp_path)
+        again = LocalServer(node, EventBroker(), store)
+        await again.load()
+        assert again.deployments == before
+        assert again.jobs["web"].stable
+        assert [v.stable for v in again.versions["web"]] == [True]
+        await store.aclose()

@@ -269,9 +269,11 @@ class LocalServer:
                       evals: list[Evaluation] | None = None,
                       new_version: bool = False,
                       deployments: list[Deployment] | None = None,
-                      deployment_type: str = "DeploymentStatusUpdate") -> None:
+                      deployment_type: str = "DeploymentStatusUpdate",
+                      versions: list[Job] | None = None) -> None:
         """Persist, then make visible, then publish, one change numbered `self.index`.
-        With `new_version`, `jobs` are new versions, kept for their history. `deployments`
+        With `new_version`, `jobs` are new versions, kept for their history; `versions`:
+        history entries changed (a version marked stable). `deployments`
         are written with the counts the written allocations change (deployments.settle)."""
         evals = evals or []
         deployments = settle(self.deployments, deployments or [], self.allocs, allocs,
@@ -283,12 +285,16 @@ class LocalServer:
             for job in jobs:
                 kept[job.id], dropped = history_after(job, self.versions.get(job.id, []))
                 forget += [(job.id, version) for version in dropped]
+        marked = versions or []
         if self.store is not None:
             await self.store.save(self.index, jobs, allocs, evals,
-                                  [v[0] for v in kept.values()], forget, deployments)
+                                  [v[0] for v in kept.values()] + marked, forget, deployments)
         else:
             await trio.lowlevel.checkpoint()
         self.versions.update(kept)
+        for v in marked:
+            self.versions[v.id] = [v if old.version == v.version else old
+                                   for old in self.versions.get(v.id, [])]
         for d in deployments:
             self.deployments[d.id] = d
         if deployments:
@@ -406,12 +412,14 @@ class LocalServer:
                 and plan.eval.status == ev.status):
             await trio.lowlevel.checkpoint()
             return plan
-        self.take_index()
-        await self._commit([], plan.place + plan.stop + plan.update,
-                           evals=[plan.eval, *plan.evals], deployments=plan.deployments)
-        for d in plan.deployments:  # a completed rollout makes its job version stable
-            if d.status == DEPLOYMENT_STATUS_SUCCESSFUL and d.job_id in self.jobs:
-                await self._set_stable(d.job_id, d.job_version, True)
+        index = self.take_index()
+        # A completed rollout makes its job version stable, in the same change.
+        stable = [self._stable(d.job_id, d.job_version, True, index) for d in plan.deployments
+                  if d.status == DEPLOYMENT_STATUS_SUCCESSFUL]
+        await self._commit([j for j, _ in stable if j is not None],
+                           plan.place + plan.stop + plan.update,
+                           evals=[plan.eval, *plan.evals], deployments=plan.deployments,
+                           versions=[v for _, v in stable if v is not None])
         return plan
 
     async def _retry_blocked(self) -> None:
@@ -520,20 +528,23 @@ class LocalServer:
             return await self._set_stable(job_id, version, stable)
 
     async def _set_stable(self, job_id: str, version: int, stable: bool) -> int:
-        history = self.versions.get(job_id, [])
-        found = next((v for v in history if v.version == version), None)
-        if found is None:
+        if not any(v.version == version for v in self.versions.get(job_id, [])):
             raise LookupError(f"job {job_id!r} has no version {version}")
         index = self.take_index()
-        marked = msgspec.structs.replace(found, stable=stable)
-        job = self.jobs[job_id]
-        jobs = [msgspec.structs.replace(job, stable=stable, modify_index=index)
-                if job.version == version else job]
-        await self._commit(jobs, [], [job_event("JobRegistered", jobs[0])])
-        self.versions[job_id] = [marked if v is found else v for v in history]
-        if self.store is not None:
-            await self.store.save(index, [], [], versions=[marked])
+        job, marked = self._stable(job_id, version, stable, index)
+        await self._commit([job] if job else [], [],
+                           [job_event("JobRegistered", job)] if job else [],
+                           versions=[marked] if marked else [])
         return index
+
+    def _stable(self, job_id: str, version: int, stable: bool, index: int
+                ) -> tuple[Job | None, Job | None]:
+        """The job (if `version` is current) and its history entry marked (un)stable."""
+        found = next((v for v in self.versions.get(job_id, []) if v.version == version), None)
+        job = self.jobs.get(job_id)
+        if job is not None and job.version == version:
+            job = msgspec.structs.replace(job, stable=stable, modify_index=index)
+        return job, msgspec.structs.replace(found, stable=stable) if found else None
 
     async def stop_job(self, job_id: str, *, purge: bool = False) -> list[Allocation]:
         """Stop `job_id`: every allocation is told to stop; the job is kept, marked stopped
