@@ -27,13 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 import trio
 
 from yurt.runtime.server.deployments import (
-    is_canary,
     is_healthy,
     is_unhealthy,
     requires_promotion,
@@ -48,6 +48,7 @@ from yurt.runtime.structs.update import (
     DEPLOYMENT_DESC_RUNNING,
     DEPLOYMENT_STATUS_FAILED,
     DEPLOYMENT_STATUS_PAUSED,
+    DEPLOYMENT_STATUS_RUNNING,
     Deployment,
     desc_no_rollback_target,
     desc_rollback,
@@ -120,27 +121,32 @@ def _auto_promotable(d: Deployment, allocs: list[Allocation]) -> bool:
 
 def promote(d: Deployment, groups: list[str] | None, allocs: Iterable[Allocation], index: int,
             now: int) -> Deployment:
-    """Nomad's `UpsertDeploymentPromotion` (`groups` None: all); raises PromotionError."""
-    healthy = {a.id for a in allocs if is_healthy(a) and is_canary(a)}
+    """Nomad's `UpdateDeploymentPromotion` (`groups` None: all): every chosen group with
+    canaries needs them all healthy, else PromotionError with Nomad's (multierror) text. The
+    progress deadline starts again from now."""
     chosen = set(groups) if groups is not None else set(d.task_groups)
+    canaries = {c for s in d.task_groups.values() for c in s.placed_canaries}
+    healthy: dict[str, int] = {}
+    for a in allocs:
+        if a.id in canaries and a.task_group in chosen and not a.is_terminal() \
+                and is_healthy(a):
+            healthy[a.task_group] = healthy.get(a.task_group, 0) + 1
+    problems = [f'Task group "{name}" has {healthy.get(name, 0)}/{s.desired_canaries} '
+                "healthy allocations" for name, s in sorted(d.task_groups.items())
+                if name in chosen and s.desired_canaries
+                and healthy.get(name, 0) < s.desired_canaries]
+    if problems:
+        count = f"{len(problems)} error{'s' if len(problems) > 1 else ''} occurred"
+        raise PromotionError(f"{count}:\n" + "".join(f"\t* {p}\n" for p in problems) + "\n")
     states = dict(d.task_groups)
-    unhealthy: list[str] = []
-    for name in sorted(chosen):
-        state = states.get(name)
-        if state is None:
-            raise PromotionError(f'Deployment has no task group "{name}"')
-        if state.desired_canaries == 0 or state.promoted:
-            continue
-        ok = sum(1 for c in state.placed_canaries if c in healthy)
-        if ok < state.desired_canaries:
-            unhealthy.append(f'Task group "{name}" has {ok}/{state.desired_canaries} '
-                             "healthy allocations")
-            continue
-        states[name] = msgspec.structs.replace(state, promoted=True)
-    if unhealthy:
-        raise PromotionError("; ".join(unhealthy))
+    for name in chosen & set(states):
+        state = states[name]
+        by = state.require_progress_by
+        if state.progress_deadline > 0 and by.year > 1:
+            by = datetime.fromtimestamp((now + state.progress_deadline) / 1e9, tz=UTC)
+        states[name] = msgspec.structs.replace(state, promoted=True, require_progress_by=by)
     out = msgspec.structs.replace(d, task_groups=states, modify_index=index, modify_time=now)
-    if not requires_promotion(out):
+    if not requires_promotion(out) and out.status == DEPLOYMENT_STATUS_RUNNING:
         out.status_description = DEPLOYMENT_DESC_RUNNING
     return out
 
@@ -210,17 +216,20 @@ class Outcome:
 
 
 async def evaluate(server: LocalServer, d: Deployment, changed: Deployment | None = None,
-                   event: str = "DeploymentStatusUpdate") -> Outcome:
-    """Commit `changed` (if any) with a new evaluation of the job, then process it."""
+                   event: str = "DeploymentStatusUpdate",
+                   allocs: list[Allocation] | None = None) -> Outcome:
+    """Commit `changed` (if any) and `allocs` with a new evaluation of the job, then process
+    it."""
     job = server.jobs.get(d.job_id)
     index = server.take_index()
+    written = [msgspec.structs.replace(a, modify_index=index) for a in allocs or []]
     if job is None:
-        await server._commit([], [], deployments=[changed] if changed else [],
+        await server._commit([], written, deployments=[changed] if changed else [],
                              deployment_type=event)
         return Outcome(None, index)
     ev = msgspec.structs.replace(server._new_eval(job, TRIGGER_DEPLOYMENT_WATCHER, index),
                                  deployment_id=d.id)
-    await server._commit([], [], evals=[ev], deployments=[changed] if changed else [],
+    await server._commit([], written, evals=[ev], deployments=[changed] if changed else [],
                          deployment_type=event)
     await server._process(ev)
     return Outcome(ev, index)
