@@ -1,7 +1,7 @@
 """Deployments over HTTP (layer 2, a real agent on a real socket): the lists, a deployment by
 ID or prefix, a job's deployments and latest one, its allocations; the actions (health set by
-hand, fail, pause/resume, promote, unblock) with Nomad's answers and Nomad's errors (400 for a
-bad request, 500 with the plain text for what the server refuses); events on the
+hand, fail, pause/resume, promote, unblock) with Nomad's answers and Nomad's error texts (400
+for a bad request or a refusal, 404 for an unknown deployment); events on the
 `Deployment` topic. Jobs without an `update` block have none, as in Nomad's answers."""
 
 from __future__ import annotations
@@ -124,10 +124,10 @@ async def test_a_deployment_is_listed_completed_by_health_and_then_terminal(
             }
             for path, (body, text) in refused.items():
                 r = await c.post(path, json=body)
-                assert (r.status_code, r.text) == (500, text), path
+                assert (r.status_code, r.text) == (400, text), path
             resume = await c.put(f"/v1/deployment/pause/{did}",
                                  json={"DeploymentID": did, "Pause": False})
-            assert (resume.status_code, resume.text) == (500, "can't resume terminal deployment")
+            assert (resume.status_code, resume.text) == (400, "can't resume terminal deployment")
 
 
 async def test_bad_requests_and_unknown_deployments(tmp_path: Path) -> None:
@@ -143,23 +143,23 @@ async def test_bad_requests_and_unknown_deployments(tmp_path: Path) -> None:
                 r = await c.post(f"/v1/deployment/{action}/{did}", json={})
                 assert (r.status_code, r.text) == (400, "DeploymentID must be specified")
                 r = await c.post(f"/v1/deployment/{action}/nope", json={"DeploymentID": "nope"})
-                assert (r.status_code, r.text) == (500, "deployment not found")
+                assert (r.status_code, r.text) == (404, "deployment not found")
             r = await c.post("/v1/deployment/fail/nope")
-            assert (r.status_code, r.text) == (500, "deployment not found")
+            assert (r.status_code, r.text) == (404, "deployment not found")
             r = await c.post(f"/v1/deployment/allocation-health/{did}",
                              json={"DeploymentID": did, "HealthyAllocationIDs": ["nope"]})
-            assert (r.status_code, r.text) == (500, 'unknown alloc "nope"')
+            assert (r.status_code, r.text) == (400, 'unknown alloc "nope"')
             await c.post("/v1/jobs", json=mock_job("other"))
             other = (await c.get("/v1/job/other/allocations")).json()[0]["ID"]
             r = await c.post(f"/v1/deployment/allocation-health/{did}",
                              json={"DeploymentID": did, "UnhealthyAllocationIDs": [other]})
             assert (r.status_code, r.text) == (
-                500, f'alloc "{other}" is not part of deployment "{did}"')
+                400, f'alloc "{other}" is not part of deployment "{did}"')
             r = await c.post(f"/v1/deployment/promote/{did}",
                              json={"DeploymentID": did, "All": True})
             assert r.status_code == 200  # nothing to promote: no canaries
             r = await c.post(f"/v1/deployment/unblock/{did}", json={"DeploymentID": did})
-            assert (r.status_code, r.text) == (500, "can't unblock running deployment")
+            assert (r.status_code, r.text) == (400, "can't unblock running deployment")
             assert (await c.get(f"/v1/deployment/allocations/{did}")).status_code == 200
             assert (await c.delete(f"/v1/deployment/fail/{did}")).status_code == 405
 

@@ -9,11 +9,14 @@ job up, as Nomad's do not.
 Actions (`fail`, `pause`, `promote`, `unblock`, `allocation-health`) answer Nomad's
 `DeploymentUpdateResponse` `{EvalID, EvalCreateIndex, DeploymentModifyIndex,
 RevertedJobVersion, Index}`. A body whose `DeploymentID` is missing or is not the path's is
-Nomad's 400. The server's refusals come back as Nomad's agent passes RPC errors on: **500**
-with the plain text ("deployment not found", "can't fail terminal deployment", …, "unknown
-alloc", "alloc … is not part of deployment …"); python-nomad's deployment calls expect those
-500s (it raises BaseNomadException on them), so they are kept, not turned into 400/404.
-Every action runs under the server's lock, as one change (deploymentwatcher.py).
+Nomad's 400. The server's refusals carry Nomad's texts ("deployment not found", "can't fail
+terminal deployment", …, "unknown alloc", "alloc … is not part of deployment …"), but not
+Nomad's status: Nomad's agent answers every RPC error 500, which would make a user's mistake
+look like a server fault (and every route here keeps errors below 500). An unknown deployment
+is a 404 (as GET answers it), a refusal a 400. No client depends on the 500: python-nomad
+catches these as `BaseNomadException` (400 and 404 are subclasses) and reads the text; Go's
+api package reads only the text. Every action runs under the server's lock, as one change
+(deploymentwatcher.py).
 """
 
 from __future__ import annotations
@@ -115,10 +118,10 @@ async def job_deployment(ctx: Context, request: Request) -> Response:
 
 
 class RpcError(ApiError):
-    """A refusal of the server's deployment RPCs: Nomad's agent answers them 500."""
+    """A refusal of the server's deployment RPCs, with Nomad's text (see the header)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(500, message)
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(status, message)
 
 
 async def _request(request: Request, with_body: bool = True) -> tuple[str, dict[str, Any]]:
@@ -137,7 +140,7 @@ async def _request(request: Request, with_body: bool = True) -> tuple[str, dict[
 def _active(server: LocalServer, deployment_id: str, terminal: str) -> Deployment:
     d = server.deployments.get(deployment_id)
     if d is None:
-        raise RpcError("deployment not found")
+        raise RpcError("deployment not found", 404)
     if not d.active():
         raise RpcError(terminal)
     return d
