@@ -330,3 +330,18 @@ async def test_deployments_and_stable_versions_survive_a_restart(tmp_path: Path)
         assert again.jobs["web"].stable
         assert [v.stable for v in again.versions["web"]] == [True]
         await store.aclose()
+
+
+def test_scheduling_leaves_the_servers_deployment_untouched() -> None:
+    w = World()
+    w.register(job_text())
+    d = w.latest()
+    assert d is not None
+    before = msgspec.json.encode(d)
+    w.index += 1
+    job = msgspec.structs.replace(parse_job(job_text(count=5)), version=1, create_index=1,
+                                  job_modify_index=w.index)
+    ev = Evaluation(id="e", job_id="web", status=EVAL_STATUS_PENDING)
+    plan = schedule(w, ev, job, index=w.index, now=NOW, new_id=w.new_id, deployment=d)
+    assert plan.deployments  # it would cancel this one and create another
+    assert msgspec.json.encode(d) == before

@@ -244,6 +244,9 @@ class Rollout:
         (`updating`) or no allocation of this job version ran yet (`group_allocs`: every
         allocation of each group). The deployment placements join, if any."""
         deployment = self.current
+        if deployment is not None:  # a copy: the server's stays as it is until committed
+            deployment = msgspec.structs.replace(deployment,
+                                                 task_groups=dict(deployment.task_groups))
         for name, g in self.groups.items():
             group = self.job.lookup_group(name)
             if g.existing or group is None or group.update is None or group.update.is_empty():
@@ -261,9 +264,8 @@ class Rollout:
             g.existing = True
             deployment.task_groups[name] = g.state
         if deployment is not None and self.created is None:
-            deployment = msgspec.structs.replace(
-                deployment, task_groups={n: self.groups[n].state if n in self.groups else s
-                                         for n, s in deployment.task_groups.items()})
+            deployment.task_groups = {n: self.groups[n].state if n in self.groups else s
+                                      for n, s in deployment.task_groups.items()}
         self.current = deployment
         return deployment
 
