@@ -345,3 +345,32 @@ def test_scheduling_leaves_the_servers_deployment_untouched() -> None:
     plan = schedule(w, ev, job, index=w.index, now=NOW, new_id=w.new_id, deployment=d)
     assert plan.deployments  # it would cancel this one and create another
     assert msgspec.json.encode(d) == before
+
+
+async def test_terminal_deployments_without_live_allocations_are_collected(
+        tmp_path: Path) -> None:
+    """Layer 2 (SQLite): Nomad's deployment GC, after an hour, and persisted."""
+    now = [NOW]
+    node = Node(id="n1", name="n1")
+    with trio.fail_after(20):
+        store = await ServerStore.open(tmp_path)
+        server = LocalServer(node, EventBroker(), store, unix_clock=lambda: now[0])
+        await server.register_job(parse_job(job_text()))
+        first = next(iter(server.deployments))
+        await server.register_job(parse_job(job_text(command="true")))  # cancels it
+        assert server.deployments[first].status == "cancelled"
+        now[0] += deployments.DEPLOYMENT_GC_THRESHOLD + 1
+        await server.gc_evals()
+        assert first in server.deployments  # an allocation of it still runs
+        await server.stop_job("web")
+        await server.update_allocs([msgspec.structs.replace(a, client_status="complete")
+                                    for a in server.job_allocs("web")])
+        now[0] += deployments.DEPLOYMENT_GC_THRESHOLD + 1
+        await server.gc_evals()
+        assert server.deployments == {}
+        await store.aclose()
+        store = await ServerStore.open(tmp_path)
+        again = LocalServer(node, EventBroker(), store)
+        await again.load()
+        assert again.deployments == {}
+        await store.aclose()

@@ -446,3 +446,17 @@ def settle(known: Mapping[str, Deployment], written: list[Deployment],
             copy.modify_index, copy.modify_time = index, now
             out[d.id] = copy
     return list(out.values())
+
+
+#: Nomad's `deployment_gc_threshold`: a terminal deployment is kept this long after its last
+#: change, then collected (with the evaluations' GC).
+DEPLOYMENT_GC_THRESHOLD = 3600 * 10**9
+
+
+def collectable_deployments(known: Mapping[str, Deployment],
+                            allocs: Mapping[str, Allocation], now: int) -> list[str]:
+    """Nomad's `deploymentGC`: terminal deployments unchanged for DEPLOYMENT_GC_THRESHOLD
+    whose allocations are all terminal."""
+    live = {a.deployment_id for a in allocs.values() if a.deployment_id and not a.is_terminal()}
+    return [d.id for d in known.values() if not d.active() and d.id not in live
+            and now - d.modify_time > DEPLOYMENT_GC_THRESHOLD]

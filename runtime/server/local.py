@@ -48,7 +48,11 @@ from yurt.runtime.eventstream import (
     job_event,
 )
 from yurt.runtime.server import deploymentwatcher
-from yurt.runtime.server.deployments import latest_deployment, settle
+from yurt.runtime.server.deployments import (
+    collectable_deployments,
+    latest_deployment,
+    settle,
+)
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.records import (
     EVAL_GC_INTERVAL,
@@ -175,7 +179,8 @@ class LocalServer:
         """Forget the evaluations Nomad's GC would (records.py `collectable_evals`)."""
         now = self._clock()
         ids = collectable_evals(self.evals, self.allocs, now, self.jobs)
-        if not ids:
+        gone = collectable_deployments(self.deployments, self.allocs, now)
+        if not ids and not gone:
             await trio.lowlevel.checkpoint()
             return ids
         # Their finished allocations go with them: a service that keeps failing adds one per
@@ -183,7 +188,9 @@ class LocalServer:
         alloc_ids = collectable_allocs(set(ids), self.allocs, self.jobs, now)
         index = self.take_index()
         if self.store is not None:
-            await self.store.delete_evals(ids, index, alloc_ids)
+            await self.store.delete_evals(ids, index, alloc_ids, gone)
+        for deployment_id in gone:
+            del self.deployments[deployment_id]
         for eval_id in ids:
             ev = self.evals.pop(eval_id)
             self._open_evals.get(ev.job_id, set()).discard(eval_id)

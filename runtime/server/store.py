@@ -159,8 +159,12 @@ class ServerStore:
         await self._flush()
 
     async def delete_evals(self, eval_ids: list[str], index: int,
-                           alloc_ids: list[str] | None = None) -> None:
-        """Forget evaluations, and the allocations collected with them, in one transaction."""
+                           alloc_ids: list[str] | None = None,
+                           deployment_ids: list[str] | None = None) -> None:
+        """Forget evaluations, and the allocations and deployments collected with them, in
+        one transaction."""
+        for deployment_id in deployment_ids or ():
+            self._deployments[deployment_id] = None
         for eval_id in eval_ids:
             self._evals[eval_id] = None
         for alloc_id in alloc_ids or []:
