@@ -209,3 +209,55 @@ async def test_pause_resume_and_fail_with_rollback(tmp_path: Path) -> None:
                     (await c.get("/v1/deployments", params={"reverse": "true"})).json()] \
                 == [2, 1, 0]
             assert (await c.get("/v1/job/web/deployment")).json()["JobVersion"] == 2
+
+
+async def test_promote_canaries_over_http(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            first = job_with_update("web", Canary=1)
+            await c.post("/v1/jobs", json=first)
+            (d0,) = (await c.get("/v1/deployments")).json()
+            allocs = (await c.get(f"/v1/deployment/allocations/{d0['ID']}")).json()
+            await c.post(f"/v1/deployment/allocation-health/{d0['ID']}", json={
+                "DeploymentID": d0["ID"], "HealthyAllocationIDs": [x["ID"] for x in allocs]})
+            await until(c, f"/v1/deployment/{d0['ID']}", "Status", "successful")
+            second = copy.deepcopy(first)
+            second["Job"]["TaskGroups"][0]["Tasks"][0]["Env"] = {"V": "2"}
+            await c.post("/v1/jobs", json=second)
+            d1 = (await c.get("/v1/job/web/deployment")).json()
+            assert d1["StatusDescription"] == \
+                "Deployment is running but requires manual promotion"
+            (canary,) = d1["TaskGroups"]["g"]["PlacedCanaries"]
+            assert (await c.get(f"/v1/allocation/{canary}")).json()["DeploymentStatus"][
+                "Canary"] is True
+            live = [x for x in (await c.get("/v1/job/web/allocations")).json()
+                    if x["DesiredStatus"] == "run"]
+            assert len(live) == 3  # the canary beside the two old ones
+            did = d1["ID"]
+            r = await c.post(f"/v1/deployment/promote/{did}",
+                             json={"DeploymentID": did, "All": True})
+            assert (r.status_code, r.text) == (
+                400, '1 error occurred:\n\t* Task group "g" has 0/1 healthy allocations\n\n')
+            await c.post(f"/v1/deployment/allocation-health/{did}", json={
+                "DeploymentID": did, "HealthyAllocationIDs": [canary]})
+            async with c.stream("GET", "/v1/event/stream",
+                                params={"topic": "Deployment", "index": "1"}) as events:
+                r = await c.post(f"/v1/deployment/promote/{did}",
+                                 json={"DeploymentID": did, "Groups": ["g"]})
+                assert r.status_code == 200, r.text
+                assert r.json()["EvalID"]
+                types: list[str] = []
+                lines = events.aiter_lines()
+                while "DeploymentPromotion" not in types:
+                    line = await lines.__anext__()
+                    if line != "{}":
+                        types += [e["Type"] for e in json.loads(line)["Events"]]
+            promoted = (await c.get(f"/v1/deployment/{did}")).json()
+            assert promoted["TaskGroups"]["g"]["Promoted"] is True
+            assert promoted["StatusDescription"] == "Deployment is running"
+            # The canary took its name over; one old one is replaced next.
+            live = [x for x in (await c.get("/v1/job/web/allocations")).json()
+                    if x["DesiredStatus"] == "run"]
+            assert len(live) == 2
+            assert canary in {x["ID"] for x in live}

@@ -201,3 +201,24 @@ def test_watcher_decisions() -> None:
         None, "Deployment marked as failed - not rolling back to stable job version 3 as "
               "current job has same specification")
     assert latest_deployment([], "web") is None
+
+
+async def test_canaries_auto_promote_once_healthy(autojump_clock: MockClock) -> None:
+    update = 'max_parallel = 1\n canary = 1\n auto_promote = true\n ' \
+             'min_healthy_time = "5s"\n healthy_deadline = "30s"\n progress_deadline = "1m"'
+    with trio.fail_after(3600):
+        async with server_with_health() as server:
+            await server.register_job(job("a", update=update))
+            assert (await until_done(server, 0)).status == "successful"
+            await server.register_job(job("b", update=update))
+            d = latest_deployment(server.deployments.values(), "web")
+            assert d is not None
+            assert d.status_description == "Deployment is running pending automatic promotion"
+            (canary,) = d.task_groups["g"].placed_canaries
+            assert len([a for a in server.allocs.values() if not a.is_terminal()]) == 4
+            done = await until_done(server, 1)
+            assert (done.status, done.task_groups["g"].promoted) == ("successful", True)
+            live = [a for a in server.allocs.values() if not a.is_terminal()]
+            assert len(live) == 3
+            assert canary in {a.id for a in live}
+            assert {a.job.version for a in live if a.job} == {1}

@@ -374,3 +374,11 @@ async def test_terminal_deployments_without_live_allocations_are_collected(
         await again.load()
         assert again.deployments == {}
         await store.aclose()
+
+
+def test_a_job_is_running_while_its_deployment_is_active() -> None:
+    from yurt.runtime.server.records import job_status
+
+    job = parse_job(job_text())
+    assert job_status(job, [], False) == "dead"
+    assert job_status(job, [], False, rolling=True) == "running"
