@@ -129,6 +129,10 @@ class AgentConfig:
     #: 5 s, hypercorn's own default); five minutes keeps their pools alive and still closes
     #: connections a client abandoned.
     http_idle_timeout: float = 300.0
+    #: Dynamic ports and reserved ports (server/ports.py), as Nomad's client config has them.
+    min_dynamic_port: int = 20000
+    max_dynamic_port: int = 32000
+    reserved_ports: str = ""
 
 
 @final
@@ -284,6 +288,9 @@ class Agent:
         nofile = raise_nofile_limit()
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile)
+        self.node.node_resources.min_dynamic_port = self.config.min_dynamic_port
+        self.node.node_resources.max_dynamic_port = self.config.max_dynamic_port
+        self.node.reserved_resources.networks.reserved_host_ports = self.config.reserved_ports
         stop_api = trio.Event()
         # Cancelled once the tasks are shut down, before the state stores close: an open
         # event stream or log follow would otherwise hold the server's graceful shutdown

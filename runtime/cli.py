@@ -364,7 +364,9 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
         fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
         driver_allow=driver_allow or tuple(file.drivers.allow),
         driver_block=driver_block or tuple(file.drivers.block),
-        driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout())
+        driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout(),
+        min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
+        reserved_ports=file.reserved.reserved_ports)
     raise_open_files_limit()
 
     async def main() -> None:

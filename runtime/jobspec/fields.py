@@ -40,6 +40,7 @@ from yurt.runtime.structs import (
     Task,
     TaskGroup,
 )
+from yurt.runtime.structs.network import DNSConfig, NetworkResource, Port
 from yurt.runtime.structs.update import UpdateStrategy
 
 
@@ -65,9 +66,11 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "parameterized": HclField("parameterized"),
         "reschedule": HclField("reschedule"),
         "update": HclField("update"),
+        "migrate": HclField("migrate"),
     },
     TaskGroup: {
         **_same("count", "meta", "ephemeral_disk", "migrate", "update"),
+        "network": HclField("networks"),
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
         "reschedule": HclField("reschedule_policy"),
@@ -95,11 +98,22 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     UpdateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                           "healthy_deadline", "progress_deadline", "auto_revert",
                           "auto_promote", "canary", "stagger"),
+    # `port "http" { static = 80 }`: every port block lands in dynamic_ports; a static one
+    # moves to reserved_ports when the job is canonicalized (rules_network.py), as Nomad's
+    # HCL parser does.
+    NetworkResource: {**_same("mode", "hostname", "mbits", "cidr", "device", "ip"),
+                      "dns": HclField("dns"),
+                      "port": HclField("dynamic_ports", label="label"),
+                      "reserved_ports": HclField("reserved_ports", label="label")},
+    Port: {**_same("to", "host_network", "ignore_collision"), "static": HclField("value")},
+    DNSConfig: _same("servers", "searches", "options"),
 }
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
 #: Left unset (or at Nomad's zero value, as `nomad job run -output` writes them) they are
-#: accepted; set to anything else they are an error, never silently ignored.
+#: accepted; set to anything else they are an error, never silently ignored. A name only
+#: counts where the struct has no such field: `network` is known on a group, and stays here
+#: for the task's `resources { network { … } }`, which Nomad deprecated long ago.
 UNSUPPORTED: Final = frozenset({
     "affinity", "all_at_once", "artifact", "check_restart", "constraint", "consul",
     "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect",

@@ -132,6 +132,17 @@ class _HclNormaliser:
                 self.problems.add(here, f"at most one {key} block is allowed, "
                                         f"found {len(blocks)}")
             return self.body(spec.struct, blocks[0], here, (*spath, key, 0))
+        if spec.kind == "struct_list" and spec.label_json is None:
+            # Unlabelled repeated blocks (`network { … }`): one struct per block, numbered
+            # as the JSON list is, so both formats name a problem the same way.
+            assert spec.struct is not None
+            unlabelled: list[dict[str, Any]] = []
+            for i, block in enumerate(_as_blocks(value)):
+                item_at = _At((*here.d, str(i)), (*here.k, i))
+                self._mark(item_at, (*spath, key, i))
+                unlabelled.append(self.body(spec.struct, block if block is not None else {},
+                                            item_at, (*spath, key, i)))
+            return unlabelled
         if spec.kind == "struct_list":
             assert spec.struct is not None
             assert spec.label_json is not None

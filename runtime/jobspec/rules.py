@@ -27,6 +27,7 @@ from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
 from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
+from yurt.runtime.jobspec.rules_network import check_job_networks, fold_networks
 from yurt.runtime.jobspec.rules_update import check_job_update, fold_update
 from yurt.runtime.server.periodic import CronError, check_spec, load_zone
 from yurt.runtime.structs import (
@@ -250,6 +251,7 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     _check_unique([g.name for g in job.task_groups], group_at, "group", problems)
     check_job_reschedule(job, root, group_at, problems)
     check_job_update(job, root, group_at, problems)
+    check_job_networks(job, root, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
         if not 0 <= group.count <= MAX_COUNT:
@@ -379,6 +381,7 @@ def canonicalize(job: Job) -> Job:
         job.parameterized.payload = "optional"
     fold_reschedule(job)
     fold_update(job)
+    fold_networks(job)
     for group in job.task_groups:
         group.restart_policy = merge_restart(_default_restart(job), group.restart_policy)
         for task in group.tasks:

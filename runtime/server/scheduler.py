@@ -15,7 +15,8 @@ What it does, as Nomad's generic scheduler does on one node:
   batch allocation that completed is done; one that ended on its own is not placed again by a
   retry (only a register or a forced evaluation places it again).
 - **Place** where the node's CPU and memory, less what live allocations hold, fit the group,
-  with enough healthy unused device instances.
+  with enough healthy unused device instances and the host ports its network asks for
+  (server/ports.py: the ports live allocations hold are taken).
 - **Preempt**: allocations of jobs at least 10 priority lower may be evicted (lowest first, as
   few as possible) to make room; the job's own are never evicted.
 - **Block**: a group that still does not fit is reported in `FailedTGAllocs` (Nomad's
@@ -35,8 +36,9 @@ from typing import Protocol
 
 import msgspec
 
-from yurt.runtime.server import deployments
+from yurt.runtime.server import deployments, ports
 from yurt.runtime.server.drain import node_refusal
+from yurt.runtime.server.ports import alloc_ports
 from yurt.runtime.server.reschedule import Decision, as_time, decide
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
@@ -60,6 +62,7 @@ from yurt.runtime.structs import (
     TaskGroup,
     is_client_terminal,
 )
+from yurt.runtime.structs.network import AllocatedSharedResources
 from yurt.runtime.structs.update import Deployment
 
 #: A job may evict allocations of jobs at least this much lower in priority.
@@ -118,23 +121,26 @@ class Plan:
 
 @dataclass(frozen=True)
 class _Usage:
-    """What live allocations hold: CPU MHz, memory MB, device instance IDs."""
+    """What live allocations hold: CPU MHz, memory MB, device instance IDs, host ports."""
 
     cpu: int
     mem: int
     devices: frozenset[str]
+    ports: frozenset[int] = frozenset()
 
     def plus(self, alloc: Allocation) -> _Usage:
         c, m = alloc_needs(alloc)
-        return _Usage(self.cpu + c, self.mem + m, self.devices | _device_ids(alloc))
+        return _Usage(self.cpu + c, self.mem + m, self.devices | _device_ids(alloc),
+                      self.ports | alloc_ports(alloc))
 
     def without(self, *allocs: Allocation) -> _Usage:
-        cpu, mem, devices = self.cpu, self.mem, set(self.devices)
+        cpu, mem, devices, held = self.cpu, self.mem, set(self.devices), set(self.ports)
         for alloc in allocs:
             c, m = alloc_needs(alloc)
             cpu, mem = cpu - c, mem - m
             devices -= _device_ids(alloc)
-        return _Usage(cpu, mem, frozenset(devices))
+            held -= alloc_ports(alloc)
+        return _Usage(cpu, mem, frozenset(devices), frozenset(held))
 
 
 def _device_ids(alloc: Allocation) -> frozenset[str]:
@@ -199,18 +205,30 @@ def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
 def try_place(node: Node, group: TaskGroup, usage: _Usage
               ) -> tuple[dict[str, AllocatedTaskResources], str]:
     """Resources for one allocation of `group` on top of `usage`, or why it does not fit."""
+    resources, _, why = fit(node, group, usage)
+    return resources, why
+
+
+def fit(node: Node, group: TaskGroup, usage: _Usage
+        ) -> tuple[dict[str, AllocatedTaskResources], AllocatedSharedResources | None, str]:
+    """`try_place`, with the group's ports too (server/ports.py): the per-task resources,
+    the shared ones, or why it does not fit."""
     if refusal := node_refusal(node):  # ineligible or draining (server/drain.py)
-        return {}, refusal
+        return {}, None, refusal
     cpu, mem = group_needs(group)
     total_cpu = node.node_resources.cpu.cpu_shares
     total_mem = node.node_resources.memory.memory_mb
     if total_cpu and usage.cpu + cpu > total_cpu:
-        return {}, (f"Resources exhausted: cpu (needs {cpu} MHz, "
-                    f"{max(total_cpu - usage.cpu, 0)} of {total_cpu} MHz free)")
+        return {}, None, (f"Resources exhausted: cpu (needs {cpu} MHz, "
+                          f"{max(total_cpu - usage.cpu, 0)} of {total_cpu} MHz free)")
     if total_mem and usage.mem + mem > total_mem:
-        return {}, (f"Resources exhausted: memory (needs {mem} MB, "
-                    f"{max(total_mem - usage.mem, 0)} of {total_mem} MB free)")
-    return assign_devices(group, node, usage.devices)
+        return {}, None, (f"Resources exhausted: memory (needs {mem} MB, "
+                          f"{max(total_mem - usage.mem, 0)} of {total_mem} MB free)")
+    shared, why = ports.assign(group, node, usage.ports | ports.node_reserved_ports(node))
+    if why:
+        return {}, None, f"{ports.EXHAUSTED_PREFIX}{why}"
+    resources, why = assign_devices(group, node, usage.devices)
+    return resources, shared if not why else None, why
 
 
 def _dimension(why: str) -> str:
@@ -218,7 +236,7 @@ def _dimension(why: str) -> str:
     for dim in ("cpu", "memory", "devices"):
         if why.startswith(f"Resources exhausted: {dim}"):
             return dim
-    return why
+    return why  # as Nomad's "network: reserved port collision db=6379"
 
 
 def _preemption(state: SchedulerState, job: Job, group: TaskGroup, usage: _Usage,
@@ -354,13 +372,13 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             desired.ignore += 1  # held by the rollout: a later pass makes it
             continue
         trial = usage.without(prev) if prev is not None else usage
-        task_resources, why = try_place(state.node, group, trial)
+        task_resources, shared, why = fit(state.node, group, trial)
         victims: list[Allocation] = []
         if why and can_preempt and group.name not in hopeless:
             victims = _preemption(state, job, group, trial, protected | set(evicted))
             if victims:
                 trial = trial.without(*victims)
-                task_resources, why = try_place(state.node, group, trial)
+                task_resources, shared, why = fit(state.node, group, trial)
             else:
                 hopeless.add(group.name)
         if why:
@@ -395,7 +413,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             reschedule_tracker=tracker,
             namespace=job.namespace, eval_id=ev.id, name=name, node_id=state.node.id,
             node_name=state.node.name, job_id=job.id, job=job, task_group=group.name,
-            task_resources=task_resources, create_index=index, modify_index=index,
+            task_resources=task_resources, allocated_shared=shared,
+            create_index=index, modify_index=index,
             alloc_modify_index=index, create_time=now, modify_time=now,
             previous_allocation=prev.id if prev is not None else failed.id if failed else "",
             deployment_id=current.id if current else "",
@@ -422,14 +441,15 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     for group_name, names in rolling.canaries.items():
         for name in names:
             group = wanted[name]
-            task_resources, why = try_place(state.node, group, usage)
+            task_resources, shared, why = fit(state.node, group, usage)
             if why:
                 plan.failed.setdefault(group.name, why)
                 continue
             canary = Allocation(
                 id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
                 node_id=state.node.id, node_name=state.node.name, job_id=job.id, job=job,
-                task_group=group_name, task_resources=task_resources, create_index=index,
+                task_group=group_name, task_resources=task_resources,
+                allocated_shared=shared, create_index=index,
                 modify_index=index, alloc_modify_index=index, create_time=now,
                 modify_time=now, deployment_id=current.id if current else "",
                 deployment_status=AllocDeploymentStatus(canary=True))

@@ -119,6 +119,8 @@ class Job(Base):
     stable: bool = False
     reschedule: ReschedulePolicy | None = None
     update: UpdateStrategy | None = None
+    # Only while parsing: the jobspec folds a job-level block into every group.
+    migrate: MigrateStrategy | None = None
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)
