@@ -382,3 +382,33 @@ def test_a_job_is_running_while_its_deployment_is_active() -> None:
     job = parse_job(job_text())
     assert job_status(job, [], False) == "dead"
     assert job_status(job, [], False, rolling=True) == "running"
+
+
+async def test_a_progress_deadline_that_passed_while_down_fails_on_restart(
+        tmp_path: Path) -> None:
+    """Layer 2 (SQLite, real clock; the unix clock is a number the test moves)."""
+    now = [NOW]
+    node = Node(id="n1", name="n1")
+    update = ('update {\n max_parallel = 1\n healthy_deadline = "30s"\n '
+              'progress_deadline = "1m"\n }')
+    with trio.fail_after(20):
+        store = await ServerStore.open(tmp_path)
+        server = LocalServer(node, EventBroker(), store, unix_clock=lambda: now[0])
+        await server.load()
+        await server.register_job(parse_job(job_text(update=update)))
+        (d,) = server.deployments.values()
+        await store.aclose()  # the agent goes away; nothing became healthy
+        now[0] += 2 * 60 * 10**9
+        store = await ServerStore.open(tmp_path)
+        again = LocalServer(node, EventBroker(), store, unix_clock=lambda: now[0])
+        await again.load()
+        assert again.deployments[d.id].status == "running"
+        async with trio.open_nursery() as nursery:
+            await nursery.start(again.run)
+            while again.deployments[d.id].status == "running":
+                await again.changed.wait()
+            nursery.cancel_scope.cancel()
+        failed = again.deployments[d.id]
+        assert (failed.status, failed.status_description) == (
+            "failed", "Failed due to progress deadline")
+        await store.aclose()
