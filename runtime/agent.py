@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from yurt.runtime.server import Server
     from yurt.runtime.server.local import LocalServer
     from yurt.runtime.server.nodestate import NodeControl
+    from yurt.runtime.server.workload_keys import WorkloadSigner
     from yurt.runtime.sync import AllocSyncer
     from yurt.store.protocol import StateDB
     from yurt.store.sqlite import SQLiteStateDB
@@ -150,6 +151,7 @@ class Agent:
         self.db: StateDB
         self.devices: DeviceManager
         self.drivers: DriverManager
+        self.workload_signer: WorkloadSigner  # signs tasks' identity tokens (hooks/identity.py)
         self._node_published = False
         self.address = ""
         self._stop = trio.Event()
@@ -329,6 +331,7 @@ class Agent:
         from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
         from yurt.runtime.devices.protocol import DevicePlugin
         from yurt.runtime.pluginmanager.drivers import DriverManager, discover
+        from yurt.runtime.server import workload_keys
         from yurt.runtime.server.local import LocalServer
         from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher
         from yurt.runtime.server.store import ServerStore
@@ -341,6 +344,8 @@ class Agent:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
         self.devices = DeviceManager(plugins, on_change=self._devices_changed)
         store = await ServerStore.open(data / "server")
+        self.workload_signer = await trio.to_thread.run_sync(workload_keys.load_or_create,
+                                                             data / "server")
         try:
             # Inside a burst of starts, full collections traverse only what is new.
             with freezing_survivors():
@@ -372,7 +377,8 @@ class Agent:
                                               on_acknowledged=lambda: self.gc.wake())
                     self.client = Client(AllocRunnerConfig(
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
-                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
+                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
+                        sign_identity=self.workload_signer.sign),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
                         # The server publishes allocations as it commits them: with the

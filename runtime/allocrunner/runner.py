@@ -54,6 +54,7 @@ from yurt.hooks.base import (
 )
 from yurt.hooks.devices import DevicesHook
 from yurt.hooks.dispatch_payload import DispatchPayloadHook
+from yurt.hooks.identity import IdentityHook, Signer, wants_token
 from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
 from yurt.runtime.allocdir import AllocDir
@@ -124,6 +125,7 @@ class AllocRunnerConfig:
     alloc_root: Path | None = None
     node: Node | None = None
     device_manager: DeviceManager | None = None
+    sign_identity: Signer | None = None  # the server's workload key (hooks/identity.py)
     #: Task starts in flight in the whole agent (held from prestart until `Started`): each
     #: task goes from `Received` to `Started` on its own, and the first ones finish before
     #: the last ones begin, instead of every task advancing through each phase together.
@@ -180,6 +182,8 @@ class AllocRunner:
                 unix_clock=config.unix_clock,
                 hooks=[TaskDirHook(resolve_owner=owner_of, alloc_dir=self.alloc_dir),
                        *([DispatchPayloadHook()] if task.dispatch_payload else []),
+                       *([IdentityHook(config.sign_identity, owner_of)]
+                         if config.sign_identity and wants_token(task) else []),
                        LogmonHook(alloc_dir=self.alloc_dir),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
                        *config.task_hooks()], rng=config.rng,

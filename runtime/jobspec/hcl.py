@@ -21,6 +21,7 @@ import msgspec
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.jobspec.fields import (
     _INVALID,
+    HCL_REWRITES,
     HCL_SCHEMA,
     UNSUPPORTED,
     _At,
@@ -109,6 +110,11 @@ class _HclNormaliser:
         schema = HCL_SCHEMA[struct]
         specs = _by_attr(struct)
         out: dict[str, Any] = {}
+        if struct in HCL_REWRITES:  # shorthands such as `distinct_hosts = true`
+            body, rewrite_problems = HCL_REWRITES[struct](body)
+            for key, message in rewrite_problems:
+                self._mark(_At((*at.d, key), (*at.k, key)), (*spath, key))
+                self.problems.add(_At((*at.d, key), (*at.k, key)), message)
         for key, value in body.items():
             hf = schema.get(key)
             json_name = specs[hf.attr].json_name if hf is not None else key

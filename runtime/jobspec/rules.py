@@ -27,6 +27,8 @@ from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
 from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
+from yurt.runtime.jobspec.rules_constraint import check_job_placement
+from yurt.runtime.jobspec.rules_identity import canonicalize_identities, check_job_identities
 from yurt.runtime.jobspec.rules_network import check_job_networks, fold_networks
 from yurt.runtime.jobspec.rules_update import check_job_update, fold_update
 from yurt.runtime.server.periodic import CronError, check_spec, load_zone
@@ -251,6 +253,8 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     _check_unique([g.name for g in job.task_groups], group_at, "group", problems)
     check_job_reschedule(job, root, group_at, problems)
     check_job_update(job, root, group_at, problems)
+    check_job_placement(job, root, problems)
+    check_job_identities(job, root, problems)
     check_job_networks(job, root, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
@@ -386,4 +390,5 @@ def canonicalize(job: Job) -> Job:
         group.restart_policy = merge_restart(_default_restart(job), group.restart_policy)
         for task in group.tasks:
             task.restart_policy = merge_restart(group.restart_policy, task.restart_policy)
+    canonicalize_identities(job)
     return job

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Protocol
 
 import msgspec
 
 from yurt.runtime.server import deployments, ports
 from yurt.runtime.server.drain import node_refusal
+from yurt.runtime.server.feasible import filter_reason, filtered_metric, without_placement
 from yurt.runtime.server.ports import alloc_ports
 from yurt.runtime.server.reschedule import Decision, as_time, decide
 from yurt.runtime.structs import (
@@ -62,6 +64,7 @@ from yurt.runtime.structs import (
     TaskGroup,
     is_client_terminal,
 )
+from yurt.runtime.structs.identity import default_identity
 from yurt.runtime.structs.network import AllocatedSharedResources
 from yurt.runtime.structs.update import Deployment
 
@@ -163,7 +166,13 @@ def group_spec(group: TaskGroup) -> bytes:
     """What makes a group's allocations replaceable: everything but the count (a count
     change adds or stops allocations, it does not restart the others) and the reschedule
     policy (it only says what happens after a failure: Nomad updates it in place)."""
-    return msgspec.json.encode(msgspec.structs.replace(group, count=0, reschedule_policy=None))
+    group = without_placement(group)
+    # The default identity gives the task nothing (no token) and jobs stored before it existed
+    # lack it: the same job file run again after an upgrade must not replace allocations.
+    tasks = [msgspec.structs.replace(t, default_identity=None)
+             if t.default_identity == default_identity() else t for t in group.tasks]
+    return msgspec.json.encode(msgspec.structs.replace(group, count=0, tasks=tasks,
+                                                       reschedule_policy=None))
 
 
 def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
@@ -345,6 +354,12 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     evicted: dict[str, Allocation] = {}
     outdated = [a for a in kept if a.job is not None
                 and a.job.job_modify_index != job.job_modify_index]
+    # Updated in place only where the node still fits the new job; else replaced (feasible.py).
+    unfit = {a.id for a in outdated if filter_reason(job, wanted[a.name], state.node, (
+        b for b in live if b.id not in unneeded_ids and b.id != a.id)) is not None}
+    previous.update({a.name: a for a in outdated if a.id in unfit})
+    kept = [a for a in kept if a.id not in unfit]
+    outdated = [a for a in outdated if a.id not in unfit]
     outdated_names = {a.name for a in outdated}
     kept_names = {a.name for a in kept}
     hopeless: set[str] = set()  # groups for which no eviction helps: don't search again
@@ -372,6 +387,15 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             desired.ignore += 1  # held by the rollout: a later pass makes it
             continue
         trial = usage.without(prev) if prev is not None else usage
+        reason = None if node_refusal(state.node) else filter_reason(job, group, state.node, (
+            a for a in chain(live, plan.place) if a.id not in unneeded_ids and a is not prev))
+        if reason is not None:  # constraints and distinct_*: no preemption makes it fit
+            plan.failed.setdefault(group.name, f'Constraint "{reason}" filtered 1 nodes')
+            if group.name in metrics:
+                metrics[group.name].coalesced_failures += 1
+            else:
+                metrics[group.name] = filtered_metric(state.node, reason)
+            continue
         task_resources, shared, why = fit(state.node, group, trial)
         victims: list[Allocation] = []
         if why and can_preempt and group.name not in hopeless:
@@ -441,7 +465,11 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     for group_name, names in rolling.canaries.items():
         for name in names:
             group = wanted[name]
+            reason = None if node_refusal(state.node) else filter_reason(
+                job, group, state.node, (a for a in chain(live, plan.place)
+                                         if a.id not in unneeded_ids))
             task_resources, shared, why = fit(state.node, group, usage)
+            why = f'Constraint "{reason}" filtered 1 nodes' if reason is not None else why
             if why:
                 plan.failed.setdefault(group.name, why)
                 continue
