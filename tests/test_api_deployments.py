@@ -256,6 +256,9 @@ async def test_promote_canaries_over_http(tmp_path: Path) -> None:
             promoted = (await c.get(f"/v1/deployment/{did}")).json()
             assert promoted["TaskGroups"]["g"]["Promoted"] is True
             assert promoted["StatusDescription"] == "Deployment is running"
+            # Promoted, the canary is one of the group's allocations like any other.
+            status = (await c.get(f"/v1/allocation/{canary}")).json()["DeploymentStatus"]
+            assert (status["Canary"], status["Healthy"]) == (False, True)
             # The canary took its name over; one old one is replaced next.
             live = [x for x in (await c.get("/v1/job/web/allocations")).json()
                     if x["DesiredStatus"] == "run"]

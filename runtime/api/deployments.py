@@ -189,12 +189,11 @@ async def promote(ctx: Context, request: Request) -> Response:
     async with server._lock:
         d = _active(server, deployment_id, "can't promote terminal deployment")
         try:
-            promoted = watcher.promote(d, None if every else [str(g) for g in groups],
-                                       watcher.deployment_allocs(server, d),
-                                       server.index + 1, server._clock())
+            outcome = await watcher.apply_promotion(
+                server, d, None if every else [str(g) for g in groups])
         except watcher.PromotionError as e:
             raise RpcError(str(e)) from None
-        return _answer(await watcher.evaluate(server, d, promoted, "DeploymentPromotion"))
+        return _answer(outcome)
 
 
 async def unblock(ctx: Context, request: Request) -> Response:

@@ -235,6 +235,25 @@ async def evaluate(server: LocalServer, d: Deployment, changed: Deployment | Non
     return Outcome(ev, index)
 
 
+async def apply_promotion(server: LocalServer, d: Deployment, groups: list[str] | None
+                          ) -> Outcome:
+    """Promote `d` (`groups` None: all; raises PromotionError) in one change with an
+    evaluation: its healthy canaries are canaries no more (Nomad's promotion clears their
+    `DeploymentStatus.Canary`)."""
+    allocs = deployment_allocs(server, d)
+    index, now = server.index + 1, server._clock()
+    promoted = promote(d, groups, allocs, index, now)
+    chosen = set(groups) if groups is not None else set(d.task_groups)
+    canaries = {c for name, s in d.task_groups.items() if name in chosen
+                for c in s.placed_canaries}
+    cleared = [msgspec.structs.replace(a, deployment_status=msgspec.structs.replace(
+        a.deployment_status, canary=False, modify_index=index), alloc_modify_index=index,
+        modify_time=now) for a in allocs
+        if a.id in canaries and not a.is_terminal() and is_healthy(a)
+        and a.deployment_status is not None]
+    return await evaluate(server, d, promoted, "DeploymentPromotion", allocs=cleared)
+
+
 async def fail(server: LocalServer, d: Deployment, base: str, rollback: bool) -> Outcome:
     """Fail `d` with `base` as its description, rolling back to the latest stable version
     when `rollback` (Nomad's description variants say which happened)."""
@@ -268,9 +287,7 @@ async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
         if decision.fail:
             await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, decision.rollback)
         elif decision.promote:
-            promoted = promote(d, None, deployment_allocs(server, d), server.index + 1,
-                               server._clock())
-            await evaluate(server, d, promoted, "DeploymentPromotion")
+            await apply_promotion(server, d, None)
         elif decision.evaluate:
             await evaluate(server, d)
 
