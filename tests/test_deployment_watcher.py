@@ -19,7 +19,8 @@ from trio.testing import MockClock
 from tests.runtime_support import unix_clock, wired_server
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server import deploymentwatcher
-from yurt.runtime.server.deployments import is_healthy, latest_deployment
+from yurt.runtime.server.deploymentbook import latest_deployment
+from yurt.runtime.server.deployments import is_healthy
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.reschedule import unix_ns
 from yurt.runtime.structs import AllocDeploymentStatus, Job

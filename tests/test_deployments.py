@@ -1,7 +1,7 @@
 """Rolling updates as the pure scheduler decides them (layer 0), in the manner of Nomad's
 reconcile_cluster_test.go: a plan applied to a small in-memory state, health set by hand as
 the client would report it, the deployment's counts kept as the server keeps them
-(deployments.settle). No I/O, no clock: time is a number. And one layer-2 test: deployments
+(deploymentbook.settle). No I/O, no clock: time is a number. And one layer-2 test: deployments
 persisted in the server's SQLite come back after a restart."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import trio
 
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server import deployments
+from yurt.runtime.server import deploymentbook, deployments
 from yurt.runtime.server.deploymentwatcher import PromotionError, promote
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.scheduler import Plan, schedule
@@ -30,7 +30,7 @@ from yurt.runtime.structs import (
     Job,
     Node,
 )
-from yurt.runtime.structs.update import Deployment
+from yurt.runtime.structs.update import Deployment, DeploymentState
 
 NOW = 1_700_000_000 * 10**9
 
@@ -87,7 +87,7 @@ class World:
         return self.evaluate()
 
     def latest(self) -> Deployment | None:
-        return deployments.latest_deployment(self.deployments.values(), "web")
+        return deploymentbook.latest_deployment(self.deployments.values(), "web")
 
     def evaluate(self) -> Plan:
         self.index += 1
@@ -96,7 +96,7 @@ class World:
         plan = schedule(self, ev, self.job, index=self.index, now=NOW, new_id=self.new_id,
                         deployment=self.latest())
         written = plan.place + plan.stop + plan.update
-        for d in deployments.settle(self.deployments, plan.deployments, self.allocs, written,
+        for d in deploymentbook.settle(self.deployments, plan.deployments, self.allocs, written,
                                     self.index, NOW):
             self.deployments[d.id] = d
         for alloc in written:
@@ -112,7 +112,7 @@ class World:
             healthy=healthy, timestamp=datetime.fromtimestamp(NOW / 1e9, tz=UTC),
             canary=deployments.is_canary(alloc))
         after = msgspec.structs.replace(alloc, deployment_status=status)
-        for d in deployments.settle(self.deployments, [], self.allocs, [after], self.index,
+        for d in deploymentbook.settle(self.deployments, [], self.allocs, [after], self.index,
                                     NOW):
             self.deployments[d.id] = d
         self.allocs[alloc.id] = after
@@ -287,21 +287,21 @@ def test_promotion_needs_healthy_canaries() -> None:
 
 
 def test_account_counts_placements_health_and_progress() -> None:
-    d = Deployment(id="d1", task_groups={"g": deployments.DeploymentState(
+    d = Deployment(id="d1", task_groups={"g": DeploymentState(
         progress_deadline=60 * 10**9)})
     placed = Allocation(id="a", task_group="g", deployment_id="d1", modify_time=NOW)
-    assert deployments.account(d, None, placed)
+    assert deploymentbook.account(d, None, placed)
     later = datetime.fromtimestamp(NOW / 1e9 + 30, tz=UTC)
     healthy = msgspec.structs.replace(placed, deployment_status=AllocDeploymentStatus(
         healthy=True, timestamp=later))
-    assert deployments.account(d, placed, healthy)
+    assert deploymentbook.account(d, placed, healthy)
     unhealthy = msgspec.structs.replace(healthy, deployment_status=AllocDeploymentStatus(
         healthy=False, timestamp=later))
-    assert deployments.account(d, healthy, unhealthy)
+    assert deploymentbook.account(d, healthy, unhealthy)
     s = d.task_groups["g"]
     assert (s.placed_allocs, s.healthy_allocs, s.unhealthy_allocs) == (1, 0, 1)
     assert s.require_progress_by == datetime.fromtimestamp(NOW / 1e9 + 90, tz=UTC)
-    assert not deployments.account(d, unhealthy, unhealthy)
+    assert not deploymentbook.account(d, unhealthy, unhealthy)
 
 
 async def test_deployments_and_stable_versions_survive_a_restart(tmp_path: Path) -> None:
@@ -359,13 +359,13 @@ async def test_terminal_deployments_without_live_allocations_are_collected(
         first = next(iter(server.deployments))
         await server.register_job(parse_job(job_text(command="true")))  # cancels it
         assert server.deployments[first].status == "cancelled"
-        now[0] += deployments.DEPLOYMENT_GC_THRESHOLD + 1
+        now[0] += deploymentbook.DEPLOYMENT_GC_THRESHOLD + 1
         await server.gc_evals()
         assert first in server.deployments  # an allocation of it still runs
         await server.stop_job("web")
         await server.update_allocs([msgspec.structs.replace(a, client_status="complete")
                                     for a in server.job_allocs("web")])
-        now[0] += deployments.DEPLOYMENT_GC_THRESHOLD + 1
+        now[0] += deploymentbook.DEPLOYMENT_GC_THRESHOLD + 1
         await server.gc_evals()
         assert server.deployments == {}
         await store.aclose()

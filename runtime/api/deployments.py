@@ -39,7 +39,8 @@ from yurt.runtime.api.request import (
     query_bool,
 )
 from yurt.runtime.server import deploymentwatcher as watcher
-from yurt.runtime.server.deployments import latest_deployment, with_status
+from yurt.runtime.server.deploymentbook import latest_deployment
+from yurt.runtime.server.deployments import with_status
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Allocation, AllocDeploymentStatus
 from yurt.runtime.structs.update import (

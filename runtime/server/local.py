@@ -48,7 +48,7 @@ from yurt.runtime.eventstream import (
     job_event,
 )
 from yurt.runtime.server import deploymentwatcher
-from yurt.runtime.server.deployments import (
+from yurt.runtime.server.deploymentbook import (
     collectable_deployments,
     latest_deployment,
     settle,
