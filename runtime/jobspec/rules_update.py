@@ -9,6 +9,11 @@ Invariants: after `fold_update` a group holds the strategy the scheduler follows
 `update` anywhere: no deployment). The job keeps its own block as written (defaults filled),
 so the job reads back as it was submitted.
 
+A deliberate difference: Nomad's API canonicalization gives a service job without any
+`update` block the default strategy, so every service job rolls out one allocation at a time,
+each waiting to be healthy. yurt keeps such jobs as they always ran here (every change at
+once, no deployment): only a job that asks for a rollout gets one.
+
 Merging needs to know which fields a group's block sets. The structs carry Nomad's defaults
 rather than "unset" (every reader sees plain values), so a group field still at its default
 counts as unset and the job's value wins: a group that spells out a default over a job that
