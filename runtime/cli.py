@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import click
 import trio
 
-from yurt.runtime import __version__, cli_node
+from yurt.runtime import __version__, cli_deployment, cli_node
 from yurt.runtime.cli_dispatch import register as register_dispatch_commands
 from yurt.runtime.cli_exec import register as register_exec_commands
 from yurt.runtime.cli_fs import register as register_fs_commands
@@ -439,3 +439,4 @@ register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
 register_job_commands(cli, job)  # job/eval verbs
+cli_deployment.register(cli)  # deployment list/status/promote/fail

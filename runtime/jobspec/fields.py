@@ -45,6 +45,7 @@ from yurt.runtime.structs import (
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
 from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
 from yurt.runtime.structs.network import DNSConfig, NetworkResource, Port
+from yurt.runtime.structs.update import UpdateStrategy
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,14 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
         "reschedule": HclField("reschedule"),
+        "update": HclField("update"),
         "migrate": HclField("migrate"),
         **_PLACEMENT,
         "spread": HclField("spreads"),
         "ui": HclField("ui"),
     },
     TaskGroup: {
-        **_same("count", "meta", "ephemeral_disk", "migrate"),
+        **_same("count", "meta", "ephemeral_disk", "migrate", "update"),
         "network": HclField("networks"),
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
@@ -107,6 +109,9 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
+    UpdateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
+                          "healthy_deadline", "progress_deadline", "auto_revert",
+                          "auto_promote", "canary", "stagger"),
     # `port "http" { static = 80 }`: every port block lands in dynamic_ports; a static one
     # moves to reserved_ports when the job is canonicalized (rules_network.py), as Nomad's
     # HCL parser does.
@@ -147,12 +152,12 @@ UNSUPPORTED: Final = frozenset({
     "csi_plugin", "disconnect", "kind", "max_client_disconnect",
     "multiregion", "network", "node_pool", "numa", "scaling", "service",
     "stop_after_client_disconnect", "template",
-    "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
+    "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "AllAtOnce", "Artifacts", "CSIPluginConfig", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
     "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services",
-    "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
+    "StopAfterClientDisconnect", "Templates", "Vault", "VaultNamespace",
     "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "VersionTag",
 })
 

@@ -37,7 +37,7 @@ from typing import Protocol
 
 import msgspec
 
-from yurt.runtime.server import ports
+from yurt.runtime.server import deployments, ports
 from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.feasible import filter_reason, filtered_metric, without_placement
 from yurt.runtime.server.ports import alloc_ports
@@ -56,6 +56,7 @@ from yurt.runtime.structs import (
     AllocatedDevice,
     AllocatedTaskResources,
     Allocation,
+    AllocDeploymentStatus,
     AllocMetric,
     Evaluation,
     Job,
@@ -65,6 +66,7 @@ from yurt.runtime.structs import (
 )
 from yurt.runtime.structs.identity import default_identity
 from yurt.runtime.structs.network import AllocatedSharedResources
+from yurt.runtime.structs.update import Deployment
 
 #: A job may evict allocations of jobs at least this much lower in priority.
 PREEMPTION_DELTA = 10
@@ -100,6 +102,7 @@ class DesiredUpdates:
     destructive_update: int = 0
     migrate: int = 0
     preemptions: int = 0
+    canary: int = 0
 
 
 @dataclass
@@ -111,6 +114,8 @@ class Plan:
     failed: dict[str, str] = field(default_factory=dict)  # group → why, in words
     evals: list[Evaluation] = field(default_factory=list)  # to create or update
     desired: dict[str, DesiredUpdates] = field(default_factory=dict)
+    #: Deployments to write: created, cancelled, completed (deployments.py).
+    deployments: list[Deployment] = field(default_factory=list)
 
     @property
     def changes_nothing(self) -> bool:
@@ -285,17 +290,20 @@ def _same_version(alloc: Allocation, job: Job) -> bool:
 
 
 def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: int,
-             now: int, new_id: Callable[[], str], can_preempt: bool = True) -> Plan:
+             now: int, new_id: Callable[[], str], can_preempt: bool = True,
+             deployment: Deployment | None = None) -> Plan:
     """The plan for evaluation `ev` of `job` (None or stopped: stop everything).
 
     `index` numbers what the plan writes, `now` (unix ns) times it. A live allocation's
     group, as the job version it runs has it, is compared with the job's: the same, it is
-    kept (updated in place to the new version); changed, it is replaced.
+    kept (updated in place to the new version); changed, it is replaced, at the pace of the
+    group's `update` strategy (deployments.py; `deployment` is the job's latest).
     """
     plan = Plan(eval=ev)
     allocs = state.job_allocs(ev.job_id)
     live = [a for a in allocs if not a.is_terminal()]
-    if job is None or job.stop:
+    rollout, plan.deployments = deployments.start(job, deployment, index, now)
+    if job is None or job.stop or rollout is None:
         for alloc in live:
             plan.stop.append(stopped(alloc, index, now, "alloc is being stopped"))
             plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
@@ -320,8 +328,11 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     previous: dict[str, Allocation] = {}
     #: Stopped whether or not a replacement is placed (one that is not is blocked).
     migrating: dict[str, Allocation] = {}
-    unneeded: list[Allocation] = []
+    unneeded = rollout.canaries_to_stop(live)
+    waiting = [a for a in live if rollout.is_waiting_canary(a) and a not in unneeded]
     for alloc in live:
+        if alloc in unneeded or alloc in waiting:
+            continue  # stopped, or a canary beside the allocation it is to replace
         group = wanted.get(alloc.name)
         old = alloc.job.lookup_group(group.name) if alloc.job and group else None
         if group is None:
@@ -332,6 +343,9 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             kept.append(alloc)
         else:
             previous[alloc.name] = alloc
+    # A promoted canary took its name over: the allocation it replaces is no longer needed.
+    unneeded += [previous.pop(a.name) for a in kept if a.name in previous
+                 and a.name not in migrating]
     usage = _Usage(0, 0, frozenset())
     unneeded_ids = {a.id for a in unneeded}
     for alloc in state.live_allocs():
@@ -351,6 +365,11 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     hopeless: set[str] = set()  # groups for which no eviction helps: don't search again
     protected = {a.id for a in live}  # the job's own allocations are never evicted
     metrics: dict[str, AllocMetric] = {}
+    rolling = deployments.plan_groups(
+        rollout, job, wanted, live, waiting, kept, outdated, previous, migrating,
+        {n for n in wanted if n in done and n not in previous} | set(failures.later))
+    current = rollout.create({g.name: [a for a in allocs if a.task_group == g.name]
+                              for g in job.task_groups}, rolling.updating, ev, new_id)
     for name, group in wanted.items():
         desired = plan.desired.setdefault(group.name, DesiredUpdates())
         if name in kept_names:
@@ -362,6 +381,10 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         prev = previous.get(name)
         if (prev is None and name in done) or name in failures.later:
             desired.ignore += 1
+            continue
+        if not deployments.admit(rollout, rolling, group.name, destructive=prev is not None,
+                                 forced=name in migrating or name in failures.now):
+            desired.ignore += 1  # held by the rollout: a later pass makes it
             continue
         trial = usage.without(prev) if prev is not None else usage
         reason = None if node_refusal(state.node) else filter_reason(job, group, state.node, (
@@ -417,7 +440,10 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             task_resources=task_resources, allocated_shared=shared,
             create_index=index, modify_index=index,
             alloc_modify_index=index, create_time=now, modify_time=now,
-            previous_allocation=prev.id if prev is not None else failed.id if failed else "")
+            previous_allocation=prev.id if prev is not None else failed.id if failed else "",
+            deployment_id=current.id if current else "",
+            deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
+            and name in migrating and deployments.is_canary(prev) else None)
         usage = trial.plus(placed)
         plan.place.append(placed)
         if failed is not None:  # replaced: no other evaluation replaces it again
@@ -436,6 +462,28 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             replaced.next_allocation = new.id
             plan.stop.append(replaced)
     replacements = {new.name: new.id for new in plan.place}
+    for group_name, names in rolling.canaries.items():
+        for name in names:
+            group = wanted[name]
+            reason = None if node_refusal(state.node) else filter_reason(
+                job, group, state.node, (a for a in chain(live, plan.place)
+                                         if a.id not in unneeded_ids))
+            task_resources, shared, why = fit(state.node, group, usage)
+            why = f'Constraint "{reason}" filtered 1 nodes' if reason is not None else why
+            if why:
+                plan.failed.setdefault(group.name, why)
+                continue
+            canary = Allocation(
+                id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
+                node_id=state.node.id, node_name=state.node.name, job_id=job.id, job=job,
+                task_group=group_name, task_resources=task_resources,
+                allocated_shared=shared, create_index=index,
+                modify_index=index, alloc_modify_index=index, create_time=now,
+                modify_time=now, deployment_id=current.id if current else "",
+                deployment_status=AllocDeploymentStatus(canary=True))
+            usage = usage.plus(canary)
+            plan.place.append(canary)
+            plan.desired.setdefault(group_name, DesiredUpdates()).canary += 1
     for name, alloc in migrating.items():
         moved = stopped(alloc, index, now, "alloc is being migrated")
         moved.next_allocation = replacements.get(name, "")
@@ -443,8 +491,15 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     for alloc in unneeded:
         plan.stop.append(stopped(alloc, index, now, "alloc not needed due to job update"))
         plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
-    plan.update += [msgspec.structs.replace(a, job=job, modify_index=index,
-                                            alloc_modify_index=index) for a in outdated]
+    plan.update += [deployments.joined(msgspec.structs.replace(
+        a, job=job, modify_index=index, alloc_modify_index=index), current) for a in outdated]
+    for group_name, desired in plan.desired.items():
+        if (desired.place + desired.destructive_update + desired.in_place_update
+                + desired.migrate + desired.canary or group_name in plan.failed
+                or any(a.task_group == group_name for a, _ in failures.later.values())):
+            rolling.left[group_name] = True
+    rollout.finish(rolling.left)
+    plan.deployments += rollout.writes
     plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
     _finish(state, plan, index, now, new_id)
     return plan
