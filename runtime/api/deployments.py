@@ -22,7 +22,7 @@ api package reads only the text. Every action runs under the server's lock, as o
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.requests import Request
@@ -41,7 +41,6 @@ from yurt.runtime.api.request import (
 from yurt.runtime.server import deploymentwatcher as watcher
 from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.deployments import with_status
-from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Allocation, AllocDeploymentStatus
 from yurt.runtime.structs.update import (
     DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
@@ -53,6 +52,9 @@ from yurt.runtime.structs.update import (
     DEPLOYMENT_STATUS_RUNNING,
     Deployment,
 )
+
+if TYPE_CHECKING:  # the server loads behind the API (the API binds first)
+    from yurt.runtime.server.local import LocalServer
 
 
 def _sorted(ds: list[Deployment]) -> list[Deployment]:
