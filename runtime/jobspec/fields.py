@@ -40,6 +40,7 @@ from yurt.runtime.structs import (
     Task,
     TaskGroup,
 )
+from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "restart": HclField("restart_policy"),
         "logs": HclField("log_config"),
         "dispatch_payload": HclField("dispatch_payload"),
+        "template": HclField("templates"),
     },
     Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
     RequestedDevice: _same("count"),
@@ -90,6 +92,11 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
+    Template: _same("source", "destination", "data", "change_mode", "change_signal",
+                    "change_script", "once", "splay", "perms", "uid", "gid", "left_delimiter",
+                    "right_delimiter", "env", "vault_grace", "wait", "error_on_missing_key"),
+    ChangeScript: _same("command", "args", "timeout", "fail_on_error", "run_on_first_render"),
+    WaitConfig: _same("min", "max"),
 }
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
@@ -99,13 +106,13 @@ UNSUPPORTED: Final = frozenset({
     "affinity", "all_at_once", "artifact", "check_restart", "constraint", "consul",
     "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect",
     "multiregion", "network", "node_pool", "numa", "scaling", "service", "spread",
-    "stop_after_client_disconnect", "template",
+    "stop_after_client_disconnect",
     "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "Affinities", "AllAtOnce", "Artifacts", "CSIPluginConfig", "Constraints", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
     "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services", "Spreads",
-    "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
+    "StopAfterClientDisconnect", "Update", "Vault", "VaultNamespace",
     "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "UI", "VersionTag",
 })
 

@@ -132,6 +132,8 @@ class _HclNormaliser:
                 self.problems.add(here, f"at most one {key} block is allowed, "
                                         f"found {len(blocks)}")
             return self.body(spec.struct, blocks[0], here, (*spath, key, 0))
+        if spec.kind == "struct_list" and spec.label_json is None:
+            return self.unlabelled(spec, key, value, here, spath)
         if spec.kind == "struct_list":
             assert spec.struct is not None
             assert spec.label_json is not None
@@ -175,3 +177,15 @@ class _HclNormaliser:
                 self.problems.add(here, str(e))
                 return _INVALID
         return _unescape(value)
+
+    def unlabelled(self, spec: _FieldSpec, key: str, value: Any, here: _At,
+                   spath: PathKey) -> list[dict[str, Any]]:
+        """Blocks that repeat without a label (`template { … }` twice): a JSON list."""
+        assert spec.struct is not None
+        items: list[dict[str, Any]] = []
+        for i, block in enumerate(_as_blocks(value)):
+            item_at = _At((*here.d, str(i)), (*here.k, i))
+            self._mark(item_at, (*spath, key, i))
+            items.append(self.body(spec.struct, block if block is not None else {}, item_at,
+                                   (*spath, key, i)))
+        return items

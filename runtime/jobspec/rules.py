@@ -27,6 +27,7 @@ from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
 from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
+from yurt.runtime.jobspec.rules_template import check_job_templates
 from yurt.runtime.server.periodic import CronError, check_spec, load_zone
 from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
@@ -248,6 +249,7 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
 
     _check_unique([g.name for g in job.task_groups], group_at, "group", problems)
     check_job_reschedule(job, root, group_at, problems)
+    check_job_templates(job, group_at, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
         if not 0 <= group.count <= MAX_COUNT:

@@ -12,6 +12,7 @@ from msgspec import field
 from yurt.runtime.durations import MINUTE, SECOND
 from yurt.runtime.structs.base import Base, Duration
 from yurt.runtime.structs.network import NetworkResource
+from yurt.runtime.structs.template import Template
 from yurt.runtime.structs.update import UpdateStrategy
 
 # --------------------------------------------------------------------------- jobspec structs
@@ -76,6 +77,7 @@ class Task(Base):
     resources: Resources = field(default_factory=Resources)
     log_config: LogConfig = field(default_factory=LogConfig)
     dispatch_payload: DispatchPayloadConfig | None = None
+    templates: list[Template] = field(default_factory=list)
 
 
 class TaskGroup(Base):
