@@ -326,6 +326,7 @@ class Agent:
         from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher
         from yurt.runtime.server.store import ServerStore
         from yurt.runtime.sync import AllocSyncer
+        from yurt.runtime.templating.agentdata import AgentTemplateData
         from yurt.store import open_state_db
 
         data = self.config.data_dir
@@ -365,7 +366,8 @@ class Agent:
                                               on_acknowledged=lambda: self.gc.wake())
                     self.client = Client(AllocRunnerConfig(
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
-                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices),
+                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
+                        template_data=AgentTemplateData(self)),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
                         # The server publishes allocations as it commits them: with the

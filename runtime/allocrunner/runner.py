@@ -56,6 +56,7 @@ from yurt.hooks.devices import DevicesHook
 from yurt.hooks.dispatch_payload import DispatchPayloadHook
 from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
+from yurt.hooks.template import TemplateHook
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.allocrunner import teardown
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
@@ -80,6 +81,7 @@ from yurt.runtime.structs import (
 )
 from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.runner import TaskRunner
+from yurt.runtime.templating.data import TemplateData
 from yurt.store.protocol import SavedTask, StateDB
 
 log = logging.getLogger("yurt.allocrunner")
@@ -132,6 +134,8 @@ class AllocRunnerConfig:
     #: Worker threads building allocation directories at once (they contend for the GIL).
     dir_limiter: trio.CapacityLimiter = field(
         default_factory=lambda: trio.CapacityLimiter(DIR_BUILD_THREADS))
+    #: Services and variables for `template` blocks (None: an empty in-memory source).
+    template_data: TemplateData | None = None
 
 
 @final
@@ -182,6 +186,8 @@ class AllocRunner:
                        *([DispatchPayloadHook()] if task.dispatch_payload else []),
                        LogmonHook(alloc_dir=self.alloc_dir),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
+                       *([TemplateHook(config.template_data, rng=config.rng)]
+                         if task.templates else []),
                        *config.task_hooks()], rng=config.rng,
                 resources=self.resources, node=config.node,
                 start_limiter=config.start_limiter,
