@@ -1,0 +1,87 @@
+"""Templates end to end (layer 2): a real agent on a real socket, a raw_exec task whose
+template renders a Nomad Variable; the task starts only once the variable exists (Nomad's
+"Missing: …" event meanwhile), and a change of the variable through the API re-renders the
+file and sends the task SIGHUP (change_mode signal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from tests.agent_support import raw_job, running_agent, wait_status
+from tests.runtime_support import eventually
+
+#: Appends the template's file to `seen` on every SIGHUP; polls so the trap runs promptly.
+SCRIPT = ('trap \'echo "hup $(cat "$NOMAD_TASK_DIR/greeting.txt")" >> "$NOMAD_TASK_DIR/seen"\' '
+          'HUP; while :; do sleep 0.05; done')
+
+
+def template_job() -> dict[str, Any]:
+    job = raw_job("web", SCRIPT)
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Templates"] = [{
+        "EmbeddedTmpl": 'greeting={{ with nomadVar "nomad/jobs/web" }}{{ .greeting }}{{ end }}',
+        "DestPath": "local/greeting.txt", "ChangeMode": "signal", "ChangeSignal": "SIGHUP",
+        "Splay": 0, "Perms": "0640"}]
+    return job
+
+
+def task_dir(data_dir: Path, alloc_id: str) -> Path:
+    return data_dir / "alloc" / alloc_id / "t" / "local"
+
+
+async def events_of(client: Any, alloc_id: str) -> list[dict[str, Any]]:
+    alloc = (await client.get(f"/v1/allocation/{alloc_id}")).json()
+    return alloc["TaskStates"]["t"]["Events"]  # type: ignore[no-any-return]
+
+
+async def test_variable_change_rerenders_and_signals_the_task(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as agent:
+            c = agent.client
+            put = await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "hello"}})
+            assert put.status_code == 200
+            assert (await c.post("/v1/jobs", json=template_job())).status_code == 200
+            alloc = await wait_status(c, "web", "running")
+            local = task_dir(tmp_path, alloc["ID"])
+            rendered = local / "greeting.txt"
+            assert rendered.read_text() == "greeting=hello"
+            assert oct(rendered.stat().st_mode & 0o777) == "0o640"
+
+            put = await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "world"}})
+            assert put.status_code == 200
+            seen = local / "seen"
+            await eventually(lambda: seen.exists() and "hup greeting=world" in seen.read_text())
+            assert seen.read_text() == "hup greeting=world\n"  # one signal, after the write
+            events = await events_of(c, alloc["ID"])
+            signaling = [e for e in events if e["Type"] == "Signaling"]
+            assert [(e["DisplayMessage"], e["Details"].get("task_signal")) for e in signaling] == [
+                ("Template re-rendered", "hangup")]
+            # Still the same run: a signal, not a restart.
+            assert (await c.get(f"/v1/allocation/{alloc['ID']}")).json()[
+                "TaskStates"]["t"]["Restarts"] == 0
+
+
+async def test_task_waits_for_a_missing_variable(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as agent:
+            c = agent.client
+            assert (await c.post("/v1/jobs", json=template_job())).status_code == 200
+            while True:
+                allocs = (await c.get("/v1/job/web/allocations")).json()
+                if allocs and any(e["Type"] == "Template" for e in
+                                  await events_of(c, allocs[0]["ID"])):
+                    break
+                await trio.sleep(0.1)
+            alloc_id = allocs[0]["ID"]
+            (missing,) = [e for e in await events_of(c, alloc_id) if e["Type"] == "Template"]
+            assert missing["DisplayMessage"] == (
+                "Missing: nomad.var.block(nomad/jobs/web@default.global)")
+            assert allocs[0]["ClientStatus"] == "pending"
+            assert not (task_dir(tmp_path, alloc_id) / "greeting.txt").exists()
+
+            await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "late"}})
+            await wait_status(c, "web", "running")
+            assert (task_dir(tmp_path, alloc_id) / "greeting.txt").read_text() == (
+                "greeting=late")
