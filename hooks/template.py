@@ -16,7 +16,8 @@ signal ("Signaling" / "Template re-rendered"), script (run beside the task, boun
 timeout), or nothing; a random splay comes first. A re-render that fails kills the task
 ("Template failed: …", failing it), as Nomad does.
 
-The watcher lives until the task's stop hooks (or an agent shutdown, which cancels the
+`once` templates render at the first start and are never watched. The watcher lives until
+the task's stop hooks (or an agent shutdown, which cancels the
 background nursery). On a restart the files stay as they are unless the restart policy says
 `render_templates`; after an agent restart prestart renders again, and a file that changed
 while the agent was down applies its change mode to the running task (Nomad's first render
@@ -126,7 +127,8 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
             # Re-attached to a running task: files that changed while the agent was down
             # apply their change mode, once the task runs again (from the watcher).
             initial = decide([c.spec for c in changed])
-        if ctx.nursery is not None:
+        if ctx.nursery is not None and not any(t.once for t in ctx.task.templates):
+            # `once` templates render at the first start only and are never watched.
             await ctx.nursery.start(self._watch, ctx, compiled, render, index, initial)
         return PrestartResponse(env=dict(self._env))
 

@@ -305,3 +305,18 @@ async def test_a_template_that_does_not_parse_fails_the_task(autojump_clock: Moc
         assert failed.display_message.startswith(
             "template: Template failed: template: local/x:1:6: missing value for if")
         ar.destroy()
+
+
+async def test_once_templates_are_not_watched(autojump_clock: MockClock) -> None:
+    data = MemoryTemplateData()
+    data.put_variable("nomad/jobs/j", {"user": "a"})
+    async with harness() as h:
+        config = dataclasses.replace(h.config, template_data=data)
+        ar, tr = await _running(h.nursery, config,
+                                job(VAR_TEMPLATE % ("restart", "0s") + "\n        once = true"))
+        hook = hook_of(tr)
+        data.put_variable("nomad/jobs/j", {"user": "b"})
+        await trio.sleep(30)
+        assert hook.rendered == {"local/app.conf": "user=a"}
+        assert tr.state.restarts == 0
+        ar.destroy()
