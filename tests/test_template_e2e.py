@@ -125,3 +125,32 @@ async def test_agent_restart_reattaches_without_acting_then_keeps_watching(
             await eventually(lambda: seen.exists() and "hup greeting=again" in seen.read_text())
             await c.post(f"/v1/allocation/{alloc['ID']}/stop")
             await wait_status(c, "web", "complete")
+
+
+async def test_agent_source_reads_a_variable_once_per_change(tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    from yurt.runtime.server.objects import ObjectStore
+    from yurt.runtime.templating.agentdata import AgentTemplateData
+
+    reads: list[str] = []
+    original = ObjectStore.variable
+
+    async def counting(self: ObjectStore, namespace: str, path: str) -> Any:
+        reads.append(path)
+        return await original(self, namespace, path)
+
+    monkeypatch.setattr(ObjectStore, "variable", counting)
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as running:
+            await running.client.put("/v1/var/app", json={"Items": {"k": "v1"}})
+            source = AgentTemplateData(running.agent)
+            first = [await source.variable("default", "app") for _ in range(5)]
+            assert reads == ["app"]  # one read for five readers at one index
+            assert {v.items["k"] for v in first if v is not None and v.items} == {"v1"}
+            index = source.index()
+            await running.client.put("/v1/var/app", json={"Items": {"k": "v2"}})
+            assert await source.wait_changed(index) > index
+            second = await source.variable("default", "app")
+            assert second is not None
+            assert second.items == {"k": "v2"}
+            assert reads == ["app", "app"]
