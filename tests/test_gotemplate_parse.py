@@ -9,8 +9,10 @@ import pytest
 
 from yurt.runtime.gotemplate import TemplateError
 from yurt.runtime.gotemplate.builtins import BUILTINS
-from yurt.runtime.gotemplate.lex import T, lex
-from yurt.runtime.gotemplate.parse import go_unquote, parse
+from yurt.runtime.gotemplate.lex import lex
+from yurt.runtime.gotemplate.literals import go_unquote
+from yurt.runtime.gotemplate.parse import parse
+from yurt.runtime.gotemplate.tokens import T
 
 FUNCS = {*BUILTINS, "f"}
 

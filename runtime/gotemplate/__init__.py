@@ -5,8 +5,9 @@ Why written here: PyPI has no maintained pure-Python Go template engine (the pac
 exist wrap Go through cgo), and Jinja2's semantics differ where Nomad users notice: pipelines
 feed the last argument, `.Field`/`$`/`$x :=` scoping, Go truthiness, `range` over maps in key
 order, `{{-`/`-}}` trimming, `printf` with Go verbs. The package is pure and synchronous:
-`lex` (Go's lexer state machine) → `parse` (recursive descent) → `exec` (the evaluator), with
-Go's builtins in `builtins` and Go's value printing in `gofmt`. The consul-template functions
+`lex` (Go's lexer state machine, over `tokens`) → `parse` (recursive descent, with Go's
+literals in `literals`, building `nodes`) → `exec` (the evaluator), with Go's builtins in
+`builtins` and Go's value printing in `gofmt`. The consul-template functions
 Nomad offers live in `consul`, on top of this.
 
 Usage: `Template("name", text, funcs={...}).execute(data)`; errors are `TemplateError`.

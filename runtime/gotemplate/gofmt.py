@@ -16,7 +16,7 @@ import math
 from decimal import Decimal
 from typing import Any, Final
 
-from yurt.runtime.gotemplate.lex import go_quote
+from yurt.runtime.gotemplate.tokens import go_quote
 
 
 class _NoValue:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from yurt.runtime.gotemplate.lex import go_quote
+from yurt.runtime.gotemplate.tokens import go_quote
 
 
 @dataclass(slots=True)
