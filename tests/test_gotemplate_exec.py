@@ -257,7 +257,8 @@ EXEC_ERRORS: list[tuple[str, str, str]] = [
     ("range over string", '{{range "abc"}}{{end}}', "range can't iterate over abc"),
     ("range int two vars", "{{range $i, $e := 3}}{{end}}", "can't use 3 to iterate over more"),
     ("undefined template", '{{template "nope"}}', 'template "nope" not defined'),
-    ("printf wants string", "{{printf 1}}", "executing"),
+    ("printf wants string", "{{printf 1}}",
+     'executing "t" at <printf>: wrong type for value; expected string; got int'),
     ("error location", "line one\n  {{.I.X}}", "template: t:2:4: executing"),
     ("recursion", '{{define "r"}}{{template "r"}}{{end}}{{template "r"}}',
      "exceeded maximum template depth"),
@@ -302,3 +303,11 @@ def test_execute_named_template() -> None:
     assert tmpl.execute(1, name="a") == "A1"
     with pytest.raises(TemplateError, match='no template "z"'):
         tmpl.execute(1, name="z")
+
+
+def test_a_failing_function_is_an_error_calling_it() -> None:
+    def boom() -> str:
+        raise AttributeError("no such thing")
+
+    with pytest.raises(TemplateError, match=r'at <boom>: error calling boom: no such thing'):
+        Template("t", "{{ boom }}", funcs={"boom": boom}).execute(None)

@@ -14,7 +14,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final
 
-from yurt.runtime.gotemplate.exec import FuncError, is_true
+from yurt.runtime.gotemplate.exec import ArgTypeError, FuncError, is_true
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, go_type, sprint, sprintf, sprintln
 
 _BAD_COMPARISON: Final = "incompatible types for comparison"
@@ -175,6 +175,12 @@ def urlquery(*args: Any) -> str:
     return urllib.parse.quote_plus(_text_of(args))
 
 
+def printf(fmt: Any, *args: Any) -> str:
+    if not isinstance(fmt, str):
+        raise ArgTypeError(f"wrong type for value; expected string; got {go_type(fmt)}")
+    return sprintf(fmt, *args)
+
+
 def call(fn: Any, *args: Any) -> Any:
     if fn is None or fn is NO_VALUE:
         raise FuncError("call of nil")
@@ -197,7 +203,7 @@ BUILTINS: Final[dict[str, Callable[..., Any]]] = {
     "gt": gt,
     "ge": ge,
     "print": sprint,
-    "printf": sprintf,
+    "printf": printf,
     "println": sprintln,
     "html": html_escape,
     "js": js_escape,

@@ -391,7 +391,7 @@ class Executor:
             self.errorf(str(exc))
         except TemplateError:
             raise
-        except (FuncError, ValueError, TypeError, KeyError, IndexError, OSError) as exc:
+        except Exception as exc:  # Go recovers a function's panic into this error too
             self.node = node
             self.errorf(f"error calling {name}: {exc}")
 
