@@ -250,7 +250,11 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
             quiet = Quiescence(task_wait([c.spec for c in compiled]))
             while True:
                 index = await self._data.wait_changed(index)
-                fresh = await fetch(self._data, render.deps)
+                try:
+                    fresh = await fetch(self._data, render.deps)
+                except Exception:  # the source failed: keep the files, try on the next change
+                    log.exception("task %s of %s: template data", ctx.task.name, ctx.alloc.id)
+                    continue
                 if fresh == render.snapshot:
                     continue  # a change nothing here reads
                 quiet.change(_now())
@@ -265,7 +269,7 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
                         continue  # keep the last files until the data is back
                     changed = await self._write(ctx, compiled, render)
                     env = await self._load_env(ctx, compiled, render)
-                except (TemplateError, TemplateFileError, OSError) as e:
+                except Exception as e:  # whatever breaks a render fails the task, never the runner
                     await self._fail(ctx, f"Template failed: {e}")
                     return
                 self._note_render()

@@ -320,3 +320,24 @@ async def test_once_templates_are_not_watched(autojump_clock: MockClock) -> None
         assert hook.rendered == {"local/app.conf": "user=a"}
         assert tr.state.restarts == 0
         ar.destroy()
+
+
+async def test_a_rerender_that_fails_kills_and_fails_the_task(autojump_clock: MockClock) -> None:
+    data = MemoryTemplateData()
+    data.put_variable("nomad/jobs/j", {"n": "1"})
+    template = ('        data = "{{ with nomadVar \\"nomad/jobs/j\\" }}{{ .n.Value | parseInt }}'
+                '{{ end }}"\n'
+                '        destination = "local/n"')
+    async with harness() as h:
+        config = dataclasses.replace(h.config, template_data=data)
+        ar, tr = await _running(h.nursery, config, job(template))
+        data.put_variable("nomad/jobs/j", {"n": "not a number"})
+        with trio.fail_after(60):
+            await until(ar, lambda a: a.client_status == "failed")
+        (killing,) = [e for e in tr.state.events if e.type == "Killing"]
+        assert killing.display_message.startswith(
+            'Template failed: template: local/n:1:48: executing "local/n" at <parseInt>: '
+            'error calling parseInt: strconv.ParseInt: parsing "not a number"')
+        assert killing.fails_task
+        assert tr.state.failed
+        ar.destroy()
