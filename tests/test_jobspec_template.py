@@ -6,13 +6,14 @@ job from HCL and from `nomad job run -output` JSON giving one struct, and Nomad'
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import msgspec
 import pytest
 
 from yurt.runtime.durations import SECOND
 from yurt.runtime.errors import JobSpecError, SpecProblem
-from yurt.runtime.jobspec import parse_job
+from yurt.runtime.jobspec import load_job, parse_job
 from yurt.runtime.jobspec.rules_template import escapes_alloc_dir
 from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
 
@@ -172,3 +173,13 @@ def test_two_templates_on_one_destination() -> None:
 ])
 def test_escapes_alloc_dir(dest: str, escapes: bool) -> None:
     assert escapes_alloc_dir(dest) is escapes
+
+
+def test_the_example_job_parses() -> None:
+    root = Path(__file__).parent.parent
+    job = load_job(root / "examples/service-template.nomad.hcl")
+    conf, env = job.task_groups[0].tasks[0].templates
+    assert conf.data == '{{- with nomadVar "nomad/jobs/greeter" }}{{ .greeting }}{{ end }}'
+    assert (conf.change_mode, conf.change_signal, conf.perms) == ("signal", "SIGHUP", "0640")
+    assert env.env
+    assert env.destination == "secrets/greeter.env"
