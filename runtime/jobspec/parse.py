@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -89,7 +89,7 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
             root = _At(("job", job_id if isinstance(job_id, str) else "?"), ())
             positions = lambda: json_positions(text)  # noqa: E731
 
-        checked = _check_shape(Job, data, root, problems)
+        checked = _inherit_job_blocks(_check_shape(Job, data, root, problems))
         try:
             # Values that failed their check were left out, so this succeeds and the rules
             # below still run: one pass reports shape and rule problems together.
@@ -113,6 +113,17 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
     if job is None:  # pragma: no cover - a failed convert always adds a problem
         raise JobSpecError(filename, [SpecProblem(0, 0, "job", "the job could not be read")])
     return canonicalize(job)
+
+
+def _inherit_job_blocks(job: dict[str, Any]) -> dict[str, Any]:
+    """A job-level `migrate` block is every group's default, field by field (a field the group's
+    own block sets wins), as Nomad's API canonicalization merges it; the job keeps none."""
+    migrate = job.pop("Migrate", None)
+    if isinstance(migrate, dict):
+        for group in job.get("TaskGroups", []):
+            if isinstance(group, dict):
+                group["Migrate"] = {**migrate, **group.get("Migrate", {})}
+    return job
 
 
 def load_job(path: str | Path) -> Job:
