@@ -179,7 +179,20 @@ def test_the_example_job_parses() -> None:
     root = Path(__file__).parent.parent
     job = load_job(root / "examples/service-template.nomad.hcl")
     conf, env = job.task_groups[0].tasks[0].templates
-    assert conf.data == '{{- with nomadVar "nomad/jobs/greeter" }}{{ .greeting }}{{ end }}'
+    assert conf.data == '{{- with nomadVar "nomad/jobs/greeter" }}{{ .greeting }}{{ end }}\n'
     assert (conf.change_mode, conf.change_signal, conf.perms) == ("signal", "SIGHUP", "0640")
     assert env.env
     assert env.destination == "secrets/greeter.env"
+
+
+def test_heredocs_keep_their_last_newline_as_hcl_does() -> None:
+    (tmpl,) = templates(hcl(HEREDOC))
+    assert tmpl.data.endswith('home = "${HOME}"\n')
+    trimmed, empty, quoted = templates(hcl(
+        '        data = <<-EOT\n          a\n            b\n          EOT\n'
+        '        destination = "x"',
+        '        data = <<EOT\nEOT\n        source = "local/in"\n        destination = "y"',
+        '        data = "no newline"\n        destination = "z"'))
+    assert trimmed.data == "a\n  b\n"
+    assert empty.data == ""
+    assert quoted.data == "no newline"
