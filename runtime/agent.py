@@ -337,6 +337,7 @@ class Agent:
         from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher
         from yurt.runtime.server.store import ServerStore
         from yurt.runtime.sync import AllocSyncer
+        from yurt.runtime.templating.agentdata import AgentTemplateData
         from yurt.store import open_state_db
 
         data = self.config.data_dir
@@ -379,7 +380,8 @@ class Agent:
                     self.client = Client(AllocRunnerConfig(
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                         alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
-                        sign_identity=self.workload_signer.sign),
+                        sign_identity=self.workload_signer.sign,
+                        template_data=AgentTemplateData(self)),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
                         # The server publishes allocations as it commits them: with the

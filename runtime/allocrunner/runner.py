@@ -58,6 +58,7 @@ from yurt.hooks.dispatch_payload import DispatchPayloadHook
 from yurt.hooks.identity import IdentityHook, Signer, wants_token
 from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
+from yurt.hooks.template import TemplateHook
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.allocrunner import teardown
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
@@ -83,6 +84,7 @@ from yurt.runtime.structs import (
 )
 from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.runner import TaskRunner
+from yurt.runtime.templating.data import TemplateData
 from yurt.store.protocol import SavedTask, StateDB
 
 log = logging.getLogger("yurt.allocrunner")
@@ -138,6 +140,8 @@ class AllocRunnerConfig:
         default_factory=lambda: trio.CapacityLimiter(DIR_BUILD_THREADS))
     #: How many Nomad service checks an allocation has (allocation health waits for them).
     expected_checks: Callable[[Allocation], int] = no_checks
+    #: Services and variables for `template` blocks (None: an empty in-memory source).
+    template_data: TemplateData | None = None
 
 
 @final
@@ -193,6 +197,8 @@ class AllocRunner:
                          if config.sign_identity and wants_token(task) else []),
                        LogmonHook(alloc_dir=self.alloc_dir),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
+                       *([TemplateHook(config.template_data, rng=config.rng)]
+                         if task.templates else []),
                        *config.task_hooks()], rng=config.rng,
                 resources=self.resources, node=config.node,
                 start_limiter=config.start_limiter,

@@ -45,6 +45,7 @@ from yurt.runtime.structs import (
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
 from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
 from yurt.runtime.structs.network import DNSConfig, NetworkResource, Port
+from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
 from yurt.runtime.structs.update import UpdateStrategy
 
 
@@ -95,6 +96,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "dispatch_payload": HclField("dispatch_payload"),
         **_PLACEMENT,
         "identity": HclField("identities"),
+        "template": HclField("templates"),
     },
     Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
     RequestedDevice: _same("count"),
@@ -109,6 +111,11 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
+    Template: _same("source", "destination", "data", "change_mode", "change_signal",
+                    "change_script", "once", "splay", "perms", "uid", "gid", "left_delimiter",
+                    "right_delimiter", "env", "vault_grace", "wait", "error_on_missing_key"),
+    ChangeScript: _same("command", "args", "timeout", "fail_on_error", "run_on_first_render"),
+    WaitConfig: _same("min", "max"),
     UpdateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                           "healthy_deadline", "progress_deadline", "auto_revert",
                           "auto_promote", "canary", "stagger"),
@@ -151,13 +158,13 @@ UNSUPPORTED: Final = frozenset({
     "all_at_once", "artifact", "check_restart", "consul",
     "csi_plugin", "disconnect", "kind", "max_client_disconnect",
     "multiregion", "network", "node_pool", "numa", "scaling", "service",
-    "stop_after_client_disconnect", "template",
+    "stop_after_client_disconnect",
     "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "AllAtOnce", "Artifacts", "CSIPluginConfig", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
     "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services",
-    "StopAfterClientDisconnect", "Templates", "Vault", "VaultNamespace",
+    "StopAfterClientDisconnect", "Vault", "VaultNamespace",
     "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "VersionTag",
 })
 

@@ -19,6 +19,7 @@ import msgspec
 from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec.fields import _At, _Problems, _TooManyProblems
 from yurt.runtime.jobspec.hcl import _HclNormaliser
+from yurt.runtime.jobspec.heredoc import restore_heredoc_newlines
 from yurt.runtime.jobspec.limits import MAX_JOB_CHARS, MAX_PROBLEMS, _lone_surrogate
 from yurt.runtime.jobspec.rules import _check_job, canonicalize
 from yurt.runtime.jobspec.shape import _check_shape
@@ -74,6 +75,7 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
     try:
         if fmt == "hcl":
             raw, tree = _load_hcl(text, filename)
+            restore_heredoc_newlines(raw, tree)
             hcl_keyed: dict[PathKey, Position] = {}
             positions = lambda: hcl_keyed  # noqa: E731 - same signature as the lazy JSON index
             data, root = _HclNormaliser(hcl_positions(tree), problems, hcl_keyed).job(raw)

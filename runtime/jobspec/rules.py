@@ -30,6 +30,7 @@ from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedul
 from yurt.runtime.jobspec.rules_constraint import check_job_placement
 from yurt.runtime.jobspec.rules_identity import canonicalize_identities, check_job_identities
 from yurt.runtime.jobspec.rules_network import check_job_networks, fold_networks
+from yurt.runtime.jobspec.rules_template import check_job_templates
 from yurt.runtime.jobspec.rules_update import check_job_update, fold_update
 from yurt.runtime.server.periodic import CronError, check_spec, load_zone
 from yurt.runtime.structs import (
@@ -256,6 +257,7 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     check_job_placement(job, root, problems)
     check_job_identities(job, root, problems)
     check_job_networks(job, root, problems)
+    check_job_templates(job, group_at, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
         if not 0 <= group.count <= MAX_COUNT:

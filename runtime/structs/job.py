@@ -14,6 +14,7 @@ from yurt.runtime.structs.base import Base, Duration
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread
 from yurt.runtime.structs.identity import JobUIConfig, WorkloadIdentity
 from yurt.runtime.structs.network import NetworkResource
+from yurt.runtime.structs.template import Template
 from yurt.runtime.structs.update import UpdateStrategy
 
 # --------------------------------------------------------------------------- jobspec structs
@@ -82,6 +83,7 @@ class Task(Base):
     affinities: list[Affinity] = field(default_factory=list)
     default_identity: WorkloadIdentity | None = field(default=None, name="Identity")
     identities: list[WorkloadIdentity] = field(default_factory=list)
+    templates: list[Template] = field(default_factory=list)
 
 
 class TaskGroup(Base):

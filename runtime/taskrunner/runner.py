@@ -244,7 +244,8 @@ class TaskRunner:
     def _ctx(self) -> TaskHookContext:
         return TaskHookContext(alloc=self.alloc, task=self.task, task_dir=self._task_dir,
                                emit_event=self.emit_event, unix_clock=self._unix_clock,
-                               resources=self._resources, nursery=self._background)
+                               resources=self._resources, nursery=self._background,
+                               lifecycle=self)
 
     # ------------------------------------------------------------------ state changes
 
