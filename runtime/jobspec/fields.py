@@ -42,6 +42,7 @@ from yurt.runtime.structs import (
     Task,
     TaskGroup,
 )
+from yurt.runtime.structs.artifact import TaskArtifact
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
 from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
 from yurt.runtime.structs.network import DNSConfig, NetworkResource, Port
@@ -97,6 +98,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         **_PLACEMENT,
         "identity": HclField("identities"),
         "template": HclField("templates"),
+        "artifact": HclField("artifacts"),
     },
     Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
     RequestedDevice: _same("count"),
@@ -138,6 +140,10 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
                             "filepath", "service_name", "ttl", "extra_claims"),
     JobUIConfig: _same("description", "link"),
     JobUILink: _same("label", "url"),
+    TaskArtifact: {"source": HclField("getter_source"), "options": HclField("getter_options"),
+                   "headers": HclField("getter_headers"), "mode": HclField("getter_mode"),
+                   "insecure": HclField("getter_insecure"),
+                   "destination": HclField("relative_dest"), "chown": HclField("chown")},
 }
 
 #: HCL-only spellings a block is rewritten from before its fields are read (jobspec2's
@@ -155,12 +161,12 @@ HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
 #: counts where the struct has no such field: `network` is known on a group, and stays here
 #: for the task's `resources { network { … } }`, which Nomad deprecated long ago.
 UNSUPPORTED: Final = frozenset({
-    "all_at_once", "artifact", "check_restart", "consul",
+    "all_at_once", "check_restart", "consul",
     "csi_plugin", "disconnect", "kind", "max_client_disconnect",
     "multiregion", "network", "node_pool", "numa", "scaling", "service",
     "stop_after_client_disconnect",
     "vault", "volume", "volume_mount", "cores", "disk", "iops",
-    "AllAtOnce", "Artifacts", "CSIPluginConfig", "Consul",
+    "AllAtOnce", "CSIPluginConfig", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
     "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Services",

@@ -27,6 +27,7 @@ from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
 from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
+from yurt.runtime.jobspec.rules_artifact import canonicalize_artifacts, check_artifacts
 from yurt.runtime.jobspec.rules_constraint import check_job_placement
 from yurt.runtime.jobspec.rules_identity import canonicalize_identities, check_job_identities
 from yurt.runtime.jobspec.rules_network import check_job_networks, fold_networks
@@ -193,6 +194,7 @@ def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
             problems.add(dev_at.field(RequestedDevice, "count"),
                          f"must be at least 1, got {dev.count}")
 
+    check_artifacts(task, at, problems)
     if task.dispatch_payload is not None:
         _check_dispatch_payload(task.dispatch_payload, at.field(Task, "dispatch_payload"),
                                 problems)
@@ -388,6 +390,7 @@ def canonicalize(job: Job) -> Job:
     fold_reschedule(job)
     fold_update(job)
     fold_networks(job)
+    canonicalize_artifacts(job)
     for group in job.task_groups:
         group.restart_policy = merge_restart(_default_restart(job), group.restart_policy)
         for task in group.tasks:

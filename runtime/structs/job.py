@@ -10,6 +10,7 @@ from typing import Any, Final
 from msgspec import field
 
 from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.structs.artifact import TaskArtifact
 from yurt.runtime.structs.base import Base, Duration
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread
 from yurt.runtime.structs.identity import JobUIConfig, WorkloadIdentity
@@ -84,6 +85,7 @@ class Task(Base):
     default_identity: WorkloadIdentity | None = field(default=None, name="Identity")
     identities: list[WorkloadIdentity] = field(default_factory=list)
     templates: list[Template] = field(default_factory=list)
+    artifacts: list[TaskArtifact] = field(default_factory=list)
 
 
 class TaskGroup(Base):
