@@ -44,6 +44,7 @@ import trio
 
 from yurt.hooks.alloc_dir import AllocDirHook
 from yurt.hooks.alloc_health import AllocHealthHook, no_checks
+from yurt.hooks.artifact import ArtifactHook
 from yurt.hooks.await_previous import AwaitPreviousHook, MigrateDiskHook
 from yurt.hooks.base import (
     AllocHookResources,
@@ -72,6 +73,7 @@ from yurt.runtime.devices.manager import DeviceManager
 from yurt.runtime.drivers.protocol import Driver
 from yurt.runtime.drivers.users import owner_of
 from yurt.runtime.errors import TaskNotRunningError, YurtError
+from yurt.runtime.getter.config import ArtifactConfig
 from yurt.runtime.structs import (
     TASK_STATE_DEAD,
     ZERO_TIME,
@@ -142,6 +144,7 @@ class AllocRunnerConfig:
     expected_checks: Callable[[Allocation], int] = no_checks
     #: Services and variables for `template` blocks (None: an empty in-memory source).
     template_data: TemplateData | None = None
+    artifact: ArtifactConfig = field(default_factory=ArtifactConfig)  # the client's limits
 
 
 @final
@@ -195,6 +198,8 @@ class AllocRunner:
                        *([DispatchPayloadHook()] if task.dispatch_payload else []),
                        *([IdentityHook(config.sign_identity, owner_of)]
                          if config.sign_identity and wants_token(task) else []),
+                       *([ArtifactHook(config.artifact, node=config.node, resolve_owner=owner_of)]
+                         if task.artifacts else []),
                        LogmonHook(alloc_dir=self.alloc_dir),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
                        *([TemplateHook(config.template_data, rng=config.rng)]

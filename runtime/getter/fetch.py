@@ -20,7 +20,6 @@ import stat
 from pathlib import Path
 from typing import IO, Final
 
-import httpx2
 import trio
 
 from yurt.runtime.getter.source import GetterError
@@ -43,6 +42,10 @@ async def fetch_http(url: str, dest: Path, *, headers: dict[str, str] | None, in
 
     `read_timeout` bounds the whole download (Nomad's `http_read_timeout`), `max_bytes`
     (0: none) its size. Raises `GetterError`."""
+    # Here, not at the top: the agent imports this module, and only a job with an artifact
+    # should pay for the HTTP client's import (tests/test_import_weight.py).
+    import httpx2
+
     total = 0
     out = await trio.to_thread.run_sync(open, dest, "xb", limiter=limiter)
     try:

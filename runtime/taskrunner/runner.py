@@ -547,8 +547,9 @@ class TaskRunner:
                 response = await hook.prestart(ctx, dict(saved.data) if saved else {})
             except Exception as e:
                 recoverable = bool(getattr(e, "recoverable", False))
-                await self.emit_event(events.new_event(events.HOOK_FAILED, self._unix_clock(),
-                                                       message=f"{hook.name}: {e}"))
+                own = getattr(e, "task_event", None)  # a hook's own event (Nomad's HookError)
+                await self.emit_event(own if isinstance(own, TaskEvent) else events.new_event(
+                    events.HOOK_FAILED, self._unix_clock(), message=f"{hook.name}: {e}"))
                 raise HookError(f'prestart hook "{hook.name}" failed: {e}',
                                 recoverable=recoverable) from e
             new = HookState(prestart_done=response.done, data=dict(response.data),
