@@ -3,10 +3,12 @@ events, the restart policy as the only retry loop, interpolation, and no refetch
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 from trio.testing import MockClock
 
-from tests.runtime_support import at, displays, eventually, job_alloc, types, unix_clock
+from tests.runtime_support import at, displays, job_alloc, types, unix_clock
 from yurt.hooks.artifact import ArtifactHook, artifact_hash
 from yurt.hooks.base import TaskHookContext
 from yurt.runtime.allocrunner.gate import Gate
@@ -65,23 +67,38 @@ class FakeGetter:
             raise GetterError("bad response code: 503")
 
 
-def runner(alloc: Allocation, getter: FakeGetter, db: MemoryStateDB | None = None
-           ) -> TaskRunner:
+class Updates:
+    """Wakes waiters whenever the task runner reports a state update."""
+
+    def __init__(self) -> None:
+        self._changed = trio.Event()
+
+    def poke(self) -> None:
+        self._changed.set()
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            self._changed = trio.Event()
+            await self._changed.wait()
+
+
+def runner(alloc: Allocation, getter: FakeGetter, updates: Updates) -> TaskRunner:
     assert alloc.job is not None
     gate = Gate()
     gate.open()
     return TaskRunner(alloc, alloc.job.task_groups[0].tasks[0], driver=MockDriver(unix_clock),
-                      state_db=db or MemoryStateDB(), gate=gate, on_state_updated=lambda: None,
+                      state_db=MemoryStateDB(), gate=gate, on_state_updated=updates.poke,
                       unix_clock=unix_clock, hooks=[ArtifactHook(getter=getter)])
 
 
 async def test_a_failed_download_is_nomads_event_and_the_restart_policy_retries_it(
         autojump_clock: MockClock) -> None:
     getter = FakeGetter(failures=2)
-    tr = runner(alloc_of(), getter)
+    updates = Updates()
+    tr = runner(alloc_of(), getter, updates)
     async with trio.open_nursery() as nursery:
         await nursery.start(tr.run)
-        await eventually(lambda: "Started" in types(tr))
+        await updates.until(lambda: "Started" in types(tr))
         nursery.cancel_scope.cancel()
     assert [t for t in types(tr) if t != "Received"] == [
         "Downloading Artifacts", "Failed Artifact Download", "Restarting",
@@ -103,10 +120,11 @@ async def test_a_failed_download_is_nomads_event_and_the_restart_policy_retries_
 
 
 async def test_failures_past_the_policy_fail_the_task(autojump_clock: MockClock) -> None:
-    tr = runner(alloc_of(attempts=1, mode="fail"), FakeGetter(failures=5))
+    updates = Updates()
+    tr = runner(alloc_of(attempts=1, mode="fail"), FakeGetter(failures=5), updates)
     async with trio.open_nursery() as nursery:
         await nursery.start(tr.run)
-        await eventually(lambda: tr.state.state == TASK_STATE_DEAD)
+        await updates.until(lambda: tr.state.state == TASK_STATE_DEAD)
         nursery.cancel_scope.cancel()
     assert [t for t in types(tr) if t != "Received"] == [
         "Downloading Artifacts", "Failed Artifact Download", "Restarting",
@@ -118,10 +136,11 @@ async def test_failures_past_the_policy_fail_the_task(autojump_clock: MockClock)
 async def test_downloads_are_interpolated_and_not_repeated_after_a_task_restart(
         autojump_clock: MockClock) -> None:
     getter = FakeGetter(failures=0)
-    tr = runner(alloc_of(run_for="10s"), getter)
+    updates = Updates()
+    tr = runner(alloc_of(run_for="10s"), getter, updates)
     async with trio.open_nursery() as nursery:
         await nursery.start(tr.run)
-        await eventually(lambda: types(tr).count("Started") >= 3)
+        await updates.until(lambda: types(tr).count("Started") >= 3)
         nursery.cancel_scope.cancel()
     assert types(tr).count("Downloading Artifacts") == 1  # done: later starts skip the hook
     assert len(getter.calls) == 2
