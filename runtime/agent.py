@@ -50,6 +50,7 @@ from yurt.runtime.fingerprint import (
     raise_nofile_limit,
 )
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
+from yurt.runtime.getter.config import ArtifactConfig
 from yurt.runtime.memory import Frozen, freeze_long_lived, freezing_survivors
 from yurt.runtime.restore import RestoreProgress, reattach_all
 from yurt.runtime.structs import (
@@ -135,6 +136,7 @@ class AgentConfig:
     min_dynamic_port: int = 20000
     max_dynamic_port: int = 32000
     reserved_ports: str = ""
+    artifact: ArtifactConfig = field(default_factory=ArtifactConfig)  # the client's limits
 
 
 @final
@@ -381,7 +383,8 @@ class Agent:
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                         alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
                         sign_identity=self.workload_signer.sign,
-                        template_data=AgentTemplateData(self)),
+                        template_data=AgentTemplateData(self),
+                        artifact=self.config.artifact),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
                         # The server publishes allocations as it commits them: with the

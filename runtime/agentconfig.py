@@ -19,6 +19,12 @@
     id = "nvidia/gpu/T4"
     instances = ["GPU-0", "GPU-1"]
 
+    [artifact]                            # Nomad's client `artifact` block
+    http_read_timeout = "30m"
+    http_max_size = "100GB"
+    decompression_size_limit = "100GB"
+    decompression_file_count_limit = 4096
+
     [gc]
     interval = "1m"
     disk_threshold = 80
@@ -42,6 +48,7 @@ from yurt.runtime.devices.protocol import DeviceGroup, DeviceInstance
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import YurtError
 from yurt.runtime.gc import GCConfig
+from yurt.runtime.getter.config import ArtifactSettings
 
 
 class ConfigError(YurtError):
@@ -92,6 +99,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     min_dynamic_port: int = 20000
     max_dynamic_port: int = 32000
     reserved: _Reserved = msgspec.field(default_factory=_Reserved)
+    artifact: ArtifactSettings = msgspec.field(default_factory=ArtifactSettings)
 
     def fake_devices(self) -> tuple[DeviceGroup, ...]:
         return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
@@ -154,6 +162,10 @@ def load_config(path: Path) -> FileConfig:
         config.gc_config()
         config.idle_timeout()
         config.check_ports()
+        try:
+            config.artifact.to_config()
+        except ValueError as e:
+            raise ValueError(f"artifact: {e}") from None
         if "raw_exec" in config.drivers.config:
             # Only here: the driver's module is not on the path to a listening API.
             from yurt.runtime.drivers.rawexec import RawExecPluginConfig

@@ -366,7 +366,8 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
         driver_block=driver_block or tuple(file.drivers.block),
         driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout(),
         min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
-        reserved_ports=file.reserved.reserved_ports)
+        reserved_ports=file.reserved.reserved_ports,
+        artifact=file.artifact.to_config())
     raise_open_files_limit()
 
     async def main() -> None:
