@@ -94,7 +94,7 @@ class ArtifactHook(TaskPrestartHook):
             task_dir=ctx.task_dir, destination=interpolate(artifact.relative_dest, lookup),
             mode=artifact.getter_mode, options=interpolate(artifact.getter_options or {}, lookup),
             headers=interpolate(artifact.getter_headers or {}, lookup),
-            insecure=artifact.getter_insecure, owner=owner)
+            insecure=artifact.getter_insecure, owner=owner, user=ctx.task.user)
 
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
         artifacts = ctx.task.artifacts

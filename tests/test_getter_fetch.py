@@ -11,10 +11,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import shutil
 import stat
 import tarfile
+import tempfile
 import tracemalloc
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -243,3 +246,37 @@ async def test_a_stale_staging_directory_is_removed(task_dir: Path, tmp_path: Pa
         await get(request(task_dir, str(src)), ArtifactConfig())
     assert staging_left(task_dir) == []
     assert (task_dir / "local/f").read_text() == "x"
+
+
+@pytest.fixture
+def public_dir() -> Iterator[Path]:
+    """A directory every user can reach (pytest's own tmp tree is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="yurt-artifact-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+async def test_file_sources_must_be_readable_by_the_tasks_user(task_dir: Path,
+                                                               public_dir: Path) -> None:
+    secret = public_dir / "secret"
+    secret.write_text("root only")
+    secret.chmod(0o600)
+    public = public_dir / "public"
+    public.write_text("everyone")
+    public.chmod(0o644)
+    tree = public_dir / "tree"
+    tree.mkdir(mode=0o755)
+    (tree / "hidden").write_text("x")
+    (tree / "hidden").chmod(0o600)
+    with trio.fail_after(20):
+        with pytest.raises(GetterError, match='secret: permission denied for user "nobody"'):
+            await get(request(task_dir, str(secret), user="nobody"), ArtifactConfig())
+        with pytest.raises(GetterError, match='hidden: permission denied for user "nobody"'):
+            await get(request(task_dir, str(tree), user="nobody"), ArtifactConfig())
+        await get(request(task_dir, str(public), user="nobody"), ArtifactConfig())
+        await get(request(task_dir, str(secret)), ArtifactConfig())  # a task without a user
+    assert (task_dir / "local/public").read_text() == "everyone"
+    assert (task_dir / "local/secret").read_text() == "root only"

@@ -27,6 +27,7 @@ from typing import Final
 
 import trio
 
+from yurt.runtime.getter.access import check_readable, reader_of
 from yurt.runtime.getter.config import ArtifactConfig
 from yurt.runtime.getter.fetch import copy_file, fetch_http
 from yurt.runtime.getter.source import (
@@ -59,6 +60,8 @@ class ArtifactRequest:
     insecure: bool = False
     #: (uid, gid) to give the destination to (the artifact's `chown` with the task's user).
     owner: tuple[int, int] | None = None
+    #: The task's user: a `file://` source must be readable by it (access.py).
+    user: str = ""
 
 
 def resolve_destination(alloc_dir: Path, task_dir: Path, destination: str) -> Path:
@@ -153,6 +156,8 @@ async def get(request: ArtifactRequest, config: ArtifactConfig) -> None:
 
     def prepare() -> tuple[Path, Path, bool]:
         dest = resolve_destination(alloc_dir, task_dir, request.destination)
+        if source.scheme == "file" and request.user:
+            check_readable(Path(source.path), reader_of(request.user))
         remove_stale_staging(task_dir)
         stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=task_dir))
         return dest, stage, source.scheme == "file" and os.path.isdir(source.path)
@@ -187,8 +192,9 @@ async def _get_staged(request: ArtifactRequest, config: ArtifactConfig, source: 
     how: Plan = plan(source, request.mode, source_is_dir=source_is_dir)
     out = stage / "out"
     if how.copy_dir:
+        reader = reader_of(request.user) if request.user else None
         await trio.to_thread.run_sync(
-            lambda: copy_tree(Path(source.path), out,
+            lambda: copy_tree(Path(source.path), out, reader=reader,
                               max_size=config.decompression_size_limit,
                               max_files=config.decompression_file_count_limit),
             limiter=limiter)

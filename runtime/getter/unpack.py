@@ -27,6 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import Final, Protocol
 
+from yurt.runtime.getter.access import Reader, may
 from yurt.runtime.getter.source import GetterError
 
 _CHUNK: Final = 1 << 20
@@ -156,9 +157,11 @@ def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: in
             os.chmod(target, mode)
 
 
-def copy_tree(src: Path, dest: Path, *, max_size: int, max_files: int) -> None:
+def copy_tree(src: Path, dest: Path, *, max_size: int, max_files: int,
+              reader: Reader | None = None) -> None:
     """A `file://` directory source copied as a tree; links are refused, as go-getter's
-    client with `DisableSymlinks` refuses them."""
+    client with `DisableSymlinks` refuses them, and with a `reader` (the task's user) every
+    entry must be readable by it."""
     count = total = 0
     for dirpath, dirnames, filenames in os.walk(src):
         here = Path(dirpath)
@@ -168,6 +171,9 @@ def copy_tree(src: Path, dest: Path, *, max_size: int, max_files: int) -> None:
             st = os.lstat(here / name)
             if stat.S_ISLNK(st.st_mode):
                 raise GetterError(f"copying of symlinks has been disabled: {here / name}")
+            if reader is not None and not may(st, reader, 5 if stat.S_ISDIR(st.st_mode) else 4):
+                raise GetterError(f"{here / name}: permission denied for user "
+                                  f"\"{reader.name}\"")
             count += 1
             if max_files and count > max_files:
                 raise GetterError(f"directory contains too many files: {count} > {max_files}")
