@@ -82,12 +82,13 @@ class Updates:
             await self._changed.wait()
 
 
-def runner(alloc: Allocation, getter: FakeGetter, updates: Updates) -> TaskRunner:
+def runner(alloc: Allocation, getter: FakeGetter, updates: Updates,
+           db: MemoryStateDB | None = None) -> TaskRunner:
     assert alloc.job is not None
     gate = Gate()
     gate.open()
     return TaskRunner(alloc, alloc.job.task_groups[0].tasks[0], driver=MockDriver(unix_clock),
-                      state_db=MemoryStateDB(), gate=gate, on_state_updated=updates.poke,
+                      state_db=db or MemoryStateDB(), gate=gate, on_state_updated=updates.poke,
                       unix_clock=unix_clock, hooks=[ArtifactHook(getter=getter)])
 
 
@@ -153,6 +154,28 @@ async def test_downloads_are_interpolated_and_not_repeated_after_a_task_restart(
     assert saved.prestart_done
     task = tr.task
     assert saved.data == {artifact_hash(a): "1" for a in task.artifacts}
+
+
+async def test_an_agent_restart_does_not_download_again(autojump_clock: MockClock) -> None:
+    getter = FakeGetter(failures=0)
+    alloc = alloc_of()
+    db = MemoryStateDB()
+    updates = Updates()
+    first = runner(alloc, getter, updates, db)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        await updates.until(lambda: "Started" in types(first))
+        nursery.cancel_scope.cancel()  # the agent dies with the task
+    assert len(getter.calls) == 2
+    second = runner(alloc, getter, updates, db)
+    await second.restore()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.run)
+        # The task is gone with the first driver: the new agent starts it afresh.
+        await updates.until(lambda: types(second).count("Started") == 2)
+        nursery.cancel_scope.cancel()
+    assert len(getter.calls) == 2
+    assert types(second).count("Downloading Artifacts") == 1  # the first agent's, restored
 
 
 async def test_previous_state_skips_finished_artifacts(autojump_clock: MockClock) -> None:
