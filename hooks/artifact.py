@@ -74,6 +74,9 @@ def download_failed_event(time: int, message: str) -> TaskEvent:
 @final
 class ArtifactHook(TaskPrestartHook):
     name: ClassVar[str] = "artifacts"
+    #: A download may take minutes: a kill or an agent shutdown cancels it (Nomad's hooks
+    #: run under the task's kill and shutdown contexts).
+    interruptible: ClassVar[bool] = True
 
     def __init__(self, config: ArtifactConfig | None = None, *, node: Node | None = None,
                  getter: Getter = get,

@@ -218,3 +218,35 @@ async def test_downloads_run_three_at_a_time(autojump_clock: MockClock) -> None:
     finish_times = sorted(round(t - start) for t, _ in getter.calls)
     assert len(getter.calls) == 7
     assert finish_times == [1, 1, 1, 2, 2, 2, 3]
+
+
+class Hanging(FakeGetter):
+    """A download that never finishes on its own."""
+
+    def __init__(self) -> None:
+        super().__init__(failures=0)
+        self.started = trio.Event()
+        self.cancelled = False
+
+    async def __call__(self, request: ArtifactRequest, config: ArtifactConfig) -> None:
+        self.started.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            self.cancelled = True
+            raise
+
+
+async def test_a_kill_cancels_a_download_in_flight(autojump_clock: MockClock) -> None:
+    getter = Hanging()
+    tr = runner(alloc_of(), getter, Updates())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tr.run)
+        await getter.started.wait()
+        with trio.fail_after(60):
+            await tr.kill()
+    assert getter.cancelled
+    assert "Started" not in types(tr)
+    assert "Failed Artifact Download" not in types(tr)
+    assert "artifacts" not in tr.local_state.hooks  # nothing kept: the next try downloads
+    assert tr.state.state == TASK_STATE_DEAD

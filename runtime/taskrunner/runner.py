@@ -543,8 +543,11 @@ class TaskRunner:
             if saved is not None and saved.prestart_done:
                 self._apply_hook(hook.name, saved)
                 continue
+            # A hook that may take long (a download) says so; a kill or shutdown cancels it.
+            interruptible = bool(getattr(hook, "interruptible", False))
             try:
-                response = await hook.prestart(ctx, dict(saved.data) if saved else {})
+                with self._interruptible(kill=interruptible, shutdown=interruptible) as scope:
+                    response = await hook.prestart(ctx, dict(saved.data) if saved else {})
             except Exception as e:
                 recoverable = bool(getattr(e, "recoverable", False))
                 own = getattr(e, "task_event", None)  # a hook's own event (Nomad's HookError)
@@ -552,6 +555,8 @@ class TaskRunner:
                     events.HOOK_FAILED, self._unix_clock(), message=f"{hook.name}: {e}"))
                 raise HookError(f'prestart hook "{hook.name}" failed: {e}',
                                 recoverable=recoverable) from e
+            if scope.cancelled_caught:
+                return  # killed or shut down: the caller acts on the flags, nothing is kept
             new = HookState(prestart_done=response.done, data=dict(response.data),
                             env=dict(response.env), mounts=list(response.mounts),
                             devices=list(response.devices))
