@@ -209,10 +209,10 @@ async def _get_staged(request: ArtifactRequest, config: ArtifactConfig, source: 
                                max_size=config.decompression_size_limit,
                                max_files=config.decompression_file_count_limit),
                 limiter=limiter)
-        else:
-            download.rename(out)
 
     def place() -> None:
+        if not how.copy_dir and how.unpack is None:
+            (stage / "download").rename(out)
         if how.copy_dir or how.unpack == "dir":
             _merge(out, dest)
         else:
