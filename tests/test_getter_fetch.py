@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import shutil
 import stat
 import tarfile
@@ -280,3 +281,18 @@ async def test_file_sources_must_be_readable_by_the_tasks_user(task_dir: Path,
         await get(request(task_dir, str(secret)), ArtifactConfig())  # a task without a user
     assert (task_dir / "local/public").read_text() == "everyone"
     assert (task_dir / "local/secret").read_text() == "root only"
+
+
+async def test_chown_gives_the_destination_to_the_tasks_user(task_dir: Path,
+                                                             tmp_path: Path) -> None:
+    src = tmp_path / "tree"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub/f").write_text("x")
+    nobody = (65534, 65534)
+    with trio.fail_after(20):
+        await get(request(task_dir, f"file://{src}", destination="local/out", owner=nobody),
+                  ArtifactConfig())
+    expected = nobody if os.geteuid() == 0 else (os.getuid(), os.getgid())  # root only
+    for path in (task_dir / "local/out", task_dir / "local/out/sub/f"):
+        st = path.lstat()
+        assert (st.st_uid, st.st_gid) == expected

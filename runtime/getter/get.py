@@ -116,6 +116,10 @@ def _place_file(src: Path, final: Path) -> None:
 
 
 def _chown_tree(path: Path, owner: tuple[int, int]) -> None:
+    """Give the destination tree to the task's user; only root can, and Nomad's
+    `chownDestination` quietly does nothing otherwise, as here."""
+    if os.geteuid() != 0:
+        return
     uid, gid = owner
     os.lchown(path, uid, gid)
     for dirpath, dirnames, filenames in os.walk(path):
