@@ -27,6 +27,7 @@ import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
 from yurt.runtime.getter import ArtifactConfig, ArtifactRequest, GetterError, get
+from yurt.runtime.getter.get import remove_stale_staging
 from yurt.runtime.structs import Node, TaskEvent
 from yurt.runtime.structs.artifact import TaskArtifact
 from yurt.runtime.taskenv import build_env, interpolate, node_values
@@ -106,6 +107,8 @@ class ArtifactHook(TaskPrestartHook):
             return PrestartResponse(done=True)
         await ctx.emit_event(events.new_event(DOWNLOADING_ARTIFACTS, ctx.unix_clock(),
                                               display="Client is downloading artifacts"))
+        if ctx.task_dir is not None:  # what a crash mid-download left, before any new one
+            await trio.to_thread.run_sync(remove_stale_staging, ctx.task_dir)
         lookup = {**node_values(self._node),
                   **build_env(ctx.alloc, ctx.task, task_dir=ctx.task_dir, node=self._node)}
         done: dict[str, str] = {}

@@ -25,8 +25,12 @@ import pytest
 import trio
 
 from tests.http_support import Route, open_file_server
+from tests.runtime_support import job_alloc
+from yurt.hooks.artifact import ArtifactHook
+from yurt.hooks.base import TaskHookContext
 from yurt.runtime.getter import ArtifactConfig, ArtifactRequest, GetterError, get
 from yurt.runtime.getter.get import STAGING_PREFIX
+from yurt.runtime.structs import TaskEvent
 
 pytestmark = pytest.mark.slow
 
@@ -237,18 +241,6 @@ async def test_decompression_limits(task_dir: Path) -> None:
     assert list((task_dir / "local").iterdir()) == []
 
 
-async def test_a_stale_staging_directory_is_removed(task_dir: Path, tmp_path: Path) -> None:
-    stale = task_dir / f"{STAGING_PREFIX}crashed"
-    stale.mkdir()
-    (stale / "download").write_bytes(b"partial")
-    src = tmp_path / "f"
-    src.write_text("x")
-    with trio.fail_after(20):
-        await get(request(task_dir, str(src)), ArtifactConfig())
-    assert staging_left(task_dir) == []
-    assert (task_dir / "local/f").read_text() == "x"
-
-
 @pytest.fixture
 def public_dir() -> Iterator[Path]:
     """A directory every user can reach (pytest's own tmp tree is private to root)."""
@@ -296,3 +288,49 @@ async def test_chown_gives_the_destination_to_the_tasks_user(task_dir: Path,
     for path in (task_dir / "local/out", task_dir / "local/out/sub/f"):
         st = path.lstat()
         assert (st.st_uid, st.st_gid) == expected
+
+
+async def test_concurrent_downloads_of_one_task_keep_to_their_own_staging(
+        task_dir: Path) -> None:
+    routes = {f"/f{i}": Route(f"content {i}".encode() * 100_000) for i in range(3)}
+    with trio.fail_after(30):
+        async with open_file_server(routes) as server, trio.open_nursery() as nursery:
+            for i in range(3):
+                nursery.start_soon(get, request(task_dir, f"{server.base_url}/f{i}"),
+                                   ArtifactConfig())
+    for i in range(3):
+        assert (task_dir / f"local/f{i}").read_bytes() == f"content {i}".encode() * 100_000
+
+
+async def test_the_hook_removes_staging_a_crash_left_before_downloading(
+        task_dir: Path, tmp_path: Path) -> None:
+    stale = task_dir / f"{STAGING_PREFIX}crashed"
+    stale.mkdir()
+    (stale / "download").write_bytes(b"partial")
+    src = tmp_path / "f"
+    src.write_text("x")
+    alloc = job_alloc(f'''job "j" {{
+  group "g" {{
+    task "web" {{
+      driver = "raw_exec"
+      config {{ command = "/bin/true" }}
+      artifact {{ source = "file://{src}" }}
+    }}
+  }}
+}}''')
+    assert alloc.job is not None
+    task = alloc.job.task_groups[0].tasks[0]
+    seen: list[str] = []
+
+    async def emit(event: TaskEvent) -> None:
+        await trio.lowlevel.checkpoint()
+        seen.append(event.type)
+
+    ctx = TaskHookContext(alloc=alloc, task=task, task_dir=task_dir, emit_event=emit,
+                          unix_clock=lambda: 0)
+    with trio.fail_after(20):
+        response = await ArtifactHook().prestart(ctx, {})
+    assert response.done
+    assert seen == ["Downloading Artifacts"]
+    assert staging_left(task_dir) == []
+    assert (task_dir / "local/f").read_text() == "x"

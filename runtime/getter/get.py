@@ -6,8 +6,8 @@ inside the task directory (`.artifact-*`), and reaches the destination only once
 and verified: the fetched file (hashed as it streams), then the unpacked tree, then a merge
 into the destination (Nomad's `mergeDirectories`: a directory merges into one already there,
 a file replaces what has its name, links in the destination are replaced, never followed).
-So a failed or interrupted download leaves the destination as it was, and a staging
-directory an agent crash left behind is removed by the next download of that task.
+So a failed or interrupted download leaves the destination as it was; staging directories an
+agent crash left behind are removed (`remove_stale_staging`) before the task's next downloads.
 
 Invariants: the destination, interpolated and joined to the task directory, stays inside the
 allocation directory once links are resolved (Nomad's `ClientPath` escape check, made on the
@@ -76,7 +76,9 @@ def resolve_destination(alloc_dir: Path, task_dir: Path, destination: str) -> Pa
 
 
 def remove_stale_staging(task_dir: Path) -> None:
-    """Remove staging directories an interrupted download (an agent crash) left behind."""
+    """Remove staging directories an interrupted download (an agent crash) left behind.
+    Call it before a task's downloads start, never beside one: it would take that
+    download's staging directory away."""
     with os.scandir(task_dir) as entries:
         for entry in entries:
             if entry.name.startswith(STAGING_PREFIX) and entry.is_dir(follow_symlinks=False):
@@ -162,7 +164,6 @@ async def get(request: ArtifactRequest, config: ArtifactConfig) -> None:
         dest = resolve_destination(alloc_dir, task_dir, request.destination)
         if source.scheme == "file" and request.user:
             check_readable(Path(source.path), reader_of(request.user))
-        remove_stale_staging(task_dir)
         stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=task_dir))
         return dest, stage, source.scheme == "file" and os.path.isdir(source.path)
 
