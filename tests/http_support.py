@@ -7,12 +7,17 @@ to send, and sets `hung_up` when a client cut an endless stream off.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
+import ssl
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
 import trio
+import trio.abc
 
 CHUNK = 64 * 1024
 
@@ -31,8 +36,16 @@ class FileServer:
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     sent: int = 0
     hung_up: trio.Event = field(default_factory=trio.Event)
+    tls: ssl.SSLContext | None = None
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
+    async def _handle(self, stream: trio.abc.Stream) -> None:
+        if self.tls is not None:
+            stream = trio.SSLStream(stream, self.tls, server_side=True)
+            try:
+                await stream.do_handshake()
+            except trio.BrokenResourceError:  # a client that refused the certificate
+                await trio.aclose_forcefully(stream)
+                return
         data = b""
         while b"\r\n\r\n" not in data and len(data) < 65536:
             chunk = await stream.receive_some(4096)
@@ -64,14 +77,45 @@ class FileServer:
 
 
 @asynccontextmanager
-async def open_file_server(routes: dict[str, Route]) -> AsyncIterator[FileServer]:
-    server = FileServer(routes)
+async def open_file_server(routes: dict[str, Route], *, tls: ssl.SSLContext | None = None
+                           ) -> AsyncIterator[FileServer]:
+    """Serve `routes` on loopback (over TLS with `tls`) until the block ends."""
+    server = FileServer(routes, tls=tls)
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(
             partial(trio.serve_tcp, server._handle, 0, host="127.0.0.1"))
         port = listeners[0].socket.getsockname()[1]
-        server.base_url = f"http://127.0.0.1:{port}"
+        server.base_url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         try:
             yield server
         finally:
             nursery.cancel_scope.cancel()
+
+
+def self_signed_context() -> ssl.SSLContext:
+    """A server context with a fresh self-signed certificate for 127.0.0.1, which no client
+    trusts."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.NamedTemporaryFile() as pem:
+        pem.write(cert.public_bytes(serialization.Encoding.PEM))
+        pem.write(key.private_bytes(serialization.Encoding.PEM,
+                                    serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()))
+        pem.flush()
+        context.load_cert_chain(pem.name)
+    return context

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.http_support import Route, open_file_server
+from tests.http_support import Route, open_file_server, self_signed_context
 from tests.runtime_support import job_alloc
 from yurt.hooks.artifact import ArtifactHook
 from yurt.hooks.base import TaskHookContext
@@ -334,3 +334,15 @@ async def test_the_hook_removes_staging_a_crash_left_before_downloading(
     assert seen == ["Downloading Artifacts"]
     assert staging_left(task_dir) == []
     assert (task_dir / "local/f").read_text() == "x"
+
+
+async def test_https_verifies_certificates_unless_insecure(task_dir: Path) -> None:
+    tls = self_signed_context()
+    with trio.fail_after(20):
+        async with open_file_server({"/tool": Route(b"bin")}, tls=tls) as server:
+            with pytest.raises(GetterError, match=r'^Get "https://127\.0\.0\.1:\d+/tool": .*'
+                                                  r"CERTIFICATE_VERIFY_FAILED"):
+                await get(request(task_dir, f"{server.base_url}/tool"), ArtifactConfig())
+            await get(request(task_dir, f"{server.base_url}/tool", insecure=True),
+                      ArtifactConfig())
+    assert (task_dir / "local/tool").read_bytes() == b"bin"

@@ -71,7 +71,7 @@ async def fetch_http(url: str, dest: Path, *, headers: dict[str, str] | None, in
                             batch, pending = [], 0
                     await trio.to_thread.run_sync(_write, out, batch, hasher, limiter=limiter)
             except httpx2.HTTPError as e:
-                raise GetterError(f'Get "{url}": {e}') from None
+                raise GetterError(f'Get "{url}": {_reason(e)}') from None
         if scope.cancelled_caught:
             raise GetterError(f'Get "{url}": context deadline exceeded')
     finally:
@@ -79,6 +79,17 @@ async def fetch_http(url: str, dest: Path, *, headers: dict[str, str] | None, in
             cleanup.deadline = trio.current_time() + 10  # a close never blocks that long
             await trio.to_thread.run_sync(out.close, limiter=limiter)
     return total
+
+
+def _reason(error: BaseException) -> str:
+    """The most telling text of an HTTP error: some (TLS failures) carry it only in their
+    cause, a chain of wrappers around the ssl module's error."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if str(seen):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return type(error).__name__
 
 
 def copy_file(src: Path, dest: Path, *, max_bytes: int, hasher: hashlib._Hash | None) -> int:
