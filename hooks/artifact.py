@@ -26,8 +26,9 @@ from typing import ClassVar, Final, final
 import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from yurt.runtime.getter import ArtifactConfig, ArtifactRequest, GetterError, get
-from yurt.runtime.getter.get import remove_stale_staging
+from yurt.runtime.getter.config import ArtifactConfig
+from yurt.runtime.getter.get import ArtifactRequest, get, remove_stale_staging
+from yurt.runtime.getter.source import GetterError
 from yurt.runtime.structs import Node, TaskEvent
 from yurt.runtime.structs.artifact import TaskArtifact
 from yurt.runtime.taskenv import build_env, interpolate, node_values

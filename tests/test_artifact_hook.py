@@ -13,7 +13,9 @@ from yurt.hooks.artifact import ArtifactHook, artifact_hash
 from yurt.hooks.base import TaskHookContext
 from yurt.runtime.allocrunner.gate import Gate
 from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.getter import ArtifactConfig, ArtifactRequest, GetterError
+from yurt.runtime.getter.config import ArtifactConfig
+from yurt.runtime.getter.get import ArtifactRequest
+from yurt.runtime.getter.source import GetterError
 from yurt.runtime.structs import TASK_STATE_DEAD, Allocation, TaskEvent
 from yurt.runtime.taskrunner.runner import TaskRunner
 from yurt.store import MemoryStateDB

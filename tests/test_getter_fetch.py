@@ -28,8 +28,9 @@ from tests.http_support import Route, open_file_server, self_signed_context
 from tests.runtime_support import job_alloc
 from yurt.hooks.artifact import ArtifactHook
 from yurt.hooks.base import TaskHookContext
-from yurt.runtime.getter import ArtifactConfig, ArtifactRequest, GetterError, get
-from yurt.runtime.getter.get import STAGING_PREFIX
+from yurt.runtime.getter.config import ArtifactConfig
+from yurt.runtime.getter.get import STAGING_PREFIX, ArtifactRequest, get
+from yurt.runtime.getter.source import GetterError
 from yurt.runtime.structs import TaskEvent
 
 pytestmark = pytest.mark.slow
