@@ -25,16 +25,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import trio
 
+from yurt.runtime.drivers.protocol import Driver
 from yurt.runtime.structs import (
     Allocation,
     AllocNetworkStatus,
     Task,
     TaskDeviceNode,
     TaskEvent,
+    TaskHandle,
     TaskMount,
 )
 
@@ -107,6 +109,21 @@ class AllocHookResources:
 # --------------------------------------------------------------------------- task runner
 
 
+class TaskLifecycle(Protocol):
+    """What a hook may do to its own task (Nomad's `ti.TaskLifecycle`): the task runner."""
+
+    @property
+    def env(self) -> dict[str, str]: ...
+    driver: Driver
+
+    @property
+    def handle(self) -> TaskHandle | None: ...
+    async def restart(self, event: TaskEvent, *, failure: bool = False) -> None: ...
+    async def signal(self, event: TaskEvent, signal: str) -> None: ...
+    async def kill(self, event: TaskEvent | None = None) -> str: ...
+    def set_hook_env(self, hook: str, env: dict[str, str] | None) -> None: ...
+
+
 @dataclass
 class TaskHookContext:
     """What a task hook may see and do. `emit_event` appends, persists and notifies."""
@@ -119,6 +136,8 @@ class TaskHookContext:
     resources: AllocHookResources = field(default_factory=AllocHookResources)
     #: The task runner's background nursery: work that lives as long as the runner (log pumps).
     nursery: trio.Nursery | None = None
+    #: The task's runner, for hooks that restart, signal or kill their task (templates).
+    lifecycle: TaskLifecycle | None = None
 
 
 @dataclass

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import trio
 
+from yurt.runtime.allocrunner.health import restored_alloc
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import (
     advertise,
@@ -49,6 +50,7 @@ from yurt.runtime.fingerprint import (
     raise_nofile_limit,
 )
 from yurt.runtime.gc import AllocGarbageCollector, GCConfig
+from yurt.runtime.getter.config import ArtifactConfig
 from yurt.runtime.memory import Frozen, freeze_long_lived, freezing_survivors
 from yurt.runtime.restore import RestoreProgress, reattach_all
 from yurt.runtime.structs import (
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     from yurt.runtime.server import Server
     from yurt.runtime.server.local import LocalServer
     from yurt.runtime.server.nodestate import NodeControl
+    from yurt.runtime.server.workload_keys import WorkloadSigner
     from yurt.runtime.sync import AllocSyncer
     from yurt.store.protocol import StateDB
     from yurt.store.sqlite import SQLiteStateDB
@@ -129,6 +132,11 @@ class AgentConfig:
     #: 5 s, hypercorn's own default); five minutes keeps their pools alive and still closes
     #: connections a client abandoned.
     http_idle_timeout: float = 300.0
+    #: Dynamic ports and reserved ports (server/ports.py), as Nomad's client config has them.
+    min_dynamic_port: int = 20000
+    max_dynamic_port: int = 32000
+    reserved_ports: str = ""
+    artifact: ArtifactConfig = field(default_factory=ArtifactConfig)  # the client's limits
 
 
 @final
@@ -146,6 +154,7 @@ class Agent:
         self.db: StateDB
         self.devices: DeviceManager
         self.drivers: DriverManager
+        self.workload_signer: WorkloadSigner  # signs tasks' identity tokens (hooks/identity.py)
         self._node_published = False
         self.address = ""
         self._stop = trio.Event()
@@ -284,6 +293,9 @@ class Agent:
         nofile = raise_nofile_limit()
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile)
+        self.node.node_resources.min_dynamic_port = self.config.min_dynamic_port
+        self.node.node_resources.max_dynamic_port = self.config.max_dynamic_port
+        self.node.reserved_resources.networks.reserved_host_ports = self.config.reserved_ports
         stop_api = trio.Event()
         # Cancelled once the tasks are shut down, before the state stores close: an open
         # event stream or log follow would otherwise hold the server's graceful shutdown
@@ -316,7 +328,7 @@ class Agent:
                               task_status: trio.TaskStatus[str]) -> None:
         await trio.to_thread.run_sync(_load_parts)
         from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-        from yurt.runtime.checks.registration import ServiceDeps
+        from yurt.runtime.checks.registration import ServiceDeps, expected_checks
         from yurt.runtime.checks.runner import CheckRunner
         from yurt.runtime.client import Client
         from yurt.runtime.devices.fake import FakeDevicePlugin
@@ -324,10 +336,12 @@ class Agent:
         from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
         from yurt.runtime.devices.protocol import DevicePlugin
         from yurt.runtime.pluginmanager.drivers import DriverManager, discover
+        from yurt.runtime.server import workload_keys
         from yurt.runtime.server.local import LocalServer
         from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher
         from yurt.runtime.server.store import ServerStore
         from yurt.runtime.sync import AllocSyncer
+        from yurt.runtime.templating.agentdata import AgentTemplateData
         from yurt.store import open_state_db
 
         data = self.config.data_dir
@@ -336,6 +350,8 @@ class Agent:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
         self.devices = DeviceManager(plugins, on_change=self._devices_changed)
         store = await ServerStore.open(data / "server")
+        self.workload_signer = await trio.to_thread.run_sync(workload_keys.load_or_create,
+                                                             data / "server")
         try:
             # Inside a burst of starts, full collections traverse only what is new.
             with freezing_survivors():
@@ -371,7 +387,11 @@ class Agent:
                     self.client = Client(AllocRunnerConfig(
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                         alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
-                        services=ServiceDeps(self.server.services, self.checks, self.node)),
+                        sign_identity=self.workload_signer.sign,
+                        template_data=AgentTemplateData(self, self.server.services.query),
+                        artifact=self.config.artifact,
+                        services=ServiceDeps(self.server.services, self.checks, self.node),
+                        expected_checks=expected_checks),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
                         # The server publishes allocations as it commits them: with the
@@ -429,7 +449,7 @@ class Agent:
         # runner already restored. The server copy is the desired state; the client view is
         # in the store.
         stored = sorted(snapshot.allocations, key=lambda a: (a.create_index, a.name))
-        allocs = [self.server.allocs.get(a.id, a) for a in stored]
+        allocs = [restored_alloc(self.server.allocs.get(a.id, a), a) for a in stored]
         self.restoring.begin(stored)
         task_status.started()
         await self.restoring.serving.wait()

@@ -19,6 +19,12 @@
     id = "nvidia/gpu/T4"
     instances = ["GPU-0", "GPU-1"]
 
+    [artifact]                            # Nomad's client `artifact` block
+    http_read_timeout = "30m"
+    http_max_size = "100GB"
+    decompression_size_limit = "100GB"
+    decompression_file_count_limit = 4096
+
     [gc]
     interval = "1m"
     disk_threshold = 80
@@ -42,6 +48,7 @@ from yurt.runtime.devices.protocol import DeviceGroup, DeviceInstance
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import YurtError
 from yurt.runtime.gc import GCConfig
+from yurt.runtime.getter.config import ArtifactSettings
 
 
 class ConfigError(YurtError):
@@ -71,6 +78,12 @@ class _GC(msgspec.Struct, forbid_unknown_fields=True):
     parallel: int = 2
 
 
+class _Reserved(msgspec.Struct, forbid_unknown_fields=True):
+    """Nomad's client `reserved` block: what placements may not use (ports only, here)."""
+
+    reserved_ports: str = ""  # Nomad's syntax: "22,80,8000-8100"
+
+
 class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     data_dir: str | None = None
     bind: str | None = None
@@ -82,6 +95,11 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     drivers: _Drivers = msgspec.field(default_factory=_Drivers)
     devices: _Devices = msgspec.field(default_factory=_Devices)
     gc: _GC = msgspec.field(default_factory=_GC)
+    #: Where dynamic ports come from (Nomad's client `min_dynamic_port`/`max_dynamic_port`).
+    min_dynamic_port: int = 20000
+    max_dynamic_port: int = 32000
+    reserved: _Reserved = msgspec.field(default_factory=_Reserved)
+    artifact: ArtifactSettings = msgspec.field(default_factory=ArtifactSettings)
 
     def fake_devices(self) -> tuple[DeviceGroup, ...]:
         return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
@@ -96,6 +114,23 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
         if seconds < 1:
             raise ValueError(f"http_idle_timeout is at least 1s, got {self.http_idle_timeout!r}")
         return seconds
+
+    def check_ports(self) -> None:
+        """Nomad's agent checks of the dynamic range, and the reserved ports' syntax."""
+        from yurt.runtime.server.ports import MAX_VALID_PORT, parse_port_ranges
+
+        low, high = self.min_dynamic_port, self.max_dynamic_port
+        if not 0 < low <= MAX_VALID_PORT:
+            raise ValueError(f"Invalid dynamic port range: min_dynamic_port={low}")
+        if not 0 < high <= MAX_VALID_PORT:
+            raise ValueError(f"Invalid dynamic port range: max_dynamic_port={high}")
+        if low > high:
+            raise ValueError(f"Invalid dynamic port range: min_dynamic_port={low} and "
+                             f"max_dynamic_port={high}")
+        try:
+            parse_port_ranges(self.reserved.reserved_ports)
+        except ValueError as e:
+            raise ValueError(f"reserved.reserved_ports: {e}") from None
 
     def gc_config(self) -> GCConfig:
         return GCConfig(interval=parse_duration(self.gc.interval) / 1e9,
@@ -126,6 +161,11 @@ def load_config(path: Path) -> FileConfig:
         config.fake_devices()
         config.gc_config()
         config.idle_timeout()
+        config.check_ports()
+        try:
+            config.artifact.to_config()
+        except ValueError as e:
+            raise ValueError(f"artifact: {e}") from None
         if "raw_exec" in config.drivers.config:
             # Only here: the driver's module is not on the path to a listening API.
             from yurt.runtime.drivers.rawexec import RawExecPluginConfig

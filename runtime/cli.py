@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import click
 import trio
 
-from yurt.runtime import __version__, cli_node
+from yurt.runtime import __version__, cli_deployment, cli_node
 from yurt.runtime.cli_dispatch import register as register_dispatch_commands
 from yurt.runtime.cli_exec import register as register_exec_commands
 from yurt.runtime.cli_fs import register as register_fs_commands
@@ -364,7 +364,10 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
         fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
         driver_allow=driver_allow or tuple(file.drivers.allow),
         driver_block=driver_block or tuple(file.drivers.block),
-        driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout())
+        driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout(),
+        min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
+        reserved_ports=file.reserved.reserved_ports,
+        artifact=file.artifact.to_config())
     raise_open_files_limit()
 
     async def main() -> None:
@@ -437,3 +440,4 @@ register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
 register_job_commands(cli, job)  # job/eval verbs
+cli_deployment.register(cli)  # deployment list/status/promote/fail

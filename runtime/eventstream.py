@@ -38,6 +38,7 @@ import msgspec
 import trio
 
 from yurt.runtime.structs import Allocation, Job, Node, TaskEvent
+from yurt.runtime.structs.update import Deployment
 
 _encoder = msgspec.json.Encoder()
 
@@ -262,6 +263,14 @@ class EventBroker:
 def job_event(type_: str, job: Job) -> Event:
     return Event(topic="Job", type=type_, key=job.id, namespace=job.namespace,
                  payload={"Job": job})
+
+
+def deployment_event(type_: str, deployment: Deployment) -> Event:
+    """Nomad's `Deployment` topic: DeploymentStatusUpdate, DeploymentPromotion,
+    DeploymentAllocHealth; keyed by the deployment, filterable by its job."""
+    return Event(topic="Deployment", type=type_, key=deployment.id,
+                 namespace=deployment.namespace, filter_keys=[deployment.job_id],
+                 payload={"Deployment": deployment})
 
 
 def alloc_event(alloc: Allocation) -> Event:

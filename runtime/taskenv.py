@@ -1,8 +1,9 @@
 """A task's environment: Nomad's `NOMAD_*` variables, and `${…}` interpolation.
 
 `build_env` computes the variables a task sees (reference §7.3) in Nomad's precedence order:
-Nomad variables, then task meta as `NOMAD_META_*`, then the task's own `env` block (itself
-interpolated), then hook-provided variables in hook order (applied by the task runner).
+Nomad variables (the group network's ports among them, `port_env`), then task meta as
+`NOMAD_META_*`, then the task's own `env` block (itself interpolated), then hook-provided
+variables in hook order (applied by the task runner).
 `interpolate` replaces `${NOMAD_…}`, `${node.…}`, `${attr.…}` and `${meta.…}` in strings, lists
 and maps (driver config, args, env); an unknown reference is left as written, as Nomad does.
 
@@ -75,6 +76,31 @@ def task_dir_env(task_dir: Path) -> dict[str, str]:
             "NOMAD_SECRETS_DIR": str(task_dir / "secrets")}
 
 
+def _join_host_port(host: str, port: int) -> str:
+    """Go's net.JoinHostPort: an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def port_env(alloc: Allocation) -> dict[str, str]:
+    """The variables of the group network's ports (Nomad's taskenv addPorts), per label:
+    NOMAD_PORT_x and NOMAD_ALLOC_PORT_x are the port the task is meant to listen on: `to`
+    when the port block sets it, else the host port. raw_exec shares the host's network, so
+    a task that sets `to` must listen on NOMAD_HOST_PORT_x to be reachable, as under Nomad.
+    NOMAD_IP_x / NOMAD_HOST_IP_x are the node address the port was assigned on, and
+    NOMAD_ADDR_x / NOMAD_HOST_ADDR_x join that address with the host port."""
+    shared = alloc.allocated_shared
+    env: dict[str, str] = {}
+    for p in shared.ports if shared is not None else []:
+        addr = _join_host_port(p.host_ip, p.value)
+        task_port = str(p.to if p.to > 0 else p.value)
+        env.update({f"NOMAD_ADDR_{p.label}": addr, f"NOMAD_HOST_ADDR_{p.label}": addr,
+                    f"NOMAD_IP_{p.label}": p.host_ip, f"NOMAD_HOST_IP_{p.label}": p.host_ip,
+                    f"NOMAD_PORT_{p.label}": task_port,
+                    f"NOMAD_ALLOC_PORT_{p.label}": task_port,
+                    f"NOMAD_HOST_PORT_{p.label}": str(p.value)})
+    return env
+
+
 def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Node | None
               ) -> dict[str, str]:
     """The task's environment before hook variables (those the task runner merges last)."""
@@ -101,8 +127,11 @@ def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Nod
         env["NOMAD_MEMORY_MAX_LIMIT"] = str(task.resources.memory_max)
     if task_dir is not None:
         env.update(task_dir_env(task_dir))
+    env.update(port_env(alloc))
     meta = {**job.meta, **(group.meta if group else {}), **task.meta}
-    for key, value in meta.items():
+    lookup = {**node_values(node), **env}
+    for key, value in meta.items():  # interpolated as Nomad's env builder does (`${node.*}`)
+        key, value = interpolate(key, lookup), interpolate(value, lookup)
         env[f"NOMAD_META_{key}"] = value
         env[f"NOMAD_META_{key.upper()}"] = value
     lookup = {**node_values(node), **env}

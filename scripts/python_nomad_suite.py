@@ -134,12 +134,13 @@ def job_allocs(base: str, job_id: str) -> list[dict[str, Any]]:
     return request(base, "GET", f"/v1/job/{job_id}/allocations")  # type: ignore[no-any-return]
 
 
-def prepare(suite: Path, run: Path) -> None:
+def prepare(suite: Path, run: Path, example: Path) -> None:
     tests = run / "tests"
     shutil.copytree(suite, tests)
     shutil.copy(FILES / "common.py.in", tests / "common.py")
     shutil.copy(FILES / "conftest.py.in", tests / "conftest.py")
-    for name in ("example.json", "example.nomad", "example_batch_parameterized.json"):
+    shutil.copy(example, run / "example.json")
+    for name in ("example.nomad", "example_batch_parameterized.json"):
         shutil.copy(FILES / name, run / name)
 
 
@@ -285,6 +286,8 @@ def main() -> None:
     p.add_argument("--nomadtools", required=True, help="the nomadtools executable")
     p.add_argument("--test-timeout", type=int, default=90, help="seconds per test")
     p.add_argument("--watch-timeout", type=float, default=60.0)
+    p.add_argument("--example", type=Path, default=FILES / "example.json",
+                   help="the job the suite reads as example.json (example-init.json: nomad init's)")
     p.add_argument("--failures", type=Path, help="also write the failure list (Markdown) here")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     p.add_argument("--quiet", action="store_true", help="hide pytest's own output")
@@ -300,9 +303,9 @@ def main() -> None:
     try:
         wait_until("the agent's API", lambda: request(base, "GET", "/v1/agent/self", timeout=2),
                    60)
-        prepare(args.suite, run)
+        prepare(args.suite, run, args.example)
         # The job python-nomad's CI has running before most tests (they re-register it too).
-        request(base, "PUT", "/v1/jobs", json.loads((FILES / "example.json").read_text()))
+        request(base, "PUT", "/v1/jobs", json.loads(args.example.read_text()))
         wait_until("job example running", lambda: any(
             a["ClientStatus"] == "running" for a in job_allocs(base, "example")), 60)
         started = time.monotonic()

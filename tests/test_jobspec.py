@@ -460,3 +460,40 @@ def test_migrate_stanza_is_read_with_nomads_rules() -> None:
     p = only_problem(MIGRATE % "10s")
     assert (p.line, p.field) == (6, "job.web.group.api.migrate.min_healthy_time")
     assert p.message == "must be less than healthy_deadline"
+
+
+JOB_MIGRATE = """\
+job "web" {
+  migrate {
+    max_parallel     = 2
+    min_healthy_time = "20s"
+  }
+  group "api" {
+    migrate {
+      max_parallel = 4
+    }
+    task "a" {
+      driver = "mock_driver"
+    }
+  }
+  group "db" {
+    task "b" {
+      driver = "mock_driver"
+    }
+  }
+}
+"""
+
+
+def test_a_job_level_migrate_block_is_every_groups_default_field_by_field() -> None:
+    job = parse_job(JOB_MIGRATE, filename="job.nomad.hcl")
+    api, db = (g.migrate for g in job.task_groups)
+    assert api is not None
+    assert db is not None
+    # The group's own field wins; the others come from the job's block, then Nomad's defaults.
+    assert (api.max_parallel, api.min_healthy_time, api.healthy_deadline) == (
+        4, 20 * SECOND, 5 * MINUTE)
+    assert (db.max_parallel, db.min_healthy_time) == (2, 20 * SECOND)
+    assert job.migrate is None
+    same = parse_job(encode_job(job).decode(), filename="job.json")
+    assert [g.migrate for g in same.task_groups] == [api, db]

@@ -43,6 +43,8 @@ import msgspec
 import trio
 
 from yurt.hooks.alloc_dir import AllocDirHook
+from yurt.hooks.alloc_health import AllocHealthHook, no_checks
+from yurt.hooks.artifact import ArtifactHook
 from yurt.hooks.await_previous import AwaitPreviousHook, MigrateDiskHook
 from yurt.hooks.base import (
     AllocHookResources,
@@ -55,14 +57,17 @@ from yurt.hooks.base import (
 from yurt.hooks.devices import DevicesHook
 from yurt.hooks.dispatch_payload import DispatchPayloadHook
 from yurt.hooks.group_services import group_service_hooks
+from yurt.hooks.identity import IdentityHook, Signer, wants_token
 from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
 from yurt.hooks.task_services import task_service_hooks
+from yurt.hooks.template import TemplateHook
 from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.allocrunner import teardown
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.allocrunner.checkresults import CheckResults
 from yurt.runtime.allocrunner.gate import Gate
+from yurt.runtime.allocrunner.health import ClientHealth
 from yurt.runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from yurt.runtime.allocrunner.status import client_status
 from yurt.runtime.allocwatcher import GroupWatcher
@@ -71,6 +76,7 @@ from yurt.runtime.devices.manager import DeviceManager
 from yurt.runtime.drivers.protocol import Driver
 from yurt.runtime.drivers.users import owner_of
 from yurt.runtime.errors import TaskNotRunningError, YurtError
+from yurt.runtime.getter.config import ArtifactConfig
 from yurt.runtime.structs import (
     TASK_STATE_DEAD,
     ZERO_TIME,
@@ -83,6 +89,7 @@ from yurt.runtime.structs import (
 )
 from yurt.runtime.taskrunner import events
 from yurt.runtime.taskrunner.runner import TaskRunner
+from yurt.runtime.templating.data import TemplateData
 from yurt.store.protocol import SavedTask, StateDB
 
 log = logging.getLogger("yurt.allocrunner")
@@ -127,6 +134,7 @@ class AllocRunnerConfig:
     alloc_root: Path | None = None
     node: Node | None = None
     device_manager: DeviceManager | None = None
+    sign_identity: Signer | None = None  # the server's workload key (hooks/identity.py)
     #: Task starts in flight in the whole agent (held from prestart until `Started`): each
     #: task goes from `Received` to `Started` on its own, and the first ones finish before
     #: the last ones begin, instead of every task advancing through each phase together.
@@ -135,6 +143,11 @@ class AllocRunnerConfig:
     #: Worker threads building allocation directories at once (they contend for the GIL).
     dir_limiter: trio.CapacityLimiter = field(
         default_factory=lambda: trio.CapacityLimiter(DIR_BUILD_THREADS))
+    #: How many Nomad service checks an allocation has (allocation health waits for them).
+    expected_checks: Callable[[Allocation], int] = no_checks
+    #: Services and variables for `template` blocks (None: an empty in-memory source).
+    template_data: TemplateData | None = None
+    artifact: ArtifactConfig = field(default_factory=ArtifactConfig)  # the client's limits
     #: The service catalogue and check runner service hooks use; None runs without them.
     services: ServiceDeps | None = None
 
@@ -160,6 +173,7 @@ class AllocRunner:
         self.broadcaster: AllocBroadcaster[Allocation] = AllocBroadcaster()
         self.resources = AllocHookResources()
         self.check_results = CheckResults()  # service checks write, alloc health reads
+        self.health = ClientHealth.of(alloc)  # DeploymentStatus's Healthy and Timestamp
         self.alloc_dir = AllocDir(config.alloc_root, alloc.id) if config.alloc_root else None
         self.watcher = watcher or GroupWatcher()
         self.hooks: list[Hook] = [
@@ -168,6 +182,8 @@ class AllocRunner:
             AwaitPreviousHook(self.watcher),
             *([MigrateDiskHook(self.watcher, self.alloc_dir, [t.name for t in group.tasks])]
               if self.alloc_dir is not None else []),
+            AllocHealthHook(self, nursery=nursery, publish=self._task_state_updated,
+                            unix_clock=config.unix_clock, expected_checks=config.expected_checks),
             *config.alloc_hooks,
             *group_service_hooks(self, config.services),
         ]
@@ -186,8 +202,14 @@ class AllocRunner:
                 unix_clock=config.unix_clock,
                 hooks=[TaskDirHook(resolve_owner=owner_of, alloc_dir=self.alloc_dir),
                        *([DispatchPayloadHook()] if task.dispatch_payload else []),
+                       *([IdentityHook(config.sign_identity, owner_of)]
+                         if config.sign_identity and wants_token(task) else []),
+                       *([ArtifactHook(config.artifact, node=config.node, resolve_owner=owner_of)]
+                         if task.artifacts else []),
                        LogmonHook(alloc_dir=self.alloc_dir),
                        *([DevicesHook(config.device_manager)] if config.device_manager else []),
+                       *([TemplateHook(config.template_data, rng=config.rng)]
+                         if task.templates else []),
                        *task_service_hooks(self, task, config.services),
                        *config.task_hooks()], rng=config.rng,
                 resources=self.resources, node=config.node,
@@ -240,7 +262,8 @@ class AllocRunner:
             return self._live_client_alloc()
         return msgspec.structs.replace(self.alloc, client_status=published.client_status,
                                        client_description=published.client_description,
-                                       task_states=published.task_states)
+                                       task_states=published.task_states,
+                                       deployment_status=published.deployment_status)
 
     def client_status(self) -> str:
         """`client_alloc().client_status`, without building the allocation (lists and
@@ -258,9 +281,10 @@ class AllocRunner:
             description = self.alloc.desired_description  # e.g. "Preempted by …"
         elif self.watcher.waiting:
             description = "Waiting for previous or preempted allocations to stop"
-        return msgspec.structs.replace(self.alloc, client_status=state.client_status,
-                                       client_description=description,
-                                       task_states=state.task_states)
+        return msgspec.structs.replace(
+            self.alloc, client_status=state.client_status, client_description=description,
+            task_states=state.task_states,
+            deployment_status=self.health.status(self.alloc, state.client_status))
 
     def _hooks(self, phase: type[H]) -> list[H]:
         return [h for h in self.hooks if isinstance(h, phase)]

@@ -4,8 +4,11 @@ yurt keeps what a placement reserved per task (`Allocation.task_resources`: CPU 
 devices) and the group's ephemeral disk in the job; Nomad answers the same facts in the shape
 of its `structs.AllocatedResources`: per task `Cpu`, `Memory`, `Networks`, `Devices`; the tasks'
 lifecycle hooks (`TaskLifecycles`, null for a main task); the group's `Shared` disk, networks
-and ports. yurt has no group or task networks (raw_exec shares the host's), so `Networks` and
-`Ports` are null as Nomad's are for a job that asks for none; nor reserved cores (null).
+and ports. The group's `network` gets its ports at placement (`Allocation.allocated_shared`,
+server/ports.py): `Shared.Networks` is the group's network with every port's host value and
+the node's address, `Shared.Ports` the label → host port mappings; both null for a group with
+no network. Per task `Networks` is null, as Nomad's is for a group network (only the long
+deprecated task-level network fills it); nor reserved cores (null).
 Derived on every answer, never stored: it cannot drift from the placement it describes.
 """
 
@@ -16,6 +19,7 @@ from typing import Any
 import msgspec
 
 from yurt.runtime.structs import Allocation, TaskGroup
+from yurt.runtime.structs.network import NetworkResource
 
 
 def _group(alloc: Allocation) -> TaskGroup | None:
@@ -36,9 +40,25 @@ def allocated_resources(alloc: Allocation) -> dict[str, Any]:
     lifecycles = {t.name: ({"Hook": t.lifecycle.hook, "Sidecar": t.lifecycle.sidecar}
                            if t.lifecycle is not None and t.lifecycle.hook else None)
                   for t in (group.tasks if group is not None else [])}
+    shared = alloc.allocated_shared
     return {"Tasks": tasks, "TaskLifecycles": lifecycles,
             "Shared": {"DiskMB": group.ephemeral_disk.size if group is not None else 0,
-                       "Networks": None, "Ports": None}}
+                       "Networks": [_network_json(n) for n in shared.networks]
+                       if shared is not None and shared.networks else None,
+                       "Ports": msgspec.to_builtins(shared.ports)
+                       if shared is not None and shared.ports else None}}
+
+
+def _network_json(network: NetworkResource) -> dict[str, Any]:
+    """One network as Nomad encodes its `NetworkResource`: no `Hostname` when empty, null
+    port lists when empty, and `CNI` (always null here: yurt has no CNI)."""
+    answer: dict[str, Any] = msgspec.to_builtins(network)
+    if not answer.get("Hostname"):
+        answer.pop("Hostname", None)
+    for key in ("ReservedPorts", "DynamicPorts"):
+        answer[key] = answer.get(key) or None
+    answer["CNI"] = None
+    return answer
 
 
 def alloc_json(alloc: Allocation) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from yurt.runtime.api import (
     status,
 )
 from yurt.runtime.api import exec as alloc_exec
+from yurt.runtime.api import identity as identity_api
 from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api import services as services_api
@@ -105,7 +106,8 @@ class TokenMiddleware:
         self.token = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket") and self.token:
+        if scope["type"] in ("http", "websocket") and self.token and (
+                scope.get("path") != identity_api.JWKS_PATH):  # a public key, public as Nomad's
             headers = dict(scope.get("headers", []))
             supplied = headers.get(b"x-nomad-token", b"")
             if not hmac.compare_digest(supplied, self.token):
@@ -208,11 +210,20 @@ def build_app(agent: Agent) -> ASGIApp:
         Route("/v1/metrics", h(metrics.metrics), methods=["GET"]),
         Route("/v1/evaluations", h(evaluations.evaluations), methods=["GET"]),
         Route("/v1/deployments", h(deployments.deployments), methods=["GET"]),
+        Route("/v1/deployment/allocations/{id}", h(deployments.deployment_allocations),
+              methods=["GET"]),
+        Route("/v1/deployment/fail/{id}", h(deployments.fail), methods=["PUT", "POST"]),
+        Route("/v1/deployment/pause/{id}", h(deployments.pause), methods=["PUT", "POST"]),
+        Route("/v1/deployment/promote/{id}", h(deployments.promote), methods=["PUT", "POST"]),
+        Route("/v1/deployment/unblock/{id}", h(deployments.unblock), methods=["PUT", "POST"]),
+        Route("/v1/deployment/allocation-health/{id}", h(deployments.allocation_health),
+              methods=["PUT", "POST"]),
         Route("/v1/deployment/{id}", h(deployments.deployment), methods=["GET"]),
         Route("/v1/evaluation/{id}", h(evaluations.evaluation), methods=["GET"]),
         Route("/v1/evaluation/{id}/allocations", h(evaluations.evaluation_allocations),
               methods=["GET"]),
         Route("/v1/validate/job", h(job_lifecycle.validate), methods=["PUT", "POST"]),
+        Route(identity_api.JWKS_PATH, h(identity_api.jwks), methods=["GET"]),
         WebSocketRoute("/v1/event/ws", event_ws),
         Route("/v1/namespaces", h(namespaces_api.namespaces), methods=["GET"]),
         Route("/v1/namespace", h(namespaces_api.namespace_create), methods=["PUT", "POST"]),

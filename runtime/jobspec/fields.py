@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, Literal
@@ -23,6 +24,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from yurt.runtime.jobspec.limits import MAX_PROBLEMS
+from yurt.runtime.jobspec.shorthand import affinity_shorthand, constraint_shorthand
 from yurt.runtime.sourcemap import PathKey
 from yurt.runtime.structs import (
     DispatchPayloadConfig,
@@ -40,7 +42,13 @@ from yurt.runtime.structs import (
     Task,
     TaskGroup,
 )
+from yurt.runtime.structs.artifact import TaskArtifact
+from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
+from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
+from yurt.runtime.structs.network import DNSConfig, NetworkResource, Port
 from yurt.runtime.structs.service import CheckRestart, Service, ServiceCheck
+from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
+from yurt.runtime.structs.update import UpdateStrategy
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,9 @@ def _same(*names: str) -> dict[str, HclField]:
     return {n: HclField(n) for n in names}
 
 
+#: `constraint` and `affinity` blocks, repeatable and unlabelled, at job, group and task level.
+_PLACEMENT: Final = {"constraint": HclField("constraints"), "affinity": HclField("affinities")}
+
 #: The jobspec's HCL vocabulary, per struct. Anything not listed is an error.
 HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     Job: {
@@ -64,12 +75,20 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
         "reschedule": HclField("reschedule"),
+        "update": HclField("update"),
+        "migrate": HclField("migrate"),
+        **_PLACEMENT,
+        "spread": HclField("spreads"),
+        "ui": HclField("ui"),
     },
     TaskGroup: {
-        **_same("count", "meta", "ephemeral_disk", "migrate"),
+        **_same("count", "meta", "ephemeral_disk", "migrate", "update"),
+        "network": HclField("networks"),
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
         "reschedule": HclField("reschedule_policy"),
+        **_PLACEMENT,
+        "spread": HclField("spreads"),
         "service": HclField("services"),
     },
     Task: {
@@ -78,6 +97,10 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "restart": HclField("restart_policy"),
         "logs": HclField("log_config"),
         "dispatch_payload": HclField("dispatch_payload"),
+        **_PLACEMENT,
+        "identity": HclField("identities"),
+        "template": HclField("templates"),
+        "artifact": HclField("artifacts"),
         "service": HclField("services"),
     },
     Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
@@ -104,23 +127,65 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
                         "success_before_passing", "failures_before_critical",
                         "failures_before_warning", "body", "on_update"),
     CheckRestart: _same("limit", "grace", "ignore_warnings"),
+    Template: _same("source", "destination", "data", "change_mode", "change_signal",
+                    "change_script", "once", "splay", "perms", "uid", "gid", "left_delimiter",
+                    "right_delimiter", "env", "vault_grace", "wait", "error_on_missing_key"),
+    ChangeScript: _same("command", "args", "timeout", "fail_on_error", "run_on_first_render"),
+    WaitConfig: _same("min", "max"),
+    UpdateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
+                          "healthy_deadline", "progress_deadline", "auto_revert",
+                          "auto_promote", "canary", "stagger"),
+    # `port "http" { static = 80 }`: every port block lands in dynamic_ports; a static one
+    # moves to reserved_ports when the job is canonicalized (rules_network.py), as Nomad's
+    # HCL parser does.
+    NetworkResource: {**_same("mode", "hostname", "mbits", "cidr", "device", "ip"),
+                      "dns": HclField("dns"),
+                      "port": HclField("dynamic_ports", label="label"),
+                      "reserved_ports": HclField("reserved_ports", label="label")},
+    Port: {**_same("to", "host_network", "ignore_collision"), "static": HclField("value")},
+    DNSConfig: _same("servers", "searches", "options"),
+    # The shorthands (`distinct_hosts = true`, `version = ">= 1.2"`, …) are rewritten into
+    # these three by HCL_REWRITES before the schema is consulted.
+    Constraint: _same("attribute", "value", "operator"),
+    Affinity: _same("attribute", "value", "operator", "weight"),
+    Spread: {**_same("attribute", "weight"), "target": HclField("target", label="value")},
+    SpreadTarget: _same("percent"),
+    WorkloadIdentity: _same("name", "aud", "change_mode", "change_signal", "env", "file",
+                            "filepath", "service_name", "ttl", "extra_claims"),
+    JobUIConfig: _same("description", "link"),
+    JobUILink: _same("label", "url"),
+    TaskArtifact: {"source": HclField("getter_source"), "options": HclField("getter_options"),
+                   "headers": HclField("getter_headers"), "mode": HclField("getter_mode"),
+                   "insecure": HclField("getter_insecure"),
+                   "destination": HclField("relative_dest"), "chown": HclField("chown")},
+}
+
+#: HCL-only spellings a block is rewritten from before its fields are read (jobspec2's
+#: decodeConstraint/decodeAffinity): block struct → function of the body returning the
+#: rewritten body and the problems found, as (HCL key, message) pairs.
+HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
+    dict[str, Any], list[tuple[str, str]]]]]] = {
+    Constraint: constraint_shorthand,
+    Affinity: affinity_shorthand,
 }
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
 #: Left unset (or at Nomad's zero value, as `nomad job run -output` writes them) they are
-#: accepted; set to anything else they are an error, never silently ignored.
+#: accepted; set to anything else they are an error, never silently ignored. A name only
+#: counts where the struct has no such field: `network` is known on a group, and stays here
+#: for the task's `resources { network { … } }`, which Nomad deprecated long ago.
 UNSUPPORTED: Final = frozenset({
-    "affinity", "all_at_once", "artifact", "constraint", "consul",
-    "csi_plugin", "disconnect", "identity", "kind", "max_client_disconnect",
-    "multiregion", "network", "node_pool", "numa", "scaling", "spread",
-    "stop_after_client_disconnect", "template",
-    "update", "vault", "volume", "volume_mount", "cores", "disk", "iops",
-    "Affinities", "AllAtOnce", "Artifacts", "CSIPluginConfig", "Constraints", "Consul",
+    "all_at_once", "consul",
+    "csi_plugin", "disconnect", "kind", "max_client_disconnect",
+    "multiregion", "network", "node_pool", "numa", "scaling",
+    "stop_after_client_disconnect",
+    "vault", "volume", "volume_mount", "cores", "disk", "iops",
+    "AllAtOnce", "CSIPluginConfig", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
-    "Identities", "Identity", "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
-    "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies", "Spreads",
-    "StopAfterClientDisconnect", "Templates", "Update", "Vault", "VaultNamespace",
-    "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "UI", "VersionTag",
+    "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
+    "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies",
+    "StopAfterClientDisconnect", "Vault", "VaultNamespace",
+    "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "VersionTag",
     # Consul-only parts of a service and its checks.
     "connect", "weights", "advertise", "Connect", "Weights", "Advertise",
 })

@@ -21,6 +21,7 @@ import msgspec
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.jobspec.fields import (
     _INVALID,
+    HCL_REWRITES,
     HCL_SCHEMA,
     UNSUPPORTED,
     _At,
@@ -109,6 +110,11 @@ class _HclNormaliser:
         schema = HCL_SCHEMA[struct]
         specs = _by_attr(struct)
         out: dict[str, Any] = {}
+        if struct in HCL_REWRITES:  # shorthands such as `distinct_hosts = true`
+            body, rewrite_problems = HCL_REWRITES[struct](body)
+            for key, message in rewrite_problems:
+                self._mark(_At((*at.d, key), (*at.k, key)), (*spath, key))
+                self.problems.add(_At((*at.d, key), (*at.k, key)), message)
         for key, value in body.items():
             hf = schema.get(key)
             json_name = specs[hf.attr].json_name if hf is not None else key
@@ -132,16 +138,23 @@ class _HclNormaliser:
                 self.problems.add(here, f"at most one {key} block is allowed, "
                                         f"found {len(blocks)}")
             return self.body(spec.struct, blocks[0], here, (*spath, key, 0))
+        if spec.kind == "struct_list" and spec.label_json is None:
+            # Unlabelled repeated blocks (`network { … }`): one struct per block, numbered
+            # as the JSON list is, so both formats name a problem the same way.
+            assert spec.struct is not None
+            unlabelled: list[dict[str, Any]] = []
+            for i, block in enumerate(_as_blocks(value)):
+                item_at = _At((*here.d, str(i)), (*here.k, i))
+                self._mark(item_at, (*spath, key, i))
+                unlabelled.append(self.body(spec.struct, block if block is not None else {},
+                                            item_at, (*spath, key, i)))
+            return unlabelled
         if spec.kind == "struct_list":
             assert spec.struct is not None
+            assert spec.label_json is not None
             items: list[dict[str, Any]] = []
             for i, block in enumerate(_as_blocks(value)):
                 item_spath = (*spath, key, i)
-                if spec.label_json is None:  # a repeatable block without a label (service)
-                    item_at = _At((*here.d, str(i)), (*here.k, len(items)))
-                    self._mark(item_at, item_spath)
-                    items.append(self.body(spec.struct, block, item_at, item_spath))
-                    continue
                 if not (isinstance(block, dict) and len(block) == 1):
                     bad = _At(here.d, (*here.k, i))
                     self._mark(bad, item_spath)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec.fields import _At, _Problems, _TooManyProblems
 from yurt.runtime.jobspec.hcl import _HclNormaliser
+from yurt.runtime.jobspec.heredoc import restore_heredoc_newlines
 from yurt.runtime.jobspec.limits import MAX_JOB_CHARS, MAX_PROBLEMS, _lone_surrogate
 from yurt.runtime.jobspec.rules import _check_job, canonicalize
 from yurt.runtime.jobspec.shape import _check_shape
@@ -74,6 +75,7 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
     try:
         if fmt == "hcl":
             raw, tree = _load_hcl(text, filename)
+            restore_heredoc_newlines(raw, tree)
             hcl_keyed: dict[PathKey, Position] = {}
             positions = lambda: hcl_keyed  # noqa: E731 - same signature as the lazy JSON index
             data, root = _HclNormaliser(hcl_positions(tree), problems, hcl_keyed).job(raw)
@@ -89,7 +91,7 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
             root = _At(("job", job_id if isinstance(job_id, str) else "?"), ())
             positions = lambda: json_positions(text)  # noqa: E731
 
-        checked = _check_shape(Job, data, root, problems)
+        checked = _inherit_job_blocks(_check_shape(Job, data, root, problems))
         try:
             # Values that failed their check were left out, so this succeeds and the rules
             # below still run: one pass reports shape and rule problems together.
@@ -113,6 +115,17 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
     if job is None:  # pragma: no cover - a failed convert always adds a problem
         raise JobSpecError(filename, [SpecProblem(0, 0, "job", "the job could not be read")])
     return canonicalize(job)
+
+
+def _inherit_job_blocks(job: dict[str, Any]) -> dict[str, Any]:
+    """A job-level `migrate` block is every group's default, field by field (a field the group's
+    own block sets wins), as Nomad's API canonicalization merges it; the job keeps none."""
+    migrate = job.pop("Migrate", None)
+    if isinstance(migrate, dict):
+        for group in job.get("TaskGroups", []):
+            if isinstance(group, dict):
+                group["Migrate"] = {**migrate, **group.get("Migrate", {})}
+    return job
 
 
 def load_job(path: str | Path) -> Job:

@@ -27,7 +27,13 @@ from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
 from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
+from yurt.runtime.jobspec.rules_artifact import canonicalize_artifacts, check_artifacts
+from yurt.runtime.jobspec.rules_constraint import check_job_placement
+from yurt.runtime.jobspec.rules_identity import canonicalize_identities, check_job_identities
+from yurt.runtime.jobspec.rules_network import check_job_networks, fold_networks
 from yurt.runtime.jobspec.rules_service import canonicalize_services, check_services
+from yurt.runtime.jobspec.rules_template import check_job_templates
+from yurt.runtime.jobspec.rules_update import check_job_update, fold_update
 from yurt.runtime.server.periodic import CronError, check_spec, load_zone
 from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
@@ -189,6 +195,7 @@ def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
             problems.add(dev_at.field(RequestedDevice, "count"),
                          f"must be at least 1, got {dev.count}")
 
+    check_artifacts(task, at, problems)
     if task.dispatch_payload is not None:
         _check_dispatch_payload(task.dispatch_payload, at.field(Task, "dispatch_payload"),
                                 problems)
@@ -249,6 +256,11 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
 
     _check_unique([g.name for g in job.task_groups], group_at, "group", problems)
     check_job_reschedule(job, root, group_at, problems)
+    check_job_update(job, root, group_at, problems)
+    check_job_placement(job, root, problems)
+    check_job_identities(job, root, problems)
+    check_job_networks(job, root, problems)
+    check_job_templates(job, group_at, problems)
     check_services(job, group_at, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
@@ -378,9 +390,13 @@ def canonicalize(job: Job) -> Job:
     if job.parameterized is not None and not job.parameterized.payload:
         job.parameterized.payload = "optional"
     fold_reschedule(job)
+    fold_update(job)
+    fold_networks(job)
+    canonicalize_artifacts(job)
     canonicalize_services(job)
     for group in job.task_groups:
         group.restart_policy = merge_restart(_default_restart(job), group.restart_policy)
         for task in group.tasks:
             task.restart_policy = merge_restart(group.restart_policy, task.restart_policy)
+    canonicalize_identities(job)
     return job

@@ -6,11 +6,14 @@ to finish; system allocations go last, once everything else is done (or stay, wi
 `IgnoreSystemJobs`); and once the drain's deadline passes, everything left is stopped at once
 and the drain is over. The node stays ineligible afterwards, until an operator says otherwise.
 
-On one node there is nowhere to move to: a stopped allocation's replacement cannot be placed
-(the node is ineligible) and waits as a blocked evaluation until the node is eligible again.
-Nomad releases the next wave once the previous wave's replacements are healthy; here no
-replacement can ever be, so the next wave goes once the previous wave's allocations are dead
-(client-terminal). Without that, a drain without a deadline could never finish on one node.
+Nomad releases the next wave once the previous wave's replacements are healthy (their
+`DeploymentStatus.Healthy`, which the client's health tracker sets with the group's `migrate`
+strategy): an allocation on its way out stops counting against `max_parallel` once its
+replacement (`NextAllocation`, looked up in `known`) is healthy. On one node there is nowhere
+to move to: a stopped allocation's replacement cannot be placed (the node is ineligible) and
+waits as a blocked evaluation until the node is eligible again, so the next wave also goes once
+the previous wave's allocations are dead (client-terminal). Without that, a drain without a
+deadline could never finish on one node.
 
 Everything here is a pure function of the drain strategy, the node's allocations and the time
 (unix ns, a parameter, never read here), so tests assert each decision without a clock;
@@ -19,7 +22,7 @@ runtime/server/nodestate.py runs it against the live server.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
@@ -98,10 +101,20 @@ def _max_parallel(alloc: Allocation) -> int:
     return max(group.migrate.max_parallel, 1)
 
 
-def plan_drain(strategy: DrainStrategy, allocs: Iterable[Allocation], now: int) -> DrainPlan:
+def _replaced(alloc: Allocation, known: Mapping[str, Allocation]) -> bool:
+    """Its replacement runs healthy: it no longer counts as on its way."""
+    new = known.get(alloc.next_allocation) if alloc.next_allocation else None
+    return (new is not None and new.deployment_status is not None
+            and new.deployment_status.healthy is True)
+
+
+def plan_drain(strategy: DrainStrategy, allocs: Iterable[Allocation], now: int,
+               known: Mapping[str, Allocation] | None = None) -> DrainPlan:
     """What to do for a node draining with `strategy`, whose allocations are `allocs`, at
-    `now` (unix ns)."""
+    `now` (unix ns); `known`: allocations by ID where replacements are looked up (default:
+    `allocs`)."""
     allocs = list(allocs)
+    known = known if known is not None else {a.id: a for a in allocs}
     live = [a for a in allocs if not a.is_terminal()]
     deadline = unix_ns(strategy.force_deadline) if strategy.deadline > 0 else 0
     if strategy.deadline < 0 or (deadline and now >= deadline):
@@ -117,7 +130,8 @@ def plan_drain(strategy: DrainStrategy, allocs: Iterable[Allocation], now: int) 
                               []).append(alloc)
     for members in groups.values():
         stopping = sum(1 for a in members
-                       if a.is_desired_stopped() and not is_client_terminal(a.client_status))
+                       if a.is_desired_stopped() and not is_client_terminal(a.client_status)
+                       and not _replaced(a, known))
         drainable = sorted((a for a in members if not a.is_terminal()),
                            key=lambda a: (a.create_index, a.name))
         room = _max_parallel(members[0]) - stopping

@@ -40,7 +40,20 @@ from typing import final
 import msgspec
 import trio
 
-from yurt.runtime.eventstream import Event, EventBroker, alloc_event, job_event
+from yurt.runtime.allocrunner.health import merge_client_health
+from yurt.runtime.eventstream import (
+    Event,
+    EventBroker,
+    alloc_event,
+    deployment_event,
+    job_event,
+)
+from yurt.runtime.server import deploymentwatcher
+from yurt.runtime.server.deploymentbook import (
+    collectable_deployments,
+    latest_deployment,
+    settle,
+)
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.records import (
     EVAL_GC_INTERVAL,
@@ -75,6 +88,7 @@ from yurt.runtime.structs import (
     Node,
     is_client_terminal,
 )
+from yurt.runtime.structs.update import DEPLOYMENT_STATUS_SUCCESSFUL, Deployment
 
 
 @final
@@ -120,6 +134,11 @@ class LocalServer:
         self._node_dirty = trio.Event()
         #: Its preemption switches are honoured by every evaluation (server/schedconfig.py).
         self.scheduler_config = SchedulerConfiguration()
+        #: Every job version's rollout (deployments.py), by ID; written with the commit that
+        #: changes them; the watcher (deploymentwatcher.py) reacts to their allocations.
+        self.deployments: dict[str, Deployment] = {}
+        #: Set when a deployment changed: the watcher recomputes its progress deadlines.
+        self.deployments_changed = trio.Event()
         #: Nomad-provider service registrations (server/services.py).
         self.services = ServiceCatalogue(self)
 
@@ -135,6 +154,7 @@ class LocalServer:
         self.jobs = {j.id: j for j in jobs}
         self.allocs = {a.id: a for a in allocs}
         self.evals = {e.id: e for e in evals}
+        self.deployments = {d.id: d for d in await self.store.load_deployments()}
         await self.services.load(lambda: {a.id for a in self.live_allocs()})
         for ev in evals:
             if not ev.is_terminal():
@@ -152,6 +172,7 @@ class LocalServer:
             nursery.start_soon(self._evaluate_when_needed)
             nursery.start_soon(self._evaluate_when_due)
             nursery.start_soon(self._number_node_changes)
+            nursery.start_soon(deploymentwatcher.run_deadlines, self)
             task_status.started()
 
     async def _collect_evals(self) -> None:
@@ -164,7 +185,8 @@ class LocalServer:
         """Forget the evaluations Nomad's GC would (records.py `collectable_evals`)."""
         now = self._clock()
         ids = collectable_evals(self.evals, self.allocs, now, self.jobs)
-        if not ids:
+        gone = collectable_deployments(self.deployments, self.allocs, now)
+        if not ids and not gone:
             await trio.lowlevel.checkpoint()
             return ids
         # Their finished allocations go with them: a service that keeps failing adds one per
@@ -172,7 +194,9 @@ class LocalServer:
         alloc_ids = collectable_allocs(set(ids), self.allocs, self.jobs, now)
         index = self.take_index()
         if self.store is not None:
-            await self.store.delete_evals(ids, index, alloc_ids)
+            await self.store.delete_evals(ids, index, alloc_ids, gone)
+        for deployment_id in gone:
+            del self.deployments[deployment_id]
         for eval_id in ids:
             ev = self.evals.pop(eval_id)
             self._open_evals.get(ev.job_id, set()).discard(eval_id)
@@ -256,23 +280,38 @@ class LocalServer:
     async def _commit(self, jobs: list[Job], allocs: list[Allocation],
                       events: list[Event] | None = None,
                       evals: list[Evaluation] | None = None,
-                      new_version: bool = False) -> None:
+                      new_version: bool = False,
+                      deployments: list[Deployment] | None = None,
+                      deployment_type: str = "DeploymentStatusUpdate",
+                      versions: list[Job] | None = None) -> None:
         """Persist, then make visible, then publish, one change numbered `self.index`.
-        With `new_version`, `jobs` are new versions, kept for their history."""
+        With `new_version`, `jobs` are new versions, kept for their history; `versions`:
+        history entries changed (a version marked stable). `deployments`
+        are written with the counts the written allocations change (deployments.settle)."""
         evals = evals or []
-        jobs = self._with_status(jobs, allocs, evals)
+        deployments = settle(self.deployments, deployments or [], self.allocs, allocs,
+                             self.index, self._clock())
+        jobs = self._with_status(jobs, allocs, evals, deployments)
         kept: dict[str, list[Job]] = {}
         forget: list[tuple[str, int]] = []
         if new_version:
             for job in jobs:
                 kept[job.id], dropped = history_after(job, self.versions.get(job.id, []))
                 forget += [(job.id, version) for version in dropped]
+        marked = versions or []
         if self.store is not None:
             await self.store.save(self.index, jobs, allocs, evals,
-                                  [v[0] for v in kept.values()], forget)
+                                  [v[0] for v in kept.values()] + marked, forget, deployments)
         else:
             await trio.lowlevel.checkpoint()
         self.versions.update(kept)
+        for v in marked:
+            self.versions[v.id] = [v if old.version == v.version else old
+                                   for old in self.versions.get(v.id, [])]
+        for d in deployments:
+            self.deployments[d.id] = d
+        if deployments:
+            self.deployments_changed.set()
         for job in jobs:
             self.jobs[job.id] = job
         freed = False
@@ -290,7 +329,7 @@ class LocalServer:
                 open_evals.discard(ev.id)
             else:
                 open_evals.add(ev.id)
-        events = list(events or [])
+        events = [*(events or []), *(deployment_event(deployment_type, d) for d in deployments)]
         events += await self.services.drop_allocs(
             {a.id for a in allocs if is_client_terminal(a.client_status)})
         if self.owns_events:
@@ -307,9 +346,12 @@ class LocalServer:
         self._notify_changed()
 
     def _with_status(self, jobs: list[Job], allocs: list[Allocation],
-                     evals: list[Evaluation]) -> list[Job]:
+                     evals: list[Evaluation], deployments: list[Deployment]) -> list[Job]:
+        written = {d.id: d for d in deployments}
+        rolling = {d.job_id for d in [*self.deployments.values(), *deployments]
+                   if written.get(d.id, d) is d and d.active()}
         return with_status(self.jobs, self.allocs, self._open_evals, self.index, jobs, allocs,
-                           evals)
+                           evals, rolling, {d.job_id for d in deployments})
 
     def _publish(self, events: list[Event]) -> None:
         self.broker.publish_events(events, index=self.index if self.owns_events else None)
@@ -379,13 +421,20 @@ class LocalServer:
         job = self.jobs.get(ev.job_id)
         plan = schedule(self, ev, job, index=self.index + 1, now=self._clock(), new_id=new_id,
                         can_preempt=job is not None
-                        and self.scheduler_config.preemption_enabled(job.type))
-        if keep_if_unchanged and plan.changes_nothing and plan.eval.status == ev.status:
+                        and self.scheduler_config.preemption_enabled(job.type),
+                        deployment=latest_deployment(self.deployments.values(), ev.job_id))
+        if (keep_if_unchanged and plan.changes_nothing and not plan.deployments
+                and plan.eval.status == ev.status):
             await trio.lowlevel.checkpoint()
             return plan
-        self.take_index()
-        await self._commit([], plan.place + plan.stop + plan.update,
-                           evals=[plan.eval, *plan.evals])
+        index = self.take_index()
+        # A completed rollout makes its job version stable, in the same change.
+        stable = [self._stable(d.job_id, d.job_version, True, index) for d in plan.deployments
+                  if d.status == DEPLOYMENT_STATUS_SUCCESSFUL]
+        await self._commit([j for j, _ in stable if j is not None],
+                           plan.place + plan.stop + plan.update,
+                           evals=[plan.eval, *plan.evals], deployments=plan.deployments,
+                           versions=[v for _, v in stable if v is not None])
         return plan
 
     async def _retry_blocked(self) -> None:
@@ -491,20 +540,26 @@ class LocalServer:
     async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
         """Mark one version of the job (un)stable; the index of the change."""
         async with self._lock:
-            history = self.versions.get(job_id, [])
-            found = next((v for v in history if v.version == version), None)
-            if found is None:
-                raise LookupError(f"job {job_id!r} has no version {version}")
-            index = self.take_index()
-            marked = msgspec.structs.replace(found, stable=stable)
-            job = self.jobs[job_id]
-            jobs = [msgspec.structs.replace(job, stable=stable, modify_index=index)
-                    if job.version == version else job]
-            await self._commit(jobs, [], [job_event("JobRegistered", jobs[0])])
-            self.versions[job_id] = [marked if v is found else v for v in history]
-            if self.store is not None:
-                await self.store.save(index, [], [], versions=[marked])
-            return index
+            return await self._set_stable(job_id, version, stable)
+
+    async def _set_stable(self, job_id: str, version: int, stable: bool) -> int:
+        if not any(v.version == version for v in self.versions.get(job_id, [])):
+            raise LookupError(f"job {job_id!r} has no version {version}")
+        index = self.take_index()
+        job, marked = self._stable(job_id, version, stable, index)
+        await self._commit([job] if job else [], [],
+                           [job_event("JobRegistered", job)] if job else [],
+                           versions=[marked] if marked else [])
+        return index
+
+    def _stable(self, job_id: str, version: int, stable: bool, index: int
+                ) -> tuple[Job | None, Job | None]:
+        """The job (if `version` is current) and its history entry marked (un)stable."""
+        found = next((v for v in self.versions.get(job_id, []) if v.version == version), None)
+        job = self.jobs.get(job_id)
+        if job is not None and job.version == version:
+            job = msgspec.structs.replace(job, stable=stable, modify_index=index)
+        return job, msgspec.structs.replace(found, stable=stable) if found else None
 
     async def stop_job(self, job_id: str, *, purge: bool = False) -> list[Allocation]:
         """Stop `job_id`: every allocation is told to stop; the job is kept, marked stopped
@@ -533,10 +588,13 @@ class LocalServer:
     async def _purge(self, job_id: str) -> None:
         ids = [a.id for a in self.job_allocs(job_id)]
         index = self.take_index()
+        gone = [d.id for d in self.deployments.values() if d.job_id == job_id]
         if self.store is not None:
             await self.store.save(index, [], [], forget_versions=[
                 (job_id, v.version) for v in self.versions.get(job_id, [])])
-            await self.store.delete(job_id, ids, index)
+            await self.store.delete(job_id, ids, index, gone)
+        for deployment_id in gone:
+            del self.deployments[deployment_id]
         self.versions.pop(job_id, None)
         self.scaling.forget(job_id)
         job = self.jobs.pop(job_id, None)
@@ -589,14 +647,18 @@ class LocalServer:
         index = self.take_index()
         updated = []
         failed: dict[str, Job] = {}  # jobs with an allocation that just failed
+        prior: dict[str, Allocation] = {}
         for update in batch:
             alloc = self.allocs.get(update.id)
             if alloc is None:
                 continue
+            prior[alloc.id] = alloc
             new = msgspec.structs.replace(
                 alloc, client_status=update.client_status,
                 client_description=update.client_description, task_states=update.task_states,
-                deployment_status=update.deployment_status,
+                # The client sets only Healthy and Timestamp; the server's canary mark stays.
+                deployment_status=merge_client_health(alloc.deployment_status,
+                                                      update.deployment_status, index),
                 network_status=update.network_status, modify_index=index,
                 modify_time=self._clock())
             updated.append(new)
@@ -610,3 +672,4 @@ class LocalServer:
         await self._commit([], updated, evals=evals)
         for ev in evals:
             await self._process(ev)
+        await deploymentwatcher.after_alloc_updates(self, updated, prior)

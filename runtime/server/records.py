@@ -44,12 +44,14 @@ def eval_event(ev: Evaluation) -> Event:
                  payload={"Evaluation": ev})
 
 
-def job_status(job: Job, allocs: list[Allocation], open_evals: bool) -> str:
-    """Nomad's `getJobStatus`: running while an allocation is not terminal, pending while an
-    evaluation is not (or nothing happened yet), dead once everything is terminal."""
+def job_status(job: Job, allocs: list[Allocation], open_evals: bool,
+               rolling: bool = False) -> str:
+    """Nomad's `getJobStatus`: running while a deployment is active (`rolling`) or an
+    allocation is not terminal, pending while an evaluation is not (or nothing happened
+    yet), dead once everything is terminal."""
     if job.type == "system" or is_template(job):  # a template: its children run
         return "dead" if job.stop else "running"
-    if any(not a.is_terminal() for a in allocs):
+    if rolling or any(not a.is_terminal() for a in allocs):
         return "running"
     if open_evals:
         return "pending"
@@ -103,12 +105,15 @@ class ScalingEvents:
 
 def with_status(current: Mapping[str, Job], allocs_now: Mapping[str, Allocation],
                 open_evals: Mapping[str, set[str]], index: int, jobs: list[Job],
-                allocs: list[Allocation], evals: list[Evaluation]) -> list[Job]:
+                allocs: list[Allocation], evals: list[Evaluation],
+                rolling: set[str] | frozenset[str] = frozenset(),
+                also: set[str] | frozenset[str] = frozenset()) -> list[Job]:
     """`jobs` (about to be written with `allocs` and `evals`), with every other job the
-    change touches whose status it changes, each with its status as Nomad's `getJobStatus`
-    gives it once the change is made (another job's ModifyIndex becomes `index`)."""
+    change touches (`also`: jobs whose deployment it writes) whose status it changes, each
+    with its status as Nomad's `getJobStatus` gives it once the change is made (another job's
+    ModifyIndex becomes `index`). `rolling`: jobs with an active deployment after it."""
     touched = {j.id: j for j in jobs}
-    for job_id in {a.job_id for a in allocs} | {e.job_id for e in evals}:
+    for job_id in {a.job_id for a in allocs} | {e.job_id for e in evals} | set(also):
         if job_id not in touched and job_id in current:
             touched[job_id] = current[job_id]
     if not touched:
@@ -124,7 +129,7 @@ def with_status(current: Mapping[str, Job], allocs_now: Mapping[str, Allocation]
     given = {j.id for j in jobs}
     for job_id, job in touched.items():
         has_open = job_id in opened or bool(open_evals.get(job_id, set()) - closed)
-        status = job_status(job, by_job[job_id], has_open)
+        status = job_status(job, by_job[job_id], has_open, job_id in rolling)
         if status == job.status:
             continue
         if job_id in given:

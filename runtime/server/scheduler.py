@@ -15,7 +15,8 @@ What it does, as Nomad's generic scheduler does on one node:
   batch allocation that completed is done; one that ended on its own is not placed again by a
   retry (only a register or a forced evaluation places it again).
 - **Place** where the node's CPU and memory, less what live allocations hold, fit the group,
-  with enough healthy unused device instances.
+  with enough healthy unused device instances and the host ports its network asks for
+  (server/ports.py: the ports live allocations hold are taken).
 - **Preempt**: allocations of jobs at least 10 priority lower may be evicted (lowest first, as
   few as possible) to make room; the job's own are never evicted.
 - **Block**: a group that still does not fit is reported in `FailedTGAllocs` (Nomad's
@@ -31,11 +32,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Protocol
 
 import msgspec
 
+from yurt.runtime.server import deployments, ports
 from yurt.runtime.server.drain import node_refusal
+from yurt.runtime.server.feasible import filter_reason, filtered_metric, without_placement
+from yurt.runtime.server.ports import alloc_ports
 from yurt.runtime.server.reschedule import Decision, as_time, decide
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
@@ -51,6 +56,7 @@ from yurt.runtime.structs import (
     AllocatedDevice,
     AllocatedTaskResources,
     Allocation,
+    AllocDeploymentStatus,
     AllocMetric,
     Evaluation,
     Job,
@@ -58,6 +64,9 @@ from yurt.runtime.structs import (
     TaskGroup,
     is_client_terminal,
 )
+from yurt.runtime.structs.identity import default_identity
+from yurt.runtime.structs.network import AllocatedSharedResources
+from yurt.runtime.structs.update import Deployment
 
 #: A job may evict allocations of jobs at least this much lower in priority.
 PREEMPTION_DELTA = 10
@@ -93,6 +102,7 @@ class DesiredUpdates:
     destructive_update: int = 0
     migrate: int = 0
     preemptions: int = 0
+    canary: int = 0
 
 
 @dataclass
@@ -104,6 +114,8 @@ class Plan:
     failed: dict[str, str] = field(default_factory=dict)  # group → why, in words
     evals: list[Evaluation] = field(default_factory=list)  # to create or update
     desired: dict[str, DesiredUpdates] = field(default_factory=dict)
+    #: Deployments to write: created, cancelled, completed (deployments.py).
+    deployments: list[Deployment] = field(default_factory=list)
 
     @property
     def changes_nothing(self) -> bool:
@@ -112,23 +124,26 @@ class Plan:
 
 @dataclass(frozen=True)
 class _Usage:
-    """What live allocations hold: CPU MHz, memory MB, device instance IDs."""
+    """What live allocations hold: CPU MHz, memory MB, device instance IDs, host ports."""
 
     cpu: int
     mem: int
     devices: frozenset[str]
+    ports: frozenset[int] = frozenset()
 
     def plus(self, alloc: Allocation) -> _Usage:
         c, m = alloc_needs(alloc)
-        return _Usage(self.cpu + c, self.mem + m, self.devices | _device_ids(alloc))
+        return _Usage(self.cpu + c, self.mem + m, self.devices | _device_ids(alloc),
+                      self.ports | alloc_ports(alloc))
 
     def without(self, *allocs: Allocation) -> _Usage:
-        cpu, mem, devices = self.cpu, self.mem, set(self.devices)
+        cpu, mem, devices, held = self.cpu, self.mem, set(self.devices), set(self.ports)
         for alloc in allocs:
             c, m = alloc_needs(alloc)
             cpu, mem = cpu - c, mem - m
             devices -= _device_ids(alloc)
-        return _Usage(cpu, mem, frozenset(devices))
+            held -= alloc_ports(alloc)
+        return _Usage(cpu, mem, frozenset(devices), frozenset(held))
 
 
 def _device_ids(alloc: Allocation) -> frozenset[str]:
@@ -151,7 +166,13 @@ def group_spec(group: TaskGroup) -> bytes:
     """What makes a group's allocations replaceable: everything but the count (a count
     change adds or stops allocations, it does not restart the others) and the reschedule
     policy (it only says what happens after a failure: Nomad updates it in place)."""
-    return msgspec.json.encode(msgspec.structs.replace(group, count=0, reschedule_policy=None))
+    group = without_placement(group)
+    # The default identity gives the task nothing (no token) and jobs stored before it existed
+    # lack it: the same job file run again after an upgrade must not replace allocations.
+    tasks = [msgspec.structs.replace(t, default_identity=None)
+             if t.default_identity == default_identity() else t for t in group.tasks]
+    return msgspec.json.encode(msgspec.structs.replace(group, count=0, tasks=tasks,
+                                                       reschedule_policy=None))
 
 
 def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
@@ -193,18 +214,30 @@ def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
 def try_place(node: Node, group: TaskGroup, usage: _Usage
               ) -> tuple[dict[str, AllocatedTaskResources], str]:
     """Resources for one allocation of `group` on top of `usage`, or why it does not fit."""
+    resources, _, why = fit(node, group, usage)
+    return resources, why
+
+
+def fit(node: Node, group: TaskGroup, usage: _Usage
+        ) -> tuple[dict[str, AllocatedTaskResources], AllocatedSharedResources | None, str]:
+    """`try_place`, with the group's ports too (server/ports.py): the per-task resources,
+    the shared ones, or why it does not fit."""
     if refusal := node_refusal(node):  # ineligible or draining (server/drain.py)
-        return {}, refusal
+        return {}, None, refusal
     cpu, mem = group_needs(group)
     total_cpu = node.node_resources.cpu.cpu_shares
     total_mem = node.node_resources.memory.memory_mb
     if total_cpu and usage.cpu + cpu > total_cpu:
-        return {}, (f"Resources exhausted: cpu (needs {cpu} MHz, "
-                    f"{max(total_cpu - usage.cpu, 0)} of {total_cpu} MHz free)")
+        return {}, None, (f"Resources exhausted: cpu (needs {cpu} MHz, "
+                          f"{max(total_cpu - usage.cpu, 0)} of {total_cpu} MHz free)")
     if total_mem and usage.mem + mem > total_mem:
-        return {}, (f"Resources exhausted: memory (needs {mem} MB, "
-                    f"{max(total_mem - usage.mem, 0)} of {total_mem} MB free)")
-    return assign_devices(group, node, usage.devices)
+        return {}, None, (f"Resources exhausted: memory (needs {mem} MB, "
+                          f"{max(total_mem - usage.mem, 0)} of {total_mem} MB free)")
+    shared, why = ports.assign(group, node, usage.ports | ports.node_reserved_ports(node))
+    if why:
+        return {}, None, f"{ports.EXHAUSTED_PREFIX}{why}"
+    resources, why = assign_devices(group, node, usage.devices)
+    return resources, shared if not why else None, why
 
 
 def _dimension(why: str) -> str:
@@ -212,7 +245,7 @@ def _dimension(why: str) -> str:
     for dim in ("cpu", "memory", "devices"):
         if why.startswith(f"Resources exhausted: {dim}"):
             return dim
-    return why
+    return why  # as Nomad's "network: reserved port collision db=6379"
 
 
 def _preemption(state: SchedulerState, job: Job, group: TaskGroup, usage: _Usage,
@@ -257,17 +290,20 @@ def _same_version(alloc: Allocation, job: Job) -> bool:
 
 
 def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: int,
-             now: int, new_id: Callable[[], str], can_preempt: bool = True) -> Plan:
+             now: int, new_id: Callable[[], str], can_preempt: bool = True,
+             deployment: Deployment | None = None) -> Plan:
     """The plan for evaluation `ev` of `job` (None or stopped: stop everything).
 
     `index` numbers what the plan writes, `now` (unix ns) times it. A live allocation's
     group, as the job version it runs has it, is compared with the job's: the same, it is
-    kept (updated in place to the new version); changed, it is replaced.
+    kept (updated in place to the new version); changed, it is replaced, at the pace of the
+    group's `update` strategy (deployments.py; `deployment` is the job's latest).
     """
     plan = Plan(eval=ev)
     allocs = state.job_allocs(ev.job_id)
     live = [a for a in allocs if not a.is_terminal()]
-    if job is None or job.stop:
+    rollout, plan.deployments = deployments.start(job, deployment, index, now)
+    if job is None or job.stop or rollout is None:
         for alloc in live:
             plan.stop.append(stopped(alloc, index, now, "alloc is being stopped"))
             plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
@@ -292,8 +328,11 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     previous: dict[str, Allocation] = {}
     #: Stopped whether or not a replacement is placed (one that is not is blocked).
     migrating: dict[str, Allocation] = {}
-    unneeded: list[Allocation] = []
+    unneeded = rollout.canaries_to_stop(live)
+    waiting = [a for a in live if rollout.is_waiting_canary(a) and a not in unneeded]
     for alloc in live:
+        if alloc in unneeded or alloc in waiting:
+            continue  # stopped, or a canary beside the allocation it is to replace
         group = wanted.get(alloc.name)
         old = alloc.job.lookup_group(group.name) if alloc.job and group else None
         if group is None:
@@ -304,6 +343,9 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             kept.append(alloc)
         else:
             previous[alloc.name] = alloc
+    # A promoted canary took its name over: the allocation it replaces is no longer needed.
+    unneeded += [previous.pop(a.name) for a in kept if a.name in previous
+                 and a.name not in migrating]
     usage = _Usage(0, 0, frozenset())
     unneeded_ids = {a.id for a in unneeded}
     for alloc in state.live_allocs():
@@ -312,11 +354,22 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     evicted: dict[str, Allocation] = {}
     outdated = [a for a in kept if a.job is not None
                 and a.job.job_modify_index != job.job_modify_index]
+    # Updated in place only where the node still fits the new job; else replaced (feasible.py).
+    unfit = {a.id for a in outdated if filter_reason(job, wanted[a.name], state.node, (
+        b for b in live if b.id not in unneeded_ids and b.id != a.id)) is not None}
+    previous.update({a.name: a for a in outdated if a.id in unfit})
+    kept = [a for a in kept if a.id not in unfit]
+    outdated = [a for a in outdated if a.id not in unfit]
     outdated_names = {a.name for a in outdated}
     kept_names = {a.name for a in kept}
     hopeless: set[str] = set()  # groups for which no eviction helps: don't search again
     protected = {a.id for a in live}  # the job's own allocations are never evicted
     metrics: dict[str, AllocMetric] = {}
+    rolling = deployments.plan_groups(
+        rollout, job, wanted, live, waiting, kept, outdated, previous, migrating,
+        {n for n in wanted if n in done and n not in previous} | set(failures.later))
+    current = rollout.create({g.name: [a for a in allocs if a.task_group == g.name]
+                              for g in job.task_groups}, rolling.updating, ev, new_id)
     for name, group in wanted.items():
         desired = plan.desired.setdefault(group.name, DesiredUpdates())
         if name in kept_names:
@@ -329,14 +382,27 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         if (prev is None and name in done) or name in failures.later:
             desired.ignore += 1
             continue
+        if not deployments.admit(rollout, rolling, group.name, destructive=prev is not None,
+                                 forced=name in migrating or name in failures.now):
+            desired.ignore += 1  # held by the rollout: a later pass makes it
+            continue
         trial = usage.without(prev) if prev is not None else usage
-        task_resources, why = try_place(state.node, group, trial)
+        reason = None if node_refusal(state.node) else filter_reason(job, group, state.node, (
+            a for a in chain(live, plan.place) if a.id not in unneeded_ids and a is not prev))
+        if reason is not None:  # constraints and distinct_*: no preemption makes it fit
+            plan.failed.setdefault(group.name, f'Constraint "{reason}" filtered 1 nodes')
+            if group.name in metrics:
+                metrics[group.name].coalesced_failures += 1
+            else:
+                metrics[group.name] = filtered_metric(state.node, reason)
+            continue
+        task_resources, shared, why = fit(state.node, group, trial)
         victims: list[Allocation] = []
         if why and can_preempt and group.name not in hopeless:
             victims = _preemption(state, job, group, trial, protected | set(evicted))
             if victims:
                 trial = trial.without(*victims)
-                task_resources, why = try_place(state.node, group, trial)
+                task_resources, shared, why = fit(state.node, group, trial)
             else:
                 hopeless.add(group.name)
         if why:
@@ -371,9 +437,13 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             reschedule_tracker=tracker,
             namespace=job.namespace, eval_id=ev.id, name=name, node_id=state.node.id,
             node_name=state.node.name, job_id=job.id, job=job, task_group=group.name,
-            task_resources=task_resources, create_index=index, modify_index=index,
+            task_resources=task_resources, allocated_shared=shared,
+            create_index=index, modify_index=index,
             alloc_modify_index=index, create_time=now, modify_time=now,
-            previous_allocation=prev.id if prev is not None else failed.id if failed else "")
+            previous_allocation=prev.id if prev is not None else failed.id if failed else "",
+            deployment_id=current.id if current else "",
+            deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
+            and name in migrating and deployments.is_canary(prev) else None)
         usage = trial.plus(placed)
         plan.place.append(placed)
         if failed is not None:  # replaced: no other evaluation replaces it again
@@ -392,6 +462,28 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             replaced.next_allocation = new.id
             plan.stop.append(replaced)
     replacements = {new.name: new.id for new in plan.place}
+    for group_name, names in rolling.canaries.items():
+        for name in names:
+            group = wanted[name]
+            reason = None if node_refusal(state.node) else filter_reason(
+                job, group, state.node, (a for a in chain(live, plan.place)
+                                         if a.id not in unneeded_ids))
+            task_resources, shared, why = fit(state.node, group, usage)
+            why = f'Constraint "{reason}" filtered 1 nodes' if reason is not None else why
+            if why:
+                plan.failed.setdefault(group.name, why)
+                continue
+            canary = Allocation(
+                id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
+                node_id=state.node.id, node_name=state.node.name, job_id=job.id, job=job,
+                task_group=group_name, task_resources=task_resources,
+                allocated_shared=shared, create_index=index,
+                modify_index=index, alloc_modify_index=index, create_time=now,
+                modify_time=now, deployment_id=current.id if current else "",
+                deployment_status=AllocDeploymentStatus(canary=True))
+            usage = usage.plus(canary)
+            plan.place.append(canary)
+            plan.desired.setdefault(group_name, DesiredUpdates()).canary += 1
     for name, alloc in migrating.items():
         moved = stopped(alloc, index, now, "alloc is being migrated")
         moved.next_allocation = replacements.get(name, "")
@@ -399,8 +491,15 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     for alloc in unneeded:
         plan.stop.append(stopped(alloc, index, now, "alloc not needed due to job update"))
         plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
-    plan.update += [msgspec.structs.replace(a, job=job, modify_index=index,
-                                            alloc_modify_index=index) for a in outdated]
+    plan.update += [deployments.joined(msgspec.structs.replace(
+        a, job=job, modify_index=index, alloc_modify_index=index), current) for a in outdated]
+    for group_name, desired in plan.desired.items():
+        if (desired.place + desired.destructive_update + desired.in_place_update
+                + desired.migrate + desired.canary or group_name in plan.failed
+                or any(a.task_group == group_name for a, _ in failures.later.values())):
+            rolling.left[group_name] = True
+    rollout.finish(rolling.left)
+    plan.deployments += rollout.writes
     plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
     _finish(state, plan, index, now, new_id)
     return plan

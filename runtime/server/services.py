@@ -80,6 +80,16 @@ class ServiceCatalogue:
                        if r.namespace == namespace and r.service_name == service_name),
                       key=lambda r: r.id)
 
+    async def query(self, namespace: str, service_name: str | None
+                    ) -> list[ServiceRegistration]:
+        """Templates' read (`nomadService`, `nomadServices`; name None: every registration of
+        the namespace, by service name then ID)."""
+        await trio.lowlevel.checkpoint()
+        if service_name is not None:
+            return self.registrations(namespace, service_name)
+        return sorted((r for r in self._regs.values() if r.namespace == namespace),
+                      key=lambda r: (r.service_name, r.id))
+
     def by_alloc(self, alloc_id: str) -> list[ServiceRegistration]:
         return sorted((r for r in self._regs.values() if r.alloc_id == alloc_id),
                       key=lambda r: r.id)

@@ -31,6 +31,7 @@ import sqlite_utils
 import trio
 
 from yurt.runtime.structs import Allocation, Evaluation, Job
+from yurt.runtime.structs.update import Deployment
 from yurt.store.sqlite_file import connect_wal, out_of_space
 
 log = logging.getLogger("yurt.server.store")
@@ -55,6 +56,7 @@ class ServerStore:
         self._allocs: dict[str, tuple[str, str] | None] = {}
         self._evals: dict[str, tuple[str, str] | None] = {}
         self._versions: dict[str, tuple[str, str] | None] = {}
+        self._deployments: dict[str, tuple[str, str] | None] = {}
         self._index: int | None = None
         #: Why writes are not reaching the disk right now; None when they are.
         self.degraded: str | None = None
@@ -72,7 +74,8 @@ class ServerStore:
             conn = connect_wal(path)
             db = sqlite_utils.Database(conn)
             tables = set(db.table_names())
-            if not {"jobs", "allocs", "evals", "job_versions", "meta", "services"} <= tables:
+            if not {"jobs", "allocs", "evals", "job_versions", "deployments", "meta",
+                    "services"} <= tables:
                 with conn:
                     db.table("jobs").create({"id": str, "value": str}, pk="id",
                                             if_not_exists=True)
@@ -81,6 +84,8 @@ class ServerStore:
                     db.table("evals").create({"id": str, "job_id": str, "value": str},
                                              pk="id", if_not_exists=True)
                     db.table("job_versions").create(
+                        {"id": str, "job_id": str, "value": str}, pk="id", if_not_exists=True)
+                    db.table("deployments").create(
                         {"id": str, "job_id": str, "value": str}, pk="id", if_not_exists=True)
                     db.table("meta").create({"key": str, "value": int}, pk="key",
                                             if_not_exists=True)
@@ -116,6 +121,13 @@ class ServerStore:
 
         return await trio.to_thread.run_sync(read, limiter=self._limiter)
 
+    async def load_deployments(self) -> list[Deployment]:
+        def read() -> list[Deployment]:
+            return [msgspec.json.decode(v, type=Deployment)
+                    for (v,) in self._conn.execute("SELECT value FROM deployments")]
+
+        return await trio.to_thread.run_sync(read, limiter=self._limiter)
+
     async def load_services(self) -> list[bytes]:
         """The service catalogue's rows (server/services.py decodes them)."""
         def read() -> list[bytes]:
@@ -144,9 +156,13 @@ class ServerStore:
 
     async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
                    evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
-                   forget_versions: list[tuple[str, int]] | None = None) -> None:
+                   forget_versions: list[tuple[str, int]] | None = None,
+                   deployments: list[Deployment] | None = None) -> None:
         """One change: rows written (jobs, allocations, evaluations, job versions kept for
-        the history) and job versions dropped from it, with the index, in one transaction."""
+        the history, deployments) and job versions dropped from it, with the index, in one
+        transaction."""
+        for d in deployments or ():
+            self._deployments[d.id] = (d.job_id, _encoder.encode(d).decode())
         for v in versions or ():
             self._versions[_version_key(v.id, v.version)] = (v.id, _encoder.encode(v).decode())
         for job_id, version in forget_versions or ():
@@ -160,9 +176,11 @@ class ServerStore:
         self._index = index
         await self._flush()
 
-    async def delete(self, job_id: str, alloc_ids: list[str], index: int | None = None
-                     ) -> None:
+    async def delete(self, job_id: str, alloc_ids: list[str], index: int | None = None,
+                     deployment_ids: list[str] | None = None) -> None:
         self._jobs[job_id] = None
+        for deployment_id in deployment_ids or ():
+            self._deployments[deployment_id] = None
         for alloc_id in alloc_ids:
             self._allocs[alloc_id] = None
         if index is not None:
@@ -170,8 +188,12 @@ class ServerStore:
         await self._flush()
 
     async def delete_evals(self, eval_ids: list[str], index: int,
-                           alloc_ids: list[str] | None = None) -> None:
-        """Forget evaluations, and the allocations collected with them, in one transaction."""
+                           alloc_ids: list[str] | None = None,
+                           deployment_ids: list[str] | None = None) -> None:
+        """Forget evaluations, and the allocations and deployments collected with them, in
+        one transaction."""
+        for deployment_id in deployment_ids or ():
+            self._deployments[deployment_id] = None
         for eval_id in eval_ids:
             self._evals[eval_id] = None
         for alloc_id in alloc_ids or []:
@@ -181,8 +203,15 @@ class ServerStore:
 
     def _write(self, jobs: dict[str, str | None], allocs: dict[str, tuple[str, str] | None],
                evals: dict[str, tuple[str, str] | None],
-               versions: dict[str, tuple[str, str] | None], index: int | None) -> None:
+               versions: dict[str, tuple[str, str] | None], index: int | None,
+               deployments: dict[str, tuple[str, str] | None]) -> None:
         with self._conn:
+            self._conn.executemany(
+                "INSERT INTO deployments (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT "
+                "(id) DO UPDATE SET value = excluded.value",
+                [(k, *v) for k, v in deployments.items() if v is not None])
+            self._conn.executemany("DELETE FROM deployments WHERE id = ?",
+                                   [(k,) for k, v in deployments.items() if v is None])
             self._conn.executemany(
                 "INSERT INTO job_versions (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT "
                 "(id) DO UPDATE SET value = excluded.value",
@@ -214,18 +243,19 @@ class ServerStore:
     async def _flush(self) -> None:
         """Write everything not yet on disk in one transaction; on a full disk keep it."""
         jobs, allocs, evals, index = self._jobs, self._allocs, self._evals, self._index
-        versions = self._versions
+        versions, deployments = self._versions, self._deployments
         self._jobs, self._allocs, self._evals, self._index = {}, {}, {}, None
-        self._versions = {}
+        self._versions, self._deployments = {}, {}
         try:
             await trio.to_thread.run_sync(self._write, jobs, allocs, evals, versions, index,
-                                          limiter=self._limiter)
+                                          deployments, limiter=self._limiter)
         except BaseException as e:
             # Not written: back in front of whatever was queued meanwhile (newer wins).
             self._jobs = {**jobs, **self._jobs}
             self._allocs = {**allocs, **self._allocs}
             self._evals = {**evals, **self._evals}
             self._versions = {**versions, **self._versions}
+            self._deployments = {**deployments, **self._deployments}
             self._index = self._index if self._index is not None else index
             if isinstance(e, Exception) and out_of_space(e):
                 if self.degraded is None:
@@ -242,7 +272,7 @@ class ServerStore:
         with trio.CancelScope(shield=True):
             try:
                 if (self._jobs or self._allocs or self._evals or self._versions
-                        or self._index is not None):
+                        or self._deployments or self._index is not None):
                     with trio.move_on_after(CLOSE_TIMEOUT):
                         await self._flush()
             finally:

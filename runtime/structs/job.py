@@ -10,9 +10,13 @@ from typing import Any, Final
 from msgspec import field
 
 from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.structs.artifact import TaskArtifact
 from yurt.runtime.structs.base import Base, Duration
+from yurt.runtime.structs.constraint import Affinity, Constraint, Spread
+from yurt.runtime.structs.identity import JobUIConfig, WorkloadIdentity
 from yurt.runtime.structs.network import NetworkResource
 from yurt.runtime.structs.service import Service
+from yurt.runtime.structs.template import Template
 from yurt.runtime.structs.update import UpdateStrategy
 
 # --------------------------------------------------------------------------- jobspec structs
@@ -77,6 +81,12 @@ class Task(Base):
     resources: Resources = field(default_factory=Resources)
     log_config: LogConfig = field(default_factory=LogConfig)
     dispatch_payload: DispatchPayloadConfig | None = None
+    constraints: list[Constraint] = field(default_factory=list)
+    affinities: list[Affinity] = field(default_factory=list)
+    default_identity: WorkloadIdentity | None = field(default=None, name="Identity")
+    identities: list[WorkloadIdentity] = field(default_factory=list)
+    templates: list[Template] = field(default_factory=list)
+    artifacts: list[TaskArtifact] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
 
 
@@ -91,6 +101,9 @@ class TaskGroup(Base):
     reschedule_policy: ReschedulePolicy | None = None
     update: UpdateStrategy | None = None
     networks: list[NetworkResource] = field(default_factory=list)
+    constraints: list[Constraint] = field(default_factory=list)
+    affinities: list[Affinity] = field(default_factory=list)
+    spreads: list[Spread] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
 
 
@@ -122,6 +135,12 @@ class Job(Base):
     stable: bool = False
     reschedule: ReschedulePolicy | None = None
     update: UpdateStrategy | None = None
+    constraints: list[Constraint] = field(default_factory=list)
+    affinities: list[Affinity] = field(default_factory=list)
+    spreads: list[Spread] = field(default_factory=list)
+    ui: JobUIConfig | None = field(default=None, name="UI")
+    # Only while parsing: the jobspec folds a job-level block into every group.
+    migrate: MigrateStrategy | None = None
 
     def lookup_group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.task_groups if g.name == name), None)

@@ -47,6 +47,7 @@ class PortMapping(Base):
     value: int = 0
     to: int = 0
     host_ip: str = field(default="", name="HostIP")
+    ignore_collision: bool = False
 
 
 class AllocatedSharedResources(Base):

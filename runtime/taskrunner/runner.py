@@ -244,7 +244,8 @@ class TaskRunner:
     def _ctx(self) -> TaskHookContext:
         return TaskHookContext(alloc=self.alloc, task=self.task, task_dir=self._task_dir,
                                emit_event=self.emit_event, unix_clock=self._unix_clock,
-                               resources=self._resources, nursery=self._background)
+                               resources=self._resources, nursery=self._background,
+                               lifecycle=self)
 
     # ------------------------------------------------------------------ state changes
 
@@ -542,14 +543,20 @@ class TaskRunner:
             if saved is not None and saved.prestart_done:
                 self._apply_hook(hook.name, saved)
                 continue
+            # A hook that may take long (a download) says so; a kill or shutdown cancels it.
+            interruptible = bool(getattr(hook, "interruptible", False))
             try:
-                response = await hook.prestart(ctx, dict(saved.data) if saved else {})
+                with self._interruptible(kill=interruptible, shutdown=interruptible) as scope:
+                    response = await hook.prestart(ctx, dict(saved.data) if saved else {})
             except Exception as e:
                 recoverable = bool(getattr(e, "recoverable", False))
-                await self.emit_event(events.new_event(events.HOOK_FAILED, self._unix_clock(),
-                                                       message=f"{hook.name}: {e}"))
+                own = getattr(e, "task_event", None)  # a hook's own event (Nomad's HookError)
+                await self.emit_event(own if isinstance(own, TaskEvent) else events.new_event(
+                    events.HOOK_FAILED, self._unix_clock(), message=f"{hook.name}: {e}"))
                 raise HookError(f'prestart hook "{hook.name}" failed: {e}',
                                 recoverable=recoverable) from e
+            if scope.cancelled_caught:
+                return  # killed or shut down: the caller acts on the flags, nothing is kept
             new = HookState(prestart_done=response.done, data=dict(response.data),
                             env=dict(response.env), mounts=list(response.mounts),
                             devices=list(response.devices))

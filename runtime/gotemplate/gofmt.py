@@ -1,0 +1,317 @@
+"""Go's value printing (`fmt.Sprint`, `%v`, `Sprintf` with its verbs) over the Python values a
+template sees: str, int, float, bool, None (Go's nil), list/tuple (slices), dict (maps, printed
+in key order as Go does), and objects (structs; printed `{field ...}`, or through their Go
+`String()` method when they have one).
+
+`NO_VALUE` stands for Go's invalid `reflect.Value` (a missing map key): it prints as
+"<no value>", which is what a template prints for `{{.missing}}`.
+
+Verb errors are Go's in-band texts: `%!d(string=hi)`, `%!d(MISSING)`, `%!(EXTRA int=1)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from decimal import Decimal
+from typing import Any, Final
+
+from yurt.runtime.gotemplate.tokens import go_quote
+
+
+class _NoValue:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no value>"
+
+
+NO_VALUE: Final = _NoValue()
+
+
+def go_type(value: Any) -> str:
+    """The Go type name a value stands for, as Go's error texts spell it."""
+    if value is None or value is NO_VALUE:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, str) for v in value):
+            return "[]string"
+        return "[]interface {}"
+    if isinstance(value, dict) and type(value) is dict:
+        return "map[string]interface {}"
+    return getattr(type(value), "GO_TYPE", type(value).__name__)
+
+
+def struct_fields(value: Any) -> list[tuple[str, Any]]:
+    """A struct's exported fields in declaration order."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+    return [(k, v) for k, v in vars(value).items() if k[:1].isupper()]
+
+
+def format_float(value: float, verb: str = "g", prec: int = -1) -> str:
+    """strconv.FormatFloat for the verbs 'e', 'f', 'g' (prec -1 = shortest)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if verb == "f":
+        if prec < 0:
+            digits, dp = _shortest(value)
+            prec = max(len(digits) - dp, 0)
+        return f"{value:.{prec}f}"
+    if verb == "e":
+        if prec < 0:
+            digits, _ = _shortest(value)
+            prec = max(len(digits) - 1, 0)
+        return _go_exponent(f"{value:.{prec}e}")
+    # 'g': shortest digits use %e when the exponent is < -4 or >= 6 (Go prints 1e+06)
+    if prec < 0:
+        digits, dp = _shortest(value)
+        exp = dp - 1
+        if exp < -4 or exp >= 6:
+            return _go_exponent(f"{value:.{max(len(digits) - 1, 0)}e}")
+        return f"{value:.{max(len(digits) - dp, 0)}f}"
+    text = f"{value:.{prec or 1}g}"
+    return _go_exponent(text) if "e" in text else text
+
+
+def _shortest(value: float) -> tuple[str, int]:
+    """The shortest decimal digits that read back as `value`, and the decimal point position."""
+    _sign, digits, exponent = Decimal(repr(abs(value))).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    dp = len(digits) + int(exponent)
+    if text == "0":
+        dp = 1
+    return text, dp
+
+
+def _go_exponent(text: str) -> str:
+    """Python writes 1e+06 too, but 1e+100 and 1e-05 the same way Go does; keep 2+ digits."""
+    mantissa, _, exp = text.partition("e")
+    sign = exp[0] if exp[:1] in "+-" else "+"
+    digits = exp.lstrip("+-").lstrip("0").rjust(2, "0")
+    return f"{mantissa}e{sign}{digits}"
+
+
+def sprint_value(value: Any, plus: bool = False) -> str:
+    """%v."""
+    if value is NO_VALUE:
+        return "<no value>"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return format_float(value)
+    if isinstance(value, str):
+        return value
+    stringer = getattr(value, "String", None)
+    if callable(stringer):
+        return str(stringer())
+    if isinstance(value, (list, tuple)):
+        return "[" + " ".join(sprint_value(v, plus) for v in value) + "]"
+    if isinstance(value, dict):
+        items = sorted(value.items(), key=lambda kv: _sort_key(kv[0]))
+        pairs = (f"{sprint_value(k)}:{sprint_value(v, plus)}" for k, v in items)
+        return "map[" + " ".join(pairs) + "]"
+    if isinstance(value, bytes):
+        return "[" + " ".join(str(b) for b in value) + "]"
+    fields = struct_fields(value)
+    if plus:
+        return "{" + " ".join(f"{k}:{sprint_value(v, plus)}" for k, v in fields) + "}"
+    return "{" + " ".join(sprint_value(v) for _, v in fields) + "}"
+
+
+def _sort_key(key: Any) -> tuple[int, Any]:
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return (0, key)
+    return (1, str(key))
+
+
+def sprint(*args: Any) -> str:
+    """fmt.Sprint: a space between operands when neither side is a string."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if i > 0 and not isinstance(arg, str) and not isinstance(args[i - 1], str):
+            out.append(" ")
+        out.append(sprint_value(arg))
+    return "".join(out)
+
+
+def sprintln(*args: Any) -> str:
+    return " ".join(sprint_value(a) for a in args) + "\n"
+
+
+# ------------------------------------------------------------------------------- Sprintf
+
+
+def _bad(verb: str, arg: Any) -> str:
+    if arg is None or arg is NO_VALUE:
+        return f"%!{verb}(<nil>)"
+    return f"%!{verb}({go_type(arg)}={sprint_value(arg)})"
+
+
+def _pad(text: str, width: int, minus: bool, zero: bool) -> str:
+    if width <= len(text):
+        return text
+    if minus:
+        return text.ljust(width)
+    if zero:
+        sign = text[0] if text[:1] in "+-" else ""
+        return sign + text[len(sign) :].rjust(width - len(sign), "0")
+    return text.rjust(width)
+
+
+def _format_one(verb: str, arg: Any, flags: str, prec: int) -> str:
+    plus, sharp, space = "+" in flags, "#" in flags, " " in flags
+    if isinstance(arg, (list, tuple)) and verb not in "vTq" and not (verb in "xX" and not arg):
+        return "[" + " ".join(_format_one(verb, v, flags, prec) for v in arg) + "]"
+    if verb == "v":
+        if isinstance(arg, float) and prec >= 0:
+            return format_float(arg, "g", prec)
+        if sharp and isinstance(arg, str):
+            return go_quote(arg)
+        return sprint_value(arg, plus)
+    if verb == "T":
+        return go_type(arg)
+    if isinstance(arg, bool):
+        return ("true" if arg else "false") if verb == "t" else _bad(verb, arg)
+    if isinstance(arg, int):
+        sign = "+" if plus and arg >= 0 else (" " if space and arg >= 0 else "")
+        if verb == "d":
+            return sign + str(arg)
+        if verb in "xXob":
+            base = {"x": "x", "X": "X", "o": "o", "b": "b"}[verb]
+            body = format(abs(arg), base)
+            prefix = {"x": "0x", "X": "0X", "o": "0", "b": ""}[verb] if sharp else ""
+            return ("-" if arg < 0 else sign) + prefix + body
+        if verb == "c":
+            return chr(arg)
+        if verb == "q":
+            return "'" + go_quote(chr(arg))[1:-1].replace("\\\"", '"').replace("'", "\\'") + "'"
+        if verb == "U":
+            return f"U+{arg:04X}"
+        if verb in "eEfFgG":
+            return _bad(verb, arg)
+        return _bad(verb, arg)
+    if isinstance(arg, float):
+        sign = "+" if plus and arg >= 0 else (" " if space and arg >= 0 else "")
+        if verb in "fF":
+            return sign + format_float(arg, "f", 6 if prec < 0 else prec)
+        if verb in "eE":
+            text = format_float(arg, "e", 6 if prec < 0 else prec)
+            return sign + (text.upper() if verb == "E" else text)
+        if verb in "gG":
+            text = format_float(arg, "g", prec)
+            return sign + (text.upper() if verb == "G" else text)
+        return _bad(verb, arg)
+    if isinstance(arg, str):
+        if verb == "s":
+            return arg if prec < 0 else arg[:prec]
+        if verb == "q":
+            if sharp and "`" not in arg:
+                return "`" + arg + "`"
+            return go_quote(arg if prec < 0 else arg[:prec])
+        if verb in "xX":
+            data = arg.encode()
+            text = data.hex() if verb == "x" else data.hex().upper()
+            return text
+        return _bad(verb, arg)
+    if arg is None or arg is NO_VALUE:
+        return "<nil>" if verb in "sv" and arg is NO_VALUE else _bad(verb, arg)
+    if verb == "s":
+        stringer = getattr(arg, "String", None)
+        if callable(stringer):
+            return str(stringer())
+        if isinstance(arg, dict):
+            return sprint_value(arg)
+        return sprint_value(arg)
+    if verb in "dxXq" and isinstance(arg, dict):
+        items = sorted(arg.items(), key=lambda kv: _sort_key(kv[0]))
+        return "map[" + " ".join(
+            f"{_format_one(verb, k, flags, prec)}:{_format_one(verb, v, flags, prec)}"
+            for k, v in items
+        ) + "]"
+    return _bad(verb, arg)
+
+
+def sprintf(fmt: str, *args: Any) -> str:
+    """fmt.Sprintf with the verbs templates use: v +v #v T t d b o x X c q U e E f F g G s %."""
+    out: list[str] = []
+    argi = 0
+    i = 0
+    end = len(fmt)
+    while i < end:
+        ch = fmt[i]
+        if ch != "%":
+            j = fmt.find("%", i)
+            j = end if j < 0 else j
+            out.append(fmt[i:j])
+            i = j
+            continue
+        i += 1
+        flags = ""
+        while i < end and fmt[i] in "+-# 0":
+            flags += fmt[i]
+            i += 1
+        width = -1
+        if i < end and fmt[i] == "*":
+            i += 1
+            if argi < len(args) and isinstance(args[argi], int):
+                width = args[argi]
+                argi += 1
+            else:
+                out.append("%!(BADWIDTH)")
+        else:
+            start = i
+            while i < end and fmt[i].isdigit():
+                i += 1
+            if i > start:
+                width = int(fmt[start:i])
+        prec = -1
+        if i < end and fmt[i] == ".":
+            i += 1
+            if i < end and fmt[i] == "*":
+                i += 1
+                if argi < len(args) and isinstance(args[argi], int):
+                    prec = args[argi]
+                    argi += 1
+                else:
+                    out.append("%!(BADPREC)")
+            else:
+                start = i
+                while i < end and fmt[i].isdigit():
+                    i += 1
+                prec = int(fmt[start:i] or "0")
+        if i >= end:
+            out.append("%!(NOVERB)")
+            break
+        verb = fmt[i]
+        i += 1
+        if verb == "%":
+            out.append("%")
+            continue
+        if argi >= len(args):
+            out.append(f"%!{verb}(MISSING)")
+            continue
+        arg = args[argi]
+        argi += 1
+        text = _format_one(verb, arg, flags, prec)
+        out.append(_pad(text, width, "-" in flags, "0" in flags and verb not in "sqvT"))
+    if argi < len(args):
+        extra = ", ".join(
+            "<nil>" if a is None else f"{go_type(a)}={sprint_value(a)}" for a in args[argi:]
+        )
+        out.append(f"%!(EXTRA {extra})")
+    return "".join(out)

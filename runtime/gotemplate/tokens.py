@@ -1,0 +1,121 @@
+"""The items Go's template lexer emits (`text/template/parse/lex.go`'s item types), and
+Go's quoting of strings and runes as its error texts print them (`strconv.Quote`, `%#U`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final
+
+
+class T(enum.Enum):
+    ERROR = "error"
+    BOOL = "bool"
+    CHAR = "char"
+    CHAR_CONSTANT = "charconst"
+    COMMENT = "comment"
+    ASSIGN = "="
+    DECLARE = ":="
+    EOF = "EOF"
+    FIELD = "field"
+    IDENTIFIER = "identifier"
+    LEFT_DELIM = "left delim"
+    LEFT_PAREN = "("
+    NUMBER = "number"
+    PIPE = "|"
+    RAW_STRING = "raw string"
+    RIGHT_DELIM = "right delim"
+    RIGHT_PAREN = ")"
+    SPACE = "space"
+    STRING = "string"
+    TEXT = "text"
+    VARIABLE = "variable"
+    # keywords
+    BLOCK = "block"
+    BREAK = "break"
+    CONTINUE = "continue"
+    DOT = "."
+    DEFINE = "define"
+    ELSE = "else"
+    END = "end"
+    IF = "if"
+    NIL = "nil"
+    RANGE = "range"
+    TEMPLATE = "template"
+    WITH = "with"
+
+
+KEYWORDS: Final = {
+    ".": T.DOT,
+    "block": T.BLOCK,
+    "break": T.BREAK,
+    "continue": T.CONTINUE,
+    "define": T.DEFINE,
+    "else": T.ELSE,
+    "end": T.END,
+    "if": T.IF,
+    "range": T.RANGE,
+    "nil": T.NIL,
+    "template": T.TEMPLATE,
+    "with": T.WITH,
+}
+_KEYWORD_TYPES: Final = frozenset(KEYWORDS.values())
+
+
+
+def go_quote(s: str) -> str:
+    """strconv.Quote: a double-quoted Go string literal with Go's escapes."""
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\a":
+            out.append("\\a")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ch == "\v":
+            out.append("\\v")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif not ch.isprintable() and code > 0x7F:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def go_rune_name(ch: str) -> str:
+    """fmt's %#U: U+0023 '#'."""
+    code = ord(ch)
+    name = f"U+{code:04X}"
+    return f"{name} '{ch}'" if ch.isprintable() else name
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    typ: T
+    val: str
+    pos: int
+    line: int
+
+    def __str__(self) -> str:
+        if self.typ is T.EOF:
+            return "EOF"
+        if self.typ is T.ERROR:
+            return self.val
+        if self.typ in _KEYWORD_TYPES:
+            return f"<{self.val}>"
+        if len(self.val) > 10:
+            return go_quote(self.val[:10])[:-1] + '"...'
+        return go_quote(self.val)

@@ -1,0 +1,316 @@
+"""The deployment watcher: what Nomad's `deploymentwatcher` does for each active deployment,
+as a sans-io core (the pure functions) and its wiring into `LocalServer`.
+
+The core, fed with a deployment, its allocations and the time:
+- `on_health`: an allocation newly healthy makes an evaluation (TriggeredBy
+  `deployment-watcher`) that places the next batch; an unhealthy one fails the deployment at
+  once when its group has no progress deadline or its reschedule policy is used up (Nomad's
+  `shouldFailEarly`), else it is left to be replaced; auto-promotion once every canary of
+  every canarying group is healthy.
+- `progress_cutoff`: the earliest RequireProgressBy of the groups not done yet; when it passes,
+  `deadline_failure` (Nomad's `shouldFail`) says whether the deployment fails ("Failed due to
+  progress deadline") and whether it rolls back.
+- `rollback_target`: the latest stable version to revert to, with Nomad's description
+  variants (rolling back, not rolling back as the spec is the same, no stable version).
+- `promote`: Nomad's promotion rules and error texts.
+
+The wiring: `after_alloc_updates` runs under the server's lock right after a client update
+is committed; `run_deadlines` is one task in `LocalServer.run`'s nursery that sleeps until the
+next progress deadline (or until a deployment changes) and fails what is overdue, under the
+lock. Every action is one commit (the deployment, its evaluation, a rollback's registration
+follows as its own), so a crash leaves either the old state or the new one; a deadline that
+passed while the agent was down is acted on when it comes back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import trio
+
+from yurt.runtime.server.deployments import (
+    is_healthy,
+    is_unhealthy,
+    requires_promotion,
+    with_status,
+)
+from yurt.runtime.server.records import job_spec
+from yurt.runtime.server.reschedule import eligible, policy_for, unix_ns
+from yurt.runtime.structs import Allocation, Evaluation, Job
+from yurt.runtime.structs.update import (
+    DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
+    DEPLOYMENT_DESC_PROGRESS_DEADLINE,
+    DEPLOYMENT_DESC_RUNNING,
+    DEPLOYMENT_STATUS_FAILED,
+    DEPLOYMENT_STATUS_PAUSED,
+    DEPLOYMENT_STATUS_RUNNING,
+    Deployment,
+    desc_no_rollback_target,
+    desc_rollback,
+    desc_rollback_noop,
+)
+
+if TYPE_CHECKING:
+    from yurt.runtime.server.local import LocalServer
+
+#: Nomad's `EvalTriggerDeploymentWatcher`.
+TRIGGER_DEPLOYMENT_WATCHER: Final = "deployment-watcher"
+
+
+class PromotionError(Exception):
+    """A promotion Nomad refuses; its text is Nomad's."""
+
+
+@dataclass(frozen=True)
+class HealthDecision:
+    evaluate: bool = False
+    fail: bool = False
+    rollback: bool = False
+    promote: bool = False
+
+
+def _fails_early(d: Deployment, job: Job | None, alloc: Allocation, now: int) -> bool:
+    """Nomad's `shouldFailEarly`."""
+    state = d.task_groups.get(alloc.task_group)
+    if state is None or not is_unhealthy(alloc):
+        return False
+    if state.progress_deadline == 0:
+        return True
+    if d.active() and job is not None:
+        policy = policy_for(job, alloc.task_group)
+        return policy is None or not eligible(policy, alloc, now)
+    return False
+
+
+def on_health(d: Deployment, job: Job | None, allocs: Iterable[Allocation],
+              newly_healthy: bool, now: int) -> HealthDecision:
+    """What the watcher does after allocations of `d` changed (`allocs`: the deployment's, as
+    now; `newly_healthy`: one of them just became healthy)."""
+    allocs = list(allocs)
+    fail = rollback = False
+    for alloc in allocs:
+        if _fails_early(d, job, alloc, now):
+            fail = True
+            state = d.task_groups[alloc.task_group]
+            rollback = rollback or state.auto_revert
+    if fail:
+        return HealthDecision(fail=True, rollback=rollback)
+    return HealthDecision(evaluate=newly_healthy, promote=_auto_promotable(d, allocs))
+
+
+def _auto_promotable(d: Deployment, allocs: list[Allocation]) -> bool:
+    """Nomad's `autoPromoteDeployment`: every canarying group auto-promotes and has all its
+    canaries placed and healthy."""
+    if not requires_promotion(d) or not any(s.placed_canaries for s in d.task_groups.values()):
+        return False
+    healthy = {a.id for a in allocs if is_healthy(a)}
+    for state in d.task_groups.values():
+        if state.desired_canaries < 1:
+            continue
+        if not state.auto_promote or len(state.placed_canaries) < state.desired_canaries:
+            return False
+        if sum(1 for c in state.placed_canaries if c in healthy) != state.desired_canaries:
+            return False
+    return True
+
+
+def promote(d: Deployment, groups: list[str] | None, allocs: Iterable[Allocation], index: int,
+            now: int) -> Deployment:
+    """Nomad's `UpdateDeploymentPromotion` (`groups` None: all): every chosen group with
+    canaries needs them all healthy, else PromotionError with Nomad's (multierror) text. The
+    progress deadline starts again from now."""
+    chosen = set(groups) if groups is not None else set(d.task_groups)
+    canaries = {c for s in d.task_groups.values() for c in s.placed_canaries}
+    healthy: dict[str, int] = {}
+    for a in allocs:
+        if a.id in canaries and a.task_group in chosen and not a.is_terminal() \
+                and is_healthy(a):
+            healthy[a.task_group] = healthy.get(a.task_group, 0) + 1
+    problems = [f'Task group "{name}" has {healthy.get(name, 0)}/{s.desired_canaries} '
+                "healthy allocations" for name, s in sorted(d.task_groups.items())
+                if name in chosen and s.desired_canaries
+                and healthy.get(name, 0) < s.desired_canaries]
+    if problems:
+        count = f"{len(problems)} error{'s' if len(problems) > 1 else ''} occurred"
+        raise PromotionError(f"{count}:\n" + "".join(f"\t* {p}\n" for p in problems) + "\n")
+    states = dict(d.task_groups)
+    for name in chosen & set(states):
+        state = states[name]
+        by = state.require_progress_by
+        if state.progress_deadline > 0 and by.year > 1:
+            by = datetime.fromtimestamp((now + state.progress_deadline) / 1e9, tz=UTC)
+        states[name] = msgspec.structs.replace(state, promoted=True, require_progress_by=by)
+    out = msgspec.structs.replace(d, task_groups=states, modify_index=index, modify_time=now)
+    if not requires_promotion(out) and out.status == DEPLOYMENT_STATUS_RUNNING:
+        out.status_description = DEPLOYMENT_DESC_RUNNING
+    return out
+
+
+def _done_groups(d: Deployment, allocs: list[Allocation]) -> dict[str, bool]:
+    healthy: dict[str, int] = {}
+    for a in allocs:
+        if not a.is_terminal() and is_healthy(a):
+            healthy[a.task_group] = healthy.get(a.task_group, 0) + 1
+    return {name: not (s.desired_canaries != 0 and not s.promoted)
+            and healthy.get(name, 0) >= s.desired_total
+            for name, s in d.task_groups.items()}
+
+
+def progress_cutoff(d: Deployment, allocs: Iterable[Allocation]) -> int | None:
+    """Nomad's `getDeploymentProgressCutoff` (unix ns): the earliest RequireProgressBy of
+    the groups not done; None if there is none."""
+    done = _done_groups(d, list(allocs))
+    cutoffs = [unix_ns(s.require_progress_by) for n, s in d.task_groups.items()
+               if not done[n] and s.require_progress_by.year > 1]
+    return min(cutoffs) if cutoffs else None
+
+
+def deadline_failure(d: Deployment, job: Job | None) -> tuple[bool, bool]:
+    """Nomad's `shouldFail` at the progress deadline: (fail, roll back)."""
+    if d.status == DEPLOYMENT_STATUS_PAUSED:
+        return False, False
+    fail = False
+    for name, state in d.task_groups.items():
+        if state.desired_canaries > 0 and not state.promoted:
+            if state.healthy_allocs >= state.desired_canaries:
+                continue
+        elif state.healthy_allocs >= state.desired_total:
+            continue
+        fail = True
+        group = job.lookup_group(name) if job is not None else None
+        if group is not None and group.update is not None and group.update.auto_revert:
+            return True, True
+    return fail, False
+
+
+def rollback_target(job: Job, versions: Iterable[Job], base: str) -> tuple[Job | None, str]:
+    """The version to revert to and the failure's description (Nomad's `latestStableJob` and
+    `handleRollbackValidity`)."""
+    stable = next((v for v in sorted(versions, key=lambda v: -v.version) if v.stable), None)
+    if stable is None:
+        return None, desc_no_rollback_target(base)
+    if job_spec(stable) != job_spec(msgspec.structs.replace(job)):
+        return stable, desc_rollback(base, stable.version)
+    return None, desc_rollback_noop(base, stable.version)
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def deployment_allocs(server: LocalServer, d: Deployment) -> list[Allocation]:
+    return [a for a in server.job_allocs(d.job_id) if a.deployment_id == d.id]
+
+
+@dataclass
+class Outcome:
+    """What an action did: the evaluation it made and the version a rollback registered."""
+
+    eval: Evaluation | None
+    index: int
+    reverted_version: int | None = None
+
+
+async def evaluate(server: LocalServer, d: Deployment, changed: Deployment | None = None,
+                   event: str = "DeploymentStatusUpdate",
+                   allocs: list[Allocation] | None = None) -> Outcome:
+    """Commit `changed` (if any) and `allocs` with a new evaluation of the job, then process
+    it."""
+    job = server.jobs.get(d.job_id)
+    index = server.take_index()
+    written = [msgspec.structs.replace(a, modify_index=index) for a in allocs or []]
+    if job is None:
+        await server._commit([], written, deployments=[changed] if changed else [],
+                             deployment_type=event)
+        return Outcome(None, index)
+    ev = msgspec.structs.replace(server._new_eval(job, TRIGGER_DEPLOYMENT_WATCHER, index),
+                                 deployment_id=d.id)
+    await server._commit([], written, evals=[ev], deployments=[changed] if changed else [],
+                         deployment_type=event)
+    await server._process(ev)
+    return Outcome(ev, index)
+
+
+async def apply_promotion(server: LocalServer, d: Deployment, groups: list[str] | None
+                          ) -> Outcome:
+    """Promote `d` (`groups` None: all; raises PromotionError) in one change with an
+    evaluation: its healthy canaries are canaries no more (Nomad's promotion clears their
+    `DeploymentStatus.Canary`)."""
+    allocs = deployment_allocs(server, d)
+    index, now = server.index + 1, server._clock()
+    promoted = promote(d, groups, allocs, index, now)
+    chosen = set(groups) if groups is not None else set(d.task_groups)
+    canaries = {c for name, s in d.task_groups.items() if name in chosen
+                for c in s.placed_canaries}
+    cleared = [msgspec.structs.replace(a, deployment_status=msgspec.structs.replace(
+        a.deployment_status, canary=False, modify_index=index), alloc_modify_index=index,
+        modify_time=now) for a in allocs
+        if a.id in canaries and not a.is_terminal() and is_healthy(a)
+        and a.deployment_status is not None]
+    return await evaluate(server, d, promoted, "DeploymentPromotion", allocs=cleared)
+
+
+async def fail(server: LocalServer, d: Deployment, base: str, rollback: bool) -> Outcome:
+    """Fail `d` with `base` as its description, rolling back to the latest stable version
+    when `rollback` (Nomad's description variants say which happened)."""
+    job = server.jobs.get(d.job_id)
+    target, desc = None, base
+    if rollback and job is not None:
+        target, desc = rollback_target(job, server.versions.get(job.id, []), base)
+    failed = with_status(d, DEPLOYMENT_STATUS_FAILED, desc, server.index + 1, server._clock())
+    outcome = await evaluate(server, d, failed)
+    if target is not None:
+        await server._register(target)
+        outcome.reverted_version = target.version
+    return outcome
+
+
+async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
+                              prior: dict[str, Allocation]) -> None:
+    """React to the health the client reported for allocations of active deployments
+    (under the server's lock, after the update is committed)."""
+    for deployment_id in dict.fromkeys(a.deployment_id for a in updated if a.deployment_id):
+        d = server.deployments.get(deployment_id)
+        if d is None or not d.active():
+            continue
+        mine = [a for a in updated if a.deployment_id == deployment_id]
+        newly = any(is_healthy(a) and not is_healthy(prior[a.id]) for a in mine
+                    if a.id in prior)
+        if not any(a.deployment_status is not None for a in mine):
+            continue
+        decision = on_health(d, server.jobs.get(d.job_id), deployment_allocs(server, d),
+                             newly, server._clock())
+        if decision.fail:
+            await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, decision.rollback)
+        elif decision.promote:
+            await apply_promotion(server, d, None)
+        elif decision.evaluate:
+            await evaluate(server, d)
+
+
+async def run_deadlines(server: LocalServer) -> None:
+    """Fail deployments whose progress deadline passed. Until cancelled."""
+    handled: dict[str, int] = {}  # a cutoff that passed without failing (paused): not again
+    while True:
+        server.deployments_changed = trio.Event()
+        cutoffs = [c for d in server.deployments.values() if d.active()
+                   and (c := progress_cutoff(d, deployment_allocs(server, d))) is not None
+                   and handled.get(d.id) != c]
+        wait = (max(min(cutoffs) - server._clock(), 0) / 1e9) if cutoffs else math.inf
+        with trio.move_on_after(wait):
+            await server.deployments_changed.wait()
+            continue
+        async with server._lock:
+            now = server._clock()
+            for d in list(server.deployments.values()):
+                cutoff = progress_cutoff(d, deployment_allocs(server, d)) if d.active() else None
+                if cutoff is None or cutoff > now:
+                    continue
+                handled[d.id] = cutoff
+                failing, rollback = deadline_failure(d, server.jobs.get(d.job_id))
+                if failing:
+                    await fail(server, d, DEPLOYMENT_DESC_PROGRESS_DEADLINE, rollback)

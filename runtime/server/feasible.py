@@ -1,0 +1,253 @@
+"""Feasibility: may this node take one more allocation of this group? Pure: no I/O, no clock.
+
+Nomad's scheduler/feasible: a node passes the job's constraints, then the group's and its
+tasks' constraints (ANDed, in that order), then `distinct_hosts`, then `distinct_property`. The
+first that fails names the node's filter reason, the key of `AllocMetric.ConstraintFiltered`:
+the constraint as `"<attribute> <operator> <value>"`, `distinct_hosts`, `missing property
+"…"` or `distinct_property: <property>=<value> used by N allocs`.
+
+Targets (`resolve_target`): a string not starting with `${` is a literal; `${node.unique.id}`,
+`${node.datacenter}`, `${node.unique.name}`, `${node.class}`, `${node.pool}`, `${attr.*}` and
+`${meta.*}` read the node; anything else is "not found". Operators (`check_constraint`) are
+Nomad's checkConstraint, value for value: `<`…`>=` compare as int64, else as float64, else
+lexically; `version`/`semver` are server/versions.py; `set_contains*` split on commas and
+trim spaces.
+
+Known gap: `regexp` is Python's `re` where Nomad has Go's RE2. The usual subset (classes,
+anchors, groups, repetition, `(?i)`) behaves the same; Python accepts backreferences and
+lookarounds RE2 refuses, and refuses RE2's `\\z` and `(?<name>…)` (Python 3.11). A pattern
+that does not compile never matches, as in Nomad.
+
+Affinities and spreads only rank nodes; with one node there is nothing to rank, so they are
+not evaluated here.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Final
+
+import msgspec
+
+from yurt.runtime.server.versions import satisfies
+from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
+from yurt.runtime.structs.constraint import (
+    CONSTRAINT_DISTINCT_HOSTS,
+    CONSTRAINT_DISTINCT_PROPERTY,
+    CONSTRAINT_IS_NOT_SET,
+    CONSTRAINT_IS_SET,
+    CONSTRAINT_REGEX,
+    CONSTRAINT_SEMVER,
+    CONSTRAINT_SET_CONTAINS,
+    CONSTRAINT_SET_CONTAINS_ALL,
+    CONSTRAINT_SET_CONTAINS_ANY,
+    CONSTRAINT_VERSION,
+    Constraint,
+)
+
+_INT64: Final = re.compile(r"[+-]?[0-9]+")
+_FLOAT: Final = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_FLOAT_SPECIAL: Final = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)
+
+
+def resolve_target(target: str, node: Node) -> tuple[str, bool]:
+    """Nomad's resolveTarget: the target's value on `node`, and whether it exists."""
+    if not target.startswith("${"):
+        return target, True
+    exact = {"${node.unique.id}": node.id, "${node.datacenter}": node.datacenter,
+             "${node.unique.name}": node.name, "${node.class}": node.node_class,
+             "${node.pool}": node.node_pool}
+    if target in exact:
+        return exact[target], True
+    for prefix, values in (("${attr.", node.attributes), ("${meta.", node.meta)):
+        if target.startswith(prefix):
+            key = target.removeprefix(prefix).removesuffix("}")
+            return (values[key], True) if key in values else ("", False)
+    return "", False
+
+
+def _go_int(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 64), or None."""
+    if _INT64.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if -(1 << 63) <= value < (1 << 63) else None
+
+
+def _go_float(text: str) -> float | None:
+    """Go's strconv.ParseFloat(text, 64) for decimal and special forms, or None (an
+    overflow is an error in Go, so it is None here too)."""
+    if _FLOAT_SPECIAL.fullmatch(text):
+        return float(text)
+    if _FLOAT.fullmatch(text) is None:
+        return None
+    value = float(text)
+    return None if math.isinf(value) else value
+
+
+_ORDER: Final = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _compare(op: str, left: float | str, right: float | str) -> bool:
+    compare = _ORDER.get(op)
+    return compare is not None and bool(compare(left, right))
+
+
+def check_order(op: str, left: str | None, right: str | None) -> bool:
+    """Nomad's checkOrder: as integers if both parse, else as floats, else lexically."""
+    if left is None or right is None:
+        return False
+    li, ri = _go_int(left), _go_int(right)
+    if li is not None and ri is not None:
+        return _compare(op, li, ri)
+    lf, rf = _go_float(left), _go_float(right)
+    if lf is not None and rf is not None:
+        return _compare(op, lf, rf)
+    return _compare(op, left, right)
+
+
+@lru_cache(maxsize=256)
+def _regexp(pattern: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
+def check_regexp(value: str | None, pattern: str | None) -> bool:
+    """Nomad's checkRegexpMatch: the pattern matches anywhere in the value."""
+    if value is None or pattern is None:
+        return False
+    compiled = _regexp(pattern)
+    return compiled is not None and compiled.search(value) is not None
+
+
+def _members(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",")]
+
+
+def set_contains_all(left: str | None, right: str | None) -> bool:
+    if left is None or right is None:
+        return False
+    have = set(_members(left))
+    return all(r in have for r in _members(right))
+
+
+def set_contains_any(left: str | None, right: str | None) -> bool:
+    if left is None or right is None:
+        return False
+    have = set(_members(left))
+    return any(r in have for r in _members(right))
+
+
+def check_constraint(operand: str, left: str | None, right: str | None,
+                     left_found: bool, right_found: bool) -> bool:
+    """Nomad's checkConstraint. `distinct_*` pass here: they are checked against the
+    allocations (`filter_reason`), not against the node's values."""
+    both = left_found and right_found
+    match operand:
+        case "distinct_hosts" | "distinct_property":
+            return True
+        case "=" | "==" | "is":
+            return both and left == right
+        case "!=" | "not":
+            return left != right
+        case "<" | "<=" | ">" | ">=":
+            return both and check_order(operand, left, right)
+        case "is_set":
+            return left_found
+        case "is_not_set":
+            return not left_found
+        case "version" | "semver":
+            return (both and left is not None and right is not None
+                    and satisfies(left, right, semver=operand == CONSTRAINT_SEMVER))
+        case "regexp":
+            return both and check_regexp(left, right)
+        case "set_contains" | "set_contains_all":
+            return both and set_contains_all(left, right)
+        case "set_contains_any":
+            return both and set_contains_any(left, right)
+    return False
+
+
+# The operands `check_constraint` knows, for readers looking for the full list.
+OPERANDS: Final = ("=", "==", "is", "!=", "not", "<", "<=", ">", ">=", CONSTRAINT_IS_SET,
+                   CONSTRAINT_IS_NOT_SET, CONSTRAINT_VERSION, CONSTRAINT_SEMVER,
+                   CONSTRAINT_REGEX, CONSTRAINT_SET_CONTAINS, CONSTRAINT_SET_CONTAINS_ALL,
+                   CONSTRAINT_SET_CONTAINS_ANY, CONSTRAINT_DISTINCT_HOSTS,
+                   CONSTRAINT_DISTINCT_PROPERTY)
+
+
+def meets(constraint: Constraint, node: Node) -> bool:
+    """Whether `node` satisfies one constraint (Nomad's meetsConstraint)."""
+    left, left_found = resolve_target(constraint.attribute, node)
+    right, right_found = resolve_target(constraint.value, node)
+    return check_constraint(constraint.operator, left, right, left_found, right_found)
+
+
+def group_constraints(group: TaskGroup) -> list[Constraint]:
+    """The group's constraints, then each task's (Nomad's taskGroupConstraints)."""
+    return [*group.constraints, *(c for t in group.tasks for c in t.constraints)]
+
+
+def _distinct_hosts(constraints: Sequence[Constraint]) -> bool:
+    """Nomad's hasDistinctHostsConstraint: the first distinct_hosts constraint decides; an
+    empty or unparsable value counts as true."""
+    for c in constraints:
+        if c.operator == CONSTRAINT_DISTINCT_HOSTS:
+            return c.value not in ("0", "f", "F", "FALSE", "false", "False")
+    return False
+
+
+def _allowed(constraint: Constraint) -> int:
+    """A distinct_property's allowed count (validation made it a positive integer)."""
+    return int(constraint.value) if _INT64.fullmatch(constraint.value) else 1
+
+
+def filter_reason(job: Job, group: TaskGroup, node: Node,
+                  proposed: Iterable[Allocation]) -> str | None:
+    """Why `node` cannot take one more allocation of `group`, or None if it can.
+
+    `proposed` are the allocations the node would hold once the plan so far is applied
+    (live ones not being stopped, and the plan's placements); only the job's own matter, and
+    they are read only when a distinct_* constraint asks (a generator costs nothing else).
+    """
+    for constraint in (*job.constraints, *group_constraints(group)):
+        if not meets(constraint, node):
+            return str(constraint)
+    job_hosts, group_hosts = _distinct_hosts(job.constraints), _distinct_hosts(group.constraints)
+    scoped = [(c, "") for c in job.constraints if c.operator == CONSTRAINT_DISTINCT_PROPERTY]
+    scoped += [(c, group.name) for c in group.constraints
+               if c.operator == CONSTRAINT_DISTINCT_PROPERTY]
+    if not (job_hosts or group_hosts or scoped):
+        return None
+    mine = [a for a in proposed if a.job_id == job.id and a.namespace == job.namespace]
+    if (job_hosts and mine) or (group_hosts and any(a.task_group == group.name for a in mine)):
+        return CONSTRAINT_DISTINCT_HOSTS
+    for constraint, group_name in scoped:
+        value, found = resolve_target(constraint.attribute, node)
+        if not found:
+            return f'missing property "{constraint.attribute}"'
+        used = sum(1 for a in mine if not group_name or a.task_group == group_name)
+        if used >= _allowed(constraint):
+            return f"distinct_property: {constraint.attribute}={value} used by {used} allocs"
+    return None
+
+
+def without_placement(group: TaskGroup) -> TaskGroup:
+    """`group` with no constraints, affinities or spreads, its tasks' included: a change to
+    those alone does not replace an allocation (Nomad updates it in place when the node
+    still fits, which the scheduler checks with `filter_reason`)."""
+    return msgspec.structs.replace(
+        group, constraints=[], affinities=[], spreads=[],
+        tasks=[msgspec.structs.replace(t, constraints=[], affinities=[]) for t in group.tasks])
+
+
+def filtered_metric(node: Node, reason: str) -> AllocMetric:
+    """Nomad's AllocMetric for a group whose one node was filtered out for `reason`."""
+    return AllocMetric(nodes_evaluated=1, nodes_filtered=1, nodes_in_pool=1,
+                       nodes_available={node.datacenter: 1}, constraint_filtered={reason: 1})

@@ -1,0 +1,140 @@
+"""Template files on disk, confined to the allocation directory (blocking; run in a thread).
+
+Paths follow Nomad's `TaskEnv.ClientPath`: a relative path is joined to the task directory;
+an absolute one is kept when it lies inside the allocation directory, and a destination
+outside it is joined to the task directory instead (a source outside it is an error).
+Either way the result must stay inside the allocation directory: "template destination path
+escapes alloc directory" otherwise.
+
+Links are resolved by the allocation directory's confined walk (runtime/allocfs.py): a link
+that leads outside is refused, and nothing is ever created or opened through a path the
+kernel resolves, since a task can plant links in its own directory. A write goes to a
+temporary file in the destination's directory, then renames over the destination, so a task
+never reads half a file (consul-template writes atomically too).
+
+`parse_env(text)`: the rendered file of an `env = true` template, in the env-file format
+(KEY=value, `export`, quotes, comments), without variable expansion (go-envparse expands none).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import stat
+from pathlib import Path
+
+from dotenv import dotenv_values
+
+from yurt.runtime.allocfs import FsError, clean_parts, open_confined
+
+SOURCE_ESCAPES = "template source path escapes alloc directory"
+DEST_ESCAPES = "template destination path escapes alloc directory"
+
+
+class TemplateFileError(Exception):
+    """A template's source or destination cannot be used."""
+
+
+def client_path(raw: str, task_dir: Path, *, destination: bool) -> str:
+    """The path below the allocation directory (`a/b`, no leading slash) for `raw`.
+
+    Raises:
+        TemplateFileError: the path leaves the allocation directory.
+    """
+    alloc_root = str(task_dir.parent)
+    path = raw
+    inside = posixpath.isabs(path) and _below(posixpath.normpath(path), alloc_root)
+    if not posixpath.isabs(path) or (destination and not inside):
+        path = posixpath.join(str(task_dir), path.lstrip("/"))
+    path = posixpath.normpath(path)
+    if not _below(path, alloc_root):
+        raise TemplateFileError(DEST_ESCAPES if destination else SOURCE_ESCAPES)
+    return posixpath.relpath(path, alloc_root)
+
+
+def _below(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def read_confined(alloc_root: Path, rel: str) -> bytes | None:
+    """The file's bytes, or None if it does not exist.
+
+    Raises:
+        TemplateFileError: a link leads outside, or the path is not a regular file.
+    """
+    try:
+        opened = open_confined(alloc_root, rel)
+    except FsError as e:
+        if e.status == 404:
+            return None
+        raise TemplateFileError(f"{SOURCE_ESCAPES}: {e}") from None
+    try:
+        if not stat.S_ISREG(opened.st.st_mode):
+            raise TemplateFileError(f"{rel!r} is not a regular file")
+        with open(f"/proc/self/fd/{opened.fd}", "rb") as f:
+            return f.read()
+    finally:
+        os.close(opened.fd)
+
+
+def write_confined(alloc_root: Path, rel: str, data: bytes, mode: int,
+                   uid: int | None = None, gid: int | None = None) -> None:
+    """Write `data` atomically at `rel`, making missing directories (mode 0755).
+
+    Raises:
+        TemplateFileError: a component is a link leading outside, or not a directory.
+        OSError: the write itself failed.
+    """
+    try:
+        *dirs, name = clean_parts(rel)
+    except (FsError, ValueError):
+        raise TemplateFileError(DEST_ESCAPES) from None
+    try:
+        where = open_confined(alloc_root, "")
+        for part in dirs:
+            below = "/".join((*where.resolved, part))
+            try:
+                nxt = open_confined(alloc_root, below)
+            except FsError as e:
+                if e.status != 404:
+                    raise
+                os.mkdir(part, 0o755, dir_fd=where.fd)  # a dangling link: EEXIST, not followed
+                nxt = open_confined(alloc_root, below)
+            os.close(where.fd)
+            where = nxt
+            if not stat.S_ISDIR(where.st.st_mode):
+                os.close(where.fd)
+                raise TemplateFileError(f"{below!r} is not a directory")
+    except FsError as e:
+        raise TemplateFileError(f"{DEST_ESCAPES}: {e}") from None
+    try:
+        dir_fd = os.open(f"/proc/self/fd/{where.fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        os.close(where.fd)
+    tmp = f".{name}.yurt-tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dir_fd)
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, mode)
+            if uid is not None or gid is not None:
+                os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def parse_env(text: str) -> dict[str, str]:
+    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
+    return {k: v or "" for k, v in values.items()}

@@ -1,0 +1,156 @@
+"""Templates end to end (layer 2): a real agent on a real socket, a raw_exec task whose
+template renders a Nomad Variable; the task starts only once the variable exists (Nomad's
+"Missing: …" event meanwhile), and a change of the variable through the API re-renders the
+file and sends the task SIGHUP (change_mode signal)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+
+from tests.agent_support import raw_job, running_agent, wait_status
+from tests.runtime_support import eventually
+from yurt.runtime.agent import Agent, AgentConfig
+
+#: Appends the template's file to `seen` on every SIGHUP; polls so the trap runs promptly.
+SCRIPT = ('trap \'echo "hup $(cat "$NOMAD_TASK_DIR/greeting.txt")" >> "$NOMAD_TASK_DIR/seen"\' '
+          'HUP; while :; do sleep 0.05; done')
+
+
+def template_job() -> dict[str, Any]:
+    job = raw_job("web", SCRIPT)
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Templates"] = [{
+        "EmbeddedTmpl": 'greeting={{ with nomadVar "nomad/jobs/web" }}{{ .greeting }}{{ end }}',
+        "DestPath": "local/greeting.txt", "ChangeMode": "signal", "ChangeSignal": "SIGHUP",
+        "Splay": 0, "Perms": "0640"}]
+    return job
+
+
+def task_dir(data_dir: Path, alloc_id: str) -> Path:
+    return data_dir / "alloc" / alloc_id / "t" / "local"
+
+
+async def events_of(client: Any, alloc_id: str) -> list[dict[str, Any]]:
+    alloc = (await client.get(f"/v1/allocation/{alloc_id}")).json()
+    return alloc["TaskStates"]["t"]["Events"]  # type: ignore[no-any-return]
+
+
+async def test_variable_change_rerenders_and_signals_the_task(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as agent:
+            c = agent.client
+            put = await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "hello"}})
+            assert put.status_code == 200
+            assert (await c.post("/v1/jobs", json=template_job())).status_code == 200
+            alloc = await wait_status(c, "web", "running")
+            local = task_dir(tmp_path, alloc["ID"])
+            rendered = local / "greeting.txt"
+            assert rendered.read_text() == "greeting=hello"
+            assert oct(rendered.stat().st_mode & 0o777) == "0o640"
+
+            put = await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "world"}})
+            assert put.status_code == 200
+            seen = local / "seen"
+            await eventually(lambda: seen.exists() and "hup greeting=world" in seen.read_text())
+            assert seen.read_text() == "hup greeting=world\n"  # one signal, after the write
+            events = await events_of(c, alloc["ID"])
+            signaling = [e for e in events if e["Type"] == "Signaling"]
+            assert [(e["DisplayMessage"], e["Details"].get("task_signal")) for e in signaling] == [
+                ("Template re-rendered", "hangup")]
+            # Still the same run: a signal, not a restart.
+            assert (await c.get(f"/v1/allocation/{alloc['ID']}")).json()[
+                "TaskStates"]["t"]["Restarts"] == 0
+
+
+async def test_task_waits_for_a_missing_variable(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as agent:
+            c = agent.client
+            assert (await c.post("/v1/jobs", json=template_job())).status_code == 200
+            while True:
+                allocs = (await c.get("/v1/job/web/allocations")).json()
+                if allocs and any(e["Type"] == "Template" for e in
+                                  await events_of(c, allocs[0]["ID"])):
+                    break
+                await trio.sleep(0.1)
+            alloc_id = allocs[0]["ID"]
+            (missing,) = [e for e in await events_of(c, alloc_id) if e["Type"] == "Template"]
+            assert missing["DisplayMessage"] == (
+                "Missing: nomad.var.block(nomad/jobs/web@default.global)")
+            assert allocs[0]["ClientStatus"] == "pending"
+            assert not (task_dir(tmp_path, alloc_id) / "greeting.txt").exists()
+
+            await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "late"}})
+            await wait_status(c, "web", "running")
+            assert (task_dir(tmp_path, alloc_id) / "greeting.txt").read_text() == (
+                "greeting=late")
+
+
+@asynccontextmanager
+async def agent_on(data_dir: Path) -> AsyncIterator[httpx2.AsyncClient]:
+    """A non-dev agent: its stop leaves the tasks running, as an agent restart does."""
+    agent = Agent(AgentConfig(data_dir=data_dir, port=0))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(agent.run)
+        async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+            try:
+                yield client
+            finally:
+                agent.stop()
+
+
+async def test_agent_restart_reattaches_without_acting_then_keeps_watching(
+        tmp_path: Path) -> None:
+    with trio.fail_after(90):
+        async with agent_on(tmp_path) as c:
+            await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "hello"}})
+            assert (await c.post("/v1/jobs", json=template_job())).status_code == 200
+            alloc = await wait_status(c, "web", "running")
+            before = await events_of(c, alloc["ID"])
+        local = task_dir(tmp_path, alloc["ID"])
+        inode_before = (local / "greeting.txt").stat().st_ino
+        async with agent_on(tmp_path) as c:
+            await wait_status(c, "web", "running")
+            # Re-attached: the file was already current, so no new start and no signal.
+            after = await events_of(c, alloc["ID"])
+            assert [e["Type"] for e in after] == [e["Type"] for e in before]
+            assert (local / "greeting.txt").stat().st_ino == inode_before  # not rewritten
+            await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "again"}})
+            seen = local / "seen"
+            await eventually(lambda: seen.exists() and "hup greeting=again" in seen.read_text())
+            await c.post(f"/v1/allocation/{alloc['ID']}/stop")
+            await wait_status(c, "web", "complete")
+
+
+async def test_agent_source_reads_a_variable_once_per_change(tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    from yurt.runtime.server.objects import ObjectStore
+    from yurt.runtime.templating.agentdata import AgentTemplateData
+
+    reads: list[str] = []
+    original = ObjectStore.variable
+
+    async def counting(self: ObjectStore, namespace: str, path: str) -> Any:
+        reads.append(path)
+        return await original(self, namespace, path)
+
+    monkeypatch.setattr(ObjectStore, "variable", counting)
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as running:
+            await running.client.put("/v1/var/app", json={"Items": {"k": "v1"}})
+            source = AgentTemplateData(running.agent)
+            first = [await source.variable("default", "app") for _ in range(5)]
+            assert reads == ["app"]  # one read for five readers at one index
+            assert {v.items["k"] for v in first if v is not None and v.items} == {"v1"}
+            index = source.index()
+            await running.client.put("/v1/var/app", json={"Items": {"k": "v2"}})
+            assert await source.wait_changed(index) > index
+            second = await source.variable("default", "app")
+            assert second is not None
+            assert second.items == {"k": "v2"}
+            assert reads == ["app", "app"]
