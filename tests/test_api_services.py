@@ -124,3 +124,24 @@ async def test_delete_removes_one_registration_and_events_are_published(
                         assert e["Topic"] == "Service"
                         seen.append((e["Type"], e["Payload"]["Service"]["ID"]))
                 assert ("ServiceRegistration", reg["ID"]) in seen
+
+
+async def test_nomad_inits_example_shows_its_service_on_its_dynamic_port(
+        tmp_path: Path) -> None:
+    example = Path(__file__).parent.parent / "scripts/pynomad/example-init.json"
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            r = await c.post("/v1/jobs", content=example.read_bytes())
+            assert r.status_code == 200, r.text
+            alloc = await wait_status(c, "example", "running")
+            (reg,) = await wait_registered(c, "redis-cache", 1)
+            full = (await c.get(f"/v1/allocation/{alloc['ID']}")).json()
+            (port,) = full["AllocatedResources"]["Shared"]["Ports"]
+            assert port["Label"] == "db"
+            assert (reg["Address"], reg["Port"]) == (port["HostIP"], port["Value"])
+            assert reg["ID"] == f"_nomad-task-{alloc['ID']}-group-cache-redis-cache-db"
+            assert reg["Tags"] == ["global", "cache"]
+            listing = (await c.get("/v1/services")).json()
+            assert listing == [{"Namespace": "default", "Services": [
+                {"ServiceName": "redis-cache", "Tags": ["cache", "global"]}]}]
