@@ -131,3 +131,40 @@ async def test_script_checks_run_beside_the_task_through_exec(tmp_path: Path) ->
             assert (results["bad"]["Status"], results["bad"]["Output"]) == (
                 "failure", "broken\n")
             assert results["good"]["Task"] == "t"
+
+
+async def test_allocation_health_in_checks_mode_waits_for_the_checks(tmp_path: Path) -> None:
+    state = HttpState(healthy=False)
+    second = 1_000_000_000
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(serve_http, state)
+            async with running_agent(tmp_path) as a:
+                c = a.client
+                job = raw_job("web", "sleep 1000")
+                job["Job"]["Update"] = {"MaxParallel": 1, "HealthCheck": "checks",
+                                        "MinHealthyTime": second,
+                                        "HealthyDeadline": 60 * second,
+                                        "ProgressDeadline": 120 * second}
+                job["Job"]["TaskGroups"][0]["Services"] = [{
+                    "Name": "web", "PortLabel": str(port), "Address": "127.0.0.1",
+                    "Checks": [{"Name": "alive", "Type": "http", "Path": "/ok",
+                                "Interval": second, "Timeout": second}]}]
+                await c.post("/v1/jobs", json=job)
+                alloc = await wait_status(c, "web", "running")
+                failures = 0
+                while failures < 3:  # three failing rounds, each past min_healthy_time
+                    result = next(iter((await checks_of(c, alloc["ID"])).values()), None)
+                    if result is not None and result["Status"] == "failure":
+                        failures = state.hits
+                    await trio.sleep(0.05)
+                server_copy = (await c.get(f"/v1/allocation/{alloc['ID']}")).json()
+                assert (server_copy.get("DeploymentStatus") or {}).get("Healthy") is None
+                state.healthy = True
+                while True:
+                    server_copy = (await c.get(f"/v1/allocation/{alloc['ID']}")).json()
+                    if (server_copy.get("DeploymentStatus") or {}).get("Healthy") is not None:
+                        break
+                    await trio.sleep(0.05)
+                assert server_copy["DeploymentStatus"]["Healthy"] is True
+            nursery.cancel_scope.cancel()
