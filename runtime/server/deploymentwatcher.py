@@ -19,7 +19,8 @@ is committed; `run_deadlines` is one task in `LocalServer.run`'s nursery that sl
 next progress deadline (or until a deployment changes) and fails what is overdue, under the
 lock. Every action is one commit (the deployment, its evaluation, a rollback's registration
 follows as its own), so a crash leaves either the old state or the new one; a deadline that
-passed while the agent was down is acted on when it comes back.
+passed while the agent was down is acted on when it comes back, and so is health committed
+just before a crash that no evaluation saw (`catch_up`, Nomad's ModifyIndex rule).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from yurt.runtime.server.deployments import (
 from yurt.runtime.server.records import job_spec
 from yurt.runtime.server.reschedule import eligible, policy_for, unix_ns
 from yurt.runtime.structs import Allocation, Evaluation, Job
+from yurt.runtime.structs.eval import EVAL_STATUS_CANCELED
 from yurt.runtime.structs.update import (
     DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
     DEPLOYMENT_DESC_PROGRESS_DEADLINE,
@@ -282,18 +284,52 @@ async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
                     if a.id in prior)
         if not any(a.deployment_status is not None for a in mine):
             continue
-        decision = on_health(d, server.jobs.get(d.job_id), deployment_allocs(server, d),
-                             newly, server._clock())
-        if decision.fail:
-            await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, decision.rollback)
-        elif decision.promote:
-            await apply_promotion(server, d, None)
-        elif decision.evaluate:
-            await evaluate(server, d)
+        await _decide(server, d, deployment_allocs(server, d), newly)
 
 
-async def run_deadlines(server: LocalServer) -> None:
-    """Fail deployments whose progress deadline passed. Until cancelled."""
+def latest_eval_index(evals: Iterable[Evaluation]) -> int:
+    """Nomad's `jobEvalStatus`: the newest state any evaluation of the job has seen (its
+    snapshot index, else its create index); canceled ones saw nothing."""
+    return max((e.snapshot_index or e.create_index for e in evals
+                if e.status != EVAL_STATUS_CANCELED), default=0)
+
+
+def health_unseen(allocs: Iterable[Allocation], latest_eval: int) -> bool:
+    """Nomad's rule for `createEval`: some allocation turned healthy after the job's latest
+    evaluation, so no evaluation has placed the batch its health allows yet."""
+    return any(is_healthy(a) and a.deployment_status is not None
+               and a.deployment_status.modify_index > latest_eval for a in allocs)
+
+
+async def catch_up(server: LocalServer) -> None:
+    """Decide for every active deployment as `after_alloc_updates` would have: an agent killed
+    between committing a client's health and the watcher's evaluation comes back with health
+    no evaluation has seen, which would stall the rollout (and later fail it)."""
+    for d in [d for d in server.deployments.values() if d.active()]:
+        allocs = deployment_allocs(server, d)
+        unseen = health_unseen(allocs, latest_eval_index(server.job_evals(d.job_id)))
+        await _decide(server, d, allocs, unseen)
+
+
+async def _decide(server: LocalServer, d: Deployment, allocs: list[Allocation],
+                  newly_healthy: bool) -> None:
+    decision = on_health(d, server.jobs.get(d.job_id), allocs, newly_healthy, server._clock())
+    if decision.fail:
+        await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, decision.rollback)
+    elif decision.promote:
+        await apply_promotion(server, d, None)
+    elif decision.evaluate:
+        await evaluate(server, d)
+
+
+async def run_deadlines(server: LocalServer, *,
+                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                        ) -> None:
+    """Act on what an earlier agent left undecided (`catch_up`), then fail deployments whose
+    progress deadline passed. Until cancelled."""
+    async with server._lock:
+        await catch_up(server)
+    task_status.started()
     handled: dict[str, int] = {}  # a cutoff that passed without failing (paused): not again
     while True:
         server.deployments_changed = trio.Event()

@@ -167,7 +167,7 @@ class LocalServer:
             nursery.start_soon(self._evaluate_when_needed)
             nursery.start_soon(self._evaluate_when_due)
             nursery.start_soon(self._number_node_changes)
-            nursery.start_soon(deploymentwatcher.run_deadlines, self)
+            await nursery.start(deploymentwatcher.run_deadlines, self)
             task_status.started()
 
     async def _collect_evals(self) -> None:
