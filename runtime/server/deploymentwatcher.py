@@ -25,6 +25,7 @@ just before a crash that no evaluation saw (`catch_up`, Nomad's ModifyIndex rule
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ from yurt.runtime.structs.update import (
 
 if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
+
+log = logging.getLogger("yurt.server.deploymentwatcher")
 
 #: Nomad's `EvalTriggerDeploymentWatcher`.
 TRIGGER_DEPLOYMENT_WATCHER: Final = "deployment-watcher"
@@ -110,7 +113,8 @@ def _auto_promotable(d: Deployment, allocs: list[Allocation]) -> bool:
     canaries placed and healthy."""
     if not requires_promotion(d) or not any(s.placed_canaries for s in d.task_groups.values()):
         return False
-    healthy = {a.id for a in allocs if is_healthy(a)}
+    # A healthy canary that has stopped since counts no more (`promote` would refuse).
+    healthy = {a.id for a in allocs if is_healthy(a) and not a.is_terminal()}
     for state in d.task_groups.values():
         if state.desired_canaries < 1:
             continue
@@ -317,7 +321,12 @@ async def _decide(server: LocalServer, d: Deployment, allocs: list[Allocation],
     if decision.fail:
         await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, decision.rollback)
     elif decision.promote:
-        await apply_promotion(server, d, None)
+        try:
+            await apply_promotion(server, d, None)
+        except PromotionError as err:
+            # As Nomad's watcher: logged, and the client's update stays accepted (raising
+            # here would fail an alloc sync whose update is already committed, forever).
+            log.error("failed to auto promote deployment %s: %s", d.id, err)
     elif decision.evaluate:
         await evaluate(server, d)
 
