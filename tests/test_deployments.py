@@ -412,3 +412,23 @@ async def test_a_progress_deadline_that_passed_while_down_fails_on_restart(
         assert (failed.status, failed.status_description) == (
             "failed", "Failed due to progress deadline")
         await store.aclose()
+
+
+async def test_health_judged_for_another_deployment_is_not_counted() -> None:
+    """An update the client queued before an in-place update moved the allocation to a new
+    deployment carries the old one's health: the server keeps its own."""
+    server = LocalServer(Node(id="n1", name="n1"), EventBroker(), None)
+    with trio.fail_after(10):
+        await server.register_job(parse_job(job_text(count=1)))
+        (alloc,) = server.job_allocs("web")
+        moved = msgspec.structs.replace(alloc, deployment_id="d2", deployment_status=None)
+        server.allocs[alloc.id] = moved  # as an in-place update to a new version leaves it
+        stale = msgspec.structs.replace(alloc, client_status="running",
+                                        deployment_status=AllocDeploymentStatus(healthy=True))
+        await server.update_allocs([stale])
+        assert server.allocs[alloc.id].client_status == "running"
+        assert server.allocs[alloc.id].deployment_status is None
+        await server.update_allocs([msgspec.structs.replace(stale, deployment_id="d2")])
+        status = server.allocs[alloc.id].deployment_status
+        assert status is not None
+        assert status.healthy
