@@ -87,3 +87,51 @@ def test_health_is_unseen_only_when_newer_than_the_latest_evaluation() -> None:
         healthy=False, modify_index=20))
     assert not deploymentwatcher.health_unseen([unhealthy], latest)
     assert deploymentwatcher.latest_eval_index([]) == 0
+
+
+async def test_a_crash_after_failing_a_deployment_keeps_its_rollback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    update = "update {\n max_parallel = 1\n auto_revert = true\n progress_deadline = \"0s\"\n }"
+    node = Node(id="n1", name="n1")
+    with trio.fail_after(20):
+        store = await ServerStore.open(tmp_path)
+        server = LocalServer(node, EventBroker(), store)
+        await server.load()
+        await server.register_job(parse_job(job_text(count=1, update=update)))
+        await report_healthy(server)
+        assert server.jobs["web"].stable
+        await server.register_job(parse_job(job_text(count=1, update=update,
+                                                     command="true")))
+        (new,) = live_v1(server)
+
+        async def killed(*_: object, **__: object) -> None:
+            raise Killed
+
+        # Killed right after the watcher's commit, before anything else happens.
+        monkeypatch.setattr(server, "_process", killed)
+        with pytest.raises(Killed):
+            await server.update_allocs([msgspec.structs.replace(
+                new, client_status="running",
+                deployment_status=AllocDeploymentStatus(healthy=False))])
+        monkeypatch.undo()
+        await store.aclose()
+
+        store = await ServerStore.open(tmp_path)
+        again = LocalServer(node, EventBroker(), store)
+        await again.load()
+        failed = next(d for d in again.deployments.values() if d.job_version == 1)
+        assert failed.status == "failed"
+        assert failed.status_description == (
+            "Failed due to unhealthy allocations - rolling back to job version 0")
+        # The rollback is the job's next version, with the stable version's spec.
+        assert again.jobs["web"].version == 2
+        assert again.jobs["web"].task_groups[0].tasks[0].config == (
+            again.versions["web"][-1].task_groups[0].tasks[0].config)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(again.run)
+            # The pending evaluation places the reverted version.
+            while not any(a.job.version == 2 for a in again.job_allocs("web")
+                          if a.job is not None and not a.is_terminal()):
+                await again.changed.wait()
+            nursery.cancel_scope.cancel()
+        await store.aclose()

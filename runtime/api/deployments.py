@@ -246,8 +246,5 @@ async def allocation_health(ctx: Context, request: Request) -> Response:
                                                        desc)
             failed = with_status(d, DEPLOYMENT_STATUS_FAILED, desc, server.index + 1, now)
         outcome = await watcher.evaluate(server, d, failed, "DeploymentAllocHealth",
-                                         allocs=changed)
-        if target is not None:
-            await server._register(target)
-            outcome.reverted_version = target.version
+                                         allocs=changed, revert_to=target)
         return _answer(outcome)

@@ -17,8 +17,8 @@ The core, fed with a deployment, its allocations and the time:
 The wiring: `after_alloc_updates` runs under the server's lock right after a client update
 is committed; `run_deadlines` is one task in `LocalServer.run`'s nursery that sleeps until the
 next progress deadline (or until a deployment changes) and fails what is overdue, under the
-lock. Every action is one commit (the deployment, its evaluation, a rollback's registration
-follows as its own), so a crash leaves either the old state or the new one; a deadline that
+lock. Every action is one commit (the deployment, its evaluation and a rollback's new job
+version together), so a crash leaves either the old state or the new one; a deadline that
 passed while the agent was down is acted on when it comes back, and so is health committed
 just before a crash that no evaluation saw (`catch_up`, Nomad's ModifyIndex rule).
 """
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 import trio
 
+from yurt.runtime.eventstream import job_event
 from yurt.runtime.server.deployments import (
     is_healthy,
     is_unhealthy,
@@ -223,9 +224,12 @@ class Outcome:
 
 async def evaluate(server: LocalServer, d: Deployment, changed: Deployment | None = None,
                    event: str = "DeploymentStatusUpdate",
-                   allocs: list[Allocation] | None = None) -> Outcome:
+                   allocs: list[Allocation] | None = None, revert_to: Job | None = None
+                   ) -> Outcome:
     """Commit `changed` (if any) and `allocs` with a new evaluation of the job, then process
-    it."""
+    it. With `revert_to`, that version is registered as the job's next one in the same
+    commit (Nomad's deployment status update carrying the rollback job): a crash cannot
+    leave the deployment failed without its rollback."""
     job = server.jobs.get(d.job_id)
     index = server.take_index()
     written = [msgspec.structs.replace(a, modify_index=index) for a in allocs or []]
@@ -233,12 +237,17 @@ async def evaluate(server: LocalServer, d: Deployment, changed: Deployment | Non
         await server._commit([], written, deployments=[changed] if changed else [],
                              deployment_type=event)
         return Outcome(None, index)
+    reverted = server.candidate(revert_to, index) if revert_to is not None else None
+    if reverted is not None:
+        job = reverted
     ev = msgspec.structs.replace(server._new_eval(job, TRIGGER_DEPLOYMENT_WATCHER, index),
                                  deployment_id=d.id)
-    await server._commit([], written, evals=[ev], deployments=[changed] if changed else [],
-                         deployment_type=event)
+    await server._commit([reverted] if reverted else [], written,
+                         [job_event("JobRegistered", reverted)] if reverted else [],
+                         evals=[ev], deployments=[changed] if changed else [],
+                         deployment_type=event, new_version=reverted is not None)
     await server._process(ev)
-    return Outcome(ev, index)
+    return Outcome(ev, index, revert_to.version if revert_to is not None else None)
 
 
 async def apply_promotion(server: LocalServer, d: Deployment, groups: list[str] | None
@@ -268,11 +277,7 @@ async def fail(server: LocalServer, d: Deployment, base: str, rollback: bool) ->
     if rollback and job is not None:
         target, desc = rollback_target(job, server.versions.get(job.id, []), base)
     failed = with_status(d, DEPLOYMENT_STATUS_FAILED, desc, server.index + 1, server._clock())
-    outcome = await evaluate(server, d, failed)
-    if target is not None:
-        await server._register(target)
-        outcome.reverted_version = target.version
-    return outcome
+    return await evaluate(server, d, failed, revert_to=target)
 
 
 async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
