@@ -20,6 +20,7 @@ from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server import deploymentbook, deployments
 from yurt.runtime.server.deploymentwatcher import PromotionError, promote
 from yurt.runtime.server.local import LocalServer
+from yurt.runtime.server.reschedule import unix_ns
 from yurt.runtime.server.scheduler import Plan, schedule
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
@@ -432,3 +433,47 @@ async def test_health_judged_for_another_deployment_is_not_counted() -> None:
         status = server.allocs[alloc.id].deployment_status
         assert status is not None
         assert status.healthy
+
+
+def alloc_failure(w: World, now: int = NOW) -> Plan:
+    """An alloc-failure evaluation of the job, its plan applied to the world."""
+    w.index += 1
+    ev = Evaluation(id=w.new_id(), job_id="web", priority=50, type="service",
+                    status=EVAL_STATUS_PENDING, triggered_by="alloc-failure")
+    plan = schedule(w, ev, w.job, index=w.index, now=now, new_id=w.new_id,
+                    deployment=w.latest())
+    written = plan.place + plan.stop + plan.update
+    for d in deploymentbook.settle(w.deployments, plan.deployments, w.allocs, written,
+                                   w.index, now):
+        w.deployments[d.id] = d
+    for a in written:
+        w.allocs[a.id] = a
+    return plan
+
+
+def test_a_failed_canary_is_rescheduled_as_a_canary_after_its_delay() -> None:
+    update = "update {\n canary = 1\n max_parallel = 1\n }"
+    w = World()
+    w.register(job_text(count=2, update=update))
+    w.make_healthy(0)
+    w.evaluate()
+    plan = w.register(job_text(count=2, update=update, command="true"))
+    (canary,) = plan.place
+    w.allocs[canary.id] = msgspec.structs.replace(w.allocs[canary.id], client_status="failed")
+    plan = alloc_failure(w)
+    # Not a fresh canary at once: the service reschedule policy's 30s delay first.
+    assert plan.place == []
+    (follow,) = plan.evals
+    later = unix_ns(follow.wait_until)
+    plan = alloc_failure(w, later)
+    (again,) = plan.place
+    assert again.deployment_status is not None
+    assert again.deployment_status.canary
+    assert again.previous_allocation == canary.id
+    assert again.reschedule_tracker is not None
+    assert w.allocs[canary.id].next_allocation == again.id
+    # Beside the old allocations, which keep running until the promotion.
+    assert plan.stop == []
+    d = w.latest()
+    assert d is not None
+    assert d.task_groups["g"].placed_canaries == [canary.id, again.id]
