@@ -477,3 +477,26 @@ def test_a_failed_canary_is_rescheduled_as_a_canary_after_its_delay() -> None:
     d = w.latest()
     assert d is not None
     assert d.task_groups["g"].placed_canaries == [canary.id, again.id]
+
+
+def test_a_failed_deployment_does_not_reschedule_its_own_failed_allocations() -> None:
+    w = World()
+    w.register(job_text(count=3))
+    w.make_healthy(0)
+    w.evaluate()
+    plan = w.register(job_text(count=3, command="true"))
+    (new,) = plan.place
+    d = w.latest()
+    assert d is not None
+    w.deployments[d.id] = msgspec.structs.replace(d, status="failed")
+    w.allocs[new.id] = msgspec.structs.replace(w.allocs[new.id], client_status="failed")
+    # Long after any reschedule delay.
+    plan = alloc_failure(w, NOW + 3600 * 10**9)
+    assert plan.place == []
+    # An allocation of another deployment is still replaced, outside the failed one.
+    old = next(a for a in w.live_allocs() if a.deployment_id != d.id)
+    w.allocs[old.id] = msgspec.structs.replace(old, client_status="failed")
+    plan = alloc_failure(w, NOW + 7200 * 10**9)
+    (replacement,) = plan.place
+    assert replacement.previous_allocation == old.id
+    assert replacement.deployment_id == ""

@@ -324,6 +324,13 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             done.add(alloc.name)
     # A failed allocation is replaced as its reschedule policy says (reschedule.py).
     failures = decide(job, allocs, now, user_asked=user_asked)
+    if rollout.failed and rollout.current is not None:
+        # Nomad's `partOfFailedDeployment`: a failed deployment's own failed allocations are
+        # not replaced (the rollout failed; a rollback or a new version replaces them).
+        for name, (failed, _) in list(failures.now.items()):
+            if failed.deployment_id == rollout.current.id:
+                del failures.now[name]
+                failures.never.add(name)
     done = (done - set(failures.now) - set(failures.later)) | failures.never
     _follow_up(plan, ev, failures, index, now, new_id)
     kept: list[Allocation] = []
@@ -452,7 +459,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             create_index=index, modify_index=index,
             alloc_modify_index=index, create_time=now, modify_time=now,
             previous_allocation=prev.id if prev is not None else failed.id if failed else "",
-            deployment_id=current.id if current else "",
+            deployment_id=current.id if current and current.active() else "",
             deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
             and name in migrating and deployments.is_canary(prev) else None)
         usage = trial.plus(placed)
@@ -494,7 +501,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             task_group=group_name, task_resources=task_resources,
             allocated_shared=shared, create_index=index,
             modify_index=index, alloc_modify_index=index, create_time=now,
-            modify_time=now, deployment_id=current.id if current else "",
+            modify_time=now, deployment_id=current.id if current and current.active() else "",
             deployment_status=AllocDeploymentStatus(canary=True))
         usage = usage.plus(canary)
         plan.place.append(canary)
