@@ -27,6 +27,7 @@ from yurt.runtime.structs import (
     EVAL_STATUS_PENDING,
     Allocation,
     AllocDeploymentStatus,
+    DesiredTransition,
     Evaluation,
     Job,
     Node,
@@ -500,3 +501,27 @@ def test_a_failed_deployment_does_not_reschedule_its_own_failed_allocations() ->
     (replacement,) = plan.place
     assert replacement.previous_allocation == old.id
     assert replacement.deployment_id == ""
+
+
+def test_an_alloc_stop_of_a_waiting_canary_stops_it_and_places_a_fresh_one() -> None:
+    update = "update {\n canary = 1\n max_parallel = 1\n }"
+    w = World()
+    w.register(job_text(count=2, update=update))
+    w.make_healthy(0)
+    w.evaluate()
+    plan = w.register(job_text(count=2, update=update, command="true"))
+    (canary,) = plan.place
+    w.allocs[canary.id] = msgspec.structs.replace(
+        w.allocs[canary.id], client_status="running",
+        desired_transition=DesiredTransition(migrate=True))
+    plan = alloc_failure(w)
+    (moved,) = plan.stop
+    assert moved.id == canary.id
+    assert moved.desired_description == "alloc is being migrated"
+    (fresh,) = plan.place
+    assert fresh.deployment_status is not None
+    assert fresh.deployment_status.canary
+    assert moved.next_allocation == fresh.id
+    # The old version keeps running beside the new canary.
+    assert all(a.job is not None and a.job.version == 0 for a in w.live_allocs()
+               if a.id != fresh.id)

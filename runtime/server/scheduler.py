@@ -327,8 +327,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     if rollout.failed and rollout.current is not None:
         # Nomad's `partOfFailedDeployment`: a failed deployment's own failed allocations are
         # not replaced (the rollout failed; a rollback or a new version replaces them).
-        for name, (failed, _) in list(failures.now.items()):
-            if failed.deployment_id == rollout.current.id:
+        for name, (gone, _) in list(failures.now.items()):
+            if gone.deployment_id == rollout.current.id:
                 del failures.now[name]
                 failures.never.add(name)
     done = (done - set(failures.now) - set(failures.later)) | failures.never
@@ -338,7 +338,12 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     #: Stopped whether or not a replacement is placed (one that is not is blocked).
     migrating: dict[str, Allocation] = {}
     unneeded = rollout.canaries_to_stop(live)
-    waiting = [a for a in live if rollout.is_waiting_canary(a) and a not in unneeded]
+    # A waiting canary asked to move (an alloc stop, a drain) is stopped and counts no more
+    # among the canaries, so a fresh one is placed (Nomad's `cancelUnneededCanaries`).
+    moving_canaries = [a for a in live if rollout.is_waiting_canary(a)
+                       and a.desired_transition.migrate and a not in unneeded]
+    waiting = [a for a in live if rollout.is_waiting_canary(a) and a not in unneeded
+               and a not in moving_canaries]
     # A failed canary still holds its place among the deployment's canaries (Nomad counts
     # every placed canary): it is rescheduled as a canary by its policy, not replaced by a
     # fresh one at once. One already replaced counts through its replacement.
@@ -348,7 +353,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     canary_retries = {name: failures.now.pop(name) for name, (failed, _) in
                       list(failures.now.items()) if failed.id in failed_canaries}
     for alloc in live:
-        if alloc in unneeded or alloc in waiting:
+        if alloc in unneeded or alloc in waiting or alloc in moving_canaries:
             continue  # stopped, or a canary beside the allocation it is to replace
         group = wanted.get(alloc.name)
         old = alloc.job.lookup_group(group.name) if alloc.job and group else None
@@ -364,7 +369,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     unneeded += [previous.pop(a.name) for a in kept if a.name in previous
                  and a.name not in migrating]
     usage = _Usage(0, 0, frozenset())
-    unneeded_ids = {a.id for a in unneeded}
+    unneeded_ids = {a.id for a in unneeded + moving_canaries}
     for alloc in state.live_allocs():
         if alloc.id not in unneeded_ids:
             usage = usage.plus(alloc)
@@ -512,6 +517,11 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         plan.update.append(msgspec.structs.replace(
             failed, next_allocation=canary.id, modify_index=index,
             alloc_modify_index=index, modify_time=now))
+    fresh_canaries = {a.name: a.id for a in plan.place if a.name not in replacements}
+    for alloc in moving_canaries:
+        moved = stopped(alloc, index, now, "alloc is being migrated")
+        moved.next_allocation = fresh_canaries.get(alloc.name, "")
+        plan.stop.append(moved)
     for name, alloc in migrating.items():
         moved = stopped(alloc, index, now, "alloc is being migrated")
         moved.next_allocation = replacements.get(name, "")
