@@ -336,6 +336,18 @@ async def _decide(server: LocalServer, d: Deployment, allocs: list[Allocation],
         await evaluate(server, d)
 
 
+async def auto_promote(server: LocalServer, deployment_id: str) -> None:
+    """Promote the deployment if its canaries now allow it (health set by hand through the
+    API: Nomad's watcher sees those allocation updates like a client's)."""
+    d = server.deployments.get(deployment_id)
+    if d is None or not d.active() or not _auto_promotable(d, deployment_allocs(server, d)):
+        return
+    try:
+        await apply_promotion(server, d, None)
+    except PromotionError as err:
+        log.error("failed to auto promote deployment %s: %s", d.id, err)
+
+
 async def run_deadlines(server: LocalServer, *,
                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                         ) -> None:
