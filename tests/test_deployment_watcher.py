@@ -266,3 +266,12 @@ async def test_a_refused_auto_promotion_leaves_the_client_update_accepted(
             deployment_status=AllocDeploymentStatus(healthy=False))])
         assert server.allocs[canary.id].client_status == "running"
         assert not server.deployments[d.id].task_groups["g"].promoted
+
+
+def test_deadlines_handled_are_forgotten_with_their_deployment() -> None:
+    running = Deployment(id="r", status="running")
+    paused = Deployment(id="p", status="paused")
+    done = Deployment(id="s", status="successful")
+    handled = {"r": 1, "p": 2, "s": 3, "gone": 4}
+    deploymentwatcher.prune_handled(handled, {d.id: d for d in (running, paused, done)})
+    assert handled == {"r": 1, "p": 2}

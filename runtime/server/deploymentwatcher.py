@@ -336,6 +336,14 @@ async def _decide(server: LocalServer, d: Deployment, allocs: list[Allocation],
         await evaluate(server, d)
 
 
+def prune_handled(handled: dict[str, int], deployments: dict[str, Deployment]) -> None:
+    """Forget the deadlines handled for deployments that are no longer active (or gone): only
+    an active one is watched again, and the agent runs for months."""
+    for deployment_id in [i for i in handled if (d := deployments.get(i)) is None
+                          or not d.active()]:
+        del handled[deployment_id]
+
+
 async def auto_promote(server: LocalServer, deployment_id: str) -> None:
     """Promote the deployment if its canaries now allow it (health set by hand through the
     API: Nomad's watcher sees those allocation updates like a client's)."""
@@ -359,6 +367,7 @@ async def run_deadlines(server: LocalServer, *,
     handled: dict[str, int] = {}  # a cutoff that passed without failing (paused): not again
     while True:
         server.deployments_changed = trio.Event()
+        prune_handled(handled, server.deployments)
         cutoffs = [c for d in server.deployments.values() if d.active()
                    and (c := progress_cutoff(d, deployment_allocs(server, d))) is not None
                    and handled.get(d.id) != c]
