@@ -110,6 +110,7 @@ class AllocHealthHook(AllocPrerunHook, AllocUpdateHook, AllocPostrunHook, AllocS
         self._stop()
         if alloc.deployment_id != self._deployment_id:
             self._host.health.clear()  # a new deployment judges the allocation afresh
+            self._publish()  # persisted cleared, so a restart does not bring the old back
         self._deployment_id = alloc.deployment_id
         self._start()
 

@@ -53,8 +53,10 @@ class UpdatePriority(enum.IntEnum):
 
 
 def stripped(alloc: Allocation) -> Allocation:
-    """Only what a client update carries (Nomad sends exactly these fields)."""
+    """Only what a client update carries (Nomad's fields, plus the deployment the health was
+    judged for: the server ignores health of a deployment the allocation has left)."""
     return Allocation(id=alloc.id, node_id=alloc.node_id, task_states=alloc.task_states,
+                      deployment_id=alloc.deployment_id,
                       client_status=alloc.client_status,
                       client_description=alloc.client_description,
                       deployment_status=alloc.deployment_status,

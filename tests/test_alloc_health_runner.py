@@ -216,6 +216,27 @@ async def test_a_new_deployment_clears_and_tracks_again(autojump_clock: MockCloc
     assert health_time(second) >= health_time(first) + 100 + 5
 
 
+async def test_a_new_deployment_publishes_the_cleared_health_at_once(
+        autojump_clock: MockClock) -> None:
+    """The cleared health is persisted and sent before the new verdict: a restart or the
+    alloc sync in between must not carry the old deployment's health."""
+    alloc = deploy_alloc()
+    async with harness() as h:
+        ar = h.start(alloc)
+        with trio.fail_after(60):
+            await health_of(ar)
+        listener = ar.broadcaster.listen()
+        ar.update(msgspec.structs.replace(alloc, deployment_id="d2", alloc_modify_index=9))
+        with trio.fail_after(60):
+            async for after in listener:
+                if after.deployment_id == "d2":
+                    break
+        listener.close()
+        # The first view of the new deployment, not its verdict min_healthy_time later.
+        assert after.deployment_status is None or after.deployment_status.healthy is None
+        h.nursery.cancel_scope.cancel()
+
+
 async def test_failed_deployment_alloc_is_unhealthy(autojump_clock: MockClock) -> None:
     crash = service('run_for = "1s"\n exit_code = 1', restart='restart {\n attempts = 0\n'
                     ' mode = "fail"\n }')

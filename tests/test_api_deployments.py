@@ -264,3 +264,31 @@ async def test_promote_canaries_over_http(tmp_path: Path) -> None:
                     if x["DesiredStatus"] == "run"]
             assert len(live) == 2
             assert canary in {x["ID"] for x in live}
+
+
+async def test_health_set_by_hand_auto_promotes(tmp_path: Path) -> None:
+    """With health_check "manual", the health the API sets is what auto_promote waits for."""
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as a:
+            c = a.client
+            first = job_with_update("web", Canary=1, AutoPromote=True)
+            await c.post("/v1/jobs", json=first)
+            (d0,) = (await c.get("/v1/deployments")).json()
+            allocs = (await c.get(f"/v1/deployment/allocations/{d0['ID']}")).json()
+            await c.post(f"/v1/deployment/allocation-health/{d0['ID']}", json={
+                "DeploymentID": d0["ID"], "HealthyAllocationIDs": [x["ID"] for x in allocs]})
+            await until(c, f"/v1/deployment/{d0['ID']}", "Status", "successful")
+            second = copy.deepcopy(first)
+            second["Job"]["TaskGroups"][0]["Tasks"][0]["Env"] = {"V": "2"}
+            await c.post("/v1/jobs", json=second)
+            d1 = (await c.get("/v1/job/web/deployment")).json()
+            assert d1["StatusDescription"] == \
+                "Deployment is running pending automatic promotion"
+            (canary,) = d1["TaskGroups"]["g"]["PlacedCanaries"]
+            r = await c.post(f"/v1/deployment/allocation-health/{d1['ID']}", json={
+                "DeploymentID": d1["ID"], "HealthyAllocationIDs": [canary]})
+            assert r.status_code == 200, r.text
+            # Decided before the answer, under the same lock.
+            promoted = (await c.get(f"/v1/deployment/{d1['ID']}")).json()
+            assert promoted["TaskGroups"]["g"]["Promoted"] is True
+            assert promoted["StatusDescription"] == "Deployment is running"

@@ -13,17 +13,19 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import msgspec
+import pytest
 import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import unix_clock, wired_server
+from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server import deploymentwatcher
 from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.deployments import is_healthy
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.reschedule import unix_ns
-from yurt.runtime.structs import AllocDeploymentStatus, Job
+from yurt.runtime.structs import Allocation, AllocDeploymentStatus, Job, Node
 from yurt.runtime.structs.update import Deployment, DeploymentState
 
 
@@ -223,3 +225,53 @@ async def test_canaries_auto_promote_once_healthy(autojump_clock: MockClock) -> 
             assert len(live) == 3
             assert canary in {a.id for a in live}
             assert {a.job.version for a in live if a.job} == {1}
+
+
+def test_a_stopped_healthy_canary_does_not_count_for_auto_promotion() -> None:
+    d = Deployment(id="d", task_groups={"g": DeploymentState(
+        desired_canaries=1, auto_promote=True, placed_canaries=["c1", "c2"],
+        desired_total=2)})
+    stopped = Allocation(id="c1", task_group="g", deployment_id="d", desired_status="stop",
+                         client_status="complete", deployment_status=AllocDeploymentStatus(
+                             healthy=True, canary=True))
+    waiting = Allocation(id="c2", task_group="g", deployment_id="d", client_status="running",
+                         deployment_status=AllocDeploymentStatus(canary=True))
+    assert not deploymentwatcher.on_health(d, None, [stopped, waiting], False, 0).promote
+    healthy = msgspec.structs.replace(waiting, deployment_status=AllocDeploymentStatus(
+        healthy=True, canary=True))
+    assert deploymentwatcher.on_health(d, None, [stopped, healthy], True, 0).promote
+    # The decision and the promotion agree.
+    promoted = deploymentwatcher.promote(d, None, [stopped, healthy], 5, 0)
+    assert promoted.task_groups["g"].promoted
+
+
+async def test_a_refused_auto_promotion_leaves_the_client_update_accepted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watcher logs a promotion the server refuses, as Nomad's does: the alloc sync
+    that reported the health must not fail (its update is already committed)."""
+    update = 'max_parallel = 1\n canary = 1\n auto_promote = true'
+    server = LocalServer(Node(id="n1", name="n1"), EventBroker(), None)
+    with trio.fail_after(10):
+        await server.register_job(job("a", update=update, count=1))
+        await server.register_job(job("b", update=update, count=1))
+        d = latest_deployment(server.deployments.values(), "web")
+        assert d is not None
+        assert d.task_groups["g"].placed_canaries
+        monkeypatch.setattr(deploymentwatcher, "on_health",
+                            lambda *_: deploymentwatcher.HealthDecision(promote=True))
+        (canary,) = [a for a in server.job_allocs("web") if a.id in
+                     d.task_groups["g"].placed_canaries]
+        await server.update_allocs([msgspec.structs.replace(
+            canary, client_status="running",
+            deployment_status=AllocDeploymentStatus(healthy=False))])
+        assert server.allocs[canary.id].client_status == "running"
+        assert not server.deployments[d.id].task_groups["g"].promoted
+
+
+def test_deadlines_handled_are_forgotten_with_their_deployment() -> None:
+    running = Deployment(id="r", status="running")
+    paused = Deployment(id="p", status="paused")
+    done = Deployment(id="s", status="successful")
+    handled = {"r": 1, "p": 2, "s": 3, "gone": 4}
+    deploymentwatcher.prune_handled(handled, {d.id: d for d in (running, paused, done)})
+    assert handled == {"r": 1, "p": 2}

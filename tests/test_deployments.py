@@ -20,12 +20,14 @@ from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server import deploymentbook, deployments
 from yurt.runtime.server.deploymentwatcher import PromotionError, promote
 from yurt.runtime.server.local import LocalServer
+from yurt.runtime.server.reschedule import unix_ns
 from yurt.runtime.server.scheduler import Plan, schedule
 from yurt.runtime.server.store import ServerStore
 from yurt.runtime.structs import (
     EVAL_STATUS_PENDING,
     Allocation,
     AllocDeploymentStatus,
+    DesiredTransition,
     Evaluation,
     Job,
     Node,
@@ -412,3 +414,114 @@ async def test_a_progress_deadline_that_passed_while_down_fails_on_restart(
         assert (failed.status, failed.status_description) == (
             "failed", "Failed due to progress deadline")
         await store.aclose()
+
+
+async def test_health_judged_for_another_deployment_is_not_counted() -> None:
+    """An update the client queued before an in-place update moved the allocation to a new
+    deployment carries the old one's health: the server keeps its own."""
+    server = LocalServer(Node(id="n1", name="n1"), EventBroker(), None)
+    with trio.fail_after(10):
+        await server.register_job(parse_job(job_text(count=1)))
+        (alloc,) = server.job_allocs("web")
+        moved = msgspec.structs.replace(alloc, deployment_id="d2", deployment_status=None)
+        server.allocs[alloc.id] = moved  # as an in-place update to a new version leaves it
+        stale = msgspec.structs.replace(alloc, client_status="running",
+                                        deployment_status=AllocDeploymentStatus(healthy=True))
+        await server.update_allocs([stale])
+        assert server.allocs[alloc.id].client_status == "running"
+        assert server.allocs[alloc.id].deployment_status is None
+        await server.update_allocs([msgspec.structs.replace(stale, deployment_id="d2")])
+        status = server.allocs[alloc.id].deployment_status
+        assert status is not None
+        assert status.healthy
+
+
+def alloc_failure(w: World, now: int = NOW) -> Plan:
+    """An alloc-failure evaluation of the job, its plan applied to the world."""
+    w.index += 1
+    ev = Evaluation(id=w.new_id(), job_id="web", priority=50, type="service",
+                    status=EVAL_STATUS_PENDING, triggered_by="alloc-failure")
+    plan = schedule(w, ev, w.job, index=w.index, now=now, new_id=w.new_id,
+                    deployment=w.latest())
+    written = plan.place + plan.stop + plan.update
+    for d in deploymentbook.settle(w.deployments, plan.deployments, w.allocs, written,
+                                   w.index, now):
+        w.deployments[d.id] = d
+    for a in written:
+        w.allocs[a.id] = a
+    return plan
+
+
+def test_a_failed_canary_is_rescheduled_as_a_canary_after_its_delay() -> None:
+    update = "update {\n canary = 1\n max_parallel = 1\n }"
+    w = World()
+    w.register(job_text(count=2, update=update))
+    w.make_healthy(0)
+    w.evaluate()
+    plan = w.register(job_text(count=2, update=update, command="true"))
+    (canary,) = plan.place
+    w.allocs[canary.id] = msgspec.structs.replace(w.allocs[canary.id], client_status="failed")
+    plan = alloc_failure(w)
+    # Not a fresh canary at once: the service reschedule policy's 30s delay first.
+    assert plan.place == []
+    (follow,) = plan.evals
+    later = unix_ns(follow.wait_until)
+    plan = alloc_failure(w, later)
+    (again,) = plan.place
+    assert again.deployment_status is not None
+    assert again.deployment_status.canary
+    assert again.previous_allocation == canary.id
+    assert again.reschedule_tracker is not None
+    assert w.allocs[canary.id].next_allocation == again.id
+    # Beside the old allocations, which keep running until the promotion.
+    assert plan.stop == []
+    d = w.latest()
+    assert d is not None
+    assert d.task_groups["g"].placed_canaries == [canary.id, again.id]
+
+
+def test_a_failed_deployment_does_not_reschedule_its_own_failed_allocations() -> None:
+    w = World()
+    w.register(job_text(count=3))
+    w.make_healthy(0)
+    w.evaluate()
+    plan = w.register(job_text(count=3, command="true"))
+    (new,) = plan.place
+    d = w.latest()
+    assert d is not None
+    w.deployments[d.id] = msgspec.structs.replace(d, status="failed")
+    w.allocs[new.id] = msgspec.structs.replace(w.allocs[new.id], client_status="failed")
+    # Long after any reschedule delay.
+    plan = alloc_failure(w, NOW + 3600 * 10**9)
+    assert plan.place == []
+    # An allocation of another deployment is still replaced, outside the failed one.
+    old = next(a for a in w.live_allocs() if a.deployment_id != d.id)
+    w.allocs[old.id] = msgspec.structs.replace(old, client_status="failed")
+    plan = alloc_failure(w, NOW + 7200 * 10**9)
+    (replacement,) = plan.place
+    assert replacement.previous_allocation == old.id
+    assert replacement.deployment_id == ""
+
+
+def test_an_alloc_stop_of_a_waiting_canary_stops_it_and_places_a_fresh_one() -> None:
+    update = "update {\n canary = 1\n max_parallel = 1\n }"
+    w = World()
+    w.register(job_text(count=2, update=update))
+    w.make_healthy(0)
+    w.evaluate()
+    plan = w.register(job_text(count=2, update=update, command="true"))
+    (canary,) = plan.place
+    w.allocs[canary.id] = msgspec.structs.replace(
+        w.allocs[canary.id], client_status="running",
+        desired_transition=DesiredTransition(migrate=True))
+    plan = alloc_failure(w)
+    (moved,) = plan.stop
+    assert moved.id == canary.id
+    assert moved.desired_description == "alloc is being migrated"
+    (fresh,) = plan.place
+    assert fresh.deployment_status is not None
+    assert fresh.deployment_status.canary
+    assert moved.next_allocation == fresh.id
+    # The old version keeps running beside the new canary.
+    assert all(a.job is not None and a.job.version == 0 for a in w.live_allocs()
+               if a.id != fresh.id)

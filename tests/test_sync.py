@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 import pytest
 import trio
 from trio.testing import MockClock
@@ -52,6 +53,8 @@ def test_stripped_update_carries_only_client_fields() -> None:
     assert (s.id, s.node_id, s.client_status, s.task_states) == (
         "a1", "n1", "running", full.task_states)
     assert (s.job_id, s.name) == ("", "")
+    # The deployment the health was judged for (the server drops a stale one's).
+    assert stripped(msgspec.structs.replace(full, deployment_id="d1")).deployment_id == "d1"
 
 
 def test_pending_keeps_the_latest_and_restore_never_overwrites_newer() -> None:

@@ -246,8 +246,7 @@ async def allocation_health(ctx: Context, request: Request) -> Response:
                                                        desc)
             failed = with_status(d, DEPLOYMENT_STATUS_FAILED, desc, server.index + 1, now)
         outcome = await watcher.evaluate(server, d, failed, "DeploymentAllocHealth",
-                                         allocs=changed)
-        if target is not None:
-            await server._register(target)
-            outcome.reverted_version = target.version
+                                         allocs=changed, revert_to=target)
+        if failed is None:
+            await watcher.auto_promote(server, d.id)
         return _answer(outcome)

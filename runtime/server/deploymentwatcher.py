@@ -17,13 +17,15 @@ The core, fed with a deployment, its allocations and the time:
 The wiring: `after_alloc_updates` runs under the server's lock right after a client update
 is committed; `run_deadlines` is one task in `LocalServer.run`'s nursery that sleeps until the
 next progress deadline (or until a deployment changes) and fails what is overdue, under the
-lock. Every action is one commit (the deployment, its evaluation, a rollback's registration
-follows as its own), so a crash leaves either the old state or the new one; a deadline that
-passed while the agent was down is acted on when it comes back.
+lock. Every action is one commit (the deployment, its evaluation and a rollback's new job
+version together), so a crash leaves either the old state or the new one; a deadline that
+passed while the agent was down is acted on when it comes back, and so is health committed
+just before a crash that no evaluation saw (`catch_up`, Nomad's ModifyIndex rule).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 import trio
 
+from yurt.runtime.eventstream import job_event
 from yurt.runtime.server.deployments import (
     is_healthy,
     is_unhealthy,
@@ -42,6 +45,7 @@ from yurt.runtime.server.deployments import (
 from yurt.runtime.server.records import job_spec
 from yurt.runtime.server.reschedule import eligible, policy_for, unix_ns
 from yurt.runtime.structs import Allocation, Evaluation, Job
+from yurt.runtime.structs.eval import EVAL_STATUS_CANCELED
 from yurt.runtime.structs.update import (
     DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
     DEPLOYMENT_DESC_PROGRESS_DEADLINE,
@@ -57,6 +61,8 @@ from yurt.runtime.structs.update import (
 
 if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
+
+log = logging.getLogger("yurt.server.deploymentwatcher")
 
 #: Nomad's `EvalTriggerDeploymentWatcher`.
 TRIGGER_DEPLOYMENT_WATCHER: Final = "deployment-watcher"
@@ -108,7 +114,8 @@ def _auto_promotable(d: Deployment, allocs: list[Allocation]) -> bool:
     canaries placed and healthy."""
     if not requires_promotion(d) or not any(s.placed_canaries for s in d.task_groups.values()):
         return False
-    healthy = {a.id for a in allocs if is_healthy(a)}
+    # A healthy canary that has stopped since counts no more (`promote` would refuse).
+    healthy = {a.id for a in allocs if is_healthy(a) and not a.is_terminal()}
     for state in d.task_groups.values():
         if state.desired_canaries < 1:
             continue
@@ -217,9 +224,12 @@ class Outcome:
 
 async def evaluate(server: LocalServer, d: Deployment, changed: Deployment | None = None,
                    event: str = "DeploymentStatusUpdate",
-                   allocs: list[Allocation] | None = None) -> Outcome:
+                   allocs: list[Allocation] | None = None, revert_to: Job | None = None
+                   ) -> Outcome:
     """Commit `changed` (if any) and `allocs` with a new evaluation of the job, then process
-    it."""
+    it. With `revert_to`, that version is registered as the job's next one in the same
+    commit (Nomad's deployment status update carrying the rollback job): a crash cannot
+    leave the deployment failed without its rollback."""
     job = server.jobs.get(d.job_id)
     index = server.take_index()
     written = [msgspec.structs.replace(a, modify_index=index) for a in allocs or []]
@@ -227,12 +237,17 @@ async def evaluate(server: LocalServer, d: Deployment, changed: Deployment | Non
         await server._commit([], written, deployments=[changed] if changed else [],
                              deployment_type=event)
         return Outcome(None, index)
+    reverted = server.candidate(revert_to, index) if revert_to is not None else None
+    if reverted is not None:
+        job = reverted
     ev = msgspec.structs.replace(server._new_eval(job, TRIGGER_DEPLOYMENT_WATCHER, index),
                                  deployment_id=d.id)
-    await server._commit([], written, evals=[ev], deployments=[changed] if changed else [],
-                         deployment_type=event)
+    await server._commit([reverted] if reverted else [], written,
+                         [job_event("JobRegistered", reverted)] if reverted else [],
+                         evals=[ev], deployments=[changed] if changed else [],
+                         deployment_type=event, new_version=reverted is not None)
     await server._process(ev)
-    return Outcome(ev, index)
+    return Outcome(ev, index, revert_to.version if revert_to is not None else None)
 
 
 async def apply_promotion(server: LocalServer, d: Deployment, groups: list[str] | None
@@ -262,11 +277,7 @@ async def fail(server: LocalServer, d: Deployment, base: str, rollback: bool) ->
     if rollback and job is not None:
         target, desc = rollback_target(job, server.versions.get(job.id, []), base)
     failed = with_status(d, DEPLOYMENT_STATUS_FAILED, desc, server.index + 1, server._clock())
-    outcome = await evaluate(server, d, failed)
-    if target is not None:
-        await server._register(target)
-        outcome.reverted_version = target.version
-    return outcome
+    return await evaluate(server, d, failed, revert_to=target)
 
 
 async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
@@ -282,21 +293,81 @@ async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
                     if a.id in prior)
         if not any(a.deployment_status is not None for a in mine):
             continue
-        decision = on_health(d, server.jobs.get(d.job_id), deployment_allocs(server, d),
-                             newly, server._clock())
-        if decision.fail:
-            await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, decision.rollback)
-        elif decision.promote:
+        await _decide(server, d, deployment_allocs(server, d), newly)
+
+
+def latest_eval_index(evals: Iterable[Evaluation]) -> int:
+    """Nomad's `jobEvalStatus`: the newest state any evaluation of the job has seen (its
+    snapshot index, else its create index); canceled ones saw nothing."""
+    return max((e.snapshot_index or e.create_index for e in evals
+                if e.status != EVAL_STATUS_CANCELED), default=0)
+
+
+def health_unseen(allocs: Iterable[Allocation], latest_eval: int) -> bool:
+    """Nomad's rule for `createEval`: some allocation turned healthy after the job's latest
+    evaluation, so no evaluation has placed the batch its health allows yet."""
+    return any(is_healthy(a) and a.deployment_status is not None
+               and a.deployment_status.modify_index > latest_eval for a in allocs)
+
+
+async def catch_up(server: LocalServer) -> None:
+    """Decide for every active deployment as `after_alloc_updates` would have: an agent killed
+    between committing a client's health and the watcher's evaluation comes back with health
+    no evaluation has seen, which would stall the rollout (and later fail it)."""
+    for d in [d for d in server.deployments.values() if d.active()]:
+        allocs = deployment_allocs(server, d)
+        unseen = health_unseen(allocs, latest_eval_index(server.job_evals(d.job_id)))
+        await _decide(server, d, allocs, unseen)
+
+
+async def _decide(server: LocalServer, d: Deployment, allocs: list[Allocation],
+                  newly_healthy: bool) -> None:
+    decision = on_health(d, server.jobs.get(d.job_id), allocs, newly_healthy, server._clock())
+    if decision.fail:
+        await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, decision.rollback)
+    elif decision.promote:
+        try:
             await apply_promotion(server, d, None)
-        elif decision.evaluate:
-            await evaluate(server, d)
+        except PromotionError as err:
+            # As Nomad's watcher: logged, and the client's update stays accepted (raising
+            # here would fail an alloc sync whose update is already committed, forever).
+            log.error("failed to auto promote deployment %s: %s", d.id, err)
+    elif decision.evaluate:
+        await evaluate(server, d)
 
 
-async def run_deadlines(server: LocalServer) -> None:
-    """Fail deployments whose progress deadline passed. Until cancelled."""
+def prune_handled(handled: dict[str, int], deployments: dict[str, Deployment]) -> None:
+    """Forget the deadlines handled for deployments that are no longer active (or gone): only
+    an active one is watched again, and the agent runs for months."""
+    for deployment_id in [i for i in handled if (d := deployments.get(i)) is None
+                          or not d.active()]:
+        del handled[deployment_id]
+
+
+async def auto_promote(server: LocalServer, deployment_id: str) -> None:
+    """Promote the deployment if its canaries now allow it (health set by hand through the
+    API: Nomad's watcher sees those allocation updates like a client's)."""
+    d = server.deployments.get(deployment_id)
+    if d is None or not d.active() or not _auto_promotable(d, deployment_allocs(server, d)):
+        return
+    try:
+        await apply_promotion(server, d, None)
+    except PromotionError as err:
+        log.error("failed to auto promote deployment %s: %s", d.id, err)
+
+
+async def run_deadlines(server: LocalServer, *,
+                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                        ) -> None:
+    """Act on what an earlier agent left undecided (`catch_up`), then fail deployments whose
+    progress deadline passed. Until cancelled."""
+    async with server._lock:
+        await catch_up(server)
+    task_status.started()
     handled: dict[str, int] = {}  # a cutoff that passed without failing (paused): not again
     while True:
         server.deployments_changed = trio.Event()
+        prune_handled(handled, server.deployments)
         cutoffs = [c for d in server.deployments.values() if d.active()
                    and (c := progress_cutoff(d, deployment_allocs(server, d))) is not None
                    and handled.get(d.id) != c]

@@ -172,7 +172,7 @@ class LocalServer:
             nursery.start_soon(self._evaluate_when_needed)
             nursery.start_soon(self._evaluate_when_due)
             nursery.start_soon(self._number_node_changes)
-            nursery.start_soon(deploymentwatcher.run_deadlines, self)
+            await nursery.start(deploymentwatcher.run_deadlines, self)
             task_status.started()
 
     async def _collect_evals(self) -> None:
@@ -657,8 +657,11 @@ class LocalServer:
                 alloc, client_status=update.client_status,
                 client_description=update.client_description, task_states=update.task_states,
                 # The client sets only Healthy and Timestamp; the server's canary mark stays.
-                deployment_status=merge_client_health(alloc.deployment_status,
-                                                      update.deployment_status, index),
+                # Health judged for another deployment (an update queued before an in-place
+                # update moved the allocation on) must not count in this one.
+                deployment_status=merge_client_health(
+                    alloc.deployment_status, update.deployment_status
+                    if update.deployment_id == alloc.deployment_id else None, index),
                 network_status=update.network_status, modify_index=index,
                 modify_time=self._clock())
             updated.append(new)

@@ -44,7 +44,9 @@ from yurt.runtime.server.ports import alloc_ports
 from yurt.runtime.server.reschedule import Decision, as_time, decide
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
+    ALLOC_CLIENT_FAILED,
     ALLOC_DESIRED_EVICT,
+    ALLOC_DESIRED_RUN,
     ALLOC_DESIRED_STOP,
     EVAL_STATUS_BLOCKED,
     EVAL_STATUS_CANCELED,
@@ -322,6 +324,13 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             done.add(alloc.name)
     # A failed allocation is replaced as its reschedule policy says (reschedule.py).
     failures = decide(job, allocs, now, user_asked=user_asked)
+    if rollout.failed and rollout.current is not None:
+        # Nomad's `partOfFailedDeployment`: a failed deployment's own failed allocations are
+        # not replaced (the rollout failed; a rollback or a new version replaces them).
+        for name, (gone, _) in list(failures.now.items()):
+            if gone.deployment_id == rollout.current.id:
+                del failures.now[name]
+                failures.never.add(name)
     done = (done - set(failures.now) - set(failures.later)) | failures.never
     _follow_up(plan, ev, failures, index, now, new_id)
     kept: list[Allocation] = []
@@ -329,9 +338,22 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     #: Stopped whether or not a replacement is placed (one that is not is blocked).
     migrating: dict[str, Allocation] = {}
     unneeded = rollout.canaries_to_stop(live)
-    waiting = [a for a in live if rollout.is_waiting_canary(a) and a not in unneeded]
+    # A waiting canary asked to move (an alloc stop, a drain) is stopped and counts no more
+    # among the canaries, so a fresh one is placed (Nomad's `cancelUnneededCanaries`).
+    moving_canaries = [a for a in live if rollout.is_waiting_canary(a)
+                       and a.desired_transition.migrate and a not in unneeded]
+    waiting = [a for a in live if rollout.is_waiting_canary(a) and a not in unneeded
+               and a not in moving_canaries]
+    # A failed canary still holds its place among the deployment's canaries (Nomad counts
+    # every placed canary): it is rescheduled as a canary by its policy, not replaced by a
+    # fresh one at once. One already replaced counts through its replacement.
+    failed_canaries = {a.id: a for a in allocs if a.desired_status == ALLOC_DESIRED_RUN
+                       and a.client_status == ALLOC_CLIENT_FAILED and not a.next_allocation
+                       and rollout.is_waiting_canary(a)}
+    canary_retries = {name: failures.now.pop(name) for name, (failed, _) in
+                      list(failures.now.items()) if failed.id in failed_canaries}
     for alloc in live:
-        if alloc in unneeded or alloc in waiting:
+        if alloc in unneeded or alloc in waiting or alloc in moving_canaries:
             continue  # stopped, or a canary beside the allocation it is to replace
         group = wanted.get(alloc.name)
         old = alloc.job.lookup_group(group.name) if alloc.job and group else None
@@ -347,7 +369,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     unneeded += [previous.pop(a.name) for a in kept if a.name in previous
                  and a.name not in migrating]
     usage = _Usage(0, 0, frozenset())
-    unneeded_ids = {a.id for a in unneeded}
+    unneeded_ids = {a.id for a in unneeded + moving_canaries}
     for alloc in state.live_allocs():
         if alloc.id not in unneeded_ids:
             usage = usage.plus(alloc)
@@ -366,7 +388,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     protected = {a.id for a in live}  # the job's own allocations are never evicted
     metrics: dict[str, AllocMetric] = {}
     rolling = deployments.plan_groups(
-        rollout, job, wanted, live, waiting, kept, outdated, previous, migrating,
+        rollout, job, wanted, live, waiting + list(failed_canaries.values()), kept, outdated,
+        previous, migrating,
         {n for n in wanted if n in done and n not in previous} | set(failures.later))
     current = rollout.create({g.name: [a for a in allocs if a.task_group == g.name]
                               for g in job.task_groups}, rolling.updating, ev, new_id)
@@ -441,7 +464,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             create_index=index, modify_index=index,
             alloc_modify_index=index, create_time=now, modify_time=now,
             previous_allocation=prev.id if prev is not None else failed.id if failed else "",
-            deployment_id=current.id if current else "",
+            deployment_id=current.id if current and current.active() else "",
             deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
             and name in migrating and deployments.is_canary(prev) else None)
         usage = trial.plus(placed)
@@ -462,28 +485,43 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             replaced.next_allocation = new.id
             plan.stop.append(replaced)
     replacements = {new.name: new.id for new in plan.place}
-    for group_name, names in rolling.canaries.items():
-        for name in names:
-            group = wanted[name]
-            reason = None if node_refusal(state.node) else filter_reason(
-                job, group, state.node, (a for a in chain(live, plan.place)
-                                         if a.id not in unneeded_ids))
-            task_resources, shared, why = fit(state.node, group, usage)
-            why = f'Constraint "{reason}" filtered 1 nodes' if reason is not None else why
-            if why:
-                plan.failed.setdefault(group.name, why)
-                continue
-            canary = Allocation(
-                id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
-                node_id=state.node.id, node_name=state.node.name, job_id=job.id, job=job,
-                task_group=group_name, task_resources=task_resources,
-                allocated_shared=shared, create_index=index,
-                modify_index=index, alloc_modify_index=index, create_time=now,
-                modify_time=now, deployment_id=current.id if current else "",
-                deployment_status=AllocDeploymentStatus(canary=True))
-            usage = usage.plus(canary)
-            plan.place.append(canary)
+    retried = [(a.task_group, name) for name, (a, _) in canary_retries.items()]
+    fresh = [(g, n) for g, names in rolling.canaries.items() for n in names]
+    for group_name, name in fresh + retried:
+        group = wanted[name]
+        reason = None if node_refusal(state.node) else filter_reason(
+            job, group, state.node, (a for a in chain(live, plan.place)
+                                     if a.id not in unneeded_ids))
+        task_resources, shared, why = fit(state.node, group, usage)
+        why = f'Constraint "{reason}" filtered 1 nodes' if reason is not None else why
+        if why:
+            plan.failed.setdefault(group.name, why)
+            continue
+        failed, tracker = canary_retries.get(name, (None, None))
+        canary = Allocation(
+            id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
+            reschedule_tracker=tracker,
+            previous_allocation=failed.id if failed is not None else "",
+            node_id=state.node.id, node_name=state.node.name, job_id=job.id, job=job,
+            task_group=group_name, task_resources=task_resources,
+            allocated_shared=shared, create_index=index,
+            modify_index=index, alloc_modify_index=index, create_time=now,
+            modify_time=now, deployment_id=current.id if current and current.active() else "",
+            deployment_status=AllocDeploymentStatus(canary=True))
+        usage = usage.plus(canary)
+        plan.place.append(canary)
+        if failed is None:
             plan.desired.setdefault(group_name, DesiredUpdates()).canary += 1
+            continue
+        plan.desired.setdefault(group_name, DesiredUpdates()).place += 1
+        plan.update.append(msgspec.structs.replace(
+            failed, next_allocation=canary.id, modify_index=index,
+            alloc_modify_index=index, modify_time=now))
+    fresh_canaries = {a.name: a.id for a in plan.place if a.name not in replacements}
+    for alloc in moving_canaries:
+        moved = stopped(alloc, index, now, "alloc is being migrated")
+        moved.next_allocation = fresh_canaries.get(alloc.name, "")
+        plan.stop.append(moved)
     for name, alloc in migrating.items():
         moved = stopped(alloc, index, now, "alloc is being migrated")
         moved.next_allocation = replacements.get(name, "")
