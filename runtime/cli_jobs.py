@@ -107,11 +107,13 @@ def register(cli: click.Group, job: click.Group) -> None:
             emit_json(result)
         else:
             out = console()
-            counts = {group: ", ".join(f"{n} {name}" for name, n in (
-                ("create", u["Place"]), ("destroy", u["Stop"]),
-                ("migrate", u.get("Migrate", 0)), ("in-place update", u["InPlaceUpdate"]),
+            # Nomad's update types, in its (alphabetical) order.
+            counts = {group: ", ".join(f"{n} {name}" for name, n in sorted((
+                ("canary", u.get("Canary", 0)), ("create", u["Place"]),
+                ("destroy", u["Stop"]), ("migrate", u.get("Migrate", 0)),
+                ("in-place update", u["InPlaceUpdate"]),
                 ("create/destroy update", u["DestructiveUpdate"]), ("ignore", u["Ignore"]),
-                ("preemptions", u["Preemptions"])) if n) or "no change"
+                ("preemptions", u["Preemptions"]))) if n) or "no change"
                 for group, u in updates.items()}
             diff = result.get("Diff") or {"Type": "None", "ID": spec.id}
             for line in diff_lines(diff, counts):
