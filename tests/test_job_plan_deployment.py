@@ -86,3 +86,4 @@ async def test_cli_plan_shows_canaries(tmp_path: Path) -> None:
                 check=False, env={**os.environ, "YURT_ADDR": a.address})
             text = out.stdout.decode()
             assert 'Task Group: "g" (1 canary, 3 ignore)' in text, (text, out.stderr)
+            assert out.returncode == 1, out.stderr  # Nomad counts canaries as changes
