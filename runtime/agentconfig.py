@@ -5,7 +5,11 @@
     port = 4646
     token = "…"                      # required when bind is not loopback
     datacenter = "dc1"
+    node_class = "web"                   # Nomad's client `node_class`: `${node.class}`
     http_idle_timeout = "5m"             # how long an idle keep-alive connection stays open
+
+    [meta]                               # Nomad's client `meta`: `${meta.rack}`, NOMAD_META_*
+    rack = "r1"
 
     [drivers]
     allow = ["raw_exec", "mock_driver"]   # only these (empty: all installed)
@@ -38,6 +42,7 @@ key, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -49,6 +54,8 @@ from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import YurtError
 from yurt.runtime.gc import GCConfig
 from yurt.runtime.getter.config import ArtifactSettings
+
+_META_KEY = re.compile(r"[^.]+(\.[^.]+)*")
 
 
 class ConfigError(YurtError):
@@ -91,6 +98,10 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     token: str | None = None
     datacenter: str = "dc1"
     node_name: str | None = None
+    #: Nomad's client `node_class` and `meta`: the node's, for constraints (`${node.class}`,
+    #: `${meta.<key>}`), the node API and the computed class.
+    node_class: str = ""
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
     http_idle_timeout: str = "5m"
     drivers: _Drivers = msgspec.field(default_factory=_Drivers)
     devices: _Devices = msgspec.field(default_factory=_Devices)
@@ -132,6 +143,13 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
         except ValueError as e:
             raise ValueError(f"reserved.reserved_ports: {e}") from None
 
+    def check_meta(self) -> None:
+        """Nomad's agent check of its client meta keys (`helper.IsValidInterpVariable`):
+        dot-separated non-empty parts, as `${meta.<key>}` needs them."""
+        for key in self.meta:
+            if not _META_KEY.fullmatch(key):
+                raise ValueError(f"Invalid Client.Meta key: {key}")
+
     def gc_config(self) -> GCConfig:
         return GCConfig(interval=parse_duration(self.gc.interval) / 1e9,
                         disk_threshold=self.gc.disk_threshold,
@@ -162,6 +180,7 @@ def load_config(path: Path) -> FileConfig:
         config.gc_config()
         config.idle_timeout()
         config.check_ports()
+        config.check_meta()
         try:
             config.artifact.to_config()
         except ValueError as e:

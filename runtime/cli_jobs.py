@@ -2,8 +2,9 @@
 revert|scale|inspect|eval` and `yurt eval list|status`. Thin clients of the agent's API
 (cli_remote.py's `api()`/`call()`), human output by default, the API's JSON with `--json`.
 
-Exit codes: 0 ok, 1 failed (for `job plan`, as Nomad's: allocations would be created or
-destroyed), 2 bad input (and a group that cannot be placed: `placement_failure`).
+Exit codes: 0 ok, 1 failed, 2 bad input (and a group that cannot be placed:
+`placement_failure`). `job plan` has Nomad's: 0 no change, 1 allocations would be created,
+destroyed, migrated, replaced or canaried (or fail to place), 255 no plan could be made.
 """
 
 from __future__ import annotations
@@ -67,6 +68,23 @@ def _load(path: str) -> Any:
         sys.exit(EXIT_USAGE)
 
 
+#: `job plan`'s exit code when no plan could be made, Nomad's.
+EXIT_PLAN_ERROR = 255
+
+
+def plan_changes(result: dict[str, Any]) -> bool:
+    """Nomad's `job plan` exit rule (`getExitCode`): an unchanged job changes nothing;
+    otherwise allocations stopped, placed, migrated, replaced or canaried are changes. A group
+    that fails to place counts too: Nomad counts those in Place, yurt's plan in
+    FailedTGAllocs only."""
+    if (result.get("Diff") or {}).get("Type") == "None":
+        return False
+    updates = (result.get("Annotations") or {}).get("DesiredTGUpdates") or {}
+    return bool(result.get("FailedTGAllocs")) or any(
+        sum(u.get(k) or 0 for k in ("Stop", "Place", "Migrate", "DestructiveUpdate", "Canary"))
+        for u in updates.values())
+
+
 def _json_flag(f: Any) -> Any:
     return click.option("--json", "json_output", is_flag=True,
                         help="Print the API's JSON instead of text.")(f)
@@ -92,26 +110,31 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_plan(file: str, json_output: bool) -> None:
         """Dry-run a job: what registering it would place, stop or update (changes nothing).
-        Exit 0: no allocations created or destroyed; 1: some would be."""
+        Exit 0: no allocations created or destroyed; 1: some would be; 255: no plan."""
         from yurt.runtime.cli_remote import api, call, console, emit_json
         from yurt.runtime.jobspec import encode_job
 
-        spec = _load(file)
-        body = {**json.loads(encode_job(spec)), "Diff": True}
-        with api() as client:
-            result = call(client, "PUT", f"/v1/job/{spec.id}/plan", json=body)
+        try:
+            spec = _load(file)
+            body = {**json.loads(encode_job(spec)), "Diff": True}
+            with api() as client:
+                result = call(client, "PUT", f"/v1/job/{spec.id}/plan", json=body)
+        except SystemExit as e:
+            # Nomad's plan: 255 when the plan could not be made (job file, agent, request).
+            sys.exit(EXIT_PLAN_ERROR if e.code not in (0, None) else 0)
         updates = (result.get("Annotations") or {}).get("DesiredTGUpdates") or {}
-        changes = any(u.get("Place") or u.get("Stop") or u.get("DestructiveUpdate")
-                      for u in updates.values())
+        changes = plan_changes(result)
         if json_output:
             emit_json(result)
         else:
             out = console()
-            counts = {group: ", ".join(f"{n} {name}" for name, n in (
-                ("create", u["Place"]), ("destroy", u["Stop"]),
-                ("migrate", u.get("Migrate", 0)), ("in-place update", u["InPlaceUpdate"]),
+            # Nomad's update types, in its (alphabetical) order.
+            counts = {group: ", ".join(f"{n} {name}" for name, n in sorted((
+                ("canary", u.get("Canary", 0)), ("create", u["Place"]),
+                ("destroy", u["Stop"]), ("migrate", u.get("Migrate", 0)),
+                ("in-place update", u["InPlaceUpdate"]),
                 ("create/destroy update", u["DestructiveUpdate"]), ("ignore", u["Ignore"]),
-                ("preemptions", u["Preemptions"])) if n) or "no change"
+                ("preemptions", u["Preemptions"]))) if n) or "no change"
                 for group, u in updates.items()}
             diff = result.get("Diff") or {"Type": "None", "ID": spec.id}
             for line in diff_lines(diff, counts):

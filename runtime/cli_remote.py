@@ -222,9 +222,10 @@ def alloc_status(alloc_id: str, json_output: bool) -> None:
         emit_json(alloc)
         return
     out = console()
-    out.print(f"ID            = {alloc['ID']}\nName          = {alloc['Name']}\n"
-              f"Job ID        = {alloc['JobID']}\nDesired       = {alloc['DesiredStatus']}\n"
-              f"Client Status = {alloc['ClientStatus']} ({alloc['ClientDescription']})")
+    out.print(format_kv(alloc_basic_info(alloc)), markup=False, highlight=False)
+    addresses = alloc_addresses(alloc)
+    if addresses:
+        out.print(f"\n{addresses}", markup=False, highlight=False)
     for name, state in sorted((alloc.get("TaskStates") or {}).items()):
         table = Table(title=f'Task "{name}" is "{state["State"]}"'
                             f'{" (failed)" if state["Failed"] else ""}, '
@@ -234,6 +235,59 @@ def alloc_status(alloc_id: str, json_output: bool) -> None:
         for event in reversed(state.get("Events") or []):
             table.add_row(_event_time(event["Time"]), event["Type"], event["DisplayMessage"])
         out.print(table)
+
+
+def format_kv(pairs: list[tuple[str, str]]) -> str:
+    """Nomad's `formatKV`: `key = value` lines, the keys padded to the longest."""
+    width = max((len(k) for k, _ in pairs), default=0)
+    return "\n".join(f"{k.ljust(width)} = {v}" for k, v in pairs)
+
+
+def format_list(rows: list[list[str]]) -> str:
+    """Nomad's `formatList`: columns padded to their widest cell, two spaces apart."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def alloc_basic_info(alloc: dict[str, Any]) -> list[tuple[str, str]]:
+    """`alloc status`'s header; with a deployment, Nomad's `Deployment ID`, `Deployment
+    Health` (healthy, unhealthy or unset) and `Canary` lines (command/alloc_status.go)."""
+    pairs = [("ID", alloc["ID"]), ("Name", alloc["Name"]), ("Job ID", alloc["JobID"]),
+             ("Desired", alloc["DesiredStatus"]),
+             ("Client Status", f"{alloc['ClientStatus']} ({alloc['ClientDescription']})")]
+    if alloc.get("DeploymentID"):
+        status = alloc.get("DeploymentStatus") or {}
+        healthy = status.get("Healthy")
+        pairs += [("Deployment ID", alloc["DeploymentID"][:8]),
+                  ("Deployment Health", "unset" if healthy is None
+                   else "healthy" if healthy else "unhealthy")]
+        if status.get("Canary"):
+            pairs.append(("Canary", "true"))
+    return pairs
+
+
+def alloc_addresses(alloc: dict[str, Any]) -> str:
+    """Nomad's "Allocation Addresses" section (`formatAllocNetworkInfo`): every port the
+    group holds, `*label`, "yes", `host:port` (`-> to` when mapped); "" without ports."""
+    shared = (alloc.get("AllocatedResources") or {}).get("Shared") or {}
+    networks = shared.get("Networks") or []
+    if not networks or not (networks[0].get("DynamicPorts") or networks[0].get("ReservedPorts")):
+        return ""
+    nw = networks[0]
+
+    def row(label: str, value: int, to: int, host: str) -> list[str]:
+        return [label, "yes", f"{host}:{value}" + (f" -> {to}" if to > 0 else "")]
+
+    rows = [["Label", "Dynamic", "Address"]]
+    if shared.get("Ports"):
+        rows += [row("*" + p["Label"], p["Value"], p["To"], p["HostIP"])
+                 for p in shared["Ports"]]
+    else:
+        rows += [row(p["Label"], p["Value"], p["To"], nw["IP"])
+                 for p in (nw.get("DynamicPorts") or []) + (nw.get("ReservedPorts") or [])]
+    mode = f' (mode = "{nw["Mode"]}")' if nw.get("Mode") else ""
+    return f"Allocation Addresses{mode}:\n{format_list(rows)}"
 
 
 def _only_task(client: httpx2.Client, alloc_id: str, task: str | None) -> tuple[str, str]:

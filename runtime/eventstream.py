@@ -79,7 +79,7 @@ class Published:
     def data(self) -> bytes:
         """`encode_record(record)`, shared by every subscriber."""
         if self._data is None:
-            self._data = _encoder.encode(self.record)
+            self._data = encode_record(self.record)
         return self._data
 
     @property
@@ -280,7 +280,24 @@ def alloc_event(alloc: Allocation) -> Event:
 
 
 def encode_record(record: Record) -> bytes:
+    """A record as the event stream sends it. An allocation is answered as Nomad's API
+    answers it (`AllocatedResources`, not the stored `AllocatedShared`); the payload itself
+    keeps the Allocation, for in-process readers."""
+    if any(e.topic == "Allocation" for e in record.events):
+        record = msgspec.structs.replace(record, events=[_wire(e) for e in record.events])
     return _encoder.encode(record)
+
+
+def _wire(event: Event) -> Event:
+    alloc = event.payload.get("Allocation")
+    if event.topic != "Allocation" or not isinstance(alloc, Allocation):
+        return event
+    # Imported here: the API package loads the web stack, which `yurt run` (a reader of this
+    # module) needs only once it encodes an allocation; in the agent it is loaded already.
+    from yurt.runtime.api.allocresources import alloc_json
+
+    return msgspec.structs.replace(event, payload={**event.payload,
+                                                   "Allocation": alloc_json(alloc)})
 
 
 def topic_filter(specs: list[str]) -> Callable[[Event], bool] | None:

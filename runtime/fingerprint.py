@@ -175,7 +175,8 @@ def node_id(data_dir: Path) -> str:
 
 
 def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str = "dc1",
-                     node_class: str = "", nofile: int | None = None) -> Node:
+                     node_class: str = "", nofile: int | None = None,
+                     meta: dict[str, str] | None = None) -> Node:
     """What this machine offers; `nofile` (the agent's descriptor limit, default the current
     soft limit) becomes `yurt.nofile` and `yurt.max_tasks`."""
     if nofile is None:
@@ -188,7 +189,7 @@ def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str
     attributes.update({"yurt.nofile": str(nofile), "yurt.max_tasks": str(max_tasks(nofile))})
     node = Node(
         id=node_id(data_dir), name=name or socket.gethostname(), datacenter=datacenter,
-        node_class=node_class, status="ready", attributes=attributes,
+        node_class=node_class, status="ready", attributes=attributes, meta=dict(meta or {}),
         status_updated_at=int(time.time()),
         node_resources=NodeResources(
             cpu=NodeCpuResources(cpu_shares=cores * mhz, total_cpu_cores=cores),

@@ -15,6 +15,10 @@ does (kill order, poststop tasks run) and exits 0 if none failed, else 1; a batc
 interrupted that way exits 130. A second signal while stopping gives up at once (exit 130):
 running tasks are SIGKILLed on the way out, never left behind.
 
+Rollouts: a group with `update` gets its deployment as under the agent; the allocations'
+health reaches it (health only, see `_report_health`) and its progress deadline fails it
+(the server's deadline task runs here too).
+
 Output goes through a non-blocking stream fed from the event broker's bounded buffer, so a
 slow reader of stdout can never stall the allocations; if it falls behind, records are
 dropped and the next one says how many (`"Lost": n`).
@@ -23,15 +27,17 @@ dropped and the next one says how many (`"Lost": n`).
 from __future__ import annotations
 
 import io
+import math
 import os
 import signal
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import trio
 from rich.console import Console
 from rich.table import Table
@@ -44,6 +50,7 @@ from yurt.runtime.drivers.rawexec import RawExecDriver
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from yurt.runtime.eventstream import EventBroker, Record, Subscription, encode_record
 from yurt.runtime.fingerprint import fingerprint_node
+from yurt.runtime.server import deploymentwatcher
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent, is_client_terminal
 from yurt.runtime.taskrunner.events import datetime_of
@@ -163,6 +170,37 @@ async def _resumable(db: StateDB, job: Job
             if a.job_id == job.id and not is_client_terminal(a.client_status)], snapshot.tasks
 
 
+def _health_forwarder(send: trio.MemorySendChannel[Allocation]
+                      ) -> Callable[[Allocation], None]:
+    """The client's update callback: an allocation of a deployment whose health is set or
+    changed goes to `_report_health` (unbounded: at most a few per allocation)."""
+    known: dict[str, bool | None] = {}
+
+    def forward(alloc: Allocation) -> None:
+        status = alloc.deployment_status
+        if not alloc.deployment_id or status is None or status.healthy is None:
+            return
+        if known.get(alloc.id) != status.healthy:
+            known[alloc.id] = status.healthy
+            send.send_nowait(alloc)
+
+    return forward
+
+
+async def _report_health(server: LocalServer,
+                         receive: trio.MemoryReceiveChannel[Allocation]) -> None:
+    """Hand allocations' health to the server's deployments (the agent's alloc sync does it
+    there). Health only: the server's copy keeps its own status, so a failure reported here
+    never makes the server place a replacement that nothing in `yurt run` would start; the
+    progress deadline judges a rollout that does not become healthy."""
+    async for alloc in receive:
+        current = server.allocs.get(alloc.id)
+        if current is None:
+            continue
+        await server.update_allocs([msgspec.structs.replace(
+            current, deployment_status=alloc.deployment_status)])
+
+
 async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
                json_output: bool) -> int:
     broker = EventBroker()
@@ -174,8 +212,10 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
     drivers: dict[str, Driver] = {"mock_driver": MockDriver(unix_clock), "raw_exec": raw_exec}
     node = local_node(alloc_root.parent, list(drivers))
     server = LocalServer(node, broker)
+    health_send, health_receive = trio.open_memory_channel[Allocation](math.inf)
     client = Client(AllocRunnerConfig(state_db=db, drivers=drivers, unix_clock=unix_clock,
-                                      alloc_root=alloc_root, node=node), broker)
+                                      alloc_root=alloc_root, node=node), broker,
+                    on_alloc_update=_health_forwarder(health_send))
     interrupted = False
     forced = False
     finished = False
@@ -183,6 +223,10 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
 
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
+        # A rollout (a group with `update`) as the agent runs it: allocations' health reaches
+        # the deployment, and its progress deadline fails it.
+        nursery.start_soon(_report_health, server, health_receive)
+        nursery.start_soon(deploymentwatcher.run_deadlines, server)
         printing = trio.Event()
 
         async def print_all() -> None:

@@ -13,6 +13,11 @@ GOOD = '''
 data_dir = "/srv/yurt"
 port = 4700
 datacenter = "eu-1"
+node_class = "gpu"
+
+[meta]
+rack = "r1"
+"zone.name" = "a"
 
 [drivers]
 allow = ["raw_exec"]
@@ -34,6 +39,7 @@ def test_a_full_config(tmp_path: Path) -> None:
     path.write_text(GOOD)
     config = load_config(path)
     assert (config.data_dir, config.port, config.datacenter) == ("/srv/yurt", 4700, "eu-1")
+    assert (config.node_class, config.meta) == ("gpu", {"rack": "r1", "zone.name": "a"})
     assert config.drivers.allow == ["raw_exec"]
     assert config.drivers.config == {"raw_exec": {"enabled": True}}
     (group,) = config.fake_devices()
@@ -48,6 +54,10 @@ def test_a_full_config(tmp_path: Path) -> None:
     ("[[devices.fake]]\nid = \"gpu\"\ninstances = [\"a\"]\n", "vendor/type/name=ID"),
     ("[gc]\ninterval = \"soon\"\n", "expected a duration"),
     ("port = \n", "Invalid value"),
+    ("[meta]\nrack = 3\n", r"Expected `str`, got `int` - at `\$.meta\[...\]`"),
+    ("[meta]\n\"a..b\" = \"x\"\n", "Invalid Client.Meta key: a..b"),
+    ("[meta]\n\".a\" = \"x\"\n", r"Invalid Client.Meta key: \.a"),
+    ("node_class = 1\n", r"Expected `str`, got `int` - at `\$.node_class`"),
 ])
 def test_config_errors_name_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "agent.toml"

@@ -80,6 +80,12 @@ def test_job_lifecycle_verbs(tmp_path: Path) -> None:
         huge = run(env, "job", "plan", job_file(tmp_path, "huge.hcl", memory=1 << 30))
         assert "Failed to place all allocations" in huge.stdout
         assert 'Dimension "memory" exhausted on 1 nodes' in huge.stdout
+        assert huge.returncode == 1, huge.stderr  # Nomad: allocations would (fail to) place
+        bad = tmp_path / "bad.hcl"
+        bad.write_text('job "web" {\n  group "g" {\n    count = "x"\n  }\n}\n')
+        assert run(env, "job", "plan", str(bad)).returncode == 255  # Nomad's: no plan
+        gone = run({**env, "YURT_ADDR": "http://127.0.0.1:1"}, "job", "plan", first)
+        assert gone.returncode == 255, gone.stderr
         # history, revert, inspect
         assert run(env, "job", "run", "--detach",
                    job_file(tmp_path, "v1.hcl", priority=60)).returncode == 0

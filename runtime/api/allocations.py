@@ -1,4 +1,5 @@
 """/v1/allocations and /v1/allocation/<id>: the server's allocations, as the client sees them.
+A list answers Nomad's `AllocListStub` (`alloc_stub`, shared by every list of allocations).
 
 Every allocation answered is `Context.alloc_view`: the server's copy with the client's live
 status and task states laid over it, so a read never lags the runner. An ID may be a unique
@@ -28,7 +29,9 @@ def alloc_stub(alloc: Allocation) -> dict[str, Any]:
             "DesiredStatus": alloc.desired_status,
             "DesiredDescription": alloc.desired_description,
             "ClientStatus": alloc.client_status, "ClientDescription": alloc.client_description,
-            "TaskStates": alloc.task_states, "FollowupEvalID": alloc.followup_eval_id,
+            "DesiredTransition": alloc.desired_transition,
+            "TaskStates": alloc.task_states, "DeploymentStatus": alloc.deployment_status,
+            "FollowupEvalID": alloc.followup_eval_id,
             "RescheduleTracker": alloc.reschedule_tracker,
             "PreviousAllocation": alloc.previous_allocation,
             "NextAllocation": alloc.next_allocation,
@@ -46,6 +49,10 @@ async def allocations(ctx: Context, request: Request) -> Response:
     views = [ctx.alloc_view(a.id) for a in allocs
              if a.id.startswith(prefix) and in_namespace(request, a.namespace)]
     stubs = [alloc_stub(v) for v in views]
+    # Nomad's ?task_states=false leaves them out; absent, they are in.
+    if "task_states" in request.query_params and not query_bool(request, "task_states"):
+        for stub in stubs:
+            stub["TaskStates"] = None
     if query_bool(request, "resources"):  # Nomad's ?resources=true
         for stub, view in zip(stubs, views, strict=True):
             stub["AllocatedResources"] = allocated_resources(view)

@@ -2,11 +2,12 @@
 diffs), revert, stable, summary, plan (a dry run), scale (GET status, POST count), and
 `/v1/validate/job`.
 
-A plan runs the pure scheduler (server/scheduler.py) over the server's state as it is, without
-the lock and without committing anything: it has no await between reading and deciding, so it
-sees one consistent state and changes nothing. Revert and scale register a job through the
-server like a register does (a new version, an evaluation); their checks run under the
-server's lock, so they judge the job as it is when the change is made.
+A plan runs the pure scheduler (server/scheduler.py) over the server's state as it is (the
+job's latest deployment included, so a rollout in progress limits it as it limits the server),
+without the lock and without committing anything: it has no await between reading and
+deciding, so it sees one consistent state and changes nothing. Revert and scale register a
+job through the server like a register does (a new version, an evaluation); their checks run
+under the server's lock, so they judge the job as it is when the change is made.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from yurt.runtime.api.request import (
     parse_job_off_loop,
     query_bool,
 )
+from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.jobdiff import job_diff
 from yurt.runtime.server.scheduler import DesiredUpdates, schedule
@@ -162,7 +164,7 @@ def job_summary(ctx: Context, job: Job, allocs: list[Allocation] | None = None
 def _annotations(desired: dict[str, DesiredUpdates]) -> dict[str, dict[str, int]]:
     return {name: {"Ignore": d.ignore, "Place": d.place, "Migrate": d.migrate, "Stop": d.stop,
                    "InPlaceUpdate": d.in_place_update,
-                   "DestructiveUpdate": d.destructive_update, "Canary": 0,
+                   "DestructiveUpdate": d.destructive_update, "Canary": d.canary,
                    "Preemptions": d.preemptions}
             for name, d in desired.items()}
 
@@ -173,7 +175,7 @@ def _updates(desired: dict[str, DesiredUpdates]) -> dict[str, dict[str, int]]:
     for name, d in desired.items():
         counts = {"ignore": d.ignore, "create": d.place, "destroy": d.stop,
                   "in-place update": d.in_place_update,
-                  "create/destroy update": d.destructive_update}
+                  "create/destroy update": d.destructive_update, "canary": d.canary}
         out[name] = {k: v for k, v in counts.items() if v}
     return out
 
@@ -196,9 +198,12 @@ async def plan(ctx: Context, request: Request) -> Response:
     ev = Evaluation(id=str(uuid.uuid4()), namespace=job.namespace, priority=job.priority,
                     type=job.type, triggered_by=TRIGGER_JOB_REGISTER, job_id=job.id,
                     job_modify_index=candidate.job_modify_index, annotate_plan=True)
-    result = schedule(server, ev, candidate, index=index, now=0,
+    # The job's latest deployment, as the server's own pass sees it: a rollout in progress
+    # limits what the plan would update now (Nomad's plan runs the real reconciler).
+    result = schedule(server, ev, candidate, index=index, now=time.time_ns(),
                       new_id=lambda: str(uuid.uuid4()),
-                      can_preempt=server.scheduler_config.preemption_enabled(job.type))
+                      can_preempt=server.scheduler_config.preemption_enabled(job.type),
+                      deployment=latest_deployment(server.deployments.values(), job.id))
     return json_response({
         "Index": server.visible_index,
         "Diff": job_diff(existing, candidate, _updates(result.desired)) if want_diff else None,
