@@ -226,7 +226,7 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
         # A rollout (a group with `update`) as the agent runs it: allocations' health reaches
         # the deployment, and its progress deadline fails it.
         nursery.start_soon(_report_health, server, health_receive)
-        nursery.start_soon(deploymentwatcher.run_deadlines, server)
+        await nursery.start(deploymentwatcher.run_deadlines, server)
         printing = trio.Event()
 
         async def print_all() -> None:
