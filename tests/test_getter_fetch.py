@@ -116,8 +116,8 @@ async def test_a_wrong_checksum_fails_and_places_nothing(task_dir: Path) -> None
 @pytest.mark.parametrize(("members", "links", "message"), [
     ({"../evil": b"x"}, {}, "entry contains '..': ../evil"),
     ({"a/../../evil": b"x"}, {}, "entry contains '..'"),
-    ({}, {"link": "/etc/passwd"}, "refused archive entry"),
-    ({}, {"link": "../../../outside"}, "entry contains '..'|refused archive entry"),
+    ({}, {"link": "/etc/passwd"}, "archive entry is a link"),
+    ({}, {"link": "../../../outside"}, "archive entry is a link"),
 ])
 async def test_tar_entries_that_escape_are_refused(task_dir: Path, members: dict[str, bytes],
                                                    links: dict[str, str], message: str) -> None:
@@ -347,3 +347,27 @@ async def test_https_verifies_certificates_unless_insecure(task_dir: Path) -> No
             await get(request(task_dir, f"{server.base_url}/tool", insecure=True),
                       ArtifactConfig())
     assert (task_dir / "local/tool").read_bytes() == b"bin"
+
+
+@pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE])
+def test_links_in_a_tar_archive_are_refused_whatever_their_target(
+        tmp_path: Path, kind: bytes) -> None:
+    from yurt.runtime.getter.unpack import unpack
+
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w") as tar:
+        data = b"hello"
+        plain = tarfile.TarInfo("plain.txt")
+        plain.size = len(data)
+        tar.addfile(plain, io.BytesIO(data))
+        # A link that stays inside: the data filter would let it through; a chain of such
+        # links is how its path checks are bypassed, so none is recreated.
+        link = tarfile.TarInfo("inside")
+        link.type = kind
+        link.linkname = "plain.txt"
+        tar.addfile(link)
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(GetterError, match="archive entry is a link: inside"):
+        unpack(archive, "tar", dest, as_dir=True, max_size=0, max_files=0)
+    assert not (dest / "inside").exists()

@@ -73,6 +73,10 @@ def test_file_sources_and_absolute_paths() -> None:
     ("https://h/a?checksum=sha256:zz", "invalid checksum: "),
     ("https://h/a?checksum=crc:00", "unsupported checksum type: crc"),
     ("https://h/a?checksum=abcd", "unknown type for checksum abcd"),
+    # The file name is joined to the destination: it may not climb out of it.
+    ("https://h/f?filename=../../etc/cron.d/x", "filename must be a plain file name"),
+    ("https://h/f?filename=..", "filename must be a plain file name"),
+    ("https://h/f?filename=a%5Cb", "filename must be a plain file name"),
 ])
 def test_refused_sources(url: str, message: str) -> None:
     with pytest.raises(GetterError, match=message):

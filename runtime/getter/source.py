@@ -182,6 +182,10 @@ def parse_source(source: str, options: dict[str, str] | None = None) -> Source:
         else:
             checksum = found
     filename = query.pop("filename", None) or None
+    if filename is not None and ("/" in filename or "\\" in filename
+                                 or filename in (".", "..")):
+        # The name is joined to the destination: it may not lead anywhere else.
+        raise GetterError(f"filename must be a plain file name, got {filename!r}")
 
     url = urlunsplit((scheme, parts.netloc, parts.path, urlencode(sorted(query.items())),
                       parts.fragment))

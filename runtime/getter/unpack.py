@@ -100,6 +100,10 @@ def _untar(archive: Path, mode: str, dest: Path, as_dir: bool, max_size: int,
                                   f"{max_files}")
             if as_dir and _contains_dot_dot(member.name):
                 raise GetterError(f"entry contains '..': {member.name}")
+            if member.issym() or member.islnk():
+                # As Nomad's getter (symlinks disabled): a link in a fetched archive is
+                # refused, never followed or recreated, whatever its target.
+                raise GetterError(f"archive entry is a link: {member.name}")
             total += member.size
             if max_size and total > max_size:
                 raise GetterError(f"tar archive larger than limit: {max_size}")
