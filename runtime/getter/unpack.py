@@ -7,7 +7,8 @@ the headers are exactly what tarfile and zipfile will write, so a bomb is refuse
 expands). Then the writing itself cannot leave the staging directory: tar links are refused
 outright (as Nomad's getter does), other tar members go through `tarfile`'s `data` filter
 (absolute names, devices and setuid bits are refused or stripped; Python ≥ 3.11.4), zip
-members are joined to the directory and checked to stay below it (zipfile never creates links, so nothing written can redirect a later write).
+members are joined to the directory and checked to stay below it (zipfile never creates
+links, so nothing written can redirect a later write).
 The single-file decompressors (gz, bz2, xz) stop at the size limit rather than truncate.
 
 The staging directory is always new and empty (the caller makes it), so nothing already there
