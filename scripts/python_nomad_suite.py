@@ -286,8 +286,9 @@ def main() -> None:
     p.add_argument("--nomadtools", required=True, help="the nomadtools executable")
     p.add_argument("--test-timeout", type=int, default=90, help="seconds per test")
     p.add_argument("--watch-timeout", type=float, default=60.0)
-    p.add_argument("--example", type=Path, default=FILES / "example.json",
-                   help="the job the suite reads as example.json (example-init.json: nomad init's)")
+    p.add_argument("--example", type=Path, default=FILES / "example-init.json",
+                   help="the job the suite reads as example.json: by default nomad init's, as "
+                        "python-nomad's CI runs it (example.json: a minimal one)")
     p.add_argument("--failures", type=Path, help="also write the failure list (Markdown) here")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     p.add_argument("--quiet", action="store_true", help="hide pytest's own output")
