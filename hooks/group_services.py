@@ -38,6 +38,7 @@ from yurt.runtime.checks.registration import (
     ServiceDeps,
     check_job,
     check_template,
+    group_and_task_services,
     nomad_services,
     registrations,
 )
@@ -54,9 +55,7 @@ log = logging.getLogger("yurt.services")
 
 def group_service_hooks(runner: AllocRunner, deps: ServiceDeps | None) -> list[Hook]:
     """The hook, for an allocation with Nomad services anywhere in its group."""
-    group = runner.group
-    if deps is None or not nomad_services(
-            [*group.services, *(s for t in group.tasks for s in t.services)]):
+    if deps is None or not nomad_services(group_and_task_services(runner.group)):
         return []
     return [GroupServicesHook(runner, deps)]
 
@@ -115,8 +114,7 @@ class GroupServicesHook(AllocPrerunHook, AllocUpdateHook, AllocPrekillHook,
     def _observe(self, alloc: Allocation, group: TaskGroup) -> None:
         results = self._runner.check_results
         wanted = set()
-        services = [*group.services, *(s for t in group.tasks for s in t.services)]
-        for service in nomad_services(services):
+        for service in nomad_services(group_and_task_services(group)):
             for check in service.checks:
                 template = check_template(alloc, group, service, check)
                 wanted.add(template.id)

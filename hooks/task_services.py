@@ -32,20 +32,19 @@ from yurt.hooks.base import (
 from yurt.hooks.group_services import GroupServicesHook
 from yurt.runtime.checks.registration import (
     ServiceDeps,
-    check_template,
+    check_id,
     nomad_services,
     registrations,
 )
 from yurt.runtime.checks.restarts import Restarter, restart_reason
+from yurt.runtime.durations import SECOND
 from yurt.runtime.errors import TaskNotRunningError
-from yurt.runtime.structs import Task
+from yurt.runtime.structs import Task, TaskGroup
 from yurt.runtime.structs.checks import CheckQueryResult
 from yurt.runtime.taskrunner import events
 
 if TYPE_CHECKING:
     from yurt.runtime.allocrunner.runner import AllocRunner
-
-_SECOND = 1e9
 
 
 def task_service_hooks(runner: AllocRunner, task: Task, deps: ServiceDeps | None
@@ -80,13 +79,11 @@ class TaskServicesHook(TaskPoststartHook, TaskPrekillHook, TaskExitedHook, TaskS
         if regs:
             await self._deps.catalogue.upsert(regs)
         self._registered = [r.id for r in regs]
-        self._watch(ctx)
+        self._watch(ctx, group)
 
-    def _watch(self, ctx: TaskHookContext) -> None:
+    def _watch(self, ctx: TaskHookContext, group: TaskGroup) -> None:
         group_hook = self._group_hook()
-        alloc = ctx.alloc
-        group = alloc.job.lookup_group(alloc.task_group) if alloc.job else None
-        if group_hook is None or group is None or ctx.nursery is None:
+        if group_hook is None or ctx.nursery is None:
             return
         nursery = ctx.nursery
         now = self._clock()
@@ -96,13 +93,13 @@ class TaskServicesHook(TaskPoststartHook, TaskPrekillHook, TaskExitedHook, TaskS
                 if restart is None or not check.triggers_restarts():
                     continue
                 restarter = Restarter(check_name=check.name, limit=restart.limit,
-                                      grace=(restart.grace or 0) / _SECOND,
-                                      interval=check.interval / _SECOND,
+                                      grace=(restart.grace or 0) / SECOND,
+                                      interval=check.interval / SECOND,
                                       ignore_warnings=restart.ignore_warnings)
                 restarter.started(now)
-                check_id = check_template(alloc, group, service, check).id
-                group_hook.watch(check_id, self._watcher(restarter, ctx, nursery))
-                self._watched.append(check_id)
+                watched = check_id(ctx.alloc.id, group.name, check)
+                group_hook.watch(watched, self._watcher(restarter, ctx, nursery))
+                self._watched.append(watched)
 
     def _watcher(self, restarter: Restarter, ctx: TaskHookContext, nursery: trio.Nursery
                  ) -> Callable[[CheckQueryResult], None]:
@@ -123,9 +120,9 @@ class TaskServicesHook(TaskPoststartHook, TaskPrekillHook, TaskExitedHook, TaskS
 
     def _unwatch(self) -> None:
         group_hook = self._group_hook()
-        for check_id in self._watched:
-            if group_hook is not None:
-                group_hook.watch(check_id, None)
+        if group_hook is not None:
+            for watched in self._watched:
+                group_hook.watch(watched, None)
         self._watched = []
 
     async def _deregister(self) -> None:

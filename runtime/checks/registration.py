@@ -25,6 +25,7 @@ from typing import Final, Protocol
 
 from yurt.runtime.checks.probes import HttpTarget, ScriptRunner
 from yurt.runtime.checks.runner import CheckJob, CheckRunner
+from yurt.runtime.durations import SECOND
 from yurt.runtime.structs import Allocation, Node, TaskGroup
 from yurt.runtime.structs.checks import (
     CHECK_MODE_HEALTHINESS,
@@ -43,7 +44,6 @@ from yurt.runtime.structs.service import (
 )
 
 NODE_IP_ATTRIBUTE: Final = "unique.network.ip-address"
-_SECOND: Final = 1e9
 
 
 class Catalogue(Protocol):
@@ -90,6 +90,11 @@ def nomad_services(services: list[Service]) -> list[Service]:
             == SERVICE_PROVIDER_NOMAD]
 
 
+def group_and_task_services(group: TaskGroup) -> list[Service]:
+    """Every service of the group: its own, then each task's."""
+    return [*group.services, *(s for t in group.tasks for s in t.services)]
+
+
 def address_of(alloc: Allocation, node: Node, label: str,
                custom: str = "") -> tuple[str, int]:
     """(host, port) of a service or check (see the module header)."""
@@ -123,8 +128,7 @@ def expected_checks(alloc: Allocation) -> int:
     group = alloc.job.lookup_group(alloc.task_group) if alloc.job else None
     if group is None:
         return 0
-    services = [*group.services, *(s for t in group.tasks for s in t.services)]
-    return sum(1 for s in nomad_services(services) for c in s.checks
+    return sum(1 for s in nomad_services(group_and_task_services(group)) for c in s.checks
                if c.on_update != ON_UPDATE_IGNORE)
 
 
@@ -146,8 +150,8 @@ def check_job(alloc: Allocation, group: TaskGroup, service: Service, check: Serv
     host, port = address_of(alloc, node, check.port or service.port, service.address)
     kind = check.type.lower()
     return CheckJob(
-        template=template, kind=kind, interval=check.interval / _SECOND,
-        timeout=check.timeout / _SECOND, on_result=on_result,
+        template=template, kind=kind, interval=check.interval / SECOND,
+        timeout=check.timeout / SECOND, on_result=on_result,
         http=HttpTarget(host, port, check.path, check.method or "GET",
                         check.protocol or "http", dict(check.header), check.body)
         if kind == CHECK_HTTP else None,
