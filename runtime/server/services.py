@@ -125,7 +125,7 @@ class ServiceCatalogue:
             r.id: None for r in regs if r.alloc_id not in live}
         self._regs = {r.id: r for r in regs if r.id not in stale}
         if stale:
-            await store.save_services(stale, None)
+            await store.save_services(stale)
 
     async def upsert(self, regs: Iterable[ServiceRegistration]) -> int | None:
         """Register (or update) `regs`; the index of the change, None when nothing changed."""
@@ -189,7 +189,7 @@ class ServiceCatalogue:
             await trio.lowlevel.checkpoint()
             return
         await store.save_services({k: None if v is None else (v.alloc_id, _encoder.encode(v))
-                                   for k, v in rows.items()}, None)
+                                   for k, v in rows.items()})
 
     def _notify(self) -> None:
         self.changed.set()

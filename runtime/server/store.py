@@ -135,10 +135,10 @@ class ServerStore:
 
         return await trio.to_thread.run_sync(read, limiter=self._limiter)
 
-    async def save_services(self, rows: dict[str, tuple[str, bytes] | None],
-                            index: int | None) -> None:
-        """Service registrations written (id -> (alloc id, JSON)) or deleted (id -> None),
-        with the index, in one transaction."""
+    async def save_services(self, rows: dict[str, tuple[str, bytes] | None]) -> None:
+        """Service registrations written (id -> (alloc id, JSON)) or deleted (id -> None), in
+        one transaction. The index is not written here: the catalogue's changes take theirs
+        through `LocalServer.change`, which persists it."""
         def write() -> None:
             with self._conn:
                 self._conn.executemany(
@@ -147,10 +147,6 @@ class ServerStore:
                     [(k, v[0], v[1].decode()) for k, v in rows.items() if v is not None])
                 self._conn.executemany("DELETE FROM services WHERE id = ?",
                                        [(k,) for k, v in rows.items() if v is None])
-                if index is not None:
-                    self._conn.execute("INSERT INTO meta (key, value) VALUES ('index', ?) ON "
-                                       "CONFLICT (key) DO UPDATE SET value = excluded.value",
-                                       (index,))
 
         await trio.to_thread.run_sync(write, limiter=self._limiter)
 
