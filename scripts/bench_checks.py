@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.procs import cpu_seconds, memory
-from benchlib.systems import free_port, wait_for
+from benchlib.systems import Yurt, free_port, wait_for
 
 SECOND = 1_000_000_000
 
@@ -48,66 +47,57 @@ def job(n: int, server_port: int, interval: float) -> dict[str, Any]:
         {"Name": "g", "Tasks": [task], "Services": services}]}}
 
 
-def call(base: str, method: str, path: str, body: bytes | None = None) -> Any:
-    req = urllib.request.Request(base + path, data=body, method=method,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read() or b"null")
+def hits(server: str) -> int:
+    """The `/ok` requests the check server answered so far."""
+    with urllib.request.urlopen(f"{server}/count", timeout=30) as resp:
+        return int(resp.read())
 
 
-def _answers(base: str) -> bool:
+def _server_answers(server: str) -> bool:
     try:
-        call(base, "GET", "/v1/agent/self")
+        hits(server)
     except OSError:
         return False
     return True
 
 
-def passing(base: str, n: int) -> bool:
-    allocs = call(base, "GET", "/v1/job/checks/allocations")
+def passing(agent: Yurt, n: int) -> bool:
+    allocs = agent.http("GET", "/v1/job/checks/allocations")
     running = [a for a in allocs if a["ClientStatus"] == "running"]
     if not running:
         return False
     if n == 0:
         return True
-    results = call(base, "GET", f"/v1/client/allocation/{running[0]['ID']}/checks")
+    results = agent.http("GET", f"/v1/client/allocation/{running[0]['ID']}/checks")
     return sum(r["Status"] == "success" for r in results.values()) >= n
 
 
 def measure(n: int, yurt_bin: str, server: str, interval: float, settle: float,
             window: float) -> dict[str, Any]:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory(prefix="yurt-checks-") as data:
-        agent = subprocess.Popen([yurt_bin, "agent", "--data-dir", data, "--port", str(port)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+    with tempfile.TemporaryDirectory(prefix="yurt-checks-") as workdir:
+        agent = Yurt(Path(workdir), Path(yurt_bin))
         try:
-            wait_for(lambda: _answers(base), 60, "the API", pause=0.5)
+            agent.start()
             server_port = int(server.rsplit(":", 1)[1])
-            call(base, "POST", "/v1/jobs", json.dumps(job(n, server_port, interval)).encode())
-            wait_for(lambda: passing(base, n), 300, f"{n} passing checks", pause=0.5)
+            agent.http("POST", "/v1/jobs", job(n, server_port, interval))
+            wait_for(lambda: passing(agent, n), 300, f"{n} passing checks", pause=0.5)
             time.sleep(settle)
-            hits0 = call(server, "GET", "/count")
+            hits0 = hits(server)
             before, t0 = cpu_seconds(agent.pid), time.monotonic()
             time.sleep(window)
             after, t1 = cpu_seconds(agent.pid), time.monotonic()
-            hits1 = call(server, "GET", "/count")
+            hits1 = hits(server)
             used = memory(agent.pid)
             row: dict[str, Any] = {
                 "checks": n, "interval_s": interval, "window_s": round(t1 - t0, 1),
                 "probes": hits1 - hits0,
                 "cpu_pct": round(100 * (after - before) / (t1 - t0), 3),
                 "rss_kib": used.rss // 1024, "loadavg": os.getloadavg()[0]}
-            call(base, "DELETE", "/v1/job/checks")
+            agent.http("DELETE", "/v1/job/checks")
             return row
         finally:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(60)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+            agent.shutdown()
+            agent.cleanup()
 
 
 # --------------------------------------------------------------------------- the server
@@ -162,7 +152,7 @@ def main() -> None:
                               start_new_session=True)
     try:
         base = f"http://127.0.0.1:{server_port}"
-        wait_for(lambda: _count_answers(base), 30, "the check server", pause=0.2)
+        wait_for(lambda: _server_answers(base), 30, "the check server", pause=0.2)
         rows = [measure(n, args.yurt_bin, base, args.interval, args.settle, args.window)
                 for n in args.sizes]
     finally:
@@ -174,14 +164,6 @@ def main() -> None:
         print(f"{r['checks']:>7} {r['interval_s']:>7}s {r['probes']:>7} {r['cpu_pct']:>11} "
               f"{r['rss_kib'] / 1024:>8.1f} {r['loadavg']:>5.2f}")
     print(json.dumps({"bench": "checks", "rows": rows}))
-
-
-def _count_answers(base: str) -> bool:
-    try:
-        call(base, "GET", "/count")
-    except OSError:
-        return False
-    return True
 
 
 if __name__ == "__main__":

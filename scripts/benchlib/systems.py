@@ -379,6 +379,12 @@ class Yurt(System):
         self._popen([str(self.yurt_bin), "agent", "--data-dir", str(self.workdir / "data"),
                      "--port", str(self.port)])
 
+    def start(self) -> None:
+        """Start the agent with no workload and wait for its API (for a benchmark that posts
+        jobs of its own through `http`)."""
+        self._start()
+        wait_for(self.api_ready, 60, "yurt's API")
+
     def launch(self, workload: Workload, autostart: bool = False) -> None:
         self.workload = workload
         self._start()
