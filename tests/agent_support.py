@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,3 +64,34 @@ async def wait_status(client: httpx2.AsyncClient, job_id: str, status: str) -> d
         if allocs and allocs[0]["ClientStatus"] == status:
             return allocs[0]  # type: ignore[no-any-return]
         await trio.sleep(0.05)
+
+
+async def checks_of(client: httpx2.AsyncClient, alloc_id: str) -> dict[str, Any]:
+    """The allocation's check results by check ID (`/v1/client/allocation/<id>/checks`)."""
+    r = await client.get(f"/v1/client/allocation/{alloc_id}/checks")
+    assert r.status_code == 200
+    return r.json()  # type: ignore[no-any-return]
+
+
+async def wait_checks(client: httpx2.AsyncClient, alloc_id: str,
+                      done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Polls the allocation's check results until `done` holds for them (the API has no
+    event to wait on; bounded by the caller)."""
+    while True:
+        results = await checks_of(client, alloc_id)
+        if done(results):
+            return results
+        await trio.sleep(0.05)
+
+
+@asynccontextmanager
+async def agent_on(data_dir: Path) -> AsyncIterator[httpx2.AsyncClient]:
+    """A non-dev agent: its stop leaves the tasks running, as an agent restart does."""
+    agent = Agent(AgentConfig(data_dir=data_dir, port=0))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(agent.run)
+        async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+            try:
+                yield client
+            finally:
+                agent.stop()

@@ -6,16 +6,13 @@ registration gone once its allocation stops."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import trio
 
-from tests.agent_support import raw_job, running_agent, wait_status
-from yurt.runtime.agent import Agent, AgentConfig
+from tests.agent_support import agent_on, raw_job, running_agent, wait_checks, wait_status
 
 
 def service_job(job_id: str = "web") -> dict[str, Any]:
@@ -150,19 +147,6 @@ async def test_nomad_inits_example_shows_its_service_on_its_dynamic_port(
                 {"ServiceName": "redis-cache", "Tags": ["cache", "global"]}]}]
 
 
-@asynccontextmanager
-async def agent_on(data_dir: Path) -> AsyncIterator[httpx2.AsyncClient]:
-    """A non-dev agent: its stop leaves the tasks running, as an agent restart does."""
-    agent = Agent(AgentConfig(data_dir=data_dir, port=0))
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(agent.run)
-        async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-            try:
-                yield client
-            finally:
-                agent.stop()
-
-
 async def test_an_agent_restart_keeps_one_registration_and_runs_the_checks_again(
         tmp_path: Path) -> None:
     job = service_job()
@@ -179,10 +163,8 @@ async def test_an_agent_restart_keeps_one_registration_and_runs_the_checks_again
             after = await wait_registered(c, "web-api", 1)
             assert after == before  # re-registering the same thing writes nothing
             assert len(await wait_registered(c, "web-task", 1)) == 1
-            while True:  # polled: the API has no event for it
-                results = (await c.get(f"/v1/client/allocation/{alloc['ID']}/checks")).json()
-                if [r["Status"] for r in results.values()] == ["success"]:
-                    break
-                await trio.sleep(0.05)
+            await wait_checks(c, alloc["ID"],
+                              lambda results: [r["Status"] for r in results.values()]
+                              == ["success"])
             await c.delete("/v1/job/web")
             await wait_registered(c, "web-api", 0)

@@ -5,29 +5,14 @@ group check's results at /v1/client/allocation/<id>/checks follow the target's h
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
-from typing import Any
 
-import httpx2
 import trio
 
-from tests.agent_support import raw_job, running_agent, wait_status
+from tests.agent_support import checks_of, raw_job, running_agent, wait_checks, wait_status
 from tests.http_fixture import HttpState, serve_http
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def checks_of(c: httpx2.AsyncClient, alloc_id: str) -> dict[str, Any]:
-    r = await c.get(f"/v1/client/allocation/{alloc_id}/checks")
-    assert r.status_code == 200
-    result: dict[str, Any] = r.json()
-    return result
+from tests.test_agent_e2e import free_port
 
 
 async def test_check_results_follow_the_targets_health(tmp_path: Path) -> None:
@@ -44,11 +29,9 @@ async def test_check_results_follow_the_targets_health(tmp_path: Path) -> None:
                                 "Interval": 1_000_000_000, "Timeout": 1_000_000_000}]}]
                 await c.post("/v1/jobs", json=job)
                 alloc = await wait_status(c, "web", "running")
-                while True:
-                    results = await checks_of(c, alloc["ID"])
-                    if results and next(iter(results.values()))["Status"] == "success":
-                        break
-                    await trio.sleep(0.05)
+                results = await wait_checks(
+                    c, alloc["ID"], lambda results: bool(results) and next(
+                        iter(results.values()))["Status"] == "success")
                 ((check_id, result),) = results.items()
                 assert len(check_id) == 64  # Nomad's sha256 check ID
                 assert result["ID"] == check_id
@@ -58,11 +41,9 @@ async def test_check_results_follow_the_targets_health(tmp_path: Path) -> None:
                 assert result["Mode"] == "healthiness"
                 assert (result["StatusCode"], result["Output"]) == (200, "nomad: http ok")
                 state.healthy = False
-                while True:  # the API has no event to wait on: poll, bounded by fail_after
-                    result = (await checks_of(c, alloc["ID"]))[check_id]
-                    if result["Status"] == "failure":
-                        break
-                    await trio.sleep(0.05)
+                result = (await wait_checks(
+                    c, alloc["ID"], lambda results: results[check_id]["Status"] == "failure"
+                ))[check_id]
                 assert result["StatusCode"] == 503
                 await c.delete("/v1/job/web")
                 await wait_status(c, "web", "complete")
@@ -121,11 +102,9 @@ async def test_script_checks_run_beside_the_task_through_exec(tmp_path: Path) ->
                      "Timeout": second}]}]
             await c.post("/v1/jobs", json=job)
             alloc = await wait_status(c, "web", "running")
-            while True:  # polled: the API has no event for it
-                results = {r["Check"]: r for r in (await checks_of(c, alloc["ID"])).values()}
-                if {r["Status"] for r in results.values()} == {"success", "failure"}:
-                    break
-                await trio.sleep(0.05)
+            by_id = await wait_checks(c, alloc["ID"], lambda results: {
+                r["Status"] for r in results.values()} == {"success", "failure"})
+            results = {r["Check"]: r for r in by_id.values()}
             assert (results["good"]["Status"], results["good"]["Output"]) == (
                 "success", "in t\n")
             assert (results["bad"]["Status"], results["bad"]["Output"]) == (
