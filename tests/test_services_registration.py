@@ -20,6 +20,10 @@ from yurt.runtime.structs.network import AllocatedSharedResources, PortMapping
 
 JOB = '''job "web" {
   group "g" {
+    network {
+      port "http" {}
+      port "admin" {}
+    }
     service {
       name = "front"
       port = "http"
@@ -64,16 +68,10 @@ NODE = Node(id="n1", name="n1", datacenter="dc2",
 
 
 def alloc() -> Allocation:
-    """The job with its ports given by label, as a group network (another part's) defines
-    them; parsed with numeric ports, since this branch's jobspec has no `network` block."""
-    job = parse_job(JOB.replace('port = "http"', 'port = "1"')
-                    .replace('port = "admin"', 'port = "2"'))
-    group = job.task_groups[0]
-    front = group.services[0]
-    front.port = "http"
-    front.checks[1].port = "admin"
-    return Allocation(id="a1", name="web.g[0]", job_id="web", task_group="g", job=job,
-                      namespace="default", allocated_shared=AllocatedSharedResources(ports=[
+    """The job placed: its ports assigned by label, as the scheduler assigns them."""
+    return Allocation(id="a1", name="web.g[0]", job_id="web", task_group="g",
+                      job=parse_job(JOB), namespace="default",
+                      allocated_shared=AllocatedSharedResources(ports=[
                           PortMapping(label="http", value=23456, to=80, host_ip="127.0.0.9"),
                           PortMapping(label="admin", value=23457)]))
 
