@@ -103,12 +103,13 @@ class GroupServicesHook(AllocPrerunHook, AllocUpdateHook, AllocPrekillHook,
         if group is None:
             return
         regs = registrations(alloc, group, group.services, None, self._deps.node)
-        stale = [i for i in self._registered if i not in {r.id for r in regs}]
+        ids = [r.id for r in regs]
+        stale = [i for i in self._registered if i not in ids]
         if stale:
             await self._deps.catalogue.deregister(stale)
         if regs:
             await self._deps.catalogue.upsert(regs)
-        self._registered = [r.id for r in regs]
+        self._registered = ids
         self._observe(alloc, group)
 
     def _observe(self, alloc: Allocation, group: TaskGroup) -> None:
