@@ -5,20 +5,13 @@ pooled client reusing one connection across probes."""
 
 from __future__ import annotations
 
-import socket
-
 import trio
 
 from tests.http_fixture import HttpState, serve_http
+from tests.test_agent_e2e import free_port as closed_port
 from yurt.runtime.checks.probes import HttpProber, HttpTarget, probe_tcp
 from yurt.runtime.checks.runner import CheckJob, CheckRunner
 from yurt.runtime.structs.checks import CheckQueryResult
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_http_outcomes_are_nomads() -> None:
