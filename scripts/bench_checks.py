@@ -93,11 +93,16 @@ def measure(n: int, yurt_bin: str, server: str, interval: float, settle: float,
                 "probes": hits1 - hits0,
                 "cpu_pct": round(100 * (after - before) / (t1 - t0), 3),
                 "rss_kib": used.rss // 1024, "loadavg": os.getloadavg()[0]}
-            agent.http("DELETE", "/v1/job/checks")
             return row
         finally:
-            agent.shutdown()
-            agent.cleanup()
+            # The agent leaves tasks running when it exits: stop the job's first.
+            try:
+                agent.http("DELETE", "/v1/job/checks")
+                wait_for(lambda: not any(a["ClientStatus"] == "running" for a in agent.http(
+                    "GET", "/v1/job/checks/allocations")), 60, "the job's stop", pause=0.5)
+            finally:
+                agent.shutdown()
+                agent.cleanup()
 
 
 # --------------------------------------------------------------------------- the server

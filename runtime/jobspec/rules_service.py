@@ -140,10 +140,10 @@ def _check_problem(check: ServiceCheck) -> str | None:
                 f"{format_duration(MIN_CHECK_INTERVAL)}")
     if check.timeout == 0:
         return (f"missing required value timeout. Timeout cannot be less than "
-                f"{format_duration(MIN_CHECK_INTERVAL)}")
+                f"{format_duration(MIN_CHECK_TIMEOUT)}")
     if check.timeout < MIN_CHECK_TIMEOUT:
         return (f"timeout ({format_duration(check.timeout)}) is lower than required minimum "
-                f"timeout {format_duration(MIN_CHECK_INTERVAL)}")
+                f"timeout {format_duration(MIN_CHECK_TIMEOUT)}")
     if check.initial_status not in ("", "passing", "warning", "critical"):
         return (f"invalid initial check state ({check.initial_status}), must be one of "
                 f'"passing", "warning", "critical" or empty')
