@@ -252,14 +252,18 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
                     continue
                 if fresh == render.snapshot:
                     continue  # a change nothing here reads
+                fetched_at = index
                 quiet.change(_now())
                 while (due := quiet.due_at()) is not None and due > _now():
                     with trio.move_on_at(due / 1e9):
                         index = await self._data.wait_changed(index)
                         quiet.change(_now())
                 quiet.rendered()
+                # No change since `fresh` was read (no burst to quiesce): render from it rather
+                # than read every dependency again.
+                known = fresh if self._data.index() == fetched_at else None
                 try:
-                    render = await render_all(compiled, self._data, self._task_env(ctx))
+                    render = await render_all(compiled, self._data, self._task_env(ctx), known)
                     if not render.complete:
                         continue  # keep the last files until the data is back
                     changed = await self._write(ctx, compiled, render)

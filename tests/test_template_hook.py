@@ -166,10 +166,12 @@ async def test_noop_mode_only_rewrites_the_file(autojump_clock: MockClock) -> No
         ar, tr = await running(h, job(VAR_TEMPLATE % ("noop", "0s")))
         hook = hook_of(tr)
         before = list(displays(tr))
+        fetches = data.fetches
         data.put_variable("nomad/jobs/j", {"user": "b"})
         with trio.fail_after(60):
             await next_render(hook)
         assert hook.rendered == {"local/app.conf": "user=b"}
+        assert data.fetches == fetches + 1  # the render reuses the read that saw the change
         await trio.sleep(30)
         assert displays(tr) == before
         ar.destroy()
