@@ -199,28 +199,23 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
                                                       display=missing_message(sorted(pending))))
                 reported, pending = pending, None
 
-    def _destination(self, ctx: TaskHookContext, tmpl: CompiledTemplate) -> str:
-        dest = interpolate(tmpl.spec.destination, self._task_env(ctx))
-        if ctx.task_dir is None:
-            return str(dest)
-        return client_path(dest, ctx.task_dir, destination=True)
-
     async def _write(self, ctx: TaskHookContext, compiled: list[CompiledTemplate],
                      render: Render) -> list[CompiledTemplate]:
         """Write what differs from the file on disk; returns the templates whose file changed."""
+        env = self._task_env(ctx)
         changed = []
         for tmpl, result in zip(compiled, render.results, strict=True):
             if result.text is None:
                 continue
-            rel = self._destination(ctx, tmpl)
-            content = result.text.encode()
+            dest = str(interpolate(tmpl.spec.destination, env))
             if ctx.task_dir is None:
-                if self.rendered.get(rel) != result.text:
-                    self.rendered[rel] = result.text
+                if self.rendered.get(dest) != result.text:
+                    self.rendered[dest] = result.text
                     changed.append(tmpl)
                 continue
-            if await trio.to_thread.run_sync(_write_file, ctx.task_dir.parent, rel, content,
-                                             tmpl.spec):
+            rel = client_path(dest, ctx.task_dir, destination=True)
+            if await trio.to_thread.run_sync(_write_file, ctx.task_dir.parent, rel,
+                                             result.text.encode(), tmpl.spec):
                 changed.append(tmpl)
         return changed
 
@@ -257,14 +252,18 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
                     continue
                 if fresh == render.snapshot:
                     continue  # a change nothing here reads
+                fetched_at = index
                 quiet.change(_now())
                 while (due := quiet.due_at()) is not None and due > _now():
                     with trio.move_on_at(due / 1e9):
                         index = await self._data.wait_changed(index)
                         quiet.change(_now())
                 quiet.rendered()
+                # No change since `fresh` was read (no burst to quiesce): render from it rather
+                # than read every dependency again.
+                known = fresh if self._data.index() == fetched_at else None
                 try:
-                    render = await render_all(compiled, self._data, self._task_env(ctx))
+                    render = await render_all(compiled, self._data, self._task_env(ctx), known)
                     if not render.complete:
                         continue  # keep the last files until the data is back
                     changed = await self._write(ctx, compiled, render)

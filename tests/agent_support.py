@@ -24,9 +24,11 @@ class Running:
 
 @asynccontextmanager
 async def running_agent(data_dir: Path, token: str = "",
-                        fake_devices: tuple[DeviceGroup, ...] = ()) -> AsyncIterator[Running]:
-    """An agent in dev mode: when the test ends, every task it started is killed."""
-    agent = Agent(AgentConfig(data_dir=data_dir, port=0, token=token, dev_mode=True,
+                        fake_devices: tuple[DeviceGroup, ...] = (), *,
+                        dev_mode: bool = True) -> AsyncIterator[Running]:
+    """An agent in dev mode: when the test ends, every task it started is killed. With
+    `dev_mode=False` its stop leaves the tasks running, as an agent restart does."""
+    agent = Agent(AgentConfig(data_dir=data_dir, port=0, token=token, dev_mode=dev_mode,
                               fake_devices=fake_devices))
     async with trio.open_nursery() as nursery:
         address = await nursery.start(agent.run)

@@ -5,17 +5,13 @@ file and sends the task SIGHUP (change_mode signal)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import trio
 
 from tests.agent_support import raw_job, running_agent, wait_status
 from tests.runtime_support import eventually
-from yurt.runtime.agent import Agent, AgentConfig
 
 #: Appends the template's file to `seen` on every SIGHUP; polls so the trap runs promptly.
 SCRIPT = ('trap \'echo "hup $(cat "$NOMAD_TASK_DIR/greeting.txt")" >> "$NOMAD_TASK_DIR/seen"\' '
@@ -91,30 +87,19 @@ async def test_task_waits_for_a_missing_variable(tmp_path: Path) -> None:
                 "greeting=late")
 
 
-@asynccontextmanager
-async def agent_on(data_dir: Path) -> AsyncIterator[httpx2.AsyncClient]:
-    """A non-dev agent: its stop leaves the tasks running, as an agent restart does."""
-    agent = Agent(AgentConfig(data_dir=data_dir, port=0))
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(agent.run)
-        async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-            try:
-                yield client
-            finally:
-                agent.stop()
-
-
 async def test_agent_restart_reattaches_without_acting_then_keeps_watching(
         tmp_path: Path) -> None:
     with trio.fail_after(90):
-        async with agent_on(tmp_path) as c:
+        async with running_agent(tmp_path, dev_mode=False) as agent:
+            c = agent.client
             await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "hello"}})
             assert (await c.post("/v1/jobs", json=template_job())).status_code == 200
             alloc = await wait_status(c, "web", "running")
             before = await events_of(c, alloc["ID"])
         local = task_dir(tmp_path, alloc["ID"])
         inode_before = (local / "greeting.txt").stat().st_ino
-        async with agent_on(tmp_path) as c:
+        async with running_agent(tmp_path, dev_mode=False) as agent:
+            c = agent.client
             await wait_status(c, "web", "running")
             # Re-attached: the file was already current, so no new start and no signal.
             after = await events_of(c, alloc["ID"])

@@ -7,15 +7,24 @@ nothing; `env = true` feeds the task's environment; a template that fails fails 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 import trio
 from trio.testing import MockClock
 
-from tests.runtime_support import displays, harness, job_alloc, seconds, types, until_running
+from tests.runtime_support import (
+    Harness,
+    displays,
+    harness,
+    job_alloc,
+    seconds,
+    types,
+    until_running,
+)
 from yurt.hooks.template import TemplateHook
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.allocrunner.runner import AllocRunner
 from yurt.runtime.structs import Allocation
 from yurt.runtime.structs.service import ServiceRegistration
 from yurt.runtime.taskrunner.runner import TaskRunner
@@ -72,14 +81,34 @@ async def next_render(hook: TemplateHook) -> None:
     await hook.rendered_event.wait()
 
 
+def variable_data(items: dict[str, str]) -> MemoryTemplateData:
+    """A data source holding the job's variable `nomad/jobs/j` with `items`."""
+    data = MemoryTemplateData()
+    data.put_variable("nomad/jobs/j", items)
+    return data
+
+
+@asynccontextmanager
+async def templated(data: MemoryTemplateData) -> AsyncIterator[Harness]:
+    """The mock-driver harness, its runners' templates reading `data`."""
+    async with harness() as h:
+        h.config = dataclasses.replace(h.config, template_data=data)
+        yield h
+
+
+async def running(h: Harness, hcl: str) -> tuple[AllocRunner, TaskRunner]:
+    """Start the job's allocation and wait until its task "t" runs."""
+    ar = h.start(job_alloc(hcl))
+    with trio.fail_after(60):
+        await until_running(ar, "t")
+    return ar, ar.task_runners["t"]
+
+
 async def test_prestart_waits_for_the_variable_with_missing_events(
         autojump_clock: MockClock) -> None:
     data = MemoryTemplateData()
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar = AllocRunner(job_alloc(job(VAR_TEMPLATE % ("noop", "0s"))), config,
-                         nursery=h.nursery)
-        h.nursery.start_soon(ar.run)
+    async with templated(data) as h:
+        ar = h.start(job_alloc(job(VAR_TEMPLATE % ("noop", "0s"))))
         tr = ar.task_runners["t"]
         with trio.fail_after(60):
             await until(ar, has_event(
@@ -96,21 +125,10 @@ async def test_prestart_waits_for_the_variable_with_missing_events(
         ar.destroy()
 
 
-async def _running(h_nursery: trio.Nursery, config: AllocRunnerConfig, hcl: str
-                   ) -> tuple[AllocRunner, TaskRunner]:
-    ar = AllocRunner(job_alloc(hcl), config, nursery=h_nursery)
-    h_nursery.start_soon(ar.run)
-    with trio.fail_after(60):
-        await until_running(ar, "t")
-    return ar, ar.task_runners["t"]
-
-
 async def test_signal_mode_sends_the_signal_after_the_splay(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"user": "a"})
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(VAR_TEMPLATE % ("signal", "10s")))
+    data = variable_data({"user": "a"})
+    async with templated(data) as h:
+        ar, tr = await running(h, job(VAR_TEMPLATE % ("signal", "10s")))
         hook = hook_of(tr)
         assert tr.handle is not None
         task_id = tr.handle.task_id
@@ -128,11 +146,9 @@ async def test_signal_mode_sends_the_signal_after_the_splay(autojump_clock: Mock
 
 
 async def test_restart_mode_restarts_the_task(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"user": "a"})
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(VAR_TEMPLATE % ("restart", "0s")))
+    data = variable_data({"user": "a"})
+    async with templated(data) as h:
+        ar, tr = await running(h, job(VAR_TEMPLATE % ("restart", "0s")))
         data.put_variable("nomad/jobs/j", {"user": "b"})
         with trio.fail_after(60):
             await until(ar, has_event("t", "Template with change_mode restart re-rendered"))
@@ -145,28 +161,26 @@ async def test_restart_mode_restarts_the_task(autojump_clock: MockClock) -> None
 
 
 async def test_noop_mode_only_rewrites_the_file(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"user": "a"})
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(VAR_TEMPLATE % ("noop", "0s")))
+    data = variable_data({"user": "a"})
+    async with templated(data) as h:
+        ar, tr = await running(h, job(VAR_TEMPLATE % ("noop", "0s")))
         hook = hook_of(tr)
         before = list(displays(tr))
+        fetches = data.fetches
         data.put_variable("nomad/jobs/j", {"user": "b"})
         with trio.fail_after(60):
             await next_render(hook)
         assert hook.rendered == {"local/app.conf": "user=b"}
+        assert data.fetches == fetches + 1  # the render reuses the read that saw the change
         await trio.sleep(30)
         assert displays(tr) == before
         ar.destroy()
 
 
 async def test_a_change_nothing_reads_renders_nothing(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"user": "a"})
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(VAR_TEMPLATE % ("restart", "0s")))
+    data = variable_data({"user": "a"})
+    async with templated(data) as h:
+        ar, tr = await running(h, job(VAR_TEMPLATE % ("restart", "0s")))
         hook = hook_of(tr)
         renders = hook.renders
         data.touch()
@@ -187,11 +201,9 @@ WAIT_TEMPLATE = '''        data = "{{ with nomadVar \\"nomad/jobs/j\\" }}{{ .v }
 
 
 async def test_wait_quiesces_a_burst_then_renders_once(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"v": "0"})
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(WAIT_TEMPLATE))
+    data = variable_data({"v": "0"})
+    async with templated(data) as h:
+        ar, tr = await running(h, job(WAIT_TEMPLATE))
         hook = hook_of(tr)
         renders = hook.renders
         t0 = trio.current_time()
@@ -207,11 +219,9 @@ async def test_wait_quiesces_a_burst_then_renders_once(autojump_clock: MockClock
 
 
 async def test_wait_max_bounds_a_steady_stream_of_changes(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"v": "0"})
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(WAIT_TEMPLATE))
+    data = variable_data({"v": "0"})
+    async with templated(data) as h:
+        ar, tr = await running(h, job(WAIT_TEMPLATE))
         hook = hook_of(tr)
         t0 = trio.current_time()
 
@@ -230,15 +240,13 @@ async def test_wait_max_bounds_a_steady_stream_of_changes(autojump_clock: MockCl
 
 
 async def test_env_template_feeds_the_task_env(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"user": "admin"})
+    data = variable_data({"user": "admin"})
     template = ('        data = "DB_USER={{ with nomadVar \\"nomad/jobs/j\\" }}{{ .user }}'
                 '{{ end }}\\nexport MODE=\'x y\'"\n'
                 '        destination = "secrets/app.env"\n'
                 '        env = true')
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(template))
+    async with templated(data) as h:
+        ar, tr = await running(h, job(template))
         assert tr.env["DB_USER"] == "admin"
         assert tr.env["MODE"] == "x y"
         ar.destroy()
@@ -254,9 +262,8 @@ async def test_services_render_and_rerender_on_a_new_instance(autojump_clock: Mo
                 '        change_mode = "signal"\n'
                 '        change_signal = "SIGUSR1"\n'
                 '        splay = "0s"')
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(template))
+    async with templated(data) as h:
+        ar, tr = await running(h, job(template))
         hook = hook_of(tr)
         assert hook.rendered == {"local/upstreams": "10.0.0.1:8080 "}
         data.register(ServiceRegistration(id="s2", service_name="web", address="10.0.0.2",
@@ -270,17 +277,15 @@ async def test_services_render_and_rerender_on_a_new_instance(autojump_clock: Mo
 
 
 async def test_script_mode_runs_the_script_beside_the_task(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"user": "a"})
+    data = variable_data({"user": "a"})
     template = VAR_TEMPLATE % ("script", "0s") + '''
         change_script {
           command = "/local/reload.sh"
           args = ["-v"]
         }'''
     task_config = 'run_for = "1h"\n        exec_command = { run_for = "1s", exit_code = 3 }'
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(template, task_config=task_config))
+    async with templated(data) as h:
+        ar, tr = await running(h, job(template, task_config=task_config))
         data.put_variable("nomad/jobs/j", {"user": "b"})
         message = ("Template ran script /local/reload.sh with arguments [-v] on change but it "
                    "exited with code: 3")
@@ -308,12 +313,9 @@ async def test_a_template_that_does_not_parse_fails_the_task(autojump_clock: Moc
 
 
 async def test_once_templates_are_not_watched(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"user": "a"})
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config,
-                                job(VAR_TEMPLATE % ("restart", "0s") + "\n        once = true"))
+    data = variable_data({"user": "a"})
+    async with templated(data) as h:
+        ar, tr = await running(h, job(VAR_TEMPLATE % ("restart", "0s") + "\n        once = true"))
         hook = hook_of(tr)
         data.put_variable("nomad/jobs/j", {"user": "b"})
         await trio.sleep(30)
@@ -323,14 +325,12 @@ async def test_once_templates_are_not_watched(autojump_clock: MockClock) -> None
 
 
 async def test_a_rerender_that_fails_kills_and_fails_the_task(autojump_clock: MockClock) -> None:
-    data = MemoryTemplateData()
-    data.put_variable("nomad/jobs/j", {"n": "1"})
+    data = variable_data({"n": "1"})
     template = ('        data = "{{ with nomadVar \\"nomad/jobs/j\\" }}{{ .n.Value | parseInt }}'
                 '{{ end }}"\n'
                 '        destination = "local/n"')
-    async with harness() as h:
-        config = dataclasses.replace(h.config, template_data=data)
-        ar, tr = await _running(h.nursery, config, job(template))
+    async with templated(data) as h:
+        ar, tr = await running(h, job(template))
         data.put_variable("nomad/jobs/j", {"n": "not a number"})
         with trio.fail_after(60):
             await until(ar, lambda a: a.client_status == "failed")

@@ -81,19 +81,19 @@ def ge(arg1: Any, arg2: Any) -> bool:
 
 
 def not_(arg: Any) -> bool:
-    return not is_true(arg)[0]
+    return not is_true(arg)
 
 
 def and_(arg0: Any, *args: Any) -> Any:  # the evaluator short-circuits; kept for `call`
     for value in (arg0, *args):
-        if not is_true(value)[0]:
+        if not is_true(value):
             return value
     return value
 
 
 def or_(arg0: Any, *args: Any) -> Any:
     for value in (arg0, *args):
-        if is_true(value)[0]:
+        if is_true(value):
             return value
     return value
 

@@ -46,13 +46,14 @@ class _Continue(Exception):
     pass
 
 
-def is_true(value: Any) -> tuple[bool, bool]:
-    """Go's template truth: (truth, ok). Only a value Go cannot judge is not ok."""
+def is_true(value: Any) -> bool:
+    """Go's template truth: false, 0, nil, no value and empty strings/slices/maps are false;
+    any other value (a struct) is true."""
     if value is NO_VALUE or value is None:
-        return False, True
+        return False
     if isinstance(value, (bool, int, float, str, list, tuple, dict, bytes)):
-        return bool(value), True
-    return True, True
+        return bool(value)
+    return True
 
 
 def _arity(fn: Callable[..., Any]) -> tuple[int, int | None]:
@@ -162,10 +163,7 @@ class Executor:
     def walk_if_or_with(self, dot: Any, node: n.Branch) -> None:
         mark = len(self.vars)
         value = self.eval_pipeline(dot, node.pipe)
-        truth, ok = is_true(value)
-        if not ok:
-            self.errorf(f"if/with can't use {sprint_value(value)}")
-        if truth:
+        if is_true(value):
             self.walk(value if node.kind == "with" else dot, node.body)
         elif node.else_body is not None:
             self.walk(dot, node.else_body)
@@ -364,7 +362,7 @@ class Executor:
         value: Any = NO_VALUE
         for arg in args:
             value = self.eval_arg(dot, arg)
-            if is_true(value)[0] is want:
+            if is_true(value) is want:
                 return value
         if final is not _NOFINAL:
             value = final

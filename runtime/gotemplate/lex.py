@@ -21,6 +21,8 @@ from yurt.runtime.gotemplate.tokens import KEYWORDS, Item, T, go_quote, go_rune_
 _SPACE: Final = " \t\r\n"
 _TRIM_MARKER_LEN: Final = 2  # "- " or " -"
 _EOF: Final = ""
+_DECIMAL: Final = "0123456789_"  # digits, with Go's digit separator
+_HEX: Final = "0123456789abcdefABCDEF_"
 
 
 _State = Callable[["_Lexer"], Any] | None
@@ -300,19 +302,7 @@ class _Lexer:
         return _Lexer.lex_inside_action
 
     def lex_char(self) -> _State:
-        while True:
-            ch = self.next()
-            if ch == "\\":
-                if self.next() not in (_EOF, "\n"):
-                    continue
-                ch = _EOF
-            if ch in (_EOF, "\n"):
-                self.errorf("unterminated character constant")
-                return None
-            if ch == "'":
-                break
-        self.emit(T.CHAR_CONSTANT)
-        return _Lexer.lex_inside_action
+        return self._quoted("'", T.CHAR_CONSTANT, "unterminated character constant")
 
     def lex_number(self) -> _State:
         if not self._scan_number():
@@ -323,10 +313,10 @@ class _Lexer:
 
     def _scan_number(self) -> bool:
         self.accept("+-")
-        digits = "0123456789_"
+        digits = _DECIMAL
         if self.accept("0"):
             if self.accept("xX"):
-                digits = "0123456789abcdefABCDEF_"
+                digits = _HEX
             elif self.accept("oO"):
                 digits = "01234567_"
             elif self.accept("bB"):
@@ -334,12 +324,12 @@ class _Lexer:
         self.accept_run(digits)
         if self.accept("."):
             self.accept_run(digits)
-        if len(digits) == 11 and self.accept("eE"):
+        if digits == _DECIMAL and self.accept("eE"):
             self.accept("+-")
-            self.accept_run("0123456789_")
-        if len(digits) == 23 and self.accept("pP"):
+            self.accept_run(_DECIMAL)
+        if digits == _HEX and self.accept("pP"):
             self.accept("+-")
-            self.accept_run("0123456789_")
+            self.accept_run(_DECIMAL)
         self.accept("i")
         if self.peek() and _is_alnum(self.peek()):
             self.next()
@@ -347,6 +337,10 @@ class _Lexer:
         return True
 
     def lex_quote(self) -> _State:
+        return self._quoted('"', T.STRING, "unterminated quoted string")
+
+    def _quoted(self, close: str, typ: T, unterminated: str) -> _State:
+        """The rest of a '…' or "…" literal, whose backslash escapes the next character."""
         while True:
             ch = self.next()
             if ch == "\\":
@@ -354,11 +348,11 @@ class _Lexer:
                     continue
                 ch = _EOF
             if ch in (_EOF, "\n"):
-                self.errorf("unterminated quoted string")
+                self.errorf(unterminated)
                 return None
-            if ch == '"':
+            if ch == close:
                 break
-        self.emit(T.STRING)
+        self.emit(typ)
         return _Lexer.lex_inside_action
 
     def lex_raw_quote(self) -> _State:

@@ -36,12 +36,12 @@ def _perms_problem(perms: str) -> str | None:
     try:
         value = int(perms, 8)
     except ValueError:
-        return f'Failed to parse "{perms}" as octal: strconv.ParseUint: parsing ' \
-               f'"{perms}": invalid syntax'
-    if value < 0 or value >= 1 << 12 or perms.strip() != perms or perms[:1] in "+-":
-        return f'Failed to parse "{perms}" as octal: strconv.ParseUint: parsing ' \
-               f'"{perms}": value out of range'
-    return None
+        reason = "invalid syntax"
+    else:
+        if 0 <= value < 1 << 12 and perms.strip() == perms and perms[:1] not in "+-":
+            return None
+        reason = "value out of range"
+    return f'Failed to parse "{perms}" as octal: strconv.ParseUint: parsing "{perms}": {reason}'
 
 
 def check_template(tmpl: Template, at: _At, problems: _Problems) -> None:
@@ -89,10 +89,9 @@ def check_template(tmpl: Template, at: _At, problems: _Problems) -> None:
 
 
 def check_task_templates(task: Task, at: _At, problems: _Problems) -> None:
-    templates_at = at.field(Task, "templates")
     destinations: dict[str, int] = {}
     for i, tmpl in enumerate(task.templates):
-        t_at = _At((*templates_at.d, str(i)), (*templates_at.k, i))
+        t_at = at.item(Task, "templates", i, str(i))
         check_template(tmpl, t_at, problems)
         other = destinations.get(tmpl.destination)
         if other is not None:

@@ -18,14 +18,13 @@ environment and the clock; results keep the order of the task's templates.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from yurt.runtime.gotemplate import Template as GoTemplate
 from yurt.runtime.gotemplate import TemplateError
 from yurt.runtime.gotemplate.consul import (
-    Lookups,
     NomadService,
     NomadServicesSnippet,
     NomadVarItems,
@@ -89,11 +88,15 @@ def _meta(var: VariableMetadata) -> NomadVarMeta:
 
 
 class _Recorder:
-    """`Lookups` for one pass: answers from the snapshot, records the rest."""
+    """A template's `Lookups`: answers from the snapshot of the current execution and
+    records what it used and what the snapshot lacked (reset by `start`)."""
 
-    def __init__(self, snapshot: Snapshot, namespace: str) -> None:
-        self.snapshot = snapshot
+    def __init__(self, namespace: str) -> None:
         self.namespace = namespace
+        self.start({})
+
+    def start(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
         self.used: set[Dep] = set()
         self.unfetched: set[Dep] = set()
         self.missing: list[str] = []
@@ -138,51 +141,6 @@ class _Recorder:
         return (var is not None) if found else None
 
 
-class _Current:
-    """What the functions of a parsed template read during one execution."""
-
-    def __init__(self) -> None:
-        self.env: dict[str, str] = {}
-        self.recorder = _Recorder({}, "default")
-
-
-class _Env(Mapping[str, str]):
-    def __init__(self, current: _Current) -> None:
-        self._current = current
-
-    def __getitem__(self, key: str) -> str:
-        return self._current.env[key]
-
-    def __iter__(self) -> Any:
-        return iter(self._current.env)
-
-    def __len__(self) -> int:
-        return len(self._current.env)
-
-
-class _LookupsProxy:
-    def __init__(self, current: _Current) -> None:
-        self._current = current
-
-    def _rec(self) -> Lookups:
-        return self._current.recorder
-
-    def services(self, name: str, dep: str) -> list[NomadService] | None:
-        return self._rec().services(name, dep)
-
-    def service_names(self, dep: str) -> list[NomadServicesSnippet] | None:
-        return self._rec().service_names(dep)
-
-    def variable(self, path: str, dep: str) -> NomadVarItems | None:
-        return self._rec().variable(path, dep)
-
-    def variable_list(self, prefix: str, dep: str) -> list[NomadVarMeta] | None:
-        return self._rec().variable_list(prefix, dep)
-
-    def variable_exists(self, path: str, dep: str) -> bool | None:
-        return self._rec().variable_exists(path, dep)
-
-
 class CompiledTemplate:
     """A task template parsed once, executed on every render.
 
@@ -194,17 +152,20 @@ class CompiledTemplate:
                  region: str = "global", clock: Callable[[], float] = time.time) -> None:
         self.spec = spec
         self.namespace = namespace
-        self._current = _Current()
-        funcs = consul_funcs(_Env(self._current), _LookupsProxy(self._current),
-                             namespace=namespace, region=region, clock=clock)
+        self._env: dict[str, str] = {}  # the functions' view of the current execution's env
+        self._recorder = _Recorder(namespace)
+        funcs = consul_funcs(self._env, self._recorder, namespace=namespace, region=region,
+                             clock=clock)
         self._template = GoTemplate(spec.destination, text, funcs,
                                     left=spec.left_delimiter, right=spec.right_delimiter,
                                     missing_key="error" if spec.error_on_missing_key else "zero")
 
     def execute(self, snapshot: Snapshot, env: dict[str, str]) -> tuple[Rendered, _Recorder]:
-        recorder = _Recorder(snapshot, self.namespace)
-        self._current.env = env
-        self._current.recorder = recorder
+        """Render over `snapshot`; the recorder holds what this execution read until the next."""
+        recorder = self._recorder
+        recorder.start(snapshot)
+        self._env.clear()
+        self._env.update(env)
         text = self._template.execute(None)
         if recorder.missing:
             return Rendered(None, sorted(set(recorder.missing))), recorder
