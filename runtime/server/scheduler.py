@@ -393,6 +393,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         {n for n in wanted if n in done and n not in previous} | set(failures.later))
     current = rollout.create({g.name: [a for a in allocs if a.task_group == g.name]
                               for g in job.task_groups}, rolling.updating, ev, new_id)
+    # The deployment this pass's placements join (none once it is over).
+    joining = current.id if current is not None and current.active() else ""
     for name, group in wanted.items():
         desired = plan.desired.setdefault(group.name, DesiredUpdates())
         if name in kept_names:
@@ -464,7 +466,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             create_index=index, modify_index=index,
             alloc_modify_index=index, create_time=now, modify_time=now,
             previous_allocation=prev.id if prev is not None else failed.id if failed else "",
-            deployment_id=current.id if current and current.active() else "",
+            deployment_id=joining,
             deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
             and name in migrating and deployments.is_canary(prev) else None)
         usage = trial.plus(placed)
@@ -506,7 +508,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             task_group=group_name, task_resources=task_resources,
             allocated_shared=shared, create_index=index,
             modify_index=index, alloc_modify_index=index, create_time=now,
-            modify_time=now, deployment_id=current.id if current and current.active() else "",
+            modify_time=now, deployment_id=joining,
             deployment_status=AllocDeploymentStatus(canary=True))
         usage = usage.plus(canary)
         plan.place.append(canary)
