@@ -200,7 +200,7 @@ def rollback_target(job: Job, versions: Iterable[Job], base: str) -> tuple[Job |
     stable = next((v for v in sorted(versions, key=lambda v: -v.version) if v.stable), None)
     if stable is None:
         return None, desc_no_rollback_target(base)
-    if job_spec(stable) != job_spec(msgspec.structs.replace(job)):
+    if job_spec(stable) != job_spec(job):
         return stable, desc_rollback(base, stable.version)
     return None, desc_rollback_noop(base, stable.version)
 
@@ -291,10 +291,10 @@ async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
         if d is None or not d.active():
             continue
         mine = [a for a in updated if a.deployment_id == deployment_id]
-        newly = any(is_healthy(a) and not is_healthy(prior[a.id]) for a in mine
-                    if a.id in prior)
         if not any(a.deployment_status is not None for a in mine):
             continue
+        newly = any(is_healthy(a) and not is_healthy(prior[a.id]) for a in mine
+                    if a.id in prior)
         await _decide(server, d, deployment_allocs(server, d), newly)
 
 
