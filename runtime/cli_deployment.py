@@ -3,9 +3,10 @@
 
 `register(cli)` adds the `deployment` group (called once from runtime/cli.py). IDs are shown
 shortened to 8 characters unless `-verbose`; a deployment is named by its ID or a unique
-prefix (an ambiguous one lists the candidates, as Nomad does). The HTTP client is imported
-inside the commands, so `yurt agent` never loads it. Exit codes: 0 ok, 1 the request failed
-(unknown deployment, a refusal, agent unreachable), 2 bad input.
+prefix (an ambiguous one lists the candidates, as Nomad does). runtime/cli_remote.py (the
+HTTP client, Nomad's formatList and formatKV) is imported inside the functions, so `yurt
+agent` never loads it. Exit codes: 0 ok, 1 the request failed (unknown deployment, a
+refusal, agent unreachable), 2 bad input.
 """
 
 from __future__ import annotations
@@ -21,19 +22,6 @@ from yurt.runtime.errors import EXIT_FAILED
 SHORT = 8
 
 
-def _columns(rows: list[list[str]]) -> str:
-    """Nomad's `formatList` (columnize): columns joined by two spaces, padded."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
-
-
-def _kv(pairs: list[tuple[str, str]]) -> str:
-    """Nomad's `formatKV`: keys padded, then ` = value`."""
-    width = max(len(k) for k, _ in pairs)
-    return "\n".join(f"{k.ljust(width)} = {v}" for k, v in pairs)
-
-
 def _time(rfc3339: str) -> str:
     try:
         when = datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
@@ -43,16 +31,20 @@ def _time(rfc3339: str) -> str:
 
 
 def list_table(deployments: list[dict[str, Any]], length: int) -> str:
+    from yurt.runtime.cli_remote import format_list
+
     if not deployments:
         return "No deployments found"
     rows = [["ID", "Job ID", "Job Version", "Status", "Description"]]
     rows += [[d["ID"][:length], d["JobID"], str(d["JobVersion"]), d["Status"],
               d["StatusDescription"]] for d in deployments]
-    return _columns(rows)
+    return format_list(rows)
 
 
 def groups_table(groups: dict[str, dict[str, Any]]) -> str:
     """Nomad's `formatDeploymentGroups`: optional columns only when a group needs them."""
+    from yurt.runtime.cli_remote import format_list
+
     autorevert = any(s["AutoRevert"] for s in groups.values())
     canaries = any(s["DesiredCanaries"] > 0 for s in groups.values())
     deadline = any(s["ProgressDeadline"] != 0 for s in groups.values())
@@ -76,11 +68,13 @@ def groups_table(groups: dict[str, dict[str, Any]]) -> str:
             by = s["RequireProgressBy"]
             row.append("N/A" if by.startswith("0001-01-01") else _time(by))
         rows.append(row)
-    return _columns(rows)
+    return format_list(rows)
 
 
 def status_text(d: dict[str, Any], length: int) -> str:
-    text = _kv([("ID", d["ID"][:length]), ("Job ID", d["JobID"]),
+    from yurt.runtime.cli_remote import format_kv
+
+    text = format_kv([("ID", d["ID"][:length]), ("Job ID", d["JobID"]),
                 ("Job Version", str(d["JobVersion"])), ("Status", d["Status"]),
                 ("Description", d["StatusDescription"])])
     if d["TaskGroups"]:

@@ -2,9 +2,9 @@
 sets reaches the server through the alloc sync and shows in `/v1/allocation/<id>` as Nomad's
 `DeploymentStatus`, and an agent restart neither forgets it nor judges the allocation again.
 
-These jobs have no `update` block (the jobspec on this branch does not take it yet), so they
-are judged as Nomad judges every service allocation outside a deployment: by the group's
-`migrate` strategy (`MinHealthyTime`, `HealthyDeadline`, `HealthCheck = "task_states"`).
+These jobs have no `update` block, so they are judged as Nomad judges every service
+allocation outside a deployment: by the group's `migrate` strategy (`MinHealthyTime`,
+`HealthyDeadline`, `HealthCheck = "task_states"`).
 """
 
 from __future__ import annotations
@@ -65,6 +65,23 @@ def rfc3339(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+async def early_healthy_late_not(data_dir: Path) -> dict[str, Any]:
+    """A first agent runs job "early" until its allocation is healthy (returned) and job
+    "late", which is judged only after a restart: its min_healthy_time is longer than this
+    agent lives. Tasks are left running for the next agent to re-attach."""
+    first = Agent(mock_config(data_dir))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(first.run)
+        async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+            assert (await client.post("/v1/jobs", json=mock_job("early", SECOND))
+                    ).status_code == 200
+            before = await healthy_alloc(client, "early")
+            assert (await client.post("/v1/jobs", json=mock_job("late", 3 * SECOND))
+                    ).status_code == 200
+        first.stop()
+    return before
+
+
 async def test_raw_exec_alloc_turns_healthy_after_min_healthy_time(tmp_path: Path) -> None:
     job = with_migrate(raw_job("web", "exec sleep 60"), SECOND)
     with trio.fail_after(30):
@@ -86,18 +103,7 @@ async def test_raw_exec_alloc_turns_healthy_after_min_healthy_time(tmp_path: Pat
 
 async def test_health_survives_an_agent_restart(tmp_path: Path) -> None:
     with trio.fail_after(60):
-        first = Agent(mock_config(tmp_path))
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(first.run)
-            async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-                assert (await client.post("/v1/jobs", json=mock_job("early", SECOND))
-                        ).status_code == 200
-                before = await healthy_alloc(client, "early")
-                # Judged only after the restart: min_healthy_time is longer than this agent
-                # lives.
-                assert (await client.post("/v1/jobs", json=mock_job("late", 3 * SECOND))
-                        ).status_code == 200
-            first.stop()  # tasks are left running for the next agent to re-attach
+        before = await early_healthy_late_not(tmp_path)
 
         second = Agent(mock_config(tmp_path))
         async with trio.open_nursery() as nursery:
@@ -118,16 +124,7 @@ async def test_health_the_server_never_heard_of_survives_a_restart(tmp_path: Pat
     """The agent died after its client set health but before the sync delivered it: the
     restarted client takes it from the view it persisted, and does not judge again."""
     with trio.fail_after(60):
-        first = Agent(mock_config(tmp_path))
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(first.run)
-            async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-                assert (await client.post("/v1/jobs", json=mock_job("early", SECOND))
-                        ).status_code == 200
-                before = await healthy_alloc(client, "early")
-                assert (await client.post("/v1/jobs", json=mock_job("late", 3 * SECOND))
-                        ).status_code == 200
-            first.stop()
+        before = await early_healthy_late_not(tmp_path)
 
         # As before the sync: the server's copy has no health, and the client's record of
         # what the server acknowledged has none either.

@@ -37,8 +37,8 @@ def service(config: str = 'run_for = "1h"', restart: str = "", job_type: str = "
 def deploy_alloc(hcl: str | None = None, *, update: UpdateStrategy | None = None,
                  deployment_id: str = "d1",
                  status: AllocDeploymentStatus | None = None) -> Allocation:
-    """An allocation of a deployment whose group has `update` (the jobspec of this branch
-    does not take `update` yet, so it is set on the struct as the server would)."""
+    """An allocation of deployment `deployment_id` whose group has `update` (default: 5 s
+    min_healthy_time, 60 s healthy_deadline, task_states)."""
     alloc = job_alloc(hcl or service())
     assert alloc.job is not None
     group = msgspec.structs.replace(alloc.job.task_groups[0], update=update or UpdateStrategy(

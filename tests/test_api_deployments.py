@@ -34,6 +34,22 @@ async def until(client: httpx2.AsyncClient, path: str, key: str, value: Any) -> 
         await trio.sleep(0.05)
 
 
+async def second_version(client: httpx2.AsyncClient, **update: Any) -> Any:
+    """Roll job "web" out with `update` (its deployment completed by health set by hand),
+    register a changed version of it; the deployment of that version."""
+    first = job_with_update("web", **update)
+    await client.post("/v1/jobs", json=first)
+    (d0,) = (await client.get("/v1/deployments")).json()
+    allocs = (await client.get(f"/v1/deployment/allocations/{d0['ID']}")).json()
+    await client.post(f"/v1/deployment/allocation-health/{d0['ID']}", json={
+        "DeploymentID": d0["ID"], "HealthyAllocationIDs": [x["ID"] for x in allocs]})
+    await until(client, f"/v1/deployment/{d0['ID']}", "Status", "successful")
+    second = copy.deepcopy(first)
+    second["Job"]["TaskGroups"][0]["Tasks"][0]["Env"] = {"V": "2"}
+    await client.post("/v1/jobs", json=second)
+    return (await client.get("/v1/job/web/deployment")).json()
+
+
 async def test_no_job_without_update_has_a_deployment(tmp_path: Path) -> None:
     with trio.fail_after(20):
         async with running_agent(tmp_path) as a:
@@ -168,17 +184,7 @@ async def test_pause_resume_and_fail_with_rollback(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with running_agent(tmp_path) as a:
             c = a.client
-            first = job_with_update("web", AutoRevert=True)
-            await c.post("/v1/jobs", json=first)
-            (d0,) = (await c.get("/v1/deployments")).json()
-            allocs = (await c.get(f"/v1/deployment/allocations/{d0['ID']}")).json()
-            await c.post(f"/v1/deployment/allocation-health/{d0['ID']}", json={
-                "DeploymentID": d0["ID"], "HealthyAllocationIDs": [x["ID"] for x in allocs]})
-            await until(c, f"/v1/deployment/{d0['ID']}", "Status", "successful")
-            second = copy.deepcopy(first)
-            second["Job"]["TaskGroups"][0]["Tasks"][0]["Env"] = {"V": "2"}
-            await c.post("/v1/jobs", json=second)
-            d1 = (await c.get("/v1/job/web/deployment")).json()
+            d1 = await second_version(c, AutoRevert=True)
             assert d1["JobVersion"] == 1
             did = d1["ID"]
             r = await c.put(f"/v1/deployment/pause/{did}", json={"DeploymentID": did,
@@ -215,17 +221,7 @@ async def test_promote_canaries_over_http(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with running_agent(tmp_path) as a:
             c = a.client
-            first = job_with_update("web", Canary=1)
-            await c.post("/v1/jobs", json=first)
-            (d0,) = (await c.get("/v1/deployments")).json()
-            allocs = (await c.get(f"/v1/deployment/allocations/{d0['ID']}")).json()
-            await c.post(f"/v1/deployment/allocation-health/{d0['ID']}", json={
-                "DeploymentID": d0["ID"], "HealthyAllocationIDs": [x["ID"] for x in allocs]})
-            await until(c, f"/v1/deployment/{d0['ID']}", "Status", "successful")
-            second = copy.deepcopy(first)
-            second["Job"]["TaskGroups"][0]["Tasks"][0]["Env"] = {"V": "2"}
-            await c.post("/v1/jobs", json=second)
-            d1 = (await c.get("/v1/job/web/deployment")).json()
+            d1 = await second_version(c, Canary=1)
             assert d1["StatusDescription"] == \
                 "Deployment is running but requires manual promotion"
             (canary,) = d1["TaskGroups"]["g"]["PlacedCanaries"]
@@ -271,17 +267,7 @@ async def test_health_set_by_hand_auto_promotes(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with running_agent(tmp_path) as a:
             c = a.client
-            first = job_with_update("web", Canary=1, AutoPromote=True)
-            await c.post("/v1/jobs", json=first)
-            (d0,) = (await c.get("/v1/deployments")).json()
-            allocs = (await c.get(f"/v1/deployment/allocations/{d0['ID']}")).json()
-            await c.post(f"/v1/deployment/allocation-health/{d0['ID']}", json={
-                "DeploymentID": d0["ID"], "HealthyAllocationIDs": [x["ID"] for x in allocs]})
-            await until(c, f"/v1/deployment/{d0['ID']}", "Status", "successful")
-            second = copy.deepcopy(first)
-            second["Job"]["TaskGroups"][0]["Tasks"][0]["Env"] = {"V": "2"}
-            await c.post("/v1/jobs", json=second)
-            d1 = (await c.get("/v1/job/web/deployment")).json()
+            d1 = await second_version(c, Canary=1, AutoPromote=True)
             assert d1["StatusDescription"] == \
                 "Deployment is running pending automatic promotion"
             (canary,) = d1["TaskGroups"]["g"]["PlacedCanaries"]

@@ -30,6 +30,14 @@ async def report_healthy(server: LocalServer) -> None:
         and (a.deployment_status is None or a.deployment_status.healthy is None)])
 
 
+async def loaded(path: Path, node: Node) -> tuple[ServerStore, LocalServer]:
+    """A server on the SQLite store at `path`, with what an earlier one left there."""
+    store = await ServerStore.open(path)
+    server = LocalServer(node, EventBroker(), store)
+    await server.load()
+    return store, server
+
+
 def live_v1(server: LocalServer) -> list[Allocation]:
     return [a for a in server.job_allocs("web") if not a.is_terminal() and a.job.version == 1]
 
@@ -38,9 +46,7 @@ async def test_health_committed_before_a_crash_moves_the_rollout_on_after_restar
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     node = Node(id="n1", name="n1")
     with trio.fail_after(20):
-        store = await ServerStore.open(tmp_path)
-        server = LocalServer(node, EventBroker(), store)
-        await server.load()
+        store, server = await loaded(tmp_path, node)
         await server.register_job(parse_job(job_text()))
         await report_healthy(server)
         await server.register_job(parse_job(job_text(command="true")))
@@ -56,9 +62,7 @@ async def test_health_committed_before_a_crash_moves_the_rollout_on_after_restar
         monkeypatch.undo()
         await store.aclose()
 
-        store = await ServerStore.open(tmp_path)
-        again = LocalServer(node, EventBroker(), store)
-        await again.load()
+        store, again = await loaded(tmp_path, node)
         assert len(live_v1(again)) == 1
         async with trio.open_nursery() as nursery:
             await nursery.start(again.run)
@@ -94,9 +98,7 @@ async def test_a_crash_after_failing_a_deployment_keeps_its_rollback(
     update = "update {\n max_parallel = 1\n auto_revert = true\n progress_deadline = \"0s\"\n }"
     node = Node(id="n1", name="n1")
     with trio.fail_after(20):
-        store = await ServerStore.open(tmp_path)
-        server = LocalServer(node, EventBroker(), store)
-        await server.load()
+        store, server = await loaded(tmp_path, node)
         await server.register_job(parse_job(job_text(count=1, update=update)))
         await report_healthy(server)
         assert server.jobs["web"].stable
@@ -116,9 +118,7 @@ async def test_a_crash_after_failing_a_deployment_keeps_its_rollback(
         monkeypatch.undo()
         await store.aclose()
 
-        store = await ServerStore.open(tmp_path)
-        again = LocalServer(node, EventBroker(), store)
-        await again.load()
+        store, again = await loaded(tmp_path, node)
         failed = next(d for d in again.deployments.values() if d.job_version == 1)
         assert failed.status == "failed"
         assert failed.status_description == (

@@ -91,20 +91,24 @@ class World:
     def latest(self) -> Deployment | None:
         return deploymentbook.latest_deployment(self.deployments.values(), "web")
 
-    def evaluate(self) -> Plan:
+    def evaluate(self, triggered_by: str = "job-register", now: int = NOW,
+                 start: bool = True) -> Plan:
+        """An evaluation of the job, its plan applied; with `start`, the client starts what
+        it places at once."""
         self.index += 1
         ev = Evaluation(id=self.new_id(), job_id="web", priority=50, type="service",
-                        status=EVAL_STATUS_PENDING, triggered_by="job-register")
-        plan = schedule(self, ev, self.job, index=self.index, now=NOW, new_id=self.new_id,
+                        status=EVAL_STATUS_PENDING, triggered_by=triggered_by)
+        plan = schedule(self, ev, self.job, index=self.index, now=now, new_id=self.new_id,
                         deployment=self.latest())
         written = plan.place + plan.stop + plan.update
         for d in deploymentbook.settle(self.deployments, plan.deployments, self.allocs, written,
-                                    self.index, NOW):
+                                    self.index, now):
             self.deployments[d.id] = d
         for alloc in written:
             self.allocs[alloc.id] = alloc
-        for alloc in plan.place:  # the client starts it at once
-            self.allocs[alloc.id] = msgspec.structs.replace(alloc, client_status="running")
+        if start:
+            for alloc in plan.place:
+                self.allocs[alloc.id] = msgspec.structs.replace(alloc, client_status="running")
         return plan
 
     def set_health(self, alloc: Allocation, healthy: bool) -> None:
@@ -127,6 +131,15 @@ class World:
         for alloc in self.running(version):
             if not deployments.is_healthy(alloc):
                 self.set_health(alloc, True)
+
+
+def rolled_out(text: str) -> World:
+    """A world running version 0 of the job `text`, its deployment completed."""
+    w = World()
+    w.register(text)
+    w.make_healthy(0)
+    w.evaluate()
+    return w
 
 
 def test_a_new_job_with_update_gets_a_deployment_that_completes() -> None:
@@ -156,20 +169,14 @@ def test_no_update_block_means_no_deployment_and_every_update_at_once() -> None:
 
 
 def test_reevaluating_an_unchanged_running_job_creates_no_deployment() -> None:
-    w = World()
-    w.register(job_text())
-    w.make_healthy(0)
-    w.evaluate()  # successful
+    w = rolled_out(job_text())
     before = dict(w.deployments)
     plan = w.evaluate()
     assert (plan.place, plan.deployments, w.deployments) == ([], [], before)
 
 
 def test_max_parallel_paces_destructive_updates_by_health() -> None:
-    w = World()
-    w.register(job_text())
-    w.make_healthy(0)
-    w.evaluate()
+    w = rolled_out(job_text())
     plan = w.register(job_text(command="true"))
     (d,) = [x for x in plan.deployments if x.job_version == 1]
     assert (len(plan.place), len(plan.stop)) == (1, 1)
@@ -190,10 +197,7 @@ def test_max_parallel_paces_destructive_updates_by_health() -> None:
 
 
 def test_an_unhealthy_allocation_holds_the_rollout() -> None:
-    w = World()
-    w.register(job_text(update="update { max_parallel = 2 }"))
-    w.make_healthy(0)
-    w.evaluate()
+    w = rolled_out(job_text(update="update { max_parallel = 2 }"))
     plan = w.register(job_text(update="update { max_parallel = 2 }", command="true"))
     assert len(plan.place) == 2
     first, second = plan.place
@@ -205,10 +209,7 @@ def test_an_unhealthy_allocation_holds_the_rollout() -> None:
 
 @pytest.mark.parametrize("status", ["paused", "failed"])
 def test_a_paused_or_failed_deployment_makes_no_destructive_update(status: str) -> None:
-    w = World()
-    w.register(job_text())
-    w.make_healthy(0)
-    w.evaluate()
+    w = rolled_out(job_text())
     w.register(job_text(command="true"))
     d = w.latest()
     assert d is not None
@@ -239,10 +240,7 @@ def test_a_newer_version_or_a_stop_cancels_the_active_deployment() -> None:
 
 def test_canaries_wait_beside_the_old_allocations_until_promoted() -> None:
     update = "update {\n canary = 1\n max_parallel = 1\n }"
-    w = World()
-    w.register(job_text(count=2, update=update))
-    w.make_healthy(0)
-    w.evaluate()
+    w = rolled_out(job_text(count=2, update=update))
     old = {a.id for a in w.running(0)}
     plan = w.register(job_text(count=2, update=update, command="true"))
     (canary,) = plan.place
@@ -273,10 +271,7 @@ def test_canaries_wait_beside_the_old_allocations_until_promoted() -> None:
 
 def test_promotion_needs_healthy_canaries() -> None:
     update = "update {\n canary = 1\n }"
-    w = World()
-    w.register(job_text(count=2, update=update))
-    w.make_healthy(0)
-    w.evaluate()
+    w = rolled_out(job_text(count=2, update=update))
     w.register(job_text(count=2, update=update, command="true"))
     d = w.latest()
     assert d is not None
@@ -438,26 +433,12 @@ async def test_health_judged_for_another_deployment_is_not_counted() -> None:
 
 def alloc_failure(w: World, now: int = NOW) -> Plan:
     """An alloc-failure evaluation of the job, its plan applied to the world."""
-    w.index += 1
-    ev = Evaluation(id=w.new_id(), job_id="web", priority=50, type="service",
-                    status=EVAL_STATUS_PENDING, triggered_by="alloc-failure")
-    plan = schedule(w, ev, w.job, index=w.index, now=now, new_id=w.new_id,
-                    deployment=w.latest())
-    written = plan.place + plan.stop + plan.update
-    for d in deploymentbook.settle(w.deployments, plan.deployments, w.allocs, written,
-                                   w.index, now):
-        w.deployments[d.id] = d
-    for a in written:
-        w.allocs[a.id] = a
-    return plan
+    return w.evaluate("alloc-failure", now, start=False)
 
 
 def test_a_failed_canary_is_rescheduled_as_a_canary_after_its_delay() -> None:
     update = "update {\n canary = 1\n max_parallel = 1\n }"
-    w = World()
-    w.register(job_text(count=2, update=update))
-    w.make_healthy(0)
-    w.evaluate()
+    w = rolled_out(job_text(count=2, update=update))
     plan = w.register(job_text(count=2, update=update, command="true"))
     (canary,) = plan.place
     w.allocs[canary.id] = msgspec.structs.replace(w.allocs[canary.id], client_status="failed")
@@ -481,10 +462,7 @@ def test_a_failed_canary_is_rescheduled_as_a_canary_after_its_delay() -> None:
 
 
 def test_a_failed_deployment_does_not_reschedule_its_own_failed_allocations() -> None:
-    w = World()
-    w.register(job_text(count=3))
-    w.make_healthy(0)
-    w.evaluate()
+    w = rolled_out(job_text(count=3))
     plan = w.register(job_text(count=3, command="true"))
     (new,) = plan.place
     d = w.latest()
@@ -505,10 +483,7 @@ def test_a_failed_deployment_does_not_reschedule_its_own_failed_allocations() ->
 
 def test_an_alloc_stop_of_a_waiting_canary_stops_it_and_places_a_fresh_one() -> None:
     update = "update {\n canary = 1\n max_parallel = 1\n }"
-    w = World()
-    w.register(job_text(count=2, update=update))
-    w.make_healthy(0)
-    w.evaluate()
+    w = rolled_out(job_text(count=2, update=update))
     plan = w.register(job_text(count=2, update=update, command="true"))
     (canary,) = plan.place
     w.allocs[canary.id] = msgspec.structs.replace(

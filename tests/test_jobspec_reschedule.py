@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.jobspec_support import hcl
 from yurt.runtime.durations import HOUR, MINUTE, SECOND
 from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec import load_job, parse_job
@@ -19,26 +20,6 @@ SERVICE_DEFAULT = ReschedulePolicy(attempts=0, interval=0, delay=30 * SECOND,
                                    delay_function="exponential", max_delay=HOUR, unlimited=True)
 BATCH_DEFAULT = ReschedulePolicy(attempts=1, interval=24 * HOUR, delay=5 * SECOND,
                                  delay_function="constant", max_delay=0, unlimited=False)
-
-
-def hcl(job_type: str = "service", job_block: str = "", group_block: str = "") -> str:
-    """A job whose line 3 holds `job_block` and line 5 `group_block` (one line each)."""
-    return f'''job "web" {{
-  type = "{job_type}"
-  {job_block}
-  group "api" {{
-    {group_block}
-    task "t" {{
-      driver = "mock_driver"
-    }}
-  }}
-  group "other" {{
-    task "t" {{
-      driver = "mock_driver"
-    }}
-  }}
-}}
-'''
 
 
 def policies(text: str) -> list[ReschedulePolicy | None]:

@@ -8,31 +8,12 @@ import json
 
 import pytest
 
+from tests.jobspec_support import hcl
 from yurt.runtime.durations import MINUTE, SECOND
 from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.jobspec.parse import encode_job
 from yurt.runtime.structs.update import UpdateStrategy
-
-
-def hcl(job_type: str = "service", job_block: str = "", group_block: str = "") -> str:
-    """A job whose line 3 holds `job_block` and line 5 `group_block` (one line each)."""
-    return f'''job "web" {{
-  type = "{job_type}"
-  {job_block}
-  group "api" {{
-    {group_block}
-    task "t" {{
-      driver = "mock_driver"
-    }}
-  }}
-  group "other" {{
-    task "t" {{
-      driver = "mock_driver"
-    }}
-  }}
-}}
-'''
 
 
 def strategies(text: str) -> list[UpdateStrategy | None]:

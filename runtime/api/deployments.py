@@ -21,7 +21,6 @@ api package reads only the text. Every action runs under the server's lock, as o
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -41,13 +40,13 @@ from yurt.runtime.api.request import (
 from yurt.runtime.server import deploymentwatcher as watcher
 from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.deployments import with_status
+from yurt.runtime.server.reschedule import as_time
 from yurt.runtime.structs import Allocation, AllocDeploymentStatus
 from yurt.runtime.structs.update import (
     DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
     DEPLOYMENT_DESC_FAILED_BY_USER,
     DEPLOYMENT_DESC_PAUSED,
     DEPLOYMENT_DESC_RUNNING,
-    DEPLOYMENT_STATUS_FAILED,
     DEPLOYMENT_STATUS_PAUSED,
     DEPLOYMENT_STATUS_RUNNING,
     Deployment,
@@ -92,8 +91,8 @@ async def deployment_allocations(ctx: Context, request: Request) -> Response:
     d = find_deployment(server, request.path_params["id"])
     if d is None:
         return json_response([])
-    allocs = [a for a in server.job_allocs(d.job_id) if a.deployment_id == d.id]
-    return json_response([alloc_stub(ctx.alloc_view(a.id)) for a in allocs])
+    return json_response([alloc_stub(ctx.alloc_view(a.id))
+                          for a in watcher.deployment_allocs(server, d)])
 
 
 def _of_job(ctx: Context, request: Request) -> list[Deployment]:
@@ -220,7 +219,7 @@ async def allocation_health(ctx: Context, request: Request) -> Response:
         if not healthy_ids and not unhealthy_ids:
             raise RpcError("must specify at least one healthy/unhealthy allocation ID")
         now = server._clock()
-        stamp = datetime.fromtimestamp(now / 1e9, tz=UTC)
+        stamp = as_time(now)
         changed: list[Allocation] = []
         for ids, healthy in ((healthy_ids, True), (unhealthy_ids, False)):
             for alloc_id in ids:
@@ -234,19 +233,12 @@ async def allocation_health(ctx: Context, request: Request) -> Response:
                     alloc, modify_time=now, deployment_status=msgspec.structs.replace(
                         status, healthy=healthy, timestamp=stamp,
                         modify_index=server.index + 1)))
-        failed: Deployment | None = None
-        target = None
         if unhealthy_ids:
-            desc = DEPLOYMENT_DESC_FAILED_ALLOCATIONS
-            job = server.jobs.get(d.job_id)
             groups = {a.task_group for a in changed if a.id in unhealthy_ids}
-            if job is not None and any(d.task_groups[g].auto_revert for g in groups
-                                       if g in d.task_groups):
-                target, desc = watcher.rollback_target(job, server.versions.get(job.id, []),
-                                                       desc)
-            failed = with_status(d, DEPLOYMENT_STATUS_FAILED, desc, server.index + 1, now)
-        outcome = await watcher.evaluate(server, d, failed, "DeploymentAllocHealth",
-                                         allocs=changed, revert_to=target)
-        if failed is None:
-            await watcher.auto_promote(server, d.id)
+            rollback = any(d.task_groups[g].auto_revert for g in groups if g in d.task_groups)
+            return _answer(await watcher.fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
+                                              rollback, "DeploymentAllocHealth", changed))
+        outcome = await watcher.evaluate(server, d, None, "DeploymentAllocHealth",
+                                         allocs=changed)
+        await watcher.auto_promote(server, d.id)
         return _answer(outcome)

@@ -14,18 +14,14 @@ with the change's index where their counts moved.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 
 import msgspec
 
 from yurt.runtime.server.deployments import is_canary, is_healthy, is_unhealthy
+from yurt.runtime.server.reschedule import as_time
 from yurt.runtime.structs import Allocation
 from yurt.runtime.structs.base import ZERO_TIME
 from yurt.runtime.structs.update import Deployment
-
-
-def _as_datetime(unix_ns: int) -> datetime:
-    return datetime.fromtimestamp(unix_ns / 1e9, tz=UTC)
 
 
 def account(d: Deployment, before: Allocation | None, after: Allocation) -> bool:
@@ -55,13 +51,13 @@ def account(d: Deployment, before: Allocation | None, after: Allocation) -> bool
         changed = True
     if state.progress_deadline:
         if placed and state.require_progress_by == ZERO_TIME:
-            state.require_progress_by = _as_datetime(after.modify_time
+            state.require_progress_by = as_time(after.modify_time
                                                      + state.progress_deadline)
             changed = True
         elif healthy > 0 and after.deployment_status is not None:
             by = after.deployment_status.timestamp.timestamp() * 1e9 + state.progress_deadline
             if by > state.require_progress_by.timestamp() * 1e9:
-                state.require_progress_by = _as_datetime(round(by))
+                state.require_progress_by = as_time(round(by))
                 changed = True
     return changed
 

@@ -29,7 +29,6 @@ import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -43,7 +42,7 @@ from yurt.runtime.server.deployments import (
     with_status,
 )
 from yurt.runtime.server.records import job_spec
-from yurt.runtime.server.reschedule import eligible, policy_for, unix_ns
+from yurt.runtime.server.reschedule import as_time, eligible, policy_for, unix_ns
 from yurt.runtime.structs import Allocation, Evaluation, Job
 from yurt.runtime.structs.eval import EVAL_STATUS_CANCELED
 from yurt.runtime.structs.update import (
@@ -150,7 +149,7 @@ def promote(d: Deployment, groups: list[str] | None, allocs: Iterable[Allocation
         state = states[name]
         by = state.require_progress_by
         if state.progress_deadline > 0 and by.year > 1:
-            by = datetime.fromtimestamp((now + state.progress_deadline) / 1e9, tz=UTC)
+            by = as_time(now + state.progress_deadline)
         states[name] = msgspec.structs.replace(state, promoted=True, require_progress_by=by)
     out = msgspec.structs.replace(d, task_groups=states, modify_index=index, modify_time=now)
     if not requires_promotion(out) and out.status == DEPLOYMENT_STATUS_RUNNING:
@@ -201,7 +200,7 @@ def rollback_target(job: Job, versions: Iterable[Job], base: str) -> tuple[Job |
     stable = next((v for v in sorted(versions, key=lambda v: -v.version) if v.stable), None)
     if stable is None:
         return None, desc_no_rollback_target(base)
-    if job_spec(stable) != job_spec(msgspec.structs.replace(job)):
+    if job_spec(stable) != job_spec(job):
         return stable, desc_rollback(base, stable.version)
     return None, desc_rollback_noop(base, stable.version)
 
@@ -269,15 +268,18 @@ async def apply_promotion(server: LocalServer, d: Deployment, groups: list[str] 
     return await evaluate(server, d, promoted, "DeploymentPromotion", allocs=cleared)
 
 
-async def fail(server: LocalServer, d: Deployment, base: str, rollback: bool) -> Outcome:
+async def fail(server: LocalServer, d: Deployment, base: str, rollback: bool,
+               event: str = "DeploymentStatusUpdate",
+               allocs: list[Allocation] | None = None) -> Outcome:
     """Fail `d` with `base` as its description, rolling back to the latest stable version
-    when `rollback` (Nomad's description variants say which happened)."""
+    when `rollback` (Nomad's description variants say which happened); `allocs` are
+    written in the same change."""
     job = server.jobs.get(d.job_id)
     target, desc = None, base
     if rollback and job is not None:
         target, desc = rollback_target(job, server.versions.get(job.id, []), base)
     failed = with_status(d, DEPLOYMENT_STATUS_FAILED, desc, server.index + 1, server._clock())
-    return await evaluate(server, d, failed, revert_to=target)
+    return await evaluate(server, d, failed, event, allocs=allocs, revert_to=target)
 
 
 async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
@@ -289,10 +291,10 @@ async def after_alloc_updates(server: LocalServer, updated: list[Allocation],
         if d is None or not d.active():
             continue
         mine = [a for a in updated if a.deployment_id == deployment_id]
-        newly = any(is_healthy(a) and not is_healthy(prior[a.id]) for a in mine
-                    if a.id in prior)
         if not any(a.deployment_status is not None for a in mine):
             continue
+        newly = any(is_healthy(a) and not is_healthy(prior[a.id]) for a in mine
+                    if a.id in prior)
         await _decide(server, d, deployment_allocs(server, d), newly)
 
 
@@ -326,12 +328,7 @@ async def _decide(server: LocalServer, d: Deployment, allocs: list[Allocation],
     if decision.fail:
         await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, decision.rollback)
     elif decision.promote:
-        try:
-            await apply_promotion(server, d, None)
-        except PromotionError as err:
-            # As Nomad's watcher: logged, and the client's update stays accepted (raising
-            # here would fail an alloc sync whose update is already committed, forever).
-            log.error("failed to auto promote deployment %s: %s", d.id, err)
+        await _promote_all(server, d)
     elif decision.evaluate:
         await evaluate(server, d)
 
@@ -348,8 +345,13 @@ async def auto_promote(server: LocalServer, deployment_id: str) -> None:
     """Promote the deployment if its canaries now allow it (health set by hand through the
     API: Nomad's watcher sees those allocation updates like a client's)."""
     d = server.deployments.get(deployment_id)
-    if d is None or not d.active() or not _auto_promotable(d, deployment_allocs(server, d)):
-        return
+    if d is not None and d.active() and _auto_promotable(d, deployment_allocs(server, d)):
+        await _promote_all(server, d)
+
+
+async def _promote_all(server: LocalServer, d: Deployment) -> None:
+    """Nomad's auto-promotion: a refusal is logged, and the update that allowed it stays
+    accepted (raising would fail an alloc sync whose update is already committed, forever)."""
     try:
         await apply_promotion(server, d, None)
     except PromotionError as err:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
+from yurt.runtime.server.deployments import is_healthy
 from yurt.runtime.structs import (
     NODE_ELIGIBLE,
     ZERO_TIME,
@@ -104,8 +105,7 @@ def _max_parallel(alloc: Allocation) -> int:
 def _replaced(alloc: Allocation, known: Mapping[str, Allocation]) -> bool:
     """Its replacement runs healthy: it no longer counts as on its way."""
     new = known.get(alloc.next_allocation) if alloc.next_allocation else None
-    return (new is not None and new.deployment_status is not None
-            and new.deployment_status.healthy is True)
+    return new is not None and is_healthy(new)
 
 
 def plan_drain(strategy: DrainStrategy, allocs: Iterable[Allocation], now: int,

@@ -347,9 +347,8 @@ class LocalServer:
 
     def _with_status(self, jobs: list[Job], allocs: list[Allocation],
                      evals: list[Evaluation], deployments: list[Deployment]) -> list[Job]:
-        written = {d.id: d for d in deployments}
-        rolling = {d.job_id for d in [*self.deployments.values(), *deployments]
-                   if written.get(d.id, d) is d and d.active()}
+        after = {**self.deployments, **{d.id: d for d in deployments}}
+        rolling = {d.job_id for d in after.values() if d.active()}
         return with_status(self.jobs, self.allocs, self._open_evals, self.index, jobs, allocs,
                            evals, rolling, {d.job_id for d in deployments})
 

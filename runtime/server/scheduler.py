@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -291,6 +291,12 @@ def _same_version(alloc: Allocation, job: Job) -> bool:
         job.version, job.create_index)
 
 
+def _replaced_by(failed: Allocation, new: Allocation, index: int, now: int) -> Allocation:
+    """`failed`, replaced by `new`: no other evaluation replaces it again."""
+    return msgspec.structs.replace(failed, next_allocation=new.id, modify_index=index,
+                                   alloc_modify_index=index, modify_time=now)
+
+
 def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: int,
              now: int, new_id: Callable[[], str], can_preempt: bool = True,
              deployment: Deployment | None = None) -> Plan:
@@ -393,6 +399,19 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         {n for n in wanted if n in done and n not in previous} | set(failures.later))
     current = rollout.create({g.name: [a for a in allocs if a.task_group == g.name]
                               for g in job.task_groups}, rolling.updating, ev, new_id)
+    # The deployment this pass's placements join (none once it is over).
+    joining = current.id if current is not None and current.active() else ""
+
+    def placement(name: str, group_name: str, task_resources: dict[str, AllocatedTaskResources],
+                  shared: AllocatedSharedResources | None, **fields: Any) -> Allocation:
+        """A new allocation of this pass on the node, numbered and timed by the plan."""
+        return Allocation(
+            id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
+            node_id=state.node.id, node_name=state.node.name, job_id=job.id, job=job,
+            task_group=group_name, task_resources=task_resources, allocated_shared=shared,
+            create_index=index, modify_index=index, alloc_modify_index=index,
+            create_time=now, modify_time=now, deployment_id=joining, **fields)
+
     for name, group in wanted.items():
         desired = plan.desired.setdefault(group.name, DesiredUpdates())
         if name in kept_names:
@@ -455,24 +474,16 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         else:
             desired.place += 1
         failed, tracker = failures.now.get(name, (None, None))
-        placed = Allocation(
-            id=new_id(), preempted_allocations=[v.id for v in victims],
-            reschedule_tracker=tracker,
-            namespace=job.namespace, eval_id=ev.id, name=name, node_id=state.node.id,
-            node_name=state.node.name, job_id=job.id, job=job, task_group=group.name,
-            task_resources=task_resources, allocated_shared=shared,
-            create_index=index, modify_index=index,
-            alloc_modify_index=index, create_time=now, modify_time=now,
+        placed = placement(
+            name, group.name, task_resources, shared,
+            preempted_allocations=[v.id for v in victims], reschedule_tracker=tracker,
             previous_allocation=prev.id if prev is not None else failed.id if failed else "",
-            deployment_id=current.id if current and current.active() else "",
             deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
             and name in migrating and deployments.is_canary(prev) else None)
         usage = trial.plus(placed)
         plan.place.append(placed)
-        if failed is not None:  # replaced: no other evaluation replaces it again
-            plan.update.append(msgspec.structs.replace(
-                failed, next_allocation=placed.id, modify_index=index,
-                alloc_modify_index=index, modify_time=now))
+        if failed is not None:
+            plan.update.append(_replaced_by(failed, placed, index, now))
     for new in plan.place:
         for victim_id in new.preempted_allocations:
             victim = evicted[victim_id]
@@ -498,15 +509,9 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             plan.failed.setdefault(group.name, why)
             continue
         failed, tracker = canary_retries.get(name, (None, None))
-        canary = Allocation(
-            id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
-            reschedule_tracker=tracker,
+        canary = placement(
+            name, group_name, task_resources, shared, reschedule_tracker=tracker,
             previous_allocation=failed.id if failed is not None else "",
-            node_id=state.node.id, node_name=state.node.name, job_id=job.id, job=job,
-            task_group=group_name, task_resources=task_resources,
-            allocated_shared=shared, create_index=index,
-            modify_index=index, alloc_modify_index=index, create_time=now,
-            modify_time=now, deployment_id=current.id if current and current.active() else "",
             deployment_status=AllocDeploymentStatus(canary=True))
         usage = usage.plus(canary)
         plan.place.append(canary)
@@ -514,9 +519,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             plan.desired.setdefault(group_name, DesiredUpdates()).canary += 1
             continue
         plan.desired.setdefault(group_name, DesiredUpdates()).place += 1
-        plan.update.append(msgspec.structs.replace(
-            failed, next_allocation=canary.id, modify_index=index,
-            alloc_modify_index=index, modify_time=now))
+        plan.update.append(_replaced_by(failed, canary, index, now))
     fresh_canaries = {a.name: a.id for a in plan.place if a.name not in replacements}
     for alloc in moving_canaries:
         moved = stopped(alloc, index, now, "alloc is being migrated")
