@@ -84,16 +84,3 @@ async def wait_checks(client: httpx2.AsyncClient, alloc_id: str,
         if done(results):
             return results
         await trio.sleep(0.05)
-
-
-@asynccontextmanager
-async def agent_on(data_dir: Path) -> AsyncIterator[httpx2.AsyncClient]:
-    """A non-dev agent: its stop leaves the tasks running, as an agent restart does."""
-    agent = Agent(AgentConfig(data_dir=data_dir, port=0))
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(agent.run)
-        async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-            try:
-                yield client
-            finally:
-                agent.stop()

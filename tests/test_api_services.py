@@ -12,7 +12,7 @@ from typing import Any
 import httpx2
 import trio
 
-from tests.agent_support import agent_on, raw_job, running_agent, wait_checks, wait_status
+from tests.agent_support import raw_job, running_agent, wait_checks, wait_status
 
 
 def service_job(job_id: str = "web") -> dict[str, Any]:
@@ -154,11 +154,13 @@ async def test_an_agent_restart_keeps_one_registration_and_runs_the_checks_again
         {"Name": "alive", "Type": "script", "Command": "/bin/true", "TaskName": "t",
          "Interval": 1_000_000_000, "Timeout": 1_000_000_000}]
     with trio.fail_after(60):
-        async with agent_on(tmp_path) as c:
+        async with running_agent(tmp_path, dev_mode=False) as a:
+            c = a.client
             await c.post("/v1/jobs", json=job)
             alloc = await wait_status(c, "web", "running")
             before = await wait_registered(c, "web-api", 1)
-        async with agent_on(tmp_path) as c:
+        async with running_agent(tmp_path, dev_mode=False) as a:
+            c = a.client
             await wait_status(c, "web", "running")
             after = await wait_registered(c, "web-api", 1)
             assert after == before  # re-registering the same thing writes nothing
