@@ -68,11 +68,16 @@ def workload_claims(alloc: Allocation, task: Task, wid: WorkloadIdentity, now_ns
     return claims
 
 
+def exposed_identities(task: Task) -> list[WorkloadIdentity]:
+    """The task's identities that `env` or `file` expose: the only ones signed."""
+    return [w for w in (task.default_identity, *task.identities)
+            if w is not None and (w.env or w.file)]
+
+
 def wants_token(task: Task) -> bool:
-    """Whether any of the task's identities is exposed (`env` or `file`): only then does
-    the task runner get this hook, so other tasks pay nothing for it."""
-    return any(w is not None and (w.env or w.file)
-               for w in (task.default_identity, *task.identities))
+    """Whether any of the task's identities is exposed: only then does the task runner get
+    this hook, so other tasks pay nothing for it."""
+    return bool(exposed_identities(task))
 
 
 def token_file(wid: WorkloadIdentity) -> str:
@@ -126,8 +131,7 @@ class IdentityHook(TaskPrestartHook):
 
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
         task = ctx.task
-        wanted = [w for w in (task.default_identity, *task.identities)
-                  if w is not None and (w.env or w.file)]
+        wanted = exposed_identities(task)
         if not wanted:
             await trio.lowlevel.checkpoint()
             return PrestartResponse(done=True)
