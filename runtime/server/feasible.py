@@ -38,14 +38,7 @@ from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
 from yurt.runtime.structs.constraint import (
     CONSTRAINT_DISTINCT_HOSTS,
     CONSTRAINT_DISTINCT_PROPERTY,
-    CONSTRAINT_IS_NOT_SET,
-    CONSTRAINT_IS_SET,
-    CONSTRAINT_REGEX,
     CONSTRAINT_SEMVER,
-    CONSTRAINT_SET_CONTAINS,
-    CONSTRAINT_SET_CONTAINS_ALL,
-    CONSTRAINT_SET_CONTAINS_ANY,
-    CONSTRAINT_VERSION,
     Constraint,
 )
 
@@ -172,14 +165,6 @@ def check_constraint(operand: str, left: str | None, right: str | None,
         case "set_contains_any":
             return both and set_contains_any(left, right)
     return False
-
-
-# The operands `check_constraint` knows, for readers looking for the full list.
-OPERANDS: Final = ("=", "==", "is", "!=", "not", "<", "<=", ">", ">=", CONSTRAINT_IS_SET,
-                   CONSTRAINT_IS_NOT_SET, CONSTRAINT_VERSION, CONSTRAINT_SEMVER,
-                   CONSTRAINT_REGEX, CONSTRAINT_SET_CONTAINS, CONSTRAINT_SET_CONTAINS_ALL,
-                   CONSTRAINT_SET_CONTAINS_ANY, CONSTRAINT_DISTINCT_HOSTS,
-                   CONSTRAINT_DISTINCT_PROPERTY)
 
 
 def meets(constraint: Constraint, node: Node) -> bool:
