@@ -93,8 +93,8 @@ def constraint_problems(c: Constraint) -> list[str]:
         out += filter(None, [_version_problem(op, "Semver constraint", value)])
     elif op == CONSTRAINT_DISTINCT_PROPERTY:
         if value:
-            if re.fullmatch(r"[0-9]+", value) is None or int(value) >= 1 << 64:
-                digits = re.fullmatch(r"[0-9]+", value) is not None
+            digits = re.fullmatch(r"[0-9]+", value) is not None
+            if not digits or int(value) >= 1 << 64:
                 why = "value out of range" if digits else "invalid syntax"
                 out.append(f'Failed to convert RTarget "{value}" to uint64: strconv.ParseUint: '
                            f'parsing "{value}": {why}')
