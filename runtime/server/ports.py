@@ -151,11 +151,10 @@ def assign(group: TaskGroup, node: Node, used: frozenset[int] | set[int], *,
         offer.append(PortMapping(label=port.label, value=port.value, to=port.to,
                                  host_ip=host_ip, ignore_collision=port.ignore_collision))
         taken.append(port.value)
-    statics = frozenset(p.value for p in ask.reserved_ports)
     for port in ask.dynamic_ports:
         if _host_network(port) != DEFAULT_HOST_NETWORK:
             return None, f"no addresses available for {port.host_network} network"
-        value = _dynamic_port(randrange, choice, used, statics, taken, min_port, max_port)
+        value = _dynamic_port(randrange, choice, used, taken, min_port, max_port)
         if value is None:
             return None, "dynamic port selection failed"
         offer.append(PortMapping(label=port.label, value=value,
@@ -170,13 +169,13 @@ def _host_network(port: Port) -> str:
 
 
 def _dynamic_port(randrange: Callable[[int], int], choice: Callable[[list[int]], int],
-                  used: frozenset[int] | set[int],
-                  statics: frozenset[int], taken: list[int], low: int, high: int
+                  used: frozenset[int] | set[int], taken: list[int], low: int, high: int
                   ) -> int | None:
-    """One free port in [low, high]: random draws first (cheap while the range is mostly
-    free), then a scan of what is left, so a free port is always found if there is one."""
+    """One port in [low, high] neither `used` nor `taken` (the ask's static ports and the
+    dynamic ones given so far): random draws first (cheap while the range is mostly free),
+    then a scan of what is left, so a free port is always found if there is one."""
     def free(p: int) -> bool:
-        return p not in used and p not in statics and p not in taken
+        return p not in used and p not in taken
 
     for _ in range(MAX_RAND_PORT_ATTEMPTS):
         candidate = low + randrange(high - low) if high > low else low
