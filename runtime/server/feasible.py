@@ -33,7 +33,7 @@ from typing import Final
 
 import msgspec
 
-from yurt.runtime.server.versions import satisfies
+from yurt.runtime.server.versions import go_int, satisfies
 from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
 from yurt.runtime.structs.constraint import (
     CONSTRAINT_DISTINCT_HOSTS,
@@ -63,14 +63,6 @@ def resolve_target(target: str, node: Node) -> tuple[str, bool]:
     return "", False
 
 
-def _go_int(text: str) -> int | None:
-    """Go's strconv.ParseInt(text, 10, 64), or None."""
-    if _INT64.fullmatch(text) is None:
-        return None
-    value = int(text)
-    return value if -(1 << 63) <= value < (1 << 63) else None
-
-
 def _go_float(text: str) -> float | None:
     """Go's strconv.ParseFloat(text, 64) for decimal and special forms, or None (an
     overflow is an error in Go, so it is None here too)."""
@@ -94,7 +86,7 @@ def check_order(op: str, left: str | None, right: str | None) -> bool:
     """Nomad's checkOrder: as integers if both parse, else as floats, else lexically."""
     if left is None or right is None:
         return False
-    li, ri = _go_int(left), _go_int(right)
+    li, ri = go_int(left), go_int(right)
     if li is not None and ri is not None:
         return _compare(op, li, ri)
     lf, rf = _go_float(left), _go_float(right)
