@@ -92,7 +92,7 @@ def test_a_static_port_held_elsewhere_is_a_collision() -> None:
 
 def test_the_nodes_reserved_ports_are_held() -> None:
     n = node(reserved="22,6000-6400")
-    used = ports.used_ports(n, [])
+    used = ports.node_reserved_ports(n)
     assert {22, 6000, 6379, 6400} <= used
     assert 6401 not in used
     assert ports.assign(group(static={"db": 6379}), n, used)[1] == (

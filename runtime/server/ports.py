@@ -3,10 +3,11 @@ Pure: no I/O, no clock; randomness comes from a `random.Random` the caller may s
 
 What lives here, as Nomad's `NetworkIndex` (nomad/structs/network.go) does it for one node:
 
-- `used_ports`: the host ports live allocations hold (their `allocated_shared.ports`) plus the
-  node's reserved ports (`reserved.reserved_ports`, Nomad's port-range syntax). There is no
-  separate table: the assignment lives in the stored allocation, so after an agent restart
-  the index is rebuilt from the live allocations and nothing is leaked or given twice.
+- `alloc_ports` and `node_reserved_ports`: the host ports a live allocation holds (its
+  `allocated_shared.ports`) and the node's reserved ports (`reserved.reserved_ports`, Nomad's
+  port-range syntax); the scheduler's usage adds them up. There is no separate table: the
+  assignment lives in the stored allocation, so after an agent restart the index is rebuilt
+  from the live allocations and nothing is leaked or given twice.
 - `assign`: the ports one allocation of a group gets. Static ports (`static = N`) must be
   free ("reserved port collision db=6379" otherwise, unless `ignore_collision`); dynamic
   ports are drawn at random from the dynamic range (20000–32000 by default) up to 20 times,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Final
 
 import msgspec
@@ -110,15 +111,6 @@ def _reserved(spec: str) -> frozenset[int]:
         return frozenset(parse_port_ranges(spec))
     except ValueError:
         return frozenset()
-
-
-def used_ports(node: Node, live: Iterable[Allocation]) -> frozenset[int]:
-    """What a new placement must not take: the node's reserved ports and every port a live
-    allocation holds."""
-    used = set(node_reserved_ports(node))
-    for alloc in live:
-        used |= alloc_ports(alloc)
-    return frozenset(used)
 
 
 def assign(group: TaskGroup, node: Node, used: frozenset[int] | set[int], *,
