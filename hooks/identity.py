@@ -137,10 +137,10 @@ class IdentityHook(TaskPrestartHook):
             return PrestartResponse(done=True)
         now = ctx.unix_clock()
         task_dir = ctx.task_dir
-        owner = self._resolve_owner(task.user) if task.user else None
 
         def issue() -> dict[str, str]:
-            # RSA signatures and file writes: one worker-thread hop for all of them.
+            # The user lookup, RSA signatures and file writes: one worker-thread hop for all.
+            owner = self._resolve_owner(task.user) if task.user else None
             env: dict[str, str] = {}
             for wid in wanted:
                 token = self._sign(workload_claims(ctx.alloc, task, wid, now,
