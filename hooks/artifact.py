@@ -88,18 +88,16 @@ class ArtifactHook(TaskPrestartHook):
         self._getter = getter
         self._resolve_owner = resolve_owner
 
-    def _request(self, ctx: TaskHookContext, artifact: TaskArtifact,
-                 lookup: dict[str, str]) -> ArtifactRequest:
-        owner = None
-        if artifact.chown and ctx.task.user and self._resolve_owner is not None:
-            owner = self._resolve_owner(ctx.task.user)
+    def _request(self, ctx: TaskHookContext, artifact: TaskArtifact, lookup: dict[str, str],
+                 owner: tuple[int, int] | None) -> ArtifactRequest:
         return ArtifactRequest(
             source=interpolate(artifact.getter_source, lookup),
             alloc_dir=ctx.task_dir.parent if ctx.task_dir is not None else None,
             task_dir=ctx.task_dir, destination=interpolate(artifact.relative_dest, lookup),
             mode=artifact.getter_mode, options=interpolate(artifact.getter_options or {}, lookup),
             headers=interpolate(artifact.getter_headers or {}, lookup),
-            insecure=artifact.getter_insecure, owner=owner, user=ctx.task.user)
+            insecure=artifact.getter_insecure, owner=owner if artifact.chown else None,
+            user=ctx.task.user)
 
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
         artifacts = ctx.task.artifacts
@@ -108,8 +106,16 @@ class ArtifactHook(TaskPrestartHook):
             return PrestartResponse(done=True)
         await ctx.emit_event(events.new_event(DOWNLOADING_ARTIFACTS, ctx.unix_clock(),
                                               display="Client is downloading artifacts"))
-        if ctx.task_dir is not None:  # what a crash mid-download left, before any new one
-            await trio.to_thread.run_sync(remove_stale_staging, ctx.task_dir)
+        user, resolve_owner = ctx.task.user, self._resolve_owner
+
+        def prepare() -> tuple[int, int] | None:
+            if ctx.task_dir is not None:  # what a crash mid-download left, before any new one
+                remove_stale_staging(ctx.task_dir)
+            if not user or resolve_owner is None or not any(a.chown for a in artifacts):
+                return None
+            return resolve_owner(user)
+
+        owner = await trio.to_thread.run_sync(prepare)  # a user lookup may block (NSS)
         lookup = {**node_values(self._node),
                   **build_env(ctx.alloc, ctx.task, task_dir=ctx.task_dir, node=self._node)}
         done: dict[str, str] = {}
@@ -119,7 +125,8 @@ class ArtifactHook(TaskPrestartHook):
         async def download(artifact: TaskArtifact, aid: str) -> None:
             async with slots:
                 try:
-                    await self._getter(self._request(ctx, artifact, lookup), self._config)
+                    await self._getter(self._request(ctx, artifact, lookup, owner),
+                                       self._config)
                 except GetterError as e:
                     source = json.dumps(artifact.getter_source, ensure_ascii=False)
                     failures.append(f"failed to download artifact {source}: {e}")

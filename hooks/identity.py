@@ -68,11 +68,16 @@ def workload_claims(alloc: Allocation, task: Task, wid: WorkloadIdentity, now_ns
     return claims
 
 
+def exposed_identities(task: Task) -> list[WorkloadIdentity]:
+    """The task's identities that `env` or `file` expose: the only ones signed."""
+    return [w for w in (task.default_identity, *task.identities)
+            if w is not None and (w.env or w.file)]
+
+
 def wants_token(task: Task) -> bool:
-    """Whether any of the task's identities is exposed (`env` or `file`): only then does
-    the task runner get this hook, so other tasks pay nothing for it."""
-    return any(w is not None and (w.env or w.file)
-               for w in (task.default_identity, *task.identities))
+    """Whether any of the task's identities is exposed: only then does the task runner get
+    this hook, so other tasks pay nothing for it."""
+    return bool(exposed_identities(task))
 
 
 def token_file(wid: WorkloadIdentity) -> str:
@@ -126,17 +131,16 @@ class IdentityHook(TaskPrestartHook):
 
     async def prestart(self, ctx: TaskHookContext, previous: dict[str, str]) -> PrestartResponse:
         task = ctx.task
-        wanted = [w for w in (task.default_identity, *task.identities)
-                  if w is not None and (w.env or w.file)]
+        wanted = exposed_identities(task)
         if not wanted:
             await trio.lowlevel.checkpoint()
             return PrestartResponse(done=True)
         now = ctx.unix_clock()
         task_dir = ctx.task_dir
-        owner = self._resolve_owner(task.user) if task.user else None
 
         def issue() -> dict[str, str]:
-            # RSA signatures and file writes: one worker-thread hop for all of them.
+            # The user lookup, RSA signatures and file writes: one worker-thread hop for all.
+            owner = self._resolve_owner(task.user) if task.user else None
             env: dict[str, str] = {}
             for wid in wanted:
                 token = self._sign(workload_claims(ctx.alloc, task, wid, now,

@@ -129,12 +129,13 @@ def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Nod
         env.update(task_dir_env(task_dir))
     env.update(port_env(alloc))
     meta = {**job.meta, **(group.meta if group else {}), **task.meta}
-    lookup = {**node_values(node), **env}
+    nodes = node_values(node)
+    lookup = {**nodes, **env}
     for key, value in meta.items():  # interpolated as Nomad's env builder does (`${node.*}`)
         key, value = interpolate(key, lookup), interpolate(value, lookup)
         env[f"NOMAD_META_{key}"] = value
         env[f"NOMAD_META_{key.upper()}"] = value
-    lookup = {**node_values(node), **env}
+    lookup = {**nodes, **env}
     for key, value in task.env.items():
         env[key] = interpolate(value, lookup)
     return env

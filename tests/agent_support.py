@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx2
 import trio
+from click.testing import CliRunner, Result
 
 from yurt.runtime.agent import Agent, AgentConfig
 from yurt.runtime.devices.protocol import DeviceGroup
@@ -84,3 +85,12 @@ async def wait_checks(client: httpx2.AsyncClient, alloc_id: str,
         if done(results):
             return results
         await trio.sleep(0.05)
+
+
+async def yurt_cli(address: str, *args: str, stdin: bytes | None = None) -> Result:
+    """`yurt <args>` in-process against the agent at `address`, in a worker thread (the
+    command blocks on its HTTP client while the agent runs on this loop)."""
+    from yurt.runtime.cli import cli
+
+    return await trio.to_thread.run_sync(
+        lambda: CliRunner().invoke(cli, list(args), input=stdin, env={"YURT_ADDR": address}))

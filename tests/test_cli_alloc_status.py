@@ -8,17 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from click.testing import CliRunner, Result
 
-from tests.agent_support import Running, mock_job, running_agent
-from yurt.runtime.cli import cli
+from tests.agent_support import mock_job, running_agent, yurt_cli
 from yurt.runtime.cli_remote import alloc_addresses, alloc_basic_info
-
-
-async def yurt(a: Running, *args: str) -> Result:
-    runner = CliRunner()
-    return await trio.to_thread.run_sync(
-        lambda: runner.invoke(cli, list(args), env={"YURT_ADDR": a.address}))
 
 
 def job(canary: int = 0, env: str = "1") -> dict[str, Any]:
@@ -43,7 +35,7 @@ async def test_alloc_status_shows_addresses_and_deployment_health(tmp_path: Path
             full = (await c.get(f"/v1/allocation/{alloc['ID']}")).json()
             http = {p["Label"]: p["Value"] for p in
                     full["AllocatedResources"]["Shared"]["Ports"]}["http"]
-            out = await yurt(a, "alloc", "status", alloc["ID"])
+            out = await yurt_cli(a.address, "alloc", "status", alloc["ID"])
             assert out.exit_code == 0, out.output
             lines = out.output.splitlines()
             assert f"Deployment ID     = {full['DeploymentID'][:8]}" in lines, out.output
@@ -63,10 +55,10 @@ async def test_alloc_status_shows_addresses_and_deployment_health(tmp_path: Path
             assert (await c.post("/v1/jobs", json=job(canary=1, env="2"))).status_code == 200
             canary = next(x for x in (await c.get("/v1/job/web/allocations")).json()
                           if x["ID"] != alloc["ID"])
-            out = await yurt(a, "alloc", "status", canary["ID"])
+            out = await yurt_cli(a.address, "alloc", "status", canary["ID"])
             assert "Canary            = true" in out.output.splitlines(), out.output
             assert "Deployment Health = unset" in out.output.splitlines()
-            old = await yurt(a, "alloc", "status", alloc["ID"])
+            old = await yurt_cli(a.address, "alloc", "status", alloc["ID"])
             assert "Deployment Health = healthy" in old.output.splitlines(), old.output
 
 

@@ -12,12 +12,10 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from click.testing import CliRunner, Result
 
-from tests.agent_support import running_agent, wait_status
+from tests.agent_support import running_agent, wait_status, yurt_cli
 from tests.runtime_support import eventually
 from yurt.runtime.agent import Agent, AgentConfig
-from yurt.runtime.cli import cli
 
 pytestmark = pytest.mark.slow
 
@@ -38,12 +36,6 @@ def web(job_id: str = "web") -> dict[str, Any]:
 
 def env_file(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-
-
-async def yurt(address: str, *args: str) -> Result:
-    runner = CliRunner()
-    return await trio.to_thread.run_sync(
-        lambda: runner.invoke(cli, list(args), env={"YURT_ADDR": address}))
 
 
 async def test_ports_on_the_allocation_and_in_the_task_env(tmp_path: Path) -> None:
@@ -113,7 +105,7 @@ async def test_a_static_port_conflict_fails_placement_until_the_holder_stops(
     }}
   }}
 }}''')
-            out = await yurt(a.address, "job", "run", str(clash))
+            out = await yurt_cli(a.address, "job", "run", str(clash))
             assert out.exit_code == 2, out.output
             assert 'Task Group "g" (failed to place 1 allocation)' in out.output
             assert (f'Dimension "network: reserved port collision db={STATIC}" exhausted on '

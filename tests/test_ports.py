@@ -6,17 +6,16 @@ exhaustion refused in Nomad's words, ports freed when an allocation is terminal.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
 from itertools import count
 
 import msgspec
 import pytest
 
+from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server import ports
 from yurt.runtime.server.scheduler import Plan, schedule
 from yurt.runtime.structs import (
-    Allocation,
     Evaluation,
     Job,
     Node,
@@ -93,7 +92,7 @@ def test_a_static_port_held_elsewhere_is_a_collision() -> None:
 
 def test_the_nodes_reserved_ports_are_held() -> None:
     n = node(reserved="22,6000-6400")
-    used = ports.used_ports(n, [])
+    used = ports.node_reserved_ports(n)
     assert {22, 6000, 6379, 6400} <= used
     assert 6401 not in used
     assert ports.assign(group(static={"db": 6379}), n, used)[1] == (
@@ -177,26 +176,12 @@ def web(job_id: str, *, static: int | None = None, count_: int = 1, priority: in
     return parse_job(JOB % (job_id, priority, count_, db))
 
 
-class State:
-    """The scheduler's view over plain lists: what LocalServer answers from its store."""
+class State(SchedulerState):
+    """The scheduler's state with evaluation and allocation IDs of its own."""
 
     def __init__(self, n: Node) -> None:
-        self.node = n
-        self.allocs: dict[str, Allocation] = {}
+        super().__init__(n)
         self.ids = count(1)  # per state: Hypothesis replays a machine with the same IDs
-
-    def job_allocs(self, job_id: str) -> list[Allocation]:
-        return [a for a in self.allocs.values() if a.job_id == job_id]
-
-    def live_allocs(self) -> Iterable[Allocation]:
-        return [a for a in self.allocs.values() if not a.is_terminal()]
-
-    def blocked_evals(self, job_id: str) -> list[Evaluation]:
-        return []
-
-    def apply(self, plan: Plan) -> None:
-        for alloc in plan.place + plan.stop + plan.update:
-            self.allocs[alloc.id] = alloc
 
     def run(self, job: Job) -> Plan:
         ev = Evaluation(id=f"ev-{next(self.ids)}", job_id=job.id,

@@ -7,15 +7,13 @@ fits, and replaces them (keeping the old one running if nothing fits) where it d
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import msgspec
 
+from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.scheduler import Plan, schedule
 from yurt.runtime.structs import (
-    Allocation,
     Evaluation,
     Job,
     Node,
@@ -31,32 +29,14 @@ NODE = Node(id="n1", name="box", datacenter="dc1", attributes={"kernel.name": "l
                                          memory=NodeMemoryResources(memory_mb=4096)))
 
 
-@dataclass
-class State:
-    node: Node = NODE
-    allocs: list[Allocation] = field(default_factory=list)
-
-    def job_allocs(self, job_id: str) -> list[Allocation]:
-        return [a for a in self.allocs if a.job_id == job_id]
-
-    def live_allocs(self) -> Iterable[Allocation]:
-        return [a for a in self.allocs if not a.is_terminal()]
-
-    def blocked_evals(self, job_id: str) -> list[Evaluation]:
-        return []
-
-
 _ids = (f"id-{i}" for i in itertools.count())
 
 
-def run(state: State, job: Job, index: int) -> Plan:
+def run(state: SchedulerState, job: Job, index: int) -> Plan:
     job.job_modify_index = index
     ev = Evaluation(id=next(_ids), job_id=job.id, triggered_by="job-register")
     plan = schedule(state, ev, job, index=index, now=index, new_id=lambda: next(_ids))
-    stopped = {a.id for a in plan.stop}
-    state.allocs = [a for a in state.allocs if a.id not in stopped]
-    updated = {a.id: a for a in plan.update}
-    state.allocs = [updated.get(a.id, a) for a in state.allocs] + plan.place + plan.stop
+    state.apply(plan)
     return plan
 
 
@@ -75,7 +55,7 @@ def job(group_block: str = "", count: int = 1, job_block: str = "", env: str = "
 
 
 def test_a_node_that_fails_a_constraint_is_filtered_with_nomads_metric() -> None:
-    state = State()
+    state = SchedulerState(NODE)
     plan = run(state, job('constraint {\n attribute = "${attr.kernel.name}"\n'
                           ' value = "windows"\n }', count=2), 1)
     assert plan.place == []
@@ -96,7 +76,7 @@ def test_a_node_that_fails_a_constraint_is_filtered_with_nomads_metric() -> None
 
 
 def test_constraints_that_hold_place_as_before() -> None:
-    state = State()
+    state = SchedulerState(NODE)
     plan = run(state, job('constraint {\n attribute = "${attr.nomad.version}"\n'
                           ' version = ">= 1.6, < 2"\n }\n'
                           'constraint {\n attribute = "${meta.rack}"\n regexp = "^r[0-9]$"\n }',
@@ -107,7 +87,7 @@ def test_constraints_that_hold_place_as_before() -> None:
 
 
 def test_distinct_hosts_places_one_allocation_per_node() -> None:
-    state = State()
+    state = SchedulerState(NODE)
     plan = run(state, job("constraint { distinct_hosts = true }", count=3), 1)
     assert len(plan.place) == 1
     metric = plan.eval.failed_tg_allocs["g"]  # type: ignore[index]
@@ -121,7 +101,7 @@ def test_distinct_hosts_places_one_allocation_per_node() -> None:
 
 
 def test_distinct_property_allows_its_count() -> None:
-    state = State()
+    state = SchedulerState(NODE)
     plan = run(state, job('constraint {\n distinct_property = "${meta.rack}"\n value = "2"\n }',
                           count=3), 1)
     assert len(plan.place) == 2
@@ -130,7 +110,7 @@ def test_distinct_property_allows_its_count() -> None:
 
 
 def test_changing_only_placement_blocks_updates_in_place_where_the_node_fits() -> None:
-    state = State()
+    state = SchedulerState(NODE)
     (first,) = run(state, job(), 1).place
     changed = job('constraint {\n attribute = "${meta.rack}"\n value = "r1"\n }\n'
                   'affinity {\n attribute = "${node.datacenter}"\n value = "dc2"\n }\n'
@@ -153,7 +133,7 @@ def test_changing_only_placement_blocks_updates_in_place_where_the_node_fits() -
 
 def test_a_job_stored_before_default_identities_is_updated_in_place() -> None:
     # A job placed by a build that gave tasks no default identity, run again unchanged.
-    state = State()
+    state = SchedulerState(NODE)
     old = job()
     old.task_groups[0].tasks[0].default_identity = None
     (first,) = run(state, old, 1).place

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from yurt.runtime.structs.artifact import GETTER_MODE_DIR, GETTER_MODE_FILE
+from yurt.runtime.structs.artifact import CHECKSUM_SIZES, GETTER_MODE_DIR, GETTER_MODE_FILE
 
 
 class GetterError(Exception):
@@ -40,7 +40,6 @@ ARCHIVES: Final = ("bz2", "gz", "xz", "tar", "tar.bz2", "tar.gz", "tar.xz", "tbz
                    "txz", "zip")
 SCHEMES: Final = ("http", "https", "file")
 
-_HASH_SIZES: Final = {"md5": 16, "sha1": 20, "sha256": 32, "sha512": 64}
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -82,7 +81,7 @@ def _checksum(kind: str, value: str, filename: str) -> Checksum:
     except ValueError as e:
         raise GetterError(f"invalid checksum: {e}") from None
     kind = kind.lower()
-    if kind not in _HASH_SIZES:
+    if kind not in CHECKSUM_SIZES:
         raise GetterError(f"unsupported checksum type: {kind}")
     return Checksum(kind, digest, filename)
 
@@ -92,7 +91,7 @@ def _checksum_by_size(value: str, filename: str) -> Checksum:
         digest = bytes.fromhex(value)
     except ValueError as e:
         raise GetterError(f"invalid checksum: {e}") from None
-    for kind, size in _HASH_SIZES.items():
+    for kind, size in CHECKSUM_SIZES.items():
         if len(digest) == size:
             return Checksum(kind, digest, filename)
     raise GetterError(f"unknown type for checksum {value}")

@@ -257,9 +257,9 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     _check_unique([g.name for g in job.task_groups], group_at, "group", problems)
     check_job_reschedule(job, root, group_at, problems)
     check_job_update(job, root, group_at, problems)
-    check_job_placement(job, root, problems)
-    check_job_identities(job, root, problems)
-    check_job_networks(job, root, problems)
+    check_job_placement(job, root, group_at, problems)
+    check_job_identities(job, root, group_at, problems)
+    check_job_networks(job, group_at, problems)
     check_job_templates(job, group_at, problems)
     check_services(job, group_at, problems)
     for gi, group in enumerate(job.task_groups):

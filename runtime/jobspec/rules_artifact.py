@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import json
 import posixpath
-from typing import Final
 
 from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.structs import Job, Task
-from yurt.runtime.structs.artifact import GETTER_MODES, TaskArtifact
-
-#: Digest sizes in bytes, per checksum type Nomad accepts in `options.checksum`.
-CHECKSUM_SIZES: Final = {"md5": 16, "sha1": 20, "sha256": 32, "sha512": 64}
+from yurt.runtime.structs.artifact import CHECKSUM_SIZES, GETTER_MODES, TaskArtifact
 
 
 def go_quote(value: str) -> str:

@@ -12,7 +12,7 @@ so a pattern only one of them compiles is judged by Python's.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from yurt.runtime.jobspec.fields import _At, _Problems
@@ -93,8 +93,8 @@ def constraint_problems(c: Constraint) -> list[str]:
         out += filter(None, [_version_problem(op, "Semver constraint", value)])
     elif op == CONSTRAINT_DISTINCT_PROPERTY:
         if value:
-            if re.fullmatch(r"[0-9]+", value) is None or int(value) >= 1 << 64:
-                digits = re.fullmatch(r"[0-9]+", value) is not None
+            digits = re.fullmatch(r"[0-9]+", value) is not None
+            if not digits or int(value) >= 1 << 64:
                 why = "value out of range" if digits else "invalid syntax"
                 out.append(f'Failed to convert RTarget "{value}" to uint64: strconv.ParseUint: '
                            f'parsing "{value}": {why}')
@@ -195,12 +195,13 @@ def _check_spreads(owner: type[Job] | type[TaskGroup], at: _At, spreads: Sequenc
             problems.add(s_at, message)
 
 
-def check_job_placement(job: Job, root: _At, problems: _Problems) -> None:
+def check_job_placement(job: Job, root: _At, group_at: Callable[[int], _At],
+                        problems: _Problems) -> None:
     """Validate every constraint, affinity and spread of `job`, its groups and tasks."""
     _check_blocks(Job, root, job.constraints, job.affinities, problems)
     _check_spreads(Job, root, job.spreads, problems)
     for gi, group in enumerate(job.task_groups):
-        g_at = root.item(Job, "task_groups", gi, group.name or str(gi))
+        g_at = group_at(gi)
         _check_blocks(TaskGroup, g_at, group.constraints, group.affinities, problems)
         _check_spreads(TaskGroup, g_at, group.spreads, problems)
         for ti, task in enumerate(group.tasks):

@@ -14,6 +14,7 @@ and change signals are upper case.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final
 
 import msgspec
@@ -76,13 +77,14 @@ def _check_task(task: Task, at: _At, problems: _Problems) -> None:
             problems.add(wid_at, message)
 
 
-def check_job_identities(job: Job, root: _At, problems: _Problems) -> None:
+def check_job_identities(job: Job, root: _At, group_at: Callable[[int], _At],
+                         problems: _Problems) -> None:
     """Validate every task's identities and the job's `ui` block."""
     if job.ui is not None and len(job.ui.description.encode()) > _UI_DESCRIPTION_MAX:
         problems.add(root.field(Job, "ui"), "UI description must be under 1000 characters, "
                                             f"currently {len(job.ui.description.encode())}")
     for gi, group in enumerate(job.task_groups):
-        g_at = root.item(Job, "task_groups", gi, group.name or str(gi))
+        g_at = group_at(gi)
         for ti, task in enumerate(group.tasks):
             _check_task(task, g_at.item(TaskGroup, "tasks", ti, task.name or str(ti)), problems)
 

@@ -15,6 +15,7 @@ every port names its host network ("default" when unset) and the mode is "host".
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final
 
 from yurt.runtime.jobspec.fields import _At, _Problems
@@ -96,12 +97,11 @@ def check_networks(group: TaskGroup, at: _At, problems: _Problems) -> None:
                              f'network mode "{network.mode}"')
 
 
-def check_job_networks(job: Job, root: _At, problems: _Problems) -> None:
+def check_job_networks(job: Job, group_at: Callable[[int], _At], problems: _Problems) -> None:
     """`check_networks` for every group of `job`."""
     for gi, group in enumerate(job.task_groups):
         if group.networks:
-            check_networks(group, root.item(Job, "task_groups", gi, group.name or str(gi)),
-                           problems)
+            check_networks(group, group_at(gi), problems)
 
 
 def fold_networks(job: Job) -> None:

@@ -107,6 +107,7 @@ def check_job_update(job: Job, root: _At, group_at: Callable[[int], _At],
     own = update_problems(job.update) if job.update is not None else []
     for attr, message in own:
         problems.add(job_at.field(UpdateStrategy, attr), message)
+    reported = set(own)  # a group's merged block repeats these: said once, on the job's
     wrong_type = job.type not in UPDATE_JOB_TYPES
     inherited = False
     for gi, group in enumerate(job.task_groups):
@@ -119,7 +120,6 @@ def check_job_update(job: Job, root: _At, group_at: Callable[[int], _At],
         at = group_at(gi).field(TaskGroup, "update")
         if wrong_type:
             problems.add(at, f'Job type "{job.type}" does not allow update block')
-        reported = set(own) if job.update is not None else set()
         for attr, message in update_problems(merged):
             if (attr, message) not in reported:
                 problems.add(at.field(UpdateStrategy, attr), message)

@@ -33,19 +33,12 @@ from typing import Final
 
 import msgspec
 
-from yurt.runtime.server.versions import satisfies
+from yurt.runtime.server.versions import go_int, satisfies
 from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
 from yurt.runtime.structs.constraint import (
     CONSTRAINT_DISTINCT_HOSTS,
     CONSTRAINT_DISTINCT_PROPERTY,
-    CONSTRAINT_IS_NOT_SET,
-    CONSTRAINT_IS_SET,
-    CONSTRAINT_REGEX,
     CONSTRAINT_SEMVER,
-    CONSTRAINT_SET_CONTAINS,
-    CONSTRAINT_SET_CONTAINS_ALL,
-    CONSTRAINT_SET_CONTAINS_ANY,
-    CONSTRAINT_VERSION,
     Constraint,
 )
 
@@ -68,14 +61,6 @@ def resolve_target(target: str, node: Node) -> tuple[str, bool]:
             key = target.removeprefix(prefix).removesuffix("}")
             return (values[key], True) if key in values else ("", False)
     return "", False
-
-
-def _go_int(text: str) -> int | None:
-    """Go's strconv.ParseInt(text, 10, 64), or None."""
-    if _INT64.fullmatch(text) is None:
-        return None
-    value = int(text)
-    return value if -(1 << 63) <= value < (1 << 63) else None
 
 
 def _go_float(text: str) -> float | None:
@@ -101,7 +86,7 @@ def check_order(op: str, left: str | None, right: str | None) -> bool:
     """Nomad's checkOrder: as integers if both parse, else as floats, else lexically."""
     if left is None or right is None:
         return False
-    li, ri = _go_int(left), _go_int(right)
+    li, ri = go_int(left), go_int(right)
     if li is not None and ri is not None:
         return _compare(op, li, ri)
     lf, rf = _go_float(left), _go_float(right)
@@ -172,14 +157,6 @@ def check_constraint(operand: str, left: str | None, right: str | None,
         case "set_contains_any":
             return both and set_contains_any(left, right)
     return False
-
-
-# The operands `check_constraint` knows, for readers looking for the full list.
-OPERANDS: Final = ("=", "==", "is", "!=", "not", "<", "<=", ">", ">=", CONSTRAINT_IS_SET,
-                   CONSTRAINT_IS_NOT_SET, CONSTRAINT_VERSION, CONSTRAINT_SEMVER,
-                   CONSTRAINT_REGEX, CONSTRAINT_SET_CONTAINS, CONSTRAINT_SET_CONTAINS_ALL,
-                   CONSTRAINT_SET_CONTAINS_ANY, CONSTRAINT_DISTINCT_HOSTS,
-                   CONSTRAINT_DISTINCT_PROPERTY)
 
 
 def meets(constraint: Constraint, node: Node) -> bool:

@@ -86,35 +86,12 @@ def load_or_create(directory: Path) -> Keyring:
     content = msgspec.json.encode(_KeyFile(
         KeyID=key_id, Algorithm=ALGORITHM,
         Key=base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()))
-    tmp = directory / f".{KEYRING_NAME}.{uuid.uuid4().hex}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        try:
-            os.write(fd, content)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        with contextlib.suppress(FileExistsError):  # another start wrote one first: keep it
-            os.link(tmp, path)  # link, unlike rename, never replaces an existing key
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_once(directory, KEYRING_NAME, content)
     return _read(path)
 
 
 def _read(path: Path) -> Keyring:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)  # made more open by hand: close it again
-        raw = os.read(fd, 4096)
-    finally:
-        os.close(fd)
+    raw = read_private(path, 4096)
     try:
         stored = msgspec.json.decode(raw, type=_KeyFile)
         key = base64.b64decode(stored.Key, validate=True)
@@ -123,3 +100,38 @@ def _read(path: Path) -> Keyring:
     if stored.Algorithm != ALGORITHM:
         raise KeyringError(f"{path}: unknown algorithm {stored.Algorithm!r}")
     return Keyring(stored.KeyID, key)
+
+
+def write_once(directory: Path, name: str, content: bytes) -> None:
+    """Write `content` to the new file `directory/name`, 0600, unless a racing start wrote
+    that name first (its file is kept). Blocking."""
+    tmp = directory / f".{name}.{uuid.uuid4().hex}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            os.write(fd, content)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):  # another start wrote one first: keep it
+            os.link(tmp, directory / name)  # link, unlike rename, never replaces an existing key
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_private(path: Path, limit: int) -> bytes:
+    """Up to `limit` bytes of a key file, never through a link; a file someone made readable
+    by others is closed to 0600 again first. Blocking."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)  # made more open by hand: close it again
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)

@@ -3,10 +3,11 @@ Pure: no I/O, no clock; randomness comes from a `random.Random` the caller may s
 
 What lives here, as Nomad's `NetworkIndex` (nomad/structs/network.go) does it for one node:
 
-- `used_ports`: the host ports live allocations hold (their `allocated_shared.ports`) plus the
-  node's reserved ports (`reserved.reserved_ports`, Nomad's port-range syntax). There is no
-  separate table: the assignment lives in the stored allocation, so after an agent restart
-  the index is rebuilt from the live allocations and nothing is leaked or given twice.
+- `alloc_ports` and `node_reserved_ports`: the host ports a live allocation holds (its
+  `allocated_shared.ports`) and the node's reserved ports (`reserved.reserved_ports`, Nomad's
+  port-range syntax); the scheduler's usage adds them up. There is no separate table: the
+  assignment lives in the stored allocation, so after an agent restart the index is rebuilt
+  from the live allocations and nothing is leaked or given twice.
 - `assign`: the ports one allocation of a group gets. Static ports (`static = N`) must be
   free ("reserved port collision db=6379" otherwise, unless `ignore_collision`); dynamic
   ports are drawn at random from the dynamic range (20000–32000 by default) up to 20 times,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Final
 
 import msgspec
@@ -112,15 +113,6 @@ def _reserved(spec: str) -> frozenset[int]:
         return frozenset()
 
 
-def used_ports(node: Node, live: Iterable[Allocation]) -> frozenset[int]:
-    """What a new placement must not take: the node's reserved ports and every port a live
-    allocation holds."""
-    used = set(node_reserved_ports(node))
-    for alloc in live:
-        used |= alloc_ports(alloc)
-    return frozenset(used)
-
-
 def assign(group: TaskGroup, node: Node, used: frozenset[int] | set[int], *,
            rng: random.Random | None = None
            ) -> tuple[AllocatedSharedResources | None, str]:
@@ -151,11 +143,10 @@ def assign(group: TaskGroup, node: Node, used: frozenset[int] | set[int], *,
         offer.append(PortMapping(label=port.label, value=port.value, to=port.to,
                                  host_ip=host_ip, ignore_collision=port.ignore_collision))
         taken.append(port.value)
-    statics = frozenset(p.value for p in ask.reserved_ports)
     for port in ask.dynamic_ports:
         if _host_network(port) != DEFAULT_HOST_NETWORK:
             return None, f"no addresses available for {port.host_network} network"
-        value = _dynamic_port(randrange, choice, used, statics, taken, min_port, max_port)
+        value = _dynamic_port(randrange, choice, used, taken, min_port, max_port)
         if value is None:
             return None, "dynamic port selection failed"
         offer.append(PortMapping(label=port.label, value=value,
@@ -170,13 +161,13 @@ def _host_network(port: Port) -> str:
 
 
 def _dynamic_port(randrange: Callable[[int], int], choice: Callable[[list[int]], int],
-                  used: frozenset[int] | set[int],
-                  statics: frozenset[int], taken: list[int], low: int, high: int
+                  used: frozenset[int] | set[int], taken: list[int], low: int, high: int
                   ) -> int | None:
-    """One free port in [low, high]: random draws first (cheap while the range is mostly
-    free), then a scan of what is left, so a free port is always found if there is one."""
+    """One port in [low, high] neither `used` nor `taken` (the ask's static ports and the
+    dynamic ones given so far): random draws first (cheap while the range is mostly free),
+    then a scan of what is left, so a free port is always found if there is one."""
     def free(p: int) -> bool:
-        return p not in used and p not in statics and p not in taken
+        return p not in used and p not in taken
 
     for _ in range(MAX_RAND_PORT_ATTEMPTS):
         candidate = low + randrange(high - low) if high > low else low

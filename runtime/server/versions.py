@@ -75,7 +75,7 @@ def parse_version(text: str) -> Version:
     return _parse(text, _VERSION)
 
 
-def _int64(text: str) -> int | None:
+def go_int(text: str) -> int | None:
     """Go's strconv.ParseInt(text, 10, 64), or None."""
     if re.fullmatch(r"[+-]?[0-9]+", text) is None:
         return None
@@ -86,7 +86,7 @@ def _int64(text: str) -> int | None:
 def _compare_part(a: str, b: str) -> int:
     if a == b:
         return 0
-    ai, bi = _int64(a), _int64(b)
+    ai, bi = go_int(a), go_int(b)
     if a == "":
         return -1 if bi is not None else 1
     if b == "":

@@ -3,8 +3,8 @@
 Nomad signs workload identities with its keyring's RSA key (RS256; EdDSA for older keys) and
 publishes the public half at `/.well-known/jwks.json`, so anything a task shows its token to
 can check it without asking Nomad. yurt keeps one RSA-2048 key in `<data-dir>/server/
-workload-key`, beside the variables keyring (keyring.py) and written the same way: once, under
-a temporary O_EXCL name, synced, then linked (never replacing a key a racing start wrote), 0600.
+workload-key`, beside the variables keyring, and written and read by keyring.py's
+`write_once` and `read_private` (0600, never replacing a key a racing start wrote).
 
 Invariants: the private key never leaves this module (repr names the key ID only); a token is
 `base64url(header).base64url(claims).base64url(signature)` with the header `{"alg": "RS256",
@@ -15,8 +15,6 @@ callers run it where a millisecond is fine or in a worker thread.
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
 import uuid
 from pathlib import Path
 from typing import Any, Final, final
@@ -24,6 +22,8 @@ from typing import Any, Final, final
 import msgspec
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from yurt.runtime.server.keyring import read_private, write_once
 
 KEY_FILE_NAME: Final = "workload-key"
 ALGORITHM: Final = "RS256"
@@ -89,35 +89,12 @@ def load_or_create(directory: Path) -> WorkloadSigner:
                             serialization.NoEncryption()).decode()
     content = msgspec.json.encode(_KeyFile(KeyID=str(uuid.uuid4()), Algorithm=ALGORITHM,
                                            Key=pem))
-    tmp = directory / f".{KEY_FILE_NAME}.{uuid.uuid4().hex}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        try:
-            os.write(fd, content)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        with contextlib.suppress(FileExistsError):  # another start wrote one first: keep it
-            os.link(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_once(directory, KEY_FILE_NAME, content)
     return _read(path)
 
 
 def _read(path: Path) -> WorkloadSigner:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)  # made more open by hand: close it again
-        raw = os.read(fd, _MAX_FILE)
-    finally:
-        os.close(fd)
+    raw = read_private(path, _MAX_FILE)
     try:
         stored = msgspec.json.decode(raw, type=_KeyFile)
         key = serialization.load_pem_private_key(stored.Key.encode(), password=None)

@@ -20,6 +20,8 @@ GETTER_MODE_ANY: Final = "any"
 GETTER_MODE_FILE: Final = "file"
 GETTER_MODE_DIR: Final = "dir"
 GETTER_MODES: Final = (GETTER_MODE_ANY, GETTER_MODE_FILE, GETTER_MODE_DIR)
+#: Digest sizes in bytes of the checksum types go-getter verifies (`options.checksum`).
+CHECKSUM_SIZES: Final = {"md5": 16, "sha1": 20, "sha256": 32, "sha512": 64}
 
 
 class TaskArtifact(Base):

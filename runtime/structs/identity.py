@@ -18,7 +18,6 @@ from yurt.runtime.structs.base import Base, Duration
 DEFAULT_IDENTITY_NAME: Final = "default"
 #: The audience of every default identity (Nomad's IdentityDefaultAud).
 DEFAULT_AUDIENCE: Final = "nomadproject.io"
-CHANGE_MODES: Final = ("noop", "signal", "restart")
 
 
 class WorkloadIdentity(Base):

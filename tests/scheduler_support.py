@@ -1,0 +1,29 @@
+"""The pure scheduler's tests: the state it reads, kept in plain memory."""
+
+from __future__ import annotations
+
+from yurt.runtime.server.scheduler import Plan
+from yurt.runtime.structs import Allocation, Evaluation, Node
+
+
+class SchedulerState:
+    """The scheduler's view over a dict of allocations: what LocalServer answers from its
+    store, with a plan applied as the server commits it (every allocation it names stored
+    under its ID)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.allocs: dict[str, Allocation] = {}
+
+    def job_allocs(self, job_id: str) -> list[Allocation]:
+        return [a for a in self.allocs.values() if a.job_id == job_id]
+
+    def live_allocs(self) -> list[Allocation]:
+        return [a for a in self.allocs.values() if not a.is_terminal()]
+
+    def blocked_evals(self, job_id: str) -> list[Evaluation]:
+        return []
+
+    def apply(self, plan: Plan) -> None:
+        for alloc in plan.place + plan.stop + plan.update:
+            self.allocs[alloc.id] = alloc
