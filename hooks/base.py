@@ -29,7 +29,7 @@ from typing import ClassVar, Protocol
 
 import trio
 
-from yurt.runtime.drivers.protocol import Driver
+from yurt.runtime.drivers.protocol import Driver, TaskConfig
 from yurt.runtime.structs import (
     Allocation,
     AllocNetworkStatus,
@@ -122,6 +122,7 @@ class TaskLifecycle(Protocol):
     async def signal(self, event: TaskEvent, signal: str) -> None: ...
     async def kill(self, event: TaskEvent | None = None) -> str: ...
     def set_hook_env(self, hook: str, env: dict[str, str] | None) -> None: ...
+    def exec_config(self, task_id: str) -> TaskConfig: ...
 
 
 @dataclass

@@ -121,7 +121,7 @@ class GroupServicesHook(AllocPrerunHook, AllocUpdateHook, AllocPrekillHook,
                 wanted.add(template.id)
                 if template.id in self._checks:
                     continue
-                script = (script_runner(self._runner, check, self._deps.node)
+                script = (script_runner(self._runner, check)
                           if check.type == CHECK_SCRIPT else None)
                 self._deps.checks.add(check_job(alloc, group, service, check,
                                                 self._deps.node, self._result, script))

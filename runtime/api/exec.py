@@ -47,16 +47,13 @@ from yurt.runtime.drivers.protocol import (
     ExecRequest,
     ExecResize,
     ExecStdin,
-    TaskConfig,
 )
 from yurt.runtime.errors import DriverError
 from yurt.runtime.goparse import parse_go_bool
 from yurt.runtime.structs import TASK_STATE_RUNNING, ZERO_TIME
-from yurt.runtime.taskenv import interpolate, node_values
 
 if TYPE_CHECKING:
-    from yurt.runtime.allocrunner.runner import AllocRunner
-    from yurt.runtime.taskrunner.runner import TaskRunner
+    pass
 
 CLOSE_NORMAL: Final = 1000
 #: Nomad's `toWsCode`: 500 is an internal error, every other status a policy violation.
@@ -136,20 +133,6 @@ def exit_frame(code: int) -> str:
     return json.dumps({"exited": True, "result": {"exit_code": code}})
 
 
-def task_config(ctx: Context, runner: AllocRunner, tr: TaskRunner, task_id: str
-                ) -> TaskConfig:
-    """The task's start configuration, rebuilt as `TaskRunner._start` builds it."""
-    env = tr.env
-    alloc_dir = runner.alloc_dir
-    task_dir = alloc_dir.task_dir(tr.name) if alloc_dir is not None else None
-    return TaskConfig(
-        id=task_id, name=tr.name, alloc_id=tr.alloc.id, job_id=tr.alloc.job_id,
-        task_group=tr.alloc.task_group,
-        driver_config=interpolate(dict(tr.task.config), {**node_values(ctx.agent.node), **env}),
-        user=tr.task.user, env=env, alloc_dir=alloc_dir.path if alloc_dir else None,
-        task_dir=task_dir)
-
-
 async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[str], tty: bool
                   ) -> tuple[ExecDriver, str, ExecRequest]:
     """The driver, task id and request of this exec, checked in Nomad's order."""
@@ -174,7 +157,7 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
     if not isinstance(driver, ExecDriver):
         raise _Refused(400, f'task "{task}": its driver does not support exec')
     return driver, handle.task_id, ExecRequest(command=command, tty=tty,
-                                               task=task_config(ctx, runner, tr, handle.task_id))
+                                               task=tr.exec_config(handle.task_id))
 
 
 async def _close(websocket: WebSocket, status: int, message: str) -> None:

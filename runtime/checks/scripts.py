@@ -18,11 +18,9 @@ from yurt.runtime.drivers.protocol import (
     ExecInput,
     ExecOutput,
     ExecRequest,
-    TaskConfig,
 )
-from yurt.runtime.structs import TASK_STATE_RUNNING, Node
+from yurt.runtime.structs import TASK_STATE_RUNNING
 from yurt.runtime.structs.service import ServiceCheck
-from yurt.runtime.taskenv import interpolate, node_values
 
 if TYPE_CHECKING:
     from yurt.runtime.allocrunner.runner import AllocRunner
@@ -31,7 +29,7 @@ if TYPE_CHECKING:
 MAX_SCRIPT_OUTPUT = 4096
 
 
-def script_runner(runner: AllocRunner, check: ServiceCheck, node: Node | None) -> ScriptRunner:
+def script_runner(runner: AllocRunner, check: ServiceCheck) -> ScriptRunner:
     async def run() -> tuple[int, str]:
         tr = runner.task_runners.get(check.task)
         if tr is None:
@@ -41,16 +39,8 @@ def script_runner(runner: AllocRunner, check: ServiceCheck, node: Node | None) -
             raise RuntimeError(f'task "{tr.name}" is not running')
         if not isinstance(driver, ExecDriver):
             raise RuntimeError(f'task "{tr.name}": its driver does not support exec')
-        alloc_dir = runner.alloc_dir
-        env = tr.env
-        config = TaskConfig(
-            id=handle.task_id, name=tr.name, alloc_id=tr.alloc.id, job_id=tr.alloc.job_id,
-            task_group=tr.alloc.task_group,
-            driver_config=interpolate(dict(tr.task.config),
-                                      {**node_values(node), **env}),
-            user=tr.task.user, env=env, alloc_dir=alloc_dir.path if alloc_dir else None,
-            task_dir=alloc_dir.task_dir(tr.name) if alloc_dir else None)
-        request = ExecRequest(command=[check.command, *check.args], tty=False, task=config)
+        request = ExecRequest(command=[check.command, *check.args], tty=False,
+                              task=tr.exec_config(handle.task_id))
         inputs_send, inputs = trio.open_memory_channel[ExecInput](0)
         outputs, received = trio.open_memory_channel[ExecOutput](16)
         output = bytearray()

@@ -36,6 +36,7 @@ carries the whole ring.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import uuid
@@ -224,6 +225,19 @@ class TaskRunner:
             self._hook_env.pop(hook, None)
         else:
             self._hook_env[hook] = dict(env)
+
+    def exec_config(self, task_id: str) -> TaskConfig:
+        """The task's configuration as its start builds it (env, interpolated driver config,
+        user, directories), without logs, mounts or devices: what a command run inside the
+        running task (alloc exec, script checks, template change scripts) is given."""
+        env = self.env
+        return TaskConfig(
+            id=task_id, name=self.name, alloc_id=self.alloc.id, job_id=self.alloc.job_id,
+            task_group=self.alloc.task_group,
+            driver_config=interpolate(dict(self.task.config), {**node_values(self._node), **env}),
+            user=self.task.user, env=env,
+            alloc_dir=self._task_dir.parent if self._task_dir is not None else None,
+            task_dir=self._task_dir)
 
     def _log_paths(self) -> tuple[str | None, str | None]:
         if self._task_dir is None or self.task.log_config.disabled:
@@ -606,15 +620,10 @@ class TaskRunner:
             # Re-attached after an agent restart: running already, and no new event.
             await self.update_state(TASK_STATE_RUNNING)
             return self._handle
-        env = self.env
         stdout, stderr = self._log_paths()
-        config = TaskConfig(
-            id=f"{self.alloc.id}/{self.name}/{uuid.uuid4().hex[:8]}", name=self.name,
-            alloc_id=self.alloc.id, job_id=self.alloc.job_id, task_group=self.alloc.task_group,
-            driver_config=interpolate(dict(self.task.config), {**node_values(self._node), **env}),
-            user=self.task.user,
-            env=env, alloc_dir=self._task_dir.parent if self._task_dir is not None else None,
-            task_dir=self._task_dir, stdout_path=stdout, stderr_path=stderr,
+        config = dataclasses.replace(
+            self.exec_config(f"{self.alloc.id}/{self.name}/{uuid.uuid4().hex[:8]}"),
+            stdout_path=stdout, stderr_path=stderr,
             mounts=[m for hook in self.hooks for m in self._hook_mounts.get(hook.name, ())],
             devices=[d for hook in self.hooks for d in self._hook_devices.get(hook.name, ())])
         started: TaskHandle | None = None

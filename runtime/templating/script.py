@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from yurt.runtime.drivers.protocol import ExecDriver, ExecInput, ExecOutput, ExecRequest, TaskConfig
+from yurt.runtime.drivers.protocol import ExecDriver, ExecInput, ExecOutput, ExecRequest
 from yurt.runtime.errors import YurtError
 from yurt.runtime.structs.template import ChangeScript
-from yurt.runtime.taskenv import interpolate
 
 if TYPE_CHECKING:
     from yurt.hooks.base import TaskHookContext
@@ -37,14 +36,8 @@ async def run_change_script(ctx: TaskHookContext, script: ChangeScript) -> tuple
     elif not isinstance(lifecycle.driver, ExecDriver):
         error = "driver does not support exec"
     else:
-        env = lifecycle.env
-        config = TaskConfig(
-            id=handle.task_id, name=ctx.task.name, alloc_id=ctx.alloc.id,
-            job_id=ctx.alloc.job_id, task_group=ctx.alloc.task_group,
-            driver_config=interpolate(dict(ctx.task.config), env), user=ctx.task.user,
-            env=env, alloc_dir=ctx.task_dir.parent if ctx.task_dir is not None else None,
-            task_dir=ctx.task_dir)
-        request = ExecRequest(command=[script.command, *script.args], tty=False, task=config)
+        request = ExecRequest(command=[script.command, *script.args], tty=False,
+                              task=lifecycle.exec_config(handle.task_id))
         send_in, receive_in = trio.open_memory_channel[ExecInput](0)
         send_out, receive_out = trio.open_memory_channel[ExecOutput](16)
         driver = lifecycle.driver
