@@ -1,18 +1,33 @@
 """Unpacking a downloaded archive into a fresh staging directory: blocking, run in a thread.
 
-Safety comes from two layers. Every archive entry is checked before anything is written:
-go-getter's "entry contains '..'" rule, then the running file count and declared size against
-the client's `decompression_file_count_limit` and `decompression_size_limit` (the sizes in
-the headers are exactly what tarfile and zipfile will write, so a bomb is refused before it
-expands). Then the writing itself cannot leave the staging directory: tar links are refused
-outright (as Nomad's getter does), other tar members go through `tarfile`'s `data` filter
-(absolute names, devices and setuid bits are refused or stripped; Python ≥ 3.11.4), zip
-members are joined to the directory and checked to stay below it (zipfile never creates
-links, so nothing written can redirect a later write).
-The single-file decompressors (gz, bz2, xz) stop at the size limit rather than truncate.
+Safety comes from three layers. Before a header is even read whole, its size is bounded: GNU
+long names/links and pax headers are held in memory by `tarfile`, so one whose declared size
+is over `MAX_HEADER` (1 MiB, Go's `archive/tar` `maxSpecialFileSize`) is refused, as is a chain
+of them before one entry, or global pax headers adding up past it (they accumulate for the
+rest of the archive); GNU sparse entries are refused outright (their maps are read into
+memory with no bound). Without this a 300 KB tar.gz declaring a 2.4 GB long name made
+`tarfile` allocate 2.4 GB. Then every archive entry is checked before anything is written:
+go-getter's "entry contains '..'" rule, then the running file count and declared size
+against the client's `decompression_file_count_limit` and `decompression_size_limit` (the
+sizes in the headers are what is written, and the copy stops there anyway, so a bomb is
+refused before it expands). Then the writing itself cannot leave the staging directory: tar
+links are refused outright (as Nomad's getter does), other tar members go through `tarfile`'s
+`data` filter (absolute names, devices and FIFOs refused, setuid bits stripped; Python ≥
+3.11.4) and are written by us, chunk by chunk; zip members are joined to the directory and
+checked to stay below it (zipfile never creates links, so nothing written can redirect a later
+write). The single-file decompressors (gz, bz2, xz) stop at the size limit rather than truncate.
 
-The staging directory is always new and empty (the caller makes it), so nothing already there
-can be a link an archive entry would follow.
+Every loop here calls `check` between chunks and entries: the caller passes Trio's
+`from_thread.check_cancelled`, so killing a task stops a long unpack or copy within one chunk
+instead of waiting for it to finish (the worker thread cannot be abandoned: the staging
+directory it writes is removed right after).
+
+The staging directory is always new, empty and reachable by the agent alone (the caller makes
+it 0700 in the root-owned task directory), so nothing there can be a link an entry would
+follow. `copy_tree` reads a `file://` directory source that others may write, so it walks it
+by descriptors: each entry is opened `O_PATH | O_NOFOLLOW` relative to its parent, judged on
+that descriptor (a link is refused, a FIFO, socket or device skipped, neither opened), and only
+a regular file or directory is reopened to read, through the descriptor, never its name again.
 """
 
 from __future__ import annotations
@@ -25,6 +40,7 @@ import os
 import stat
 import tarfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -32,13 +48,66 @@ from yurt.runtime.getter.access import Reader, may
 from yurt.runtime.getter.source import GetterError
 
 _CHUNK: Final = 1 << 20
+#: The largest GNU long name/link or pax header read (Go's archive/tar maxSpecialFileSize).
+MAX_HEADER: Final = 1 << 20
+#: The deepest directory tree `copy_tree` copies: each level holds a descriptor open.
+MAX_DEPTH: Final = 128
+
+Check = Callable[[], None]
+
+
+def no_check() -> None:
+    """The `check` of a copy nobody can cancel (tests, callers outside Trio)."""
 
 
 class _Reader(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
+
+
 _TAR_MODES: Final = {"tar": "r:", "tar.gz": "r:gz", "tgz": "r:gz", "tar.bz2": "r:bz2",
                      "tbz2": "r:bz2", "tar.xz": "r:xz", "txz": "r:xz"}
 _SINGLE: Final = {"gz": "gzip", "bz2": "bzip2", "xz": "xz"}
+_SPECIAL_HEADERS: Final = {tarfile.GNUTYPE_LONGNAME: "GNU long name",
+                           tarfile.GNUTYPE_LONGLINK: "GNU long link",
+                           tarfile.XHDTYPE: "pax", tarfile.XGLTYPE: "pax global",
+                           tarfile.SOLARIS_XHDTYPE: "pax"}
+
+
+#: tarfile's own dispatch on the header type (private, so absent from the type stubs).
+_PROC_MEMBER: Final[Callable[[tarfile.TarInfo, tarfile.TarFile], tarfile.TarInfo]] = \
+    vars(tarfile.TarInfo)["_proc_member"]
+
+
+class _BoundedTarFile(tarfile.TarFile):
+    """A `TarFile` that counts the special-header bytes it has read (see `_BoundedTarInfo`)."""
+
+    chain_bytes = 0  # special headers before the entry being read
+    global_bytes = 0  # pax global headers so far: tarfile keeps them all
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """Refuses an oversized special header from its 512-byte header block, before `tarfile`
+    reads its body into memory."""
+
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise GetterError(f"sparse tar entries are not supported: {self.name}")
+        if isinstance(tar, _BoundedTarFile):
+            kind = _SPECIAL_HEADERS.get(self.type)
+            if kind is None:
+                tar.chain_bytes = 0
+            else:
+                tar.chain_bytes += self.size
+                if self.type == tarfile.XGLTYPE:
+                    tar.global_bytes += self.size
+                if max(self.size, tar.chain_bytes, tar.global_bytes) > MAX_HEADER:
+                    raise GetterError(f"tar {kind} header too large: {self.size} bytes "
+                                      f"(limit {MAX_HEADER})")
+        return _PROC_MEMBER(self, tar)
+
+    def _proc_gnusparse_10(self, next: tarfile.TarInfo, pax_headers: object,
+                           tar: tarfile.TarFile) -> None:
+        raise GetterError(f"sparse tar entries are not supported: {next.name}")
 
 
 def _open_single(kind: str, path: Path) -> io.BufferedIOBase:
@@ -54,34 +123,39 @@ def _contains_dot_dot(name: str) -> bool:
 
 
 def unpack(archive: Path, kind: str, dest: Path, *, as_dir: bool, max_size: int,
-           max_files: int) -> None:
+           max_files: int, check: Check = no_check) -> None:
     """Unpack `archive` (go-getter type `kind`) into the directory `dest`, or (not `as_dir`)
     as the single file `dest`. Limits of 0 mean none, as Nomad's client config reads them.
+    `check` is called between chunks and may raise to stop (a cancellation).
     Raises `GetterError`."""
     try:
         if kind in _TAR_MODES:
-            _untar(archive, _TAR_MODES[kind], dest, as_dir, max_size, max_files)
+            _untar(archive, _TAR_MODES[kind], dest, as_dir, max_size, max_files, check)
         elif kind == "zip":
-            _unzip(archive, dest, as_dir, max_size, max_files)
+            _unzip(archive, dest, as_dir, max_size, max_files, check)
         else:
             if as_dir:
                 raise GetterError(f"{_SINGLE[kind]}-compressed files can only unarchive to a "
                                   "single file")
             with _open_single(kind, archive) as src:
-                _copy_limited(src, dest, 0o644, max_size)
+                _copy_limited(src, dest, 0o644, max_size, check)
     except GetterError:
         raise
     except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile, lzma.LZMAError) as e:
         raise GetterError(f"failed to unpack {archive.name}: {e}") from None
 
 
-def _copy_limited(src: _Reader, dest: Path, mode: int, max_size: int) -> int:
+def _copy_limited(src: _Reader, dest: Path, mode: int, max_size: int, check: Check) -> int:
     dest.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                  mode)
     with os.fdopen(fd, "wb") as out:
-        while chunk := src.read(_CHUNK):
+        while True:
+            check()
+            chunk = src.read(_CHUNK)
+            if not chunk:
+                break
             written += len(chunk)
             if max_size and written > max_size:
                 raise GetterError(f"decompressed size exceeds the limit of {max_size} bytes")
@@ -90,11 +164,18 @@ def _copy_limited(src: _Reader, dest: Path, mode: int, max_size: int) -> int:
 
 
 def _untar(archive: Path, mode: str, dest: Path, as_dir: bool, max_size: int,
-           max_files: int) -> None:
+           max_files: int, check: Check) -> None:
     count = total = 0
     single_done = False
-    with tarfile.open(archive, mode) as tar:  # type: ignore[call-overload]
-        for member in tar:
+    with _BoundedTarFile.open(archive, mode, tarinfo=_BoundedTarInfo) as tar:  # type: ignore[call-overload]
+        while True:
+            check()
+            member = tar.next()
+            # tarfile keeps every member it read; the loop needs none of them again, and an
+            # archive without a file count limit could hold millions.
+            tar.members.clear()
+            if member is None:
+                break
             count += 1
             if max_files and count > max_files:
                 raise GetterError(f"tar archive contains too many files: {count} > "
@@ -105,6 +186,8 @@ def _untar(archive: Path, mode: str, dest: Path, as_dir: bool, max_size: int,
                 # As Nomad's getter (symlinks disabled): a link in a fetched archive is
                 # refused, never followed or recreated, whatever its target.
                 raise GetterError(f"archive entry is a link: {member.name}")
+            if member.sparse is not None:
+                raise GetterError(f"sparse tar entries are not supported: {member.name}")
             total += member.size
             if max_size and total > max_size:
                 raise GetterError(f"tar archive larger than limit: {max_size}")
@@ -117,17 +200,36 @@ def _untar(archive: Path, mode: str, dest: Path, as_dir: bool, max_size: int,
                 src = tar.extractfile(member)
                 if src is None:  # pragma: no cover - isfile() members always have data
                     raise GetterError(f"expected a single file: {archive.name}")
-                _copy_limited(src, dest, stat.S_IMODE(member.mode) & 0o777 or 0o644, 0)
+                _copy_limited(src, dest, stat.S_IMODE(member.mode) & 0o777 or 0o644, 0, check)
                 continue
-            try:
-                tar.extract(member, dest, filter="data")
-            except tarfile.FilterError as e:
-                raise GetterError(f"refused archive entry: {e}") from None
+            _extract(tar, member, dest, check)
     if count == 0 or (not as_dir and not single_done):
         raise GetterError(f"empty archive: {archive.name}")
 
 
-def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: int) -> None:
+def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, check: Check) -> None:
+    """One member, as `tar.extract(member, dest, filter="data")` writes it, but in chunks
+    that `check` can stop."""
+    try:
+        safe = tarfile.data_filter(member, str(dest))
+    except tarfile.FilterError as e:
+        raise GetterError(f"refused archive entry: {e}") from None
+    target = dest / safe.name
+    if safe.isdir():
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    src = tar.extractfile(member)
+    if src is None:  # pragma: no cover - the data filter lets only files and dirs through
+        raise GetterError(f"refused archive entry: {member.name}")
+    mode = safe.mode if safe.mode is not None else 0o644
+    with src:
+        _copy_limited(src, target, mode, 0, check)
+    os.chmod(target, mode)  # the umask applied at creation
+    os.utime(target, (safe.mtime, safe.mtime))
+
+
+def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: int,
+           check: Check) -> None:
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
         if not infos:
@@ -140,6 +242,7 @@ def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: in
         root = dest.resolve() if as_dir else dest.parent.resolve()
         total = 0
         for info in infos:
+            check()
             target = dest
             if as_dir:
                 if _contains_dot_dot(info.filename):
@@ -158,34 +261,88 @@ def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: in
                 continue
             mode = (info.external_attr >> 16) & 0o777 or 0o644
             with zf.open(info) as src:
-                _copy_limited(src, target, mode, 0)
+                _copy_limited(src, target, mode, 0, check)
             os.chmod(target, mode)
 
 
 def copy_tree(src: Path, dest: Path, *, max_size: int, max_files: int,
-              reader: Reader | None = None) -> None:
-    """A `file://` directory source copied as a tree; links are refused, as go-getter's
-    client with `DisableSymlinks` refuses them, and with a `reader` (the task's user) every
-    entry must be readable by it."""
-    count = total = 0
-    for dirpath, dirnames, filenames in os.walk(src):
-        here = Path(dirpath)
-        rel = here.relative_to(src)
-        (dest / rel).mkdir(parents=True, exist_ok=True)
-        for name in [*dirnames, *filenames]:
-            st = os.lstat(here / name)
-            if stat.S_ISLNK(st.st_mode):
-                raise GetterError(f"copying of symlinks has been disabled: {here / name}")
-            if reader is not None and not may(st, reader, 5 if stat.S_ISDIR(st.st_mode) else 4):
-                raise GetterError(f"{here / name}: permission denied for user "
-                                  f"\"{reader.name}\"")
-            count += 1
-            if max_files and count > max_files:
-                raise GetterError(f"directory contains too many files: {count} > {max_files}")
-            if stat.S_ISREG(st.st_mode):
-                total += st.st_size
-                if max_size and total > max_size:
-                    raise GetterError(f"directory larger than limit: {max_size}")
-                with open(here / name, "rb") as f:
-                    _copy_limited(f, dest / rel / name, stat.S_IMODE(st.st_mode) & 0o777, 0)
-                os.chmod(dest / rel / name, stat.S_IMODE(st.st_mode) & 0o777)
+              reader: Reader | None = None, check: Check = no_check) -> None:
+    """A `file://` directory source copied as a tree into the new directory `dest`.
+
+    Links are refused, as go-getter's client with `DisableSymlinks` refuses them. FIFOs,
+    sockets and devices are skipped, as yurt always skipped them, and never opened (go-getter
+    would open them: a FIFO blocks the copy for ever, a device may act on open and never
+    end). With a `reader` (the task's user) every entry must be readable by it. Raises
+    `GetterError`."""
+    try:
+        top = os.open(src, os.O_PATH | os.O_CLOEXEC)  # the source's own links are followed
+    except OSError as e:
+        raise GetterError(f"{src}: {e.strerror}") from None
+    try:
+        if not stat.S_ISDIR(os.fstat(top).st_mode):
+            raise GetterError(f"source path must be a directory: {src}")
+        _Tree(max_size, max_files, reader, check).copy(top, src, dest, 0)
+    except OSError as e:
+        raise GetterError(f"{e.filename or src}: {e.strerror}") from None
+    finally:
+        os.close(top)
+
+
+class _Tree:
+    """The running totals of one `copy_tree`."""
+
+    def __init__(self, max_size: int, max_files: int, reader: Reader | None,
+                 check: Check) -> None:
+        self.max_size, self.max_files, self.reader, self.check = (max_size, max_files, reader,
+                                                                  check)
+        self.count = self.total = 0
+
+    def copy(self, dir_path_fd: int, shown: Path, out: Path, depth: int) -> None:
+        """Copy the directory open (`O_PATH`) as `dir_path_fd` into the new directory `out`."""
+        if depth > MAX_DEPTH:
+            raise GetterError(f"directory tree deeper than {MAX_DEPTH} levels: {shown}")
+        out.mkdir(parents=True, exist_ok=depth == 0)
+        listing = os.open(f"/proc/self/fd/{dir_path_fd}",
+                          os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            with os.scandir(listing) as entries:
+                names = sorted(entry.name for entry in entries)
+        finally:
+            os.close(listing)
+        for name in names:
+            self.check()
+            try:
+                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=dir_path_fd)
+            except FileNotFoundError:  # removed while copied
+                continue
+            try:
+                self._entry(fd, shown / name, out / name, depth)
+            finally:
+                os.close(fd)
+
+    def _entry(self, fd: int, shown: Path, out: Path, depth: int) -> None:
+        st = os.fstat(fd)  # the entry itself: opened O_PATH | O_NOFOLLOW
+        if stat.S_ISLNK(st.st_mode):
+            raise GetterError(f"copying of symlinks has been disabled: {shown}")
+        if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+            return  # a FIFO, socket or device: skipped, never opened (see copy_tree)
+        if self.reader is not None and not may(st, self.reader,
+                                               5 if stat.S_ISDIR(st.st_mode) else 4):
+            raise GetterError(f"{shown}: permission denied for user \"{self.reader.name}\"")
+        self.count += 1
+        if self.max_files and self.count > self.max_files:
+            raise GetterError(f"directory contains too many files: {self.count} > "
+                              f"{self.max_files}")
+        if stat.S_ISDIR(st.st_mode):
+            self.copy(fd, shown, out, depth + 1)
+            return
+        self.total += st.st_size
+        if self.max_size and self.total > self.max_size:
+            raise GetterError(f"directory larger than limit: {self.max_size}")
+        mode = stat.S_IMODE(st.st_mode) & 0o777
+        # Through the descriptor judged above: the name may be something else by now.
+        left = self.max_size - self.total + st.st_size if self.max_size else 0
+        with open(f"/proc/self/fd/{fd}", "rb") as f:
+            _copy_limited(f, out, mode, left, self.check)  # `left`: a file that grows
+        os.chmod(out, mode)
