@@ -10,6 +10,11 @@ remove (it lives in the download's staging directory).
 Errors are `GetterError`s worded as Go's HTTP client words them (`Get "<url>": …`,
 `bad response code: 404`). Nomad's go-getter truncates silently at `http_max_size`; yurt fails
 the download instead, because a truncated artifact is never what the task wanted.
+
+A `file://` source (the artifact's file, or a `checksum=file:` listing) is opened by
+`open_regular`: only a regular file is ever read (a FIFO would block the copy for ever, a
+device may have side effects), judged on the descriptor that is then read. The copy calls its
+`check` between chunks, so a kill stops it within one chunk.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Final
 
 import trio
 
+from yurt.runtime.getter.access import Reader, may
 from yurt.runtime.getter.source import GetterError
+from yurt.runtime.getter.unpack import no_check
 
 BATCH: Final = 1 << 20
 _READ: Final = 1 << 20
@@ -92,22 +100,59 @@ def _reason(error: BaseException) -> str:
     return type(error).__name__
 
 
-def copy_file(src: Path, dest: Path, *, max_bytes: int, hasher: hashlib._Hash | None) -> int:
-    """Copy the local file `src` into the new file `dest` (blocking: run it in a thread)."""
-    total = 0
+def open_regular(src: Path, *, reader: Reader | None = None) -> int:
+    """A descriptor to read the regular file `src` (its links followed, as its name says).
+
+    The file is first opened `O_PATH`: that never blocks and runs no driver's open, where a
+    plain `open` of a FIFO waits for a writer for ever (in a worker thread a kill cannot
+    interrupt) and one of a device may act on it. Only a regular file, judged on that
+    descriptor (and, with a `reader`, readable by the task's user by its mode bits), is then
+    reopened for reading, through the descriptor: the very file judged, whatever its name
+    says by then. Raises `GetterError`."""
     try:
-        f = open(src, "rb")  # noqa: SIM115 - closed by the with below
+        path_fd = os.open(src, os.O_PATH | os.O_CLOEXEC)
     except OSError as e:
         raise GetterError(f"{src}: {e.strerror}") from None
-    with f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise GetterError(f"source path must be a file: {src}")
-        with open(dest, "xb") as out:
-            while chunk := f.read(_READ):
-                total += len(chunk)
-                if max_bytes and total > max_bytes:
-                    raise GetterError(f"{src} exceeds the maximum size of {max_bytes} bytes")
-                if hasher is not None:
-                    hasher.update(chunk)
-                out.write(chunk)
+    try:
+        st = os.fstat(path_fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise GetterError(f"source path must be a file: {src} is {_kind(st.st_mode)}")
+        if reader is not None and not may(st, reader, 4):
+            raise GetterError(f"{src}: permission denied for user \"{reader.name}\"")
+        return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        raise GetterError(f"{src}: {e.strerror}") from None
+    finally:
+        os.close(path_fd)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def copy_file(src: Path, dest: Path, *, max_bytes: int, hasher: hashlib._Hash | None,
+              reader: Reader | None = None, check: Callable[[], None] = no_check) -> int:
+    """Copy the local regular file `src` into the new file `dest` (blocking: run it in a
+    thread); `check` is called between chunks and may raise to stop (a cancellation)."""
+    total = 0
+    with os.fdopen(open_regular(src, reader=reader), "rb") as f, open(dest, "xb") as out:
+        while True:
+            check()
+            chunk = f.read(_READ)
+            if not chunk:
+                break
+            total += len(chunk)
+            if max_bytes and total > max_bytes:
+                raise GetterError(f"{src} exceeds the maximum size of {max_bytes} bytes")
+            if hasher is not None:
+                hasher.update(chunk)
+            out.write(chunk)
     return total
