@@ -4,22 +4,30 @@
 Theory of operation. Everything lands first in a staging directory, new for each download,
 inside the task directory (`.artifact-*`), and reaches the destination only once it is whole
 and verified: the fetched file (hashed as it streams), then the unpacked tree, then a merge
-into the destination (Nomad's `mergeDirectories`: a directory merges into one already there,
-a file replaces what has its name, links in the destination are replaced, never followed).
-So a failed or interrupted download leaves the destination as it was; staging directories an
-agent crash left behind are removed (`remove_stale_staging`) before the task's next downloads.
+into the destination (`place.py`: Nomad's `mergeDirectories`, a directory merges into one
+already there, a file replaces what has its name, links in the destination are replaced,
+never followed). So a failed or interrupted download leaves the destination as it was;
+staging directories an agent crash left behind are removed (`remove_stale_staging`) before
+the task's next downloads.
 
-Invariants: the destination, interpolated and joined to the task directory, stays inside the
-allocation directory once links are resolved (Nomad's `ClientPath` escape check, made on the
-real path); the staging directory is removed on every exit, shielded and bounded; blocking
-work runs in worker threads behind one `CapacityLimiter` per download.
+Invariants: the destination is found, when the download is placed, by a walk of descriptors
+from the allocation directory that never follows a link out of it (Nomad's `ClientPath`
+escape check, made on the very directories written; a check before the fetch only fails
+early), so a task that swaps a directory on the way for a link while the download runs
+cannot make the agent write or chown outside (place.py). The staging directory is created
+0700 in the task directory, which the agent owns (0755, allocdir.py): no task can enter,
+rename or replace it, so its names are trusted. Every `file://` read (the source, a
+`checksum=file:` listing) is judged against the task's user (access.py) and opened as a
+regular file only (fetch.py). Blocking work runs in worker threads behind one
+`CapacityLimiter` per download, and checks for cancellation between chunks, so a kill stops
+a long copy or unpack promptly; the staging directory is removed on every exit, shielded and
+bounded.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +35,10 @@ from typing import Final
 
 import trio
 
-from yurt.runtime.getter.access import check_readable, reader_of
+from yurt.runtime.getter.access import Reader, check_readable, reader_of
 from yurt.runtime.getter.config import ArtifactConfig
 from yurt.runtime.getter.fetch import copy_file, fetch_http
+from yurt.runtime.getter.place import Target, check_destination, chown_staged, place, target_of
 from yurt.runtime.getter.source import (
     Checksum,
     GetterError,
@@ -64,17 +73,6 @@ class ArtifactRequest:
     user: str = ""
 
 
-def resolve_destination(alloc_dir: Path, task_dir: Path, destination: str) -> Path:
-    """The destination as a real path inside the allocation directory (Go's
-    `filepath.Join(taskDir, dest)`: an absolute destination is task-relative too)."""
-    joined = Path(os.path.normpath(os.path.join(task_dir, destination.lstrip("/"))))
-    root = alloc_dir.resolve()
-    real = Path(os.path.realpath(joined))
-    if real != root and root not in real.parents:
-        raise GetterError("artifact destination path escapes alloc directory")
-    return real
-
-
 def remove_stale_staging(task_dir: Path) -> None:
     """Remove staging directories an interrupted download (an agent crash) left behind.
     Call it before a task's downloads start, never beside one: it would take that
@@ -85,64 +83,27 @@ def remove_stale_staging(task_dir: Path) -> None:
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def _merge(src: Path, dst: Path) -> None:
-    """Move the tree `src` into the directory `dst` (Nomad's `mergeDirectories`)."""
-    dst.mkdir(parents=True, exist_ok=True)
-    with os.scandir(src) as entries:
-        for entry in list(entries):
-            target = dst / entry.name
-            try:
-                st = os.lstat(target)
-            except FileNotFoundError:
-                os.rename(entry.path, target)
-                continue
-            src_dir = entry.is_dir(follow_symlinks=False)
-            if src_dir and stat.S_ISDIR(st.st_mode):
-                _merge(Path(entry.path), target)
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(target)
-            elif src_dir:
-                os.unlink(target)
-            os.replace(entry.path, target)
-
-
-def _place_file(src: Path, final: Path) -> None:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        if stat.S_ISDIR(os.lstat(final).st_mode):
-            shutil.rmtree(final)
-    except FileNotFoundError:
-        pass
-    os.replace(src, final)
-
-
-def _chown_tree(path: Path, owner: tuple[int, int]) -> None:
-    """Give the destination tree to the task's user; only root can, and Nomad's
-    `chownDestination` quietly does nothing otherwise, as here."""
-    if os.geteuid() != 0:
-        return
-    uid, gid = owner
-    os.lchown(path, uid, gid)
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in (*dirnames, *filenames):
-            os.lchown(os.path.join(dirpath, name), uid, gid)
-
-
 def _checksum_mismatch(path: Path, want: Checksum, got: bytes) -> GetterError:
     return GetterError(f"Checksums did not match for {path}.\nExpected: {want.digest.hex()}\n"
                        f"Got: {got.hex()}\n*{want.kind}.digest")
 
 
 async def _fetch(source: Source, dest: Path, checksum: Checksum | None, config: ArtifactConfig,
-                 request: ArtifactRequest, limiter: trio.CapacityLimiter, *,
-                 max_bytes: int) -> None:
-    """Bring `source`'s bytes to the new file `dest`, verified against `checksum`."""
+                 request: ArtifactRequest, reader: Reader | None,
+                 limiter: trio.CapacityLimiter, *, max_bytes: int) -> None:
+    """Bring `source`'s bytes to the new file `dest`, verified against `checksum`; a local
+    file only if the task's user (`reader`) may read it."""
     hasher = checksum.hasher() if checksum is not None else None
     if source.scheme == "file":
-        await trio.to_thread.run_sync(
-            lambda: copy_file(Path(source.path), dest, max_bytes=max_bytes, hasher=hasher),
-            limiter=limiter)
+        path = Path(source.path)
+
+        def copy() -> None:
+            if reader is not None:
+                check_readable(path, reader)
+            copy_file(path, dest, max_bytes=max_bytes, hasher=hasher, reader=reader,
+                      check=trio.from_thread.check_cancelled)
+
+        await trio.to_thread.run_sync(copy, limiter=limiter)
     else:
         await fetch_http(source.url, dest, headers=request.headers or None,
                          insecure=request.insecure, max_bytes=max_bytes,
@@ -152,77 +113,90 @@ async def _fetch(source: Source, dest: Path, checksum: Checksum | None, config: 
         raise _checksum_mismatch(dest, checksum, hasher.digest())
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    how: Plan
+    target: Target
+    stage: Path
+    reader: Reader | None
+
+
 async def get(request: ArtifactRequest, config: ArtifactConfig) -> None:
     """Download one artifact into its destination. Raises `GetterError`."""
     if request.task_dir is None or request.alloc_dir is None:
         raise GetterError("artifacts need a task directory, and this task runs without one")
     task_dir, alloc_dir = request.task_dir, request.alloc_dir
     source = parse_source(request.source, request.options)
+    sums = parse_source(source.checksum_url) if source.checksum_url is not None else None
+    local = source.scheme == "file" or (sums is not None and sums.scheme == "file")
     limiter = trio.CapacityLimiter(1)
 
-    def prepare() -> tuple[Path, Path, bool]:
-        dest = resolve_destination(alloc_dir, task_dir, request.destination)
-        if source.scheme == "file" and request.user:
-            check_readable(Path(source.path), reader_of(request.user))
+    def prepare() -> _Prepared:
+        reader = reader_of(request.user) if request.user and local else None
+        if source.scheme == "file" and reader is not None:
+            check_readable(Path(source.path), reader)
+        # The plan only: copy_tree and copy_file judge what they open themselves.
+        source_is_dir = source.scheme == "file" and os.path.isdir(source.path)
+        how = plan(source, request.mode, source_is_dir=source_is_dir)
+        target = target_of(alloc_dir, task_dir, request.destination, how)
+        check_destination(alloc_dir, target)
         stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=task_dir))
-        return dest, stage, source.scheme == "file" and os.path.isdir(source.path)
+        return _Prepared(how, target, stage, reader)
 
     try:
-        dest, stage, source_is_dir = await trio.to_thread.run_sync(prepare, limiter=limiter)
+        prepared = await trio.to_thread.run_sync(prepare, limiter=limiter)
     except OSError as e:
         raise GetterError(f"failed to prepare the artifact's destination: {e}") from None
     try:
-        await _get_staged(request, config, source, dest, stage, source_is_dir, limiter)
+        await _get_staged(request, config, source, sums, prepared, limiter)
     except OSError as e:
         raise GetterError(str(e)) from None
     finally:
         with trio.CancelScope(shield=True) as cleanup:
             cleanup.deadline = trio.current_time() + _CLEANUP_SECONDS
             await trio.to_thread.run_sync(
-                lambda: shutil.rmtree(stage, ignore_errors=True), limiter=limiter)
+                lambda: shutil.rmtree(prepared.stage, ignore_errors=True), limiter=limiter)
 
 
 async def _get_staged(request: ArtifactRequest, config: ArtifactConfig, source: Source,
-                      dest: Path, stage: Path, source_is_dir: bool,
+                      sums: Source | None, prepared: _Prepared,
                       limiter: trio.CapacityLimiter) -> None:
+    assert request.alloc_dir is not None  # checked by get()
+    alloc_dir, how, stage, reader = request.alloc_dir, prepared.how, prepared.stage, \
+        prepared.reader
     checksum = source.checksum
-    if source.checksum_url is not None:
+    if sums is not None and source.checksum_url is not None:
         listing = stage / "checksums"
-        sums = parse_source(source.checksum_url)
-        await _fetch(sums, listing, None, config, request, limiter,
+        await _fetch(sums, listing, None, config, request, reader, limiter,
                      max_bytes=_CHECKSUM_FILE_MAX)
         text = await trio.to_thread.run_sync(
             lambda: listing.read_text(errors="replace"), limiter=limiter)
         checksum = pick_checksum(text, source.path, source.checksum_url)
-    how: Plan = plan(source, request.mode, source_is_dir=source_is_dir)
     out = stage / "out"
+    check = trio.from_thread.check_cancelled
     if how.copy_dir:
-        reader = reader_of(request.user) if request.user else None
         await trio.to_thread.run_sync(
             lambda: copy_tree(Path(source.path), out, reader=reader,
                               max_size=config.decompression_size_limit,
-                              max_files=config.decompression_file_count_limit),
+                              max_files=config.decompression_file_count_limit, check=check),
             limiter=limiter)
     else:
         download = stage / "download"
-        await _fetch(source, download, checksum, config, request, limiter,
+        await _fetch(source, download, checksum, config, request, reader, limiter,
                      max_bytes=config.http_max_size)
         if how.unpack is not None and source.archive is not None:
             archive = source.archive
             await trio.to_thread.run_sync(
                 lambda: unpack(download, archive, out, as_dir=how.unpack == "dir",
                                max_size=config.decompression_size_limit,
-                               max_files=config.decompression_file_count_limit),
+                               max_files=config.decompression_file_count_limit, check=check),
                 limiter=limiter)
-
-    def place() -> None:
-        if not how.copy_dir and how.unpack is None:
-            (stage / "download").rename(out)
-        if how.copy_dir or how.unpack == "dir":
-            _merge(out, dest)
         else:
-            _place_file(out, dest / how.target if how.target else dest)
-        if request.owner is not None:
-            _chown_tree(dest, request.owner)
+            await trio.to_thread.run_sync(download.rename, out, limiter=limiter)
 
-    await trio.to_thread.run_sync(place, limiter=limiter)
+    def finish() -> None:
+        if request.owner is not None:
+            chown_staged(out, request.owner)
+        place(out, alloc_dir, prepared.target, request.owner)
+
+    await trio.to_thread.run_sync(finish, limiter=limiter)

@@ -1,0 +1,217 @@
+"""Placing a verified download at its destination without following a link a task planted.
+
+Why descriptors: the agent runs as root, the destination lies in a directory the tasks share
+(`alloc/data` is world-writable) or own (`local/`), and a download takes minutes. A path
+checked before the download and used by name after it loses the race: a sibling task swaps
+`alloc/data/x` for a link to `/etc` meanwhile, and root merges (and chowns) into `/etc`. So
+no name below the allocation directory is ever handed to the kernel whole. The destination is
+opened, at placement time, by the allocation directory's confined walk (`runtime/allocfs.py`
+`open_confined`: one component at a time from a descriptor of the allocation directory,
+`O_NOFOLLOW`, a link read and resolved by the walk itself, never above the allocation
+directory); a missing directory is made relative to its parent's descriptor (`mkdirat`, which
+never follows a link either: a dangling one is EEXIST). Everything after that (the merge's
+renames and replacements, removals, the chown) is relative to the descriptors the walk
+returned, each subdirectory opened `O_NOFOLLOW | O_DIRECTORY` from its parent's: a link
+swapped in later is replaced or refused, never followed.
+
+Nomad's rules, kept: the destination is the task directory joined with `destination`
+(`..` may not rise above the allocation directory: "artifact destination path escapes alloc
+directory"), a link inside it is followed only when it stays inside; a directory merges into
+one already there, a file replaces what has its name (a link included, never followed).
+
+Chown (the artifact's `chown`): the downloaded tree is given to the task's user in the
+staging directory, which only the agent can reach, then moved; of what was already in the
+destination only the directories merged into are changed (by their descriptors). Nomad walks
+the whole destination by name instead; here a file a sibling task hard-linked into a shared
+destination is never chowned.
+
+Everything here blocks: run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import shutil
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, final
+
+from yurt.runtime.allocfs import ESCAPES, FsError, clean_parts, open_confined
+from yurt.runtime.getter.source import GetterError, Plan
+
+DEST_ESCAPES: Final = "artifact destination path escapes alloc directory"
+_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+Owner = tuple[int, int]
+
+
+@final
+@dataclass(frozen=True)
+class Target:
+    """Where a download lands: the directory `parts` below the allocation directory, and
+    `name` inside it for a single file (None: the tree is merged into the directory).
+    `is_destination`: `parts` is the artifact's destination (chowned, as Nomad chowns it),
+    not the parent of a destination file."""
+
+    parts: tuple[str, ...]
+    name: str | None
+    is_destination: bool = True
+
+
+def target_of(alloc_dir: Path, task_dir: Path, destination: str, how: Plan) -> Target:
+    """The destination (Go's `filepath.Join(taskDir, dest)`: an absolute destination is
+    task-relative too), cleaned lexically. Raises `GetterError` when it rises above the
+    allocation directory."""
+    joined = posixpath.normpath(posixpath.join(str(task_dir), destination.lstrip("/")))
+    root = posixpath.normpath(str(alloc_dir))
+    if joined != root and not joined.startswith(root.rstrip("/") + "/"):
+        raise GetterError(DEST_ESCAPES)
+    parts = tuple(clean_parts(posixpath.relpath(joined, root)))
+    if how.copy_dir or how.unpack == "dir":
+        return Target(parts, None)
+    if how.target:
+        return Target(parts, how.target)
+    if not parts:
+        raise GetterError("the artifact's destination is the allocation directory, which a "
+                          "file cannot replace")
+    return Target(parts[:-1], parts[-1], is_destination=False)
+
+
+def _refused(e: FsError, shown: str) -> GetterError:
+    if str(e) == ESCAPES:
+        return GetterError(DEST_ESCAPES)
+    return GetterError(f"artifact destination {shown}: {e}")
+
+
+def check_destination(alloc_dir: Path, target: Target) -> None:
+    """Refuse now, before anything is fetched, a destination whose existing part already
+    leads outside (a link) or through a file. Placement walks again: this is only the early
+    answer."""
+    parts = target.parts
+    for n in range(len(parts), -1, -1):
+        try:
+            opened = open_confined(alloc_dir, "/".join(parts[:n]))
+        except FsError as e:
+            if e.status == 404:
+                continue
+            raise _refused(e, "/".join(parts)) from None
+        os.close(opened.fd)
+        if n == len(parts) and not stat.S_ISDIR(opened.st.st_mode):
+            raise GetterError(f"artifact destination {'/'.join(parts)}: not a directory")
+        return
+
+
+def open_destination(alloc_dir: Path, parts: Sequence[str]) -> int:
+    """A read descriptor of the directory `parts` below `alloc_dir`, found by the confined
+    walk, missing directories made (0755) one at a time. Raises `GetterError`."""
+    shown = "/".join(parts)
+    try:
+        where = open_confined(alloc_dir, "")
+        try:
+            for part in parts:
+                below = "/".join((*where.resolved, part))
+                try:
+                    nxt = open_confined(alloc_dir, below)
+                except FsError as e:
+                    if e.status != 404:
+                        raise
+                    os.mkdir(part, 0o755, dir_fd=where.fd)  # a dangling link: EEXIST
+                    nxt = open_confined(alloc_dir, below)
+                os.close(where.fd)
+                where = nxt
+                if not stat.S_ISDIR(where.st.st_mode):
+                    raise GetterError(f"artifact destination {shown}: {below} is not a "
+                                      "directory")
+            # The walk's O_PATH descriptor, reopened to list and chown the very directory.
+            return os.open(f"/proc/self/fd/{where.fd}", os.O_RDONLY | os.O_DIRECTORY
+                           | os.O_CLOEXEC)
+        finally:
+            os.close(where.fd)
+    except FsError as e:
+        raise _refused(e, shown) from None
+
+
+def chown_staged(path: Path, owner: Owner) -> None:
+    """Give the staged tree (or file) `path` to the task's user. Only root can; Nomad's
+    `chownDestination` quietly does nothing otherwise, as here. The staging directory is the
+    agent's alone, so its names can be trusted."""
+    if os.geteuid() != 0:
+        return
+    uid, gid = owner
+    os.lchown(path, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in (*dirnames, *filenames):
+            os.lchown(os.path.join(dirpath, name), uid, gid)
+
+
+def _fchown(fd: int, owner: Owner | None) -> None:
+    if owner is not None and os.geteuid() == 0:
+        os.fchown(fd, *owner)
+
+
+def place(staged: Path, alloc_dir: Path, target: Target, owner: Owner | None) -> None:
+    """Move the staged download (a tree to merge, or the file `target.name`) to `target`;
+    the staged tree is already chowned. Raises `GetterError`, or OSError when a task changed
+    the destination under the placement."""
+    dest = open_destination(alloc_dir, target.parts)
+    try:
+        if target.name is None:
+            _fchown(dest, owner)  # the destination itself, by its descriptor
+            src = os.open(staged, _DIR)
+            try:
+                _merge(src, dest, owner)
+            finally:
+                os.close(src)
+            return
+        if target.is_destination:
+            _fchown(dest, owner)
+        _replace(str(staged), None, target.name, dest)
+    finally:
+        os.close(dest)
+
+
+def _replace(src: str, src_dir: int | None, name: str, dst_dir: int) -> None:
+    """Put `src` in place of `name` in `dst_dir`, whatever is there (a link is replaced)."""
+    try:
+        st = os.stat(name, dir_fd=dst_dir, follow_symlinks=False)
+    except FileNotFoundError:
+        pass
+    else:
+        src_is_dir = stat.S_ISDIR(os.stat(src, dir_fd=src_dir, follow_symlinks=False).st_mode)
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(name, dir_fd=dst_dir)  # fd-based: never follows a link
+        elif src_is_dir:
+            os.unlink(name, dir_fd=dst_dir)  # a directory cannot replace a file
+    os.replace(src, name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+
+
+def _merge(src: int, dst: int, owner: Owner | None) -> None:
+    """Move the entries of directory `src` into directory `dst` (Nomad's
+    `mergeDirectories`), both descriptors."""
+    with os.scandir(src) as entries:
+        names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+    for name, is_dir in names:
+        if is_dir:
+            try:
+                sub_dst = os.open(name, _DIR, dir_fd=dst)
+            except (FileNotFoundError, NotADirectoryError):
+                pass  # nothing there, a file or a link: replaced below
+            except OSError as e:
+                if e.errno != errno.ELOOP:  # a link: replaced below
+                    raise
+            else:
+                try:
+                    _fchown(sub_dst, owner)
+                    sub_src = os.open(name, _DIR, dir_fd=src)
+                    try:
+                        _merge(sub_src, sub_dst, owner)
+                    finally:
+                        os.close(sub_src)
+                finally:
+                    os.close(sub_dst)
+                continue
+        _replace(name, src, name, dst)
