@@ -30,6 +30,7 @@ Everything here blocks: run it in a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
@@ -119,7 +120,9 @@ def open_destination(alloc_dir: Path, parts: Sequence[str]) -> int:
                 except FsError as e:
                     if e.status != 404:
                         raise
-                    os.mkdir(part, 0o755, dir_fd=where.fd)  # a dangling link: EEXIST
+                    # Made meanwhile: fine; a dangling link: EEXIST, then 404 again below.
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=where.fd)
                     nxt = open_confined(alloc_dir, below)
                 os.close(where.fd)
                 where = nxt
