@@ -8,8 +8,11 @@ from the owner, group and mode bits as the kernel judges them (supplementary gro
 ACLs are not consulted, so an ACL that grants more is not honoured). A task without a `user`
 runs as the agent's user and may read what the agent reads, so nothing is checked for it.
 
-The check runs on the real path just before the copy; the copy itself runs as the agent, so a
-source swapped in between (by someone who can write its directory) is a known gap.
+The check runs on the real path just before the copy. The copy runs as the agent, but judges
+again what it opened, on the descriptor it reads (`fetch.open_regular`, `unpack.copy_tree`,
+with `may`): a file swapped in after the check is judged as itself. What remains a known gap
+is a directory on the way to a single-file source swapped, between the check and the open, by
+someone who can write its parent, for one the task's user could not search.
 """
 
 from __future__ import annotations
