@@ -9,6 +9,7 @@ skipped inside a tree), a kill during a long copy or unpack (stops within a chun
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -28,6 +29,7 @@ import pytest
 import trio
 
 import yurt.runtime.getter.get as getter_get
+from tests.runtime_support import eventually
 from yurt.runtime.getter.config import ArtifactConfig
 from yurt.runtime.getter.get import STAGING_PREFIX, ArtifactRequest, get
 from yurt.runtime.getter.source import GetterError
@@ -71,6 +73,28 @@ def tar_gz(members: dict[str, bytes]) -> bytes:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def staging_left(task_dir: Path) -> list[str]:
+    return [p.name for p in task_dir.iterdir() if p.name.startswith(STAGING_PREFIX)]
+
+
+def sparse_file(path: Path, size: int) -> None:
+    with open(path, "wb") as f:
+        f.truncate(size)  # no disk used, and read as fast as memory
+
+
+def open_growing_download(task_dir: Path) -> int | None:
+    """A descriptor of a staged download that has bytes in it, if there is one yet."""
+    for download in task_dir.glob(f"{STAGING_PREFIX}*/download"):
+        try:
+            fd = os.open(download, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        if os.fstat(fd).st_size > 0:
+            return fd
+        os.close(fd)
+    return None
 
 
 def snapshot(path: Path) -> list[tuple[str, int, int, int]]:
@@ -128,7 +152,7 @@ async def test_a_destination_swapped_for_a_link_during_the_fetch_is_never_follow
         assert landed.read_text() == "evil\n"
         if os.geteuid() == 0:
             assert (landed.stat().st_uid, landed.stat().st_gid) == NOBODY
-    assert [p for p in task_dir.iterdir() if p.name.startswith(STAGING_PREFIX)] == []
+    assert staging_left(task_dir) == []
 
 
 # 2. Tar headers are bounded before tarfile reads them.
@@ -186,6 +210,9 @@ def test_a_chain_of_special_headers_is_bounded_as_a_whole(tmp_path: Path) -> Non
         info.type = tarfile.GNUTYPE_LONGNAME
         info.size = 512 << 10
         blocks += info.tobuf(tarfile.GNU_FORMAT) + b"a" * (512 << 10)
+    plain = tarfile.TarInfo("plain")
+    plain.size = 1
+    blocks += plain.tobuf(tarfile.GNU_FORMAT) + b"x" + b"\0" * 511
     archive = tmp_path / "chain.tar"
     archive.write_bytes(blocks + b"\0" * 1024)
     with pytest.raises(GetterError, match="header too large"):
@@ -202,10 +229,8 @@ def unblock_fifo() -> Iterator[Callable[[Path], None]]:
 
     def arm(fifo: Path) -> None:
         def open_and_close() -> None:
-            try:
+            with contextlib.suppress(OSError):  # nobody reading: nothing to unblock
                 os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-            except OSError:  # nobody reading: nothing to unblock
-                pass
         timer = threading.Timer(10, open_and_close)
         timer.start()
         timers.append(timer)
@@ -243,23 +268,18 @@ async def test_a_kill_stops_a_large_copy_within_a_chunk(task_dir: Path,
                                                         tmp_path: Path) -> None:
     big = tmp_path / "big"
     size = 4 << 30
-    with open(big, "wb") as f:
-        f.truncate(size)  # sparse: costs no disk to read
+    sparse_file(big, size)
     seen: dict[str, Any] = {}
 
     async def cancel_once_copying(scope: trio.CancelScope) -> None:
-        while True:  # the copy runs in a worker thread: poll its staging file
-            for download in task_dir.glob(f"{STAGING_PREFIX}*/download"):
-                try:
-                    fd = os.open(download, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue
-                if os.fstat(fd).st_size > 0:
-                    seen["fd"], seen["at"] = fd, trio.current_time()
-                    scope.cancel()
-                    return
-                os.close(fd)
-            await trio.sleep(0.001)
+        # The copy runs in a worker thread, with no event to wait on: poll its staging file.
+        def copying() -> bool:
+            seen["fd"] = open_growing_download(task_dir)
+            return seen["fd"] is not None
+
+        await eventually(copying, interval=0.001)
+        seen["at"] = trio.current_time()
+        scope.cancel()
 
     with trio.fail_after(60):
         with trio.CancelScope() as scope:
@@ -274,7 +294,7 @@ async def test_a_kill_stops_a_large_copy_within_a_chunk(task_dir: Path,
     assert scope.cancelled_caught
     assert copied < size // 4  # stopped, not copied to the end
     assert stopped_after < 5
-    assert [p for p in task_dir.iterdir() if p.name.startswith(STAGING_PREFIX)] == []
+    assert staging_left(task_dir) == []
     assert list((task_dir / "local").iterdir()) == []
 
 
