@@ -155,6 +155,21 @@ async def test_a_destination_swapped_for_a_link_during_the_fetch_is_never_follow
     assert staging_left(task_dir) == []
 
 
+async def test_a_link_at_the_destination_is_replaced_never_written_through(
+        task_dir: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "passwd"
+    outside.write_text("root:x:0:0\n")
+    (task_dir / "local/conf").symlink_to(outside)
+    src = tmp_path / "conf"
+    src.write_text("mine\n")
+    with trio.fail_after(20):
+        await get(request(task_dir, f"file://{src}", mode="file", destination="local/conf"),
+                  ArtifactConfig())
+    assert outside.read_text() == "root:x:0:0\n"
+    assert not (task_dir / "local/conf").is_symlink()
+    assert (task_dir / "local/conf").read_text() == "mine\n"
+
+
 # 2. Tar headers are bounded before tarfile reads them.
 
 _BOMB_CHILD = """
@@ -262,6 +277,20 @@ async def test_fifos_in_a_tree_are_skipped_never_opened(
         await get(request(task_dir, f"file://{tree}", destination="local/tree"),
                   ArtifactConfig())
     assert sorted(p.name for p in (task_dir / "local/tree/sub").iterdir()) == ["a.txt"]
+
+
+async def test_a_link_in_a_tree_is_refused_and_nothing_placed(task_dir: Path,
+                                                              tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub/a.txt").write_text("a")
+    (tree / "sub/shadow").symlink_to("/etc/shadow")
+    with trio.fail_after(5):
+        with pytest.raises(GetterError, match="copying of symlinks has been disabled: "
+                                              f"{tree}/sub/shadow"):
+            await get(request(task_dir, f"file://{tree}", destination="local/tree"),
+                      ArtifactConfig())
+    assert list((task_dir / "local").iterdir()) == []
 
 
 async def test_a_kill_stops_a_large_copy_within_a_chunk(task_dir: Path,

@@ -31,7 +31,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, final
 
 import trio
 
@@ -113,8 +113,14 @@ async def _fetch(source: Source, dest: Path, checksum: Checksum | None, config: 
         raise _checksum_mismatch(dest, checksum, hasher.digest())
 
 
+@final
 @dataclass(frozen=True)
 class _Prepared:
+    """What a download settled before fetching: how the bytes land, where (checked once
+    early, walked again when placed), its staging directory, and the task's user to judge
+    local reads by (None: no user, or nothing local to read)."""
+
+    alloc_dir: Path
     how: Plan
     target: Target
     stage: Path
@@ -141,7 +147,7 @@ async def get(request: ArtifactRequest, config: ArtifactConfig) -> None:
         target = target_of(alloc_dir, task_dir, request.destination, how)
         check_destination(alloc_dir, target)
         stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=task_dir))
-        return _Prepared(how, target, stage, reader)
+        return _Prepared(alloc_dir, how, target, stage, reader)
 
     try:
         prepared = await trio.to_thread.run_sync(prepare, limiter=limiter)
@@ -161,9 +167,7 @@ async def get(request: ArtifactRequest, config: ArtifactConfig) -> None:
 async def _get_staged(request: ArtifactRequest, config: ArtifactConfig, source: Source,
                       sums: Source | None, prepared: _Prepared,
                       limiter: trio.CapacityLimiter) -> None:
-    assert request.alloc_dir is not None  # checked by get()
-    alloc_dir, how, stage, reader = request.alloc_dir, prepared.how, prepared.stage, \
-        prepared.reader
+    how, stage, reader = prepared.how, prepared.stage, prepared.reader
     checksum = source.checksum
     if sums is not None and source.checksum_url is not None:
         listing = stage / "checksums"
@@ -197,6 +201,6 @@ async def _get_staged(request: ArtifactRequest, config: ArtifactConfig, source: 
     def finish() -> None:
         if request.owner is not None:
             chown_staged(out, request.owner)
-        place(out, alloc_dir, prepared.target, request.owner)
+        place(out, prepared.alloc_dir, prepared.target, request.owner)
 
     await trio.to_thread.run_sync(finish, limiter=limiter)
