@@ -234,6 +234,21 @@ def test_a_chain_of_special_headers_is_bounded_as_a_whole(tmp_path: Path) -> Non
         unpack(archive, "tar", tmp_path / "out", as_dir=True, max_size=0, max_files=0)
 
 
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.REGTYPE])
+@pytest.mark.parametrize("size", [-512, 1 << 80])
+def test_a_tar_entry_of_impossible_size_is_a_getter_error(tmp_path: Path, size: int,
+                                                          kind: bytes) -> None:
+    """Base-256 sizes: negative, tarfile would read all that follows; huge, a seek
+    overflows. Either is the download's error, not an agent crash."""
+    info = tarfile.TarInfo("././@LongLink" if kind == tarfile.GNUTYPE_LONGNAME else "f")
+    info.type = kind
+    info.size = size
+    archive = tmp_path / "odd.tar.gz"
+    archive.write_bytes(gzip.compress(info.tobuf(tarfile.GNU_FORMAT) + b"a" * (1 << 20)))
+    with pytest.raises(GetterError):
+        unpack(archive, "tar.gz", tmp_path / "out", as_dir=True, max_size=0, max_files=0)
+
+
 # 3. Only regular files are read, and a long copy stops when cancelled.
 
 @pytest.fixture

@@ -33,6 +33,7 @@ a regular file or directory is reopened to read, through the descriptor, never i
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
@@ -92,6 +93,8 @@ class _BoundedTarInfo(tarfile.TarInfo):
     def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise GetterError(f"sparse tar entries are not supported: {self.name}")
+        if self.size < 0:  # GNU base-256 sizes may be negative; tarfile would read(-n)
+            raise GetterError(f"tar entry with a negative size: {self.name}")
         if isinstance(tar, _BoundedTarFile):
             kind = _SPECIAL_HEADERS.get(self.type)
             if kind is None:
@@ -141,7 +144,10 @@ def unpack(archive: Path, kind: str, dest: Path, *, as_dir: bool, max_size: int,
                 _copy_limited(src, dest, 0o644, max_size, check)
     except GetterError:
         raise
-    except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile, lzma.LZMAError) as e:
+    except (OSError, EOFError, ValueError, OverflowError, tarfile.TarError,
+            zipfile.BadZipFile, lzma.LZMAError) as e:
+        # ValueError and OverflowError: what the stdlib readers raise on some garbage too
+        # (a size field past what a seek or read accepts).
         raise GetterError(f"failed to unpack {archive.name}: {e}") from None
 
 
@@ -225,7 +231,8 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, check: C
     with src:
         _copy_limited(src, target, mode, 0, check)
     os.chmod(target, mode)  # the umask applied at creation
-    os.utime(target, (safe.mtime, safe.mtime))
+    with contextlib.suppress(OSError, OverflowError):  # a time no file system can hold
+        os.utime(target, (safe.mtime, safe.mtime))
 
 
 def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: int,
