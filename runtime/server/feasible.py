@@ -18,11 +18,13 @@ job, and a backtracking engine would let one constraint (`(a+)+$` against a long
 the scheduler. A pattern that does not compile never matches, as in Nomad, so the node is
 filtered with the constraint as its reason (validation refuses such a pattern at registration;
 this is the path of one taken from `${meta.*}` or stored before). Compiled patterns are kept in
-a small cache, as Nomad keeps them per evaluation. Two bounds Nomad does not have keep the
-worst case (a pattern built to defeat RE2's DFA, which falls back to simulating the automaton)
-near a second: a pattern longer than `MAX_PATTERN` characters does not compile ("expression too
-large", Go's own error for a pattern past its limits), and a value longer than `MAX_TEXT`
-never matches. Real patterns and attributes are a few dozen characters.
+a small cache, as Nomad keeps them per evaluation. RE2's time is linear in the value but, at
+worst, also in the pattern's size (a pattern built to defeat its DFA makes it simulate the
+automaton), so two bounds Nomad does not have keep one check under half a second (measured: a
+4 KB such pattern against a 16 KB value): a pattern longer than `MAX_PATTERN` characters does
+not compile ("expression too large", Go's own error for a pattern past its limits), and a
+value longer than `MAX_TEXT` never matches. Real patterns and attributes are a few dozen
+characters.
 
 Everything else compared here is job text too, so no Python `re` pattern that could backtrack
 on it is used: numbers are recognised by RE2, and integers longer than int64 refused before
@@ -54,7 +56,7 @@ from yurt.runtime.structs.constraint import (
 
 #: The longest `regexp` pattern compiled, and the longest value one is matched against.
 MAX_PATTERN: Final = 4096
-MAX_TEXT: Final = 64 * 1024
+MAX_TEXT: Final = 16 * 1024
 
 _FLOAT: Final = GoRegexp(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _FLOAT_SPECIAL: Final = GoRegexp(r"(?i)[+-]?(inf|infinity|nan)")

@@ -3,13 +3,13 @@
 Why not Python's `re`: the patterns and texts matched here come from jobs (a `regexp`
 constraint's pattern and, through a literal or `${meta.*}`, its value; version strings and
 version constraints), and the scheduler matches them on its own path. `re` backtracks: `(a+)+$`
-against forty `a`s and a `b` runs for days, and go-version's own patterns, harmless in Go, take
-quadratic time on a long malformed pre-release. RE2 never backtracks: a match costs time
-linear in the text (times the pattern's size at worst), and RE2 refuses exactly what it cannot
-match so (backreferences, lookaround), as Go's `regexp.Compile` does, so a pattern compiles
-here when it compiles in Nomad. Known corners where C++ RE2 and Go's regexp/syntax differ:
-C++ accepts `\\C` (one byte) and nesting deeper than Go's 1000 levels, and accepts a capture
-name used twice.
+against thirty `a`s and a `b` takes a minute, and each `a` more doubles it; go-version's own
+patterns, harmless in Go, take quadratic time on a long malformed pre-release. RE2 never
+backtracks: a match costs time linear in the text (times the pattern's size at worst), and RE2
+refuses exactly what it cannot match so (backreferences, lookaround), as Go's `regexp.Compile`
+does, so a pattern compiles here when it compiles in Nomad. Known corners where C++ RE2 and
+Go's regexp/syntax differ: C++ accepts `\\C` (one byte) and nesting deeper than Go's 1000
+levels, and takes a capture name used twice.
 
 Errors read as Go's (`error parsing regexp: <code>: `<text>``), RE2's wording of each code
 translated to Go's by `_GO_CODES`: they reach users in jobspec validation messages, where
@@ -74,8 +74,11 @@ class GoRegexp:
     __slots__ = ("_compiled", "pattern")
 
     def __init__(self, pattern: str, *, captures: bool = False) -> None:
-        """Raises:
-        GoRegexpError: Go's regexp.Compile refuses `pattern`."""
+        """Compile `pattern` as Go's regexp.Compile does.
+
+        Raises:
+            GoRegexpError: Go's regexp.Compile refuses `pattern`.
+        """
         options = re2.Options()
         options.log_errors = False
         options.never_capture = not captures
