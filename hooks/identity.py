@@ -17,8 +17,12 @@ that `env` or `file` expose (nothing else in yurt reads a token). Named identiti
 `ttl` are not renewed before they expire, so their `change_mode` never fires; and there is no
 task API socket, so `NOMAD_UNIX_ADDR` is not set.
 
-Invariant: a token file is created 0600 (owned by the task's user, when it has one) by a
-descriptor walk confined to the allocation directory, never through a link.
+Invariant: a token file is created 0600 (owned by the task's user, when it has one) in the
+directory a descriptor walk confined to the allocation directory reached, as a fresh file
+renamed over the destination (runtime/confined_write.py). The task may own that directory and
+plant anything in it first, so nothing there is opened for writing: a link in the token's
+place is replaced, never followed (Nomad's os.WriteFile would follow it), and a FIFO is
+replaced, never waited on.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
 from yurt.runtime.allocfs import FsError, clean_parts, open_confined
+from yurt.runtime.confined_write import replace_file_at
 from yurt.runtime.structs import Allocation, Task
 from yurt.runtime.structs.identity import DEFAULT_IDENTITY_NAME, WorkloadIdentity
 
@@ -96,27 +101,24 @@ def write_token(task_dir: Path, relative: str, token: str,
                 owner: tuple[int, int] | None) -> None:
     """Write `token` to `<task_dir>/<relative>` (0600), its directory reached by the confined
     walk of the allocation directory; the directory must exist, as Nomad's os.WriteFile
-    needs it to."""
+    needs it to.
+
+    Raises:
+        IdentityError: the path leads outside, its directory is missing, or the write failed.
+    """
     root = task_dir.parent.resolve()
+    uid, gid = owner if owner is not None else (None, None)
     try:
         *dirs, name = clean_parts(f"{task_dir.name}/{relative}")
         where = open_confined(root, "/".join(dirs))
         try:
             if not stat.S_ISDIR(where.st.st_mode):
                 raise FsError(400, f"{'/'.join(dirs)!r} is not a directory")
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
-                         os.O_CLOEXEC, 0o600, dir_fd=where.fd)
+            replace_file_at(where.fd, name, token.encode(), 0o600, uid, gid)
         finally:
             os.close(where.fd)
     except (FsError, ValueError, OSError) as e:
         raise IdentityError(f"failed to write nomad token to {relative!r}: {e}") from None
-    try:
-        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
-        if owner is not None:
-            os.fchown(fd, *owner)
-        os.write(fd, token.encode())
-    finally:
-        os.close(fd)
 
 
 @final

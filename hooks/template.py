@@ -330,11 +330,9 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
 
 def _write_file(root: Path, rel: str, content: bytes, spec: Template) -> bool:
     """Write the file unless it holds `content` already; True when it was written."""
-    if read_confined(root, rel) == content:
-        return False
     mode = int(spec.perms or "644", 8)
-    write_confined(root, rel, content, mode, _id(spec.uid), _id(spec.gid))
-    return True
+    return write_confined(root, rel, content, mode, _id(spec.uid), _id(spec.gid),
+                          if_changed=True)
 
 
 def _now() -> int:

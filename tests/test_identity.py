@@ -132,9 +132,11 @@ def test_token_files_stay_inside_the_allocation_directory(tmp_path: Path) -> Non
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
     outside = tmp_path / "outside"
     outside.write_text("keep")
-    (task_dir / "secrets" / "link").symlink_to(outside)
-    with pytest.raises(IdentityError):
-        write_token(task_dir, "secrets/link", "tok", None)  # never through a link
+    link = task_dir / "secrets" / "link"
+    link.symlink_to(outside)
+    write_token(task_dir, "secrets/link", "tok", None)  # never through a link: replaced
+    assert not link.is_symlink()
+    assert link.read_text() == "tok"
     with pytest.raises(IdentityError):
         write_token(task_dir, "../../outside", "tok", None)
     assert outside.read_text() == "keep"

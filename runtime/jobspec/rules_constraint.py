@@ -5,8 +5,8 @@ Spread.Validate (nomad/structs/structs.go), each problem on the block it is abou
 Invariants: reads a well-typed `Job` and never changes it; every problem goes through
 `_Problems`. Nomad prefixes each message with "Constraint <n> validation failed: "; here the
 path (`job.web.constraint.0`) says which block, and the message is Nomad's own text.
-Nomad's `regexp` is Go's RE2 and here it is Python's `re` (server/feasible.py names the gap),
-so a pattern only one of them compiles is judged by Python's.
+A `regexp` pattern is compiled as the scheduler compiles it (server/feasible.py: Go's RE2),
+so registration refuses what would never match, with Go's message.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from yurt.runtime.jobspec.fields import _At, _Problems
+from yurt.runtime.server.feasible import compile_regexp
+from yurt.runtime.server.goregexp import GoRegexpError
 from yurt.runtime.server.versions import VersionError, semver_constraint, version_constraint
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.constraint import (
@@ -58,8 +60,8 @@ def _attribute_problem(target: str) -> str | None:
 
 def _regexp_problem(pattern: str) -> str | None:
     try:
-        re.compile(pattern)
-    except re.error as e:
+        compile_regexp(pattern)
+    except GoRegexpError as e:
         return f"Regular expression failed to compile: {e}"
     return None
 

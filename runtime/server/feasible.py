@@ -13,10 +13,22 @@ Nomad's checkConstraint, value for value: `<`…`>=` compare as int64, else as f
 lexically; `version`/`semver` are server/versions.py; `set_contains*` split on commas and
 trim spaces.
 
-Known gap: `regexp` is Python's `re` where Nomad has Go's RE2. The usual subset (classes,
-anchors, groups, repetition, `(?i)`) behaves the same; Python accepts backreferences and
-lookarounds RE2 refuses, and refuses RE2's `\\z` and `(?<name>…)` (Python 3.11). A pattern
-that does not compile never matches, as in Nomad.
+`regexp` is Go's regexp, RE2 (server/goregexp.py), as in Nomad: the pattern comes from the
+job, and a backtracking engine would let one constraint (`(a+)+$` against a long value) stall
+the scheduler. A pattern that does not compile never matches, as in Nomad, so the node is
+filtered with the constraint as its reason (validation refuses such a pattern at registration;
+this is the path of one taken from `${meta.*}` or stored before). Compiled patterns are kept in
+a small cache, as Nomad keeps them per evaluation. RE2's time is linear in the value but, at
+worst, also in the pattern's size (a pattern built to defeat its DFA makes it simulate the
+automaton), so two bounds Nomad does not have keep one check under half a second (measured: a
+4 KB such pattern against a 16 KB value): a pattern longer than `MAX_PATTERN` characters does
+not compile ("expression too large", Go's own error for a pattern past its limits), and a
+value longer than `MAX_TEXT` never matches. Real patterns and attributes are a few dozen
+characters.
+
+Everything else compared here is job text too, so no Python `re` pattern that could backtrack
+on it is used: numbers are recognised by RE2, and integers longer than int64 refused before
+`int()` sees them (Python refuses past 4300 digits, with an exception).
 
 Affinities and spreads only rank nodes; with one node there is nothing to rank, so they are
 not evaluated here.
@@ -26,13 +38,13 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Final
 
 import msgspec
 
+from yurt.runtime.server.goregexp import GoRegexp, GoRegexpError, go_error
 from yurt.runtime.server.versions import go_int, satisfies
 from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
 from yurt.runtime.structs.constraint import (
@@ -42,9 +54,12 @@ from yurt.runtime.structs.constraint import (
     Constraint,
 )
 
-_INT64: Final = re.compile(r"[+-]?[0-9]+")
-_FLOAT: Final = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
-_FLOAT_SPECIAL: Final = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)
+#: The longest `regexp` pattern compiled, and the longest value one is matched against.
+MAX_PATTERN: Final = 4096
+MAX_TEXT: Final = 16 * 1024
+
+_FLOAT: Final = GoRegexp(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_FLOAT_SPECIAL: Final = GoRegexp(r"(?i)[+-]?(inf|infinity|nan)")
 
 
 def resolve_target(target: str, node: Node) -> tuple[str, bool]:
@@ -66,7 +81,7 @@ def resolve_target(target: str, node: Node) -> tuple[str, bool]:
 def _go_float(text: str) -> float | None:
     """Go's strconv.ParseFloat(text, 64) for decimal and special forms, or None (an
     overflow is an error in Go, so it is None here too)."""
-    if _FLOAT_SPECIAL.fullmatch(text):
+    if _FLOAT_SPECIAL.fullmatch(text) is not None:
         return float(text)
     if _FLOAT.fullmatch(text) is None:
         return None
@@ -95,20 +110,32 @@ def check_order(op: str, left: str | None, right: str | None) -> bool:
     return _compare(op, left, right)
 
 
+def compile_regexp(pattern: str) -> GoRegexp:
+    """Go's regexp.Compile, refusing patterns longer than `MAX_PATTERN`.
+
+    Raises:
+        GoRegexpError: with Go's message, as Nomad's validation reports it.
+    """
+    if len(pattern) > MAX_PATTERN:
+        raise go_error("expression too large", f"{pattern[:32]}… ({len(pattern)} characters, "
+                                               f"at most {MAX_PATTERN})")
+    return GoRegexp(pattern)
+
+
 @lru_cache(maxsize=256)
-def _regexp(pattern: str) -> re.Pattern[str] | None:
+def _regexp(pattern: str) -> GoRegexp | None:
     try:
-        return re.compile(pattern)
-    except re.error:
+        return compile_regexp(pattern)
+    except GoRegexpError:
         return None
 
 
 def check_regexp(value: str | None, pattern: str | None) -> bool:
     """Nomad's checkRegexpMatch: the pattern matches anywhere in the value."""
-    if value is None or pattern is None:
+    if value is None or pattern is None or len(value) > MAX_TEXT:
         return False
     compiled = _regexp(pattern)
-    return compiled is not None and compiled.search(value) is not None
+    return compiled is not None and compiled.search(value)
 
 
 def _members(text: str) -> list[str]:
@@ -182,7 +209,8 @@ def _distinct_hosts(constraints: Sequence[Constraint]) -> bool:
 
 def _allowed(constraint: Constraint) -> int:
     """A distinct_property's allowed count (validation made it a positive integer)."""
-    return int(constraint.value) if _INT64.fullmatch(constraint.value) else 1
+    value = constraint.value  # at most 20 digits: int() refuses past 4300, with an exception
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 20 else 1
 
 
 def filter_reason(job: Job, group: TaskGroup, node: Node,

@@ -14,6 +14,14 @@ Invariants: pure, no state but an LRU cache of parsed constraints; a malformed c
 reports and the scheduler treats as "does not match". Version strings are matched with
 `fullmatch` and Go's `\\s` class, never Python's `$`/`\\s`, which accept more.
 
+Cost: versions and constraints come from jobs and node attributes and are parsed on the
+scheduler's path, so parsing is linear. go-version's patterns are matched by RE2
+(server/goregexp.py), Go's own engine: Python's `re` backtracks through them in quadratic time
+(a 5,000-character malformed pre-release took a second, 100 KB minutes). Numbers longer than
+int64 are refused by their length before `int()`, which raises past 4300 digits. And a text
+longer than `MAX_TEXT` is malformed without being read, which bounds the work and the cache
+(go-version has no such bound; real ones are a few dozen characters).
+
 Rejected: `packaging.version` (PEP 440 orders pre-releases and accepts spellings differently)
 and the `semver` package (it refuses go-version's two-part and four-part versions).
 """
@@ -26,7 +34,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
+from yurt.runtime.server.goregexp import GoRegexp
+
 _INT64_MAX: Final = (1 << 63) - 1
+#: The longest version or constraint text parsed.
+MAX_TEXT: Final = 4096
 _SEGMENTS: Final = r"v?([0-9]+(\.[0-9]+)*?)"
 _META: Final = r"(\+([0-9A-Za-z\-~]+(\.[0-9A-Za-z\-~]+)*))??"
 #: go-version's VersionRegexpRaw and SemverRegexpRaw (the latter needs `-` before any
@@ -36,8 +48,8 @@ VERSION_RE: Final = (_SEGMENTS + r"(-([0-9]+[0-9A-Za-z\-~]*(\.[0-9A-Za-z\-~]+)*)
 SEMVER_RE: Final = _SEGMENTS + (
     r"(-([0-9]+[0-9A-Za-z\-~]*(\.[0-9A-Za-z\-~]+)*)|"
     r"(-([A-Za-z\-~]+[0-9A-Za-z\-~]*(\.[0-9A-Za-z\-~]+)*)))?" + _META)
-_VERSION: Final = re.compile(VERSION_RE)
-_SEMVER: Final = re.compile(SEMVER_RE)
+_VERSION: Final = GoRegexp(VERSION_RE, captures=True)
+_SEMVER: Final = GoRegexp(SEMVER_RE, captures=True)
 _GO_SPACE: Final = r"[\t\n\f\r ]*"  # Go's \s
 
 
@@ -58,16 +70,21 @@ class Version:
             f"+{self.metadata}" if self.metadata else "")
 
 
-def _parse(text: str, pattern: re.Pattern[str]) -> Version:
-    m = pattern.fullmatch(text)
+def _shown(text: str) -> str:
+    """`text` for an error message: a long one is cut, with its length."""
+    return text if len(text) <= 64 else f"{text[:64]}… ({len(text)} characters)"
+
+
+def _parse(text: str, pattern: GoRegexp) -> Version:
+    m = pattern.fullmatch(text) if len(text) <= MAX_TEXT else None
     if m is None:
-        raise VersionError(f"malformed version: {text}")
-    parts = m[1].split(".")
-    segments = [int(p) for p in parts]
-    if any(s > _INT64_MAX for s in segments):
-        raise VersionError(f"error parsing version: {text}")
-    segments += [0] * (3 - len(segments))
-    return Version(tuple(segments), len(parts), m[7] or m[4] or "", m[10] or "")
+        raise VersionError(f"malformed version: {_shown(text)}")
+    parts = (m[1] or "").split(".")
+    segments = [go_int(p) for p in parts]
+    if None in segments:
+        raise VersionError(f"error parsing version: {_shown(text)}")
+    padded = [s or 0 for s in segments] + [0] * (3 - len(segments))
+    return Version(tuple(padded), len(parts), m[7] or m[4] or "", m[10] or "")
 
 
 def parse_version(text: str) -> Version:
@@ -75,11 +92,17 @@ def parse_version(text: str) -> Version:
     return _parse(text, _VERSION)
 
 
+_GO_INT: Final = re.compile(r"[+-]?[0-9]+")  # one way to match: linear in `re` too
+
+
 def go_int(text: str) -> int | None:
     """Go's strconv.ParseInt(text, 10, 64), or None."""
-    if re.fullmatch(r"[+-]?[0-9]+", text) is None:
+    if _GO_INT.fullmatch(text) is None:
         return None
-    value = int(text)
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > 19:
+        return None  # out of range anyway; and int() raises past 4300 digits
+    value = -int(digits or "0") if text.startswith("-") else int(digits or "0")
     return value if -_INT64_MAX - 1 <= value <= _INT64_MAX else None
 
 
@@ -176,9 +199,10 @@ _SEMVER_OPS: Final[dict[str, Check]] = {
 }
 
 
-def _single(ops: dict[str, Check], version_re: str) -> re.Pattern[str]:
+def _single(ops: dict[str, Check], version_re: str) -> GoRegexp:
     alternatives = "|".join(re.escape(op) for op in sorted(ops, key=len, reverse=True))
-    return re.compile(f"{_GO_SPACE}({alternatives}){_GO_SPACE}({version_re}){_GO_SPACE}")
+    return GoRegexp(f"{_GO_SPACE}({alternatives}){_GO_SPACE}({version_re}){_GO_SPACE}",
+                    captures=True)
 
 
 _VERSION_SINGLE: Final = _single(_OPS, VERSION_RE)
@@ -187,14 +211,16 @@ _SEMVER_SINGLE: Final = _single(_SEMVER_OPS, SEMVER_RE)
 Constraints = tuple[tuple[Check, Version], ...]
 
 
-def _constraints(text: str, single: re.Pattern[str], ops: dict[str, Check],
-                 version_re: re.Pattern[str]) -> Constraints:
+def _constraints(text: str, single: GoRegexp, ops: dict[str, Check],
+                 version_re: GoRegexp) -> Constraints:
+    if len(text) > MAX_TEXT:
+        raise VersionError(f"Malformed constraint: {_shown(text)}")
     out = []
     for part in text.split(","):
         m = single.fullmatch(part)
         if m is None:
             raise VersionError(f"Malformed constraint: {part}")
-        out.append((ops[m[1]], _parse(m[2], version_re)))
+        out.append((ops[m[1] or ""], _parse(m[2] or "", version_re)))
     return tuple(out)
 
 

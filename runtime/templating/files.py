@@ -8,9 +8,12 @@ escapes alloc directory" otherwise.
 
 Links are resolved by the allocation directory's confined walk (runtime/allocfs.py): a link
 that leads outside is refused, and nothing is ever created or opened through a path the
-kernel resolves, since a task can plant links in its own directory. A write goes to a
+kernel resolves, since a task can plant links in its own directory. A write goes to a fresh
 temporary file in the destination's directory, then renames over the destination, so a task
-never reads half a file (consul-template writes atomically too).
+never reads half a file (consul-template writes atomically too); runtime/confined_write.py
+says why that temporary file has a random name and is created with `O_EXCL`, and why the
+destination is never opened: a link, FIFO or device a task put there is replaced, not
+followed, not waited on.
 
 `parse_env(text)`: the rendered file of an `env = true` template, in the env-file format
 (KEY=value, `export`, quotes, comments), without variable expansion (go-envparse expands none).
@@ -27,6 +30,7 @@ from pathlib import Path
 from dotenv import dotenv_values
 
 from yurt.runtime.allocfs import FsError, clean_parts, open_confined
+from yurt.runtime.confined_write import holds_at, replace_file_at
 
 SOURCE_ESCAPES = "template source path escapes alloc directory"
 DEST_ESCAPES = "template destination path escapes alloc directory"
@@ -79,12 +83,20 @@ def read_confined(alloc_root: Path, rel: str) -> bytes | None:
 
 
 def write_confined(alloc_root: Path, rel: str, data: bytes, mode: int,
-                   uid: int | None = None, gid: int | None = None) -> None:
+                   uid: int | None = None, gid: int | None = None, *,
+                   if_changed: bool = False) -> bool:
     """Write `data` atomically at `rel`, making missing directories (mode 0755).
+
+    Args:
+        if_changed: leave a destination that is a regular file holding `data` already alone
+            (its mode and owner too), as consul-template skips an unchanged render.
+
+    Returns:
+        Whether the file was written.
 
     Raises:
         TemplateFileError: a component is a link leading outside, or not a directory.
-        OSError: the write itself failed.
+        OSError: the write itself failed (a directory at the destination: IsADirectoryError).
     """
     try:
         *dirs, name = clean_parts(rel)
@@ -109,30 +121,12 @@ def write_confined(alloc_root: Path, rel: str, data: bytes, mode: int,
     except FsError as e:
         raise TemplateFileError(f"{DEST_ESCAPES}: {e}") from None
     try:
-        dir_fd = os.open(f"/proc/self/fd/{where.fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if if_changed and holds_at(where.fd, name, data):
+            return False
+        replace_file_at(where.fd, name, data, mode, uid, gid)
+        return True
     finally:
         os.close(where.fd)
-    tmp = f".{name}.yurt-tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dir_fd)
-        try:
-            _write_all(fd, data)
-            os.fchmod(fd, mode)
-            if uid is not None or gid is not None:
-                os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def parse_env(text: str) -> dict[str, str]:
