@@ -15,7 +15,12 @@ links are refused outright (as Nomad's getter does), other tar members go throug
 `data` filter (absolute names, devices and FIFOs refused, setuid bits stripped; Python ≥
 3.11.4) and are written by us, chunk by chunk; zip members are joined to the directory and
 checked to stay below it (zipfile never creates links, so nothing written can redirect a later
-write). The single-file decompressors (gz, bz2, xz) stop at the size limit rather than truncate.
+write). A zip archive's directory is judged before zipfile reads it (`zipbounds.py`: zipfile
+builds every record it holds before any count can be checked), every entry is judged and the
+declared sizes summed before the first is written, only stored and deflated entries are read
+(Go's archive/zip reads no others; zipfile inflates the others without a bound), and each is
+written only up to the size its record declares. The single-file decompressors (gz, bz2, xz)
+stop at the size limit rather than truncate.
 
 Every loop here calls `check` between chunks and entries: the caller passes Trio's
 `from_thread.check_cancelled`, so killing a task stops a long unpack or copy within one chunk
@@ -47,6 +52,7 @@ from typing import Final, Protocol
 
 from yurt.runtime.getter.access import Reader, may
 from yurt.runtime.getter.source import GetterError
+from yurt.runtime.getter.zipbounds import check_directory
 
 _CHUNK: Final = 1 << 20
 #: The largest GNU long name/link or pax header read (Go's archive/tar maxSpecialFileSize).
@@ -68,6 +74,8 @@ class _Reader(Protocol):
 _TAR_MODES: Final = {"tar": "r:", "tar.gz": "r:gz", "tgz": "r:gz", "tar.bz2": "r:bz2",
                      "tbz2": "r:bz2", "tar.xz": "r:xz", "txz": "r:xz"}
 _SINGLE: Final = {"gz": "gzip", "bz2": "bzip2", "xz": "xz"}
+_ZIP_METHODS: Final = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED})
+_ZIP_ENCRYPTED: Final = 0x1  # general purpose flag bit 0
 _SPECIAL_HEADERS: Final = {tarfile.GNUTYPE_LONGNAME: "GNU long name",
                            tarfile.GNUTYPE_LONGLINK: "GNU long link",
                            tarfile.XHDTYPE: "pax", tarfile.XGLTYPE: "pax global",
@@ -237,39 +245,91 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, check: C
 
 def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: int,
            check: Check) -> None:
-    with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-        if not infos:
-            raise GetterError(f"empty archive: {archive.name}")
-        if not as_dir and len(infos) > 1:
-            raise GetterError(f"expected a single file: {archive.name}")
-        if max_files and len(infos) > max_files:
-            raise GetterError(f"zip archive contains too many files: {len(infos)} > "
-                              f"{max_files}")
-        root = dest.resolve() if as_dir else dest.parent.resolve()
-        total = 0
-        for info in infos:
+    with open(archive, "rb") as f:
+        # Before zipfile builds one ZipInfo per record (see zipbounds.py); the same open
+        # file then goes to zipfile, so the archive judged is the archive read.
+        directory = check_directory(f, archive.name, max_files)
+        with zipfile.ZipFile(f) as zf:
+            infos = zf.infolist()
+            if (len(infos), zf.start_dir) != (directory.entries, directory.start):
+                raise GetterError(f"zip archive {archive.name} was read differently than "
+                                  "checked")
+            targets = _judge_zip(infos, archive.name, dest, as_dir, max_size, check)
+            for info, target in targets:
+                check()
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                mode = (info.external_attr >> 16) & 0o777 or 0o644
+                with zf.open(info) as src:
+                    _copy_zip_entry(src, target, mode, info, check)
+                os.chmod(target, mode)
+
+
+def _judge_zip(infos: list[zipfile.ZipInfo], name: str, dest: Path, as_dir: bool,
+               max_size: int, check: Check) -> list[tuple[zipfile.ZipInfo, Path]]:
+    """Every entry judged, and its target found, before anything is written: a refusal
+    leaves nothing behind, and the sizes are summed whole rather than found too large halfway
+    through the writing."""
+    if not infos:
+        raise GetterError(f"empty archive: {name}")
+    if not as_dir and len(infos) > 1:
+        raise GetterError(f"expected a single file: {name}")
+    root = dest.resolve() if as_dir else dest.parent.resolve()
+    targets = []
+    total = 0
+    for info in infos:
+        check()
+        target = dest
+        if as_dir:
+            if _contains_dot_dot(info.filename):
+                raise GetterError(f"entry contains '..': {info.filename}")
+            target = Path(os.path.normpath(root / info.filename.lstrip("/")))
+            if target != root and root not in target.parents:
+                raise GetterError(f"refused archive entry {info.filename!r}: it would be "
+                                  f"written outside {dest.name}")
+        if info.flag_bits & _ZIP_ENCRYPTED:
+            # zipfile would raise RuntimeError asking for a password; Nomad's getter fails
+            # on the checksum of what it could not decrypt.
+            raise GetterError(f"zip entry {info.filename!r} is encrypted")
+        if info.compress_type not in _ZIP_METHODS:
+            # Go's archive/zip, which Nomad's getter unzips with, knows only these two. And
+            # zipfile hands bzip2 and LZMA data to their decompressors without an output
+            # bound: one read of a 300 KB LZMA entry of zeros is gigabytes in memory.
+            raise GetterError(f"zip entry {info.filename!r} uses an unsupported compression "
+                              f"method ({info.compress_type}); only stored and deflated are "
+                              "read")
+        total += info.file_size
+        if max_size and total > max_size:
+            raise GetterError(f"zip archive larger than limit: {max_size}")
+        if info.is_dir() and not as_dir:
+            raise GetterError(f"expected a single file: {name}")
+        targets.append((info, target))
+    return targets
+
+
+def _copy_zip_entry(src: _Reader, dest: Path, mode: int, info: zipfile.ZipInfo,
+                    check: Check) -> None:
+    """Copy one entry in chunks, counting the bytes actually written against the size its
+    directory record declares. zipfile also stops at that size (and then finds the CRC
+    wrong), but the bound is ours to hold: with every entry within its declared size and the
+    declared sizes summed within the limit by `_judge_zip`, what is written is within the
+    limit whatever the headers or the compressed data say."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 mode)
+    with os.fdopen(fd, "wb") as out:
+        while True:
             check()
-            target = dest
-            if as_dir:
-                if _contains_dot_dot(info.filename):
-                    raise GetterError(f"entry contains '..': {info.filename}")
-                target = Path(os.path.normpath(root / info.filename.lstrip("/")))
-                if target != root and root not in target.parents:
-                    raise GetterError(f"refused archive entry {info.filename!r}: it would be "
-                                      f"written outside {dest.name}")
-            total += info.file_size
-            if max_size and total > max_size:
-                raise GetterError(f"zip archive larger than limit: {max_size}")
-            if info.is_dir():
-                if not as_dir:
-                    raise GetterError(f"expected a single file: {archive.name}")
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            mode = (info.external_attr >> 16) & 0o777 or 0o644
-            with zf.open(info) as src:
-                _copy_limited(src, target, mode, 0, check)
-            os.chmod(target, mode)
+            chunk = src.read(_CHUNK)
+            if not chunk:
+                return
+            written += len(chunk)
+            if written > info.file_size:
+                raise GetterError(f"zip entry {info.filename!r} holds more than the "
+                                  f"{info.file_size} bytes its header declares")
+            out.write(chunk)
 
 
 def copy_tree(src: Path, dest: Path, *, max_size: int, max_files: int,
