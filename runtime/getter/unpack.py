@@ -248,7 +248,7 @@ def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: in
     with open(archive, "rb") as f:
         # Before zipfile builds one ZipInfo per record (see zipbounds.py); the same open
         # file then goes to zipfile, so the archive judged is the archive read.
-        directory = check_directory(f, archive.name, max_files)
+        directory = check_directory(f, archive.name, max_files, check)
         with zipfile.ZipFile(f) as zf:
             infos = zf.infolist()
             if (len(infos), zf.start_dir) != (directory.entries, directory.start):

@@ -21,9 +21,9 @@ So `check_directory`, given the open archive, does three things with bounded mem
    more than the declared entries could fill (46 + 3 × 65535 bytes each: the fixed record
    plus the largest name, extra field and comment), or less than they need (46 bytes each).
 3. Walks the directory from the file one fixed 46-byte record at a time, skipping the
-   variable parts, and refuses as soon as the records outnumber the limit or the declared
-   count, and unless they end exactly where the declared size does. This pass holds one
-   record, so a lying trailer costs time proportional to the limit, not memory.
+   variable parts, and refuses as soon as the records outnumber the declared count (itself
+   within the limit), and unless they end exactly where the declared size does. This pass
+   holds one record, so a lying trailer costs time proportional to the limit, not memory.
 
 What holds afterwards: the directory zipfile reads has exactly `entries` records (≤ the limit
 when there is one) filling exactly `size` bytes from `start`. The caller compares zipfile's
@@ -62,6 +62,7 @@ _ZIP64_MAGIC: Final = b"PK\006\006"
 
 #: zipfile's finder of the trailer (private, so absent from the type stubs; see the header).
 _END_REC_DATA: Final[Callable[[IO[bytes]], list[Any] | None]] = vars(zipfile)["_EndRecData"]
+_CHECK_EVERY: Final = 4096
 # Where zipfile's finder puts each field (zipfile's _ECD_* indexes).
 _SIG, _TOTAL, _SIZE, _OFFSET, _LOCATION = 0, 4, 5, 6, 9
 
@@ -77,9 +78,12 @@ class Directory:
     size: int
 
 
-def check_directory(f: IO[bytes], name: str, max_files: int) -> Directory:
+def check_directory(f: IO[bytes], name: str, max_files: int,
+                    check: Callable[[], None]) -> Directory:
     """Judge the central directory of the zip archive open as `f` (named `name` in messages)
-    before `zipfile` reads it. `max_files` of 0 means no file-count limit.
+    before `zipfile` reads it. `max_files` of 0 means no file-count limit. `check` is called
+    every `_CHECK_EVERY` records and may raise to stop (a cancellation): without a file-count
+    limit the directory may hold millions.
 
     Returns:
         The directory as checked, for the caller to compare with what zipfile read.
@@ -102,15 +106,18 @@ def check_directory(f: IO[bytes], name: str, max_files: int) -> Directory:
     if start < 0 or size > declared * MAX_RECORD or size < declared * _RECORD.size:
         raise GetterError(f"zip archive {name} has an implausible central directory: "
                           f"{size} bytes for {declared} entries at offset {offset}")
-    _walk(f, name, start, size, declared)
+    _walk(f, name, start, size, declared, check)
     return Directory(entries=declared, start=start, size=size)
 
 
-def _walk(f: IO[bytes], name: str, start: int, size: int, declared: int) -> None:
+def _walk(f: IO[bytes], name: str, start: int, size: int, declared: int,
+          check: Callable[[], None]) -> None:
     """Count the records from `start` without holding them: see 3. in the header."""
     f.seek(start)
     pos, count = 0, 0
     while pos < size:
+        if count % _CHECK_EVERY == 0:
+            check()
         if count == declared:
             raise GetterError(f"zip archive {name} holds more entries than the {declared} "
                               "it declares")
