@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+import yurt.runtime.getter.unpack as unpack_module
+from yurt.runtime.getter import zipbounds
 from yurt.runtime.getter.source import GetterError
 from yurt.runtime.getter.unpack import unpack
 
@@ -250,6 +252,18 @@ def test_a_long_directory_is_walked_between_checks(tmp_path: Path,
         unpack(archive, "zip", tmp_path / "out", as_dir=True, max_size=0, max_files=0,
                check=check)
     assert opened == []
+
+
+def test_a_directory_zipfile_reads_differently_than_checked_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stands for a Python whose zipfile finds the trailer otherwise than the check did."""
+    archive = write(tmp_path, archive_of([(b"a", b"1"), (b"b", b"2")]))
+    monkeypatch.setattr(unpack_module, "check_directory",
+                        lambda *a: zipbounds.Directory(entries=1, start=62, size=47))
+    with pytest.raises(GetterError, match=r"zip archive hostile\.zip was read differently than "
+                                          "checked"):
+        unpack(archive, "zip", tmp_path / "out", as_dir=True, max_size=0, max_files=0)
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(("mutate", "error"), [
