@@ -3,10 +3,11 @@
 Why this exists: `zipfile.ZipFile` reads the whole central directory in one `read` when the
 archive is opened and builds a `ZipInfo` (with its name, extra field and comment) for every
 record in it, before its caller can count them. A record is 46 bytes on disk and some 500 in
-memory, so an archive of 200 000 empty entries (9 MB) cost ~100 MB before the file-count
-limit was even looked at, and the download cap (100 GB by default) lets an archive be as large
-as that. Worse, zipfile walks the directory by its declared *byte size* and never looks at the
-declared *entry count*: a trailer saying "10 entries" bounds nothing it builds.
+memory, so an archive of 200 000 empty entries (11 MB) cost 100 MB before the file-count
+limit was even looked at, and the download cap (100 GB by default) leaves room for archives
+a hundred times that. Worse, zipfile walks the directory by its declared *byte size* and
+never looks at the declared *entry count*: a trailer saying "10 entries" bounds nothing it
+builds.
 
 So `check_directory`, given the open archive, does three things with bounded memory:
 
