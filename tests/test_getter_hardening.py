@@ -185,7 +185,9 @@ try:
            max_files=0)
 except GetterError as e:
     print("refused:", e)
-print("maxrss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM, not ru_maxrss: on Linux ru_maxrss carries the parent's peak across exec.
+with open("/proc/self/status") as f:
+    print("maxrss_kib", next(line.split()[1] for line in f if line.startswith("VmHWM:")))
 """
 
 
