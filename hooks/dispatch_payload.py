@@ -24,6 +24,7 @@ import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
 from yurt.runtime.allocfs import FsError, clean_parts, open_confined
+from yurt.runtime.confined_write import replace_file_at
 
 
 class DispatchPayloadError(Exception):
@@ -57,16 +58,25 @@ def write_payload(task_dir: Path, file: str, payload: bytes) -> Path:
                 where = nxt
                 if not stat.S_ISDIR(where.st.st_mode):
                     raise FsError(400, f"{below!r} is not a directory")
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
-                         os.O_CLOEXEC, 0o777, dir_fd=where.fd)
+            # A new file renamed into place: whatever a task left at `name` (a FIFO that would
+            # block the open, a hard link to another file) is replaced, never opened.
+            replace_file_at(where.fd, name, payload, 0o777 & ~_process_umask())
         finally:
             os.close(where.fd)
     except (FsError, ValueError) as e:
         raise DispatchPayloadError(f"dispatch payload file {file!r} cannot be written inside "
                                    f"the allocation directory: {e}") from None
-    with os.fdopen(fd, "wb") as f:
-        f.write(payload)
     return root.joinpath(*where.resolved, name)
+
+
+def _process_umask() -> int:
+    """The agent's umask, read without `os.umask`'s set-and-restore (racy across threads):
+    Nomad writes the payload with mode 0777, which the umask trims."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        return 0o022
 
 
 @final

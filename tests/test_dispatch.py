@@ -89,11 +89,34 @@ def test_payload_lands_in_local_and_never_outside(tmp_path: Path) -> None:
     os.symlink(outside, task_dir / "local" / "link")
     with pytest.raises(DispatchPayloadError):
         write_payload(task_dir, "link/x", b"secret")
-    # A file link: not followed.
+    # A file link: replaced by the payload, never followed.
     os.symlink(outside / "target", task_dir / "local" / "file")
-    with pytest.raises(OSError, match="Too many levels of symbolic links"):
-        write_payload(task_dir, "file", b"secret")
+    write_payload(task_dir, "file", b"secret")
+    assert not (task_dir / "local" / "file").is_symlink()
+    assert (task_dir / "local" / "file").read_bytes() == b"secret"
     assert list(outside.iterdir()) == []
+
+
+def test_a_fifo_or_hard_link_at_the_payload_is_replaced_never_opened(tmp_path: Path) -> None:
+    task_dir = tmp_path / "alloc1" / "t"
+    (task_dir / "local").mkdir(parents=True)
+    # A FIFO a previous task left (a sticky disk): opening it for writing would block forever.
+    os.mkfifo(task_dir / "local" / "p.json")
+    assert write_payload(task_dir, "p.json", b"{}") == task_dir / "local" / "p.json"
+    assert (task_dir / "local" / "p.json").read_bytes() == b"{}"
+    # A hard link to a file elsewhere: truncating it in place would write into that file.
+    other = tmp_path / "other"
+    other.write_bytes(b"keep")
+    os.link(other, task_dir / "local" / "h.json")
+    write_payload(task_dir, "h.json", b"payload")
+    assert other.read_bytes() == b"keep"
+    assert (task_dir / "local" / "h.json").read_bytes() == b"payload"
+    assert os.stat(task_dir / "local" / "h.json").st_mode & 0o777 == 0o777 & ~_umask()
+
+
+def _umask() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
 
 
 def test_payload_directories_are_never_made_through_a_link(tmp_path: Path) -> None:
