@@ -111,6 +111,9 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     max_dynamic_port: int = 32000
     reserved: _Reserved = msgspec.field(default_factory=_Reserved)
     artifact: ArtifactSettings = msgspec.field(default_factory=ArtifactSettings)
+    #: Nomad's agent `log_level` and `log_json` (runtime/agentlog.py); options override them.
+    log_level: str = "info"
+    log_json: bool = False
 
     def fake_devices(self) -> tuple[DeviceGroup, ...]:
         return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
