@@ -221,7 +221,8 @@ def run_agent(options: AgentOptions) -> int:
     try:
         config, level, log_json = build_config(options)
     except UsageError as e:
-        click.echo(f"yurt: {e}", err=True)
+        for line in str(e).splitlines():  # a config file's problems, one line each
+            click.echo(f"yurt: {line}", err=True)
         return EXIT_USAGE
     configure(level, log_json, sys.stdout)
 
