@@ -27,6 +27,7 @@ shows why it did not start.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import signal
 import sys
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, StateError
+
+log = logging.getLogger("yurt.agent")
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import AgentConfig
@@ -200,6 +203,9 @@ def _os_error(error: OSError | OverflowError, config: AgentConfig) -> str:
     if code == errno.ENOSPC:
         return (f"no space left for the data dir {data} ({path}); free some, or give "
                 f"another --data-dir")
+    if code == errno.ENOENT:  # a parent that cannot hold directories (/proc, a gone mount)
+        return (f"the data dir {data} cannot be created ({reason}: {path}); give --data-dir "
+                f"a directory this user can create")
     if code in (errno.ENOTDIR, errno.EEXIST):
         return (f"the data dir {data} cannot be used ({reason}: {path}); give --data-dir a "
                 f"directory")
@@ -216,7 +222,7 @@ def run_agent(options: AgentOptions) -> int:
 
     from yurt.runtime import __version__
     from yurt.runtime.agent import Agent
-    from yurt.runtime.agentlog import configure
+    from yurt.runtime.agentlog import configure, fields
 
     try:
         config, level, log_json = build_config(options)
@@ -236,9 +242,12 @@ def run_agent(options: AgentOptions) -> int:
             listening = True
             click.echo(f"yurt agent {__version__} listening on {address} "
                        f"(data dir {config.data_dir})", err=True)
+            log.info("agent started", extra=fields(version=__version__, address=address,
+                                                   data_dir=str(config.data_dir)))
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for _ in signals:
+                async for signum in signals:
                     click.echo("yurt agent stopping; tasks keep running", err=True)
+                    log.info("agent stopping", extra=fields(signal=signal.Signals(signum).name))
                     instance.stop()
                     break
 

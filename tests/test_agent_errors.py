@@ -82,6 +82,20 @@ def test_a_read_only_data_dir_is_one_line_and_exit_1(read_only_fs: Path) -> None
     assert f"the data dir {read_only_fs} is not writable (Read-only file system" in line
 
 
+def test_a_data_dir_under_a_file_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    data = tmp_path / "file" / "data"
+    status, lines = agent("--data-dir", str(data), "--port", str(free_port()))
+    assert status == EXIT_FAILED
+    assert f"the data dir {data} cannot be used (Not a directory" in one_line(lines)
+
+
+def test_a_data_dir_that_cannot_be_created_is_one_line_and_exit_1() -> None:
+    status, lines = agent("--data-dir", "/proc/yurt-data", "--port", str(free_port()))
+    assert status == EXIT_FAILED
+    assert "the data dir /proc/yurt-data cannot be created" in one_line(lines)
+
+
 @pytest.mark.parametrize("port", ["99999", "-1"])
 def test_a_port_out_of_range_is_bad_input(tmp_path: Path, port: str) -> None:
     status, lines = agent("--data-dir", str(tmp_path / "data"), "--port", port)

@@ -199,6 +199,9 @@ def test_a_real_agent_logs_every_allocation_event_as_json(tmp_path: Path) -> Non
     assert flaky == ["task started", "allocation started", "task exited", "task restarting",
                      "task started", "task exited", "task not restarting",
                      "allocation failed"]
+    started = agent.wait("agent started")
+    assert started["address"] == f"http://127.0.0.1:{agent.port}"
+    assert agent.wait("agent stopping")["signal"] == "SIGTERM"
     exited = agent.wait("task exited", job="flaky")
     assert (exited["@level"], exited["exit_code"], exited["task"]) == ("warn", 3, "t")
     assert agent.wait("driver state changed", driver="raw_exec")["healthy"] is True

@@ -2,8 +2,9 @@
 
 What lives here: `HCL_SCHEMA` (the HCL names per struct), `UNSUPPORTED` and `NOMAD_ONLY`
 (Nomad features yurt refuses rather than ignores; a user is told "not supported yet", never
-"unknown field", for a field Nomad's own block has), the field specs derived from the structs' own annotations, and
-the problem bookkeeping every stage shares (`_At`, `_Problems`, the common messages).
+"unknown field", for a field Nomad's own block has), the field specs derived from the
+structs' own annotations, and the problem bookkeeping every stage shares (`_At`, `_Problems`,
+the common messages).
 
 Invariants: the msgspec structs are the single source of truth for field names and types;
 `HCL_SCHEMA` only adds the HCL spelling where it differs and the labels of labelled blocks.
