@@ -1,6 +1,7 @@
 """The agent's log: one structured line per allocation and task event (runtime/agentlog.py).
 
-Layer 0: `AllocEvents` fed allocation views by hand, and the two line formats. Layer 3: a real
+Layer 0: `AllocEvents` fed allocation views by hand, and the two line formats. Layer 1: the
+driver manager's line per driver state change, under the mock clock. Layer 3: a real
 `yurt agent --log-json` runs a job that fails and restarts, a service job that is re-attached
 by a second agent on the same data dir and then stopped; every line on its stdout parses as
 JSON and the lines for each of those events are there with their IDs.
@@ -21,11 +22,17 @@ from typing import Any
 
 import httpx2
 import pytest
+import trio
+from trio.testing import MockClock
 
 from tests.proc_support import wait_for
+from tests.runtime_support import unix_clock
 from tests.test_agent_e2e import YURT, free_port
-from yurt.runtime.agentlog import AllocEvents, configure, fields
+from tests.test_driver_manager import Scripted
+from yurt.runtime.agentlog import FIELDS, AllocEvents, configure, fields
+from yurt.runtime.pluginmanager.drivers import DriverManager
 from yurt.runtime.structs import Allocation, TaskEvent, TaskState
+from yurt.store import MemoryStateDB
 
 # --------------------------------------------------------------------------- layer 0
 
@@ -125,6 +132,24 @@ def test_levels_below_the_threshold_are_dropped() -> None:
     logging.getLogger("yurt.alloc").error("task failed")
     assert [line.split("] ")[0].split()[-1] for line in stream.getvalue().splitlines()] \
         == ["[ERROR"]
+
+
+async def test_each_driver_state_change_is_one_line(autojump_clock: MockClock,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Layer 1: the driver manager with a scripted driver, health changing every 10 s."""
+    caplog.set_level(logging.INFO, "yurt.drivers")
+    driver = Scripted(["healthy", "healthy", "unhealthy", "healthy"])
+    manager = DriverManager({"scripted": lambda config: driver}, state_db=MemoryStateDB(),
+                            unix_clock=unix_clock, on_info=lambda name, info: None)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        await trio.sleep(100)
+        nursery.cancel_scope.cancel()
+    lines = [(r.levelname, r.getMessage(), getattr(r, FIELDS)["healthy"])
+             for r in caplog.records if r.name == "yurt.drivers"]
+    assert lines == [("INFO", "driver state changed", True),  # the second "healthy": no news
+                     ("WARNING", "driver state changed", False),
+                     ("INFO", "driver state changed", True)]
 
 
 # --------------------------------------------------------------------------- layer 3
