@@ -178,6 +178,8 @@ class Agent:
         self.frozen = trio.Event()  # set, then replaced, by each freeze
         self.last_freeze: Frozen | None = None  # what the last freeze did (tests, logs)
         self._alloc_events = AllocEvents()  # which allocation updates deserve a log line
+        #: Device group → (instances, healthy ones) as last logged.
+        self._devices_logged: dict[str, tuple[int, int]] = {}
 
     def stop(self) -> None:
         self._stop.set()
@@ -225,11 +227,15 @@ class Agent:
         self.node.computed_class = computed_class(self.node)
         if self._node_published:
             self.server.node_updated()
-        for g in groups:
-            healthy = sum(1 for i in g.instances if i.healthy)
-            plugin_log.info("device state changed",
-                            extra=fields(device=f"{g.vendor}/{g.type}/{g.name}",
-                                         instances=len(g.instances), healthy=healthy))
+        # A plugin may fingerprint again and again with nothing new: a line only per change.
+        summary = {f"{g.vendor}/{g.type}/{g.name}":
+                   (len(g.instances), sum(1 for i in g.instances if i.healthy)) for g in groups}
+        for device in sorted(summary.keys() | self._devices_logged.keys()):
+            now = summary.get(device, (0, 0))
+            if now != self._devices_logged.get(device):
+                plugin_log.info("device state changed",
+                                extra=fields(device=device, instances=now[0], healthy=now[1]))
+        self._devices_logged = summary
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         for level, message, values in self._alloc_events.observe(alloc):

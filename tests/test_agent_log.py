@@ -166,7 +166,8 @@ class LoggedAgent:
         with self.log.open("a") as out:
             process = subprocess.Popen(
                 [YURT, "agent", "--data-dir", str(self.data), "--port", str(self.port),
-                 "--log-json", "--log-level", "info"], stdout=out, stderr=subprocess.PIPE,
+                 "--log-json", "--log-level", "info", "--fake-device", "nvidia/gpu/T4=GPU-0"],
+                stdout=out, stderr=subprocess.PIPE,
                 text=True, env={k: v for k, v in os.environ.items()
                                 if k != "YURT_AGENT_TOKEN"})
         try:
@@ -230,6 +231,8 @@ def test_a_real_agent_logs_every_allocation_event_as_json(tmp_path: Path) -> Non
     exited = agent.wait("task exited", job="flaky")
     assert (exited["@level"], exited["exit_code"], exited["task"]) == ("warn", 3, "t")
     assert agent.wait("driver state changed", driver="raw_exec")["healthy"] is True
+    device = agent.wait("device state changed", device="nvidia/gpu/T4")
+    assert (device["instances"], device["healthy"]) == (1, 1)
 
     # A second agent on the same data dir re-attaches the service, and logs its stop.
     with agent.running() as api:
@@ -241,3 +244,5 @@ def test_a_real_agent_logs_every_allocation_event_as_json(tmp_path: Path) -> Non
     starts = [r for r in agent.records()
               if r["@message"] == "allocation started" and r.get("job") == "svc"]
     assert len(starts) == 1  # the restore did not log the allocation's history again
+    devices = [r for r in agent.records() if r["@message"] == "device state changed"]
+    assert len(devices) == 2  # once per agent: fingerprints that change nothing are no news
