@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import trio
 
+from yurt.runtime.agentlog import AllocEvents, fields
 from yurt.runtime.allocrunner.health import restored_alloc
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import (
@@ -91,6 +92,9 @@ def _load_parts() -> None:
 
 
 log = logging.getLogger("yurt.agent")
+#: One line per allocation and task event (runtime/agentlog.py): what an operator searches.
+alloc_log = logging.getLogger("yurt.alloc")
+plugin_log = logging.getLogger("yurt.plugins")
 
 SHUTDOWN_TIMEOUT = 30.0
 #: New allocations that make a burst worth a freeze once it has settled.
@@ -173,6 +177,9 @@ class Agent:
         self.freezes = 0  # how many times the long-lived heap was frozen (tests, logs)
         self.frozen = trio.Event()  # set, then replaced, by each freeze
         self.last_freeze: Frozen | None = None  # what the last freeze did (tests, logs)
+        self._alloc_events = AllocEvents()  # which allocation updates deserve a log line
+        #: Device group → (instances, healthy ones) as last logged.
+        self._devices_logged: dict[str, tuple[int, int]] = {}
 
     def stop(self) -> None:
         self._stop.set()
@@ -220,8 +227,19 @@ class Agent:
         self.node.computed_class = computed_class(self.node)
         if self._node_published:
             self.server.node_updated()
+        # A plugin may fingerprint again and again with nothing new: a line only per change.
+        summary = {f"{g.vendor}/{g.type}/{g.name}":
+                   (len(g.instances), sum(1 for i in g.instances if i.healthy)) for g in groups}
+        for device in sorted(summary.keys() | self._devices_logged.keys()):
+            now = summary.get(device, (0, 0))
+            if now != self._devices_logged.get(device):
+                plugin_log.info("device state changed",
+                                extra=fields(device=device, instances=now[0], healthy=now[1]))
+        self._devices_logged = summary
 
     def _alloc_updated(self, alloc: Allocation) -> None:
+        for level, message, values in self._alloc_events.observe(alloc):
+            alloc_log.log(level, message, extra=fields(**values))
         self._activity.set()
         self.syncer.add(alloc)
         if is_client_terminal(alloc.client_status):
@@ -230,6 +248,7 @@ class Agent:
     async def _destroy(self, alloc_id: str) -> None:
         await self.client.destroy_alloc(alloc_id)
         self.syncer.forget(alloc_id)
+        self._alloc_events.forget(alloc_id)
         # A wave of destroys is a burst too: what it left frozen is freed by the next freeze.
         self._gone_allocs += 1
         self._activity.set()
@@ -453,12 +472,20 @@ class Agent:
         # in the store.
         stored = sorted(snapshot.allocations, key=lambda a: (a.create_index, a.name))
         allocs = [restored_alloc(self.server.allocs.get(a.id, a), a) for a in stored]
+        for alloc in stored:  # the client's view as stored: its history is not news
+            self._alloc_events.known(alloc)
         self.restoring.begin(stored)
         task_status.started()
         await self.restoring.serving.wait()
         for runner in await reattach_all(self.client, allocs, snapshot.tasks, self.restoring):
-            if is_client_terminal(runner.alloc_state().client_status):
+            state = runner.alloc_state()
+            if is_client_terminal(state.client_status):
                 self.gc.mark(runner.id)
+            else:
+                alloc_log.info("allocation re-attached", extra=fields(
+                    alloc_id=runner.id, job=runner.alloc.job_id,
+                    group=runner.alloc.task_group, client_status=state.client_status,
+                    tasks=sorted(runner.task_runners)))
         # Tasks a crash left without a persisted handle: stop them, or they would run twice.
         from yurt.runtime.drivers.protocol import reconcile_drivers
 

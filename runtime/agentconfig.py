@@ -37,7 +37,8 @@
     parallel = 2
 
 Command-line options override the file. Unknown keys and wrong types are errors that name the
-key, so a typo never silently falls back to a default.
+key, all of them at once and in words (`structcheck.py`: "unknown key "prot"; did you mean
+"port"?", "must be a list of strings"), so a typo never silently falls back to a default.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import YurtError
 from yurt.runtime.gc import GCConfig
 from yurt.runtime.getter.config import ArtifactSettings
+from yurt.runtime.structcheck import check
 
 _META_KEY = re.compile(r"[^.]+(\.[^.]+)*")
 
@@ -111,6 +113,9 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     max_dynamic_port: int = 32000
     reserved: _Reserved = msgspec.field(default_factory=_Reserved)
     artifact: ArtifactSettings = msgspec.field(default_factory=ArtifactSettings)
+    #: Nomad's agent `log_level` and `log_json` (runtime/agentlog.py); options override them.
+    log_level: str = "info"
+    log_json: bool = False
 
     def fake_devices(self) -> tuple[DeviceGroup, ...]:
         return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
@@ -168,12 +173,31 @@ def parse_fake_device(spec: str) -> DeviceGroup:
 
 
 def load_config(path: Path) -> FileConfig:
+    """Read and check the agent's config file.
+
+    Raises:
+        ConfigError: every problem found, one `FILE: key.path: message` line each, in words
+            (an unknown key names the closest known one; a wrong type says what it must be).
+    """
     try:
         raw = tomllib.loads(path.read_text())
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: cannot read: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: {e}") from None
+    problems = check(raw, FileConfig)
+    drivers = raw.get("drivers")
+    plugins = drivers.get("config") if isinstance(drivers, dict) else None
+    raw_exec = plugins.get("raw_exec") if isinstance(plugins, dict) else None
+    if isinstance(raw_exec, dict):
+        # Only here: the driver's module is not on the path to a listening API.
+        from yurt.runtime.drivers.rawexec import RawExecPluginConfig
+
+        problems += check(raw_exec, RawExecPluginConfig, path=("drivers", "config", "raw_exec"))
+    if problems:
+        raise ConfigError("\n".join(p.render(str(path)) for p in problems))
     try:
         config = msgspec.convert(raw, FileConfig)
         config.fake_devices()
@@ -185,11 +209,13 @@ def load_config(path: Path) -> FileConfig:
             config.artifact.to_config()
         except ValueError as e:
             raise ValueError(f"artifact: {e}") from None
-        if "raw_exec" in config.drivers.config:
-            # Only here: the driver's module is not on the path to a listening API.
+        if isinstance(raw_exec, dict):
             from yurt.runtime.drivers.rawexec import RawExecPluginConfig
 
-            msgspec.convert(config.drivers.config["raw_exec"], RawExecPluginConfig)
+            try:
+                msgspec.convert(raw_exec, RawExecPluginConfig)
+            except (msgspec.ValidationError, ValueError) as e:
+                raise ValueError(f"drivers.config.raw_exec: {e}") from None
     except (msgspec.ValidationError, ValueError) as e:
         raise ConfigError(f"{path}: {e}") from None
     return config

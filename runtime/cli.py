@@ -10,9 +10,7 @@ lives in the modules it calls.
 
 from __future__ import annotations
 
-import os
 import resource
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -303,11 +301,6 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
     cli_remote.events(list(topics), index, json_output)
 
 
-def _default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "yurt"
-
-
 @cli.command()
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Agent settings in TOML (options below override it).")
@@ -325,99 +318,29 @@ def _default_data_dir() -> Path:
                    "nvidia/gpu/T4=GPU-0,GPU-1.")
 @click.option("--driver-allow", multiple=True, help="Run only these drivers (repeatable).")
 @click.option("--driver-block", multiple=True, help="Never run these drivers (repeatable).")
+@click.option("--log-level", default=None, metavar="LEVEL",
+              help="Log this level and above to stdout: trace, debug, info (default), warn "
+                   "or error.")
+@click.option("--log-json/--no-log-json", "log_json", default=None,
+              help="Log JSON lines (@timestamp, @level, @module, @message and fields).")
 def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
           port: int | None, token_file: Path | None, token_argument: str | None,
           fake_devices: tuple[str, ...],
-          driver_allow: tuple[str, ...], driver_block: tuple[str, ...]) -> None:
+          driver_allow: tuple[str, ...], driver_block: tuple[str, ...],
+          log_level: str | None, log_json: bool | None) -> None:
     """Run the agent: an embedded server and client with Nomad's HTTP API.
 
     SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
+    Exit status: 0 stopped by a signal, 1 could not start (port in use, data dir locked or
+    not writable), 2 bad options or config file.
     """
-    from yurt.runtime.agent import Agent, AgentConfig
-    from yurt.runtime.agentconfig import ConfigError, FileConfig, load_config, parse_fake_device
+    from yurt.runtime import cli_agent
 
-    try:
-        file = load_config(config_file) if config_file else FileConfig()
-        groups = [parse_fake_device(spec) for spec in fake_devices]
-    except ConfigError as e:
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(EXIT_USAGE)
-    if token_argument is not None:
-        click.echo("yurt: --token is refused: every user can read a command line in /proc; "
-                   "use --token-file FILE or $YURT_AGENT_TOKEN", err=True)
-        sys.exit(EXIT_USAGE)
-    try:
-        token = agent_token(token_file) or file.token or ""
-    except ValueError as e:
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(EXIT_USAGE)
-    bind = bind or file.bind or "127.0.0.1"
-    if bind not in ("127.0.0.1", "localhost", "::1") and not token:
-        click.echo("yurt: refusing to bind beyond loopback without a token "
-                   "(--token-file FILE or $YURT_AGENT_TOKEN)", err=True)
-        sys.exit(EXIT_USAGE)
-    directory = data_dir or (Path(file.data_dir) if file.data_dir else _default_data_dir())
-    config = AgentConfig(
-        data_dir=directory.absolute(), bind=bind,
-        port=port if port is not None else (file.port or 4646), token=token,
-        node_name=file.node_name, datacenter=file.datacenter,
-        node_class=file.node_class, meta=file.meta,
-        fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
-        driver_allow=driver_allow or tuple(file.drivers.allow),
-        driver_block=driver_block or tuple(file.drivers.block),
-        driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout(),
-        min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
-        reserved_ports=file.reserved.reserved_ports,
-        artifact=file.artifact.to_config())
-    raise_open_files_limit()
-
-    async def main() -> None:
-        instance = Agent(config)
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(instance.run)
-            click.echo(f"yurt agent {__version__} listening on {address} "
-                       f"(data dir {config.data_dir})", err=True)
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for _ in signals:
-                    click.echo("yurt agent stopping; tasks keep running", err=True)
-                    instance.stop()
-                    break
-
-    try:
-        trio.run(main)
-    except OSError as e:
-        click.echo(f"yurt: cannot start the agent: {e}", err=True)
-        sys.exit(EXIT_FAILED)
-    except StateError as e:
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(EXIT_FAILED)
-
-
-def read_token_file(path: Path) -> str:
-    """The token in `path` (surrounding whitespace dropped: files end with a newline).
-
-    Raises:
-        ValueError: unreadable or empty, with a message for the user.
-    """
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ValueError(f"cannot read the token file {path}: {reason}") from None
-    if not token:
-        raise ValueError(f"the token file {path} is empty")
-    return token
-
-
-def agent_token(token_file: Path | None) -> str:
-    """The agent's token: from `--token-file`, else `$YURT_AGENT_TOKEN`, else "".
-
-    The variable is removed from the agent's environment once read, so no task inherits it.
-    """
-    from_env = os.environ.pop("YURT_AGENT_TOKEN", "")
-    if token_file is not None:
-        return read_token_file(token_file)
-    return from_env.strip()
+    sys.exit(cli_agent.run_agent(cli_agent.AgentOptions(
+        config_file=config_file, data_dir=data_dir, bind=bind, port=port,
+        token_file=token_file, token_argument=token_argument, fake_devices=fake_devices,
+        driver_allow=driver_allow, driver_block=driver_block, log_level=log_level,
+        log_json=log_json)))
 
 
 def raise_open_files_limit() -> None:

@@ -29,7 +29,8 @@ def test_port_settings_default_to_nomads_and_can_be_set(tmp_path: Path) -> None:
     ("min_dynamic_port = 30000\nmax_dynamic_port = 29000\n",
      "Invalid dynamic port range: min_dynamic_port=30000 and max_dynamic_port=29000"),
     ('[reserved]\nreserved_ports = "22-"\n', "reserved.reserved_ports: "),
-    ('[reserved]\nports = "22"\n', "unknown field `ports`"),
+    ('[reserved]\nports = "22"\n',
+     'reserved: unknown key "ports"; did you mean "reserved_ports"\\?'),
 ])
 def test_bad_port_settings_are_refused(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "agent.toml"

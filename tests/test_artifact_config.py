@@ -30,7 +30,7 @@ def test_without_the_table_nomads_defaults_apply(tmp_path: Path) -> None:
     ('http_max_size = "big"', "artifact: http_max_size not a valid size"),
     ('decompression_size_limit = "1XB"', "artifact: decompression_size_limit is not a valid"),
     ("decompression_file_count_limit = -2", "must be >= 0 but found -2"),
-    ("gcs_timeout = \"1m\"", "unknown field `gcs_timeout`"),
+    ("gcs_timeout = \"1m\"", 'artifact: unknown key "gcs_timeout"'),
 ])
 def test_bad_artifact_settings_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "agent.toml"

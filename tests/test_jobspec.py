@@ -171,7 +171,7 @@ def test_unknown_field_suggests_the_close_one() -> None:
 def test_unsupported_nomad_feature_is_named_as_such() -> None:
     p = only_problem(BAD_FIELD.replace('colour = "blue"', 'vault { role = "x" }'))
     assert p.field == "job.web.group.api.task.server.vault"
-    assert p.message == '"vault" is a Nomad feature yurt does not support'
+    assert p.message == '"vault" is a Nomad task field yurt does not support yet'
     assert p.line == 5
 
 
@@ -323,7 +323,9 @@ def test_driver_config_is_checked() -> None:
 }
 """
     problems = problems_of(text)
-    assert [(p.line, p.field, p.message) for p in problems] == [
+    assert [(p.line, p.field, p.message) for p in problems] == [  # all of a block's at once
+        (6, "job.w.group.g.task.a.config.run_for",
+         'expected a duration such as "15s", "1m30s" or "100ms", got "3x"'),
         (7, "job.w.group.g.task.a.config.colour", 'unknown field "colour"'),
         (12, "job.w.group.g.task.b.config", 'raw_exec needs "command"'),
     ]

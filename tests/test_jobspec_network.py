@@ -145,4 +145,4 @@ def test_a_task_level_network_stays_refused() -> None:
   }
 }
 ''')
-    assert problem.message == '"network" is a Nomad feature yurt does not support'
+    assert problem.message == '"network" is a Nomad resources field yurt does not support yet'

@@ -1,8 +1,10 @@
 """The jobspec's vocabulary: which fields exist, how each is spelled, and where a problem is.
 
-What lives here: `HCL_SCHEMA` (the HCL names per struct), `UNSUPPORTED` (Nomad features yurt
-refuses rather than ignores), the field specs derived from the structs' own annotations, and
-the problem bookkeeping every stage shares (`_At`, `_Problems`, the common messages).
+What lives here: `HCL_SCHEMA` (the HCL names per struct), `UNSUPPORTED` and `NOMAD_ONLY`
+(Nomad features yurt refuses rather than ignores; a user is told "not supported yet", never
+"unknown field", for a field Nomad's own block has), the field specs derived from the
+structs' own annotations, and the problem bookkeeping every stage shares (`_At`, `_Problems`,
+the common messages).
 
 Invariants: the msgspec structs are the single source of truth for field names and types;
 `HCL_SCHEMA` only adds the HCL spelling where it differs and the labels of labelled blocks.
@@ -191,6 +193,44 @@ UNSUPPORTED: Final = frozenset({
 })
 
 
+def _nomad(*pairs: str) -> frozenset[str]:
+    """HCL and JSON names, given as "hcl_name JsonName" pairs."""
+    return frozenset(name for pair in pairs for name in pair.split())
+
+
+#: Nomad's own fields of each block (HCL and JSON names, from Nomad's `api` package) that yurt's
+#: structs do not have: valid Nomad, so "not supported yet" rather than "unknown field". Like
+#: `UNSUPPORTED`, a zero value is accepted (`nomad job run -output` writes them all).
+NOMAD_ONLY: Final[dict[type[msgspec.Struct], frozenset[str]]] = {
+    Job: _nomad("all_at_once AllAtOnce", "node_pool NodePool", "multiregion Multiregion",
+                "vault_token VaultToken", "consul_token ConsulToken"),
+    TaskGroup: _nomad("volume Volumes", "disconnect Disconnect", "shutdown_delay ShutdownDelay",
+                      "max_run_duration MaxRunDuration", "scaling Scaling", "consul Consul",
+                      "stop_after_client_disconnect StopAfterClientDisconnect",
+                      "max_client_disconnect MaxClientDisconnect",
+                      "prevent_reschedule_on_lost PreventRescheduleOnLost"),
+    Task: _nomad("vault Vault", "consul Consul", "volume_mount VolumeMounts",
+                 "csi_plugin CSIPluginConfig", "kind Kind", "scaling ScalingPolicies",
+                 "secret Secrets", "action Actions", "schedule Schedule"),
+    Resources: _nomad("cores Cores", "disk DiskMB", "network Networks", "numa NUMA",
+                      "secrets SecretsMB", "iops IOPS"),
+    LogConfig: _nomad("enabled Enabled"),
+    NetworkResource: _nomad("cni CNI"),
+    Service: _nomad("connect Connect", "identity Identity", "weights Weights"),
+}
+
+#: How the user calls each block in a message.
+_BLOCK_NAMES: Final[dict[type[msgspec.Struct], str]] = {
+    Job: "job", TaskGroup: "group", Task: "task", Resources: "resources", LogConfig: "logs",
+    NetworkResource: "network", Service: "service",
+}
+
+
+def _nomad_only(struct: type[msgspec.Struct], key: str) -> bool:
+    """Whether `key` is a Nomad feature (of this block, or anywhere) yurt does not have."""
+    return key in UNSUPPORTED or key in NOMAD_ONLY.get(struct, ())
+
+
 def _is_zero(value: Any) -> bool:
     """Nomad's encoding of "not set" for a field: null, "", 0, false, [] or {}."""
     return value is None or (not isinstance(value, int | float) and not value) or (
@@ -291,9 +331,13 @@ class _Problems:
             raise _TooManyProblems
 
 
-def _unknown_message(key: str, valid: list[str]) -> str:
+def _unknown_message(key: str, valid: list[str],
+                     struct: type[msgspec.Struct] | None = None) -> str:
+    if struct is not None and key in NOMAD_ONLY.get(struct, ()):
+        return (f'"{key}" is a Nomad {_BLOCK_NAMES.get(struct, "block")} field yurt does not '
+                f"support yet")
     if key in UNSUPPORTED:
-        return f'"{key}" is a Nomad feature yurt does not support'
+        return f'"{key}" is a Nomad feature yurt does not support yet'
     msg = f'unknown field "{key}"'
     close = difflib.get_close_matches(key, valid, n=1)
     if close:

@@ -23,11 +23,11 @@ from yurt.runtime.jobspec.fields import (
     _INVALID,
     HCL_REWRITES,
     HCL_SCHEMA,
-    UNSUPPORTED,
     _At,
     _by_attr,
     _FieldSpec,
     _is_zero,
+    _nomad_only,
     _Problems,
     _type_name,
     _unknown_message,
@@ -122,8 +122,8 @@ class _HclNormaliser:
             self._mark(here, (*spath, key))
             self._mark(here, (*spath, key, 0))
             if hf is None:
-                if not (key in UNSUPPORTED and _is_zero(value)):
-                    self.problems.add(here, _unknown_message(key, sorted(schema)))
+                if not (_nomad_only(struct, key) and _is_zero(value)):
+                    self.problems.add(here, _unknown_message(key, sorted(schema), struct))
                 continue
             result = self.value(specs[hf.attr], key, value, here, spath)
             if result is not _INVALID:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -28,6 +28,10 @@ from yurt.runtime.sourcemap import PathKey, Position, hcl_positions, json_positi
 from yurt.runtime.structs import Job
 
 Format = Literal["hcl", "json"]
+
+#: What an empty job file is told (HCL and JSON alike).
+EMPTY_FILE: Final = ('the file is empty; a job file holds one job "<id>" { group "<name>" '
+                     '{ task "<name>" { … } } } block, or Nomad API JSON {"Job": {…}}')
 
 
 def detect_format(filename: str, text: str) -> Format:
@@ -64,6 +68,8 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
     if len(text) > MAX_JOB_CHARS:
         raise JobSpecError(filename, [SpecProblem(0, 0, "file", f"the job is larger than "
                                                   f"{MAX_JOB_CHARS >> 20} MiB")])
+    if not text.strip():  # one clear error, not the three a missing job would raise below
+        raise JobSpecError(filename, [SpecProblem(0, 0, "file", EMPTY_FILE)])
     surrogate = _lone_surrogate(text)
     if surrogate is not None:
         raise JobSpecError(filename, [SpecProblem(*surrogate, "syntax", "not valid Unicode "
@@ -79,6 +85,8 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
             hcl_keyed: dict[PathKey, Position] = {}
             positions = lambda: hcl_keyed  # noqa: E731 - same signature as the lazy JSON index
             data, root = _HclNormaliser(hcl_positions(tree), problems, hcl_keyed).job(raw)
+            if not data:  # no job block (only comments, say): that one problem says it all
+                raise _TooManyProblems
         else:
             doc = _load_json(text, filename)
             if isinstance(doc, dict) and set(doc) == {"Job"}:

@@ -23,8 +23,8 @@ from typing import Any, Final
 import msgspec
 
 from yurt.runtime.drivers import TASK_CONFIG
-from yurt.runtime.durations import SECOND, format_duration
-from yurt.runtime.jobspec.fields import _At, _Problems, _unknown_message
+from yurt.runtime.durations import SECOND, format_duration, parse_duration
+from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.jobspec.limits import MAX_COUNT, MAX_NAME_BYTES
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
 from yurt.runtime.jobspec.rules_artifact import canonicalize_artifacts, check_artifacts
@@ -35,6 +35,7 @@ from yurt.runtime.jobspec.rules_service import canonicalize_services, check_serv
 from yurt.runtime.jobspec.rules_template import check_job_templates
 from yurt.runtime.jobspec.rules_update import check_job_update, fold_update
 from yurt.runtime.server.periodic import CronError, check_spec, load_zone
+from yurt.runtime.structcheck import Problem, Vocabulary, check
 from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
     DISPATCH_PAYLOAD_MODES,
@@ -110,36 +111,52 @@ def _check_unique(names: list[str], at_of: Callable[[int], _At], what: str,
 
 
 _MSGSPEC_AT: Final = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
-_MSGSPEC_FIELD: Final = re.compile(r"^Object (?P<what>contains unknown|missing required) field "
-                                   r"`(?P<name>[^`]+)`$")
+
+
+#: A jobspec's words for `structcheck`: fields in blocks.
+_JOBSPEC: Final = Vocabulary(key="field", mapping="a block")
 
 
 def _check_driver_config(driver: str, config: dict[str, Any], at: _At,
                          problems: _Problems) -> None:
-    """Decode `config` with the driver's schema; place msgspec's one error on its field."""
+    """Check `config` against the driver's schema: every problem at once, on its field, in
+    the jobspec's words (never msgspec's "expected `array`, got `str`")."""
     schema = TASK_CONFIG[driver]
-    try:
+    found = check(config, schema, _JOBSPEC)
+    for problem in found:
+        where = at
+        for step in problem.path:
+            where = _At((*where.d, str(step)), (*where.k, step))
+        # An unknown field's message is already the jobspec's (`unknown field "x"; did you
+        # mean "y"?`); a missing one says which driver needs it.
+        message = problem.message
+        if message.startswith("missing the required field "):
+            message = f"{driver} needs {message.removeprefix('missing the required field ')}"
+        problems.add(where, message)
+    # Duration options are strings to the schema; each is parsed here so all bad ones show.
+    for name in getattr(schema, "DURATIONS", ()):
+        value = config.get(name)
+        if isinstance(value, str) and value:
+            try:
+                parse_duration(value)
+            except ValueError as e:
+                problems.add(_At((*at.d, name), (*at.k, name)), str(e))
+                found.append(Problem((name,), str(e)))
+    if found:
+        return
+    try:  # whatever `check` does not look at (a `__post_init__` of a future schema)
         msgspec.convert(config, schema)
-    except msgspec.ValidationError as e:
+    except (msgspec.ValidationError, ValueError) as e:
         m = _MSGSPEC_AT.match(str(e))
         assert m is not None  # the pattern matches any string
         msg, where = m["msg"], at
         for part in re.findall(r"\.(\w+)|\[(\d+)\]", m["path"] or ""):
             key: str | int = part[0] or int(part[1])
             where = _At((*where.d, str(key)), (*where.k, key))
-        field_m = _MSGSPEC_FIELD.match(msg)
-        if field_m and field_m["what"] == "contains unknown":
-            name = field_m["name"]
-            where = _At((*where.d, name), (*where.k, name))
-            msg = _unknown_message(name, sorted(schema.__struct_fields__))
-        elif field_m:
-            msg = f'{driver} needs "{field_m["name"]}"'
-        elif ": " in msg and m["path"] is None and msg.split(": ", 1)[0] in config:
+        if ": " in msg and m["path"] is None and msg.split(": ", 1)[0] in config:
             name, msg = msg.split(": ", 1)  # a __post_init__ check names its field
             where = _At((*where.d, name), (*where.k, name))
-        else:
-            msg = msg[0].lower() + msg[1:]
-        problems.add(where, msg)
+        problems.add(where, msg[0].lower() + msg[1:])
 
 
 def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,

@@ -20,11 +20,11 @@ import msgspec
 from yurt.runtime.durations import parse_duration
 from yurt.runtime.jobspec.fields import (
     _INVALID,
-    UNSUPPORTED,
     _At,
     _field_specs,
     _FieldSpec,
     _is_zero,
+    _nomad_only,
     _Problems,
     _type_name,
     _unknown_message,
@@ -45,9 +45,9 @@ def _check_shape(struct: type[msgspec.Struct], data: Any, at: _At,
             continue
         spec = specs.get(key)
         if spec is None:
-            if not (key in UNSUPPORTED and _is_zero(value)):
+            if not (_nomad_only(struct, key) and _is_zero(value)):
                 problems.add(_At((*at.d, key), (*at.k, key)),
-                             _unknown_message(key, sorted(specs)))
+                             _unknown_message(key, sorted(specs), struct))
             continue
         here = _At((*at.d, spec.hcl_name), (*at.k, key))
         checked = _check_value(spec, value, here, problems)

@@ -30,6 +30,7 @@ from typing import Any, Final, Protocol, final, runtime_checkable
 
 import trio
 
+from yurt.runtime.agentlog import fields
 from yurt.runtime.drivers.protocol import Driver, Fingerprint
 from yurt.runtime.structs import DriverInfo, PluginState
 from yurt.runtime.taskrunner.events import datetime_of
@@ -112,9 +113,14 @@ class DriverManager:
 
     def _report(self, name: str, info: DriverInfo) -> None:
         previous = self.infos.get(name)
-        if previous is None or previous.healthy != info.healthy:
-            log.info("driver %s: %s", name, info.health_description or
-                     ("healthy" if info.healthy else "unhealthy"))
+        if previous is None or (previous.detected, previous.healthy) != (info.detected,
+                                                                         info.healthy):
+            # One structured line per change (runtime/agentlog.py); losing health is a warning.
+            worse = previous is not None and previous.healthy and not info.healthy
+            log.log(logging.WARNING if worse else logging.INFO, "driver state changed",
+                    extra=fields(driver=name, detected=info.detected, healthy=info.healthy,
+                                 health=info.health_description or
+                                 ("healthy" if info.healthy else "unhealthy")))
         self.infos[name] = info
         self._on_info(name, info)
         self._pending_first.discard(name)

@@ -1,0 +1,240 @@
+"""The agent's log: what `yurt agent --log-level L [--log-json]` writes, one line per event.
+
+What an operator wants from a daemon's log is one line per thing that happened to the work it
+runs — an allocation started, stopped, failed; a task restarted; an allocation re-attached after
+an agent restart; a driver became unhealthy — each carrying the IDs to search by. Nomad's agent
+writes exactly that through hclog, so the format here is hclog's:
+
+    2026-12-01T10:30:00.123Z [INFO]  alloc: task started: alloc_id=… job=web group=g task=t
+    {"@timestamp": "2026-12-01T10:30:00.123Z", "@level": "info", "@module": "alloc",
+     "@message": "task started", "alloc_id": "…", "job": "web", "group": "g", "task": "t"}
+
+(the second on one line). The stdlib `logging` carries it: every module already logs to a
+`yurt.*` logger, so `configure` puts one handler on `yurt` and nothing else changes for them.
+Structured fields ride on a record as `extra=fields(...)`; a record without them (the
+existing `%`-formatted calls) is just a message.
+
+`AllocEvents` decides which lines an allocation update deserves. It is a pure state machine
+(no clock, no I/O, no logger): fed each client view of an allocation, it returns the lines for
+what changed since the last view — a client-status transition, and each task event newer than
+the newest one already seen (task events are a ring of ten, so counting them would miss events
+once the ring is full; their times only grow). A restored allocation is first `known`, so a
+restart of the agent does not repeat an allocation's history.
+
+Rejected: deriving lines from the event broker (the server publishes allocation updates as it
+commits them, after batching, and drops them for slow subscribers by design); a logging
+library (structlog and the like): the stdlib does this in a page.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, Final, final
+
+from yurt.runtime.structs import Allocation, TaskEvent
+
+#: `--log-level` values, Nomad's names (case-insensitive); trace is debug here.
+LEVELS: Final[dict[str, int]] = {
+    "trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
+    "warn": logging.WARNING, "error": logging.ERROR,
+}
+
+#: The record attribute that holds a line's structured fields.
+FIELDS: Final = "yurt_fields"
+
+_NAMES: Final = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn",
+                 logging.ERROR: "error", logging.CRITICAL: "error"}
+
+
+def fields(**values: Any) -> dict[str, Any]:
+    """`extra=` for a log call: `log.info("task started", extra=fields(task="t"))`."""
+    return {FIELDS: values}
+
+
+def _timestamp(created: float) -> str:
+    millis = int(created * 1000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{millis:03d}Z"
+
+
+def _module(record: logging.LogRecord) -> str:
+    return record.name.removeprefix("yurt.").removeprefix("yurt") or "agent"
+
+
+def _fields_of(record: logging.LogRecord) -> dict[str, Any]:
+    values = getattr(record, FIELDS, None)
+    return dict(values) if isinstance(values, dict) else {}
+
+
+def _scalar(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    # hclog quotes a value with spaces, so `key=value` pairs split on spaces stay pairs.
+    return json.dumps(text) if (not text or any(c in text for c in ' "=\n')) else text
+
+
+@final
+class HumanFormatter(logging.Formatter):
+    """hclog's text lines: time, level, module, message, then `key=value` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = f"[{_NAMES.get(record.levelno, 'info').upper()}]"
+        line = f"{_timestamp(record.created)} {level:<7} {_module(record)}: {record.getMessage()}"
+        values = _fields_of(record)
+        if values:
+            line += ": " + " ".join(f"{k}={_scalar(v)}" for k, v in values.items())
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+@final
+class JsonFormatter(logging.Formatter):
+    """hclog's JSON lines (`log_json`): `@timestamp`, `@level`, `@module`, `@message`, and the
+    fields at the top level, one object per line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {"@timestamp": _timestamp(record.created),
+                               "@level": _NAMES.get(record.levelno, "info"),
+                               "@module": _module(record), "@message": record.getMessage()}
+        for key, value in _fields_of(record).items():
+            out.setdefault(key, value)
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+def configure(level: str, json_lines: bool, stream: IO[str]) -> logging.Handler:
+    """Send every `yurt.*` logger's records at `level` or above to `stream`, one line each.
+
+    Args:
+        level: one of `LEVELS` (any case).
+        json_lines: hclog's JSON format instead of its text format.
+        stream: where the lines go (the agent's stdout, as Nomad's agent logs).
+
+    Returns:
+        The handler installed (tests remove it again).
+
+    Raises:
+        ValueError: `level` is not one of `LEVELS`.
+    """
+    try:
+        threshold = LEVELS[level.lower()]
+    except KeyError:
+        raise ValueError(f"unknown log level {level!r}; expected one of "
+                         f"{', '.join(LEVELS)}") from None
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if json_lines else HumanFormatter())
+    root = logging.getLogger("yurt")
+    for old in [h for h in root.handlers if getattr(h, "yurt_agent_log", False)]:
+        root.removeHandler(old)
+    handler.yurt_agent_log = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(threshold)
+    root.propagate = False  # the last-resort handler would print warnings twice
+    return handler
+
+
+# --------------------------------------------------------------------------- what to log
+
+#: A line to log: level, message, fields.
+Line = tuple[int, str, dict[str, Any]]
+
+#: Task events that fail a task, whatever their `fails_task` says.
+_FAILURES: Final = frozenset({"Driver Failure", "Setup Failure", "Failed Validation",
+                              "Task hook failed", "Failed Restoring Task"})
+
+
+def _event_line(event: TaskEvent) -> tuple[int, str, dict[str, Any]]:
+    """The level, message and event-specific fields for one task event."""
+    kind = event.type
+    if kind == "Started":
+        return logging.INFO, "task started", {}
+    if kind == "Restarting":
+        return logging.INFO, "task restarting", {"reason": event.restart_reason,
+                                                 "delay_ms": event.start_delay // 1_000_000}
+    if kind == "Restart Signaled":
+        return logging.INFO, "task restart requested", {"reason": event.restart_reason}
+    if kind == "Terminated":
+        level = logging.WARNING if event.exit_code or event.signal else logging.INFO
+        return level, "task exited", {"exit_code": event.exit_code,
+                                             "signal": event.signal,
+                                             **({"message": event.message}
+                                                if event.message else {})}
+    if kind == "Killed":
+        return logging.INFO, "task killed", {}
+    if kind == "Not Restarting":
+        return logging.WARNING, "task not restarting", {"reason": event.restart_reason}
+    if kind in _FAILURES or event.fails_task:
+        error = (event.driver_error or event.setup_error or event.validation_error
+                 or event.display_message or event.message)
+        return logging.ERROR, "task failed", {"type": kind, "error": error}
+    return logging.DEBUG, "task event", {"type": kind, "message": event.display_message}
+
+
+def _status_line(alloc: Allocation, before: str, started: bool) -> tuple[int, str] | None:
+    """The line for the allocation's client status moving from `before` to what it is;
+    `started`: it was running before (a task restart passes through pending)."""
+    now = alloc.client_status
+    if now == before:
+        return None
+    if now == "running":
+        return (logging.DEBUG, "allocation running") if started else (
+            logging.INFO, "allocation started")
+    if now == "complete":
+        stopped = alloc.desired_status in ("stop", "evict")
+        return logging.INFO, "allocation stopped" if stopped else "allocation complete"
+    if now == "failed":
+        return logging.ERROR, "allocation failed"
+    if now == "lost":
+        return logging.WARNING, "allocation lost"
+    return logging.DEBUG, f"allocation {now}"
+
+
+@dataclass
+class _Seen:
+    client_status: str
+    started: bool = False  # it has been running: "allocation started" is said once
+    #: Task name → time (unix ns) of the newest event already logged.
+    newest: dict[str, int] = field(default_factory=dict)
+
+
+@final
+class AllocEvents:
+    """Which log lines each client view of an allocation deserves (see the module header)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, _Seen] = {}
+
+    def known(self, alloc: Allocation) -> None:
+        """Take `alloc` as already logged: what it holds now is history, not news."""
+        self._seen[alloc.id] = _Seen(alloc.client_status, alloc.client_status != "pending", {
+            name: max((e.time for e in state.events), default=0)
+            for name, state in alloc.task_states.items()})
+
+    def forget(self, alloc_id: str) -> None:
+        self._seen.pop(alloc_id, None)
+
+    def observe(self, alloc: Allocation) -> list[Line]:
+        """The lines for what changed in `alloc` since it was last observed, in order: the
+        tasks' new events by time, then the allocation's status change."""
+        seen = self._seen.setdefault(alloc.id, _Seen("pending"))
+        base = {"alloc_id": alloc.id, "job": alloc.job_id, "group": alloc.task_group}
+        events: list[tuple[int, str, TaskEvent]] = []
+        for name, state in alloc.task_states.items():
+            newest = seen.newest.get(name, 0)
+            fresh = [e for e in state.events if e.time > newest]
+            events.extend((e.time, name, e) for e in fresh)
+            if fresh:
+                seen.newest[name] = max(e.time for e in fresh)
+        lines: list[Line] = []
+        for _, name, event in sorted(events, key=lambda x: (x[0], x[1])):
+            level, message, extra = _event_line(event)
+            lines.append((level, message, {**base, "task": name, **extra}))
+        status = _status_line(alloc, seen.client_status, seen.started)
+        seen.client_status = alloc.client_status
+        seen.started = seen.started or alloc.client_status == "running"
+        if status is not None:
+            lines.append((status[0], status[1], {**base, "client_status": alloc.client_status}))
+        return lines
