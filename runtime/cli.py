@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-import trio
 
-from yurt.runtime import __version__, cli_deployment, cli_node
+from yurt.runtime import cli_deployment, cli_node
 from yurt.runtime.cli_dispatch import register as register_dispatch_commands
 from yurt.runtime.cli_exec import register as register_exec_commands
 from yurt.runtime.cli_fs import register as register_fs_commands
 from yurt.runtime.cli_jobs import register as register_job_commands
+from yurt.runtime.cli_output import output_options
 from yurt.runtime.cli_vars import register as register_var_commands
-from yurt.runtime.durations import format_duration
 from yurt.runtime.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -37,7 +36,6 @@ from yurt.runtime.errors import (
     JobSpecError,
     StateError,
 )
-from yurt.runtime.signames import parse_signal_name
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -62,8 +60,18 @@ def _summary(path: str, job: Job) -> str:
             f"{plural(allocs, 'allocation')} — valid")
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from yurt.runtime import __version__  # read from the installed metadata: only when asked
+
+    click.echo(f"yurt, version {__version__}")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-v", prog_name="yurt")
+@click.option("--version", "-v", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
 def cli() -> None:
     """yurt runs Nomad jobs on this machine: task groups as allocations, with lifecycle
     stages, restart policies, graceful kills and state that survives an agent restart."""
@@ -76,6 +84,8 @@ def job() -> None:
 
 def _task_table(job: Job) -> Table:
     from rich.table import Table
+
+    from yurt.runtime.durations import format_duration
 
     table = Table(title=f'job "{job.id}": tasks as they will run '
                         "(restart = attempts/interval/delay/mode)", title_justify="left")
@@ -155,6 +165,8 @@ def run(jobfile: str, data_dir: Path | None, json_output: bool) -> None:
     1 otherwise. A service job runs until Ctrl-C or SIGTERM, then stops its allocations
     gracefully (poststop tasks run). Invalid job files exit 2.
     """
+    import trio
+
     from yurt.runtime.foreground import run_job
     from yurt.runtime.jobspec import load_job
 
@@ -203,12 +215,12 @@ def job_stop(job_id: str, json_output: bool) -> None:
 
 @job.command("status")
 @click.argument("job_id", metavar="[JOB]", required=False)
-@_json_flag
-def job_status(job_id: str | None, json_output: bool) -> None:
-    """List jobs, or show one job and its allocations."""
+@output_options
+def job_status(job_id: str | None, json_output: bool, template: str) -> None:
+    """List jobs, or show one job (an ID or a unique prefix of one) and its allocations."""
     from yurt.runtime import cli_remote
 
-    cli_remote.job_status(job_id, json_output)
+    cli_remote.job_status(job_id, json_output, template)
 
 
 @cli.group()
@@ -218,12 +230,12 @@ def alloc() -> None:
 
 @alloc.command("status")
 @click.argument("alloc_id", metavar="ALLOC")
-@_json_flag
-def alloc_status(alloc_id: str, json_output: bool) -> None:
+@output_options
+def alloc_status(alloc_id: str, json_output: bool, template: str) -> None:
     """An allocation, its tasks and their recent events."""
     from yurt.runtime import cli_remote
 
-    cli_remote.alloc_status(alloc_id, json_output)
+    cli_remote.alloc_status(alloc_id, json_output, template)
 
 
 @alloc.command("logs")
@@ -256,6 +268,8 @@ def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
               help="A signal name such as SIGHUP or SIGUSR1.")
 def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
     """Send a signal to one task or to every task."""
+    from yurt.runtime.signames import parse_signal_name
+
     try:
         canonical = parse_signal_name(sig)
     except ValueError as e:  # refused here: the agent would refuse it too
@@ -281,12 +295,12 @@ def node() -> None:
 
 
 @node.command("status")
-@_json_flag
-def node_status(json_output: bool) -> None:
+@output_options
+def node_status(json_output: bool, template: str) -> None:
     """Resources and driver health of the node."""
     from yurt.runtime import cli_remote
 
-    cli_remote.node_status(json_output)
+    cli_remote.node_status(json_output, template)
 
 
 @cli.command()
@@ -333,6 +347,9 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
 
     SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
     """
+    import trio
+
+    from yurt.runtime import __version__
     from yurt.runtime.agent import Agent, AgentConfig
     from yurt.runtime.agentconfig import ConfigError, FileConfig, load_config, parse_fake_device
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 if TYPE_CHECKING:
-    import httpx2
+    from yurt.runtime.cli_http import Client
 
 DEFAULT_TAIL_LINES: Final = 10
 BYTES_PER_LINE: Final = 120
@@ -88,7 +88,7 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
             return
 
 
-def _job_alloc(client: httpx2.Client, job_id: str) -> str:
+def _job_alloc(client: Client, job_id: str) -> str:
     """One of the job's running allocations, at random, as Nomad's `-job` picks it."""
     import random
 
@@ -103,7 +103,7 @@ def _job_alloc(client: httpx2.Client, job_id: str) -> str:
     return random.choice(running)
 
 
-def _read(client: httpx2.Client, alloc_id: str, path: str, offset: int, follow: bool
+def _read(client: Client, alloc_id: str, path: str, offset: int, follow: bool
           ) -> Iterator[bytes]:
     """The file's bytes from `offset`: plain (readat), or framed and followed (stream); an
     empty chunk marks the end of what was there when the request came (following only)."""
