@@ -128,11 +128,14 @@ def choose_task(alloc: dict[str, Any], task: str) -> str:
 
 def _resolve_alloc(flags: ExecFlags, ident: str) -> dict[str, Any]:
     """The allocation to exec in, by ID prefix or (`-job`) a running one of the job's."""
-    from yurt.runtime.cli_remote import _fail, api, call
+    from urllib.parse import quote
+
+    from yurt.runtime.cli_remote import _fail, api, call, resolve_job
 
     with api() as client:
         if flags.job:
-            allocs = call(client, "GET", f"/v1/job/{ident}/allocations")
+            ident = resolve_job(client, ident)
+            allocs = call(client, "GET", f"/v1/job/{quote(ident, safe='')}/allocations")
             running = [a for a in allocs if a["ClientStatus"] == "running"]
             if not running:
                 _fail(f'No running allocations found for job "{ident}"')

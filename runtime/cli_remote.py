@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -159,14 +159,22 @@ def job_list_rows(jobs: list[dict[str, Any]]) -> list[list[str]]:
 JOB_HEADER = ("ID", "Type", "Priority", "Status", "Submitted")
 
 
-def resolve_job(client: Client, prefix: str) -> str:
+def resolve_job(client: Client, prefix: str, *, kind: str = "",
+                only: Callable[[dict[str, Any]], bool] | None = None) -> str:
     """The job ID `prefix` names, as Nomad's `JobIDByPrefix` finds it: an exact ID wins,
-    else the one job whose ID starts with it. None: exit 1; several: the list, exit 2."""
-    jobs = call(client, "GET", "/v1/jobs", params={"prefix": prefix})
-    if any(j["ID"] == prefix for j in jobs):
-        return prefix
+    else the one job whose ID starts with it. None: exit 1; several: the list, exit 2.
+
+    Args:
+        kind: the word Nomad puts before "job(s)" when nothing matches ("parameterized").
+        only: the jobs a prefix may match (Nomad's filter: dispatch only parameterized
+            parents); an exact ID matches whatever its kind.
+    """
+    listed = call(client, "GET", "/v1/jobs", params={"prefix": prefix})
+    if any(j["ID"] == prefix for j in listed):
+        return prefix  # named exactly: the agent says why, if it refuses this kind of job
+    jobs = [j for j in listed if only is None or only(j)]
     if not jobs:
-        _fail(f'No job(s) with prefix or ID "{prefix}" found')
+        _fail(f'No {kind + " " if kind else ""}job(s) with prefix or ID "{prefix}" found')
     if len(jobs) > 1:
         _fail(f'Prefix "{prefix}" matched multiple jobs\n\n'
               + format_list([list(JOB_HEADER), *job_list_rows(jobs)]), EXIT_USAGE)
