@@ -1,8 +1,10 @@
 """`yurt`: the command line.
 
-Exit codes are a contract (DESIGN §7): 0 ok, 1 a job or allocation failed, 2 bad input or
-usage, 130 interrupted. Errors go to stderr as `file:line:col: field: message` lines so editors
-and CI annotate them; results go to stdout, machine-readable where a command says so.
+Exit codes are a contract, one table for every verb (`EXIT_CODES` in runtime/errors.py, and
+README.md's, checked against it): 0 ok, 1 failed (a job, a request, or no agent answering),
+2 bad input or usage, 130 interrupted. Errors go to stderr as `file:line:col: field: message`
+lines so editors and CI annotate them; results go to stdout, machine-readable where a command
+says so.
 
 Commands that need the agent arrive with it; this module only parses and dispatches, the work
 lives in the modules it calls.
@@ -445,11 +447,24 @@ def raise_open_files_limit() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: runs the command and exits with the status of the table
+    in runtime/errors.py (`EXIT_CODES`).
+
+    click's own standalone mode turns Ctrl-C into "Aborted!" and exit 1; here an interrupt
+    is 130 wherever it lands, as a shell reports a process ended by SIGINT.
+    """
     try:
-        cli(prog_name="yurt")
+        code = cli.main(prog_name="yurt", standalone_mode=False)
+    except click.ClickException as e:  # usage errors: click's message, exit 2
+        e.show()
+        sys.exit(e.exit_code)
+    except click.Abort as e:  # click's translation of a KeyboardInterrupt (or of EOF)
+        interrupted = isinstance(e.__cause__ or e.__context__, KeyboardInterrupt)
+        sys.exit(EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
     except KeyboardInterrupt:
+        click.echo(err=True)
         sys.exit(EXIT_INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 register_var_commands(cli)
