@@ -186,7 +186,7 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
     import base64
 
     import trio
-    from trio_websocket import ConnectionClosed, open_websocket_url
+    from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
     send_lock = trio.Lock()
     escapes = EscapeFilter(ord(escape)) if tty and escape else None
@@ -258,6 +258,8 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
             nursery.cancel_scope.cancel()
     except OSError as e:
         raise _Failed(str(e)) from None
+    except HandshakeError as e:  # no connection (its cause says why), or the upgrade refused
+        raise _Failed(str(e.__cause__ or "the websocket handshake failed")) from None
     if escapes is not None and escapes.closed:
         raise _Escaped
     if isinstance(code, _Failed):

@@ -3,7 +3,8 @@
 Nomad's CLI prints plain columns (`formatList`) and `key = value` lines (`formatKV`), and has
 `-json` and `-t TEMPLATE` (a Go text/template over the API's data) on its listing and status
 verbs; yurt does the same, so a script written for one reads the other. At a terminal a table
-may be drawn with rich (borders, wrapping to the window); when stdout is not a terminal
+may be drawn with rich (borders, cells folded to fit the window, never cut with an ellipsis);
+when stdout is not a terminal
 (a pipe, a file, `$(...)`), every table is plain columns two spaces apart, never wrapped or
 cut, whatever `$COLUMNS` says. IDs are shown as Nomad's 8-character prefixes, and an ID column
 never shrinks below that, at any width.
@@ -124,8 +125,8 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
     for i, name in enumerate(header):
         if i in id_columns:
             table.add_column(name, no_wrap=True, min_width=SHORT_ID, overflow="ignore")
-        else:
-            table.add_column(name)
+        else:  # folded, not cut with an ellipsis: narrow windows wrap, nothing is lost
+            table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*row)
     Console(highlight=False).print(table)

@@ -472,7 +472,7 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
     import json
 
     import trio
-    from trio_websocket import ConnectionClosed, open_websocket_url
+    from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
     addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
     params: list[tuple[str, str]] = [("topic", t) for t in topics]
@@ -505,6 +505,9 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
                         click.echo(line)
         except ConnectionClosed:
             return
+        except HandshakeError as e:  # the connection failed (its cause says why) or was refused
+            why = e.__cause__ if isinstance(e.__cause__, OSError) else None
+            _fail(f"cannot reach the agent at {addr}" + (f": {why}" if why else ""))
         except OSError as e:
             _fail(f"cannot reach the agent at {addr}: {e}")
 
