@@ -24,6 +24,7 @@ import click
 
 from yurt.runtime.cli_http import Client, ConnectError, ReadTimeout, TransportError
 from yurt.runtime.cli_output import (
+    SHORT_ID,
     check_format,
     emit,
     emit_json,
@@ -33,6 +34,7 @@ from yurt.runtime.cli_output import (
     output_options,
     print_table,
     short,
+    stdout_is_terminal,
 )
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -92,12 +94,12 @@ def call(client: Client, method: str, path: str, **kw: Any) -> Any:
 
 
 def console() -> Any:
-    """A rich console for the few outputs still drawn with rich (imported here, not at
-    start-up): the terminal's width, or 140 columns into a pipe."""
+    """A rich console for the outputs still drawn with rich (imported here, not at start-up):
+    the terminal's width, or, into a pipe, a width nothing reaches (never wrapped or cut)."""
     from rich.console import Console
 
     c = Console(highlight=False)
-    return c if c.is_terminal else Console(highlight=False, width=140)
+    return c if c.is_terminal else Console(highlight=False, width=1 << 20)
 
 
 def _ago(ns: int) -> str:
@@ -133,12 +135,19 @@ def print_allocs(allocs: list[dict[str, Any]]) -> None:
 
 
 def alloc_table(allocs: list[dict[str, Any]]) -> Any:
-    """The allocations as a rich table (for callers that print through `console()`)."""
+    """The allocations for callers that print through `console()`: a drawn table at a
+    terminal, plain columns (as rich `Text`: no markup is read in names) otherwise."""
     from rich.table import Table
+    from rich.text import Text
 
+    if not stdout_is_terminal():
+        return Text("Allocations\n" + format_list([list(ALLOC_HEADER), *alloc_rows(allocs)]))
     table = Table(title="Allocations", title_justify="left")
     for col in ALLOC_HEADER:
-        table.add_column(col, no_wrap=col == "ID", min_width=8 if col == "ID" else None)
+        if col == "ID":
+            table.add_column(col, no_wrap=True, min_width=SHORT_ID, overflow="ignore")
+        else:
+            table.add_column(col, overflow="fold")
     for row in alloc_rows(allocs):
         table.add_row(*row)
     return table
