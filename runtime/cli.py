@@ -44,9 +44,13 @@ if TYPE_CHECKING:
 
     from yurt.runtime.structs import Job
 
-# `yurt agent` is a long-lived daemon: it must not carry what only the client verbs (httpx2,
-# rich), job files (the jobspec, python-hcl2, lark) or `yurt run` need, so those load inside the
-# commands that use them (about 10 MiB and a third of the start-up time).
+# Start-up is most of what a command costs, so this module and the ones it registers import
+# only click and the command tree: trio (the agent, `run`, `events`, `exec`), rich (a
+# terminal's tables), the jobspec with python-hcl2 and lark (job files), the Go template
+# engine (`-t`) and importlib.metadata (`--version`) load inside the commands that use them.
+# The remote verbs speak HTTP through runtime/cli_http.py (http.client), not httpx2.
+# scripts/bench_cli measures the result; tests/test_import_weight.py keeps it so. The daemon
+# gains too: `yurt agent` carries none of the client's modules.
 
 
 def _summary(path: str, job: Job) -> str:

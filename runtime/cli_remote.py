@@ -1,8 +1,12 @@
 """The CLI verbs that talk to a running agent over its HTTP API (`$YURT_ADDR`).
 
-Each command is a thin client: it calls Nomad's API paths, then prints either human output
-(tables with rich) or, with `--json`, the API's JSON unchanged for programs. Exit codes follow
-DESIGN §7: 0 ok, 1 a job or allocation failed (or the agent cannot be reached), 2 bad input.
+Each command is a thin client: it calls Nomad's API paths through runtime/cli_http.py (a small
+`http.client` client: start-up is most of a verb's cost), then prints through
+runtime/cli_output.py: human output (Nomad's `key = value` lines and tables; drawn only at a
+terminal) or, with `-json`/`-t`, the API's data as JSON or through a Go template. IDs are
+taken by prefix as Nomad takes them (`resolve_job`, `resolve_alloc`: an ambiguous prefix lists
+its matches and exits 2). Exit codes are runtime/errors.py's table: 0 ok, 1 a job or a request
+failed or the agent cannot be reached, 2 bad input, 130 interrupted.
 The token, when the agent needs one, comes from `$YURT_TOKEN` or from the file named by
 `$YURT_TOKEN_FILE`, never from the command line (every user can read it in /proc), and is sent
 only as the `X-Nomad-Token` header, the websocket's too (a query string ends up in logs).
@@ -204,7 +208,9 @@ def resolve_alloc(client: Client, prefix: str) -> str:
     if not allocs:
         _fail(f'No allocation(s) with prefix or id "{prefix}" found')
     if len(allocs) > 1:
-        rows = [[a["ID"][:FULL_ID_LENGTH if len(prefix) >= 8 else 8], a["Name"],
+        # Nomad's 8 characters; whole IDs when the prefix is that long already, since the
+        # matches then share their first 8 and short IDs would not tell them apart.
+        rows = [[a["ID"][:FULL_ID_LENGTH if len(prefix) >= SHORT_ID else SHORT_ID], a["Name"],
                  a.get("TaskGroup", ""), a["DesiredStatus"], a["ClientStatus"]]
                 for a in allocs]
         _fail("Prefix matched multiple allocations\n\n"
