@@ -389,7 +389,7 @@ def alloc_addresses(alloc: dict[str, Any]) -> str:
 
 
 def _only_task(client: Client, alloc_id: str, task: str | None) -> tuple[str, str]:
-    alloc = call(client, "GET", f"/v1/allocation/{alloc_id}")
+    alloc = call(client, "GET", f"/v1/allocation/{resolve_alloc(client, alloc_id)}")
     if task:
         return alloc["ID"], task
     tasks = sorted(alloc.get("TaskStates") or {})

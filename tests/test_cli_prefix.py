@@ -55,7 +55,7 @@ async def test_ambiguous_allocation_prefix_lists_the_matches(tmp_path: Path) -> 
             assert (await a.client.post("/v1/jobs", json=mock_job("web", 2))).is_success
             first, second = await allocs_of(a, "web", 2)
             assert first[:2] == second[:2] == "ab"
-            for verb in (["status"], ["stop"], ["restart"], ["signal"]):
+            for verb in (["status"], ["stop"], ["restart"], ["signal"], ["logs"], ["fs"]):
                 out = await yurt(a, "alloc", *verb, "ab")
                 assert out.returncode == 2, (verb, out.stderr)
                 lines = out.stderr.splitlines()
