@@ -308,6 +308,12 @@ def run_exec(args: Sequence[str]) -> int:
     except _Escaped:  # after the terminal is restored, at the start of a line, as Nomad
         sys.stderr.write("\nConnection closed\n")
         return EXIT_FAILED
+    except BaseExceptionGroup as group:
+        # Ctrl-C lands in one of the session's tasks and leaves its nursery grouped: the
+        # caller gets the one KeyboardInterrupt (exit 130), not a group and a traceback.
+        if group.subgroup(KeyboardInterrupt) is not None:
+            raise KeyboardInterrupt from None
+        raise
 
 
 def register(alloc: click.Group) -> None:

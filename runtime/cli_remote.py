@@ -530,3 +530,7 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
         trio.run(follow)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+    except BaseExceptionGroup as group:  # Ctrl-C inside the websocket's own nursery
+        if group.subgroup(KeyboardInterrupt) is not None:
+            sys.exit(EXIT_INTERRUPTED)
+        raise

@@ -99,12 +99,22 @@ def var() -> None:
 @var.command("get")
 @_namespace_option
 @click.option("-item", "--item", default="", help="Print only this item's value.")
-@click.option("-out", "--out", "out", type=click.Choice(["table", "json"]), default="table")
+@click.option("-out", "--out", "out", type=click.Choice(["table", "json", "go-template"]),
+              default="table", help="The output format (go-template: with -template).")
+@click.option("-json", "--json", "json_output", is_flag=True, help="The same as -out json.")
+@click.option("-t", "-template", "--template", "template", default="", metavar="TEMPLATE",
+              help="Format the variable with a Go template (Nomad's -template).")
 @click.argument("path")
-def var_get(ns: str, item: str, out: str, path: str) -> None:
+def var_get(ns: str, item: str, out: str, json_output: bool, template: str, path: str
+            ) -> None:
     """Print a variable (or one of its items)."""
+    from yurt.runtime.cli_output import check_format, render_template
     from yurt.runtime.cli_remote import _fail, api, call, emit_json
 
+    check_format(json_output or out == "json", template)
+    if out == "go-template" and not template:
+        _fail("A template must be supplied using '-template' when using go-template "
+              "formatting", EXIT_USAGE)
     with api() as client:
         found = call(client, "GET", f"/v1/var/{path}", params=_params(ns))
     if item:
@@ -112,7 +122,9 @@ def var_get(ns: str, item: str, out: str, path: str) -> None:
         if item not in items:
             _fail(f"Variable does not contain {item!r} item")
         click.echo(items[item])
-    elif out == "json":
+    elif template:
+        click.echo(render_template(template, found), nl=False)
+    elif json_output or out == "json":
         emit_json(found)
     else:
         _print_variable(found)

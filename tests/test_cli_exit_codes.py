@@ -98,7 +98,10 @@ async def interrupted(a: Running, args: list[str], ready: bytes) -> tuple[int, b
     try:
         while ready not in seen:
             chunk = await process.stdout.receive_some()
-            assert chunk, f"{args} ended before streaming: {seen!r}"
+            if not chunk:
+                assert process.stderr is not None
+                why = await process.stderr.receive_some()
+                raise AssertionError(f"{args} ended before streaming: {seen!r} {why!r}")
             seen += chunk
         process.send_signal(signal.SIGINT)
         return await process.wait(), seen
@@ -123,9 +126,12 @@ async def test_sigint_ends_every_streaming_verb_with_130(tmp_path: Path) -> None
             streams = [
                 (["events", "--index", "0"], b"Allocation"),
                 (["alloc", "fs", "-f", alloc_id[:8], log], b"started"),
+                (["alloc", "exec", "-i=false", alloc_id[:8], "/bin/sh", "-c",
+                  "echo ready; exec sleep 3600"], b"ready"),
+                # Last: the drain goes on in the agent once its follower is gone.
                 (["node", "drain", "-enable", "-self", "-deadline", "1h"],
                  b"drain strategy set"),
             ]
             for args, ready in streams:
-                code, _ = await interrupted(a, args, ready)
-                assert code == EXIT_INTERRUPTED, args
+                code, output = await interrupted(a, args, ready)
+                assert code == EXIT_INTERRUPTED, (args, code, output)

@@ -116,11 +116,16 @@ async def test_json_and_template_on_listing_and_status_verbs(tmp_path: Path) -> 
                 (["namespace", "list"], "{{range .}}{{.Name}}{{end}}"),
                 (["var", "list"], "{{len .}}"),
                 (["job", "history"], "{{range .}}{{.Version}}{{end}}"),
-                (["job", "inspect"], "{{.ID}}")]
-            expected = ["web", "ready", "1", "0", "default", "0", "0", "web"]
+                (["job", "inspect"], "{{.ID}}"),
+                (["var", "get"], "{{.Path}}={{.Items.k}}")]
+            expected = ["web", "ready", "1", "0", "default", "1", "0", "web", "p=v"]
+            assert (await a.client.put("/v1/var/p", json={"Path": "p", "Items": {"k": "v"}})
+                    ).is_success
             for (args, template), want in zip(checks, expected, strict=True):
                 if args[:2] in (["job", "history"], ["job", "inspect"]):
                     args = [*args, "web"]
+                if args[:2] == ["var", "get"]:
+                    args = [*args, "p"]
                 out = await yurt(a, *args, "-t", template)
                 assert (out.returncode, out.stdout) == (0, want), (args, out.stderr)
                 if args[:2] != ["job", "inspect"]:
