@@ -131,7 +131,3 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
         table.add_row(*row)
     Console(highlight=False).print(table)
 
-
-def print_text(text: str) -> None:
-    """Plain text as it is (no markup, no wrapping at a terminal's width)."""
-    click.echo(text)
