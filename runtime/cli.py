@@ -28,7 +28,7 @@ from yurt.runtime.cli_dispatch import register as register_dispatch_commands
 from yurt.runtime.cli_exec import register as register_exec_commands
 from yurt.runtime.cli_fs import register as register_fs_commands
 from yurt.runtime.cli_jobs import register as register_job_commands
-from yurt.runtime.cli_output import output_options
+from yurt.runtime.cli_output import output_options, print_table
 from yurt.runtime.cli_vars import register as register_var_commands
 from yurt.runtime.errors import (
     EXIT_FAILED,
@@ -40,8 +40,6 @@ from yurt.runtime.errors import (
 )
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from yurt.runtime.structs import Job
 
 # Start-up is most of what a command costs, so this module and the ones it registers import
@@ -88,15 +86,10 @@ def job() -> None:
     """Check, inspect and run job files (Nomad HCL2 or Nomad JSON)."""
 
 
-def _task_table(job: Job) -> Table:
-    from rich.table import Table
-
+def _print_task_table(job: Job) -> None:
     from yurt.runtime.durations import format_duration
 
-    table = Table(title=f'job "{job.id}": tasks as they will run '
-                        "(restart = attempts/interval/delay/mode)", title_justify="left")
-    for column in ("group", "count", "task", "driver", "stage", "restart", "kill"):
-        table.add_column(column, no_wrap=column != "stage")
+    rows = []
     for group in job.task_groups:
         for task in group.tasks:
             stage = "main"
@@ -109,9 +102,11 @@ def _task_table(job: Job) -> Table:
                 f"{rp.attempts}/{format_duration(rp.interval or 0)}/"
                 f"{format_duration(rp.delay or 0)}/{rp.mode}")
             kill = f"{task.kill_signal or 'SIGINT'} +{format_duration(task.kill_timeout)}"
-            table.add_row(group.name, str(group.count), task.name, task.driver, stage, restart,
-                          kill)
-    return table
+            rows.append([group.name, str(group.count), task.name, task.driver, stage, restart,
+                         kill])
+    print_table(("group", "count", "task", "driver", "stage", "restart", "kill"), rows,
+                title=f'job "{job.id}": tasks as they will run '
+                      "(restart = attempts/interval/delay/mode)", id_columns=())
 
 
 @job.command()
@@ -123,14 +118,9 @@ def validate(files: Sequence[str], verbose: bool) -> None:
     Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
     is 2 if any file has one.
     """
-    from rich.console import Console
-
     from yurt.runtime.jobspec import load_job
 
     status = EXIT_OK
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped: don't squeeze tables into 80 columns
-        console = Console(highlight=False, width=120)
     for path in files:
         try:
             parsed = load_job(path)
@@ -140,7 +130,7 @@ def validate(files: Sequence[str], verbose: bool) -> None:
             continue
         click.echo(_summary(path, parsed))
         if verbose:
-            console.print(_task_table(parsed))
+            _print_task_table(parsed)
     sys.exit(status)
 
 

@@ -176,3 +176,16 @@ async def test_ids_stay_whole_at_a_narrow_terminal(tmp_path: Path) -> None:
                 assert BOX & set(output)  # a terminal does get the drawn table
                 for alloc in allocs:
                     assert alloc["ID"][:8] in output, (columns, output)
+
+
+def test_job_validate_tables_are_plain_into_a_pipe() -> None:
+    example = str(Path(__file__).parent.parent / "examples" / "service-leader-sidecar.nomad.hcl")
+    out = subprocess.run([YURT, "job", "validate", "--verbose", example], capture_output=True,
+                         text=True, timeout=60, check=False,
+                         env={**os.environ, "COLUMNS": "20"})
+    assert out.returncode == 0, out.stderr
+    assert not BOX & set(out.stdout)
+    rows = [line.split() for line in out.stdout.splitlines()[2:]]
+    assert rows[0] == ["group", "count", "task", "driver", "stage", "restart", "kill"]
+    assert rows[1][:3] == ["frontend", "1", "server"]
+    assert rows[2][:6] == ["frontend", "1", "log-shipper", "raw_exec", "prestart", "sidecar"]
