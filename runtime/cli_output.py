@@ -4,10 +4,9 @@ Nomad's CLI prints plain columns (`formatList`) and `key = value` lines (`format
 `-json` and `-t TEMPLATE` (a Go text/template over the API's data) on its listing and status
 verbs; yurt does the same, so a script written for one reads the other. At a terminal a table
 may be drawn with rich (borders, cells folded to fit the window, never cut with an ellipsis);
-when stdout is not a terminal
-(a pipe, a file, `$(...)`), every table is plain columns two spaces apart, never wrapped or
-cut, whatever `$COLUMNS` says. IDs are shown as Nomad's 8-character prefixes, and an ID column
-never shrinks below that, at any width.
+when stdout is not a terminal (a pipe, a file, `$(...)`), every table is plain columns two
+spaces apart, never wrapped or cut, whatever `$COLUMNS` says. IDs are shown as Nomad's
+8-character prefixes, and an ID column never shrinks below that, at any width.
 
 Invariants: machine output (`--json`, `-t`) goes to stdout alone, with nothing else around
 it; the two flags exclude each other (Nomad's message, exit 2). rich and the Go template
