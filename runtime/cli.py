@@ -1,8 +1,10 @@
 """`yurt`: the command line.
 
-Exit codes are a contract (DESIGN §7): 0 ok, 1 a job or allocation failed, 2 bad input or
-usage, 130 interrupted. Errors go to stderr as `file:line:col: field: message` lines so editors
-and CI annotate them; results go to stdout, machine-readable where a command says so.
+Exit codes are a contract, one table for every verb (`EXIT_CODES` in runtime/errors.py, and
+README.md's, checked against it): 0 ok, 1 failed (a job, a request, or no agent answering),
+2 bad input or usage, 130 interrupted. Errors go to stderr as `file:line:col: field: message`
+lines so editors and CI annotate them; results go to stdout, machine-readable where a command
+says so.
 
 Commands that need the agent arrive with it; this module only parses and dispatches, the work
 lives in the modules it calls.
@@ -18,15 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-import trio
 
-from yurt.runtime import __version__, cli_deployment, cli_node
+from yurt.runtime import cli_deployment, cli_node
 from yurt.runtime.cli_dispatch import register as register_dispatch_commands
 from yurt.runtime.cli_exec import register as register_exec_commands
 from yurt.runtime.cli_fs import register as register_fs_commands
 from yurt.runtime.cli_jobs import register as register_job_commands
+from yurt.runtime.cli_output import output_options, print_table
 from yurt.runtime.cli_vars import register as register_var_commands
-from yurt.runtime.durations import format_duration
 from yurt.runtime.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -35,16 +36,17 @@ from yurt.runtime.errors import (
     JobSpecError,
     StateError,
 )
-from yurt.runtime.signames import parse_signal_name
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from yurt.runtime.structs import Job
 
-# `yurt agent` is a long-lived daemon: it must not carry what only the client verbs (httpx2,
-# rich), job files (the jobspec, python-hcl2, lark) or `yurt run` need, so those load inside the
-# commands that use them (about 10 MiB and a third of the start-up time).
+# Start-up is most of what a command costs, so this module and the ones it registers import
+# only click and the command tree: trio (the agent, `run`, `events`, `exec`), rich (a
+# terminal's tables), the jobspec with python-hcl2 and lark (job files), the Go template
+# engine (`-t`) and importlib.metadata (`--version`) load inside the commands that use them.
+# The remote verbs speak HTTP through runtime/cli_http.py (http.client), not httpx2.
+# scripts/bench_cli measures the result; tests/test_import_weight.py keeps it so. The daemon
+# gains too: `yurt agent` carries none of the client's modules.
 
 
 def _summary(path: str, job: Job) -> str:
@@ -60,8 +62,18 @@ def _summary(path: str, job: Job) -> str:
             f"{plural(allocs, 'allocation')} — valid")
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from yurt.runtime import __version__  # read from the installed metadata: only when asked
+
+    click.echo(f"yurt, version {__version__}")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-v", prog_name="yurt")
+@click.option("--version", "-v", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
 def cli() -> None:
     """yurt runs Nomad jobs on this machine: task groups as allocations, with lifecycle
     stages, restart policies, graceful kills and state that survives an agent restart."""
@@ -72,13 +84,10 @@ def job() -> None:
     """Check, inspect and run job files (Nomad HCL2 or Nomad JSON)."""
 
 
-def _task_table(job: Job) -> Table:
-    from rich.table import Table
+def _print_task_table(job: Job) -> None:
+    from yurt.runtime.durations import format_duration
 
-    table = Table(title=f'job "{job.id}": tasks as they will run '
-                        "(restart = attempts/interval/delay/mode)", title_justify="left")
-    for column in ("group", "count", "task", "driver", "stage", "restart", "kill"):
-        table.add_column(column, no_wrap=column != "stage")
+    rows = []
     for group in job.task_groups:
         for task in group.tasks:
             stage = "main"
@@ -91,9 +100,11 @@ def _task_table(job: Job) -> Table:
                 f"{rp.attempts}/{format_duration(rp.interval or 0)}/"
                 f"{format_duration(rp.delay or 0)}/{rp.mode}")
             kill = f"{task.kill_signal or 'SIGINT'} +{format_duration(task.kill_timeout)}"
-            table.add_row(group.name, str(group.count), task.name, task.driver, stage, restart,
-                          kill)
-    return table
+            rows.append([group.name, str(group.count), task.name, task.driver, stage, restart,
+                         kill])
+    print_table(("group", "count", "task", "driver", "stage", "restart", "kill"), rows,
+                title=f'job "{job.id}": tasks as they will run '
+                      "(restart = attempts/interval/delay/mode)", id_columns=())
 
 
 @job.command()
@@ -105,14 +116,9 @@ def validate(files: Sequence[str], verbose: bool) -> None:
     Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
     is 2 if any file has one.
     """
-    from rich.console import Console
-
     from yurt.runtime.jobspec import load_job
 
     status = EXIT_OK
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped: don't squeeze tables into 80 columns
-        console = Console(highlight=False, width=120)
     for path in files:
         try:
             parsed = load_job(path)
@@ -122,7 +128,7 @@ def validate(files: Sequence[str], verbose: bool) -> None:
             continue
         click.echo(_summary(path, parsed))
         if verbose:
-            console.print(_task_table(parsed))
+            _print_task_table(parsed)
     sys.exit(status)
 
 
@@ -153,6 +159,8 @@ def run(jobfile: str, data_dir: Path | None, json_output: bool) -> None:
     1 otherwise. A service job runs until Ctrl-C or SIGTERM, then stops its allocations
     gracefully (poststop tasks run). Invalid job files exit 2.
     """
+    import trio
+
     from yurt.runtime.foreground import run_job
     from yurt.runtime.jobspec import load_job
 
@@ -201,12 +209,12 @@ def job_stop(job_id: str, json_output: bool) -> None:
 
 @job.command("status")
 @click.argument("job_id", metavar="[JOB]", required=False)
-@_json_flag
-def job_status(job_id: str | None, json_output: bool) -> None:
-    """List jobs, or show one job and its allocations."""
+@output_options
+def job_status(job_id: str | None, json_output: bool, template: str) -> None:
+    """List jobs, or show one job (an ID or a unique prefix of one) and its allocations."""
     from yurt.runtime import cli_remote
 
-    cli_remote.job_status(job_id, json_output)
+    cli_remote.job_status(job_id, json_output, template)
 
 
 @cli.group()
@@ -216,12 +224,12 @@ def alloc() -> None:
 
 @alloc.command("status")
 @click.argument("alloc_id", metavar="ALLOC")
-@_json_flag
-def alloc_status(alloc_id: str, json_output: bool) -> None:
+@output_options
+def alloc_status(alloc_id: str, json_output: bool, template: str) -> None:
     """An allocation, its tasks and their recent events."""
     from yurt.runtime import cli_remote
 
-    cli_remote.alloc_status(alloc_id, json_output)
+    cli_remote.alloc_status(alloc_id, json_output, template)
 
 
 @alloc.command("logs")
@@ -254,6 +262,8 @@ def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
               help="A signal name such as SIGHUP or SIGUSR1.")
 def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
     """Send a signal to one task or to every task."""
+    from yurt.runtime.signames import parse_signal_name
+
     try:
         canonical = parse_signal_name(sig)
     except ValueError as e:  # refused here: the agent would refuse it too
@@ -279,12 +289,12 @@ def node() -> None:
 
 
 @node.command("status")
-@_json_flag
-def node_status(json_output: bool) -> None:
+@output_options
+def node_status(json_output: bool, template: str) -> None:
     """Resources and driver health of the node."""
     from yurt.runtime import cli_remote
 
-    cli_remote.node_status(json_output)
+    cli_remote.node_status(json_output, template)
 
 
 @cli.command()
@@ -351,11 +361,24 @@ def raise_open_files_limit() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: runs the command and exits with the status of the table
+    in runtime/errors.py (`EXIT_CODES`).
+
+    click's own standalone mode turns Ctrl-C into "Aborted!" and exit 1; here an interrupt
+    is 130 wherever it lands, as a shell reports a process ended by SIGINT.
+    """
     try:
-        cli(prog_name="yurt")
+        code = cli.main(prog_name="yurt", standalone_mode=False)
+    except click.ClickException as e:  # usage errors: click's message, exit 2
+        e.show()
+        sys.exit(e.exit_code)
+    except click.Abort as e:  # click's translation of a KeyboardInterrupt (or of EOF)
+        interrupted = isinstance(e.__cause__ or e.__context__, KeyboardInterrupt)
+        sys.exit(EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
     except KeyboardInterrupt:
+        click.echo(err=True)
         sys.exit(EXIT_INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 register_var_commands(cli)

@@ -17,7 +17,8 @@ from urllib.parse import quote
 
 import click
 
-from yurt.runtime.errors import EXIT_FAILED
+from yurt.runtime.cli_output import check_format, emit
+from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 SHORT = 8
 
@@ -91,7 +92,7 @@ def _resolve(client: Any, prefix: str, length: int) -> dict[str, Any]:
               "found", EXIT_FAILED)
     if len(found) > 1:
         _fail("Prefix matched multiple deployments\n\n" + list_table(found, length),
-              EXIT_FAILED)
+              EXIT_USAGE)
     return found[0]  # type: ignore[no-any-return]
 
 
@@ -109,6 +110,8 @@ def register(cli: click.Group) -> None:
     """Add the `deployment` group and its verbs to `yurt`."""
     json_flag = click.option("-json", "--json", "json_output", is_flag=True,
                              help="Print the API's JSON instead of text.")
+    template_flag = click.option("-t", "template", default="", metavar="TEMPLATE",
+                                 help="Format the API's data with a Go template (Nomad's -t).")
     verbose_flag = click.option("-verbose", "--verbose", "verbose", is_flag=True,
                                 help="Show full IDs.")
 
@@ -118,34 +121,34 @@ def register(cli: click.Group) -> None:
 
     @deployment.command("list")
     @json_flag
+    @template_flag
     @verbose_flag
-    def deployment_list(json_output: bool, verbose: bool) -> None:
+    def deployment_list(json_output: bool, template: str, verbose: bool) -> None:
         """List deployments, oldest first."""
-        from yurt.runtime.cli_remote import api, call, emit_json
+        from yurt.runtime.cli_remote import api, call
 
+        check_format(json_output, template)
         with api() as client:
             found = call(client, "GET", "/v1/deployments")
-        if json_output:
-            emit_json(found)
-            return
-        click.echo(list_table(found, 36 if verbose else SHORT))
+        emit(found, json_output, template,
+             lambda: click.echo(list_table(found, 36 if verbose else SHORT)))
 
     @deployment.command("status")
     @click.argument("deployment_id", metavar="DEPLOYMENT")
     @json_flag
+    @template_flag
     @verbose_flag
-    def deployment_status(deployment_id: str, json_output: bool, verbose: bool) -> None:
+    def deployment_status(deployment_id: str, json_output: bool, template: str,
+                          verbose: bool) -> None:
         """Show a deployment's status, per task group."""
-        from yurt.runtime.cli_remote import api, call, emit_json
+        from yurt.runtime.cli_remote import api, call
 
+        check_format(json_output, template)
         length = 36 if verbose else SHORT
         with api() as client:
             d = _resolve(client, deployment_id, length)
             d = call(client, "GET", f"/v1/deployment/{quote(d['ID'], safe='')}")
-        if json_output:
-            emit_json(d)
-            return
-        click.echo(status_text(d, length))
+        emit(d, json_output, template, lambda: click.echo(status_text(d, length)))
 
     @deployment.command("promote")
     @click.argument("deployment_id", metavar="DEPLOYMENT")

@@ -45,7 +45,7 @@ def _payload(source: str | None) -> bytes:
 
 def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
              priority: int | None, token: str, json_output: bool) -> None:
-    from yurt.runtime.cli_remote import api, call, emit_json
+    from yurt.runtime.cli_remote import api, call, emit_json, resolve_job
 
     body: dict[str, Any] = {"Meta": _meta(meta_pairs),
                             "Payload": base64.b64encode(_payload(source)).decode()}
@@ -54,6 +54,8 @@ def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
     if token:
         body["IdempotencyToken"] = token
     with api() as client:
+        job_id = resolve_job(client, job_id, kind="parameterized",
+                             only=lambda j: not j["ParentID"] and j["ParameterizedJob"])
         out = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/dispatch", json=body)
     if json_output:
         emit_json(out)
@@ -63,9 +65,10 @@ def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
 
 
 def periodic_force(job_id: str, json_output: bool) -> None:
-    from yurt.runtime.cli_remote import api, call, emit_json
+    from yurt.runtime.cli_remote import api, call, emit_json, resolve_job
 
     with api() as client:
+        job_id = resolve_job(client, job_id, kind="periodic", only=lambda j: j["Periodic"])
         out = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/periodic/force")
     if json_output:
         emit_json(out)

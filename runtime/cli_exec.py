@@ -128,11 +128,14 @@ def choose_task(alloc: dict[str, Any], task: str) -> str:
 
 def _resolve_alloc(flags: ExecFlags, ident: str) -> dict[str, Any]:
     """The allocation to exec in, by ID prefix or (`-job`) a running one of the job's."""
-    from yurt.runtime.cli_remote import _fail, api, call
+    from urllib.parse import quote
+
+    from yurt.runtime.cli_remote import _fail, api, call, resolve_job
 
     with api() as client:
         if flags.job:
-            allocs = call(client, "GET", f"/v1/job/{ident}/allocations")
+            ident = resolve_job(client, ident)
+            allocs = call(client, "GET", f"/v1/job/{quote(ident, safe='')}/allocations")
             running = [a for a in allocs if a["ClientStatus"] == "running"]
             if not running:
                 _fail(f'No running allocations found for job "{ident}"')
@@ -183,7 +186,7 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
     import base64
 
     import trio
-    from trio_websocket import ConnectionClosed, open_websocket_url
+    from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
     send_lock = trio.Lock()
     escapes = EscapeFilter(ord(escape)) if tty and escape else None
@@ -255,6 +258,8 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
             nursery.cancel_scope.cancel()
     except OSError as e:
         raise _Failed(str(e)) from None
+    except HandshakeError as e:  # no connection (its cause says why), or the upgrade refused
+        raise _Failed(str(e.__cause__ or "the websocket handshake failed")) from None
     if escapes is not None and escapes.closed:
         raise _Escaped
     if isinstance(code, _Failed):
@@ -303,6 +308,12 @@ def run_exec(args: Sequence[str]) -> int:
     except _Escaped:  # after the terminal is restored, at the start of a line, as Nomad
         sys.stderr.write("\nConnection closed\n")
         return EXIT_FAILED
+    except BaseExceptionGroup as group:
+        # Ctrl-C lands in one of the session's tasks and leaves its nursery grouped: the
+        # caller gets the one KeyboardInterrupt (exit 130), not a group and a traceback.
+        if group.subgroup(KeyboardInterrupt) is not None:
+            raise KeyboardInterrupt from None
+        raise
 
 
 def register(alloc: click.Group) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 if TYPE_CHECKING:
-    import httpx2
+    from yurt.runtime.cli_http import Client
 
 DEFAULT_TAIL_LINES: Final = 10
 BYTES_PER_LINE: Final = 120
@@ -53,17 +53,15 @@ def register(alloc: click.Group) -> None:
 def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lines: int,
              count: int, machine: bool, job: bool) -> None:
     """List a directory or print a file of an allocation (paths from its directory)."""
-    from yurt.runtime.cli_remote import _fail, api, call
-    from yurt.runtime.errors import EXIT_USAGE
+    from yurt.runtime.cli_remote import _fail, api, call, resolve_alloc
+    from yurt.runtime.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
     if lines != -1 and count != -1:
         _fail("Both -n and -c are not allowed", EXIT_USAGE)
     if lines < -1 or count < -1:
         _fail("Invalid size is specified", EXIT_USAGE)
     with api() as client:
-        if job:
-            alloc_id = _job_alloc(client, alloc_id)
-        full_id = call(client, "GET", f"/v1/allocation/{alloc_id}")["ID"]
+        full_id = _job_alloc(client, alloc_id) if job else resolve_alloc(client, alloc_id)
         info = call(client, "GET", f"/v1/client/fs/stat/{full_id}", params={"path": path})
         if stat:
             _table(["Mode", "Size", "Modified Time", "Content Type", "Name"],
@@ -84,17 +82,19 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
             offset = max(int(info["Size"]) - min(back, int(info["Size"])), 0)
         try:
             _write(_tail_lines(_read(client, full_id, path, offset, follow), keep))
-        except KeyboardInterrupt:
-            return
+        except KeyboardInterrupt:  # Ctrl-C ends a -f: reported as every interrupt is
+            sys.exit(EXIT_INTERRUPTED)
 
 
-def _job_alloc(client: httpx2.Client, job_id: str) -> str:
+def _job_alloc(client: Client, job_id: str) -> str:
     """One of the job's running allocations, at random, as Nomad's `-job` picks it."""
     import random
+    from urllib.parse import quote
 
-    from yurt.runtime.cli_remote import _fail, call
+    from yurt.runtime.cli_remote import _fail, call, resolve_job
 
-    allocs = call(client, "GET", f"/v1/job/{job_id}/allocations")
+    job_id = resolve_job(client, job_id)
+    allocs = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/allocations")
     if not allocs:
         _fail(f"job \"{job_id}\" doesn't exist or it has no allocations")
     running: list[str] = [a["ID"] for a in allocs if a["ClientStatus"] == "running"]
@@ -103,7 +103,7 @@ def _job_alloc(client: httpx2.Client, job_id: str) -> str:
     return random.choice(running)
 
 
-def _read(client: httpx2.Client, alloc_id: str, path: str, offset: int, follow: bool
+def _read(client: Client, alloc_id: str, path: str, offset: int, follow: bool
           ) -> Iterator[bytes]:
     """The file's bytes from `offset`: plain (readat), or framed and followed (stream); an
     empty chunk marks the end of what was there when the request came (following only)."""

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from urllib.parse import quote
 
 import click
 
+from yurt.runtime.cli_output import output_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
-
-if TYPE_CHECKING:
-    from rich.table import Table
 
 
 def _submit_date(unix_ns: int) -> str:
@@ -90,16 +89,16 @@ def _json_flag(f: Any) -> Any:
                         help="Print the API's JSON instead of text.")(f)
 
 
-def _eval_table(evals: list[dict[str, Any]]) -> Table:
-    from rich.table import Table
+def print_evals(evals: list[dict[str, Any]]) -> None:
+    """Nomad's `eval list` table, or its "No evals found"."""
+    from yurt.runtime.cli_output import print_table
 
-    table = Table(title="Evaluations", title_justify="left")
-    for col in ("ID", "Priority", "Triggered By", "Job ID", "Status", "Placement Failures"):
-        table.add_column(col)
-    for e in evals:
-        table.add_row(e["ID"][:8], str(e["Priority"]), e["TriggeredBy"], e["JobID"],
-                      e["Status"], "true" if e.get("FailedTGAllocs") else "false")
-    return table
+    if not evals:
+        click.echo("No evals found")
+        return
+    print_table(("ID", "Priority", "Triggered By", "Job ID", "Status", "Placement Failures"),
+                [[e["ID"][:8], str(e["Priority"]), e["TriggeredBy"], e["JobID"], e["Status"],
+                  "true" if e.get("FailedTGAllocs") else "false"] for e in evals])
 
 
 def register(cli: click.Group, job: click.Group) -> None:
@@ -153,13 +152,17 @@ def register(cli: click.Group, job: click.Group) -> None:
     @click.argument("job_id", metavar="JOB")
     @click.option("-p", "diffs", is_flag=True, help="Show the diff of each version.")
     @click.option("--version", "version", type=int, default=None, help="Only this version.")
-    @_json_flag
-    def job_history(job_id: str, diffs: bool, version: int | None, json_output: bool) -> None:
+    @output_options
+    def job_history(job_id: str, diffs: bool, version: int | None, json_output: bool,
+                    template: str) -> None:
         """The job's versions, newest first (with -p, what each changed)."""
-        from yurt.runtime.cli_remote import _fail, api, call, console, emit_json
+        from yurt.runtime.cli_output import check_format, render_template
+        from yurt.runtime.cli_remote import _fail, api, call, console, emit_json, resolve_job
 
+        check_format(json_output, template)
         with api() as client:
-            result = call(client, "GET", f"/v1/job/{job_id}/versions",
+            job_id = resolve_job(client, job_id)
+            result = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/versions",
                           params={"diffs": "true"} if diffs else {})
         versions = result["Versions"]
         changes = result.get("Diffs") or []
@@ -167,6 +170,9 @@ def register(cli: click.Group, job: click.Group) -> None:
                 if version is None or v["Version"] == version]
         if version is not None and not rows:
             _fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
+        if template:
+            click.echo(render_template(template, [v for v, _ in rows]), nl=False)
+            return
         if json_output:
             emit_json([v for v, _ in rows])
             return
@@ -184,10 +190,11 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_revert(job_id: str, version: int, json_output: bool) -> None:
         """Register an earlier version of the job again, as a new version."""
-        from yurt.runtime.cli_remote import api, call, emit_json
+        from yurt.runtime.cli_remote import api, call, emit_json, resolve_job
 
         with api() as client:
-            result = call(client, "PUT", f"/v1/job/{job_id}/revert",
+            job_id = resolve_job(client, job_id)
+            result = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/revert",
                           json={"JobID": job_id, "JobVersion": version})
         if json_output:
             emit_json(result)
@@ -201,20 +208,21 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_scale(job_id: str, args: tuple[str, ...], json_output: bool) -> None:
         """Set a group's count (the group may be left out when the job has only one)."""
-        from yurt.runtime.cli_remote import _fail, api, call, emit_json
+        from yurt.runtime.cli_remote import _fail, api, call, emit_json, resolve_job
 
         if len(args) not in (1, 2) or not args[-1].lstrip("-").isdigit():
             _fail("usage: yurt job scale JOB [GROUP] COUNT", EXIT_USAGE)
         count = int(args[-1])
         with api() as client:
+            job_id = resolve_job(client, job_id)
             if len(args) == 2:
                 group = args[0]
             else:
-                groups = call(client, "GET", f"/v1/job/{job_id}")["TaskGroups"]
+                groups = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}")["TaskGroups"]
                 if len(groups) != 1:
                     _fail("the job has several groups: name the one to scale", EXIT_USAGE)
                 group = groups[0]["Name"]
-            result = call(client, "POST", f"/v1/job/{job_id}/scale",
+            result = call(client, "POST", f"/v1/job/{quote(job_id, safe='')}/scale",
                           json={"Count": count, "Target": {"Group": group}})
         if json_output:
             emit_json(result)
@@ -225,19 +233,27 @@ def register(cli: click.Group, job: click.Group) -> None:
     @job.command("inspect")
     @click.argument("job_id", metavar="JOB")
     @click.option("--version", "version", type=int, default=None, help="An earlier version.")
-    def job_inspect(job_id: str, version: int | None) -> None:
+    @click.option("-t", "template", default="", metavar="TEMPLATE",
+                  help="Format the job with a Go template (Nomad's -t) instead of JSON.")
+    def job_inspect(job_id: str, version: int | None, template: str) -> None:
         """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it)."""
-        from yurt.runtime.cli_remote import _fail, api, call, emit_json
+        from yurt.runtime.cli_output import render_template
+        from yurt.runtime.cli_remote import _fail, api, call, emit_json, resolve_job
 
         with api() as client:
+            job_id = resolve_job(client, job_id)
+            path = f"/v1/job/{quote(job_id, safe='')}"
             if version is None:
-                spec = call(client, "GET", f"/v1/job/{job_id}")
+                spec = call(client, "GET", path)
             else:
-                versions = call(client, "GET", f"/v1/job/{job_id}/versions")["Versions"]
+                versions = call(client, "GET", f"{path}/versions")["Versions"]
                 found = [v for v in versions if v["Version"] == version]
                 if not found:
                     _fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
                 spec = found[0]
+        if template:  # Nomad's -t sees the job itself, not the {"Job": ...} wrapper
+            click.echo(render_template(template, spec), nl=False)
+            return
         emit_json({"Job": spec})
 
     @job.command("eval")
@@ -245,10 +261,12 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_eval(job_id: str, json_output: bool) -> None:
         """Force a new evaluation of the job (places what is missing)."""
-        from yurt.runtime.cli_remote import api, call, emit_json
+        from yurt.runtime.cli_remote import api, call, emit_json, resolve_job
 
         with api() as client:
-            result = call(client, "PUT", f"/v1/job/{job_id}/evaluate", json={"JobID": job_id})
+            job_id = resolve_job(client, job_id)
+            result = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/evaluate",
+                          json={"JobID": job_id})
             ev = call(client, "GET", f"/v1/evaluation/{result['EvalID']}")
         if json_output:
             emit_json(ev)
@@ -265,29 +283,34 @@ def register(cli: click.Group, job: click.Group) -> None:
     @eval_group.command("list")
     @click.option("--job", "job_id", default="", help="Only this job's.")
     @click.option("--status", default="", help="Only with this status.")
-    @_json_flag
-    def eval_list(job_id: str, status: str, json_output: bool) -> None:
-        """List evaluations, oldest first."""
-        from yurt.runtime.cli_remote import api, call, console, emit_json
+    @output_options
+    def eval_list(job_id: str, status: str, json_output: bool, template: str) -> None:
+        """List evaluations, newest first."""
+        from yurt.runtime.cli_output import check_format, emit
+        from yurt.runtime.cli_remote import api, call
 
+        check_format(json_output, template)
         params = {k: v for k, v in (("job", job_id), ("status", status)) if v}
         with api() as client:
             evals = call(client, "GET", "/v1/evaluations", params=params)
-        if json_output:
-            emit_json(evals)
-        else:
-            # Newest first, as Nomad lists them.
-            console().print(_eval_table(sorted(evals, key=lambda e: -e.get("CreateIndex", 0))))
+        # Newest first, as Nomad lists them.
+        evals = sorted(evals, key=lambda e: -e.get("CreateIndex", 0))
+        emit(evals, json_output, template, lambda: print_evals(evals))
 
     @eval_group.command("status")
     @click.argument("eval_id", metavar="EVAL")
-    @_json_flag
-    def eval_status(eval_id: str, json_output: bool) -> None:
+    @output_options
+    def eval_status(eval_id: str, json_output: bool, template: str) -> None:
         """One evaluation: status, trigger, placement failures."""
+        from yurt.runtime.cli_output import check_format, render_template
         from yurt.runtime.cli_remote import api, call, emit_json
 
+        check_format(json_output, template)
         with api() as client:
             ev = call(client, "GET", f"/v1/evaluation/{eval_id}")
+        if template:
+            click.echo(render_template(template, ev), nl=False)
+            return
         if json_output:
             emit_json(ev)
             return

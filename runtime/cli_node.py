@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 import click
 
+from yurt.runtime.cli_output import output_options
 from yurt.runtime.errors import EXIT_USAGE
 
 #: Nomad's default drain deadline.
@@ -203,27 +204,24 @@ def overview_rows(jobs: list[dict[str, Any]], allocs: list[dict[str, Any]]
     return rows
 
 
-def status(json_output: bool) -> None:
-    from rich.table import Table
+def status(json_output: bool, template: str = "") -> None:
+    from yurt.runtime.cli_output import check_format, emit, format_list
+    from yurt.runtime.cli_remote import api, call
 
-    from yurt.runtime.cli_remote import api, call, console, emit_json
-
+    check_format(json_output, template)
     with api() as client:
         jobs = call(client, "GET", "/v1/jobs")
         allocs = call(client, "GET", "/v1/allocations")
-    if json_output:
-        emit_json({"Jobs": jobs, "Allocations": allocs})
-        return
-    rows = overview_rows(jobs, allocs)
-    if not rows:
-        click.echo("No running jobs")
-        return
-    table = Table(box=None, show_header=True, pad_edge=False)
-    for col in ("Name", "State", "Alloc", "Detail"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*row)
-    console().print(table)
+
+    def human() -> None:
+        rows = overview_rows(jobs, allocs)
+        if not rows:
+            click.echo("No running jobs")
+            return
+        # supervisorctl's shape at a terminal too: plain columns, never cut.
+        click.echo(format_list([["Name", "State", "Alloc", "Detail"], *map(list, rows)]))
+
+    emit({"Jobs": jobs, "Allocations": allocs}, json_output, template, human)
 
 
 def register(cli: click.Group, node: click.Group) -> None:
@@ -284,8 +282,8 @@ def register(cli: click.Group, node: click.Group) -> None:
         system_reconcile_summaries()
 
     @cli.command("status")
-    @click.option("--json", "json_output", is_flag=True,
-                  help="Print the jobs and allocations as the API's JSON.")
-    def overview(json_output: bool) -> None:
-        """Every job and what its allocations' tasks are doing, one line each."""
-        status(json_output)
+    @output_options
+    def overview(json_output: bool, template: str) -> None:
+        """Every job and what its allocations' tasks are doing, one line each (the data
+        for -json/-t: {"Jobs": [...], "Allocations": [...]})."""
+        status(json_output, template)

@@ -1,8 +1,12 @@
 """The CLI verbs that talk to a running agent over its HTTP API (`$YURT_ADDR`).
 
-Each command is a thin client: it calls Nomad's API paths, then prints either human output
-(tables with rich) or, with `--json`, the API's JSON unchanged for programs. Exit codes follow
-DESIGN §7: 0 ok, 1 a job or allocation failed (or the agent cannot be reached), 2 bad input.
+Each command is a thin client: it calls Nomad's API paths through runtime/cli_http.py (a small
+`http.client` client: start-up is most of a verb's cost), then prints through
+runtime/cli_output.py: human output (Nomad's `key = value` lines and tables; drawn only at a
+terminal) or, with `-json`/`-t`, the API's data as JSON or through a Go template. IDs are
+taken by prefix as Nomad takes them (`resolve_job`, `resolve_alloc`: an ambiguous prefix lists
+its matches and exits 2). Exit codes are runtime/errors.py's table: 0 ok, 1 a job or a request
+failed or the agent cannot be reached, 2 bad input, 130 interrupted.
 The token, when the agent needs one, comes from `$YURT_TOKEN` or from the file named by
 `$YURT_TOKEN_FILE`, never from the command line (every user can read it in /proc), and is sent
 only as the `X-Nomad-Token` header, the websocket's too (a query string ends up in logs).
@@ -10,30 +14,41 @@ only as the `X-Nomad-Token` header, the websocket's too (a query string ends up 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import click
-import httpx2
-from rich.console import Console
-from rich.table import Table
 
-from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.cli_http import Client, ConnectError, ReadTimeout, TransportError
+from yurt.runtime.cli_output import (
+    SHORT_ID,
+    check_format,
+    emit,
+    emit_json,
+    fail,
+    format_kv,
+    format_list,
+    output_options,
+    print_table,
+    short,
+    stdout_is_terminal,
+)
+from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+
+__all__ = ["emit_json", "format_kv", "format_list", "output_options"]
 
 DEFAULT_ADDR = "http://127.0.0.1:4646"
 
 
 def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    click.echo(f"yurt: {message}", err=True)
-    sys.exit(code)
+    fail(message, code)
 
 
 def client_token() -> str:
@@ -53,19 +68,25 @@ def client_token() -> str:
 
 
 @contextmanager
-def api() -> Iterator[httpx2.Client]:
+def api() -> Iterator[Client]:
+    """A client of the agent at `$YURT_ADDR`; an agent that cannot be reached, or a
+    connection that breaks, ends the command with exit 1 (never a traceback)."""
     addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
     token = client_token()
     headers = {"X-Nomad-Token": token} if token else {}
     try:
-        with httpx2.Client(base_url=addr, headers=headers, timeout=30) as client:
+        with Client(addr, headers=headers, timeout=30) as client:
             yield client
-    except httpx2.ConnectError:
+    except ConnectError:
         _fail(f"cannot reach the agent at {addr}: is `yurt agent` running? "
               "(set YURT_ADDR to another address)")
+    except ReadTimeout:
+        _fail(f"the agent at {addr} did not answer in time")
+    except TransportError as e:
+        _fail(f"lost the connection to the agent at {addr}: {e}")
 
 
-def call(client: httpx2.Client, method: str, path: str, **kw: Any) -> Any:
+def call(client: Client, method: str, path: str, **kw: Any) -> Any:
     response = client.request(method, path, **kw)
     if response.status_code == 404:
         _fail(response.text.strip() or "not found")
@@ -76,13 +97,13 @@ def call(client: httpx2.Client, method: str, path: str, **kw: Any) -> Any:
     return response.json() if response.content else None
 
 
-def console() -> Console:
+def console() -> Any:
+    """A rich console for the outputs still drawn with rich (imported here, not at start-up):
+    the terminal's width, or, into a pipe, a width nothing reaches (never wrapped or cut)."""
+    from rich.console import Console
+
     c = Console(highlight=False)
-    return c if c.is_terminal else Console(highlight=False, width=140)
-
-
-def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2))
+    return c if c.is_terminal else Console(highlight=False, width=1 << 20)
 
 
 def _ago(ns: int) -> str:
@@ -96,20 +117,106 @@ def _ago(ns: int) -> str:
     return f"{seconds / 3600:.1f}h ago"
 
 
-def alloc_table(allocs: list[dict[str, Any]]) -> Table:
-    table = Table(title="Allocations", title_justify="left")
-    for col in ("ID", "Name", "Desired", "Status", "Tasks", "Created"):
-        table.add_column(col)
+ALLOC_HEADER = ("ID", "Name", "Desired", "Status", "Tasks", "Created")
+
+
+def alloc_rows(allocs: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
     for a in allocs:
         tasks = ", ".join(f"{name}={state['State']}"
                           for name, state in sorted((a.get("TaskStates") or {}).items()))
-        table.add_row(a["ID"][:8], a["Name"], a["DesiredStatus"], a["ClientStatus"], tasks,
-                      _ago(a.get("CreateTime", 0)))
+        rows.append([short(a["ID"]), a["Name"], a["DesiredStatus"], a["ClientStatus"], tasks,
+                     _ago(a.get("CreateTime", 0))])
+    return rows
+
+
+def print_allocs(allocs: list[dict[str, Any]]) -> None:
+    """The allocations table, or Nomad's "No allocations placed"."""
+    if not allocs:
+        click.echo("No allocations placed")
+        return
+    print_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
+
+
+def alloc_table(allocs: list[dict[str, Any]]) -> Any:
+    """The allocations for callers that print through `console()`: a drawn table at a
+    terminal, plain columns (as rich `Text`: no markup is read in names) otherwise."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if not stdout_is_terminal():
+        return Text("Allocations\n" + format_list([list(ALLOC_HEADER), *alloc_rows(allocs)]))
+    table = Table(title="Allocations", title_justify="left")
+    for col in ALLOC_HEADER:
+        if col == "ID":
+            table.add_column(col, no_wrap=True, min_width=SHORT_ID, overflow="ignore")
+        else:
+            table.add_column(col, overflow="fold")
+    for row in alloc_rows(allocs):
+        table.add_row(*row)
     return table
 
 
 def _event_time(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).astimezone().strftime("%H:%M:%S")
+
+
+# --------------------------------------------------------------------------- prefixes
+
+
+def job_list_rows(jobs: list[dict[str, Any]]) -> list[list[str]]:
+    return [[j["ID"], j["Type"], str(j["Priority"]), "stopped" if j["Stop"] else j["Status"],
+             _ago(j["SubmitTime"])] for j in jobs]
+
+
+JOB_HEADER = ("ID", "Type", "Priority", "Status", "Submitted")
+
+
+def resolve_job(client: Client, prefix: str, *, kind: str = "",
+                only: Callable[[dict[str, Any]], bool] | None = None) -> str:
+    """The job ID `prefix` names, as Nomad's `JobIDByPrefix` finds it: an exact ID wins,
+    else the one job whose ID starts with it. None: exit 1; several: the list, exit 2.
+
+    Args:
+        kind: the word Nomad puts before "job(s)" when nothing matches ("parameterized").
+        only: the jobs a prefix may match (Nomad's filter: dispatch only parameterized
+            parents); an exact ID matches whatever its kind.
+    """
+    listed = call(client, "GET", "/v1/jobs", params={"prefix": prefix})
+    if any(j["ID"] == prefix for j in listed):
+        return prefix  # named exactly: the agent says why, if it refuses this kind of job
+    jobs = [j for j in listed if only is None or only(j)]
+    if not jobs:
+        _fail(f'No {kind + " " if kind else ""}job(s) with prefix or ID "{prefix}" found')
+    if len(jobs) > 1:
+        _fail(f'Prefix "{prefix}" matched multiple jobs\n\n'
+              + format_list([list(JOB_HEADER), *job_list_rows(jobs)]), EXIT_USAGE)
+    return str(jobs[0]["ID"])
+
+
+FULL_ID_LENGTH = 36
+
+
+def resolve_alloc(client: Client, prefix: str) -> str:
+    """The allocation ID `prefix` names (Nomad's rules and messages): at least two
+    characters (exit 2); none found: exit 1; several: they are listed, exit 2."""
+    if len(prefix) == FULL_ID_LENGTH:
+        return prefix  # a whole ID: no listing needed (an unknown one is the API's 404)
+    if len(prefix) < 2:
+        _fail("Identifier must contain at least two characters.", EXIT_USAGE)
+    allocs = call(client, "GET", "/v1/allocations", params={"prefix": prefix})
+    if not allocs:
+        _fail(f'No allocation(s) with prefix or id "{prefix}" found')
+    if len(allocs) > 1:
+        # Nomad's 8 characters; whole IDs when the prefix is that long already, since the
+        # matches then share their first 8 and short IDs would not tell them apart.
+        rows = [[a["ID"][:FULL_ID_LENGTH if len(prefix) >= SHORT_ID else SHORT_ID], a["Name"],
+                 a.get("TaskGroup", ""), a["DesiredStatus"], a["ClientStatus"]]
+                for a in allocs]
+        _fail("Prefix matched multiple allocations\n\n"
+              + format_list([["ID", "Name", "Task Group", "Desired", "Status"], *rows]),
+              EXIT_USAGE)
+    return str(allocs[0]["ID"])
 
 
 # --------------------------------------------------------------------------- job
@@ -178,76 +285,67 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
 
 def job_stop(job_id: str, json_output: bool) -> None:
     with api() as client:
-        result = call(client, "DELETE", f"/v1/job/{job_id}")
+        job_id = resolve_job(client, job_id)
+        result = call(client, "DELETE", f"/v1/job/{quote(job_id, safe='')}")
     if json_output:
         emit_json(result)
     else:
         click.echo(f'Job "{job_id}" stopped')
 
 
-def job_status(job_id: str | None, json_output: bool) -> None:
+def print_jobs(jobs: list[dict[str, Any]]) -> None:
+    """The jobs table, or Nomad's "No running jobs"."""
+    if not jobs:
+        click.echo("No running jobs")
+        return
+    print_table(JOB_HEADER, job_list_rows(jobs), id_columns=())
+
+
+def job_status(job_id: str | None, json_output: bool, template: str = "") -> None:
+    check_format(json_output, template)
     with api() as client:
         if job_id is None:
             jobs = call(client, "GET", "/v1/jobs")
-            if json_output:
-                emit_json(jobs)
-                return
-            table = Table(title="Jobs", title_justify="left")
-            for col in ("ID", "Type", "Priority", "Status", "Submitted"):
-                table.add_column(col)
-            for j in jobs:
-                table.add_row(j["ID"], j["Type"], str(j["Priority"]),
-                              "stopped" if j["Stop"] else j["Status"], _ago(j["SubmitTime"]))
-            console().print(table)
+            emit(jobs, json_output, template, lambda: print_jobs(jobs))
             return
-        job = call(client, "GET", f"/v1/job/{job_id}")
-        allocs = call(client, "GET", f"/v1/job/{job_id}/allocations")
-    if json_output:
-        emit_json({"Job": job, "Allocations": allocs})
-        return
-    out = console()
-    out.print(f"ID       = {job['ID']}\nType     = {job['Type']}\nPriority = {job['Priority']}"
-              f"\nStatus   = {'stopped' if job['Stop'] else job['Status']}"
-              f"\nVersion  = {job['Version']}")
-    out.print(alloc_table(allocs))
+        job_id = resolve_job(client, job_id)
+        job = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}")
+        allocs = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/allocations")
+
+    def human() -> None:
+        click.echo(format_kv([("ID", job["ID"]), ("Type", job["Type"]),
+                              ("Priority", str(job["Priority"])),
+                              ("Status", "stopped" if job["Stop"] else job["Status"]),
+                              ("Version", str(job["Version"]))]))
+        click.echo()
+        print_allocs(allocs)
+
+    emit({"Job": job, "Allocations": allocs}, json_output, template, human)
 
 
 # --------------------------------------------------------------------------- alloc
 
 
-def alloc_status(alloc_id: str, json_output: bool) -> None:
+def alloc_status(alloc_id: str, json_output: bool, template: str = "") -> None:
+    check_format(json_output, template)
     with api() as client:
+        alloc_id = resolve_alloc(client, alloc_id)
         alloc = call(client, "GET", f"/v1/allocation/{alloc_id}")
-    if json_output:
-        emit_json(alloc)
-        return
-    out = console()
-    out.print(format_kv(alloc_basic_info(alloc)), markup=False, highlight=False)
+    emit(alloc, json_output, template, lambda: print_alloc(alloc))
+
+
+def print_alloc(alloc: dict[str, Any]) -> None:
+    click.echo(format_kv(alloc_basic_info(alloc)))
     addresses = alloc_addresses(alloc)
     if addresses:
-        out.print(f"\n{addresses}", markup=False, highlight=False)
+        click.echo(f"\n{addresses}")
     for name, state in sorted((alloc.get("TaskStates") or {}).items()):
-        table = Table(title=f'Task "{name}" is "{state["State"]}"'
-                            f'{" (failed)" if state["Failed"] else ""}, '
-                            f'{state["Restarts"]} restarts', title_justify="left")
-        for col in ("Time", "Type", "Description"):
-            table.add_column(col)
-        for event in reversed(state.get("Events") or []):
-            table.add_row(_event_time(event["Time"]), event["Type"], event["DisplayMessage"])
-        out.print(table)
-
-
-def format_kv(pairs: list[tuple[str, str]]) -> str:
-    """Nomad's `formatKV`: `key = value` lines, the keys padded to the longest."""
-    width = max((len(k) for k, _ in pairs), default=0)
-    return "\n".join(f"{k.ljust(width)} = {v}" for k, v in pairs)
-
-
-def format_list(rows: list[list[str]]) -> str:
-    """Nomad's `formatList`: columns padded to their widest cell, two spaces apart."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
+        title = (f'Task "{name}" is "{state["State"]}"{" (failed)" if state["Failed"] else ""}'
+                 f', {state["Restarts"]} restarts')
+        rows = [[_event_time(event["Time"]), event["Type"], event["DisplayMessage"]]
+                for event in reversed(state.get("Events") or [])]
+        click.echo()
+        print_table(("Time", "Type", "Description"), rows, title=title, id_columns=())
 
 
 def alloc_basic_info(alloc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -290,8 +388,8 @@ def alloc_addresses(alloc: dict[str, Any]) -> str:
     return f"Allocation Addresses{mode}:\n{format_list(rows)}"
 
 
-def _only_task(client: httpx2.Client, alloc_id: str, task: str | None) -> tuple[str, str]:
-    alloc = call(client, "GET", f"/v1/allocation/{alloc_id}")
+def _only_task(client: Client, alloc_id: str, task: str | None) -> tuple[str, str]:
+    alloc = call(client, "GET", f"/v1/allocation/{resolve_alloc(client, alloc_id)}")
     if task:
         return alloc["ID"], task
     tasks = sorted(alloc.get("TaskStates") or {})
@@ -321,65 +419,75 @@ def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> N
 
 def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
     with api() as client:
+        alloc_id = resolve_alloc(client, alloc_id)
         body = {"TaskName": task or "", "AllTasks": all_tasks}
         call(client, "POST", f"/v1/client/allocation/{alloc_id}/restart", json=body)
-    click.echo(f"Allocation {alloc_id} restarted")
+    click.echo(f"Allocation {short(alloc_id)} restarted")
 
 
 def alloc_signal(alloc_id: str, task: str | None, signal: str) -> None:
     with api() as client:
+        alloc_id = resolve_alloc(client, alloc_id)
         call(client, "POST", f"/v1/client/allocation/{alloc_id}/signal",
              json={"Task": task or "", "Signal": signal})
-    click.echo(f"Sent {signal} to allocation {alloc_id}{f' task {task}' if task else ''}")
+    click.echo(f"Sent {signal} to allocation {short(alloc_id)}"
+               f"{f' task {task}' if task else ''}")
 
 
 def alloc_stop(alloc_id: str) -> None:
     with api() as client:
+        alloc_id = resolve_alloc(client, alloc_id)
         call(client, "POST", f"/v1/allocation/{alloc_id}/stop")
-    click.echo(f"Allocation {alloc_id} is stopping")
+    click.echo(f"Allocation {short(alloc_id)} is stopping")
 
 
 # --------------------------------------------------------------------------- node, events
 
 
-def node_status(json_output: bool) -> None:
+def node_status(json_output: bool, template: str = "") -> None:
+    check_format(json_output, template)
     with api() as client:
         nodes = call(client, "GET", "/v1/nodes")
         detail = [call(client, "GET", f"/v1/node/{n['ID']}") for n in nodes]
-    if json_output:
-        emit_json(detail)
-        return
-    out = console()
+    emit(detail, json_output, template, lambda: print_nodes(detail))
+
+
+def print_nodes(detail: list[dict[str, Any]]) -> None:
+    if not detail:
+        click.echo("No nodes registered")
     for node in detail:
         res = node["NodeResources"]
-        out.print(f"ID     = {node['ID']}\nName   = {node['Name']}\nDC     = "
-                  f"{node['Datacenter']}\nStatus = {node['Status']}\nCPU    = "
-                  f"{res['Cpu']['CpuShares']} MHz\nMemory = {res['Memory']['MemoryMB']} MB")
+        pairs = [("ID", node["ID"]), ("Name", node["Name"]), ("DC", node["Datacenter"]),
+                 ("Status", node["Status"]), ("CPU", f"{res['Cpu']['CpuShares']} MHz"),
+                 ("Memory", f"{res['Memory']['MemoryMB']} MB")]
         attrs = node.get("Attributes") or {}
         if "yurt.max_tasks" in attrs:  # what the agent's open-file limit leaves room for
-            out.print(f"Tasks  = up to {attrs['yurt.max_tasks']} "
-                      f"(open-file limit {attrs.get('yurt.nofile', '?')})")
-        table = Table(title="Drivers", title_justify="left")
-        for col in ("Driver", "Detected", "Healthy", "Description"):
-            table.add_column(col)
-        for name, info in sorted(node["Drivers"].items()):
-            table.add_row(name, str(info["Detected"]).lower(), str(info["Healthy"]).lower(),
-                          info["HealthDescription"])
-        out.print(table)
-        devices = Table(title="Devices", title_justify="left")
-        for col in ("Device", "Healthy", "Instances"):
-            devices.add_column(col)
-        for group in res.get("Devices") or []:
-            healthy = sum(1 for i in group["Instances"] if i["Healthy"])
-            devices.add_row(f"{group['Vendor']}/{group['Type']}/{group['Name']}",
-                            f"{healthy}/{len(group['Instances'])}",
-                            ", ".join(i["ID"] for i in group["Instances"]))
-        out.print(devices)
+            pairs.append(("Tasks", f"up to {attrs['yurt.max_tasks']} "
+                                   f"(open-file limit {attrs.get('yurt.nofile', '?')})"))
+        click.echo(format_kv(pairs))
+        click.echo()
+        print_table(("Driver", "Detected", "Healthy", "Description"),
+                    [[name, str(info["Detected"]).lower(), str(info["Healthy"]).lower(),
+                      info["HealthDescription"]]
+                     for name, info in sorted(node["Drivers"].items())],
+                    title="Drivers", id_columns=())
+        devices = [[f"{g['Vendor']}/{g['Type']}/{g['Name']}",
+                    f"{sum(1 for i in g['Instances'] if i['Healthy'])}/{len(g['Instances'])}",
+                    ", ".join(i["ID"] for i in g["Instances"])]
+                   for g in res.get("Devices") or []]
+        click.echo()
+        if devices:
+            print_table(("Device", "Healthy", "Instances"), devices, title="Devices",
+                        id_columns=())
+        else:
+            click.echo("No devices")
 
 
 def events(topics: list[str], index: int | None, json_output: bool) -> None:
+    import json
+
     import trio
-    from trio_websocket import ConnectionClosed, open_websocket_url
+    from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
     addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
     params: list[tuple[str, str]] = [("topic", t) for t in topics]
@@ -412,10 +520,17 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
                         click.echo(line)
         except ConnectionClosed:
             return
+        except HandshakeError as e:  # the connection failed (its cause says why) or was refused
+            why = e.__cause__ if isinstance(e.__cause__, OSError) else None
+            _fail(f"cannot reach the agent at {addr}" + (f": {why}" if why else ""))
         except OSError as e:
             _fail(f"cannot reach the agent at {addr}: {e}")
 
     try:
         trio.run(follow)
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+    except BaseExceptionGroup as group:  # Ctrl-C inside the websocket's own nursery
+        if group.subgroup(KeyboardInterrupt) is not None:
+            sys.exit(EXIT_INTERRUPTED)
+        raise

@@ -35,8 +35,10 @@ def _namespace_option(f: Any) -> Any:
 
 
 def _json_option(f: Any) -> Any:
-    return click.option("-json", "--json", "json_output", is_flag=True,
-                        help="Print the API's JSON.")(f)
+    """`-json` and Nomad's `-t TEMPLATE` (a Go template over the API's data)."""
+    from yurt.runtime.cli_output import output_options
+
+    return output_options(f)
 
 
 def _params(ns: str, **extra: str) -> dict[str, str]:
@@ -97,12 +99,22 @@ def var() -> None:
 @var.command("get")
 @_namespace_option
 @click.option("-item", "--item", default="", help="Print only this item's value.")
-@click.option("-out", "--out", "out", type=click.Choice(["table", "json"]), default="table")
+@click.option("-out", "--out", "out", type=click.Choice(["table", "json", "go-template"]),
+              default="table", help="The output format (go-template: with -template).")
+@click.option("-json", "--json", "json_output", is_flag=True, help="The same as -out json.")
+@click.option("-t", "-template", "--template", "template", default="", metavar="TEMPLATE",
+              help="Format the variable with a Go template (Nomad's -template).")
 @click.argument("path")
-def var_get(ns: str, item: str, out: str, path: str) -> None:
+def var_get(ns: str, item: str, out: str, json_output: bool, template: str, path: str
+            ) -> None:
     """Print a variable (or one of its items)."""
+    from yurt.runtime.cli_output import check_format, render_template
     from yurt.runtime.cli_remote import _fail, api, call, emit_json
 
+    check_format(json_output or out == "json", template)
+    if out == "go-template" and not template:
+        _fail("A template must be supplied using '-template' when using go-template "
+              "formatting", EXIT_USAGE)
     with api() as client:
         found = call(client, "GET", f"/v1/var/{path}", params=_params(ns))
     if item:
@@ -110,7 +122,9 @@ def var_get(ns: str, item: str, out: str, path: str) -> None:
         if item not in items:
             _fail(f"Variable does not contain {item!r} item")
         click.echo(items[item])
-    elif out == "json":
+    elif template:
+        click.echo(render_template(template, found), nl=False)
+    elif json_output or out == "json":
         emit_json(found)
     else:
         _print_variable(found)
@@ -190,26 +204,24 @@ def var_put(ns: str, check_index: str | None, force: bool, out: str, path: str,
 @_namespace_option
 @_json_option
 @click.argument("prefix", default="")
-def var_list(ns: str, json_output: bool, prefix: str) -> None:
+def var_list(ns: str, json_output: bool, template: str, prefix: str) -> None:
     """List variables (their metadata, never their items) under a prefix."""
-    from yurt.runtime.cli_remote import api, call, console, emit_json
+    from yurt.runtime.cli_output import check_format, emit, format_list
+    from yurt.runtime.cli_remote import api, call
 
+    check_format(json_output, template)
     with api() as client:
         found = call(client, "GET", "/v1/vars", params=_params(ns, prefix=prefix))
-    if json_output:
-        emit_json(found)
-        return
-    if not found:
-        click.echo("No variables found")
-        return
-    from rich.table import Table
 
-    table = Table(box=None)
-    for col in ("Namespace", "Path", "Last Updated"):
-        table.add_column(col)
-    for v in found:
-        table.add_row(v["Namespace"], v["Path"], _time(v["ModifyTime"]))
-    console().print(table)
+    def human() -> None:
+        if not found:
+            click.echo("No variables found")
+            return
+        click.echo(format_list([["Namespace", "Path", "Last Updated"],
+                                *([v["Namespace"], v["Path"], _time(v["ModifyTime"])]
+                                  for v in found)]))
+
+    emit(found, json_output, template, human)
 
 
 @var.command("purge")
@@ -242,23 +254,23 @@ def namespace() -> None:
 
 @namespace.command("list")
 @_json_option
-def namespace_list(json_output: bool) -> None:
+def namespace_list(json_output: bool, template: str) -> None:
     """List namespaces."""
-    from yurt.runtime.cli_remote import api, call, console, emit_json
+    from yurt.runtime.cli_output import check_format, emit, format_list
+    from yurt.runtime.cli_remote import api, call
 
+    check_format(json_output, template)
     with api() as client:
         found = call(client, "GET", "/v1/namespaces")
-    if json_output:
-        emit_json(found)
-        return
-    from rich.table import Table
 
-    table = Table(box=None)
-    table.add_column("Name")
-    table.add_column("Description")
-    for ns in found:
-        table.add_row(ns["Name"], ns["Description"])
-    console().print(table)
+    def human() -> None:
+        if not found:
+            click.echo("No namespaces found")
+            return
+        click.echo(format_list([["Name", "Description"],
+                                *([ns["Name"], ns["Description"]] for ns in found)]))
+
+    emit(found, json_output, template, human)
 
 
 @namespace.command("apply")
@@ -302,12 +314,17 @@ def namespace_delete(name: str) -> None:
 @namespace.command("status")
 @_json_option
 @click.argument("name")
-def namespace_status(json_output: bool, name: str) -> None:
+def namespace_status(json_output: bool, template: str, name: str) -> None:
     """Show one namespace."""
+    from yurt.runtime.cli_output import check_format, render_template
     from yurt.runtime.cli_remote import api, call, emit_json
 
+    check_format(json_output, template)
     with api() as client:
         found = call(client, "GET", f"/v1/namespace/{name}")
+    if template:
+        click.echo(render_template(template, found), nl=False)
+        return
     if json_output:
         emit_json(found)
         return

@@ -19,8 +19,21 @@ from typing import Final
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1  # the job or the request failed
+EXIT_UNREACHABLE: Final = EXIT_FAILED  # no agent answers at $YURT_ADDR: the request failed
 EXIT_USAGE: Final = 2  # bad input: arguments, job file, state directory
 EXIT_INTERRUPTED: Final = 130  # Ctrl-C, as a shell reports it
+
+#: The one exit-status table every verb follows; README.md's "Exit status" table is checked
+#: against it word for word (tests/test_cli_readme.py). Verbs with their own contract say so
+#: in the command table: `job plan` (Nomad's 0/1/255) and `alloc exec` (the command's code).
+EXIT_CODES: Final = {
+    EXIT_OK: "success",
+    EXIT_FAILED: "the request or the job failed, or no agent answers at `$YURT_ADDR`",
+    EXIT_USAGE: "bad input: a usage error, a bad flag value, an invalid job file, an "
+                "ambiguous ID prefix",
+    EXIT_INTERRUPTED: "interrupted by SIGINT (Ctrl-C), streaming verbs (`-f`, `events`, "
+                      "`run`) included",
+}
 
 
 class YurtError(Exception):

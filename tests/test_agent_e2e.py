@@ -148,7 +148,7 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
         assert [(j["ID"], j["Stop"]) for j in jobs] == [("e2e", True)]
         missing = user.yurt("alloc", "status", "ffffffff", check=False)
         assert missing.returncode == 1
-        assert "not found" in missing.stderr
+        assert "No allocation(s) with prefix or id \"ffffffff\" found" in missing.stderr
     finally:
         if agent.poll() is None:
             stop_agent(agent)

@@ -75,7 +75,7 @@ async def test_dispatch_verbs_exit_codes(tmp_path: Path) -> None:
             assert "Dispatch did not provide required meta keys: [who]" in refused.output
             unknown = await yurt(a.address, "job", "dispatch", "nope")
             assert unknown.exit_code == 1
-            assert "parameterized job not found" in unknown.output
+            assert 'No parameterized job(s) with prefix or ID "nope" found' in unknown.output
             bad_meta = await yurt(a.address, "job", "dispatch", "-meta", "novalue", "p")
             assert bad_meta.exit_code == 2
             missing_file = await yurt(a.address, "job", "dispatch", "-meta", "who=x", "p",

@@ -61,8 +61,37 @@ def test_client_verbs_still_reach_their_modules() -> None:
             "from click.testing import CliRunner\n"
             "CliRunner().invoke(cli.cli, ['node', 'status'],\n"
             "                   env={'YURT_ADDR': 'http://127.0.0.1:9'})\n")
-    assert _loaded_after(code, ("httpx2", "yurt.runtime.cli_remote")) == [
-        "httpx2", "yurt.runtime.cli_remote"]
+    assert _loaded_after(code, ("yurt.runtime.cli_http", "yurt.runtime.cli_remote")) == [
+        "yurt.runtime.cli_http", "yurt.runtime.cli_remote"]
+
+
+#: What start-up must not pay for: the async runtime, the agent's HTTP stack, HCL parsing,
+#: rich (a terminal's tables only), the Go template engine (`-t` only), the foreground runner,
+#: and importlib.metadata (`--version` only). scripts/bench_cli measures the time it saves.
+NOT_AT_START = ("trio", "httpx2", "lark", "hcl2", "rich", "yurt.runtime.gotemplate",
+                "yurt.runtime.foreground", "importlib.metadata")
+
+
+def test_the_command_tree_loads_nothing_heavy() -> None:
+    # --help walks every group, as a listing of all commands does.
+    code = ("from click.testing import CliRunner\n"
+            "from yurt.runtime.cli import cli\n"
+            "for args in (['--help'], ['job', '--help'], ['alloc', '--help']):\n"
+            "    assert CliRunner().invoke(cli, args).exit_code == 0\n")
+    assert _loaded_after(code, NOT_AT_START) == []
+
+
+@pytest.mark.parametrize("args", [["job", "status"], ["alloc", "status", "0123abcd"],
+                                  ["node", "status"], ["status"]])
+def test_remote_verbs_take_the_light_http_path(args: list[str]) -> None:
+    # Against an address where nothing listens: the verb runs its whole client path, up to
+    # the connection, in a piped (not terminal) stdout.
+    code = ("from click.testing import CliRunner\n"
+            "from yurt.runtime.cli import cli\n"
+            f"result = CliRunner().invoke(cli, {args!r}, env={{'YURT_ADDR': "
+            "'http://127.0.0.1:9'})\n"
+            "assert result.exit_code == 1, result.output\n")
+    assert _loaded_after(code, NOT_AT_START) == []
 
 
 #: What the agent loads behind its API (`runtime/agent.py`, `PARTS`): the runners, the stores

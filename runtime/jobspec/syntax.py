@@ -99,8 +99,10 @@ def _load_hcl(text: str, filename: str) -> tuple[dict[str, Any], lark.Tree[lark.
     import hcl2
     import lark
 
+    from yurt.runtime.jobspec.grammar import parse_hcl
+
     try:
-        tree = hcl2.parses_to_tree(text)
+        tree = parse_hcl(text)
     except lark.exceptions.UnexpectedInput as e:
         raise JobSpecError(filename, [_syntax_problem(e)]) from None
     trouble = hcl_trouble(tree, MAX_HCL_TREE_DEPTH, MAX_HCL_NODES)
