@@ -41,7 +41,7 @@ from yurt.runtime.server import deployments, ports
 from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.feasible import filter_reason, filtered_metric, without_placement
 from yurt.runtime.server.ports import alloc_ports
-from yurt.runtime.server.reschedule import Decision, as_time, decide
+from yurt.runtime.server.reschedule import Decision, as_time, decide, needs_reschedule
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_FAILED,
@@ -396,7 +396,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     rolling = deployments.plan_groups(
         rollout, job, wanted, live, waiting + list(failed_canaries.values()), kept, outdated,
         previous, migrating,
-        {n for n in wanted if n in done and n not in previous} | set(failures.later))
+        {n for n in wanted if n in done and n not in previous} | set(failures.later),
+        held=[a for a in allocs if needs_reschedule(a) and a.name not in failures.now])
     current = rollout.create({g.name: [a for a in allocs if a.task_group == g.name]
                               for g in job.task_groups}, rolling.updating, ev, new_id)
     # The deployment this pass's placements join (none once it is over).
