@@ -38,6 +38,7 @@ def test_a_failed_unhealthy_allocation_holds_the_rollout_until_replaced() -> Non
     assert (plan.place, plan.stop) == ([], [])
     assert len(w.running(0)) == 2
     (follow,) = plan.evals  # the service policy's delay before the replacement
+    assert unix_ns(follow.wait_until) > NOW
 
     # Its replacement, once due, is placed in its name; the rollout waits for its health.
     plan = alloc_failure(w, unix_ns(follow.wait_until))
@@ -48,7 +49,6 @@ def test_a_failed_unhealthy_allocation_holds_the_rollout_until_replaced() -> Non
     plan = w.evaluate()
     assert (len(plan.place), len(plan.stop)) == (1, 1)  # the next old allocation's turn
     assert all(deployments.is_healthy(a) for a in w.running(0))
-    assert NOW < unix_ns(follow.wait_until)
 
 
 def crashed(w: World, text: str) -> str:
@@ -72,7 +72,8 @@ def test_a_rollback_replaces_the_crashed_allocation_at_once(reschedule: str) -> 
     w = rolled_out(good)
     gone = crashed(w, job_text(update=update, command="true"))
     d = w.latest()
-    assert d is not None and w.job is not None
+    assert d is not None
+    assert w.job is not None
     w.deployments[d.id] = msgspec.structs.replace(d, status="failed")
     # The watcher's rollback: the stable spec registered again as the next version.
     w.index += 1
@@ -81,13 +82,15 @@ def test_a_rollback_replaces_the_crashed_allocation_at_once(reschedule: str) -> 
     plan = w.evaluate("deployment-watcher")
     (again,) = plan.place
     assert again.previous_allocation == gone
-    assert again.job is not None and again.job.version == 2
+    assert again.job is not None
+    assert again.job.version == 2
     assert w.allocs[gone].next_allocation == again.id
     assert plan.stop == []
     assert plan.desired["g"].in_place_update == 2
     assert not [e for e in plan.evals if e.triggered_by == "failed-follow-up"]
     rollback = w.latest()
-    assert rollback is not None and rollback.task_groups["g"].desired_total == 3
+    assert rollback is not None
+    assert rollback.task_groups["g"].desired_total == 3
     w.make_healthy(2)
     w.evaluate("deployment-watcher")
     assert w.deployments[rollback.id].status == "successful"
