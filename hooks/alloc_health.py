@@ -12,14 +12,16 @@ server. An unhealthy deployment allocation first gets Nomad's `Alloc Unhealthy` 
 The watcher lives in the nursery lent to the alloc runner and is cancelled by postrun,
 shutdown and destroy, and by an update, which starts it again (a new `DeploymentID` clears
 the health first, as Nomad's hook does). Health is set in the same step that reached the
-verdict, so a watcher that was cancelled can never set it.
+verdict, so a watcher that was cancelled can never set it; the events that explain an
+unhealthy verdict are emitted after it under a bounded shield, since the stop that verdict
+often brings (a failed deployment's rollback) cancels the watcher.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Protocol, final
+from typing import Final, Protocol, final
 
 import trio
 
@@ -43,6 +45,9 @@ from yurt.runtime.structs import Allocation, TaskEvent
 from yurt.runtime.taskrunner import events
 
 log = logging.getLogger("yurt.health")
+
+#: How long the `Alloc Unhealthy` events may take to persist once a cancellation came.
+EVENTS_TIMEOUT: Final = 10.0
 
 
 def no_checks(alloc: Allocation) -> int:
@@ -192,7 +197,14 @@ class AllocHealthHook(AllocPrerunHook, AllocUpdateHook, AllocPostrunHook, AllocS
                 self._publish()
                 log.debug("alloc %s health set: healthy=%s", host.alloc.id, healthy)
                 if not healthy and deploy and not host.alloc.is_desired_stopped():
-                    for task, message in decision.task_events.items():
-                        runner = host.task_runners.get(task)
-                        if runner is not None:
-                            await runner.emit_event(unhealthy_event(self._unix_clock(), message))
+                    # Shielded: the health just published may fail the deployment, whose
+                    # rollback stops this allocation and so cancels the watcher; Nomad sets
+                    # the health and appends every task's event in one step, so no stop may
+                    # leave some tasks without theirs. Bounded: they are only persisted.
+                    with trio.CancelScope(shield=True) as emitting:
+                        emitting.deadline = trio.current_time() + EVENTS_TIMEOUT
+                        for task, message in decision.task_events.items():
+                            runner = host.task_runners.get(task)
+                            if runner is not None:
+                                await runner.emit_event(
+                                    unhealthy_event(self._unix_clock(), message))

@@ -321,12 +321,17 @@ class GroupsPlan:
 def plan_groups(rollout: Rollout, job: Job, wanted: dict[str, TaskGroup],
                 live: list[Allocation], waiting: list[Allocation], kept: list[Allocation],
                 outdated: list[Allocation], previous: dict[str, Allocation],
-                migrating: dict[str, Allocation], ignored: set[str]) -> GroupsPlan:
+                migrating: dict[str, Allocation], ignored: set[str],
+                held: Iterable[Allocation] = ()) -> GroupsPlan:
     """Every group's rollout for this pass, from the scheduler's classification of the job's
     live allocations: `previous` (to replace; destructive unless `migrating`), `outdated`
     (in-place updates), `waiting` (canaries beside old allocations), `ignored` (names not to
-    place now: done, or replaced later)."""
+    place now: done, or replaced later). `held`: the failed allocations this pass does not
+    replace; Nomad's reconciler keeps them among the untainted ones, so a failed allocation of
+    the deployment holds the rollout as an unhealthy running one does (without it, each
+    crash of a new version freed the allowance for the next destructive update)."""
     out = GroupsPlan()
+    live = live + list(held)
     taken = {a.name for a in kept} | set(previous)
     for group in job.task_groups:
         names = [n for n, g in wanted.items() if g is group]

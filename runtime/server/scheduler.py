@@ -41,7 +41,7 @@ from yurt.runtime.server import deployments, ports
 from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.feasible import filter_reason, filtered_metric, without_placement
 from yurt.runtime.server.ports import alloc_ports
-from yurt.runtime.server.reschedule import Decision, as_time, decide
+from yurt.runtime.server.reschedule import Decision, as_time, decide, needs_reschedule
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_FAILED,
@@ -337,6 +337,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             if gone.deployment_id == rollout.current.id:
                 del failures.now[name]
                 failures.never.add(name)
+    respec = _outdated_failures(failures, allocs, wanted)
     done = (done - set(failures.now) - set(failures.later)) | failures.never
     _follow_up(plan, ev, failures, index, now, new_id)
     kept: list[Allocation] = []
@@ -396,7 +397,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     rolling = deployments.plan_groups(
         rollout, job, wanted, live, waiting + list(failed_canaries.values()), kept, outdated,
         previous, migrating,
-        {n for n in wanted if n in done and n not in previous} | set(failures.later))
+        {n for n in wanted if n in done and n not in previous} | set(failures.later),
+        held=[a for a in allocs if needs_reschedule(a) and a.name not in failures.now])
     current = rollout.create({g.name: [a for a in allocs if a.task_group == g.name]
                               for g in job.task_groups}, rolling.updating, ev, new_id)
     # The deployment this pass's placements join (none once it is over).
@@ -425,7 +427,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             desired.ignore += 1
             continue
         if not deployments.admit(rollout, rolling, group.name, destructive=prev is not None,
-                                 forced=name in migrating or name in failures.now):
+                                 forced=name in migrating
+                                 or (name in failures.now and name not in respec)):
             desired.ignore += 1  # held by the rollout: a later pass makes it
             continue
         trial = usage.without(prev) if prev is not None else usage
@@ -544,6 +547,28 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
     _finish(state, plan, index, now, new_id)
     return plan
+
+
+def _outdated_failures(failures: Decision, allocs: list[Allocation],
+                       wanted: dict[str, TaskGroup]) -> set[str]:
+    """Moves to `failures.now` the failed allocations left for later (or never) whose group
+    spec is not the job's, and returns their names: Nomad's reconciler keeps such an
+    allocation among the untainted ones and updates it destructively like any allocation of
+    an older spec, so a new version, or a rollback, replaces a crashed allocation of the
+    version before at once rather than at its reschedule time. Their replacements are paced
+    by the rollout (not forced) and start a new reschedule tracker."""
+    failed = {a.name: a for a in allocs if needs_reschedule(a)}
+    names = set()
+    for name in [*failures.later, *failures.never]:
+        alloc, group = failed.get(name), wanted.get(name)
+        old = alloc.job.lookup_group(group.name) if alloc and alloc.job and group else None
+        if alloc is None or group is None or old is None or group_spec(old) == group_spec(group):
+            continue
+        failures.later.pop(name, None)
+        failures.never.discard(name)
+        failures.now[name] = (alloc, None)
+        names.add(name)
+    return names
 
 
 def _follow_up(plan: Plan, ev: Evaluation, failures: Decision, index: int, now: int,
