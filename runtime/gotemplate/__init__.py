@@ -11,6 +11,9 @@ literals in `literals`, building `nodes`) → `exec` (the evaluator), with Go's 
 Nomad offers live in `consul`, on top of this.
 
 Usage: `Template("name", text, funcs={...}).execute(data)`; errors are `TemplateError`.
+An execution is bounded by `limits.Limits` (steps, output, nesting): a template cannot make
+the caller spin or allocate without end, whoever wrote it. Nesting deeper than Python's stack
+(in the parser or the evaluator) is a `TemplateError` too, never a RecursionError.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from yurt.runtime.gotemplate.exec import (
     is_true,
 )
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, go_type, sprint, sprint_value, sprintf
+from yurt.runtime.gotemplate.limits import Limits
 from yurt.runtime.gotemplate.parse import TemplateError, parse
 
 __all__ = [
     "NO_VALUE",
     "ArgTypeError",
     "FuncError",
+    "Limits",
     "Template",
     "TemplateError",
     "go_type",
@@ -77,20 +82,46 @@ class Template:
         self.text = text
         self.funcs: dict[str, Callable[..., Any]] = {**BUILTINS, **(funcs or {})}
         self.missing_key = missing_key
-        self.trees: dict[str, nodes.ListNode] = parse(
-            name, text, self.funcs, left or _DEFAULT_DELIMS[0], right or _DEFAULT_DELIMS[1]
-        )
+        try:
+            self.trees: dict[str, nodes.ListNode] = parse(
+                name, text, self.funcs, left or _DEFAULT_DELIMS[0], right or _DEFAULT_DELIMS[1]
+            )
+        except RecursionError:
+            # Go's parser stops at 10000 nested parentheses ("max expression depth
+            # exceeded"); Python's stack ends sooner, on any kind of nesting.
+            raise TemplateError(f"template: {name}: max nesting depth exceeded") from None
 
-    def execute(self, data: Any = None, name: str | None = None) -> str:
+    def execute(
+        self,
+        data: Any = None,
+        name: str | None = None,
+        *,
+        funcs: Mapping[str, Callable[..., Any]] | None = None,
+        limits: Limits | None = None,
+    ) -> str:
         """Render the main template (or the defined template `name`) over `data`.
 
+        Args:
+            funcs: functions for this execution only, over the ones given at parse time (a
+                caller binds per-execution state this way, leaving the template shareable).
+            limits: this execution's bounds; the defaults of `limits` when None.
+
         Raises:
-            TemplateError: evaluation failed; the text is Go's, with line:col.
+            TemplateError: evaluation failed or exceeded a bound; the text is Go's, with
+                line:col.
         """
         which = self.name if name is None else name
         tree = self.trees.get(which)
         if tree is None:
             raise TemplateError(
                 f'template: no template "{which}" associated with template "{self.name}"')
-        executor = Executor(which, self.text, self.trees, self.funcs, self.missing_key)
-        return executor.run(tree, data)
+        table = self.funcs if funcs is None else {**self.funcs, **funcs}
+        executor = Executor(which, self.text, self.trees, table, self.missing_key, limits)
+        try:
+            return executor.run(tree, data)
+        except RecursionError:
+            # Template calls stop at `Limits.depth`; nesting within one template (or data a
+            # function walks) can still outgrow Python's stack first.
+            raise TemplateError(
+                f'template: {which}: executing "{which}": exceeded maximum nesting depth'
+            ) from None

@@ -13,6 +13,10 @@ Results have consul-template's Go shapes: `NomadService{ID Name Namespace Node D
 AllocID Tags Address Port}`, `NomadServicesSnippet{Name Tags}`, `NomadVarItems` (a map from
 item key to `NomadVarItem{Key Value}` with the methods Keys, Values, Tuples, Metadata, Parent)
 and `NomadVarMeta{Namespace Path CreateIndex ModifyIndex CreateTime ModifyTime}`.
+
+Patterns are Go's RE2 (`goregexp`), never `re`, whose backtracking a job's pattern could make
+run for hours. Functions whose result can be a product of their inputs (`join`, `replaceAll`,
+`regexReplaceAll`) refuse a result beyond `limits.MAX_OUTPUT` before building it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any, ClassVar, Final, Protocol
 
 from yurt.runtime.gotemplate.exec import ArgTypeError, FuncError
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, format_float, go_type, sprint_value
+from yurt.runtime.gotemplate.goregexp import match_string, replace_all_string
+from yurt.runtime.gotemplate.limits import MAX_OUTPUT
 
 _SERVICE_QUERY: Final = re.compile(r"\A(?:(?P<tag>[\w\-.]+)\.)?(?P<name>[\w\-/]+)"
                                    r"(?:@(?P<region>[\w.\-]+))?\Z")
@@ -195,11 +201,28 @@ def split(sep: Any, s: Any) -> list[str]:
     return s.split(sep) if sep else list(s)
 
 
+def check_size(size: int) -> None:
+    """Refuse a result beyond the bound before building it: these functions' results can be
+    a product of their inputs' sizes, which the evaluator's check after the call would not
+    stop from being allocated."""
+    if size > MAX_OUTPUT:
+        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
+
+
 def join(sep: Any, items: Any) -> str:
     glue = want_str(sep)
     if not isinstance(items, (list, tuple)):
         raise ArgTypeError(f"wrong type for value; expected []string; got {go_type(items)}")
-    return glue.join(sprint_value(i) for i in items)
+    parts = [sprint_value(i) for i in items]
+    check_size(sum(map(len, parts)) + len(glue) * max(len(parts) - 1, 0))
+    return glue.join(parts)
+
+
+def replace_all(old: Any, new: Any, s: Any) -> str:
+    text, old, new = want_str(s), want_str(old), want_str(new)
+    count = text.count(old)  # an empty `old` matches len(text) + 1 times, as in Go
+    check_size(len(text) + count * (len(new) - len(old)))
+    return text.replace(old, new)
 
 
 def contains(needle: Any, haystack: Any) -> bool:
@@ -347,7 +370,7 @@ def consul_funcs(env: Mapping[str, str], lookups: Lookups, namespace: str = "def
         "parseJSON": parse_json,
         "split": split,
         "join": join,
-        "replaceAll": lambda f, t, s: want_str(s).replace(want_str(f), want_str(t)),
+        "replaceAll": replace_all,
         "timestamp": make_timestamp(clock),
         "toLower": lambda s: want_str(s).lower(),
         "toUpper": lambda s: want_str(s).upper(),
@@ -358,9 +381,9 @@ def consul_funcs(env: Mapping[str, str], lookups: Lookups, namespace: str = "def
         "trimSuffix": lambda p, s: want_str(s).removesuffix(want_str(p)),
         "contains": contains,
         "in": lambda haystack, needle: contains(needle, haystack),
-        "regexMatch": lambda rx, s: re.search(want_str(rx), want_str(s)) is not None,
-        "regexReplaceAll": lambda rx, repl, s: re.sub(
-            want_str(rx), re.sub(r"\$\{?(\w+)\}?", r"\\g<\1>", want_str(repl)), want_str(s)),
+        "regexMatch": lambda rx, s: match_string(want_str(rx), want_str(s)),
+        "regexReplaceAll": lambda rx, repl, s: replace_all_string(
+            want_str(rx), want_str(repl), want_str(s)),
         "base64Encode": lambda s: base64.b64encode(want_str(s).encode()).decode(),
         "base64Decode": _b64decode,
         "parseInt": _parse_int,

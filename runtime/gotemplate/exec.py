@@ -11,6 +11,11 @@ What Go fixes and this follows:
 - `and`/`or` stop at the first deciding argument and return it (not a bool).
 Errors read `template: <name>:<line>:<col>: executing "<name>" at <<node>>: <msg>`.
 
+Bounds (see `limits`): every statement, pipeline and call is a step against `Limits.steps`;
+printed text counts against `Limits.output`, and so does any one string a function returns;
+`range` walks its operand lazily (`range 1000000000` allocates nothing: the step budget ends
+it). Exceeding a bound is a `TemplateError` at the node that crossed it, like any Go error.
+
 Values: str, int, float, bool, None (nil), `NO_VALUE`, list/tuple, dict, and objects whose
 capitalised attributes are fields and whose capitalised methods are Go methods.
 """
@@ -18,14 +23,14 @@ capitalised attributes are fields and whose capitalised methods are Go methods.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn
 
 from yurt.runtime.gotemplate import nodes as n
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, go_type, sprint_value
+from yurt.runtime.gotemplate.limits import STOP_CHECK_EVERY, Limits
 from yurt.runtime.gotemplate.parse import TemplateError
 
-MAX_DEPTH: Final = 100  # Go allows 100000 nested template calls; Python's stack is smaller
 _NOFINAL: Final = object()
 MISSING_KEY_MODES: Final = ("default", "invalid", "zero", "error")
 
@@ -80,6 +85,7 @@ class Executor:
         trees: Mapping[str, n.ListNode],
         funcs: Mapping[str, Callable[..., Any]],
         missing_key: str = "default",
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
         self.text = text
@@ -90,6 +96,9 @@ class Executor:
         self.vars: list[list[Any]] = []
         self.node: n.Node | None = None
         self.depth = 0
+        self.limits = limits if limits is not None else Limits()
+        self.steps = 0
+        self.size = 0  # characters in `out`
         self._arity: dict[str, tuple[int, int | None]] = {}
 
     # -- errors --------------------------------------------------------------------------
@@ -105,6 +114,20 @@ class Executor:
         raise TemplateError(
             f'template: {self.name}:{line}:{col}: executing "{self.name}" at <{context}>: {msg}'
         )
+
+    # -- bounds --------------------------------------------------------------------------
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > self.limits.steps:
+            self.errorf(f"exceeded the render budget of {self.limits.steps} steps")
+        if self.steps % STOP_CHECK_EVERY == 0 and self.limits.stop.is_set():
+            self.errorf("render abandoned")
+
+    def emit(self, text: str) -> None:
+        self.size += len(text)
+        if self.size > self.limits.output:
+            self.errorf(f"rendered text exceeds {self.limits.output} characters")
+        self.out.append(text)
 
     # -- variables -----------------------------------------------------------------------
     def push(self, name: str, value: Any) -> None:
@@ -131,8 +154,9 @@ class Executor:
 
     def walk(self, dot: Any, node: n.Node) -> None:
         self.node = node
+        self.step()
         if isinstance(node, n.Text):
-            self.out.append(node.text)
+            self.emit(node.text)
         elif isinstance(node, n.ListNode):
             for child in node.nodes:
                 self.walk(dot, child)
@@ -158,7 +182,7 @@ class Executor:
         self.node = node
         if callable(value) and not hasattr(value, "String"):
             self.errorf(f"can't print {node} of type {go_type(value)}")
-        self.out.append(sprint_value(value))
+        self.emit(sprint_value(value))
 
     def walk_if_or_with(self, dot: Any, node: n.Branch) -> None:
         mark = len(self.vars)
@@ -174,21 +198,23 @@ class Executor:
         mark = len(self.vars)
         value = self.eval_pipeline(dot, node.pipe)
         decl = node.pipe.decl
-        pairs: list[tuple[Any, Any]]
+        pairs: Iterable[tuple[Any, Any]]
         if value is NO_VALUE or value is None:
-            pairs = []
+            pairs = ()
         elif isinstance(value, (list, tuple)):
-            pairs = list(enumerate(value))
+            pairs = enumerate(value)
         elif isinstance(value, dict):
-            pairs = [(k, value[k]) for k in _sorted_keys(value)]
+            pairs = ((k, value[k]) for k in _sorted_keys(value))
         elif isinstance(value, int) and not isinstance(value, bool):
             if len(decl) > 1:
                 self.errorf(f"can't use {value} to iterate over more than one variable")
-            pairs = [(i, i) for i in range(value)]
+            pairs = ((i, i) for i in range(value))  # lazy: the step budget bounds the walk
         else:
             self.errorf(f"range can't iterate over {sprint_value(value)}")
         inner = len(self.vars)
+        empty = True
         for index, elem in pairs:
+            empty = False
             if decl:
                 if node.pipe.is_assign:
                     self.set_var(decl[0].idents[0], index if len(decl) > 1 else elem)
@@ -206,7 +232,7 @@ class Executor:
                 del self.vars[inner:]
                 break
             del self.vars[inner:]
-        if not pairs and node.else_body is not None:
+        if empty and node.else_body is not None:
             self.walk(dot, node.else_body)
         del self.vars[mark:]
 
@@ -215,8 +241,8 @@ class Executor:
         if tree is None:
             self.errorf(f'template "{node.name}" not defined')
         new_dot = NO_VALUE if node.pipe is None else self.eval_pipeline(dot, node.pipe)
-        if self.depth >= MAX_DEPTH:
-            self.errorf(f"exceeded maximum template depth ({MAX_DEPTH})")
+        if self.depth >= self.limits.depth:
+            self.errorf(f"exceeded maximum template depth ({self.limits.depth})")
         saved_vars, self.vars = self.vars, [["$", new_dot]]
         self.depth += 1
         try:
@@ -228,6 +254,7 @@ class Executor:
     # -- expressions ---------------------------------------------------------------------
     def eval_pipeline(self, dot: Any, pipe: n.Pipe) -> Any:
         self.node = pipe
+        self.step()
         value: Any = NO_VALUE
         final: Any = _NOFINAL
         for cmd in pipe.cmds:
@@ -372,6 +399,7 @@ class Executor:
         self, dot: Any, fn: Callable[..., Any], node: n.Node, name: str, args: list[n.Node],
         final: Any,
     ) -> Any:
+        self.step()
         argv = [self.eval_arg(dot, a) for a in args[1:]]
         if final is not _NOFINAL:
             argv.append(final)
@@ -383,7 +411,7 @@ class Executor:
             want = low if low == high else high
             self.errorf(f"wrong number of args for {name}: want {want} got {len(argv)}")
         try:
-            return fn(*argv)
+            result = fn(*argv)
         except ArgTypeError as exc:
             self.node = node
             self.errorf(str(exc))
@@ -392,6 +420,10 @@ class Executor:
         except Exception as exc:  # Go recovers a function's panic into this error too
             self.node = node
             self.errorf(f"error calling {name}: {exc}")
+        if isinstance(result, str) and len(result) > self.limits.output:
+            self.node = node
+            self.errorf(f"error calling {name}: result exceeds {self.limits.output} characters")
+        return result
 
 
 def _sorted_keys(value: dict[Any, Any]) -> list[Any]:

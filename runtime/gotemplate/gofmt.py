@@ -7,6 +7,9 @@ in key order as Go does), and objects (structs; printed `{field ...}`, or throug
 "<no value>", which is what a template prints for `{{.missing}}`.
 
 Verb errors are Go's in-band texts: `%!d(string=hi)`, `%!d(MISSING)`, `%!(EXTRA int=1)`.
+Widths and precisions follow fmt's `tooLarge` rule (beyond 10^6: `%!(BADWIDTH)`/`%!(BADPREC)`
+from `*`, the format's end from a literal); `sprintf` also stops (ValueError) once its verbs
+have produced `limits.MAX_OUTPUT` characters, since a short format can repeat a wide verb.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 from decimal import Decimal
 from typing import Any, Final
 
+from yurt.runtime.gotemplate.limits import FMT_MAX_NUMBER, MAX_OUTPUT
 from yurt.runtime.gotemplate.tokens import go_quote
 
 
@@ -246,11 +250,43 @@ def _format_one(verb: str, arg: Any, flags: str, prec: int) -> str:
     return _bad(verb, arg)
 
 
+def _too_large(x: int) -> bool:
+    """fmt/print.go's `tooLarge`: a width or precision beyond ±10^6 is refused."""
+    return x > FMT_MAX_NUMBER or x < -FMT_MAX_NUMBER
+
+
+def _parse_num(fmt: str, i: int, end: int) -> tuple[int, int]:
+    """fmt's `parsenum`: the number at `i` (-1 if none) and the index after it.
+
+    Go looks at the number before adding each digit; once it is too large the rest of the
+    format is consumed (`%!(NOVERB)` follows), so a literal width stays below ~10^7.
+    """
+    num, start = 0, i
+    while i < end and "0" <= fmt[i] <= "9":
+        if _too_large(num):
+            return -1, end
+        num = num * 10 + ord(fmt[i]) - 48
+        i += 1
+    return (num if i > start else -1), i
+
+
+def _int_from_arg(args: tuple[Any, ...], argi: int) -> tuple[int | None, int]:
+    """fmt's `intFromArg`: an int operand for `*` (None when missing, not an int, or too
+    large), and the next operand's index (the operand is used up either way)."""
+    if argi >= len(args):
+        return None, argi
+    value = args[argi]
+    if isinstance(value, bool) or not isinstance(value, int) or _too_large(value):
+        return None, argi + 1
+    return value, argi + 1
+
+
 def sprintf(fmt: str, *args: Any) -> str:
     """fmt.Sprintf with the verbs templates use: v +v #v T t d b o x X c q U e E f F g G s %."""
     out: list[str] = []
     argi = 0
     i = 0
+    size = 0  # characters formatted for verbs: each is bounded, their number is not
     end = len(fmt)
     while i < end:
         ch = fmt[i]
@@ -265,35 +301,32 @@ def sprintf(fmt: str, *args: Any) -> str:
         while i < end and fmt[i] in "+-# 0":
             flags += fmt[i]
             i += 1
+        minus = "-" in flags
         width = -1
         if i < end and fmt[i] == "*":
             i += 1
-            if argi < len(args) and isinstance(args[argi], int):
-                width = args[argi]
-                argi += 1
-            else:
+            star, argi = _int_from_arg(args, argi)
+            if star is None:
                 out.append("%!(BADWIDTH)")
-        else:
-            start = i
-            while i < end and fmt[i].isdigit():
-                i += 1
-            if i > start:
-                width = int(fmt[start:i])
-        prec = -1
-        if i < end and fmt[i] == ".":
-            i += 1
-            if i < end and fmt[i] == "*":
-                i += 1
-                if argi < len(args) and isinstance(args[argi], int):
-                    prec = args[argi]
-                    argi += 1
-                else:
-                    out.append("%!(BADPREC)")
+            elif star < 0:  # a negative width pads on the right, as the '-' flag does
+                width, minus = -star, True
             else:
-                start = i
-                while i < end and fmt[i].isdigit():
-                    i += 1
-                prec = int(fmt[start:i] or "0")
+                width = star
+        else:
+            width, i = _parse_num(fmt, i, end)
+        prec = -1
+        if i + 1 < end and fmt[i] == ".":
+            i += 1
+            if fmt[i] == "*":
+                i += 1
+                got, argi = _int_from_arg(args, argi)
+                if got is None or got < 0:  # Go: a negative precision makes no sense
+                    out.append("%!(BADPREC)")
+                else:
+                    prec = got
+            else:
+                prec, i = _parse_num(fmt, i, end)
+                prec = max(prec, 0)  # "%.f" is precision 0
         if i >= end:
             out.append("%!(NOVERB)")
             break
@@ -308,7 +341,10 @@ def sprintf(fmt: str, *args: Any) -> str:
         arg = args[argi]
         argi += 1
         text = _format_one(verb, arg, flags, prec)
-        out.append(_pad(text, width, "-" in flags, "0" in flags and verb not in "sqvT"))
+        out.append(_pad(text, width, minus, "0" in flags and not minus and verb not in "sqvT"))
+        size += len(out[-1])
+        if size > MAX_OUTPUT:
+            raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
     if argi < len(args):
         extra = ", ".join(
             "<nil>" if a is None else f"{go_type(a)}={sprint_value(a)}" for a in args[argi:]

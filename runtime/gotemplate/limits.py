@@ -1,0 +1,47 @@
+"""What one execution of a template may cost: its steps, its text, its nesting.
+
+Why: templates come from whoever submits a job, and the agent renders them. Go's text/template
+trusts its author (no budget at all beyond `maxExecDepth`); here a template must not be able to
+stall or exhaust the agent, so every execution carries a `Limits`:
+
+- `steps`: node evaluations (statements, pipelines, function calls). A render over 1000
+  services with twenty actions each takes ~10^5; the default 5·10^6 is ~1-2 s of CPU here, so
+  a doubling `define` chain, `range 1000000000` or a runaway loop ends as a template error
+  instead of spinning forever.
+- `output`: characters the execution may print, and the size of any one string a function
+  returns (4 MiB: 64 times Nomad's cap on a variable's items, `MAX_ITEMS_BYTES`, and far
+  beyond any configuration file a task reads). Functions whose result can be a product of
+  their inputs (`join`, `replaceAll`, `regexReplaceAll`, `printf`) check the size before
+  they build it, so the cap bounds memory and not only the file.
+- `depth`: nested `{{template}}` calls. Go allows 100000 (`maxExecDepth`); Python's stack
+  does not, so the cap is 100, and deeper Python recursion (nesting inside one template) is
+  turned into a template error rather than a RecursionError.
+- `stop`: set by the caller that gave up on the render (a cancelled task), so a render in a
+  worker thread ends at its next check instead of running out its budget.
+
+Go's fmt caps a width or precision at 10^6 (`tooLarge` in fmt/print.go); that is fmt's own
+rule, kept in `gofmt` with the same constant.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Final
+
+MAX_STEPS: Final = 5_000_000
+MAX_OUTPUT: Final = 4 << 20
+MAX_DEPTH: Final = 100
+#: fmt/print.go's `tooLarge`: a width or precision beyond ±10^6 is refused.
+FMT_MAX_NUMBER: Final = 1_000_000
+#: How many steps pass between two looks at `stop` (a cheap power of two).
+STOP_CHECK_EVERY: Final = 1 << 12
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    steps: int = MAX_STEPS
+    output: int = MAX_OUTPUT
+    depth: int = MAX_DEPTH
+    stop: threading.Event = field(default_factory=threading.Event)
+
