@@ -8,6 +8,11 @@ again only when the set changes. Each file is written inside the allocation dire
 (runtime/templating/files.py) with its `perms`; the files of `env = true` templates become
 the task's environment (the hook's env, persisted and re-applied as any hook's).
 
+Templates are parsed and rendered in a worker thread (templating/render.py), each execution
+bounded in steps, output and nesting; a template beyond its bounds fails like any template
+error ("Template failed: template: <destination>:…"), and killing the task does not wait for
+a render in progress.
+
 After the first render a watcher, in the task runner's background nursery, waits for the data
 source to change, re-reads what the templates read, and re-renders when it differs, after the
 tasks's `wait` quiescence. The templates whose file changed decide the action (templating/
@@ -66,7 +71,13 @@ from yurt.runtime.templating.files import (
     read_confined,
     write_confined,
 )
-from yurt.runtime.templating.render import CompiledTemplate, Render, fetch, render_all
+from yurt.runtime.templating.render import (
+    CompiledTemplate,
+    Render,
+    compile_all,
+    fetch,
+    render_all,
+)
 from yurt.runtime.templating.script import run_change_script
 
 log = logging.getLogger("yurt.hooks.template")
@@ -158,14 +169,14 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
     async def _compile(self, ctx: TaskHookContext) -> list[CompiledTemplate]:
         env = self._task_env(ctx)
         region = ctx.alloc.job.region if ctx.alloc.job is not None else "global"
-        out = []
+        sources = []
         for spec in ctx.task.templates:
             text = spec.data
             if spec.source:
                 text = await self._read_source(ctx, interpolate(spec.source, env))
-            out.append(CompiledTemplate(spec, text, namespace=ctx.alloc.namespace,
-                                        region=region, clock=time.time))
-        return out
+            sources.append((spec, text))
+        return await compile_all(sources, namespace=ctx.alloc.namespace, region=region,
+                                 clock=time.time, in_thread=_in_thread(ctx))
 
     async def _read_source(self, ctx: TaskHookContext, source: str) -> str:
         if ctx.task_dir is None:
@@ -185,7 +196,8 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
         pending_at = 0.0
         while True:
             index = self._data.index()
-            render = await render_all(compiled, self._data, self._task_env(ctx))
+            render = await render_all(compiled, self._data, self._task_env(ctx),
+                                      in_thread=_in_thread(ctx))
             if render.complete:
                 return render, index
             missing = frozenset(render.missing)
@@ -263,7 +275,8 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
                 # than read every dependency again.
                 known = fresh if self._data.index() == fetched_at else None
                 try:
-                    render = await render_all(compiled, self._data, self._task_env(ctx), known)
+                    render = await render_all(compiled, self._data, self._task_env(ctx), known,
+                                              in_thread=_in_thread(ctx))
                     if not render.complete:
                         continue  # keep the last files until the data is back
                     changed = await self._write(ctx, compiled, render)
@@ -333,6 +346,13 @@ def _write_file(root: Path, rel: str, content: bytes, spec: Template) -> bool:
     mode = int(spec.perms or "644", 8)
     return write_confined(root, rel, content, mode, _id(spec.uid), _id(spec.gid),
                           if_changed=True)
+
+
+def _in_thread(ctx: TaskHookContext) -> bool:
+    """Whether to parse and render in a worker thread: always, but for a task without a
+    directory — the in-memory runtime, whose files stay in memory too and whose clock may be
+    virtual (a thread's real time would let it jump). The render's bounds hold either way."""
+    return ctx.task_dir is not None
 
 
 def _now() -> int:

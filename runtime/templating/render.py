@@ -13,17 +13,33 @@ dependencies carry consul-template's names for the "Missing: …" event.
 
 Invariants: the snapshot is never changed by a pass; a pass is pure given the snapshot, the
 environment and the clock; results keep the order of the task's templates.
+
+Off the event loop: templates are written by job submitters, so parsing and executing them
+runs in a worker thread (`compile_all`, and each pass of `render_all`, one thread hop per
+pass for all of a task's templates), behind one `CapacityLimiter` per Trio run
+(`RENDERS_AT_ONCE`), so a slow render delays neither the agent's API nor other allocations.
+Each execution is bounded (`gotemplate.limits`: steps, output, nesting), so a thread always
+ends soon. A pass has no effect beyond its return value — every execution gets its own
+recorder and function table, and reads a snapshot nobody changes — which is what makes
+`abandon_on_cancel` safe: a cancelled render (a task killed mid-render) returns at once, and
+its thread, told to stop, ends at its next budget check. The caller may keep a render on the
+loop (`in_thread=False`: a runtime under a virtual clock, where a thread's real time would
+let the clock jump); the bounds hold there all the same.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
+import trio
+
+from yurt.runtime.gotemplate import Limits, TemplateError
 from yurt.runtime.gotemplate import Template as GoTemplate
-from yurt.runtime.gotemplate import TemplateError
 from yurt.runtime.gotemplate.consul import (
     NomadService,
     NomadServicesSnippet,
@@ -39,6 +55,14 @@ from yurt.runtime.templating.data import TemplateData
 #: More passes than any template needs: each pass adds what the last one found missing, and
 #: only a lookup whose argument comes from another lookup needs a further pass.
 MAX_PASSES: Final = 8
+
+#: Renders running in worker threads at once, agent-wide. Rendering is pure Python and holds
+#: the GIL, so more threads add no throughput; two keep one heavy template from queueing
+#: every other task's render behind it.
+RENDERS_AT_ONCE: Final = 2
+
+_T = TypeVar("_T")
+_limiter: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("template_renders")
 
 DepKind = Literal["service", "services", "var", "varlist"]
 
@@ -142,7 +166,8 @@ class _Recorder:
 
 
 class CompiledTemplate:
-    """A task template parsed once, executed on every render.
+    """A task template parsed once, executed on every render (from any thread: executions
+    share nothing but the parsed trees, which they only read).
 
     Raises:
         TemplateError: the template does not parse.
@@ -152,24 +177,71 @@ class CompiledTemplate:
                  region: str = "global", clock: Callable[[], float] = time.time) -> None:
         self.spec = spec
         self.namespace = namespace
-        self._env: dict[str, str] = {}  # the functions' view of the current execution's env
-        self._recorder = _Recorder(namespace)
-        funcs = consul_funcs(self._env, self._recorder, namespace=namespace, region=region,
+        self.region = region
+        self.clock = clock
+        # The function names the parser checks against; executions bind their own.
+        funcs = consul_funcs({}, _Recorder(namespace), namespace=namespace, region=region,
                              clock=clock)
         self._template = GoTemplate(spec.destination, text, funcs,
                                     left=spec.left_delimiter, right=spec.right_delimiter,
                                     missing_key="error" if spec.error_on_missing_key else "zero")
 
-    def execute(self, snapshot: Snapshot, env: dict[str, str]) -> tuple[Rendered, _Recorder]:
-        """Render over `snapshot`; the recorder holds what this execution read until the next."""
-        recorder = self._recorder
+    def execute(self, snapshot: Snapshot, env: dict[str, str],
+                limits: Limits | None = None) -> tuple[Rendered, _Recorder]:
+        """Render over `snapshot`; the recorder holds what this execution read.
+
+        Raises:
+            TemplateError: the execution failed or exceeded `limits`.
+        """
+        recorder = _Recorder(self.namespace)
         recorder.start(snapshot)
-        self._env.clear()
-        self._env.update(env)
-        text = self._template.execute(None)
+        funcs = consul_funcs(dict(env), recorder, namespace=self.namespace, region=self.region,
+                             clock=self.clock)
+        text = self._template.execute(None, funcs=funcs, limits=limits)
         if recorder.missing:
             return Rendered(None, sorted(set(recorder.missing))), recorder
         return Rendered(text), recorder
+
+
+def _render_limiter() -> trio.CapacityLimiter:
+    try:
+        return _limiter.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(RENDERS_AT_ONCE)
+        _limiter.set(limiter)
+        return limiter
+
+
+async def _off_loop(fn: Callable[[threading.Event], _T], in_thread: bool) -> _T:
+    """`fn(stop)` in a render thread (or here, when not `in_thread`).
+
+    Cancelled, this returns at once (`abandon_on_cancel`: `fn` has no effect but its
+    result) and sets `stop`, so the abandoned thread ends at its next budget check.
+    """
+    stop = threading.Event()
+    if not in_thread:
+        await trio.lowlevel.checkpoint()
+        return fn(stop)
+    try:
+        return await trio.to_thread.run_sync(fn, stop, limiter=_render_limiter(),
+                                             abandon_on_cancel=True)
+    finally:
+        stop.set()
+
+
+async def compile_all(sources: Sequence[tuple[Template, str]], *, namespace: str = "default",
+                      region: str = "global", clock: Callable[[], float] = time.time,
+                      in_thread: bool = True) -> list[CompiledTemplate]:
+    """Parse each (spec, text), in a render thread unless not `in_thread`.
+
+    Raises:
+        TemplateError: a template does not parse (the text names it).
+    """
+    def parse_all(stop: threading.Event) -> list[CompiledTemplate]:
+        return [CompiledTemplate(spec, text, namespace=namespace, region=region, clock=clock)
+                for spec, text in sources]
+
+    return await _off_loop(parse_all, in_thread)
 
 
 async def fetch(data: TemplateData, deps: set[Dep] | frozenset[Dep]) -> Snapshot:
@@ -187,25 +259,39 @@ async def fetch(data: TemplateData, deps: set[Dep] | frozenset[Dep]) -> Snapshot
     return out
 
 
+_Pass = list[tuple[Rendered, set[Dep], set[Dep]]]
+
+
+def _run_pass(templates: Sequence[CompiledTemplate], snap: Snapshot, env: dict[str, str],
+              stop: threading.Event) -> _Pass:
+    """One pass: each template's result, and what it used and found unfetched."""
+    out: _Pass = []
+    for tmpl in templates:
+        rendered, recorder = tmpl.execute(snap, env, Limits(stop=stop))
+        out.append((rendered, recorder.used, recorder.unfetched))
+    return out
+
+
 async def render_all(templates: Sequence[CompiledTemplate], data: TemplateData,
-                     env: dict[str, str], snapshot: Snapshot | None = None) -> Render:
-    """Render every template, fetching what the passes discover.
+                     env: dict[str, str], snapshot: Snapshot | None = None, *,
+                     in_thread: bool = True) -> Render:
+    """Render every template, fetching what the passes discover; each pass runs in a render
+    thread unless not `in_thread`.
 
     Raises:
-        TemplateError: a template failed to execute (the text names the template).
+        TemplateError: a template failed to execute or exceeded its bounds (the text names
+            the template).
     """
+    env = dict(env)
     snap: Snapshot = dict(snapshot or {})
     for _ in range(MAX_PASSES):
-        results: list[Rendered] = []
-        used: set[Dep] = set()
-        unfetched: set[Dep] = set()
-        for tmpl in templates:
-            rendered, recorder = tmpl.execute(snap, env)
-            results.append(rendered)
-            used |= recorder.used
-            unfetched |= recorder.unfetched
+        # The pass reads `snap` while this task waits: `snap` is replaced, never changed.
+        outcome = await _off_loop(functools.partial(_run_pass, templates, snap, env), in_thread)
+        results = [rendered for rendered, _, _ in outcome]
+        used: set[Dep] = set().union(*(u for _, u, _ in outcome))
+        unfetched: set[Dep] = set().union(*(f for _, _, f in outcome))
         if not unfetched:
             return Render(results, frozenset(used), {d: snap[d] for d in used})
-        snap.update(await fetch(data, unfetched))
+        snap = {**snap, **await fetch(data, unfetched)}
     raise TemplateError("template: dependencies did not settle after "
                         f"{MAX_PASSES} passes")
