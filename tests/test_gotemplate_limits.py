@@ -1,0 +1,258 @@
+"""A template cannot stall or exhaust what renders it (layer 0, and layer 2 for the threads).
+
+Every hostile template runs in a child process with an address-space limit and a wall-clock
+timeout, so a regression shows up as a failed test — MemoryError, RecursionError or a timeout
+— rather than as a test run that eats the machine. Each case states what Go does and what
+the bound gives instead: Go's fmt rules for widths, RE2 for patterns, a step budget, an output
+cap and a nesting cap for the evaluator.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+import trio
+
+from yurt.runtime.gotemplate import Limits, Template, TemplateError
+from yurt.runtime.gotemplate.limits import MAX_OUTPUT, MAX_STEPS
+from yurt.runtime.structs.template import Template as TemplateSpec
+from yurt.runtime.templating.data import MemoryTemplateData
+from yurt.runtime.templating.render import CompiledTemplate, render_all
+
+#: The child's address space: the interpreter and RE2 need ~100 MiB; a template that
+#: allocates a gigabyte fails with MemoryError instead of swapping the machine.
+CHILD_MEMORY = 1 << 30
+#: Ten times what any bounded case below takes on a loaded machine.
+CHILD_TIMEOUT = 30.0
+
+_CHILD = r"""
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
+from yurt.runtime.gotemplate import Template, TemplateError
+from yurt.runtime.gotemplate.consul import consul_funcs
+started = time.monotonic()
+try:
+    out = Template("local/t.conf", sys.argv[1], consul_funcs({}, None)).execute(None)
+    result = {"output": out[:200], "length": len(out)}
+except TemplateError as e:
+    result = {"error": str(e)}
+except BaseException as e:
+    result = {"crash": f"{type(e).__name__}: {e}"[:300]}
+result["seconds"] = time.monotonic() - started
+print(json.dumps(result))
+"""
+
+
+@dataclass
+class Outcome:
+    output: str | None
+    error: str | None
+    seconds: float
+
+
+def render_isolated(text: str) -> Outcome:
+    """Render `text` in a memory- and time-limited child; fails the test on a crash."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CHILD, text, str(CHILD_MEMORY)],
+                              capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the render did not finish in {CHILD_TIMEOUT} s")
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"child died (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    result = json.loads(lines[-1])
+    if "crash" in result:
+        pytest.fail(f"the render crashed: {result['crash']}")
+    return Outcome(result.get("output"), result.get("error"), result["seconds"])
+
+
+def error_of(text: str) -> str:
+    outcome = render_isolated(text)
+    assert outcome.error is not None, f"rendered {outcome.output!r}"
+    return outcome.error
+
+
+# --------------------------------------------------------------------------- ranges
+
+
+def test_an_integer_range_is_walked_lazily() -> None:
+    # Go 1.22 ranges over an int without a slice; breaking early costs nothing.
+    text = ("{{ range $i := 1000000000 }}{{ if eq $i 3 }}{{ break }}{{ end }}{{ $i }}"
+            "{{ end }}")
+    assert render_isolated(text).output == "012"
+
+
+def test_a_huge_range_ends_on_the_step_budget_naming_the_template() -> None:
+    error = error_of("{{ range 1000000000 }}{{ end }}")
+    assert error.startswith('template: local/t.conf:1:')
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in error
+
+
+# --------------------------------------------------------------------------- printf
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    # A literal width past 10^6 makes Go's parsenum give up on the rest of the format.
+    ('{{ printf "%999999999d" 1 }}', "%!(NOVERB)%!(EXTRA int=1)"),
+    ('{{ printf "%*d" 999999999 1 }}', "%!(BADWIDTH)1"),
+    ('{{ printf "%*d" -999999999 1 }}', "%!(BADWIDTH)1"),
+    ('{{ printf "%.*f" 999999999 1.5 }}', "%!(BADPREC)1.500000"),
+    ('{{ printf "%.999999999f|" 1.5 }}', "%!(NOVERB)%!(EXTRA float64=1.5)"),
+])
+def test_printf_refuses_widths_and_precisions_beyond_a_million(text: str, want: str) -> None:
+    assert render_isolated(text).output == want
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ('{{ printf "%*d|" 1000000 1 | len }}', "1000001"),  # 10^6 itself is allowed
+    ('{{ printf "%*d|" -3 1 }}', "1  |"),  # a negative width pads on the right
+    ('{{ printf "%.*d" -1 1 }}', "%!(BADPREC)1"),
+    ('{{ printf "%." 1 }}', "%!.(int=1)"),
+])
+def test_printf_width_edges_as_go(text: str, want: str) -> None:
+    assert Template("t", text).execute(None) == want
+
+
+def test_printf_repeating_a_wide_verb_is_bounded() -> None:
+    # Each verb may be 10^7 wide; a thousand of them would be ten gigabytes.
+    error = error_of('{{ printf "' + "%9999999d" * 1000 + '" ' + "1 " * 1000 + "}}")
+    assert f"error calling printf: formatted text exceeds {MAX_OUTPUT} characters" in error
+
+
+# --------------------------------------------------------------------------- budget
+
+
+def doubling(levels: int) -> str:
+    """Templates that each call the next twice: 2^levels calls."""
+    defs = "".join(f'{{{{ define "d{i}" }}}}{{{{ template "d{i + 1}" }}}}'
+                   f'{{{{ template "d{i + 1}" }}}}{{{{ end }}}}' for i in range(levels))
+    return defs + f'{{{{ define "d{levels}" }}}}x{{{{ end }}}}{{{{ template "d0" }}}}'
+
+
+def test_a_doubling_define_chain_ends_on_the_step_budget() -> None:
+    outcome = render_isolated(doubling(40))  # 2^40 calls
+    assert outcome.error is not None
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < CHILD_TIMEOUT / 2
+
+
+def test_a_modest_doubling_chain_still_renders() -> None:
+    assert Template("t", doubling(10)).execute(None) == "x" * 1024
+
+
+def test_deep_nesting_inside_recursion_is_a_template_error_not_a_crash() -> None:
+    # Fifty nested `if`s per call outgrow Python's stack long before 100 calls deep.
+    body = "{{ if true }}" * 50 + '{{ template "r" }}' + "{{ end }}" * 50
+    error = error_of(f'{{{{ define "r" }}}}{body}{{{{ end }}}}{{{{ template "r" }}}}')
+    assert error.startswith("template: local/t.conf:")
+    assert "exceeded maximum" in error
+
+
+def test_plain_recursion_stops_at_the_template_depth() -> None:
+    with pytest.raises(TemplateError, match=r"exceeded maximum template depth \(100\)"):
+        Template("t", '{{ define "r" }}{{ template "r" }}{{ end }}{{ template "r" }}').execute()
+
+
+def test_deeply_nested_parentheses_are_a_parse_error_not_a_crash() -> None:
+    error = error_of("{{ " + "(" * 2000 + "1" + ")" * 2000 + " }}")
+    assert error == "template: local/t.conf: max nesting depth exceeded"
+
+
+def test_output_is_capped() -> None:
+    error = error_of('{{ range 100 }}{{ printf "%1000000d" 1 }}{{ end }}')
+    assert f"rendered text exceeds {MAX_OUTPUT} characters" in error
+
+
+def test_a_string_doubled_in_a_variable_is_capped() -> None:
+    error = error_of('{{ $x := "ab" }}{{ range 64 }}{{ $x = printf "%s%s" $x $x }}{{ end }}')
+    assert f"exceeds {MAX_OUTPUT} characters" in error
+
+
+@pytest.mark.parametrize("call", [
+    "join $s $l",  # 10^6 pieces glued with 10^6 characters each
+    'replaceAll "" $s $s',  # the empty string matches between every character
+    'regexReplaceAll "" $s $s',
+])
+def test_functions_that_multiply_their_inputs_refuse_before_allocating(call: str) -> None:
+    setup = '{{ $s := printf "%01000000d" 0 }}{{ $l := split "" $s }}'
+    error = error_of(setup + "{{ " + call + " }}")
+    assert f"result exceeds {MAX_OUTPUT} characters" in error
+
+
+def test_a_stopped_execution_ends_at_its_next_check() -> None:
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(TemplateError, match="render abandoned"):
+        Template("t", "{{ range 1000000000 }}{{ end }}").execute(limits=Limits(stop=stop))
+
+
+def test_custom_limits_apply() -> None:
+    with pytest.raises(TemplateError, match="exceeded the render budget of 100 steps"):
+        Template("t", "{{ range 1000 }}{{ end }}").execute(limits=Limits(steps=100))
+    with pytest.raises(TemplateError, match="rendered text exceeds 10 characters"):
+        Template("t", "{{ range 6 }}ab{{ end }}").execute(limits=Limits(output=10))
+
+
+# --------------------------------------------------------------------------- regexps
+
+CATASTROPHIC = "a" * 40 + "b"  # (a+)+$ backtracks 2^40 times in a backtracking engine
+
+
+def test_regex_match_is_linear_time() -> None:
+    outcome = render_isolated(f'{{{{ regexMatch "(a+)+$" "{CATASTROPHIC}" }}}}')
+    assert outcome.output == "false"
+    assert outcome.seconds < 5
+
+
+def test_regex_replace_all_is_linear_time() -> None:
+    outcome = render_isolated(f'{{{{ regexReplaceAll "(a+)+$" "x" "{CATASTROPHIC}" }}}}')
+    assert outcome.output == CATASTROPHIC
+    assert outcome.seconds < 5
+
+
+# --------------------------------------------------------------------------- off the loop
+
+
+def slow_template() -> CompiledTemplate:
+    """A render that is bounded but slow: most of the step budget."""
+    text = "{{ range 3000000 }}{{ end }}"
+    return CompiledTemplate(TemplateSpec(data=text, destination="local/slow"), text)
+
+
+async def test_a_slow_render_leaves_the_event_loop_free() -> None:
+    ticks = 0
+    finished = trio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not finished.is_set():
+            await trio.sleep(0.005)
+            ticks += 1
+
+    started = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(tick)
+        with trio.fail_after(CHILD_TIMEOUT):
+            render = await render_all([slow_template()], MemoryTemplateData(), {})
+        finished.set()
+    took = time.monotonic() - started
+    assert render.results[0].text == ""
+    # On the loop, the ticker would run once, after the render; in a thread it keeps ticking.
+    assert ticks >= 10, f"{ticks} ticks in {took:.2f} s"
+
+
+async def test_a_cancelled_render_returns_without_waiting_for_the_thread() -> None:
+    full = time.monotonic()
+    await render_all([slow_template()], MemoryTemplateData(), {})
+    full_seconds = time.monotonic() - full
+    started = time.monotonic()
+    with trio.move_on_after(0.05) as scope:
+        await render_all([slow_template()], MemoryTemplateData(), {})
+    took = time.monotonic() - started
+    assert scope.cancelled_caught
+    assert took < full_seconds / 2, f"cancel took {took:.2f} s, a render {full_seconds:.2f} s"
