@@ -59,8 +59,13 @@ class Outcome:
 def render_isolated(text: str) -> Outcome:
     """Render `text` in a memory- and time-limited child; fails the test on a crash."""
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, text, str(CHILD_MEMORY)],
-                              capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, text, str(CHILD_MEMORY)],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"the render did not finish in {CHILD_TIMEOUT} s")
     lines = proc.stdout.strip().splitlines()
@@ -82,38 +87,43 @@ def error_of(text: str) -> str:
 
 def test_an_integer_range_is_walked_lazily() -> None:
     # Go 1.22 ranges over an int without a slice; breaking early costs nothing.
-    text = ("{{ range $i := 1000000000 }}{{ if eq $i 3 }}{{ break }}{{ end }}{{ $i }}"
-            "{{ end }}")
+    text = "{{ range $i := 1000000000 }}{{ if eq $i 3 }}{{ break }}{{ end }}{{ $i }}{{ end }}"
     assert render_isolated(text).output == "012"
 
 
 def test_a_huge_range_ends_on_the_step_budget_naming_the_template() -> None:
     error = error_of("{{ range 1000000000 }}{{ end }}")
-    assert error.startswith('template: local/t.conf:1:')
+    assert error.startswith("template: local/t.conf:1:")
     assert f"exceeded the render budget of {MAX_STEPS} steps" in error
 
 
 # --------------------------------------------------------------------------- printf
 
 
-@pytest.mark.parametrize(("text", "want"), [
-    # A literal width past 10^6 makes Go's parsenum give up on the rest of the format.
-    ('{{ printf "%999999999d" 1 }}', "%!(NOVERB)%!(EXTRA int=1)"),
-    ('{{ printf "%*d" 999999999 1 }}', "%!(BADWIDTH)1"),
-    ('{{ printf "%*d" -999999999 1 }}', "%!(BADWIDTH)1"),
-    ('{{ printf "%.*f" 999999999 1.5 }}', "%!(BADPREC)1.500000"),
-    ('{{ printf "%.999999999f|" 1.5 }}', "%!(NOVERB)%!(EXTRA float64=1.5)"),
-])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # A literal width past 10^6 makes Go's parsenum give up on the rest of the format.
+        ('{{ printf "%999999999d" 1 }}', "%!(NOVERB)%!(EXTRA int=1)"),
+        ('{{ printf "%*d" 999999999 1 }}', "%!(BADWIDTH)1"),
+        ('{{ printf "%*d" -999999999 1 }}', "%!(BADWIDTH)1"),
+        ('{{ printf "%.*f" 999999999 1.5 }}', "%!(BADPREC)1.500000"),
+        ('{{ printf "%.999999999f|" 1.5 }}', "%!(NOVERB)%!(EXTRA float64=1.5)"),
+    ],
+)
 def test_printf_refuses_widths_and_precisions_beyond_a_million(text: str, want: str) -> None:
     assert render_isolated(text).output == want
 
 
-@pytest.mark.parametrize(("text", "want"), [
-    ('{{ printf "%*d|" 1000000 1 | len }}', "1000001"),  # 10^6 itself is allowed
-    ('{{ printf "%*d|" -3 1 }}', "1  |"),  # a negative width pads on the right
-    ('{{ printf "%.*d" -1 1 }}', "%!(BADPREC)1"),
-    ('{{ printf "%." 1 }}', "%!.(int=1)"),
-])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ('{{ printf "%*d|" 1000000 1 | len }}', "1000001"),  # 10^6 itself is allowed
+        ('{{ printf "%*d|" -3 1 }}', "1  |"),  # a negative width pads on the right
+        ('{{ printf "%.*d" -1 1 }}', "%!(BADPREC)1"),
+        ('{{ printf "%." 1 }}', "%!.(int=1)"),
+    ],
+)
 def test_printf_width_edges_as_go(text: str, want: str) -> None:
     assert Template("t", text).execute(None) == want
 
@@ -129,8 +139,11 @@ def test_printf_repeating_a_wide_verb_is_bounded() -> None:
 
 def doubling(levels: int) -> str:
     """Templates that each call the next twice: 2^levels calls."""
-    defs = "".join(f'{{{{ define "d{i}" }}}}{{{{ template "d{i + 1}" }}}}'
-                   f'{{{{ template "d{i + 1}" }}}}{{{{ end }}}}' for i in range(levels))
+    defs = "".join(
+        f'{{{{ define "d{i}" }}}}{{{{ template "d{i + 1}" }}}}'
+        f'{{{{ template "d{i + 1}" }}}}{{{{ end }}}}'
+        for i in range(levels)
+    )
     return defs + f'{{{{ define "d{levels}" }}}}x{{{{ end }}}}{{{{ template "d0" }}}}'
 
 
@@ -173,11 +186,14 @@ def test_a_string_doubled_in_a_variable_is_capped() -> None:
     assert f"exceeds {MAX_OUTPUT} characters" in error
 
 
-@pytest.mark.parametrize("call", [
-    "join $s $l",  # 10^6 pieces glued with 10^6 characters each
-    'replaceAll "" $s $s',  # the empty string matches between every character
-    'regexReplaceAll "" $s $s',
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "join $s $l",  # 10^6 pieces glued with 10^6 characters each
+        'replaceAll "" $s $s',  # the empty string matches between every character
+        'regexReplaceAll "" $s $s',
+    ],
+)
 def test_functions_that_multiply_their_inputs_refuse_before_allocating(call: str) -> None:
     setup = '{{ $s := printf "%01000000d" 0 }}{{ $l := split "" $s }}'
     error = error_of(setup + "{{ " + call + " }}")

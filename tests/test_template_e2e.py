@@ -87,6 +87,40 @@ async def test_task_waits_for_a_missing_variable(tmp_path: Path) -> None:
                 "greeting=late")
 
 
+def doubling(levels: int) -> str:
+    """Templates that each call the next twice: 2^levels calls, far over the step budget."""
+    defs = "".join(f'{{{{ define "d{i}" }}}}{{{{ template "d{i + 1}" }}}}'
+                   f'{{{{ template "d{i + 1}" }}}}{{{{ end }}}}' for i in range(levels))
+    return defs + f'{{{{ define "d{levels}" }}}}x{{{{ end }}}}{{{{ template "d0" }}}}'
+
+
+async def test_a_template_over_its_budget_fails_the_task_while_the_api_answers(
+        tmp_path: Path) -> None:
+    job = raw_job("web", "sleep 3600")
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Templates"] = [{
+        "EmbeddedTmpl": doubling(24), "DestPath": "local/x.conf"}]
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as agent:
+            c = agent.client
+            assert (await c.post("/v1/jobs", json=job)).status_code == 200
+            slowest = 0.0
+            while True:  # the render runs meanwhile, in a worker thread
+                started = trio.current_time()
+                allocs = (await c.get("/v1/job/web/allocations")).json()
+                slowest = max(slowest, trio.current_time() - started)
+                if allocs and allocs[0]["ClientStatus"] == "failed":
+                    break
+                await trio.sleep(0.02)
+            (failed,) = [e for e in await events_of(c, allocs[0]["ID"])
+                         if e["Type"] == "Task hook failed"]
+            assert failed["DisplayMessage"].startswith(
+                "template: Template failed: template: local/x.conf:1:")
+            assert "exceeded the render budget of 5000000 steps" in failed["DisplayMessage"]
+            assert not (task_dir(tmp_path, allocs[0]["ID"]) / "x.conf").exists()
+            # A render on the event loop would hold every request for its whole length.
+            assert slowest < 1.0, f"a request took {slowest:.2f} s during the render"
+
+
 async def test_agent_restart_reattaches_without_acting_then_keeps_watching(
         tmp_path: Path) -> None:
     with trio.fail_after(90):

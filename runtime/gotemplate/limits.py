@@ -44,4 +44,3 @@ class Limits:
     output: int = MAX_OUTPUT
     depth: int = MAX_DEPTH
     stop: threading.Event = field(default_factory=threading.Event)
-
