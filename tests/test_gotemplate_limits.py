@@ -19,7 +19,9 @@ from dataclasses import dataclass
 import pytest
 import trio
 
+from tests.test_gotemplate_consul import FakeLookups
 from yurt.runtime.gotemplate import Limits, Template, TemplateError
+from yurt.runtime.gotemplate.consul import consul_funcs
 from yurt.runtime.gotemplate.limits import MAX_OUTPUT, MAX_STEPS
 from yurt.runtime.structs.template import Template as TemplateSpec
 from yurt.runtime.templating.data import MemoryTemplateData
@@ -272,3 +274,26 @@ async def test_a_cancelled_render_returns_without_waiting_for_the_thread() -> No
     took = time.monotonic() - started
     assert scope.cancelled_caught
     assert took < full_seconds / 2, f"cancel took {took:.2f} s, a render {full_seconds:.2f} s"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "repl", "text", "want"),
+    [  # Go's own examples for ReplaceAllString, and Expand's edge cases
+        ("a(x*)b", "T", "-ab-axxb-", "-T-T-"),
+        ("a(x*)b", "$1", "-ab-axxb-", "--xx-"),
+        ("a(x*)b", "$1W", "-ab-axxb-", "---"),  # the group named "1W": empty
+        ("a(x*)b", "${1}W", "-ab-axxb-", "-W-xxW-"),
+        ("a(?P<n>x*)b", "${n}$$", "-ab-axxb-", "-$-xx$-"),
+        ("a(x*)b", "${1", "-ab-", "-${1-"),  # malformed: the `$` is text
+        ("a*", "-", "baaac", "-b-c-"),  # no empty match right after a match
+        ("x*", "-", "abc", "-a-b-c-"),
+    ],
+)
+def test_regex_replace_all_expands_as_go(pattern: str, repl: str, text: str, want: str) -> None:
+    funcs = consul_funcs({}, FakeLookups())
+    assert funcs["regexReplaceAll"](pattern, repl, text) == want
+
+
+def test_a_bad_pattern_reads_as_go() -> None:
+    with pytest.raises(TemplateError, match=r"error calling regexMatch: error parsing regexp: "):
+        Template("t", '{{ regexMatch "(" "x" }}', consul_funcs({}, FakeLookups())).execute()

@@ -341,3 +341,23 @@ async def test_a_rerender_that_fails_kills_and_fails_the_task(autojump_clock: Mo
         assert killing.fails_task
         assert tr.state.failed
         ar.destroy()
+
+
+async def test_a_template_over_its_budget_fails_the_task(autojump_clock: MockClock) -> None:
+    # Each template calls the next twice: 2^23 calls, over the five-million-step budget.
+    chain = "".join(f'{{{{ define \\"d{i}\\" }}}}{{{{ template \\"d{i + 1}\\" }}}}'
+                    f'{{{{ template \\"d{i + 1}\\" }}}}{{{{ end }}}}' for i in range(23))
+    template = (f'        data = "{chain}{{{{ define \\"d23\\" }}}}x{{{{ end }}}}'
+                '{{ template \\"d0\\" }}"\n'
+                '        destination = "local/x"')
+    async with harness() as h:
+        ar = h.start(job_alloc(job(template, restart='restart {\n        attempts = 0\n'
+                                                     '        mode = "fail"\n      }')))
+        tr = ar.task_runners["t"]
+        with trio.fail_after(60):
+            await until(ar, lambda a: a.client_status == "failed")
+        (failed,) = [e for e in tr.state.events if e.type == "Task hook failed"]
+        assert failed.display_message.startswith("template: Template failed: template: local/x:1:")
+        assert "exceeded the render budget of 5000000 steps" in failed.display_message
+        assert hook_of(tr).rendered == {}
+        ar.destroy()
