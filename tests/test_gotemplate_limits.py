@@ -297,3 +297,13 @@ def test_regex_replace_all_expands_as_go(pattern: str, repl: str, text: str, wan
 def test_a_bad_pattern_reads_as_go() -> None:
     with pytest.raises(TemplateError, match=r"error calling regexMatch: error parsing regexp: "):
         Template("t", '{{ regexMatch "(" "x" }}', consul_funcs({}, FakeLookups())).execute()
+
+
+async def test_a_tasks_templates_and_passes_share_one_budget() -> None:
+    # Each template alone is within the budget; three of them are not.
+    text = "{{ range 2000000 }}{{ end }}"
+    compiled = [
+        CompiledTemplate(TemplateSpec(data=text, destination=f"local/{i}"), text) for i in range(3)
+    ]
+    with pytest.raises(TemplateError, match=r"^template: local/2:1:.*exceeded the render budget"):
+        await render_all(compiled, MemoryTemplateData(), {})

@@ -97,7 +97,7 @@ class Executor:
         self.node: n.Node | None = None
         self.depth = 0
         self.limits = limits if limits is not None else Limits()
-        self.steps = 0
+        self.steps = self.limits.spent
         self.size = 0  # characters in `out`
         self._arity: dict[str, tuple[int, int | None]] = {}
 
@@ -149,7 +149,10 @@ class Executor:
     # -- statements ----------------------------------------------------------------------
     def run(self, tree: n.ListNode, dot: Any) -> str:
         self.push("$", dot)
-        self.walk(dot, tree)
+        try:
+            self.walk(dot, tree)
+        finally:
+            self.limits.spent = self.steps  # counted here, in a local, for speed
         return "".join(self.out)
 
     def walk(self, dot: Any, node: n.Node) -> None:

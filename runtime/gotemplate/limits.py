@@ -7,7 +7,7 @@ stall or exhaust the agent, so every execution carries a `Limits`:
 - `steps`: node evaluations (statements, pipelines, function calls). A render over 1000
   services with twenty actions each takes ~10^5; the default 5·10^6 is ~1-2 s of CPU here, so
   a doubling `define` chain, `range 1000000000` or a runaway loop ends as a template error
-  instead of spinning forever.
+  instead of spinning forever. The budget can be shared by several executions (`spent`).
 - `output`: characters the execution may print, and the size of any one string a function
   returns (4 MiB: 64 times Nomad's cap on a variable's items, `MAX_ITEMS_BYTES`, and far
   beyond any configuration file a task reads). Functions whose result can be a product of
@@ -38,9 +38,14 @@ FMT_MAX_NUMBER: Final = 1_000_000
 STOP_CHECK_EVERY: Final = 1 << 12
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Limits:
+    """The bounds of one render. `spent` carries the steps from one execution to the next,
+    so a caller that passes the same `Limits` to several executions (a task's templates,
+    over several passes) gives them one budget, not one each."""
+
     steps: int = MAX_STEPS
     output: int = MAX_OUTPUT
     depth: int = MAX_DEPTH
     stop: threading.Event = field(default_factory=threading.Event)
+    spent: int = 0

@@ -18,13 +18,15 @@ Off the event loop: templates are written by job submitters, so parsing and exec
 runs in a worker thread (`compile_all`, and each pass of `render_all`, one thread hop per
 pass for all of a task's templates), behind one `CapacityLimiter` per Trio run
 (`RENDERS_AT_ONCE`), so a slow render delays neither the agent's API nor other allocations.
-Each execution is bounded (`gotemplate.limits`: steps, output, nesting), so a thread always
-ends soon. A pass has no effect beyond its return value — every execution gets its own
-recorder and function table, and reads a snapshot nobody changes — which is what makes
-`abandon_on_cancel` safe: a cancelled render (a task killed mid-render) returns at once, and
-its thread, told to stop, ends at its next budget check. The caller may keep a render on the
-loop (`in_thread=False`: a runtime under a virtual clock, where a thread's real time would
-let the clock jump); the bounds hold there all the same.
+Every execution is bounded (`gotemplate.limits`: steps, output, nesting), and the step
+budget is the render's, shared by its templates and passes, so a thread ends soon however
+many templates a task has. A pass has no effect beyond its return value (and the step count
+of its own render) — every execution gets its own recorder and function table, and reads a
+snapshot nobody changes — which is what makes `abandon_on_cancel` safe: a cancelled render
+(a task killed mid-render) returns at once, and its thread, told to stop, ends at its next
+budget check. The caller may keep a render on the loop (`in_thread=False`: a runtime under a
+virtual clock, where a thread's real time would let the clock jump); the bounds hold there
+all the same.
 """
 
 from __future__ import annotations
@@ -212,18 +214,18 @@ def _render_limiter() -> trio.CapacityLimiter:
         return limiter
 
 
-async def _off_loop(fn: Callable[[threading.Event], _T], in_thread: bool) -> _T:
-    """`fn(stop)` in a render thread (or here, when not `in_thread`).
+async def _off_loop(fn: Callable[[], _T], stop: threading.Event, in_thread: bool) -> _T:
+    """`fn()` in a render thread (or here, when not `in_thread`).
 
     Cancelled, this returns at once (`abandon_on_cancel`: `fn` has no effect but its
-    result) and sets `stop`, so the abandoned thread ends at its next budget check.
+    result) and sets `stop`, which `fn` watches, so the abandoned thread ends at its next
+    budget check.
     """
-    stop = threading.Event()
     if not in_thread:
         await trio.lowlevel.checkpoint()
-        return fn(stop)
+        return fn()
     try:
-        return await trio.to_thread.run_sync(fn, stop, limiter=_render_limiter(),
+        return await trio.to_thread.run_sync(fn, limiter=_render_limiter(),
                                              abandon_on_cancel=True)
     finally:
         stop.set()
@@ -232,16 +234,17 @@ async def _off_loop(fn: Callable[[threading.Event], _T], in_thread: bool) -> _T:
 async def compile_all(sources: Sequence[tuple[Template, str]], *, namespace: str = "default",
                       region: str = "global", clock: Callable[[], float] = time.time,
                       in_thread: bool = True) -> list[CompiledTemplate]:
-    """Parse each (spec, text), in a render thread unless not `in_thread`.
+    """Parse each (spec, text), in a render thread unless not `in_thread` (parsing is linear
+    in the text, so it needs no budget).
 
     Raises:
         TemplateError: a template does not parse (the text names it).
     """
-    def parse_all(stop: threading.Event) -> list[CompiledTemplate]:
+    def parse_all() -> list[CompiledTemplate]:
         return [CompiledTemplate(spec, text, namespace=namespace, region=region, clock=clock)
                 for spec, text in sources]
 
-    return await _off_loop(parse_all, in_thread)
+    return await _off_loop(parse_all, threading.Event(), in_thread)
 
 
 async def fetch(data: TemplateData, deps: set[Dep] | frozenset[Dep]) -> Snapshot:
@@ -263,11 +266,11 @@ _Pass = list[tuple[Rendered, set[Dep], set[Dep]]]
 
 
 def _run_pass(templates: Sequence[CompiledTemplate], snap: Snapshot, env: dict[str, str],
-              stop: threading.Event) -> _Pass:
+              limits: Limits) -> _Pass:
     """One pass: each template's result, and what it used and found unfetched."""
     out: _Pass = []
     for tmpl in templates:
-        rendered, recorder = tmpl.execute(snap, env, Limits(stop=stop))
+        rendered, recorder = tmpl.execute(snap, env, limits)
         out.append((rendered, recorder.used, recorder.unfetched))
     return out
 
@@ -276,7 +279,8 @@ async def render_all(templates: Sequence[CompiledTemplate], data: TemplateData,
                      env: dict[str, str], snapshot: Snapshot | None = None, *,
                      in_thread: bool = True) -> Render:
     """Render every template, fetching what the passes discover; each pass runs in a render
-    thread unless not `in_thread`.
+    thread unless not `in_thread`. The render's templates and passes share one step budget
+    (`gotemplate.limits`); each template's text has its own output cap.
 
     Raises:
         TemplateError: a template failed to execute or exceeded its bounds (the text names
@@ -284,9 +288,12 @@ async def render_all(templates: Sequence[CompiledTemplate], data: TemplateData,
     """
     env = dict(env)
     snap: Snapshot = dict(snapshot or {})
+    # One budget for the whole render: every template, every pass.
+    limits = Limits()
     for _ in range(MAX_PASSES):
         # The pass reads `snap` while this task waits: `snap` is replaced, never changed.
-        outcome = await _off_loop(functools.partial(_run_pass, templates, snap, env), in_thread)
+        outcome = await _off_loop(functools.partial(_run_pass, templates, snap, env, limits),
+                                  limits.stop, in_thread)
         results = [rendered for rendered, _, _ in outcome]
         used: set[Dep] = set().union(*(u for _, u, _ in outcome))
         unfetched: set[Dep] = set().union(*(f for _, _, f in outcome))
