@@ -307,3 +307,35 @@ async def test_a_tasks_templates_and_passes_share_one_budget() -> None:
     ]
     with pytest.raises(TemplateError, match=r"^template: local/2:1:.*exceeded the render budget"):
         await render_all(compiled, MemoryTemplateData(), {})
+
+
+def test_integer_arithmetic_wraps_as_go_int64() -> None:
+    # Squaring 10 in a loop: Go wraps to 0 once 2^64 divides it; unbounded ints would need
+    # 2^64 digits.
+    text = "{{ $x := 10 }}{{ range 64 }}{{ $x = multiply $x $x }}{{ end }}{{ $x }}"
+    assert render_isolated(text).output == "0"
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("{{ 9223372036854775807 | add 1 }}", "-9223372036854775808"),
+        ("{{ -7 | divide 2 }}", "-3"),  # truncated toward zero, as Go divides
+        ("{{ 7 | divide -2 }}", "-3"),
+    ],
+)
+def test_integer_arithmetic_as_go(text: str, want: str) -> None:
+    assert Template("t", text, consul_funcs({}, FakeLookups())).execute() == want
+
+
+def test_parse_int_refuses_values_beyond_int64() -> None:
+    with pytest.raises(TemplateError, match='parsing "9223372036854775808": value out of range'):
+        Template(
+            "t", '{{ parseInt "9223372036854775808" }}', consul_funcs({}, FakeLookups())
+        ).execute()
+
+
+def test_printf_over_a_list_is_bounded_per_element() -> None:
+    setup = '{{ $l := parseJSON "[' + ",".join(["1.5"] * 1000) + ']" }}'
+    error = error_of(setup + '{{ printf "%.9999999f" $l }}')
+    assert f"formatted text exceeds {MAX_OUTPUT} characters" in error

@@ -277,9 +277,20 @@ def _b64decode(s: Any) -> str:
 
 def _parse_int(s: Any) -> int:
     try:
-        return int(want_str(s), 0)
+        value = int(want_str(s), 0)
     except ValueError:
         raise FuncError(f'strconv.ParseInt: parsing "{s}": invalid syntax') from None
+    if not -(1 << 63) <= value < 1 << 63:
+        raise FuncError(f'strconv.ParseInt: parsing "{s}": value out of range')
+    return value
+
+
+def _int64(value: Any) -> Any:
+    """Go's int64 arithmetic wraps; Python's ints grow without end, so that `$x = multiply
+    $x $x` in a loop would allocate gigabytes — wrap as Go does."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return ((value + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+    return value
 
 
 def _parse_float(s: Any) -> float:
@@ -302,7 +313,7 @@ def _arith(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def fn(b: Any, a: Any) -> Any:  # consul-template's math takes its operands reversed
         if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
             raise FuncError(f"unknown type for {sprint_value(a)!r} ({go_type(a)})")
-        return op(a, b)
+        return _int64(op(a, b))
 
     return fn
 
@@ -310,7 +321,10 @@ def _arith(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 def _divide(a: Any, b: Any) -> Any:
     if b == 0:
         raise FuncError("divide: division by 0")
-    return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+    if isinstance(a, int) and isinstance(b, int):
+        quotient = abs(a) // abs(b)  # Go's integer division truncates toward zero
+        return _int64(quotient if (a < 0) == (b < 0) else -quotient)
+    return a / b
 
 
 def _rendezvous(count: Any, key: Any, services: list[NomadService]) -> list[NomadService]:

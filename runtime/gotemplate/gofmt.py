@@ -180,7 +180,14 @@ def _pad(text: str, width: int, minus: bool, zero: bool) -> str:
 def _format_one(verb: str, arg: Any, flags: str, prec: int) -> str:
     plus, sharp, space = "+" in flags, "#" in flags, " " in flags
     if isinstance(arg, (list, tuple)) and verb not in "vTq" and not (verb in "xX" and not arg):
-        return "[" + " ".join(_format_one(verb, v, flags, prec) for v in arg) + "]"
+        elements: list[str] = []
+        size = 0
+        for v in arg:  # each element may be 10^7 wide: count before the list is joined
+            elements.append(_format_one(verb, v, flags, prec))
+            size += len(elements[-1]) + 1
+            if size > MAX_OUTPUT:
+                raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
+        return "[" + " ".join(elements) + "]"
     if verb == "v":
         if isinstance(arg, float) and prec >= 0:
             return format_float(arg, "g", prec)
