@@ -155,3 +155,10 @@ def test_consul_func_errors(text: str, want: str) -> None:
     with pytest.raises(TemplateError) as info:
         render(text)
     assert want in str(info.value)
+
+
+def test_to_json_of_a_struct_has_its_fields_only() -> None:
+    lookups = FakeLookups(variables={"nomad/a": {"k": "v"}})
+    text = render('{{ nomadVarList "nomad/" | toJSON }}', lookups)
+    assert text == ('[{"CreateIndex":0,"CreateTime":0,"ModifyIndex":0,"ModifyTime":0,'
+                    '"Namespace":"default","Path":"nomad/a"}]')

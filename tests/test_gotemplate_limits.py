@@ -339,3 +339,10 @@ def test_printf_over_a_list_is_bounded_per_element() -> None:
     setup = '{{ $l := parseJSON "[' + ",".join(["1.5"] * 1000) + ']" }}'
     error = error_of(setup + '{{ printf "%.9999999f" $l }}')
     assert f"formatted text exceeds {MAX_OUTPUT} characters" in error
+
+
+def test_pretty_json_of_a_deep_value_is_bounded() -> None:
+    # 300 levels deep, 30000 leaves at the bottom: each leaf is indented 600 spaces.
+    deep = "[" * 300 + ",".join(["1"] * 30000) + "]" * 300
+    error = error_of('{{ $v := parseJSON "' + deep + '" }}{{ toJSONPretty $v }}')
+    assert f"result exceeds {MAX_OUTPUT} characters" in error

@@ -22,6 +22,7 @@ run for hours. Functions whose result can be a product of their inputs (`join`, 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import re
@@ -126,8 +127,14 @@ def want_str(value: Any) -> str:
 # --------------------------------------------------------------------------- Go JSON
 
 
-def go_json(value: Any, indent: str | None = None, level: int = 0) -> str:
-    """encoding/json's Marshal: sorted map keys, Go float text, HTML-safe escapes."""
+def go_json(value: Any, indent: str | None = None, level: int = 0,
+            spent: list[int] | None = None) -> str:
+    """encoding/json's Marshal: sorted map keys, Go float text, HTML-safe escapes.
+
+    Indentation grows with depth, so pretty JSON of a deep value is a product of its size
+    and its depth: `spent` (one cell, shared down the recursion) counts the indentation
+    written, refused beyond `MAX_OUTPUT` before it is built.
+    """
     if value is None or value is NO_VALUE:
         return "null"
     if isinstance(value, bool):
@@ -145,25 +152,31 @@ def go_json(value: Any, indent: str | None = None, level: int = 0) -> str:
                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
             text = text.replace(ch, esc)
         return text
-    pad = inner = ""
-    if indent is not None:
-        pad, inner = "\n" + indent * level, "\n" + indent * (level + 1)
-    sep = ":" if indent is None else ": "
     if isinstance(value, NomadVarItem):
         value = {"Key": value.Key, "Value": value.Value}
+    pad = inner = ""
+    if indent is not None and isinstance(value, (list, tuple, dict)) and value:
+        pad, inner = "\n" + indent * level, "\n" + indent * (level + 1)
+        spent = spent if spent is not None else [0]
+        spent[0] += len(inner) * len(value) + len(pad)
+        check_size(spent[0])
+    sep = ":" if indent is None else ": "
     if isinstance(value, (list, tuple)):
         if not value:
             return "[]"
-        body = ",".join(inner + go_json(v, indent, level + 1) for v in value)
+        body = ",".join(inner + go_json(v, indent, level + 1, spent) for v in value)
         return "[" + body + pad + "]"
     if isinstance(value, dict):
         if not value:
             return "{}"
-        body = ",".join(inner + go_json(str(k), None) + sep + go_json(value[k], indent, level + 1)
+        body = ",".join(inner + go_json(str(k), None) + sep
+                        + go_json(value[k], indent, level + 1, spent)
                         for k in sorted(value, key=str))
         return "{" + body + pad + "}"
-    if hasattr(value, "__dataclass_fields__"):
-        return go_json({k: getattr(value, k) for k in value.__dataclass_fields__}, indent, level)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # dataclasses.fields, not __dataclass_fields__: that one lists GO_TYPE too.
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return go_json(fields, indent, level, spent)
     raise FuncError(f"json: unsupported type: {go_type(value)}")
 
 
