@@ -199,7 +199,23 @@ def test_a_string_doubled_in_a_variable_is_capped() -> None:
 def test_functions_that_multiply_their_inputs_refuse_before_allocating(call: str) -> None:
     setup = '{{ $s := printf "%01000000d" 0 }}{{ $l := split "" $s }}'
     error = error_of(setup + "{{ " + call + " }}")
-    assert f"result exceeds {MAX_OUTPUT} characters" in error
+    assert f"result exceeds {MAX_OUTPUT} " in error  # characters, or bytes for a regexp
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'replaceAll "0" "1" $s',  # C speed, but a megabyte each time
+        'regexReplaceAll "0" "1" $s',  # a Python loop per match
+    ],
+)
+def test_calls_are_charged_by_the_size_of_their_data(call: str) -> None:
+    # One step per call would allow millions of these; the data they touch is counted.
+    setup = '{{ $s := printf "%01000000d" 0 }}'
+    outcome = render_isolated(setup + "{{ range 1000 }}{{ $x := " + call + " }}{{ end }}")
+    assert outcome.error is not None
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < CHILD_TIMEOUT / 2
 
 
 def test_a_stopped_execution_ends_at_its_next_check() -> None:

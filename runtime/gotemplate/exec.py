@@ -11,7 +11,8 @@ What Go fixes and this follows:
 - `and`/`or` stop at the first deciding argument and return it (not a bool).
 Errors read `template: <name>:<line>:<col>: executing "<name>" at <<node>>: <msg>`.
 
-Bounds (see `limits`): every statement, pipeline and call is a step against `Limits.steps`;
+Bounds (see `limits`): every statement, pipeline and call is a step against `Limits.steps`,
+and a call also costs a step per `DATA_PER_STEP` characters of its arguments and result;
 printed text counts against `Limits.output`, and so does any one string a function returns;
 `range` walks its operand lazily (`range 1000000000` allocates nothing: the step budget ends
 it). Exceeding a bound is a `TemplateError` at the node that crossed it, like any Go error.
@@ -28,7 +29,7 @@ from typing import Any, Final, NoReturn
 
 from yurt.runtime.gotemplate import nodes as n
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, go_type, sprint_value
-from yurt.runtime.gotemplate.limits import STOP_CHECK_EVERY, Limits
+from yurt.runtime.gotemplate.limits import DATA_PER_STEP, STOP_CHECK_EVERY, Limits, charging
 from yurt.runtime.gotemplate.parse import TemplateError
 
 _NOFINAL: Final = object()
@@ -123,6 +124,12 @@ class Executor:
         if self.steps % STOP_CHECK_EVERY == 0 and self.limits.stop.is_set():
             self.errorf("render abandoned")
 
+    def charge(self, steps: int) -> None:
+        """Count work beyond one step (a function's, by the size of its data)."""
+        self.steps += steps
+        if self.steps > self.limits.steps:
+            self.errorf(f"exceeded the render budget of {self.limits.steps} steps")
+
     def emit(self, text: str) -> None:
         self.size += len(text)
         if self.size > self.limits.output:
@@ -150,9 +157,10 @@ class Executor:
     def run(self, tree: n.ListNode, dot: Any) -> str:
         self.push("$", dot)
         try:
-            self.walk(dot, tree)
+            with charging(self.charge):
+                self.walk(dot, tree)
         finally:
-            self.limits.spent = self.steps  # counted here, in a local, for speed
+            self.limits.spent = self.steps  # counted here, in an attribute, for speed
         return "".join(self.out)
 
     def walk(self, dot: Any, node: n.Node) -> None:
@@ -423,10 +431,18 @@ class Executor:
         except Exception as exc:  # Go recovers a function's panic into this error too
             self.node = node
             self.errorf(f"error calling {name}: {exc}")
+        self.node = node
         if isinstance(result, str) and len(result) > self.limits.output:
-            self.node = node
             self.errorf(f"error calling {name}: result exceeds {self.limits.output} characters")
+        weight = _weight(result) + sum(map(_weight, argv))
+        if weight >= DATA_PER_STEP:
+            self.charge(weight // DATA_PER_STEP)
         return result
+
+
+def _weight(value: Any) -> int:
+    """How much data a value is, for the budget: its length when it has one."""
+    return len(value) if isinstance(value, (str, bytes, list, tuple, dict)) else 0
 
 
 def _sorted_keys(value: dict[Any, Any]) -> list[Any]:

@@ -12,8 +12,9 @@ and `(?<n>)`), so patterns pass through unchanged; what differs is done here:
 - empty matches follow Go: none right after a previous match, and the scan always advances;
 - a compile error reads as Go's "error parsing regexp: …" (RE2's own wording after it).
 
-The replacement's size is checked while it is built (`limits.MAX_OUTPUT`), since an empty
-pattern over a long text repeats the replacement once per character.
+The replacement's UTF-8 size is checked while it is built (`limits.MAX_OUTPUT`), since an empty
+pattern over a long text repeats the replacement once per character; each match is charged to
+the running execution's step budget, since the loop over matches runs in Python.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from typing import Any, Final
 
 import re2  # type: ignore[import-untyped]
 
-from yurt.runtime.gotemplate.limits import MAX_OUTPUT
+from yurt.runtime.gotemplate.limits import MAX_OUTPUT, charge
+
+#: What one match of `replace_all_string`'s Python loop costs, in evaluator steps (~2 µs).
+MATCH_STEPS: Final = 10
 
 #: Compiled patterns kept (a pattern in a `range` body compiles once). RE2 bounds each
 #: program's memory (`max_mem`, 8 MiB by default), so the cache is bounded too.
@@ -80,26 +84,26 @@ def _group_number(name: str) -> int:
     return int(name) if len(name) <= 8 else -1
 
 
-def _expand(template: str, match: Any, names: dict[str, int], groups: int) -> str:
-    """Go's `Regexp.Expand` of `template` for one match."""
-    out: list[str] = []
+def _expand(template: str, match: Any, names: dict[str, int], groups: int) -> bytes:
+    """Go's `Regexp.Expand` of `template` for one match (of a UTF-8 text)."""
+    out: list[bytes] = []
     i = 0
     while True:
         j = template.find("$", i)
         if j < 0:
-            out.append(template[i:])
-            return "".join(out)
-        out.append(template[i:j])
+            out.append(template[i:].encode())
+            return b"".join(out)
+        out.append(template[i:j].encode())
         i = j + 1
         if template.startswith("$", i):
-            out.append("$")
+            out.append(b"$")
             i += 1
             continue
         brace = template.startswith("{", i)
         start = i + brace
         end = _name_end(template, start)
         if end == start or (brace and not template.startswith("}", end)):
-            out.append("$")  # malformed: the `$` is text
+            out.append(b"$")  # malformed: the `$` is text
             continue
         name = template[start:end]
         i = end + brace
@@ -107,38 +111,52 @@ def _expand(template: str, match: Any, names: dict[str, int], groups: int) -> st
         if num < 0:
             num = names.get(name, -1)
         if 0 <= num <= groups:
-            out.append(match.group(num) or "")
+            out.append(match.group(num) or b"")
+
+
+def _rune_width(data: bytes, i: int) -> int:
+    """The length of the UTF-8 sequence starting at `i` (1 at the end, as Go steps)."""
+    if i >= len(data):
+        return 1
+    lead = data[i]
+    return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
 
 
 def replace_all_string(pattern: str, repl: str, text: str, limit: int = MAX_OUTPUT) -> str:
-    """Go's `Regexp.ReplaceAllString`.
+    """Go's `Regexp.ReplaceAllString`, over the text's UTF-8 bytes as Go works.
+
+    Bytes, not str: the wrapper re-encodes a str text on every search, which made this loop
+    quadratic; one encoding up front keeps it linear.
 
     Raises:
-        RegexpError: a bad pattern, or a result longer than `limit` characters.
+        RegexpError: a bad pattern, or a result longer than `limit` bytes.
     """
     rx = compile_go(pattern)
     names: dict[str, int] = dict(rx.groupindex)
     groups: int = rx.groups
-    literal = "$" not in repl
-    out: list[str] = []
+    src = text.encode()
+    literal = repl.encode() if "$" not in repl else None
+    out: list[bytes] = []
     size = 0
     last_end = 0
     pos = 0
-    while pos <= len(text):
-        m = rx.search(text, pos)
+    while pos <= len(src):
+        m = rx.search(src, pos)
         if m is None:
             break
+        charge(MATCH_STEPS)  # a match per character would otherwise be free
         start, end = m.span()
-        pieces = [text[last_end:start]]
+        pieces = [src[last_end:start]]
         # No replacement for an empty match right after the previous one (Go's rule, so a
         # pattern matching both empty and non-empty strings replaces once).
         if end > last_end or start == 0:
-            pieces.append(repl if literal else _expand(repl, m, names, groups))
+            pieces.append(literal if literal is not None else _expand(repl, m, names, groups))
         size += sum(map(len, pieces))
         if size > limit:
-            raise RegexpError(f"result exceeds {limit} characters")
+            raise RegexpError(f"result exceeds {limit} bytes")
         out += pieces
         last_end = end
-        pos = end if end > pos else pos + 1  # always advance at least one character
-    out.append(text[last_end:])
-    return "".join(out)
+        # Always advance, by at least one character (Go's rule for empty matches).
+        pos = max(end, pos + _rune_width(src, pos))
+    out.append(src[last_end:])
+    return b"".join(out).decode()

@@ -8,11 +8,15 @@ stall or exhaust the agent, so every execution carries a `Limits`:
   services with twenty actions each takes ~10^5; the default 5·10^6 is ~1-2 s of CPU here, so
   a doubling `define` chain, `range 1000000000` or a runaway loop ends as a template error
   instead of spinning forever. The budget can be shared by several executions (`spent`).
+  A function's work grows with its data, which one step per call would not see: the
+  evaluator charges one step per `DATA_PER_STEP` characters (or elements) a call takes and
+  returns, and a function whose work is not linear at C speed charges its own (`charge`:
+  `regexReplaceAll` runs a Python loop per match).
 - `output`: characters the execution may print, and the size of any one string a function
   returns (4 MiB: 64 times Nomad's cap on a variable's items, `MAX_ITEMS_BYTES`, and far
   beyond any configuration file a task reads). Functions whose result can be a product of
-  their inputs (`join`, `replaceAll`, `regexReplaceAll`, `printf`) check the size before
-  they build it, so the cap bounds memory and not only the file.
+  their inputs (`join`, `replaceAll`, `regexReplaceAll`, `printf`, `toJSONPretty`) check the
+  size before they build it, so the cap bounds memory and not only the file.
 - `depth`: nested `{{template}}` calls. Go allows 100000 (`maxExecDepth`); Python's stack
   does not, so the cap is 100, and deeper Python recursion (nesting inside one template) is
   turned into a template error rather than a RecursionError.
@@ -26,6 +30,8 @@ rule, kept in `gofmt` with the same constant.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -36,6 +42,11 @@ MAX_DEPTH: Final = 100
 FMT_MAX_NUMBER: Final = 1_000_000
 #: How many steps pass between two looks at `stop` (a cheap power of two).
 STOP_CHECK_EVERY: Final = 1 << 12
+#: Characters (or elements) of a call's arguments and result that count as one step: C-speed
+#: string work is a few ns a character, a step ~0.2 µs, so this overcharges, on purpose.
+DATA_PER_STEP: Final = 16
+
+_running = threading.local()
 
 
 @dataclass(slots=True)
@@ -49,3 +60,26 @@ class Limits:
     depth: int = MAX_DEPTH
     stop: threading.Event = field(default_factory=threading.Event)
     spent: int = 0
+
+
+def charge(steps: int) -> None:
+    """Count `steps` of a function's work against the execution running on this thread
+    (none: nothing to count against, as when a function is called outside a template).
+
+    Raises:
+        TemplateError: the execution's budget is spent (raised by the execution).
+    """
+    hook: Callable[[int], None] | None = getattr(_running, "charge", None)
+    if hook is not None:
+        hook(steps)
+
+
+@contextmanager
+def charging(hook: Callable[[int], None]) -> Iterator[None]:
+    """Make `hook` what `charge` calls on this thread, for the duration (an execution)."""
+    previous = getattr(_running, "charge", None)
+    _running.charge = hook
+    try:
+        yield
+    finally:
+        _running.charge = previous
