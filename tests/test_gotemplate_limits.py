@@ -362,3 +362,10 @@ def test_pretty_json_of_a_deep_value_is_bounded() -> None:
     deep = "[" * 300 + ",".join(["1"] * 30000) + "]" * 300
     error = error_of('{{ $v := parseJSON "' + deep + '" }}{{ toJSONPretty $v }}')
     assert f"result exceeds {MAX_OUTPUT} characters" in error
+
+
+def test_an_integer_literal_beyond_uint64_is_a_parse_error() -> None:
+    # Python would keep a 16000-bit int, which then fails to print with a ValueError.
+    with pytest.raises(TemplateError, match="illegal number syntax"):
+        Template("t", "{{ 0x" + "f" * 4000 + " }}")
+    assert Template("t", "{{ 18446744073709551615 }}").execute() == "18446744073709551615"

@@ -67,9 +67,18 @@ def number_value(item: Item) -> int | float:
     lowered = clean.lower().lstrip("+-")
     is_hex = lowered.startswith("0x")
     if is_hex and "p" not in lowered and "." not in lowered:
-        return int(clean, 16)
+        return _int64_or_uint64(int(clean, 16), text)
     if not is_hex and not any(c in lowered for c in ".ep"):
         if len(lowered) > 1 and lowered[0] == "0" and lowered[1] not in "ob":
-            return int(clean.replace("0", "0o", 1) if clean[0] == "0" else clean, 0)
-        return int(clean, 0)
+            return _int64_or_uint64(
+                int(clean.replace("0", "0o", 1) if clean[0] == "0" else clean, 0), text)
+        return _int64_or_uint64(int(clean, 0), text)
     return float.fromhex(clean) if is_hex else float(clean)
+
+
+def _int64_or_uint64(value: int, text: str) -> int:
+    """Go reads an integer literal as an int64 or a uint64 and refuses a larger one (which
+    Python would keep, as a number that may not even print)."""
+    if not -(1 << 63) <= value < 1 << 64:
+        raise ValueError(text)
+    return value
