@@ -19,6 +19,7 @@ import pytest
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.errors import JobSpecError
+from yurt.runtime.goregexp import GoRegexpError
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.feasible import (
     MAX_PATTERN,
@@ -29,7 +30,6 @@ from yurt.runtime.server.feasible import (
     filter_reason,
     meets,
 )
-from yurt.runtime.server.goregexp import GoRegexpError
 from yurt.runtime.server.scheduler import schedule
 from yurt.runtime.server.versions import (
     MAX_TEXT as MAX_VERSION_TEXT,

@@ -22,8 +22,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-import re2  # type: ignore[import-untyped]
-
+from yurt.runtime.goregexp import GoRegexpError, compile_re2
 from yurt.runtime.gotemplate.limits import MAX_OUTPUT, charge
 
 #: What one match of `replace_all_string`'s Python loop costs, in evaluator steps (~2 µs).
@@ -38,15 +37,6 @@ class RegexpError(Exception):
     """A pattern that does not compile, or a result beyond the size bound."""
 
 
-def _options() -> Any:
-    options = re2.Options()
-    options.log_errors = False  # RE2 would print each bad pattern on the agent's stderr
-    return options
-
-
-_OPTIONS: Final = _options()
-
-
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def compile_go(pattern: str) -> Any:
     """The compiled pattern (RE2 with Go's defaults).
@@ -55,12 +45,9 @@ def compile_go(pattern: str) -> Any:
         RegexpError: the pattern is not valid RE2 syntax.
     """
     try:
-        return re2.compile(pattern, _OPTIONS)
-    except re2.error as e:
-        detail = e.args[0] if e.args else ""
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        raise RegexpError(f"error parsing regexp: {detail}") from None
+        return compile_re2(pattern)
+    except GoRegexpError as e:
+        raise RegexpError(str(e)) from None
 
 
 def match_string(pattern: str, text: str) -> bool:

@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from yurt.runtime.goregexp import GoRegexpError
 from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.server.feasible import compile_regexp
-from yurt.runtime.server.goregexp import GoRegexpError
 from yurt.runtime.server.versions import VersionError, semver_constraint, version_constraint
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.constraint import (

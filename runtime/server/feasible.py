@@ -44,7 +44,7 @@ from typing import Final
 
 import msgspec
 
-from yurt.runtime.server.goregexp import GoRegexp, GoRegexpError, go_error
+from yurt.runtime.goregexp import GoRegexp, GoRegexpError, go_error
 from yurt.runtime.server.versions import go_int, satisfies
 from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
 from yurt.runtime.structs.constraint import (

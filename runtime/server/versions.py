@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
-from yurt.runtime.server.goregexp import GoRegexp
+from yurt.runtime.goregexp import GoRegexp
 
 _INT64_MAX: Final = (1 << 63) - 1
 #: The longest version or constraint text parsed.

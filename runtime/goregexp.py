@@ -1,4 +1,5 @@
-"""Go's `regexp`, as Nomad's scheduler and go-version use it: RE2, through google-re2.
+"""Go's `regexp`, as Nomad's scheduler, go-version and the template functions use it: RE2,
+through google-re2.
 
 Why not Python's `re`: the patterns and texts matched here come from jobs (a `regexp`
 constraint's pattern and, through a literal or `${meta.*}`, its value; version strings and
@@ -21,7 +22,7 @@ nothing here logs (RE2's own error log is off: an error is the caller's to repor
 
 from __future__ import annotations
 
-from typing import Final, Protocol, cast, final
+from typing import Any, Final, Protocol, cast, final
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
@@ -66,6 +67,22 @@ def _translate(error: Exception) -> GoRegexpError:
     return go_error(_GO_CODES.get(code, code), text)
 
 
+def compile_re2(pattern: str, *, captures: bool = True) -> Any:
+    """The raw RE2 program for `pattern`, for callers that walk matches themselves (the
+    template functions); `captures=False` compiles it for yes/no matching only.
+
+    Raises:
+        GoRegexpError: Go's regexp.Compile refuses `pattern` (Go's wording).
+    """
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print each bad pattern on the agent's stderr
+    options.never_capture = not captures
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as e:
+        raise _translate(e) from None
+
+
 @final
 class GoRegexp:
     """One compiled pattern. `captures=False` (the default) compiles it for yes/no matching
@@ -79,13 +96,7 @@ class GoRegexp:
         Raises:
             GoRegexpError: Go's regexp.Compile refuses `pattern`.
         """
-        options = re2.Options()
-        options.log_errors = False
-        options.never_capture = not captures
-        try:
-            self._compiled = cast(_Compiled, re2.compile(pattern, options))
-        except re2.error as e:
-            raise _translate(e) from None
+        self._compiled = cast(_Compiled, compile_re2(pattern, captures=captures))
         self.pattern = pattern
 
     def search(self, text: str) -> bool:
