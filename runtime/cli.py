@@ -229,13 +229,23 @@ def alloc_status(alloc_id: str, json_output: bool) -> None:
 @alloc.command("logs")
 @click.argument("alloc_id", metavar="ALLOC")
 @click.argument("task", required=False)
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new output.")
+@click.option("-f", "--follow", is_flag=True,
+              help="Keep printing new output until the allocation is over.")
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
-def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> None:
+@click.option("--all", "all_streams", is_flag=True,
+              help="Show stdout and stderr together (with -f, line by line as they come).")
+@click.option("--tail", is_flag=True, help="Only the end: the last 10 lines unless -n or -c.")
+@click.option("-n", "--lines", type=int, default=None, metavar="N",
+              help="The last N lines (implies --tail).")
+@click.option("-c", "--bytes", "nbytes", type=int, default=None, metavar="BYTES",
+              help="The last BYTES bytes (implies --tail).")
+def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool,
+               all_streams: bool, tail: bool, lines: int | None, nbytes: int | None) -> None:
     """Print a task's output (the only task's, if the allocation has one)."""
-    from yurt.runtime import cli_remote
+    from yurt.runtime import cli_logs
 
-    cli_remote.alloc_logs(alloc_id, task, follow, stderr)
+    cli_logs.alloc_logs(alloc_id, task, follow=follow, stderr=stderr, all_streams=all_streams,
+                        tail=tail, lines=lines, nbytes=nbytes)
 
 
 @alloc.command("restart")

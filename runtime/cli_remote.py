@@ -300,25 +300,6 @@ def _only_task(client: httpx2.Client, alloc_id: str, task: str | None) -> tuple[
     return alloc["ID"], tasks[0]
 
 
-def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> None:
-    with api() as client:
-        full_id, task_name = _only_task(client, alloc_id, task)
-        params = {"task": task_name, "type": "stderr" if stderr else "stdout", "plain": "true",
-                  "follow": "true" if follow else "false"}
-        try:
-            with client.stream("GET", f"/v1/client/fs/logs/{full_id}", params=params,
-                               timeout=None) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    _fail(response.text.strip(), EXIT_USAGE if response.status_code == 400
-                          else EXIT_FAILED)
-                for chunk in response.iter_bytes():
-                    sys.stdout.buffer.write(chunk)
-                    sys.stdout.buffer.flush()
-        except KeyboardInterrupt:
-            return
-
-
 def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
     with api() as client:
         body = {"TaskName": task or "", "AllTasks": all_tasks}
