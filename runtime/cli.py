@@ -182,13 +182,17 @@ def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
 
 @job.command("run")
 @click.argument("file", metavar="FILE")
-@click.option("--detach", is_flag=True, help="Return once the job is registered.")
+@click.option("--detach", is_flag=True,
+              help="Return once the job is registered, printing the evaluation ID.")
 @_json_flag
 def job_run(file: str, detach: bool, json_output: bool) -> None:
-    """Register a job with the agent at $YURT_ADDR and wait for its allocations."""
-    from yurt.runtime import cli_remote
+    """Register a job with the agent at $YURT_ADDR and wait for its allocations.
 
-    cli_remote.job_run(file, detach, json_output)
+    A job that cannot be placed prints why (Nomad's placement failure) and exits 2.
+    """
+    from yurt.runtime import cli_jobrun
+
+    cli_jobrun.job_run(file, detach, json_output)
 
 
 @job.command("stop")
@@ -205,10 +209,10 @@ def job_stop(job_id: str, json_output: bool) -> None:
 @click.argument("job_id", metavar="[JOB]", required=False)
 @_json_flag
 def job_status(job_id: str | None, json_output: bool) -> None:
-    """List jobs, or show one job and its allocations."""
-    from yurt.runtime import cli_remote
+    """List jobs, or show one job, its placement failures and its allocations."""
+    from yurt.runtime import cli_jobrun
 
-    cli_remote.job_status(job_id, json_output)
+    cli_jobrun.job_status(job_id, json_output)
 
 
 @cli.group()

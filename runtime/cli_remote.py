@@ -115,67 +115,6 @@ def _event_time(ns: int) -> str:
 # --------------------------------------------------------------------------- job
 
 
-def job_run(path: str, detach: bool, json_output: bool) -> None:
-    from yurt.runtime.errors import JobSpecError
-    from yurt.runtime.jobspec import encode_job, load_job
-
-    try:
-        job = load_job(path)
-    except JobSpecError as e:
-        click.echo(e.render(), err=True)
-        sys.exit(EXIT_USAGE)
-    with api() as client:
-        result = call(client, "POST", "/v1/jobs", content=encode_job(job))
-        if json_output and detach:
-            emit_json(result)
-            return
-        from yurt.runtime.cli_jobs import placement_failure
-
-        # A group that cannot be placed ends the run with Nomad's explanation (its blocked
-        # evaluation places it once capacity frees up), not with a wait for nothing.
-        ev = call(client, "GET", f"/v1/evaluation/{result['EvalID']}") if result.get(
-            "EvalID") else {}
-        explanation = placement_failure(ev)
-        if explanation:
-            click.echo(explanation, err=True)
-            sys.exit(EXIT_USAGE)
-        if result.get("Warnings"):
-            click.echo(f"warning: {result['Warnings']}", err=True)
-        if detach:
-            click.echo(f'Job "{job.id}" registered (evaluation {result["EvalID"]})')
-            return
-        if job.periodic is not None or (job.parameterized is not None and not job.dispatched):
-            # Nothing of its own runs: its children do (periodic launches, dispatches).
-            click.echo("Job registration successful")
-            if job.periodic is not None:
-                click.echo(f'Periodic job: children launch on "{", ".join(job.periodic.specs())}" '
-                           f"({job.periodic.time_zone}); `yurt job periodic force {job.id}` "
-                           "launches one now")
-            else:
-                click.echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
-            return
-        out = console()
-        out.print(f'==> Job "{job.id}" registered; waiting for its allocations')
-        deadline = time.monotonic() + 60
-        while True:
-            allocs = [a for a in call(client, "GET", f"/v1/job/{job.id}/allocations")
-                      if a["DesiredStatus"] == "run"]
-            settled = allocs and all(
-                a["ClientStatus"] in ("complete", "failed")
-                or (job.type == "service" and a["ClientStatus"] == "running") for a in allocs)
-            if settled or time.monotonic() > deadline:
-                break
-            time.sleep(0.25)
-        if json_output:
-            emit_json(allocs)
-        else:
-            out.print(alloc_table(allocs))
-        if not allocs or any(a["ClientStatus"] == "failed" for a in allocs):
-            sys.exit(EXIT_FAILED)
-        if not settled:
-            _fail("allocations did not settle within 60s; see `yurt job status`")
-
-
 def job_stop(job_id: str, json_output: bool) -> None:
     with api() as client:
         result = call(client, "DELETE", f"/v1/job/{job_id}")
@@ -184,32 +123,6 @@ def job_stop(job_id: str, json_output: bool) -> None:
     else:
         click.echo(f'Job "{job_id}" stopped')
 
-
-def job_status(job_id: str | None, json_output: bool) -> None:
-    with api() as client:
-        if job_id is None:
-            jobs = call(client, "GET", "/v1/jobs")
-            if json_output:
-                emit_json(jobs)
-                return
-            table = Table(title="Jobs", title_justify="left")
-            for col in ("ID", "Type", "Priority", "Status", "Submitted"):
-                table.add_column(col)
-            for j in jobs:
-                table.add_row(j["ID"], j["Type"], str(j["Priority"]),
-                              "stopped" if j["Stop"] else j["Status"], _ago(j["SubmitTime"]))
-            console().print(table)
-            return
-        job = call(client, "GET", f"/v1/job/{job_id}")
-        allocs = call(client, "GET", f"/v1/job/{job_id}/allocations")
-    if json_output:
-        emit_json({"Job": job, "Allocations": allocs})
-        return
-    out = console()
-    out.print(f"ID       = {job['ID']}\nType     = {job['Type']}\nPriority = {job['Priority']}"
-              f"\nStatus   = {'stopped' if job['Stop'] else job['Status']}"
-              f"\nVersion  = {job['Version']}")
-    out.print(alloc_table(allocs))
 
 
 # --------------------------------------------------------------------------- alloc

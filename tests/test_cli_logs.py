@@ -7,18 +7,14 @@ through the API, never slept for.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent, wait_status
+from tests.cli_proc_support import spawned, yurt
 from yurt.runtime.cli_logs import (
     BYTES_PER_LINE,
     MAX_WINDOW,
@@ -29,35 +25,6 @@ from yurt.runtime.cli_logs import (
     request,
     window_holds,
 )
-
-YURT = str(Path(sys.executable).parent / "yurt")
-
-
-def env_for(address: str) -> dict[str, str]:
-    return {**os.environ, "YURT_ADDR": address}
-
-
-async def yurt(address: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return await trio.run_process(
-        [YURT, *args], capture_stdout=True, capture_stderr=True, check=False, env=env_for(address)
-    )
-
-
-@asynccontextmanager
-async def spawned(address: str, *args: str) -> AsyncIterator[trio.Process]:
-    """`yurt <args>` with stdout and stderr piped; killed if still running at the end, and
-    always waited for."""
-    proc = await trio.lowlevel.open_process(
-        [YURT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_for(address)
-    )
-    try:
-        yield proc
-    finally:
-        if proc.returncode is None:
-            with trio.move_on_after(10):
-                await proc.wait()
-            proc.kill()
-        await proc.wait()
 
 
 async def wait_output(a: Running, alloc_id: str, want: bytes, stream: str = "stdout") -> None:
