@@ -15,7 +15,6 @@ import resource
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -145,31 +144,22 @@ def parse(file: str) -> None:
 @cli.command()
 @click.argument("jobfile", metavar="JOBFILE")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the state database lives (default: a temporary directory).")
+              help="Where the state and the allocation directories live (default: a new "
+                   "temporary directory, kept and named at the start and the end).")
 @click.option("--json", "json_output", is_flag=True,
               help="Print NDJSON event-stream records instead of human output.")
-def run(jobfile: str, data_dir: Path | None, json_output: bool) -> None:
-    """Run a job in the foreground on an embedded agent, printing what happens.
+@click.option("-q", "--quiet", is_flag=True, help="Do not show the tasks' output.")
+def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
+    """Run a job in the foreground on an embedded agent, printing what happens and each
+    task's output, line by line behind the task's name.
 
     A batch job returns when every allocation has finished: exit 0 if all are complete,
-    1 otherwise. A service job runs until Ctrl-C or SIGTERM, then stops its allocations
-    gracefully (poststop tasks run). Invalid job files exit 2.
+    1 otherwise. A service job runs until Ctrl-C, SIGTERM or SIGHUP, then stops its
+    allocations gracefully (poststop tasks run). Invalid job files exit 2.
     """
-    from yurt.runtime.foreground import run_job
-    from yurt.runtime.jobspec import load_job
+    from yurt.runtime import cli_run
 
-    try:
-        parsed = load_job(jobfile)
-    except JobSpecError as e:
-        click.echo(e.render(), err=True)
-        sys.exit(EXIT_USAGE)
-    raise_open_files_limit()
-    try:
-        status = trio.run(partial(run_job, parsed, data_dir=data_dir, json_output=json_output))
-    except StateError as e:
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(EXIT_FAILED)
-    sys.exit(status)
+    cli_run.run(jobfile, data_dir, json_output, quiet)
 
 
 # --------------------------------------------------------------------------- remote verbs
