@@ -70,7 +70,7 @@ from yurt.runtime.drivers.rawexec import RawExecDriver
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from yurt.runtime.eventstream import EventBroker, Record, Subscription, encode_record
 from yurt.runtime.fingerprint import fingerprint_node
-from yurt.runtime.foreground_logs import TaskOutput, follow_task_output
+from yurt.runtime.foreground_logs import TaskFollower, TaskOutput
 from yurt.runtime.server import deploymentwatcher
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent, is_client_terminal
@@ -84,6 +84,8 @@ STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How long the task-output followers get to print the last lines once every task is done
 #: (they need one reader poll; the rest is margin for a slow stdout).
 OUTPUT_DRAIN: Final = 5.0
+#: How long the event printer waits for a task's output to catch up before its event.
+CATCH_UP_BOUND: Final = 0.25
 
 
 @dataclass
@@ -126,6 +128,8 @@ class _HumanPrinter:
     names: dict[str, str] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
     shown: float = 0.0  # the latest offset printed: lines never go back in time
+    # Task output followers by (allocation ID, task): caught up before a task's event.
+    followers: dict[tuple[str, str], TaskFollower] = field(default_factory=dict)
 
     def offset(self, unix_seconds: float) -> float:
         self.shown = max(self.shown, unix_seconds - self.started)
@@ -139,6 +143,10 @@ class _HumanPrinter:
                 payload = event.payload
                 ev: TaskEvent = payload["Event"]
                 name = self.names.get(payload["AllocID"], payload["AllocID"][:8])
+                follower = self.followers.get((payload["AllocID"], payload["Task"]))
+                if follower is not None:  # its output up to now comes first
+                    with trio.move_on_after(CATCH_UP_BOUND):
+                        await follower.catch_up()
                 offset = self.offset(ev.time / 1e9)
                 await self.out.write(f"{offset:8.3f}s  {name:<24} {payload['Task']:<14} "
                                      f"{ev.type:<20} {ev.display_message}\n")
@@ -351,7 +359,10 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output, json_ou
         # so after the tasks they get a bounded while to print the last lines.
         followers, followed = trio.CancelScope(), trio.Event()
         outputs = [] if json_output or quiet else _task_outputs(client, placed, bool(resumed))
-        nursery.start_soon(_follow_outputs, followers, followed, outputs, out.write)
+        tails = [TaskFollower(output) for output in outputs]
+        if isinstance(printer, _HumanPrinter):
+            printer.followers = {(t.source.alloc_id, t.source.task): t for t in tails}
+        nursery.start_soon(_follow_outputs, followers, followed, tails, out.write)
 
         with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async with trio.open_nursery() as waiting:
@@ -422,21 +433,21 @@ def _task_outputs(client: Client, placed: list[Allocation], resumed: bool) -> li
             def finished(tr: TaskRunner = tr, runner: AllocRunner = runner) -> bool:
                 return tr.done.is_set() or runner.wait_done.is_set()
 
-            outputs.append(TaskOutput(label, runner.alloc_dir.logs, name, finished,
+            outputs.append(TaskOutput(label, alloc.id, runner.alloc_dir.logs, name, finished,
                                       origin="end" if resumed else "start"))
     return outputs
 
 
 async def _follow_outputs(scope: trio.CancelScope, followed: trio.Event,
-                          outputs: list[TaskOutput],
+                          tails: list[TaskFollower],
                           write: Callable[[str], Awaitable[None]]) -> None:
     """Follow every task's output under `scope` (the caller bounds or cancels it); set
     `followed` once all of it is printed or given up."""
-    width = max((len(o.label) for o in outputs), default=0)
+    width = max((len(t.source.label) for t in tails), default=0)
     try:
         with scope:
             async with trio.open_nursery() as nursery:
-                for output in outputs:
-                    nursery.start_soon(follow_task_output, output, width, write)
+                for tail in tails:
+                    nursery.start_soon(tail.run, width, write)
     finally:
         followed.set()

@@ -214,3 +214,26 @@ def test_a_closed_stdout_does_not_stop_the_run(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_tasks_output_comes_before_its_end(tmp_path: Path) -> None:
+    tasks = "\n".join(
+        f"""    task "t{i}" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args = ["-c", "echo last words of t{i}"]
+      }}
+    }}"""
+        for i in range(4)
+    )
+    job = write_job(tmp_path, f'job "order" {{\n  type = "batch"\n  group "g" {{\n{tasks}\n}}\n}}')
+    out = run(job)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for i in range(4):
+        said = lines.index(f"t{i} | last words of t{i}")
+        ended = next(
+            n for n, line in enumerate(lines) if re.search(rf"\bt{i}\s+Terminated\b", line)
+        )
+        assert said < ended, out.stdout

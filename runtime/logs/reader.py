@@ -18,7 +18,7 @@ never exposes a file from elsewhere, and a planted FIFO never blocks a reader th
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -77,12 +77,16 @@ def _read(path: Path, offset: int) -> bytes:
 
 async def read_log(logs_dir: Path, task: str, stream: str, *, offset: int = 0,
                    origin: str = "start", follow: bool = False,
-                   finished: Callable[[], bool] | None = None
+                   finished: Callable[[], bool] | None = None,
+                   idle: Callable[[], Awaitable[None]] | None = None
                    ) -> AsyncGenerator[Chunk, None]:
     """Yield the stream's bytes from the requested position (see the module docstring).
 
     Args:
         finished: while following, True once nothing more will be written to the stream.
+        idle: while following, awaited at the end of what is written so far, before the
+            next look (default: sleep `POLL`); a follower that must catch up on demand
+            returns early.
     """
     sizes = await trio.to_thread.run_sync(_files, logs_dir, task, stream)
     index, position = start_position(sizes, offset, origin)
@@ -109,4 +113,7 @@ async def read_log(logs_dir: Path, task: str, stream: str, *, offset: int = 0,
         if finished is not None and finished():
             final_read = True  # read once more: the last chunk may have landed since
             continue
-        await trio.sleep(POLL)
+        if idle is not None:
+            await idle()
+        else:
+            await trio.sleep(POLL)
