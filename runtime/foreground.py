@@ -156,8 +156,8 @@ class _HumanPrinter:
                 previous = self.statuses.get(alloc.id)
                 if alloc.client_status != previous:
                     self.statuses[alloc.id] = alloc.client_status
-                    offset = self.offset(alloc.modify_time / 1e9 if alloc.modify_time
-                                         else time.time())
+                    # Seen now: the client does not stamp its status changes.
+                    offset = self.offset(time.time())
                     await self.out.write(f"{offset:8.3f}s  {alloc.name:<24} allocation is "
                                          f"{alloc.client_status}: {alloc.client_description}\n")
 
@@ -219,8 +219,8 @@ def where_note(root: Path, *, temporary: bool, allocs: list[Allocation], end: bo
     if temporary:
         lines.append(f"==> {root} is a new temporary directory, kept after the run"
                      if not end else
-                     f"==> {root} is kept: `yurt run JOBFILE --data-dir {root}` resumes "
-                     f"there, `rm -rf {root}` removes it")
+                     f"==> {root} is kept (state and task logs): `yurt run JOBFILE "
+                     f"--data-dir {root}` reuses it, `rm -rf {root}` removes it")
     return "".join(f"{line}\n" for line in lines)
 
 

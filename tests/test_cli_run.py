@@ -80,7 +80,7 @@ def test_names_its_directory_at_start_and_end_and_keeps_it(tmp_path: Path) -> No
     ), lines[1]
     assert lines[2] == f"==> {kept} is a new temporary directory, kept after the run"
     assert lines[-3:-1] == lines[0:2]  # named again at the end
-    assert f"`yurt run JOBFILE --data-dir {kept}` resumes" in lines[-1]
+    assert f"`yurt run JOBFILE --data-dir {kept}` reuses it" in lines[-1]
     assert state.is_file()
     alloc_dir = Path(lines[1].split(": ", 1)[1].split(" ")[0])
     assert (alloc_dir / "alloc" / "logs" / "writer.stdout.0").read_text() == (
