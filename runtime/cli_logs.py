@@ -34,7 +34,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
@@ -98,6 +98,35 @@ def request(
         lines = DEFAULT_TAIL_LINES
     streams = STREAMS if all_streams else ("stderr",) if stderr else ("stdout",)
     return LogsRequest(streams, follow, lines, nbytes)
+
+
+def only_task(alloc: dict[str, Any]) -> str:
+    """The allocation's task when its group has one (Nomad's `lookupAllocTask`). Pure.
+
+    Raises:
+        LogsError: several tasks, listed as Nomad lists them (exit 2).
+    """
+    group = next(
+        (
+            g
+            for g in ((alloc.get("Job") or {}).get("TaskGroups") or [])
+            if g.get("Name") == alloc.get("TaskGroup")
+        ),
+        None,
+    )
+    names = (
+        [t["Name"] for t in group.get("Tasks") or []]
+        if group is not None
+        else sorted(alloc.get("TaskStates") or {})
+    )
+    if len(names) == 1:
+        return str(names[0])
+    listed = "".join(f"  * {name}\n" for name in names)
+    raise LogsError(
+        f'Allocation "{alloc["ID"][:8]}" is running the following tasks:\n'
+        f"{listed}\nPlease specify the task.",
+        EXIT_USAGE,
+    )
 
 
 def last_lines(data: bytes, n: int) -> bytes:
@@ -200,7 +229,13 @@ def alloc_logs(
         click.echo(f"yurt: {e}", err=True)
         sys.exit(e.code)
     with cli_remote.api() as client:
-        full_id, task_name = cli_remote._only_task(client, alloc_id, task)
+        alloc = cli_remote.call(client, "GET", f"/v1/allocation/{alloc_id}")
+    full_id = alloc["ID"]
+    try:
+        task_name = task or only_task(alloc)
+    except LogsError as e:
+        click.echo(f"yurt: {e}", err=True)
+        sys.exit(e.code)
     addr = os.environ.get("YURT_ADDR", cli_remote.DEFAULT_ADDR)
     token = cli_remote.client_token()
     headers = {"X-Nomad-Token": token} if token else {}

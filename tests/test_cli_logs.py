@@ -22,6 +22,7 @@ from yurt.runtime.cli_logs import (
     LogsError,
     LogsRequest,
     last_lines,
+    only_task,
     request,
     window_holds,
 )
@@ -210,3 +211,18 @@ async def test_a_closed_pipe_ends_quietly_with_0(tmp_path: Path) -> None:
                     errors = b"".join([chunk async for chunk in head.stderr])
                 assert head.returncode == 0
                 assert errors == b""
+
+
+def test_the_only_task_or_nomads_list_of_them() -> None:
+    def alloc(*tasks: str) -> dict[str, object]:
+        group = {"Name": "g", "Tasks": [{"Name": t} for t in tasks]}
+        return {"ID": "0123456789abcdef", "TaskGroup": "g", "Job": {"TaskGroups": [group]}}
+
+    assert only_task(alloc("web")) == "web"
+    with pytest.raises(LogsError) as caught:
+        only_task(alloc("web", "sidecar"))
+    assert caught.value.code == 2
+    assert str(caught.value) == (
+        'Allocation "01234567" is running the following tasks:\n'
+        "  * web\n  * sidecar\n\nPlease specify the task."
+    )
