@@ -7,7 +7,9 @@ through the API, never slept for.
 
 from __future__ import annotations
 
+import os
 import signal
+import uuid
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import trio
 
 from tests.agent_support import Running, raw_job, running_agent, wait_status
 from tests.cli_proc_support import spawned, yurt
+from tests.proc_support import processes_with_env
 from yurt.runtime.cli_logs import (
     BYTES_PER_LINE,
     MAX_WINDOW,
@@ -226,3 +229,27 @@ def test_the_only_task_or_nomads_list_of_them() -> None:
         'Allocation "01234567" is running the following tasks:\n'
         "  * web\n  * sidecar\n\nPlease specify the task."
     )
+
+
+async def test_an_agent_that_stops_breaks_the_follow_off(tmp_path: Path) -> None:
+    # The agent stops, its tasks keep running (not dev mode): the follow has not seen the end
+    # of the allocation and must say so (exit 1), not end as if the output were complete.
+    job_id = f"kept-{uuid.uuid4().hex[:8]}"
+    try:
+        with trio.fail_after(30):
+            async with running_agent(tmp_path, dev_mode=False) as a:
+                alloc_id = await started(a, job_id, TICKER)
+                await wait_output(a, alloc_id, b"line 3\n")
+                async with spawned(a.address, "alloc", "logs", "-f", alloc_id) as follow:
+                    assert follow.stdout is not None
+                    assert follow.stderr is not None
+                    seen = b""
+                    while b"line 5\n" not in seen:
+                        seen += await follow.stdout.receive_some()
+                    a.agent.stop()
+                    errors = b"".join([chunk async for chunk in follow.stderr])
+            assert follow.returncode == 1
+            assert b"broke off the log stream" in errors
+    finally:
+        for pid in processes_with_env(NOMAD_JOB_ID=job_id):
+            os.kill(pid, signal.SIGKILL)
