@@ -15,7 +15,6 @@ from __future__ import annotations
 import resource
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +33,6 @@ from yurt.runtime.errors import (
     EXIT_OK,
     EXIT_USAGE,
     JobSpecError,
-    StateError,
 )
 
 if TYPE_CHECKING:
@@ -149,33 +147,22 @@ def parse(file: str) -> None:
 @cli.command()
 @click.argument("jobfile", metavar="JOBFILE")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the state database lives (default: a temporary directory).")
+              help="Where the state and the allocation directories live (default: a new "
+                   "temporary directory, kept and named at the start and the end).")
 @click.option("--json", "json_output", is_flag=True,
               help="Print NDJSON event-stream records instead of human output.")
-def run(jobfile: str, data_dir: Path | None, json_output: bool) -> None:
-    """Run a job in the foreground on an embedded agent, printing what happens.
+@click.option("-q", "--quiet", is_flag=True, help="Do not show the tasks' output.")
+def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
+    """Run a job in the foreground on an embedded agent, printing what happens and each
+    task's output, line by line behind the task's name.
 
     A batch job returns when every allocation has finished: exit 0 if all are complete,
-    1 otherwise. A service job runs until Ctrl-C or SIGTERM, then stops its allocations
-    gracefully (poststop tasks run). Invalid job files exit 2.
+    1 otherwise. A service job runs until Ctrl-C, SIGTERM or SIGHUP, then stops its
+    allocations gracefully (poststop tasks run). Invalid job files exit 2.
     """
-    import trio
+    from yurt.runtime import cli_run
 
-    from yurt.runtime.foreground import run_job
-    from yurt.runtime.jobspec import load_job
-
-    try:
-        parsed = load_job(jobfile)
-    except JobSpecError as e:
-        click.echo(e.render(), err=True)
-        sys.exit(EXIT_USAGE)
-    raise_open_files_limit()
-    try:
-        status = trio.run(partial(run_job, parsed, data_dir=data_dir, json_output=json_output))
-    except StateError as e:
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(EXIT_FAILED)
-    sys.exit(status)
+    cli_run.run(jobfile, data_dir, json_output, quiet)
 
 
 # --------------------------------------------------------------------------- remote verbs
@@ -188,13 +175,17 @@ def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
 
 @job.command("run")
 @click.argument("file", metavar="FILE")
-@click.option("--detach", is_flag=True, help="Return once the job is registered.")
+@click.option("--detach", is_flag=True,
+              help="Return once the job is registered, printing the evaluation ID.")
 @_json_flag
 def job_run(file: str, detach: bool, json_output: bool) -> None:
-    """Register a job with the agent at $YURT_ADDR and wait for its allocations."""
-    from yurt.runtime import cli_remote
+    """Register a job with the agent at $YURT_ADDR and wait for its allocations.
 
-    cli_remote.job_run(file, detach, json_output)
+    A job that cannot be placed prints why (Nomad's placement failure) and exits 2.
+    """
+    from yurt.runtime import cli_jobrun
+
+    cli_jobrun.job_run(file, detach, json_output)
 
 
 @job.command("stop")
@@ -211,10 +202,11 @@ def job_stop(job_id: str, json_output: bool) -> None:
 @click.argument("job_id", metavar="[JOB]", required=False)
 @output_options
 def job_status(job_id: str | None, json_output: bool, template: str) -> None:
-    """List jobs, or show one job (an ID or a unique prefix of one) and its allocations."""
-    from yurt.runtime import cli_remote
+    """List jobs, or show one job (an ID or a unique prefix of one), its placement failures
+    and its allocations."""
+    from yurt.runtime import cli_jobrun
 
-    cli_remote.job_status(job_id, json_output, template)
+    cli_jobrun.job_status(job_id, json_output, template)
 
 
 @cli.group()
@@ -235,13 +227,23 @@ def alloc_status(alloc_id: str, json_output: bool, template: str) -> None:
 @alloc.command("logs")
 @click.argument("alloc_id", metavar="ALLOC")
 @click.argument("task", required=False)
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new output.")
+@click.option("-f", "--follow", is_flag=True,
+              help="Keep printing new output until the allocation is over.")
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
-def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> None:
+@click.option("--all", "all_streams", is_flag=True,
+              help="Show stdout and stderr together (with -f, line by line as they come).")
+@click.option("--tail", is_flag=True, help="Only the end: the last 10 lines unless -n or -c.")
+@click.option("-n", "--lines", type=int, default=None, metavar="N",
+              help="The last N lines (implies --tail).")
+@click.option("-c", "--bytes", "nbytes", type=int, default=None, metavar="BYTES",
+              help="The last BYTES bytes (implies --tail).")
+def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool,
+               all_streams: bool, tail: bool, lines: int | None, nbytes: int | None) -> None:
     """Print a task's output (the only task's, if the allocation has one)."""
-    from yurt.runtime import cli_remote
+    from yurt.runtime import cli_logs
 
-    cli_remote.alloc_logs(alloc_id, task, follow, stderr)
+    cli_logs.alloc_logs(alloc_id, task, follow=follow, stderr=stderr, all_streams=all_streams,
+                        tail=tail, lines=lines, nbytes=nbytes)
 
 
 @alloc.command("restart")

@@ -30,30 +30,9 @@ def _submit_date(unix_ns: int) -> str:
 def placement_failure(ev: dict[str, Any]) -> str:
     """Nomad's explanation of an evaluation that could not place everything ("" if it did):
     the failed groups and what was exhausted, and the blocked evaluation left waiting."""
-    failed = ev.get("FailedTGAllocs") or {}
-    if not failed:
-        return ""
-    lines = [f'==> Evaluation "{ev["ID"][:8]}" finished with status "{ev["Status"]}" but '
-             "failed to place all allocations:"]
-    for group, metric in sorted(failed.items()):
-        count = 1 + metric.get("CoalescedFailures", 0)
-        noun = "allocation" if count == 1 else "allocations"
-        lines.append(f'    Task Group "{group}" (failed to place {count} {noun}):')
-        if metric.get("NodesEvaluated", 0) == 0:
-            lines.append("      * No nodes were eligible for evaluation")
-        for dc, available in sorted((metric.get("NodesAvailable") or {}).items()):
-            if available == 0:
-                lines.append(f'      * No nodes are available in datacenter "{dc}"')
-        for reason, n in sorted((metric.get("ConstraintFiltered") or {}).items()):
-            lines.append(f'      * Constraint "{reason}": {n} nodes excluded by filter')
-        if metric.get("NodesExhausted"):
-            lines.append(f"      * Resources exhausted on {metric['NodesExhausted']} nodes")
-        for dim, n in sorted((metric.get("DimensionExhausted") or {}).items()):
-            lines.append(f'      * Dimension "{dim}" exhausted on {n} nodes')
-    if ev.get("BlockedEval"):
-        lines.append(f'    Evaluation "{ev["BlockedEval"][:8]}" waiting for additional '
-                     "capacity to place remainder")
-    return "\n".join(lines)
+    from yurt.runtime.cli_jobrun import evaluation_failures
+
+    return evaluation_failures(ev)
 
 
 def _load(path: str) -> Any:

@@ -222,67 +222,6 @@ def resolve_alloc(client: Client, prefix: str) -> str:
 # --------------------------------------------------------------------------- job
 
 
-def job_run(path: str, detach: bool, json_output: bool) -> None:
-    from yurt.runtime.errors import JobSpecError
-    from yurt.runtime.jobspec import encode_job, load_job
-
-    try:
-        job = load_job(path)
-    except JobSpecError as e:
-        click.echo(e.render(), err=True)
-        sys.exit(EXIT_USAGE)
-    with api() as client:
-        result = call(client, "POST", "/v1/jobs", content=encode_job(job))
-        if json_output and detach:
-            emit_json(result)
-            return
-        from yurt.runtime.cli_jobs import placement_failure
-
-        # A group that cannot be placed ends the run with Nomad's explanation (its blocked
-        # evaluation places it once capacity frees up), not with a wait for nothing.
-        ev = call(client, "GET", f"/v1/evaluation/{result['EvalID']}") if result.get(
-            "EvalID") else {}
-        explanation = placement_failure(ev)
-        if explanation:
-            click.echo(explanation, err=True)
-            sys.exit(EXIT_USAGE)
-        if result.get("Warnings"):
-            click.echo(f"warning: {result['Warnings']}", err=True)
-        if detach:
-            click.echo(f'Job "{job.id}" registered (evaluation {result["EvalID"]})')
-            return
-        if job.periodic is not None or (job.parameterized is not None and not job.dispatched):
-            # Nothing of its own runs: its children do (periodic launches, dispatches).
-            click.echo("Job registration successful")
-            if job.periodic is not None:
-                click.echo(f'Periodic job: children launch on "{", ".join(job.periodic.specs())}" '
-                           f"({job.periodic.time_zone}); `yurt job periodic force {job.id}` "
-                           "launches one now")
-            else:
-                click.echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
-            return
-        out = console()
-        out.print(f'==> Job "{job.id}" registered; waiting for its allocations')
-        deadline = time.monotonic() + 60
-        while True:
-            allocs = [a for a in call(client, "GET", f"/v1/job/{job.id}/allocations")
-                      if a["DesiredStatus"] == "run"]
-            settled = allocs and all(
-                a["ClientStatus"] in ("complete", "failed")
-                or (job.type == "service" and a["ClientStatus"] == "running") for a in allocs)
-            if settled or time.monotonic() > deadline:
-                break
-            time.sleep(0.25)
-        if json_output:
-            emit_json(allocs)
-        else:
-            out.print(alloc_table(allocs))
-        if not allocs or any(a["ClientStatus"] == "failed" for a in allocs):
-            sys.exit(EXIT_FAILED)
-        if not settled:
-            _fail("allocations did not settle within 60s; see `yurt job status`")
-
-
 def job_stop(job_id: str, json_output: bool) -> None:
     with api() as client:
         job_id = resolve_job(client, job_id)
@@ -300,27 +239,6 @@ def print_jobs(jobs: list[dict[str, Any]]) -> None:
         return
     print_table(JOB_HEADER, job_list_rows(jobs), id_columns=())
 
-
-def job_status(job_id: str | None, json_output: bool, template: str = "") -> None:
-    check_format(json_output, template)
-    with api() as client:
-        if job_id is None:
-            jobs = call(client, "GET", "/v1/jobs")
-            emit(jobs, json_output, template, lambda: print_jobs(jobs))
-            return
-        job_id = resolve_job(client, job_id)
-        job = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}")
-        allocs = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/allocations")
-
-    def human() -> None:
-        click.echo(format_kv([("ID", job["ID"]), ("Type", job["Type"]),
-                              ("Priority", str(job["Priority"])),
-                              ("Status", "stopped" if job["Stop"] else job["Status"]),
-                              ("Version", str(job["Version"]))]))
-        click.echo()
-        print_allocs(allocs)
-
-    emit({"Job": job, "Allocations": allocs}, json_output, template, human)
 
 
 # --------------------------------------------------------------------------- alloc
@@ -396,25 +314,6 @@ def _only_task(client: Client, alloc_id: str, task: str | None) -> tuple[str, st
     if len(tasks) != 1:
         _fail(f"allocation has tasks {', '.join(tasks)}: name one", EXIT_USAGE)
     return alloc["ID"], tasks[0]
-
-
-def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool) -> None:
-    with api() as client:
-        full_id, task_name = _only_task(client, alloc_id, task)
-        params = {"task": task_name, "type": "stderr" if stderr else "stdout", "plain": "true",
-                  "follow": "true" if follow else "false"}
-        try:
-            with client.stream("GET", f"/v1/client/fs/logs/{full_id}", params=params,
-                               timeout=None) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    _fail(response.text.strip(), EXIT_USAGE if response.status_code == 400
-                          else EXIT_FAILED)
-                for chunk in response.iter_bytes():
-                    sys.stdout.buffer.write(chunk)
-                    sys.stdout.buffer.flush()
-        except KeyboardInterrupt:
-            return
 
 
 def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:

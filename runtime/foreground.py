@@ -1,9 +1,27 @@
 """`yurt run`: one job, in the foreground, on an embedded agent and server.
 
 Like `nomad agent -dev` plus `nomad job run`: the job is registered with an embedded local
-server, its allocations run on an embedded client with a real SQLite state file (in
-`--data-dir`, or a temporary directory removed on exit), and what happens is printed as it
-happens, for humans or, with `--json`, as NDJSON event-stream records a program can follow.
+server, its allocations run on an embedded client with a real SQLite state file, and what
+happens is printed as it happens, for humans or, with `--json`, as NDJSON event-stream records
+a program can follow. Humans also see every task's output as it comes, each line behind the
+task's name (`docker compose up` style, runtime/foreground_logs.py; `--quiet` hides it).
+
+Where things are: in `--data-dir`, or else in a new temporary directory that is kept after
+the run. The state file and the allocation directories are printed when the run starts and
+again when it ends (to stdout for humans; to stderr with `--json`, which keeps stdout to
+records). Keeping the directory is the point: the task logs and the state are there to read
+after the run, and a run killed so hard that it could not stop its tasks (SIGKILL) leaves
+them running in a directory that was named, which `--data-dir` resumes. Rejected: removing
+the temporary directory on exit, which loses the logs and, after a SIGKILL, hides where the
+remaining tasks run.
+
+Every signal that ends a terminal session stops the tasks: SIGINT, SIGTERM and SIGHUP (a
+closed terminal) all start the graceful stop below. A stdout that goes away (`| head`) does
+not end the run: further output is dropped, the tasks run to their end.
+
+Human output is in time order: each line carries the time since the start at which what it
+reports happened, and a line never shows an earlier time than the line above it (an event
+stamped before one printed earlier shows the earlier line's time).
 
 Resuming: on a data dir that holds unfinished allocations of the same job (an earlier `yurt
 run` was killed), they are re-attached instead of placing new ones: running tasks keep their
@@ -30,19 +48,21 @@ import io
 import math
 import os
 import signal
+import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import msgspec
 import trio
 from rich.console import Console
 from rich.table import Table
 
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from yurt.runtime.client import Client
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.drivers.protocol import Driver, reconcile_drivers
@@ -50,22 +70,42 @@ from yurt.runtime.drivers.rawexec import RawExecDriver
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from yurt.runtime.eventstream import EventBroker, Record, Subscription, encode_record
 from yurt.runtime.fingerprint import fingerprint_node
+from yurt.runtime.foreground_logs import TaskFollower, TaskOutput
 from yurt.runtime.server import deploymentwatcher
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent, is_client_terminal
 from yurt.runtime.taskrunner.events import datetime_of
+from yurt.runtime.taskrunner.runner import TaskRunner
 from yurt.store import open_state_db
 from yurt.store.protocol import SavedTask, StateDB
+
+#: Signals that stop the run gracefully (a second one gives up at once).
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: How long the task-output followers get to print the last lines once every task is done
+#: (they need one reader poll; the rest is margin for a slow stdout).
+OUTPUT_DRAIN: Final = 5.0
+#: How long the event printer waits for a task's output to catch up before its event.
+CATCH_UP_BOUND: Final = 0.25
 
 
 @dataclass
 class _Output:
-    """Async stdout writes (a dup of fd 1, non-blocking while we run)."""
+    """Async stdout writes (a dup of fd 1, non-blocking while we run), one writer at a time
+    (the event printer and the task-output followers share it). A reader that went away
+    makes later writes no-ops: the run goes on without an audience."""
 
     stream: trio.lowlevel.FdStream
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    gone: bool = False
 
     async def write(self, text: str) -> None:
-        await self.stream.send_all(text.encode())
+        async with self.lock:
+            if self.gone:
+                return
+            try:
+                await self.stream.send_all(text.encode())
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                self.gone = True
 
 
 @asynccontextmanager
@@ -87,6 +127,13 @@ class _HumanPrinter:
     started: float = field(default_factory=time.time)
     names: dict[str, str] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
+    shown: float = 0.0  # the latest offset printed: lines never go back in time
+    # Task output followers by (allocation ID, task): caught up before a task's event.
+    followers: dict[tuple[str, str], TaskFollower] = field(default_factory=dict)
+
+    def offset(self, unix_seconds: float) -> float:
+        self.shown = max(self.shown, unix_seconds - self.started)
+        return self.shown
 
     async def print(self, record: Record) -> None:
         if record.lost:
@@ -96,7 +143,11 @@ class _HumanPrinter:
                 payload = event.payload
                 ev: TaskEvent = payload["Event"]
                 name = self.names.get(payload["AllocID"], payload["AllocID"][:8])
-                offset = ev.time / 1e9 - self.started
+                follower = self.followers.get((payload["AllocID"], payload["Task"]))
+                if follower is not None:  # its output up to now comes first
+                    with trio.move_on_after(CATCH_UP_BOUND):
+                        await follower.catch_up()
+                offset = self.offset(ev.time / 1e9)
                 await self.out.write(f"{offset:8.3f}s  {name:<24} {payload['Task']:<14} "
                                      f"{ev.type:<20} {ev.display_message}\n")
             elif event.topic == "Allocation":
@@ -105,7 +156,8 @@ class _HumanPrinter:
                 previous = self.statuses.get(alloc.id)
                 if alloc.client_status != previous:
                     self.statuses[alloc.id] = alloc.client_status
-                    offset = time.time() - self.started
+                    # Seen now: the client does not stamp its status changes.
+                    offset = self.offset(time.time())
                     await self.out.write(f"{offset:8.3f}s  {alloc.name:<24} allocation is "
                                          f"{alloc.client_status}: {alloc.client_description}\n")
 
@@ -150,13 +202,51 @@ async def _print_records(subscription: Subscription, printer: _HumanPrinter | _J
         await printer.print(record)
 
 
-async def run_job(job: Job, *, data_dir: Path | None, json_output: bool) -> int:
+def state_file(root: Path) -> Path:
+    """Where `open_state_db(root / "state")` keeps the state."""
+    return root / "state" / "state.db"
+
+
+def where_note(root: Path, *, temporary: bool, allocs: list[Allocation], end: bool) -> str:
+    """The lines that say where the run keeps its state and its allocations. Pure."""
+    lines = [f"==> state file: {state_file(root)}"]
+    alloc_root = root / "alloc"
+    if allocs:
+        lines += [f"==> allocation {a.name} ({a.id[:8]}): {alloc_root / a.id} "
+                  "(task logs in alloc/logs)" for a in allocs]
+    else:
+        lines.append(f"==> allocation directories: {alloc_root}")
+    if temporary:
+        lines.append(f"==> {root} is a new temporary directory, kept after the run"
+                     if not end else
+                     f"==> {root} is kept (state and task logs): `yurt run JOBFILE "
+                     f"--data-dir {root}` reuses it, `rm -rf {root}` removes it")
+    return "".join(f"{line}\n" for line in lines)
+
+
+async def run_job(job: Job, *, data_dir: Path | None, json_output: bool,
+                  quiet: bool = False) -> int:
     """Run `job` to its end (see the module docstring) and return the exit status."""
-    with tempfile.TemporaryDirectory(prefix="yurt-run-") as tmp:
-        root = data_dir if data_dir is not None else Path(tmp)
-        async with open_state_db(root / "state") as db, _open_stdout() as out:
-            return await _run(job, db=db, alloc_root=root / "alloc", out=out,
-                              json_output=json_output)
+    temporary = data_dir is None
+    root = (Path(tempfile.mkdtemp(prefix="yurt-run-")) if data_dir is None
+            else data_dir).absolute()
+    async with open_state_db(root / "state") as db, _open_stdout() as out:
+
+        async def note(text: str) -> None:
+            if json_output:  # stdout carries records only
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            else:
+                await out.write(text)
+
+        async def announce(placed: list[Allocation]) -> None:
+            await note(where_note(root, temporary=temporary, allocs=placed, end=False))
+
+        status, allocs = await _run(job, db=db, alloc_root=root / "alloc", out=out,
+                                    json_output=json_output, quiet=quiet, note=note,
+                                    announce=announce)
+        await note(where_note(root, temporary=temporary, allocs=allocs, end=True))
+        return status
 
 
 async def _resumable(db: StateDB, job: Job
@@ -201,8 +291,10 @@ async def _report_health(server: LocalServer,
             current, deployment_status=alloc.deployment_status)])
 
 
-async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
-               json_output: bool) -> int:
+async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output, json_output: bool,
+               quiet: bool, note: Callable[[str], Awaitable[None]],
+               announce: Callable[[list[Allocation]], Awaitable[None]]
+               ) -> tuple[int, list[Allocation]]:
     broker = EventBroker()
     subscription = broker.subscribe()
     printer: _HumanPrinter | _JsonPrinter = (_JsonPrinter(out) if json_output
@@ -246,8 +338,11 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
             registration = await server.register_job(job)
             placed = registration.placed
             for group, why in registration.failed.items():
-                await out.write(f"group {group!r} not placed: {why}\n")
+                await note(f"group {group!r} not placed: {why}\n")
                 unplaced = True
+        # Where everything is, before any task starts: a run killed from here on leaves its
+        # tasks in a directory that was named.
+        await announce(placed)
         for alloc in placed:
             if isinstance(printer, _HumanPrinter):
                 printer.names[alloc.id] = alloc.name
@@ -260,7 +355,16 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
             # allocations (other jobs' tasks in this data dir are not this run's to judge).
             await reconcile_drivers(drivers.values(), alloc_root, [a.id for a in resumed])
 
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        # Task output: the followers end by themselves once their task's output is complete,
+        # so after the tasks they get a bounded while to print the last lines.
+        followers, followed = trio.CancelScope(), trio.Event()
+        outputs = [] if json_output or quiet else _task_outputs(client, placed, bool(resumed))
+        tails = [TaskFollower(output) for output in outputs]
+        if isinstance(printer, _HumanPrinter):
+            printer.followers = {(t.source.alloc_id, t.source.task): t for t in tails}
+        nursery.start_soon(_follow_outputs, followers, followed, tails, out.write)
+
+        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async with trio.open_nursery() as waiting:
 
                 async def finish() -> None:
@@ -289,6 +393,11 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
             if interrupted and not finished:
                 forced = True
 
+        if forced:
+            followers.cancel()
+        else:
+            followers.deadline = trio.current_time() + OUTPUT_DRAIN
+            await followed.wait()
         final = [runner.client_alloc() for runner in client.runners.values()]
         if not forced:
             broker.close()
@@ -301,10 +410,44 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output,
         # Giving up must not leave orphans behind: kill what runs, at once.
         killed = raw_exec.kill_all()
         if killed:
-            await out.write(f"killed {killed} task(s) without waiting\n")
-        return EXIT_INTERRUPTED
+            await note(f"killed {killed} task(s) without waiting\n")
+        return EXIT_INTERRUPTED, final
     if unplaced or any(a.client_status == "failed" for a in final):
-        return EXIT_FAILED
+        return EXIT_FAILED, final
     if interrupted and job.type != "service":
-        return EXIT_INTERRUPTED
-    return EXIT_OK
+        return EXIT_INTERRUPTED, final
+    return EXIT_OK, final
+
+
+def _task_outputs(client: Client, placed: list[Allocation], resumed: bool) -> list[TaskOutput]:
+    """What to follow: every task of every placed allocation, labelled by the task's name
+    (prefixed with its allocation's group and index when there are several)."""
+    outputs = []
+    for alloc in placed:
+        runner = client.runners.get(alloc.id)
+        if runner is None or runner.alloc_dir is None:
+            continue
+        for name, tr in runner.task_runners.items():
+            label = name if len(placed) == 1 else f"{alloc.name.partition('.')[2]}/{name}"
+
+            def finished(tr: TaskRunner = tr, runner: AllocRunner = runner) -> bool:
+                return tr.done.is_set() or runner.wait_done.is_set()
+
+            outputs.append(TaskOutput(label, alloc.id, runner.alloc_dir.logs, name, finished,
+                                      origin="end" if resumed else "start"))
+    return outputs
+
+
+async def _follow_outputs(scope: trio.CancelScope, followed: trio.Event,
+                          tails: list[TaskFollower],
+                          write: Callable[[str], Awaitable[None]]) -> None:
+    """Follow every task's output under `scope` (the caller bounds or cancels it); set
+    `followed` once all of it is printed or given up."""
+    width = max((len(t.source.label) for t in tails), default=0)
+    try:
+        with scope:
+            async with trio.open_nursery() as nursery:
+                for tail in tails:
+                    nursery.start_soon(tail.run, width, write)
+    finally:
+        followed.set()

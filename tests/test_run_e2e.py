@@ -16,9 +16,17 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 YURT = str(Path(sys.executable).parent / "yurt")
 TIMEOUT = 60
+
+
+@pytest.fixture(autouse=True)
+def _temporary_dirs_in_tmp_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # `yurt run` keeps its temporary directory: make it one the test cleans up.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

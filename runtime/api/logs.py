@@ -3,6 +3,13 @@
 The log reader (runtime/logs/reader.py) reads files in worker threads and is imported inside the
 handler, like the alloc runner. A framed stream sends `{}` every `LOG_HEARTBEAT` while following
 and idle; `FramedLogResponse` says why its reader runs in a nursery the response owns.
+
+Where this differs from Nomad: Nomad's `follow` runs until the client goes away, even after the
+task is long dead, so `nomad alloc logs -f` on a finished allocation waits for nothing until
+Ctrl-C. Here a followed stream ends once its output is complete: the allocation is terminal,
+the task's runner is done (the task is dead for good, its log pumps drained) and everything
+written has been sent. A client that follows sees the same bytes either way, then an ordinary
+end of the response. An agent shutting down does not complete a stream: it breaks off.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, no_head, query_bool, query_int
+from yurt.runtime.structs import is_client_terminal
 
 LOG_HEARTBEAT: Final = 1.0
 _encoder = msgspec.json.Encoder()
@@ -49,8 +57,17 @@ async def logs(ctx: Context, request: Request) -> Response:
         raise ApiError(404, f'task "{task}" keeps no logs (it has no alloc dir)')
     from yurt.runtime.logs.reader import read_log
 
+    def finished() -> bool:
+        # The task runner is done only once its log pumps drained (or their grace ran out);
+        # a runner that never ran (restored terminal) is marked done by its teardown.
+        if not (tr.done.is_set() or runner.wait_done.is_set()):
+            return False
+        # An agent that shuts down ends its runners too, the allocation still running: that
+        # stream must break off (its client learns the agent went), not end as complete.
+        return runner.alloc.is_terminal() or is_client_terminal(runner.client_status())
+
     chunks = read_log(runner.alloc_dir.logs, task, stream, offset=offset, origin=origin,
-                      follow=follow)
+                      follow=follow, finished=finished)
     if plain:
         return StreamingResponse(plain_body(chunks), media_type="text/plain")
     return FramedLogResponse(chunks, follow)

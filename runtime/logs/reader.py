@@ -5,7 +5,10 @@ A task's stream is the concatenation of its files `<task>.<type>.<N>`, oldest in
 backward from the end of the newest, across files (clamped to what exists). Without `follow`,
 reading stops at the end of the file that was newest when the request came; with `follow` it
 waits for more (a poll every 100 ms: rotation can add files at any time) until the caller
-stops. File reads run in worker threads, 64 KiB at a time.
+stops, or until `finished` says no more output can come (the task runner is done, its log
+pumps drained): then one last read after that answer picks up what was written before it, and
+the stream ends, so a follower of a task that ended sees all of its output and then the end.
+File reads run in worker threads, 64 KiB at a time.
 
 The agent may run as root and serves these files over HTTP: a file is opened without following
 a link (`O_NOFOLLOW`) and only if it is a regular file, so a link planted in the logs directory
@@ -15,7 +18,7 @@ never exposes a file from elsewhere, and a planted FIFO never blocks a reader th
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -73,13 +76,24 @@ def _read(path: Path, offset: int) -> bytes:
 
 
 async def read_log(logs_dir: Path, task: str, stream: str, *, offset: int = 0,
-                   origin: str = "start", follow: bool = False
+                   origin: str = "start", follow: bool = False,
+                   finished: Callable[[], bool] | None = None,
+                   idle: Callable[[], Awaitable[None]] | None = None
                    ) -> AsyncGenerator[Chunk, None]:
-    """Yield the stream's bytes from the requested position (see the module docstring)."""
+    """Yield the stream's bytes from the requested position (see the module docstring).
+
+    Args:
+        finished: while following, True once nothing more will be written to the stream.
+        idle: while following, awaited at the end of what is written so far, before the
+            next look (default: sleep `POLL`); a follower that must catch up on demand
+            returns early.
+    """
     sizes = await trio.to_thread.run_sync(_files, logs_dir, task, stream)
     index, position = start_position(sizes, offset, origin)
     last_at_start = max(sizes) if sizes else 0
     base = log_base(logs_dir, task, stream)
+    # True once `finished` said so before the latest read: an end-of-file after it is final.
+    final_read = False
     while True:
         path = base.with_name(f"{base.name}.{index}")
         data = await trio.to_thread.run_sync(_read, path, position)
@@ -94,4 +108,12 @@ async def read_log(logs_dir: Path, task: str, stream: str, *, offset: int = 0,
             continue
         if not follow and index >= last_at_start:
             return
-        await trio.sleep(POLL)
+        if final_read:
+            return
+        if finished is not None and finished():
+            final_read = True  # read once more: the last chunk may have landed since
+            continue
+        if idle is not None:
+            await idle()
+        else:
+            await trio.sleep(POLL)

@@ -1,0 +1,239 @@
+"""`yurt run` for humans, as a user runs it: a real `yurt` process, real tasks (raw_exec), real
+clock. Where it keeps things, the tasks' output behind their names, time order, and no task
+left running after any signal that ends it.
+
+Every wait is bounded (subprocess timeouts, `wait_for`); nothing sleeps to let things settle:
+the tests read the process's own output until the line they wait for appears.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.proc_support import processes_with_env, wait_for
+
+ROOT = Path(__file__).parent.parent
+YURT = str(Path(sys.executable).parent / "yurt")
+TIMEOUT = 60
+
+
+@pytest.fixture(autouse=True)
+def _temporary_dirs_in_tmp_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # `yurt run` keeps its temporary directory: make it one the test cleans up.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
+def write_job(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "job.nomad.hcl"
+    path.write_text(text)
+    return str(path)
+
+
+def two_tasks(job_id: str) -> str:
+    return f'''job "{job_id}" {{
+  type = "batch"
+  group "g" {{
+    task "writer" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args = ["-c", "echo first line; echo to stderr >&2; printf 'no newline'"]
+      }}
+    }}
+    task "counter" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args = ["-c", "for i in 1 2 3; do echo count $i; sleep 0.1; done"]
+      }}
+    }}
+  }}
+}}'''
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [YURT, "run", *args], capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT, check=False
+    )
+
+
+def test_names_its_directory_at_start_and_end_and_keeps_it(tmp_path: Path) -> None:
+    out = run(write_job(tmp_path, two_tasks("where")))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    (kept,) = tmp_path.glob("yurt-run-*")
+    state = kept / "state" / "state.db"
+    assert lines[0] == f"==> state file: {state}"
+    assert re.fullmatch(
+        rf"==> allocation where\.g\[0\] \([0-9a-f]{{8}}\): {kept}/alloc/\S+ "
+        r"\(task logs in alloc/logs\)",
+        lines[1],
+    ), lines[1]
+    assert lines[2] == f"==> {kept} is a new temporary directory, kept after the run"
+    assert lines[-3:-1] == lines[0:2]  # named again at the end
+    assert f"`yurt run JOBFILE --data-dir {kept}` reuses it" in lines[-1]
+    assert state.is_file()
+    alloc_dir = Path(lines[1].split(": ", 1)[1].split(" ")[0])
+    assert (alloc_dir / "alloc" / "logs" / "writer.stdout.0").read_text() == (
+        "first line\nno newline"
+    )
+
+
+def test_task_output_streams_behind_task_names_and_quiet_hides_it(tmp_path: Path) -> None:
+    job = write_job(tmp_path, two_tasks("out"))
+    out = run(job)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "writer  | first line" in lines
+    assert "writer  | to stderr" in lines
+    assert "writer  | no newline" in lines  # a last line without its newline still shows
+    counts = [line for line in lines if line.startswith("counter | ")]
+    assert counts == ["counter | count 1", "counter | count 2", "counter | count 3"]
+    table = next(i for i, line in enumerate(lines) if line.startswith("final state"))
+    assert lines.index("counter | count 3") < table  # every line before the final table
+    quiet = run("--quiet", job)
+    assert quiet.returncode == 0, quiet.stderr
+    assert " | " not in "".join(
+        line for line in quiet.stdout.splitlines() if not line.startswith(("┃", "│", "┏", "┡", "└"))
+    )
+
+
+def test_human_output_is_in_time_order(tmp_path: Path) -> None:
+    out = run("examples/demo.nomad.hcl")
+    assert out.returncode == 0, out.stderr
+    offsets = [float(m.group(1)) for m in re.finditer(r"^\s*(\d+\.\d+)s  ", out.stdout, re.M)]
+    assert len(offsets) > 10
+    assert offsets == sorted(offsets)
+
+
+def test_json_output_keeps_stdout_to_records(tmp_path: Path) -> None:
+    out = run("--json", write_job(tmp_path, two_tasks("js")))
+    assert out.returncode == 0, out.stderr
+    assert all(line.startswith("{") for line in out.stdout.splitlines())
+    assert "==> state file:" in out.stderr
+
+
+SERVICE = """job "%s" {
+  group "g" {
+    task "stubborn" {
+      driver = "raw_exec"
+      kill_timeout = "1s"
+      config {
+        command = "/bin/sh"
+        args = ["-c", "trap '' INT TERM HUP; sleep 1000 & echo up; while :; do sleep 0.2; done"]
+      }
+    }
+    task "child" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args = ["-c", "sleep 1000 & echo up; wait"]
+      }
+    }
+  }
+}"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_no_task_process_outlives_the_run(tmp_path: Path, sig: signal.Signals) -> None:
+    job_id = f"left-{uuid.uuid4().hex[:8]}"
+
+    def tasks() -> list[int]:
+        return processes_with_env(NOMAD_JOB_ID=job_id)
+
+    proc = subprocess.Popen(
+        [YURT, "run", write_job(tmp_path, SERVICE % job_id)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # The read below ends with the output: a run that never says "up" is killed, and fails.
+    watchdog = threading.Timer(TIMEOUT, proc.kill)
+    watchdog.start()
+    try:
+        assert proc.stdout is not None
+        up = set()
+        for line in proc.stdout:
+            if line.endswith("| up\n"):
+                up.add(line.split()[0])
+                if up == {"stubborn", "child"}:
+                    break
+        watchdog.cancel()
+        assert up == {"stubborn", "child"}
+        assert len(tasks()) >= 4  # two shells, two background sleeps
+        proc.send_signal(sig)
+        proc.communicate(timeout=TIMEOUT)
+        assert proc.returncode == 0  # a service job stopped on request
+        assert tasks() == []
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in tasks():
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_closed_stdout_does_not_stop_the_run(tmp_path: Path) -> None:
+    job = write_job(
+        tmp_path,
+        """job "pipe" {
+  type = "batch"
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args = ["-c", "seq 1 20000; sleep 0.5; echo finished > ${NOMAD_ALLOC_DIR}/data/marker"]
+      }
+    }
+  }
+}""",
+    )
+    proc = subprocess.Popen(
+        [YURT, "run", job], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(b"==> state file:")
+        proc.stdout.close()  # `| head -1`
+        _, err = proc.communicate(timeout=TIMEOUT)
+        assert proc.returncode == 0, err
+        wait_for(lambda: any(tmp_path.glob("yurt-run-*/alloc/*/alloc/data/marker")))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_tasks_output_comes_before_its_end(tmp_path: Path) -> None:
+    tasks = "\n".join(
+        f"""    task "t{i}" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args = ["-c", "echo last words of t{i}"]
+      }}
+    }}"""
+        for i in range(4)
+    )
+    job = write_job(tmp_path, f'job "order" {{\n  type = "batch"\n  group "g" {{\n{tasks}\n}}\n}}')
+    out = run(job)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for i in range(4):
+        said = lines.index(f"t{i} | last words of t{i}")
+        ended = next(
+            n for n, line in enumerate(lines) if re.search(rf"\bt{i}\s+Terminated\b", line)
+        )
+        assert said < ended, out.stdout
