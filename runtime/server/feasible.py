@@ -29,9 +29,10 @@ worst case, instructions × (UTF-8 bytes of the value + 1), exceeds `MAX_MATCH_W
 the constraint is not met, and the node's filter reason says why (`regexp_refusal`); a value
 longer than `MAX_TEXT` characters is refused so too. Measured on the 2-core build machine, the
 worst shapes found (the DFA-defeating alternation above, with and without a match at the end,
-\b, case folding, Unicode classes) cost 5-7.5 ns per unit of work (load average 3): 20-32 ms at
-the bound, against 11-14 s for the 4 KB, 241-alternative pattern on a 16 KB value before. Real
-patterns are a few dozen instructions, so they still match values of the full `MAX_TEXT`.
+word boundaries, case folding, Unicode classes) cost 5-7.5 ns per unit of work (load average
+3): 20-32 ms at the bound, against 11-14 s for the 4 KB, 241-alternative pattern on a 16 KB
+value before. Real patterns are a few dozen instructions, so they still match values of the
+full `MAX_TEXT`.
 
 Compiled patterns are kept in a cache of `_CACHE_SIZE` entries, as Nomad keeps them per
 evaluation. A program is at most `MAX_PROGRAM_MEMORY` plus its parse tree (measured worst: a
