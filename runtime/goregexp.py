@@ -49,6 +49,9 @@ class _Compiled(Protocol):
 
     def fullmatch(self, text: str) -> GoMatch | None: ...
 
+    @property
+    def programsize(self) -> int: ...
+
 
 @final
 class GoRegexpError(ValueError):
@@ -67,9 +70,14 @@ def _translate(error: Exception) -> GoRegexpError:
     return go_error(_GO_CODES.get(code, code), text)
 
 
-def compile_re2(pattern: str, *, captures: bool = True) -> Any:
+def compile_re2(pattern: str, *, captures: bool = True, max_mem: int | None = None) -> Any:
     """The raw RE2 program for `pattern`, for callers that walk matches themselves (the
     template functions); `captures=False` compiles it for yes/no matching only.
+
+    `max_mem` (bytes) replaces RE2's default 8 MiB bound on the program and its DFA states (a
+    bigger program does not compile: "expression too large"), and compiles outside
+    google-re2's module cache: `re2.compile` keeps its last 128 programs alive, which would
+    defeat a caller that bounds memory with its own smaller cache.
 
     Raises:
         GoRegexpError: Go's regexp.Compile refuses `pattern` (Go's wording).
@@ -77,7 +85,11 @@ def compile_re2(pattern: str, *, captures: bool = True) -> Any:
     options = re2.Options()
     options.log_errors = False  # RE2 would print each bad pattern on the agent's stderr
     options.never_capture = not captures
+    if max_mem is not None:
+        options.max_mem = max_mem
     try:
+        if max_mem is not None:
+            return re2._Regexp(pattern, options)  # what re2.compile builds, minus its cache
         return re2.compile(pattern, options)
     except re2.error as e:
         raise _translate(e) from None
@@ -90,14 +102,20 @@ class GoRegexp:
 
     __slots__ = ("_compiled", "pattern")
 
-    def __init__(self, pattern: str, *, captures: bool = False) -> None:
-        """Compile `pattern` as Go's regexp.Compile does.
+    def __init__(self, pattern: str, *, captures: bool = False, max_mem: int | None = None) -> None:
+        """Compile `pattern` as Go's regexp.Compile does (`max_mem`: as `compile_re2`).
 
         Raises:
             GoRegexpError: Go's regexp.Compile refuses `pattern`.
         """
-        self._compiled = cast(_Compiled, compile_re2(pattern, captures=captures))
+        self._compiled = cast(_Compiled, compile_re2(pattern, captures=captures, max_mem=max_mem))
         self.pattern = pattern
+
+    @property
+    def program_size(self) -> int:
+        """RE2's count of instructions in the compiled program: what one step of a match
+        costs at worst (RE2's NFA runs every instruction once per byte of the text)."""
+        return self._compiled.programsize
 
     def search(self, text: str) -> bool:
         """Whether the pattern matches anywhere in `text` (Go's MatchString)."""

@@ -10,6 +10,7 @@ its result, so a fast wrong answer fails too."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from yurt.runtime.errors import JobSpecError
 from yurt.runtime.goregexp import GoRegexpError
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.feasible import (
+    MAX_MATCH_WORK,
     MAX_PATTERN,
     MAX_TEXT,
     check_order,
@@ -67,6 +69,29 @@ def _versions_under_the_cap() -> bool:
     return not any(satisfies(t, ">= 1.0") or satisfies("1.0", f">= {t}") for t in texts)
 
 
+def dfa_defeating(longest: int) -> str:
+    """Alternatives `[ab]*a[ab]{n}c`, n counting down from `longest`, up to `MAX_PATTERN`
+    characters: RE2's DFA needs 2^n states for each, so it gives up and simulates the
+    automaton, every instruction once per byte of the value."""
+    alternatives: list[str] = []
+    while len("|".join([*alternatives, f"[ab]*a[ab]{{{longest}}}c"])) <= MAX_PATTERN:
+        alternatives.append(f"[ab]*a[ab]{{{longest}}}c")
+        longest -= 1
+    return "|".join(alternatives)
+
+
+def random_ab(length: int) -> str:
+    rng = random.Random(1)
+    return "".join(rng.choice("ab") for _ in range(length))
+
+
+def _dfa_defeating_at_the_bound() -> bool:
+    # The largest value the bound lets this (compiling) pattern run against: RE2 really runs.
+    pattern = dfa_defeating(40)
+    positions = MAX_MATCH_WORK // compile_regexp(pattern).program_size
+    return check_regexp(random_ab(positions - 1), pattern)
+
+
 #: name -> (a zero-argument evaluation, its expected result).
 CASES: dict[str, tuple[Callable[[], object], object]] = {
     "regexp on a literal": (
@@ -84,6 +109,18 @@ CASES: dict[str, tuple[Callable[[], object], object]] = {
         ),
         True,
     ),
+    # 13.8 s before the work bound (241 alternatives, a program of 212,807 instructions).
+    "regexp built to defeat the DFA": (
+        lambda: meets(Constraint(random_ab(MAX_TEXT), dfa_defeating(999), "regexp"), node()),
+        False,
+    ),
+    "regexp built to defeat the DFA, that compiles": (
+        lambda: meets(
+            Constraint("${meta.x}", dfa_defeating(150), "regexp"), node(x=random_ab(MAX_TEXT))
+        ),
+        False,
+    ),
+    "regexp built to defeat the DFA, at the work bound": (_dfa_defeating_at_the_bound, False),
     "version 100 KB": (lambda: satisfies("1.0-" + "a" * 100_000 + "!", ">= 1.0"), False),
     "version constraint 100 KB": (lambda: satisfies("1.0", ">= 1.0-" + "a" * 100_000 + "!"), False),
     "semver constraint 100 KB": (
@@ -249,3 +286,99 @@ def test_a_constraint_on_a_job_struct_passes_through_filter_reason() -> None:
     )
     job = Job(id="web", task_groups=[group])
     assert filter_reason(job, group, node(x="a" * 50 + "b"), []) == "${meta.x} regexp (a+)+$"
+
+
+# --------------------------------------------------------------------------- regexp work bound
+
+
+def test_a_match_beyond_the_work_bound_is_refused_with_its_reason() -> None:
+    pattern = "(?i)\\pL+"  # an ordinary pattern, with a big Unicode class
+    size = compile_regexp(pattern).program_size
+    fits = "a" * (MAX_MATCH_WORK // size - 1)  # positions: bytes + 1
+    assert check_regexp(fits, pattern)
+    assert not check_regexp(fits + "a", pattern)
+    job = Job(
+        id="web",
+        task_groups=[
+            TaskGroup(
+                name="g",
+                tasks=[Task(name="t", driver="mock_driver")],
+                constraints=[Constraint("${meta.x}", pattern, "regexp")],
+            )
+        ],
+    )
+    group = job.task_groups[0]
+    assert filter_reason(job, group, node(x=fits), []) is None
+    positions = len(fits) + 2
+    assert filter_reason(job, group, node(x=fits + "a"), []) == (
+        f"${{meta.x}} regexp {pattern} (regexp too costly: {size} instructions × {positions} "
+        f"positions > {MAX_MATCH_WORK})"
+    )
+    assert filter_reason(job, group, node(x="a" * (MAX_TEXT + 1)), []) == (
+        f"${{meta.x}} regexp {pattern} (value of {MAX_TEXT + 1} characters, at most {MAX_TEXT})"
+    )
+
+
+def test_a_program_past_its_memory_bound_does_not_compile() -> None:
+    with pytest.raises(GoRegexpError) as info:
+        compile_regexp(dfa_defeating(999))
+    assert str(info.value) == (
+        "error parsing regexp: expression too large: "
+        "`[ab]*a[ab]{999}c|[ab]*a[ab]{998}… (its program needs more than 256 KiB)`"
+    )
+
+
+def test_registration_refuses_a_literal_match_beyond_the_work_bound() -> None:
+    pattern = "(?i)\\\\pL+"  # HCL spelling of (?i)\pL+
+    size = compile_regexp("(?i)\\pL+").program_size
+    value = "a" * (MAX_MATCH_WORK // size)
+    text = f"""job "web" {{
+  group "g" {{
+    constraint {{
+      attribute = "{value}"
+      regexp = "{pattern}"
+    }}
+    task "t" {{ driver = "mock_driver" }}
+  }}
+}}"""
+    with pytest.raises(JobSpecError) as info:
+        parse_job(text, filename="job.hcl")
+    (problem,) = info.value.problems
+    assert problem.message == (
+        f"Regular expression would never be matched: regexp too costly: {size} instructions "
+        f"× {len(value) + 1} positions > {MAX_MATCH_WORK}"
+    )
+    parse_job(text.replace(value, value[:-1]))  # one byte less: within the bound
+
+
+#: What the constraint cache may keep, all programs at their worst (the bound is ~40 MiB).
+CACHE_MEMORY_BOUND = 64 * 1024 * 1024
+
+
+def test_the_compiled_pattern_cache_keeps_little_memory() -> None:
+    # 300 distinct patterns (more than google-re2's own 128-entry cache, and than ours), each
+    # the worst measured for memory: a 4 KB case-folded literal, its program near the bound.
+    script = (
+        "import ctypes\n"
+        "from yurt.runtime.server.feasible import check_regexp\n"
+        "libc = ctypes.CDLL('libc.so.6')\n"
+        "def rss():\n"
+        "    libc.malloc_trim(0)\n"
+        "    with open('/proc/self/status') as f:\n"
+        "        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) * 1024\n"
+        "check_regexp('k', 'k')\n"
+        "base = rss()\n"
+        "for i in range(300):\n"
+        "    check_regexp('kK' * 20, '(?i)' + 'k' * 4080 + f'{i:04}')\n"
+        "print(rss() - base)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        timeout=120,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    grown = int(done.stdout)
+    assert grown < CACHE_MEMORY_BOUND, f"the cache kept {grown / 2**20:.0f} MiB"

@@ -139,6 +139,8 @@ def test_check_order(op: str, left: str, right: str, result: bool) -> None:
     ("foobar", "^bar", False),
     ("zipzap", "foo", False),
     ("foobar", "[unclosed", False),  # does not compile: never matches
+    ("x" * 16381 + "foo", "^x+fo{2}$", True),  # an ordinary pattern: any value up to the cap
+    ("web-01.dc1", "(?i)^[\\p{L}-]+[0-9]{2}\\.dc[0-9]$", True),
 ])
 def test_check_regexp(value: str, pattern: str, result: bool) -> None:
     assert check_regexp(value, pattern) is result

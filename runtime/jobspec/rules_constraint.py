@@ -6,7 +6,8 @@ Invariants: reads a well-typed `Job` and never changes it; every problem goes th
 `_Problems`. Nomad prefixes each message with "Constraint <n> validation failed: "; here the
 path (`job.web.constraint.0`) says which block, and the message is Nomad's own text.
 A `regexp` pattern is compiled as the scheduler compiles it (server/feasible.py: Go's RE2),
-so registration refuses what would never match, with Go's message.
+so registration refuses what would never match, with Go's message; when the attribute is a
+literal too, a match the scheduler would refuse as too costly is refused here already.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Final
 
 from yurt.runtime.goregexp import GoRegexpError
 from yurt.runtime.jobspec.fields import _At, _Problems
-from yurt.runtime.server.feasible import compile_regexp
+from yurt.runtime.server.feasible import compile_regexp, regexp_refusal
 from yurt.runtime.server.versions import VersionError, semver_constraint, version_constraint
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.constraint import (
@@ -58,12 +59,15 @@ def _attribute_problem(target: str) -> str | None:
     return f'unsupported attribute "{target}"'
 
 
-def _regexp_problem(pattern: str) -> str | None:
+def _regexp_problem(pattern: str, literal: str | None = None) -> str | None:
+    """Why `pattern` fails validation: it does not compile, or it is too costly to match
+    against `literal`, the constraint's attribute when that is not a `${...}` target."""
     try:
-        compile_regexp(pattern)
+        compiled = compile_regexp(pattern)
     except GoRegexpError as e:
         return f"Regular expression failed to compile: {e}"
-    return None
+    why = None if literal is None else regexp_refusal(literal, compiled)
+    return None if why is None else f"Regular expression would never be matched: {why}"
 
 
 def _version_problem(kind: str, what: str, value: str) -> str | None:
@@ -88,7 +92,8 @@ def constraint_problems(c: Constraint) -> list[str]:
         if not value:
             out.append("Set contains constraint requires an RTarget")
     elif op == CONSTRAINT_REGEX:
-        out += filter(None, [_regexp_problem(value)])
+        literal = None if c.attribute.startswith("${") or value.startswith("${") else c.attribute
+        out += filter(None, [_regexp_problem(value, literal)])
     elif op == CONSTRAINT_VERSION:
         out += filter(None, [_version_problem(op, "Version constraint", value)])
     elif op == CONSTRAINT_SEMVER:
