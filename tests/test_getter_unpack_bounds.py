@@ -84,7 +84,6 @@ def test_pax_archives_unpack_without_tarfiles_pax_parser(tmp_path: Path,
         info = tarfile.TarInfo(long_name)
         info.size, info.mtime, info.uid = 5, 1_234_567_890.5, 1 << 40  # pax mtime and uid
         tar.addfile(info, io.BytesIO(b"hello"))
-        tar.pax_headers = {}
     archive = tmp_path / "a.tar"
     archive.write_bytes(buf.getvalue())
     unpack(archive, "tar", tmp_path / "out", as_dir=True, max_size=LIMIT, max_files=10)
