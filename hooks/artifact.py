@@ -6,8 +6,13 @@ download is Nomad's hook error: the hook raises `ArtifactDownloadError`, which c
 `Failed Artifact Download` event (its `DownloadError` reads `failed to download artifact
 "<source>": <why>`) for the task runner to emit instead of the generic `Task hook failed`,
 and which is recoverable, so the task's restart policy is the retry loop and its backoff
-(there is no other). The source, options, headers and destination are interpolated with the
-task's environment and the node's `${attr.*}`/`${node.*}`/`${meta.*}` first.
+(there is no other). An exception from the getter that is not a `GetterError` (an error it
+failed to translate, or a bug) is a failed download too, recoverable as Nomad treats every
+getter error, with its traceback logged: left to escape, it cancelled the other downloads and
+reached the task runner inside an ExceptionGroup, which carries no `recoverable`, so one
+untranslated error failed the task for good. The source, options, headers and destination
+are interpolated with the task's environment and the node's `${attr.*}`/`${node.*}`/
+`${meta.*}` first.
 
 State: the hook's data maps each finished artifact's hash (Nomad's `TaskArtifact.Hash`) to
 "1", and a successful run answers `done`, which the task runner persists: a restart, or an
@@ -20,6 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import ClassVar, Final, final
 
@@ -37,6 +43,8 @@ from yurt.runtime.taskrunner import events
 DOWNLOADING_ARTIFACTS: Final = "Downloading Artifacts"
 ARTIFACT_DOWNLOAD_FAILED: Final = "Failed Artifact Download"
 MAX_CONCURRENCY: Final = 3  # Nomad's artifact hook runs three downloads at a time
+
+log = logging.getLogger("yurt.hooks.artifact")
 
 Getter = Callable[[ArtifactRequest, ArtifactConfig], Awaitable[None]]
 
@@ -130,6 +138,11 @@ class ArtifactHook(TaskPrestartHook):
                 except GetterError as e:
                     source = json.dumps(artifact.getter_source, ensure_ascii=False)
                     failures.append(f"failed to download artifact {source}: {e}")
+                except Exception as e:  # not Cancelled: a kill still ends the hook
+                    source = json.dumps(artifact.getter_source, ensure_ascii=False)
+                    log.exception("artifact %s: the getter raised an unexpected error", source)
+                    failures.append(f"failed to download artifact {source}: "
+                                    f"{type(e).__name__}: {e}")
                 else:
                     done[aid] = "1"
 

@@ -3,8 +3,10 @@ events, the restart policy as the only retry loop, interpolation, and no refetch
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -252,3 +254,39 @@ async def test_a_kill_cancels_a_download_in_flight(autojump_clock: MockClock) ->
     assert "Failed Artifact Download" not in types(tr)
     assert "artifacts" not in tr.local_state.hooks  # nothing kept: the next try downloads
     assert tr.state.state == TASK_STATE_DEAD
+
+
+class UntranslatedErrorGetter(FakeGetter):
+    """Raises, once, what the getter failed to translate into a `GetterError` (as
+    zipfile's NotImplementedError once escaped it)."""
+
+    async def __call__(self, request: ArtifactRequest, config: ArtifactConfig) -> None:
+        await trio.sleep(1)
+        self.calls.append((trio.current_time(), request))
+        if request.source == "https://h/tool" and self.failures:
+            self.failures -= 1
+            raise NotImplementedError("compressed patched data (flag bit 5)")
+
+
+async def test_an_error_the_getter_did_not_translate_is_a_recoverable_failed_download(
+        autojump_clock: MockClock, caplog: pytest.LogCaptureFixture) -> None:
+    """Not an unrecoverable hook failure: it escaped the nursery as an ExceptionGroup
+    (no `recoverable`), cancelled the other download and failed the task for good."""
+    getter = UntranslatedErrorGetter(failures=1)
+    updates = Updates()
+    tr = runner(alloc_of(attempts=3, mode="fail"), getter, updates)
+    with caplog.at_level(logging.ERROR, logger="yurt.hooks.artifact"):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(tr.run)
+            await updates.until(lambda: "Started" in types(tr)
+                                or tr.state.state == TASK_STATE_DEAD)
+            nursery.cancel_scope.cancel()
+    assert [t for t in types(tr) if t != "Received"] == [
+        "Downloading Artifacts", "Failed Artifact Download", "Restarting",
+        "Downloading Artifacts", "Started"]
+    failed = next(e for e in tr.state.events if e.type == "Failed Artifact Download")
+    assert failed.download_error == ('failed to download artifact "https://h/tool": '
+                                     "NotImplementedError: compressed patched data (flag bit 5)")
+    assert not tr.state.failed
+    assert len(getter.calls) == 4  # both artifacts each try: the other one was not cancelled
+    assert any(r.exc_info for r in caplog.records)  # the traceback, for the bug report

@@ -201,6 +201,6 @@ async def _get_staged(request: ArtifactRequest, config: ArtifactConfig, source: 
     def finish() -> None:
         if request.owner is not None:
             chown_staged(out, request.owner)
-        place(out, prepared.alloc_dir, prepared.target, request.owner)
+        place(out, prepared.alloc_dir, prepared.target, request.owner, check=check)
 
     await trio.to_thread.run_sync(finish, limiter=limiter)

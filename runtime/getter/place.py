@@ -14,6 +14,17 @@ renames and replacements, removals, the chown) is relative to the descriptors th
 returned, each subdirectory opened `O_NOFOLLOW | O_DIRECTORY` from its parent's: a link
 swapped in later is replaced or refused, never followed.
 
+Replacing a directory: the old one is first renamed aside, in the same directory, to a random
+name (`ASIDE_PREFIX`; one atomic rename), the new entry renamed in, and only then is the old
+tree removed, by a walk of our own (`_Removal`). `shutil.rmtree` was rejected: it opens each
+subdirectory it found with `O_RDONLY` alone, so a task that swapped one for a FIFO between
+rmtree's `lstat` and its `open` left root's worker thread blocked in `open(2)` for ever (no
+cancellation reaches it). The walk opens each entry `O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK`
+relative to its parent's descriptor: a FIFO, device, file or link is never opened (the kernel
+refuses with ENOTDIR or ELOOP before opening anything) and is unlinked by name instead. It
+calls `check` between entries and stops after `MAX_REMOVED` entries or `MAX_REMOVE_DEPTH`
+levels, so a task that keeps filling the tree being removed cannot keep the agent busy.
+
 Nomad's rules, kept: the destination is the task directory joined with `destination`
 (`..` may not rise above the allocation directory: "artifact destination path escapes alloc
 directory"), a link inside it is followed only when it stays inside; a directory merges into
@@ -34,7 +45,7 @@ import contextlib
 import errno
 import os
 import posixpath
-import shutil
+import secrets
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,9 +54,18 @@ from typing import Final, final
 
 from yurt.runtime.allocfs import ESCAPES, FsError, clean_parts, open_confined
 from yurt.runtime.getter.source import GetterError, Plan
+from yurt.runtime.getter.unpack import Check, no_check
 
 DEST_ESCAPES: Final = "artifact destination path escapes alloc directory"
+#: The name an old directory is renamed to before it is removed (a random suffix follows).
+ASIDE_PREFIX: Final = ".yurt-replaced-"
+#: The most entries and levels removed of one replaced directory (see the header).
+MAX_REMOVED: Final = 1_000_000
+MAX_REMOVE_DEPTH: Final = 128
 _DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: O_NONBLOCK: never wait in open(2), whatever a task swapped in (O_DIRECTORY refuses a FIFO
+#: or device before opening it; this holds should anything else ever get that far).
+_WALK: Final = _DIR | os.O_NONBLOCK
 
 Owner = tuple[int, int]
 
@@ -156,28 +176,30 @@ def _fchown(fd: int, owner: Owner | None) -> None:
         os.fchown(fd, *owner)
 
 
-def place(staged: Path, alloc_dir: Path, target: Target, owner: Owner | None) -> None:
+def place(staged: Path, alloc_dir: Path, target: Target, owner: Owner | None, *,
+          check: Check = no_check) -> None:
     """Move the staged download (a tree to merge, or the file `target.name`) to `target`;
-    the staged tree is already chowned. Raises `GetterError`, or OSError when a task changed
-    the destination under the placement."""
+    the staged tree is already chowned. `check` is called while a replaced directory is
+    removed and may raise to stop (a cancellation). Raises `GetterError`, or OSError when a
+    task changed the destination under the placement."""
     dest = open_destination(alloc_dir, target.parts)
     try:
         if target.name is None:
             _fchown(dest, owner)  # the destination itself, by its descriptor
             src = os.open(staged, _DIR)
             try:
-                _merge(src, dest, owner)
+                _merge(src, dest, owner, check)
             finally:
                 os.close(src)
             return
         if target.is_destination:
             _fchown(dest, owner)
-        _replace(str(staged), None, target.name, dest)
+        _replace(str(staged), None, target.name, dest, check)
     finally:
         os.close(dest)
 
 
-def _replace(src: str, src_dir: int | None, name: str, dst_dir: int) -> None:
+def _replace(src: str, src_dir: int | None, name: str, dst_dir: int, check: Check) -> None:
     """Put `src` in place of `name` in `dst_dir`, whatever is there (a link is replaced)."""
     try:
         st = os.stat(name, dir_fd=dst_dir, follow_symlinks=False)
@@ -186,13 +208,80 @@ def _replace(src: str, src_dir: int | None, name: str, dst_dir: int) -> None:
     else:
         src_is_dir = stat.S_ISDIR(os.stat(src, dir_fd=src_dir, follow_symlinks=False).st_mode)
         if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(name, dir_fd=dst_dir)  # fd-based: never follows a link
-        elif src_is_dir:
+            _replace_dir(src, src_dir, name, dst_dir, check)
+            return
+        if src_is_dir:
             os.unlink(name, dir_fd=dst_dir)  # a directory cannot replace a file
     os.replace(src, name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
 
 
-def _merge(src: int, dst: int, owner: Owner | None) -> None:
+def _replace_dir(src: str, src_dir: int | None, name: str, dst_dir: int, check: Check) -> None:
+    """Replace the directory `name`: aside, new one in, old one removed (see the header).
+    Whatever a task put at `name` since it was found a directory goes aside the same way."""
+    aside = f"{ASIDE_PREFIX}{secrets.token_hex(16)}"
+    os.rename(name, aside, src_dir_fd=dst_dir, dst_dir_fd=dst_dir)
+    try:
+        os.replace(src, name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+    except OSError:
+        # A task made something new at `name` meanwhile: the old entry goes back if it can,
+        # so a failed placement leaves the destination as it found it.
+        try:
+            os.rename(aside, name, src_dir_fd=dst_dir, dst_dir_fd=dst_dir)
+        except OSError:
+            _Removal(check).remove(dst_dir, aside, 0)
+        raise
+    _Removal(check).remove(dst_dir, aside, 0)
+
+
+@final
+class _Removal:
+    """Removes one tree a task may be changing meanwhile, by descriptors (see the header)."""
+
+    def __init__(self, check: Check) -> None:
+        self.check = check
+        self.left = MAX_REMOVED
+
+    def _spend(self) -> None:
+        self.check()
+        self.left -= 1
+        if self.left < 0:
+            raise GetterError(f"a replaced directory holds more than {MAX_REMOVED} entries")
+
+    def remove(self, parent: int, name: str, depth: int) -> None:
+        """Remove the entry `name` of the directory open as `parent`, whatever it is."""
+        self._spend()
+        try:
+            fd = os.open(name, _WALK, dir_fd=parent)
+        except FileNotFoundError:
+            return  # gone meanwhile
+        except OSError as e:
+            if e.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            # Not a directory (a file, link, FIFO, device): its name goes, nothing opened.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=parent)
+            return
+        try:
+            if depth >= MAX_REMOVE_DEPTH:
+                raise GetterError(f"a replaced directory is deeper than {MAX_REMOVE_DEPTH} "
+                                  "levels")
+            while True:
+                with os.scandir(fd) as entries:  # lazily: a directory may be huge
+                    for entry in entries:
+                        self.remove(fd, entry.name, depth + 1)
+                try:
+                    os.rmdir(name, dir_fd=parent)
+                    return
+                except OSError as e:
+                    # ENOTEMPTY: filled again meanwhile, emptied again (within the budget).
+                    if e.errno != errno.ENOTEMPTY:
+                        raise
+                self._spend()
+        finally:
+            os.close(fd)
+
+
+def _merge(src: int, dst: int, owner: Owner | None, check: Check) -> None:
     """Move the entries of directory `src` into directory `dst` (Nomad's
     `mergeDirectories`), both descriptors."""
     with os.scandir(src) as entries:
@@ -211,10 +300,10 @@ def _merge(src: int, dst: int, owner: Owner | None) -> None:
                     _fchown(sub_dst, owner)
                     sub_src = os.open(name, _DIR, dir_fd=src)
                     try:
-                        _merge(sub_src, sub_dst, owner)
+                        _merge(sub_src, sub_dst, owner, check)
                     finally:
                         os.close(sub_src)
                 finally:
                     os.close(sub_dst)
                 continue
-        _replace(name, src, name, dst)
+        _replace(name, src, name, dst, check)

@@ -6,7 +6,12 @@ is over `MAX_HEADER` (1 MiB, Go's `archive/tar` `maxSpecialFileSize`) is refused
 of them before one entry, or global pax headers adding up past it (they accumulate for the
 rest of the archive); GNU sparse entries are refused outright (their maps are read into
 memory with no bound). Without this a 300 KB tar.gz declaring a 2.4 GB long name made
-`tarfile` allocate 2.4 GB. Then every archive entry is checked before anything is written:
+`tarfile` allocate 2.4 GB. At most `MAX_CHAIN` special headers may precede one entry: tarfile
+reads the chain by recursion, so a long one of empty headers (bounded in bytes by nothing) was
+a `RecursionError`. pax headers are parsed by `pax.py`, never by tarfile (whose parser on
+Python < 3.11.10 is quadratic and holds the GIL), which also refuses a pax `size` that is
+negative or absurd; every entry's size is judged again once tarfile has laid the pax records
+over it. Then every archive entry is checked before anything is written:
 go-getter's "entry contains '..'" rule, then the running file count and declared size
 against the client's `decompression_file_count_limit` and `decompression_size_limit` (the
 sizes in the headers are what is written, and the copy stops there anyway, so a bomb is
@@ -22,10 +27,12 @@ declared sizes summed before the first is written, only stored and deflated entr
 written only up to the size its record declares. The single-file decompressors (gz, bz2, xz)
 stop at the size limit rather than truncate.
 
-Every loop here calls `check` between chunks and entries: the caller passes Trio's
-`from_thread.check_cancelled`, so killing a task stops a long unpack or copy within one chunk
-instead of waiting for it to finish (the worker thread cannot be abandoned: the staging
-directory it writes is removed right after).
+Every loop here calls `check` between chunks and entries, and the archive file is read
+through `checkedread.py`, which calls it before every bounded read of the input: the caller
+passes Trio's `from_thread.check_cancelled`, so killing a task stops a long unpack or copy
+within one chunk of input or output instead of waiting for it to finish (the worker thread
+cannot be abandoned: the staging directory it writes is removed right after). Work a reader
+does between two reads of its output (a .gz of a million empty members) is thus stopped too.
 
 The staging directory is always new, empty and reachable by the agent alone (the caller makes
 it 0700 in the root-owned task directory), so nothing there can be a link an entry would
@@ -48,15 +55,20 @@ import tarfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, Protocol
+from typing import IO, Final, Protocol, cast
 
 from yurt.runtime.getter.access import Reader, may
+from yurt.runtime.getter.checkedread import CheckedReader
+from yurt.runtime.getter.pax import MAX_SIZE, parse_pax
 from yurt.runtime.getter.source import GetterError
 from yurt.runtime.getter.zipbounds import check_directory
 
 _CHUNK: Final = 1 << 20
 #: The largest GNU long name/link or pax header read (Go's archive/tar maxSpecialFileSize).
 MAX_HEADER: Final = 1 << 20
+#: The most special headers (long names and links, pax) read before one entry: a real
+#: archive has at most four (a global and a local pax header, a long name, a long link).
+MAX_CHAIN: Final = 8
 #: The deepest directory tree `copy_tree` copies: each level holds a descriptor open.
 MAX_DEPTH: Final = 128
 
@@ -75,58 +87,101 @@ _TAR_MODES: Final = {"tar": "r:", "tar.gz": "r:gz", "tgz": "r:gz", "tar.bz2": "r
                      "tbz2": "r:bz2", "tar.xz": "r:xz", "txz": "r:xz"}
 _SINGLE: Final = {"gz": "gzip", "bz2": "bzip2", "xz": "xz"}
 _ZIP_METHODS: Final = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED})
-_ZIP_ENCRYPTED: Final = 0x1  # general purpose flag bit 0
+#: General purpose flag bits zipfile cannot read: 0 (encrypted), 5 (compressed patched
+#: data) and 6 (strong encryption); it raises RuntimeError or NotImplementedError on them.
+_ZIP_UNREADABLE: Final = 0x61
 _SPECIAL_HEADERS: Final = {tarfile.GNUTYPE_LONGNAME: "GNU long name",
                            tarfile.GNUTYPE_LONGLINK: "GNU long link",
                            tarfile.XHDTYPE: "pax", tarfile.XGLTYPE: "pax global",
                            tarfile.SOLARIS_XHDTYPE: "pax"}
 
 
-#: tarfile's own dispatch on the header type (private, so absent from the type stubs).
+#: tarfile's own dispatch on the header type, and its application of pax records to an
+#: entry (private, so absent from the type stubs).
 _PROC_MEMBER: Final[Callable[[tarfile.TarInfo, tarfile.TarFile], tarfile.TarInfo]] = \
     vars(tarfile.TarInfo)["_proc_member"]
+_APPLY_PAX_INFO: Final[Callable[[tarfile.TarInfo, dict[str, str], str, str], None]] = \
+    vars(tarfile.TarInfo)["_apply_pax_info"]
+
+
+def _blocks(size: int) -> int:
+    """`size` rounded up to whole 512-byte tar blocks."""
+    return (size + tarfile.BLOCKSIZE - 1) // tarfile.BLOCKSIZE * tarfile.BLOCKSIZE
+
+
+def _judge_size(info: tarfile.TarInfo) -> None:
+    if not 0 <= info.size <= MAX_SIZE:  # GNU base-256 sizes may be negative, so may pax's
+        raise GetterError(f"tar entry with an impossible size ({info.size}): {info.name}")
 
 
 class _BoundedTarFile(tarfile.TarFile):
-    """A `TarFile` that counts the special-header bytes it has read (see `_BoundedTarInfo`)."""
+    """A `TarFile` that counts the special headers it has read (see `_BoundedTarInfo`)."""
 
     chain_bytes = 0  # special headers before the entry being read
+    chain_count = 0
     global_bytes = 0  # pax global headers so far: tarfile keeps them all
 
 
 class _BoundedTarInfo(tarfile.TarInfo):
     """Refuses an oversized special header from its 512-byte header block, before `tarfile`
-    reads its body into memory."""
+    reads its body into memory, and parses pax headers itself (`pax.py`)."""
 
     def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise GetterError(f"sparse tar entries are not supported: {self.name}")
-        if self.size < 0:  # GNU base-256 sizes may be negative; tarfile would read(-n)
-            raise GetterError(f"tar entry with a negative size: {self.name}")
+        _judge_size(self)
         if isinstance(tar, _BoundedTarFile):
             kind = _SPECIAL_HEADERS.get(self.type)
             if kind is None:
-                tar.chain_bytes = 0
+                tar.chain_bytes = tar.chain_count = 0
             else:
                 tar.chain_bytes += self.size
+                tar.chain_count += 1
                 if self.type == tarfile.XGLTYPE:
                     tar.global_bytes += self.size
                 if max(self.size, tar.chain_bytes, tar.global_bytes) > MAX_HEADER:
                     raise GetterError(f"tar {kind} header too large: {self.size} bytes "
                                       f"(limit {MAX_HEADER})")
+                if tar.chain_count > MAX_CHAIN:
+                    raise GetterError(f"more than {MAX_CHAIN} special tar headers before one "
+                                      "entry")
         return _PROC_MEMBER(self, tar)
 
-    def _proc_gnusparse_10(self, next: tarfile.TarInfo, pax_headers: object,
-                           tar: tarfile.TarFile) -> None:
-        raise GetterError(f"sparse tar entries are not supported: {next.name}")
+    def _proc_pax(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        """A pax header (global or for the next entry), then the entry it precedes: what
+        tarfile's own does, with `pax.py`'s parser. GNU sparse records are refused there,
+        so none of tarfile's sparse handling is needed."""
+        if tar.fileobj is None:  # pragma: no cover - an open TarFile always has one
+            raise GetterError("tar archive is closed")
+        body = tar.fileobj.read(_blocks(self.size))[:self.size]
+        if len(body) != self.size:
+            raise GetterError("tar archive ends inside a pax header")
+        # Global records stay in force for the rest of the archive; tarfile lays them over
+        # every later entry itself (`_proc_builtin`).
+        records = (cast(dict[str, str], tar.pax_headers) if self.type == tarfile.XGLTYPE
+                   else dict(tar.pax_headers))
+        records.update(parse_pax(body, records, encoding=tar.encoding, errors=tar.errors))
+        try:
+            entry = self.fromtarfile(tar)
+        except tarfile.HeaderError as e:
+            raise GetterError(f"bad tar header after a pax header: {e}") from None
+        if self.type != tarfile.XGLTYPE:
+            _APPLY_PAX_INFO(entry, records, tar.encoding, tar.errors)
+            entry.offset = self.offset
+            if "size" in records:  # the entry's data ends elsewhere than its header said
+                end = entry.offset_data
+                if entry.isreg() or entry.type not in tarfile.SUPPORTED_TYPES:
+                    end += _blocks(entry.size)
+                tar.offset = end
+        return entry
 
 
-def _open_single(kind: str, path: Path) -> io.BufferedIOBase:
+def _open_single(kind: str, raw: CheckedReader) -> io.BufferedIOBase:
     if kind == "gz":
-        return gzip.open(path, "rb")
+        return gzip.GzipFile(fileobj=raw, mode="rb")
     if kind == "bz2":
-        return bz2.open(path, "rb")
-    return lzma.open(path, "rb")
+        return bz2.BZ2File(raw, "rb")
+    return lzma.LZMAFile(cast(IO[bytes], raw), "rb")
 
 
 def _contains_dot_dot(name: str) -> bool:
@@ -140,22 +195,27 @@ def unpack(archive: Path, kind: str, dest: Path, *, as_dir: bool, max_size: int,
     `check` is called between chunks and may raise to stop (a cancellation).
     Raises `GetterError`."""
     try:
-        if kind in _TAR_MODES:
-            _untar(archive, _TAR_MODES[kind], dest, as_dir, max_size, max_files, check)
-        elif kind == "zip":
-            _unzip(archive, dest, as_dir, max_size, max_files, check)
-        else:
-            if as_dir:
-                raise GetterError(f"{_SINGLE[kind]}-compressed files can only unarchive to a "
-                                  "single file")
-            with _open_single(kind, archive) as src:
-                _copy_limited(src, dest, 0o644, max_size, check)
+        if kind not in _TAR_MODES and kind != "zip" and as_dir:
+            raise GetterError(f"{_SINGLE[kind]}-compressed files can only unarchive to a "
+                              "single file")
+        with open(archive, "rb") as f:
+            raw = CheckedReader(f, check)
+            if kind in _TAR_MODES:
+                _untar(raw, archive.name, _TAR_MODES[kind], dest, as_dir, max_size,
+                       max_files, check)
+            elif kind == "zip":
+                _unzip(raw, archive.name, dest, as_dir, max_size, max_files, check)
+            else:
+                with _open_single(kind, raw) as src:
+                    _copy_limited(src, dest, 0o644, max_size, check)
     except GetterError:
         raise
-    except (OSError, EOFError, ValueError, OverflowError, tarfile.TarError,
+    except (OSError, EOFError, ValueError, OverflowError, RuntimeError, tarfile.TarError,
             zipfile.BadZipFile, lzma.LZMAError) as e:
         # ValueError and OverflowError: what the stdlib readers raise on some garbage too
-        # (a size field past what a seek or read accepts).
+        # (a size field past what a seek or read accepts). RuntimeError: zipfile's answer to
+        # an entry it cannot read (NotImplementedError is one), and a RecursionError should
+        # a reader still recurse too deep on some header chain.
         raise GetterError(f"failed to unpack {archive.name}: {e}") from None
 
 
@@ -177,11 +237,12 @@ def _copy_limited(src: _Reader, dest: Path, mode: int, max_size: int, check: Che
     return written
 
 
-def _untar(archive: Path, mode: str, dest: Path, as_dir: bool, max_size: int,
+def _untar(raw: CheckedReader, name: str, mode: str, dest: Path, as_dir: bool, max_size: int,
            max_files: int, check: Check) -> None:
     count = total = 0
     single_done = False
-    with _BoundedTarFile.open(archive, mode, tarinfo=_BoundedTarInfo) as tar:  # type: ignore[call-overload]
+    with _BoundedTarFile.open(fileobj=cast(IO[bytes], raw), mode=mode,  # type: ignore[call-overload]
+                              tarinfo=_BoundedTarInfo) as tar:
         while True:
             check()
             member = tar.next()
@@ -190,6 +251,7 @@ def _untar(archive: Path, mode: str, dest: Path, as_dir: bool, max_size: int,
             tar.members.clear()
             if member is None:
                 break
+            _judge_size(member)  # again, now that pax records are laid over it
             count += 1
             if max_files and count > max_files:
                 raise GetterError(f"tar archive contains too many files: {count} > "
@@ -207,18 +269,18 @@ def _untar(archive: Path, mode: str, dest: Path, as_dir: bool, max_size: int,
                 raise GetterError(f"tar archive larger than limit: {max_size}")
             if not as_dir:
                 if member.isdir() or not member.isfile():
-                    raise GetterError(f"expected a single file: {archive.name}")
+                    raise GetterError(f"expected a single file: {name}")
                 if single_done:
-                    raise GetterError(f"expected a single file, got multiple: {archive.name}")
+                    raise GetterError(f"expected a single file, got multiple: {name}")
                 single_done = True
                 src = tar.extractfile(member)
                 if src is None:  # pragma: no cover - isfile() members always have data
-                    raise GetterError(f"expected a single file: {archive.name}")
+                    raise GetterError(f"expected a single file: {name}")
                 _copy_limited(src, dest, stat.S_IMODE(member.mode) & 0o777 or 0o644, 0, check)
                 continue
             _extract(tar, member, dest, check)
     if count == 0 or (not as_dir and not single_done):
-        raise GetterError(f"empty archive: {archive.name}")
+        raise GetterError(f"empty archive: {name}")
 
 
 def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, check: Check) -> None:
@@ -243,27 +305,26 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, check: C
         os.utime(target, (safe.mtime, safe.mtime))
 
 
-def _unzip(archive: Path, dest: Path, as_dir: bool, max_size: int, max_files: int,
-           check: Check) -> None:
-    with open(archive, "rb") as f:
-        # Before zipfile builds one ZipInfo per record (see zipbounds.py); the same open
-        # file then goes to zipfile, so the archive judged is the archive read.
-        directory = check_directory(f, archive.name, max_files, check)
-        with zipfile.ZipFile(f) as zf:
-            infos = zf.infolist()
-            if (len(infos), zf.start_dir) != (directory.entries, directory.start):
-                raise GetterError(f"zip archive {archive.name} was read differently than "
-                                  "checked")
-            targets = _judge_zip(infos, archive.name, dest, as_dir, max_size, check)
-            for info, target in targets:
-                check()
-                if info.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                mode = (info.external_attr >> 16) & 0o777 or 0o644
-                with zf.open(info) as src:
-                    _copy_zip_entry(src, target, mode, info, check)
-                os.chmod(target, mode)
+def _unzip(raw: CheckedReader, name: str, dest: Path, as_dir: bool, max_size: int,
+           max_files: int, check: Check) -> None:
+    f = cast(IO[bytes], raw)
+    # Before zipfile builds one ZipInfo per record (see zipbounds.py); the same open
+    # file then goes to zipfile, so the archive judged is the archive read.
+    directory = check_directory(f, name, max_files, check)
+    with zipfile.ZipFile(f) as zf:
+        infos = zf.infolist()
+        if (len(infos), zf.start_dir) != (directory.entries, directory.start):
+            raise GetterError(f"zip archive {name} was read differently than checked")
+        targets = _judge_zip(infos, name, dest, as_dir, max_size, check)
+        for info, target in targets:
+            check()
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            mode = (info.external_attr >> 16) & 0o777 or 0o644
+            with zf.open(info) as src:
+                _copy_zip_entry(src, target, mode, info, check)
+            os.chmod(target, mode)
 
 
 def _judge_zip(infos: list[zipfile.ZipInfo], name: str, dest: Path, as_dir: bool,
@@ -288,10 +349,11 @@ def _judge_zip(infos: list[zipfile.ZipInfo], name: str, dest: Path, as_dir: bool
             if target != root and root not in target.parents:
                 raise GetterError(f"refused archive entry {info.filename!r}: it would be "
                                   f"written outside {dest.name}")
-        if info.flag_bits & _ZIP_ENCRYPTED:
-            # zipfile would raise RuntimeError asking for a password; Nomad's getter fails
-            # on the checksum of what it could not decrypt.
-            raise GetterError(f"zip entry {info.filename!r} is encrypted")
+        if info.flag_bits & _ZIP_UNREADABLE:
+            # zipfile would raise RuntimeError asking for a password, or NotImplementedError;
+            # Nomad's getter fails on the checksum of what it could not decrypt.
+            raise GetterError(f"zip entry {info.filename!r} is encrypted or patched data "
+                              f"(flags {info.flag_bits:#x}), which cannot be read")
         if info.compress_type not in _ZIP_METHODS:
             # Go's archive/zip, which Nomad's getter unzips with, knows only these two. And
             # zipfile hands bzip2 and LZMA data to their decompressors without an output
