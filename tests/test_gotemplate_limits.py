@@ -369,3 +369,15 @@ def test_an_integer_literal_beyond_uint64_is_a_parse_error() -> None:
     with pytest.raises(TemplateError, match="illegal number syntax"):
         Template("t", "{{ 0x" + "f" * 4000 + " }}")
     assert Template("t", "{{ 18446744073709551615 }}").execute() == "18446744073709551615"
+
+
+async def test_a_render_in_threads_runs_every_pass_to_its_end() -> None:
+    # Pass 1 finds the variable unfetched, pass 2 renders with it; each pass takes well over
+    # the steps between two looks at `stop`, which only a cancelled pass may set.
+    text = '{{ with nomadVar "nomad/jobs/j" }}{{ .user }}{{ end }} {{ range 3000 }}.{{ end }}'
+    data = MemoryTemplateData()
+    data.put_variable("nomad/jobs/j", {"user": "a"})
+    compiled = CompiledTemplate(TemplateSpec(data=text, destination="local/x"), text)
+    with trio.fail_after(CHILD_TIMEOUT):
+        render = await render_all([compiled], data, {}, in_thread=True)
+    assert render.results[0].text == "a " + "." * 3000

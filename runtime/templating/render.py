@@ -219,7 +219,9 @@ async def _off_loop(fn: Callable[[], _T], stop: threading.Event, in_thread: bool
 
     Cancelled, this returns at once (`abandon_on_cancel`: `fn` has no effect but its
     result) and sets `stop`, which `fn` watches, so the abandoned thread ends at its next
-    budget check.
+    budget check. Only then: `render_all` hands the same `Limits` (and so the same `stop`)
+    to its next pass, which a `stop` set after a normal return would abandon at its first
+    check.
     """
     if not in_thread:
         await trio.lowlevel.checkpoint()
@@ -227,8 +229,12 @@ async def _off_loop(fn: Callable[[], _T], stop: threading.Event, in_thread: bool
     try:
         return await trio.to_thread.run_sync(fn, limiter=_render_limiter(),
                                              abandon_on_cancel=True)
-    finally:
+    except BaseException:
+        # Cancelled (or interrupted): nobody waits for this thread any more. An error of
+        # `fn` itself lands here too, when its thread has ended already; setting `stop` then
+        # is harmless, since that error ends the render.
         stop.set()
+        raise
 
 
 async def compile_all(sources: Sequence[tuple[Template, str]], *, namespace: str = "default",
