@@ -22,7 +22,12 @@ import trio
 from tests.test_gotemplate_consul import FakeLookups
 from yurt.runtime.gotemplate import Limits, Template, TemplateError
 from yurt.runtime.gotemplate.consul import consul_funcs
-from yurt.runtime.gotemplate.limits import MAX_OUTPUT, MAX_STEPS
+from yurt.runtime.gotemplate.limits import (
+    DATA_PER_STEP,
+    MAX_OUTPUT,
+    MAX_STEPS,
+    STOP_CHECK_EVERY,
+)
 from yurt.runtime.structs.template import Template as TemplateSpec
 from yurt.runtime.templating.data import MemoryTemplateData
 from yurt.runtime.templating.render import CompiledTemplate, render_all
@@ -223,6 +228,61 @@ def test_a_stopped_execution_ends_at_its_next_check() -> None:
     stop.set()
     with pytest.raises(TemplateError, match="render abandoned"):
         Template("t", "{{ range 1000000000 }}{{ end }}").execute(limits=Limits(stop=stop))
+
+
+def test_a_stop_is_seen_however_far_charges_move_the_count() -> None:
+    # Each iteration costs a whole number of checks' worth of steps (the steps of the call and
+    # of its data): a look at `stop` only when the count lands on a multiple would never come.
+    for width in range(STOP_CHECK_EVERY - 16, STOP_CHECK_EVERY):
+        text = f'{{{{ $s := printf "%{width * DATA_PER_STEP}s" "" }}}}'
+        text += "{{ range 100000 }}{{ len $s }}{{ end }}"
+        stop = threading.Event()
+        stop.set()
+        limits = Limits(stop=stop)
+        with pytest.raises(TemplateError, match="render abandoned"):
+            Template("t", text).execute(limits=limits)
+        assert limits.spent <= 2 * STOP_CHECK_EVERY + width
+
+
+def test_a_stop_set_during_the_render_ends_it_soon() -> None:
+    stop = threading.Event()
+
+    def give_up() -> str:
+        stop.set()
+        return ""
+
+    limits = Limits(stop=stop)
+    text = '{{ $s := printf "%65520s" "" }}{{ range 10 }}.{{ end }}{{ giveUp }}'
+    text += "{{ range 100000 }}{{ len $s }}{{ end }}"
+    with pytest.raises(TemplateError, match="render abandoned"):
+        Template("t", text, {"giveUp": give_up}).execute(limits=limits)
+    assert limits.spent <= 3 * STOP_CHECK_EVERY + 65520 // DATA_PER_STEP
+
+
+def test_a_variable_lookup_costs_the_same_with_many_variables_in_scope() -> None:
+    # A lookup that scanned every variable in scope would make each step thousands of times
+    # dearer: a full budget of lookups would then run for minutes.
+    declared = "".join(f"{{{{$v{i}:=1}}}}" for i in range(7000))
+    outcome = render_isolated(declared + "{{ range 100000000 }}{{ $x := $v0 }}{{ end }}")
+    assert outcome.error is not None
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < CHILD_TIMEOUT / 2
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("{{ $x := 1 }}{{ if true }}{{ $x := 2 }}{{ $x }}{{ end }}{{ $x }}", "21"),
+        ("{{ $x := 1 }}{{ range $x := 3 }}{{ $x }}{{ end }}{{ $x }}", "0121"),
+        ("{{ $x := 0 }}{{ range $i, $x := . }}{{ $i }}{{ $x }}{{ end }}{{ $x }}", "0a1b0"),
+        ("{{ range $x, $x := . }}{{ $x }}{{ end }}", "ab"),
+        ("{{ $x := 1 }}{{ range 2 }}{{ $x = 2 }}{{ break }}{{ end }}{{ $x }}", "2"),
+        ('{{ define "d" }}{{ $x := 5 }}{{ $x }}{{ end }}{{ $x := 1 }}{{ template "d" }}{{ $x }}',
+         "51"),
+    ],
+)
+def test_variables_scope_as_go(text: str, want: str) -> None:
+    assert Template("t", text).execute(["a", "b"]) == want
 
 
 def test_custom_limits_apply() -> None:
