@@ -207,6 +207,48 @@ def test_functions_that_multiply_their_inputs_refuse_before_allocating(call: str
     assert f"result exceeds {MAX_OUTPUT} " in error  # characters, or bytes for a regexp
 
 
+@pytest.mark.parametrize("fn", ["print", "println", "html", "js", "urlquery"])
+def test_variadic_functions_count_their_operands_before_joining_them(fn: str) -> None:
+    # Three hundred names of one 4 MiB string: 1.2 GB once joined, from a 3 KB template.
+    setup = '{{ $s := printf "%1000000s" "" }}{{ $s = printf "%s%s%s%s" $s $s $s $s }}'
+    error = error_of(setup + "{{ $x := " + fn + " " + " ".join(["$s"] * 300) + " }}")
+    assert f"error calling {fn}: formatted text exceeds {MAX_OUTPUT} characters" in error
+
+
+@pytest.mark.parametrize(
+    ("call", "want"),
+    [
+        ('html "<&>"', "&lt;&amp;&gt;"),
+        ("js \"<'\\\\\\n\"", "\\u003C\\'\\\\\\u000A"),
+        ('urlquery "a b&€"', "a+b%26%E2%82%AC"),
+        ('html (printf "%2000000s" "" | replaceAll " " "<")', "error calling html: result exceeds"),
+        ('js (printf "%2000000s" "" | replaceAll " " "=")', "error calling js: result exceeds"),
+        ('urlquery (printf "%2000000s" "" | replaceAll " " "/")',
+         "error calling urlquery: result exceeds"),
+    ],
+)
+def test_escapes_count_their_result_before_building_it(call: str, want: str) -> None:
+    outcome = render_isolated("{{ " + call + " }}")
+    assert want in (outcome.output if outcome.error is None else outcome.error)
+
+
+def test_split_charges_each_piece_before_making_it() -> None:
+    # Four million one-character strings of 84 bytes each, nine times over: 3 GB held in
+    # variables, had the pieces been charged as characters of data.
+    setup = '{{ $s := printf "%1000000s" "" | replaceAll " " "\u20ac" }}'
+    setup += '{{ $s = printf "%s%s%s%s" $s $s $s $s }}'
+    error = error_of(setup + "".join(f'{{{{ $l{i} := split "" $s }}}}' for i in range(9)))
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in error
+    assert "executing \"local/t.conf\" at <split>" in error
+
+
+def test_parse_json_charges_each_value_it_makes() -> None:
+    # 1.3 million empty objects a call, ~100 MB, fourteen times over.
+    setup = '{{ $s := printf "[%s{}]" (printf "%01300000d" 0 | replaceAll "0" "{},") }}'
+    error = error_of(setup + "".join(f"{{{{ $j{i} := parseJSON $s }}}}" for i in range(14)))
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in error
+
+
 @pytest.mark.parametrize(
     "call",
     [

@@ -16,7 +16,9 @@ and `NomadVarMeta{Namespace Path CreateIndex ModifyIndex CreateTime ModifyTime}`
 
 Patterns are Go's RE2 (`goregexp`), never `re`, whose backtracking a job's pattern could make
 run for hours. Functions whose result can be a product of their inputs (`join`, `replaceAll`,
-`regexReplaceAll`) refuse a result beyond `limits.MAX_OUTPUT` before building it.
+`regexReplaceAll`) refuse a result beyond `limits.MAX_OUTPUT` before building it; functions
+that make an object per element of their result (`split`, `parseJSON`) charge the elements to
+the step budget as they make them (`limits.ELEMENT_STEPS`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any, ClassVar, Final, Protocol
 from yurt.runtime.gotemplate.exec import ArgTypeError, FuncError
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, format_float, go_type, sprint_value
 from yurt.runtime.gotemplate.goregexp import match_string, replace_all_string
-from yurt.runtime.gotemplate.limits import MAX_OUTPUT
+from yurt.runtime.gotemplate.limits import ELEMENT_STEPS, MAX_OUTPUT, charge
 
 _SERVICE_QUERY: Final = re.compile(r"\A(?:(?P<tag>[\w\-.]+)\.)?(?P<name>[\w\-/]+)"
                                    r"(?:@(?P<region>[\w.\-]+))?\Z")
@@ -181,14 +183,21 @@ def go_json(value: Any, indent: str | None = None, level: int = 0,
 
 
 def _from_json(value: Any) -> Any:
-    """encoding/json into interface{}: every number is a float64."""
+    """encoding/json into interface{}: every number is a float64.
+
+    Each container's elements are charged (`ELEMENT_STEPS`) before they are converted: a
+    value per element is made here, in Python, and lives as long as the variable that
+    holds the result.
+    """
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
         return float(value)
     if isinstance(value, list):
+        charge(len(value) * ELEMENT_STEPS)
         return [_from_json(v) for v in value]
     if isinstance(value, dict):
+        charge(len(value) * ELEMENT_STEPS)
         return {k: _from_json(v) for k, v in value.items()}
     return value
 
@@ -207,10 +216,14 @@ def parse_json(s: Any) -> Any:
 
 
 def split(sep: Any, s: Any) -> list[str]:
+    """strings.Split of the trimmed text. Its pieces are charged (`ELEMENT_STEPS` each)
+    before they are made: a string object per piece, ~50-90 bytes even for one character,
+    which a step per `DATA_PER_STEP` characters would let a variable hold by the million."""
     s, sep = want_str(s), want_str(sep)
     s = s.strip()
     if not s:
         return []
+    charge((s.count(sep) + 1 if sep else len(s)) * ELEMENT_STEPS)
     return s.split(sep) if sep else list(s)
 
 
