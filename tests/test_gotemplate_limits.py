@@ -10,6 +10,7 @@ cap and a nesting cap for the evaluator.
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -349,6 +350,63 @@ def test_regex_replace_all_is_linear_time() -> None:
     outcome = render_isolated(f'{{{{ regexReplaceAll "(a+)+$" "x" "{CATASTROPHIC}" }}}}')
     assert outcome.output == CATASTROPHIC
     assert outcome.seconds < 5
+
+
+def dfa_defeating(alternatives: int, length: int) -> tuple[str, str]:
+    """A pattern whose DFA RE2 gives up on (its NFA then costs text × program size) and a
+    random text of `a`s and `b`s of `length` it does not match."""
+    pattern = "|".join(f"[ab]*a[ab]{{{1000 - i}}}c" for i in range(alternatives))
+    rng = random.Random(1)
+    return pattern, "".join(rng.choice("ab") for _ in range(length))
+
+
+def test_a_search_whose_worst_case_exceeds_the_budget_is_refused_before_it_runs() -> None:
+    # 60 alternatives of ~1000 instructions over 20 KB: ~3 s of RE2 for one call.
+    pattern, text = dfa_defeating(60, 20000)
+    outcome = render_isolated(f'{{{{ regexMatch "{pattern}" "{text}" }}}}')
+    assert outcome.error is not None
+    assert f"at <regexMatch>: exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < 1
+
+
+def test_searches_are_charged_the_time_re2_takes() -> None:
+    # Each search fits in the budget (~0.3 s); a thousand of them, charged by their data
+    # alone, would run for minutes.
+    pattern, text = dfa_defeating(60, 2000)
+    text = f'{{{{ range 1000 }}}}{{{{ regexMatch "{pattern}" "{text}" }}}}{{{{ end }}}}'
+    outcome = render_isolated(text)
+    assert outcome.error is not None
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < CHILD_TIMEOUT / 2
+
+
+def test_replace_all_is_charged_each_search_it_makes() -> None:
+    # Each search scans to the text's end (a[ab]*c could still match): linear each, quadratic
+    # together, within the budget the matches alone are charged.
+    setup = '{{ $a := printf "%0300000d" 0 | replaceAll "0" "a" }}'
+    outcome = render_isolated(setup + '{{ regexReplaceAll "a[ab]*c|a" "x" $a | len }}')
+    assert outcome.error is not None
+    assert f"at <regexReplaceAll>: exceeded the render budget of {MAX_STEPS} steps" in (
+        outcome.error
+    )
+    assert outcome.seconds < CHILD_TIMEOUT / 2
+
+
+def test_compiling_patterns_is_charged() -> None:
+    # A Unicode class parses into hundreds of ranges: 90000 characters of them take RE2 ~30 s
+    # to refuse as too large.
+    setup = '{{ $p := printf "%30000s" "" | replaceAll " " "\\\\pL" }}'
+    outcome = render_isolated(setup + '{{ regexMatch $p "x" }}')
+    assert outcome.error is not None
+    assert f"at <regexMatch>: exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < 1
+    # 400 of them compile, in ~0.2 s: a new pattern on each pass of a loop is charged that.
+    setup = '{{ $p := printf "%400s" "" | replaceAll " " "\\\\pL" }}'
+    loop = '{{ range $i := 1000 }}{{ regexMatch (printf "%s%d" $p $i) "x" }}{{ end }}'
+    outcome = render_isolated(setup + loop)
+    assert outcome.error is not None
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < CHILD_TIMEOUT / 2
 
 
 # --------------------------------------------------------------------------- off the loop
