@@ -9,6 +9,7 @@ cap and a nesting cap for the evaluator.
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import subprocess
@@ -177,6 +178,30 @@ def test_deep_nesting_inside_recursion_is_a_template_error_not_a_crash() -> None
 def test_plain_recursion_stops_at_the_template_depth() -> None:
     with pytest.raises(TemplateError, match=r"exceeded maximum template depth \(100\)"):
         Template("t", '{{ define "r" }}{{ template "r" }}{{ end }}{{ template "r" }}').execute()
+
+
+def test_parsing_is_linear_in_the_variables_a_template_declares() -> None:
+    # Parsing is not budgeted (it is linear in the text). Checking each reference against a
+    # list of the variables in scope made it quadratic: 20000 variables and as many
+    # references took ~35 times as long as 2500 of each, not ~8 times.
+
+    def parse_seconds(count: int) -> float:
+        text = "".join(f"{{{{$v{i}:=1}}}}" for i in range(count))
+        text += f"{{{{$v{count - 1}}}}}" * count
+        best = float("inf")
+        for _ in range(2):  # the better of two: a busy machine only ever adds time
+            gc.collect()
+            gc.disable()  # the collector's passes over many nodes are not the parser's
+            try:
+                started = time.process_time()
+                Template("t", text)
+                best = min(best, time.process_time() - started)
+            finally:
+                gc.enable()
+        return best
+
+    ratio = parse_seconds(20000) / parse_seconds(2500)
+    assert ratio < 16, f"8 times the text took {ratio:.1f} times as long"
 
 
 def test_deeply_nested_parentheses_are_a_parse_error_not_a_crash() -> None:
