@@ -135,7 +135,9 @@ def go_json(value: Any, indent: str | None = None, level: int = 0,
 
     Indentation grows with depth, so pretty JSON of a deep value is a product of its size
     and its depth: `spent` (one cell, shared down the recursion) counts the indentation
-    written, refused beyond `MAX_OUTPUT` before it is built.
+    written, refused beyond `MAX_OUTPUT` before it is built. Each element of a list or map
+    is charged (`ELEMENT_STEPS`): encoding one is a Python call and a string, ~0.5 µs, which
+    the evaluator's charge for the data (a step per 16 characters) undercounts tenfold.
     """
     if value is None or value is NO_VALUE:
         return "null"
@@ -156,6 +158,8 @@ def go_json(value: Any, indent: str | None = None, level: int = 0,
         return text
     if isinstance(value, NomadVarItem):
         value = {"Key": value.Key, "Value": value.Value}
+    if isinstance(value, (list, tuple, dict)):
+        charge(len(value) * ELEMENT_STEPS)
     pad = inner = ""
     if indent is not None and isinstance(value, (list, tuple, dict)) and value:
         pad, inner = "\n" + indent * level, "\n" + indent * (level + 1)
