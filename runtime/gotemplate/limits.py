@@ -15,8 +15,9 @@ stall or exhaust the agent, so every execution carries a `Limits`:
 - `output`: characters the execution may print, and the size of any one string a function
   returns (4 MiB: 64 times Nomad's cap on a variable's items, `MAX_ITEMS_BYTES`, and far
   beyond any configuration file a task reads). Functions whose result can be a product of
-  their inputs (`join`, `replaceAll`, `regexReplaceAll`, `printf`, `toJSONPretty`) check the
-  size before they build it, so the cap bounds memory and not only the file.
+  their inputs (`join`, `replaceAll`, `regexReplaceAll`, `printf`, `toJSONPretty`, and the
+  variadic `print`, `println`, `html`, `js`, `urlquery`) check the size before they build
+  it, so the cap bounds memory and not only the file.
 - `depth`: nested `{{template}}` calls. Go allows 100000 (`maxExecDepth`); Python's stack
   does not, so the cap is 100, and deeper Python recursion (nesting inside one template) is
   turned into a template error rather than a RecursionError.
@@ -29,11 +30,12 @@ stall or exhaust the agent, so every execution carries a `Limits`:
 What a step stands for, beyond the evaluator's own node evaluations:
 - data a call touches at C speed: `DATA_PER_STEP` characters (or list elements) a step;
 - a Python object a function makes per element of its result (`split`'s strings,
-  `parseJSON`'s values): `ELEMENT_STEPS` each, charged before or while it is built, so the
-  budget bounds the memory that results kept in variables hold (~50-90 bytes an object, as
-  ~16 characters of a string do);
-- time that cannot be counted in advance (a regexp search whose worst case is far above
-  its usual cost): `NS_PER_STEP` of the thread's CPU time, measured, after a check
+  `parseJSON`'s values), or a Python call per element of its operand (`toJSON`):
+  `ELEMENT_STEPS` each, charged before or while it is built, so the budget bounds the memory
+  that results kept in variables hold (~50-90 bytes an object, as ~16 characters of a string
+  do) and the time of walks in Python;
+- time that cannot be counted in advance (a regexp's compile or search, whose worst case is
+  far above its usual cost): `NS_PER_STEP` of the thread's CPU time, measured, after a check
   (`afford`) that the worst case fits in what remains of the budget, so one call cannot
   outrun the budget either.
 
@@ -54,7 +56,7 @@ MAX_OUTPUT: Final = 4 << 20
 MAX_DEPTH: Final = 100
 #: fmt/print.go's `tooLarge`: a width or precision beyond ±10^6 is refused.
 FMT_MAX_NUMBER: Final = 1_000_000
-#: Steps between two looks at `stop` (a charge that carries the count past the mark looks at once).
+#: Steps between two looks at `stop` (a charge carrying the count past the mark looks at once).
 STOP_CHECK_EVERY: Final = 1 << 12
 #: Characters (or elements) of a call's arguments and result that count as one step: C-speed
 #: string work is a few ns a character, a step ~0.2 µs, so this overcharges, on purpose.

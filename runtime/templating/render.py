@@ -24,9 +24,10 @@ many templates a task has. A pass has no effect beyond its return value (and the
 of its own render) — every execution gets its own recorder and function table, and reads a
 snapshot nobody changes — which is what makes `abandon_on_cancel` safe: a cancelled render
 (a task killed mid-render) returns at once, and its thread, told to stop, ends at its next
-budget check. The caller may keep a render on the loop (`in_thread=False`: a runtime under a
-virtual clock, where a thread's real time would let the clock jump); the bounds hold there
-all the same.
+budget check; until then it holds its render slot, which is why every call inside a render
+(a regexp search or compile too) is bounded by what remains of the budget. The caller may
+keep a render on the loop (`in_thread=False`: a runtime under a virtual clock, where a
+thread's real time would let the clock jump); the bounds hold there all the same.
 """
 
 from __future__ import annotations
