@@ -293,6 +293,25 @@ def test_to_json_charges_each_element_it_encodes() -> None:
     assert calls <= 3
 
 
+def test_timestamp_charges_its_layout() -> None:
+    # A layout was read by a Python loop over its characters, ~1 µs each, charged as data
+    # (16 characters a step): a full budget of long layouts was ~40 s instead of ~1 s.
+    funcs = consul_funcs({}, FakeLookups(), clock=lambda: 1700000000.0)
+    calls = 0
+
+    def timestamp(*layout: object) -> str:
+        nonlocal calls
+        calls += 1
+        return str(funcs["timestamp"](*layout))
+
+    text = '{{ $s := printf "%100000s" "2006" }}{{ range 1000 }}{{ $t := timestamp $s }}{{ end }}'
+    with pytest.raises(TemplateError, match="exceeded the render budget"):
+        Template("t", text, {**funcs, "timestamp": timestamp}).execute(limits=Limits())
+    assert calls <= 50
+    text = '{{ timestamp "Monday 2006-01-02T15:04:05Z07:00" }}'
+    assert Template("t", text, funcs).execute() == "Tuesday 2023-11-14T22:13:20Z"
+
+
 @pytest.mark.parametrize(
     "call",
     [

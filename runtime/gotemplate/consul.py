@@ -264,22 +264,27 @@ def contains(needle: Any, haystack: Any) -> bool:
     return False
 
 
+#: Go's layout elements, in the order they are tried at each position, and their strftime.
+_LAYOUT_TOKENS: Final = (
+    ("2006", "%Y"), ("January", "%B"), ("Jan", "%b"), ("Monday", "%A"), ("Mon", "%a"),
+    ("MST", "%Z"), ("Z07:00", "Z"), ("-0700", "%z"), ("01", "%m"), ("02", "%d"), ("15", "%H"),
+    ("03", "%I"), ("04", "%M"), ("05", "%S"), ("PM", "%p"), ("06", "%y"),
+)  # fmt: skip
+#: The tokens as one alternation (ours, fixed: `re` is safe here), tried in that order.
+_LAYOUT: Final = re.compile("|".join(re.escape(go) for go, _ in _LAYOUT_TOKENS))
+
+
 def _go_layout(layout: str, now: time.struct_time) -> str:
-    tokens = [("2006", "%Y"), ("January", "%B"), ("Jan", "%b"), ("Monday", "%A"),
-              ("Mon", "%a"), ("MST", "%Z"), ("Z07:00", "Z"), ("-0700", "%z"), ("01", "%m"),
-              ("02", "%d"), ("15", "%H"), ("03", "%I"), ("04", "%M"), ("05", "%S"),
-              ("PM", "%p"), ("06", "%y")]
-    out, i = [], 0
-    while i < len(layout):
-        for go, py in tokens:
-            if layout.startswith(go, i):
-                out.append(time.strftime(py, now) if py != "Z" else "Z")
-                i += len(go)
-                break
-        else:
-            out.append(layout[i])
-            i += 1
-    return "".join(out)
+    """The layout with each of Go's elements replaced by its value at `now`.
+
+    One C scan with a dict lookup per element, each value formatted once: a loop trying
+    every element at every character ran ~1 µs a character, twenty times what the
+    evaluator charges for the layout's data; the elements are charged here (a step per
+    character: at most one element per two, ~0.4 µs each).
+    """
+    charge(len(layout))
+    values = {go: "Z" if py == "Z" else time.strftime(py, now) for go, py in _LAYOUT_TOKENS}
+    return _LAYOUT.sub(lambda m: values[m.group()], layout)
 
 
 def make_timestamp(clock: Callable[[], float]) -> Callable[..., str]:
