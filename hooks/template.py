@@ -10,8 +10,8 @@ the task's environment (the hook's env, persisted and re-applied as any hook's).
 
 Templates are parsed and rendered in a worker thread (templating/render.py), each execution
 bounded in steps, output and nesting; a template beyond its bounds fails like any template
-error ("Template failed: template: <destination>:…"), and killing the task does not wait for
-a render in progress.
+error ("Template failed: template: <destination>:…"). A kill or an agent shutdown cancels
+prestart, whether it waits for data or renders: it does not wait for a render in progress.
 
 After the first render a watcher, in the task runner's background nursery, waits for the data
 source to change, re-reads what the templates read, and re-renders when it differs, after the
@@ -103,6 +103,13 @@ def go_signal_name(name: str) -> str:
 @final
 class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
     name: ClassVar[str] = "template"
+    #: Prestart may wait without end (a variable that does not exist yet) or render for a
+    #: while: a kill or an agent shutdown cancels it, as Nomad's hook returns on its
+    #: context's end. Nothing of a cancelled prestart is kept: the runner persists a hook's
+    #: state only when its prestart returned, each file is replaced atomically (a file
+    #: written before the cancel is whole), and a watcher started just before it is ended by
+    #: the stop hook that follows every kill.
+    interruptible: ClassVar[bool] = True
 
     def __init__(self, data: TemplateData | None = None, *, rng: random.Random | None = None,
                  event_rate: float = EVENT_RATE) -> None:

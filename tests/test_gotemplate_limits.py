@@ -9,7 +9,9 @@ cap and a nesting cap for the evaluator.
 
 from __future__ import annotations
 
+import gc
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -22,7 +24,12 @@ import trio
 from tests.test_gotemplate_consul import FakeLookups
 from yurt.runtime.gotemplate import Limits, Template, TemplateError
 from yurt.runtime.gotemplate.consul import consul_funcs
-from yurt.runtime.gotemplate.limits import MAX_OUTPUT, MAX_STEPS
+from yurt.runtime.gotemplate.limits import (
+    DATA_PER_STEP,
+    MAX_OUTPUT,
+    MAX_STEPS,
+    STOP_CHECK_EVERY,
+)
 from yurt.runtime.structs.template import Template as TemplateSpec
 from yurt.runtime.templating.data import MemoryTemplateData
 from yurt.runtime.templating.render import CompiledTemplate, render_all
@@ -173,6 +180,30 @@ def test_plain_recursion_stops_at_the_template_depth() -> None:
         Template("t", '{{ define "r" }}{{ template "r" }}{{ end }}{{ template "r" }}').execute()
 
 
+def test_parsing_is_linear_in_the_variables_a_template_declares() -> None:
+    # Parsing is not budgeted (it is linear in the text). Checking each reference against a
+    # list of the variables in scope made it quadratic: 20000 variables and as many
+    # references took ~35 times as long as 2500 of each, not ~8 times.
+
+    def parse_seconds(count: int) -> float:
+        text = "".join(f"{{{{$v{i}:=1}}}}" for i in range(count))
+        text += f"{{{{$v{count - 1}}}}}" * count
+        best = float("inf")
+        for _ in range(2):  # the better of two: a busy machine only ever adds time
+            gc.collect()
+            gc.disable()  # the collector's passes over many nodes are not the parser's
+            try:
+                started = time.process_time()
+                Template("t", text)
+                best = min(best, time.process_time() - started)
+            finally:
+                gc.enable()
+        return best
+
+    ratio = parse_seconds(20000) / parse_seconds(2500)
+    assert ratio < 16, f"8 times the text took {ratio:.1f} times as long"
+
+
 def test_deeply_nested_parentheses_are_a_parse_error_not_a_crash() -> None:
     error = error_of("{{ " + "(" * 2000 + "1" + ")" * 2000 + " }}")
     assert error == "template: local/t.conf: max nesting depth exceeded"
@@ -202,6 +233,94 @@ def test_functions_that_multiply_their_inputs_refuse_before_allocating(call: str
     assert f"result exceeds {MAX_OUTPUT} " in error  # characters, or bytes for a regexp
 
 
+@pytest.mark.parametrize("fn", ["print", "println", "html", "js", "urlquery"])
+def test_variadic_functions_count_their_operands_before_joining_them(fn: str) -> None:
+    # Three hundred names of one 4 MiB string: 1.2 GB once joined, from a 3 KB template.
+    setup = '{{ $s := printf "%1000000s" "" }}{{ $s = printf "%s%s%s%s" $s $s $s $s }}'
+    error = error_of(setup + "{{ $x := " + fn + " " + " ".join(["$s"] * 300) + " }}")
+    assert f"error calling {fn}: formatted text exceeds {MAX_OUTPUT} characters" in error
+
+
+@pytest.mark.parametrize(
+    ("call", "want"),
+    [
+        ('html "<&>"', "&lt;&amp;&gt;"),
+        ("js \"<'\\\\\\n\"", "\\u003C\\'\\\\\\u000A"),
+        ('urlquery "a b&€"', "a+b%26%E2%82%AC"),
+        ('html (printf "%2000000s" "" | replaceAll " " "<")', "error calling html: result exceeds"),
+        ('js (printf "%2000000s" "" | replaceAll " " "=")', "error calling js: result exceeds"),
+        ('urlquery (printf "%2000000s" "" | replaceAll " " "/")',
+         "error calling urlquery: result exceeds"),
+    ],
+)
+def test_escapes_count_their_result_before_building_it(call: str, want: str) -> None:
+    outcome = render_isolated("{{ " + call + " }}")
+    assert want in (outcome.output if outcome.error is None else outcome.error)
+
+
+def test_split_charges_each_piece_before_making_it() -> None:
+    # Four million one-character strings of 84 bytes each, nine times over: 3 GB held in
+    # variables, had the pieces been charged as characters of data.
+    setup = '{{ $s := printf "%1000000s" "" | replaceAll " " "\u20ac" }}'
+    setup += '{{ $s = printf "%s%s%s%s" $s $s $s $s }}'
+    error = error_of(setup + "".join(f'{{{{ $l{i} := split "" $s }}}}' for i in range(9)))
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in error
+    assert "executing \"local/t.conf\" at <split>" in error
+
+
+def test_parse_json_charges_each_value_it_makes() -> None:
+    # 1.3 million empty objects a call, ~100 MB, fourteen times over.
+    setup = '{{ $s := printf "[%s{}]" (printf "%01300000d" 0 | replaceAll "0" "{},") }}'
+    error = error_of(setup + "".join(f"{{{{ $j{i} := parseJSON $s }}}}" for i in range(14)))
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in error
+
+
+def test_to_json_charges_each_element_it_encodes() -> None:
+    # Encoding an element is ~0.5 µs of Python: charged as 16 characters of data a step, a
+    # full budget of toJSON over a million-element list was ~9 s instead of ~1 s.
+    funcs = consul_funcs({}, FakeLookups())
+    calls = 0
+
+    def to_json(value: object) -> str:
+        nonlocal calls
+        calls += 1
+        return str(funcs["toJSON"](value))
+
+    text = '{{ $l := split "" (printf "%01000000d" 0) }}'
+    text += "{{ range 100 }}{{ $j := toJSON $l }}{{ end }}"
+    with pytest.raises(TemplateError, match="exceeded the render budget"):
+        Template("t", text, {**funcs, "toJSON": to_json}).execute(limits=Limits())
+    assert calls <= 3
+
+
+def test_quoting_charges_the_characters_it_escapes_one_by_one() -> None:
+    # %q walks a text that needs escapes in Python (~0.1 µs a character), which the data
+    # charge (a step per 16 characters) undercounted fourfold; a plain text is C speed.
+    escaped, plain = Limits(), Limits()
+    Template("t", '{{ printf "%q" (printf "%100000s\\n" "") }}').execute(limits=escaped)
+    Template("t", '{{ printf "%q" (printf "%100000s" "") }}').execute(limits=plain)
+    assert escaped.spent - plain.spent >= 100000 // 2
+
+
+def test_timestamp_charges_its_layout() -> None:
+    # A layout was read by a Python loop over its characters, ~1 µs each, charged as data
+    # (16 characters a step): a full budget of long layouts was ~40 s instead of ~1 s.
+    funcs = consul_funcs({}, FakeLookups(), clock=lambda: 1700000000.0)
+    calls = 0
+
+    def timestamp(*layout: object) -> str:
+        nonlocal calls
+        calls += 1
+        return str(funcs["timestamp"](*layout))
+
+    text = '{{ $s := printf "%100000s" "2006" }}{{ range 1000 }}{{ $t := timestamp $s }}{{ end }}'
+    with pytest.raises(TemplateError, match="exceeded the render budget"):
+        Template("t", text, {**funcs, "timestamp": timestamp}).execute(limits=Limits())
+    assert calls <= 50
+    text = '{{ timestamp "Monday 2006-01-02T15:04:05Z07:00" }}'
+    assert Template("t", text, funcs).execute() == "Tuesday 2023-11-14T22:13:20Z"
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -223,6 +342,61 @@ def test_a_stopped_execution_ends_at_its_next_check() -> None:
     stop.set()
     with pytest.raises(TemplateError, match="render abandoned"):
         Template("t", "{{ range 1000000000 }}{{ end }}").execute(limits=Limits(stop=stop))
+
+
+def test_a_stop_is_seen_however_far_charges_move_the_count() -> None:
+    # Each iteration costs a whole number of checks' worth of steps (the steps of the call and
+    # of its data): a look at `stop` only when the count lands on a multiple would never come.
+    for width in range(STOP_CHECK_EVERY - 16, STOP_CHECK_EVERY):
+        text = f'{{{{ $s := printf "%{width * DATA_PER_STEP}s" "" }}}}'
+        text += "{{ range 100000 }}{{ len $s }}{{ end }}"
+        stop = threading.Event()
+        stop.set()
+        limits = Limits(stop=stop)
+        with pytest.raises(TemplateError, match="render abandoned"):
+            Template("t", text).execute(limits=limits)
+        assert limits.spent <= 2 * STOP_CHECK_EVERY + width
+
+
+def test_a_stop_set_during_the_render_ends_it_soon() -> None:
+    stop = threading.Event()
+
+    def give_up() -> str:
+        stop.set()
+        return ""
+
+    limits = Limits(stop=stop)
+    text = '{{ $s := printf "%65520s" "" }}{{ range 10 }}.{{ end }}{{ giveUp }}'
+    text += "{{ range 100000 }}{{ len $s }}{{ end }}"
+    with pytest.raises(TemplateError, match="render abandoned"):
+        Template("t", text, {"giveUp": give_up}).execute(limits=limits)
+    assert limits.spent <= 3 * STOP_CHECK_EVERY + 65520 // DATA_PER_STEP
+
+
+def test_a_variable_lookup_costs_the_same_with_many_variables_in_scope() -> None:
+    # A lookup that scanned every variable in scope would make each step thousands of times
+    # dearer: a full budget of lookups would then run for minutes.
+    declared = "".join(f"{{{{$v{i}:=1}}}}" for i in range(7000))
+    outcome = render_isolated(declared + "{{ range 100000000 }}{{ $x := $v0 }}{{ end }}")
+    assert outcome.error is not None
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < CHILD_TIMEOUT / 2
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("{{ $x := 1 }}{{ if true }}{{ $x := 2 }}{{ $x }}{{ end }}{{ $x }}", "21"),
+        ("{{ $x := 1 }}{{ range $x := 3 }}{{ $x }}{{ end }}{{ $x }}", "0121"),
+        ("{{ $x := 0 }}{{ range $i, $x := . }}{{ $i }}{{ $x }}{{ end }}{{ $x }}", "0a1b0"),
+        ("{{ range $x, $x := . }}{{ $x }}{{ end }}", "ab"),
+        ("{{ $x := 1 }}{{ range 2 }}{{ $x = 2 }}{{ break }}{{ end }}{{ $x }}", "2"),
+        ('{{ define "d" }}{{ $x := 5 }}{{ $x }}{{ end }}{{ $x := 1 }}{{ template "d" }}{{ $x }}',
+         "51"),
+    ],
+)
+def test_variables_scope_as_go(text: str, want: str) -> None:
+    assert Template("t", text).execute(["a", "b"]) == want
 
 
 def test_custom_limits_apply() -> None:
@@ -247,6 +421,63 @@ def test_regex_replace_all_is_linear_time() -> None:
     outcome = render_isolated(f'{{{{ regexReplaceAll "(a+)+$" "x" "{CATASTROPHIC}" }}}}')
     assert outcome.output == CATASTROPHIC
     assert outcome.seconds < 5
+
+
+def dfa_defeating(alternatives: int, length: int) -> tuple[str, str]:
+    """A pattern whose DFA RE2 gives up on (its NFA then costs text × program size) and a
+    random text of `a`s and `b`s of `length` it does not match."""
+    pattern = "|".join(f"[ab]*a[ab]{{{1000 - i}}}c" for i in range(alternatives))
+    rng = random.Random(1)
+    return pattern, "".join(rng.choice("ab") for _ in range(length))
+
+
+def test_a_search_whose_worst_case_exceeds_the_budget_is_refused_before_it_runs() -> None:
+    # 60 alternatives of ~1000 instructions over 20 KB: ~3 s of RE2 for one call.
+    pattern, text = dfa_defeating(60, 20000)
+    outcome = render_isolated(f'{{{{ regexMatch "{pattern}" "{text}" }}}}')
+    assert outcome.error is not None
+    assert f"at <regexMatch>: exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < 1
+
+
+def test_searches_are_charged_the_time_re2_takes() -> None:
+    # Each search fits in the budget (~0.3 s); a thousand of them, charged by their data
+    # alone, would run for minutes.
+    pattern, text = dfa_defeating(60, 2000)
+    text = f'{{{{ range 1000 }}}}{{{{ regexMatch "{pattern}" "{text}" }}}}{{{{ end }}}}'
+    outcome = render_isolated(text)
+    assert outcome.error is not None
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < CHILD_TIMEOUT / 2
+
+
+def test_replace_all_is_charged_each_search_it_makes() -> None:
+    # Each search scans to the text's end (a[ab]*c could still match): linear each, quadratic
+    # together, within the budget the matches alone are charged.
+    setup = '{{ $a := printf "%0300000d" 0 | replaceAll "0" "a" }}'
+    outcome = render_isolated(setup + '{{ regexReplaceAll "a[ab]*c|a" "x" $a | len }}')
+    assert outcome.error is not None
+    assert f"at <regexReplaceAll>: exceeded the render budget of {MAX_STEPS} steps" in (
+        outcome.error
+    )
+    assert outcome.seconds < CHILD_TIMEOUT / 2
+
+
+def test_compiling_patterns_is_charged() -> None:
+    # A Unicode class parses into hundreds of ranges: 90000 characters of them take RE2 ~30 s
+    # to refuse as too large.
+    setup = '{{ $p := printf "%30000s" "" | replaceAll " " "\\\\pL" }}'
+    outcome = render_isolated(setup + '{{ regexMatch $p "x" }}')
+    assert outcome.error is not None
+    assert f"at <regexMatch>: exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < 1
+    # 400 of them compile, in ~0.2 s: a new pattern on each pass of a loop is charged that.
+    setup = '{{ $p := printf "%400s" "" | replaceAll " " "\\\\pL" }}'
+    loop = '{{ range $i := 1000 }}{{ regexMatch (printf "%s%d" $p $i) "x" }}{{ end }}'
+    outcome = render_isolated(setup + loop)
+    assert outcome.error is not None
+    assert f"exceeded the render budget of {MAX_STEPS} steps" in outcome.error
+    assert outcome.seconds < CHILD_TIMEOUT / 2
 
 
 # --------------------------------------------------------------------------- off the loop
@@ -369,3 +600,15 @@ def test_an_integer_literal_beyond_uint64_is_a_parse_error() -> None:
     with pytest.raises(TemplateError, match="illegal number syntax"):
         Template("t", "{{ 0x" + "f" * 4000 + " }}")
     assert Template("t", "{{ 18446744073709551615 }}").execute() == "18446744073709551615"
+
+
+async def test_a_render_in_threads_runs_every_pass_to_its_end() -> None:
+    # Pass 1 finds the variable unfetched, pass 2 renders with it; each pass takes well over
+    # the steps between two looks at `stop`, which only a cancelled pass may set.
+    text = '{{ with nomadVar "nomad/jobs/j" }}{{ .user }}{{ end }} {{ range 3000 }}.{{ end }}'
+    data = MemoryTemplateData()
+    data.put_variable("nomad/jobs/j", {"user": "a"})
+    compiled = CompiledTemplate(TemplateSpec(data=text, destination="local/x"), text)
+    with trio.fail_after(CHILD_TIMEOUT):
+        render = await render_all([compiled], data, {}, in_thread=True)
+    assert render.results[0].text == "a " + "." * 3000

@@ -22,7 +22,12 @@ import trio
 
 from yurt.hooks.identity import write_token
 from yurt.runtime import confined_write
-from yurt.runtime.templating.files import write_confined
+from yurt.runtime.templating.files import (
+    MAX_SOURCE_BYTES,
+    TemplateFileError,
+    read_confined,
+    write_confined,
+)
 
 BOUND = 10  # seconds; each write takes milliseconds
 
@@ -79,6 +84,36 @@ def kinds(directory: Path) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- templates
+
+
+async def test_a_template_source_is_read_up_to_its_cap(alloc: Path) -> None:
+    local = alloc / "web" / "local"
+    (local / "at_cap.tmpl").write_bytes(b"x" * MAX_SOURCE_BYTES)
+    data = await bounded(lambda: read_confined(alloc, "web/local/at_cap.tmpl"))
+    assert data == b"x" * MAX_SOURCE_BYTES
+    # The task writes the source: a larger one is refused, not read whole.
+    with (local / "huge.tmpl").open("wb") as f:
+        f.truncate(1 << 40)  # a terabyte, sparse
+    with pytest.raises(TemplateFileError) as caught:
+        await bounded(lambda: read_confined(alloc, "web/local/huge.tmpl"))
+    assert str(caught.value) == (
+        f"template source 'web/local/huge.tmpl' is larger than {MAX_SOURCE_BYTES} bytes"
+    )
+
+
+async def test_a_fifo_source_is_refused_without_blocking(alloc: Path) -> None:
+    local = alloc / "web" / "local"
+    fifo(local / "app.tmpl")
+    os.symlink("app.tmpl", local / "via_link.tmpl")  # a link inside leads to it all the same
+    for name in ("app.tmpl", "via_link.tmpl"):
+        with pytest.raises(TemplateFileError, match="is not a regular file"):
+            await bounded(lambda name=name: read_confined(alloc, f"web/local/{name}"))
+
+
+async def test_a_source_link_leading_outside_is_refused(alloc: Path) -> None:
+    os.symlink(alloc.parent / "outside", alloc / "web" / "local" / "out.tmpl")
+    with pytest.raises(TemplateFileError, match="escapes alloc directory"):
+        await bounded(lambda: read_confined(alloc, "web/local/out.tmpl"))
 
 
 async def test_a_fifo_at_the_old_temporary_name_does_not_block_a_rerender(alloc: Path) -> None:

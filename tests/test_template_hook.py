@@ -361,3 +361,25 @@ async def test_a_template_over_its_budget_fails_the_task(autojump_clock: MockClo
         assert "exceeded the render budget of 5000000 steps" in failed.display_message
         assert hook_of(tr).rendered == {}
         ar.destroy()
+
+
+async def test_a_kill_cancels_a_prestart_waiting_for_data(autojump_clock: MockClock) -> None:
+    # Nomad's template hook returns on its context's end: a kill does not wait for the data.
+    data = MemoryTemplateData()
+    async with templated(data) as h:
+        ar = h.start(job_alloc(job(VAR_TEMPLATE % ("noop", "0s"))))
+        tr = ar.task_runners["t"]
+        with trio.fail_after(60):
+            await until(ar, has_event(
+                "t", "Missing: nomad.var.block(nomad/jobs/j@default.global)"))
+        assert tr.handle is None  # in prestart
+        with trio.fail_after(3600):
+            await tr.kill()
+        assert tr.state.state == "dead"
+        assert "Started" not in types(tr)
+        assert hook_of(tr).rendered == {}
+        assert "template" not in tr.local_state.hooks  # nothing kept of the cancelled prestart
+        data.put_variable("nomad/jobs/j", {"user": "late"})
+        await trio.sleep(30)
+        assert hook_of(tr).rendered == {}  # no render goes on behind the kill
+        ar.destroy()

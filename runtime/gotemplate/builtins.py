@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from yurt.runtime.gotemplate.exec import ArgTypeError, FuncError, is_true
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, go_type, sprint, sprintf, sprintln
+from yurt.runtime.gotemplate.limits import MAX_OUTPUT
 
 _BAD_COMPARISON: Final = "incompatible types for comparison"
 _BAD_TYPE: Final = "invalid type for comparison"
@@ -152,27 +153,58 @@ def slice_(item: Any, *indexes: Any) -> Any:
 
 
 def _text_of(args: tuple[Any, ...]) -> str:
+    """The operands as one text (fmt.Sprint), within `MAX_OUTPUT`."""
     return args[0] if len(args) == 1 and isinstance(args[0], str) else sprint(*args)
 
 
+def _check_escaped(text: str, growth: dict[str, int]) -> None:
+    """Refuse an escape whose result would exceed `MAX_OUTPUT` characters, before it is
+    built: each character in `growth` becomes that many characters more (a C-speed count
+    per character, where escaping the text itself would build the result first)."""
+    if len(text) > MAX_OUTPUT:
+        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
+    size = len(text) + sum(text.count(ch) * more for ch, more in growth.items())
+    if size > MAX_OUTPUT:
+        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
+
+
+#: html.escape's growth per character (with `'` as Go's `&#39;`).
+_HTML_GROWTH: Final = {"&": 4, "<": 3, ">": 3, '"': 5, "'": 4}
+#: Go's JSEscape: `\\`, `\'`, `\"` for three characters, `\uXXXX` for `<>&=` and controls.
+_JS_ESCAPES: Final = {
+    **{ord(ch): f"\\u{ord(ch):04X}" for ch in "<>&="},
+    **{code: f"\\u{code:04X}" for code in range(0x20)},
+    ord("\\"): "\\\\",
+    ord("'"): "\\'",
+    ord('"'): '\\"',
+}
+_JS_GROWTH: Final = {chr(code): len(esc) - 1 for code, esc in _JS_ESCAPES.items()}
+#: The bytes url.QueryEscape (and quote_plus) keep as one character (a space becomes `+`);
+#: any other byte of the UTF-8 text becomes `%XX`.
+_QUERY_ONE_CHAR: Final = (
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~ "
+)
+
+
 def html_escape(*args: Any) -> str:
-    return _html.escape(_text_of(args)).replace("&#x27;", "&#39;")
+    text = _text_of(args)
+    _check_escaped(text, _HTML_GROWTH)
+    return _html.escape(text).replace("&#x27;", "&#39;")
 
 
 def js_escape(*args: Any) -> str:
-    out = []
-    for ch in _text_of(args):
-        if ch in "\\'\"<>&=":
-            out.append({"\\": "\\\\", "'": "\\'", '"': "\\\""}.get(ch, f"\\u{ord(ch):04X}"))
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    text = _text_of(args)
+    _check_escaped(text, _JS_GROWTH)
+    return text.translate(_JS_ESCAPES)  # one C pass: no object per character
 
 
 def urlquery(*args: Any) -> str:
-    return urllib.parse.quote_plus(_text_of(args))
+    data = _text_of(args).encode()
+    # quote_plus builds a list with an item per byte: count the result before that.
+    escaped = len(data.translate(None, _QUERY_ONE_CHAR))  # the bytes that become `%XX`
+    if len(data) + 2 * escaped > MAX_OUTPUT:
+        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
+    return urllib.parse.quote_plus(data)
 
 
 def printf(fmt: Any, *args: Any) -> str:

@@ -16,6 +16,15 @@ and a call also costs a step per `DATA_PER_STEP` characters of its arguments and
 printed text counts against `Limits.output`, and so does any one string a function returns;
 `range` walks its operand lazily (`range 1000000000` allocates nothing: the step budget ends
 it). Exceeding a bound is a `TemplateError` at the node that crossed it, like any Go error.
+A step costs one comparison: the budget and `Limits.stop` are looked at only when the count
+reaches `next_check`, the nearer of the budget's end and `STOP_CHECK_EVERY` steps on, whether
+it got there by one step or by a function's charge.
+
+Variables: a name maps to the stack of its live declarations (`values`; the innermost is
+last), and `names` lists the declarations in order, so that a block's end pops its own. A
+lookup is one dict access whatever the number of variables in scope; a scan from the
+innermost declaration (Go's) would cost the render a loop per lookup that the step budget
+counts as one step.
 
 Values: str, int, float, bool, None (nil), `NO_VALUE`, list/tuple, dict, and objects whose
 capitalised attributes are fields and whose capitalised methods are Go methods.
@@ -94,11 +103,13 @@ class Executor:
         self.funcs = funcs
         self.missing_key = missing_key
         self.out: list[str] = []
-        self.vars: list[list[Any]] = []
+        self.names: list[str] = []  # declarations in scope, in order
+        self.values: dict[str, list[Any]] = {}  # name -> its declarations' values
         self.node: n.Node | None = None
         self.depth = 0
         self.limits = limits if limits is not None else Limits()
         self.steps = self.limits.spent
+        self.next_check = self.steps  # look at the budget and `stop` at the first step
         self.size = 0  # characters in `out`
         self._arity: dict[str, tuple[int, int | None]] = {}
 
@@ -119,16 +130,28 @@ class Executor:
     # -- bounds --------------------------------------------------------------------------
     def step(self) -> None:
         self.steps += 1
-        if self.steps > self.limits.steps:
-            self.errorf(f"exceeded the render budget of {self.limits.steps} steps")
-        if self.steps % STOP_CHECK_EVERY == 0 and self.limits.stop.is_set():
-            self.errorf("render abandoned")
+        if self.steps >= self.next_check:
+            self.check()
 
     def charge(self, steps: int) -> None:
         """Count work beyond one step (a function's, by the size of its data)."""
         self.steps += steps
+        if self.steps >= self.next_check:
+            self.check()
+
+    def afford(self, steps: int) -> None:
+        """Refuse work that may cost `steps` when less than that remains of the budget."""
+        if self.steps + steps > self.limits.steps:
+            self.errorf(f"exceeded the render budget of {self.limits.steps} steps")
+
+    def check(self) -> None:
+        """The look at the bounds that `step` and `charge` make every `STOP_CHECK_EVERY`
+        steps and at the budget's end."""
+        if self.limits.stop.is_set():
+            self.errorf("render abandoned")
         if self.steps > self.limits.steps:
             self.errorf(f"exceeded the render budget of {self.limits.steps} steps")
+        self.next_check = min(self.steps + STOP_CHECK_EVERY, self.limits.steps + 1)
 
     def emit(self, text: str) -> None:
         self.size += len(text)
@@ -138,26 +161,36 @@ class Executor:
 
     # -- variables -----------------------------------------------------------------------
     def push(self, name: str, value: Any) -> None:
-        self.vars.append([name, value])
+        self.names.append(name)
+        self.values.setdefault(name, []).append(value)
+
+    def pop_to(self, mark: int) -> None:
+        """End the declarations made since `len(self.names)` was `mark`."""
+        names, values = self.names, self.values
+        while len(names) > mark:
+            name = names.pop()
+            stack = values[name]
+            stack.pop()
+            if not stack:
+                del values[name]
 
     def set_var(self, name: str, value: Any) -> None:
-        for slot in reversed(self.vars):
-            if slot[0] == name:
-                slot[1] = value
-                return
-        self.errorf(f"undefined variable: {name}")
+        stack = self.values.get(name)
+        if not stack:
+            self.errorf(f"undefined variable: {name}")
+        stack[-1] = value
 
     def var_value(self, name: str) -> Any:
-        for slot in reversed(self.vars):
-            if slot[0] == name:
-                return slot[1]
-        self.errorf(f"undefined variable: {name}")
+        stack = self.values.get(name)
+        if not stack:
+            self.errorf(f"undefined variable: {name}")
+        return stack[-1]
 
     # -- statements ----------------------------------------------------------------------
     def run(self, tree: n.ListNode, dot: Any) -> str:
         self.push("$", dot)
         try:
-            with charging(self.charge):
+            with charging(self):
                 self.walk(dot, tree)
         finally:
             self.limits.spent = self.steps  # counted here, in an attribute, for speed
@@ -196,17 +229,17 @@ class Executor:
         self.emit(sprint_value(value))
 
     def walk_if_or_with(self, dot: Any, node: n.Branch) -> None:
-        mark = len(self.vars)
+        mark = len(self.names)
         value = self.eval_pipeline(dot, node.pipe)
         if is_true(value):
             self.walk(value if node.kind == "with" else dot, node.body)
         elif node.else_body is not None:
             self.walk(dot, node.else_body)
-        del self.vars[mark:]
+        self.pop_to(mark)
 
     def walk_range(self, dot: Any, node: n.Branch) -> None:
         self.node = node
-        mark = len(self.vars)
+        mark = len(self.names)
         value = self.eval_pipeline(dot, node.pipe)
         decl = node.pipe.decl
         pairs: Iterable[tuple[Any, Any]]
@@ -222,7 +255,7 @@ class Executor:
             pairs = ((i, i) for i in range(value))  # lazy: the step budget bounds the walk
         else:
             self.errorf(f"range can't iterate over {sprint_value(value)}")
-        inner = len(self.vars)
+        inner = len(self.names)
         empty = True
         for index, elem in pairs:
             empty = False
@@ -232,20 +265,21 @@ class Executor:
                     if len(decl) > 1:
                         self.set_var(decl[1].idents[0], elem)
                 else:
-                    self.vars[-1][1] = elem
+                    # The index first: declared twice under one name, the element is seen.
                     if len(decl) > 1:
-                        self.vars[-2][1] = index
+                        self.values[self.names[-2]][-1] = index
+                    self.values[self.names[-1]][-1] = elem
             try:
                 self.walk(elem, node.body)
             except _Continue:
                 pass
             except _Break:
-                del self.vars[inner:]
+                self.pop_to(inner)
                 break
-            del self.vars[inner:]
+            self.pop_to(inner)
         if empty and node.else_body is not None:
             self.walk(dot, node.else_body)
-        del self.vars[mark:]
+        self.pop_to(mark)
 
     def walk_template(self, dot: Any, node: n.TemplateCall) -> None:
         tree = self.trees.get(node.name)
@@ -254,13 +288,14 @@ class Executor:
         new_dot = NO_VALUE if node.pipe is None else self.eval_pipeline(dot, node.pipe)
         if self.depth >= self.limits.depth:
             self.errorf(f"exceeded maximum template depth ({self.limits.depth})")
-        saved_vars, self.vars = self.vars, [["$", new_dot]]
+        saved = self.names, self.values
+        self.names, self.values = ["$"], {"$": [new_dot]}
         self.depth += 1
         try:
             self.walk(new_dot, tree)
         finally:
             self.depth -= 1
-            self.vars = saved_vars
+            self.names, self.values = saved
 
     # -- expressions ---------------------------------------------------------------------
     def eval_pipeline(self, dot: Any, pipe: n.Pipe) -> Any:

@@ -9,7 +9,8 @@ in key order as Go does), and objects (structs; printed `{field ...}`, or throug
 Verb errors are Go's in-band texts: `%!d(string=hi)`, `%!d(MISSING)`, `%!(EXTRA int=1)`.
 Widths and precisions follow fmt's `tooLarge` rule (beyond 10^6: `%!(BADWIDTH)`/`%!(BADPREC)`
 from `*`, the format's end from a literal); `sprintf` also stops (ValueError) once its verbs
-have produced `limits.MAX_OUTPUT` characters, since a short format can repeat a wide verb.
+have produced `limits.MAX_OUTPUT` characters, since a short format can repeat a wide verb, and
+so do `sprint`/`sprintln` once their operands have, since a short call can repeat a long one.
 """
 
 from __future__ import annotations
@@ -144,17 +145,39 @@ def _sort_key(key: Any) -> tuple[int, Any]:
 
 
 def sprint(*args: Any) -> str:
-    """fmt.Sprint: a space between operands when neither side is a string."""
+    """fmt.Sprint: a space between operands when neither side is a string.
+
+    Raises:
+        ValueError: the text would exceed `MAX_OUTPUT` characters (counted operand by
+            operand, before the join: a short call can name one long string many times).
+    """
     out: list[str] = []
+    size = 0
     for i, arg in enumerate(args):
         if i > 0 and not isinstance(arg, str) and not isinstance(args[i - 1], str):
             out.append(" ")
+            size += 1
         out.append(sprint_value(arg))
+        size += len(out[-1])
+        if size > MAX_OUTPUT:
+            raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
     return "".join(out)
 
 
 def sprintln(*args: Any) -> str:
-    return " ".join(sprint_value(a) for a in args) + "\n"
+    """fmt.Sprintln: operands separated by spaces, and a newline.
+
+    Raises:
+        ValueError: the text would exceed `MAX_OUTPUT` characters (as `sprint`).
+    """
+    out: list[str] = []
+    size = 0
+    for arg in args:
+        out.append(sprint_value(arg))
+        size += len(out[-1]) + 1
+        if size > MAX_OUTPUT:
+            raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
+    return " ".join(out) + "\n"
 
 
 # ------------------------------------------------------------------------------- Sprintf

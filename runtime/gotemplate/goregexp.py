@@ -15,18 +15,47 @@ and `(?<n>)`), so patterns pass through unchanged; what differs is done here:
 The replacement's UTF-8 size is checked while it is built (`limits.MAX_OUTPUT`), since an empty
 pattern over a long text repeats the replacement once per character; each match is charged to
 the running execution's step budget, since the loop over matches runs in Python.
+
+What RE2 itself costs is charged too, as it is spent in a render thread that holds a render
+slot until it ends. RE2 is linear in the text, but the factor is the program's size: once its
+DFA gives up (a pattern like `[ab]*a[ab]{999}c` defeats it), it runs its NFA, ~3-5 ns per
+byte of text and instruction of program here, so a 20 KB text against a 1000-character
+pattern is seconds for one call. Parsing a pattern is linear in it, but a Unicode class
+(`\\pL`) parses into hundreds of ranges: up to ~50 µs a pattern character; the program it
+compiles to then stops at RE2's memory cap (`max_mem`, 8 MiB), ~0.2 s of work at most, which
+is measured but not counted in advance. Neither cost can be known short of its worst case,
+which is far above the usual one (the DFA scans a megabyte in a millisecond), and charging
+the worst case would refuse ordinary templates.
+So each compile and each search first checks that its worst case fits in what remains of the
+budget (`limits.afford`: no call can outrun the budget), then is charged the thread CPU time
+it took (`limits.NS_PER_STEP`); one whose worst case is a few steps is charged that instead of
+two clock reads. The measure matters for `regexReplaceAll`: each search scans on from the last
+match, as far as the text's end when a higher-priority alternative could still match
+(`a[ab]*c|a` over `aaaa…`), so a loop of searches can be quadratic where each is linear.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Final
+import time
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 from yurt.runtime.goregexp import GoRegexpError, compile_re2
-from yurt.runtime.gotemplate.limits import MAX_OUTPUT, charge
+from yurt.runtime.gotemplate.limits import MAX_OUTPUT, NS_PER_STEP, afford, charge
 
 #: What one match of `replace_all_string`'s Python loop costs, in evaluator steps (~2 µs).
 MATCH_STEPS: Final = 10
+#: A search's worst case: one step (0.2 µs) per this many bytes of text times instructions
+#: of program (RE2's NFA measured at 3-5 ns for each).
+SEARCH_UNITS_PER_STEP: Final = 32
+#: A compile's worst case, in steps per character of pattern (`\pL` parses in ~50 µs per
+#: character of it).
+COMPILE_STEPS_PER_CHAR: Final = 250
+#: Work whose worst case is at most this many steps is charged that, unmeasured.
+MEASURE_ABOVE: Final = 64
+
+_T = TypeVar("_T")
 
 #: Compiled patterns kept (a pattern in a `range` body compiles once). RE2 bounds each
 #: program's memory (`max_mem`, 8 MiB by default), so the cache is bounded too.
@@ -37,22 +66,57 @@ class RegexpError(Exception):
     """A pattern that does not compile, or a result beyond the size bound."""
 
 
+def _bounded(worst: int, work: Callable[[], _T]) -> _T:
+    """`work()`, refused unless its `worst` case (in steps) fits in the running execution's
+    remaining budget, and charged the thread CPU time it took (or `worst`, when small).
+
+    Raises:
+        TemplateError: the worst case, or the time taken, exceeds the budget.
+    """
+    if worst <= MEASURE_ABOVE:
+        charge(worst)
+        return work()
+    afford(worst)
+    started = time.thread_time_ns()
+    try:
+        return work()
+    finally:
+        charge((time.thread_time_ns() - started) // NS_PER_STEP)
+
+
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def compile_go(pattern: str) -> Any:
-    """The compiled pattern (RE2 with Go's defaults).
+    """The compiled pattern (RE2 with Go's defaults). A compile is charged to the running
+    execution (a pattern found in the cache costs nothing more).
 
     Raises:
         RegexpError: the pattern is not valid RE2 syntax.
+        TemplateError: the compile's worst case exceeds what remains of the budget.
     """
     try:
-        return compile_re2(pattern)
+        return _bounded(len(pattern) * COMPILE_STEPS_PER_CHAR, lambda: compile_re2(pattern))
     except GoRegexpError as e:
         raise RegexpError(str(e)) from None
 
 
+def _search(rx: Any, data: bytes, pos: int = 0) -> Any:
+    """`rx.search(data, pos)`, bounded by the budget (see the module's header).
+
+    Raises:
+        TemplateError: the search's worst case, or its time, exceeds the budget.
+    """
+    worst = (len(data) - pos) * rx.programsize // SEARCH_UNITS_PER_STEP
+    return _bounded(worst, lambda: rx.search(data, pos))
+
+
 def match_string(pattern: str, text: str) -> bool:
-    """Go's `regexp.MatchString`."""
-    return compile_go(pattern).search(text) is not None
+    """Go's `regexp.MatchString`.
+
+    Raises:
+        RegexpError: a bad pattern.
+        TemplateError: the search exceeds the budget.
+    """
+    return _search(compile_go(pattern), text.encode()) is not None
 
 
 def _name_end(template: str, i: int) -> int:
@@ -117,6 +181,7 @@ def replace_all_string(pattern: str, repl: str, text: str, limit: int = MAX_OUTP
 
     Raises:
         RegexpError: a bad pattern, or a result longer than `limit` bytes.
+        TemplateError: a search exceeds the budget.
     """
     rx = compile_go(pattern)
     names: dict[str, int] = dict(rx.groupindex)
@@ -128,7 +193,7 @@ def replace_all_string(pattern: str, repl: str, text: str, limit: int = MAX_OUTP
     last_end = 0
     pos = 0
     while pos <= len(src):
-        m = rx.search(src, pos)
+        m = _search(rx, src, pos)
         if m is None:
             break
         charge(MATCH_STEPS)  # a match per character would otherwise be free

@@ -8,6 +8,8 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
+from yurt.runtime.gotemplate.limits import charge
+
 
 class T(enum.Enum):
     ERROR = "error"
@@ -64,35 +66,46 @@ _KEYWORD_TYPES: Final = frozenset(KEYWORDS.values())
 
 
 
+#: Characters of a text quoted at a time: the per-character pieces of one chunk are joined
+#: before the next, so a long text never holds an object per character (~50-80 bytes each).
+_QUOTE_CHUNK: Final = 1 << 14
+
+
 def go_quote(s: str) -> str:
     """strconv.Quote: a double-quoted Go string literal with Go's escapes."""
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\a":
-            out.append("\\a")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\v":
-            out.append("\\v")
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif not ch.isprintable() and code > 0x7F:
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    if s.isprintable() and '"' not in s and "\\" not in s:
+        return f'"{s}"'  # nothing to escape: no loop in Python
+    charge(len(s) // 2)  # ~0.1 µs a character in the loop below, half a step
+    chunks = ['"']
+    for start in range(0, len(s), _QUOTE_CHUNK):
+        out: list[str] = []
+        for ch in s[start : start + _QUOTE_CHUNK]:
+            code = ord(ch)
+            if ch in '"\\':
+                out.append("\\" + ch)
+            elif ch == "\n":
+                out.append("\\n")
+            elif ch == "\t":
+                out.append("\\t")
+            elif ch == "\r":
+                out.append("\\r")
+            elif ch == "\a":
+                out.append("\\a")
+            elif ch == "\b":
+                out.append("\\b")
+            elif ch == "\f":
+                out.append("\\f")
+            elif ch == "\v":
+                out.append("\\v")
+            elif code < 0x20 or code == 0x7F:
+                out.append(f"\\x{code:02x}")
+            elif not ch.isprintable() and code > 0x7F:
+                out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+            else:
+                out.append(ch)
+        chunks.append("".join(out))
+    chunks.append('"')
+    return "".join(chunks)
 
 
 def go_rune_name(ch: str) -> str:

@@ -8,7 +8,9 @@ escapes alloc directory" otherwise.
 
 Links are resolved by the allocation directory's confined walk (runtime/allocfs.py): a link
 that leads outside is refused, and nothing is ever created or opened through a path the
-kernel resolves, since a task can plant links in its own directory. A write goes to a fresh
+kernel resolves, since a task can plant links in its own directory. A template `source` is
+read the same way, non-blocking, only when it is a regular file, and only up to
+`MAX_SOURCE_BYTES`: the task can write it. A write goes to a fresh
 temporary file in the destination's directory, then renames over the destination, so a task
 never reads half a file (consul-template writes atomically too); runtime/confined_write.py
 says why that temporary file has a random name and is created with `O_EXCL`, and why the
@@ -26,6 +28,7 @@ import os
 import posixpath
 import stat
 from pathlib import Path
+from typing import Final
 
 from dotenv import dotenv_values
 
@@ -33,6 +36,11 @@ from yurt.runtime.allocfs import FsError, clean_parts, open_confined
 from yurt.runtime.confined_write import holds_at, replace_file_at
 
 SOURCE_ESCAPES = "template source path escapes alloc directory"
+#: Largest template `source` file read, in bytes: the job text's own cap (jobspec's
+#: MAX_JOB_CHARS, 1 MiB), so a template read from a file can be no larger than one given
+#: inline. The task can write the file, so without a cap it could make the agent read (and
+#: parse) gigabytes.
+MAX_SOURCE_BYTES: Final = 1 << 20
 DEST_ESCAPES = "template destination path escapes alloc directory"
 
 
@@ -61,11 +69,16 @@ def _below(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def read_confined(alloc_root: Path, rel: str) -> bytes | None:
+def read_confined(alloc_root: Path, rel: str, limit: int = MAX_SOURCE_BYTES) -> bytes | None:
     """The file's bytes, or None if it does not exist.
 
+    The file is opened through the descriptor the confined walk ended on (never through its
+    name again, so no link is followed), non-blocking, and must be a regular file: a FIFO or
+    a device a task put there is refused, not waited on. At most `limit` bytes are read.
+
     Raises:
-        TemplateFileError: a link leads outside, or the path is not a regular file.
+        TemplateFileError: a link leads outside, the path is not a regular file, or the file
+            is larger than `limit` bytes.
     """
     try:
         opened = open_confined(alloc_root, rel)
@@ -76,10 +89,16 @@ def read_confined(alloc_root: Path, rel: str) -> bytes | None:
     try:
         if not stat.S_ISREG(opened.st.st_mode):
             raise TemplateFileError(f"{rel!r} is not a regular file")
-        with open(f"/proc/self/fd/{opened.fd}", "rb") as f:
-            return f.read()
+        fd = os.open(f"/proc/self/fd/{opened.fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     finally:
         os.close(opened.fd)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # the very inode checked above; still
+            raise TemplateFileError(f"{rel!r} is not a regular file")
+        data = f.read(limit + 1)  # one byte more tells a file at the limit from a longer one
+    if len(data) > limit:
+        raise TemplateFileError(f"template source {rel!r} is larger than {limit} bytes")
+    return data
 
 
 def write_confined(alloc_root: Path, rel: str, data: bytes, mode: int,

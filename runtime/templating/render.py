@@ -24,9 +24,10 @@ many templates a task has. A pass has no effect beyond its return value (and the
 of its own render) — every execution gets its own recorder and function table, and reads a
 snapshot nobody changes — which is what makes `abandon_on_cancel` safe: a cancelled render
 (a task killed mid-render) returns at once, and its thread, told to stop, ends at its next
-budget check. The caller may keep a render on the loop (`in_thread=False`: a runtime under a
-virtual clock, where a thread's real time would let the clock jump); the bounds hold there
-all the same.
+budget check; until then it holds its render slot, which is why every call inside a render
+(a regexp search or compile too) is bounded by what remains of the budget. The caller may
+keep a render on the loop (`in_thread=False`: a runtime under a virtual clock, where a
+thread's real time would let the clock jump); the bounds hold there all the same.
 """
 
 from __future__ import annotations
@@ -219,7 +220,9 @@ async def _off_loop(fn: Callable[[], _T], stop: threading.Event, in_thread: bool
 
     Cancelled, this returns at once (`abandon_on_cancel`: `fn` has no effect but its
     result) and sets `stop`, which `fn` watches, so the abandoned thread ends at its next
-    budget check.
+    budget check. Only then: `render_all` hands the same `Limits` (and so the same `stop`)
+    to its next pass, which a `stop` set after a normal return would abandon at its first
+    check.
     """
     if not in_thread:
         await trio.lowlevel.checkpoint()
@@ -227,8 +230,12 @@ async def _off_loop(fn: Callable[[], _T], stop: threading.Event, in_thread: bool
     try:
         return await trio.to_thread.run_sync(fn, limiter=_render_limiter(),
                                              abandon_on_cancel=True)
-    finally:
+    except BaseException:
+        # Cancelled (or interrupted): nobody waits for this thread any more. An error of
+        # `fn` itself lands here too, when its thread has ended already; setting `stop` then
+        # is harmless, since that error ends the render.
         stop.set()
+        raise
 
 
 async def compile_all(sources: Sequence[tuple[Template, str]], *, namespace: str = "default",
