@@ -471,8 +471,9 @@ def test_compiling_patterns_is_charged() -> None:
     assert outcome.error is not None
     assert f"at <regexMatch>: exceeded the render budget of {MAX_STEPS} steps" in outcome.error
     assert outcome.seconds < 1
-    # 400 of them compile, in ~0.2 s: a new pattern on each pass of a loop is charged that.
-    setup = '{{ $p := printf "%400s" "" | replaceAll " " "\\\\pL" }}'
+    # 100 of them compile (within the 2 MiB program bound), in ~0.04 s: a new pattern on each
+    # pass of a loop is charged that.
+    setup = '{{ $p := printf "%100s" "" | replaceAll " " "\\\\pL" }}'
     loop = '{{ range $i := 1000 }}{{ regexMatch (printf "%s%d" $p $i) "x" }}{{ end }}'
     outcome = render_isolated(setup + loop)
     assert outcome.error is not None
@@ -612,3 +613,12 @@ async def test_a_render_in_threads_runs_every_pass_to_its_end() -> None:
     with trio.fail_after(CHILD_TIMEOUT):
         render = await render_all([compiled], data, {}, in_thread=True)
     assert render.results[0].text == "a " + "." * 3000
+
+
+def test_a_pattern_past_the_program_bound_is_a_template_error() -> None:
+    # Compiled under RE2's default 8 MiB bound, 150 Unicode classes would compile and, cached
+    # by google-re2's module cache, stay alive after the template's own cache let them go.
+    setup = '{{ $p := printf "%150s" "" | replaceAll " " "\\\\pL" }}'
+    outcome = render_isolated(setup + '{{ regexMatch $p "x" }}')
+    assert outcome.error is not None
+    assert "error parsing regexp: expression too large" in outcome.error

@@ -57,9 +57,13 @@ MEASURE_ABOVE: Final = 64
 
 _T = TypeVar("_T")
 
-#: Compiled patterns kept (a pattern in a `range` body compiles once). RE2 bounds each
-#: program's memory (`max_mem`, 8 MiB by default), so the cache is bounded too.
+#: Compiled patterns kept (a pattern in a `range` body compiles once). Each program and its
+#: DFA states stay within `PROGRAM_MEMORY`, and compiling with an explicit bound bypasses
+#: google-re2's own module cache (its last 128 programs at 8 MiB each), so the patterns kept
+#: alive are these 16: at most ~32 MiB however hostile.
 _CACHE_SIZE: Final = 16
+#: RE2's `max_mem` for template patterns: ~85,000 instructions, far beyond a real pattern.
+PROGRAM_MEMORY: Final = 2 << 20
 
 
 class RegexpError(Exception):
@@ -94,7 +98,7 @@ def compile_go(pattern: str) -> Any:
         TemplateError: the compile's worst case exceeds what remains of the budget.
     """
     try:
-        return _bounded(len(pattern) * COMPILE_STEPS_PER_CHAR, lambda: compile_re2(pattern))
+        return _bounded(len(pattern) * COMPILE_STEPS_PER_CHAR, lambda: compile_re2(pattern, max_mem=PROGRAM_MEMORY))
     except GoRegexpError as e:
         raise RegexpError(str(e)) from None
 
