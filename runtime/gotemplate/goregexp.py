@@ -98,7 +98,8 @@ def compile_go(pattern: str) -> Any:
         TemplateError: the compile's worst case exceeds what remains of the budget.
     """
     try:
-        return _bounded(len(pattern) * COMPILE_STEPS_PER_CHAR, lambda: compile_re2(pattern, max_mem=PROGRAM_MEMORY))
+        return _bounded(len(pattern) * COMPILE_STEPS_PER_CHAR,
+                        lambda: compile_re2(pattern, max_mem=PROGRAM_MEMORY))
     except GoRegexpError as e:
         raise RegexpError(str(e)) from None
 
