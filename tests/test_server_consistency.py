@@ -145,3 +145,18 @@ async def test_a_periodic_parent_is_never_evaluated() -> None:
     with pytest.raises(ValueError, match="can't evaluate periodic job"):
         await server.evaluate("j", "job-register")
     assert server.job_allocs("j") == []
+
+
+async def test_a_client_update_that_changes_nothing_takes_no_index() -> None:
+    # A client stopped after the server took its update but before it saved the
+    # acknowledgement sends the same update again at its next start.
+    server = LocalServer(_node(), EventBroker(), None, owns_events=True)
+    (alloc,) = (await server.register_job(parse_job(SERVICE))).placed
+    running = msgspec.structs.replace(alloc, client_status="running")
+    await server.update_allocs([running])
+    index = server.allocs[alloc.id].modify_index
+    await server.update_allocs([running])
+    assert server.allocs[alloc.id].modify_index == index
+    assert server.take_index() == index + 1  # none taken for the resend
+    await server.update_allocs([msgspec.structs.replace(running, client_description="x")])
+    assert server.allocs[alloc.id].modify_index > index

@@ -643,14 +643,19 @@ class LocalServer:
             await self._update_allocs(batch)
 
     async def _update_allocs(self, batch: list[Allocation]) -> None:
+        # An update that changes nothing (a client resending what it sent just before it was
+        # stopped, its acknowledgement not yet saved) is not written: no new index, so blocking
+        # queries and event watchers do not wake for nothing.
+        batch = [u for u in batch if (a := self.allocs.get(u.id)) is not None
+                 and _changes(a, u)]
+        if not batch:
+            return
         index = self.take_index()
         updated = []
         failed: dict[str, Job] = {}  # jobs with an allocation that just failed
         prior: dict[str, Allocation] = {}
         for update in batch:
-            alloc = self.allocs.get(update.id)
-            if alloc is None:
-                continue
+            alloc = self.allocs[update.id]
             prior[alloc.id] = alloc
             new = msgspec.structs.replace(
                 alloc, client_status=update.client_status,
@@ -675,3 +680,14 @@ class LocalServer:
         for ev in evals:
             await self._process(ev)
         await deploymentwatcher.after_alloc_updates(self, updated, prior)
+
+
+def _changes(alloc: Allocation, update: Allocation) -> bool:
+    """Whether a client's update changes what the server holds of `alloc`."""
+    health = update.deployment_status if update.deployment_id == alloc.deployment_id else None
+    return (update.client_status != alloc.client_status
+            or update.client_description != alloc.client_description
+            or update.task_states != alloc.task_states
+            or update.network_status != alloc.network_status
+            or merge_client_health(alloc.deployment_status, health, alloc.modify_index)
+            is not alloc.deployment_status)
