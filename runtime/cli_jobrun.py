@@ -9,10 +9,8 @@ dimensions), names the blocked evaluation that waits for capacity, and exits 2. 
 here fills the same `AllocMetric` (runtime/server/scheduler.py), so the words are Nomad's.
 
 `--detach` prints Nomad's "Job registration successful" and the evaluation's ID (for `yurt
-eval status ID`) and waits for nothing. Nomad's does not look at the outcome at all; here the
-embedded server has finished the evaluation by the time the register call returns, so one
-look costs no wait, and a placement failure is reported (exit 2) with `--detach` too: a
-script learns of it from the exit status.
+eval status ID`) and, as Nomad's, neither waits for nor judges the outcome: exit 0 once the
+job is registered.
 
 Without `--detach`, once the evaluation placed everything the command waits (bounded by
 `SETTLE_TIMEOUT`) until each allocation has settled: complete or failed, or running for a
@@ -147,23 +145,7 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
         templated = job.periodic is not None or (
             job.parameterized is not None and not job.dispatched
         )
-        # A group that cannot be placed ends the run with Nomad's explanation (its blocked
-        # evaluation places it once capacity frees up), not with a wait for nothing. With
-        # --detach the evaluation is looked at once, never waited for.
-        ev: dict[str, Any] = {}
-        if eval_id:
-            ev = (
-                call(client, "GET", f"/v1/evaluation/{eval_id}")
-                if detach
-                else _finished_eval(client, eval_id)
-            )
-        explanation = evaluation_failures(ev)
-        if explanation:
-            if json_output:
-                emit_json(ev)
-            click.echo(explanation, err=True)
-            sys.exit(EXIT_USAGE)
-        if result.get("Warnings"):  # a placement failure's warning repeats the explanation
+        if (templated or detach) and result.get("Warnings"):
             click.echo(f"warning: {result['Warnings']}", err=True)
         if templated:
             # Nothing of its own runs: its children do (periodic launches, dispatches).
@@ -181,6 +163,8 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
                 click.echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
             return
         if detach:
+            # Nomad's `-detach`: the registration and its evaluation, nothing waited for or
+            # judged (`yurt eval status ID` and `yurt job status` tell the outcome).
             if json_output:
                 emit_json(result)
             else:
@@ -188,7 +172,23 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
             return
         out = console()
         if not json_output:
-            out.print(f'==> Job "{job.id}" registered; waiting for its allocations')
+            out.print(f'==> Job "{job.id}" registered; evaluation "{eval_id[:8]}"',
+                      markup=False, highlight=False)
+        # A group that cannot be placed ends the run with Nomad's explanation (its blocked
+        # evaluation places it once capacity frees up), not with a wait for nothing.
+        ev = _finished_eval(client, eval_id) if eval_id else {}
+        explanation = evaluation_failures(ev)
+        if explanation:
+            if json_output:  # stdout stays JSON; the explanation is for the reader
+                emit_json(ev)
+                click.echo(explanation, err=True)
+            else:  # on stdout, as Nomad's monitor prints it
+                click.echo(explanation)
+            sys.exit(EXIT_USAGE)
+        if result.get("Warnings"):  # a placement failure's warning repeats the explanation
+            click.echo(f"warning: {result['Warnings']}", err=True)
+        if not json_output:
+            out.print("==> Waiting for its allocations", markup=False, highlight=False)
         deadline = time.monotonic() + SETTLE_TIMEOUT
         while True:
             allocs = [

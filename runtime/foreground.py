@@ -28,9 +28,10 @@ run` was killed), they are re-attached instead of placing new ones: running task
 processes, tasks that ended meanwhile report how they ended.
 
 Ending: a batch job ends when every allocation has finished (exit 0 if all are `complete`,
-else 1). A service job runs until SIGINT or SIGTERM, then stops its allocations the way a stop
-does (kill order, poststop tasks run) and exits 0 if none failed, else 1; a batch job
-interrupted that way exits 130. A second signal while stopping gives up at once (exit 130):
+else 1). A service job runs until SIGINT, SIGTERM or SIGHUP, then stops its allocations the way
+a stop does (kill order, poststop tasks run) and exits 1 if one failed, else 130 after SIGINT
+(Ctrl-C, as a shell reports it) and 0 after SIGTERM or SIGHUP; a batch job interrupted by any
+of them exits 130. A second signal while stopping gives up at once (exit 130):
 running tasks are SIGKILLed on the way out, never left behind.
 
 Rollouts: a group with `update` gets its deployment as under the agent; the allocations'
@@ -171,17 +172,26 @@ class _JsonPrinter:
 
 
 def _final_table(allocs: list[Allocation]) -> str:
-    table = Table(title="final state", title_justify="left")
-    for column in ("allocation", "id", "status", "task", "state", "failed", "restarts",
-                   "last event"):
-        table.add_column(column)
+    """The closing table: drawn at a terminal, plain columns (never cut) into a pipe."""
+    from yurt.runtime.cli_output import format_list, stdout_is_terminal
+
+    header = ("allocation", "id", "status", "task", "state", "failed", "restarts",
+              "last event")
+    rows = []
     for alloc in allocs:
         for i, (task, state) in enumerate(sorted(alloc.task_states.items())):
             last = state.events[-1] if state.events else None
-            table.add_row(alloc.name if i == 0 else "", alloc.id[:8] if i == 0 else "",
-                          alloc.client_status if i == 0 else "", task, state.state,
-                          "yes" if state.failed else "no", str(state.restarts),
-                          f"{last.type}: {last.display_message}" if last else "")
+            rows.append([alloc.name if i == 0 else "", alloc.id[:8] if i == 0 else "",
+                         alloc.client_status if i == 0 else "", task, state.state,
+                         "yes" if state.failed else "no", str(state.restarts),
+                         f"{last.type}: {last.display_message}" if last else ""])
+    if not stdout_is_terminal():
+        return "final state\n" + format_list([list(header), *rows]) + "\n"
+    table = Table(title="final state", title_justify="left")
+    for column in header:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
     buffer = io.StringIO()
     Console(file=buffer, width=140, highlight=False).print(table)
     return buffer.getvalue()
@@ -309,6 +319,7 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output, json_ou
                                       alloc_root=alloc_root, node=node), broker,
                     on_alloc_update=_health_forwarder(health_send))
     interrupted = False
+    by_sigint = False
     forced = False
     finished = False
     unplaced = False
@@ -374,13 +385,14 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output, json_ou
                     waiting.cancel_scope.cancel()
 
                 async def on_signals() -> None:
-                    nonlocal interrupted, forced
-                    async for _ in signals:
+                    nonlocal interrupted, forced, by_sigint
+                    async for signum in signals:
                         if interrupted:
                             forced = True
                             waiting.cancel_scope.cancel()
                             return
                         interrupted = True
+                        by_sigint = signum == signal.SIGINT
                         for alloc in await server.stop_job(job.id):
                             client.update_alloc(alloc)
                         # One deadline for the whole stop: past it, give up as on a second
@@ -414,7 +426,9 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output, json_ou
         return EXIT_INTERRUPTED, final
     if unplaced or any(a.client_status == "failed" for a in final):
         return EXIT_FAILED, final
-    if interrupted and job.type != "service":
+    # Ctrl-C is 130 as a shell reports it, a service job included; a stop asked for by
+    # SIGTERM or SIGHUP (a supervisor, a closed terminal) ends a service job as planned.
+    if interrupted and (by_sigint or job.type != "service"):
         return EXIT_INTERRUPTED, final
     return EXIT_OK, final
 

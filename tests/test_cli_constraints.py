@@ -49,8 +49,8 @@ def test_job_plan_and_run_explain_a_constraint_the_node_fails(tmp_path: Path) ->
         assert reason in plan.stdout
         out = run(env, "job", "run", windows)
         assert out.returncode == 2, (out.stdout, out.stderr)
-        assert reason in out.stderr
-        assert "waiting for additional capacity" in out.stderr
+        assert reason in out.stdout
+        assert "waiting for additional capacity" in out.stdout
         (ev,) = [e for e in json.loads(run(env, "eval", "list", "--json", "--job",
                                            "web").stdout) if e["TriggeredBy"] == "job-register"]
         metric = ev["FailedTGAllocs"]["g"]
@@ -64,10 +64,10 @@ def test_job_plan_and_run_explain_a_constraint_the_node_fails(tmp_path: Path) ->
 def test_distinct_hosts_places_one_and_explains_the_other(tmp_path: Path) -> None:
     job = write(tmp_path, "distinct.hcl", group_block="constraint { distinct_hosts = true }")
     with agent(tmp_path) as env:
-        out = run(env, "job", "run", "--detach", job)
+        out = run(env, "job", "run", job)
         assert out.returncode == 2, (out.stdout, out.stderr)
-        assert 'Constraint "distinct_hosts": 1 nodes excluded by filter' in out.stderr
-        assert 'Task Group "g" (failed to place 1 allocation)' in out.stderr
+        assert 'Constraint "distinct_hosts": 1 nodes excluded by filter' in out.stdout
+        assert 'Task Group "g" (failed to place 1 allocation)' in out.stdout
         status = json.loads(run(env, "job", "status", "--json", "web").stdout)
         assert len(status["Allocations"]) == 1
 

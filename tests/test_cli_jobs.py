@@ -130,10 +130,10 @@ def test_job_run_explains_a_placement_failure_and_exits_2(tmp_path: Path) -> Non
     with agent(tmp_path) as env:
         out = run(env, "job", "run", job_file(tmp_path, "huge.hcl", memory=1 << 30))
         assert out.returncode == 2, (out.stdout, out.stderr)
-        assert "failed to place all allocations" in out.stderr
-        assert 'Task Group "g" (failed to place 1 allocation)' in out.stderr
-        assert 'Dimension "memory" exhausted on 1 nodes' in out.stderr
-        assert "waiting for additional capacity" in out.stderr
+        assert "failed to place all allocations" in out.stdout
+        assert 'Task Group "g" (failed to place 1 allocation)' in out.stdout
+        assert 'Dimension "memory" exhausted on 1 nodes' in out.stdout
+        assert "waiting for additional capacity" in out.stdout
         (blocked,) = json.loads(run(env, "eval", "list", "--json", "--status",
                                     "blocked").stdout)
         assert blocked["JobID"] == "web"

@@ -84,6 +84,6 @@ def test_meta_and_class_reach_the_node_and_its_constraints(tmp_path: Path) -> No
         assert len(status["Allocations"]) == 2
         other = tmp_path / "other.hcl"
         other.write_text((JOB % "r2").replace('job "web"', 'job "other"'))
-        out = run(env, "job", "run", "--detach", str(other))
+        out = run(env, "job", "run", str(other))
         assert out.returncode == 2, (out.stdout, out.stderr)
-        assert 'Constraint "${meta.rack} = r2": 1 nodes excluded by filter' in out.stderr
+        assert 'Constraint "${meta.rack} = r2": 1 nodes excluded by filter' in out.stdout

@@ -229,7 +229,7 @@ def test_interrupted_run_is_bounded_when_the_driver_never_reports_the_exit(
             proc.kill()
             proc.wait()
     recs = records("".join(lines) + rest)
-    assert proc.returncode == 0  # a service job stopped on request
+    assert proc.returncode == 130  # Ctrl-C, as a shell reports it; nothing failed
     (alloc,) = final_allocs(recs).values()
     assert alloc["ClientStatus"] == "complete"
     killed = alloc["TaskStates"]["t"]["Events"][-1]
