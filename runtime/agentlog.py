@@ -146,8 +146,13 @@ _FAILURES: Final = frozenset({"Driver Failure", "Setup Failure", "Failed Validat
                               "Task hook failed", "Failed Restoring Task"})
 
 
-def _event_line(event: TaskEvent) -> tuple[int, str, dict[str, Any]]:
-    """The level, message and event-specific fields for one task event."""
+#: Events after which a task's exit was asked for: its signal is no warning.
+_ASKED_TO_EXIT: Final = frozenset({"Killing", "Restart Signaled"})
+
+
+def _event_line(event: TaskEvent, previous: str = "") -> tuple[int, str, dict[str, Any]]:
+    """The level, message and event-specific fields for one task event; `previous`: the type
+    of the task's event before it."""
     kind = event.type
     if kind == "Started":
         return logging.INFO, "task started", {}
@@ -157,7 +162,8 @@ def _event_line(event: TaskEvent) -> tuple[int, str, dict[str, Any]]:
     if kind == "Restart Signaled":
         return logging.INFO, "task restart requested", {"reason": event.restart_reason}
     if kind == "Terminated":
-        level = logging.WARNING if event.exit_code or event.signal else logging.INFO
+        unasked = (event.exit_code or event.signal) and previous not in _ASKED_TO_EXIT
+        level = logging.WARNING if unasked else logging.INFO
         return level, "task exited", {"exit_code": event.exit_code,
                                              "signal": event.signal,
                                              **({"message": event.message}
@@ -221,16 +227,16 @@ class AllocEvents:
         tasks' new events by time, then the allocation's status change."""
         seen = self._seen.setdefault(alloc.id, _Seen("pending"))
         base = {"alloc_id": alloc.id, "job": alloc.job_id, "group": alloc.task_group}
-        events: list[tuple[int, str, TaskEvent]] = []
+        events: list[tuple[int, str, TaskEvent, str]] = []
         for name, state in alloc.task_states.items():
             newest = seen.newest.get(name, 0)
-            fresh = [e for e in state.events if e.time > newest]
-            events.extend((e.time, name, e) for e in fresh)
-            if fresh:
-                seen.newest[name] = max(e.time for e in fresh)
+            for i, e in enumerate(state.events):
+                if e.time > newest:
+                    events.append((e.time, name, e, state.events[i - 1].type if i else ""))
+                    seen.newest[name] = max(seen.newest.get(name, 0), e.time)
         lines: list[Line] = []
-        for _, name, event in sorted(events, key=lambda x: (x[0], x[1])):
-            level, message, extra = _event_line(event)
+        for _, name, event, previous in sorted(events, key=lambda x: (x[0], x[1])):
+            level, message, extra = _event_line(event, previous)
             lines.append((level, message, {**base, "task": name, **extra}))
         status = _status_line(alloc, seen.client_status, seen.started)
         seen.client_status = alloc.client_status

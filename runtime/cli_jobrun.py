@@ -226,7 +226,15 @@ def job_status(job_id: str | None, json_output: bool, template: str = "") -> Non
     from urllib.parse import quote
 
     from yurt.runtime.cli_output import check_format, emit
-    from yurt.runtime.cli_remote import api, call, format_kv, print_allocs, print_jobs, resolve_job
+    from yurt.runtime.cli_remote import (
+        api,
+        call,
+        format_kv,
+        job_status_text,
+        print_allocs,
+        print_jobs,
+        resolve_job,
+    )
 
     check_format(json_output, template)
     with api() as client:
@@ -243,7 +251,7 @@ def job_status(job_id: str | None, json_output: bool, template: str = "") -> Non
     def human() -> None:
         click.echo(format_kv([("ID", job["ID"]), ("Type", job["Type"]),
                               ("Priority", str(job["Priority"])),
-                              ("Status", "stopped" if job["Stop"] else job["Status"]),
+                              ("Status", job_status_text(job)),
                               ("Version", str(job["Version"]))]))
         failures = placement_failure_section(evals)
         if failures:

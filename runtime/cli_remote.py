@@ -164,8 +164,13 @@ def _event_time(ns: int) -> str:
 # --------------------------------------------------------------------------- prefixes
 
 
+def job_status_text(job: dict[str, Any]) -> str:
+    """Nomad's `getStatusString`: a stopped job is `dead (stopped)` until it is purged."""
+    return f"{job['Status']} (stopped)" if job.get("Stop") else str(job["Status"])
+
+
 def job_list_rows(jobs: list[dict[str, Any]]) -> list[list[str]]:
-    return [[j["ID"], j["Type"], str(j["Priority"]), "stopped" if j["Stop"] else j["Status"],
+    return [[j["ID"], j["Type"], str(j["Priority"]), job_status_text(j),
              _ago(j["SubmitTime"])] for j in jobs]
 
 

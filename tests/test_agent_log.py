@@ -246,3 +246,20 @@ def test_a_real_agent_logs_every_allocation_event_as_json(tmp_path: Path) -> Non
     assert len(starts) == 1  # the restore did not log the allocation's history again
     devices = [r for r in agent.records() if r["@message"] == "device state changed"]
     assert len(devices) == 2  # once per agent: fingerprints that change nothing are no news
+
+
+def test_an_exit_that_was_asked_for_is_no_warning() -> None:
+    log = AllocEvents()
+
+    def exited(kind_before: str) -> int:
+        alloc = Allocation(id=kind_before or "a", job_id="web", task_group="g",
+                           client_status="running", task_states={"t": TaskState(events=[
+                               TaskEvent(type="Started", time=1),
+                               TaskEvent(type=kind_before, time=2),
+                               TaskEvent(type="Terminated", time=3, signal=2, exit_code=130)])})
+        (level,) = [lvl for lvl, message, _ in log.observe(alloc) if message == "task exited"]
+        return level
+
+    assert exited("Killing") == logging.INFO  # a stop or an update killed it
+    assert exited("Restart Signaled") == logging.INFO  # `alloc restart`
+    assert exited("Signaling") == logging.WARNING  # a signal it did not survive

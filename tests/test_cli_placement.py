@@ -154,6 +154,9 @@ async def test_job_status_shows_the_placement_failure(tmp_path: Path) -> None:
             assert (await yurt(a.address, "job", "stop", "huge")).returncode == 0
             stopped = (await yurt(a.address, "job", "status", "huge")).stdout.decode()
             assert "Placement Failure" not in stopped
+            assert "Status   = dead (stopped)" in stopped  # Nomad's getStatusString
+            listed = (await yurt(a.address, "job", "status")).stdout.decode()
+            assert "dead (stopped)" in listed
 
 
 async def test_detach_prints_the_evaluation_id(tmp_path: Path) -> None:
