@@ -168,3 +168,17 @@ def test_yurt_job_validate_prints_them_all_and_exits_2(tmp_path: Path) -> None:
     out = subprocess.run([YURT, "job", "validate", str(empty)], capture_output=True, text=True,
                          timeout=60)
     assert (out.returncode, len(out.stderr.splitlines())) == (2, 1)
+
+
+def test_a_job_without_a_usable_id_is_called_job_in_paths() -> None:
+    no_id = problems_of(json.dumps({"Job": {"TaskGroups": []}}), "job.json")
+    assert {p.field for p in no_id} == {"job"}
+    bad_id = problems_of(json.dumps({"Job": {"ID": 5}}), "job.json")
+    assert "job.id" in {p.field for p in bad_id}
+    assert not any(p.field.startswith(("job.?", "job.")) and p.field != "job.id"
+                   for p in bad_id)
+
+
+def test_a_truncated_file_names_the_brace_it_misses() -> None:
+    (problem,) = problems_of('job "x" {\n  group "g" {\n')
+    assert problem.message == 'unexpected end of file; expected "}"'

@@ -96,7 +96,8 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
                                                           '{"Job": {"ID": …, "TaskGroups": […]}}')])
             data = doc
             job_id = doc.get("ID") if isinstance(doc, dict) else None
-            root = _At(("job", job_id if isinstance(job_id, str) else "?"), ())
+            # The job's name in paths (`job.web.group.g`), or plain `job` while it has none.
+            root = _At(("job", job_id) if isinstance(job_id, str) and job_id else ("job",), ())
             positions = lambda: json_positions(text)  # noqa: E731
 
         checked = _inherit_job_blocks(_check_shape(Job, data, root, problems))
@@ -107,7 +108,7 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
         except msgspec.ValidationError as e:  # pragma: no cover - _check_shape should catch it
             problems.add(root, str(e))
         if job is not None:
-            _check_job(job, _At(("job", job.id), ()), problems)
+            _check_job(job, _At(("job", job.id) if job.id else ("job",), ()), problems)
     except _TooManyProblems:
         pass
 

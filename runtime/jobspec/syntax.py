@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec.limits import (
@@ -39,6 +39,14 @@ def _hcl_options() -> SerializationOptions:
                                 preserve_heredocs=False, strip_string_quotes=True)
 
 
+#: The grammar's token names as a reader knows them.
+_TOKEN_WORDS: Final = {"RBRACE": '"}"', "LBRACE": '"{"', "RSQB": '"]"', "LSQB": '"["',
+                       "RPAR": '")"', "LPAR": '"("', "EQ": '"="', "COMMA": '","',
+                       "COLON": '":"', "DOT": '"."', "QMARK": '"?"', "DBLQUOTE": "a string",
+                       "NL_OR_COMMENT": "a new line", "NAME": "a name",
+                       "INT_LITERAL": "a number", "FLOAT_LITERAL": "a number"}
+
+
 def _syntax_problem(e: lark.exceptions.UnexpectedInput) -> SpecProblem:
     import lark
 
@@ -46,7 +54,7 @@ def _syntax_problem(e: lark.exceptions.UnexpectedInput) -> SpecProblem:
     if isinstance(e, lark.exceptions.UnexpectedToken):
         token = e.token
         got = "end of file" if token.type == "$END" else repr(str(token).strip() or str(token))
-        expected = sorted(e.expected)
+        expected = sorted(_TOKEN_WORDS.get(name, name) for name in e.expected)
         hint = f"; expected {', '.join(expected[:6])}" if len(expected) <= 6 else ""
         return SpecProblem(line, column, "syntax", f"unexpected {got}{hint}")
     if isinstance(e, lark.exceptions.UnexpectedCharacters):
