@@ -83,8 +83,16 @@ def _quiet_exit() -> NoReturn:
 @final
 class _Root(click.Group):
     """The root group, with one safety net: a reader that leaves (`yurt ... | head`) ends any
-    verb quietly with 0, as it ends `cat`. It sits in `invoke` because click's `main` turns
-    a broken pipe into a silent exit 1 before `main()` below could see it."""
+    verb quietly with 0, as it ends `cat`. It sits here, around parsing (`--help`,
+    `--version` print while parsing) and running, because click's `main` turns a broken pipe
+    into a silent exit 1 before `main()` below could see it."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            _quiet_exit()
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -406,8 +414,6 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo(err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except BrokenPipeError:  # a reader gone while click itself wrote (help, usage)
-        _quiet_exit()
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 

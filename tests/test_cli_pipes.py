@@ -9,14 +9,34 @@ Nomad's `event stream` does not), so the test keeps registering jobs until the p
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent, wait_status
-from tests.cli_proc_support import spawned
+from tests.cli_proc_support import YURT, spawned
 
 MANY_LINES = "seq 1 200000; sleep 1000"  # far more than a pipe buffer holds
+JOB_FILE = str(Path(__file__).parent.parent / "examples" / "mock.nomad.hcl")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["job", "status", "--help"],
+                                  ["job", "validate", "-verbose", JOB_FILE]], ids=" ".join)
+def test_a_reader_gone_before_the_first_write_is_no_error(args: list[str]) -> None:
+    """The safety net in `main()`'s root group: any verb, even click's own `--help`, whose
+    reader has left before it wrote (the read end closed first: the first write fails)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        out = subprocess.run([YURT, *args], stdout=write_end, stderr=subprocess.PIPE,
+                             text=True, timeout=60, check=False)
+    finally:
+        os.close(write_end)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
 
 
 async def read_then_leave(proc: trio.Process) -> bytes:
