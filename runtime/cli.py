@@ -16,13 +16,14 @@ import resource
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn, final
 
 import click
 
 from yurt.runtime import cli_deployment, cli_node
 from yurt.runtime.cli_dispatch import register as register_dispatch_commands
 from yurt.runtime.cli_exec import register as register_exec_commands
+from yurt.runtime.cli_flags import nomad_spelling
 from yurt.runtime.cli_fs import register as register_fs_commands
 from yurt.runtime.cli_jobs import register as register_job_commands
 from yurt.runtime.cli_output import output_options, print_table
@@ -69,7 +70,38 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _quiet_exit() -> NoReturn:
+    # The reader of stdout is gone: nothing more can be said to it, and the interpreter's
+    # flush at exit would raise again, so stdout points at /dev/null (Python's advice).
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_OK)
+
+
+@final
+class _Root(click.Group):
+    """The root group, with one safety net: a reader that leaves (`yurt ... | head`) ends any
+    verb quietly with 0, as it ends `cat`. It sits here, around parsing (`--help`,
+    `--version` print while parsing) and running, because click's `main` turns a broken pipe
+    into a silent exit 1 before `main()` below could see it."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            _quiet_exit()
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _quiet_exit()
+
+
+@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", "-v", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version and exit.")
 def cli() -> None:
@@ -367,10 +399,12 @@ def main() -> None:
     in runtime/errors.py (`EXIT_CODES`).
 
     click's own standalone mode turns Ctrl-C into "Aborted!" and exit 1; here an interrupt
-    is 130 wherever it lands, as a shell reports a process ended by SIGINT.
+    is 130 wherever it lands, as a shell reports a process ended by SIGINT. Nomad's
+    single-dash long flags (`-detach`) are spelled as click's first (runtime/cli_flags.py).
     """
     try:
-        code = cli.main(prog_name="yurt", standalone_mode=False)
+        code = cli.main(args=nomad_spelling(cli, sys.argv[1:]), prog_name="yurt",
+                        standalone_mode=False)
     except click.ClickException as e:  # usage errors: click's message, exit 2
         e.show()
         sys.exit(e.exit_code)

@@ -6,8 +6,9 @@ when it is a directory, prints it when it is a file (`cat`); `-stat` prints the 
 or `-n N` lines (10 without either), as Nomad does: it reads about 120 bytes a line back and
 keeps the last N lines of that; `-job` takes a job ID for ALLOC and picks one of its running
 allocations at random. Tables are Nomad's (`Mode Size Modified Time Name`, sizes in
-IEC units, `-H` for bytes). Exit codes: 0 ok, 1 a failed request (unknown allocation, missing
-file), 2 bad input (a bad flag, a path the agent refuses with 400).
+IEC units, `-H` for bytes). A reader that leaves (`| head`) ends it quietly with 0. Exit
+codes: 0 ok, 1 a failed request (unknown allocation, missing file), 2 bad input (a bad flag, a
+path the agent refuses with 400).
 
 The module is imported with the CLI, also by `yurt agent`: the HTTP client and rich are
 imported inside the command (tests/test_import_weight.py), as runtime/cli.py does.
@@ -53,6 +54,7 @@ def register(alloc: click.Group) -> None:
 def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lines: int,
              count: int, machine: bool, job: bool) -> None:
     """List a directory or print a file of an allocation (paths from its directory)."""
+    from yurt.runtime.cli_logs import _quiet_broken_pipe
     from yurt.runtime.cli_remote import _fail, api, call, resolve_alloc
     from yurt.runtime.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -84,6 +86,8 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
             _write(_tail_lines(_read(client, full_id, path, offset, follow), keep))
         except KeyboardInterrupt:  # Ctrl-C ends a -f: reported as every interrupt is
             sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:  # stdout's reader left (`| head`): the socket's errors are
+            _quiet_broken_pipe()  # TransportError, so this is the reader, and that is fine
 
 
 def _job_alloc(client: Client, job_id: str) -> str:

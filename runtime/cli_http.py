@@ -12,6 +12,9 @@ What lives here: `Client` (one keep-alive connection to the agent, `request`/`ge
 arrives) and the transport errors, split by when they happen: `ConnectError` (nobody
 answered: the agent is not running there), `ReadTimeout`, `TransportError` (the connection
 broke mid-way). HTTP error statuses are not exceptions: callers read `status_code`.
+`agent_address` reads `$YURT_ADDR` and `AddressError` refuses a malformed one (bad input,
+exit 2, one line): the address is checked here, where every client is built, so no verb can
+turn `http://127.0.0.1:99999` into a traceback or `notaurl` into "cannot reach the agent".
 
 Invariants: at most one response is open on the connection; a streamed response not read to
 its end closes the connection (the next request opens a new one), so a later request never
@@ -28,6 +31,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, final
 from urllib.parse import quote, urlencode, urlsplit
+
+import click
 
 #: The default per-operation socket timeout, as the CLI has always used.
 DEFAULT_TIMEOUT: Final = 30.0
@@ -46,6 +51,53 @@ class ConnectError(TransportError):
 
 class ReadTimeout(TransportError):
     """The agent accepted the request but did not answer within the timeout."""
+
+
+class AddressError(click.ClickException):
+    """`$YURT_ADDR` (or the address given) is not `http(s)://HOST[:PORT]`: the user's input is
+    wrong, not the agent, so it is exit 2 and one line, shown by the CLI's `main()`."""
+
+    exit_code = 2  # EXIT_USAGE, spelled here so the module needs nothing of runtime.errors
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"yurt: {self.message}", err=True)
+
+
+#: The agent's address when `$YURT_ADDR` is not set, as Nomad's 4646.
+DEFAULT_ADDR: Final = "http://127.0.0.1:4646"
+
+
+def check_address(addr: str) -> tuple[str, str, int, str]:
+    """Split an agent address into scheme, host, port and path prefix.
+
+    Raises:
+        AddressError: not http(s), no host, or a port outside 1-65535.
+    """
+    expected = "expected http://HOST:PORT or https://HOST:PORT, such as " + DEFAULT_ADDR
+    try:
+        parts = urlsplit(addr)
+        port = parts.port  # urllib raises ValueError for a port out of range or not a number
+    except ValueError as e:
+        raise AddressError(f"YURT_ADDR={addr!r}: {e}; {expected}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AddressError(f"YURT_ADDR={addr!r} is not an http(s) address; {expected}")
+    if port == 0:
+        raise AddressError(f"YURT_ADDR={addr!r}: port 0 cannot be reached; {expected}")
+    https = parts.scheme == "https"
+    return parts.scheme, parts.hostname, port or (443 if https else 80), parts.path.rstrip("/")
+
+
+def agent_address() -> str:
+    """`$YURT_ADDR` (default `DEFAULT_ADDR`), checked.
+
+    Raises:
+        AddressError: it is malformed.
+    """
+    import os
+
+    addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
+    check_address(addr)
+    return addr
 
 
 class _Unset:
@@ -147,17 +199,15 @@ class Client:
         base_url: scheme, host and port; `https` uses the system's trust store.
         headers: sent with every request (the token).
         timeout: seconds each socket operation may take; None waits forever.
+
+    Raises:
+        AddressError: `base_url` is malformed.
     """
 
     def __init__(self, base_url: str, headers: Mapping[str, str] | None = None,
                  timeout: float | None = DEFAULT_TIMEOUT) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConnectError(f"not an http(s) address: {base_url!r}")
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
-        self._prefix = parts.path.rstrip("/")
+        scheme, self._host, self._port, self._prefix = check_address(base_url)
+        self._https = scheme == "https"
         self._headers = dict(headers or {})
         self._timeout = timeout
         self._conn: http.client.HTTPConnection | None = None

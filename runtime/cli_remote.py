@@ -388,12 +388,18 @@ def print_nodes(detail: list[dict[str, Any]]) -> None:
 
 
 def events(topics: list[str], index: int | None, json_output: bool) -> None:
+    """Follow the event stream. A reader that goes away (`| head`) ends it quietly with 0, as
+    `alloc logs` does; it is noticed at the next event written, so a stream with no events
+    arriving runs on until one comes (Nomad's `event stream` behaves the same)."""
     import json
 
     import trio
     from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-    addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
+    from yurt.runtime.cli_http import agent_address
+    from yurt.runtime.cli_logs import _quiet_broken_pipe
+
+    addr = agent_address()
     params: list[tuple[str, str]] = [("topic", t) for t in topics]
     if index is not None:
         params.append(("index", str(index)))
@@ -401,6 +407,17 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
     headers = [(b"X-Nomad-Token", token.encode())] if token else []
     query = urlencode(params)
     url = addr.replace("http", "ws", 1) + "/v1/event/ws" + (f"?{query}" if query else "")
+    reader_gone = False
+
+    def say(line: str) -> bool:
+        """Print a line; False once the reader is gone (stdout's broken pipe, not the
+        socket's: only this write is caught)."""
+        nonlocal reader_gone
+        try:
+            click.echo(line)
+        except BrokenPipeError:
+            reader_gone = True
+        return not reader_gone
 
     async def follow() -> None:
         try:
@@ -408,7 +425,8 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
                 while True:
                     record = json.loads(await ws.get_message())
                     if json_output:
-                        click.echo(json.dumps(record))
+                        if not say(json.dumps(record)):
+                            return
                         continue
                     for event in record.get("Events", []):
                         line = f"{event['Index']:>6}  {event['Topic']}/{event['Type']}"
@@ -421,7 +439,8 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
                             line += f"  {a['Name']} {a['ClientStatus']}"
                         else:
                             line += f"  {event['Key']}"
-                        click.echo(line)
+                        if not say(line):
+                            return
         except ConnectionClosed:
             return
         except HandshakeError as e:  # the connection failed (its cause says why) or was refused
@@ -438,3 +457,5 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
         if group.subgroup(KeyboardInterrupt) is not None:
             sys.exit(EXIT_INTERRUPTED)
         raise
+    if reader_gone:
+        _quiet_broken_pipe()

@@ -135,3 +135,21 @@ async def test_sigint_ends_every_streaming_verb_with_130(tmp_path: Path) -> None
             for args, ready in streams:
                 code, output = await interrupted(a, args, ready)
                 assert code == EXIT_INTERRUPTED, (args, code, output)
+
+
+#: Malformed agent addresses: the user's input, refused where the client is built.
+BAD_ADDRESSES = ["http://127.0.0.1:99999", "notaurl", "http://127.0.0.1:port", "ftp://h:1",
+                 "http://:4646"]
+#: Verbs that reach the agent by each of the CLI's paths: HTTP, websocket, framed stream.
+ADDRESS_VERBS = [["job", "status"], ["alloc", "status", "ab12"], ["alloc", "logs", "ab12"],
+                 ["alloc", "fs", "ab12"], ["alloc", "exec", "ab12", "true"], ["events"]]
+
+
+@pytest.mark.parametrize("addr", BAD_ADDRESSES)
+@pytest.mark.parametrize("args", ADDRESS_VERBS, ids=" ".join)
+def test_a_malformed_address_is_bad_input(args: list[str], addr: str) -> None:
+    out = run(args, addr)
+    assert out.returncode == EXIT_USAGE, (out.stdout, out.stderr)
+    assert out.stderr.count("\n") == 1, out.stderr  # one line, no traceback
+    assert out.stderr.startswith(f"yurt: YURT_ADDR={addr!r}"), out.stderr
+    assert "expected http://HOST:PORT" in out.stderr
