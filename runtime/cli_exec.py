@@ -271,7 +271,8 @@ def run_exec(args: Sequence[str]) -> int:
     """`yurt alloc exec ARGS`: the command's exit code."""
     import trio
 
-    from yurt.runtime.cli_remote import DEFAULT_ADDR, _fail, client_token
+    from yurt.runtime.cli_http import agent_address
+    from yurt.runtime.cli_remote import _fail, client_token
 
     try:
         flags, rest = parse_flags(args)
@@ -290,7 +291,7 @@ def run_exec(args: Sequence[str]) -> int:
         _fail(str(e), EXIT_USAGE)
     if tty and not sys.stdin.isatty():
         _fail("failed to exec into task: not a terminal")
-    addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
+    addr = agent_address()
     query = urlencode({"task": task, "command": json.dumps(rest[1:]),
                        "tty": "true" if tty else "false"})
     url = addr.replace("http", "ws", 1) + f"/v1/client/allocation/{alloc['ID']}/exec?{query}"

@@ -54,7 +54,7 @@ def register(alloc: click.Group) -> None:
 def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lines: int,
              count: int, machine: bool, job: bool) -> None:
     """List a directory or print a file of an allocation (paths from its directory)."""
-    from yurt.runtime.cli_logs import _quiet_broken_pipe
+    from yurt.runtime.cli_output import quiet_broken_pipe
     from yurt.runtime.cli_remote import _fail, api, call, resolve_alloc
     from yurt.runtime.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -87,7 +87,7 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
         except KeyboardInterrupt:  # Ctrl-C ends a -f: reported as every interrupt is
             sys.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:  # stdout's reader left (`| head`): the socket's errors are
-            _quiet_broken_pipe()  # TransportError, so this is the reader, and that is fine
+            quiet_broken_pipe()  # TransportError, so this is the reader, and that is fine
 
 
 def _job_alloc(client: Client, job_id: str) -> str:

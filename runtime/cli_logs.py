@@ -30,15 +30,16 @@ allocation is resolved first with the same synchronous client the other remote v
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from yurt.runtime.cli_http import agent_address
+from yurt.runtime.cli_output import quiet_broken_pipe
+from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 #: `--tail` without `-n` or `-c`: Nomad's `defaultTailLines`.
 DEFAULT_TAIL_LINES: Final = 10
@@ -175,14 +176,6 @@ def write_stdout(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
-def _quiet_broken_pipe() -> NoReturn:
-    # The reader is gone: nothing more can be said to it, and Python's flush of stdout at exit
-    # would raise again, so stdout points at /dev/null from here on (Python's advice).
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(EXIT_OK)
-
-
 def _leaves(error: BaseException) -> Iterator[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         for inner in error.exceptions:
@@ -237,7 +230,7 @@ def alloc_logs(
     except LogsError as e:
         click.echo(f"yurt: {e}", err=True)
         sys.exit(e.code)
-    addr = os.environ.get("YURT_ADDR", cli_remote.DEFAULT_ADDR)
+    addr = agent_address()
     token = cli_remote.client_token()
     headers = {"X-Nomad-Token": token} if token else {}
     try:
@@ -246,7 +239,7 @@ def alloc_logs(
         click.echo(f"yurt: {e}", err=True)
         sys.exit(e.code)
     except BrokenPipeError:
-        _quiet_broken_pipe()
+        quiet_broken_pipe()
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
 

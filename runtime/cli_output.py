@@ -17,13 +17,14 @@ milliseconds of start-up (scripts/bench_cli).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn, TypeVar
 
 import click
 
-from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 #: Nomad's short ID length (`shortId`): also the least an ID column may show.
 SHORT_ID: Final = 8
@@ -130,3 +131,11 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
         table.add_row(*row)
     Console(highlight=False).print(table)
 
+
+def quiet_broken_pipe() -> NoReturn:
+    """End the command quietly, exit 0: stdout's reader is gone (`| head`)."""
+    # Nothing more can be said to the reader, and Python's flush of stdout at exit would raise
+    # again, so stdout points at /dev/null from here on (Python's advice).
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_OK)

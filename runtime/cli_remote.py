@@ -26,7 +26,13 @@ from urllib.parse import quote, urlencode
 
 import click
 
-from yurt.runtime.cli_http import Client, ConnectError, ReadTimeout, TransportError
+from yurt.runtime.cli_http import (
+    Client,
+    ConnectError,
+    ReadTimeout,
+    TransportError,
+    agent_address,
+)
 from yurt.runtime.cli_output import (
     SHORT_ID,
     check_format,
@@ -44,7 +50,6 @@ from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 __all__ = ["emit_json", "format_kv", "format_list", "output_options"]
 
-DEFAULT_ADDR = "http://127.0.0.1:4646"
 
 
 def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
@@ -71,7 +76,7 @@ def client_token() -> str:
 def api() -> Iterator[Client]:
     """A client of the agent at `$YURT_ADDR`; an agent that cannot be reached, or a
     connection that breaks, ends the command with exit 1 (never a traceback)."""
-    addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
+    addr = agent_address()
     token = client_token()
     headers = {"X-Nomad-Token": token} if token else {}
     try:
@@ -397,7 +402,7 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
     from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
     from yurt.runtime.cli_http import agent_address
-    from yurt.runtime.cli_logs import _quiet_broken_pipe
+    from yurt.runtime.cli_output import quiet_broken_pipe
 
     addr = agent_address()
     params: list[tuple[str, str]] = [("topic", t) for t in topics]
@@ -458,4 +463,4 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
             sys.exit(EXIT_INTERRUPTED)
         raise
     if reader_gone:
-        _quiet_broken_pipe()
+        quiet_broken_pipe()
