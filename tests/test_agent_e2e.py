@@ -129,7 +129,10 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
 
         user.yurt("job", "stop", "e2e")
         deadline = time.monotonic() + 20
-        while user.json("alloc", "status", alloc_id)["ClientStatus"] != "complete":
+        # The allocation reads complete as soon as its runner is (the client's live status is
+        # laid over the server's copy); the job is dead once the server has that update too.
+        while (user.json("alloc", "status", alloc_id)["ClientStatus"] != "complete"
+               or user.json("job", "status", "e2e")["Job"]["Status"] != "dead"):
             assert time.monotonic() < deadline
             time.sleep(0.1)
         before = user.json("alloc", "status", alloc_id)
