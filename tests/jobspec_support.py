@@ -1,7 +1,13 @@
-"""Job files for the job-level and group-level blocks of the jobspec tests: two groups, the
-first one taking a block of its own, each problem on a known line."""
+"""Job files for the job-level and group-level blocks of the jobspec tests (two groups, the
+first one taking a block of its own, each problem on a known line), and the problems a file
+gives."""
 
 from __future__ import annotations
+
+import pytest
+
+from yurt.runtime.errors import JobSpecError, SpecProblem
+from yurt.runtime.jobspec import parse_job
 
 
 def hcl(job_type: str = "service", job_block: str = "", group_block: str = "") -> str:
@@ -22,3 +28,10 @@ def hcl(job_type: str = "service", job_block: str = "", group_block: str = "") -
   }}
 }}
 '''
+
+
+def problems_of(text: str, filename: str = "job.nomad.hcl") -> list[SpecProblem]:
+    """The problems `text` gives as a job file (it must give some)."""
+    with pytest.raises(JobSpecError) as info:
+        parse_job(text, filename=filename)
+    return info.value.problems

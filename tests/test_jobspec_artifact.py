@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from yurt.runtime.errors import JobSpecError, SpecProblem
+from tests.jobspec_support import problems_of
 from yurt.runtime.jobspec import encode_job, parse_job
 from yurt.runtime.jobspec.rules_artifact import checksum_problem, escapes_alloc_dir
 from yurt.runtime.structs.artifact import TaskArtifact
@@ -27,12 +27,6 @@ def hcl(task_body: str) -> str:
   }}
 }}
 '''
-
-
-def problems_of(text: str) -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename="job.nomad.hcl")
-    return info.value.problems
 
 
 def test_artifacts_in_hcl_get_nomads_defaults() -> None:

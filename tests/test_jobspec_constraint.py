@@ -9,7 +9,7 @@ import json
 import msgspec
 import pytest
 
-from yurt.runtime.errors import JobSpecError, SpecProblem
+from tests.jobspec_support import problems_of
 from yurt.runtime.jobspec import encode_job, parse_job
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
 
@@ -27,12 +27,6 @@ def hcl(job_block: str = "", group_block: str = "", task_block: str = "") -> str
   }}
 }}
 '''
-
-
-def problems_of(text: str) -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename="job.hcl")
-    return info.value.problems
 
 
 def messages(text: str) -> list[tuple[int, str, str]]:

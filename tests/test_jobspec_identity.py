@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from tests.jobspec_support import problems_of
 from yurt.runtime.durations import HOUR
-from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec import encode_job, parse_job
 from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
 
@@ -26,12 +26,6 @@ def hcl(task_block: str = "", job_block: str = "") -> str:
   }}
 }}
 '''
-
-
-def problems_of(text: str) -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename="job.hcl")
-    return info.value.problems
 
 
 def test_nomad_init_identity_becomes_the_default_identity() -> None:

@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.jobspec_support import problems_of
 from tests.test_agent_e2e import YURT
-from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec import parse_job
-
-
-def problems_of(text: str, filename: str = "job.nomad.hcl") -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename=filename)
-    return info.value.problems
-
 
 CONFIG = '''job "w" {
   group "g" {

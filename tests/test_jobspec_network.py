@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from yurt.runtime.errors import JobSpecError, SpecProblem
+from tests.jobspec_support import problems_of
+from yurt.runtime.errors import JobSpecError
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.structs.network import NetworkResource, Port
 
@@ -24,12 +25,6 @@ def hcl(network: str) -> str:
   }}
 }}
 '''
-
-
-def problems_of(text: str) -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename="web.nomad.hcl")
-    return info.value.problems
 
 
 TWO_PORTS = '''network {

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from yurt.runtime.errors import JobSpecError, SpecProblem
+from tests.jobspec_support import problems_of
+from yurt.runtime.errors import JobSpecError
 from yurt.runtime.jobspec import encode_job, parse_job
 from yurt.runtime.structs import DispatchPayloadConfig, ParameterizedJobConfig, PeriodicConfig
 
@@ -26,12 +27,6 @@ def hcl(job_body: str, task_body: str = "", job_type: str = "batch") -> str:
   }}
 }}
 '''
-
-
-def problems_of(text: str) -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename="job.nomad.hcl")
-    return info.value.problems
 
 
 def test_periodic_block_with_nomad_defaults() -> None:

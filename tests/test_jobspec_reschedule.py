@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobspec_support import hcl
+from tests.jobspec_support import hcl, problems_of
 from yurt.runtime.durations import HOUR, MINUTE, SECOND
-from yurt.runtime.errors import JobSpecError, SpecProblem
+from yurt.runtime.errors import SpecProblem
 from yurt.runtime.jobspec import load_job, parse_job
 from yurt.runtime.jobspec.reschedule import _viable
 from yurt.runtime.structs import ReschedulePolicy
@@ -26,12 +26,6 @@ def policies(text: str) -> list[ReschedulePolicy | None]:
     job = parse_job(text)
     assert job.reschedule is None  # folded into the groups, as Nomad's server keeps it
     return [g.reschedule_policy for g in job.task_groups]
-
-
-def problems_of(text: str, filename: str = "job.nomad.hcl") -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename=filename)
-    return info.value.problems
 
 
 def only_problem(text: str, filename: str = "job.nomad.hcl") -> SpecProblem:

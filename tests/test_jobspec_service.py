@@ -9,8 +9,8 @@ import json
 
 import pytest
 
+from tests.jobspec_support import problems_of
 from yurt.runtime.durations import SECOND
-from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.structs.service import CheckRestart
 
@@ -27,12 +27,6 @@ def hcl(group_block: str = "", task_block: str = "") -> str:
   }}
 }}
 '''
-
-
-def problems_of(text: str) -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename="job.nomad.hcl")
-    return info.value.problems
 
 
 def messages(text: str) -> list[str]:

@@ -11,8 +11,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from tests.jobspec_support import problems_of
 from yurt.runtime.durations import SECOND
-from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec import load_job, parse_job
 from yurt.runtime.jobspec.rules_template import escapes_alloc_dir
 from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
@@ -33,12 +33,6 @@ def hcl(*blocks: str) -> str:
 
 def templates(text: str) -> list[Template]:
     return parse_job(text).task_groups[0].tasks[0].templates
-
-
-def problems_of(text: str) -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename="job.nomad.hcl")
-    return info.value.problems
 
 
 HEREDOC = '''        data = <<EOH

@@ -8,9 +8,8 @@ import json
 
 import pytest
 
-from tests.jobspec_support import hcl
+from tests.jobspec_support import hcl, problems_of
 from yurt.runtime.durations import MINUTE, SECOND
-from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.jobspec.parse import encode_job
 from yurt.runtime.structs.update import UpdateStrategy
@@ -18,12 +17,6 @@ from yurt.runtime.structs.update import UpdateStrategy
 
 def strategies(text: str) -> list[UpdateStrategy | None]:
     return [g.update for g in parse_job(text).task_groups]
-
-
-def problems_of(text: str) -> list[SpecProblem]:
-    with pytest.raises(JobSpecError) as info:
-        parse_job(text, filename="job.nomad.hcl")
-    return info.value.problems
 
 
 def test_no_update_block_means_no_strategy() -> None:
