@@ -220,6 +220,15 @@ def unpack(archive: Path, kind: str, dest: Path, *, as_dir: bool, max_size: int,
 
 
 def _copy_limited(src: _Reader, dest: Path, mode: int, max_size: int, check: Check) -> int:
+    """Copy `src` into the new file `dest`, at most `max_size` bytes (0: no limit)."""
+    return _copy_capped(src, dest, mode, max_size or None, check,
+                        f"decompressed size exceeds the limit of {max_size} bytes")
+
+
+def _copy_capped(src: _Reader, dest: Path, mode: int, cap: int | None, check: Check,
+                 over: str) -> int:
+    """Copy `src` in chunks into `dest` (opened without following a link), `check` called
+    before each; more than `cap` bytes written raises `GetterError(over)`."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -229,12 +238,11 @@ def _copy_limited(src: _Reader, dest: Path, mode: int, max_size: int, check: Che
             check()
             chunk = src.read(_CHUNK)
             if not chunk:
-                break
+                return written
             written += len(chunk)
-            if max_size and written > max_size:
-                raise GetterError(f"decompressed size exceeds the limit of {max_size} bytes")
+            if cap is not None and written > cap:
+                raise GetterError(over)
             out.write(chunk)
-    return written
 
 
 def _untar(raw: CheckedReader, name: str, mode: str, dest: Path, as_dir: bool, max_size: int,
@@ -377,21 +385,9 @@ def _copy_zip_entry(src: _Reader, dest: Path, mode: int, info: zipfile.ZipInfo,
     wrong), but the bound is ours to hold: with every entry within its declared size and the
     declared sizes summed within the limit by `_judge_zip`, what is written is within the
     limit whatever the headers or the compressed data say."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 mode)
-    with os.fdopen(fd, "wb") as out:
-        while True:
-            check()
-            chunk = src.read(_CHUNK)
-            if not chunk:
-                return
-            written += len(chunk)
-            if written > info.file_size:
-                raise GetterError(f"zip entry {info.filename!r} holds more than the "
-                                  f"{info.file_size} bytes its header declares")
-            out.write(chunk)
+    _copy_capped(src, dest, mode, info.file_size, check,
+                 f"zip entry {info.filename!r} holds more than the {info.file_size} bytes "
+                 "its header declares")
 
 
 def copy_tree(src: Path, dest: Path, *, max_size: int, max_files: int,
