@@ -53,7 +53,7 @@ import os
 import stat
 import tarfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Final, Protocol, cast
 
@@ -81,6 +81,21 @@ def no_check() -> None:
 
 class _Reader(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
+
+
+def bounded_chunks(src: _Reader, cap: int | None, over: str, check: Check) -> Iterator[bytes]:
+    """`src` read to its end in chunks, `check` called before each read; a chunk that would
+    take the total past `cap` bytes raises `GetterError(over)` instead of being yielded."""
+    total = 0
+    while True:
+        check()
+        chunk = src.read(_CHUNK)
+        if not chunk:
+            return
+        total += len(chunk)
+        if cap is not None and total > cap:
+            raise GetterError(over)
+        yield chunk
 
 
 _TAR_MODES: Final = {"tar": "r:", "tar.gz": "r:gz", "tgz": "r:gz", "tar.bz2": "r:bz2",
@@ -230,19 +245,12 @@ def _copy_capped(src: _Reader, dest: Path, mode: int, cap: int | None, check: Ch
     """Copy `src` in chunks into `dest` (opened without following a link), `check` called
     before each; more than `cap` bytes written raises `GetterError(over)`."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                  mode)
     with os.fdopen(fd, "wb") as out:
-        while True:
-            check()
-            chunk = src.read(_CHUNK)
-            if not chunk:
-                return written
-            written += len(chunk)
-            if cap is not None and written > cap:
-                raise GetterError(over)
+        for chunk in bounded_chunks(src, cap, over, check):
             out.write(chunk)
+        return out.tell()
 
 
 def _untar(raw: CheckedReader, name: str, mode: str, dest: Path, as_dir: bool, max_size: int,
