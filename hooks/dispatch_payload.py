@@ -16,14 +16,13 @@ created by a path the kernel resolves, because a `local/` moved in from a previo
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import ClassVar, final
 
 import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from yurt.runtime.allocfs import FsError, clean_parts, open_confined
+from yurt.runtime.allocfs import FsError, clean_parts, open_making_dirs
 from yurt.runtime.confined_write import replace_file_at
 
 
@@ -42,22 +41,8 @@ def write_payload(task_dir: Path, file: str, payload: bytes) -> Path:
     root = task_dir.parent.resolve()
     try:
         *dirs, name = clean_parts(f"{task_dir.name}/local/{file}")
-        where = open_confined(root, "")
+        where = open_making_dirs(root, dirs, 0o777)
         try:
-            for part in dirs:
-                below = "/".join((*where.resolved, part))
-                try:
-                    nxt = open_confined(root, below)
-                except FsError as e:
-                    if e.status != 404:
-                        raise
-                    # A dangling link in its place makes this fail (EEXIST): never followed.
-                    os.mkdir(part, 0o777, dir_fd=where.fd)
-                    nxt = open_confined(root, below)
-                os.close(where.fd)
-                where = nxt
-                if not stat.S_ISDIR(where.st.st_mode):
-                    raise FsError(400, f"{below!r} is not a directory")
             # A new file renamed into place: whatever a task left at `name` (a FIFO that would
             # block the open, a hard link to another file) is replaced, never opened.
             replace_file_at(where.fd, name, payload, 0o777 & ~_process_umask())

@@ -29,10 +29,11 @@ descriptor and closes it in `aclose`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,6 +161,38 @@ def open_confined(root: Path, path: str) -> Opened:
     finally:
         for _, fd in stack:
             os.close(fd)
+
+
+def open_making_dirs(root: Path, parts: Sequence[str], mode: int) -> Opened:
+    """The directory `parts` below `root`, reached by `open_confined` one component at a time,
+    each missing directory made (`mode`, trimmed by the umask) relative to the descriptor of
+    its parent: nothing is ever created by a path the kernel resolves. A directory made
+    meanwhile is fine; a dangling link in its place fails `mkdir` (EEXIST) and then the walk
+    (404), so it is never followed. The caller closes the returned descriptor.
+
+    Raises:
+        FsError: as `open_confined`, and 400 when a component is not a directory.
+    """
+    where = open_confined(root, "")
+    try:
+        for part in parts:
+            below = "/".join((*where.resolved, part))
+            try:
+                nxt = open_confined(root, below)
+            except FsError as e:
+                if e.status != 404:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, mode, dir_fd=where.fd)
+                nxt = open_confined(root, below)
+            os.close(where.fd)
+            where = nxt
+            if not stat.S_ISDIR(where.st.st_mode):
+                raise FsError(400, f"{below} is not a directory")
+    except BaseException:
+        os.close(where.fd)
+        raise
+    return where
 
 
 def _inside(root: Path, target: str) -> str | None:

@@ -137,6 +137,6 @@ def test_payload_directories_are_never_made_through_a_link(tmp_path: Path) -> No
     assert (shared / "sub" / "p").read_bytes() == b"ok"
     # A dangling link where a directory is to be made: not followed, nothing made.
     os.symlink("../../nothing", task_dir / "local" / "dangling")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(DispatchPayloadError, match="no such file"):
         write_payload(task_dir, "dangling/p", b"secret")
     assert not (tmp_path / "alloc1" / "nothing").exists()

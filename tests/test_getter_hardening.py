@@ -29,6 +29,7 @@ import pytest
 import trio
 
 import yurt.runtime.getter.get as getter_get
+from tests.getter_support import stop_at_call
 from tests.runtime_support import eventually
 from yurt.runtime.getter.config import ArtifactConfig
 from yurt.runtime.getter.get import STAGING_PREFIX, ArtifactRequest, get
@@ -347,17 +348,9 @@ async def test_a_kill_stops_a_large_copy_within_a_chunk(task_dir: Path,
 def test_an_unpack_stops_at_the_first_check_that_raises(tmp_path: Path) -> None:
     archive = tmp_path / "zeros.gz"
     archive.write_bytes(gzip.compress(b"\0" * (64 << 20), compresslevel=1))
-    calls = 0
-
-    def check() -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 3:
-            raise KeyboardInterrupt  # any BaseException: Trio's Cancelled in the agent
-
     with pytest.raises(KeyboardInterrupt):
         unpack(archive, "gz", tmp_path / "out", as_dir=False, max_size=0, max_files=0,
-               check=check)
+               check=stop_at_call(3))
     # Checked before every chunk written and every read of the archive: stopped at once,
     # long before the 64 MiB.
     assert (tmp_path / "out").stat().st_size <= 2 << 20

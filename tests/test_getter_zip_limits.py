@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import yurt.runtime.getter.unpack as unpack_module
+from tests.getter_support import stop_at_call
 from yurt.runtime.getter import zipbounds
 from yurt.runtime.getter.source import GetterError
 from yurt.runtime.getter.unpack import unpack
@@ -240,17 +241,9 @@ def test_a_long_directory_is_walked_between_checks(tmp_path: Path,
         real_init(self, *args, **kw)
 
     monkeypatch.setattr(zipfile.ZipFile, "__init__", spy)
-    calls = 0
-
-    def check() -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 3:
-            raise KeyboardInterrupt  # any BaseException: Trio's Cancelled in the agent
-
     with pytest.raises(KeyboardInterrupt):
         unpack(archive, "zip", tmp_path / "out", as_dir=True, max_size=0, max_files=0,
-               check=check)
+               check=stop_at_call(3))
     assert opened == []
 
 

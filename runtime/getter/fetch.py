@@ -30,10 +30,9 @@ import trio
 
 from yurt.runtime.getter.access import Reader, may
 from yurt.runtime.getter.source import GetterError
-from yurt.runtime.getter.unpack import no_check
+from yurt.runtime.getter.unpack import bounded_chunks, no_check
 
 BATCH: Final = 1 << 20
-_READ: Final = 1 << 20
 
 
 def _write(out: IO[bytes], chunks: list[bytes], hasher: hashlib._Hash | None) -> None:
@@ -142,17 +141,10 @@ def copy_file(src: Path, dest: Path, *, max_bytes: int, hasher: hashlib._Hash | 
               reader: Reader | None = None, check: Callable[[], None] = no_check) -> int:
     """Copy the local regular file `src` into the new file `dest` (blocking: run it in a
     thread); `check` is called between chunks and may raise to stop (a cancellation)."""
-    total = 0
+    over = f"{src} exceeds the maximum size of {max_bytes} bytes"
     with os.fdopen(open_regular(src, reader=reader), "rb") as f, open(dest, "xb") as out:
-        while True:
-            check()
-            chunk = f.read(_READ)
-            if not chunk:
-                break
-            total += len(chunk)
-            if max_bytes and total > max_bytes:
-                raise GetterError(f"{src} exceeds the maximum size of {max_bytes} bytes")
+        for chunk in bounded_chunks(f, max_bytes or None, over, check):
             if hasher is not None:
                 hasher.update(chunk)
             out.write(chunk)
-    return total
+        return out.tell()

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, final
 
-from yurt.runtime.allocfs import ESCAPES, FsError, clean_parts, open_confined
+from yurt.runtime.allocfs import ESCAPES, FsError, clean_parts, open_confined, open_making_dirs
 from yurt.runtime.getter.source import GetterError, Plan
 from yurt.runtime.getter.unpack import Check, no_check
 
@@ -131,24 +131,8 @@ def open_destination(alloc_dir: Path, parts: Sequence[str]) -> int:
     walk, missing directories made (0755) one at a time. Raises `GetterError`."""
     shown = "/".join(parts)
     try:
-        where = open_confined(alloc_dir, "")
+        where = open_making_dirs(alloc_dir, parts, 0o755)
         try:
-            for part in parts:
-                below = "/".join((*where.resolved, part))
-                try:
-                    nxt = open_confined(alloc_dir, below)
-                except FsError as e:
-                    if e.status != 404:
-                        raise
-                    # Made meanwhile: fine; a dangling link: EEXIST, then 404 again below.
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, 0o755, dir_fd=where.fd)
-                    nxt = open_confined(alloc_dir, below)
-                os.close(where.fd)
-                where = nxt
-                if not stat.S_ISDIR(where.st.st_mode):
-                    raise GetterError(f"artifact destination {shown}: {below} is not a "
-                                      "directory")
             # The walk's O_PATH descriptor, reopened to list and chown the very directory.
             return os.open(f"/proc/self/fd/{where.fd}", os.O_RDONLY | os.O_DIRECTORY
                            | os.O_CLOEXEC)

@@ -53,7 +53,7 @@ import os
 import stat
 import tarfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Final, Protocol, cast
 
@@ -81,6 +81,21 @@ def no_check() -> None:
 
 class _Reader(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
+
+
+def bounded_chunks(src: _Reader, cap: int | None, over: str, check: Check) -> Iterator[bytes]:
+    """`src` read to its end in chunks, `check` called before each read; a chunk that would
+    take the total past `cap` bytes raises `GetterError(over)` instead of being yielded."""
+    total = 0
+    while True:
+        check()
+        chunk = src.read(_CHUNK)
+        if not chunk:
+            return
+        total += len(chunk)
+        if cap is not None and total > cap:
+            raise GetterError(over)
+        yield chunk
 
 
 _TAR_MODES: Final = {"tar": "r:", "tar.gz": "r:gz", "tgz": "r:gz", "tar.bz2": "r:bz2",
@@ -220,21 +235,22 @@ def unpack(archive: Path, kind: str, dest: Path, *, as_dir: bool, max_size: int,
 
 
 def _copy_limited(src: _Reader, dest: Path, mode: int, max_size: int, check: Check) -> int:
+    """Copy `src` into the new file `dest`, at most `max_size` bytes (0: no limit)."""
+    return _copy_capped(src, dest, mode, max_size or None, check,
+                        f"decompressed size exceeds the limit of {max_size} bytes")
+
+
+def _copy_capped(src: _Reader, dest: Path, mode: int, cap: int | None, check: Check,
+                 over: str) -> int:
+    """Copy `src` in chunks into `dest` (opened without following a link), `check` called
+    before each; more than `cap` bytes written raises `GetterError(over)`."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                  mode)
     with os.fdopen(fd, "wb") as out:
-        while True:
-            check()
-            chunk = src.read(_CHUNK)
-            if not chunk:
-                break
-            written += len(chunk)
-            if max_size and written > max_size:
-                raise GetterError(f"decompressed size exceeds the limit of {max_size} bytes")
+        for chunk in bounded_chunks(src, cap, over, check):
             out.write(chunk)
-    return written
+        return out.tell()
 
 
 def _untar(raw: CheckedReader, name: str, mode: str, dest: Path, as_dir: bool, max_size: int,
@@ -377,21 +393,9 @@ def _copy_zip_entry(src: _Reader, dest: Path, mode: int, info: zipfile.ZipInfo,
     wrong), but the bound is ours to hold: with every entry within its declared size and the
     declared sizes summed within the limit by `_judge_zip`, what is written is within the
     limit whatever the headers or the compressed data say."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 mode)
-    with os.fdopen(fd, "wb") as out:
-        while True:
-            check()
-            chunk = src.read(_CHUNK)
-            if not chunk:
-                return
-            written += len(chunk)
-            if written > info.file_size:
-                raise GetterError(f"zip entry {info.filename!r} holds more than the "
-                                  f"{info.file_size} bytes its header declares")
-            out.write(chunk)
+    _copy_capped(src, dest, mode, info.file_size, check,
+                 f"zip entry {info.filename!r} holds more than the {info.file_size} bytes "
+                 "its header declares")
 
 
 def copy_tree(src: Path, dest: Path, *, max_size: int, max_files: int,
