@@ -157,15 +157,20 @@ def _text_of(args: tuple[Any, ...]) -> str:
     return args[0] if len(args) == 1 and isinstance(args[0], str) else sprint(*args)
 
 
+def check_size(size: int) -> None:
+    """Refuse a result beyond `MAX_OUTPUT` before building it: a function whose result can
+    be a product of its inputs' sizes would otherwise allocate it before the evaluator's
+    check after the call could stop it."""
+    if size > MAX_OUTPUT:
+        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
+
+
 def _check_escaped(text: str, growth: dict[str, int]) -> None:
     """Refuse an escape whose result would exceed `MAX_OUTPUT` characters, before it is
     built: each character in `growth` becomes that many characters more (a C-speed count
     per character, where escaping the text itself would build the result first)."""
-    if len(text) > MAX_OUTPUT:
-        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
-    size = len(text) + sum(text.count(ch) * more for ch, more in growth.items())
-    if size > MAX_OUTPUT:
-        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
+    check_size(len(text))
+    check_size(len(text) + sum(text.count(ch) * more for ch, more in growth.items()))
 
 
 #: html.escape's growth per character (with `'` as Go's `&#39;`).
@@ -202,8 +207,7 @@ def urlquery(*args: Any) -> str:
     data = _text_of(args).encode()
     # quote_plus builds a list with an item per byte: count the result before that.
     escaped = len(data.translate(None, _QUERY_ONE_CHAR))  # the bytes that become `%XX`
-    if len(data) + 2 * escaped > MAX_OUTPUT:
-        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
+    check_size(len(data) + 2 * escaped)
     return urllib.parse.quote_plus(data)
 
 

@@ -33,10 +33,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Protocol
 
+from yurt.runtime.gotemplate.builtins import check_size
 from yurt.runtime.gotemplate.exec import ArgTypeError, FuncError
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, format_float, go_type, sprint_value
 from yurt.runtime.gotemplate.goregexp import match_string, replace_all_string
-from yurt.runtime.gotemplate.limits import ELEMENT_STEPS, MAX_OUTPUT, charge
+from yurt.runtime.gotemplate.limits import ELEMENT_STEPS, charge
 
 _SERVICE_QUERY: Final = re.compile(r"\A(?:(?P<tag>[\w\-.]+)\.)?(?P<name>[\w\-/]+)"
                                    r"(?:@(?P<region>[\w.\-]+))?\Z")
@@ -229,14 +230,6 @@ def split(sep: Any, s: Any) -> list[str]:
         return []
     charge((s.count(sep) + 1 if sep else len(s)) * ELEMENT_STEPS)
     return s.split(sep) if sep else list(s)
-
-
-def check_size(size: int) -> None:
-    """Refuse a result beyond the bound before building it: these functions' results can be
-    a product of their inputs' sizes, which the evaluator's check after the call would not
-    stop from being allocated."""
-    if size > MAX_OUTPUT:
-        raise FuncError(f"result exceeds {MAX_OUTPUT} characters")
 
 
 def join(sep: Any, items: Any) -> str:

@@ -144,6 +144,16 @@ def _sort_key(key: Any) -> tuple[int, Any]:
     return (1, str(key))
 
 
+def _check_size(size: int) -> None:
+    """Refuse formatted text beyond `MAX_OUTPUT` characters, counted as it is built.
+
+    Raises:
+        ValueError: `size` exceeds `MAX_OUTPUT`.
+    """
+    if size > MAX_OUTPUT:
+        raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
+
+
 def sprint(*args: Any) -> str:
     """fmt.Sprint: a space between operands when neither side is a string.
 
@@ -159,8 +169,7 @@ def sprint(*args: Any) -> str:
             size += 1
         out.append(sprint_value(arg))
         size += len(out[-1])
-        if size > MAX_OUTPUT:
-            raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
+        _check_size(size)
     return "".join(out)
 
 
@@ -175,8 +184,7 @@ def sprintln(*args: Any) -> str:
     for arg in args:
         out.append(sprint_value(arg))
         size += len(out[-1]) + 1
-        if size > MAX_OUTPUT:
-            raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
+        _check_size(size)
     return " ".join(out) + "\n"
 
 
@@ -208,8 +216,7 @@ def _format_one(verb: str, arg: Any, flags: str, prec: int) -> str:
         for v in arg:  # each element may be 10^7 wide: count before the list is joined
             elements.append(_format_one(verb, v, flags, prec))
             size += len(elements[-1]) + 1
-            if size > MAX_OUTPUT:
-                raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
+            _check_size(size)
         return "[" + " ".join(elements) + "]"
     if verb == "v":
         if isinstance(arg, float) and prec >= 0:
@@ -373,8 +380,7 @@ def sprintf(fmt: str, *args: Any) -> str:
         text = _format_one(verb, arg, flags, prec)
         out.append(_pad(text, width, minus, "0" in flags and not minus and verb not in "sqvT"))
         size += len(out[-1])
-        if size > MAX_OUTPUT:
-            raise ValueError(f"formatted text exceeds {MAX_OUTPUT} characters")
+        _check_size(size)
     if argi < len(args):
         extra = ", ".join(
             "<nil>" if a is None else f"{go_type(a)}={sprint_value(a)}" for a in args[argi:]

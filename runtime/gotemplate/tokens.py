@@ -65,6 +65,19 @@ KEYWORDS: Final = {
 _KEYWORD_TYPES: Final = frozenset(KEYWORDS.values())
 
 
+#: The characters strconv.Quote writes as a backslash escape of their own.
+_GO_ESCAPES: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\t": "\\t",
+    "\r": "\\r",
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\v": "\\v",
+}
+
 
 #: Characters of a text quoted at a time: the per-character pieces of one chunk are joined
 #: before the next, so a long text never holds an object per character (~50-80 bytes each).
@@ -81,22 +94,9 @@ def go_quote(s: str) -> str:
         out: list[str] = []
         for ch in s[start : start + _QUOTE_CHUNK]:
             code = ord(ch)
-            if ch in '"\\':
-                out.append("\\" + ch)
-            elif ch == "\n":
-                out.append("\\n")
-            elif ch == "\t":
-                out.append("\\t")
-            elif ch == "\r":
-                out.append("\\r")
-            elif ch == "\a":
-                out.append("\\a")
-            elif ch == "\b":
-                out.append("\\b")
-            elif ch == "\f":
-                out.append("\\f")
-            elif ch == "\v":
-                out.append("\\v")
+            escape = _GO_ESCAPES.get(ch)
+            if escape is not None:
+                out.append(escape)
             elif code < 0x20 or code == 0x7F:
                 out.append(f"\\x{code:02x}")
             elif not ch.isprintable() and code > 0x7F:

@@ -16,7 +16,7 @@ reports and the scheduler treats as "does not match". Version strings are matche
 
 Cost: versions and constraints come from jobs and node attributes and are parsed on the
 scheduler's path, so parsing is linear. go-version's patterns are matched by RE2
-(server/goregexp.py), Go's own engine: Python's `re` backtracks through them in quadratic time
+(runtime/goregexp.py), Go's own engine: Python's `re` backtracks through them in quadratic time
 (a 5,000-character malformed pre-release took a second, 100 KB minutes). Numbers longer than
 int64 are refused by their length before `int()`, which raises past 4300 digits. And a text
 longer than `MAX_TEXT` is malformed without being read, which bounds the work and the cache

@@ -115,15 +115,12 @@ def _meta(var: VariableMetadata) -> NomadVarMeta:
 
 
 class _Recorder:
-    """A template's `Lookups`: answers from the snapshot of the current execution and
-    records what it used and what the snapshot lacked (reset by `start`)."""
+    """One execution's `Lookups`: answers from `snapshot` and records what the execution
+    used and what the snapshot lacked."""
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, snapshot: Snapshot | None = None) -> None:
         self.namespace = namespace
-        self.start({})
-
-    def start(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
+        self.snapshot: Snapshot = snapshot if snapshot is not None else {}
         self.used: set[Dep] = set()
         self.unfetched: set[Dep] = set()
         self.missing: list[str] = []
@@ -196,8 +193,7 @@ class CompiledTemplate:
         Raises:
             TemplateError: the execution failed or exceeded `limits`.
         """
-        recorder = _Recorder(self.namespace)
-        recorder.start(snapshot)
+        recorder = _Recorder(self.namespace, snapshot)
         funcs = consul_funcs(dict(env), recorder, namespace=self.namespace, region=self.region,
                              clock=self.clock)
         text = self._template.execute(None, funcs=funcs, limits=limits)
