@@ -86,14 +86,21 @@ def api() -> Iterator[Client]:
         fail(f"lost the connection to the agent at {addr}: {e}")
 
 
-def call(client: Client, method: str, path: str, **kw: Any) -> Any:
-    response = client.request(method, path, **kw)
+def fail_on_error(response: Any) -> None:
+    """End the command when the agent refused the request: its message, exit 2 for a 400
+    (the request was bad), 1 for any other error status; return for a success."""
     if response.status_code == 404:
         fail(response.text.strip() or "not found")
     if response.status_code == 403:
         fail("permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token")
     if response.status_code >= 400:
         fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
+
+
+def call(client: Client, method: str, path: str, **kw: Any) -> Any:
+    """The API's JSON answer (None for an empty body); an error status ends the command."""
+    response = client.request(method, path, **kw)
+    fail_on_error(response)
     return response.json() if response.content else None
 
 

@@ -76,16 +76,12 @@ def _cas_conflict(response: Any, check_index: int) -> None:
 def _send(client: Any, method: str, path: str, **kw: Any) -> Any:
     """The response, 2xx or a 409 (a check-and-set conflict, for the caller to report);
     any other error ends the command as `cli_remote.call` ends it."""
-    from yurt.runtime.cli_output import fail
+    from yurt.runtime.cli_remote import fail_on_error
 
     response = client.request(method, path, **kw)
-    if response.status_code < 400 or response.status_code == 409:
-        return response
-    if response.status_code == 404:
-        fail(response.text.strip() or "not found")
-    if response.status_code == 403:
-        fail("permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token")
-    fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
+    if response.status_code != 409:
+        fail_on_error(response)
+    return response
 
 
 # --------------------------------------------------------------------------- var
