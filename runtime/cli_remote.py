@@ -43,6 +43,7 @@ from yurt.runtime.cli_output import (
     format_list,
     output_options,
     print_table,
+    rich_table,
     short,
     stdout_is_terminal,
 )
@@ -148,20 +149,11 @@ def print_allocs(allocs: list[dict[str, Any]]) -> None:
 def alloc_table(allocs: list[dict[str, Any]]) -> Any:
     """The allocations for callers that print through `console()`: a drawn table at a
     terminal, plain columns (as rich `Text`: no markup is read in names) otherwise."""
-    from rich.table import Table
     from rich.text import Text
 
     if not stdout_is_terminal():
         return Text("Allocations\n" + format_list([list(ALLOC_HEADER), *alloc_rows(allocs)]))
-    table = Table(title="Allocations", title_justify="left")
-    for col in ALLOC_HEADER:
-        if col == "ID":
-            table.add_column(col, no_wrap=True, min_width=SHORT_ID, overflow="ignore")
-        else:
-            table.add_column(col, overflow="fold")
-    for row in alloc_rows(allocs):
-        table.add_row(*row)
-    return table
+    return rich_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
 
 
 def _event_time(ns: int) -> str:
