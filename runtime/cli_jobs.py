@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import click
 
 from yurt.runtime.cli_output import output_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from yurt.runtime.structs import Job
 
 
 def _submit_date(unix_ns: int) -> str:
@@ -35,7 +38,8 @@ def placement_failure(ev: dict[str, Any]) -> str:
     return evaluation_failures(ev)
 
 
-def _load(path: str) -> Any:
+def load_job_file(path: str) -> Job:
+    """The job in the file at `path`; its problems, if any, end the command (exit 2)."""
     from yurt.runtime.errors import JobSpecError
     from yurt.runtime.jobspec import load_job
 
@@ -93,7 +97,7 @@ def register(cli: click.Group, job: click.Group) -> None:
         from yurt.runtime.jobspec import encode_job
 
         try:
-            spec = _load(file)
+            spec = load_job_file(file)
             body = {**json.loads(encode_job(spec)), "Diff": True}
             with api() as client:
                 result = call(client, "PUT", f"/v1/job/{spec.id}/plan", json=body)
