@@ -166,14 +166,10 @@ def validate(files: Sequence[str], verbose: bool) -> None:
 @click.argument("file", metavar="FILE")
 def parse(file: str) -> None:
     """Print the job as Nomad API JSON ({"Job": {...}}), defaults filled in."""
-    from yurt.runtime.jobspec import encode_job, load_job
+    from yurt.runtime.cli_jobs import load_job_file
+    from yurt.runtime.jobspec import encode_job
 
-    try:
-        parsed = load_job(file)
-    except JobSpecError as e:
-        click.echo(e.render(), err=True)
-        sys.exit(EXIT_USAGE)
-    click.echo(encode_job(parsed).decode())
+    click.echo(encode_job(load_job_file(file)).decode())
 
 
 @cli.command()

@@ -84,24 +84,25 @@ def status_text(d: dict[str, Any], length: int) -> str:
 
 
 def _resolve(client: Any, prefix: str, length: int) -> dict[str, Any]:
-    from yurt.runtime.cli_remote import _fail, call
+    from yurt.runtime.cli_output import fail
+    from yurt.runtime.cli_remote import call
 
     found = call(client, "GET", "/v1/deployments", params={"prefix": prefix})
     if not found:
-        _fail(f"Error retrieving deployment: no deployment with prefix or id {prefix!r} "
+        fail(f"Error retrieving deployment: no deployment with prefix or id {prefix!r} "
               "found", EXIT_FAILED)
     if len(found) > 1:
-        _fail("Prefix matched multiple deployments\n\n" + list_table(found, length),
+        fail("Prefix matched multiple deployments\n\n" + list_table(found, length),
               EXIT_USAGE)
     return found[0]  # type: ignore[no-any-return]
 
 
 def _post(client: Any, path: str, body: dict[str, Any] | None, what: str) -> Any:
-    from yurt.runtime.cli_remote import _fail
+    from yurt.runtime.cli_output import fail
 
     response = client.request("POST", path, json=body)
     if response.status_code >= 400:
-        _fail(f"Error {what} deployment: {response.text.strip()}",
+        fail(f"Error {what} deployment: {response.text.strip()}",
               EXIT_FAILED)
     return response.json()
 

@@ -38,9 +38,9 @@ def _payload(source: str | None) -> bytes:
     try:
         return Path(source).read_bytes()
     except OSError as e:
-        from yurt.runtime.cli_remote import _fail
+        from yurt.runtime.cli_output import fail
 
-        _fail(f"error reading payload file {source}: {e.strerror or e}", EXIT_USAGE)
+        fail(f"error reading payload file {source}: {e.strerror or e}", EXIT_USAGE)
 
 
 def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],

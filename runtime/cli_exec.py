@@ -130,7 +130,8 @@ def _resolve_alloc(flags: ExecFlags, ident: str) -> dict[str, Any]:
     """The allocation to exec in, by ID prefix or (`-job`) a running one of the job's."""
     from urllib.parse import quote
 
-    from yurt.runtime.cli_remote import _fail, api, call, resolve_job
+    from yurt.runtime.cli_output import fail
+    from yurt.runtime.cli_remote import api, call, resolve_job
 
     with api() as client:
         if flags.job:
@@ -138,17 +139,17 @@ def _resolve_alloc(flags: ExecFlags, ident: str) -> dict[str, Any]:
             allocs = call(client, "GET", f"/v1/job/{quote(ident, safe='')}/allocations")
             running = [a for a in allocs if a["ClientStatus"] == "running"]
             if not running:
-                _fail(f'No running allocations found for job "{ident}"')
+                fail(f'No running allocations found for job "{ident}"')
             stub = running[0]
         else:
             if len(ident) == 1:
-                _fail("Alloc ID must contain at least two characters", EXIT_USAGE)
+                fail("Alloc ID must contain at least two characters", EXIT_USAGE)
             allocs = call(client, "GET", "/v1/allocations", params={"prefix": ident})
             if not allocs:
-                _fail(f'No allocation(s) with prefix or id "{ident}" found')
+                fail(f'No allocation(s) with prefix or id "{ident}" found')
             if len(allocs) > 1:
                 ids = "\n".join(a["ID"] for a in allocs)
-                _fail(f"Prefix matched multiple allocations\n\n{ids}", EXIT_USAGE)
+                fail(f"Prefix matched multiple allocations\n\n{ids}", EXIT_USAGE)
             stub = allocs[0]
         alloc: dict[str, Any] = call(client, "GET", f"/v1/allocation/{stub['ID']}")
         return alloc
@@ -272,7 +273,8 @@ def run_exec(args: Sequence[str]) -> int:
     import trio
 
     from yurt.runtime.cli_http import agent_address
-    from yurt.runtime.cli_remote import _fail, client_token
+    from yurt.runtime.cli_output import fail
+    from yurt.runtime.cli_remote import client_token
 
     try:
         flags, rest = parse_flags(args)
@@ -288,9 +290,9 @@ def run_exec(args: Sequence[str]) -> int:
         alloc = _resolve_alloc(flags, rest[0])
         task = choose_task(alloc, flags.task)
     except UsageError as e:
-        _fail(str(e), EXIT_USAGE)
+        fail(str(e), EXIT_USAGE)
     if tty and not sys.stdin.isatty():
-        _fail("failed to exec into task: not a terminal")
+        fail("failed to exec into task: not a terminal")
     addr = agent_address()
     query = urlencode({"task": task, "command": json.dumps(rest[1:]),
                        "tty": "true" if tty else "false"})
@@ -305,7 +307,7 @@ def run_exec(args: Sequence[str]) -> int:
                 return trio.run(session)
         return trio.run(session)
     except _Failed as e:
-        _fail(f"failed to exec into task: {e}", EXIT_FAILED)
+        fail(f"failed to exec into task: {e}", EXIT_FAILED)
     except _Escaped:  # after the terminal is restored, at the start of a line, as Nomad
         sys.stderr.write("\nConnection closed\n")
         return EXIT_FAILED

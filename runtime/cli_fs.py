@@ -54,14 +54,14 @@ def register(alloc: click.Group) -> None:
 def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lines: int,
              count: int, machine: bool, job: bool) -> None:
     """List a directory or print a file of an allocation (paths from its directory)."""
-    from yurt.runtime.cli_output import quiet_broken_pipe
-    from yurt.runtime.cli_remote import _fail, api, call, resolve_alloc
+    from yurt.runtime.cli_output import fail, quiet_broken_pipe
+    from yurt.runtime.cli_remote import api, call, resolve_alloc
     from yurt.runtime.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
     if lines != -1 and count != -1:
-        _fail("Both -n and -c are not allowed", EXIT_USAGE)
+        fail("Both -n and -c are not allowed", EXIT_USAGE)
     if lines < -1 or count < -1:
-        _fail("Invalid size is specified", EXIT_USAGE)
+        fail("Invalid size is specified", EXIT_USAGE)
     with api() as client:
         full_id = _job_alloc(client, alloc_id) if job else resolve_alloc(client, alloc_id)
         info = call(client, "GET", f"/v1/client/fs/stat/{full_id}", params={"path": path})
@@ -95,15 +95,16 @@ def _job_alloc(client: Client, job_id: str) -> str:
     import random
     from urllib.parse import quote
 
-    from yurt.runtime.cli_remote import _fail, call, resolve_job
+    from yurt.runtime.cli_output import fail
+    from yurt.runtime.cli_remote import call, resolve_job
 
     job_id = resolve_job(client, job_id)
     allocs = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/allocations")
     if not allocs:
-        _fail(f"job \"{job_id}\" doesn't exist or it has no allocations")
+        fail(f"job \"{job_id}\" doesn't exist or it has no allocations")
     running: list[str] = [a["ID"] for a in allocs if a["ClientStatus"] == "running"]
     if not running:
-        _fail(f"job \"{job_id}\" doesn't have any running allocations")
+        fail(f"job \"{job_id}\" doesn't have any running allocations")
     return random.choice(running)
 
 
@@ -111,7 +112,7 @@ def _read(client: Client, alloc_id: str, path: str, offset: int, follow: bool
           ) -> Iterator[bytes]:
     """The file's bytes from `offset`: plain (readat), or framed and followed (stream); an
     empty chunk marks the end of what was there when the request came (following only)."""
-    from yurt.runtime.cli_remote import _fail
+    from yurt.runtime.cli_output import fail
     from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
     if follow:
@@ -123,7 +124,7 @@ def _read(client: Client, alloc_id: str, path: str, offset: int, follow: bool
     with client.stream("GET", url, params=params, timeout=None) as response:
         if response.status_code >= 400:
             response.read()
-            _fail(response.text.strip(),
+            fail(response.text.strip(),
                   EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
         if not follow:
             yield from response.iter_bytes()

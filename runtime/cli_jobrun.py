@@ -130,15 +130,11 @@ def _finished_eval(client: Client, eval_id: str) -> dict[str, Any]:
 
 def job_run(path: str, detach: bool, json_output: bool) -> None:
     """`yurt job run` (see the module docstring)."""
+    from yurt.runtime.cli_jobs import load_job_file
     from yurt.runtime.cli_remote import alloc_table, api, call, console, emit_json
-    from yurt.runtime.errors import JobSpecError
-    from yurt.runtime.jobspec import encode_job, load_job
+    from yurt.runtime.jobspec import encode_job
 
-    try:
-        job = load_job(path)
-    except JobSpecError as e:
-        click.echo(e.render(), err=True)
-        sys.exit(EXIT_USAGE)
+    job = load_job_file(path)
     with api() as client:
         result = call(client, "POST", "/v1/jobs", content=encode_job(job))
         eval_id = result.get("EvalID") or ""

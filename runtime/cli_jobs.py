@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import click
 
 from yurt.runtime.cli_output import output_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from yurt.runtime.structs import Job
 
 
 def _submit_date(unix_ns: int) -> str:
@@ -35,7 +38,8 @@ def placement_failure(ev: dict[str, Any]) -> str:
     return evaluation_failures(ev)
 
 
-def _load(path: str) -> Any:
+def load_job_file(path: str) -> Job:
+    """The job in the file at `path`; its problems, if any, end the command (exit 2)."""
     from yurt.runtime.errors import JobSpecError
     from yurt.runtime.jobspec import load_job
 
@@ -93,7 +97,7 @@ def register(cli: click.Group, job: click.Group) -> None:
         from yurt.runtime.jobspec import encode_job
 
         try:
-            spec = _load(file)
+            spec = load_job_file(file)
             body = {**json.loads(encode_job(spec)), "Diff": True}
             with api() as client:
                 result = call(client, "PUT", f"/v1/job/{spec.id}/plan", json=body)
@@ -135,8 +139,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     def job_history(job_id: str, diffs: bool, version: int | None, json_output: bool,
                     template: str) -> None:
         """The job's versions, newest first (with -p, what each changed)."""
-        from yurt.runtime.cli_output import check_format, render_template
-        from yurt.runtime.cli_remote import _fail, api, call, console, emit_json, resolve_job
+        from yurt.runtime.cli_output import check_format, fail, render_template
+        from yurt.runtime.cli_remote import api, call, console, emit_json, resolve_job
 
         check_format(json_output, template)
         with api() as client:
@@ -148,7 +152,7 @@ def register(cli: click.Group, job: click.Group) -> None:
         rows = [(v, changes[i] if i < len(changes) else None) for i, v in enumerate(versions)
                 if version is None or v["Version"] == version]
         if version is not None and not rows:
-            _fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
+            fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
         if template:
             click.echo(render_template(template, [v for v, _ in rows]), nl=False)
             return
@@ -187,10 +191,11 @@ def register(cli: click.Group, job: click.Group) -> None:
     @_json_flag
     def job_scale(job_id: str, args: tuple[str, ...], json_output: bool) -> None:
         """Set a group's count (the group may be left out when the job has only one)."""
-        from yurt.runtime.cli_remote import _fail, api, call, emit_json, resolve_job
+        from yurt.runtime.cli_output import fail
+        from yurt.runtime.cli_remote import api, call, emit_json, resolve_job
 
         if len(args) not in (1, 2) or not args[-1].lstrip("-").isdigit():
-            _fail("usage: yurt job scale JOB [GROUP] COUNT", EXIT_USAGE)
+            fail("usage: yurt job scale JOB [GROUP] COUNT", EXIT_USAGE)
         count = int(args[-1])
         with api() as client:
             job_id = resolve_job(client, job_id)
@@ -199,7 +204,7 @@ def register(cli: click.Group, job: click.Group) -> None:
             else:
                 groups = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}")["TaskGroups"]
                 if len(groups) != 1:
-                    _fail("the job has several groups: name the one to scale", EXIT_USAGE)
+                    fail("the job has several groups: name the one to scale", EXIT_USAGE)
                 group = groups[0]["Name"]
             result = call(client, "POST", f"/v1/job/{quote(job_id, safe='')}/scale",
                           json={"Count": count, "Target": {"Group": group}})
@@ -216,8 +221,8 @@ def register(cli: click.Group, job: click.Group) -> None:
                   help="Format the job with a Go template (Nomad's -t) instead of JSON.")
     def job_inspect(job_id: str, version: int | None, template: str) -> None:
         """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it)."""
-        from yurt.runtime.cli_output import render_template
-        from yurt.runtime.cli_remote import _fail, api, call, emit_json, resolve_job
+        from yurt.runtime.cli_output import fail, render_template
+        from yurt.runtime.cli_remote import api, call, emit_json, resolve_job
 
         with api() as client:
             job_id = resolve_job(client, job_id)
@@ -228,7 +233,7 @@ def register(cli: click.Group, job: click.Group) -> None:
                 versions = call(client, "GET", f"{path}/versions")["Versions"]
                 found = [v for v in versions if v["Version"] == version]
                 if not found:
-                    _fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
+                    fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
                 spec = found[0]
         if template:  # Nomad's -t sees the job itself, not the {"Job": ...} wrapper
             click.echo(render_template(template, spec), nl=False)

@@ -35,10 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import click
-
 from yurt.runtime.cli_http import agent_address
-from yurt.runtime.cli_output import quiet_broken_pipe
+from yurt.runtime.cli_output import fail, quiet_broken_pipe
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 #: `--tail` without `-n` or `-c`: Nomad's `defaultTailLines`.
@@ -219,8 +217,7 @@ def alloc_logs(
             nbytes=nbytes,
         )
     except LogsError as e:
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(e.code)
+        fail(str(e), e.code)
     with cli_remote.api() as client:
         full_id = cli_remote.resolve_alloc(client, alloc_id)
         alloc = cli_remote.call(client, "GET", f"/v1/allocation/{full_id}")
@@ -228,16 +225,14 @@ def alloc_logs(
     try:
         task_name = task or only_task(alloc)
     except LogsError as e:
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(e.code)
+        fail(str(e), e.code)
     addr = agent_address()
     token = cli_remote.client_token()
     headers = {"X-Nomad-Token": token} if token else {}
     try:
         run_streams(addr, headers, full_id, task_name, req, write_stdout)
     except LogsError as e:
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(e.code)
+        fail(str(e), e.code)
     except BrokenPipeError:
         quiet_broken_pipe()
     except KeyboardInterrupt:

@@ -16,48 +16,42 @@ unique prefix of one. A drain is followed until it is done, as `nomad node drain
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from yurt.runtime.cli_output import output_options
+from yurt.runtime.cli_output import fail, output_options
 from yurt.runtime.errors import EXIT_USAGE
 
 #: Nomad's default drain deadline.
 DEFAULT_DEADLINE = "1h"
 
 
-def _usage(message: str) -> NoReturn:
-    click.echo(f"yurt: {message}", err=True)
-    sys.exit(EXIT_USAGE)
-
-
 def _node_id(client: Any, node: str | None, self_: bool) -> str:
     """The node's full ID from `-self` or an ID prefix (Nomad's messages on failure)."""
-    from yurt.runtime.cli_remote import _fail, call
+    from yurt.runtime.cli_remote import call
 
     if self_ and node:
-        _usage("a node ID cannot be given with -self")
+        fail("a node ID cannot be given with -self", EXIT_USAGE)
     if self_:
         return str(call(client, "GET", "/v1/agent/self")["stats"]["client"]["node_id"])
     if not node:
-        _usage("Node ID must be specified if -self isn't being used")
+        fail("Node ID must be specified if -self isn't being used", EXIT_USAGE)
     if len(node) == 1:
-        _usage("Identifier must contain at least two characters.")
+        fail("Identifier must contain at least two characters.", EXIT_USAGE)
     matches = call(client, "GET", "/v1/nodes", params={"prefix": node})
     if not matches:
-        _fail(f"No node(s) with prefix or id {node!r} found")
+        fail(f"No node(s) with prefix or id {node!r} found")
     if len(matches) > 1:
-        _usage(f"Prefix matched multiple nodes: {', '.join(m['ID'] for m in matches)}")
+        fail(f"Prefix matched multiple nodes: {', '.join(m['ID'] for m in matches)}", EXIT_USAGE)
     return str(matches[0]["ID"])
 
 
 def _either(enable: bool, disable: bool) -> bool:
     if enable == disable:
-        _usage("Either the '-enable' or '-disable' flag must be set")
+        fail("Either the '-enable' or '-disable' flag must be set", EXIT_USAGE)
     return enable
 
 
@@ -77,7 +71,7 @@ def _deadline_ns(deadline: str | None, force: bool, no_deadline: bool) -> int:
     from yurt.runtime.durations import parse_duration
 
     if sum((deadline is not None, force, no_deadline)) > 1:
-        _usage("only one of -deadline, -force and -no-deadline may be given")
+        fail("only one of -deadline, -force and -no-deadline may be given", EXIT_USAGE)
     if force:
         return -1
     if no_deadline:
@@ -85,9 +79,9 @@ def _deadline_ns(deadline: str | None, force: bool, no_deadline: bool) -> int:
     try:
         ns = parse_duration(deadline or DEFAULT_DEADLINE)
     except ValueError as e:
-        _usage(f"bad -deadline: {e}")
+        fail(f"bad -deadline: {e}", EXIT_USAGE)
     if ns <= 0:
-        _usage("-deadline must be positive (use -no-deadline or -force)")
+        fail("-deadline must be positive (use -no-deadline or -force)", EXIT_USAGE)
     return ns
 
 
@@ -101,14 +95,13 @@ def _stamp(rfc3339: str) -> str:
 
 def _monitor(client: Any, node_id: str, since: int) -> None:
     """Print the node's new events until its drain is over (blocking queries)."""
-    from yurt.runtime.cli_remote import _fail
 
     index = 0
     while True:  # each round is a blocking query: it returns on the next change
         response = client.get(f"/v1/node/{node_id}", params={"index": index, "wait": "30s"},
                               timeout=60)
         if response.status_code != 200:
-            _fail(response.text.strip() or f"reading node {node_id} failed")
+            fail(response.text.strip() or f"reading node {node_id} failed")
         node = response.json()
         index = int(response.headers.get("X-Nomad-Index", index))
         for event in node.get("Events") or []:
@@ -128,7 +121,7 @@ def drain(enable: bool, disable: bool, deadline: str | None, force: bool, no_dea
 
     on = _either(enable, disable)
     if not on and (deadline is not None or force or no_deadline or ignore_system):
-        _usage("drain options are only valid with -enable")
+        fail("drain options are only valid with -enable", EXIT_USAGE)
     ns = _deadline_ns(deadline, force, no_deadline) if on else 0
     with api() as client:
         node_id = _node_id(client, node, self_)

@@ -119,6 +119,14 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
         click.echo(format_list([list(header), *map(list, rows)]))
         return
     from rich.console import Console
+
+    Console(highlight=False).print(rich_table(header, rows, title=title, id_columns=id_columns))
+
+
+def rich_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: str = "",
+               id_columns: Sequence[int] = (0,)) -> Any:
+    """The rich `Table` that `print_table` draws at a terminal (same arguments), for callers
+    that print it among other rich output."""
     from rich.table import Table
 
     table = Table(title=title or None, title_justify="left")
@@ -129,7 +137,7 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
             table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*row)
-    Console(highlight=False).print(table)
+    return table
 
 
 def quiet_broken_pipe() -> NoReturn:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import click
@@ -43,17 +43,13 @@ from yurt.runtime.cli_output import (
     format_list,
     output_options,
     print_table,
+    rich_table,
     short,
     stdout_is_terminal,
 )
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 __all__ = ["emit_json", "format_kv", "format_list", "output_options"]
-
-
-
-def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    fail(message, code)
 
 
 def client_token() -> str:
@@ -66,9 +62,9 @@ def client_token() -> str:
         token = Path(path).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        _fail(f"cannot read $YURT_TOKEN_FILE {path}: {reason}", EXIT_USAGE)
+        fail(f"cannot read $YURT_TOKEN_FILE {path}: {reason}", EXIT_USAGE)
     if not token:
-        _fail(f"$YURT_TOKEN_FILE {path} is empty", EXIT_USAGE)
+        fail(f"$YURT_TOKEN_FILE {path} is empty", EXIT_USAGE)
     return token
 
 
@@ -83,22 +79,29 @@ def api() -> Iterator[Client]:
         with Client(addr, headers=headers, timeout=30) as client:
             yield client
     except ConnectError:
-        _fail(f"cannot reach the agent at {addr}: is `yurt agent` running? "
+        fail(f"cannot reach the agent at {addr}: is `yurt agent` running? "
               "(set YURT_ADDR to another address)")
     except ReadTimeout:
-        _fail(f"the agent at {addr} did not answer in time")
+        fail(f"the agent at {addr} did not answer in time")
     except TransportError as e:
-        _fail(f"lost the connection to the agent at {addr}: {e}")
+        fail(f"lost the connection to the agent at {addr}: {e}")
+
+
+def fail_on_error(response: Any) -> None:
+    """End the command when the agent refused the request: its message, exit 2 for a 400
+    (the request was bad), 1 for any other error status; return for a success."""
+    if response.status_code == 404:
+        fail(response.text.strip() or "not found")
+    if response.status_code == 403:
+        fail("permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token")
+    if response.status_code >= 400:
+        fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
 
 
 def call(client: Client, method: str, path: str, **kw: Any) -> Any:
+    """The API's JSON answer (None for an empty body); an error status ends the command."""
     response = client.request(method, path, **kw)
-    if response.status_code == 404:
-        _fail(response.text.strip() or "not found")
-    if response.status_code == 403:
-        _fail("permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token")
-    if response.status_code >= 400:
-        _fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
+    fail_on_error(response)
     return response.json() if response.content else None
 
 
@@ -146,20 +149,11 @@ def print_allocs(allocs: list[dict[str, Any]]) -> None:
 def alloc_table(allocs: list[dict[str, Any]]) -> Any:
     """The allocations for callers that print through `console()`: a drawn table at a
     terminal, plain columns (as rich `Text`: no markup is read in names) otherwise."""
-    from rich.table import Table
     from rich.text import Text
 
     if not stdout_is_terminal():
         return Text("Allocations\n" + format_list([list(ALLOC_HEADER), *alloc_rows(allocs)]))
-    table = Table(title="Allocations", title_justify="left")
-    for col in ALLOC_HEADER:
-        if col == "ID":
-            table.add_column(col, no_wrap=True, min_width=SHORT_ID, overflow="ignore")
-        else:
-            table.add_column(col, overflow="fold")
-    for row in alloc_rows(allocs):
-        table.add_row(*row)
-    return table
+    return rich_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
 
 
 def _event_time(ns: int) -> str:
@@ -197,9 +191,9 @@ def resolve_job(client: Client, prefix: str, *, kind: str = "",
         return prefix  # named exactly: the agent says why, if it refuses this kind of job
     jobs = [j for j in listed if only is None or only(j)]
     if not jobs:
-        _fail(f'No {kind + " " if kind else ""}job(s) with prefix or ID "{prefix}" found')
+        fail(f'No {kind + " " if kind else ""}job(s) with prefix or ID "{prefix}" found')
     if len(jobs) > 1:
-        _fail(f'Prefix "{prefix}" matched multiple jobs\n\n'
+        fail(f'Prefix "{prefix}" matched multiple jobs\n\n'
               + format_list([list(JOB_HEADER), *job_list_rows(jobs)]), EXIT_USAGE)
     return str(jobs[0]["ID"])
 
@@ -213,17 +207,17 @@ def resolve_alloc(client: Client, prefix: str) -> str:
     if len(prefix) == FULL_ID_LENGTH:
         return prefix  # a whole ID: no listing needed (an unknown one is the API's 404)
     if len(prefix) < 2:
-        _fail("Identifier must contain at least two characters.", EXIT_USAGE)
+        fail("Identifier must contain at least two characters.", EXIT_USAGE)
     allocs = call(client, "GET", "/v1/allocations", params={"prefix": prefix})
     if not allocs:
-        _fail(f'No allocation(s) with prefix or id "{prefix}" found')
+        fail(f'No allocation(s) with prefix or id "{prefix}" found')
     if len(allocs) > 1:
         # Nomad's 8 characters; whole IDs when the prefix is that long already, since the
         # matches then share their first 8 and short IDs would not tell them apart.
         rows = [[a["ID"][:FULL_ID_LENGTH if len(prefix) >= SHORT_ID else SHORT_ID], a["Name"],
                  a.get("TaskGroup", ""), a["DesiredStatus"], a["ClientStatus"]]
                 for a in allocs]
-        _fail("Prefix matched multiple allocations\n\n"
+        fail("Prefix matched multiple allocations\n\n"
               + format_list([["ID", "Name", "Task Group", "Desired", "Status"], *rows]),
               EXIT_USAGE)
     return str(allocs[0]["ID"])
@@ -322,7 +316,7 @@ def _only_task(client: Client, alloc_id: str, task: str | None) -> tuple[str, st
         return alloc["ID"], task
     tasks = sorted(alloc.get("TaskStates") or {})
     if len(tasks) != 1:
-        _fail(f"allocation has tasks {', '.join(tasks)}: name one", EXIT_USAGE)
+        fail(f"allocation has tasks {', '.join(tasks)}: name one", EXIT_USAGE)
     return alloc["ID"], tasks[0]
 
 
@@ -450,9 +444,9 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
             return
         except HandshakeError as e:  # the connection failed (its cause says why) or was refused
             why = e.__cause__ if isinstance(e.__cause__, OSError) else None
-            _fail(f"cannot reach the agent at {addr}" + (f": {why}" if why else ""))
+            fail(f"cannot reach the agent at {addr}" + (f": {why}" if why else ""))
         except OSError as e:
-            _fail(f"cannot reach the agent at {addr}: {e}")
+            fail(f"cannot reach the agent at {addr}: {e}")
 
     try:
         trio.run(follow)

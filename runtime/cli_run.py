@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE, JobSpecError, StateError
+from yurt.runtime.errors import EXIT_FAILED, StateError
 
 
 def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
@@ -21,14 +21,10 @@ def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> 
     import trio
 
     from yurt.runtime.cli import raise_open_files_limit
+    from yurt.runtime.cli_jobs import load_job_file
     from yurt.runtime.foreground import run_job
-    from yurt.runtime.jobspec import load_job
 
-    try:
-        parsed = load_job(jobfile)
-    except JobSpecError as e:
-        click.echo(e.render(), err=True)
-        sys.exit(EXIT_USAGE)
+    parsed = load_job_file(jobfile)
     raise_open_files_limit()
     try:
         status = trio.run(

@@ -53,9 +53,9 @@ def _check_index(value: str | None) -> int | None:
     if value is None:
         return None
     if not value.isdigit() or int(value) >= 1 << 64:
-        from yurt.runtime.cli_remote import _fail
+        from yurt.runtime.cli_output import fail
 
-        _fail(f"Invalid -check-index value {value!r}: not parsable as uint64", EXIT_USAGE)
+        fail(f"Invalid -check-index value {value!r}: not parsable as uint64", EXIT_USAGE)
     return int(value)
 
 
@@ -76,16 +76,12 @@ def _cas_conflict(response: Any, check_index: int) -> None:
 def _send(client: Any, method: str, path: str, **kw: Any) -> Any:
     """The response, 2xx or a 409 (a check-and-set conflict, for the caller to report);
     any other error ends the command as `cli_remote.call` ends it."""
-    from yurt.runtime.cli_remote import _fail
+    from yurt.runtime.cli_remote import fail_on_error
 
     response = client.request(method, path, **kw)
-    if response.status_code < 400 or response.status_code == 409:
-        return response
-    if response.status_code == 404:
-        _fail(response.text.strip() or "not found")
-    if response.status_code == 403:
-        _fail("permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token")
-    _fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
+    if response.status_code != 409:
+        fail_on_error(response)
+    return response
 
 
 # --------------------------------------------------------------------------- var
@@ -108,19 +104,19 @@ def var() -> None:
 def var_get(ns: str, item: str, out: str, json_output: bool, template: str, path: str
             ) -> None:
     """Print a variable (or one of its items)."""
-    from yurt.runtime.cli_output import check_format, render_template
-    from yurt.runtime.cli_remote import _fail, api, call, emit_json
+    from yurt.runtime.cli_output import check_format, fail, render_template
+    from yurt.runtime.cli_remote import api, call, emit_json
 
     check_format(json_output or out == "json", template)
     if out == "go-template" and not template:
-        _fail("A template must be supplied using '-template' when using go-template "
+        fail("A template must be supplied using '-template' when using go-template "
               "formatting", EXIT_USAGE)
     with api() as client:
         found = call(client, "GET", f"/v1/var/{path}", params=_params(ns))
     if item:
         items = found.get("Items") or {}
         if item not in items:
-            _fail(f"Variable does not contain {item!r} item")
+            fail(f"Variable does not contain {item!r} item")
         click.echo(items[item])
     elif template:
         click.echo(render_template(template, found), nl=False)
@@ -144,20 +140,20 @@ def _print_variable(v: dict[str, Any]) -> None:
 
 
 def _items(args: tuple[str, ...]) -> dict[str, str]:
-    from yurt.runtime.cli_remote import _fail
+    from yurt.runtime.cli_output import fail
 
     items: dict[str, str] = {}
     for arg in args:
         key, sep, value = arg.partition("=")
         if not sep or not key:
-            _fail(f"Failed to parse K=V data: {arg!r} is not key=value", EXIT_USAGE)
+            fail(f"Failed to parse K=V data: {arg!r} is not key=value", EXIT_USAGE)
         if value == "-":
             value = sys.stdin.read()
         elif value.startswith("@"):
             try:
                 value = Path(value[1:]).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
-                _fail(f"error reading {value[1:]!r}: {e}", EXIT_USAGE)
+                fail(f"error reading {value[1:]!r}: {e}", EXIT_USAGE)
         if value:
             items[key] = value
         else:
@@ -177,10 +173,11 @@ def _items(args: tuple[str, ...]) -> dict[str, str]:
 def var_put(ns: str, check_index: str | None, force: bool, out: str, path: str,
             items: tuple[str, ...]) -> None:
     """Create or update a variable from key=value items."""
-    from yurt.runtime.cli_remote import _fail, api, emit_json
+    from yurt.runtime.cli_output import fail
+    from yurt.runtime.cli_remote import api, emit_json
 
     if ns == "*":
-        _fail("Cannot use the '*' wildcard namespace", EXIT_USAGE)
+        fail("Cannot use the '*' wildcard namespace", EXIT_USAGE)
     index = _check_index(check_index)
     cas = None if force else (index if index is not None else 0)
     body = {"Path": path, "Items": _items(items), **({"Namespace": ns} if ns else {})}
@@ -231,10 +228,11 @@ def var_list(ns: str, json_output: bool, template: str, prefix: str) -> None:
 @click.argument("path")
 def var_purge(ns: str, check_index: str | None, path: str) -> None:
     """Delete a variable."""
-    from yurt.runtime.cli_remote import _fail, api
+    from yurt.runtime.cli_output import fail
+    from yurt.runtime.cli_remote import api
 
     if ns == "*":
-        _fail("Cannot use the '*' wildcard namespace", EXIT_USAGE)
+        fail("Cannot use the '*' wildcard namespace", EXIT_USAGE)
     index = _check_index(check_index)
     with api() as client:
         response = _send(client, "DELETE", f"/v1/var/{path}", params=_params(
@@ -281,7 +279,8 @@ def namespace_list(json_output: bool, template: str) -> None:
 def namespace_apply(description: str | None, quota: str | None, meta: tuple[str, ...],
                     name: str) -> None:
     """Create or update a namespace (flags not given keep their current value)."""
-    from yurt.runtime.cli_remote import _fail, api, call
+    from yurt.runtime.cli_output import fail
+    from yurt.runtime.cli_remote import api, call
 
     with api() as client:
         existing = client.get(f"/v1/namespace/{name}")
@@ -294,7 +293,7 @@ def namespace_apply(description: str | None, quota: str | None, meta: tuple[str,
         for pair in meta:
             key, sep, value = pair.partition("=")
             if not sep or not key:
-                _fail(f"-meta takes key=value, got {pair!r}", EXIT_USAGE)
+                fail(f"-meta takes key=value, got {pair!r}", EXIT_USAGE)
             body["Meta"] = {**(body.get("Meta") or {}), key: value}
         call(client, "PUT", f"/v1/namespace/{name}", json=body)
     click.echo(f'Successfully applied namespace "{name}"!')

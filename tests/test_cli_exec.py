@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sys
 import termios
 from functools import partial
 from pathlib import Path
@@ -16,11 +15,10 @@ import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent, wait_status
+from tests.cli_proc_support import YURT
 from tests.runtime_support import eventually
 from yurt.runtime.cli_exec import ExecFlags, UsageError, choose_task, parse_flags
 from yurt.runtime.drivers.execstream import set_window_size
-
-YURT = str(Path(sys.executable).parent / "yurt")
 
 
 def test_flags_are_parsed_as_go_parses_them() -> None:

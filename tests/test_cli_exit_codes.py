@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,12 +17,12 @@ import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent
+from tests.cli_proc_support import YURT
 from yurt.runtime.cli_jobs import EXIT_PLAN_ERROR
 from yurt.runtime.errors import EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE
 
 pytestmark = pytest.mark.slow
 
-YURT = str(Path(sys.executable).parent / "yurt")
 ROOT = Path(__file__).parent.parent
 JOB_FILE = str(ROOT / "examples" / "mock.nomad.hcl")
 

@@ -6,24 +6,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from functools import partial
 from pathlib import Path
 
 import pytest
 import trio
 
+from tests.cli_proc_support import YURT, yurt
 from tests.test_api_fs import fs_alloc
 from yurt.runtime.cli_fs import _size
 
 pytestmark = pytest.mark.slow
-
-YURT = str(Path(sys.executable).parent / "yurt")
-
-
-async def yurt(address: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return await trio.run_process([YURT, *args], capture_stdout=True, capture_stderr=True,
-                                  check=False, env={**os.environ, "YURT_ADDR": address})
 
 
 async def test_alloc_fs_lists_prints_tails_and_fails_with_nomads_codes(tmp_path: Path) -> None:

@@ -4,9 +4,6 @@ a user runs them (a real `yurt` process) against an agent on a real socket."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +11,10 @@ import pytest
 import trio
 
 from tests.agent_support import Running, mock_job, running_agent
+from tests.cli_proc_support import yurt
 from yurt.runtime.cli_node import overview_rows
 
 pytestmark = pytest.mark.slow
-
-YURT = str(Path(sys.executable).parent / "yurt")
-
-
-async def yurt(a: Running, *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "YURT_ADDR": a.address}
-    return await trio.run_process([YURT, *args], capture_stdout=True, capture_stderr=True,
-                                  check=False, env=env)
 
 
 async def _node(a: Running) -> dict[str, Any]:
@@ -34,20 +24,20 @@ async def _node(a: Running) -> dict[str, Any]:
 async def test_node_eligibility(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with running_agent(tmp_path) as a:
-            out = await yurt(a, "node", "eligibility", "-disable", "-self")
+            out = await yurt(a.address, "node", "eligibility", "-disable", "-self")
             assert out.returncode == 0, out.stderr
             assert b"ineligible" in out.stdout
             assert (await _node(a))["SchedulingEligibility"] == "ineligible"
             prefix = a.agent.node.id[:6]
-            out = await yurt(a, "node", "eligibility", "--enable", prefix)
+            out = await yurt(a.address, "node", "eligibility", "--enable", prefix)
             assert out.returncode == 0, out.stderr
             assert (await _node(a))["SchedulingEligibility"] == "eligible"
             # Usage errors: 2; an unknown node: 1.
-            assert (await yurt(a, "node", "eligibility", "-self")).returncode == 2
-            assert (await yurt(a, "node", "eligibility", "-enable")).returncode == 2
-            assert (await yurt(a, "node", "eligibility", "-enable", "-disable",
-                               "-self")).returncode == 2
-            missing = await yurt(a, "node", "eligibility", "-enable", "ffffffff")
+            assert (await yurt(a.address, "node", "eligibility", "-self")).returncode == 2
+            assert (await yurt(a.address, "node", "eligibility", "-enable")).returncode == 2
+            assert (await yurt(a.address, "node", "eligibility", "-enable", "-disable",
+                                       "-self")).returncode == 2
+            missing = await yurt(a.address, "node", "eligibility", "-enable", "ffffffff")
             assert missing.returncode == 1
             assert b"No node(s) with prefix" in missing.stderr
 
@@ -56,7 +46,7 @@ async def test_node_drain_follows_until_done_and_disable(tmp_path: Path) -> None
     with trio.fail_after(60):
         async with running_agent(tmp_path) as a:
             assert (await a.client.post("/v1/jobs", json=mock_job("m", 2))).status_code == 200
-            out = await yurt(a, "node", "drain", "-enable", "-deadline", "10m", "-self")
+            out = await yurt(a.address, "node", "drain", "-enable", "-deadline", "10m", "-self")
             assert out.returncode == 0, out.stderr
             lines = out.stdout.decode().splitlines()
             assert lines[0] == f'Node "{a.agent.node.id}" drain strategy set'
@@ -67,19 +57,19 @@ async def test_node_drain_follows_until_done_and_disable(tmp_path: Path) -> None
             allocs = (await a.client.get("/v1/job/m/allocations")).json()
             assert {x["DesiredStatus"] for x in allocs} == {"stop"}
             # -detach returns at once; -disable marks eligible unless -keep-ineligible.
-            out = await yurt(a, "node", "drain", "-enable", "-no-deadline", "-detach",
-                             "-self")
+            out = await yurt(a.address, "node", "drain", "-enable", "-no-deadline", "-detach",
+                                     "-self")
             assert out.returncode == 0, out.stderr
-            out = await yurt(a, "node", "drain", "-disable", "-keep-ineligible", "-self")
+            out = await yurt(a.address, "node", "drain", "-disable", "-keep-ineligible", "-self")
             assert out.returncode == 0, out.stderr
             node = await _node(a)
             assert (node["Drain"], node["SchedulingEligibility"]) == (False, "ineligible")
-            assert (await yurt(a, "node", "drain", "-disable", "-self")).returncode == 0
+            assert (await yurt(a.address, "node", "drain", "-disable", "-self")).returncode == 0
             assert (await _node(a))["SchedulingEligibility"] == "eligible"
             for bad in (("-enable", "-deadline", "soon", "-self"),
                         ("-enable", "-force", "-no-deadline", "-self"),
                         ("-disable", "-force", "-self"), ("-self",)):
-                assert (await yurt(a, "node", "drain", *bad)).returncode == 2, bad
+                assert (await yurt(a.address, "node", "drain", *bad)).returncode == 2, bad
 
 
 async def test_system_gc_and_status_overview(tmp_path: Path) -> None:
@@ -95,19 +85,19 @@ async def test_system_gc_and_status_overview(tmp_path: Path) -> None:
                 if states == {("web", "running"), ("old", "complete")}:
                     break
                 await trio.sleep(0.05)
-            out = await yurt(a, "status")
+            out = await yurt(a.address, "status")
             assert out.returncode == 0, out.stderr
             text = out.stdout.decode()
             assert "web.g[0]:t" in text
             assert "web.g[1]:t" in text
             assert "RUNNING" in text
             assert "old" in text  # a stopped job with nothing left running: one line
-            data = json.loads((await yurt(a, "status", "--json")).stdout)
+            data = json.loads((await yurt(a.address, "status", "--json")).stdout)
             assert {j["ID"] for j in data["Jobs"]} == {"web", "old"}
-            out = await yurt(a, "system", "gc")
+            out = await yurt(a.address, "system", "gc")
             assert out.returncode == 0, out.stderr
             assert [j["ID"] for j in (await c.get("/v1/jobs")).json()] == ["web"]
-            out = await yurt(a, "system", "reconcile", "summaries")
+            out = await yurt(a.address, "system", "reconcile", "summaries")
             assert out.returncode == 0, out.stderr
 
 

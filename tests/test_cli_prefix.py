@@ -12,17 +12,16 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 
 from tests.agent_support import Running, mock_job, running_agent
+from tests.cli_proc_support import YURT
 
 pytestmark = pytest.mark.slow
 
-YURT = str(Path(sys.executable).parent / "yurt")
 
 
 async def yurt(a: Running, *args: str) -> subprocess.CompletedProcess[str]:

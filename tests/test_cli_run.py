@@ -12,17 +12,16 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.cli_proc_support import YURT
 from tests.proc_support import processes_with_env, wait_for
 
 ROOT = Path(__file__).parent.parent
-YURT = str(Path(sys.executable).parent / "yurt")
 TIMEOUT = 60
 
 

@@ -12,7 +12,6 @@ import json
 import os
 import pty
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,10 @@ import pytest
 import trio
 
 from tests.agent_support import Running, mock_job, running_agent
+from tests.cli_proc_support import YURT
 
 pytestmark = pytest.mark.slow
 
-YURT = str(Path(sys.executable).parent / "yurt")
 BOX = set("─│┃━┏┓┗┛┡┩└┘├┤┬┴┼╇╈╋")
 LONG_JOB = "a-job-whose-name-is-much-longer-than-any-narrow-terminal-would-show"
 
