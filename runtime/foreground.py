@@ -85,8 +85,10 @@ STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How long the task-output followers get to print the last lines once every task is done
 #: (they need one reader poll; the rest is margin for a slow stdout).
 OUTPUT_DRAIN: Final = 5.0
-#: How long the event printer waits for a task's output to catch up before its event.
-CATCH_UP_BOUND: Final = 0.25
+#: How long the event printer waits for a task's output to catch up before its event. A
+#: caught-up follower answers within milliseconds; the bound is for one that has not reached
+#: its log file yet, which on a loaded machine took longer than a quarter second.
+CATCH_UP_BOUND: Final = 1.0
 
 
 @dataclass
