@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import pytest
 import trio
@@ -115,11 +116,12 @@ async def test_lease_expiry_deletes_keys_in_one_revision(kv: KV, prefix: bytes) 
         deleted: list[tuple[int, list[bytes]]] = []
         async with trio.open_nursery() as nursery:
             async def watch() -> None:
-                async for revision, events in kv.watch(prefix, start + 1):
-                    gone = [e.kv.key for e in events if e.type == "DELETE"]
-                    if gone:
-                        deleted.append((revision, gone))
-                        nursery.cancel_scope.cancel()
+                async with aclosing(kv.watch(prefix, start + 1)) as stream:
+                    async for revision, events in stream:
+                        gone = [e.kv.key for e in events if e.type == "DELETE"]
+                        if gone:
+                            deleted.append((revision, gone))
+                            nursery.cancel_scope.cancel()
 
             nursery.start_soon(watch)
             while not deleted:  # keeps `kept` alive until the other lease lapsed
@@ -149,11 +151,12 @@ async def test_watch_groups_by_revision_in_order(kv: KV, prefix: bytes) -> None:
         done = trio.Event()
 
         async def watch() -> None:
-            async for revision, events in kv.watch(prefix, start + 1):
-                seen.append((revision, [(e.type, e.kv.key, e.kv.value) for e in events]))
-                if len(seen) >= 4:
-                    done.set()
-                    return
+            async with aclosing(kv.watch(prefix, start + 1)) as stream:
+                async for revision, events in stream:
+                    seen.append((revision, [(e.type, e.kv.key, e.kv.value) for e in events]))
+                    if len(seen) >= 4:
+                        done.set()
+                        return
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch)
@@ -173,10 +176,11 @@ async def test_watch_groups_by_revision_in_order(kv: KV, prefix: bytes) -> None:
         assert seen == expected
         # History replays from any revision still kept, with the same grouping.
         replay: list[tuple[int, list[tuple[str, bytes, bytes]]]] = []
-        async for revision, events in kv.watch(prefix, both.revision):
-            replay.append((revision, [(e.type, e.kv.key, e.kv.value) for e in events]))
-            if len(replay) == 3:
-                break
+        async with aclosing(kv.watch(prefix, both.revision)) as stream:
+            async for revision, events in stream:
+                replay.append((revision, [(e.type, e.kv.key, e.kv.value) for e in events]))
+                if len(replay) == 3:
+                    break
         assert replay == expected[1:]
         await kv.delete(b"/elsewhere-" + prefix)
 
@@ -192,9 +196,10 @@ async def test_lease_expires_on_the_trio_clock(autojump_clock: trio.testing.Mock
     seen: list[tuple[float, str]] = []
     async with trio.open_nursery() as nursery:
         async def watch() -> None:
-            async for _, events in kv.watch(b"k", 0):
-                seen.extend((trio.current_time() - start, e.type) for e in events)
-                nursery.cancel_scope.cancel()
+            async with aclosing(kv.watch(b"k", 0)) as stream:
+                async for _, events in stream:
+                    seen.extend((trio.current_time() - start, e.type) for e in events)
+                    nursery.cancel_scope.cancel()
 
         nursery.start_soon(watch)
         await trio.sleep(6)
@@ -214,11 +219,12 @@ async def test_a_later_lease_does_not_delay_an_earlier_expiry(
     short_gone = trio.Event()
     async with trio.open_nursery() as nursery:
         async def watch() -> None:
-            async for _, events in kv.watch(b"/", 0):
-                for e in events:
-                    seen.append((trio.current_time() - start, e.type, e.kv.key))
-                    if e.kv.key == b"/short" and e.type == "DELETE":
-                        short_gone.set()
+            async with aclosing(kv.watch(b"/", 0)) as stream:
+                async for _, events in stream:
+                    for e in events:
+                        seen.append((trio.current_time() - start, e.type, e.kv.key))
+                        if e.kv.key == b"/short" and e.type == "DELETE":
+                            short_gone.set()
 
         nursery.start_soon(watch)
         await trio.sleep(1)  # the watcher now sleeps until t=100 at most

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -318,16 +319,17 @@ async def test_racing_writers_lose_no_update(cluster: Callable[[], ClusterStore]
         watch_view["job"] = next(j for j in start.jobs if j.id == "web")
         watch_view["revision"] = start.revision
         task_status.started()
-        async for change in by_watch.watch(start.revision + 1):
-            async with watch_lock:
-                # Never apply what the view already holds (our own writes come back later).
-                if change.revision > watch_view["revision"]:  # type: ignore[operator]
-                    watch_view["revision"] = change.revision
-                    if "web" in change.jobs.put:
-                        watch_view["job"] = change.jobs.put["web"]
-                by_watch.observe_change(change)
-            watch_moved.set()
-            watch_moved = trio.Event()
+        async with aclosing(by_watch.watch(start.revision + 1)) as stream:
+            async for change in stream:
+                async with watch_lock:
+                    # Never apply what the view already holds (our own writes come back later).
+                    if change.revision > watch_view["revision"]:  # type: ignore[operator]
+                        watch_view["revision"] = change.revision
+                        if "web" in change.jobs.put:
+                            watch_view["job"] = change.jobs.put["web"]
+                    by_watch.observe_change(change)
+                watch_moved.set()
+                watch_moved = trio.Event()
 
     async def catch_up_by_watch(_: StoreConflict, based_on: int) -> None:
         # Refused: another write moved the counter past `based_on`; the watch brings it.
@@ -373,11 +375,12 @@ async def test_watch_decodes_every_change_in_order(cluster: Callable[[], Cluster
             enough = trio.Event()
 
             async def follow() -> None:
-                async for change in follower.watch(start.revision + 1):
-                    changes.append(change)
-                    follower.observe_change(change)
-                    if len(changes) == 6:
-                        enough.set()
+                async with aclosing(follower.watch(start.revision + 1)) as stream:
+                    async for change in stream:
+                        changes.append(change)
+                        follower.observe_change(change)
+                        if len(changes) == 6:
+                            enough.set()
 
             nursery.start_soon(follow)
             job, alloc = _job("web", 1), Allocation(id="a1", job_id="web")
@@ -443,15 +446,17 @@ async def test_decode_observes_the_counter_and_watch_leaves_it_to_the_caller() -
     start = await reader.snapshot()
     await writer.save(1, [_job("a")], [])
     await writer.save_node_secret("n1", "hash-1")
-    async for change in reader.watch(start.revision + 1):
-        assert change.jobs.put == {"a": _job("a")}
-        assert (reader.index, reader.index_revision) == (0, 0)  # not applied yet
-        break
-    raw = []
-    async for revision, events in space.watch(b"/yurt/", start.revision + 1):
-        raw.append((revision, events))
-        if len(raw) == 2:
+    async with aclosing(reader.watch(start.revision + 1)) as stream:
+        async for change in stream:
+            assert change.jobs.put == {"a": _job("a")}
+            assert (reader.index, reader.index_revision) == (0, 0)  # not applied yet
             break
+    raw = []
+    async with aclosing(space.watch(b"/yurt/", start.revision + 1)) as stream:
+        async for revision, events in stream:
+            raw.append((revision, events))
+            if len(raw) == 2:
+                break
     first = reader.decode(*raw[0])
     assert (first.index, reader.index, reader.index_revision) == (1, 1, raw[0][0])
     # A secret arrives with the counter unchanged; node_secret needs no request for it.
@@ -464,3 +469,18 @@ async def test_decode_observes_the_counter_and_watch_leaves_it_to_the_caller() -
     reader.observe(0, raw[0][0] - 1)
     assert reader.index_revision == raw[1][0]
     await reader.save(2, [_job("b")], [])
+
+
+async def test_one_plan_of_many_large_allocations_is_one_write(
+        cluster: Callable[[], ClusterStore]) -> None:
+    """Past etcd's defaults (128 operations, 1.5 MiB) by far: 2,000 allocations carrying
+    their job (about 8 MB), as a big plan writes them; yurt's etcd flags let it through."""
+    store = cluster()
+    await store.load()
+    job = _job("big", 0, blob="x" * 4000)
+    allocs = [Allocation(id=f"alloc-{i:05d}", job_id="big", job=job) for i in range(2000)]
+    with trio.fail_after(60):
+        await store.save(1, [job], allocs)
+        snapshot = await cluster().snapshot()
+    assert (len(snapshot.allocs), snapshot.index) == (2000, 1)
+    assert snapshot.allocs[1999] == allocs[1999]

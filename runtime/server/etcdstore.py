@@ -50,7 +50,7 @@ limits answers with its own error, translated to the same exception.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar, final
 
@@ -426,8 +426,14 @@ class ClusterStore:
         each one, under the lock its writes hold from reading the view to `save`. Observing
         on arrival would let a write computed from a view without the change pass the
         compare-and-swap, and overwrite the change: a lost update."""
-        async for revision, events in self._kv.watch(self.prefix, from_revision):
-            yield self.decode(revision, events, observe=False)
+        stream = self._kv.watch(self.prefix, from_revision)
+        try:
+            async for revision, events in stream:
+                yield self.decode(revision, events, observe=False)
+        finally:
+            # Closing this generator closes the KV's stream now, not at garbage collection.
+            if isinstance(stream, AsyncGenerator):
+                await stream.aclose()
 
     async def aclose(self) -> None:
         # Nothing is held back (see `degraded`), and the KV is the caller's to close.
