@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from yurt.runtime.cluster.etcd import Compare, EtcdClient, EtcdError, Op
+from yurt.runtime.cluster.etcd import Compare, EtcdClient, EtcdCompacted, EtcdError, Op
 from yurt.runtime.cluster.kv import KV
 from yurt.runtime.cluster.memkv import MemoryKV
 
@@ -256,3 +256,18 @@ async def test_limits_answer_with_etcds_messages() -> None:
     with pytest.raises(EtcdError, match="lease not found"):
         await kv.txn([], [Op.put(b"/a", b""), Op.put(b"/b", b"", lease=42)])
     assert kv.revision == 1  # nothing of the failed transaction was applied
+
+
+async def test_a_watch_before_the_compacted_history_raises() -> None:
+    kv = MemoryKV()
+    r1 = await kv.put(b"/a", b"1")
+    r2 = await kv.put(b"/a", b"2")
+    await kv.compact(r2)
+    async with aclosing(kv.watch(b"/", r1)) as stale:
+        with pytest.raises(EtcdCompacted) as compacted:
+            await anext(stale)
+    assert compacted.value.compact_revision == r2
+    async with aclosing(kv.watch(b"/", r2)) as stream:
+        async for revision, events in stream:
+            assert (revision, events[0].kv.value) == (r2, b"2")
+            break

@@ -484,3 +484,15 @@ async def test_one_plan_of_many_large_allocations_is_one_write(
         snapshot = await cluster().snapshot()
     assert (len(snapshot.allocs), snapshot.index) == (2000, 1)
     assert snapshot.allocs[1999] == allocs[1999]
+
+
+def test_cluster_store_has_every_public_method_of_server_store() -> None:
+    import inspect
+
+    def public(cls: type) -> dict[str, inspect.Signature]:
+        return {name: inspect.signature(fn) for name, fn in vars(cls).items()
+                if callable(fn) and not name.startswith("_") and name != "open"}
+
+    cluster_methods = public(ClusterStore)
+    assert {name: cluster_methods.get(name) for name in public(ServerStore)} == public(
+        ServerStore)

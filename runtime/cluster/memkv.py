@@ -20,7 +20,8 @@ tests that run the same assertions against both (tests/test_memkv.py):
   appear then, deterministically, with no background task to own. A lease's keys are deleted
   in one revision, as etcd's revoke does;
 - `watch` yields (revision, events) with one entry per revision, exactly as `EtcdClient.watch`
-  groups etcd's events; history is kept whole (no compaction), so any start revision works.
+  groups etcd's events. History is kept until `compact(revision)` (a test's stand-in for
+  etcd's compaction); a watch starting before it raises `EtcdCompacted`, as the client does.
 
 Several clients share one key space: `MemoryKV()` creates a fresh one, `kv.client()` hands out
 another handle on the same space with its own `requests` counter (what a second server
@@ -42,6 +43,7 @@ import trio
 from yurt.runtime.cluster.etcd import (
     Compare,
     EtcdClient,
+    EtcdCompacted,
     EtcdError,
     KeyValue,
     Op,
@@ -80,8 +82,11 @@ class _Space:
 
     revision: int = 1
     data: dict[bytes, KeyValue] = field(default_factory=dict)
-    #: history[i] is revision i + 2 (every revision past 1 is one write).
+    #: history[i] is revision i + 2 (every revision past 1 is one write); compacted entries
+    #: are emptied, not removed, so the indexing holds.
     history: list[list[WatchEvent]] = field(default_factory=list)
+    #: Revisions before this one are forgotten (etcd's compact revision; 0: none).
+    compacted: int = 0
     leases: dict[int, _Lease] = field(default_factory=dict)
     lease_ids: Iterator[int] = field(default_factory=lambda: itertools.count(0x7A5E0001))
     #: Set (and replaced) at every new revision; watchers wait on it.
@@ -360,6 +365,8 @@ class MemoryKV:
         space = await self._enter()
         end = prefix_end(prefix)
         next_revision = start_revision if start_revision > 0 else space.revision + 1
+        if next_revision < space.compacted:
+            raise EtcdCompacted(space.compacted)
         while True:
             wakeup = space.wakeup()
             space.expire(trio.current_time())
@@ -375,6 +382,15 @@ class MemoryKV:
             # Sleep until the next write or the next lease expiry, whichever comes first.
             with trio.move_on_at(space.earliest_expiry()):
                 await wakeup.wait()
+
+    async def compact(self, revision: int) -> None:
+        """Forget the history before `revision`, as etcd's compaction does."""
+        space = await self._enter()
+        if revision > space.revision:
+            raise EtcdError("etcdserver: mvcc: required revision is a future revision")
+        for r in range(max(space.compacted, 2), revision):
+            space.history[r - 2] = []
+        space.compacted = max(space.compacted, revision)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
