@@ -383,6 +383,49 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
         log_json=log_json)))
 
 
+@cli.command()
+@click.option("--etcd", required=True, metavar="URL[,URL...]",
+              help="The etcd cluster holding the cluster's state.")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="Address for the API.")
+@click.option("--port", type=int, default=4646, show_default=True, help="Port for the API.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Local files of this server (its state lives in etcd).")
+@click.option("--name", default=None, help="This server's name (default: the host name).")
+@click.option("--token", default=None,
+              help="Require this token as X-Nomad-Token (prefer --token-file).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Require the token in this file as X-Nomad-Token.")
+@click.option("--prefix", default="/yurt/", show_default=True,
+              help="The etcd key prefix of this cluster.")
+@click.option("--leader-ttl", type=int, default=5, show_default=True,
+              help="Seconds a dead leader keeps leadership before another server takes over.")
+@click.option("--min-heartbeat-ttl", type=float, default=10.0, show_default=True,
+              help="Nomad's min_heartbeat_ttl, seconds.")
+@click.option("--heartbeat-grace", type=float, default=10.0, show_default=True,
+              help="Nomad's heartbeat_grace, seconds.")
+@click.option("--max-heartbeats-per-second", type=float, default=50.0, show_default=True,
+              help="Nomad's max_heartbeats_per_second.")
+@click.option("--log-level", default="info", metavar="LEVEL",
+              help="trace, debug, info, warn, error.")
+def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
+           token: str | None, token_file: Path | None, prefix: str, leader_ttl: int,
+           min_heartbeat_ttl: float, heartbeat_grace: float, max_heartbeats_per_second: float,
+           log_level: str) -> None:
+    """Run a cluster server: the Nomad API and the scheduler over state kept in etcd.
+
+    Any number may run against one etcd; one leads (schedules), the others answer the API
+    and take over when it dies. Exit status: 0 stopped by a signal, 1 could not serve,
+    2 bad options.
+    """
+    from yurt.runtime import cli_server
+
+    sys.exit(cli_server.run_server(cli_server.ServerOptions(
+        etcd=etcd, bind=bind, port=port, data_dir=data_dir, name=name, token=token,
+        token_file=token_file, prefix=prefix, leader_ttl=leader_ttl,
+        min_heartbeat_ttl=min_heartbeat_ttl, heartbeat_grace=heartbeat_grace,
+        max_heartbeats_per_second=max_heartbeats_per_second, log_level=log_level)))
+
+
 def raise_open_files_limit() -> None:
     """Trio holds a pidfd per watched task and two FIFOs per task: lift the soft limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

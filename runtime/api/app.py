@@ -15,7 +15,8 @@ looked at.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
@@ -25,7 +26,7 @@ import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
@@ -101,13 +102,18 @@ class TokenMiddleware:
     """403 for every request without the configured `X-Nomad-Token` header (websockets too:
     clients send it with the upgrade request). Never read from the query string."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, exempt: tuple[str, ...] = ()) -> None:
         self.app = app
         self.token = token.encode()
+        #: Path prefixes that authenticate otherwise (a yurt server's node RPC: the node's
+        #: SecretID, runtime/cluster/routes.py).
+        self.exempt = exempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
         if scope["type"] in ("http", "websocket") and self.token and (
-                scope.get("path") != identity_api.JWKS_PATH):  # a public key, public as Nomad's
+                path != identity_api.JWKS_PATH  # a public key, public as Nomad's
+                and not path.startswith(self.exempt or ("\0",))):
             headers = dict(scope.get("headers", []))
             supplied = headers.get(b"x-nomad-token", b"")
             if not hmac.compare_digest(supplied, self.token):
@@ -124,7 +130,21 @@ class TokenMiddleware:
 Handler = Callable[[Context, Request], Awaitable[Response]]
 
 
-def build_app(agent: Agent) -> ASGIApp:
+@dataclass(frozen=True)
+class FrontRoute:
+    """A route matched before the agent's own (a yurt server's cluster answers)."""
+
+    path: str
+    endpoint: Callable[[Request], Awaitable[Response]]
+    methods: tuple[str, ...]
+    #: Whether `?index=` makes it a Nomad blocking query on the state index (the node RPC's
+    #: allocation query blocks on its own index instead).
+    blocking: bool = True
+    #: Authenticated by something else than the token (the node RPC's SecretID).
+    token_exempt: bool = False
+
+
+def build_app(agent: Agent, front: Sequence[FrontRoute] = ()) -> ASGIApp:
     ctx = Context(agent)
 
     def h(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -139,7 +159,10 @@ def build_app(agent: Agent) -> ASGIApp:
         await events.event_ws(ctx, websocket)
 
     JOB = "/v1/job/{job_id:path}"
-    routes = [
+    routes: list[BaseRoute] = [
+        Route(f.path, _handler(agent, f.endpoint, blocking=f.blocking), methods=list(f.methods))
+        for f in front]
+    routes += [
         Route("/v1/jobs", h(jobs.jobs), methods=["GET", "PUT", "POST"]),
         Route("/v1/jobs/parse", h(jobs.parse), methods=["PUT", "POST"]),
         # A job ID may hold a `/` (a periodic or dispatched child: `<parent>/periodic-<unix>`):
@@ -244,11 +267,12 @@ def build_app(agent: Agent) -> ASGIApp:
     starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect
     app: ASGIApp = StateGuardMiddleware(starlette, agent.state_failure)
     if agent.config.token:
-        app = TokenMiddleware(app, agent.config.token)
+        app = TokenMiddleware(app, agent.config.token,
+                              tuple(f.path.split("{")[0] for f in front if f.token_exempt))
     return UnreadBodyMiddleware(app)
 
 
-async def serve_api(agent: Agent, stop: trio.Event, *,
+async def serve_api(agent: Agent, stop: trio.Event, *, front: Sequence[FrontRoute] = (),
                     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until `stop` is set; `task_status.started` gets `http://host:port`."""
     config = hypercorn.Config()
@@ -262,7 +286,7 @@ async def serve_api(agent: Agent, stop: trio.Event, *,
     config.keep_alive_max_requests = 1 << 62
 
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(_serve, build_app(agent), config, stop)
+        binds = await nursery.start(_serve, build_app(agent, front), config, stop)
         task_status.started(binds[0])
 
 

@@ -261,11 +261,14 @@ class ClusterStore:
     async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
                    evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
                    forget_versions: list[tuple[str, int]] | None = None,
-                   deployments: list[Deployment] | None = None) -> None:
+                   deployments: list[Deployment] | None = None,
+                   nodes: list[Node] | None = None) -> None:
         """One change: rows written (jobs, allocations, evaluations, job versions kept for
-        the history, deployments) and job versions dropped from it, with the index, in one
-        transaction (`StoreConflict` if the state moved on since this store saw it)."""
+        the history, deployments, nodes) and job versions dropped from it, with the index,
+        in one transaction (`StoreConflict` if the state moved on since this store saw it)."""
         rows: dict[bytes, bytes | None] = {}
+        for n in nodes or ():
+            rows[self._key("nodes", n.id)] = _encoder.encode(n)
         # The order ServerStore applies them in, so a row named twice ends the same way.
         for d in deployments or ():
             rows[self._key("deployments", d.id)] = _encoder.encode(d)

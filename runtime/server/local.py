@@ -35,7 +35,6 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from typing import final
 
 import msgspec
 import trio
@@ -72,7 +71,7 @@ from yurt.runtime.server.reschedule import needs_reschedule, unix_ns
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.scheduler import Plan, schedule, stopped
 from yurt.runtime.server.services import ServiceCatalogue
-from yurt.runtime.server.store import ServerStore
+from yurt.runtime.server.store import ServerStateStore
 from yurt.runtime.structs import (
     EVAL_STATUS_BLOCKED,
     EVAL_STATUS_PENDING,
@@ -91,9 +90,8 @@ from yurt.runtime.structs import (
 from yurt.runtime.structs.update import DEPLOYMENT_STATUS_SUCCESSFUL, Deployment
 
 
-@final
 class LocalServer:
-    def __init__(self, node: Node, broker: EventBroker, store: ServerStore | None = None,
+    def __init__(self, node: Node, broker: EventBroker, store: ServerStateStore | None = None,
                  *, owns_events: bool = False, reschedule: bool = False,
                  unix_clock: Callable[[], int] = time.time_ns) -> None:
         self.node = node
@@ -283,11 +281,13 @@ class LocalServer:
                       new_version: bool = False,
                       deployments: list[Deployment] | None = None,
                       deployment_type: str = "DeploymentStatusUpdate",
-                      versions: list[Job] | None = None) -> None:
+                      versions: list[Job] | None = None,
+                      nodes: list[Node] | None = None) -> None:
         """Persist, then make visible, then publish, one change numbered `self.index`.
         With `new_version`, `jobs` are new versions, kept for their history; `versions`:
         history entries changed (a version marked stable). `deployments`
-        are written with the counts the written allocations change (deployments.settle)."""
+        are written with the counts the written allocations change (deployments.settle).
+        `nodes` (a cluster's: their status changed) are written in the same transaction."""
         evals = evals or []
         deployments = settle(self.deployments, deployments or [], self.allocs, allocs,
                              self.index, self._clock())
@@ -299,12 +299,10 @@ class LocalServer:
                 kept[job.id], dropped = history_after(job, self.versions.get(job.id, []))
                 forget += [(job.id, version) for version in dropped]
         marked = versions or []
-        if self.store is not None:
-            await self.store.save(self.index, jobs, allocs, evals,
-                                  [v[0] for v in kept.values()] + marked, forget, deployments)
-        else:
-            await trio.lowlevel.checkpoint()
+        await self._persist(jobs, allocs, evals, [v[0] for v in kept.values()] + marked,
+                            forget, deployments, nodes or [])
         self.versions.update(kept)
+        self._nodes_written(nodes or [])
         for v in marked:
             self.versions[v.id] = [v if old.version == v.version else old
                                    for old in self.versions.get(v.id, [])]
@@ -344,6 +342,23 @@ class LocalServer:
                          for ids in self._open_evals.values() for i in ids):
             self._capacity.set()
         self._notify_changed()
+
+    async def _persist(self, jobs: list[Job], allocs: list[Allocation],
+                       evals: list[Evaluation], versions: list[Job],
+                       forget: list[tuple[str, int]], deployments: list[Deployment],
+                       nodes: list[Node]) -> None:
+        """Write one commit, numbered `self.index`, to the store (a cluster server writes
+        the nodes too: runtime/cluster/server.py)."""
+        if nodes:
+            raise ValueError("the embedded server keeps its node outside server.db")
+        if self.store is not None:
+            await self.store.save(self.index, jobs, allocs, evals, versions, forget,
+                                  deployments)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def _nodes_written(self, nodes: list[Node]) -> None:
+        """Nodes a commit wrote (a cluster server keeps them; one node has nothing to do)."""
 
     def _with_status(self, jobs: list[Job], allocs: list[Allocation],
                      evals: list[Evaluation], deployments: list[Deployment]) -> list[Job]:

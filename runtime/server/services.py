@@ -36,7 +36,7 @@ from yurt.runtime.structs.service import ServiceRegistration
 if TYPE_CHECKING:
     # Only a type: the API imports this module (for `choose`) and binds before the agent
     # loads SQLite (tests/test_import_weight.py).
-    from yurt.runtime.server.store import ServerStore
+    from yurt.runtime.server.store import ServerStateStore
 
 TOPIC: Final = "Service"
 MALFORMED_CHOOSE: Final = "Parameter for choose must be in form '<number>|<key>'"
@@ -48,7 +48,7 @@ _decoder = msgspec.json.Decoder(ServiceRegistration)
 class _Server(Protocol):
     """What the catalogue needs of `LocalServer`."""
 
-    store: ServerStore | None
+    store: ServerStateStore | None
 
     def change(self, *, capacity: bool = False) -> AbstractAsyncContextManager[int]: ...
 

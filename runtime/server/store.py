@@ -24,7 +24,7 @@ import logging
 import os
 import sqlite3
 from pathlib import Path
-from typing import Final, final
+from typing import Final, Protocol, final
 
 import msgspec
 import sqlite_utils
@@ -39,6 +39,30 @@ log = logging.getLogger("yurt.server.store")
 _encoder = msgspec.json.Encoder()
 #: How long closing may spend on a last attempt to write what a full disk held back.
 CLOSE_TIMEOUT: Final = 5.0
+
+
+class ServerStateStore(Protocol):
+    """What `LocalServer` keeps its state in: this module's SQLite store (one node) or
+    runtime/server/etcdstore.py's `ClusterStore` (a cluster, in etcd)."""
+
+    degraded: str | None
+
+    async def load(self) -> tuple[list[Job], list[Allocation], int]: ...
+    async def load_evals(self) -> list[Evaluation]: ...
+    async def load_versions(self) -> list[Job]: ...
+    async def load_deployments(self) -> list[Deployment]: ...
+    async def load_services(self) -> list[bytes]: ...
+    async def save_services(self, rows: dict[str, tuple[str, bytes] | None]) -> None: ...
+    async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
+                   evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
+                   forget_versions: list[tuple[str, int]] | None = None,
+                   deployments: list[Deployment] | None = None) -> None: ...
+    async def delete(self, job_id: str, alloc_ids: list[str], index: int | None = None,
+                     deployment_ids: list[str] | None = None) -> None: ...
+    async def delete_evals(self, eval_ids: list[str], index: int,
+                           alloc_ids: list[str] | None = None,
+                           deployment_ids: list[str] | None = None) -> None: ...
+    async def aclose(self) -> None: ...
 
 
 def _version_key(job_id: str, version: int) -> str:

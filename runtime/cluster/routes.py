@@ -1,0 +1,250 @@
+"""A `yurt server`'s own routes, in front of the Nomad API the embedded agent serves.
+
+- The node RPC (`/v1/internal/...`): what `yurt agent --servers` calls — register,
+  heartbeat, its allocations by blocking query, updates. Every call but register carries the
+  node's SecretID in `X-Yurt-Node-Secret`; a node touches only itself and its own
+  allocations (403 otherwise). Register needs the cluster's token when one is set.
+- The cluster's answers where an agent would speak of its one node: `/v1/nodes`,
+  `/v1/node/<id>[/allocations|/eligibility]`, `/v1/status/{leader,peers}`,
+  `/v1/agent/members`.
+- What only a node's agent can answer (its files, logs, stats, exec: `/v1/client/...`) is a
+  501 that says where to ask.
+"""
+
+from __future__ import annotations
+
+import hmac
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import trio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from yurt.runtime import __version__
+from yurt.runtime.api.app import FrontRoute
+from yurt.runtime.api.nodes import node_stub
+from yurt.runtime.api.request import (
+    ApiError,
+    body_field,
+    body_json,
+    json_response,
+    query_bool,
+    query_duration,
+    query_int,
+)
+from yurt.runtime.cluster.server import NodeAuthError, UnknownNode
+from yurt.runtime.structs import Allocation, Node
+
+if TYPE_CHECKING:
+    from yurt.runtime.cluster.serverproc import ServerProcess
+
+SECRET_HEADER: Final = "X-Yurt-Node-Secret"
+#: A node's blocking query for its allocations waits at most this long (Nomad's default).
+MAX_ALLOC_WAIT: Final = 300.0
+
+_alloc_decoder = msgspec.json.Decoder(list[Allocation])
+_node_decoder = msgspec.json.Decoder(Node)
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _secret(request: Request) -> str:
+    return request.headers.get(SECRET_HEADER, "")
+
+
+async def _guarded(proc: ServerProcess, request: Request, node_id: str) -> Response | None:
+    """None when the request carries `node_id`'s secret; else the refusal."""
+    try:
+        await proc.server.check_secret(node_id, _secret(request))
+    except UnknownNode:
+        return _error(404, "node not registered")
+    except NodeAuthError as e:
+        return _error(403, str(e))
+    return None
+
+
+def _ttl_reply(proc: ServerProcess, ttl: float, index: int) -> Response:
+    return JSONResponse({"HeartbeatTTL": int(ttl * 1e9), "Index": index,
+                         "Servers": proc.server_urls()},
+                        headers={"X-Nomad-Index": str(max(index, 1))})
+
+
+async def register(proc: ServerProcess, request: Request) -> Response:
+    token = proc.server_config.token
+    if token and not hmac.compare_digest(request.headers.get("X-Nomad-Token", "").encode(),
+                                         token.encode()):
+        return _error(403, "Permission denied")
+    raw = await request.body()
+    try:
+        body = msgspec.json.decode(raw)
+        node = _node_decoder.decode(msgspec.json.encode(body["Node"]))
+        secret = str(body["SecretID"])
+    except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as e:
+        return _error(400, f"bad register body: {e}")
+    try:
+        ttl, index = await proc.server.register_node(node, secret)
+    except NodeAuthError as e:
+        return _error(403, str(e))
+    return _ttl_reply(proc, ttl, index)
+
+
+async def heartbeat(proc: ServerProcess, request: Request) -> Response:
+    node_id = request.path_params["id"]
+    try:
+        ttl, index = await proc.server.node_heartbeat(node_id, _secret(request))
+    except UnknownNode:
+        return _error(404, "node not registered")
+    except NodeAuthError as e:
+        return _error(403, str(e))
+    return _ttl_reply(proc, ttl, index)
+
+
+async def client_allocs(proc: ServerProcess, request: Request) -> Response:
+    node_id = request.path_params["id"]
+    if (refused := await _guarded(proc, request, node_id)) is not None:
+        return refused
+    server = proc.server
+    try:
+        index = query_int(request, "index") if "index" in request.query_params else 0
+        wait = min(query_duration(request, "wait", MAX_ALLOC_WAIT), MAX_ALLOC_WAIT)
+    except ApiError as e:
+        return _error(e.status, str(e))
+    with trio.move_on_after(wait):
+        while _node_index(proc, node_id) <= index:
+            await server.changed.wait()
+    found = server.client_allocs(node_id)
+    answer = _node_index(proc, node_id)
+    return JSONResponse({"Allocs": found, "Index": answer},
+                        headers={"X-Nomad-Index": str(max(answer, 1))})
+
+
+def _node_index(proc: ServerProcess, node_id: str) -> int:
+    """The index a node's blocking query goes by: the newest AllocModifyIndex of its
+    allocations (Nomad's allocs-by-node table index), so other nodes' changes never wake it."""
+    return max((a.alloc_modify_index for a in proc.server.allocs_on(node_id)), default=0)
+
+
+async def get_allocs(proc: ServerProcess, request: Request) -> Response:
+    try:
+        body = await body_json(request)
+        ids = body_field(body, "AllocIDs", list, [])
+        node_id = str(body.get("NodeID", ""))
+    except ApiError as e:
+        return _error(e.status, str(e))
+    if not node_id:
+        # The node is the one the secret belongs to: find it among the allocations' nodes.
+        nodes = {proc.server.allocs[i].node_id for i in ids if i in proc.server.allocs}
+        node_id = next(iter(nodes)) if len(nodes) == 1 else ""
+    if not node_id:
+        return _error(403, "allocations of more than one node") if ids else JSONResponse(
+            {"Allocs": [], "Index": proc.server.visible_index})
+    if (refused := await _guarded(proc, request, node_id)) is not None:
+        return refused
+    try:
+        found = proc.server.get_allocs(node_id, [str(i) for i in ids])
+    except NodeAuthError as e:
+        return _error(403, str(e))
+    return json_response({"Allocs": found, "Index": proc.server.visible_index})
+
+
+async def update_allocs(proc: ServerProcess, request: Request) -> Response:
+    node_id = request.path_params["id"]
+    if (refused := await _guarded(proc, request, node_id)) is not None:
+        return refused
+    raw = await request.body()
+    try:
+        body = msgspec.json.decode(raw)
+        batch = _alloc_decoder.decode(msgspec.json.encode(body.get("Allocs") or []))
+    except (msgspec.DecodeError, msgspec.ValidationError, AttributeError) as e:
+        return _error(400, f"bad update body: {e}")
+    try:
+        index = await proc.server.update_node_allocs(node_id, batch)
+    except NodeAuthError as e:
+        return _error(403, str(e))
+    return JSONResponse({"Index": index}, headers={"X-Nomad-Index": str(max(index, 1))})
+
+
+# --------------------------------------------------------------------------- cluster answers
+
+
+async def nodes(proc: ServerProcess, request: Request) -> Response:
+    resources, os = query_bool(request, "resources"), query_bool(request, "os")
+    prefix = request.query_params.get("prefix", "")
+    found = sorted((n for n in proc.server.nodes() if n.id.startswith(prefix)),
+                   key=lambda n: (n.name, n.id))
+    return json_response([node_stub(n, resources=resources, os=os) for n in found])
+
+
+def _find_node(proc: ServerProcess, node_id: str) -> Node:
+    matches = [n for n in proc.server.nodes() if node_id and n.id.startswith(node_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ApiError(404, "node not found")
+    raise ApiError(400, f"node ID prefix {node_id!r} is ambiguous")
+
+
+async def node(proc: ServerProcess, request: Request) -> Response:
+    return json_response(_find_node(proc, request.path_params["id"]))
+
+
+async def node_allocations(proc: ServerProcess, request: Request) -> Response:
+    node_id = request.path_params["id"]
+    allocs = sorted(proc.server.allocs_on(node_id), key=lambda a: (a.create_index, a.name))
+    return json_response(allocs)
+
+
+async def status_leader(proc: ServerProcess, request: Request) -> Response:
+    return json_response(proc.leader_address() or "")
+
+
+async def status_peers(proc: ServerProcess, request: Request) -> Response:
+    return json_response(await proc.peer_addresses())
+
+
+async def members(proc: ServerProcess, request: Request) -> Response:
+    servers = await proc.members()
+    me = proc.server_config.name
+    return json_response({"ServerName": me, "ServerRegion": "global", "ServerDC": "dc1",
+                          "Members": [_member(s) for s in servers]})
+
+
+def _member(server: dict[str, Any]) -> dict[str, Any]:
+    host, _, port = server["address"].removeprefix("http://").partition(":")
+    return {"Name": f"{server['name']}.global", "Addr": host, "Port": int(port or 0),
+            "Tags": {"role": "nomad", "region": "global", "dc": "dc1", "build": __version__,
+                     "leader": "true" if server.get("leader") else "false",
+                     "http_addr": server["address"]},
+            "Status": "alive"}
+
+
+async def only_on_nodes(proc: ServerProcess, request: Request) -> Response:
+    return Response("this is a yurt server: a node's files, logs, stats and exec are served "
+                    "by the agent running the allocation (its address is the node's "
+                    "HTTPAddr in /v1/node/<id>)", status_code=501)
+
+
+def routes(proc: ServerProcess) -> list[FrontRoute]:
+    def r(fn: Any) -> Any:
+        return partial(fn, proc)
+
+    rpc = {"blocking": False, "token_exempt": True}
+    post = ("PUT", "POST")
+    return [
+        FrontRoute("/v1/internal/node/register", r(register), post, **rpc),
+        FrontRoute("/v1/internal/node/{id}/heartbeat", r(heartbeat), post, **rpc),
+        FrontRoute("/v1/internal/node/{id}/allocs", r(client_allocs), ("GET",), **rpc),
+        FrontRoute("/v1/internal/node/{id}/allocs/update", r(update_allocs), post, **rpc),
+        FrontRoute("/v1/internal/allocs", r(get_allocs), post, **rpc),
+        FrontRoute("/v1/nodes", r(nodes), ("GET",)),
+        FrontRoute("/v1/node/{id}/allocations", r(node_allocations), ("GET",)),
+        FrontRoute("/v1/node/{id}", r(node), ("GET",)),
+        FrontRoute("/v1/status/leader", r(status_leader), ("GET",)),
+        FrontRoute("/v1/status/peers", r(status_peers), ("GET",)),
+        FrontRoute("/v1/agent/members", r(members), ("GET",)),
+        FrontRoute("/v1/client/{rest:path}", r(only_on_nodes), ("GET", "PUT", "POST", "DELETE")),
+    ]

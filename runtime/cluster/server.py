@@ -1,0 +1,483 @@
+"""`ClusterServer`: the embedded server's logic over the cluster's state in etcd.
+
+Every `yurt server` holds the whole cluster state in memory (`LocalServer`'s maps, plus the
+nodes), read once from etcd (`ClusterStore.snapshot`) and kept current by a watch on the key
+prefix. A change is decided on that view under the server's lock and written as one etcd
+transaction that compares the counter key's revision with the one the view has seen
+(`StoreConflict` otherwise): two servers never both commit a decision made on the same state.
+A conflicted operation changes nothing; it waits until the watch has brought the view up to
+date and runs again from the top (`_retrying`).
+
+Only the leader (runtime/cluster/leader.py) runs the scheduler: an evaluation written by any
+server is stored `pending` and processed by whoever leads, now or after a failover, so a
+leader lost mid-evaluation loses nothing (the evaluation is still pending) and does nothing
+twice (processing commits the plan and the evaluation's outcome in one transaction).
+
+Invariants:
+- The watch applies a revision only if it is newer than what this server has applied or
+  written itself; every write moves the counter key, so a successful compare means every
+  earlier revision was already applied here.
+- Node liveness is etcd's: each node's heartbeat keeps a lease alive that holds its key
+  under `<prefix>alive/`; when the lease lapses etcd deletes the key and the leader marks
+  the node down (its allocations are then lost and replaced by the scheduler).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import msgspec
+import trio
+
+from yurt.runtime.cluster.kv import KV
+from yurt.runtime.eventstream import Event, EventBroker, alloc_event, deployment_event, job_event
+from yurt.runtime.server.etcdstore import (
+    ClusterChange,
+    ClusterSnapshot,
+    ClusterStore,
+    StoreConflict,
+)
+from yurt.runtime.server.local import LocalServer
+from yurt.runtime.server.records import eval_event, new_id, without_job
+from yurt.runtime.server.scheduler import Plan
+from yurt.runtime.structs import (
+    EVAL_STATUS_BLOCKED,
+    EVAL_STATUS_PENDING,
+    TRIGGER_NODE_UPDATE,
+    ZERO_TIME,
+    Allocation,
+    Evaluation,
+    Job,
+    Node,
+)
+from yurt.runtime.structs.update import Deployment
+
+log = logging.getLogger("yurt.cluster.server")
+
+T = TypeVar("T")
+
+#: How often one operation is tried again after a conflict before it gives up.
+MAX_ATTEMPTS: Final = 100
+#: How long a conflicted operation waits for the watch before trying again anyway.
+CATCH_UP_WAIT: Final = 1.0
+
+
+class NodeAuthError(Exception):
+    """A node RPC with a missing or wrong SecretID, or about another node (HTTP 403)."""
+
+
+class UnknownNode(Exception):
+    """A heartbeat from a node the cluster does not know (HTTP 404: register again)."""
+
+
+@dataclass(frozen=True)
+class HeartbeatConfig:
+    """Nomad's server heartbeat settings (`min_heartbeat_ttl`, `max_heartbeats_per_second`,
+    `heartbeat_grace`), shortened by tests."""
+
+    min_ttl: float = 10.0
+    max_per_second: float = 50.0
+    grace: float = 10.0
+
+
+def secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ClusterServer(LocalServer):
+    def __init__(self, broker: EventBroker, store: ClusterStore, kv: KV, prefix: bytes, *,
+                 heartbeat: HeartbeatConfig | None = None,
+                 unix_clock: Callable[[], int] = time.time_ns,
+                 rng: random.Random | None = None) -> None:
+        # A server is no node: the scheduler places over `nodes()`; this placeholder is never
+        # listed or placed on (LocalServer's single-node parts do not run in a cluster).
+        super().__init__(Node(id="", name="", status="down"), broker, store,
+                         owns_events=True, reschedule=True, unix_clock=unix_clock)
+        self.cluster_store = store
+        self.kv = kv
+        self.prefix = prefix
+        self.alive_prefix = prefix.rstrip(b"/") + b"-alive/"
+        self.heartbeat = heartbeat or HeartbeatConfig()
+        self._rng = rng or random.Random()
+        self.cluster_nodes: dict[str, Node] = {}
+        #: The etcd revision this view has applied (through the watch or its own writes).
+        self.applied_revision = 0
+        self._applied = trio.Event()
+        #: Whether this server leads now: only the leader runs the scheduler.
+        self.leading = False
+        #: Per node, the lease its alive key is bound to (as this server last saw it).
+        self._leases: dict[str, int] = {}
+        self._secrets: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ state
+
+    def nodes(self) -> list[Node]:
+        return list(self.cluster_nodes.values())
+
+    def allocs_on(self, node_id: str) -> list[Allocation]:
+        return [a for a in self.allocs.values() if a.node_id == node_id]
+
+    async def load(self) -> None:
+        snap = await self.cluster_store.snapshot()
+        self._load_snapshot(snap)
+
+    def _load_snapshot(self, snap: ClusterSnapshot) -> None:
+        self.jobs = {j.id: j for j in snap.jobs}
+        self.allocs = {a.id: a for a in snap.allocs}
+        self.evals = {e.id: e for e in snap.evals}
+        self.versions = {}
+        for version in sorted(snap.versions, key=lambda j: -j.version):
+            self.versions.setdefault(version.id, []).append(version)
+        self.deployments = {d.id: d for d in snap.deployments}
+        self.cluster_nodes = {n.id: n for n in snap.nodes}
+        self._open_evals = {}
+        for ev in self.evals.values():
+            if not ev.is_terminal():
+                self._open_evals.setdefault(ev.job_id, set()).add(ev.id)
+        self.observe_index(snap.index)
+        self.applied_revision = snap.revision
+        self._capacity.set()
+        self._delayed.set()
+
+    async def follow(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                     ) -> None:
+        """Apply every change other servers write, until cancelled."""
+        task_status.started()
+        async for revision, events in self.kv.watch(self.prefix, self.applied_revision + 1):
+            async with self._lock:
+                # Our own writes are applied as they are made; every revision before one
+                # was applied already (the write's compare on the counter proves it).
+                if revision <= max(self.applied_revision, self.cluster_store.written_revision):
+                    self.applied_revision = max(self.applied_revision, revision)
+                    self._wake_applied()
+                    continue
+                change = self.cluster_store.decode(revision, events)
+                self._apply(change)
+                self.applied_revision = revision
+                self._wake_applied()
+
+    async def _persist(self, jobs: list[Job], allocs: list[Allocation],
+                       evals: list[Evaluation], versions: list[Job],
+                       forget: list[tuple[str, int]], deployments: list[Deployment],
+                       nodes: list[Node]) -> None:
+        await self.cluster_store.save(self.index, jobs, allocs, evals, versions, forget,
+                                      deployments, nodes=nodes)
+
+    def _nodes_written(self, nodes: list[Node]) -> None:
+        for node in nodes:
+            self.cluster_nodes[node.id] = node
+
+    def _wake_applied(self) -> None:
+        self._applied.set()
+        self._applied = trio.Event()
+
+    def _apply(self, change: ClusterChange) -> None:
+        """Another server's commit, as `_commit` would have made it here."""
+        events: list[Event] = []
+        freed = False
+        for job_id in change.jobs.deleted:
+            gone = self.jobs.pop(job_id, None)
+            if gone is not None:
+                events.append(job_event("JobDeregistered", gone))
+        for job in change.jobs.put.values():
+            self.jobs[job.id] = job
+            events.append(job_event("JobRegistered", job))
+        for alloc_id in change.allocs.deleted:
+            self.allocs.pop(alloc_id, None)
+        for alloc in change.allocs.put.values():
+            before = self.allocs.get(alloc.id)
+            if before is not None and not before.is_terminal() and alloc.is_terminal():
+                freed = True
+            self.allocs[alloc.id] = alloc
+            events.append(alloc_event(without_job(alloc)))
+        for eval_id in change.evals.deleted:
+            old = self.evals.pop(eval_id, None)
+            if old is not None:
+                self._open_evals.get(old.job_id, set()).discard(eval_id)
+        for ev in change.evals.put.values():
+            self.evals[ev.id] = ev
+            open_evals = self._open_evals.setdefault(ev.job_id, set())
+            if ev.is_terminal():
+                open_evals.discard(ev.id)
+            else:
+                open_evals.add(ev.id)
+                if ev.status == EVAL_STATUS_PENDING:
+                    self._capacity.set()  # the leader processes it
+                    if ev.wait_until > ZERO_TIME:
+                        self._delayed.set()
+            events.append(eval_event(ev))
+        touched = {job_id for job_id, _ in [*change.versions.put, *change.versions.deleted]}
+        for job_id in touched:
+            kept = {v.version: v for v in self.versions.get(job_id, [])}
+            for key in change.versions.deleted:
+                if key[0] == job_id:
+                    kept.pop(key[1], None)
+            for key, job in change.versions.put.items():
+                if key[0] == job_id:
+                    kept[key[1]] = job
+            if kept:
+                self.versions[job_id] = sorted(kept.values(), key=lambda j: -j.version)
+            else:
+                self.versions.pop(job_id, None)
+        for deployment_id in change.deployments.deleted:
+            self.deployments.pop(deployment_id, None)
+        for deployment in change.deployments.put.values():
+            self.deployments[deployment.id] = deployment
+            events.append(deployment_event("DeploymentStatusUpdate", deployment))
+            self.deployments_changed.set()
+        for node_id in change.nodes.deleted:
+            self.cluster_nodes.pop(node_id, None)
+        for node in change.nodes.put.values():
+            self.cluster_nodes[node.id] = node
+            events.append(Event(topic="Node", type="NodeRegistration", key=node.id,
+                                payload={"Node": node}))
+            self._capacity.set()  # a node that joined or came back may fit what waits
+        if change.index is not None:
+            self.observe_index(change.index)
+        if freed and any(self.evals[i].status == EVAL_STATUS_BLOCKED
+                         for ids in self._open_evals.values() for i in ids):
+            self._capacity.set()
+        self._publish(events)
+        self._notify_changed()
+
+    # ------------------------------------------------------------------ conflicts
+
+    async def _retrying(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run `operation` (which takes the lock itself) until it commits without a
+        conflict; after one, wait for the watch to bring the view up to date."""
+        for _ in range(MAX_ATTEMPTS - 1):
+            try:
+                return await operation()
+            except StoreConflict as conflict:
+                self._undo_index()
+                await self._catch_up(conflict.revision)
+        return await operation()
+
+    def _undo_index(self) -> None:
+        # What the failed commit took is not taken: the next change gets the next index
+        # after what is visible (its writer's, seen through the watch).
+        self.index = self.visible_index
+
+    async def _catch_up(self, revision: int) -> None:
+        with trio.move_on_after(CATCH_UP_WAIT):
+            while self.applied_revision < revision:
+                await self._applied.wait()
+
+    async def register_job(self, job: Job) -> Any:
+        return await self._retrying(lambda: LocalServer.register_job(self, job))
+
+    async def register_as(self, job: Job, triggered_by: str,
+                          check: Callable[[Job | None], Job | None] | None = None) -> Any:
+        return await self._retrying(lambda: LocalServer.register_as(self, job, triggered_by,
+                                                                    check))
+
+    async def deregister_job(self, job_id: str, *, purge: bool = False) -> Any:
+        return await self._retrying(lambda: LocalServer.deregister_job(self, job_id,
+                                                                       purge=purge))
+
+    async def evaluate(self, job_id: str, triggered_by: str) -> Any:
+        return await self._retrying(lambda: LocalServer.evaluate(self, job_id, triggered_by))
+
+    async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
+        return await self._retrying(lambda: LocalServer.set_stable(self, job_id, version,
+                                                                   stable))
+
+    async def stop_alloc_eval(self, alloc_id: str) -> tuple[Allocation, Evaluation]:
+        return await self._retrying(lambda: LocalServer.stop_alloc_eval(self, alloc_id))
+
+    async def update_allocs(self, batch: list[Allocation]) -> None:
+        await self._retrying(lambda: LocalServer.update_allocs(self, batch))
+
+    async def _process(self, ev: Evaluation, *, keep_if_unchanged: bool = False) -> Plan:
+        """Only the leader schedules; elsewhere the evaluation stays pending for it. A
+        conflict leaves it pending too: `run` tries again once the view caught up."""
+        if not self.leading:
+            await trio.lowlevel.checkpoint()
+            return Plan(eval=ev)
+        try:
+            return await LocalServer._process(self, ev, keep_if_unchanged=keep_if_unchanged)
+        except StoreConflict:
+            self._undo_index()
+            self._capacity.set()
+            return Plan(eval=ev)
+
+    # ------------------------------------------------------------------ leadership
+
+    async def lead(self) -> None:
+        """The leader's work, until cancelled (leadership lost): the scheduler's loops and
+        node liveness."""
+        self.leading = True
+        try:
+            self._capacity.set()  # what the previous leader left pending
+            self._delayed.set()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_liveness)
+                await nursery.start(LocalServer.run, self)
+        finally:
+            self.leading = False
+
+    # ------------------------------------------------------------------ nodes
+
+    def heartbeat_ttl(self) -> float:
+        """Nomad's `RateScaledInterval` + `RandomStagger`: at least `min_ttl`, longer as
+        the cluster grows so heartbeats stay under `max_per_second`."""
+        n = max(len(self.cluster_nodes), 1)
+        ttl = max(self.heartbeat.min_ttl, n / self.heartbeat.max_per_second)
+        return ttl + self._rng.random() * ttl
+
+    def _lease_ttl(self) -> int:
+        # A lease's TTL is fixed when granted, and the TTL a node is told varies by the
+        # stagger: the lease covers the longest TTL one could be told, plus the grace.
+        n = max(len(self.cluster_nodes), 1)
+        ttl = max(self.heartbeat.min_ttl, n / self.heartbeat.max_per_second)
+        return math.ceil(2 * ttl + self.heartbeat.grace)
+
+    async def check_secret(self, node_id: str, secret: str) -> None:
+        expected = self._secrets.get(node_id)
+        if expected is None:
+            expected = await self.cluster_store.node_secret(node_id)
+            if expected is not None:
+                self._secrets[node_id] = expected
+        if expected is None:
+            raise UnknownNode(node_id)
+        if not hmac.compare_digest(expected, secret_hash(secret)):
+            raise NodeAuthError("node secret does not match")
+
+    async def register_node(self, node: Node, secret: str) -> tuple[float, int]:
+        """Nomad's Node.Register: the node (ready) and its secret; its alive key under a
+        fresh lease. Re-registering needs the same secret."""
+        if not node.id or not secret:
+            raise NodeAuthError("a node registers with an ID and a SecretID")
+        try:
+            await self.check_secret(node.id, secret)
+        except UnknownNode:
+            await self.cluster_store.save_node_secret(node.id, secret_hash(secret))
+            self._secrets[node.id] = secret_hash(secret)
+        await self._keep_alive(node.id, force_new=True)
+        index = await self._retrying(lambda: self._set_node(node, "ready", "", register=True))
+        return self.heartbeat_ttl(), index
+
+    async def node_heartbeat(self, node_id: str, secret: str) -> tuple[float, int]:
+        """Nomad's Node.UpdateStatus: refresh the node's lease; a node marked down that
+        heartbeats again is ready again."""
+        await self.check_secret(node_id, secret)
+        node = self.cluster_nodes.get(node_id)
+        if node is None:
+            raise UnknownNode(node_id)
+        await self._keep_alive(node_id)
+        index = self.visible_index
+        if node.status != "ready":
+            index = await self._retrying(lambda: self._set_node(node, "ready", ""))
+        return self.heartbeat_ttl(), index
+
+    async def _keep_alive(self, node_id: str, *, force_new: bool = False) -> None:
+        lease = self._leases.get(node_id)
+        if lease is None and not force_new:
+            kv, _ = await self.kv.get(self.alive_prefix + node_id.encode())
+            lease = kv.lease if kv is not None else None
+        if lease is not None and not force_new and await self.kv.lease_keepalive(lease) > 0:
+            self._leases[node_id] = lease
+            return
+        lease = await self.kv.lease_grant(self._lease_ttl())
+        await self.kv.put(self.alive_prefix + node_id.encode(), b"1", lease=lease)
+        self._leases[node_id] = lease
+
+    async def _set_node(self, node: Node, status: str, description: str, *,
+                        register: bool = False) -> int:
+        """Write the node with `status` and, when its status changes, one node-update
+        evaluation per job with allocations on it (Nomad's createNodeEvals) in the same
+        commit."""
+        async with self._lock:
+            index = self.take_index()
+            known = self.cluster_nodes.get(node.id)
+            now = self._clock()
+            base = node if register or known is None else known
+            updated = msgspec.structs.replace(
+                base, status=status, status_description=description,
+                create_index=known.create_index if known is not None else index,
+                modify_index=index, status_updated_at=now // 1_000_000_000,
+                # Eligibility and drain are the servers' to keep across a re-registration.
+                scheduling_eligibility=(known.scheduling_eligibility if known is not None
+                                        else base.scheduling_eligibility),
+                drain=known.drain if known is not None else base.drain,
+                drain_strategy=known.drain_strategy if known is not None
+                else base.drain_strategy)
+            evals: list[Evaluation] = []
+            if known is None or known.status != status:
+                evals = self._node_evals(updated, index)
+            await self._commit([], [], [Event(topic="Node", type="NodeRegistration",
+                                              key=node.id, payload={"Node": updated})],
+                               evals=evals, nodes=[updated])
+            self._capacity.set()
+            return index
+
+    def _node_evals(self, node: Node, index: int) -> list[Evaluation]:
+        """A node-update evaluation for every job with a live allocation on `node`, and
+        for every system job (a node that joins gets their allocation)."""
+        jobs = {a.job_id for a in self.allocs_on(node.id) if not a.is_terminal()}
+        jobs |= {j.id for j in self.jobs.values() if j.type in ("system", "sysbatch")
+                 and not j.stop}
+        now = self._clock()
+        evals = []
+        for job_id in sorted(jobs):
+            job = self.jobs.get(job_id)
+            if job is None:
+                continue
+            evals.append(Evaluation(
+                id=new_id(), namespace=job.namespace, priority=job.priority, type=job.type,
+                triggered_by=TRIGGER_NODE_UPDATE, job_id=job.id, node_id=node.id,
+                node_modify_index=index, job_modify_index=job.job_modify_index,
+                status=EVAL_STATUS_PENDING, create_index=index, modify_index=index,
+                create_time=now, modify_time=now))
+        return evals
+
+    async def _watch_liveness(self) -> None:
+        """The leader marks down every ready node whose alive key is gone: at once for those
+        without one when it takes over, then as etcd deletes them."""
+        kvs, revision = await self.kv.get_prefix(self.alive_prefix)
+        alive = {kv.key[len(self.alive_prefix):].decode() for kv in kvs}
+        for node in list(self.cluster_nodes.values()):
+            if node.status == "ready" and node.id not in alive:
+                await self._node_lapsed(node.id)
+        async for _, events in self.kv.watch(self.alive_prefix, revision + 1):
+            for event in events:
+                node_id = event.kv.key[len(self.alive_prefix):].decode()
+                if event.type == "DELETE":
+                    self._leases.pop(node_id, None)
+                    await self._node_lapsed(node_id)
+
+    async def _node_lapsed(self, node_id: str) -> None:
+        node = self.cluster_nodes.get(node_id)
+        if node is None or node.status == "down":
+            return
+        log.warning("node %s (%s) missed its heartbeat: marked down", node.name, node_id)
+        await self._retrying(lambda: self._set_node(node, "down", "node heartbeat missed"))
+
+    # ------------------------------------------------------------------ node RPC reads
+
+    def client_allocs(self, node_id: str) -> dict[str, int]:
+        """Nomad's Node.GetClientAllocs: the node's allocations and their AllocModifyIndex."""
+        return {a.id: a.alloc_modify_index for a in self.allocs_on(node_id)}
+
+    def get_allocs(self, node_id: str, alloc_ids: list[str]) -> list[Allocation]:
+        found = [self.allocs[i] for i in alloc_ids if i in self.allocs]
+        if any(a.node_id != node_id for a in found):
+            raise NodeAuthError("allocation of another node")
+        return found
+
+    async def update_node_allocs(self, node_id: str, batch: list[Allocation]) -> int:
+        for update in batch:
+            alloc = self.allocs.get(update.id)
+            if (alloc is not None and alloc.node_id != node_id) or update.node_id not in (
+                    "", node_id):
+                raise NodeAuthError("allocation of another node")
+        await self.update_allocs(batch)
+        return self.visible_index

@@ -1,0 +1,193 @@
+"""`yurt server`: one control-plane process of a cluster whose state lives in etcd.
+
+It serves the whole Nomad HTTP API for the cluster from its watched view (reads are never
+forwarded), the node RPC its agents call (routes.py), and campaigns for leadership: the leader
+runs the scheduler and watches node liveness (server.py). Any number of servers may run
+against one etcd; each announces itself under `<prefix>servers/<name>` with a lease, which is
+what `/v1/status/peers` and `/v1/agent/members` list.
+
+To the API it looks like an agent with no node and no client: `ServerProcess` carries the
+attributes the handlers read (runtime/api/context.py), with no allocation runners.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import trio
+
+from yurt.runtime.agent import AgentConfig
+from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.restore import RestoreProgress
+from yurt.runtime.structs import Node
+
+if TYPE_CHECKING:
+    from yurt.runtime.agent import Agent
+    from yurt.runtime.cluster.etcd import EtcdClient
+
+log = logging.getLogger("yurt.server")
+
+#: Nomad's default leader lease: a dead leader is replaced within this plus one pass.
+DEFAULT_LEADER_TTL: Final = 5
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    etcd: tuple[str, ...]
+    name: str
+    bind: str = "127.0.0.1"
+    port: int = 4646
+    data_dir: Path = Path(".")
+    token: str = ""
+    prefix: str = "/yurt/"
+    leader_ttl: int = DEFAULT_LEADER_TTL
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+
+
+class _NoClient:
+    """A server runs no allocations: every allocation the API shows is the server copy."""
+
+    def __init__(self) -> None:
+        self.runners: dict[str, Any] = {}
+
+
+class ServerProcess:
+    def __init__(self, config: ServerConfig) -> None:
+        self.server_config = config
+        #: What the API's handlers read of an agent's configuration.
+        self.config = AgentConfig(data_dir=config.data_dir, bind=config.bind,
+                                        port=config.port, token=config.token,
+                                        node_name=config.name)
+        self.broker = EventBroker()
+        self.ready = trio.Event()
+        self.restoring = RestoreProgress()
+        self.client = _NoClient()
+        self.node = Node(id="", name=config.name, status="down")
+        self.started_at = time.time()
+        self.address = ""
+        self.prefix = config.prefix.encode()
+        self._stop = trio.Event()
+        self.server: ClusterServer
+        self.kv: EtcdClient
+        self.election: Any = None
+        self.node_control = None
+        self.devices = None
+        self.gc = None
+        self.workload_signer = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def state_failure(self) -> str | None:
+        await trio.lowlevel.checkpoint()
+        return None
+
+    # ------------------------------------------------------------------ cluster views
+
+    def server_urls(self) -> list[str]:
+        return sorted(self._peers.values()) if self._peers else [self.address]
+
+    def leader_address(self) -> str | None:
+        if self.election is None:
+            return None
+        address: str | None = self.election.leader_address()
+        return address
+
+    async def peer_addresses(self) -> list[str]:
+        await trio.lowlevel.checkpoint()
+        return self.server_urls()
+
+    async def members(self) -> list[dict[str, Any]]:
+        await trio.lowlevel.checkpoint()
+        leader = self.leader_address()
+        return [{"name": name, "address": address, "leader": address == leader}
+                for name, address in sorted(self._peers.items())]
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        from yurt.runtime.api import serve_api
+        from yurt.runtime.cluster import routes
+        from yurt.runtime.cluster.etcd import EtcdClient
+        from yurt.runtime.server.etcdstore import ClusterStore
+
+        self._peers: dict[str, str] = {}
+        self.kv = EtcdClient(self.server_config.etcd)
+        store = ClusterStore(self.kv, self.prefix)
+        self.server = ClusterServer(self.broker, store, self.kv, self.prefix,
+                                    heartbeat=self.server_config.heartbeat)
+        stop_api = trio.Event()
+        try:
+            async with trio.open_nursery() as nursery:
+                # An agent-shaped object for the API's handlers (runtime/api/context.py).
+                agent = cast("Agent", self)
+                self.address = await nursery.start(partial_serve(serve_api, agent, stop_api,
+                                                                 routes.routes(self)))
+                await self.server.load()
+                await nursery.start(self.server.follow)
+                await nursery.start(self._announce)
+                await nursery.start(self._campaign)
+                self.ready.set()
+                log.info("server %s serving on %s (etcd %s, prefix %s)", self.server_config.name,
+                         self.address, ",".join(self.server_config.etcd), self.server_config.prefix)
+                task_status.started(self.address)
+                await self._stop.wait()
+                stop_api.set()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                if self.election is not None:
+                    await self.election.resign()
+                await self.kv.aclose()
+
+    async def _announce(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                        ) -> None:
+        """This server under `<prefix>servers/`, bound to a lease kept alive; the others as
+        the watch sees them come and go."""
+        key = self.prefix + b"servers/" + self.server_config.name.encode()
+        ttl = self.server_config.leader_ttl
+        lease = await self.kv.lease_grant(ttl)
+        await self.kv.put(key, json.dumps({"name": self.server_config.name,
+                                           "address": self.address}).encode(), lease=lease)
+        kvs, revision = await self.kv.get_prefix(self.prefix + b"servers/")
+        for kv in kvs:
+            entry = json.loads(kv.value)
+            self._peers[entry["name"]] = entry["address"]
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow_peers, revision)
+            while True:
+                await trio.sleep(ttl / 3)
+                if await self.kv.lease_keepalive(lease) == 0:
+                    lease = await self.kv.lease_grant(ttl)
+                    await self.kv.put(key, json.dumps({"name": self.server_config.name,
+                                                       "address": self.address}).encode(),
+                                      lease=lease)
+
+    async def _follow_peers(self, revision: int) -> None:
+        prefix = self.prefix + b"servers/"
+        async for _, events in self.kv.watch(prefix, revision + 1):
+            for event in events:
+                name = event.kv.key[len(prefix):].decode()
+                if event.type == "DELETE":
+                    self._peers.pop(name, None)
+                else:
+                    self._peers[name] = json.loads(event.kv.value)["address"]
+
+    async def _campaign(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                        ) -> None:
+        """Campaign for leadership forever; lead while elected."""
+        raise NotImplementedError  # wired to runtime/cluster/leader.py
+
+
+def partial_serve(serve_api: Any, agent: Agent, stop: trio.Event, front: Any) -> Any:
+    async def serve(*, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        await serve_api(agent, stop, front=front, task_status=task_status)
+    return serve
