@@ -333,3 +333,91 @@ def test_a_stopped_jobs_allocation_on_a_down_node_is_lost() -> None:
     (stop,) = run(state, j).stop
     assert (stop.id, stop.client_status, stop.desired_description) == (
         first.id, "lost", "alloc is lost since its node is down")
+
+
+# ------------------------------------------------------------------ system and sysbatch
+
+
+def system(job_id: str = "agent", *, job_type: str = "system", **kw: object) -> Job:
+    """A system job (the jobspec does not take the type yet: built from a service one)."""
+    return msgspec.structs.replace(job(job_id, **kw), type=job_type)  # type: ignore[arg-type]
+
+
+def test_a_system_job_runs_one_allocation_per_eligible_node() -> None:
+    state = SchedulerState(node("a"), node("b"), node("c", scheduling_eligibility="ineligible"),
+                           node("d", status="down"), node("e", dc="dc2"))
+    plan = run(state, system(job_block='datacenters = ["dc1"]'))
+    assert on(plan) == ["a", "b"]
+    assert {a.name for a in plan.place} == {"agent.g[0]"}
+    assert plan.desired["g"].place == 2
+    assert plan.eval.status == "complete"
+    assert plan.evals == []
+
+
+def test_a_system_job_is_placed_on_a_node_that_joins_later() -> None:
+    state = SchedulerState(node("a"))
+    j = system()
+    first = running(state, run(state, j))
+    state.more.append(node("b"))
+    plan = run(state, j, trigger="node-update")
+    assert on(plan) == ["b"]
+    assert plan.stop == []
+    assert plan.desired["g"].ignore == 1
+    again = run(state, j, trigger="node-update")
+    assert (again.place, again.stop) == ([], [])
+    assert [a.node_id for a in first] == ["a"]
+
+
+def test_a_system_allocation_on_a_down_node_is_lost_and_not_replaced() -> None:
+    state = SchedulerState(node("a"), node("b"))
+    j = system()
+    allocs = running(state, run(state, j))
+    state.more[0].status = "down"
+    plan = run(state, j, trigger="node-update")
+    (lost,) = plan.stop
+    assert lost.id == next(a.id for a in allocs if a.node_id == "b")
+    assert (lost.client_status, lost.desired_status, lost.desired_description) == (
+        "lost", "stop", "alloc is lost since its node is down")
+    assert plan.place == []
+
+
+def test_a_changed_system_group_is_replaced_on_each_node() -> None:
+    state = SchedulerState(node("a"), node("b"))
+    allocs = running(state, run(state, system()))
+    plan = run(state, system(mem=300))
+    assert on(plan) == ["a", "b"]
+    by_node = {a.node_id: a for a in allocs}
+    assert {(a.node_id, a.previous_allocation) for a in plan.place} == {
+        (n, a.id) for n, a in by_node.items()}
+    assert sorted(a.desired_description for a in plan.stop) == ["alloc is being updated"] * 2
+
+
+def test_a_system_job_skips_filtered_nodes_silently_and_reports_full_ones() -> None:
+    rack = 'constraint {\n attribute = "${meta.rack}"\n value = "r1"\n }'
+    state = SchedulerState(node("a", meta={"rack": "r1"}), node("b"))
+    plan = run(state, system(group_block=rack))
+    assert on(plan) == ["a"]
+    assert plan.eval.failed_tg_allocs is None
+    state = SchedulerState(node("a"), node("b"))
+    plan = run(state, system(group_block=rack))
+    metric = plan.eval.failed_tg_allocs["g"]  # type: ignore[index]
+    assert (metric.nodes_evaluated, metric.nodes_filtered) == (2, 2)
+    state = SchedulerState(node("a"), node("b", cpu=100))
+    plan = run(state, system())
+    assert on(plan) == ["a"]
+    metric = plan.eval.failed_tg_allocs["g"]  # type: ignore[index]
+    assert (metric.nodes_evaluated, metric.nodes_exhausted) == (1, 1)
+    assert metric.dimension_exhausted == {"cpu": 1}
+    assert plan.failed == {"g": "Resources exhausted: cpu (needs 500 MHz, 100 of 100 MHz free)"}
+    assert [e.status for e in plan.evals] == ["blocked"]
+
+
+def test_a_sysbatch_job_runs_once_per_node_and_again_only_on_a_new_node() -> None:
+    state = SchedulerState(node("a"))
+    j = system("sweep", job_type="sysbatch")
+    (done,) = run(state, j).place
+    state.allocs[done.id] = msgspec.structs.replace(done, client_status="complete")
+    state.more.append(node("b"))
+    plan = run(state, j)  # registered again, unchanged: "a" is done
+    assert on(plan) == ["b"]
+    assert plan.place[0].name == "sweep.g[0]"

@@ -326,17 +326,19 @@ class _Placer:
 
     def select(self, group: TaskGroup, proposed: list[Allocation], prev: Allocation | None,
                *, penalized: frozenset[str] = frozenset(), preempt: bool = False,
-               protected: set[str] | None = None) -> _Selection:
+               protected: set[str] | None = None, only: Node | None = None) -> _Selection:
         """The best node for one allocation of `group`. `proposed`: the job's allocations
         the nodes would hold once the plan so far is applied; `penalized`: nodes a failed
-        allocation being replaced ran on (Nomad's rescheduling penalty)."""
+        allocation being replaced ran on (Nomad's rescheduling penalty); `only`: the one
+        candidate to try (the system scheduler's)."""
         evaluated = filtered = exhausted = 0
         constraint_filtered: dict[str, int] = {}
         dimensions: dict[str, int] = {}
         first_filtered = first_exhausted = ""
         fits: list[tuple[float, int, _Choice]] = []
         full: list[tuple[Node, _Usage]] = []
-        for node in self.cands.ready:
+        ready = self.cands.ready if only is None else [only]
+        for node in ready:
             evaluated += 1
             mine = [a for a in proposed if a.node_id == node.id]
             reason = filter_reason(self.job, group, node, mine)
@@ -368,7 +370,7 @@ class _Placer:
                 task_resources, shared, why = fit(node, group, freed)
                 if not why:
                     return _Selection(_Choice(node, task_resources, shared, victims, freed))
-        if not self.cands.ready:
+        if not ready:
             # No candidate at all (ineligible, draining, down, no node in the job's
             # datacenters): nothing evaluated, as Nomad's ready-node list leaves them out.
             why = self.cands.refusal or (
@@ -460,6 +462,12 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         _mark_lost(plan, lost_ids)
         _finish(state, plan, index, now, new_id)
         return plan
+    if job.type in ("system", "sysbatch"):
+        # One allocation per node (systemsched.py). Imported here: it builds on this
+        # module's pieces, so it cannot be imported before them.
+        from yurt.runtime.server.systemsched import schedule_system
+        return schedule_system(state, plan, job, nodes, lost_ids, index=index, now=now,
+                               new_id=new_id, can_preempt=can_preempt, algorithm=algorithm)
     cands = binpack.candidates(nodes, job)
     wanted = {f"{job.id}.{g.name}[{i}]": g for g in job.task_groups for i in range(g.count)}
     # What ended on its own is not placed again by a retry: a completed batch allocation is
