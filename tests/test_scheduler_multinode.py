@@ -421,3 +421,97 @@ def test_a_sysbatch_job_runs_once_per_node_and_again_only_on_a_new_node() -> Non
     plan = run(state, j)  # registered again, unchanged: "a" is done
     assert on(plan) == ["b"]
     assert plan.place[0].name == "sweep.g[0]"
+
+
+# ------------------------------------------------------------------ disconnected nodes
+
+SECOND = 1_000_000_000
+
+
+def test_a_disconnected_node_without_a_window_loses_its_allocations() -> None:
+    state = SchedulerState(node("a"), node("b"))
+    (first,) = running(state, run(state, job()))
+    next(n for n in state.nodes() if n.id == first.node_id).status = "disconnected"
+    plan = run(state, job(), trigger="node-update")
+    assert [(a.id, a.client_status) for a in plan.stop] == [(first.id, "lost")]
+    assert len(plan.place) == 1
+
+
+@pytest.mark.parametrize("window", ['max_client_disconnect = "1m"',
+                                    'disconnect {\n lost_after = "1m"\n }'])
+def test_a_disconnected_allocation_is_unknown_and_replaced_then_lost_after_the_window(
+        window: str) -> None:
+    state = SchedulerState(node("a"), node("b"))
+    j = job(group_block=window)
+    (first,) = running(state, run(state, j))
+    away = next(n for n in state.nodes() if n.id == first.node_id)
+    away.status = "disconnected"
+    plan = run(state, j, trigger="node-update")
+    assert plan.stop == []
+    (unknown,) = plan.update
+    assert (unknown.id, unknown.client_status, unknown.desired_status) == (
+        first.id, "unknown", "run")
+    assert unknown.desired_description == "alloc is unknown since its node is disconnected"
+    (replacement,) = plan.place
+    assert replacement.node_id != first.node_id
+    assert replacement.previous_allocation == first.id
+    (follow,) = plan.evals
+    assert (follow.triggered_by, follow.status, follow.wait) == (
+        "max-disconnect-timeout", "pending", 60 * SECOND)
+    assert follow.status_description == "created for delayed disconnect timeout"
+    assert unknown.followup_eval_id == follow.id
+    running(state, plan)
+    # Within the window nothing changes; past it, the unknown one is lost, not replaced
+    # again (its replacement holds the name).
+    ev = Evaluation(id=next(_ids), job_id=j.id, triggered_by="max-disconnect-timeout")
+    within = schedule(state, ev, j, index=50, now=unknown.modify_time + 59 * SECOND,
+                      new_id=lambda: next(_ids))
+    assert (within.place, within.stop, within.update) == ([], [], [])
+    past = schedule(state, ev, j, index=51, now=unknown.modify_time + 60 * SECOND,
+                    new_id=lambda: next(_ids))
+    assert past.place == []
+    assert [(a.id, a.client_status, a.desired_description) for a in past.stop] == [
+        (first.id, "lost", "alloc is lost since its node is down")]
+
+
+def test_a_reconnected_original_is_kept_and_its_replacement_stopped() -> None:
+    state = SchedulerState(node("a"), node("b"))
+    j = job(group_block='max_client_disconnect = "1h"')
+    (first,) = running(state, run(state, j))
+    away = next(n for n in state.nodes() if n.id == first.node_id)
+    away.status = "disconnected"
+    (replacement,) = running(state, run(state, j, trigger="node-update"))
+    away.status = "ready"
+    state.allocs[first.id] = msgspec.structs.replace(state.allocs[first.id],
+                                                     client_status="running")
+    plan = run(state, j, trigger="node-update")
+    assert plan.place == []
+    (stop,) = plan.stop
+    assert (stop.id, stop.desired_status, stop.desired_description) == (
+        replacement.id, "stop", "alloc not needed due to disconnected client reconnect")
+    assert [a.id for a in state.live_allocs()] == [first.id]
+
+
+def test_a_reconnected_original_of_an_older_version_gives_way_to_its_replacement() -> None:
+    state = SchedulerState(node("a"), node("b"))
+    j = job(group_block='max_client_disconnect = "1h"')
+    (first,) = running(state, run(state, j))
+    away = next(n for n in state.nodes() if n.id == first.node_id)
+    away.status = "disconnected"
+    run(state, j, trigger="node-update")
+    newer = job(group_block='max_client_disconnect = "1h"')
+    newer.version = 1
+    newer.job_modify_index = 100
+    # The replacement is updated in place; the unknown original, away, is left as it is.
+    assert run(state, newer).place == []
+    replacement = next(a for a in state.live_allocs() if a.id != first.id)
+    assert replacement.job is not None
+    assert replacement.job.version == 1
+    assert state.allocs[first.id].job.version == 0  # type: ignore[union-attr]
+    away.status = "ready"
+    state.allocs[first.id] = msgspec.structs.replace(state.allocs[first.id],
+                                                     client_status="running")
+    plan = run(state, newer, trigger="node-update")
+    assert [(a.id, a.desired_description) for a in plan.stop] == [
+        (first.id, "alloc not needed due to job update")]
+    assert [a.id for a in state.live_allocs()] == [replacement.id]

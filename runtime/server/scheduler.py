@@ -33,11 +33,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import msgspec
 
-from yurt.runtime.server import binpack, deployments, ports
+from yurt.runtime.server import binpack, deployments, disconnect, ports
 from yurt.runtime.server.binpack import Candidates
 from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.feasible import filter_reason, without_placement
@@ -74,8 +74,6 @@ from yurt.runtime.structs.update import Deployment
 
 #: A job may evict allocations of jobs at least this much lower in priority.
 PREEMPTION_DELTA = 10
-#: Nomad's StatusAllocLost (scheduler/structs/const.go).
-ALLOC_LOST: Final = "alloc is lost since its node is down"
 
 
 class SchedulerState(Protocol):
@@ -453,7 +451,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     live = [a for a in allocs if not a.is_terminal()]
     nodes = state.nodes()
     nodes_by_id = {n.id: n for n in nodes}
-    lost_ids = {a.id for a in live if node_lost(nodes_by_id.get(a.node_id))}
+    states = disconnect.classify(live, nodes_by_id, now)
+    lost_ids = states.lost
     rollout, plan.deployments = deployments.start(job, deployment, index, now)
     if job is None or job.stop or rollout is None:
         for alloc in live:
@@ -469,6 +468,14 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         return schedule_system(state, plan, job, nodes, lost_ids, index=index, now=now,
                                new_id=new_id, can_preempt=can_preempt, algorithm=algorithm)
     cands = binpack.candidates(nodes, job)
+    # Waiting unknown allocations and reconnect losers take no part (disconnect.py).
+    live = [a for a in live if a.id not in states.aside]
+    for alloc, why in states.stop:
+        plan.stop.append(stopped(alloc, index, now, why))
+        plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
+    disconnecting = {a.id for a in states.disconnecting}
+    # Names a replacement already holds: a lost allocation of such a name is not replaced.
+    held = {a.name for a in live if a.id not in lost_ids and a.id not in disconnecting}
     wanted = {f"{job.id}.{g.name}[{i}]": g for g in job.task_groups for i in range(g.count)}
     # What ended on its own is not placed again by a retry: a completed batch allocation is
     # done; any other is for a register or a forced evaluation to place again.
@@ -512,10 +519,11 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     canary_retries = {name: failures.now.pop(name) for name, (failed, _) in
                       list(failures.now.items()) if failed.id in failed_canaries}
     for alloc in live:
-        if alloc.id in lost_ids and alloc not in unneeded:
-            # Its node is down or gone: stopped as lost, and replaced at once elsewhere
-            # (Nomad's reconciler: not paced by the rollout nor the reschedule policy).
-            if alloc.name in wanted and alloc.name not in migrating:
+        if (alloc.id in lost_ids or alloc.id in disconnecting) and alloc not in unneeded:
+            # Its node is down, gone or disconnected: lost (stopped) or unknown, and
+            # replaced at once elsewhere (Nomad's reconciler: not paced by the rollout nor
+            # the reschedule policy).
+            if alloc.name in wanted and alloc.name not in migrating and alloc.name not in held:
                 migrating[alloc.name] = previous[alloc.name] = alloc
             else:
                 unneeded.append(alloc)
@@ -578,7 +586,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     def proposed(prev: Allocation | None) -> list[Allocation]:
         """The job's allocations the nodes hold once the plan so far is applied."""
         return [a for a in chain(live, plan.place) if a.id not in unneeded_ids
-                and a is not prev and a.id not in lost_ids]
+                and a is not prev and a.id not in lost_ids and a.id not in disconnecting]
 
     for name, group in wanted.items():
         desired = plan.desired.setdefault(group.name, DesiredUpdates())
@@ -616,7 +624,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         for victim in choice.victims:
             evicted[victim.id] = victim
         desired.preemptions += len(choice.victims)
-        if prev is not None and prev.id in lost_ids:
+        if prev is not None and (prev.id in lost_ids or prev.id in disconnecting):
             desired.place += 1
         elif name in migrating:
             desired.migrate += 1
@@ -689,22 +697,40 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     plan.deployments += rollout.writes
     plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
     _mark_lost(plan, lost_ids)
+    _mark_unknown(plan, states.disconnecting, ev, index, now, new_id)
     _finish(state, plan, index, now, new_id)
     return plan
-
-
-def node_lost(node: Node | None) -> bool:
-    """Whether allocations on `node` are lost: it is down, or the server no longer knows
-    it (Nomad's tainted nodes: a nil node or a down one)."""
-    return node is None or node.status == binpack.NODE_DOWN
 
 
 def _mark_lost(plan: Plan, lost_ids: set[str]) -> None:
     """The plan's stops of allocations on lost nodes, in Nomad's words: lost, not stopped."""
     plan.stop = [msgspec.structs.replace(a, client_status=ALLOC_CLIENT_LOST,
                                          desired_status=ALLOC_DESIRED_STOP,
-                                         desired_description=ALLOC_LOST)
+                                         desired_description=disconnect.ALLOC_LOST)
                  if a.id in lost_ids else a for a in plan.stop]
+
+
+def _mark_unknown(plan: Plan, allocs: list[Allocation], ev: Evaluation, index: int,
+                  now: int, new_id: Callable[[], str]) -> None:
+    """Allocations on a disconnected node within their window: not stopped (the plan moved
+    them as it moves a lost one) but unknown, still desired to run, with a follow-up
+    evaluation at the end of the window that finds them lost if the node is still away."""
+    ids = {a.id for a in allocs}
+    plan.stop = [a for a in plan.stop if a.id not in ids]
+    for alloc in allocs:
+        window = disconnect.lost_after(alloc)
+        follow = Evaluation(
+            id=new_id(), namespace=ev.namespace, priority=ev.priority, type=ev.type,
+            triggered_by=disconnect.TRIGGER_DISCONNECT_TIMEOUT, job_id=ev.job_id,
+            job_modify_index=ev.job_modify_index, status=EVAL_STATUS_PENDING,
+            status_description=disconnect.DISCONNECT_FOLLOW_UP, previous_eval=ev.id,
+            wait_until=as_time(now + window), wait=window, create_index=index,
+            modify_index=index, create_time=now, modify_time=now)
+        plan.evals.append(follow)
+        plan.update.append(msgspec.structs.replace(
+            alloc, client_status=disconnect.ALLOC_CLIENT_UNKNOWN,
+            desired_description=disconnect.ALLOC_UNKNOWN, followup_eval_id=follow.id,
+            modify_index=index, alloc_modify_index=index, modify_time=now))
 
 
 def _outdated_failures(failures: Decision, allocs: list[Allocation],
