@@ -13,7 +13,7 @@ import pytest
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server import binpack
+from yurt.runtime.server import binpack, scheduler
 from yurt.runtime.server.scheduler import Plan, schedule
 from yurt.runtime.structs import (
     Allocation,
@@ -202,6 +202,30 @@ def test_the_one_node_messages_are_kept() -> None:
             metric.nodes_available, metric.dimension_exhausted) == (1, 1, 1, {"dc1": 1},
                                                                     {"cpu": 1})
     assert plan.failed == {"g": "Resources exhausted: cpu (needs 2000 MHz, 1000 of 1000 MHz free)"}
+
+
+def test_distinct_hosts_places_one_allocation_per_node() -> None:
+    state = SchedulerState(node("a"), node("b"))
+    plan = run(state, job(count=3, group_block='constraint {\n operator = "distinct_hosts"\n'
+                                               ' value = "true"\n }'))
+    assert on(plan) == ["a", "b"]
+    metric = plan.eval.failed_tg_allocs["g"]  # type: ignore[index]
+    assert metric.constraint_filtered == {"distinct_hosts": 2}
+    assert plan.failed == {"g": 'Constraint "distinct_hosts" filtered 2 nodes'}
+
+
+def test_distinct_property_counts_allocations_on_every_node_with_the_value() -> None:
+    state = SchedulerState(node("a", meta={"rack": "r1"}), node("b", meta={"rack": "r1"}),
+                           node("c", meta={"rack": "r2"}))
+    plan = run(state, job(count=3, group_block='constraint {\n operator = "distinct_property"'
+                                               '\n attribute = "${meta.rack}"\n }'))
+    placed = on(plan)
+    assert len(placed) == 2
+    assert "c" in placed
+    metric = plan.eval.failed_tg_allocs["g"]  # type: ignore[index]
+    assert metric.constraint_filtered == {
+        "distinct_property: ${meta.rack}=r1 used by 1 allocs": 2,
+        "distinct_property: ${meta.rack}=r2 used by 1 allocs": 1}
 
 
 # ------------------------------------------------------------------ per-node resources
@@ -515,3 +539,24 @@ def test_a_reconnected_original_of_an_older_version_gives_way_to_its_replacement
     assert [(a.id, a.desired_description) for a in plan.stop] == [
         (first.id, "alloc not needed due to job update")]
     assert [a.id for a in state.live_allocs()] == [replacement.id]
+
+
+def test_placing_many_allocations_over_many_nodes_evaluates_each_node_about_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A placement changes only its own node: the others' verdicts are kept, so N
+    # placements over M nodes fit about N + M times, not N × M (10,000 here).
+    calls = 0
+    real = scheduler.fit
+
+    def counted(*args: object) -> object:
+        nonlocal calls
+        calls += 1
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scheduler, "fit", counted)
+    state = SchedulerState(node("n0", cpu=100_000, mem=100_000),
+                           *(node(f"n{i}", cpu=100_000, mem=100_000) for i in range(1, 50)))
+    plan = run(state, job(count=200, cpu=10, mem=10))
+    assert len(plan.place) == 200
+    assert len(set(on(plan))) == 50
+    assert calls <= 200 + 50

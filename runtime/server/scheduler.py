@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any, Protocol
 
 import msgspec
@@ -68,6 +67,7 @@ from yurt.runtime.structs import (
     TaskGroup,
     is_client_terminal,
 )
+from yurt.runtime.structs.constraint import CONSTRAINT_DISTINCT_PROPERTY
 from yurt.runtime.structs.identity import default_identity
 from yurt.runtime.structs.network import AllocatedSharedResources
 from yurt.runtime.structs.update import Deployment
@@ -300,19 +300,46 @@ class _Selection:
     preemption_failed: bool = False
 
 
+@dataclass
+class _Verdict:
+    """One node's answer for one allocation of a group: filtered (`reason`), exhausted
+    (`why`), or a `choice` with its `score`."""
+
+    reason: str | None = None
+    why: str = ""
+    choice: _Choice | None = None
+    score: float = 0.0
+
+
 class _Placer:
     """Per-node usage over one pass, and node selection (Nomad's stack: feasibility, fit,
-    rank, then preemption where nothing fits). Usage starts from the live allocations on each
-    node and follows the plan: placements add, replaced allocations and victims free."""
+    rank, then preemption where nothing fits).
+
+    Usage starts from the live allocations on each node and follows the plan: placements
+    add, replaced allocations and victims free. The job's own allocations (`mine`, what
+    distinct_* constraints and the anti-affinity count) start from its live ones that stay
+    and gain the plan's placements. A placement changes only its node (and the node of the
+    allocation it replaces), so each node's verdict for a group is kept until then: placing
+    N allocations over M nodes costs about N + M node evaluations, not N × M."""
 
     def __init__(self, job: Job, cands: Candidates, live: Iterable[Allocation],
-                 algorithm: str) -> None:
-        self.job, self.cands, self.algorithm = job, cands, algorithm
+                 mine: Iterable[Allocation], algorithm: str, nodes: dict[str, Node]) -> None:
+        self.job, self.cands, self.algorithm, self.nodes = job, cands, algorithm, nodes
         self.usage: dict[str, _Usage] = {}
         self.on_node: dict[str, list[Allocation]] = {}
         for alloc in live:
             self.usage[alloc.node_id] = self._usage(alloc.node_id).plus(alloc)
             self.on_node.setdefault(alloc.node_id, []).append(alloc)
+        self.mine: list[Allocation] = []
+        self.collisions: dict[tuple[str, str], int] = {}  # (node, group) → the job's allocs
+        for alloc in mine:
+            self._add_mine(alloc)
+        self._verdicts: dict[str, dict[str, _Verdict]] = {}  # group → node → verdict
+
+    def _add_mine(self, alloc: Allocation) -> None:
+        self.mine.append(alloc)
+        key = (alloc.node_id, alloc.task_group)
+        self.collisions[key] = self.collisions.get(key, 0) + 1
 
     def _usage(self, node_id: str) -> _Usage:
         return self.usage.get(node_id, _Usage(0, 0, frozenset()))
@@ -322,44 +349,50 @@ class _Placer:
         usage = self._usage(node.id)
         return usage.without(prev) if prev is not None and prev.node_id == node.id else usage
 
-    def select(self, group: TaskGroup, proposed: list[Allocation], prev: Allocation | None,
-               *, penalized: frozenset[str] = frozenset(), preempt: bool = False,
+    def select(self, group: TaskGroup, prev: Allocation | None = None, *,
+               penalized: frozenset[str] = frozenset(), preempt: bool = False,
                protected: set[str] | None = None, only: Node | None = None) -> _Selection:
-        """The best node for one allocation of `group`. `proposed`: the job's allocations
-        the nodes would hold once the plan so far is applied; `penalized`: nodes a failed
-        allocation being replaced ran on (Nomad's rescheduling penalty); `only`: the one
-        candidate to try (the system scheduler's)."""
+        """The best node for one allocation of `group`, replacing `prev` if any.
+        `penalized`: nodes a failed allocation being replaced ran on (Nomad's rescheduling
+        penalty); `only`: the one candidate to try (the system scheduler's)."""
         evaluated = filtered = exhausted = 0
         constraint_filtered: dict[str, int] = {}
         dimensions: dict[str, int] = {}
         first_filtered = first_exhausted = ""
-        fits: list[tuple[float, int, _Choice]] = []
-        full: list[tuple[Node, _Usage]] = []
+        best: _Verdict | None = None
+        full: list[Node] = []
         ready = self.cands.ready if only is None else [only]
+        # Verdicts are reused unless this placement is special for some node: it replaces
+        # an allocation, is penalized somewhere, or counts allocations across nodes.
+        reuse = prev is None and not penalized and not any(
+            c.operator == CONSTRAINT_DISTINCT_PROPERTY
+            for c in (*self.job.constraints, *group.constraints))
+        verdicts = self._verdicts.setdefault(group.name, {}) if reuse else {}
         for node in ready:
             evaluated += 1
-            mine = [a for a in proposed if a.node_id == node.id]
-            reason = filter_reason(self.job, group, node, mine)
-            if reason is not None:  # constraints and distinct_*: no preemption helps
+            verdict = verdicts.get(node.id)
+            if verdict is None:
+                verdict = self._evaluate(node, group, prev, penalized)
+                if reuse:
+                    verdicts[node.id] = verdict
+            if verdict.reason is not None:  # constraints and distinct_*: no eviction helps
                 filtered += 1
-                constraint_filtered[reason] = constraint_filtered.get(reason, 0) + 1
-                first_filtered = first_filtered or reason
-                continue
-            trial = self.trial(node, prev)
-            task_resources, shared, why = fit(node, group, trial)
-            if why:
+                constraint_filtered[verdict.reason] = (
+                    constraint_filtered.get(verdict.reason, 0) + 1)
+                first_filtered = first_filtered or verdict.reason
+            elif verdict.choice is None:
                 exhausted += 1
-                dim = _dimension(why)
+                dim = _dimension(verdict.why)
                 dimensions[dim] = dimensions.get(dim, 0) + 1
-                first_exhausted = first_exhausted or why
-                full.append((node, trial))
-                continue
-            fits.append((self._score(node, group, trial, mine, penalized), -len(fits),
-                         _Choice(node, task_resources, shared, [], trial)))
-        if fits:
-            return _Selection(max(fits, key=lambda f: (f[0], f[1]))[2])
-        if preempt and full:
-            for node, trial in full:
+                first_exhausted = first_exhausted or verdict.why
+                full.append(node)
+            elif best is None or verdict.score > best.score:  # ties: the first node
+                best = verdict
+        if best is not None and best.choice is not None:
+            return _Selection(best.choice)
+        if preempt:
+            for node in full:
+                trial = self.trial(node, prev)
                 victims = _preemption(node, self.on_node.get(node.id, ()), self.job, group,
                                       trial, protected or set())
                 if not victims:
@@ -385,25 +418,42 @@ class _Placer:
             dimension_exhausted=dimensions or None)
         return _Selection(None, why, metric, preemption_failed=preempt and bool(full))
 
-    def _score(self, node: Node, group: TaskGroup, trial: _Usage, mine: list[Allocation],
-               penalized: frozenset[str]) -> float:
+    def _evaluate(self, node: Node, group: TaskGroup, prev: Allocation | None,
+                  penalized: frozenset[str]) -> _Verdict:
+        reason = filter_reason(self.job, group, node, (a for a in self.mine if a is not prev),
+                               self.nodes.get)
+        if reason is not None:
+            return _Verdict(reason=reason)
+        trial = self.trial(node, prev)
+        task_resources, shared, why = fit(node, group, trial)
+        if why:
+            return _Verdict(why=why)
         cpu, mem = group_needs(group)
-        collisions = sum(1 for a in mine if a.task_group == group.name)
-        return binpack.final_score((
+        collisions = self.collisions.get((node.id, group.name), 0) - (
+            1 if prev is not None and prev.node_id == node.id
+            and prev.task_group == group.name and prev in self.mine else 0)
+        score = binpack.final_score((
             binpack.fitness(node, trial.cpu + cpu, trial.mem + mem, self.algorithm),
             binpack.anti_affinity(collisions, group.count),
             -1.0 if node.id in penalized else None,
             binpack.affinity_score(
                 [*self.job.affinities, *group.affinities,
                  *(a for t in group.tasks for a in t.affinities)], node)))
+        return _Verdict(choice=_Choice(node, task_resources, shared, [], trial), score=score)
 
     def commit(self, choice: _Choice, placed: Allocation, prev: Allocation | None) -> None:
         """`placed` is in the plan: its node holds it, and `prev` (replaced) is freed."""
+        touched = {choice.node.id}
         if prev is not None and prev.node_id != choice.node.id:
             self.release(prev)
+            touched.add(prev.node_id)
         self.usage[choice.node.id] = choice.trial.plus(placed)
         for victim in choice.victims:
             self.on_node[choice.node.id].remove(victim)
+        self._add_mine(placed)
+        for verdicts in self._verdicts.values():
+            for node_id in touched:
+                verdicts.pop(node_id, None)
 
     def release(self, alloc: Allocation) -> None:
         if alloc.node_id in self.usage:
@@ -545,7 +595,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
                  and a.name not in migrating]
     unneeded_ids = {a.id for a in unneeded + moving_canaries}
     placer = _Placer(job, cands, (a for a in state.live_allocs() if a.id not in unneeded_ids),
-                     algorithm)
+                     (a for a in live if a.id not in unneeded_ids and a.id not in lost_ids
+                      and a.id not in disconnecting), algorithm, nodes_by_id)
     evicted: dict[str, Allocation] = {}
     outdated = [a for a in kept if a.job is not None
                 and a.job.job_modify_index != job.job_modify_index]
@@ -553,8 +604,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     # (feasible.py).
     unfit = {a.id for a in outdated if (node := nodes_by_id.get(a.node_id)) is None
              or filter_reason(job, wanted[a.name], node, (
-                 b for b in live if b.id not in unneeded_ids and b.id != a.id
-                 and b.node_id == a.node_id)) is not None}
+                 b for b in live if b.id not in unneeded_ids and b.id != a.id),
+                 nodes_by_id.get) is not None}
     previous.update({a.name: a for a in outdated if a.id in unfit})
     kept = [a for a in kept if a.id not in unfit]
     outdated = [a for a in outdated if a.id not in unfit]
@@ -583,11 +634,6 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             alloc_modify_index=index, create_time=now, modify_time=now,
             deployment_id=joining, **fields)
 
-    def proposed(prev: Allocation | None) -> list[Allocation]:
-        """The job's allocations the nodes hold once the plan so far is applied."""
-        return [a for a in chain(live, plan.place) if a.id not in unneeded_ids
-                and a is not prev and a.id not in lost_ids and a.id not in disconnecting]
-
     for name, group in wanted.items():
         desired = plan.desired.setdefault(group.name, DesiredUpdates())
         if name in kept_names:
@@ -607,7 +653,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
             continue
         failed, tracker = failures.now.get(name, (None, None))
         selection = placer.select(
-            group, proposed(prev), prev,
+            group, prev,
             penalized=frozenset({failed.node_id}) if failed is not None else frozenset(),
             preempt=can_preempt and group.name not in hopeless,
             protected=protected | set(evicted))
@@ -658,7 +704,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     fresh = [(g, n) for g, names in rolling.canaries.items() for n in names]
     for group_name, name in fresh + retried:
         group = wanted[name]
-        selection = placer.select(group, proposed(None), None)
+        selection = placer.select(group)
         if selection.choice is None:
             plan.failed.setdefault(group.name, selection.why)
             continue

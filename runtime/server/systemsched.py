@@ -100,7 +100,7 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
         plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
     stopping = {a.id for a, _ in stop}
     placer = _Placer(job, cands, (a for a in state.live_allocs() if a.id not in stopping),
-                     algorithm)
+                     (a for a in live if a.id not in stopping), algorithm, known)
     protected = {a.id for a in live}
     evicted: dict[str, Allocation] = {}
     metrics: dict[str, AllocMetric] = {}
@@ -118,7 +118,7 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
                 old = current.job.lookup_group(group.name) if current.job else None
                 mine = [a for a in live if a.node_id == node.id and a.id != current.id
                         and a.id not in stopping]
-                if filter_reason(job, group, node, mine) is not None:
+                if filter_reason(job, group, node, mine, known.get) is not None:
                     stop.append((current, "alloc not needed due to job update"))
                     desired.stop += 1
                     continue
@@ -148,7 +148,7 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
                     placed_somewhere.add(group.name)
                     continue
                 failed = current if not current.next_allocation else None
-            choice = _select(placer, node, group, live, stopping, prev, can_preempt,
+            choice = _select(placer, node, group, prev, can_preempt,
                              protected | set(evicted), metrics, plan.failed)
             if choice is None:
                 if prev is not None and prev.desired_transition.migrate:
@@ -193,15 +193,14 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
     return plan
 
 
-def _select(placer: _Placer, node: Node, group: TaskGroup, live: list[Allocation],
-            stopping: set[str], prev: Allocation | None, can_preempt: bool,
+def _select(placer: _Placer, node: Node, group: TaskGroup, prev: Allocation | None,
+            can_preempt: bool,
             protected: set[str], metrics: dict[str, AllocMetric], failed: dict[str, str]
             ) -> _Choice | None:
     """One allocation of `group` on `node`, or None (recorded in `metrics`: filtered nodes
     are merged, an exhausted one makes the group fail, its reason in `failed`)."""
-    proposed = [a for a in live if a.id not in stopping and a is not prev]
-    selection = placer.select(group, proposed, prev, preempt=can_preempt,
-                              protected=protected, only=node)
+    selection = placer.select(group, prev, preempt=can_preempt, protected=protected,
+                              only=node)
     if selection.choice is not None:
         return selection.choice
     got = selection.metric
