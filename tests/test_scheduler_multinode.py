@@ -144,6 +144,48 @@ def test_affinity_prefers_the_matching_node() -> None:
     assert placed.node_id == "b"
 
 
+def test_an_even_spread_prefers_the_value_with_fewest_allocations() -> None:
+    # Without the spread the second allocation would go to a2, first of the equal nodes.
+    state = SchedulerState(node("a1"), node("a2"), node("b1", dc="dc2"))
+    plan = run(state, job(count=2, group_block='spread {\n attribute = "${node.datacenter}"\n }'))
+    assert [a.node_id for a in plan.place] == ["a1", "b1"]
+
+
+def test_a_spread_with_targets_places_by_their_percentages() -> None:
+    # 75 % of 4 in dc1, 25 % in dc2; the anti-affinity alone would alternate, 2 and 2.
+    state = SchedulerState(node("a"), node("b", dc="dc2"))
+    spread = ('spread {\n attribute = "${node.datacenter}"\n'
+              ' target "dc1" {\n percent = 75\n }\n target "dc2" {\n percent = 25\n }\n }')
+    plan = run(state, job(count=4, group_block=spread))
+    assert [a.node_id for a in plan.place] == ["a", "b", "a", "a"]
+    plain = run(SchedulerState(node("a"), node("b", dc="dc2")), job(count=4))
+    assert [a.node_id for a in plain.place] == ["a", "b", "a", "b"]
+
+
+def test_spread_scores_as_nomads_spread_iterator() -> None:
+    spread = parse_job('job "j" {\n group "g" {\n spread {\n attribute = "${node.datacenter}"'
+                       '\n target "dc1" {\n percent = 50\n }\n }\n task "t" {\n'
+                       ' driver = "mock_driver"\n }\n }\n}').task_groups[0].spreads
+    # count 4: dc1 wants 2 (one used: (2 - 2) / 2 = 0, not averaged in), the implicit
+    # target the other 2 ((2 - 1) / 2 for a value with none yet).
+    assert binpack.spread_score(spread, 4, node("a"), [{"dc1": 1}]) is None
+    assert binpack.spread_score(spread, 4, node("b", dc="dc7"), [{"dc1": 1}]) == 0.5
+    assert binpack.spread_score(spread, 4, node("c", dc=""), [{}]) == 0.5
+    unset = msgspec.structs.replace(spread[0], attribute="${meta.nope}")
+    assert binpack.spread_score([unset], 4, node("a"), [{}]) == -1.0
+
+
+def test_a_failed_allocation_is_replaced_away_from_its_node() -> None:
+    # Nomad's rescheduling penalty: -1 on the node the failed allocation ran on.
+    state = SchedulerState(node("a"), node("b"))
+    (first,) = run(state, job()).place
+    assert first.node_id == "a"
+    state.allocs[first.id] = msgspec.structs.replace(first, client_status="failed")
+    (replacement,) = run(state, job()).place
+    assert replacement.previous_allocation == first.id
+    assert replacement.node_id == "b"
+
+
 # ------------------------------------------------------------------ candidates
 
 

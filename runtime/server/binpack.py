@@ -17,7 +17,9 @@ this module says which nodes are candidates at all and ranks the ones that fit, 
 - **Penalties and preferences**: Nomad's job anti-affinity (`-(collisions + 1) / count`
   for a node already holding allocations of the same job and group), the rescheduling
   penalty (-1 on the node a failed allocation being replaced ran on), node affinities
-  (matched weights over the sum of absolute weights). Each present score is averaged into
+  (matched weights over the sum of absolute weights), spreads (Nomad's SpreadIterator: the
+  further a value is below its target share, or below the others for an even spread, the
+  higher). Each present score is averaged into
   the final one, as Nomad's `ScoreNormalizationIterator` does; an absent one (no
   collision, no affinity) is not averaged in.
 
@@ -29,14 +31,14 @@ here are small.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.feasible import check_constraint, resolve_target
-from yurt.runtime.structs import Job, Node
-from yurt.runtime.structs.constraint import Affinity
+from yurt.runtime.structs import Allocation, Job, Node
+from yurt.runtime.structs.constraint import Affinity, Spread
 
 ALGORITHM_BINPACK: Final = "binpack"
 ALGORITHM_SPREAD: Final = "spread"
@@ -147,6 +149,84 @@ def affinity_score(affinities: Sequence[Affinity], node: Node) -> float | None:
         if check_constraint(a.operator, left, right, left_found, right_found):
             matched += a.weight
     return matched / total
+
+
+#: Nomad's implicitTarget: the spread target of every value no target names.
+IMPLICIT_TARGET: Final = "*"
+
+
+def _targeted(spread: Spread, value: str) -> str:
+    """Nomad's targetedPropertyValue: the value itself if targeted (or no target is
+    named), else the implicit target."""
+    targets = {t.value for t in spread.target}
+    return value if not targets or value in targets else IMPLICIT_TARGET
+
+
+def spread_counts(spreads: Sequence[Spread], allocs: Iterable[Allocation],
+                  node_of: Callable[[str], Node | None]) -> list[dict[str, int]]:
+    """Per spread, how many of `allocs` (the group's, the plan's placements included) run
+    on each value of its attribute (Nomad's propertySet combined use map)."""
+    counts: list[dict[str, int]] = [{} for _ in spreads]
+    for alloc in allocs:
+        node = node_of(alloc.node_id)
+        if node is None:
+            continue
+        for spread, count in zip(spreads, counts, strict=True):
+            value, found = resolve_target(spread.attribute, node)
+            if found:
+                key = _targeted(spread, value)
+                count[key] = count.get(key, 0) + 1
+    return counts
+
+
+def spread_score(spreads: Sequence[Spread], desired_total: int, node: Node,
+                 counts: Sequence[dict[str, int]]) -> float | None:
+    """Nomad's SpreadIterator score for one more allocation on `node` (None: no spread, or
+    a sum of exactly 0, which Nomad does not average in). `spreads` are the group's then
+    the job's, `counts` from `spread_counts`. Nomad's `lowestSpreadBoost` for a target of
+    0 % is the lowest boost it has seen so far, starting at -1; here it is -1."""
+    if not spreads:
+        return None
+    weights = sum(s.weight for s in spreads) or 1
+    total = 0.0
+    for spread, used in zip(spreads, counts, strict=True):
+        value, found = resolve_target(spread.attribute, node)
+        if not found:
+            total -= 1.0  # missing property
+            continue
+        desired: dict[str, float] = {}
+        for target in spread.target:
+            desired[target.value] = target.percent / 100 * desired_total
+        wanted = sum(desired.values())
+        if 0 < wanted < desired_total:
+            desired[IMPLICIT_TARGET] = desired_total - wanted
+        if not desired:
+            total += _even_spread_boost(used, value)
+            continue
+        key = _targeted(spread, value)
+        goal = desired.get(key, desired.get(IMPLICIT_TARGET))
+        if goal is None or goal == 0:  # no target for the value, or a 0 % one
+            total -= 1.0
+        else:
+            total += (goal - (used.get(key, 0) + 1)) / goal * (spread.weight / weights)
+    return total if total != 0.0 else None
+
+
+def _even_spread_boost(used: dict[str, int], value: str) -> float:
+    """Nomad's evenSpreadScoreBoost: prefer the values with the fewest allocations."""
+    if not used:
+        return 0.0
+    current = used.get(value, 0)
+    low = min(used.values())
+    high = max(used.values())
+    boost = -1.0 if low == 0 else (low - current) / low
+    if current != low:
+        return boost
+    if low == high:
+        return -1.0
+    if low == 0:
+        return 1.0
+    return (high - low) / low
 
 
 def final_score(scores: Iterable[float | None]) -> float:

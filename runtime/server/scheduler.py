@@ -1,12 +1,13 @@
 """The scheduler: one evaluation in, one plan out. Pure: no I/O, no clock, no storage.
 
 It reads what it needs through `SchedulerState` (the job's allocations, the live allocations
-that hold resources, the node, the job's blocked evaluations) and returns a `Plan`: the
-allocations to place, to stop (evictions included), to update in place, the evaluation's own
-outcome, and evaluations to create or cancel. The server applies a plan in one commit; a
-cluster backend is meant to reuse this module unchanged over its own state.
+that hold resources, every node the server knows, the job's blocked evaluations) and returns a
+`Plan`: the allocations to place, to stop (evictions included), to update in place, the
+evaluation's own outcome, and evaluations to create or cancel. The server applies a plan in
+one commit; the embedded agent's state has one node, a cluster's many, and this module is the
+same for both.
 
-What it does, as Nomad's generic scheduler does on one node:
+What it does, as Nomad's generic scheduler does (system and sysbatch jobs: systemsched.py):
 
 - **Reconcile** desired (`count` allocations per group, named `<job>.<group>[<i>]`) against
   the job's live allocations: a live one whose group spec is unchanged is kept (updated in
@@ -14,15 +15,25 @@ What it does, as Nomad's generic scheduler does on one node:
   `PreviousAllocation`), one no longer wanted is stopped. A stopped job stops everything. A
   batch allocation that completed is done; one that ended on its own is not placed again by a
   retry (only a register or a forced evaluation places it again).
-- **Place** where the node's CPU and memory, less what live allocations hold, fit the group,
-  with enough healthy unused device instances and the host ports its network asks for
-  (server/ports.py: the ports live allocations hold are taken).
-- **Preempt**: allocations of jobs at least 10 priority lower may be evicted (lowest first, as
-  few as possible) to make room; the job's own are never evicted.
+- **Nodes gone wrong** (disconnect.py): an allocation on a down node, or one the server no
+  longer knows, is lost
+  (stopped, ClientStatus lost) and replaced at once elsewhere; on a disconnected node within
+  the group's disconnect window it is unknown and replaced, and reconciled when it returns.
+- **Place** on the best candidate node (binpack.py: ready, eligible, not draining, in the
+  job's datacenters; ranked by Nomad's binpack or spread fitness, job anti-affinity,
+  rescheduling penalty and affinities): one that meets the constraints (feasible.py) and
+  whose CPU and memory, less what live allocations on it hold, fit the group, with enough
+  healthy unused device instances and the host ports its network asks for (server/ports.py).
+- **Preempt**: where no node fits, allocations of jobs at least 10 priority lower may be
+  evicted (lowest first, as few as possible) on the first node where that makes room; the
+  job's own are never evicted.
 - **Block**: a group that still does not fit is reported in `FailedTGAllocs` (Nomad's
-  `AllocMetric`, `DimensionExhausted` naming what ran out) and leaves one blocked evaluation
-  per job (an older one is canceled), retried when capacity changes. A blocked evaluation that
-  is retried and still does not fit stays blocked; once everything is placed it is complete.
+  `AllocMetric` summed over the nodes: evaluated, filtered by which constraint, exhausted in
+  which dimension, available per datacenter) and leaves one blocked evaluation per job (an
+  older one is canceled), retried when capacity changes. A blocked evaluation that is
+  retried and still does not fit stays blocked; once everything is placed it is complete.
+  With one node every message reads as it always has ("Resources exhausted: cpu …",
+  `Constraint "…" filtered 1 nodes`).
 
 Invariant: allocations being replaced keep their resources until their replacement is placed,
 so a replacement that does not fit leaves the old allocation running as it was.
@@ -303,12 +314,13 @@ class _Selection:
 @dataclass
 class _Verdict:
     """One node's answer for one allocation of a group: filtered (`reason`), exhausted
-    (`why`), or a `choice` with its `score`."""
+    (`why`), or a `choice` and its `score` once known (unless other nodes' placements
+    move it: spreads)."""
 
     reason: str | None = None
     why: str = ""
     choice: _Choice | None = None
-    score: float = 0.0
+    score: float | None = None
 
 
 class _Placer:
@@ -331,6 +343,7 @@ class _Placer:
             self.usage[alloc.node_id] = self._usage(alloc.node_id).plus(alloc)
             self.on_node.setdefault(alloc.node_id, []).append(alloc)
         self.mine: list[Allocation] = []
+        self.mine_ids: set[str] = set()
         self.collisions: dict[tuple[str, str], int] = {}  # (node, group) → the job's allocs
         for alloc in mine:
             self._add_mine(alloc)
@@ -338,6 +351,7 @@ class _Placer:
 
     def _add_mine(self, alloc: Allocation) -> None:
         self.mine.append(alloc)
+        self.mine_ids.add(alloc.id)
         key = (alloc.node_id, alloc.task_group)
         self.collisions[key] = self.collisions.get(key, 0) + 1
 
@@ -363,16 +377,24 @@ class _Placer:
         full: list[Node] = []
         ready = self.cands.ready if only is None else [only]
         # Verdicts are reused unless this placement is special for some node: it replaces
-        # an allocation, is penalized somewhere, or counts allocations across nodes.
-        reuse = prev is None and not penalized and not any(
+        # an allocation there, or its feasibility counts allocations across nodes
+        # (distinct_property).
+        reuse = prev is None and not any(
             c.operator == CONSTRAINT_DISTINCT_PROPERTY
             for c in (*self.job.constraints, *group.constraints))
         verdicts = self._verdicts.setdefault(group.name, {}) if reuse else {}
+        spreads = [*group.spreads, *self.job.spreads]
+        spread_use = binpack.spread_counts(
+            spreads, (a for a in self.mine if a.task_group == group.name and a is not prev),
+            self.nodes.get) if spreads else []
+        best_score = 0.0
+        # Without spreads or penalties a node's score moves only with its own placements.
+        fixed_score = reuse and not spreads and not penalized
         for node in ready:
             evaluated += 1
             verdict = verdicts.get(node.id)
             if verdict is None:
-                verdict = self._evaluate(node, group, prev, penalized)
+                verdict = self._evaluate(node, group, prev)
                 if reuse:
                     verdicts[node.id] = verdict
             if verdict.reason is not None:  # constraints and distinct_*: no eviction helps
@@ -386,8 +408,15 @@ class _Placer:
                 dimensions[dim] = dimensions.get(dim, 0) + 1
                 first_exhausted = first_exhausted or verdict.why
                 full.append(node)
-            elif best is None or verdict.score > best.score:  # ties: the first node
-                best = verdict
+            else:
+                score = verdict.score if fixed_score else None
+                if score is None:
+                    score = self._score(node, group, verdict.choice.trial, prev, penalized,
+                                        spread_use)
+                    if fixed_score:
+                        verdict.score = score
+                if best is None or score > best_score:  # ties: the first node
+                    best, best_score = verdict, score
         if best is not None and best.choice is not None:
             return _Selection(best.choice)
         if preempt:
@@ -418,8 +447,8 @@ class _Placer:
             dimension_exhausted=dimensions or None)
         return _Selection(None, why, metric, preemption_failed=preempt and bool(full))
 
-    def _evaluate(self, node: Node, group: TaskGroup, prev: Allocation | None,
-                  penalized: frozenset[str]) -> _Verdict:
+    def _evaluate(self, node: Node, group: TaskGroup, prev: Allocation | None) -> _Verdict:
+        """Whether `node` passes the constraints and fits one allocation of `group`."""
         reason = filter_reason(self.job, group, node, (a for a in self.mine if a is not prev),
                                self.nodes.get)
         if reason is not None:
@@ -428,18 +457,24 @@ class _Placer:
         task_resources, shared, why = fit(node, group, trial)
         if why:
             return _Verdict(why=why)
+        return _Verdict(choice=_Choice(node, task_resources, shared, [], trial))
+
+    def _score(self, node: Node, group: TaskGroup, trial: _Usage, prev: Allocation | None,
+               penalized: frozenset[str], spread_use: list[dict[str, int]]) -> float:
+        """Nomad's final score of a node that fits (binpack.py)."""
         cpu, mem = group_needs(group)
         collisions = self.collisions.get((node.id, group.name), 0) - (
             1 if prev is not None and prev.node_id == node.id
-            and prev.task_group == group.name and prev in self.mine else 0)
-        score = binpack.final_score((
+            and prev.task_group == group.name and prev.id in self.mine_ids else 0)
+        return binpack.final_score((
             binpack.fitness(node, trial.cpu + cpu, trial.mem + mem, self.algorithm),
             binpack.anti_affinity(collisions, group.count),
             -1.0 if node.id in penalized else None,
             binpack.affinity_score(
                 [*self.job.affinities, *group.affinities,
-                 *(a for t in group.tasks for a in t.affinities)], node)))
-        return _Verdict(choice=_Choice(node, task_resources, shared, [], trial), score=score)
+                 *(a for t in group.tasks for a in t.affinities)], node),
+            binpack.spread_score([*group.spreads, *self.job.spreads], group.count, node,
+                                 spread_use)))
 
     def commit(self, choice: _Choice, placed: Allocation, prev: Allocation | None) -> None:
         """`placed` is in the plan: its node holds it, and `prev` (replaced) is freed."""
