@@ -517,7 +517,7 @@ def test_a_disconnected_allocation_is_unknown_and_replaced_then_lost_after_the_w
     (unknown,) = plan.update
     assert (unknown.id, unknown.client_status, unknown.desired_status) == (
         first.id, "unknown", "run")
-    assert unknown.desired_description == "alloc is unknown since its node is disconnected"
+    assert unknown.client_description == "alloc is unknown since its node is disconnected"
     (replacement,) = plan.place
     assert replacement.node_id != first.node_id
     assert replacement.previous_allocation == first.id

@@ -11,8 +11,9 @@ of their node; yurt keeps the cases it has:
   A lost allocation is stopped (ClientStatus lost) and replaced at once, unless a
   replacement already runs under its name (one placed when it went unknown).
 - **disconnecting**: on a disconnected node, within the window, not yet unknown. It becomes
-  ClientStatus unknown (still desired to run), a replacement is placed at once, and a
-  follow-up evaluation at the end of the window marks it lost if its node is still away.
+  ClientStatus unknown (ClientDescription in Nomad's words, still desired to run), a
+  replacement is placed at once, and a follow-up evaluation at the end of the window marks
+  it lost if its node is still away.
 - **waiting**: unknown on a node still disconnected, within the window: left as it is; it
   holds no name (its replacement does).
 - **reconnecting**: on a ready node again while a replacement it got runs too. Nomad's

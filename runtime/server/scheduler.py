@@ -810,7 +810,7 @@ def _mark_unknown(plan: Plan, allocs: list[Allocation], ev: Evaluation, index: i
         plan.evals.append(follow)
         plan.update.append(msgspec.structs.replace(
             alloc, client_status=disconnect.ALLOC_CLIENT_UNKNOWN,
-            desired_description=disconnect.ALLOC_UNKNOWN, followup_eval_id=follow.id,
+            client_description=disconnect.ALLOC_UNKNOWN, followup_eval_id=follow.id,
             modify_index=index, alloc_modify_index=index, modify_time=now))
 
 
