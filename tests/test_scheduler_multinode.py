@@ -602,3 +602,23 @@ def test_placing_many_allocations_over_many_nodes_evaluates_each_node_about_once
     assert len(plan.place) == 200
     assert len(set(on(plan))) == 50
     assert calls <= 200 + 50
+
+
+def test_a_system_allocation_on_a_disconnected_node_is_unknown_and_not_replaced() -> None:
+    state = SchedulerState(node("a"), node("b"))
+    j = system(group_block='max_client_disconnect = "1h"')
+    allocs = running(state, run(state, j))
+    away = state.more[0]
+    away.status = "disconnected"
+    plan = run(state, j, trigger="node-update")
+    assert (plan.place, plan.stop) == ([], [])
+    (unknown,) = plan.update
+    assert (unknown.node_id, unknown.client_status, unknown.desired_status) == (
+        "b", "unknown", "run")
+    assert [e.triggered_by for e in plan.evals] == ["max-disconnect-timeout"]
+    away.status = "ready"
+    state.allocs[unknown.id] = msgspec.structs.replace(state.allocs[unknown.id],
+                                                       client_status="running")
+    back = run(state, j, trigger="node-update")
+    assert (back.place, back.stop) == ([], [])
+    assert sorted(a.id for a in state.live_allocs()) == sorted(a.id for a in allocs)

@@ -550,7 +550,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         # One allocation per node (systemsched.py). Imported here: it builds on this
         # module's pieces, so it cannot be imported before them.
         from yurt.runtime.server.systemsched import schedule_system
-        return schedule_system(state, plan, job, nodes, lost_ids, index=index, now=now,
+        return schedule_system(state, plan, job, nodes, states, index=index, now=now,
                                new_id=new_id, can_preempt=can_preempt, algorithm=algorithm)
     cands = binpack.candidates(nodes, job)
     # Waiting unknown allocations and reconnect losers take no part (disconnect.py).

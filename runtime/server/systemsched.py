@@ -12,9 +12,11 @@ Nomad's SystemScheduler (and SysBatchScheduler) with its node reconciler
   (updated in place to a new job version while the node still meets the constraints); one of
   a changed group is replaced on its node; one whose group is gone, or whose node fell out of
   the job's datacenters or constraints, is stopped. One on a node that is known but not a
-  candidate (ineligible, draining, initializing elsewhere) is left alone: the drainer moves
-  what must move. One on a node that is down or gone is lost (ClientStatus lost) and, unlike
-  the generic scheduler's, not replaced elsewhere: it belongs to its node.
+  candidate (ineligible, draining) is left alone: the drainer moves what must move. One on a
+  node that is down or gone is lost (ClientStatus lost) and, unlike the generic scheduler's,
+  not replaced elsewhere: it belongs to its node. On a disconnected node it is lost, or
+  unknown within its group's disconnect window (disconnect.py), and never replaced; back on
+  a ready node within the window it simply runs on.
 - **Ended**: a sysbatch allocation that completed for this job version is done on its node;
   an allocation that ended on its own (failed) is placed again only by a register or a forced
   evaluation, as in the generic scheduler (system jobs are not rescheduled).
@@ -33,6 +35,7 @@ from collections.abc import Callable
 import msgspec
 
 from yurt.runtime.server import binpack
+from yurt.runtime.server.disconnect import NodeStates
 from yurt.runtime.server.feasible import filter_reason
 from yurt.runtime.server.scheduler import (
     DesiredUpdates,
@@ -41,6 +44,7 @@ from yurt.runtime.server.scheduler import (
     _Choice,
     _finish,
     _mark_lost,
+    _mark_unknown,
     _Placer,
     _replaced_by,
     _same_version,
@@ -70,9 +74,11 @@ def alloc_name(job: Job, group: TaskGroup) -> str:
 
 
 def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Node],
-                    lost_ids: set[str], *, index: int, now: int,
+                    states: NodeStates, *, index: int, now: int,
                     new_id: Callable[[], str], can_preempt: bool, algorithm: str) -> Plan:
-    """The plan for a system or sysbatch `job` (running, not stopped) over `nodes`."""
+    """The plan for a system or sysbatch `job` (running, not stopped) over `nodes`;
+    `states`: its live allocations by the state of their node (disconnect.py)."""
+    lost_ids = states.lost
     ev: Evaluation = plan.eval
     allocs = state.job_allocs(ev.job_id)
     live = [a for a in allocs if not a.is_terminal()]
@@ -189,6 +195,7 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
         ev, failed_tg_allocs={g: m for g, m in metrics.items()
                               if m.nodes_exhausted or g not in placed_somewhere} or None)
     _mark_lost(plan, lost_ids)
+    _mark_unknown(plan, states.disconnecting, ev, index, now, new_id)
     _finish(state, plan, index, now, new_id)
     return plan
 
