@@ -15,13 +15,13 @@ What it does, as Nomad's generic scheduler does (system and sysbatch jobs: syste
   `PreviousAllocation`), one no longer wanted is stopped. A stopped job stops everything. A
   batch allocation that completed is done; one that ended on its own is not placed again by a
   retry (only a register or a forced evaluation places it again).
-- **Nodes gone wrong** (disconnect.py): an allocation on a down node, or one the server no
-  longer knows, is lost
-  (stopped, ClientStatus lost) and replaced at once elsewhere; on a disconnected node within
-  the group's disconnect window it is unknown and replaced, and reconciled when it returns.
+- **Nodes gone wrong** (disconnect.py): an allocation on a down node, or on one the server
+  no longer knows, is lost (stopped, ClientStatus lost) and replaced at once elsewhere; on a
+  disconnected node within the group's disconnect window it is unknown and replaced, and
+  reconciled when it returns.
 - **Place** on the best candidate node (binpack.py: ready, eligible, not draining, in the
   job's datacenters; ranked by Nomad's binpack or spread fitness, job anti-affinity,
-  rescheduling penalty and affinities): one that meets the constraints (feasible.py) and
+  rescheduling penalty, affinities and spreads): one that meets the constraints (feasible.py) and
   whose CPU and memory, less what live allocations on it hold, fit the group, with enough
   healthy unused device instances and the host ports its network asks for (server/ports.py).
 - **Preempt**: where no node fits, allocations of jobs at least 10 priority lower may be
