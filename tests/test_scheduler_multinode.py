@@ -199,6 +199,23 @@ def test_the_jobs_datacenters_filter_nodes_with_globs() -> None:
     assert (metric.nodes_evaluated, metric.nodes_in_pool, metric.nodes_available) == (0, 0, {})
 
 
+@pytest.mark.parametrize(("pattern", "value", "matches"), [
+    ("*", "anything", True), ("dc1", "dc1", True), ("dc1", "dc10", False),
+    ("dc*", "dc10", True), ("*-1", "us-east-1", True), ("*-1", "us-east-2", False),
+    ("us-*-1", "us-east-1", True), ("a*b*c", "abc", True), ("a*b*c", "acb", False),
+    ("ab*ba", "aba", False),
+])
+def test_datacenters_match_as_go_glob(pattern: str, value: str, matches: bool) -> None:
+    assert binpack.glob_match(pattern, value) is matches
+
+
+def test_a_node_of_another_pool_is_not_a_candidate() -> None:
+    state = SchedulerState(node("a", node_pool="gpu"), node("b"))
+    plan = run(state, job(count=2))
+    assert on(plan) == ["b", "b"]
+    assert binpack.candidates(state.nodes(), job()).in_pool == 1
+
+
 @pytest.mark.parametrize("bad", [
     {"status": "down"}, {"status": "disconnected"},
     {"scheduling_eligibility": "ineligible"},
