@@ -9,11 +9,15 @@ from yurt.runtime.structs import Allocation, Evaluation, Node
 class SchedulerState:
     """The scheduler's view over a dict of allocations: what LocalServer answers from its
     store, with a plan applied as the server commits it (every allocation it names stored
-    under its ID)."""
+    under its ID). `node` is the first node; `more` are the others of a cluster."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, *more: Node) -> None:
         self.node = node
+        self.more: list[Node] = list(more)
         self.allocs: dict[str, Allocation] = {}
+
+    def nodes(self) -> list[Node]:
+        return [self.node, *self.more]
 
     def job_allocs(self, job_id: str) -> list[Allocation]:
         return [a for a in self.allocs.values() if a.job_id == job_id]

@@ -72,6 +72,9 @@ class World:
     def blocked_evals(self, job_id: str) -> list[Evaluation]:
         return []
 
+    def nodes(self) -> list[Node]:
+        return [self.node]
+
     def new_id(self) -> str:
         return f"id-{next(self.ids)}"
 

@@ -47,6 +47,7 @@ from yurt.runtime.structs import (
 from yurt.runtime.structs.artifact import TaskArtifact
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread, SpreadTarget
 from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
+from yurt.runtime.structs.job import DisconnectStrategy
 from yurt.runtime.structs.network import DNSConfig, NetworkResource, Port
 from yurt.runtime.structs.service import CheckRestart, Service, ServiceCheck
 from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
@@ -84,7 +85,8 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "ui": HclField("ui"),
     },
     TaskGroup: {
-        **_same("count", "meta", "ephemeral_disk", "migrate", "update"),
+        **_same("count", "meta", "ephemeral_disk", "migrate", "update",
+                "max_client_disconnect", "disconnect"),
         "network": HclField("networks"),
         "task": HclField("tasks", label="name"),
         "restart": HclField("restart_policy"),
@@ -118,6 +120,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
+    DisconnectStrategy: _same("lost_after"),
     Service: {**_same("name", "task", "port", "address_mode", "address", "enable_tag_override",
                       "tags", "canary_tags", "check_restart", "meta", "canary_meta",
                       "tagged_addresses", "on_update", "provider", "cluster", "kind"),
@@ -204,10 +207,11 @@ def _nomad(*pairs: str) -> frozenset[str]:
 NOMAD_ONLY: Final[dict[type[msgspec.Struct], frozenset[str]]] = {
     Job: _nomad("all_at_once AllAtOnce", "node_pool NodePool", "multiregion Multiregion",
                 "vault_token VaultToken", "consul_token ConsulToken"),
-    TaskGroup: _nomad("volume Volumes", "disconnect Disconnect", "shutdown_delay ShutdownDelay",
+    DisconnectStrategy: _nomad("replace Replace", "reconcile Reconcile",
+                               "stop_on_client_after StopOnClientAfter"),
+    TaskGroup: _nomad("volume Volumes", "shutdown_delay ShutdownDelay",
                       "max_run_duration MaxRunDuration", "scaling Scaling", "consul Consul",
                       "stop_after_client_disconnect StopAfterClientDisconnect",
-                      "max_client_disconnect MaxClientDisconnect",
                       "prevent_reschedule_on_lost PreventRescheduleOnLost"),
     Task: _nomad("vault Vault", "consul Consul", "volume_mount VolumeMounts",
                  "csi_plugin CSIPluginConfig", "kind Kind", "scaling ScalingPolicies",

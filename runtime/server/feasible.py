@@ -42,15 +42,15 @@ Everything else compared here is job text too, so no Python `re` pattern that co
 on it is used: numbers are recognised by RE2, and integers longer than int64 refused before
 `int()` sees them (Python refuses past 4300 digits, with an exception).
 
-Affinities and spreads only rank nodes; with one node there is nothing to rank, so they are
-not evaluated here.
+Affinities and spreads only rank nodes: affinities are scored in server/binpack.py; spreads
+are not scored yet.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Final
 
@@ -273,13 +273,16 @@ def _allowed(constraint: Constraint) -> int:
     return int(value) if value.isascii() and value.isdigit() and len(value) <= 20 else 1
 
 
-def filter_reason(job: Job, group: TaskGroup, node: Node,
-                  proposed: Iterable[Allocation]) -> str | None:
+def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[Allocation],
+                  node_of: Callable[[str], Node | None] | None = None) -> str | None:
     """Why `node` cannot take one more allocation of `group`, or None if it can.
 
-    `proposed` are the allocations the node would hold once the plan so far is applied
+    `proposed` are the allocations the cluster would hold once the plan so far is applied
     (live ones not being stopped, and the plan's placements); only the job's own matter, and
     they are read only when a distinct_* constraint asks (a generator costs nothing else).
+    With `node_of` (a node by ID), `distinct_hosts` counts those on `node` and
+    `distinct_property` those on nodes with the same value of the property, as Nomad's
+    propertySet does; without it every allocation counts as on `node` (one node).
     """
     for constraint in (*job.constraints, *group_constraints(group)):
         if not meets(constraint, node):
@@ -291,16 +294,31 @@ def filter_reason(job: Job, group: TaskGroup, node: Node,
     if not (job_hosts or group_hosts or scoped):
         return None
     mine = [a for a in proposed if a.job_id == job.id and a.namespace == job.namespace]
-    if (job_hosts and mine) or (group_hosts and any(a.task_group == group.name for a in mine)):
+    here = mine if node_of is None else [a for a in mine if a.node_id == node.id]
+    if (job_hosts and here) or (group_hosts and any(a.task_group == group.name for a in here)):
         return CONSTRAINT_DISTINCT_HOSTS
     for constraint, group_name in scoped:
         value, found = resolve_target(constraint.attribute, node)
         if not found:
             return f'missing property "{constraint.attribute}"'
-        used = sum(1 for a in mine if not group_name or a.task_group == group_name)
+        used = sum(1 for a in mine if (not group_name or a.task_group == group_name)
+                   and _same_value(constraint.attribute, value, a, node, node_of))
         if used >= _allowed(constraint):
             return f"distinct_property: {constraint.attribute}={value} used by {used} allocs"
     return None
+
+
+def _same_value(attribute: str, value: str, alloc: Allocation, node: Node,
+                node_of: Callable[[str], Node | None] | None) -> bool:
+    """Whether `alloc` runs where `attribute` has `value` (on `node` itself without
+    `node_of`)."""
+    if node_of is None or alloc.node_id == node.id:
+        return True
+    other = node_of(alloc.node_id)
+    if other is None:
+        return False
+    theirs, found = resolve_target(attribute, other)
+    return found and theirs == value
 
 
 def without_placement(group: TaskGroup) -> TaskGroup:

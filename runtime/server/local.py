@@ -404,6 +404,9 @@ class LocalServer:
     def allocs_for_node(self) -> list[Allocation]:
         return [a for a in self.allocs.values() if a.node_id == self.node.id]
 
+    def nodes(self) -> list[Node]:
+        return [self.node]
+
     def job_allocs(self, job_id: str) -> list[Allocation]:
         return sorted((a for a in self.allocs.values() if a.job_id == job_id),
                       key=lambda a: (a.create_index, a.name))

@@ -1,12 +1,13 @@
 """The scheduler: one evaluation in, one plan out. Pure: no I/O, no clock, no storage.
 
 It reads what it needs through `SchedulerState` (the job's allocations, the live allocations
-that hold resources, the node, the job's blocked evaluations) and returns a `Plan`: the
-allocations to place, to stop (evictions included), to update in place, the evaluation's own
-outcome, and evaluations to create or cancel. The server applies a plan in one commit; a
-cluster backend is meant to reuse this module unchanged over its own state.
+that hold resources, every node the server knows, the job's blocked evaluations) and returns a
+`Plan`: the allocations to place, to stop (evictions included), to update in place, the
+evaluation's own outcome, and evaluations to create or cancel. The server applies a plan in
+one commit; the embedded agent's state has one node, a cluster's many, and this module is the
+same for both.
 
-What it does, as Nomad's generic scheduler does on one node:
+What it does, as Nomad's generic scheduler does (system and sysbatch jobs: systemsched.py):
 
 - **Reconcile** desired (`count` allocations per group, named `<job>.<group>[<i>]`) against
   the job's live allocations: a live one whose group spec is unchanged is kept (updated in
@@ -14,15 +15,25 @@ What it does, as Nomad's generic scheduler does on one node:
   `PreviousAllocation`), one no longer wanted is stopped. A stopped job stops everything. A
   batch allocation that completed is done; one that ended on its own is not placed again by a
   retry (only a register or a forced evaluation places it again).
-- **Place** where the node's CPU and memory, less what live allocations hold, fit the group,
-  with enough healthy unused device instances and the host ports its network asks for
-  (server/ports.py: the ports live allocations hold are taken).
-- **Preempt**: allocations of jobs at least 10 priority lower may be evicted (lowest first, as
-  few as possible) to make room; the job's own are never evicted.
+- **Nodes gone wrong** (disconnect.py): an allocation on a down node, or on one the server
+  no longer knows, is lost (stopped, ClientStatus lost) and replaced at once elsewhere; on a
+  disconnected node within the group's disconnect window it is unknown and replaced, and
+  reconciled when it returns.
+- **Place** on the best candidate node (binpack.py: ready, eligible, not draining, in the
+  job's datacenters; ranked by Nomad's binpack or spread fitness, job anti-affinity,
+  rescheduling penalty, affinities and spreads): one that meets the constraints (feasible.py) and
+  whose CPU and memory, less what live allocations on it hold, fit the group, with enough
+  healthy unused device instances and the host ports its network asks for (server/ports.py).
+- **Preempt**: where no node fits, allocations of jobs at least 10 priority lower may be
+  evicted (lowest first, as few as possible) on the first node where that makes room; the
+  job's own are never evicted.
 - **Block**: a group that still does not fit is reported in `FailedTGAllocs` (Nomad's
-  `AllocMetric`, `DimensionExhausted` naming what ran out) and leaves one blocked evaluation
-  per job (an older one is canceled), retried when capacity changes. A blocked evaluation that
-  is retried and still does not fit stays blocked; once everything is placed it is complete.
+  `AllocMetric` summed over the nodes: evaluated, filtered by which constraint, exhausted in
+  which dimension, available per datacenter) and leaves one blocked evaluation per job (an
+  older one is canceled), retried when capacity changes. A blocked evaluation that is
+  retried and still does not fit stays blocked; once everything is placed it is complete.
+  With one node every message reads as it always has ("Resources exhausted: cpu …",
+  `Constraint "…" filtered 1 nodes`).
 
 Invariant: allocations being replaced keep their resources until their replacement is placed,
 so a replacement that does not fit leaves the old allocation running as it was.
@@ -32,19 +43,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any, Protocol
 
 import msgspec
 
-from yurt.runtime.server import deployments, ports
+from yurt.runtime.server import binpack, deployments, disconnect, ports
+from yurt.runtime.server.binpack import Candidates
 from yurt.runtime.server.drain import node_refusal
-from yurt.runtime.server.feasible import filter_reason, filtered_metric, without_placement
+from yurt.runtime.server.feasible import filter_reason, without_placement
 from yurt.runtime.server.ports import alloc_ports
 from yurt.runtime.server.reschedule import Decision, as_time, decide, needs_reschedule
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_FAILED,
+    ALLOC_CLIENT_LOST,
     ALLOC_DESIRED_EVICT,
     ALLOC_DESIRED_RUN,
     ALLOC_DESIRED_STOP,
@@ -66,6 +78,7 @@ from yurt.runtime.structs import (
     TaskGroup,
     is_client_terminal,
 )
+from yurt.runtime.structs.constraint import CONSTRAINT_DISTINCT_PROPERTY
 from yurt.runtime.structs.identity import default_identity
 from yurt.runtime.structs.network import AllocatedSharedResources
 from yurt.runtime.structs.update import Deployment
@@ -77,8 +90,9 @@ PREEMPTION_DELTA = 10
 class SchedulerState(Protocol):
     """What the scheduler reads: a consistent view of the server's state."""
 
-    @property
-    def node(self) -> Node: ...
+    def nodes(self) -> list[Node]:
+        """Every node the server knows, whatever its status (binpack.py picks candidates)."""
+        ...
 
     def job_allocs(self, job_id: str) -> list[Allocation]:
         """Every allocation of the job, oldest first."""
@@ -250,13 +264,14 @@ def _dimension(why: str) -> str:
     return why  # as Nomad's "network: reserved port collision db=6379"
 
 
-def _preemption(state: SchedulerState, job: Job, group: TaskGroup, usage: _Usage,
-                protected: set[str]) -> list[Allocation]:
-    """Allocations to evict so one allocation of `group` fits on top of `usage`: only of
-    jobs at least PREEMPTION_DELTA priority lower, lowest priority first, and none that does
-    not help (each chosen one is dropped again if the rest suffice). Empty if nothing would."""
+def _preemption(node: Node, on_node: Iterable[Allocation], job: Job, group: TaskGroup,
+                usage: _Usage, protected: set[str]) -> list[Allocation]:
+    """Allocations on `node` (`on_node`, its live ones) to evict so one allocation of `group`
+    fits on top of `usage`: only of jobs at least PREEMPTION_DELTA priority lower, lowest
+    priority first, and none that does not help (each chosen one is dropped again if the rest
+    suffice). Empty if nothing would."""
     candidates = sorted(
-        (a for a in state.live_allocs()
+        (a for a in on_node
          if a.id not in protected and a.job is not None and a.job_id != job.id
          and a.job.priority + PREEMPTION_DELTA <= job.priority),
         key=lambda a: (a.job.priority if a.job else 0, -a.create_index))
@@ -265,15 +280,219 @@ def _preemption(state: SchedulerState, job: Job, group: TaskGroup, usage: _Usage
     for candidate in candidates:
         chosen.append(candidate)
         trial = trial.without(candidate)
-        if not try_place(state.node, group, trial)[1]:
+        if not try_place(node, group, trial)[1]:
             break
     else:
         return []
     for candidate in list(reversed(chosen[:-1])):  # as few as possible
         rest = [c for c in chosen if c is not candidate]
-        if not try_place(state.node, group, usage.without(*rest))[1]:
+        if not try_place(node, group, usage.without(*rest))[1]:
             chosen = rest
     return chosen
+
+
+@dataclass
+class _Choice:
+    """Where one allocation goes: the node, its resources there, whom it evicts, and the
+    node's usage with the replaced allocation and the victims freed (before it is added)."""
+
+    node: Node
+    task_resources: dict[str, AllocatedTaskResources]
+    shared: AllocatedSharedResources | None
+    victims: list[Allocation]
+    trial: _Usage
+
+
+@dataclass
+class _Selection:
+    choice: _Choice | None
+    why: str = ""  # why nothing fits, in the one-node wording when there is one node
+    metric: AllocMetric | None = None
+    preemption_failed: bool = False
+
+
+@dataclass
+class _Verdict:
+    """One node's answer for one allocation of a group: filtered (`reason`), exhausted
+    (`why`), or a `choice` and its `score` once known (unless other nodes' placements
+    move it: spreads)."""
+
+    reason: str | None = None
+    why: str = ""
+    choice: _Choice | None = None
+    score: float | None = None
+
+
+class _Placer:
+    """Per-node usage over one pass, and node selection (Nomad's stack: feasibility, fit,
+    rank, then preemption where nothing fits).
+
+    Usage starts from the live allocations on each node and follows the plan: placements
+    add, replaced allocations and victims free. The job's own allocations (`mine`, what
+    distinct_* constraints and the anti-affinity count) start from its live ones that stay
+    and gain the plan's placements. A placement changes only its node (and the node of the
+    allocation it replaces), so each node's verdict for a group is kept until then: placing
+    N allocations over M nodes costs about N + M node evaluations, not N × M."""
+
+    def __init__(self, job: Job, cands: Candidates, live: Iterable[Allocation],
+                 mine: Iterable[Allocation], algorithm: str, nodes: dict[str, Node]) -> None:
+        self.job, self.cands, self.algorithm, self.nodes = job, cands, algorithm, nodes
+        self.usage: dict[str, _Usage] = {}
+        self.on_node: dict[str, list[Allocation]] = {}
+        for alloc in live:
+            self.usage[alloc.node_id] = self._usage(alloc.node_id).plus(alloc)
+            self.on_node.setdefault(alloc.node_id, []).append(alloc)
+        self.mine: list[Allocation] = []
+        self.mine_ids: set[str] = set()
+        self.collisions: dict[tuple[str, str], int] = {}  # (node, group) → the job's allocs
+        for alloc in mine:
+            self._add_mine(alloc)
+        self._verdicts: dict[str, dict[str, _Verdict]] = {}  # group → node → verdict
+
+    def _add_mine(self, alloc: Allocation) -> None:
+        self.mine.append(alloc)
+        self.mine_ids.add(alloc.id)
+        key = (alloc.node_id, alloc.task_group)
+        self.collisions[key] = self.collisions.get(key, 0) + 1
+
+    def _usage(self, node_id: str) -> _Usage:
+        return self.usage.get(node_id, _Usage(0, 0, frozenset()))
+
+    def trial(self, node: Node, prev: Allocation | None) -> _Usage:
+        """The node's usage, less `prev` (the allocation being replaced) if it is there."""
+        usage = self._usage(node.id)
+        return usage.without(prev) if prev is not None and prev.node_id == node.id else usage
+
+    def select(self, group: TaskGroup, prev: Allocation | None = None, *,
+               penalized: frozenset[str] = frozenset(), preempt: bool = False,
+               protected: set[str] | None = None, only: Node | None = None) -> _Selection:
+        """The best node for one allocation of `group`, replacing `prev` if any.
+        `penalized`: nodes a failed allocation being replaced ran on (Nomad's rescheduling
+        penalty); `only`: the one candidate to try (the system scheduler's)."""
+        evaluated = filtered = exhausted = 0
+        constraint_filtered: dict[str, int] = {}
+        dimensions: dict[str, int] = {}
+        first_filtered = first_exhausted = ""
+        best: _Verdict | None = None
+        full: list[Node] = []
+        ready = self.cands.ready if only is None else [only]
+        # Verdicts are reused unless this placement is special for some node: it replaces
+        # an allocation there, or its feasibility counts allocations across nodes
+        # (distinct_property).
+        reuse = prev is None and not any(
+            c.operator == CONSTRAINT_DISTINCT_PROPERTY
+            for c in (*self.job.constraints, *group.constraints))
+        verdicts = self._verdicts.setdefault(group.name, {}) if reuse else {}
+        spreads = [*group.spreads, *self.job.spreads]
+        spread_use = binpack.spread_counts(
+            spreads, (a for a in self.mine if a.task_group == group.name and a is not prev),
+            self.nodes.get) if spreads else []
+        best_score = 0.0
+        # Without spreads or penalties a node's score moves only with its own placements.
+        fixed_score = reuse and not spreads and not penalized
+        for node in ready:
+            evaluated += 1
+            verdict = verdicts.get(node.id)
+            if verdict is None:
+                verdict = self._evaluate(node, group, prev)
+                if reuse:
+                    verdicts[node.id] = verdict
+            if verdict.reason is not None:  # constraints and distinct_*: no eviction helps
+                filtered += 1
+                constraint_filtered[verdict.reason] = (
+                    constraint_filtered.get(verdict.reason, 0) + 1)
+                first_filtered = first_filtered or verdict.reason
+            elif verdict.choice is None:
+                exhausted += 1
+                dim = _dimension(verdict.why)
+                dimensions[dim] = dimensions.get(dim, 0) + 1
+                first_exhausted = first_exhausted or verdict.why
+                full.append(node)
+            else:
+                score = verdict.score if fixed_score else None
+                if score is None:
+                    score = self._score(node, group, verdict.choice.trial, prev, penalized,
+                                        spread_use)
+                    if fixed_score:
+                        verdict.score = score
+                if best is None or score > best_score:  # ties: the first node
+                    best, best_score = verdict, score
+        if best is not None and best.choice is not None:
+            return _Selection(best.choice)
+        if preempt:
+            for node in full:
+                trial = self.trial(node, prev)
+                victims = _preemption(node, self.on_node.get(node.id, ()), self.job, group,
+                                      trial, protected or set())
+                if not victims:
+                    continue
+                freed = trial.without(*victims)
+                task_resources, shared, why = fit(node, group, freed)
+                if not why:
+                    return _Selection(_Choice(node, task_resources, shared, victims, freed))
+        if not ready:
+            # No candidate at all (ineligible, draining, down, no node in the job's
+            # datacenters): nothing evaluated, as Nomad's ready-node list leaves them out.
+            why = self.cands.refusal or (
+                "no node is ready in datacenters " + ", ".join(self.job.datacenters))
+        elif first_exhausted:
+            why = first_exhausted
+        else:
+            why = (f'Constraint "{first_filtered}" filtered '
+                   f"{constraint_filtered[first_filtered]} nodes")
+        metric = AllocMetric(
+            nodes_evaluated=evaluated, nodes_filtered=filtered, nodes_exhausted=exhausted,
+            nodes_in_pool=self.cands.in_pool, nodes_available=dict(self.cands.available),
+            constraint_filtered=constraint_filtered or None,
+            dimension_exhausted=dimensions or None)
+        return _Selection(None, why, metric, preemption_failed=preempt and bool(full))
+
+    def _evaluate(self, node: Node, group: TaskGroup, prev: Allocation | None) -> _Verdict:
+        """Whether `node` passes the constraints and fits one allocation of `group`."""
+        reason = filter_reason(self.job, group, node, (a for a in self.mine if a is not prev),
+                               self.nodes.get)
+        if reason is not None:
+            return _Verdict(reason=reason)
+        trial = self.trial(node, prev)
+        task_resources, shared, why = fit(node, group, trial)
+        if why:
+            return _Verdict(why=why)
+        return _Verdict(choice=_Choice(node, task_resources, shared, [], trial))
+
+    def _score(self, node: Node, group: TaskGroup, trial: _Usage, prev: Allocation | None,
+               penalized: frozenset[str], spread_use: list[dict[str, int]]) -> float:
+        """Nomad's final score of a node that fits (binpack.py)."""
+        cpu, mem = group_needs(group)
+        collisions = self.collisions.get((node.id, group.name), 0) - (
+            1 if prev is not None and prev.node_id == node.id
+            and prev.task_group == group.name and prev.id in self.mine_ids else 0)
+        return binpack.final_score((
+            binpack.fitness(node, trial.cpu + cpu, trial.mem + mem, self.algorithm),
+            binpack.anti_affinity(collisions, group.count),
+            -1.0 if node.id in penalized else None,
+            binpack.affinity_score(
+                [*self.job.affinities, *group.affinities,
+                 *(a for t in group.tasks for a in t.affinities)], node),
+            binpack.spread_score([*group.spreads, *self.job.spreads], group.count, node,
+                                 spread_use)))
+
+    def commit(self, choice: _Choice, placed: Allocation, prev: Allocation | None) -> None:
+        """`placed` is in the plan: its node holds it, and `prev` (replaced) is freed."""
+        touched = {choice.node.id}
+        if prev is not None and prev.node_id != choice.node.id:
+            self.release(prev)
+            touched.add(prev.node_id)
+        self.usage[choice.node.id] = choice.trial.plus(placed)
+        for victim in choice.victims:
+            self.on_node[choice.node.id].remove(victim)
+        self._add_mine(placed)
+        for verdicts in self._verdicts.values():
+            for node_id in touched:
+                verdicts.pop(node_id, None)
+
+    def release(self, alloc: Allocation) -> None:
+        if alloc.node_id in self.usage:
+            self.usage[alloc.node_id] = self.usage[alloc.node_id].without(alloc)
 
 
 def stopped(alloc: Allocation, index: int, now: int, why: str,
@@ -299,24 +518,49 @@ def _replaced_by(failed: Allocation, new: Allocation, index: int, now: int) -> A
 
 def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: int,
              now: int, new_id: Callable[[], str], can_preempt: bool = True,
-             deployment: Deployment | None = None) -> Plan:
+             deployment: Deployment | None = None,
+             algorithm: str = binpack.ALGORITHM_BINPACK) -> Plan:
     """The plan for evaluation `ev` of `job` (None or stopped: stop everything).
 
     `index` numbers what the plan writes, `now` (unix ns) times it. A live allocation's
     group, as the job version it runs has it, is compared with the job's: the same, it is
     kept (updated in place to the new version); changed, it is replaced, at the pace of the
     group's `update` strategy (deployments.py; `deployment` is the job's latest).
+    `algorithm` is the scheduler configuration's `SchedulerAlgorithm` (binpack.py).
+
+    Placements go to the best candidate node (binpack.py); a live allocation whose node is
+    down or gone is lost: stopped (ClientStatus lost) and replaced on another node at once.
     """
     plan = Plan(eval=ev)
     allocs = state.job_allocs(ev.job_id)
     live = [a for a in allocs if not a.is_terminal()]
+    nodes = state.nodes()
+    nodes_by_id = {n.id: n for n in nodes}
+    states = disconnect.classify(live, nodes_by_id, now)
+    lost_ids = states.lost
     rollout, plan.deployments = deployments.start(job, deployment, index, now)
     if job is None or job.stop or rollout is None:
         for alloc in live:
             plan.stop.append(stopped(alloc, index, now, "alloc is being stopped"))
             plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
+        _mark_lost(plan, lost_ids)
         _finish(state, plan, index, now, new_id)
         return plan
+    if job.type in ("system", "sysbatch"):
+        # One allocation per node (systemsched.py). Imported here: it builds on this
+        # module's pieces, so it cannot be imported before them.
+        from yurt.runtime.server.systemsched import schedule_system
+        return schedule_system(state, plan, job, nodes, states, index=index, now=now,
+                               new_id=new_id, can_preempt=can_preempt, algorithm=algorithm)
+    cands = binpack.candidates(nodes, job)
+    # Waiting unknown allocations and reconnect losers take no part (disconnect.py).
+    live = [a for a in live if a.id not in states.aside]
+    for alloc, why in states.stop:
+        plan.stop.append(stopped(alloc, index, now, why))
+        plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
+    disconnecting = {a.id for a in states.disconnecting}
+    # Names a replacement already holds: a lost allocation of such a name is not replaced.
+    held = {a.name for a in live if a.id not in lost_ids and a.id not in disconnecting}
     wanted = {f"{job.id}.{g.name}[{i}]": g for g in job.task_groups for i in range(g.count)}
     # What ended on its own is not placed again by a retry: a completed batch allocation is
     # done; any other is for a register or a forced evaluation to place again.
@@ -360,6 +604,15 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     canary_retries = {name: failures.now.pop(name) for name, (failed, _) in
                       list(failures.now.items()) if failed.id in failed_canaries}
     for alloc in live:
+        if (alloc.id in lost_ids or alloc.id in disconnecting) and alloc not in unneeded:
+            # Its node is down, gone or disconnected: lost (stopped) or unknown, and
+            # replaced at once elsewhere (Nomad's reconciler: not paced by the rollout nor
+            # the reschedule policy).
+            if alloc.name in wanted and alloc.name not in migrating and alloc.name not in held:
+                migrating[alloc.name] = previous[alloc.name] = alloc
+            else:
+                unneeded.append(alloc)
+            continue
         if alloc in unneeded or alloc in waiting or alloc in moving_canaries:
             continue  # stopped, or a canary beside the allocation it is to replace
         group = wanted.get(alloc.name)
@@ -375,17 +628,19 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     # A promoted canary took its name over: the allocation it replaces is no longer needed.
     unneeded += [previous.pop(a.name) for a in kept if a.name in previous
                  and a.name not in migrating]
-    usage = _Usage(0, 0, frozenset())
     unneeded_ids = {a.id for a in unneeded + moving_canaries}
-    for alloc in state.live_allocs():
-        if alloc.id not in unneeded_ids:
-            usage = usage.plus(alloc)
+    placer = _Placer(job, cands, (a for a in state.live_allocs() if a.id not in unneeded_ids),
+                     (a for a in live if a.id not in unneeded_ids and a.id not in lost_ids
+                      and a.id not in disconnecting), algorithm, nodes_by_id)
     evicted: dict[str, Allocation] = {}
     outdated = [a for a in kept if a.job is not None
                 and a.job.job_modify_index != job.job_modify_index]
-    # Updated in place only where the node still fits the new job; else replaced (feasible.py).
-    unfit = {a.id for a in outdated if filter_reason(job, wanted[a.name], state.node, (
-        b for b in live if b.id not in unneeded_ids and b.id != a.id)) is not None}
+    # Updated in place only where its node still fits the new job; else replaced
+    # (feasible.py).
+    unfit = {a.id for a in outdated if (node := nodes_by_id.get(a.node_id)) is None
+             or filter_reason(job, wanted[a.name], node, (
+                 b for b in live if b.id not in unneeded_ids and b.id != a.id),
+                 nodes_by_id.get) is not None}
     previous.update({a.name: a for a in outdated if a.id in unfit})
     kept = [a for a in kept if a.id not in unfit]
     outdated = [a for a in outdated if a.id not in unfit]
@@ -404,15 +659,15 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     # The deployment this pass's placements join (none once it is over).
     joining = current.id if current is not None and current.active() else ""
 
-    def placement(name: str, group_name: str, task_resources: dict[str, AllocatedTaskResources],
-                  shared: AllocatedSharedResources | None, **fields: Any) -> Allocation:
-        """A new allocation of this pass on the node, numbered and timed by the plan."""
+    def placement(name: str, group_name: str, choice: _Choice, **fields: Any) -> Allocation:
+        """A new allocation of this pass on the chosen node, numbered and timed by the plan."""
         return Allocation(
             id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
-            node_id=state.node.id, node_name=state.node.name, job_id=job.id, job=job,
-            task_group=group_name, task_resources=task_resources, allocated_shared=shared,
-            create_index=index, modify_index=index, alloc_modify_index=index,
-            create_time=now, modify_time=now, deployment_id=joining, **fields)
+            node_id=choice.node.id, node_name=choice.node.name, job_id=job.id, job=job,
+            task_group=group_name, task_resources=choice.task_resources,
+            allocated_shared=choice.shared, create_index=index, modify_index=index,
+            alloc_modify_index=index, create_time=now, modify_time=now,
+            deployment_id=joining, **fields)
 
     for name, group in wanted.items():
         desired = plan.desired.setdefault(group.name, DesiredUpdates())
@@ -431,59 +686,40 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
                                  or (name in failures.now and name not in respec)):
             desired.ignore += 1  # held by the rollout: a later pass makes it
             continue
-        trial = usage.without(prev) if prev is not None else usage
-        reason = None if node_refusal(state.node) else filter_reason(job, group, state.node, (
-            a for a in chain(live, plan.place) if a.id not in unneeded_ids and a is not prev))
-        if reason is not None:  # constraints and distinct_*: no preemption makes it fit
-            plan.failed.setdefault(group.name, f'Constraint "{reason}" filtered 1 nodes')
+        failed, tracker = failures.now.get(name, (None, None))
+        selection = placer.select(
+            group, prev,
+            penalized=frozenset({failed.node_id}) if failed is not None else frozenset(),
+            preempt=can_preempt and group.name not in hopeless,
+            protected=protected | set(evicted))
+        if selection.preemption_failed:
+            hopeless.add(group.name)
+        choice = selection.choice
+        if choice is None:
+            plan.failed.setdefault(group.name, selection.why)
             if group.name in metrics:
                 metrics[group.name].coalesced_failures += 1
-            else:
-                metrics[group.name] = filtered_metric(state.node, reason)
-            continue
-        task_resources, shared, why = fit(state.node, group, trial)
-        victims: list[Allocation] = []
-        if why and can_preempt and group.name not in hopeless:
-            victims = _preemption(state, job, group, trial, protected | set(evicted))
-            if victims:
-                trial = trial.without(*victims)
-                task_resources, shared, why = fit(state.node, group, trial)
-            else:
-                hopeless.add(group.name)
-        if why:
-            plan.failed.setdefault(group.name, why)
-            metric = metrics.get(group.name)
-            if metric is None and node_refusal(state.node):
-                # Ineligible or draining: not a candidate at all, as Nomad's ready-node list
-                # leaves it out (nothing evaluated, none available in its datacenter).
-                metrics[group.name] = AllocMetric(
-                    nodes_evaluated=0, nodes_in_pool=1,
-                    nodes_available={state.node.datacenter: 0})
-            elif metric is None:
-                metrics[group.name] = AllocMetric(
-                    nodes_evaluated=1, nodes_exhausted=1, nodes_in_pool=1,
-                    nodes_available={state.node.datacenter: 1},
-                    dimension_exhausted={_dimension(why): 1})
-            else:
-                metric.coalesced_failures += 1
+            elif selection.metric is not None:
+                metrics[group.name] = selection.metric
             continue  # the previous allocation, if any, keeps running as it is
-        for victim in victims:
+        for victim in choice.victims:
             evicted[victim.id] = victim
-        desired.preemptions += len(victims)
-        if name in migrating:
+        desired.preemptions += len(choice.victims)
+        if prev is not None and (prev.id in lost_ids or prev.id in disconnecting):
+            desired.place += 1
+        elif name in migrating:
             desired.migrate += 1
         elif prev is not None:
             desired.destructive_update += 1
         else:
             desired.place += 1
-        failed, tracker = failures.now.get(name, (None, None))
         placed = placement(
-            name, group.name, task_resources, shared,
-            preempted_allocations=[v.id for v in victims], reschedule_tracker=tracker,
+            name, group.name, choice,
+            preempted_allocations=[v.id for v in choice.victims], reschedule_tracker=tracker,
             previous_allocation=prev.id if prev is not None else failed.id if failed else "",
             deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
             and name in migrating and deployments.is_canary(prev) else None)
-        usage = trial.plus(placed)
+        placer.commit(choice, placed, prev)
         plan.place.append(placed)
         if failed is not None:
             plan.update.append(_replaced_by(failed, placed, index, now))
@@ -503,20 +739,16 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     fresh = [(g, n) for g, names in rolling.canaries.items() for n in names]
     for group_name, name in fresh + retried:
         group = wanted[name]
-        reason = None if node_refusal(state.node) else filter_reason(
-            job, group, state.node, (a for a in chain(live, plan.place)
-                                     if a.id not in unneeded_ids))
-        task_resources, shared, why = fit(state.node, group, usage)
-        why = f'Constraint "{reason}" filtered 1 nodes' if reason is not None else why
-        if why:
-            plan.failed.setdefault(group.name, why)
+        selection = placer.select(group)
+        if selection.choice is None:
+            plan.failed.setdefault(group.name, selection.why)
             continue
         failed, tracker = canary_retries.get(name, (None, None))
         canary = placement(
-            name, group_name, task_resources, shared, reschedule_tracker=tracker,
+            name, group_name, selection.choice, reschedule_tracker=tracker,
             previous_allocation=failed.id if failed is not None else "",
             deployment_status=AllocDeploymentStatus(canary=True))
-        usage = usage.plus(canary)
+        placer.commit(selection.choice, canary, None)
         plan.place.append(canary)
         if failed is None:
             plan.desired.setdefault(group_name, DesiredUpdates()).canary += 1
@@ -545,8 +777,41 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     rollout.finish(rolling.left)
     plan.deployments += rollout.writes
     plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
+    _mark_lost(plan, lost_ids)
+    _mark_unknown(plan, states.disconnecting, ev, index, now, new_id)
     _finish(state, plan, index, now, new_id)
     return plan
+
+
+def _mark_lost(plan: Plan, lost_ids: set[str]) -> None:
+    """The plan's stops of allocations on lost nodes, in Nomad's words: lost, not stopped."""
+    plan.stop = [msgspec.structs.replace(a, client_status=ALLOC_CLIENT_LOST,
+                                         desired_status=ALLOC_DESIRED_STOP,
+                                         desired_description=disconnect.ALLOC_LOST)
+                 if a.id in lost_ids else a for a in plan.stop]
+
+
+def _mark_unknown(plan: Plan, allocs: list[Allocation], ev: Evaluation, index: int,
+                  now: int, new_id: Callable[[], str]) -> None:
+    """Allocations on a disconnected node within their window: not stopped (the plan moved
+    them as it moves a lost one) but unknown, still desired to run, with a follow-up
+    evaluation at the end of the window that finds them lost if the node is still away."""
+    ids = {a.id for a in allocs}
+    plan.stop = [a for a in plan.stop if a.id not in ids]
+    for alloc in allocs:
+        window = disconnect.lost_after(alloc)
+        follow = Evaluation(
+            id=new_id(), namespace=ev.namespace, priority=ev.priority, type=ev.type,
+            triggered_by=disconnect.TRIGGER_DISCONNECT_TIMEOUT, job_id=ev.job_id,
+            job_modify_index=ev.job_modify_index, status=EVAL_STATUS_PENDING,
+            status_description=disconnect.DISCONNECT_FOLLOW_UP, previous_eval=ev.id,
+            wait_until=as_time(now + window), wait=window, create_index=index,
+            modify_index=index, create_time=now, modify_time=now)
+        plan.evals.append(follow)
+        plan.update.append(msgspec.structs.replace(
+            alloc, client_status=disconnect.ALLOC_CLIENT_UNKNOWN,
+            client_description=disconnect.ALLOC_UNKNOWN, followup_eval_id=follow.id,
+            modify_index=index, alloc_modify_index=index, modify_time=now))
 
 
 def _outdated_failures(failures: Decision, allocs: list[Allocation],

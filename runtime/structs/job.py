@@ -105,6 +105,10 @@ class TaskGroup(Base):
     affinities: list[Affinity] = field(default_factory=list)
     spreads: list[Spread] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
+    #: How long allocations on a disconnected node stay unknown before they are lost
+    #: (the scheduler, server/disconnect.py); `disconnect.lost_after` is the newer spelling.
+    max_client_disconnect: Duration | None = None
+    disconnect: DisconnectStrategy | None = None
 
 
 class Job(Base):
@@ -157,6 +161,13 @@ DEFAULT_RESTART_POLICY["sysbatch"] = DEFAULT_RESTART_POLICY["batch"]
 
 
 
+
+
+class DisconnectStrategy(Base):
+    """A group's `disconnect {}` (Nomad's DisconnectStrategy); only `lost_after` is
+    modelled, so the block's other fields are refused by the jobspec, not ignored."""
+
+    lost_after: Duration = 0
 
 
 class MigrateStrategy(Base):

@@ -1,0 +1,113 @@
+"""Allocations whose node is down, disconnected or back: what the generic scheduler does with
+them. Pure: no I/O; time is a parameter.
+
+Nomad's reconciler (scheduler/reconciler/filters.go `classifyAllocs`, reconcile_cluster.go
+`reconcileReconnecting`, reconnecting_picker.go) sorts a job's live allocations by the state
+of their node; yurt keeps the cases it has:
+
+- **lost**: the node is down or gone; or it is disconnected and the group allows no
+  disconnect window (`max_client_disconnect`, or `disconnect { lost_after }`, which wins);
+  or the allocation was still pending there; or it has been unknown longer than the window.
+  A lost allocation is stopped (ClientStatus lost) and replaced at once, unless a
+  replacement already runs under its name (one placed when it went unknown).
+- **disconnecting**: on a disconnected node, within the window, not yet unknown. It becomes
+  ClientStatus unknown (ClientDescription in Nomad's words, still desired to run), a
+  replacement is placed at once, and a follow-up evaluation at the end of the window marks
+  it lost if its node is still away.
+- **waiting**: unknown on a node still disconnected, within the window: left as it is; it
+  holds no name (its replacement does).
+- **reconnecting**: on a ready node again while a replacement it got runs too. Nomad's
+  picker with its default `best_score` strategy decides: the replacement of a newer job
+  version wins, else the original (yurt keeps no scores, and with none Nomad keeps the
+  original). The loser is stopped, so exactly one runs.
+
+When an allocation went unknown is its `ModifyTime` as the scheduler set it (Nomad reads
+the last `unknown` entry of `AllocStates`, which yurt does not keep): the client of a
+disconnected node cannot update it, and the scheduler leaves a waiting allocation alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from yurt.runtime.server import binpack
+from yurt.runtime.structs import ALLOC_CLIENT_PENDING, Allocation, Job, Node
+
+ALLOC_CLIENT_UNKNOWN: Final = "unknown"
+#: Nomad's StatusAllocLost, StatusAllocUnknown, StatusAllocReconnected, StatusAllocNotNeeded.
+ALLOC_LOST: Final = "alloc is lost since its node is down"
+ALLOC_UNKNOWN: Final = "alloc is unknown since its node is disconnected"
+ALLOC_RECONNECTED: Final = "alloc not needed due to disconnected client reconnect"
+ALLOC_NOT_NEEDED: Final = "alloc not needed due to job update"
+#: Nomad's EvalTriggerMaxDisconnectTimeout and DescDisconnectTimeoutFollowupEval.
+TRIGGER_DISCONNECT_TIMEOUT: Final = "max-disconnect-timeout"
+DISCONNECT_FOLLOW_UP: Final = "created for delayed disconnect timeout"
+
+
+def lost_after(alloc: Allocation) -> int:
+    """The group's disconnect window in ns (0: none), as the allocation's job version says."""
+    group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+    if group is None:
+        return 0
+    if group.disconnect is not None and group.disconnect.lost_after:
+        return group.disconnect.lost_after
+    return group.max_client_disconnect or 0
+
+
+@dataclass
+class NodeStates:
+    """A job's live allocations sorted by the state of their node."""
+
+    lost: set[str] = field(default_factory=set)
+    disconnecting: list[Allocation] = field(default_factory=list)
+    #: Left out of this pass: waiting ones, and reconnect losers (stopped, in `stop`).
+    aside: set[str] = field(default_factory=set)
+    #: Reconnect losers to stop, with Nomad's description.
+    stop: list[tuple[Allocation, str]] = field(default_factory=list)
+
+
+def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int) -> NodeStates:
+    """Sort `live` (a job's allocations that are not terminal) by their node's state."""
+    allocs = list(live)
+    out = NodeStates()
+    for alloc in allocs:
+        node = nodes.get(alloc.node_id)
+        window = lost_after(alloc)
+        if node is None or node.status == binpack.NODE_DOWN:
+            out.lost.add(alloc.id)
+        elif alloc.client_status == ALLOC_CLIENT_UNKNOWN and (
+                window == 0 or alloc.modify_time + window <= now):
+            out.lost.add(alloc.id)  # expired (Nomad's Expired)
+        elif node.status == binpack.NODE_DISCONNECTED:
+            if alloc.client_status == ALLOC_CLIENT_UNKNOWN:
+                out.aside.add(alloc.id)
+            elif alloc.client_status == ALLOC_CLIENT_PENDING or window == 0:
+                out.lost.add(alloc.id)
+            else:
+                out.disconnecting.append(alloc)
+    # Reconnecting: an original back on a ready node beside the replacement it got.
+    for original in allocs:
+        if original.id in out.lost or original.id in out.aside or original.id in {
+                a.id for a in out.disconnecting}:
+            continue
+        replacement = next((a for a in allocs if a.previous_allocation == original.id
+                            and a.name == original.name and a.id not in out.aside), None)
+        if replacement is None or replacement.id in out.lost:
+            continue
+        if _newer(replacement.job, original.job):
+            out.stop.append((original, ALLOC_NOT_NEEDED))
+            out.aside.add(original.id)
+        else:
+            out.stop.append((replacement, ALLOC_RECONNECTED))
+            out.aside.add(replacement.id)
+    return out
+
+
+def _newer(replacement: Job | None, original: Job | None) -> bool:
+    """Nomad's `replacementIsNewer`."""
+    if replacement is None or original is None:
+        return False
+    return (replacement.version > original.version
+            or replacement.create_index > original.create_index)
