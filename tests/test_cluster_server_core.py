@@ -12,10 +12,25 @@ import trio
 import trio.testing
 
 from yurt.runtime.cluster.memkv import MemoryKV
-from yurt.runtime.cluster.server import ClusterServer
+from yurt.runtime.cluster.server import (
+    ClusterServer,
+    HeartbeatConfig,
+    NodeAuthError,
+    UnknownNode,
+)
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.etcdstore import ClusterStore
-from yurt.runtime.structs import EVAL_STATUS_PENDING, Job, Task, TaskGroup
+from yurt.runtime.structs import (
+    EVAL_STATUS_PENDING,
+    Job,
+    Node,
+    NodeCpuResources,
+    NodeMemoryResources,
+    NodeResources,
+    Resources,
+    Task,
+    TaskGroup,
+)
 
 PREFIX = b"/yurt/"
 
@@ -27,13 +42,15 @@ def job(job_id: str, n: int = 0) -> Job:
 
 
 @asynccontextmanager
-async def servers(count: int) -> AsyncIterator[list[ClusterServer]]:
+async def servers(count: int, heartbeat: HeartbeatConfig | None = None
+                  ) -> AsyncIterator[list[ClusterServer]]:
     space = MemoryKV()
     started = []
     async with trio.open_nursery() as nursery:
         for _ in range(count):
             kv = space.client()
-            server = ClusterServer(EventBroker(), ClusterStore(kv, PREFIX), kv, PREFIX)
+            server = ClusterServer(EventBroker(), ClusterStore(kv, PREFIX), kv, PREFIX,
+                                   heartbeat=heartbeat)
             await server.load()
             await nursery.start(server.follow)
             started.append(server)
@@ -88,3 +105,71 @@ async def test_racing_registers_through_two_servers_lose_nothing(
         assert s1.jobs["race"] == s2.jobs["race"]
         assert s1.jobs["race"].job_modify_index == max(indexes)
         assert s1.visible_index == s2.visible_index
+
+
+def node(node_id: str, cpu: int = 1000) -> Node:
+    return Node(id=node_id, name=f"name-{node_id}", datacenter="dc1",
+                attributes={"unique.network.ip-address": "127.0.0.1"},
+                node_resources=NodeResources(cpu=NodeCpuResources(cpu_shares=cpu),
+                                             memory=NodeMemoryResources(memory_mb=4096)))
+
+
+def sized(job_id: str, count: int) -> Job:
+    return Job(id=job_id, name=job_id, datacenters=["dc1"], task_groups=[TaskGroup(
+        name="g", count=count, tasks=[Task(name="t", driver="mock_driver",
+                                           resources=Resources(cpu=400, memory=64))])])
+
+
+async def test_only_the_leader_places_and_a_lapsed_node_loses_its_allocations(
+        autojump_clock: object) -> None:
+    heartbeat = HeartbeatConfig(min_ttl=2.0, grace=2.0)
+    async with servers(2, heartbeat=heartbeat) as (s1, s2), trio.open_nursery() as nursery:
+        for node_id in ("n1", "n2", "n3"):
+            await s1.register_node(node(node_id), f"secret-{node_id}")
+        registered = await s1.register_job(sized("web", 4))  # s1 does not lead
+        await settle(s1, s2)
+        assert s1.evals[registered.eval_id].status == EVAL_STATUS_PENDING
+        assert not s1.job_allocs("web")
+        nursery.start_soon(s2.lead)  # s2 takes over and finds the evaluation pending
+        await settle(s1, s2)
+        placed = [a for a in s1.job_allocs("web") if not a.is_terminal()]
+        assert len(placed) == 4
+        per_node = {n: sum(a.node_id == n for a in placed) for n in ("n1", "n2", "n3")}
+        assert sorted(per_node.values()) == [1, 1, 2]  # 2 × 400 MHz fit on a 1000 MHz node
+        # The fuller node stops heartbeating: its lease lapses and etcd drops its key.
+        victim = max(per_node, key=lambda n: (per_node[n], n))
+        lapsed = {a.id for a in placed if a.node_id == victim}
+        for _ in range(20):
+            for node_id in ("n1", "n2", "n3"):
+                if node_id != victim:
+                    await s1.node_heartbeat(node_id, f"secret-{node_id}")
+            await trio.sleep(1)
+        await settle(s1, s2)
+        assert s1.cluster_nodes[victim].status == "down"
+        for alloc_id in lapsed:
+            assert s1.allocs[alloc_id].client_status == "lost"
+            assert s1.allocs[alloc_id].desired_status == "stop"
+        running = [a for a in s1.job_allocs("web") if not a.is_terminal()]
+        # Both replacements fit on the two nodes left (2 × 400 MHz each).
+        assert {a.node_id for a in running} == {"n1", "n2", "n3"} - {victim}
+        assert len(running) == 4
+        assert {a.previous_allocation for a in running} >= lapsed
+        # The node comes back: it is ready again, and what was lost stays stopped.
+        await s2.node_heartbeat(victim, f"secret-{victim}")
+        await settle(s1, s2)
+        assert s1.cluster_nodes[victim].status == "ready"
+        assert all(s1.allocs[i].desired_status == "stop" for i in lapsed)
+        assert len([a for a in s1.job_allocs("web") if not a.is_terminal()]) == 4
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_node_secret_is_required_and_checked(autojump_clock: object) -> None:
+    async with servers(1) as (s1,):
+        await s1.register_node(node("n1"), "right")
+        with pytest.raises(NodeAuthError):
+            await s1.register_node(node("n1"), "wrong")
+        with pytest.raises(NodeAuthError):
+            await s1.node_heartbeat("n1", "wrong")
+        with pytest.raises(UnknownNode):
+            await s1.node_heartbeat("nobody", "x")
+        await s1.node_heartbeat("n1", "right")

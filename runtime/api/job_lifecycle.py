@@ -203,7 +203,8 @@ async def plan(ctx: Context, request: Request) -> Response:
     result = schedule(server, ev, candidate, index=index, now=time.time_ns(),
                       new_id=lambda: str(uuid.uuid4()),
                       can_preempt=server.scheduler_config.preemption_enabled(job.type),
-                      deployment=latest_deployment(server.deployments.values(), job.id))
+                      deployment=latest_deployment(server.deployments.values(), job.id),
+                      algorithm=server.scheduler_config.scheduler_algorithm)
     return json_response({
         "Index": server.visible_index,
         "Diff": job_diff(existing, candidate, _updates(result.desired)) if want_diff else None,

@@ -35,7 +35,7 @@ MIN_RESCHEDULE_DELAY: Final = 5 * SECOND
 MIN_RESCHEDULE_INTERVAL: Final = 15 * SECOND
 DELAY_FUNCTIONS: Final = ("constant", "exponential", "fibonacci")
 #: Job types whose groups are never rescheduled, and may not say otherwise.
-NO_RESCHEDULE_TYPES: Final = ("sysbatch",)
+NO_RESCHEDULE_TYPES: Final = ("system", "sysbatch")
 
 #: A job type Nomad has no default for gets a disabled policy (Nomad's zero policy).
 _DISABLED: Final = ReschedulePolicy(attempts=0, interval=0, delay=0, delay_function="",

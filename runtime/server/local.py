@@ -439,7 +439,8 @@ class LocalServer:
         plan = schedule(self, ev, job, index=self.index + 1, now=self._clock(), new_id=new_id,
                         can_preempt=job is not None
                         and self.scheduler_config.preemption_enabled(job.type),
-                        deployment=latest_deployment(self.deployments.values(), ev.job_id))
+                        deployment=latest_deployment(self.deployments.values(), ev.job_id),
+                        algorithm=self.scheduler_config.scheduler_algorithm)
         if (keep_if_unchanged and plan.changes_nothing and not plan.deployments
                 and plan.eval.status == ev.status):
             await trio.lowlevel.checkpoint()

@@ -15,7 +15,7 @@ Duration = Annotated[int, msgspec.Meta(extra={"yurt_kind": "duration"})]
 #: Go's zero `time.Time`, which Nomad's JSON carries for "never".
 ZERO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
 
-JOB_TYPES: Final = ("service", "batch", "sysbatch")
+JOB_TYPES: Final = ("service", "batch", "system", "sysbatch")
 LIFECYCLE_HOOKS: Final = ("prestart", "poststart", "poststop")
 RESTART_MODES: Final = ("delay", "fail")
 
