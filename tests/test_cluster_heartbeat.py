@@ -146,6 +146,9 @@ def test_the_ttl_counts_the_tracked_nodes_before_the_new_one() -> None:
     assert live.heartbeat("c", 0.0, rng=NO_JITTER) == 2.0
     assert live.heartbeat("a", 0.0, rng=NO_JITTER) == 3.0  # a re-heartbeat counts itself
     assert live.heartbeat("a", 0.0, node_count=10, rng=NO_JITTER) == 10.0
+    # The randomness given at construction is the default.
+    seeded = NodeLiveness(rng=FixedRandom(SECOND_NS // 2))
+    assert seeded.heartbeat("a", 0.0) == 10.5
 
 
 def test_failover_gives_every_node_the_failover_ttl_without_grace() -> None:

@@ -144,11 +144,13 @@ class NodeLiveness:
     def __init__(self, *, grace: float = HEARTBEAT_GRACE,
                  failover_ttl: float = FAILOVER_HEARTBEAT_TTL,
                  min_ttl: float = MIN_HEARTBEAT_TTL,
-                 max_per_second: float = MAX_HEARTBEATS_PER_SECOND) -> None:
+                 max_per_second: float = MAX_HEARTBEATS_PER_SECOND,
+                 rng: random.Random | None = None) -> None:
         self.grace = grace
         self.failover_ttl = failover_ttl
         self.min_ttl = min_ttl
         self.max_per_second = max_per_second
+        self.rng = rng if rng is not None else random.Random()
         self._deadlines: dict[str, float] = {}
         self._heap: list[tuple[float, str]] = []
 
@@ -166,10 +168,11 @@ class NodeLiveness:
         """Record a heartbeat (or a registration); return the TTL to hand the node, seconds.
 
         The node is considered down at `now + ttl + grace`. `node_count` defaults to the nodes
-        tracked before this one is added, Nomad's count; `rng` to the module's randomness.
+        tracked before this one is added, Nomad's count; `rng` to the one given at
+        construction.
         """
         count = len(self._deadlines) if node_count is None else node_count
-        ttl = heartbeat_ttl(count, rng if rng is not None else random.Random(),
+        ttl = heartbeat_ttl(count, rng if rng is not None else self.rng,
                             min_ttl=self.min_ttl, max_per_second=self.max_per_second)
         self._arm(node_id, now + ttl + self.grace)
         return ttl
