@@ -142,9 +142,9 @@ class ServerProcess:
                 stop_api.set()
                 nursery.cancel_scope.cancel()
         finally:
+            # The election's own cancellation revoked its lease: another server takes over
+            # at once.
             with trio.CancelScope(shield=True), trio.move_on_after(5):
-                if self.election is not None:
-                    await self.election.resign()
                 await self.kv.aclose()
 
     async def _announce(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -183,8 +183,21 @@ class ServerProcess:
 
     async def _campaign(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                         ) -> None:
-        """Campaign for leadership forever; lead while elected."""
-        raise NotImplementedError  # wired to runtime/cluster/leader.py
+        """Campaign for leadership forever; lead (schedule, watch node liveness) while
+        elected, stopping the moment the term ends."""
+        from yurt.runtime.cluster.leader import EtcdLeaseBackend, LeaderElection
+
+        self.election = LeaderElection(EtcdLeaseBackend(self.kv, self.prefix), "leader",
+                                       self.address, self.server_config.leader_ttl)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.election.run)
+            task_status.started()
+            while True:
+                async with self.election.leading():
+                    log.info("server %s leads (term %d)", self.server_config.name,
+                             self.election.term)
+                    await self.server.lead()
+                log.info("server %s no longer leads", self.server_config.name)
 
 
 def partial_serve(serve_api: Any, agent: Agent, stop: trio.Event, front: Any) -> Any:
