@@ -11,7 +11,7 @@ import httpx2
 import pytest
 import trio
 
-from tests.cluster_support import cluster, get
+from tests.cluster_support import cluster, get, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -50,9 +50,122 @@ async def test_two_servers_race_100_updates_of_one_job(etcd_urls: list[str],
             modify_indexes = [a["JobModifyIndex"] for a in answers]
             assert len(set(modify_indexes)) == 100
             for server in (s1, s2):
-                job = await get(server.address, "/v1/job/race")
+                # A server's view follows etcd's watch: a blocking query waits for it to
+                # reach the last update (as a Nomad follower's reads do).
+                job = await get(server.address, "/v1/job/race",
+                                index=str(max(modify_indexes) - 1))
                 assert job["Version"] == 99
                 assert job["JobModifyIndex"] == max(modify_indexes)
             versions = await get(s2.address, "/v1/job/race/versions")
             numbers = [v["Version"] for v in versions["Versions"]]
             assert len(numbers) == len(set(numbers))
+
+
+def node_body(node_id: str) -> dict[str, Any]:
+    return {"Node": {"ID": node_id, "Name": node_id, "Datacenter": "dc1",
+                     "Attributes": {"unique.network.ip-address": "127.0.0.1"},
+                     "Drivers": {"mock_driver": {"Detected": True, "Healthy": True}},
+                     "NodeResources": {"Cpu": {"CpuShares": 4000},
+                                       "Memory": {"MemoryMB": 4096}}},
+            "SecretID": f"secret-{node_id}"}
+
+
+async def test_leader_sigkill_the_other_server_places_the_next_job(
+        etcd_urls: list[str], etcd_prefix: bytes, tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with cluster(etcd_urls, etcd_prefix, tmp_path) as c:
+            s1 = await c.server("s1", "--leader-ttl", "2")
+            s2 = await c.server("s2", "--leader-ttl", "2")
+
+            async def leader() -> str:
+                return str(await get(s2.address, "/v1/status/leader"))
+
+            first = await wait_for(leader)
+            assert first in (s1.address, s2.address)
+            for server in (s1, s2):  # every server answers who leads
+                assert await get(server.address, "/v1/status/leader") == first
+            async with httpx2.AsyncClient(base_url=s1.address, timeout=30) as client:
+                r = await client.put("/v1/internal/node/register", json=node_body("n1"))
+                assert r.status_code == 200, r.text
+                r = await client.put("/v1/jobs", json=mock_job("before"))
+                r.raise_for_status()
+
+            async def placed(address: str, job_id: str) -> list[Any]:
+                allocs = await get(address, f"/v1/job/{job_id}/allocations")
+                return [a for a in allocs if a["NodeID"] == "n1"]
+
+            await wait_for(lambda: placed(s2.address, "before"))
+            dead, alive = (s1, s2) if first == s1.address else (s2, s1)
+            dead.kill()
+            killed_at = trio.current_time()
+
+            async def new_leader() -> bool:
+                return bool(await get(alive.address, "/v1/status/leader") == alive.address)
+
+            await wait_for(new_leader)
+            async with httpx2.AsyncClient(base_url=alive.address, timeout=30) as client:
+                # The node keeps heartbeating, to the server that is left.
+                r = await client.put("/v1/internal/node/n1/heartbeat", json={},
+                                     headers={"X-Yurt-Node-Secret": "secret-n1"})
+                assert r.status_code == 200, r.text
+                r = await client.put("/v1/jobs", json=mock_job("after"))
+                r.raise_for_status()
+            await wait_for(lambda: placed(alive.address, "after"))
+            # The lease (2 s) plus one scheduling pass.
+            assert trio.current_time() - killed_at < 2 + 3
+            peers = await get(alive.address, "/v1/status/peers")
+            assert dead.address not in peers or len(peers) == 2  # its entry lapses with it
+
+
+async def test_a_node_cannot_read_or_update_another_nodes_allocations(
+        etcd_urls: list[str], etcd_prefix: bytes, tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with cluster(etcd_urls, etcd_prefix, tmp_path) as c:
+            s1 = await c.server("s1", "--leader-ttl", "2")
+            async with httpx2.AsyncClient(base_url=s1.address, timeout=30) as client:
+                for node_id in ("n1", "n2"):
+                    r = await client.put("/v1/internal/node/register", json=node_body(node_id))
+                    assert r.status_code == 200, r.text
+                r = await client.put("/v1/jobs", json=mock_job("web", count=4))
+                r.raise_for_status()
+
+                async def allocs_of(node_id: str) -> dict[str, int]:
+                    r = await client.get(f"/v1/internal/node/{node_id}/allocs",
+                                         headers={"X-Yurt-Node-Secret": f"secret-{node_id}"})
+                    assert r.status_code == 200, r.text
+                    found: dict[str, int] = r.json()["Allocs"]
+                    return found
+
+                await wait_for(lambda: _both(allocs_of))
+                mine, theirs = list(await allocs_of("n1")), list(await allocs_of("n2"))
+                n1 = {"X-Yurt-Node-Secret": "secret-n1"}
+                ok = await client.post("/v1/internal/allocs", headers=n1,
+                                       json={"AllocIDs": mine, "NodeID": "n1"})
+                assert ok.status_code == 200
+                assert {a["ID"] for a in ok.json()["Allocs"]} == set(mine)
+                # n1's secret, n2's allocation: refused, whichever node it claims to be.
+                for body in ({"AllocIDs": theirs, "NodeID": "n1"},
+                             {"AllocIDs": theirs, "NodeID": "n2"},
+                             {"AllocIDs": theirs}):
+                    r = await client.post("/v1/internal/allocs", headers=n1, json=body)
+                    assert r.status_code == 403, (body, r.text)
+                r = await client.get("/v1/internal/node/n2/allocs", headers=n1)
+                assert r.status_code == 403
+                update = {"Allocs": [{"ID": theirs[0], "NodeID": "n2",
+                                      "ClientStatus": "failed"}]}
+                r = await client.post("/v1/internal/node/n1/allocs/update", headers=n1,
+                                      json=update)
+                assert r.status_code == 403
+                r = await client.post("/v1/internal/node/n2/allocs/update", headers=n1,
+                                      json=update)
+                assert r.status_code == 403
+                # Nothing of n2's changed.
+                alloc = (await client.get(f"/v1/allocation/{theirs[0]}")).json()
+                assert alloc["ClientStatus"] == "pending"
+                # No secret, or a made-up node: refused too.
+                r = await client.get("/v1/internal/node/n1/allocs")
+                assert r.status_code == 403
+
+
+async def _both(allocs_of: Any) -> bool:
+    return bool(await allocs_of("n1")) and bool(await allocs_of("n2"))
