@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yurt.runtime.cluster.remote import SECRET_HEADER
 from yurt.runtime.structs import Allocation, Node
@@ -59,6 +60,9 @@ class FakeNodeRPC:
     #: Set (and replaced) on every update batch received.
     updated: trio.Event = field(default_factory=trio.Event)
     registered: trio.Event = field(default_factory=trio.Event)
+    #: While set, every call is answered 503 (a server up but failing) and counted.
+    down: bool = False
+    refused_while_down: int = 0
 
     # ---------------------------------------------------------------- what the test does
 
@@ -158,7 +162,19 @@ class FakeNodeRPC:
         self.updated = trio.Event()
         return _json({"Index": self.index})
 
-    def app(self) -> Starlette:
+    def app(self) -> ASGIApp:
+        inner = self._routes()
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http" and self.down:
+                self.refused_while_down += 1
+                await _json({"error": "no leader"}, 503)(scope, receive, send)
+                return
+            await inner(scope, receive, send)
+
+        return app
+
+    def _routes(self) -> Starlette:
         return Starlette(routes=[
             Route("/v1/internal/node/register", self.register, methods=["PUT"]),
             Route("/v1/internal/node/{id}/heartbeat", self.heartbeat, methods=["PUT"]),
