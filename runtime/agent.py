@@ -17,7 +17,7 @@ periodic dispatcher, no node drain. `RemoteServer` (runtime/cluster/remote.py) s
 `LocalServer.run` was: it registers the node, heartbeats, pulls this node's allocations from
 the servers and takes the syncer's updates to them. The client side is the same code either
 way. What the embedded server gave the rest of the agent is answered by
-runtime/cluster/clientmode.py: server routes of the API get a 501 naming `--servers`,
+runtime/cluster/clientmode.py: server routes of the API are forwarded to a server,
 templates reading Nomad services or variables fail with a clear error, service registrations
 are not sent, workload identities are signed with a key of the agent's own
 (`<data-dir>/identity`).
@@ -75,6 +75,7 @@ from yurt.runtime.structs import (
 
 if TYPE_CHECKING:
     from yurt.runtime.client import Client
+    from yurt.runtime.cluster.proxy import ServerProxy
     from yurt.runtime.cluster.remote import RemoteServer
     from yurt.runtime.devices.manager import DeviceManager
     from yurt.runtime.devices.protocol import DeviceGroup
@@ -168,6 +169,8 @@ class Agent:
         self.server: LocalServer
         #: In client mode, the servers (and `server` is this same object: see `_open_remote`).
         self.remote: RemoteServer | None = None
+        #: In client mode, where the API sends the servers' routes (runtime/cluster/proxy.py).
+        self.proxy: ServerProxy | None = None
         self.node_control: NodeControl
         self.client: Client
         self.syncer: AllocSyncer
@@ -496,18 +499,24 @@ class Agent:
         finally:
             if store is not None:
                 await store.aclose()
+            if self.proxy is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await self.proxy.aclose()
 
     async def _open_remote(self) -> RemoteServer:
         """Client mode: the servers, as the `Server` the client side syncs with."""
+        from yurt.runtime.api.request import MAX_BODY
+        from yurt.runtime.cluster.proxy import ServerProxy
         from yurt.runtime.cluster.remote import RemoteServer, load_or_create_secret
 
         secret = await trio.to_thread.run_sync(load_or_create_secret, self.config.data_dir)
         remote = RemoteServer(self.node, self.config.servers, secret)
         self.remote = remote
+        self.proxy = ServerProxy(remote, max_body=MAX_BODY)
         # The API's handlers are typed against the embedded server. In client mode
-        # `ClientModeMiddleware` (runtime/cluster/clientmode.py) answers 501 to every route
-        # that needs more of it than `RemoteServer` has (`allocs`, `allocs_for_node`,
-        # `visible_index`, `changed`, `node_updated`) before any handler runs.
+        # `ClientModeMiddleware` (runtime/cluster/clientmode.py) forwards every route that
+        # needs more of it than `RemoteServer` has (`allocs`, `allocs_for_node`,
+        # `visible_index`, `changed`, `node_updated`) to a server before any handler runs.
         self.server = cast("LocalServer", remote)
         return remote
 

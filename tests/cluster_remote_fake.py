@@ -57,6 +57,8 @@ class FakeNodeRPC:
     heartbeat_404: int = 0
     get_allocs: list[list[str]] = field(default_factory=list)
     batches: list[list[Allocation]] = field(default_factory=list)
+    #: Public API requests received (method, path, query, body, token), for the proxy tests.
+    public: list[tuple[str, str, str, bytes, str]] = field(default_factory=list)
     #: Set (and replaced) on every update batch received.
     updated: trio.Event = field(default_factory=trio.Event)
     registered: trio.Event = field(default_factory=trio.Event)
@@ -162,6 +164,20 @@ class FakeNodeRPC:
         self.updated = trio.Event()
         return _json({"Index": self.index})
 
+    async def jobs(self, request: Request) -> Response:
+        """A stand-in for the servers' public API: answers who it is and what it got."""
+        body = await request.body()
+        self.public.append((request.method, request.url.path, request.url.query, body,
+                            request.headers.get("X-Nomad-Token", "")))
+        if request.method == "GET" and "index" in request.query_params:
+            with trio.move_on_after(_go_duration_seconds(
+                    request.query_params.get("wait", "300s"))):
+                while self.index <= int(request.query_params["index"]):
+                    await self.changed.wait()
+        response = _json([{"ID": "from-the-server", "Got": body.decode()}])
+        response.headers["X-Nomad-Index"] = str(self.index)
+        return response
+
     def app(self) -> ASGIApp:
         inner = self._routes()
 
@@ -181,6 +197,7 @@ class FakeNodeRPC:
             Route("/v1/internal/node/{id}/allocs", self.client_allocs, methods=["GET"]),
             Route("/v1/internal/allocs", self.get_allocs_route, methods=["POST"]),
             Route("/v1/internal/node/{id}/allocs/update", self.update, methods=["POST"]),
+            Route("/v1/jobs", self.jobs, methods=["GET", "PUT", "POST"]),
         ])
 
 
@@ -195,12 +212,18 @@ def free_port() -> int:
 async def serve_fake(fake: FakeNodeRPC, port: int = 0, *,
                      task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve `fake` on 127.0.0.1:`port` until cancelled; `task_status.started` gets its URL."""
+    await serve_app(fake.app(), port, task_status=task_status)
+
+
+async def serve_app(app: ASGIApp, port: int = 0, *,
+                    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve `app` on 127.0.0.1:`port` until cancelled; `task_status.started` gets its URL."""
     config = hypercorn.Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 0.1
-    serve = functools.partial(hypercorn.trio.serve, fake.app(), config,  # type: ignore[arg-type]
+    serve = functools.partial(hypercorn.trio.serve, app, config,  # type: ignore[arg-type]
                               shutdown_trigger=trio.Event().wait)
     async with trio.open_nursery() as nursery:
         binds: list[str] = await nursery.start(serve)

@@ -1,6 +1,6 @@
 """`yurt agent --servers` as a real process against the fake node RPC (layer 3): it
 registers, runs the mock_driver allocation the fake hands it, reports it running, and its API
-answers node-local routes while refusing server routes with 501."""
+answers node-local routes itself and forwards the servers' routes to a server."""
 
 from __future__ import annotations
 
@@ -96,9 +96,9 @@ async def test_agent_with_servers_runs_what_the_server_hands_it(tmp_path: Path) 
                 async with httpx2.AsyncClient(base_url=address, timeout=10) as client:
                     me = await client.get("/v1/agent/self")
                     assert me.status_code == 200
-                    jobs = await client.get("/v1/jobs")
-                    assert jobs.status_code == 501
-                    assert "--servers" in jobs.json()["error"]
+                    jobs = await client.get("/v1/jobs")  # a server's route: forwarded
+                    assert jobs.status_code == 200
+                    assert jobs.json()[0]["ID"] == "from-the-server"
                     ls = await client.get("/v1/client/fs/ls/a-remote-1", params={"path": "/"})
                     assert ls.status_code == 200, ls.text
                     assert "alloc" in [e["Name"] for e in ls.json()]

@@ -5,14 +5,11 @@ templates and service registrations read and write that server's catalogue and v
 client-only agent has no such state, and the node RPC (runtime/cluster/remote.py) carries only
 the node and its allocations. Each part here says so rather than pretending:
 
-- `ClientModeMiddleware`: the agent's HTTP API answers its node-local routes (agent self and
-  health, `/v1/client/...`: file system, logs, exec, stats, checks, restart, signal, gc; the
-  metrics; the JWKS of the key that signs this node's workload identities) and 501 with a
-  JSON error naming `--servers` for every server route (jobs, allocations, nodes,
-  evaluations, deployments, services, variables, operator, search, events): those are the
-  servers' to answer, and a stale or partial answer from the client would mislead.
-  Forwarding them to the current server is possible later (a streaming proxy); refusing is
-  the honest answer until then.
+- `ClientModeMiddleware`: the agent's HTTP API answers its node-local routes itself (agent
+  self and health, `/v1/client/...`: file system, logs, exec, stats, checks, restart,
+  signal, gc; the metrics; the JWKS of the key that signs this node's workload identities)
+  and forwards every other route to a server (`ServerProxy`, runtime/cluster/proxy.py), as
+  Nomad's client agent forwards them over RPC: the client's own copies would be partial.
 - `ClientTemplateData`: a template that reads a Nomad service or variable fails with a
   clear error (the task fails to start, "Template failed: ..."); templates that read only
   the task's environment render as usual.
@@ -24,9 +21,8 @@ the node and its allocations. Each part here says so rather than pretending:
 from __future__ import annotations
 
 import logging
-from typing import Final, final
+from typing import TYPE_CHECKING, Final, Protocol, final
 
-import msgspec
 import trio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -34,14 +30,14 @@ from yurt.runtime.gotemplate.parse import TemplateError
 from yurt.runtime.server.variables import Variable, VariableMetadata
 from yurt.runtime.structs.service import ServiceRegistration
 
+if TYPE_CHECKING:
+    from yurt.runtime.agent import Agent
+
 log = logging.getLogger("yurt.cluster.clientmode")
 
 #: Paths the client answers itself: what concerns this node only.
 NODE_LOCAL_PREFIXES: Final = ("/v1/client/", "/v1/agent/self", "/v1/agent/health",
                               "/v1/metrics", "/.well-known/jwks.json")
-
-NO_SERVER_STATE: Final = ("this agent runs as a client of the servers given with --servers "
-                          "and holds no server state; ask a server for this")
 
 
 def node_local(path: str) -> bool:
@@ -50,41 +46,37 @@ def node_local(path: str) -> bool:
 
 @final
 class ClientModeMiddleware:
-    """501 with `{"error": ...}` for every HTTP request to a server route; websockets to a
-    server route (the event stream) are closed with 1011 and the same reason."""
+    """Node-local routes to the agent's app; every other one to the servers (see above)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, agent: Agent) -> None:
         self.app = app
+        self.agent = agent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or node_local(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1011, "reason": NO_SERVER_STATE})
-            return
-        body = msgspec.json.encode({"error": NO_SERVER_STATE})
-        await send({"type": "http.response.start", "status": 501,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await self.agent.ready.wait()  # the proxy exists once the agent's parts do
+        proxy = self.agent.proxy
+        assert proxy is not None, "client mode without a proxy"
+        await proxy(scope, receive, send)
 
 
-class _Changes:
+class Indexed(Protocol):
     """What `ClientTemplateData` needs of the remote server: its index and change event."""
 
-    visible_index: int
+    @property
+    def visible_index(self) -> int: ...
 
     @property
-    def changed(self) -> trio.Event:
-        raise NotImplementedError
+    def changed(self) -> trio.Event: ...
 
 
 @final
 class ClientTemplateData:
     """`TemplateData` for a client-only agent: no services, no variables (see the header)."""
 
-    def __init__(self, server: object) -> None:
+    def __init__(self, server: Indexed) -> None:
         self._server = server
 
     async def services(self, namespace: str, name: str) -> list[ServiceRegistration]:
@@ -104,14 +96,12 @@ class ClientTemplateData:
         raise TemplateError(f"nomadVarList {prefix!r}: {_NO_VARIABLES}")
 
     def index(self) -> int:
-        index: int = getattr(self._server, "visible_index", 0)
-        return index
+        return self._server.visible_index
 
     async def wait_changed(self, after: int) -> int:
-        while self.index() <= after:
-            changed: trio.Event = getattr(self._server, "changed")  # noqa: B009
-            await changed.wait()
-        return self.index()
+        while self._server.visible_index <= after:
+            await self._server.changed.wait()
+        return self._server.visible_index
 
 
 _NO_CATALOGUE: Final = ("a client-only agent (--servers) has no Nomad service catalogue "

@@ -387,6 +387,15 @@ class RemoteServer:
             return response.content
         raise NoServerError("; ".join(errors))
 
+    def rotation(self) -> list[str]:
+        """Every server, the current one first: the order a failover tries them in."""
+        return self.servers[self._current:] + self.servers[:self._current]
+
+    def server_failed(self, url: str) -> None:
+        """`url` did not answer: if it is the current server, the next one is."""
+        if self.current_server == url:
+            self._rotate()
+
     def _rotate(self) -> None:
         self._current = (self._current + 1) % len(self.servers)
 
