@@ -96,6 +96,7 @@ async def test_agent_with_servers_runs_what_the_server_hands_it(tmp_path: Path) 
                 async with httpx2.AsyncClient(base_url=address, timeout=10) as client:
                     me = await client.get("/v1/agent/self")
                     assert me.status_code == 200
+                    assert me.json()["stats"]["client"]["known_servers"] == url
                     jobs = await client.get("/v1/jobs")  # a server's route: forwarded
                     assert jobs.status_code == 200
                     assert jobs.json()[0]["ID"] == "from-the-server"

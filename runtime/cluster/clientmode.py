@@ -35,13 +35,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("yurt.cluster.clientmode")
 
-#: Paths the client answers itself: what concerns this node only.
-NODE_LOCAL_PREFIXES: Final = ("/v1/client/", "/v1/agent/self", "/v1/agent/health",
-                              "/v1/metrics", "/.well-known/jwks.json")
+#: What the client answers itself, what concerns this node only: these paths, and every
+#: path under `/v1/client/`.
+NODE_LOCAL_PATHS: Final = frozenset({"/v1/agent/self", "/v1/agent/health", "/v1/metrics",
+                                     "/.well-known/jwks.json"})
+NODE_LOCAL_PREFIX: Final = "/v1/client/"
 
 
 def node_local(path: str) -> bool:
-    return any(path == p.rstrip("/") or path.startswith(p) for p in NODE_LOCAL_PREFIXES)
+    return path in NODE_LOCAL_PATHS or path.startswith(NODE_LOCAL_PREFIX)
 
 
 @final
