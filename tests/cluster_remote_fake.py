@@ -223,8 +223,27 @@ async def serve_app(app: ASGIApp, port: int = 0, *,
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 0.1
-    serve = functools.partial(hypercorn.trio.serve, app, config,  # type: ignore[arg-type]
+    serve = functools.partial(hypercorn.trio.serve, _with_lifespan(app),  # type: ignore[arg-type]
+                              config,
                               shutdown_trigger=trio.Event().wait)
     async with trio.open_nursery() as nursery:
         binds: list[str] = await nursery.start(serve)
         task_status.started(binds[0])
+
+
+def _with_lifespan(app: ASGIApp) -> ASGIApp:
+    """`app` with ASGI's lifespan answered (a bare app need not know it)."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    return wrapped

@@ -13,8 +13,9 @@ from pathlib import Path
 import msgspec
 import pytest
 import trio
+from starlette.types import Receive, Scope, Send
 
-from tests.cluster_remote_fake import FakeNodeRPC, free_port, serve_fake
+from tests.cluster_remote_fake import FakeNodeRPC, free_port, serve_app, serve_fake
 from tests.runtime_support import eventually
 from yurt.runtime.cluster.remote import (
     NoServerError,
@@ -141,6 +142,29 @@ async def test_fails_over_to_the_next_server_when_the_first_refuses() -> None:
     assert fake.registers == 1
 
 
+async def _not_a_server(scope: Scope, receive: Receive, send: Send) -> None:
+    """Another service on a server's address: 200 and a page of HTML to everything."""
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/html")]})
+    await send({"type": "http.response.body", "body": b"<html>welcome</html>"})
+
+
+async def test_an_answer_that_is_not_the_node_rpc_fails_over() -> None:
+    fake = FakeNodeRPC()
+    node = a_node()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            other = await nursery.start(serve_app, _not_a_server)
+            url = await nursery.start(serve_fake, fake)
+            async with running(fast(node, [other, url])) as remote:
+                fake.place(Allocation(id="a1", node_id=node.id, job_id="j"))
+                await eventually(lambda: "a1" in remote.allocs)
+                assert remote.current_server == url
+            nursery.cancel_scope.cancel()
+
+
 async def test_no_update_is_lost_while_no_server_answers() -> None:
     """The servers go away with updates pending, more arrive meanwhile; once a server is
     back, the latest state of every allocation arrives, and nothing the client ran was
@@ -151,10 +175,12 @@ async def test_no_update_is_lost_while_no_server_answers() -> None:
     with trio.fail_after(45):
         async with trio.open_nursery() as nursery:
             server_scope = trio.CancelScope()
+            stopped = trio.Event()
 
             async def serve(*, task_status: trio.TaskStatus[str]) -> None:
                 with server_scope:
                     await serve_fake(fake, port, task_status=task_status)
+                stopped.set()  # hypercorn has closed its listener: connections are refused
 
             url = await nursery.start(serve)
             remote = fast(node, [url])
@@ -166,7 +192,7 @@ async def test_no_update_is_lost_while_no_server_answers() -> None:
                 await eventually(lambda: len(remote.allocs) == 3)
                 syncer.servers_contacted.set()
                 server_scope.cancel()  # the server dies
-                await eventually(lambda: server_scope.cancel_called)
+                await stopped.wait()
                 calls = syncer.calls
                 for i in range(3):
                     syncer.add(Allocation(id=f"a{i}", node_id=node.id, client_status="running"))
@@ -203,7 +229,7 @@ async def test_heartbeat_404_registers_again() -> None:
                 fake.forget_nodes()
                 await eventually(lambda: fake.registers == 2)
                 assert fake.heartbeat_404 >= 1
-                assert remote.registrations == 2
+                await eventually(lambda: remote.registrations == 2)  # its answer arrived too
                 await eventually(lambda: fake.heartbeats >= 4)  # and beats on
             nursery.cancel_scope.cancel()
 

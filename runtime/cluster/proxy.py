@@ -63,6 +63,8 @@ class ServerProxy:
         await self._http.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):  # lifespan: the agent's app has it
+            raise ValueError(f"a server proxy serves http, not {scope['type']}")
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1011,
                         "reason": "a client-only agent does not forward websockets; "

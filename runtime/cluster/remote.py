@@ -51,7 +51,7 @@ import secrets
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, Final, TypeVar, final
 
 import httpx2
 import msgspec
@@ -60,6 +60,7 @@ import trio
 from yurt.runtime.structs import Allocation, Node
 
 log = logging.getLogger("yurt.cluster.remote")
+_T = TypeVar("_T")
 
 SECRET_HEADER: Final = "X-Yurt-Node-Secret"
 SECRET_FILE: Final = "node-secret"
@@ -96,6 +97,10 @@ class _Reply(msgspec.Struct):
 
 class _ClientAllocs(msgspec.Struct):
     allocs: dict[str, int] = msgspec.field(default_factory=dict, name="Allocs")
+    index: int = msgspec.field(default=0, name="Index")
+
+
+class _Indexed(msgspec.Struct):
     index: int = msgspec.field(default=0, name="Index")
 
 
@@ -210,7 +215,7 @@ class RemoteServer:
             NodeRPCError: a server refused the batch.
         """
         await self._call_any("POST", f"/v1/internal/node/{self.node.id}/allocs/update",
-                             {"Allocs": batch}, per_server=self._request_timeout)
+                             _Indexed, {"Allocs": batch}, per_server=self._request_timeout)
         self.update_posts += 1
 
     def node_updated(self) -> None:
@@ -241,39 +246,41 @@ class RemoteServer:
 
     async def _run_heartbeat(self) -> None:
         failures = 0
-        must_register = True
+        must_register = True  # until a registration succeeds: a failed one is tried again
         while True:
-            if must_register or self._node_dirty.is_set() or self._reregister.is_set():
+            if self._node_dirty.is_set() or self._reregister.is_set():
                 self._node_dirty = trio.Event()
                 self._reregister = trio.Event()
-                path, body = "/v1/internal/node/register", {"Node": self.node,
-                                                            "SecretID": self._secret}
+                must_register = True
+            registering = must_register
+            what = "registration" if registering else "heartbeat"
+            if registering:
+                path = "/v1/internal/node/register"
+                body: dict[str, Any] = {"Node": self.node, "SecretID": self._secret}
             else:
                 path = f"/v1/internal/node/{self.node.id}/heartbeat"
                 body = {"Status": "ready"}
-            registering = path.endswith("/register")
             try:
-                raw = await self._call_any("PUT", path, body, per_server=self._request_timeout,
-                                           authenticated=not registering)
-            except NoServerError as e:
-                failures += 1
-                delay = self._delay(failures)
-                log.warning("no server answered the %s; trying again in %.1fs: %s",
-                            "registration" if registering else "heartbeat", delay, e)
-                await trio.sleep(delay)
-                continue
+                reply = await self._call_any("PUT", path, _Reply, body,
+                                             per_server=self._request_timeout,
+                                             authenticated=not registering)
             except NodeRPCError as e:
                 failures += 1
                 must_register = True
-                if not (e.status == 404 and not registering):
-                    log.error("the server refused the %s: %s",
-                              "registration" if registering else "heartbeat", e)
-                    await trio.sleep(self._delay(failures))
-                else:
+                if e.status == 404 and not registering:
                     log.info("the server does not know this node; registering again")
+                    continue
+                log.error("the server refused the %s: %s", what, e)
+                await trio.sleep(self._retry_delay(failures))
+                continue
+            except NoServerError as e:
+                failures += 1
+                delay = self._retry_delay(failures)
+                log.warning("no server answered the %s; trying again in %.1fs: %s", what,
+                            delay, e)
+                await trio.sleep(delay)
                 continue
             failures = 0
-            reply = msgspec.json.decode(raw, type=_Reply)
             self._learn_servers(reply.servers)
             if reply.heartbeat_ttl > 0:
                 self.heartbeat_ttl = reply.heartbeat_ttl / 1e9
@@ -281,13 +288,18 @@ class RemoteServer:
                 self.registrations += 1
                 must_register = False
                 if self.registrations == 1:
-                    log.info("node registered", extra={"server": self.current_server})
+                    log.info("node registered with %s", self.current_server)
                 self.registered.set()
             else:
                 self.heartbeats += 1
             # Half the TTL leaves a retry or a failover before the server's grace runs out.
             with trio.move_on_after(self.heartbeat_ttl / 2 * (0.9 + 0.1 * self._rng.random())):
                 await _either(self._node_dirty, self._reregister)
+
+    def _retry_delay(self, failures: int) -> float:
+        """The backoff, but never past half the TTL: a node that stops heartbeating for
+        longer than its TTL is marked down by the servers."""
+        return min(self._delay(failures), self.heartbeat_ttl / 2)
 
     async def _run_watch(self) -> None:
         await self.registered.wait()
@@ -311,11 +323,10 @@ class RemoteServer:
     async def _pull(self, index: int) -> int | None:
         """One blocking GetClientAllocs and the GetAllocs it calls for; the new index, or
         None when nothing moved past `index`."""
-        raw = await self._call_any(
-            "GET", f"/v1/internal/node/{self.node.id}/allocs",
+        listing = await self._call_any(
+            "GET", f"/v1/internal/node/{self.node.id}/allocs", _ClientAllocs,
             params={"index": str(index), "wait": f"{int(self._wait * 1000)}ms"},
             per_server=self._wait + WAIT_MARGIN)
-        listing = msgspec.json.decode(raw, type=_ClientAllocs)
         if listing.index <= index and self.pulled.is_set():
             return None  # the wait ran out, or a lagging server (Nomad #18267)
         pull = [alloc_id for alloc_id, modify in listing.allocs.items()
@@ -324,9 +335,9 @@ class RemoteServer:
         fetched: dict[str, Allocation] = {}
         if pull:
             self.alloc_fetches += 1
-            raw = await self._call_any("POST", "/v1/internal/allocs", {"AllocIDs": pull},
-                                       per_server=self._request_timeout)
-            fetched = {a.id: a for a in msgspec.json.decode(raw, type=_Allocs).allocs}
+            answer = await self._call_any("POST", "/v1/internal/allocs", _Allocs,
+                                          {"AllocIDs": pull}, per_server=self._request_timeout)
+            fetched = {a.id: a for a in answer.allocs}
             missing = [i for i in pull if i not in fetched]
             if missing:  # another server, behind the first: try again, nothing half-applied
                 raise _StaleAllocs(f"{len(missing)} allocation(s) not returned yet")
@@ -354,13 +365,16 @@ class RemoteServer:
         self.servers = learned
         self._current = learned.index(current) if current in learned else 0
 
-    async def _call_any(self, method: str, path: str, body: Any = None, *,
+    async def _call_any(self, method: str, path: str, answer: type[_T], body: Any = None, *,
                         params: dict[str, str] | None = None, per_server: float,
-                        authenticated: bool = True) -> bytes:
-        """The answer of the first server that answers, from the current one on.
+                        authenticated: bool = True) -> _T:
+        """The answer, decoded as `answer`, of the first server that answers, from the
+        current one on. `per_server` bounds each server's try (so it is no cancel scope
+        around the whole call: a dead server must leave time for the next).
 
         Raises:
-            NoServerError: every server failed (transport error, timeout or 5xx).
+            NoServerError: every server failed (transport error, timeout, 5xx, or an answer
+                that is not the node RPC's: a proxy's error page, another service).
             NodeRPCError: a server answered with a 4xx.
         """
         content = msgspec.json.encode(body) if body is not None else None
@@ -384,7 +398,11 @@ class RemoteServer:
                 continue
             if response.status_code >= 400:
                 raise NodeRPCError(response.status_code, _message(response.content))
-            return response.content
+            try:
+                return msgspec.json.decode(response.content, type=answer)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                errors.append(f"{url}: not a node RPC answer: {e}")
+                self._rotate()
         raise NoServerError("; ".join(errors))
 
     def rotation(self) -> list[str]:
