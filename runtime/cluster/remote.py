@@ -9,7 +9,8 @@ reaches its servers (reference nomad-client.md §6, Nomad's client/client.go):
   once and kept beside it, mode 0600 (`load_or_create_secret`): a restarted agent is the same
   node, and only it can speak for the node (every call but register carries the secret).
 - **Register, then heartbeat** (`_run_heartbeat`): a heartbeat every half TTL, the TTL taken
-  from each reply; a 404 (the server forgot the node) registers again. A node change (a
+  from each reply; a 404 (the server forgot the node) registers again, and so does a 403 or
+  404 on an allocation pull (the server forgot the node, or its secret). A node change (a
   driver's health, a device: `node_updated`) registers the node again, as Nomad's client
   does, at once rather than on the next beat.
 - **Pull allocations** (`_run_watch`, Nomad's `watchAllocations`): a blocking
@@ -22,9 +23,11 @@ reaches its servers (reference nomad-client.md §6, Nomad's client/client.go):
   server answers it raises; the syncer puts the batch back (unless a newer update arrived)
   and sends again 5-10 s later, so no update is lost while the servers are away.
 
-Failover: calls go to the current server; a transport error, a timeout or a 5xx moves to
-the next URL at once, and only a full round of failures waits, with a capped, jittered
-exponential backoff (`backoff_delay`, pure). An answer with a 4xx is the server's verdict,
+Failover: calls go to the current server; a transport error, a timeout, a 5xx or an answer
+that is not the node RPC's (another service on that address) moves to the next URL at once,
+and only a full round of failures waits, with a capped, jittered exponential backoff
+(`backoff_delay`, pure; heartbeat retries never wait past half the TTL, or the servers would
+mark the node down while it retries). An answer with a 4xx is the server's verdict,
 not its absence: it is not retried elsewhere. Replies name the servers of the cluster; the
 list becomes those, with the `--servers` seeds kept behind them as a last resort (a server
 that left and came back under a load balancer's name is still reachable).
@@ -139,7 +142,8 @@ def load_or_create_secret(data_dir: Path) -> str:
     data_dir.mkdir(parents=True, exist_ok=True)
     secret = str(uuid.UUID(bytes=secrets.token_bytes(16), version=4))
     tmp = path.with_name(f".{SECRET_FILE}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)  # left by a crash: never written through (O_EXCL below)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, (secret + "\n").encode())
         os.fsync(fd)
