@@ -510,7 +510,8 @@ class Agent:
         from yurt.runtime.cluster.remote import RemoteServer, load_or_create_secret
 
         secret = await trio.to_thread.run_sync(load_or_create_secret, self.config.data_dir)
-        remote = RemoteServer(self.node, self.config.servers, secret)
+        # A cluster with a token admits only nodes that know it: the agent's own token.
+        remote = RemoteServer(self.node, self.config.servers, secret, token=self.config.token)
         self.remote = remote
         self.proxy = ServerProxy(remote, max_body=MAX_BODY)
         # The API's handlers are typed against the embedded server. In client mode

@@ -62,6 +62,7 @@ class AgentOptions:
     log_level: str | None = None
     log_json: bool | None = None
     servers: str | None = None  # `--servers URL[,URL...]`: client mode
+    node_name: str | None = None
 
 
 class UsageError(Exception):
@@ -152,7 +153,7 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
                                      default_data_dir())
     config = AgentConfig(
         data_dir=directory.absolute(), bind=bind, port=port, token=token,
-        node_name=file.node_name, datacenter=file.datacenter,
+        node_name=options.node_name or file.node_name, datacenter=file.datacenter,
         node_class=file.node_class, meta=file.meta,
         fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
         driver_allow=options.driver_allow or tuple(file.drivers.allow),

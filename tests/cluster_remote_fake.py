@@ -45,6 +45,8 @@ class FakeNodeRPC:
     """The node RPC's state and counters. `ttl` is the HeartbeatTTL it answers (seconds)."""
 
     ttl: float = 10.0
+    #: The cluster's token, asked of a registration when set.
+    token: str = ""
     servers: list[str] = field(default_factory=list)
     secrets: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -101,6 +103,9 @@ class FakeNodeRPC:
                 "Servers": self.servers}
 
     async def register(self, request: Request) -> Response:
+        if self.token and request.headers.get("X-Nomad-Token") != self.token:
+            self.register_refused += 1
+            return _json({"error": "Permission denied"}, 403)
         body = msgspec.json.decode(await request.body())
         node = msgspec.convert(body["Node"], Node)
         secret = body["SecretID"]

@@ -263,6 +263,22 @@ async def test_a_wrong_secret_is_refused_and_retried() -> None:
     assert fake.registers == 0
 
 
+async def test_a_cluster_token_is_sent_with_the_registration_only() -> None:
+    fake = FakeNodeRPC(token="cluster-token")
+    node = a_node()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve_fake, fake)
+            async with running(fast(node, [url])) as remote:  # no token: refused, retried
+                await eventually(lambda: fake.register_refused >= 2)
+                assert not remote.registered.is_set()
+            remote = RemoteServer(node, [url], "s3cret", token="cluster-token", wait=2.0)
+            async with running(remote):
+                await remote.registered.wait()
+            nursery.cancel_scope.cancel()
+    assert fake.registers == 1
+
+
 @pytest.mark.parametrize(("rounds", "draw", "expected"), [
     (1, 0.0, 0.25), (1, 0.999999, 0.5), (2, 0.0, 0.5), (3, 0.0, 1.0), (10, 0.0, 15.0),
     (200, 0.0, 15.0)])

@@ -25,6 +25,16 @@ def test_servers_option_is_split_and_completed(tmp_path: Path) -> None:
     assert config.servers == ("http://10.0.0.1:4646", "http://10.0.0.2:4646", "https://s3:443")
 
 
+def test_node_name_option_overrides_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "agent.toml"
+    file.write_text('node_name = "from-file"\n')
+    config, _, _ = build_config(AgentOptions(config_file=file, data_dir=tmp_path))
+    assert config.node_name == "from-file"
+    config, _, _ = build_config(AgentOptions(config_file=file, data_dir=tmp_path,
+                                             node_name="n7"))
+    assert config.node_name == "n7"
+
+
 def test_servers_from_the_config_file(tmp_path: Path) -> None:
     file = tmp_path / "agent.toml"
     file.write_text('servers = ["127.0.0.1:4646", "http://127.0.0.2:4646"]\n')

@@ -40,8 +40,7 @@ async def agent_self(ctx: Context, request: Request) -> Response:
                    "ACL": {"Enabled": bool(cfg.token)}},
         "member": {"Name": ctx.agent.node.name, "Addr": cfg.bind,
                    "Tags": {"build": __version__}},
-        "stats": {"client": {"known_servers": ",".join(ctx.agent.remote.servers)
-                             if ctx.agent.remote is not None else "embedded",
+        "stats": {"client": {"known_servers": ",".join(cfg.servers) or "embedded",
                              "node_id": ctx.agent.node.id,
                              "num_allocations": str(len(ctx.agent.client.runners)
                                                     if loaded else 0),

@@ -66,6 +66,7 @@ log = logging.getLogger("yurt.cluster.remote")
 _T = TypeVar("_T")
 
 SECRET_HEADER: Final = "X-Yurt-Node-Secret"
+TOKEN_HEADER: Final = "X-Nomad-Token"
 SECRET_FILE: Final = "node-secret"
 #: How long a blocking allocation query waits on the server (Nomad's default query wait).
 DEFAULT_WAIT: Final = 300.0
@@ -161,12 +162,14 @@ class RemoteServer:
         node: the node this agent is (registered as it is when registering).
         servers: the `--servers` URLs, tried in order.
         secret: the node's SecretID (`load_or_create_secret`).
+        token: sent as `X-Nomad-Token` with a registration (a cluster with a token admits
+            only nodes that know it); every later call is authenticated by the secret.
         wait: how long a blocking allocation query waits on the server.
         request_timeout: the deadline of every other call.
         backoff_base, backoff_cap: the backoff after a round of failures (`backoff_delay`).
     """
 
-    def __init__(self, node: Node, servers: Sequence[str], secret: str, *,
+    def __init__(self, node: Node, servers: Sequence[str], secret: str, *, token: str = "",
                  wait: float = DEFAULT_WAIT, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                  backoff_base: float = BACKOFF_BASE, backoff_cap: float = BACKOFF_CAP,
                  rng: random.Random | None = None) -> None:
@@ -177,6 +180,7 @@ class RemoteServer:
         self.servers: list[str] = list(dict.fromkeys(self._seeds))
         self._current = 0
         self._secret = secret
+        self._token = token
         self._wait = wait
         self._request_timeout = request_timeout
         self._backoff_base = backoff_base
@@ -340,7 +344,8 @@ class RemoteServer:
         if pull:
             self.alloc_fetches += 1
             answer = await self._call_any("POST", "/v1/internal/allocs", _Allocs,
-                                          {"AllocIDs": pull}, per_server=self._request_timeout)
+                                          {"AllocIDs": pull, "NodeID": self.node.id},
+                                          per_server=self._request_timeout)
             fetched = {a.id: a for a in answer.allocs}
             missing = [i for i in pull if i not in fetched]
             if missing:  # another server, behind the first: try again, nothing half-applied
@@ -385,6 +390,8 @@ class RemoteServer:
         headers = {"Content-Type": "application/json"} if content is not None else {}
         if authenticated:
             headers[SECRET_HEADER] = self._secret
+        elif self._token:
+            headers[TOKEN_HEADER] = self._token
         errors: list[str] = []
         for _ in range(len(self.servers)):
             url = self.current_server
