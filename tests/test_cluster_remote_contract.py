@@ -64,7 +64,7 @@ async def test_a_node_follows_the_real_node_rpc(tmp_path: Path) -> None:
             await nursery.start(server.follow)
             nursery.start_soon(server.lead)  # as the elected leader does
             proc.url = url = await nursery.start(serve_app, app)
-            remote = RemoteServer(node, [url], str(uuid.uuid4()), wait=2.0)
+            remote = RemoteServer(node, [url], str(uuid.uuid4()))  # the default 5 min wait
             await nursery.start(remote.run)
             await remote.registered.wait()
             assert server.cluster_nodes[node.id].status == "ready"

@@ -70,6 +70,10 @@ TOKEN_HEADER: Final = "X-Nomad-Token"
 SECRET_FILE: Final = "node-secret"
 #: How long a blocking allocation query waits on the server (Nomad's default query wait).
 DEFAULT_WAIT: Final = 300.0
+#: The first pull's wait. Nomad answers a query for index 0 at once; a server that blocks it
+#: anyway (a node with no allocations has index 0 too) must not hold back the first pull,
+#: before which nothing restored is reconciled and no update is sent.
+FIRST_PULL_WAIT: Final = 1.0
 #: What a blocking query may take beyond its `wait` before it counts as a failure.
 WAIT_MARGIN: Final = 10.0
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0
@@ -331,10 +335,11 @@ class RemoteServer:
     async def _pull(self, index: int) -> int | None:
         """One blocking GetClientAllocs and the GetAllocs it calls for; the new index, or
         None when nothing moved past `index`."""
+        wait = self._wait if self.pulled.is_set() else min(self._wait, FIRST_PULL_WAIT)
         listing = await self._call_any(
             "GET", f"/v1/internal/node/{self.node.id}/allocs", _ClientAllocs,
-            params={"index": str(index), "wait": f"{int(self._wait * 1000)}ms"},
-            per_server=self._wait + WAIT_MARGIN)
+            params={"index": str(index), "wait": f"{int(wait * 1000)}ms"},
+            per_server=wait + WAIT_MARGIN)
         if listing.index <= index and self.pulled.is_set():
             return None  # the wait ran out, or a lagging server (Nomad #18267)
         pull = [alloc_id for alloc_id, modify in listing.allocs.items()
