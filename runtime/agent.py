@@ -12,6 +12,16 @@
 
 The embedded `LocalServer` keeps jobs, evaluations and allocations in `<data-dir>/server/server.db`.
 
+Client mode (`servers` set: `yurt agent --servers URL,...`): no server.db, no scheduler, no
+periodic dispatcher, no node drain. `RemoteServer` (runtime/cluster/remote.py) stands where
+`LocalServer.run` was: it registers the node, heartbeats, pulls this node's allocations from
+the servers and takes the syncer's updates to them. The client side is the same code either
+way. What the embedded server gave the rest of the agent is answered by
+runtime/cluster/clientmode.py: server routes of the API are forwarded to a server,
+templates reading Nomad services or variables fail with a clear error, service registrations
+are not sent, workload identities are signed with a key of the agent's own
+(`<data-dir>/identity`).
+
 Start: the API binds first, so a restarted agent answers at once (`/v1/agent/self`; every
 other request waits for `ready`); behind it the server loads its state and the client restores
 every allocation the state DB knows (running tasks are re-attached, terminal ones queued for
@@ -37,7 +47,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, final
+from typing import TYPE_CHECKING, Any, TypeGuard, cast, final
 
 import trio
 
@@ -65,6 +75,8 @@ from yurt.runtime.structs import (
 
 if TYPE_CHECKING:
     from yurt.runtime.client import Client
+    from yurt.runtime.cluster.proxy import ServerProxy
+    from yurt.runtime.cluster.remote import RemoteServer
     from yurt.runtime.devices.manager import DeviceManager
     from yurt.runtime.devices.protocol import DeviceGroup
     from yurt.runtime.pluginmanager.drivers import DriverFactory, DriverManager, DriverTaskEvent
@@ -143,6 +155,8 @@ class AgentConfig:
     max_dynamic_port: int = 32000
     reserved_ports: str = ""
     artifact: ArtifactConfig = field(default_factory=ArtifactConfig)  # the client's limits
+    #: Client mode (`--servers`): the servers' node RPC URLs. Empty: the embedded server.
+    servers: tuple[str, ...] = ()
 
 
 @final
@@ -153,6 +167,10 @@ class Agent:
         self.started_at = time.time()
         self.node: Node
         self.server: LocalServer
+        #: In client mode, the servers (and `server` is this same object: see `_open_remote`).
+        self.remote: RemoteServer | None = None
+        #: In client mode, where the API sends the servers' routes (runtime/cluster/proxy.py).
+        self.proxy: ServerProxy | None = None
         self.node_control: NodeControl
         self.client: Client
         self.syncer: AllocSyncer
@@ -258,6 +276,10 @@ class Agent:
     async def _watch_server(self, server: Server) -> None:
         """The client side sees the server only through the `Server` contract."""
         await self.restoring.done.wait()  # a change never races an allocation's restore
+        if self.remote is not None:
+            # Before the first pull the cache is empty, and syncing with it would stop every
+            # restored allocation: a server that does not answer stops nothing.
+            await self.remote.pulled.wait()
         refused = False
         while True:
             changed = server.changed
@@ -350,7 +372,7 @@ class Agent:
                               task_status: trio.TaskStatus[str]) -> None:
         await trio.to_thread.run_sync(_load_parts)
         from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-        from yurt.runtime.checks.registration import ServiceDeps, expected_checks
+        from yurt.runtime.checks.registration import Catalogue, ServiceDeps, expected_checks
         from yurt.runtime.checks.runner import CheckRunner
         from yurt.runtime.client import Client
         from yurt.runtime.devices.fake import FakeDevicePlugin
@@ -364,6 +386,7 @@ class Agent:
         from yurt.runtime.server.store import ServerStore
         from yurt.runtime.sync import AllocSyncer
         from yurt.runtime.templating.agentdata import AgentTemplateData
+        from yurt.runtime.templating.data import TemplateData
         from yurt.store import open_state_db
 
         data = self.config.data_dir
@@ -371,9 +394,12 @@ class Agent:
         if self.config.fake_devices:
             plugins.append(FakeDevicePlugin(list(self.config.fake_devices)))
         self.devices = DeviceManager(plugins, on_change=self._devices_changed)
-        store = await ServerStore.open(data / "server")
-        self.workload_signer = await trio.to_thread.run_sync(workload_keys.load_or_create,
-                                                             data / "server")
+        client_mode = bool(self.config.servers)
+        store = None if client_mode else await ServerStore.open(data / "server")
+        # A client-only agent signs its tasks' identities with a key of its own (its JWKS
+        # is still served here): the servers' keys do not reach clients over the node RPC.
+        self.workload_signer = await trio.to_thread.run_sync(
+            workload_keys.load_or_create, data / ("identity" if client_mode else "server"))
         try:
             # Inside a burst of starts, full collections traverse only what is new.
             with freezing_survivors():
@@ -389,17 +415,30 @@ class Agent:
                         await self.drivers.first_fingerprints.wait()
                         await self.devices.first_fingerprints.wait()
                     self.db = db
-                    # One index space: the server numbers every event.
-                    self.server = LocalServer(self.node, self.broker, store, owns_events=True,
-                                              reschedule=True)
-                    await self.server.load()
-                    # Indexes kept outside server.db are observed before any new one is taken.
-                    from yurt.runtime.server import schedconfig
-                    await schedconfig.attach(self.server, data / "server")
-                    from yurt.runtime.server.nodestate import NodeControl  # node drain
-                    self.node_control = NodeControl(self.server,
-                                                    data / "server" / "node-state.json")
-                    await self.node_control.load()
+                    template_data: TemplateData
+                    catalogue: Catalogue
+                    if client_mode:
+                        from yurt.runtime.cluster.clientmode import (
+                            ClientTemplateData,
+                            UnsentCatalogue,
+                        )
+                        remote = await self._open_remote()
+                        template_data, catalogue = ClientTemplateData(remote), UnsentCatalogue()
+                    else:
+                        assert store is not None
+                        # One index space: the server numbers every event.
+                        self.server = LocalServer(self.node, self.broker, store,
+                                                  owns_events=True, reschedule=True)
+                        await self.server.load()
+                        # Indexes kept outside server.db are observed before any new one.
+                        from yurt.runtime.server import schedconfig
+                        await schedconfig.attach(self.server, data / "server")
+                        from yurt.runtime.server.nodestate import NodeControl  # node drain
+                        self.node_control = NodeControl(self.server,
+                                                        data / "server" / "node-state.json")
+                        await self.node_control.load()
+                        template_data = AgentTemplateData(self, self.server.services.query)
+                        catalogue = self.server.services
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
                                               on_acknowledged=lambda: self.gc.wake())
@@ -410,9 +449,8 @@ class Agent:
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
                         alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
                         sign_identity=self.workload_signer.sign,
-                        template_data=AgentTemplateData(self, self.server.services.query),
-                        artifact=self.config.artifact,
-                        services=ServiceDeps(self.server.services, self.checks, self.node),
+                        template_data=template_data, artifact=self.config.artifact,
+                        services=ServiceDeps(catalogue, self.checks, self.node),
                         expected_checks=expected_checks),
                         self.broker,
                         on_alloc_update=self._alloc_updated,
@@ -428,14 +466,21 @@ class Agent:
                         nursery.start_soon(self._freeze_when_restored)
                         nursery.start_soon(self._freeze_after_bursts)
                         await nursery.start(self.syncer.run)
-                        # Pending evaluations left by an earlier agent, then blocked ones
-                        # retried as capacity frees up.
-                        await nursery.start(self.server.run)
+                        if self.remote is not None:
+                            # Registers, heartbeats and pulls; what was restored runs on
+                            # whether or not a server answers.
+                            await nursery.start(self.remote.run)
+                        else:
+                            # Pending evaluations left by an earlier agent, then blocked
+                            # ones retried as capacity frees up.
+                            await nursery.start(self.server.run)
                         await nursery.start(self.gc.run)
-                        await nursery.start(self.node_control.run)
-                        await nursery.start(PeriodicDispatcher(self.server).run)
+                        if self.remote is None:
+                            await nursery.start(self.node_control.run)
+                            await nursery.start(PeriodicDispatcher(self.server).run)
                         nursery.start_soon(self._watch_server, self.server)
-                        await self.server.number_node()  # registered before ready
+                        if self.remote is None:
+                            await self.server.number_node()  # registered before ready
                         self._node_published = True
                         self.ready.set()
                         self.restoring.serving.set()
@@ -452,7 +497,29 @@ class Agent:
                         nursery.cancel_scope.cancel()
                     outer.cancel_scope.cancel()
         finally:
-            await store.aclose()
+            if store is not None:
+                await store.aclose()
+            if self.proxy is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await self.proxy.aclose()
+
+    async def _open_remote(self) -> RemoteServer:
+        """Client mode: the servers, as the `Server` the client side syncs with."""
+        from yurt.runtime.api.request import MAX_BODY
+        from yurt.runtime.cluster.proxy import ServerProxy
+        from yurt.runtime.cluster.remote import RemoteServer, load_or_create_secret
+
+        secret = await trio.to_thread.run_sync(load_or_create_secret, self.config.data_dir)
+        # A cluster with a token admits only nodes that know it: the agent's own token.
+        remote = RemoteServer(self.node, self.config.servers, secret, token=self.config.token)
+        self.remote = remote
+        self.proxy = ServerProxy(remote, max_body=MAX_BODY)
+        # The API's handlers are typed against the embedded server. In client mode
+        # `ClientModeMiddleware` (runtime/cluster/clientmode.py) forwards every route that
+        # needs more of it than `RemoteServer` has (`allocs`, `allocs_for_node`,
+        # `visible_index`, `changed`, `node_updated`) to a server before any handler runs.
+        self.server = cast("LocalServer", remote)
+        return remote
 
     async def _restore(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                        ) -> None:

@@ -7,6 +7,7 @@
     datacenter = "dc1"
     node_class = "web"                   # Nomad's client `node_class`: `${node.class}`
     http_idle_timeout = "5m"             # how long an idle keep-alive connection stays open
+    servers = ["http://10.0.0.1:4646"]   # client mode: run no server, use these (--servers)
 
     [meta]                               # Nomad's client `meta`: `${meta.rack}`, NOMAD_META_*
     rack = "r1"
@@ -116,6 +117,8 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     #: Nomad's agent `log_level` and `log_json` (runtime/agentlog.py); options override them.
     log_level: str = "info"
     log_json: bool = False
+    #: Client mode: the servers' URLs (`--servers`); empty runs the embedded server.
+    servers: list[str] = msgspec.field(default_factory=list)
 
     def fake_devices(self) -> tuple[DeviceGroup, ...]:
         return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
@@ -162,6 +165,29 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
                         max_allocs=self.gc.max_allocs, parallel=self.gc.parallel)
 
 
+def check_server_url(url: str, where: str) -> str:
+    """`url` as the node RPC is reached: `http(s)://host:port` (a bare `host:port` gets
+    `http://`), without a path.
+
+    Raises:
+        ValueError: what is wrong, prefixed with `where`.
+    """
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    full = text if "://" in text else f"http://{text}"
+    try:
+        parts = urlsplit(full)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"{where}: {url!r} is not a server URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
+        raise ValueError(f"{where}: {url!r} is not a server URL; give http://host:port")
+    if parts.path.strip("/") or parts.query or parts.fragment:
+        raise ValueError(f"{where}: {url!r} has a path; give only http://host:port")
+    return full.rstrip("/")
+
+
 def parse_fake_device(spec: str) -> DeviceGroup:
     """`vendor/type/name=ID,ID` → a device group of the fake plugin."""
     ident, _, ids = spec.partition("=")
@@ -205,6 +231,8 @@ def load_config(path: Path) -> FileConfig:
         config.idle_timeout()
         config.check_ports()
         config.check_meta()
+        for server in config.servers:
+            check_server_url(server, "servers")
         try:
             config.artifact.to_config()
         except ValueError as e:

@@ -363,11 +363,15 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
                    "or error.")
 @click.option("--log-json/--no-log-json", "log_json", default=None,
               help="Log JSON lines (@timestamp, @level, @module, @message and fields).")
+@click.option("--servers", default=None, metavar="URL[,URL...]",
+              help="Run as a client of these servers (yurt server), with no embedded server.")
+@click.option("--node-name", default=None, help="This node's name (default: the host name).")
 def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
           port: int | None, token_file: Path | None, token_argument: str | None,
           fake_devices: tuple[str, ...],
           driver_allow: tuple[str, ...], driver_block: tuple[str, ...],
-          log_level: str | None, log_json: bool | None) -> None:
+          log_level: str | None, log_json: bool | None, servers: str | None,
+          node_name: str | None) -> None:
     """Run the agent: an embedded server and client with Nomad's HTTP API.
 
     SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
@@ -380,7 +384,7 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
         config_file=config_file, data_dir=data_dir, bind=bind, port=port,
         token_file=token_file, token_argument=token_argument, fake_devices=fake_devices,
         driver_allow=driver_allow, driver_block=driver_block, log_level=log_level,
-        log_json=log_json)))
+        log_json=log_json, servers=servers, node_name=node_name)))
 
 
 @cli.command()

@@ -61,6 +61,8 @@ class AgentOptions:
     driver_block: tuple[str, ...] = ()
     log_level: str | None = None
     log_json: bool | None = None
+    servers: str | None = None  # `--servers URL[,URL...]`: client mode
+    node_name: str | None = None
 
 
 class UsageError(Exception):
@@ -107,7 +109,13 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         UsageError: what is wrong with the options or the file, in one line.
     """
     from yurt.runtime.agent import AgentConfig
-    from yurt.runtime.agentconfig import ConfigError, FileConfig, load_config, parse_fake_device
+    from yurt.runtime.agentconfig import (
+        ConfigError,
+        FileConfig,
+        check_server_url,
+        load_config,
+        parse_fake_device,
+    )
     from yurt.runtime.agentlog import LEVELS
 
     try:
@@ -134,11 +142,18 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
     level = options.log_level or file.log_level
     if level.lower() not in LEVELS:
         raise UsageError(f"unknown log level {level!r}; expected one of {', '.join(LEVELS)}")
+    try:
+        servers = tuple(check_server_url(s, "--servers") for s in options.servers.split(",")
+                        ) if options.servers is not None else tuple(
+                            check_server_url(s, f"{options.config_file}: servers")
+                            for s in file.servers)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     directory = options.data_dir or (Path(file.data_dir) if file.data_dir else
                                      default_data_dir())
     config = AgentConfig(
         data_dir=directory.absolute(), bind=bind, port=port, token=token,
-        node_name=file.node_name, datacenter=file.datacenter,
+        node_name=options.node_name or file.node_name, datacenter=file.datacenter,
         node_class=file.node_class, meta=file.meta,
         fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
         driver_allow=options.driver_allow or tuple(file.drivers.allow),
@@ -146,7 +161,7 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout(),
         min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
         reserved_ports=file.reserved.reserved_ports,
-        artifact=file.artifact.to_config())
+        artifact=file.artifact.to_config(), servers=servers)
     log_json = options.log_json if options.log_json is not None else file.log_json
     return config, level, log_json
 
@@ -240,8 +255,9 @@ def run_agent(options: AgentOptions) -> int:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(instance.run)
             listening = True
+            mode = f", client of {','.join(config.servers)}" if config.servers else ""
             click.echo(f"yurt agent {__version__} listening on {address} "
-                       f"(data dir {config.data_dir})", err=True)
+                       f"(data dir {config.data_dir}{mode})", err=True)
             log.info("agent started", extra=fields(version=__version__, address=address,
                                                    data_dir=str(config.data_dir)))
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -40,7 +40,8 @@ async def agent_self(ctx: Context, request: Request) -> Response:
                    "ACL": {"Enabled": bool(cfg.token)}},
         "member": {"Name": ctx.agent.node.name, "Addr": cfg.bind,
                    "Tags": {"build": __version__}},
-        "stats": {"client": {"known_servers": "embedded", "node_id": ctx.agent.node.id,
+        "stats": {"client": {"known_servers": ",".join(cfg.servers) or "embedded",
+                             "node_id": ctx.agent.node.id,
                              "num_allocations": str(len(ctx.agent.client.runners)
                                                     if loaded else 0),
                              "restoring_allocations": str(len(

@@ -266,6 +266,10 @@ def build_app(agent: Agent, front: Sequence[FrontRoute] = ()) -> ASGIApp:
     starlette = Starlette(routes=routes)
     starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect
     app: ASGIApp = StateGuardMiddleware(starlette, agent.state_failure)
+    if agent.config.servers:  # client mode: the servers' routes go to a server
+        from yurt.runtime.cluster.clientmode import ClientModeMiddleware
+
+        app = ClientModeMiddleware(app, agent)
     if agent.config.token:
         app = TokenMiddleware(app, agent.config.token,
                               tuple(f.path.split("{")[0] for f in front if f.token_exempt))

@@ -1,0 +1,130 @@
+"""`ServerProxy`: a client-only agent's HTTP API forwards the servers' routes to a server.
+
+Nomad's client agent answers its whole HTTP API: what only a server knows (jobs, allocations,
+nodes, evaluations, deployments, services, variables, operator, search, the event stream) it
+forwards to a server over RPC. Here the forward is HTTP: the request goes, method, path,
+query, headers (the caller's `X-Nomad-Token` included) and body, to the current server of
+`RemoteServer`, and the answer streams back unchanged (status, headers, body bytes as they
+arrive), so blocking queries, `?index=` waits and NDJSON streams (`/v1/event/stream`) work
+through it.
+
+Invariants and choices:
+- The body is read first, bounded by the API's own limit (413 past it): a request that
+  finds its server gone fails over to the next with the same bytes. Only a transport error
+  (refused, reset, no connection in `CONNECT_TIMEOUT`) fails over; any answer, a 5xx too,
+  is the server's and is passed on. No server reachable: 502 with `{"error": ...}` naming
+  each server tried.
+- Hop-by-hop headers (RFC 9110 §7.6.1) are not forwarded either way; `Host` is the
+  server's.
+- There is no deadline past the connect: a blocking query legitimately holds its answer for
+  minutes, and an event stream never ends. Once the answer has started, an upstream failure
+  ends the body early; the caller sees a truncated stream, as it would from the server.
+- Websockets (`/v1/event/ws`) are not forwarded: closed with 1011 and a reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final, final
+
+import httpx2
+import msgspec
+import trio
+from starlette.types import Message, Receive, Scope, Send
+
+from yurt.runtime.cluster.remote import RemoteServer
+
+log = logging.getLogger("yurt.cluster.proxy")
+
+CONNECT_TIMEOUT: Final = 5.0
+#: Headers that describe one connection, never forwarded (RFC 9110 §7.6.1), and `host`.
+HOP_BY_HOP: Final = frozenset({b"connection", b"keep-alive", b"proxy-authenticate",
+                               b"proxy-authorization", b"proxy-connection", b"te",
+                               b"trailer", b"transfer-encoding", b"upgrade", b"host",
+                               b"content-length"})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+@final
+class ServerProxy:
+    """Forwards HTTP requests to the servers `remote` knows. `aclose` when done."""
+
+    def __init__(self, remote: RemoteServer, *, max_body: int) -> None:
+        self._remote = remote
+        self._max_body = max_body
+        self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=CONNECT_TIMEOUT),
+                                        follow_redirects=False, trust_env=False)
+        self.forwarded = 0  # requests a server answered (tests, operators)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):  # lifespan: the agent's app has it
+            raise ValueError(f"a server proxy serves http, not {scope['type']}")
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1011,
+                        "reason": "a client-only agent does not forward websockets; "
+                                  "ask a server"})
+            return
+        try:
+            body = await self._read_body(receive)
+        except _TooLarge:
+            await _json(send, 413, "request body too large")
+            return
+        path = scope.get("raw_path") or scope["path"].encode()
+        query = scope.get("query_string", b"")
+        target = path.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
+        headers = [(k, v) for k, v in scope.get("headers", [])
+                   if k.lower() not in HOP_BY_HOP]
+        errors: list[str] = []
+        for url in self._remote.rotation():
+            request = self._http.build_request(scope["method"], url + target,
+                                               headers=headers, content=body)
+            try:
+                response = await self._http.send(request, stream=True)
+            except httpx2.TransportError as e:
+                errors.append(f"{url}: {e or type(e).__name__}")
+                self._remote.server_failed(url)
+                continue
+            self.forwarded += 1
+            try:
+                await send({"type": "http.response.start", "status": response.status_code,
+                            "headers": [(k, v) for k, v in response.headers.raw
+                                        if k.lower() not in HOP_BY_HOP - {b"content-length"}]})
+                try:
+                    async for chunk in response.aiter_raw():
+                        await send({"type": "http.response.body", "body": chunk,
+                                    "more_body": True})
+                except httpx2.HTTPError as e:  # the answer had started: end it where it broke
+                    log.warning("the server's answer to %s broke off: %s", target, e)
+                await send({"type": "http.response.body", "body": b""})
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await response.aclose()
+            return
+        await _json(send, 502, "no server answered: " + "; ".join(errors))
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        body = bytearray()
+        more = True
+        while more:
+            message: Message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            body += message.get("body", b"")
+            if len(body) > self._max_body:
+                raise _TooLarge
+            more = bool(message.get("more_body", False))
+        return bytes(body)
+
+
+async def _json(send: Send, status: int, error: str) -> None:
+    body = msgspec.json.encode({"error": error})
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
