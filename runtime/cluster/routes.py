@@ -113,7 +113,8 @@ async def client_allocs(proc: ServerProcess, request: Request) -> Response:
         wait = min(query_duration(request, "wait", MAX_ALLOC_WAIT), MAX_ALLOC_WAIT)
     except ApiError as e:
         return _error(e.status, str(e))
-    with trio.move_on_after(wait):
+    # Index 0 is a first pull: answered at once, also for a node with nothing yet.
+    with trio.move_on_after(wait if index else 0):
         while _node_index(proc, node_id) <= index:
             await server.changed.wait()
     found = server.client_allocs(node_id)
@@ -124,7 +125,9 @@ async def client_allocs(proc: ServerProcess, request: Request) -> Response:
 
 def _node_index(proc: ServerProcess, node_id: str) -> int:
     """The index a node's blocking query goes by: the newest AllocModifyIndex of its
-    allocations (Nomad's allocs-by-node table index), so other nodes' changes never wake it."""
+    allocations (Nomad's allocs-by-node table index), so other nodes' changes never wake it.
+    An allocation collected away does not move it: only terminal allocations are collected,
+    which the client has stopped already; it learns they are gone at its next change."""
     return max((a.alloc_modify_index for a in proc.server.allocs_on(node_id)), default=0)
 
 
