@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib.procs import carrying, kill_with_tasks
 
 from yurt.runtime.cluster.etcdproc import start_etcd
 
@@ -70,7 +73,10 @@ class Demo:
         raise RuntimeError(f"{name} did not start in 30 s; see {log}")
 
     def kill(self, name: str) -> None:
+        """SIGKILL a server, or an agent together with every task it runs (tasks outlive
+        their agent by design: a restarted agent re-attaches to them)."""
         process = self.processes[name]
+        kill_with_tasks(process.pid, str(self.root / name))
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
@@ -159,7 +165,7 @@ def run(root: Path) -> None:
         victim_alloc = sorted(running)[0]
         victim = placements(demo, "s1", "web")[victim_alloc][0]
         demo.kill(victim)
-        demo.note(f"killed agent {victim} and its tasks (SIGKILL to its process group)")
+        demo.note(f"killed agent {victim} and its tasks (SIGKILL)")
         wait(f"{victim} down", lambda: any(n["Name"] == victim and n["Status"] == "down"
                                            for n in demo.get("s1", "/v1/nodes")))
         demo.note(f"node {victim} missed its heartbeat: marked down")
@@ -189,7 +195,8 @@ def run(root: Path) -> None:
     finally:
         demo.stop_all()
         etcd.stop()
-        say("stopped every server, agent, task and etcd member; removed their files")
+        left = carrying(str(root))
+        say(f"stopped every server, agent, task and etcd member ({len(left)} processes left)")
 
 
 def main() -> None:

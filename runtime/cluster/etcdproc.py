@@ -120,6 +120,8 @@ def start_etcd(data_dir: Path, *, members: int = 1, name: str = "yurt",
             f"{name}{i}", f"http://127.0.0.1:{free_port()}",
             f"http://127.0.0.1:{free_port()}"))
     initial = ",".join(f"{m.name}={m.peer_url}" for m in cluster.members)
+    # One token for the whole cluster: members with different tokens refuse each other.
+    token = f"{name}-{os.getpid()}-{time.time_ns()}"
     try:
         for member in cluster.members:
             log = open(data_dir / f"{member.name}.log", "ab")  # noqa: SIM115 - the child's
@@ -132,7 +134,7 @@ def start_etcd(data_dir: Path, *, members: int = 1, name: str = "yurt",
                      "--listen-peer-urls", member.peer_url,
                      "--initial-advertise-peer-urls", member.peer_url,
                      "--initial-cluster", initial, "--initial-cluster-state", "new",
-                     "--initial-cluster-token", f"{name}-{os.getpid()}-{time.time_ns()}",
+                     "--initial-cluster-token", token,
                      # One scheduling pass is one transaction: a plan placing hundreds of
                      # allocations (each with its job) is one request of many operations.
                      "--max-txn-ops", str(MAX_TXN_OPS),

@@ -162,3 +162,13 @@ def sweep(marker: str, timeout: float = 10.0) -> int:
             return len(left)
         kill_all(left)
         time.sleep(0.05)
+
+
+def kill_with_tasks(pid: int, data_dir: str, sig: int = signal.SIGKILL) -> list[int]:
+    """Signal an agent and every task it runs: the processes whose command line names its
+    data directory (its tasks' shims) and all their descendants (the tasks). Collected
+    before any is signalled, so no task escapes to init in between. The pids signalled."""
+    roots = [pid, *carrying(data_dir)]
+    targets = sorted({p for root in roots for p in tree(root)})
+    kill_all(targets, sig)
+    return targets
