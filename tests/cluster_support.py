@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ import trio
 
 from tests.cli_proc_support import YURT
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from benchlib import procs  # noqa: E402
+
 _LISTENING = re.compile(rb"listening on (http://\S+)")
 
 
@@ -30,12 +34,19 @@ class Member:
     name: str
     process: trio.Process
     log: Path
+    data_dir: Path
     address: str = ""
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal the process and every process it started (its tasks too)."""
+        """Signal the process and its process group."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, sig)
+
+    def kill_with_tasks(self) -> list[int]:
+        """SIGKILL an agent and every task it runs (tasks outlive their agent by design)."""
+        killed = procs.kill_with_tasks(self.process.pid, str(self.data_dir))
+        self.kill(signal.SIGKILL)
+        return killed
 
 
 @dataclass
@@ -53,7 +64,7 @@ class Cluster:
                 [YURT, *args], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             os.close(out)
-        member = Member(name, process, log)
+        member = Member(name, process, log, self.root / name)
         self.members.append(member)
         while True:
             found = _LISTENING.search(log.read_bytes())
@@ -76,7 +87,8 @@ class Cluster:
 
     def stop(self) -> None:
         for member in self.members:
-            member.kill(signal.SIGKILL)
+            member.kill(signal.SIGCONT)  # a frozen one too
+            member.kill_with_tasks()
 
 
 @asynccontextmanager
