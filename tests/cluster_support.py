@@ -24,7 +24,7 @@ import trio
 from tests.cli_proc_support import YURT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from benchlib import procs  # noqa: E402
+from benchlib import procs
 
 _LISTENING = re.compile(rb"listening on (http://\S+)")
 
