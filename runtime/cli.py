@@ -366,12 +366,15 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
 @click.option("--servers", default=None, metavar="URL[,URL...]",
               help="Run as a client of these servers (yurt server), with no embedded server.")
 @click.option("--node-name", default=None, help="This node's name (default: the host name).")
+@click.option("--datacenter", default=None, help="This node's datacenter (default dc1).")
+@click.option("--meta", multiple=True, metavar="KEY=VALUE",
+              help="Node metadata for constraints (repeatable).")
 def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
           port: int | None, token_file: Path | None, token_argument: str | None,
           fake_devices: tuple[str, ...],
           driver_allow: tuple[str, ...], driver_block: tuple[str, ...],
           log_level: str | None, log_json: bool | None, servers: str | None,
-          node_name: str | None) -> None:
+          node_name: str | None, datacenter: str | None, meta: tuple[str, ...]) -> None:
     """Run the agent: an embedded server and client with Nomad's HTTP API.
 
     SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
@@ -384,7 +387,8 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
         config_file=config_file, data_dir=data_dir, bind=bind, port=port,
         token_file=token_file, token_argument=token_argument, fake_devices=fake_devices,
         driver_allow=driver_allow, driver_block=driver_block, log_level=log_level,
-        log_json=log_json, servers=servers, node_name=node_name)))
+        log_json=log_json, servers=servers, node_name=node_name, datacenter=datacenter,
+        meta=meta)))
 
 
 @cli.command()

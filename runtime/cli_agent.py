@@ -63,6 +63,8 @@ class AgentOptions:
     log_json: bool | None = None
     servers: str | None = None  # `--servers URL[,URL...]`: client mode
     node_name: str | None = None
+    datacenter: str | None = None
+    meta: tuple[str, ...] = ()  # `--meta KEY=VALUE`, over the config file's
 
 
 class UsageError(Exception):
@@ -149,12 +151,21 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
                             for s in file.servers)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    meta = dict(file.meta)
+    for pair in options.meta:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise UsageError(f"--meta {pair!r}: expected KEY=VALUE")
+        meta[key.strip()] = value
+    datacenter = options.datacenter if options.datacenter is not None else file.datacenter
+    if not datacenter:
+        raise UsageError("--datacenter must not be empty")
     directory = options.data_dir or (Path(file.data_dir) if file.data_dir else
                                      default_data_dir())
     config = AgentConfig(
         data_dir=directory.absolute(), bind=bind, port=port, token=token,
-        node_name=options.node_name or file.node_name, datacenter=file.datacenter,
-        node_class=file.node_class, meta=file.meta,
+        node_name=options.node_name or file.node_name, datacenter=datacenter,
+        node_class=file.node_class, meta=meta,
         fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
         driver_allow=options.driver_allow or tuple(file.drivers.allow),
         driver_block=options.driver_block or tuple(file.drivers.block),

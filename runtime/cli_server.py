@@ -43,7 +43,7 @@ def run_server(options: ServerOptions) -> int:
 
     from yurt.runtime import __version__
     from yurt.runtime.agentlog import configure
-    from yurt.runtime.cli_agent import UsageError, leaves, read_token_file
+    from yurt.runtime.cli_agent import UsageError, default_data_dir, leaves, read_token_file
     from yurt.runtime.cluster.etcd import EtcdError
     from yurt.runtime.cluster.server import HeartbeatConfig
     from yurt.runtime.cluster.serverproc import ServerConfig, ServerProcess
@@ -76,9 +76,12 @@ def run_server(options: ServerOptions) -> int:
                    "/proc; prefer --token-file", err=True)
     configure(options.log_level, False, sys.stdout)
     name = options.name or socket.gethostname()
+    # A server's state is in etcd; its directory keeps only what is still per server
+    # (variables' keyring, namespaces, the scheduler configuration).
+    data_dir = options.data_dir or default_data_dir() / "servers" / name
     config = ServerConfig(
         etcd=urls, name=name, bind=options.bind, port=options.port,
-        data_dir=(options.data_dir or Path(".")).absolute(), token=token,
+        data_dir=data_dir.absolute(), token=token,
         prefix=options.prefix, leader_ttl=options.leader_ttl,
         heartbeat=HeartbeatConfig(min_ttl=options.min_heartbeat_ttl,
                                   max_per_second=options.max_heartbeats_per_second,

@@ -78,3 +78,20 @@ def test_the_command_exits_2_on_a_wrong_server_url(tmp_path: Path) -> None:
                                       "--servers", "http://s:4646/v1"])
     assert result.exit_code == EXIT_USAGE
     assert "yurt: --servers: 'http://s:4646/v1' has a path" in result.output
+
+
+def test_datacenter_and_meta_options_over_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "agent.toml"
+    file.write_text('datacenter = "dc9"\n[meta]\nrack = "r1"\nzone = "z1"\n')
+    config, _, _ = build_config(AgentOptions(config_file=file, data_dir=tmp_path,
+                                             datacenter="dc2", meta=("rack=r7", "gpu=")))
+    assert config.datacenter == "dc2"
+    assert config.meta == {"rack": "r7", "zone": "z1", "gpu": ""}
+    config, _, _ = build_config(AgentOptions(config_file=file, data_dir=tmp_path))
+    assert (config.datacenter, config.meta) == ("dc9", {"rack": "r1", "zone": "z1"})
+
+
+@pytest.mark.parametrize("pair", ["rack", "=r1", " =x"])
+def test_a_meta_option_without_a_key_is_a_usage_error(tmp_path: Path, pair: str) -> None:
+    with pytest.raises(UsageError, match="expected KEY=VALUE"):
+        build_config(AgentOptions(data_dir=tmp_path, meta=(pair,)))

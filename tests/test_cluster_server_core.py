@@ -173,3 +173,25 @@ async def test_a_node_secret_is_required_and_checked(autojump_clock: object) -> 
         with pytest.raises(UnknownNode):
             await s1.node_heartbeat("nobody", "x")
         await s1.node_heartbeat("n1", "right")
+
+
+async def test_an_ineligible_node_takes_no_placement_until_eligible_again(
+        autojump_clock: object) -> None:
+    async with servers(2) as (s1, s2), trio.open_nursery() as nursery:
+        nursery.start_soon(s2.lead)
+        await s1.register_node(node("n1"), "s")
+        await s1.set_eligibility("n1", "ineligible")
+        await settle(s1, s2)
+        assert s2.cluster_nodes["n1"].scheduling_eligibility == "ineligible"
+        await s1.register_job(sized("web", 1))
+        await settle(s1, s2)
+        assert not s1.job_allocs("web")
+        assert s1.blocked_evals("web")  # waits for room
+        await s1.set_eligibility("n1", "eligible")
+        await settle(s1, s2)
+        assert [a.node_id for a in s1.job_allocs("web")] == ["n1"]
+        with pytest.raises(ValueError, match="eligibility must be"):
+            await s1.set_eligibility("n1", "maybe")
+        with pytest.raises(KeyError):
+            await s1.set_eligibility("nobody", "eligible")
+        nursery.cancel_scope.cancel()

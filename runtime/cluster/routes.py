@@ -35,7 +35,7 @@ from yurt.runtime.api.request import (
     query_int,
 )
 from yurt.runtime.cluster.server import NodeAuthError, UnknownNode
-from yurt.runtime.structs import Allocation, Node
+from yurt.runtime.structs import TRIGGER_NODE_UPDATE, Allocation, Node
 
 if TYPE_CHECKING:
     from yurt.runtime.cluster.serverproc import ServerProcess
@@ -201,6 +201,48 @@ async def node_allocations(proc: ServerProcess, request: Request) -> Response:
     return json_response(allocs)
 
 
+async def node_eligibility(proc: ServerProcess, request: Request) -> Response:
+    node = _find_node(proc, request.path_params["id"])
+    body = await body_json(request)
+    try:
+        index = await proc.server.set_eligibility(node.id,
+                                                  body_field(body, "Eligibility", str, ""))
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
+    except KeyError:
+        raise ApiError(404, "node not found") from None
+    return json_response({"NodeModifyIndex": index, "EvalIDs": None, "EvalCreateIndex": 0,
+                          "Index": index})
+
+
+async def node_evaluate(proc: ServerProcess, request: Request) -> Response:
+    """Nomad's Node.Evaluate: a node-update evaluation of every job with an allocation on
+    the node."""
+    node = _find_node(proc, request.path_params["id"])
+    server = proc.server
+    on_node = sorted({a.job_id for a in server.allocs_on(node.id) if not a.is_terminal()})
+    eval_ids = []
+    for job_id in on_node:
+        try:
+            eval_ids.append((await server.evaluate(job_id, TRIGGER_NODE_UPDATE)).eval_id)
+        except (KeyError, ValueError):
+            continue  # purged meanwhile, or a template job
+    index = server.visible_index
+    return json_response({"HeartbeatTTL": 0, "EvalIDs": eval_ids or None,
+                          "EvalCreateIndex": index if eval_ids else 0,
+                          "NodeModifyIndex": node.modify_index, "Index": index})
+
+
+async def not_in_a_cluster_yet(proc: ServerProcess, request: Request) -> Response:
+    return Response("not supported by a yurt cluster yet: node drain and purge run on a "
+                    "single-node agent only", status_code=501)
+
+
+async def agent_servers(proc: ServerProcess, request: Request) -> Response:
+    return json_response([url.removeprefix("http://").removeprefix("https://")
+                          for url in proc.server_urls()])
+
+
 async def status_leader(proc: ServerProcess, request: Request) -> Response:
     return json_response(proc.leader_address() or "")
 
@@ -245,7 +287,12 @@ def routes(proc: ServerProcess) -> list[FrontRoute]:
         FrontRoute("/v1/internal/allocs", r(get_allocs), post, **rpc),
         FrontRoute("/v1/nodes", r(nodes), ("GET",)),
         FrontRoute("/v1/node/{id}/allocations", r(node_allocations), ("GET",)),
+        FrontRoute("/v1/node/{id}/eligibility", r(node_eligibility), post),
+        FrontRoute("/v1/node/{id}/drain", r(not_in_a_cluster_yet), post),
+        FrontRoute("/v1/node/{id}/purge", r(not_in_a_cluster_yet), post),
+        FrontRoute("/v1/node/{id}/evaluate", r(node_evaluate), post),
         FrontRoute("/v1/node/{id}", r(node), ("GET",)),
+        FrontRoute("/v1/agent/servers", r(agent_servers), ("GET",)),
         FrontRoute("/v1/status/leader", r(status_leader), ("GET",)),
         FrontRoute("/v1/status/peers", r(status_peers), ("GET",)),
         FrontRoute("/v1/agent/members", r(members), ("GET",)),

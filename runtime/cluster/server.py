@@ -419,6 +419,28 @@ class ClusterServer(LocalServer):
             self._capacity.set()
             return index
 
+    async def set_eligibility(self, node_id: str, eligibility: str) -> int:
+        """Nomad's Node.UpdateEligibility: take a node out of placement, or back in."""
+        if eligibility not in ("eligible", "ineligible"):
+            raise ValueError(f'eligibility must be "eligible" or "ineligible", not '
+                             f"{eligibility!r}")
+
+        async def update() -> int:
+            async with self._lock:
+                node = self.cluster_nodes.get(node_id)
+                if node is None:
+                    raise KeyError(node_id)
+                index = self.take_index()
+                updated = msgspec.structs.replace(node, scheduling_eligibility=eligibility,
+                                                  modify_index=index)
+                await self._commit([], [], [Event(topic="Node", type="NodeEligibility",
+                                                  key=node_id, payload={"Node": updated})],
+                                   nodes=[updated])
+                self._capacity.set()  # an eligible node may fit what waits
+                return index
+
+        return await self._retrying(update)
+
     def _node_evals(self, node: Node, index: int) -> list[Evaluation]:
         """A node-update evaluation for every job with a live allocation on `node`, and
         for every system job (a node that joins gets their allocation)."""
