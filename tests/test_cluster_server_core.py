@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -194,4 +195,43 @@ async def test_an_ineligible_node_takes_no_placement_until_eligible_again(
             await s1.set_eligibility("n1", "maybe")
         with pytest.raises(KeyError):
             await s1.set_eligibility("nobody", "eligible")
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_lapsed_node_with_a_disconnect_window_is_disconnected_then_reconciled(
+        autojump_clock: object) -> None:
+    heartbeat = HeartbeatConfig(min_ttl=2.0, grace=2.0)
+    window = msgspec.structs.replace(sized("web", 1), task_groups=[msgspec.structs.replace(
+        sized("web", 1).task_groups[0], max_client_disconnect=600 * 10**9)])
+    async with servers(2, heartbeat=heartbeat) as (s1, s2), trio.open_nursery() as nursery:
+        nursery.start_soon(s2.lead)
+        for node_id in ("n1", "n2"):
+            await s1.register_node(node(node_id), f"secret-{node_id}")
+        await s1.register_job(window)
+        await settle(s1, s2)
+        (original,) = s1.job_allocs("web")
+        away = original.node_id
+        other = "n2" if away == "n1" else "n1"
+        # Its node reports it running (a pending allocation is lost at once, as Nomad's).
+        await s1.update_node_allocs(away, [msgspec.structs.replace(
+            original, client_status="running")])
+        for _ in range(12):  # only the other node heartbeats
+            await s1.node_heartbeat(other, f"secret-{other}")
+            await trio.sleep(1)
+        await settle(s1, s2)
+        assert s1.cluster_nodes[away].status == "disconnected"
+        assert s1.cluster_nodes[away].events[-1].message == "Node heartbeat missed"
+        assert s1.allocs[original.id].client_status == "unknown"
+        (replacement,) = [a for a in s1.job_allocs("web") if a.id != original.id]
+        assert replacement.node_id == other
+        assert not replacement.is_terminal()
+        # Back: initializing at its first heartbeat, ready at the next; then one copy runs.
+        await s1.node_heartbeat(away, f"secret-{away}")
+        await settle(s1, s2)
+        assert s1.cluster_nodes[away].status == "initializing"
+        await s1.node_heartbeat(away, f"secret-{away}")
+        await settle(s1, s2)
+        assert s1.cluster_nodes[away].status == "ready"
+        live = [a for a in s1.job_allocs("web") if a.desired_status == "run"]
+        assert len(live) == 1
         nursery.cancel_scope.cancel()

@@ -37,8 +37,16 @@ from typing import Any, Final, TypeVar
 import msgspec
 import trio
 
+from yurt.runtime.cluster.heartbeat import (
+    NodeStatusChange,
+    heartbeat_ttl,
+    node_down_changes,
+    node_evaluations,
+    node_up_changes,
+)
 from yurt.runtime.cluster.kv import KV
 from yurt.runtime.eventstream import Event, EventBroker, alloc_event, deployment_event, job_event
+from yurt.runtime.server.disconnect import lost_after
 from yurt.runtime.server.etcdstore import (
     ClusterChange,
     ClusterSnapshot,
@@ -51,7 +59,6 @@ from yurt.runtime.server.scheduler import Plan
 from yurt.runtime.structs import (
     EVAL_STATUS_BLOCKED,
     EVAL_STATUS_PENDING,
-    TRIGGER_NODE_UPDATE,
     ZERO_TIME,
     Allocation,
     Evaluation,
@@ -329,9 +336,9 @@ class ClusterServer(LocalServer):
     def heartbeat_ttl(self) -> float:
         """Nomad's `RateScaledInterval` + `RandomStagger`: at least `min_ttl`, longer as
         the cluster grows so heartbeats stay under `max_per_second`."""
-        n = max(len(self.cluster_nodes), 1)
-        ttl = max(self.heartbeat.min_ttl, n / self.heartbeat.max_per_second)
-        return ttl + self._rng.random() * ttl
+        return heartbeat_ttl(len(self.cluster_nodes), self._rng,
+                             min_ttl=self.heartbeat.min_ttl,
+                             max_per_second=self.heartbeat.max_per_second)
 
     def _lease_ttl(self) -> int:
         # A lease's TTL is fixed when granted, and the TTL a node is told varies by the
@@ -366,8 +373,8 @@ class ClusterServer(LocalServer):
         return self.heartbeat_ttl(), index
 
     async def node_heartbeat(self, node_id: str, secret: str) -> tuple[float, int]:
-        """Nomad's Node.UpdateStatus: refresh the node's lease; a node marked down that
-        heartbeats again is ready again."""
+        """Nomad's Node.UpdateStatus: refresh the node's lease; a node marked down (or
+        disconnected) that heartbeats again comes back (heartbeat.py `node_up_changes`)."""
         await self.check_secret(node_id, secret)
         node = self.cluster_nodes.get(node_id)
         if node is None:
@@ -375,8 +382,34 @@ class ClusterServer(LocalServer):
         await self._keep_alive(node_id)
         index = self.visible_index
         if node.status != "ready":
-            index = await self._retrying(lambda: self._set_node(node, "ready", ""))
+            index = await self._retrying(lambda: self._change_status(
+                node_id, lambda known, allocs, jobs, index, now: node_up_changes(
+                    known, allocs, jobs, index=index, wall_ns=now, new_id=new_id)))
         return self.heartbeat_ttl(), index
+
+    async def _change_status(self, node_id: str, decide: Callable[
+            [Node, list[Allocation], dict[tuple[str, str], Job], int, int], NodeStatusChange]
+                             ) -> int:
+        """Write what `decide` (heartbeat.py) says of the node's status, and its evaluations,
+        in one commit; nothing when it changes nothing."""
+        async with self._lock:
+            known = self.cluster_nodes.get(node_id)
+            if known is None:
+                raise UnknownNode(node_id)
+            jobs = {(j.namespace, j.id): j for j in self.jobs.values()}
+            change = decide(known, self.allocs_on(node_id), jobs, self.index + 1,
+                            self._clock())
+            if change.node is None and not change.evaluations:
+                await trio.lowlevel.checkpoint()
+                return self.visible_index
+            index = self.take_index()
+            nodes = [change.node] if change.node is not None else []
+            await self._commit([], [], [Event(topic="Node", type="NodeRegistration",
+                                              key=node_id, payload={"Node": n})
+                                        for n in nodes],
+                               evals=change.evaluations, nodes=nodes)
+            self._capacity.set()
+            return index
 
     async def _keep_alive(self, node_id: str, *, force_new: bool = False) -> None:
         lease = self._leases.get(node_id)
@@ -412,7 +445,11 @@ class ClusterServer(LocalServer):
                 else base.drain_strategy)
             evals: list[Evaluation] = []
             if known is None or known.status != status:
-                evals = self._node_evals(updated, index)
+                # Nomad's createNodeEvals: its jobs, and the system jobs that may run on it.
+                evals = node_evaluations(
+                    updated, self.allocs_on(node.id),
+                    {(j.namespace, j.id): j for j in self.jobs.values()}, node_index=index,
+                    wall_ns=now, new_id=new_id)
             await self._commit([], [], [Event(topic="Node", type="NodeRegistration",
                                               key=node.id, payload={"Node": updated})],
                                evals=evals, nodes=[updated])
@@ -441,26 +478,6 @@ class ClusterServer(LocalServer):
 
         return await self._retrying(update)
 
-    def _node_evals(self, node: Node, index: int) -> list[Evaluation]:
-        """A node-update evaluation for every job with a live allocation on `node`, and
-        for every system job (a node that joins gets their allocation)."""
-        jobs = {a.job_id for a in self.allocs_on(node.id) if not a.is_terminal()}
-        jobs |= {j.id for j in self.jobs.values() if j.type in ("system", "sysbatch")
-                 and not j.stop}
-        now = self._clock()
-        evals = []
-        for job_id in sorted(jobs):
-            job = self.jobs.get(job_id)
-            if job is None:
-                continue
-            evals.append(Evaluation(
-                id=new_id(), namespace=job.namespace, priority=job.priority, type=job.type,
-                triggered_by=TRIGGER_NODE_UPDATE, job_id=job.id, node_id=node.id,
-                node_modify_index=index, job_modify_index=job.job_modify_index,
-                status=EVAL_STATUS_PENDING, create_index=index, modify_index=index,
-                create_time=now, modify_time=now))
-        return evals
-
     async def _watch_liveness(self) -> None:
         """The leader marks down every ready node whose alive key is gone: at once for those
         without one when it takes over, then as etcd deletes them."""
@@ -477,11 +494,22 @@ class ClusterServer(LocalServer):
                     await self._node_lapsed(node_id)
 
     async def _node_lapsed(self, node_id: str) -> None:
+        """The node's lease lapsed: it is down, or disconnected while one of its allocations
+        may outlive a disconnect (heartbeat.py `node_down_changes`)."""
         node = self.cluster_nodes.get(node_id)
-        if node is None or node.status == "down":
+        if node is None or node.status in ("down", "disconnected"):
             return
-        log.warning("node %s (%s) missed its heartbeat: marked down", node.name, node_id)
-        await self._retrying(lambda: self._set_node(node, "down", "node heartbeat missed"))
+
+        def down(known: Node, allocs: list[Allocation], jobs: dict[tuple[str, str], Job],
+                 index: int, now: int) -> NodeStatusChange:
+            unknown = {a.id: a.modify_time for a in allocs if a.client_status == "unknown"}
+            return node_down_changes(known, allocs, jobs, index=index, wall_ns=now,
+                                     new_id=new_id, lost_after=lost_after,
+                                     unknown_since=unknown)
+
+        await self._retrying(lambda: self._change_status(node_id, down))
+        status = self.cluster_nodes[node_id].status
+        log.warning("node %s (%s) missed its heartbeat: marked %s", node.name, node_id, status)
 
     # ------------------------------------------------------------------ node RPC reads
 
