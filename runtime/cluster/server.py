@@ -319,15 +319,19 @@ class ClusterServer(LocalServer):
     # ------------------------------------------------------------------ leadership
 
     async def lead(self) -> None:
-        """The leader's work, until cancelled (leadership lost): the scheduler's loops and
-        node liveness."""
+        """The leader's work, until cancelled (leadership lost): the scheduler's loops, node
+        liveness and the periodic dispatcher."""
         self.leading = True
         try:
             self._capacity.set()  # what the previous leader left pending
             self._delayed.set()
+            from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher
+
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch_liveness)
                 await nursery.start(LocalServer.run, self)
+                # Periodic jobs launch their children from the leader only: once per launch.
+                await nursery.start(PeriodicDispatcher(self).run)
         finally:
             self.leading = False
 
