@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Sequence
+import logging
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import httpx2
 import trio
+
+log = logging.getLogger("yurt.cluster.etcd")
 
 #: A watch stream is re-opened after this long without a byte (etcd sends progress only on
 #: request; a half-open connection would otherwise hang the watcher forever).
@@ -229,11 +232,13 @@ class EtcdClient:
                 raise
 
     async def watch(self, prefix: bytes, start_revision: int
-                    ) -> AsyncIterator[tuple[int, list[WatchEvent]]]:
+                    ) -> AsyncGenerator[tuple[int, list[WatchEvent]], None]:
         """Every change under `prefix` from `start_revision` on, as (revision, events) in
         revision order, until cancelled. A broken stream is re-opened (on the next member
         if need be) from the revision after the last one delivered, so nothing is missed or
-        repeated; history compacted away raises `EtcdCompacted`."""
+        repeated, for as long as etcd stays away (an etcd restart must not end a server);
+        history compacted away raises `EtcdCompacted`. Close it (`aclosing`) when done: its
+        stream is released then, not when the generator is collected."""
         next_revision = start_revision
         failures = 0
         while True:
@@ -277,8 +282,9 @@ class EtcdClient:
                     raise
                 failures += 1
                 self._current = (i + 1) % len(self.urls)
-                if failures > 3 * len(self.urls):
-                    raise EtcdError(f"etcd watch failed on every member: {e}") from e
+                if failures == 3 * len(self.urls):
+                    log.warning("etcd watch: no member answers (%s); retrying every second",
+                                e)
                 await trio.sleep(min(0.1 * failures, 1.0))
 
     async def aclose(self) -> None:

@@ -11,7 +11,7 @@ etcd.py's own: a second vocabulary would only add a translation that could drift
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from yurt.runtime.cluster.etcd import Compare, KeyValue, Op, TxnResult, WatchEvent
@@ -41,6 +41,6 @@ class KV(Protocol):
     async def lease_revoke(self, lease: int) -> None: ...
 
     def watch(self, prefix: bytes, start_revision: int
-              ) -> AsyncIterator[tuple[int, list[WatchEvent]]]: ...
+              ) -> AsyncGenerator[tuple[int, list[WatchEvent]], None]: ...
 
     async def aclose(self) -> None: ...

@@ -34,7 +34,7 @@ from __future__ import annotations
 import base64
 import itertools
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -359,7 +359,7 @@ class MemoryKV:
         space.revoke(lease)
 
     async def watch(self, prefix: bytes, start_revision: int
-                    ) -> AsyncIterator[tuple[int, list[WatchEvent]]]:
+                    ) -> AsyncGenerator[tuple[int, list[WatchEvent]], None]:
         """Every change under `prefix` from `start_revision` on (0: from now), as
         (revision, events), until cancelled."""
         space = await self._enter()

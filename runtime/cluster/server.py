@@ -31,12 +31,14 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import msgspec
 import trio
 
+from yurt.runtime.cluster.etcd import EtcdCompacted, WatchEvent
 from yurt.runtime.cluster.heartbeat import (
     NodeStatusChange,
     heartbeat_ttl,
@@ -156,20 +158,33 @@ class ClusterServer(LocalServer):
 
     async def follow(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                      ) -> None:
-        """Apply every change other servers write, until cancelled."""
+        """Apply every change other servers write, until cancelled. History compacted away
+        before this view caught up (a server partitioned for long): read everything again."""
         task_status.started()
-        async for revision, events in self.kv.watch(self.prefix, self.applied_revision + 1):
-            async with self._lock:
-                # Our own writes are applied as they are made; every revision before one
-                # was applied already (the write's compare on the counter proves it).
-                if revision <= max(self.applied_revision, self.cluster_store.written_revision):
-                    self.applied_revision = max(self.applied_revision, revision)
-                    self._wake_applied()
-                    continue
-                change = self.cluster_store.decode(revision, events)
-                self._apply(change)
-                self.applied_revision = revision
-                self._wake_applied()
+        while True:
+            try:
+                async with aclosing(self.kv.watch(self.prefix,
+                                                  self.applied_revision + 1)) as changes:
+                    async for revision, events in changes:
+                        async with self._lock:
+                            self._follow_one(revision, events)
+            except EtcdCompacted as e:
+                log.warning("the watch fell behind etcd's history (%s): reading the whole "
+                            "state again", e)
+                async with self._lock:
+                    self._load_snapshot(await self.cluster_store.snapshot())
+                    self._publish([])
+                    self._notify_changed()
+
+    def _follow_one(self, revision: int, events: list[WatchEvent]) -> None:
+        # Our own writes are applied as they are made; every revision before one was
+        # applied already (the write's compare on the counter proves it).
+        if revision <= max(self.applied_revision, self.cluster_store.written_revision):
+            self.applied_revision = max(self.applied_revision, revision)
+        else:
+            self._apply(self.cluster_store.decode(revision, events))
+            self.applied_revision = revision
+        self._wake_applied()
 
     async def _persist(self, jobs: list[Job], allocs: list[Allocation],
                        evals: list[Evaluation], versions: list[Job],
@@ -490,12 +505,13 @@ class ClusterServer(LocalServer):
         for node in list(self.cluster_nodes.values()):
             if node.status == "ready" and node.id not in alive:
                 await self._node_lapsed(node.id)
-        async for _, events in self.kv.watch(self.alive_prefix, revision + 1):
-            for event in events:
-                node_id = event.kv.key[len(self.alive_prefix):].decode()
-                if event.type == "DELETE":
-                    self._leases.pop(node_id, None)
-                    await self._node_lapsed(node_id)
+        async with aclosing(self.kv.watch(self.alive_prefix, revision + 1)) as changes:
+            async for _, events in changes:
+                for event in events:
+                    node_id = event.kv.key[len(self.alive_prefix):].decode()
+                    if event.type == "DELETE":
+                        self._leases.pop(node_id, None)
+                        await self._node_lapsed(node_id)
 
     async def _node_lapsed(self, node_id: str) -> None:
         """The node's lease lapsed: it is down, or disconnected while one of its allocations

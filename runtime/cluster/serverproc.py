@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import trio
 
 from yurt.runtime.agent import AgentConfig
+from yurt.runtime.cluster.etcd import EtcdError
 from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.restore import RestoreProgress
@@ -165,21 +167,25 @@ class ServerProcess:
             nursery.start_soon(self._follow_peers, revision)
             while True:
                 await trio.sleep(ttl / 3)
-                if await self.kv.lease_keepalive(lease) == 0:
-                    lease = await self.kv.lease_grant(ttl)
-                    await self.kv.put(key, json.dumps({"name": self.server_config.name,
-                                                       "address": self.address}).encode(),
-                                      lease=lease)
+                try:
+                    if await self.kv.lease_keepalive(lease) == 0:
+                        lease = await self.kv.lease_grant(ttl)
+                        await self.kv.put(key, json.dumps({
+                            "name": self.server_config.name,
+                            "address": self.address}).encode(), lease=lease)
+                except EtcdError as e:  # etcd away for a while: try again next period
+                    log.warning("cannot renew this server's entry: %s", e)
 
     async def _follow_peers(self, revision: int) -> None:
         prefix = self.prefix + b"servers/"
-        async for _, events in self.kv.watch(prefix, revision + 1):
-            for event in events:
-                name = event.kv.key[len(prefix):].decode()
-                if event.type == "DELETE":
-                    self._peers.pop(name, None)
-                else:
-                    self._peers[name] = json.loads(event.kv.value)["address"]
+        async with aclosing(self.kv.watch(prefix, revision + 1)) as changes:
+            async for _, events in changes:
+                for event in events:
+                    name = event.kv.key[len(prefix):].decode()
+                    if event.type == "DELETE":
+                        self._peers.pop(name, None)
+                    else:
+                        self._peers[name] = json.loads(event.kv.value)["address"]
 
     async def _campaign(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                         ) -> None:
@@ -196,7 +202,13 @@ class ServerProcess:
                 async with self.election.leading():
                     log.info("server %s leads (term %d)", self.server_config.name,
                              self.election.term)
-                    await self.server.lead()
+                    try:
+                        await self.server.lead()
+                    except* EtcdError as group:
+                        # etcd went away under the scheduler: stop leading until it is back
+                        # (the election steps down if the lease cannot be kept meanwhile).
+                        log.warning("leading stopped: %s", group.exceptions[0])
+                        await trio.sleep(self.server_config.leader_ttl / 3)
                 log.info("server %s no longer leads", self.server_config.name)
 
 
