@@ -403,6 +403,9 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
               help="Require this token as X-Nomad-Token (prefer --token-file).")
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Require the token in this file as X-Nomad-Token.")
+@click.option("--advertise", default=None, metavar="URL",
+              help="The URL nodes and other servers reach this one at (needed with a "
+                   "wildcard --bind).")
 @click.option("--prefix", default="/yurt/", show_default=True,
               help="The etcd key prefix of this cluster.")
 @click.option("--leader-ttl", type=int, default=5, show_default=True,
@@ -416,7 +419,8 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
 @click.option("--log-level", default="info", metavar="LEVEL",
               help="trace, debug, info, warn, error.")
 def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
-           token: str | None, token_file: Path | None, prefix: str, leader_ttl: int,
+           token: str | None, token_file: Path | None, advertise: str | None, prefix: str,
+           leader_ttl: int,
            min_heartbeat_ttl: float, heartbeat_grace: float, max_heartbeats_per_second: float,
            log_level: str) -> None:
     """Run a cluster server: the Nomad API and the scheduler over state kept in etcd.
@@ -429,7 +433,7 @@ def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | N
 
     sys.exit(cli_server.run_server(cli_server.ServerOptions(
         etcd=etcd, bind=bind, port=port, data_dir=data_dir, name=name, token=token,
-        token_file=token_file, prefix=prefix, leader_ttl=leader_ttl,
+        token_file=token_file, advertise=advertise, prefix=prefix, leader_ttl=leader_ttl,
         min_heartbeat_ttl=min_heartbeat_ttl, heartbeat_grace=heartbeat_grace,
         max_heartbeats_per_second=max_heartbeats_per_second, log_level=log_level)))
 

@@ -29,6 +29,7 @@ class ServerOptions:
     name: str | None = None
     token: str | None = None
     token_file: Path | None = None
+    advertise: str | None = None
     prefix: str = "/yurt/"
     leader_ttl: int = 5
     min_heartbeat_ttl: float = 10.0
@@ -64,6 +65,12 @@ def run_server(options: ServerOptions) -> int:
         if options.bind not in ("127.0.0.1", "localhost", "::1") and not token:
             raise UsageError("refusing to bind beyond loopback without a token "
                              "(--token-file FILE or --token T)")
+        if options.bind in ("0.0.0.0", "::", "") and not options.advertise:
+            raise UsageError("--bind on every interface needs --advertise http://HOST:PORT: "
+                             "the address nodes and the other servers reach this one at")
+        if options.advertise and not options.advertise.startswith(("http://", "https://")):
+            raise UsageError(f"--advertise {options.advertise!r} is not a URL; give "
+                             "http://HOST:PORT")
         if not 0 <= options.port <= 65535:
             raise UsageError(f"--port {options.port} is not a TCP port")
         if not options.prefix.startswith("/") or not options.prefix.endswith("/"):
@@ -83,6 +90,7 @@ def run_server(options: ServerOptions) -> int:
         etcd=urls, name=name, bind=options.bind, port=options.port,
         data_dir=data_dir.absolute(), token=token,
         prefix=options.prefix, leader_ttl=options.leader_ttl,
+        advertise=(options.advertise or "").rstrip("/"),
         heartbeat=HeartbeatConfig(min_ttl=options.min_heartbeat_ttl,
                                   max_per_second=options.max_heartbeats_per_second,
                                   grace=options.heartbeat_grace))

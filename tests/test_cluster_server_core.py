@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import msgspec
 import pytest
@@ -21,6 +22,7 @@ from yurt.runtime.cluster.server import (
 )
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.etcdstore import ClusterStore
+from yurt.runtime.server.records import EVAL_GC_INTERVAL
 from yurt.runtime.structs import (
     EVAL_STATUS_PENDING,
     Job,
@@ -234,4 +236,74 @@ async def test_a_lapsed_node_with_a_disconnect_window_is_disconnected_then_recon
         assert s1.cluster_nodes[away].status == "ready"
         live = [a for a in s1.job_allocs("web") if a.desired_status == "run"]
         assert len(live) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_node_reregistered_through_another_server_stays_alive_and_can_still_die(
+        autojump_clock: object) -> None:
+    """Its first server keeps renewing the lease it knows, which the alive key is bound to
+    again; and once the node stops, it is marked down."""
+    heartbeat = HeartbeatConfig(min_ttl=2.0, grace=2.0)  # a lease of 6 s
+    async with servers(2, heartbeat=heartbeat) as (s1, s2), trio.open_nursery() as nursery:
+        nursery.start_soon(s2.lead)
+        await s1.register_node(node("n1"), "secret")
+        await s1.node_heartbeat("n1", "secret")
+        await s2.register_node(node("n1"), "secret")  # a node change, sent to s2
+        await settle(s1, s2)
+        for _ in range(20):
+            await s1.node_heartbeat("n1", "secret")
+            await trio.sleep(1)
+            assert s1.cluster_nodes["n1"].status == "ready"
+        await trio.sleep(10)  # no more heartbeats
+        await settle(s1, s2)
+        assert s1.cluster_nodes["n1"].status == "down"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_conflict_under_the_leaders_collection_does_not_end_its_term(
+        autojump_clock: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another server commits while the leader collects old evaluations: the collection
+    is skipped (and done at the next interval), the leader goes on leading."""
+    now = [1_800_000_000 * 10**9]
+    space = MemoryKV()
+    started = []
+    async with trio.open_nursery() as nursery:
+        for _ in range(2):
+            kv = space.client()
+            server = ClusterServer(EventBroker(), ClusterStore(kv, PREFIX), kv, PREFIX,
+                                   unix_clock=lambda: now[0])
+            await server.load()
+            await nursery.start(server.follow)
+            started.append(server)
+        s1, s2 = started
+        ended: list[str] = []
+
+        async def lead() -> None:
+            await s1.lead()
+            ended.append("lead() returned")
+
+        nursery.start_soon(lead)
+        await s1.register_job(sized("empty", 0))
+        await settle(s1, s2)
+        now[0] += 2 * 3600 * 10**9  # past the collection threshold
+        real = s1.cluster_store.delete_evals
+        conflicts = 0
+
+        async def delete_evals(*args: Any, **kwargs: Any) -> None:
+            nonlocal conflicts
+            if conflicts == 0:
+                conflicts += 1
+                await s2.register_job(sized("other", 0))  # moves the counter meanwhile
+            await real(*args, **kwargs)
+
+        monkeypatch.setattr(s1.cluster_store, "delete_evals", delete_evals)
+        await trio.sleep(EVAL_GC_INTERVAL + 1)
+        await settle(s1, s2)
+        assert conflicts == 1
+        assert not ended
+        assert s1.leading
+        assert "empty" in s1.jobs  # the leader still serves
+        await trio.sleep(EVAL_GC_INTERVAL + 1)  # the next collection goes through
+        await settle(s1, s2)
+        assert not any(e.job_id == "empty" for e in s1.evals.values())
         nursery.cancel_scope.cancel()

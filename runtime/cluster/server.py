@@ -30,15 +30,15 @@ import logging
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import msgspec
 import trio
 
-from yurt.runtime.cluster.etcd import EtcdCompacted, WatchEvent
+from yurt.runtime.cluster.etcd import Compare, EtcdCompacted, EtcdError, Op, WatchEvent
 from yurt.runtime.cluster.heartbeat import (
     NodeStatusChange,
     heartbeat_ttl,
@@ -122,6 +122,8 @@ class ClusterServer(LocalServer):
         self._applied = trio.Event()
         #: Whether this server leads now: only the leader runs the scheduler.
         self.leading = False
+        #: A commit was refused since the watch last applied a change: this view is behind.
+        self._stale = False
         #: Per node, the lease its alive key is bound to (as this server last saw it).
         self._leases: dict[str, int] = {}
         self._secrets: dict[str, str] = {}
@@ -172,8 +174,14 @@ class ClusterServer(LocalServer):
                 log.warning("the watch fell behind etcd's history (%s): reading the whole "
                             "state again", e)
                 async with self._lock:
-                    self._load_snapshot(await self.cluster_store.snapshot())
-                    self._publish([])
+                    while True:
+                        try:
+                            snapshot = await self.cluster_store.snapshot()
+                            break
+                        except EtcdError as failed:
+                            log.warning("cannot read the cluster state: %s", failed)
+                            await trio.sleep(CATCH_UP_WAIT)
+                    self._load_snapshot(snapshot)
                     self._notify_changed()
 
     def _follow_one(self, revision: int, events: list[WatchEvent]) -> None:
@@ -184,6 +192,7 @@ class ClusterServer(LocalServer):
         else:
             self._apply(self.cluster_store.decode(revision, events))
             self.applied_revision = revision
+            self._stale = False
         self._wake_applied()
 
     async def _persist(self, jobs: list[Job], allocs: list[Allocation],
@@ -316,18 +325,74 @@ class ClusterServer(LocalServer):
         return await self._retrying(lambda: LocalServer.stop_alloc_eval(self, alloc_id))
 
     async def update_allocs(self, batch: list[Allocation]) -> None:
-        await self._retrying(lambda: LocalServer.update_allocs(self, batch))
+        """A client's update, then the deployment watcher's decision on the health it
+        carries, two commits. When the second conflicts, the retry finds the first done
+        (nothing left to write) and would skip the decision: the retry decides for every
+        active deployment instead, from the health no evaluation has seen (`catch_up`)."""
+        from yurt.runtime.server import deploymentwatcher
+
+        undecided = False
+
+        async def attempt() -> None:
+            nonlocal undecided
+            try:
+                async with self._lock:
+                    if undecided:
+                        await deploymentwatcher.catch_up(self)
+                        undecided = False
+                    await self._update_allocs(batch)
+            except StoreConflict:
+                undecided = True
+                raise
+
+        await self._retrying(attempt)
+
+    @asynccontextmanager
+    async def change(self, *, capacity: bool = False) -> AsyncIterator[int]:
+        """`LocalServer.change`, whose index is taken again when another server wrote in
+        between (the counter's write is the only one that can conflict: it comes first)."""
+        while True:
+            async with self._lock:
+                index = self.take_index()
+                try:
+                    await self.cluster_store.save(index, [], [])
+                except StoreConflict as e:
+                    self._undo_index()
+                    conflict = e
+                else:
+                    try:
+                        yield index
+                    finally:
+                        if capacity:
+                            self._capacity.set()
+                        self._notify_changed()
+                    return
+            await self._catch_up(conflict.revision)
+
+    async def gc_evals(self) -> list[str]:
+        """As the embedded server's, skipped when another server wrote in between (the next
+        collection, EVAL_GC_INTERVAL later, sees a fresher view)."""
+        try:
+            return await LocalServer.gc_evals(self)
+        except StoreConflict:
+            self._undo_index()
+            return []
 
     async def _process(self, ev: Evaluation, *, keep_if_unchanged: bool = False) -> Plan:
         """Only the leader schedules; elsewhere the evaluation stays pending for it. A
-        conflict leaves it pending too: `run` tries again once the view caught up."""
-        if not self.leading:
+        conflict leaves it pending too: `run` tries again once the view caught up; until
+        then the rest of the pass is skipped (each would be decided on the same stale view
+        and refused the same way)."""
+        if not self.leading or self._stale:
             await trio.lowlevel.checkpoint()
+            if self._stale:
+                self._capacity.set()
             return Plan(eval=ev)
         try:
             return await LocalServer._process(self, ev, keep_if_unchanged=keep_if_unchanged)
         except StoreConflict:
             self._undo_index()
+            self._stale = True
             self._capacity.set()
             return Plan(eval=ev)
 
@@ -431,15 +496,20 @@ class ClusterServer(LocalServer):
             return index
 
     async def _keep_alive(self, node_id: str, *, force_new: bool = False) -> None:
-        lease = self._leases.get(node_id)
+        """Keep the node's alive key bound to a live lease. The key holds its lease's ID:
+        a heartbeat renews the lease this server knows and, in one transaction, binds the
+        key to it unless it already is, so a lease another server granted meanwhile (a
+        re-registration there) can lapse without taking the key along."""
+        key = self.alive_prefix + node_id.encode()
+        lease = None if force_new else self._leases.get(node_id)
         if lease is None and not force_new:
-            kv, _ = await self.kv.get(self.alive_prefix + node_id.encode())
-            lease = kv.lease if kv is not None else None
-        if lease is not None and not force_new and await self.kv.lease_keepalive(lease) > 0:
-            self._leases[node_id] = lease
-            return
-        lease = await self.kv.lease_grant(self._lease_ttl())
-        await self.kv.put(self.alive_prefix + node_id.encode(), b"1", lease=lease)
+            kv, _ = await self.kv.get(key)
+            lease = kv.lease if kv is not None and kv.lease else None
+        if lease is None or await self.kv.lease_keepalive(lease) <= 0:
+            lease = await self.kv.lease_grant(self._lease_ttl())
+        value = str(lease).encode()
+        await self.kv.txn([Compare.value(key, "=", value)], [],
+                          [Op.put(key, value, lease=lease)])
         self._leases[node_id] = lease
 
     async def _set_node(self, node: Node, status: str, description: str, *,
@@ -500,11 +570,14 @@ class ClusterServer(LocalServer):
     async def _watch_liveness(self) -> None:
         """The leader marks down every ready node whose alive key is gone: at once for those
         without one when it takes over, then as etcd deletes them."""
+        # The ready nodes first, then the keys: a node registers its key before its record,
+        # so one that registers in between is not taken for lapsed.
+        ready = [n.id for n in self.cluster_nodes.values() if n.status == "ready"]
         kvs, revision = await self.kv.get_prefix(self.alive_prefix)
         alive = {kv.key[len(self.alive_prefix):].decode() for kv in kvs}
-        for node in list(self.cluster_nodes.values()):
-            if node.status == "ready" and node.id not in alive:
-                await self._node_lapsed(node.id)
+        for node_id in ready:
+            if node_id not in alive:
+                await self._node_lapsed(node_id)
         async with aclosing(self.kv.watch(self.alive_prefix, revision + 1)) as changes:
             async for _, events in changes:
                 for event in events:

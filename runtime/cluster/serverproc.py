@@ -27,6 +27,7 @@ from yurt.runtime.cluster.etcd import EtcdError
 from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.restore import RestoreProgress
+from yurt.runtime.server.etcdstore import StoreConflict
 from yurt.runtime.structs import Node
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ class ServerConfig:
     data_dir: Path = Path(".")
     token: str = ""
     prefix: str = "/yurt/"
+    #: The URL nodes and servers reach this one at (default: where it listens).
+    advertise: str = ""
     leader_ttl: int = DEFAULT_LEADER_TTL
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
 
@@ -130,8 +133,9 @@ class ServerProcess:
             async with trio.open_nursery() as nursery:
                 # An agent-shaped object for the API's handlers (runtime/api/context.py).
                 agent = cast("Agent", self)
-                self.address = await nursery.start(partial_serve(serve_api, agent, stop_api,
-                                                                 routes.routes(self)))
+                listening = await nursery.start(partial_serve(serve_api, agent, stop_api,
+                                                              routes.routes(self)))
+                self.address = self.server_config.advertise or listening
                 await self.server.load()
                 await nursery.start(self.server.follow)
                 await nursery.start(self._announce)
@@ -204,10 +208,12 @@ class ServerProcess:
                              self.election.term)
                     try:
                         await self.server.lead()
-                    except* EtcdError as group:
-                        # etcd went away under the scheduler: stop leading until it is back
-                        # (the election steps down if the lease cannot be kept meanwhile).
-                        log.warning("leading stopped: %s", group.exceptions[0])
+                    except* (EtcdError, StoreConflict) as group:
+                        # etcd went away under the scheduler, or another server wrote while
+                        # a leader-only decision was being committed: lead again from the
+                        # current state (the election steps down if the lease cannot be
+                        # kept meanwhile).
+                        log.warning("leading restarts: %s", group.exceptions[0])
                         await trio.sleep(self.server_config.leader_ttl / 3)
                 log.info("server %s no longer leads", self.server_config.name)
 
