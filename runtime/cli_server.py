@@ -95,10 +95,14 @@ def run_server(options: ServerOptions) -> int:
                                   max_per_second=options.max_heartbeats_per_second,
                                   grace=options.heartbeat_grace))
 
+    listening = False
+
     async def main() -> None:
+        nonlocal listening
         process = ServerProcess(config)
         async with trio.open_nursery() as nursery:
             address = await nursery.start(process.run)
+            listening = True
             click.echo(f"yurt server {__version__} {name} listening on {address} "
                        f"(etcd {','.join(urls)})", err=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -110,9 +114,10 @@ def run_server(options: ServerOptions) -> int:
     try:
         trio.run(main)
     except Exception as e:
+        what = "the server stopped" if listening else "cannot start the server"
         for leaf in leaves(e):
             if isinstance(leaf, EtcdError):
-                click.echo(f"yurt: the server stopped: {leaf}", err=True)
+                click.echo(f"yurt: {what}: {leaf}", err=True)
                 return EXIT_FAILED
             if isinstance(leaf, OSError):
                 click.echo(f"yurt: cannot serve on {options.bind}:{options.port}: "
