@@ -115,20 +115,12 @@ async def client_allocs(proc: ServerProcess, request: Request) -> Response:
         return _error(e.status, str(e))
     # Index 0 is a first pull: answered at once, also for a node with nothing yet.
     with trio.move_on_after(wait if index else 0):
-        while _node_index(proc, node_id) <= index:
+        while proc.server.node_alloc_index(node_id) <= index:
             await server.changed.wait()
     found = server.client_allocs(node_id)
-    answer = _node_index(proc, node_id)
+    answer = proc.server.node_alloc_index(node_id)
     return JSONResponse({"Allocs": found, "Index": answer},
                         headers={"X-Nomad-Index": str(max(answer, 1))})
-
-
-def _node_index(proc: ServerProcess, node_id: str) -> int:
-    """The index a node's blocking query goes by: the newest AllocModifyIndex of its
-    allocations (Nomad's allocs-by-node table index), so other nodes' changes never wake it.
-    An allocation collected away does not move it: only terminal allocations are collected,
-    which the client has stopped already; it learns they are gone at its next change."""
-    return max((a.alloc_modify_index for a in proc.server.allocs_on(node_id)), default=0)
 
 
 async def get_allocs(proc: ServerProcess, request: Request) -> Response:

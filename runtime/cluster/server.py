@@ -126,6 +126,8 @@ class ClusterServer(LocalServer):
         self._stale = False
         #: Per node, the lease its alive key is bound to (as this server last saw it).
         self._leases: dict[str, int] = {}
+        self._node_index: dict[str, int] = {}
+        self._node_index_at = -1
         self._secrets: dict[str, str] = {}
 
     # ------------------------------------------------------------------ state
@@ -605,6 +607,20 @@ class ClusterServer(LocalServer):
         log.warning("node %s (%s) missed its heartbeat: marked %s", node.name, node_id, status)
 
     # ------------------------------------------------------------------ node RPC reads
+
+    def node_alloc_index(self, node_id: str) -> int:
+        """The newest AllocModifyIndex of the node's allocations (Nomad's allocs-by-node
+        index, what a node's blocking pull waits on). Computed for every node at once, once
+        per visible index: a commit wakes every waiting node, and each asks. An allocation
+        collected away does not move it: only terminal ones are collected, which the node
+        has stopped already; it learns they are gone with its next change."""
+        if self._node_index_at != self.visible_index:
+            newest: dict[str, int] = {}
+            for alloc in self.allocs.values():
+                if alloc.alloc_modify_index > newest.get(alloc.node_id, 0):
+                    newest[alloc.node_id] = alloc.alloc_modify_index
+            self._node_index, self._node_index_at = newest, self.visible_index
+        return self._node_index.get(node_id, 0)
 
     def client_allocs(self, node_id: str) -> dict[str, int]:
         """Nomad's Node.GetClientAllocs: the node's allocations and their AllocModifyIndex."""
