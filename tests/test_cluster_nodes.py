@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 
@@ -25,7 +26,8 @@ def sleep_job(job_id: str, marker: str) -> dict[str, Any]:
     return {"Job": {"ID": job_id, "Name": job_id, "Type": "service", "Datacenters": ["dc1"],
                     "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": [{
                         "Name": "t", "Driver": "raw_exec",
-                        "Config": {"command": "/bin/sleep", "args": [marker]},
+                        "Config": {"command": "/bin/sh",
+                                   "args": ["-c", f"echo up-{job_id}; exec sleep {marker}"]},
                         "Resources": {"CPU": 10, "MemoryMB": 10}}]}]}}
 
 
@@ -54,8 +56,6 @@ async def running_on(server: Member, job_id: str) -> dict[str, str]:
 
 
 async def start(server: Member, job_id: str, marker: str) -> tuple[str, str]:
-    import httpx2
-
     async with httpx2.AsyncClient(base_url=server.address, timeout=30) as client:
         r = await client.put("/v1/jobs", json=sleep_job(job_id, marker))
         assert r.status_code == 200, r.text
@@ -71,6 +71,20 @@ async def test_a_node_killed_with_its_tasks_has_its_allocation_replaced(
         async with cluster(etcd_urls, etcd_prefix, tmp_path) as c:
             server, agents = await three_nodes(c)
             alloc_id, node = await start(server, "web", marker)
+            # A server forwards a node's own routes to its agent: the task's log, its stats.
+            async with httpx2.AsyncClient(base_url=server.address, timeout=30) as client:
+
+                async def logged() -> bool:
+                    r = await client.get(f"/v1/client/fs/logs/{alloc_id[:8]}",
+                                         params={"task": "t", "type": "stdout",
+                                                 "plain": "true"})
+                    assert r.status_code == 200, r.text
+                    return "up-web" in r.text
+
+                await wait_for(logged)
+                stats = await client.get(f"/v1/client/allocation/{alloc_id}/stats")
+                assert stats.status_code == 200, stats.text
+                assert "ResourceUsage" in stats.json()
             victim = next(a for a in agents if a.name == node)
             victim.kill_with_tasks()
             assert procs.children(marker) == []

@@ -14,13 +14,15 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
+import httpx2
 import msgspec
 import trio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from yurt.runtime import __version__
 from yurt.runtime.api.app import FrontRoute
@@ -260,9 +262,71 @@ def _member(server: dict[str, Any]) -> dict[str, Any]:
 
 
 async def only_on_nodes(proc: ServerProcess, request: Request) -> Response:
-    return Response("this is a yurt server: a node's files, logs, stats and exec are served "
-                    "by the agent running the allocation (its address is the node's "
-                    "HTTPAddr in /v1/node/<id>)", status_code=501)
+    return Response("this is a yurt server: ask the agent running the allocation (its "
+                    "address is the node's HTTPAddr in /v1/node/<id>), or name the node "
+                    "with ?node_id=", status_code=501)
+
+
+#: Request headers a forward to a node keeps: the caller's token and what the answer's
+#: shape depends on.
+FORWARDED_HEADERS: Final = ("x-nomad-token", "accept", "content-type", "origin")
+
+
+async def to_node(proc: ServerProcess, request: Request) -> Response:
+    """A node's own answer (its allocation's files, logs, stats, restart, signal; its stats
+    and GC), forwarded to the agent of the node running it, streamed back unchanged, as
+    Nomad's servers forward client routes to the client."""
+    params = request.path_params
+    alloc_ref = params.get("alloc_id") or params.get("id")
+    if alloc_ref:
+        alloc = _find_alloc(proc, alloc_ref)
+        node = proc.server.cluster_nodes.get(alloc.node_id)
+    else:
+        node_id = request.query_params.get("node_id", "")
+        if not node_id:
+            return await only_on_nodes(proc, request)
+        node = _find_node(proc, node_id)
+    if node is None or not node.http_addr:
+        raise ApiError(404, "the allocation's node is not known")
+    if node.status != "ready":
+        raise ApiError(502, f"node {node.name} is {node.status}: its agent cannot answer")
+    url = f"http://{node.http_addr}{request.url.path}"
+    if request.url.query:
+        url += f"?{request.url.query}"
+    headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
+    upstream = proc.node_http.build_request(request.method, url, headers=headers,
+                                            content=await request.body())
+    try:
+        answer = await proc.node_http.send(upstream, stream=True)
+    except httpx2.TransportError as e:
+        raise ApiError(502, f"node {node.name} ({node.http_addr}) does not answer: "
+                            f"{e or type(e).__name__}") from None
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in answer.aiter_raw():
+                yield chunk
+        except httpx2.HTTPError:
+            return  # the node went away mid-answer: the stream ends there
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await answer.aclose()
+
+    kept = {k: v for k, v in answer.headers.items()
+            if k.lower() in ("content-type", "x-nomad-index")}
+    return StreamingResponse(body(), status_code=answer.status_code, headers=kept)
+
+
+def _find_alloc(proc: ServerProcess, prefix: str) -> Allocation:
+    allocs = proc.server.allocs
+    if prefix in allocs:
+        return allocs[prefix]
+    matches = [a for i, a in allocs.items() if i.startswith(prefix)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ApiError(404, "alloc not found")
+    raise ApiError(400, f"alloc ID prefix {prefix!r} is ambiguous")
 
 
 def routes(proc: ServerProcess) -> list[FrontRoute]:
@@ -288,5 +352,10 @@ def routes(proc: ServerProcess) -> list[FrontRoute]:
         FrontRoute("/v1/status/leader", r(status_leader), ("GET",)),
         FrontRoute("/v1/status/peers", r(status_peers), ("GET",)),
         FrontRoute("/v1/agent/members", r(members), ("GET",)),
+        FrontRoute("/v1/client/fs/{op}/{alloc_id}", r(to_node), ("GET",), blocking=False),
+        FrontRoute("/v1/client/allocation/{id}/{op}", r(to_node), ("GET", "PUT", "POST"),
+                   blocking=False),
+        FrontRoute("/v1/client/stats", r(to_node), ("GET",), blocking=False),
+        FrontRoute("/v1/client/gc", r(to_node), ("GET", "PUT"), blocking=False),
         FrontRoute("/v1/client/{rest:path}", r(only_on_nodes), ("GET", "PUT", "POST", "DELETE")),
     ]

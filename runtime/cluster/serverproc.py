@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
+import httpx2
 import trio
 
 from yurt.runtime.agent import AgentConfig
@@ -80,6 +81,7 @@ class ServerProcess:
         self._stop = trio.Event()
         self.server: ClusterServer
         self.kv: EtcdClient
+        self.node_http: httpx2.AsyncClient
         self.election: Any = None
         self.node_control = None
         self.devices = None
@@ -125,6 +127,10 @@ class ServerProcess:
 
         self._peers: dict[str, str] = {}
         self.kv = EtcdClient(self.server_config.etcd)
+        # Forwards of node-local routes (routes.py `to_node`): no deadline past the connect,
+        # a log follow lasts as long as the caller wants it.
+        self.node_http = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=5.0),
+                                            follow_redirects=False, trust_env=False)
         store = ClusterStore(self.kv, self.prefix)
         self.server = ClusterServer(self.broker, store, self.kv, self.prefix,
                                     heartbeat=self.server_config.heartbeat)
@@ -152,6 +158,7 @@ class ServerProcess:
             # at once.
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await self.kv.aclose()
+                await self.node_http.aclose()
 
     async def _announce(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                         ) -> None:
