@@ -416,13 +416,16 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
               help="Nomad's heartbeat_grace, seconds.")
 @click.option("--max-heartbeats-per-second", type=float, default=50.0, show_default=True,
               help="Nomad's max_heartbeats_per_second.")
+@click.option("--failover-heartbeat-ttl", type=float, default=300.0, show_default=True,
+              help="Nomad's failover_heartbeat_ttl, seconds: how long a new leader waits "
+                   "for nodes nobody heard from while no server led.")
 @click.option("--log-level", default="info", metavar="LEVEL",
               help="trace, debug, info, warn, error.")
 def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
            token: str | None, token_file: Path | None, advertise: str | None, prefix: str,
            leader_ttl: int,
            min_heartbeat_ttl: float, heartbeat_grace: float, max_heartbeats_per_second: float,
-           log_level: str) -> None:
+           failover_heartbeat_ttl: float, log_level: str) -> None:
     """Run a cluster server: the Nomad API and the scheduler over state kept in etcd.
 
     Any number may run against one etcd; one leads (schedules), the others answer the API
@@ -435,7 +438,8 @@ def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | N
         etcd=etcd, bind=bind, port=port, data_dir=data_dir, name=name, token=token,
         token_file=token_file, advertise=advertise, prefix=prefix, leader_ttl=leader_ttl,
         min_heartbeat_ttl=min_heartbeat_ttl, heartbeat_grace=heartbeat_grace,
-        max_heartbeats_per_second=max_heartbeats_per_second, log_level=log_level)))
+        max_heartbeats_per_second=max_heartbeats_per_second,
+        failover_heartbeat_ttl=failover_heartbeat_ttl, log_level=log_level)))
 
 
 def raise_open_files_limit() -> None:

@@ -35,6 +35,7 @@ class ServerOptions:
     min_heartbeat_ttl: float = 10.0
     heartbeat_grace: float = 10.0
     max_heartbeats_per_second: float = 50.0
+    failover_heartbeat_ttl: float = 300.0
     log_level: str = "info"
 
 
@@ -73,6 +74,14 @@ def run_server(options: ServerOptions) -> int:
                              "http://HOST:PORT")
         if not 0 <= options.port <= 65535:
             raise UsageError(f"--port {options.port} is not a TCP port")
+        for flag, value in (("--min-heartbeat-ttl", options.min_heartbeat_ttl),
+                            ("--heartbeat-grace", options.heartbeat_grace),
+                            ("--max-heartbeats-per-second", options.max_heartbeats_per_second),
+                            ("--failover-heartbeat-ttl", options.failover_heartbeat_ttl)):
+            if not value > 0:
+                raise UsageError(f"{flag} must be above 0, not {value}")
+        if options.leader_ttl < 1:
+            raise UsageError(f"--leader-ttl must be at least 1 (s), not {options.leader_ttl}")
         if not options.prefix.startswith("/") or not options.prefix.endswith("/"):
             raise UsageError(f"--prefix {options.prefix!r} must start and end with /")
     except UsageError as e:
@@ -93,7 +102,8 @@ def run_server(options: ServerOptions) -> int:
         advertise=(options.advertise or "").rstrip("/"),
         heartbeat=HeartbeatConfig(min_ttl=options.min_heartbeat_ttl,
                                   max_per_second=options.max_heartbeats_per_second,
-                                  grace=options.heartbeat_grace))
+                                  grace=options.heartbeat_grace,
+                                  failover_ttl=options.failover_heartbeat_ttl))
 
     listening = False
 

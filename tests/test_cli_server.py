@@ -26,6 +26,9 @@ from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
      "--advertise '10.0.0.1:4646' is not a URL"),
     (["--etcd", "http://127.0.0.1:2379", "--prefix", "yurt"], "must start and end with /"),
     (["--etcd", "http://127.0.0.1:2379", "--port", "70000"], "is not a TCP port"),
+    (["--etcd", "http://127.0.0.1:2379", "--heartbeat-grace", "0"],
+     "--heartbeat-grace must be above 0"),
+    (["--etcd", "http://127.0.0.1:2379", "--leader-ttl", "0"], "--leader-ttl must be at least"),
 ])
 def test_options_that_can_never_work_exit_2(args: list[str], said: str, tmp_path: Path
                                             ) -> None:

@@ -307,3 +307,33 @@ async def test_a_conflict_under_the_leaders_collection_does_not_end_its_term(
         await settle(s1, s2)
         assert not any(e.job_id == "empty" for e in s1.evals.values())
         nursery.cancel_scope.cancel()
+
+
+async def test_a_new_leader_gives_nodes_nobody_heard_the_failover_ttl(
+        autojump_clock: object) -> None:
+    """Every server down past the nodes' leases: the next leader does not call them down at
+    once; those that heartbeat again stay ready, one that does not is down after the
+    failover TTL."""
+    heartbeat = HeartbeatConfig(min_ttl=2.0, grace=2.0, failover_ttl=30.0)
+    async with servers(1, heartbeat=heartbeat) as (s1,):
+        for node_id in ("n1", "n2"):
+            await s1.register_node(node(node_id), f"secret-{node_id}")
+        await trio.sleep(60)  # nobody leads, nobody takes heartbeats: the keys lapse
+        assert s1.cluster_nodes["n1"].status == "ready"
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(s1.lead)
+            await settle(s1)
+            assert {n.status for n in s1.nodes()} == {"ready"}
+            for _ in range(40):  # n1 is back; n2 never
+                await s1.node_heartbeat("n1", "secret-n1")
+                await trio.sleep(1)
+                if trio.current_time() < 60 + 29:
+                    assert s1.cluster_nodes["n2"].status == "ready"
+            await settle(s1)
+            assert s1.cluster_nodes["n1"].status == "ready"
+            assert s1.cluster_nodes["n2"].status == "down"
+            # n1's key is on a heartbeat lease again, not the failover one.
+            key, _ = await s1.kv.get(s1.alive_prefix + b"n1")
+            assert key is not None
+            assert await s1.kv.lease_keepalive(key.lease) == s1._lease_ttl()
+            nursery.cancel_scope.cancel()

@@ -95,6 +95,9 @@ class HeartbeatConfig:
     min_ttl: float = 10.0
     max_per_second: float = 50.0
     grace: float = 10.0
+    #: Nomad's `failover_heartbeat_ttl`: what a new leader gives a node whose heartbeats
+    #: nobody took while no server led, before calling it down.
+    failover_ttl: float = 300.0
 
 
 def secret_hash(secret: str) -> str:
@@ -497,7 +500,8 @@ class ClusterServer(LocalServer):
             self._capacity.set()
             return index
 
-    async def _keep_alive(self, node_id: str, *, force_new: bool = False) -> None:
+    async def _keep_alive(self, node_id: str, *, force_new: bool = False,
+                          ttl: int | None = None) -> None:
         """Keep the node's alive key bound to a live lease. The key holds its lease's ID:
         a heartbeat renews the lease this server knows and, in one transaction, binds the
         key to it unless it already is, so a lease another server granted meanwhile (a
@@ -507,8 +511,11 @@ class ClusterServer(LocalServer):
         if lease is None and not force_new:
             kv, _ = await self.kv.get(key)
             lease = kv.lease if kv is not None and kv.lease else None
-        if lease is None or await self.kv.lease_keepalive(lease) <= 0:
-            lease = await self.kv.lease_grant(self._lease_ttl())
+        wanted = ttl or self._lease_ttl()
+        # A lease of another length (a failover lease, or one granted when the cluster was
+        # smaller) is replaced by one of the length a heartbeat should have now.
+        if lease is None or await self.kv.lease_keepalive(lease) != wanted:
+            lease = await self.kv.lease_grant(wanted)
         value = str(lease).encode()
         await self.kv.txn([Compare.value(key, "=", value)], [],
                           [Op.put(key, value, lease=lease)])
@@ -577,9 +584,19 @@ class ClusterServer(LocalServer):
         ready = [n.id for n in self.cluster_nodes.values() if n.status == "ready"]
         kvs, revision = await self.kv.get_prefix(self.alive_prefix)
         alive = {kv.key[len(self.alive_prefix):].decode() for kv in kvs}
+        # A node without a key lost it while no server led, or in the handover: maybe
+        # nobody took its heartbeats (every server down). It gets the failover TTL, as
+        # Nomad's new leader gives every node, before it is called down; its next
+        # heartbeat binds the key to a lease of its own again.
         for node_id in ready:
             if node_id not in alive:
-                await self._node_lapsed(node_id)
+                await self._keep_alive(node_id, force_new=True,
+                                       ttl=math.ceil(self.heartbeat.failover_ttl))
+        if ready and len(alive) < len(ready):
+            log.info("%d node(s) without a heartbeat since the last leader: %.0f s to "
+                     "come back", len(ready) - len(alive & set(ready)),
+                     self.heartbeat.failover_ttl)
+        kvs, revision = await self.kv.get_prefix(self.alive_prefix)
         async with aclosing(self.kv.watch(self.alive_prefix, revision + 1)) as changes:
             async for _, events in changes:
                 for event in events:
