@@ -40,6 +40,11 @@ class YurtError(Exception):
     """Base of every error yurt raises on purpose."""
 
 
+class Unavailable(YurtError):
+    """Something the answer needs cannot be reached now (a cluster's etcd): the API answers
+    503, and the same request can work once it is back."""
+
+
 @dataclass(frozen=True, order=True)
 class SpecProblem:
     """One thing wrong with a job file. `line`/`column` are 1-based; 0 when unknown."""

@@ -169,3 +169,27 @@ async def test_a_node_cannot_read_or_update_another_nodes_allocations(
 
 async def _both(allocs_of: Any) -> bool:
     return bool(await allocs_of("n1")) and bool(await allocs_of("n2"))
+
+
+async def test_with_etcd_gone_writes_answer_503_and_reads_still_answer(
+        tmp_path: Path) -> None:
+    from yurt.runtime.cluster.etcdproc import start_etcd
+
+    etcd = start_etcd(tmp_path / "etcd", name="gone")
+    try:
+        with trio.fail_after(60):
+            async with cluster(etcd.urls, b"/yurt/", tmp_path) as c:
+                s1 = await c.server("s1")
+                async with httpx2.AsyncClient(base_url=s1.address, timeout=30) as client:
+                    r = await client.put("/v1/jobs", json=mock_job("before"))
+                    assert r.status_code == 200, r.text
+                    etcd.stop_member(etcd.members[0])
+                    r = await client.put("/v1/jobs", json=mock_job("during"))
+                    assert r.status_code == 503, r.text
+                    assert "service unavailable: no etcd member answered" in r.text
+                    r = await client.get("/v1/job/before")  # the view still answers
+                    assert r.status_code == 200
+                    assert s1.process.poll() is None  # and the server runs on
+                assert b"503: no etcd member answered" in s1.log.read_bytes()
+    finally:
+        etcd.stop()

@@ -15,6 +15,7 @@ looked at.
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -56,10 +57,13 @@ from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.api.unreadbody import UnreadBodyMiddleware
+from yurt.runtime.errors import Unavailable
 from yurt.runtime.stateguard import StateGuardMiddleware
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
+
+log = logging.getLogger("yurt.api")
 
 MAX_BLOCKING_WAIT: Final = 600.0
 DEFAULT_BLOCKING_WAIT: Final = 300.0
@@ -83,6 +87,9 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
                     while agent.server.visible_index <= index:
                         await agent.server.changed.wait()
             response = await fn(request)
+        except Unavailable as e:
+            log.warning("%s %s: 503: %s", request.method, request.url.path, e)
+            response = PlainTextResponse(f"service unavailable: {e}", status_code=503)
         except ApiError as e:
             response = PlainTextResponse(str(e), status_code=e.status)
             if e.status == 413:

@@ -24,6 +24,8 @@ from typing import Any, Final, Literal
 import httpx2
 import trio
 
+from yurt.runtime.errors import Unavailable
+
 log = logging.getLogger("yurt.cluster.etcd")
 
 #: A watch stream is re-opened after this long without a byte (etcd sends progress only on
@@ -33,6 +35,10 @@ WATCH_IDLE: Final = 60.0
 
 class EtcdError(Exception):
     """etcd could not be reached on any URL, or answered with an error."""
+
+
+class EtcdUnavailable(EtcdError, Unavailable):
+    """No etcd member answered."""
 
 
 class EtcdCompacted(EtcdError):
@@ -182,7 +188,7 @@ class EtcdClient:
                 raise EtcdError(f"etcd {self.urls[i]}{path}: HTTP {response.status_code}: "
                                 f"{answer.get('error') or answer.get('message') or answer}")
             return answer
-        raise EtcdError(f"no etcd member answered ({', '.join(self.urls)}): {last}")
+        raise EtcdUnavailable(f"no etcd member answered ({', '.join(self.urls)}): {last}")
 
     @staticmethod
     def _revision(answer: dict[str, Any]) -> int:
