@@ -85,6 +85,13 @@ async def test_a_node_killed_with_its_tasks_has_its_allocation_replaced(
                 stats = await client.get(f"/v1/client/allocation/{alloc_id}/stats")
                 assert stats.status_code == 200, stats.text
                 assert "ResourceUsage" in stats.json()
+            # Any agent answers for any allocation: one that does not run it asks a server.
+            other = next(a for a in agents if a.name != node)
+            async with httpx2.AsyncClient(base_url=other.address, timeout=30) as client:
+                r = await client.get(f"/v1/client/fs/logs/{alloc_id}",
+                                     params={"task": "t", "type": "stdout", "plain": "true"})
+                assert r.status_code == 200, r.text
+                assert "up-web" in r.text
             victim = next(a for a in agents if a.name == node)
             victim.kill_with_tasks()
             await wait_for(lambda: _count(marker, 0))  # SIGKILL is delivered, not awaited

@@ -40,10 +40,22 @@ log = logging.getLogger("yurt.cluster.clientmode")
 NODE_LOCAL_PATHS: Final = frozenset({"/v1/agent/self", "/v1/agent/health", "/v1/metrics",
                                      "/.well-known/jwks.json"})
 NODE_LOCAL_PREFIX: Final = "/v1/client/"
+#: Set by a server forwarding a node-local route to the node running the allocation.
+FORWARDED_HEADER: Final = b"x-yurt-forwarded"
 
 
 def node_local(path: str) -> bool:
     return path in NODE_LOCAL_PATHS or path.startswith(NODE_LOCAL_PREFIX)
+
+
+def alloc_ref(path: str) -> str | None:
+    """The allocation ID (or prefix) a node-local route is about, if any."""
+    parts = path.split("/")
+    if path.startswith("/v1/client/fs/") and len(parts) >= 6:
+        return parts[5]
+    if path.startswith("/v1/client/allocation/") and len(parts) >= 5:
+        return parts[4]
+    return None
 
 
 @final
@@ -55,13 +67,28 @@ class ClientModeMiddleware:
         self.agent = agent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or node_local(scope.get("path", "")):
+        path = scope.get("path", "")
+        if scope["type"] not in ("http", "websocket") or (
+                node_local(path) and not self._elsewhere(scope)):
             await self.app(scope, receive, send)
             return
         await self.agent.ready.wait()  # the proxy exists once the agent's parts do
         proxy = self.agent.proxy
         assert proxy is not None, "client mode without a proxy"
         await proxy(scope, receive, send)
+
+
+    def _elsewhere(self, scope: Scope) -> bool:
+        """Whether a node-local route is about an allocation another node runs: the server
+        forwards it there (runtime/cluster/routes.py), so any agent answers for any
+        allocation, as Nomad's do."""
+        ref = alloc_ref(scope.get("path", ""))
+        client = getattr(self.agent, "client", None)
+        # A server's forward is answered here, known or not: never sent back (a loop).
+        forwarded = any(k.lower() == FORWARDED_HEADER for k, _ in scope.get("headers", []))
+        if not ref or client is None or forwarded:
+            return False
+        return not any(alloc_id.startswith(ref) for alloc_id in client.runners)
 
 
 class Indexed(Protocol):

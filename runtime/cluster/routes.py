@@ -294,6 +294,7 @@ async def to_node(proc: ServerProcess, request: Request) -> Response:
     if request.url.query:
         url += f"?{request.url.query}"
     headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
+    headers["X-Yurt-Forwarded"] = "1"  # the node answers it, never sends it back
     upstream = proc.node_http.build_request(request.method, url, headers=headers,
                                             content=await request.body())
     try:
