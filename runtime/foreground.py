@@ -150,6 +150,8 @@ class _HumanPrinter:
                 if follower is not None:  # its output up to now comes first
                     with trio.move_on_after(CATCH_UP_BOUND):
                         await follower.catch_up()
+                        if ev.type == "Terminated":  # and its last words, still in the pump
+                            await follower.ended.wait()
                 offset = self.offset(ev.time / 1e9)
                 await self.out.write(f"{offset:8.3f}s  {name:<24} {payload['Task']:<14} "
                                      f"{ev.type:<20} {ev.display_message}\n")

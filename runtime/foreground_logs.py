@@ -15,8 +15,9 @@ printed before the run's final table.
 Time order: the event printer, before it prints a task's event, asks that task's follower to
 catch up (`TaskFollower.catch_up`): the follower stops waiting for its next poll, reads to the
 end of what is written and prints it, then answers. So "report | done" comes before "report
-Terminated", as it happened. Best effort, bounded by the caller: a line still inside the log
-pump when the event is printed comes after it.
+Terminated", as it happened. A line still inside the log pump when the task exits is not in
+the file yet: for "Terminated" the printer waits for the follower's end instead (the runner
+is done once its pumps drained), bounded by the caller (a task that restarts does not end).
 
 Lines: bytes are held up to a newline so two tasks never mix within a line; a line longer
 than `MAX_LINE` is cut there (a task that never writes a newline still shows its output);
@@ -108,6 +109,8 @@ class TaskFollower:
     def __init__(self, source: TaskOutput) -> None:
         self.source = source
         self._streams = {stream: CatchUp() for stream in STREAMS}
+        #: Set once both streams are printed to their end (the task's output is complete).
+        self.ended = trio.Event()
 
     async def catch_up(self) -> None:
         """Until everything the task wrote before this call is printed (or the follower
@@ -118,9 +121,12 @@ class TaskFollower:
     async def run(self, width: int, write: Callable[[str], Awaitable[None]]) -> None:
         """Print both streams through `write` until the task's output is complete."""
         prefix = f"{self.source.label:<{width}} | "
-        async with trio.open_nursery() as nursery:
-            for stream, catch_up in self._streams.items():
-                nursery.start_soon(self._follow, stream, catch_up, prefix, write)
+        try:
+            async with trio.open_nursery() as nursery:
+                for stream, catch_up in self._streams.items():
+                    nursery.start_soon(self._follow, stream, catch_up, prefix, write)
+        finally:
+            self.ended.set()
 
     async def _follow(
         self, stream: str, catch_up: CatchUp, prefix: str, write: Callable[[str], Awaitable[None]]
