@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 import pytest
@@ -28,32 +28,11 @@ from yurt.runtime.server.etcdstore import (
     StoreConflict,
     StoreTooLarge,
 )
-from yurt.runtime.server.store import ServerStore
+from yurt.runtime.server.store import ServerStateStore, ServerStore
 from yurt.runtime.structs import Allocation, Evaluation, Job, Node
 from yurt.runtime.structs.update import Deployment
 
-
-class Store(Protocol):
-    """The interface both stores share (what LocalServer uses)."""
-
-    degraded: str | None
-
-    async def load(self) -> tuple[list[Job], list[Allocation], int]: ...
-    async def load_evals(self) -> list[Evaluation]: ...
-    async def load_versions(self) -> list[Job]: ...
-    async def load_deployments(self) -> list[Deployment]: ...
-    async def load_services(self) -> list[bytes]: ...
-    async def save_services(self, rows: dict[str, tuple[str, bytes] | None]) -> None: ...
-    async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
-                   evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
-                   forget_versions: list[tuple[str, int]] | None = None,
-                   deployments: list[Deployment] | None = None) -> None: ...
-    async def delete(self, job_id: str, alloc_ids: list[str], index: int | None = None,
-                     deployment_ids: list[str] | None = None) -> None: ...
-    async def delete_evals(self, eval_ids: list[str], index: int,
-                           alloc_ids: list[str] | None = None,
-                           deployment_ids: list[str] | None = None) -> None: ...
-    async def aclose(self) -> None: ...
+Store = ServerStateStore  # the interface both stores share (what LocalServer uses)
 
 
 Opener = Callable[[], Awaitable[Any]]

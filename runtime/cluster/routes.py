@@ -319,15 +319,9 @@ async def to_node(proc: ServerProcess, request: Request) -> Response:
 
 
 def _find_alloc(proc: ServerProcess, prefix: str) -> Allocation:
-    allocs = proc.server.allocs
-    if prefix in allocs:
-        return allocs[prefix]
-    matches = [a for i, a in allocs.items() if i.startswith(prefix)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise ApiError(404, "alloc not found")
-    raise ApiError(400, f"alloc ID prefix {prefix!r} is ambiguous")
+    """The allocation with this ID or unique ID prefix (404/400 otherwise), as the agent's
+    own routes find it."""
+    return proc.server.allocs[proc.context.find_alloc_id(prefix)]
 
 
 def routes(proc: ServerProcess) -> list[FrontRoute]:

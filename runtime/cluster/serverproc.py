@@ -24,6 +24,7 @@ import httpx2
 import trio
 
 from yurt.runtime.agent import AgentConfig
+from yurt.runtime.api.context import Context
 from yurt.runtime.cluster.etcd import EtcdError
 from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
@@ -83,6 +84,8 @@ class ServerProcess:
         self.kv: EtcdClient
         self.node_http: httpx2.AsyncClient
         self.election: Any = None
+        #: The lookups the agent's handlers share (an allocation by ID prefix, ...).
+        self.context = Context(cast("Agent", self))
         self.node_control = None
         self.devices = None
         self.gc = None
