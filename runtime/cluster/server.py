@@ -43,7 +43,7 @@ from yurt.runtime.cluster.heartbeat import (
     NodeStatusChange,
     heartbeat_ttl,
     node_down_changes,
-    node_evaluations,
+    node_register_changes,
     node_up_changes,
 )
 from yurt.runtime.cluster.kv import KV
@@ -458,7 +458,7 @@ class ClusterServer(LocalServer):
             await self.cluster_store.save_node_secret(node.id, secret_hash(secret))
             self._secrets[node.id] = secret_hash(secret)
         await self._keep_alive(node.id, force_new=True)
-        index = await self._retrying(lambda: self._set_node(node, "ready", "", register=True))
+        index = await self._retrying(lambda: self._register_node(node))
         return self.heartbeat_ttl(), index
 
     async def node_heartbeat(self, node_id: str, secret: str) -> tuple[float, int]:
@@ -521,36 +521,24 @@ class ClusterServer(LocalServer):
                           [Op.put(key, value, lease=lease)])
         self._leases[node_id] = lease
 
-    async def _set_node(self, node: Node, status: str, description: str, *,
-                        register: bool = False) -> int:
-        """Write the node with `status` and, when its status changes, one node-update
-        evaluation per job with allocations on it (Nomad's createNodeEvals) in the same
-        commit."""
+    async def _register_node(self, node: Node) -> int:
+        """Write a registering node and, in the same commit, the evaluations Nomad's
+        Node.Register creates (heartbeat.py `node_register_changes`: a new node, one whose
+        status changes, or one whose fields the feasibility checks read changed). A yurt
+        agent registers when it is up, so the node is `ready` (Nomad's client sends
+        `initializing` and then a heartbeat)."""
         async with self._lock:
-            index = self.take_index()
             known = self.cluster_nodes.get(node.id)
-            now = self._clock()
-            base = node if register or known is None else known
-            updated = msgspec.structs.replace(
-                base, status=status, status_description=description,
-                create_index=known.create_index if known is not None else index,
-                modify_index=index, status_updated_at=now // 1_000_000_000,
-                # Eligibility and drain are the servers' to keep across a re-registration.
-                scheduling_eligibility=(known.scheduling_eligibility if known is not None
-                                        else base.scheduling_eligibility),
-                drain=known.drain if known is not None else base.drain,
-                drain_strategy=known.drain_strategy if known is not None
-                else base.drain_strategy)
-            evals: list[Evaluation] = []
-            if known is None or known.status != status:
-                # Nomad's createNodeEvals: its jobs, and the system jobs that may run on it.
-                evals = node_evaluations(
-                    updated, self.allocs_on(node.id),
-                    {(j.namespace, j.id): j for j in self.jobs.values()}, node_index=index,
-                    wall_ns=now, new_id=new_id)
+            index = self.take_index()
+            change = node_register_changes(
+                known, msgspec.structs.replace(node, status="ready"), self.allocs_on(node.id),
+                {(j.namespace, j.id): j for j in self.jobs.values()}, index=index,
+                wall_ns=self._clock(), new_id=new_id)
+            assert change.node is not None  # a registration always writes the node
+            updated = msgspec.structs.replace(change.node, status="ready")
             await self._commit([], [], [Event(topic="Node", type="NodeRegistration",
                                               key=node.id, payload={"Node": updated})],
-                               evals=evals, nodes=[updated])
+                               evals=change.evaluations, nodes=[updated])
             self._capacity.set()
             return index
 
