@@ -203,5 +203,11 @@ def advertise(node: Node, address: str) -> None:
     """Record where the agent's API listens (`http://host:port`): Nomad's `HTTPAddr` and
     `nomad.advertise.address` are `host:port`."""
     host_port = address.split("://", 1)[-1]
+    host, _, port = host_port.rpartition(":")
+    if host in ("0.0.0.0", "[::]", "::"):
+        # Listening on every interface: others reach it at the node's own address (the
+        # servers of a cluster forward a node's routes there), as Nomad advertises it.
+        ip = node.attributes.get("unique.network.ip-address", "127.0.0.1")
+        host_port = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
     node.http_addr = host_port
     node.attributes["nomad.advertise.address"] = host_port

@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from yurt.runtime.cluster.etcd import EtcdCompacted
 from yurt.runtime.cluster.memkv import MemoryKV
 from yurt.runtime.cluster.server import (
     ClusterServer,
@@ -337,3 +338,39 @@ async def test_a_new_leader_gives_nodes_nobody_heard_the_failover_ttl(
             assert key is not None
             assert await s1.kv.lease_keepalive(key.lease) == s1._lease_ttl()
             nursery.cancel_scope.cancel()
+
+
+async def test_the_leaders_liveness_watch_survives_a_compaction(
+        autojump_clock: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """etcd compacted the history a quiet watch would re-open from: the leader looks at
+    every node again and goes on watching; a node that lapses later is still marked down."""
+    heartbeat = HeartbeatConfig(min_ttl=2.0, grace=2.0)
+    async with servers(2, heartbeat=heartbeat) as (s1, s2), trio.open_nursery() as nursery:
+        await s1.register_node(node("n1"), "secret")
+        real_watch = s2.kv.watch
+        cut = []
+
+        def watch(prefix: bytes, start: int) -> Any:
+            if prefix == s2.alive_prefix and not cut:
+                cut.append(start)
+
+                async def compacted() -> AsyncIterator[Any]:
+                    raise EtcdCompacted(start + 1)
+                    yield  # an async generator
+
+                return compacted()
+            return real_watch(prefix, start)
+
+        monkeypatch.setattr(s2.kv, "watch", watch)
+        nursery.start_soon(s2.lead)
+        await settle(s1, s2)
+        assert cut
+        assert s2.leading
+        for _ in range(5):
+            await s1.node_heartbeat("n1", "secret")
+            await trio.sleep(1)
+        assert s1.cluster_nodes["n1"].status == "ready"
+        await trio.sleep(20)  # n1 stops
+        await settle(s1, s2)
+        assert s1.cluster_nodes["n1"].status == "down"
+        nursery.cancel_scope.cancel()

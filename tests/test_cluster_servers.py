@@ -193,3 +193,54 @@ async def test_with_etcd_gone_writes_answer_503_and_reads_still_answer(
                 assert b"503: no etcd member answered" in s1.log.read_bytes()
     finally:
         etcd.stop()
+
+
+@pytest.mark.parametrize(("addr", "why"), [
+    ("10.0.0.1:4646/v3/kv/put?x=", "is not host:port"),
+    ("user@10.0.0.1:4646", "is not host:port"),
+    ("10.0.0.1", "is not host:port"),
+    ("0.0.0.0:4646", "names every interface"),
+])
+def test_a_node_address_is_exactly_host_and_port(addr: str, why: str) -> None:
+    from yurt.runtime.cluster.routes import parse_http_addr
+
+    with pytest.raises(ValueError, match=why):
+        parse_http_addr(addr)
+
+
+def test_a_node_address_parses() -> None:
+    from yurt.runtime.cluster.routes import parse_http_addr
+
+    assert parse_http_addr("10.0.0.1:4646") == ("10.0.0.1", 4646)
+    assert parse_http_addr("[::1]:4646") == ("::1", 4646)
+    assert parse_http_addr("node-7.example:80") == ("node-7.example", 80)
+
+
+async def test_a_forward_never_loops_and_a_bad_node_address_is_refused(
+        etcd_urls: list[str], etcd_prefix: bytes, tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with cluster(etcd_urls, etcd_prefix, tmp_path) as c:
+            s1 = await c.server("s1")
+            here = s1.address.removeprefix("http://")
+            async with httpx2.AsyncClient(base_url=s1.address, timeout=30) as client:
+                bad = node_body("n0")
+                bad["Node"]["HTTPAddr"] = "10.0.0.1:2379/v3/kv/put?x="
+                r = await client.put("/v1/internal/node/register", json=bad)
+                assert r.status_code == 400
+                assert "is not host:port" in r.text
+                # A node whose address leads back to the server itself.
+                body = node_body("n1")
+                body["Node"]["HTTPAddr"] = here
+                r = await client.put("/v1/internal/node/register", json=body)
+                assert r.status_code == 200, r.text
+                r = await client.put("/v1/jobs", json=mock_job("web"))
+                r.raise_for_status()
+
+                async def placed() -> list[Any]:
+                    found: list[Any] = await get(s1.address, "/v1/job/web/allocations")
+                    return found
+
+                (alloc,) = await wait_for(placed)
+                r = await client.get(f"/v1/client/allocation/{alloc['ID']}/stats")
+                assert r.status_code == 508
+                assert "reached a server again" in r.text

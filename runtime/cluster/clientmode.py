@@ -40,7 +40,8 @@ log = logging.getLogger("yurt.cluster.clientmode")
 NODE_LOCAL_PATHS: Final = frozenset({"/v1/agent/self", "/v1/agent/health", "/v1/metrics",
                                      "/.well-known/jwks.json"})
 NODE_LOCAL_PREFIX: Final = "/v1/client/"
-#: Set by a server forwarding a node-local route to the node running the allocation.
+#: Set by a server forwarding a node-local route to the node running the allocation
+#: (runtime/cluster/routes.py `FORWARDED_HEADER`).
 FORWARDED_HEADER: Final = b"x-yurt-forwarded"
 
 

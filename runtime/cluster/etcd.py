@@ -249,8 +249,11 @@ class EtcdClient:
         failures = 0
         while True:
             i = self._current
+            # Progress notifications move the start of a re-opened stream forward while the
+            # prefix is quiet, so a compaction of other keys does not cut it off.
             body = {"create_request": {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix)),
-                                       "start_revision": str(next_revision)}}
+                                       "start_revision": str(next_revision),
+                                       "progress_notify": True}}
             self.requests += 1
             try:
                 async with self._http.stream(
@@ -270,6 +273,9 @@ class EtcdClient:
                         failures = 0
                         events = result.get("events", [])
                         if not events:
+                            if not result.get("created"):  # a progress notification
+                                seen = int(result.get("header", {}).get("revision", 0))
+                                next_revision = max(next_revision, seen + 1)
                             continue
                         batch: list[tuple[int, list[WatchEvent]]] = []
                         for raw in events:

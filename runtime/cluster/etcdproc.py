@@ -138,7 +138,10 @@ def start_etcd(data_dir: Path, *, members: int = 1, name: str = "yurt",
                      # One scheduling pass is one transaction: a plan placing hundreds of
                      # allocations (each with its job) is one request of many operations.
                      "--max-txn-ops", str(MAX_TXN_OPS),
-                     "--max-request-bytes", str(MAX_REQUEST_BYTES)],
+                     "--max-request-bytes", str(MAX_REQUEST_BYTES),
+                     # A quiet watch learns how far it is every few seconds, so re-opening
+                     # it never starts before what a compaction keeps (etcd's default: 10m).
+                     "--experimental-watch-progress-notify-interval", "5s"],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT
         for member in cluster.members:

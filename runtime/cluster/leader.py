@@ -53,7 +53,7 @@ from typing import Any, Protocol, final
 
 import trio
 
-from yurt.runtime.cluster.etcd import Compare, EtcdError, Op
+from yurt.runtime.cluster.etcd import Compare, EtcdCompacted, EtcdError, Op
 from yurt.runtime.cluster.kv import KV
 
 log = logging.getLogger("yurt.cluster.leader")
@@ -485,14 +485,27 @@ class EtcdLeaseBackend:
 
     async def wait_changed(self, key: str, value: str | None) -> str | None:
         full = self._key(key)
-        kv, revision = await self._guard(self.client.get(full))
-        current = None if kv is None else bytes(kv.value).decode()
-        if current != value:
-            return current
+        while True:
+            kv, revision = await self._guard(self.client.get(full))
+            current = None if kv is None else bytes(kv.value).decode()
+            if current != value:
+                return current
+            try:
+                return await self._next_change(full, value, revision)
+            except EtcdCompacted:
+                continue  # history gone under a quiet watch: read the key again
+
+    async def _next_change(self, full: bytes, value: str | None, revision: int
+                           ) -> str | None:
         stream = self.client.watch(full, revision + 1)
         try:
             while True:
-                _, events = await self._guard(anext(stream))
+                try:
+                    _, events = await anext(stream)
+                except (EtcdCompacted, StopAsyncIteration):
+                    raise
+                except EtcdError as exc:
+                    raise LeaseBackendError(str(exc)) from exc
                 for event in events:
                     # A prefix watch: `election/a` also sees `election/ab`.
                     if event.kv.key != full:
@@ -503,7 +516,5 @@ class EtcdLeaseBackend:
         except StopAsyncIteration as exc:
             raise LeaseBackendError("the etcd watch ended") from exc
         finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                with trio.CancelScope(shield=True, deadline=trio.current_time() + 1.0):
-                    await aclose()
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + 1.0):
+                await stream.aclose()

@@ -87,6 +87,11 @@ async def register(proc: ServerProcess, request: Request) -> Response:
         secret = str(body["SecretID"])
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as e:
         return _error(400, f"bad register body: {e}")
+    if node.http_addr:
+        try:
+            parse_http_addr(node.http_addr)
+        except ValueError as e:
+            return _error(400, str(e))
     try:
         ttl, index = await proc.server.register_node(node, secret)
     except NodeAuthError as e:
@@ -267,6 +272,27 @@ async def only_on_nodes(proc: ServerProcess, request: Request) -> Response:
                     "with ?node_id=", status_code=501)
 
 
+#: Marks a request a server forwards to a node (runtime/cluster/clientmode.py answers it
+#: there, whatever it is about).
+FORWARDED_HEADER: Final = "x-yurt-forwarded"
+
+
+def parse_http_addr(addr: str) -> tuple[str, int]:
+    """A node's `HTTPAddr` as (host, port): exactly `host:port` (`[v6]:port`), a real
+    address (not every interface), or ValueError. Checked at registration: a server
+    forwards requests there, so the text must not be able to say anything else (a path, a
+    user, another scheme)."""
+    host, sep, port = addr.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if (not sep or not host or not port.isdigit() or not 0 < int(port) < 65536
+            or any(c in host for c in "/?#@[] \\")):
+        raise ValueError(f"HTTPAddr {addr!r} is not host:port")
+    if host in ("0.0.0.0", "::", ""):
+        raise ValueError(f"HTTPAddr {addr!r} names every interface, not one address")
+    return host, int(port)
+
+
 #: Request headers a forward to a node keeps: the caller's token and what the answer's
 #: shape depends on.
 FORWARDED_HEADERS: Final = ("x-nomad-token", "accept", "content-type", "origin")
@@ -286,19 +312,26 @@ async def to_node(proc: ServerProcess, request: Request) -> Response:
         if not node_id:
             return await only_on_nodes(proc, request)
         node = _find_node(proc, node_id)
-    if node is None or not node.http_addr:
+    if request.headers.get(FORWARDED_HEADER):
+        # A server's forward that came back to a server: the node's address is wrong (one
+        # of this machine's, say). Refused, not forwarded again in a loop.
+        raise ApiError(508, "a forwarded request reached a server again: the node's "
+                            "HTTPAddr does not lead to its agent")
+    if node is None:
         raise ApiError(404, "the allocation's node is not known")
     if node.status != "ready":
         raise ApiError(502, f"node {node.name} is {node.status}: its agent cannot answer")
-    url = f"http://{node.http_addr}{request.url.path}"
-    if request.url.query:
-        url += f"?{request.url.query}"
+    host, port = parse_http_addr(node.http_addr)
+    url = httpx2.URL(scheme="http", host=host, port=port, path=request.url.path,
+                     query=request.url.query.encode())
     headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
-    headers["X-Yurt-Forwarded"] = "1"  # the node answers it, never sends it back
+    headers[FORWARDED_HEADER] = "1"  # the node answers it, never sends it back
     upstream = proc.node_http.build_request(request.method, url, headers=headers,
                                             content=await request.body())
     try:
         answer = await proc.node_http.send(upstream, stream=True)
+    except httpx2.PoolTimeout:
+        raise ApiError(503, "too many requests to nodes in flight; try again") from None
     except httpx2.TransportError as e:
         raise ApiError(502, f"node {node.name} ({node.http_addr}) does not answer: "
                             f"{e or type(e).__name__}") from None

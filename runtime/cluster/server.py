@@ -160,6 +160,7 @@ class ClusterServer(LocalServer):
                 self._open_evals.setdefault(ev.job_id, set()).add(ev.id)
         self.observe_index(snap.index)
         self.applied_revision = snap.revision
+        self._stale = False
         self._capacity.set()
         self._delayed.set()
 
@@ -197,7 +198,7 @@ class ClusterServer(LocalServer):
         else:
             self._apply(self.cluster_store.decode(revision, events))
             self.applied_revision = revision
-            self._stale = False
+            self._fresh()
         self._wake_applied()
 
     async def _persist(self, jobs: list[Job], allocs: list[Allocation],
@@ -210,6 +211,12 @@ class ClusterServer(LocalServer):
     def _nodes_written(self, nodes: list[Node]) -> None:
         for node in nodes:
             self.cluster_nodes[node.id] = node
+
+    def _fresh(self) -> None:
+        """The view caught up: what a stale pass skipped is scheduled again."""
+        if self._stale:
+            self._stale = False
+            self._capacity.set()
 
     def _wake_applied(self) -> None:
         self._applied.set()
@@ -389,16 +396,14 @@ class ClusterServer(LocalServer):
         then the rest of the pass is skipped (each would be decided on the same stale view
         and refused the same way)."""
         if not self.leading or self._stale:
+            # Stale: the watch's next apply clears it and asks for another pass.
             await trio.lowlevel.checkpoint()
-            if self._stale:
-                self._capacity.set()
             return Plan(eval=ev)
         try:
             return await LocalServer._process(self, ev, keep_if_unchanged=keep_if_unchanged)
         except StoreConflict:
             self._undo_index()
             self._stale = True
-            self._capacity.set()
             return Plan(eval=ev)
 
     # ------------------------------------------------------------------ leadership
@@ -455,11 +460,15 @@ class ClusterServer(LocalServer):
         try:
             await self.check_secret(node.id, secret)
         except UnknownNode:
-            await self.cluster_store.save_node_secret(node.id, secret_hash(secret))
+            await self._retrying(lambda: self._save_secret(node.id, secret_hash(secret)))
             self._secrets[node.id] = secret_hash(secret)
         await self._keep_alive(node.id, force_new=True)
         index = await self._retrying(lambda: self._register_node(node))
         return self.heartbeat_ttl(), index
+
+    async def _save_secret(self, node_id: str, hashed: str) -> None:
+        async with self._lock:  # as every write: its compare is against this view
+            await self.cluster_store.save_node_secret(node_id, hashed)
 
     async def node_heartbeat(self, node_id: str, secret: str) -> tuple[float, int]:
         """Nomad's Node.UpdateStatus: refresh the node's lease; a node marked down (or
@@ -512,9 +521,11 @@ class ClusterServer(LocalServer):
             kv, _ = await self.kv.get(key)
             lease = kv.lease if kv is not None and kv.lease else None
         wanted = ttl or self._lease_ttl()
-        # A lease of another length (a failover lease, or one granted when the cluster was
-        # smaller) is replaced by one of the length a heartbeat should have now.
-        if lease is None or await self.kv.lease_keepalive(lease) != wanted:
+        # A lease shorter than a heartbeat's should be now (granted when the cluster was
+        # smaller) or much longer (a failover lease) is replaced. Not one a little longer:
+        # etcd raises a short TTL to its minimum, and re-granting it would only churn.
+        remaining = await self.kv.lease_keepalive(lease) if lease is not None else 0
+        if lease is None or not 0 < wanted <= remaining <= 2 * wanted:
             lease = await self.kv.lease_grant(wanted)
         value = str(lease).encode()
         await self.kv.txn([Compare.value(key, "=", value)], [],
@@ -565,33 +576,42 @@ class ClusterServer(LocalServer):
         return await self._retrying(update)
 
     async def _watch_liveness(self) -> None:
-        """The leader marks down every ready node whose alive key is gone: at once for those
-        without one when it takes over, then as etcd deletes them."""
+        """The leader marks down every node whose alive key etcd deletes (its lease lapsed).
+        When it takes over, and after a compaction cut the watch off, it first looks at
+        every ready node: one without a key gets the failover TTL (`_scan_liveness`)."""
+        while True:
+            revision = await self._scan_liveness()
+            try:
+                async with aclosing(self.kv.watch(self.alive_prefix, revision + 1)) as changes:
+                    async for _, events in changes:
+                        for event in events:
+                            node_id = event.kv.key[len(self.alive_prefix):].decode()
+                            if event.type == "DELETE":
+                                self._leases.pop(node_id, None)
+                                await self._node_lapsed(node_id)
+            except EtcdCompacted:
+                continue  # look at every node again, then watch from now
+
+    async def _scan_liveness(self) -> int:
+        """Give every ready node without an alive key the failover TTL: it lost its key
+        while no server led, or in the handover, maybe because nobody took its heartbeats
+        (every server down). As Nomad's new leader gives every node, before calling it
+        down; its next heartbeat binds the key to a lease of its own again. The revision
+        the keys were read at: the watch goes on from there, so a key that lapses during
+        the scan is seen."""
         # The ready nodes first, then the keys: a node registers its key before its record,
         # so one that registers in between is not taken for lapsed.
         ready = [n.id for n in self.cluster_nodes.values() if n.status == "ready"]
         kvs, revision = await self.kv.get_prefix(self.alive_prefix)
         alive = {kv.key[len(self.alive_prefix):].decode() for kv in kvs}
-        # A node without a key lost it while no server led, or in the handover: maybe
-        # nobody took its heartbeats (every server down). It gets the failover TTL, as
-        # Nomad's new leader gives every node, before it is called down; its next
-        # heartbeat binds the key to a lease of its own again.
-        for node_id in ready:
-            if node_id not in alive:
-                await self._keep_alive(node_id, force_new=True,
-                                       ttl=math.ceil(self.heartbeat.failover_ttl))
-        if ready and len(alive) < len(ready):
+        missing = [node_id for node_id in ready if node_id not in alive]
+        for node_id in missing:
+            await self._keep_alive(node_id, force_new=True,
+                                   ttl=math.ceil(self.heartbeat.failover_ttl))
+        if missing:
             log.info("%d node(s) without a heartbeat since the last leader: %.0f s to "
-                     "come back", len(ready) - len(alive & set(ready)),
-                     self.heartbeat.failover_ttl)
-        kvs, revision = await self.kv.get_prefix(self.alive_prefix)
-        async with aclosing(self.kv.watch(self.alive_prefix, revision + 1)) as changes:
-            async for _, events in changes:
-                for event in events:
-                    node_id = event.kv.key[len(self.alive_prefix):].decode()
-                    if event.type == "DELETE":
-                        self._leases.pop(node_id, None)
-                        await self._node_lapsed(node_id)
+                     "come back", len(missing), self.heartbeat.failover_ttl)
+        return int(revision)
 
     async def _node_lapsed(self, node_id: str) -> None:
         """The node's lease lapsed: it is down, or disconnected while one of its allocations

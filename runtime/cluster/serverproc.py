@@ -25,7 +25,7 @@ import trio
 
 from yurt.runtime.agent import AgentConfig
 from yurt.runtime.api.context import Context
-from yurt.runtime.cluster.etcd import EtcdError
+from yurt.runtime.cluster.etcd import EtcdCompacted, EtcdError
 from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.restore import RestoreProgress
@@ -132,8 +132,10 @@ class ServerProcess:
         self.kv = EtcdClient(self.server_config.etcd)
         # Forwards of node-local routes (routes.py `to_node`): no deadline past the connect,
         # a log follow lasts as long as the caller wants it.
-        self.node_http = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=5.0),
-                                            follow_redirects=False, trust_env=False)
+        self.node_http = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(None, connect=5.0, pool=5.0),
+            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=50),
+            follow_redirects=False, trust_env=False)
         store = ClusterStore(self.kv, self.prefix)
         self.server = ClusterServer(self.broker, store, self.kv, self.prefix,
                                     heartbeat=self.server_config.heartbeat)
@@ -172,10 +174,7 @@ class ServerProcess:
         lease = await self.kv.lease_grant(ttl)
         await self.kv.put(key, json.dumps({"name": self.server_config.name,
                                            "address": self.address}).encode(), lease=lease)
-        kvs, revision = await self.kv.get_prefix(self.prefix + b"servers/")
-        for kv in kvs:
-            entry = json.loads(kv.value)
-            self._peers[entry["name"]] = entry["address"]
+        revision = await self._read_peers()
         task_status.started()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._follow_peers, revision)
@@ -192,14 +191,32 @@ class ServerProcess:
 
     async def _follow_peers(self, revision: int) -> None:
         prefix = self.prefix + b"servers/"
-        async with aclosing(self.kv.watch(prefix, revision + 1)) as changes:
-            async for _, events in changes:
-                for event in events:
-                    name = event.kv.key[len(prefix):].decode()
-                    if event.type == "DELETE":
-                        self._peers.pop(name, None)
-                    else:
-                        self._peers[name] = json.loads(event.kv.value)["address"]
+        while True:
+            try:
+                async with aclosing(self.kv.watch(prefix, revision + 1)) as changes:
+                    async for _, events in changes:
+                        for event in events:
+                            name = event.kv.key[len(prefix):].decode()
+                            if event.type == "DELETE":
+                                self._peers.pop(name, None)
+                            else:
+                                self._peers[name] = json.loads(event.kv.value)["address"]
+            except EtcdCompacted:  # a quiet watch outlived etcd's history: read it again
+                revision = await self._read_peers()
+
+    async def _read_peers(self) -> int:
+        while True:
+            try:
+                kvs, revision = await self.kv.get_prefix(self.prefix + b"servers/")
+            except EtcdError as e:
+                log.warning("cannot read the servers: %s", e)
+                await trio.sleep(1)
+                continue
+            self._peers = {}
+            for kv in kvs:
+                entry = json.loads(kv.value)
+                self._peers[entry["name"]] = entry["address"]
+            return revision
 
     async def _campaign(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                         ) -> None:
