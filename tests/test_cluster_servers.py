@@ -244,3 +244,20 @@ async def test_a_forward_never_loops_and_a_bad_node_address_is_refused(
                 r = await client.get(f"/v1/client/allocation/{alloc['ID']}/stats")
                 assert r.status_code == 508
                 assert "reached a server again" in r.text
+
+
+async def test_a_variable_written_through_one_server_is_read_through_the_other(
+        etcd_urls: list[str], etcd_prefix: bytes, tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with cluster(etcd_urls, etcd_prefix, tmp_path) as c:
+            s1 = await c.server("s1")
+            s2 = await c.server("s2")
+            async with httpx2.AsyncClient(timeout=30) as client:
+                r = await client.put(f"{s1.address}/v1/var/app/config",
+                                     json={"Items": {"mode": "blue"}})
+                assert r.status_code == 200, r.text
+                r = await client.get(f"{s2.address}/v1/var/app/config")
+                assert r.status_code == 200, r.text
+                assert r.json()["Items"] == {"mode": "blue"}
+                r = await client.get(f"{s2.address}/v1/vars")
+                assert [v["Path"] for v in r.json()] == ["app/config"]

@@ -39,7 +39,7 @@ from yurt.runtime.structs import Job
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
-    from yurt.runtime.server.objects import ObjectStore
+    from yurt.runtime.server.objects import Objects, ObjectStore
 
 
 class _Opening:
@@ -51,10 +51,14 @@ class _Opening:
 _stores: WeakKeyDictionary[Agent, _Opening] = WeakKeyDictionary()
 
 
-async def object_store(agent: Agent) -> ObjectStore:
-    """The agent's namespace and variable store, opened on first use."""
+async def object_store(agent: Agent) -> Objects:
+    """The agent's namespace and variable store, opened on first use (a cluster server's
+    own: in etcd, runtime/cluster/objects.py)."""
     from yurt.runtime.server.objects import ObjectStore
 
+    own: Objects | None = getattr(agent, "objects", None)
+    if own is not None:
+        return own
     opening = _stores.setdefault(agent, _Opening())
     async with opening.lock:
         if opening.store is None:

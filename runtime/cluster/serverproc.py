@@ -26,6 +26,7 @@ import trio
 from yurt.runtime.agent import AgentConfig
 from yurt.runtime.api.context import Context
 from yurt.runtime.cluster.etcd import EtcdCompacted, EtcdError
+from yurt.runtime.cluster.objects import ClusterObjectStore
 from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.restore import RestoreProgress
@@ -84,6 +85,7 @@ class ServerProcess:
         self.kv: EtcdClient
         self.node_http: httpx2.AsyncClient
         self.election: Any = None
+        self.objects: ClusterObjectStore | None = None
         #: The lookups the agent's handlers share (an allocation by ID prefix, ...).
         self.context = Context(cast("Agent", self))
         self.node_control = None
@@ -139,6 +141,8 @@ class ServerProcess:
         store = ClusterStore(self.kv, self.prefix)
         self.server = ClusterServer(self.broker, store, self.kv, self.prefix,
                                     heartbeat=self.server_config.heartbeat)
+        # Namespaces and variables: the cluster's, in etcd (the API's `object_store`).
+        self.objects = ClusterObjectStore(self.server)
         stop_api = trio.Event()
         try:
             async with trio.open_nursery() as nursery:

@@ -317,6 +317,14 @@ class ClusterStore:
     async def save_nodes(self, index: int, nodes: list[Node]) -> None:
         await self._write({self._key("nodes", n.id): _encoder.encode(n) for n in nodes}, index)
 
+    async def save_rows(self, index: int, rows: dict[bytes, bytes | None]) -> None:
+        """Rows of other kinds (full keys under the prefix: a namespace, a variable) written
+        (value) or deleted (None) with the index, in one transaction."""
+        for key in rows:
+            if not key.startswith(self.prefix):
+                raise ValueError(f"key {key!r} is outside the store's prefix")
+        await self._write(dict(rows), index)
+
     async def save_node_secret(self, node_id: str, secret_hash: str) -> None:
         """Store the hash of a node's SecretID (never the secret, never in the Node)."""
         await self._write({self._key("node-secrets", node_id): secret_hash.encode()}, None)
