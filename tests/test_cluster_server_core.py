@@ -421,3 +421,24 @@ async def test_namespaces_and_variables_are_the_clusters(autojump_clock: object)
         assert sorted(v.path for v in listed) == sorted(f"race/{n}" for n in range(40))
         assert (await o1.delete_variable("team", "app/db", stored.modify_index)) is None
         assert await o2.variable("team", "app/db") is None
+
+
+async def test_the_scheduler_configuration_is_the_clusters(autojump_clock: object) -> None:
+    from yurt.runtime.server.schedconfig import SchedulerConfiguration
+
+    async with servers(2) as (s1, s2):
+        updated, index = await s1.set_scheduler_config(
+            SchedulerConfiguration(scheduler_algorithm="spread"), None)
+        assert updated
+        await settle(s1, s2)
+        assert s2.scheduler_config.scheduler_algorithm == "spread"
+        assert s2.scheduler_config.modify_index == index
+        stale, _ = await s2.set_scheduler_config(
+            SchedulerConfiguration(scheduler_algorithm="binpack"), index - 1)
+        assert not stale
+        assert s1.scheduler_config.scheduler_algorithm == "spread"
+        # A server started later reads it.
+        kv = s1.kv
+        late = ClusterServer(EventBroker(), ClusterStore(kv, PREFIX), kv, PREFIX)
+        await late.load()
+        assert late.scheduler_config.scheduler_algorithm == "spread"

@@ -57,6 +57,7 @@ from yurt.runtime.server.etcdstore import (
 )
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.records import eval_event, new_id, without_job
+from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.scheduler import Plan
 from yurt.runtime.structs import (
     EVAL_STATUS_BLOCKED,
@@ -70,6 +71,7 @@ from yurt.runtime.structs import (
 from yurt.runtime.structs.update import Deployment
 
 log = logging.getLogger("yurt.cluster.server")
+_config = msgspec.json.Decoder(SchedulerConfiguration)
 
 T = TypeVar("T")
 
@@ -116,6 +118,7 @@ class ClusterServer(LocalServer):
         self.cluster_store = store
         self.kv = kv
         self.prefix = prefix
+        self._config_key = prefix + b"objects/scheduler-config"
         self.alive_prefix = prefix.rstrip(b"/") + b"-alive/"
         self.heartbeat = heartbeat or HeartbeatConfig()
         self._rng = rng or random.Random()
@@ -144,6 +147,36 @@ class ClusterServer(LocalServer):
     async def load(self) -> None:
         snap = await self.cluster_store.snapshot()
         self._load_snapshot(snap)
+        stored, _ = await self.kv.get(self._config_key)
+        if stored is not None:
+            self.scheduler_config = _config.decode(stored.value)
+
+    async def set_scheduler_config(self, config: SchedulerConfiguration, cas: int | None
+                                   ) -> tuple[bool, int]:
+        """Nomad's Operator.SchedulerSetConfiguration for the cluster: stored in etcd with
+        the index (every server's scheduler reads it through the watch); (updated, index),
+        not updated when `cas` is not the current ModifyIndex."""
+        async def attempt() -> tuple[bool, int]:
+            async with self._lock:
+                current = self.scheduler_config
+                if cas is not None and cas != current.modify_index:
+                    await trio.lowlevel.checkpoint()
+                    return False, self.visible_index
+                index = self.take_index()
+                stored = msgspec.structs.replace(
+                    config, create_index=current.create_index or index, modify_index=index)
+                try:
+                    await self.cluster_store.save_rows(
+                        index, {self._config_key: msgspec.json.encode(stored)})
+                except BaseException:
+                    self._undo_index()
+                    raise
+                self.scheduler_config = stored
+                self._capacity.set()  # preemption switched on may place what waits
+                self._notify_changed()
+                return True, index
+
+        return await self._retrying(attempt)
 
     def _load_snapshot(self, snap: ClusterSnapshot) -> None:
         self.jobs = {j.id: j for j in snap.jobs}
@@ -183,6 +216,9 @@ class ClusterServer(LocalServer):
                     while True:
                         try:
                             snapshot = await self.cluster_store.snapshot()
+                            config, _ = await self.kv.get(self._config_key)
+                            if config is not None:
+                                self.scheduler_config = _config.decode(config.value)
                             break
                         except EtcdError as failed:
                             log.warning("cannot read the cluster state: %s", failed)
@@ -196,6 +232,10 @@ class ClusterServer(LocalServer):
         if revision <= max(self.applied_revision, self.cluster_store.written_revision):
             self.applied_revision = max(self.applied_revision, revision)
         else:
+            for event in events:
+                if event.kv.key == self._config_key and event.type == "PUT":
+                    self.scheduler_config = _config.decode(event.kv.value)
+                    self._capacity.set()
             self._apply(self.cluster_store.decode(revision, events))
             self.applied_revision = revision
             self._fresh()
