@@ -442,3 +442,29 @@ async def test_the_scheduler_configuration_is_the_clusters(autojump_clock: objec
         late = ClusterServer(EventBroker(), ClusterStore(kv, PREFIX), kv, PREFIX)
         await late.load()
         assert late.scheduler_config.scheduler_algorithm == "spread"
+
+
+async def test_a_purged_jobs_allocations_wake_their_node(autojump_clock: object) -> None:
+    """A purge removes allocations the node still runs: its pull (on either server) must
+    answer, and without them, so the node stops their tasks."""
+    async with servers(2) as (s1, s2), trio.open_nursery() as nursery:
+        nursery.start_soon(s2.lead)
+        await s1.register_node(node("n1"), "secret")
+        for job_id in ("a", "b"):
+            await s1.register_job(sized(job_id, 1))
+        await settle(s1, s2)  # placed by the leader
+        await s1.deregister_job("a")  # stopped: the node hears it and its pull moves on
+        await settle(s1, s2)
+        seen = {server: server.node_alloc_index("n1") for server in (s1, s2)}
+        assert len(s1.client_allocs("n1")) == 2
+        await s1.deregister_job("a", purge=True)  # then gone, before the node stopped it
+        await settle(s1, s2)
+        for server in (s1, s2):
+            assert server.node_alloc_index("n1") > seen[server]
+            assert [a.job_id for a in server.allocs_on("n1")] == ["b"]
+        # A server started after the purge answers a node that last asked before it.
+        kv = s1.kv
+        late = ClusterServer(EventBroker(), ClusterStore(kv, PREFIX), kv, PREFIX)
+        await late.load()
+        assert late.node_alloc_index("n1") > seen[s1]
+        nursery.cancel_scope.cancel()

@@ -134,6 +134,11 @@ class ClusterServer(LocalServer):
         self._leases: dict[str, int] = {}
         self._node_index: dict[str, int] = {}
         self._node_index_at = -1
+        #: Per node, the allocations it held when the indexes were last computed, and the
+        #: index at which one was last seen gone.
+        self._node_held: dict[str, set[str]] = {}
+        self._node_removed: dict[str, int] = {}
+        self._loaded_at = 0
         self._secrets: dict[str, str] = {}
 
     # ------------------------------------------------------------------ state
@@ -194,6 +199,9 @@ class ClusterServer(LocalServer):
         self.observe_index(snap.index)
         self.applied_revision = snap.revision
         self._stale = False
+        self._node_held, self._node_removed, self._node_index_at = {}, {}, -1
+        self._loaded_at = self.visible_index
+        self.node_alloc_index("")  # what each node holds now: later removals are seen
         self._capacity.set()
         self._delayed.set()
 
@@ -674,18 +682,28 @@ class ClusterServer(LocalServer):
     # ------------------------------------------------------------------ node RPC reads
 
     def node_alloc_index(self, node_id: str) -> int:
-        """The newest AllocModifyIndex of the node's allocations (Nomad's allocs-by-node
-        index, what a node's blocking pull waits on). Computed for every node at once, once
-        per visible index: a commit wakes every waiting node, and each asks. An allocation
-        collected away does not move it: only terminal ones are collected, which the node
-        has stopped already; it learns they are gone with its next change."""
+        """What a node's blocking pull waits on (Nomad's allocs-by-node index): the newest
+        AllocModifyIndex of its allocations, or the index at which one of them was seen gone
+        (a purged job's, still running there: the node must learn it, at once). Computed
+        for every node at once, once per visible index: a commit wakes every waiting node,
+        and each asks. Never goes back."""
         if self._node_index_at != self.visible_index:
             newest: dict[str, int] = {}
+            held: dict[str, set[str]] = {}
             for alloc in self.allocs.values():
+                held.setdefault(alloc.node_id, set()).add(alloc.id)
                 if alloc.alloc_modify_index > newest.get(alloc.node_id, 0):
                     newest[alloc.node_id] = alloc.alloc_modify_index
+            for node, before in self._node_held.items():
+                if before - held.get(node, set()):
+                    self._node_removed[node] = self.visible_index
+            for node, removed in self._node_removed.items():
+                newest[node] = max(newest.get(node, 0), removed)
+            self._node_held = held
             self._node_index, self._node_index_at = newest, self.visible_index
-        return self._node_index.get(node_id, 0)
+        # Removals before this view was read are unknown: a node that last asked before
+        # then is answered at once, and sees for itself what is gone.
+        return max(self._node_index.get(node_id, 0), self._loaded_at)
 
     def client_allocs(self, node_id: str) -> dict[str, int]:
         """Nomad's Node.GetClientAllocs: the node's allocations and their AllocModifyIndex."""
