@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from yurt.runtime.cluster.remote import SECRET_HEADER
+from yurt.runtime.cluster import NODE_SECRET_HEADER
 from yurt.runtime.structs import Allocation, Node
 
 
@@ -93,7 +93,7 @@ class FakeNodeRPC:
     # ---------------------------------------------------------------- the routes
 
     def _authorised(self, request: Request, node_id: str) -> Response | None:
-        secret = request.headers.get(SECRET_HEADER, "")
+        secret = request.headers.get(NODE_SECRET_HEADER, "")
         if not secret or self.secrets.get(node_id) != secret:
             return _json({"error": "permission denied"}, 403)
         return None

@@ -1,6 +1,6 @@
 """Node liveness (runtime/cluster/heartbeat.py): Nomad's heartbeat TTL formula to the
-nanosecond, missed-heartbeat deadlines, and the node status writes with their evaluations.
-Plain synchronous tests: time is a parameter."""
+nanosecond, and the node status writes with their evaluations. Plain synchronous tests: time
+is a parameter. (The deadline itself is an etcd lease: tests/test_cluster_server_core.py.)"""
 
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ from collections.abc import Callable
 import pytest
 
 from yurt.runtime.cluster.heartbeat import (
-    FAILOVER_HEARTBEAT_TTL,
     NODE_HEARTBEAT_MISSED,
     NODE_REGISTERED,
     NODE_REREGISTERED,
     SECOND_NS,
-    NodeLiveness,
     heartbeat_ttl,
     node_down_changes,
     node_register_changes,
@@ -102,97 +100,6 @@ def test_heartbeat_ttl_grows_with_the_node_count() -> None:
     assert bases == sorted(bases)
     assert bases[0] == 10.0
     assert bases[-1] == pytest.approx(19_750 / 50)
-
-
-# --------------------------------------------------------------------------- the deadlines
-
-
-def test_a_node_expires_exactly_at_ttl_plus_grace_and_once() -> None:
-    live = NodeLiveness()
-    ttl = live.heartbeat("a", 100.0, rng=NO_JITTER)
-    assert ttl == 10.0
-    assert live.deadline("a") == 120.0
-    assert live.next_deadline() == 120.0
-    assert live.expired(119.999) == []
-    assert "a" in live
-    assert live.expired(120.0) == ["a"]
-    assert "a" not in live
-    assert live.expired(500.0) == []
-    assert live.next_deadline() is None
-
-
-def test_a_heartbeat_moves_the_deadline_and_the_old_one_is_not_reported() -> None:
-    live = NodeLiveness(grace=2.0, min_ttl=1.0)
-    live.heartbeat("a", 0.0, rng=NO_JITTER)  # deadline 3
-    live.heartbeat("b", 1.0, rng=NO_JITTER)  # deadline 4
-    live.heartbeat("a", 2.5, rng=NO_JITTER)  # deadline 5.5
-    assert live.next_deadline() == 4.0
-    assert live.expired(5.0) == ["b"]
-    assert live.expired(5.4) == []
-    assert live.expired(5.5) == ["a"]
-
-
-def test_expired_reports_earliest_first() -> None:
-    live = NodeLiveness(grace=0.0, min_ttl=1.0)
-    for i, node in enumerate(["c", "a", "b"]):
-        live.heartbeat(node, 10.0 - i, rng=NO_JITTER)
-    assert live.expired(100.0) == ["b", "a", "c"]
-
-
-def test_the_ttl_counts_the_tracked_nodes_before_the_new_one() -> None:
-    live = NodeLiveness(min_ttl=0.0, max_per_second=1.0)
-    assert live.heartbeat("a", 0.0, rng=NO_JITTER) == 0.0  # no node tracked yet
-    assert live.heartbeat("b", 0.0, rng=NO_JITTER) == 1.0
-    assert live.heartbeat("c", 0.0, rng=NO_JITTER) == 2.0
-    assert live.heartbeat("a", 0.0, rng=NO_JITTER) == 3.0  # a re-heartbeat counts itself
-    assert live.heartbeat("a", 0.0, node_count=10, rng=NO_JITTER) == 10.0
-    # The randomness given at construction is the default.
-    seeded = NodeLiveness(rng=FixedRandom(SECOND_NS // 2))
-    assert seeded.heartbeat("a", 0.0) == 10.5
-
-
-def test_failover_gives_every_node_the_failover_ttl_without_grace() -> None:
-    live = NodeLiveness()
-    live.failover(["a", "b"], 50.0)
-    assert live.deadline("a") == 50.0 + FAILOVER_HEARTBEAT_TTL == 350.0
-    assert live.expired(349.9) == []
-    assert sorted(live.expired(350.0)) == ["a", "b"]
-
-    short = NodeLiveness(failover_ttl=3.0)
-    short.heartbeat("a", 0.0, rng=NO_JITTER)  # deadline 20: failover replaces it
-    short.failover(["a", "b"], 10.0)
-    assert short.expired(12.9) == []
-    assert sorted(short.expired(13.0)) == ["a", "b"]
-    assert short.expired(30.0) == []
-
-    explicit = NodeLiveness()
-    explicit.failover(["a"], 0.0, ttl=1.5)
-    assert explicit.expired(1.5) == ["a"]
-
-
-def test_forget_and_clear() -> None:
-    live = NodeLiveness()
-    live.heartbeat("a", 0.0, rng=NO_JITTER)
-    live.heartbeat("b", 0.0, rng=NO_JITTER)
-    live.forget("a")
-    live.forget("never-seen")
-    assert live.expired(1000.0) == ["b"]
-    live.heartbeat("c", 0.0, rng=NO_JITTER)
-    live.clear()
-    assert len(live) == 0
-    assert live.next_deadline() is None
-    assert live.expired(1000.0) == []
-
-
-def test_the_heap_stays_proportional_to_the_nodes() -> None:
-    live = NodeLiveness()
-    for t in range(10_000):
-        live.heartbeat("a", float(t), rng=NO_JITTER)
-        live.heartbeat("b", float(t), rng=NO_JITTER)
-    assert len(live._heap) <= 2 * 2 + 16
-    # The last heartbeats, at 9999, set the only live deadlines: 9999 + 10 + 10.
-    assert live.expired(10_018.9) == []
-    assert sorted(live.expired(10_019.0)) == ["a", "b"]
 
 
 # --------------------------------------------------------------------------- the writes

@@ -12,12 +12,8 @@ import trio
 import trio.lowlevel
 from trio.testing import MockClock
 
-from yurt.runtime.cluster.leader import (
-    FakeLeaseBackend,
-    FakeLeaseStore,
-    LeaderElection,
-    LeaseBackendError,
-)
+from tests.leader_support import FakeLeaseBackend, FakeLeaseStore
+from yurt.runtime.cluster.leader import LeaderElection, LeaseBackendError
 
 TTL = 5
 PERIOD = TTL / 3

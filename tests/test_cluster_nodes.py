@@ -108,12 +108,7 @@ async def test_a_node_killed_with_its_tasks_has_its_allocation_replaced(
             assert new["PreviousAllocation"] == alloc_id
             nodes = {n["Name"]: n["Status"] for n in await get(server.address, "/v1/nodes")}
             assert nodes[node] == "down"
-            await wait_for(lambda: _one(marker))
-
-
-async def _one(marker: str) -> bool:
-    await trio.lowlevel.checkpoint()
-    return len(procs.children(marker)) == 1
+            await wait_for(lambda: _count(marker, 1))
 
 
 async def test_a_frozen_node_stops_its_replaced_allocation_when_it_comes_back(

@@ -26,9 +26,12 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 import trio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from yurt.runtime.cluster import FORWARDED_HEADER
 from yurt.runtime.gotemplate.parse import TemplateError
 from yurt.runtime.server.variables import Variable, VariableMetadata
 from yurt.runtime.structs.service import ServiceRegistration
+
+_FORWARDED: Final = FORWARDED_HEADER.lower().encode()
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
@@ -40,9 +43,6 @@ log = logging.getLogger("yurt.cluster.clientmode")
 NODE_LOCAL_PATHS: Final = frozenset({"/v1/agent/self", "/v1/agent/health", "/v1/metrics",
                                      "/.well-known/jwks.json"})
 NODE_LOCAL_PREFIX: Final = "/v1/client/"
-#: Set by a server forwarding a node-local route to the node running the allocation
-#: (runtime/cluster/routes.py `FORWARDED_HEADER`).
-FORWARDED_HEADER: Final = b"x-yurt-forwarded"
 
 
 def node_local(path: str) -> bool:
@@ -86,7 +86,7 @@ class ClientModeMiddleware:
         ref = alloc_ref(scope.get("path", ""))
         client = getattr(self.agent, "client", None)
         # A server's forward is answered here, known or not: never sent back (a loop).
-        forwarded = any(k.lower() == FORWARDED_HEADER for k, _ in scope.get("headers", []))
+        forwarded = any(k.lower() == _FORWARDED for k, _ in scope.get("headers", []))
         if not ref or client is None or forwarded:
             return False
         return not any(alloc_id.startswith(ref) for alloc_id in client.runners)

@@ -1,68 +1,51 @@
-"""Node liveness on the leader: heartbeat TTLs, missed-heartbeat deadlines, and what the server
-writes when a node goes down or comes back (Nomad's nomad/heartbeat.go and the status half of
-nomad/node_endpoint.go), as pure code with time passed in.
+"""What the leader decides about node liveness, as pure code with time passed in: the
+heartbeat TTL a node is told, and what the server writes when a node goes down or comes back
+(Nomad's nomad/heartbeat.go and the status half of nomad/node_endpoint.go).
 
-Theory of operation. A node heartbeats; the leader answers with a TTL and arms a deadline at
-`now + TTL + grace`. A node whose deadline passes is reported by `NodeLiveness.expired` exactly
-once, and the caller writes `node_down_changes(...)`: the node `down` (or `disconnected` when
-one of its allocations may outlive a disconnect), a "Node heartbeat missed" event and one
-`node-update` evaluation per job with work on the node, so the scheduler marks those
-allocations lost (or unknown) and replaces them. When the node heartbeats again,
-`node_up_changes(...)` gives the way back, again with evaluations.
+A node's deadline itself is not kept here: it is an etcd lease that the node's heartbeats
+renew (runtime/cluster/server.py), so it outlives a change of leader and no server tracks
+timers. When the lease lapses the leader writes `node_down_changes(...)`: the node `down` (or
+`disconnected` when one of its allocations may outlive a disconnect), a "Node heartbeat
+missed" event and one `node-update` evaluation per job with work on the node, so the
+scheduler marks those allocations lost (or unknown) and replaces them. When the node
+heartbeats again, `node_up_changes(...)` gives the way back, again with evaluations.
 
-Time. Two clocks, kept apart on purpose:
-- deadlines are float seconds on a monotonic clock (the caller passes `trio.current_time()`),
-  so a wall-clock jump neither kills every node nor keeps a dead one alive;
-- what is written (a node's StatusUpdatedAt, an event's Timestamp, an evaluation's CreateTime)
-  is wall-clock Unix nanoseconds (`wall_ns`), as Nomad stores it.
 TTLs are computed in integer nanoseconds, as Go's `time.Duration` does, so the formula is
-Nomad's to the nanosecond; `heartbeat_ttl` hands them back as float seconds (the node RPC
-reply converts back to ns).
-
-Invariants of `NodeLiveness`:
-- each tracked node has exactly one live deadline; a heartbeat replaces it (the heap keeps stale
-  entries, skipped on pop and compacted once they outnumber the live ones);
-- a node is reported by `expired` once, then forgotten until it heartbeats again (Nomad deletes
-  the timer when it fires);
-- the TTL scales with the number of tracked nodes, counted before the heartbeating node is
-  added, exactly as Nomad's `len(h.heartbeatTimers)`;
-- after a leader change every known node gets the failover TTL (5 min by default) and no grace,
-  as Nomad's `initializeHeartbeatTimers`: nodes get time to find the new leader before anyone
-  is declared down.
-
-Rejected: a trio task per node sleeping until its deadline (Nomad's `time.AfterFunc`): ten
-thousand sleeping tasks where one heap and one sleep until `next_deadline()` will do, and a
-pure core tests without a clock.
+Nomad's to the nanosecond; `heartbeat_ttl` hands them back as float seconds. What is written (a
+node's StatusUpdatedAt, an event's Timestamp, an evaluation's CreateTime) is wall-clock Unix
+nanoseconds (`wall_ns`), as Nomad stores it.
 
 Not modelled (yurt's structs lack the fields): node pools that do not exist yet (Nomad keeps
 such a node `initializing`), node identities, and Node.LastMissedHeartbeatIndex /
-LastAllocUpdateIndex, which the caller tracks and passes as `allocs_updated`.
+LastAllocUpdateIndex, which the caller passes as `allocs_updated`.
 """
 
 from __future__ import annotations
 
-import heapq
 import random
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, final
+from typing import Final
 
 import msgspec
 
+from yurt.runtime.server.binpack import glob_match
 from yurt.runtime.server.drain import from_unix_ns
 from yurt.runtime.server.nodestate import MAX_EVENTS
 from yurt.runtime.structs import (
-    ALLOC_CLIENT_COMPLETE,
-    ALLOC_CLIENT_FAILED,
-    ALLOC_CLIENT_LOST,
+    ALLOC_CLIENT_UNKNOWN,
     ALLOC_DESIRED_RUN,
+    NODE_STATUS_DISCONNECTED,
+    NODE_STATUS_DOWN,
+    NODE_STATUS_INIT,
+    NODE_STATUS_READY,
     TRIGGER_NODE_UPDATE,
     Allocation,
     Evaluation,
     Job,
     Node,
     NodeEvent,
+    is_client_terminal,
 )
 
 SECOND_NS: Final = 1_000_000_000
@@ -76,12 +59,6 @@ FAILOVER_HEARTBEAT_TTL: Final = 300.0
 #: helper/cluster.go `minRate`: below one action a day the rate is not scaled.
 _MIN_RATE: Final = 1.0 / 86400
 
-NODE_STATUS_INIT: Final = "initializing"
-NODE_STATUS_READY: Final = "ready"
-NODE_STATUS_DOWN: Final = "down"
-NODE_STATUS_DISCONNECTED: Final = "disconnected"
-
-ALLOC_CLIENT_UNKNOWN: Final = "unknown"
 
 #: Nomad's node event messages and subsystem (nomad/heartbeat.go, nomad/node_endpoint.go).
 NODE_HEARTBEAT_MISSED: Final = "Node heartbeat missed"
@@ -130,110 +107,6 @@ def heartbeat_ttl(node_count: int, rng: random.Random, *, min_ttl: float = MIN_H
     return (base + random_stagger_ns(base, rng)) / SECOND_NS
 
 
-# --------------------------------------------------------------------------- the deadlines
-
-
-@final
-class NodeLiveness:
-    """Missed-heartbeat deadlines of the nodes the leader tracks (Nomad's `nodeHeartbeater`).
-
-    Times are float seconds on one monotonic clock. The owner sleeps until `next_deadline()`
-    (and again whenever a heartbeat or `failover` arrives earlier), then asks `expired(now)`.
-    """
-
-    def __init__(self, *, grace: float = HEARTBEAT_GRACE,
-                 failover_ttl: float = FAILOVER_HEARTBEAT_TTL,
-                 min_ttl: float = MIN_HEARTBEAT_TTL,
-                 max_per_second: float = MAX_HEARTBEATS_PER_SECOND,
-                 rng: random.Random | None = None) -> None:
-        self.grace = grace
-        self.failover_ttl = failover_ttl
-        self.min_ttl = min_ttl
-        self.max_per_second = max_per_second
-        self.rng = rng if rng is not None else random.Random()
-        self._deadlines: dict[str, float] = {}
-        self._heap: list[tuple[float, str]] = []
-
-    def __len__(self) -> int:
-        return len(self._deadlines)
-
-    def __contains__(self, node_id: object) -> bool:
-        return node_id in self._deadlines
-
-    def deadline(self, node_id: str) -> float | None:
-        return self._deadlines.get(node_id)
-
-    def heartbeat(self, node_id: str, now: float, node_count: int | None = None,
-                  rng: random.Random | None = None) -> float:
-        """Record a heartbeat (or a registration); return the TTL to hand the node, seconds.
-
-        The node is considered down at `now + ttl + grace`. `node_count` defaults to the nodes
-        tracked before this one is added, Nomad's count; `rng` to the one given at
-        construction.
-        """
-        count = len(self._deadlines) if node_count is None else node_count
-        ttl = heartbeat_ttl(count, rng if rng is not None else self.rng,
-                            min_ttl=self.min_ttl, max_per_second=self.max_per_second)
-        self._arm(node_id, now + ttl + self.grace)
-        return ttl
-
-    def failover(self, node_ids: Iterable[str], now: float,
-                 ttl: float | None = None) -> None:
-        """A new leader's first act: every node it knows gets `ttl` (the failover TTL, 5 min
-        by default; no grace, as Nomad) to reach it. Pass only nodes that are not `down`
-        (Nomad skips `TerminalStatus` nodes: they have nothing left to miss)."""
-        span = self.failover_ttl if ttl is None else ttl
-        for node_id in node_ids:
-            self._arm(node_id, now + span)
-
-    def forget(self, node_id: str) -> None:
-        """Stop tracking a node (deregistered, or marked down by someone else)."""
-        self._deadlines.pop(node_id, None)
-        self._compact_if_stale()
-
-    def clear(self) -> None:
-        """Leadership lost: the next leader owns the deadlines (Nomad's
-        `clearAllHeartbeatTimers`)."""
-        self._deadlines.clear()
-        self._heap.clear()
-
-    def next_deadline(self) -> float | None:
-        """The earliest deadline, or None when no node is tracked."""
-        self._drop_stale_head()
-        return self._heap[0][0] if self._heap else None
-
-    def expired(self, now: float) -> list[str]:
-        """The nodes whose deadline is at or before `now`, earliest first; each is forgotten,
-        so it is reported once."""
-        out: list[str] = []
-        while True:
-            self._drop_stale_head()
-            if not self._heap or self._heap[0][0] > now:
-                return out
-            _, node_id = heapq.heappop(self._heap)
-            del self._deadlines[node_id]
-            out.append(node_id)
-
-    def _arm(self, node_id: str, deadline: float) -> None:
-        self._deadlines[node_id] = deadline
-        heapq.heappush(self._heap, (deadline, node_id))
-        self._compact_if_stale()
-
-    def _drop_stale_head(self) -> None:
-        # An entry is live only if it is the node's current deadline: a heartbeat that
-        # replaced it, or a forget, leaves the old entry behind.
-        heap = self._heap
-        while heap and self._deadlines.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)
-
-    def _compact_if_stale(self) -> None:
-        # Every heartbeat leaves one stale entry: rebuild once they outnumber the live ones,
-        # so memory stays O(nodes) and the cost amortises to O(log n) a heartbeat.
-        if len(self._heap) > 2 * len(self._deadlines) + 16:
-            self._heap = [(d, n) for n, d in self._deadlines.items()]
-            heapq.heapify(self._heap)
-
-
 # --------------------------------------------------------------------------- what is written
 
 
@@ -254,12 +127,6 @@ class NodeStatusChange:
         return self.node.status if self.node is not None else None
 
 
-def _glob(pattern: str, text: str) -> bool:
-    # ryanuber/go-glob as Nomad's IsInAnyDC uses it: `*` is the only wildcard.
-    return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), text,
-                        re.DOTALL) is not None
-
-
 def _job_pool(job: Job) -> str:
     # yurt's Job has no NodePool yet (every job is in Nomad's default pool); read it when
     # the scheduler adds it.
@@ -267,19 +134,14 @@ def _job_pool(job: Job) -> str:
     return str(pool)
 
 
-def _client_terminal(alloc: Allocation) -> bool:
-    # Nomad's ClientTerminalStatus, which is also what Allocation.Terminated() checks.
-    return alloc.client_status in (ALLOC_CLIENT_COMPLETE, ALLOC_CLIENT_FAILED, ALLOC_CLIENT_LOST)
-
-
 def _wants_eval(alloc: Allocation, job: Job) -> bool:
     """Whether an allocation's job gets a node-update evaluation (createNodeEvals' switch)."""
     if job.type == "service":
         # Skipped only when the server stopped it and the client finished stopping it.
-        return not (alloc.is_desired_stopped() and _client_terminal(alloc))
+        return not (alloc.is_desired_stopped() and is_client_terminal(alloc.client_status))
     if job.type == "batch":
         # Terminal batch work is never retried, or the job's status would flap.
-        return not _client_terminal(alloc)
+        return not is_client_terminal(alloc.client_status)
     # sysbatch: only periodic or register evaluations place it; system: the loop over system
     # jobs below; anything else: no node-update evaluations, as Nomad's default case.
     return False
@@ -324,7 +186,7 @@ def node_evaluations(node: Node, allocs: Iterable[Allocation],
         pool = _job_pool(job)
         if pool != NODE_POOL_ALL and pool != node.node_pool:
             continue
-        if not any(_glob(dc, node.datacenter) for dc in job.datacenters):
+        if not any(glob_match(dc, node.datacenter) for dc in job.datacenters):
             continue
         add(namespace, job.id, job)
     return evals

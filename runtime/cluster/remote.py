@@ -60,12 +60,12 @@ import httpx2
 import msgspec
 import trio
 
-from yurt.runtime.structs import Allocation, Node
+from yurt.runtime.cluster import NODE_SECRET_HEADER
+from yurt.runtime.structs import NODE_STATUS_READY, Allocation, Node
 
 log = logging.getLogger("yurt.cluster.remote")
 _T = TypeVar("_T")
 
-SECRET_HEADER: Final = "X-Yurt-Node-Secret"
 TOKEN_HEADER: Final = "X-Nomad-Token"
 SECRET_FILE: Final = "node-secret"
 #: How long a blocking allocation query waits on the server (Nomad's default query wait).
@@ -271,7 +271,7 @@ class RemoteServer:
                 body: dict[str, Any] = {"Node": self.node, "SecretID": self._secret}
             else:
                 path = f"/v1/internal/node/{self.node.id}/heartbeat"
-                body = {"Status": "ready"}
+                body = {"Status": NODE_STATUS_READY}
             try:
                 reply = await self._call_any("PUT", path, _Reply, body,
                                              per_server=self._request_timeout,
@@ -394,7 +394,7 @@ class RemoteServer:
         content = msgspec.json.encode(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if content is not None else {}
         if authenticated:
-            headers[SECRET_HEADER] = self._secret
+            headers[NODE_SECRET_HEADER] = self._secret
         elif self._token:
             headers[TOKEN_HEADER] = self._token
         errors: list[str] = []

@@ -36,13 +36,13 @@ from yurt.runtime.api.request import (
     query_duration,
     query_int,
 )
+from yurt.runtime.cluster import FORWARDED_HEADER, NODE_SECRET_HEADER
 from yurt.runtime.cluster.server import NodeAuthError, UnknownNode
-from yurt.runtime.structs import TRIGGER_NODE_UPDATE, Allocation, Node
+from yurt.runtime.structs import NODE_STATUS_READY, TRIGGER_NODE_UPDATE, Allocation, Node
 
 if TYPE_CHECKING:
     from yurt.runtime.cluster.serverproc import ServerProcess
 
-SECRET_HEADER: Final = "X-Yurt-Node-Secret"
 #: A node's blocking query for its allocations waits at most this long (Nomad's default).
 MAX_ALLOC_WAIT: Final = 300.0
 
@@ -55,7 +55,7 @@ def _error(status: int, message: str) -> Response:
 
 
 def _secret(request: Request) -> str:
-    return request.headers.get(SECRET_HEADER, "")
+    return request.headers.get(NODE_SECRET_HEADER, "")
 
 
 async def _guarded(proc: ServerProcess, request: Request, node_id: str) -> Response | None:
@@ -247,11 +247,11 @@ async def status_leader(proc: ServerProcess, request: Request) -> Response:
 
 
 async def status_peers(proc: ServerProcess, request: Request) -> Response:
-    return json_response(await proc.peer_addresses())
+    return json_response(proc.server_urls())
 
 
 async def members(proc: ServerProcess, request: Request) -> Response:
-    servers = await proc.members()
+    servers = proc.members()
     me = proc.server_config.name
     return json_response({"ServerName": me, "ServerRegion": "global", "ServerDC": "dc1",
                           "Members": [_member(s) for s in servers]})
@@ -272,10 +272,6 @@ async def only_on_nodes(proc: ServerProcess, request: Request) -> Response:
                     "with ?node_id=", status_code=501)
 
 
-#: Marks a request a server forwards to a node (runtime/cluster/clientmode.py answers it
-#: there, whatever it is about).
-FORWARDED_HEADER: Final = "x-yurt-forwarded"
-
 
 def parse_http_addr(addr: str) -> tuple[str, int]:
     """A node's `HTTPAddr` as (host, port): exactly `host:port` (`[v6]:port`), a real
@@ -295,7 +291,7 @@ def parse_http_addr(addr: str) -> tuple[str, int]:
 
 #: Request headers a forward to a node keeps: the caller's token and what the answer's
 #: shape depends on.
-FORWARDED_HEADERS: Final = ("x-nomad-token", "accept", "content-type", "origin")
+KEPT_HEADERS: Final = ("x-nomad-token", "accept", "content-type", "origin")
 
 
 async def to_node(proc: ServerProcess, request: Request) -> Response:
@@ -319,12 +315,12 @@ async def to_node(proc: ServerProcess, request: Request) -> Response:
                             "HTTPAddr does not lead to its agent")
     if node is None:
         raise ApiError(404, "the allocation's node is not known")
-    if node.status != "ready":
+    if node.status != NODE_STATUS_READY:
         raise ApiError(502, f"node {node.name} is {node.status}: its agent cannot answer")
     host, port = parse_http_addr(node.http_addr)
     url = httpx2.URL(scheme="http", host=host, port=port, path=request.url.path,
                      query=request.url.query.encode())
-    headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
+    headers = {k: v for k, v in request.headers.items() if k.lower() in KEPT_HEADERS}
     headers[FORWARDED_HEADER] = "1"  # the node answers it, never sends it back
     upstream = proc.node_http.build_request(request.method, url, headers=headers,
                                             content=await request.body())

@@ -40,11 +40,17 @@ import trio
 
 from yurt.runtime.cluster.etcd import Compare, EtcdCompacted, EtcdError, Op, WatchEvent
 from yurt.runtime.cluster.heartbeat import (
+    FAILOVER_HEARTBEAT_TTL,
+    HEARTBEAT_GRACE,
+    MAX_HEARTBEATS_PER_SECOND,
+    MIN_HEARTBEAT_TTL,
+    SECOND_NS,
     NodeStatusChange,
     heartbeat_ttl,
     node_down_changes,
     node_register_changes,
     node_up_changes,
+    rate_scaled_interval_ns,
 )
 from yurt.runtime.cluster.kv import KV
 from yurt.runtime.eventstream import Event, EventBroker, alloc_event, deployment_event, job_event
@@ -60,8 +66,14 @@ from yurt.runtime.server.records import eval_event, new_id, without_job
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.scheduler import Plan
 from yurt.runtime.structs import (
+    ALLOC_CLIENT_UNKNOWN,
     EVAL_STATUS_BLOCKED,
     EVAL_STATUS_PENDING,
+    NODE_ELIGIBLE,
+    NODE_INELIGIBLE,
+    NODE_STATUS_DISCONNECTED,
+    NODE_STATUS_DOWN,
+    NODE_STATUS_READY,
     ZERO_TIME,
     Allocation,
     Evaluation,
@@ -94,12 +106,12 @@ class HeartbeatConfig:
     """Nomad's server heartbeat settings (`min_heartbeat_ttl`, `max_heartbeats_per_second`,
     `heartbeat_grace`), shortened by tests."""
 
-    min_ttl: float = 10.0
-    max_per_second: float = 50.0
-    grace: float = 10.0
+    min_ttl: float = MIN_HEARTBEAT_TTL
+    max_per_second: float = MAX_HEARTBEATS_PER_SECOND
+    grace: float = HEARTBEAT_GRACE
     #: Nomad's `failover_heartbeat_ttl`: what a new leader gives a node whose heartbeats
     #: nobody took while no server led, before calling it down.
-    failover_ttl: float = 300.0
+    failover_ttl: float = FAILOVER_HEARTBEAT_TTL
 
 
 def secret_hash(secret: str) -> str:
@@ -113,7 +125,7 @@ class ClusterServer(LocalServer):
                  rng: random.Random | None = None) -> None:
         # A server is no node: the scheduler places over `nodes()`; this placeholder is never
         # listed or placed on (LocalServer's single-node parts do not run in a cluster).
-        super().__init__(Node(id="", name="", status="down"), broker, store,
+        super().__init__(Node(id="", name="", status=NODE_STATUS_DOWN), broker, store,
                          owns_events=True, reschedule=True, unix_clock=unix_clock)
         self.cluster_store = store
         self.kv = kv
@@ -139,7 +151,6 @@ class ClusterServer(LocalServer):
         self._node_held: dict[str, set[str]] = {}
         self._node_removed: dict[str, int] = {}
         self._loaded_at = 0
-        self._secrets: dict[str, str] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -485,16 +496,14 @@ class ClusterServer(LocalServer):
     def _lease_ttl(self) -> int:
         # A lease's TTL is fixed when granted, and the TTL a node is told varies by the
         # stagger: the lease covers the longest TTL one could be told, plus the grace.
-        n = max(len(self.cluster_nodes), 1)
-        ttl = max(self.heartbeat.min_ttl, n / self.heartbeat.max_per_second)
-        return math.ceil(2 * ttl + self.heartbeat.grace)
+        base = rate_scaled_interval_ns(self.heartbeat.max_per_second,
+                                       round(self.heartbeat.min_ttl * SECOND_NS),
+                                       len(self.cluster_nodes)) / SECOND_NS
+        return math.ceil(2 * base + self.heartbeat.grace)
 
     async def check_secret(self, node_id: str, secret: str) -> None:
-        expected = self._secrets.get(node_id)
-        if expected is None:
-            expected = await self.cluster_store.node_secret(node_id)
-            if expected is not None:
-                self._secrets[node_id] = expected
+        # The store keeps the hashes it has seen (its own writes, the watch).
+        expected = await self.cluster_store.node_secret(node_id)
         if expected is None:
             raise UnknownNode(node_id)
         if not hmac.compare_digest(expected, secret_hash(secret)):
@@ -509,7 +518,6 @@ class ClusterServer(LocalServer):
             await self.check_secret(node.id, secret)
         except UnknownNode:
             await self._retrying(lambda: self._save_secret(node.id, secret_hash(secret)))
-            self._secrets[node.id] = secret_hash(secret)
         await self._keep_alive(node.id, force_new=True)
         index = await self._retrying(lambda: self._register_node(node))
         return self.heartbeat_ttl(), index
@@ -527,7 +535,7 @@ class ClusterServer(LocalServer):
             raise UnknownNode(node_id)
         await self._keep_alive(node_id)
         index = self.visible_index
-        if node.status != "ready":
+        if node.status != NODE_STATUS_READY:
             index = await self._retrying(lambda: self._change_status(
                 node_id, lambda known, allocs, jobs, index, now: node_up_changes(
                     known, allocs, jobs, index=index, wall_ns=now, new_id=new_id)))
@@ -590,11 +598,12 @@ class ClusterServer(LocalServer):
             known = self.cluster_nodes.get(node.id)
             index = self.take_index()
             change = node_register_changes(
-                known, msgspec.structs.replace(node, status="ready"), self.allocs_on(node.id),
-                {(j.namespace, j.id): j for j in self.jobs.values()}, index=index,
+                known, msgspec.structs.replace(node, status=NODE_STATUS_READY),
+                self.allocs_on(node.id), {(j.namespace, j.id): j for j in self.jobs.values()},
+                index=index,
                 wall_ns=self._clock(), new_id=new_id)
             assert change.node is not None  # a registration always writes the node
-            updated = msgspec.structs.replace(change.node, status="ready")
+            updated = msgspec.structs.replace(change.node, status=NODE_STATUS_READY)
             await self._commit([], [], [Event(topic="Node", type="NodeRegistration",
                                               key=node.id, payload={"Node": updated})],
                                evals=change.evaluations, nodes=[updated])
@@ -603,7 +612,7 @@ class ClusterServer(LocalServer):
 
     async def set_eligibility(self, node_id: str, eligibility: str) -> int:
         """Nomad's Node.UpdateEligibility: take a node out of placement, or back in."""
-        if eligibility not in ("eligible", "ineligible"):
+        if eligibility not in (NODE_ELIGIBLE, NODE_INELIGIBLE):
             raise ValueError(f'eligibility must be "eligible" or "ineligible", not '
                              f"{eligibility!r}")
 
@@ -649,7 +658,7 @@ class ClusterServer(LocalServer):
         the scan is seen."""
         # The ready nodes first, then the keys: a node registers its key before its record,
         # so one that registers in between is not taken for lapsed.
-        ready = [n.id for n in self.cluster_nodes.values() if n.status == "ready"]
+        ready = [n.id for n in self.cluster_nodes.values() if n.status == NODE_STATUS_READY]
         kvs, revision = await self.kv.get_prefix(self.alive_prefix)
         alive = {kv.key[len(self.alive_prefix):].decode() for kv in kvs}
         missing = [node_id for node_id in ready if node_id not in alive]
@@ -665,12 +674,13 @@ class ClusterServer(LocalServer):
         """The node's lease lapsed: it is down, or disconnected while one of its allocations
         may outlive a disconnect (heartbeat.py `node_down_changes`)."""
         node = self.cluster_nodes.get(node_id)
-        if node is None or node.status in ("down", "disconnected"):
+        if node is None or node.status in (NODE_STATUS_DOWN, NODE_STATUS_DISCONNECTED):
             return
 
         def down(known: Node, allocs: list[Allocation], jobs: dict[tuple[str, str], Job],
                  index: int, now: int) -> NodeStatusChange:
-            unknown = {a.id: a.modify_time for a in allocs if a.client_status == "unknown"}
+            unknown = {a.id: a.modify_time for a in allocs
+                       if a.client_status == ALLOC_CLIENT_UNKNOWN}
             return node_down_changes(known, allocs, jobs, index=index, wall_ns=now,
                                      new_id=new_id, lost_after=lost_after,
                                      unknown_since=unknown)

@@ -17,6 +17,7 @@ import logging
 import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -31,7 +32,7 @@ from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.restore import RestoreProgress
 from yurt.runtime.server.etcdstore import StoreConflict
-from yurt.runtime.structs import Node
+from yurt.runtime.structs import NODE_STATUS_DOWN, Node
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
@@ -76,7 +77,7 @@ class ServerProcess:
         self.ready = trio.Event()
         self.restoring = RestoreProgress()
         self.client = _NoClient()
-        self.node = Node(id="", name=config.name, status="down")
+        self.node = Node(id="", name=config.name, status=NODE_STATUS_DOWN)
         self.started_at = time.time()
         self.address = ""
         self.prefix = config.prefix.encode()
@@ -111,12 +112,7 @@ class ServerProcess:
         address: str | None = self.election.leader_address()
         return address
 
-    async def peer_addresses(self) -> list[str]:
-        await trio.lowlevel.checkpoint()
-        return self.server_urls()
-
-    async def members(self) -> list[dict[str, Any]]:
-        await trio.lowlevel.checkpoint()
+    def members(self) -> list[dict[str, Any]]:
         leader = self.leader_address()
         return [{"name": name, "address": address, "leader": address == leader}
                 for name, address in sorted(self._peers.items())]
@@ -148,8 +144,8 @@ class ServerProcess:
             async with trio.open_nursery() as nursery:
                 # An agent-shaped object for the API's handlers (runtime/api/context.py).
                 agent = cast("Agent", self)
-                listening = await nursery.start(partial_serve(serve_api, agent, stop_api,
-                                                              routes.routes(self)))
+                listening = await nursery.start(partial(serve_api, agent, stop_api,
+                                                        front=routes.routes(self)))
                 self.address = self.server_config.advertise or listening
                 await self.server.load()
                 await nursery.start(self.server.follow)
@@ -247,9 +243,3 @@ class ServerProcess:
                         log.warning("leading restarts: %s", group.exceptions[0])
                         await trio.sleep(self.server_config.leader_ttl / 3)
                 log.info("server %s no longer leads", self.server_config.name)
-
-
-def partial_serve(serve_api: Any, agent: Agent, stop: trio.Event, front: Any) -> Any:
-    async def serve(*, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-        await serve_api(agent, stop, front=front, task_status=task_status)
-    return serve

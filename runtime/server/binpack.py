@@ -37,17 +37,13 @@ from typing import Final
 
 from yurt.runtime.server.drain import node_refusal
 from yurt.runtime.server.feasible import check_constraint, resolve_target
-from yurt.runtime.structs import Allocation, Job, Node
+from yurt.runtime.structs import NODE_STATUS_INIT, NODE_STATUS_READY, Allocation, Job, Node
 from yurt.runtime.structs.constraint import Affinity, Spread
 
 ALGORITHM_BINPACK: Final = "binpack"
 ALGORITHM_SPREAD: Final = "spread"
 #: Nomad's binPackingMaxFitScore: fitness scores lie in [0, 18].
 MAX_FIT_SCORE: Final = 18.0
-NODE_READY: Final = "ready"
-NODE_INITIALIZING: Final = "initializing"
-NODE_DOWN: Final = "down"
-NODE_DISCONNECTED: Final = "disconnected"
 DEFAULT_POOL: Final = "default"
 
 
@@ -76,7 +72,7 @@ def in_datacenters(node: Node, datacenters: Sequence[str]) -> bool:
 
 def status_refusal(node: Node) -> str | None:
     """Why a node's status keeps placements off it, or None."""
-    if node.status in (NODE_READY, NODE_INITIALIZING):
+    if node.status in (NODE_STATUS_READY, NODE_STATUS_INIT):
         return None
     return f"node is {node.status}"
 

@@ -32,10 +32,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from yurt.runtime.server import binpack
-from yurt.runtime.structs import ALLOC_CLIENT_PENDING, Allocation, Job, Node
+from yurt.runtime.structs import (
+    ALLOC_CLIENT_PENDING,
+    ALLOC_CLIENT_UNKNOWN,
+    NODE_STATUS_DISCONNECTED,
+    NODE_STATUS_DOWN,
+    Allocation,
+    Job,
+    Node,
+)
 
-ALLOC_CLIENT_UNKNOWN: Final = "unknown"
 #: Nomad's StatusAllocLost, StatusAllocUnknown, StatusAllocReconnected, StatusAllocNotNeeded.
 ALLOC_LOST: Final = "alloc is lost since its node is down"
 ALLOC_UNKNOWN: Final = "alloc is unknown since its node is disconnected"
@@ -75,12 +81,12 @@ def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int) -> No
     for alloc in allocs:
         node = nodes.get(alloc.node_id)
         window = lost_after(alloc)
-        if node is None or node.status == binpack.NODE_DOWN:
+        if node is None or node.status == NODE_STATUS_DOWN:
             out.lost.add(alloc.id)
         elif alloc.client_status == ALLOC_CLIENT_UNKNOWN and (
                 window == 0 or alloc.modify_time + window <= now):
             out.lost.add(alloc.id)  # expired (Nomad's Expired)
-        elif node.status == binpack.NODE_DISCONNECTED:
+        elif node.status == NODE_STATUS_DISCONNECTED:
             if alloc.client_status == ALLOC_CLIENT_UNKNOWN:
                 out.aside.add(alloc.id)
             elif alloc.client_status == ALLOC_CLIENT_PENDING or window == 0:

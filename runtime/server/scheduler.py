@@ -57,6 +57,7 @@ from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_FAILED,
     ALLOC_CLIENT_LOST,
+    ALLOC_CLIENT_UNKNOWN,
     ALLOC_DESIRED_EVICT,
     ALLOC_DESIRED_RUN,
     ALLOC_DESIRED_STOP,
@@ -809,7 +810,7 @@ def _mark_unknown(plan: Plan, allocs: list[Allocation], ev: Evaluation, index: i
             modify_index=index, create_time=now, modify_time=now)
         plan.evals.append(follow)
         plan.update.append(msgspec.structs.replace(
-            alloc, client_status=disconnect.ALLOC_CLIENT_UNKNOWN,
+            alloc, client_status=ALLOC_CLIENT_UNKNOWN,
             client_description=disconnect.ALLOC_UNKNOWN, followup_eval_id=follow.id,
             modify_index=index, alloc_modify_index=index, modify_time=now))
 

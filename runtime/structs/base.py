@@ -29,6 +29,8 @@ ALLOC_CLIENT_RUNNING: Final = "running"
 ALLOC_CLIENT_COMPLETE: Final = "complete"
 ALLOC_CLIENT_FAILED: Final = "failed"
 ALLOC_CLIENT_LOST: Final = "lost"
+#: On a disconnected node, within its group's disconnect window (runtime/server/disconnect.py).
+ALLOC_CLIENT_UNKNOWN: Final = "unknown"
 
 ALLOC_DESIRED_RUN: Final = "run"
 ALLOC_DESIRED_STOP: Final = "stop"

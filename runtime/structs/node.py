@@ -95,6 +95,13 @@ class Node(Base):
 
 
 
+#: A node's Status, as Nomad's (a cluster's servers move it: runtime/cluster/heartbeat.py).
+NODE_STATUS_INIT: Final = "initializing"
+NODE_STATUS_READY: Final = "ready"
+NODE_STATUS_DOWN: Final = "down"
+NODE_STATUS_DISCONNECTED: Final = "disconnected"
+
+
 # --------------------------------------------------------------------------- node drain and
 # eligibility (runtime/server/drain.py, runtime/api/nodes.py)
 
