@@ -226,7 +226,9 @@ class Agent:
             self.server.node_updated()
 
     async def _route_driver_event(self, event: DriverTaskEvent) -> None:
-        runner = self.client.runners.get(event.alloc_id)
+        from yurt.runtime.allocrunner.runner import real
+
+        runner = real(self.client.runners.get(event.alloc_id))
         tr = runner.task_runners.get(event.task) if runner is not None else None
         if tr is None:
             await trio.lowlevel.checkpoint()
@@ -552,7 +554,7 @@ class Agent:
                 alloc_log.info("allocation re-attached", extra=fields(
                     alloc_id=runner.id, job=runner.alloc.job_id,
                     group=runner.alloc.task_group, client_status=state.client_status,
-                    tasks=sorted(runner.task_runners)))
+                    tasks=sorted(state.task_states)))
         # Tasks a crash left without a persisted handle: stop them, or they would run twice.
         from yurt.runtime.drivers.protocol import reconcile_drivers
 

@@ -4,9 +4,13 @@ It owns the alloc-runners nursery (every `AllocRunner.run`, and the destroy/shut
 runners hand off, live there), and wires each runner's output to the event broker: every task
 event as a `Task/TaskEvent` record, every client view of an allocation as
 `Allocation/AllocationUpdated` (unless the server publishes them, as in the agent, where an
-allocation's event must carry the index the server gave it). The state DB, drivers and clock
-come in through `AllocRunnerConfig`, so the same client runs real tasks, or mock tasks under a
-mock clock.
+allocation's event must carry the index the server gave it).
+
+The client makes its runners with an `AllocRunnerFactory` (allocrunner/interface.py) and
+speaks to them only through the `AllocRunner` protocol. The default factory is the real
+runner's, from an `AllocRunnerConfig` (the state DB, drivers and clock: the same client runs
+real tasks, or mock tasks under a mock clock); the node simulator gives the simulated
+runner's.
 """
 
 from __future__ import annotations
@@ -14,29 +18,45 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import msgspec
 import trio
 
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig, AllocRunnerError
-from yurt.runtime.allocwatcher import GroupWatcher
+from yurt.runtime.allocrunner.interface import (
+    AllocRunner,
+    AllocRunnerError,
+    AllocRunnerFactory,
+    RunnerSetup,
+)
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.structs import Allocation, is_client_terminal
 from yurt.store.protocol import SavedTask
+
+if TYPE_CHECKING:
+    from yurt.runtime.allocrunner.runner import AllocRunnerConfig
 
 log = logging.getLogger("yurt.client")
 
 
 @final
 class Client:
-    def __init__(self, config: AllocRunnerConfig, broker: EventBroker,
+    def __init__(self, config: AllocRunnerConfig | None, broker: EventBroker,
                  on_alloc_update: Callable[[Allocation], None] | None = None,
-                 *, publish_alloc_updates: bool = True) -> None:
+                 *, factory: AllocRunnerFactory | None = None,
+                 publish_alloc_updates: bool = True) -> None:
+        """Runners come from `factory`; without one, from the real runner's factory over
+        `config` (its task events go to `broker`)."""
         self.broker = broker
         self._publish_alloc_updates = publish_alloc_updates
         self._on_alloc_update = on_alloc_update
-        self._config = dataclasses.replace(config, on_task_event=broker.task_event)
+        if factory is None:
+            from yurt.runtime.allocrunner.runner import runner_factory
+
+            assert config is not None, "a client needs an AllocRunnerConfig or a factory"
+            factory = runner_factory(dataclasses.replace(config,
+                                                         on_task_event=broker.task_event))
+        self._factory = factory
         self.runners: dict[str, AllocRunner] = {}
         self.invalid: set[str] = set()  # allocations that could not even get a runner
         # Destroyed here (garbage collected): never run again, even while the server still
@@ -59,25 +79,18 @@ class Client:
         return runner
 
     def _new_runner(self, alloc: Allocation) -> AllocRunner:
+        """The factory's runner for `alloc`, told what it must wait for: the allocation it
+        replaces and the ones it preempted, when they run here."""
         assert self._nursery is not None, "Client.run must be started first"
-        return AllocRunner(alloc, self._config, nursery=self._nursery,
-                           on_alloc_state_updated=self._alloc_updated,
-                           watcher=self._watcher_for(alloc))
+        preempted = [self.runners[a] for a in alloc.preempted_allocations if a in self.runners]
+        return self._factory(alloc, RunnerSetup(
+            self._nursery, self._alloc_updated,
+            previous=self.runners.get(alloc.previous_allocation), preempted=preempted))
 
     def _launch(self, runner: AllocRunner) -> None:
         assert self._nursery is not None, "Client.run must be started first"
         self.runners[runner.id] = runner
         self._nursery.start_soon(runner.run)
-
-    def _watcher_for(self, alloc: Allocation) -> GroupWatcher:
-        """What a new allocation must wait for: the allocation it replaces (its disk too, if
-        sticky or migrating) and the ones it preempted, when they run here."""
-        previous = self.runners.get(alloc.previous_allocation)
-        group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
-        disk = group.ephemeral_disk if group is not None else None
-        preempted = [self.runners[a] for a in alloc.preempted_allocations if a in self.runners]
-        return GroupWatcher(previous, sticky=bool(disk and (disk.sticky or disk.migrate)),
-                            preempted=preempted)
 
     def _alloc_updated(self, alloc: Allocation) -> None:
         """Every new client view of an allocation: to the event stream and the server sync."""
@@ -188,10 +201,8 @@ class Client:
                 nursery.start_soon(shutdown, runner)
 
     def stop_bound(self) -> float:
-        """Seconds within which a stop of every allocation ends: the slowest task's kill
-        bound (a backstop: each task runner bounds its own kill well within it)."""
-        return max((tr.kill_bound() for runner in self.runners.values()
-                    for tr in runner.task_runners.values()), default=0.0)
+        """Seconds within which a stop of every allocation ends: the slowest runner's."""
+        return max((runner.stop_bound() for runner in self.runners.values()), default=0.0)
 
     async def wait_all(self) -> None:
         """Until every runner's `run()` has finished."""

@@ -63,7 +63,7 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig, real
 from yurt.runtime.client import Client
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.drivers.protocol import Driver, reconcile_drivers
@@ -442,7 +442,7 @@ def _task_outputs(client: Client, placed: list[Allocation], resumed: bool) -> li
     (prefixed with its allocation's group and index when there are several)."""
     outputs = []
     for alloc in placed:
-        runner = client.runners.get(alloc.id)
+        runner = real(client.runners.get(alloc.id))
         if runner is None or runner.alloc_dir is None:
             continue
         for name, tr in runner.task_runners.items():

@@ -31,7 +31,7 @@ import trio
 from yurt.runtime.structs import Allocation
 
 if TYPE_CHECKING:  # the API imports `RESTORING` before the agent loads the runners
-    from yurt.runtime.allocrunner.runner import AllocRunner
+    from yurt.runtime.allocrunner.interface import AllocRunner
     from yurt.runtime.client import Client
     from yurt.store.protocol import SavedTask
 

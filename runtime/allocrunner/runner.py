@@ -63,11 +63,12 @@ from yurt.hooks.task_dir import TaskDirHook
 from yurt.hooks.task_services import task_service_hooks
 from yurt.hooks.template import TemplateHook
 from yurt.runtime.allocdir import AllocDir
-from yurt.runtime.allocrunner import teardown
+from yurt.runtime.allocrunner import interface, teardown
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.allocrunner.checkresults import CheckResults
 from yurt.runtime.allocrunner.gate import Gate
 from yurt.runtime.allocrunner.health import ClientHealth
+from yurt.runtime.allocrunner.interface import AllocRunnerError, AllocState, RunnerSetup
 from yurt.runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from yurt.runtime.allocrunner.status import client_status
 from yurt.runtime.allocwatcher import GroupWatcher
@@ -84,7 +85,6 @@ from yurt.runtime.structs import (
     Node,
     TaskEvent,
     TaskGroup,
-    TaskState,
     is_client_terminal,
 )
 from yurt.runtime.taskrunner import events
@@ -104,19 +104,6 @@ START_CONCURRENCY: Final = 128
 DIR_BUILD_THREADS: Final = 2
 
 H = TypeVar("H", bound=Hook)
-
-class AllocRunnerError(YurtError):
-    pass
-
-
-@dataclass
-class AllocState:
-    """The live client view (Nomad's `state.State`)."""
-
-    client_status: str = ""
-    client_description: str = ""
-    task_states: dict[str, TaskState] = field(default_factory=dict)
-
 
 @dataclass(frozen=True)
 class AllocRunnerConfig:
@@ -264,6 +251,11 @@ class AllocRunner:
                                        client_description=published.client_description,
                                        task_states=published.task_states,
                                        deployment_status=published.deployment_status)
+
+    def stop_bound(self) -> float:
+        """Seconds within which a stop of this allocation ends: its slowest task's kill
+        bound (a backstop: each task runner bounds its own kill well within it)."""
+        return max((tr.kill_bound() for tr in self.task_runners.values()), default=0.0)
 
     def client_status(self) -> str:
         """`client_alloc().client_status`, without building the allocation (lists and
@@ -623,3 +615,25 @@ class AllocRunner:
         self._shutdown_launched = True
         await teardown.shutdown(self)
 
+
+def real(runner: interface.AllocRunner | None) -> AllocRunner | None:
+    """`runner` if it is this module's runner (with task runners, an alloc dir, ...): what
+    the agent's API reads of an allocation beyond the protocol exists only there."""
+    return runner if isinstance(runner, AllocRunner) else None
+
+
+def runner_factory(config: AllocRunnerConfig) -> Callable[[Allocation, RunnerSetup],
+                                                             AllocRunner]:
+    """The real runner's `AllocRunnerFactory` (interface.py): tasks run by `config`'s drivers,
+    waiting for the allocation replaced or preempted (`GroupWatcher`)."""
+    def make(alloc: Allocation, setup: RunnerSetup) -> AllocRunner:
+        previous = setup.previous if isinstance(setup.previous, AllocRunner) else None
+        group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+        disk = group.ephemeral_disk if group is not None else None
+        preempted = [r for r in setup.preempted if isinstance(r, AllocRunner)]
+        watcher = GroupWatcher(previous, sticky=bool(disk and (disk.sticky or disk.migrate)),
+                               preempted=preempted)
+        return AllocRunner(alloc, config, nursery=setup.nursery,
+                           on_alloc_state_updated=setup.on_alloc_state_updated,
+                           watcher=watcher)
+    return make

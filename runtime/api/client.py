@@ -32,7 +32,7 @@ async def alloc_restart(ctx: Context, request: Request) -> Response:
     all_tasks = body_field(body, "AllTasks", bool, False)
     if task and all_tasks:
         raise ApiError(400, "task name cannot be set when restarting all tasks")
-    from yurt.runtime.allocrunner.runner import AllocRunnerError
+    from yurt.runtime.allocrunner.interface import AllocRunnerError
 
     try:
         if task:

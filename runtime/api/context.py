@@ -64,7 +64,9 @@ class Context:
         return self.runner(alloc_id)
 
     def runner(self, alloc_id: str) -> AllocRunner:
-        runner = self.agent.client.runners.get(alloc_id)
+        from yurt.runtime.allocrunner.runner import real
+
+        runner = real(self.agent.client.runners.get(alloc_id))
         if runner is None:
             if alloc_id in self.agent.server.allocs:
                 raise ApiError(400, f"allocation {alloc_id} is not running on this client")

@@ -138,7 +138,9 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
     """The driver, task id and request of this exec, checked in Nomad's order."""
     alloc_id = websocket.path_params["id"]
     await ctx.agent.restoring.wait(alloc_id)
-    runner = ctx.agent.client.runners.get(alloc_id)
+    from yurt.runtime.allocrunner.runner import real
+
+    runner = real(ctx.agent.client.runners.get(alloc_id))
     if runner is None:
         raise _Refused(404, f'Unknown allocation "{alloc_id}"')
     if not task:

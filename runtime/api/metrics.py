@@ -101,7 +101,11 @@ def collect(ctx: Context, host: dict[str, Any], cpus: dict[str, list[int]]
     gauges: list[tuple[str, float, Labels]] = []
     wall = time.monotonic()
     seen: dict[tuple[str, str], tuple[float, float]] = {}
-    for runner in list(agent.client.runners.values()):
+    from yurt.runtime.allocrunner.runner import real
+
+    for any_runner in list(agent.client.runners.values()):
+        if (runner := real(any_runner)) is None:
+            continue
         view = runner.alloc_state()
         if is_client_terminal(view.client_status):
             counts["terminal"] += 1

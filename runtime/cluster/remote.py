@@ -39,6 +39,11 @@ when a silent node's allocations are lost). Everything pending is sent once one 
 Timeouts are trio deadlines around each request (the HTTP client itself has none): a blocking
 query gets its `wait` plus a margin, every other call `request_timeout`.
 
+Transport: each call is one `NodeTransport` request (method, URL, body → status, body). The
+agent's is `HttpTransport`, over an HTTP client of its own; the node simulator shares one
+among all its nodes (one connection pool, not a thousand), and the whole-cluster simulation
+passes one that calls the servers in process over a simulated network.
+
 Rejected: one long-lived streaming connection per node (the servers' RPC is plain request /
 answer, and a blocking query per pull is what Nomad does); stopping allocations after a
 timeout without servers (that is the servers' decision, `max_client_disconnect`).
@@ -54,7 +59,7 @@ import secrets
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar, final
+from typing import Any, Final, Protocol, TypeVar, final
 
 import httpx2
 import msgspec
@@ -117,6 +122,39 @@ class _Allocs(msgspec.Struct):
     index: int = msgspec.field(default=0, name="Index")
 
 
+class NodeTransport(Protocol):
+    """One request to a server: its status and body.
+
+    Raises:
+        OSError, httpx2.HTTPError: the server could not be reached (the caller fails over).
+    """
+
+    async def __call__(self, method: str, url: str, *, content: bytes | None,
+                       params: dict[str, str] | None, headers: dict[str, str]
+                       ) -> tuple[int, bytes]: ...
+
+
+@final
+class HttpTransport:
+    """`NodeTransport` over HTTP; closes the client only if it made it."""
+
+    def __init__(self, http: httpx2.AsyncClient | None = None) -> None:
+        self._owned = http is None
+        self.http = http or httpx2.AsyncClient(timeout=None, follow_redirects=False,
+                                               trust_env=False)
+
+    async def __call__(self, method: str, url: str, *, content: bytes | None,
+                       params: dict[str, str] | None, headers: dict[str, str]
+                       ) -> tuple[int, bytes]:
+        response = await self.http.request(method, url, content=content, params=params,
+                                           headers=headers)
+        return response.status_code, response.content
+
+    async def aclose(self) -> None:
+        if self._owned:
+            await self.http.aclose()
+
+
 def backoff_delay(failed_rounds: int, draw: float, *, base: float = BACKOFF_BASE,
                   cap: float = BACKOFF_CAP) -> float:
     """Seconds to wait after `failed_rounds` (≥ 1) rounds in which no server answered.
@@ -171,12 +209,15 @@ class RemoteServer:
         wait: how long a blocking allocation query waits on the server.
         request_timeout: the deadline of every other call.
         backoff_base, backoff_cap: the backoff after a round of failures (`backoff_delay`).
+        transport: how requests reach a server (default: `HttpTransport` of its own,
+            closed with this object; a transport given is the caller's to close).
     """
 
     def __init__(self, node: Node, servers: Sequence[str], secret: str, *, token: str = "",
                  wait: float = DEFAULT_WAIT, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                  backoff_base: float = BACKOFF_BASE, backoff_cap: float = BACKOFF_CAP,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 transport: NodeTransport | None = None) -> None:
         if not servers:
             raise ValueError("no server URL given")
         self.node = node
@@ -190,7 +231,10 @@ class RemoteServer:
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
         self._rng = rng or random.Random()
-        self._http = httpx2.AsyncClient(timeout=None, follow_redirects=False, trust_env=False)
+        self._own_http: HttpTransport | None = None
+        if transport is None:
+            transport = self._own_http = HttpTransport()
+        self._transport = transport
         #: Server copies of this node's allocations, as last pulled.
         self.allocs: dict[str, Allocation] = {}
         #: The allocation index of the last pull (the API's X-Nomad-Index in client mode).
@@ -251,10 +295,11 @@ class RemoteServer:
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await self._http.aclose()
+                await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._own_http is not None:
+            await self._own_http.aclose()
 
     async def _run_heartbeat(self) -> None:
         failures = 0
@@ -402,20 +447,20 @@ class RemoteServer:
             url = self.current_server
             try:
                 with trio.fail_after(per_server):
-                    response = await self._http.request(
+                    status, reply = await self._transport(
                         method, url + path, content=content, params=params, headers=headers)
             except (httpx2.HTTPError, trio.TooSlowError, OSError) as e:
                 errors.append(f"{url}: {_describe(e)}")
                 self._rotate()
                 continue
-            if response.status_code >= 500:
-                errors.append(f"{url}: {response.status_code} {_message(response.content)}")
+            if status >= 500:
+                errors.append(f"{url}: {status} {_message(reply)}")
                 self._rotate()
                 continue
-            if response.status_code >= 400:
-                raise NodeRPCError(response.status_code, _message(response.content))
+            if status >= 400:
+                raise NodeRPCError(status, _message(reply))
             try:
-                return msgspec.json.decode(response.content, type=answer)
+                return msgspec.json.decode(reply, type=answer)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 errors.append(f"{url}: not a node RPC answer: {e}")
                 self._rotate()

@@ -1,0 +1,6 @@
+"""Simulated nodes and clusters: load for real servers, and a whole cluster under a mock clock.
+
+- `node.py`: `SimNode`, one client node made of the real client code (registration,
+  heartbeats, allocation pulls, alloc sync, the client's runner bookkeeping) with simulated
+  allocation runners (runtime/allocrunner/simulated.py).
+"""
