@@ -127,7 +127,7 @@ def run_nodesim(command: NodeSimCommand) -> int:
 
     try:
         trio.run(main)
-    except Exception as e:  # noqa: BLE001 - the one line an operator reads, then exit 1
+    except Exception as e:
         click.echo(f"yurt: nodesim stopped: {e!r}", err=True)
         _print(simulator.summary(), command.json_output, format_summary)
         return EXIT_FAILED
