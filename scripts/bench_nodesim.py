@@ -28,6 +28,16 @@ within one tick is one update) together with prioritising. Each update call is o
 commit on the server, so etcd writes follow the calls. The allocations' own scheduling writes
 (plans, evaluations) are the same for both and dilute the ratio.
 
+Setup choices, both forced by what one Python server on a small machine takes:
+- the server runs with `--max-heartbeats-per-second 10` (Nomad's default is 50): each
+  heartbeat costs the server two etcd calls, one of them a write, and yurt's client beats at
+  half the TTL, so 1,000 nodes at Nomad's budget are ~100 heartbeats/s, more than the server
+  keeps up with on 2 shared cores (nodes are marked down, the leader loses its lease). At 100
+  nodes the TTL is the 10 s minimum either way.
+- allocations come as batch jobs of 1,000 (one group each): a group's count is at most 1,000,
+  and one 10,000-allocation job in ten groups is one plan of ~137 MB (each allocation carries
+  its whole job), past etcd's request limit: the leader fails on it.
+
 Prints a table, then one JSON line (`{"bench": "nodesim", …}`). `--sizes 100` for a quick run.
 """
 
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import signal
@@ -59,6 +70,9 @@ from yurt.runtime.cluster.etcdproc import start_etcd
 
 YURT = str(Path(sys.executable).with_name("yurt"))
 PER_NODE = 10
+#: Allocations per job: a group's count is at most 1,000, and one job of 10,000 in ten groups
+#: is one plan too large for etcd (see the header).
+JOB_SIZE = 1000
 IDLE_WINDOW = 5.0  # seconds of idle etcd writes measured before the job
 _LISTENING = re.compile(rb"listening on (http://\S+)")
 _REGISTERED = re.compile(rb"registered (\d+)/(\d+) nodes in")
@@ -72,12 +86,19 @@ def etcd_writes(url: str) -> int:
     raise RuntimeError("etcd's /metrics has no etcd_server_proposals_committed_total")
 
 
-def batch_job(count: int) -> dict[str, Any]:
+def batch_jobs(count: int) -> list[dict[str, Any]]:
+    """`count` allocations as batch jobs of at most `JOB_SIZE` (see the header)."""
     # A simulated node has 4000 MHz and 8192 MB (the profile's default): 10 of these fit.
-    return {"Job": {"ID": "bench", "Name": "bench", "Type": "batch", "Datacenters": ["dc1"],
-                    "TaskGroups": [{"Name": "g", "Count": count, "Tasks": [{
-                        "Name": "t", "Driver": "mock_driver", "Config": {"run_for": "1s"},
-                        "Resources": {"CPU": 400, "MemoryMB": 800}}]}]}}
+    jobs = []
+    for i in range(math.ceil(count / JOB_SIZE)):
+        name = f"bench-{i}"
+        jobs.append({"Job": {
+            "ID": name, "Name": name, "Type": "batch", "Datacenters": ["dc1"],
+            "TaskGroups": [{"Name": "g", "Count": min(JOB_SIZE, count - i * JOB_SIZE),
+                            "Tasks": [{"Name": "t", "Driver": "mock_driver",
+                                       "Config": {"run_for": "1s"},
+                                       "Resources": {"CPU": 400, "MemoryMB": 800}}]}]}})
+    return jobs
 
 
 def wait_line(path: Path, pattern: re.Pattern[bytes], process: subprocess.Popen[bytes],
@@ -116,13 +137,15 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGINT) -> None:
             process.wait()
 
 
-def run_one(etcd: str, root: Path, nodes: int, sync: str, timeout: float) -> dict[str, Any]:
+def run_one(etcd: str, root: Path, nodes: int, sync: str, timeout: float,
+            heartbeats_per_second: float) -> dict[str, Any]:
     name = f"{sync}-{nodes}"
     work = root / name
     work.mkdir()
     prefix = f"/bench-{uuid.uuid4().hex[:8]}/"
     server = spawn(["server", "--etcd", etcd, "--port", "0", "--name", name, "--prefix",
-                    prefix, "--data-dir", str(work / "server"), "--log-level", "warn"],
+                    prefix, "--data-dir", str(work / "server"), "--log-level", "warn",
+                    "--max-heartbeats-per-second", str(heartbeats_per_second)],
                    work / "server.log")
     sim: subprocess.Popen[bytes] | None = None
     try:
@@ -141,18 +164,22 @@ def run_one(etcd: str, root: Path, nodes: int, sync: str, timeout: float) -> dic
         cpu_before = procs.cpu_seconds(server.pid)
         start = time.monotonic()
         with httpx2.Client(base_url=address, timeout=120) as client:
-            r = client.put("/v1/jobs", json=batch_job(count))
-            r.raise_for_status()
+            jobs = batch_jobs(count)
+            for job in jobs:
+                client.put("/v1/jobs", json=job).raise_for_status()
             placed = None
             while True:
                 if time.monotonic() - start > timeout:
                     raise RuntimeError(f"{name}: not complete in {timeout:.0f}s")
-                groups = client.get("/v1/job/bench/summary").json()["Summary"]["g"]
-                done = sum(groups[k] for k in ("Starting", "Running", "Complete", "Failed",
-                                                "Lost"))
-                if placed is None and done >= count:
+                totals = dict.fromkeys(("Starting", "Running", "Complete", "Failed", "Lost"), 0)
+                for job in jobs:
+                    groups = client.get(f"/v1/job/{job['Job']['ID']}/summary"
+                                        ).json()["Summary"]["g"]
+                    for key in totals:
+                        totals[key] += groups[key]
+                if placed is None and sum(totals.values()) >= count:
                     placed = time.monotonic() - start
-                if groups["Complete"] + groups["Failed"] + groups["Lost"] >= count:
+                if totals["Complete"] + totals["Failed"] + totals["Lost"] >= count:
                     break
                 time.sleep(0.5)
         completed = time.monotonic() - start
@@ -192,6 +219,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100,1000",
                         help="node counts, comma-separated (default 100,1000)")
+    parser.add_argument("--max-heartbeats-per-second", type=float, default=10,
+                        help="the server's heartbeat budget (default 10, see the header)")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds each registration and each job may take (default 600)")
     args = parser.parse_args()
@@ -205,7 +234,7 @@ def main() -> None:
                     print(f"bench_nodesim: {nodes} nodes, {sync} sync …", file=sys.stderr,
                           flush=True)
                     results.append(run_one(etcd.urls[0], Path(tmp), nodes, sync,
-                                           args.timeout))
+                                           args.timeout, args.max_heartbeats_per_second))
         finally:
             etcd.stop()
     table = Table(title=f"{PER_NODE} allocations per node, one yurt server over etcd "

@@ -78,7 +78,10 @@ async def test_nodesim_runs_a_thousand_allocations_on_a_hundred_nodes(
     calls = received["calls"]
     assert calls["register"] == NODES  # once each: no registration failed or was repeated
     assert calls["alloc_fetch"] >= NODES  # every node fetched its allocations
-    assert calls["alloc_pull"] >= 2 * NODES  # the first pull, then the one with its allocs
+    # The first pull, the one with its allocations, and a few more as their indexes move;
+    # not a node spinning on pulls answered at once (an index 0 answered for a node with
+    # nothing yet: thousands per node).
+    assert 2 * NODES <= calls["alloc_pull"] <= 5 * NODES
     assert received["failed_calls"] == {}
     # Every allocation's pending/running/complete reached the servers; batching carried
     # them in fewer calls than updates.
