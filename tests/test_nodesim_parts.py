@@ -18,6 +18,7 @@ from yurt.runtime.sim.nodesim import (
     latency_summary,
     make_node,
     node_identity,
+    nonzero,
 )
 from yurt.runtime.sim.nodesim_profile import (
     DeviceProfile,
@@ -119,10 +120,15 @@ async def test_the_counting_transport_counts_answers_failures_and_bytes() -> Non
     with pytest.raises(OSError, match="refused"):
         await counting("PUT", "http://s/v1/internal/node/x/heartbeat", content=b"z",
                        params=None, headers={})
-    assert counting.calls["alloc_pull"] == 1
-    assert counting.calls["register"] == 1
-    assert counting.failed == {**dict.fromkeys(counting.failed, 0), "register": 1,
-                               "heartbeat": 1}
+    assert nonzero(counting.calls) == {"alloc_pull": 1, "register": 1, "heartbeat": 1}
+    assert nonzero(counting.answered) == {"alloc_pull": 1, "register": 1}
+    assert nonzero(counting.refused) == {"register": 1}
+    assert nonzero(counting.unreachable) == {"heartbeat": 1}
+    assert nonzero(counting.unanswered()) == {}
+    with trio.move_on_after(0):  # given up at a deadline: sent, never answered
+        await counting("PUT", "http://s/v1/internal/node/x/allocs/update", content=b"",
+                       params=None, headers={})
+    assert nonzero(counting.unanswered()) == {"update": 1}
     assert (counting.bytes_sent, counting.bytes_received) == (4, 10)
 
 
