@@ -470,8 +470,9 @@ def format_summary(summary: dict[str, Any]) -> str:
     saw = summary["nodes_saw"]
     latency = saw["placement_to_running_ms"]
     rows: list[tuple[str, str]] = [
-        ("nodes registered", f"{summary['registered']}/{summary['nodes']}"
-                             f" in {summary['registration_seconds']}s"),
+        ("nodes registered", f"{summary['registered']}/{summary['nodes']}" + (
+            f" in {summary['registration_seconds']}s"
+            if summary["registration_seconds"] is not None else " (stopped before all)")),
         ("memory per node", f"{summary['memory']['per_node_kib']} KiB "
                             f"(RSS {summary['memory']['rss_registered_kib']} KiB)"),
         ("run time", f"{summary['elapsed_seconds']}s (sync: {summary['sync']})"),
