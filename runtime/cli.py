@@ -26,6 +26,7 @@ from yurt.runtime.cli_exec import register as register_exec_commands
 from yurt.runtime.cli_flags import nomad_spelling
 from yurt.runtime.cli_fs import register as register_fs_commands
 from yurt.runtime.cli_jobs import register as register_job_commands
+from yurt.runtime.cli_nodesim import register as register_nodesim_command
 from yurt.runtime.cli_output import output_options, print_table
 from yurt.runtime.cli_vars import register as register_var_commands
 from yurt.runtime.errors import (
@@ -479,3 +480,4 @@ register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
 register_job_commands(cli, job)  # job/eval verbs
 cli_deployment.register(cli)  # deployment list/status/promote/fail
+register_nodesim_command(cli)  # nodesim

@@ -253,6 +253,8 @@ class RemoteServer:
         self.heartbeats = 0
         self.alloc_fetches = 0  # GetAllocs calls
         self.update_posts = 0  # successful UpdateAlloc calls
+        self.heartbeat_failures = 0  # registrations and heartbeats no server took
+        self.pull_failures = 0  # allocation pulls that failed
 
     # ------------------------------------------------------------------ Server contract
 
@@ -323,6 +325,7 @@ class RemoteServer:
                                              authenticated=not registering)
             except NodeRPCError as e:
                 failures += 1
+                self.heartbeat_failures += 1
                 must_register = True
                 if e.status == 404 and not registering:
                     log.info("the server does not know this node; registering again")
@@ -332,6 +335,7 @@ class RemoteServer:
                 continue
             except NoServerError as e:
                 failures += 1
+                self.heartbeat_failures += 1
                 delay = self._retry_delay(failures)
                 log.warning("no server answered the %s; trying again in %.1fs: %s", what,
                             delay, e)
@@ -367,6 +371,7 @@ class RemoteServer:
                 changed = await self._pull(index)
             except (NoServerError, NodeRPCError, _StaleAllocs) as e:
                 failures += 1
+                self.pull_failures += 1
                 if isinstance(e, NodeRPCError) and e.status in (403, 404):
                     self._reregister.set()  # the server forgot the node, or its secret
                 delay = self._delay(failures)

@@ -125,9 +125,11 @@ async def client_allocs(proc: ServerProcess, request: Request) -> Response:
         while proc.server.node_alloc_index(node_id) <= index:
             await server.changed.wait()
     found = server.client_allocs(node_id)
-    answer = proc.server.node_alloc_index(node_id)
+    # Never 0 (Nomad's GetClientAllocs does the same): a node would ask again with index 0,
+    # be answered at once, and spin while its cluster has no allocation for it.
+    answer = max(proc.server.node_alloc_index(node_id), 1)
     return JSONResponse({"Allocs": found, "Index": answer},
-                        headers={"X-Nomad-Index": str(max(answer, 1))})
+                        headers={"X-Nomad-Index": str(answer)})
 
 
 async def get_allocs(proc: ServerProcess, request: Request) -> Response:

@@ -3,4 +3,7 @@
 - `node.py`: `SimNode`, one client node made of the real client code (registration,
   heartbeats, allocation pulls, alloc sync, the client's runner bookkeeping) with simulated
   allocation runners (runtime/allocrunner/simulated.py).
+- `nodesim.py`: `NodeSimulator`, N `SimNode`s in one process against real servers over one
+  shared HTTP client, counting what the servers received (`yurt nodesim`); `NaiveSyncer`, the
+  one-call-per-update client it is compared with. `nodesim_profile.py`: its TOML profile.
 """
