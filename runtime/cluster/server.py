@@ -719,6 +719,23 @@ class ClusterServer(LocalServer):
         """Nomad's Node.GetClientAllocs: the node's allocations and their AllocModifyIndex."""
         return {a.id: a.alloc_modify_index for a in self.allocs_on(node_id)}
 
+    async def wait_client_allocs(self, node_id: str, index: int, wait: float
+                                 ) -> tuple[dict[str, int], int]:
+        """The blocking GetClientAllocs (no transport, no authentication: the caller's):
+        (the node's allocations and their AllocModifyIndex, the node's index), once that
+        index moved past `index` or `wait` seconds passed. Index 0 is a first pull,
+        answered at once, also for a node with nothing yet.
+
+        The index answered is at least 1 (as Nomad's blocking queries answer): a node
+        that never held an allocation, on servers that started on an empty state, has
+        index 0, and a node that asks again with the 0 it was told would be answered at
+        once, again and again — a busy loop of pulls until something is placed there."""
+        with trio.move_on_after(wait if index else 0):
+            while self.node_alloc_index(node_id) <= index:
+                await self.changed.wait()
+        await trio.lowlevel.checkpoint()
+        return self.client_allocs(node_id), max(self.node_alloc_index(node_id), 1)
+
     def get_allocs(self, node_id: str, alloc_ids: list[str]) -> list[Allocation]:
         found = [self.allocs[i] for i in alloc_ids if i in self.allocs]
         if any(a.node_id != node_id for a in found):
