@@ -3,4 +3,10 @@
 - `node.py`: `SimNode`, one client node made of the real client code (registration,
   heartbeats, allocation pulls, alloc sync, the client's runner bookkeeping) with simulated
   allocation runners (runtime/allocrunner/simulated.py).
+- `network.py`: `SimNetwork`, the node RPC delivered in process with latency, message loss
+  and partitions, answering as routes.py does.
+- `cluster.py`: `SimCluster`, servers over one in-memory etcd, an observer, `SimNode`s and
+  the network, in one Trio run.
+- `check.py`: the invariants checked after each step and after settling.
+- `scenario.py`: random scenarios from a seed, deterministic (`yurt sim`, runtime/cli_sim.py).
 """
