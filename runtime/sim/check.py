@@ -4,10 +4,12 @@ once the cluster was healed and left alone (liveness).
 Safety, after each step (`safety`):
 - **No allocation runs twice.** Ground truth: the simulated runners of every live node; an
   allocation ID running (client status `running`) on two nodes, or on a node other than
-  the one it was placed on, is a violation.
-- **One live copy per allocation name.** In every running server's view and the
-  observer's: among allocations the servers want running (desired `run`, client status
-  not terminal), one per (namespace, job, name). Nomad's semantics would allow two only
+  the one it was placed on, is a violation. Checked after each step, and at the instant a
+  runner reports `running` (`runner_update`).
+- **One live copy per allocation name.** In every running server's view (after each
+  step) and the observer's (after every revision it applies): among allocations the
+  servers want running (desired `run`, client status not terminal), one per (namespace,
+  job, name). Nomad's semantics would allow two only
   with `disconnect`/`max_client_disconnect` (the unknown original beside its
   replacement) or canaries (a canary takes the name of the allocation it replaces); the
   scenarios use neither, so the check is not weakened.
@@ -24,6 +26,8 @@ Liveness, after `heal` and a bounded settle (`liveness`):
   allocation of its current version running in the servers' view, and the live runners
   running it number exactly `count`; a batch job has one complete allocation per name;
 - a stopped job has no allocation the servers want running and no live runner running;
+- every live runner running belongs to an allocation the servers want running (a purged
+  job's, or a stopped one's, is stopped on its node);
 - every lost allocation is replaced (an allocation names it as `previous_allocation`) or
   its job converged anyway;
 - no server answered a node call with a 5xx (an unexpected exception in a server).
@@ -93,12 +97,38 @@ class ObserverServer(ClusterServer):
                     f"{before.modify_index}/{before.alloc_modify_index} → "
                     f"{alloc.modify_index}/{alloc.alloc_modify_index}")
         super()._apply(change)
+        if any(not a.is_terminal() for a in change.allocs.put.values()):
+            self.violations += [f"{v} (revision {change.revision})"
+                                for v in duplicate_names("observer", self.allocs.values())]
 
 
 def _wanted(allocs: Iterable[Allocation]) -> list[Allocation]:
     """What the servers want running: desired `run`, not terminal on the client."""
     return [a for a in allocs
             if a.desired_status == ALLOC_DESIRED_RUN and not is_client_terminal(a.client_status)]
+
+
+def duplicate_names(view: str, allocs: Iterable[Allocation]) -> list[str]:
+    """More than one allocation the servers want running under one (namespace, job,
+    name)."""
+    names = Counter((a.namespace, a.job_id, a.name) for a in _wanted(allocs))
+    return [f"{view}: {n} live allocations named {key[2]}"
+            for key, n in sorted(names.items()) if n > 1]
+
+
+def runner_update(cluster: SimCluster, node_id: str, alloc: Allocation) -> None:
+    """A node's runner reported `alloc`: running here while running on another live node
+    is a violation, recorded at the instant it happens (the observer's list)."""
+    if alloc.client_status != ALLOC_CLIENT_RUNNING or cluster.observer is None:
+        return
+    for slot in cluster.nodes:
+        if slot.sim is None or slot.id == node_id:
+            continue
+        other = slot.sim.client.runners.get(alloc.id)
+        if other is not None and other.client_status() == ALLOC_CLIENT_RUNNING:
+            cluster.observer.violations.append(
+                f"allocation {alloc.name} ({alloc.id[:8]}) started running on "
+                f"{node_id[:8]} while running on {slot.id[:8]}")
 
 
 class IndexWatch:
@@ -144,10 +174,7 @@ def safety(cluster: SimCluster, indexes: IndexWatch) -> list[str]:
     views: list[tuple[str, ClusterServer]] = [("observer", observer)]
     views += [(s.name, s.server) for s in cluster.servers if s.server is not None]
     for name, server in views:
-        names = Counter((a.namespace, a.job_id, a.name) for a in _wanted(server.allocs.values()))
-        for key, n in sorted(names.items()):
-            if n > 1:
-                found.append(f"{name}: {n} live allocations named {key[2]}")
+        found += duplicate_names(name, server.allocs.values())
         if name != "observer":
             found += indexes.check(f"server {name}", server.visible_index)
     for slot in cluster.nodes:
@@ -202,6 +229,12 @@ def liveness(cluster: SimCluster) -> list[str]:
         else:
             found.append(f"job {job.id} (v{job.version}, count "
                          f"{job.task_groups[0].count}): {why}")
+    for alloc_id, where in sorted(running.items()):
+        known = observer.allocs.get(alloc_id)
+        if known is None or known.desired_status != ALLOC_DESIRED_RUN:
+            state = "gone" if known is None else f"desired {known.desired_status}"
+            found.append(f"allocation {alloc_id[:8]} ({where[0][1].name}) still runs on "
+                         f"{where[0][0][:8]}, yet the servers have it {state}")
     replaced = {a.previous_allocation for a in observer.allocs.values()}
     for alloc in observer.allocs.values():
         if (alloc.client_status == ALLOC_CLIENT_LOST and alloc.id not in replaced

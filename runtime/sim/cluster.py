@@ -37,7 +37,7 @@ from yurt.runtime.cluster.memkv import MemoryKV
 from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.etcdstore import ClusterStore, StoreConflict
-from yurt.runtime.sim.check import ObserverServer
+from yurt.runtime.sim.check import ObserverServer, runner_update
 from yurt.runtime.sim.network import ServerEndpoint, SimNetwork
 from yurt.runtime.sim.node import SimNode
 from yurt.runtime.structs import (
@@ -253,7 +253,8 @@ class SimCluster:
                       transport=self.network.transport(slot.node.name), profile=cfg.profile,
                       rng=rng, broker=self.broker, unix_clock=unix_clock, wait=cfg.wait,
                       request_timeout=cfg.request_timeout, backoff_base=cfg.backoff_base,
-                      backoff_cap=cfg.backoff_cap)
+                      backoff_cap=cfg.backoff_cap,
+                      on_update=lambda alloc: runner_update(self, slot.id, alloc))
         with trio.CancelScope() as scope:
             slot.sim, slot.scope = sim, scope
             await sim.run(task_status=task_status)

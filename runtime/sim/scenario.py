@@ -6,12 +6,15 @@ moment every task waits, so a minute of cluster time costs what its work costs a
 else. No sockets, no threads, no real time.
 
 A scenario is a list of steps drawn from the seed (`_STEPS`): register a job (service or
-batch, 1-5 allocations of small resources), update one destructively (a task's env), scale
-it, stop it, lose messages, crash a node (cancel its `SimNode`) or bring it back (a new
-`SimNode`, same ID and secret), cut a node from a server or from all, heal, crash a server
-(the leader, mostly) or restart one, mark a node ineligible or eligible, or let time pass.
-After each step and a short random pause the safety invariants are checked (check.py); at
-the end everything is healed (servers and nodes up, links whole, nodes eligible), the
+batch, 1-5 allocations of small resources; or a stopped one again), update one
+destructively (a task's env), scale it, stop it (purged, now and then), several of those at
+once through different servers, lose messages, crash a node (cancel its `SimNode`) or bring
+it back (a new `SimNode`, same ID and secret), cut a node from a server or from all, heal,
+crash a server (the leader, mostly; the last one, now and then) or restart one, mark a node
+ineligible or eligible, or let time pass. The cluster's shape comes from the seed too
+(`scenario_config`: 1-3 servers, 2-4 nodes, allocations that sometimes fail). After each
+step and a short random pause the safety invariants are checked (check.py); at the end
+everything is healed (servers and nodes up, links whole, no loss, nodes eligible), the
 cluster is given a bounded time to settle (`SETTLE`), and the liveness invariants must then
 hold.
 
@@ -39,7 +42,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -49,14 +52,18 @@ import msgspec
 import trio
 import trio.testing
 
+from yurt.runtime.allocrunner.simulated import AllocProfile
 from yurt.runtime.cluster.server import ClusterServer
+from yurt.runtime.durations import SECOND
 from yurt.runtime.sim.check import IndexWatch, InvariantViolation, liveness, safety
 from yurt.runtime.sim.cluster import SimCluster, SimConfig
 from yurt.runtime.structs import (
+    ALLOC_CLIENT_FAILED,
     ALLOC_CLIENT_LOST,
     NODE_ELIGIBLE,
     NODE_INELIGIBLE,
     Job,
+    ReschedulePolicy,
     Resources,
     Task,
     TaskGroup,
@@ -73,6 +80,10 @@ MIN_STEPS: Final = 6
 MAX_STEPS: Final = 12
 
 
+class ScenarioFailed(AssertionError):
+    """A scenario violated an invariant; the message says how to replay it."""
+
+
 @dataclass
 class ScenarioResult:
     seed: int
@@ -86,6 +97,15 @@ class ScenarioResult:
 
     def replay(self) -> str:
         return f"yurt sim --seed {self.seed} --verbose"
+
+    def raise_if_failed(self) -> None:
+        """Raise `ScenarioFailed` (the seed, the violations, the steps, how to replay)
+        unless every invariant held."""
+        if not self.ok:
+            raise ScenarioFailed("\n".join([
+                f"seed {self.seed} violated an invariant:",
+                *(f"  {v}" for v in self.violations), "steps:",
+                *(f"  {s}" for s in self.steps), f"replay: {self.replay()}"]))
 
     def to_json(self) -> dict[str, Any]:
         return {"seed": self.seed, "ok": self.ok, "digest": self.digest,
@@ -115,11 +135,20 @@ def deterministic(seed: int) -> Iterator[None]:
         trio_run._r.setstate(state)
 
 
+def scenario_config(seed: int) -> SimConfig:
+    """The cluster a seed's scenario runs: 1-3 servers, 2-4 nodes, allocations that fail
+    now and then in one scenario of three."""
+    shape = random.Random(f"{seed}:shape")
+    return SimConfig(servers=shape.randint(1, 3), nodes=shape.randint(2, 4),
+                     profile=AllocProfile(start_delay=(0.05, 0.5), run_time=(0.5, 4.0),
+                                          failure_probability=shape.choice([0.0, 0.0, 0.1])))
+
+
 def run_scenario(seed: int, config: SimConfig | None = None, *,
                  echo: Callable[[str], None] | None = None) -> ScenarioResult:
     """One scenario from `seed` (see the module header); never raises for a violation:
     the result says it (`ok`, `violations`, the step log)."""
-    config = config or SimConfig()
+    config = config or scenario_config(seed)
     digest = hashlib.sha256()
     steps: list[str] = []
 
@@ -147,6 +176,9 @@ def run_scenario(seed: int, config: SimConfig | None = None, *,
              "lost_allocs": sum(1 for a in (cluster.observer.allocs.values()
                                             if cluster.observer else [])
                                 if a.client_status == ALLOC_CLIENT_LOST),
+             "failed_allocs": sum(1 for a in (cluster.observer.allocs.values()
+                                              if cluster.observer else [])
+                                  if a.client_status == ALLOC_CLIENT_FAILED),
              "leader_terms": sum(s.terms for s in cluster.servers)}
     return ScenarioResult(seed=seed, ok=not violations, digest=digest.hexdigest(), steps=steps,
                           violations=violations, sim_seconds=clock.current_time(),
@@ -238,6 +270,9 @@ class _Scenario:
         try:
             with trio.fail_after(OPERATION_TIMEOUT):
                 return await call(slot.server)
+        except (KeyError, ValueError) as e:  # what the API answers with a 404 or a 400
+            self.step(f"{what} via {slot.name}: refused ({type(e).__name__}: {e})")
+            return None
         except trio.TooSlowError:
             raise InvariantViolation(f"{what} via {slot.name} hung for "
                                      f"{OPERATION_TIMEOUT:.0f}s") from None
@@ -247,12 +282,24 @@ class _Scenario:
         return self.jobs[self.rng.choice(candidates)] if candidates else None
 
     async def register(self) -> None:
+        stopped = [j for j in sorted(self.jobs) if self.jobs[j].stop]
+        if stopped and self.rng.random() < 0.3:
+            job = msgspec.structs.replace(self.jobs[self.rng.choice(stopped)], stop=False)
+            self.jobs[job.id] = job
+            await self._through_server(f"register {job.id} again",
+                                       lambda s: s.register_job(job))
+            return
         kind = self.rng.choice(["service", "service", "batch"])
         job_id = f"{kind[:3]}{self._next_job}"
         self._next_job += 1
         count = self.rng.randint(1, 5)
+        # Failed allocations are replaced after a second, however often they fail: the
+        # settle time is bounded, Nomad's default delays (30 s doubling) are not.
+        again = ReschedulePolicy(unlimited=True, delay=SECOND, delay_function="constant",
+                                 max_delay=SECOND)
         job = Job(id=job_id, name=job_id, type=kind, datacenters=["dc1"],
-                  task_groups=[TaskGroup(name="g", count=count, tasks=[
+                  task_groups=[TaskGroup(name="g", count=count, reschedule_policy=again,
+                                         tasks=[
                       Task(name="t", driver="mock_driver", env={"V": "0"},
                            resources=Resources(cpu=100, memory=64))])])
         self.jobs[job_id] = job
@@ -288,8 +335,13 @@ class _Scenario:
         job = self._pick_job()
         if job is None:
             return await self.register()
-        self.jobs[job.id] = msgspec.structs.replace(job, stop=True)
-        await self._through_server(f"stop {job.id}", lambda s: s.deregister_job(job.id))
+        purge = self.rng.random() < 0.3
+        if purge:
+            del self.jobs[job.id]
+        else:
+            self.jobs[job.id] = msgspec.structs.replace(job, stop=True)
+        await self._through_server(f"stop {job.id}{' and purge' if purge else ''}",
+                                   lambda s: s.deregister_job(job.id, purge=purge))
 
     # ------------------------------------------------------------------ fault steps
 
@@ -332,7 +384,9 @@ class _Scenario:
 
     async def crash_server(self) -> None:
         up = self.cluster.up_servers()
-        if len(up) <= 1:
+        # The last server only now and then: nodes then keep running what they have, and
+        # the server that comes back gives them the failover TTL.
+        if not up or (len(up) == 1 and self.rng.random() < 0.7):
             return await self.restart_server()
         leader = self.cluster.leader()
         slot = leader if leader is not None and self.rng.random() < 0.7 else self.rng.choice(up)
@@ -358,6 +412,26 @@ class _Scenario:
                   else NODE_INELIGIBLE)
         await self._through_server(f"node {slot.node.name} {wanted}",
                                    lambda s: s.set_eligibility(slot.id, wanted))
+
+    async def burst(self) -> None:
+        """Two or three job operations at once, each through a server of its own choice:
+        concurrent writers on one etcd."""
+        ops = [self.rng.choice([_Scenario.register, _Scenario.update, _Scenario.scale,
+                                _Scenario.stop]) for _ in range(self.rng.randint(2, 3))]
+        self.step(f"burst of {len(ops)} operations at once")
+        failures: list[InvariantViolation] = []
+
+        async def guarded(op: Callable[[_Scenario], Awaitable[None]]) -> None:
+            try:
+                await op(self)
+            except InvariantViolation as e:
+                failures.append(e)
+
+        async with trio.open_nursery() as nursery:
+            for op in ops:
+                nursery.start_soon(guarded, op)
+        if failures:
+            raise failures[0]
 
     async def pause(self) -> None:
         seconds = self.rng.uniform(1.0, 10.0)
@@ -393,6 +467,6 @@ _STEPS_WEIGHTED: list[tuple[Callable[[_Scenario], Any], int]] = [
     (_Scenario.crash_node, 2), (_Scenario.return_node, 2), (_Scenario.partition, 2),
     (_Scenario.heal, 1), (_Scenario.lossy, 1), (_Scenario.crash_server, 2),
     (_Scenario.restart_server, 1),
-    (_Scenario.eligibility, 2), (_Scenario.pause, 2),
+    (_Scenario.eligibility, 2), (_Scenario.pause, 2), (_Scenario.burst, 2),
 ]
 _STEPS = [step for step, _ in _STEPS_WEIGHTED]
