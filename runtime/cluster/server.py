@@ -48,9 +48,11 @@ from yurt.runtime.cluster.heartbeat import (
     NodeStatusChange,
     heartbeat_ttl,
     node_down_changes,
+    node_evaluations,
     node_register_changes,
     node_up_changes,
     rate_scaled_interval_ns,
+    status_change_requires_eval,
 )
 from yurt.runtime.cluster.kv import KV
 from yurt.runtime.eventstream import Event, EventBroker, alloc_event, deployment_event, job_event
@@ -597,16 +599,28 @@ class ClusterServer(LocalServer):
         async with self._lock:
             known = self.cluster_nodes.get(node.id)
             index = self.take_index()
+            jobs = {(j.namespace, j.id): j for j in self.jobs.values()}
+            allocs = self.allocs_on(node.id)
+            now = self._clock()
             change = node_register_changes(
-                known, msgspec.structs.replace(node, status=NODE_STATUS_READY),
-                self.allocs_on(node.id), {(j.namespace, j.id): j for j in self.jobs.values()},
-                index=index,
-                wall_ns=self._clock(), new_id=new_id)
+                known, msgspec.structs.replace(node, status=NODE_STATUS_READY), allocs, jobs,
+                index=index, wall_ns=now, new_id=new_id)
             assert change.node is not None  # a registration always writes the node
             updated = msgspec.structs.replace(change.node, status=NODE_STATUS_READY)
+            evals = change.evaluations
+            if (not evals and known is not None and known.status != NODE_STATUS_READY
+                    and (known.status == NODE_STATUS_DOWN
+                         or status_change_requires_eval(NODE_STATUS_READY, known.status))):
+                # `node_register_changes` keeps a known node's status (a heartbeat changes
+                # it), and so asks for no evaluation; written `ready` here, the node makes
+                # the transition a heartbeat would, with its evaluations: a node back from
+                # `disconnected` has its reconnecting allocations sorted out now (one of
+                # them and its replacement stopped), not when their window ends.
+                evals = node_evaluations(updated, allocs, jobs, node_index=index, wall_ns=now,
+                                         new_id=new_id)
             await self._commit([], [], [Event(topic="Node", type="NodeRegistration",
                                               key=node.id, payload={"Node": updated})],
-                               evals=change.evaluations, nodes=[updated])
+                               evals=evals, nodes=[updated])
             self._capacity.set()
             return index
 
