@@ -9,14 +9,19 @@ Safety, after each step (`safety`):
 - **One live copy per allocation name.** In every running server's view (after each
   step) and the observer's (after every revision it applies): among allocations the
   servers want running (desired `run`, client status not terminal), one per (namespace,
-  job, name). Nomad's semantics would allow two only
+  job, name). Weakened only where Nomad's semantics allow two: a group with a disconnect
+  window (`max_client_disconnect`) keeps the original on a disconnected node (`unknown`)
+  beside its replacement, and when the node comes back both may be live until the
+  scheduler picks one (`duplicate_names`). After settling, one per name is required
+  (liveness). Nomad's semantics would allow two only
   with `disconnect`/`max_client_disconnect` (the unknown original beside its
   replacement) or canaries (a canary takes the name of the allocation it replaces); the
   scenarios use neither, so the check is not weakened.
 - **No placement on a down or ineligible node**, checked at commit time by the
   `ObserverServer`: before it applies a revision, every allocation that revision creates
   (desired `run`) must be on a node that its view — the state just before that commit —
-  holds `ready` and `eligible`. Exact: a later change of the node cannot make it fail.
+  holds `ready` (or `initializing`, see `PLACEABLE`) and `eligible`. Exact: a later change
+  of the node cannot make it fail.
 - **Indexes never go back**: each server's `visible_index` (across its restarts: the state
   is etcd's), each node incarnation's pulled index, and, in the observer, the counter and
   each allocation's ModifyIndex and AllocModifyIndex revision after revision.
@@ -37,16 +42,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from yurt.runtime.cluster.server import ClusterServer
+from yurt.runtime.server.disconnect import lost_after
 from yurt.runtime.server.etcdstore import ClusterChange
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_LOST,
     ALLOC_CLIENT_RUNNING,
+    ALLOC_CLIENT_UNKNOWN,
     ALLOC_DESIRED_RUN,
     NODE_ELIGIBLE,
+    NODE_STATUS_INIT,
     NODE_STATUS_READY,
     Allocation,
     Job,
@@ -55,6 +63,14 @@ from yurt.runtime.structs import (
 
 if TYPE_CHECKING:
     from yurt.runtime.sim.cluster import SimCluster
+
+
+#: Node statuses a placement may go to. `initializing` too: yurt's scheduler counts it as
+#: ready (server/binpack.py), and in a cluster a node is `initializing` only between
+#: coming back from `disconnected` and its next heartbeat (cluster/heartbeat.py
+#: `node_up_changes`). Nomad places only on `ready` nodes; that difference is known and
+#: reported on its own, not a placement on a node that is down.
+PLACEABLE: Final = (NODE_STATUS_READY, NODE_STATUS_INIT)
 
 
 class InvariantViolation(Exception):
@@ -82,7 +98,7 @@ class ObserverServer(ClusterServer):
                 if alloc.desired_status == ALLOC_DESIRED_RUN and not is_client_terminal(
                         alloc.client_status):
                     node = self.cluster_nodes.get(alloc.node_id)
-                    if node is None or node.status != NODE_STATUS_READY or (
+                    if node is None or node.status not in PLACEABLE or (
                             node.scheduling_eligibility != NODE_ELIGIBLE):
                         state = "unknown" if node is None else (
                             f"{node.status}/{node.scheduling_eligibility}")
@@ -110,10 +126,40 @@ def _wanted(allocs: Iterable[Allocation]) -> list[Allocation]:
 
 def duplicate_names(view: str, allocs: Iterable[Allocation]) -> list[str]:
     """More than one allocation the servers want running under one (namespace, job,
-    name)."""
-    names = Counter((a.namespace, a.job_id, a.name) for a in _wanted(allocs))
-    return [f"{view}: {n} live allocations named {key[2]}"
-            for key, n in sorted(names.items()) if n > 1]
+    name), not counting the originals Nomad lets stand beside their replacements: one on a
+    disconnected node (`unknown`, within its group's disconnect window), and one whose
+    node came back while the scheduler has not yet picked between it and what replaced it
+    (directly, or through replacements that failed or were lost meanwhile)."""
+    every = {a.id: a for a in allocs}
+    wanted = _wanted(every.values())
+    replaced: set[str] = set()  # ancestors of a wanted allocation (its chain of replacements)
+    for a in wanted:
+        previous = a.previous_allocation
+        while previous and previous not in replaced:
+            replaced.add(previous)
+            before = every.get(previous)
+            previous = before.previous_allocation if before is not None else ""
+    names: dict[tuple[str, str, str], list[Allocation]] = {}
+    for a in wanted:
+        if not _disconnect_original(a, replaced):
+            names.setdefault((a.namespace, a.job_id, a.name), []).append(a)
+    return [f"{view}: {len(same)} live allocations named {key[2]}: "
+            + "; ".join(describe(a) for a in same)
+            for key, same in sorted(names.items()) if len(same) > 1]
+
+
+def describe(alloc: Allocation) -> str:
+    """One allocation, as a violation's message shows it."""
+    return (f"{alloc.id[:8]} on {alloc.node_id[:8]} v{alloc.job.version if alloc.job else '?'} "
+            f"{alloc.desired_status}/{alloc.client_status} "
+            f"prev={alloc.previous_allocation[:8] or '-'} "
+            f"next={alloc.next_allocation[:8] or '-'} modify={alloc.modify_index}")
+
+
+def _disconnect_original(alloc: Allocation, replaced: set[str]) -> bool:
+    if lost_after(alloc) <= 0:
+        return False
+    return alloc.client_status == ALLOC_CLIENT_UNKNOWN or alloc.id in replaced
 
 
 def runner_update(cluster: SimCluster, node_id: str, alloc: Allocation) -> None:

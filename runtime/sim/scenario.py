@@ -297,13 +297,17 @@ class _Scenario:
         # settle time is bounded, Nomad's default delays (30 s doubling) are not.
         again = ReschedulePolicy(unlimited=True, delay=SECOND, delay_function="constant",
                                  max_delay=SECOND)
+        # One job in three rides out a node's disconnect (`max_client_disconnect`).
+        window = self.rng.choice([0, 0, 5 * SECOND, 20 * SECOND])
         job = Job(id=job_id, name=job_id, type=kind, datacenters=["dc1"],
                   task_groups=[TaskGroup(name="g", count=count, reschedule_policy=again,
+                                         max_client_disconnect=window or None,
                                          tasks=[
                       Task(name="t", driver="mock_driver", env={"V": "0"},
                            resources=Resources(cpu=100, memory=64))])])
         self.jobs[job_id] = job
-        await self._through_server(f"register {kind} {job_id} count={count}",
+        await self._through_server(f"register {kind} {job_id} count={count}"
+                                   f"{f' disconnect={window // SECOND}s' if window else ''}",
                                    lambda s: s.register_job(job))
 
     async def update(self) -> None:

@@ -1,0 +1,180 @@
+"""Product bugs the whole-cluster simulation found, each pinned down without the simulation:
+the seed that found it (replayed in tests/test_sim_checks.py) and the smallest state that
+shows it, against the pure scheduler or one `ClusterServer` over the in-memory etcd."""
+
+from __future__ import annotations
+
+import itertools
+
+import msgspec
+import trio
+
+from tests.scheduler_support import SchedulerState
+from yurt.runtime.cluster.memkv import MemoryKV
+from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.jobspec import parse_job
+from yurt.runtime.server.etcdstore import ClusterStore
+from yurt.runtime.server.reschedule import unix_ns
+from yurt.runtime.server.scheduler import Plan, schedule
+from yurt.runtime.structs import (
+    Allocation,
+    Evaluation,
+    Job,
+    Node,
+    NodeCpuResources,
+    NodeMemoryResources,
+    NodeResources,
+)
+
+SECOND = 1_000_000_000
+_ids = (f"id-{i}" for i in itertools.count())
+
+
+def node(node_id: str, status: str = "ready", eligibility: str = "eligible") -> Node:
+    return Node(id=node_id, name=f"name-{node_id}", datacenter="dc1", status=status,
+                scheduling_eligibility=eligibility,
+                attributes={"unique.network.ip-address": "127.0.0.1"},
+                node_resources=NodeResources(cpu=NodeCpuResources(cpu_shares=4000),
+                                             memory=NodeMemoryResources(memory_mb=4096)))
+
+
+def job(group_block: str = "") -> Job:
+    return parse_job(f'''job "web" {{
+  group "g" {{
+    {group_block}
+    task "t" {{
+      driver = "mock_driver"
+      resources {{
+        cpu = 100
+        memory = 64
+      }}
+    }}
+  }}
+}}''')
+
+
+def run(state: SchedulerState, j: Job, trigger: str, now: int | None = None) -> Plan:
+    index = max((a.modify_index for a in state.allocs.values()), default=0) + 1
+    j.job_modify_index = j.job_modify_index or 1
+    ev = Evaluation(id=next(_ids), job_id=j.id, triggered_by=trigger, type=j.type)
+    plan = schedule(state, ev, j, index=index, now=index if now is None else now,
+                    new_id=lambda: next(_ids))
+    state.apply(plan)
+    return plan
+
+
+def started(state: SchedulerState, plan: Plan) -> Allocation:
+    (alloc,) = plan.place
+    alloc = msgspec.structs.replace(alloc, client_status="running")
+    state.allocs[alloc.id] = alloc
+    return alloc
+
+
+def status(state: SchedulerState, node_id: str, value: str) -> None:
+    found = next(n for n in state.nodes() if n.id == node_id)
+    found.status = value
+
+
+def test_a_reconnecting_original_whose_replacement_failed_and_was_replaced_keeps_one() -> None:
+    """Seed 20154: the original came back while its replacement's replacement ran; the
+    reconnect looked only for a direct replacement, found the failed one, and kept both."""
+    state = SchedulerState(node("a"), node("b"), node("c"))
+    j = job('max_client_disconnect = "1h"')
+    first = started(state, run(state, j, "job-register"))
+    status(state, first.node_id, "disconnected")
+    replacement = started(state, run(state, j, "node-update"))
+    # The replacement failed and was replaced in turn (its reschedule).
+    again = msgspec.structs.replace(replacement, id="again", previous_allocation=replacement.id,
+                                    node_id=next(n.id for n in state.nodes() if n.id not in (
+                                        first.node_id, replacement.node_id)))
+    state.allocs[replacement.id] = msgspec.structs.replace(
+        replacement, client_status="failed", next_allocation=again.id)
+    state.allocs[again.id] = again
+    status(state, first.node_id, "ready")
+    state.allocs[first.id] = msgspec.structs.replace(state.allocs[first.id],
+                                                     client_status="running")
+    plan = run(state, j, "node-update")
+    assert [(a.id, a.desired_description) for a in plan.stop] == [
+        (again.id, "alloc not needed due to disconnected client reconnect")]
+    assert [a.id for a in state.live_allocs()] == [first.id]
+
+
+def test_a_disconnect_follow_up_never_runs_before_the_window_ends() -> None:
+    """Seed 20106: the follow-up's `wait_until` (µs) was truncated from the window's end
+    (ns), so it ran up to 999 ns early, found the allocation not yet expired, and nothing
+    looked at it again while its node stayed away."""
+    state = SchedulerState(node("a"), node("b"))
+    j = job('max_client_disconnect = "5s"')
+    epoch = 1_767_225_600 * SECOND  # today's Unix time: float seconds lose the last ns
+    first = started(state, run(state, j, "job-register", now=epoch + SECOND))
+    status(state, first.node_id, "disconnected")
+    # A window's end whose µs rounds down.
+    plan = run(state, j, "node-update", now=epoch + 7 * SECOND + 123_456_123)
+    (unknown,) = plan.update
+    (follow,) = plan.evals
+    due = unix_ns(follow.wait_until)
+    assert due >= unknown.modify_time + 5 * SECOND
+    # Run when due (not a nanosecond later): the allocation is lost.
+    ev = msgspec.structs.replace(follow, status="pending")
+    past = schedule(state, ev, j, index=50, now=due, new_id=lambda: next(_ids))
+    assert [(a.id, a.client_status) for a in past.stop] == [(first.id, "lost")]
+
+
+def test_a_lost_replacement_blocked_for_want_of_a_node_is_placed_once_one_is_free() -> None:
+    """Seed 20115: a failed allocation's replacement was lost while no node was eligible;
+    the blocked evaluation, once unblocked, took the name for done (the failed original
+    "ended on its own") and placed nothing, for good."""
+    state = SchedulerState(node("a"), node("b"))
+    j = job()
+    first = started(state, run(state, j, "job-register"))
+    replacement = msgspec.structs.replace(first, id="replacement",
+                                          previous_allocation=first.id)
+    state.allocs[first.id] = msgspec.structs.replace(first, client_status="failed",
+                                                     next_allocation=replacement.id)
+    state.allocs[replacement.id] = replacement
+    status(state, first.node_id, "down")
+    other = next(n for n in state.nodes() if n.id != first.node_id)
+    other.scheduling_eligibility = "ineligible"
+    blocked = run(state, j, "node-update")
+    assert [(a.id, a.client_status) for a in blocked.stop] == [(replacement.id, "lost")]
+    assert blocked.failed
+    other.scheduling_eligibility = "eligible"
+    unblocked = run(state, j, "queued-allocs")
+    assert [(a.name, a.node_id) for a in unblocked.place] == [("web.g[0]", other.id)]
+
+
+async def test_a_disconnected_node_that_registers_again_gets_its_evaluations(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A node back from `disconnected` through a registration (its agent restarted) was
+    written `ready` with no evaluation: its original and the replacement both ran until
+    the disconnect window ended, instead of one being stopped at once."""
+    space = MemoryKV()
+    kv = space.client()
+    prefix = b"/yurt/"
+    server = ClusterServer(EventBroker(), ClusterStore(kv, prefix), kv, prefix,
+                           heartbeat=HeartbeatConfig(min_ttl=2.0, grace=2.0))
+    await server.load()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.follow)
+        nursery.start_soon(server.lead)
+        for node_id in ("n1", "n2"):
+            await server.register_node(node(node_id), f"secret-{node_id}")
+        await server.register_job(job('max_client_disconnect = "1h"'))
+        await trio.testing.wait_all_tasks_blocked()
+        (first,) = server.job_allocs("web")
+        await server.update_node_allocs(first.node_id, [msgspec.structs.replace(
+            first, client_status="running", job=None)])
+        await server._node_lapsed(first.node_id)  # its lease lapsed: disconnected
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.cluster_nodes[first.node_id].status == "disconnected"
+        assert [a.client_status for a in server.job_allocs("web")
+                if not a.is_terminal()] == ["unknown", "pending"]  # and its replacement
+        before = set(server.evals)
+        await server.register_node(node(first.node_id), f"secret-{first.node_id}")
+        created = [server.evals[i] for i in set(server.evals) - before]
+        assert [(e.triggered_by, e.node_id) for e in created] == [
+            ("node-update", first.node_id)]
+        await trio.testing.wait_all_tasks_blocked()
+        assert len([a for a in server.job_allocs("web") if not a.is_terminal()]) == 1
+        nursery.cancel_scope.cancel()
