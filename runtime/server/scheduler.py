@@ -554,7 +554,13 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         return schedule_system(state, plan, job, nodes, states, index=index, now=now,
                                new_id=new_id, can_preempt=can_preempt, algorithm=algorithm)
     cands = binpack.candidates(nodes, job)
-    # Waiting unknown allocations and reconnect losers take no part (disconnect.py).
+    # Waiting unknown allocations and reconnect losers take no part (disconnect.py). A
+    # waiting one's name placed in this pass (its replacement could not be placed when it
+    # went unknown: no node was free) names it as the allocation it replaces, as the
+    # replacement placed at once does: when its node comes back, the reconnect finds the
+    # two and keeps one (disconnect.classify follows `previous_allocation`).
+    waiting_unknown = {a.name: a.id for a in live
+                       if a.id in states.aside and a.client_status == ALLOC_CLIENT_UNKNOWN}
     live = [a for a in live if a.id not in states.aside]
     for alloc, why in states.stop:
         plan.stop.append(stopped(alloc, index, now, why))
@@ -723,7 +729,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         placed = placement(
             name, group.name, choice,
             preempted_allocations=[v.id for v in choice.victims], reschedule_tracker=tracker,
-            previous_allocation=prev.id if prev is not None else failed.id if failed else "",
+            previous_allocation=(prev.id if prev is not None else failed.id if failed
+                                 else waiting_unknown.get(name, "")),
             deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
             and name in migrating and deployments.is_canary(prev) else None)
         placer.commit(choice, placed, prev)
