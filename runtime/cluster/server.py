@@ -294,8 +294,9 @@ class ClusterServer(LocalServer):
         for job in change.jobs.put.values():
             self.jobs[job.id] = job
             events.append(job_event("JobRegistered", job))
-        for alloc_id in change.allocs.deleted:
-            self.allocs.pop(alloc_id, None)
+        deleted = [self.allocs.pop(i) for i in change.allocs.deleted if i in self.allocs]
+        if deleted:
+            self._allocs_deleted(deleted, change.index or self.visible_index)
         for alloc in change.allocs.put.values():
             before = self.allocs.get(alloc.id)
             if before is not None and not before.is_terminal() and alloc.is_terminal():
@@ -445,11 +446,31 @@ class ClusterServer(LocalServer):
     async def gc_evals(self) -> list[str]:
         """As the embedded server's, skipped when another server wrote in between (the next
         collection, EVAL_GC_INTERVAL later, sees a fresher view)."""
+        before = dict(self.allocs)
         try:
-            return await LocalServer.gc_evals(self)
+            collected = await LocalServer.gc_evals(self)
         except StoreConflict:
             self._undo_index()
             return []
+        self._allocs_deleted([a for i, a in before.items() if i not in self.allocs],
+                             self.visible_index)
+        return collected
+
+    async def _purge(self, job_id: str) -> None:
+        gone = self.job_allocs(job_id)
+        await LocalServer._purge(self, job_id)
+        self._allocs_deleted(gone, self.visible_index)
+
+    def _allocs_deleted(self, gone: list[Allocation], index: int) -> None:
+        """Allocations deleted at `index` (a purge, a collection): their nodes' pull index
+        moves to `index` now, on every server alike (each applies the deletion at the same
+        index). Not left to `node_alloc_index`'s comparison with what a node held when it
+        last looked: a server that computed nothing while the allocations lived (its nodes
+        pulled from another server, then failed over to it) would never see them gone, and
+        their node would run them for good."""
+        for alloc in gone:
+            if index > self._node_removed.get(alloc.node_id, 0):
+                self._node_removed[alloc.node_id] = index
 
     async def _process(self, ev: Evaluation, *, keep_if_unchanged: bool = False) -> Plan:
         """Only the leader schedules; elsewhere the evaluation stays pending for it. A
