@@ -41,6 +41,20 @@ REGRESSION_SEEDS = [
     # kept beside that second replacement (fixed: disconnect.classify follows the chain of
     # replacements).
     20154,
+    # A disconnected node's allocation went unknown while no other node was free; placed
+    # later, its replacement did not name it, and both ran once the node was back (fixed:
+    # the scheduler names the waiting allocation as the one replaced).
+    300341,
+    301920,
+    # The original won its reconnect, then failed: the reschedule looked at the name's
+    # newest allocation, the stopped replacement, and never replaced it (fixed:
+    # reschedule.decide looks among the allocations the server still wants).
+    300354,
+    300201,
+    # A purged job's allocations ran on for good on a node that failed over to a server
+    # that never saw them gone (fixed: ClusterServer records a deletion's index for the
+    # node's pull when it applies it).
+    301372,
 ]
 
 

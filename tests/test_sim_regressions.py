@@ -178,3 +178,79 @@ async def test_a_disconnected_node_that_registers_again_gets_its_evaluations(
         await trio.testing.wait_all_tasks_blocked()
         assert len([a for a in server.job_allocs("web") if not a.is_terminal()]) == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_a_purge_reaches_a_node_that_fails_over_to_a_server_it_never_asked(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """Seed 301372: a node pulled from one server, the job was purged, the node failed
+    over (lost messages) to a server that had never computed its index while the
+    allocations lived: that server never saw them gone, its blocking pull never answered
+    past the node's index, and the node ran the purged allocations for good."""
+    space = MemoryKV()
+    prefix = b"/yurt/"
+    servers = []
+    async with trio.open_nursery() as nursery:
+        for _ in range(2):
+            kv = space.client()
+            server = ClusterServer(EventBroker(), ClusterStore(kv, prefix), kv, prefix)
+            await server.load()
+            await nursery.start(server.follow)
+            servers.append(server)
+        asked, other = servers
+        nursery.start_soon(asked.lead)
+        await asked.register_node(node("n1"), "secret-n1")
+        await asked.register_job(job())
+        await trio.testing.wait_all_tasks_blocked()
+        held, index = await asked.wait_client_allocs("n1", 0, 0)
+        assert len(held) == 1
+        await asked.deregister_job("web", purge=True)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not other.allocs
+        started = trio.current_time()
+        listed, answer = await other.wait_client_allocs("n1", index, 60)
+        assert (listed, trio.current_time() - started) == ({}, 0)
+        assert answer > index
+        nursery.cancel_scope.cancel()
+
+
+def test_a_waiting_allocation_replaced_once_a_node_is_free_is_named_by_its_replacement(
+        ) -> None:
+    """Seed 300341: a disconnected node's allocation went unknown while no other node was
+    eligible; the blocked evaluation placed its name later as a fresh allocation, which
+    the reconnect did not take for its replacement: both ran once the node came back."""
+    state = SchedulerState(node("a"), node("b"))
+    j = job('max_client_disconnect = "1h"')
+    first = started(state, run(state, j, "job-register"))
+    other = next(n for n in state.nodes() if n.id != first.node_id)
+    status(state, first.node_id, "disconnected")
+    other.scheduling_eligibility = "ineligible"
+    blocked = run(state, j, "node-update")
+    assert [a.client_status for a in blocked.update] == ["unknown"]
+    assert blocked.place == []
+    other.scheduling_eligibility = "eligible"
+    (replacement,) = run(state, j, "queued-allocs").place
+    assert replacement.previous_allocation == first.id
+    state.allocs[replacement.id] = msgspec.structs.replace(replacement,
+                                                           client_status="running")
+    status(state, first.node_id, "ready")
+    state.allocs[first.id] = msgspec.structs.replace(state.allocs[first.id],
+                                                     client_status="running")
+    run(state, j, "node-update")
+    assert [a.id for a in state.live_allocs()] == [first.id]
+
+
+def test_the_failure_of_an_original_that_won_its_reconnect_is_rescheduled() -> None:
+    """Seeds 300354 and 300201: the original came back and won, its replacement was
+    stopped; when the original failed later, the reschedule looked only at the name's
+    newest allocation (the stopped replacement) and never replaced it."""
+    from yurt.runtime.server.reschedule import decide
+
+    j = job()
+    original = Allocation(id="original", name="web.g[0]", job_id="web", job=j,
+                          task_group="g", desired_status="run", client_status="failed",
+                          create_index=4, modify_index=28)
+    loser = Allocation(id="loser", name="web.g[0]", job_id="web", job=j, task_group="g",
+                       desired_status="stop", client_status="complete",
+                       previous_allocation="original", create_index=15, modify_index=22)
+    decision = decide(j, [original, loser], 30 * SECOND, user_asked=False)
+    assert "web.g[0]" in {*decision.now, *decision.later}

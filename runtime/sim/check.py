@@ -22,6 +22,7 @@ Safety, after each step (`safety`):
   (desired `run`) must be on a node that its view — the state just before that commit —
   holds `ready` (or `initializing`, see `PLACEABLE`) and `eligible`. Exact: a later change
   of the node cannot make it fail.
+- **No server dies** of an exception (`SimCluster.failures`).
 - **Indexes never go back**: each server's `visible_index` (across its restarts: the state
   is etcd's), each node incarnation's pulled index, and, in the observer, the counter and
   each allocation's ModifyIndex and AllocModifyIndex revision after revision.
@@ -207,7 +208,7 @@ def safety(cluster: SimCluster, indexes: IndexWatch) -> list[str]:
     found: list[str] = []
     observer = cluster.observer
     assert observer is not None
-    found += observer.violations
+    found += observer.violations + cluster.failures
     observer.violations = []
     for alloc_id, where in running_runners(cluster).items():
         if len(where) > 1:

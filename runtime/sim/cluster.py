@@ -146,6 +146,8 @@ class SimCluster:
         self.nodes = [SimNodeSlot(self._node(i, ids), f"{ids.getrandbits(128):032x}")
                       for i in range(config.nodes)]
         self.observer: ObserverServer | None = None
+        #: Servers that died of an exception (a bug: the run fails with it).
+        self.failures: list[str] = []
         self._nursery: trio.Nursery | None = None
 
     def rng(self, name: str) -> random.Random:
@@ -204,6 +206,22 @@ class SimCluster:
     async def _run_server(self, slot: SimServer, *,
                           task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                           ) -> None:
+        """One server's life; an exception out of it (the process would exit) is a
+        failure of the run, recorded in `failures` with the server marked crashed."""
+        try:
+            await self._serve(slot, task_status=task_status)
+        except Exception as e:  # any exception is a finding of the run
+            failure = e.exceptions[0] if isinstance(e, ExceptionGroup) else e
+            while isinstance(failure, ExceptionGroup):
+                failure = failure.exceptions[0]
+            self.failures.append(f"server {slot.name} died: {type(failure).__name__}: "
+                                 f"{failure}")
+            self.log(f"server {slot.name} died: {type(failure).__name__}")
+            slot.endpoint.crash()
+            slot.server = slot.election = slot.scope = None
+
+    async def _serve(self, slot: SimServer, *,
+                     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.CancelScope() as scope:
             kv = self.space.client()
             server = ClusterServer(EventBroker(), ClusterStore(kv, PREFIX), kv, PREFIX,
