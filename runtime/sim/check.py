@@ -13,10 +13,8 @@ Safety, after each step (`safety`):
   window (`max_client_disconnect`) keeps the original on a disconnected node (`unknown`)
   beside its replacement, and when the node comes back both may be live until the
   scheduler picks one (`duplicate_names`). After settling, one per name is required
-  (liveness). Nomad's semantics would allow two only
-  with `disconnect`/`max_client_disconnect` (the unknown original beside its
-  replacement) or canaries (a canary takes the name of the allocation it replaces); the
-  scenarios use neither, so the check is not weakened.
+  (liveness). Canaries would be the other case (a canary takes the name of the
+  allocation it replaces); the scenarios use none, so that case is not weakened.
 - **No placement on a down or ineligible node**, checked at commit time by the
   `ObserverServer`: before it applies a revision, every allocation that revision creates
   (desired `run`) must be on a node that its view — the state just before that commit —
@@ -85,7 +83,7 @@ class ObserverServer(ClusterServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.violations: list[str] = []
-        #: Every allocation ever created, by ID (the latest version seen).
+        #: How many allocations the servers created (the runs report it).
         self.placed = 0
 
     def _apply(self, change: ClusterChange) -> None:

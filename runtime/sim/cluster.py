@@ -16,6 +16,11 @@ Nodes reach servers only through `SimNetwork` (network.py). The shared key space
 every server, as etcd outlives a `yurt server`: a server that restarts is a new
 `ClusterServer` that loads the state and follows it, as `yurt server` does.
 
+A server that dies of an exception (one `yurt server` would exit with) is recorded in
+`failures` and left crashed: the run fails with it. Every client view a node's runners
+report goes through `check.runner_update`, which catches an allocation starting to run
+while another node runs it, at that instant.
+
 Every random draw comes from a `random.Random` derived from the seed and the component's
 name (`rng(name)`), so nothing depends on which component drew first; every ID the servers
 make comes from the seeded `uuid.uuid4` the scenario installs (scenario.py).

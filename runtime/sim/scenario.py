@@ -6,7 +6,9 @@ moment every task waits, so a minute of cluster time costs what its work costs a
 else. No sockets, no threads, no real time.
 
 A scenario is a list of steps drawn from the seed (`_STEPS`): register a job (service or
-batch, 1-5 allocations of small resources; or a stopped one again), update one
+batch, 1-5 allocations of small resources, one in three with a disconnect window
+(`max_client_disconnect`), failed allocations replaced after a second; or register a
+stopped one again), update one
 destructively (a task's env), scale it, stop it (purged, now and then), several of those at
 once through different servers, lose messages, crash a node (cancel its `SimNode`) or bring
 it back (a new `SimNode`, same ID and secret), cut a node from a server or from all, heal,
@@ -16,7 +18,8 @@ ineligible or eligible, or let time pass. The cluster's shape comes from the see
 step and a short random pause the safety invariants are checked (check.py); at the end
 everything is healed (servers and nodes up, links whole, no loss, nodes eligible), the
 cluster is given a bounded time to settle (`SETTLE`), and the liveness invariants must then
-hold.
+hold; over the whole run no node may make more than `CALL_BUDGET` calls a second on
+average (a busy loop).
 
 Determinism: one seed fixes the run, in any process.
 - Each component draws from its own `random.Random(f"{seed}:{name}")` (cluster.py), the
@@ -30,7 +33,9 @@ Determinism: one seed fixes the run, in any process.
   (`deterministic`), leaving the process as it was for whatever runs next.
 - String hashing differs between processes (PYTHONHASHSEED), which changes the iteration
   order of sets of strings in the server code; `yurt sim` re-execs itself with
-  PYTHONHASHSEED=0 (cli_sim.py) so a seed replays the same anywhere.
+  PYTHONHASHSEED=0 (cli_sim.py) so a seed replays the same anywhere (the determinism test
+  also checks that another hash seed gives the same digest: nothing seen so far depends
+  on it).
 The run's trace (every step, every network message, the final allocations) is hashed into
 `digest`: the same seed gives the same digest.
 """
@@ -69,7 +74,8 @@ from yurt.runtime.structs import (
     TaskGroup,
 )
 
-#: How long a healed cluster gets to converge (simulated seconds), and how often it is looked at.
+#: How long a healed cluster gets to converge (simulated seconds), and how often it is
+#: looked at.
 SETTLE: Final = 60.0
 SETTLE_POLL: Final = 1.0
 #: A client's operation (register, stop, ...) that takes longer than this hangs: a violation.
