@@ -73,6 +73,8 @@ class NodeStates:
     aside: set[str] = field(default_factory=set)
     #: Reconnect losers to stop, with Nomad's description.
     stop: list[tuple[Allocation, str]] = field(default_factory=list)
+    #: Originals that won their reconnect (kept, their replacement stopped).
+    reconnected: list[Allocation] = field(default_factory=list)
 
 
 def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int,
@@ -115,6 +117,7 @@ def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int,
         else:
             out.stop.append((replacement, ALLOC_RECONNECTED))
             out.aside.add(replacement.id)
+            out.reconnected.append(original)
     return out
 
 
