@@ -51,6 +51,15 @@ REGRESSION_SEEDS = [
     # reschedule.decide looks among the allocations the server still wants).
     300354,
     300201,
+    # The same, when the original won against the replacement of a replacement that had
+    # failed: the reschedule took the failed one (already replaced) for the newest (fixed:
+    # decide skips allocations already replaced).
+    401829,
+    402049,
+    # The original that won its reconnect kept the disconnect follow-up's ID; when it
+    # failed, no follow-up of its own was made and it was never replaced (fixed: the
+    # reconnect clears it).
+    401839,
     # A purged job's allocations ran on for good on a node that failed over to a server
     # that never saw them gone (fixed: ClusterServer records a deletion's index for the
     # node's pull when it applies it).

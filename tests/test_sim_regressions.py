@@ -254,3 +254,49 @@ def test_the_failure_of_an_original_that_won_its_reconnect_is_rescheduled() -> N
                        previous_allocation="original", create_index=15, modify_index=22)
     decision = decide(j, [original, loser], 30 * SECOND, user_asked=False)
     assert "web.g[0]" in {*decision.now, *decision.later}
+
+
+def test_the_failure_of_an_original_whose_replacements_chain_was_replaced_is_rescheduled(
+        ) -> None:
+    """Seed 401829: the original came back and won against the replacement of its failed
+    replacement; when it failed, the reschedule took the name's newest allocation the
+    server wanted, the failed replacement already replaced, and did nothing."""
+    from yurt.runtime.server.reschedule import decide
+
+    j = job()
+    original = Allocation(id="original", name="web.g[0]", job_id="web", job=j,
+                          task_group="g", desired_status="run", client_status="failed",
+                          create_index=11, modify_index=40)
+    failed = Allocation(id="failed", name="web.g[0]", job_id="web", job=j, task_group="g",
+                        desired_status="run", client_status="failed",
+                        previous_allocation="original", next_allocation="loser",
+                        create_index=20, modify_index=28)
+    loser = Allocation(id="loser", name="web.g[0]", job_id="web", job=j, task_group="g",
+                       desired_status="stop", client_status="complete",
+                       previous_allocation="failed", create_index=28, modify_index=38)
+    decision = decide(j, [original, failed, loser], 50 * SECOND, user_asked=False)
+    assert {name: a.id for name, (a, _) in [*decision.now.items(), *decision.later.items()]
+            } == {"web.g[0]": "original"}
+
+
+def test_an_original_that_won_its_reconnect_gets_a_follow_up_when_it_fails() -> None:
+    """Seed 401839: the original kept the FollowupEvalID of the disconnect timeout after
+    it won its reconnect; when it failed, `_follow_up` took it for one already waiting on
+    a follow-up and made none: it was never replaced."""
+    state = SchedulerState(node("a"), node("b"))
+    j = job('max_client_disconnect = "1h"')
+    first = started(state, run(state, j, "job-register"))
+    status(state, first.node_id, "disconnected")
+    started(state, run(state, j, "node-update"))
+    assert state.allocs[first.id].followup_eval_id
+    status(state, first.node_id, "ready")
+    state.allocs[first.id] = msgspec.structs.replace(state.allocs[first.id],
+                                                     client_status="running")
+    reconnect = run(state, j, "node-update")
+    assert [a.desired_description for a in reconnect.stop] == [
+        "alloc not needed due to disconnected client reconnect"]
+    assert state.allocs[first.id].followup_eval_id == ""
+    state.allocs[first.id] = msgspec.structs.replace(state.allocs[first.id],
+                                                     client_status="failed")
+    failure = run(state, j, "alloc-failure")
+    assert [e.triggered_by for e in failure.evals] == ["failed-follow-up"]
