@@ -73,8 +73,6 @@ class NodeStates:
     aside: set[str] = field(default_factory=set)
     #: Reconnect losers to stop, with Nomad's description.
     stop: list[tuple[Allocation, str]] = field(default_factory=list)
-    #: Originals that won their reconnect (kept, their replacement stopped).
-    reconnected: list[Allocation] = field(default_factory=list)
 
 
 def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int,
@@ -117,7 +115,6 @@ def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int,
         else:
             out.stop.append((replacement, ALLOC_RECONNECTED))
             out.aside.add(replacement.id)
-            out.reconnected.append(original)
     return out
 
 

@@ -793,26 +793,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
     _mark_lost(plan, lost_ids)
     _mark_unknown(plan, states.disconnecting, ev, index, now, new_id)
-    _forget_disconnect_follow_ups(plan, states.reconnected, index, now)
     _finish(state, plan, index, now, new_id)
     return plan
-
-
-def _forget_disconnect_follow_ups(plan: Plan, reconnected: list[Allocation], index: int,
-                                  now: int) -> None:
-    """An original that won its reconnect no longer waits on the follow-up that would have
-    found it lost: its `FollowupEvalID` is cleared. Left set, a later failure of it would
-    get no follow-up of its own (`_follow_up` skips an allocation already waiting on one)
-    and would never be replaced."""
-    waiting = {a.id: a for a in reconnected if a.followup_eval_id}
-    if not waiting:
-        return
-    plan.update = [msgspec.structs.replace(a, followup_eval_id="") if a.id in waiting else a
-                   for a in plan.update]
-    written = {a.id for a in plan.update} | {a.id for a in plan.stop}
-    plan.update += [msgspec.structs.replace(a, followup_eval_id="", modify_index=index,
-                                            modify_time=now)
-                    for alloc_id, a in waiting.items() if alloc_id not in written]
 
 
 def _mark_lost(plan: Plan, lost_ids: set[str]) -> None:
