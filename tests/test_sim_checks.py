@@ -58,8 +58,13 @@ REGRESSION_SEEDS = [
     402049,
     # The original that won its reconnect kept the disconnect follow-up's ID; when it
     # failed, no follow-up of its own was made and it was never replaced (fixed: the
-    # reconnect clears it).
+    # client's report after the disconnect clears it).
     401839,
+    # A first fix of that one cleared the ID in the scheduler's reconnect, also for an
+    # original still unknown, and restarted its unknown timer: one whose client never
+    # reported it then stayed unknown for good (kept so no such fix comes back).
+    403874,
+    403800,
     # A purged job's allocations ran on for good on a node that failed over to a server
     # that never saw them gone (fixed: ClusterServer records a deletion's index for the
     # node's pull when it applies it).

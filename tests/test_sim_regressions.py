@@ -279,24 +279,42 @@ def test_the_failure_of_an_original_whose_replacements_chain_was_replaced_is_res
             } == {"web.g[0]": "original"}
 
 
-def test_an_original_that_won_its_reconnect_gets_a_follow_up_when_it_fails() -> None:
-    """Seed 401839: the original kept the FollowupEvalID of the disconnect timeout after
-    it won its reconnect; when it failed, `_follow_up` took it for one already waiting on
-    a follow-up and made none: it was never replaced."""
-    state = SchedulerState(node("a"), node("b"))
-    j = job('max_client_disconnect = "1h"')
-    first = started(state, run(state, j, "job-register"))
-    status(state, first.node_id, "disconnected")
-    started(state, run(state, j, "node-update"))
-    assert state.allocs[first.id].followup_eval_id
-    status(state, first.node_id, "ready")
-    state.allocs[first.id] = msgspec.structs.replace(state.allocs[first.id],
-                                                     client_status="running")
-    reconnect = run(state, j, "node-update")
-    assert [a.desired_description for a in reconnect.stop] == [
-        "alloc not needed due to disconnected client reconnect"]
-    assert state.allocs[first.id].followup_eval_id == ""
-    state.allocs[first.id] = msgspec.structs.replace(state.allocs[first.id],
-                                                     client_status="failed")
-    failure = run(state, j, "alloc-failure")
-    assert [e.triggered_by for e in failure.evals] == ["failed-follow-up"]
+async def test_an_allocation_reported_again_after_a_disconnect_gets_a_follow_up_when_it_fails(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """Seed 401839: the original kept the FollowupEvalID of the disconnect timeout once its
+    node was back and reported it; when it failed, the scheduler's `_follow_up` took it
+    for one already waiting on a follow-up and made none: it was never replaced."""
+    space = MemoryKV()
+    kv = space.client()
+    prefix = b"/yurt/"
+    server = ClusterServer(EventBroker(), ClusterStore(kv, prefix), kv, prefix,
+                           heartbeat=HeartbeatConfig(min_ttl=2.0, grace=2.0))
+    await server.load()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.follow)
+        nursery.start_soon(server.lead)
+        for node_id in ("n1", "n2"):
+            await server.register_node(node(node_id), f"secret-{node_id}")
+        await server.register_job(job('max_client_disconnect = "1h"'))
+        await trio.testing.wait_all_tasks_blocked()
+        (first,) = server.job_allocs("web")
+
+        async def report(status: str) -> None:
+            await server.update_node_allocs(first.node_id, [msgspec.structs.replace(
+                server.allocs[first.id], client_status=status, job=None)])
+            await trio.testing.wait_all_tasks_blocked()
+
+        await report("running")
+        await server._node_lapsed(first.node_id)  # disconnected: unknown, replaced
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.allocs[first.id].followup_eval_id
+        # Its node is back, reports it, and the reconnect keeps it (stops the replacement).
+        await server.register_node(node(first.node_id), f"secret-{first.node_id}")
+        await report("running")
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.allocs[first.id].followup_eval_id == ""
+        assert [a.id for a in server.job_allocs("web") if not a.is_terminal()] == [first.id]
+        await report("failed")
+        follow_ups = [e for e in server.evals.values() if e.triggered_by == "failed-follow-up"]
+        assert [server.allocs[first.id].followup_eval_id] == [e.id for e in follow_ups]
+        nursery.cancel_scope.cancel()
