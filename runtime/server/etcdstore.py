@@ -10,7 +10,11 @@ Key layout, under the configured prefix (default "/yurt/"); every value is the J
 
     index                              the Raft-like index counter, decimal ASCII
     jobs/<job id>                      Job (the current version)
-    allocs/<alloc id>                  Allocation (server view)
+    allocs/<alloc id>                  Allocation (server view) WITHOUT its job, plus a
+                                       "JobBody" field naming the job's row below
+    alloc-jobs/<job id>/<digest>       the Job an allocation runs, once per distinct body
+                                       (digest: of its JSON), shared by every allocation
+                                       that runs it
     evals/<eval id>                    Evaluation
     versions/<job id>/<version:020d>   Job, one per version kept for the history
     deployments/<deployment id>        Deployment
@@ -36,6 +40,16 @@ its writes are computed from (`observe_change`, under the lock that covers read,
 write: LocalServer's `_lock`); moving it on arrival would let a write computed without the
 change pass the compare and overwrite it.
 
+Normalised allocations (as Nomad's plan results are): a plan places thousands of allocations
+of ONE job, and each embeds the whole job (several KiB): written inline, a 10,000-allocation
+plan is over 100 MB, past any etcd request limit, and every server decodes 10,000 copies. So
+an allocation's row names its job's body, written once (`alloc-jobs/`), and decoding puts the
+job back, the same decoded object for every allocation that shares the body. A body is written
+with the first allocation that names it in a transaction (again when not seen here: rewriting
+the same bytes is harmless) and deleted with its job (`delete`); bodies of collected
+allocations of a job that stays are kept until then (a job's bodies number its placed
+versions, like its kept versions).
+
 Rejected: one compare per row (mod_revision of each key written): cheaper conflicts but a
 write could still be based on a stale read of OTHER rows (a plan placed on a node another
 server just filled). The counter makes the whole state the unit of consistency, which is what
@@ -50,6 +64,8 @@ limits answers with its own error, translated to the same exception.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar, final
@@ -63,7 +79,11 @@ from yurt.runtime.cluster.kv import KV
 from yurt.runtime.structs import Allocation, Evaluation, Job, Node
 from yurt.runtime.structs.update import Deployment
 
+log = logging.getLogger("yurt.server.etcdstore")
+
 DEFAULT_PREFIX: Final = b"/yurt/"
+#: The row kind of allocations' job bodies (see the header).
+ALLOC_JOBS: Final = "alloc-jobs"
 #: Framing counted per operation when sizing a transaction (etcd limits its protobuf form).
 OP_OVERHEAD: Final = 16
 _encoder = msgspec.json.Encoder()
@@ -85,6 +105,17 @@ class StoreConflict(Exception):
 
 class StoreTooLarge(Exception):
     """One write is larger than etcd accepts in a transaction."""
+
+
+class _JobRef(msgspec.Struct):
+    """The one field an allocation row adds to the allocation's JSON."""
+
+    job_body: str = msgspec.field(default="", name="JobBody")
+
+
+_ref_decoder = msgspec.json.Decoder(_JobRef)
+_alloc_decoder = msgspec.json.Decoder(Allocation)
+_job_decoder = msgspec.json.Decoder(Job)
 
 
 @dataclass(frozen=True)
@@ -167,6 +198,9 @@ class ClusterStore:
         self._loaded: ClusterSnapshot | None = None
         # Node secret hashes as of the last snapshot and decoded changes.
         self._secrets: dict[str, str] = {}
+        #: Allocations' job bodies (the `alloc-jobs/` tail → the Job), as last read or
+        #: decoded: every allocation of one body decodes to the same Job object.
+        self._bodies: dict[str, Job] = {}
 
     # -------------------------------------------------------------------------------- keys
 
@@ -188,6 +222,8 @@ class ClusterStore:
         services: dict[str, bytes] = {}
         secrets: dict[str, str] = {}
         index, index_revision = 0, 0
+        alloc_rows: list[bytes] = []
+        self._bodies = {}
         for kv in kvs:
             if kv.key == self._counter:
                 index, index_revision = int(kv.value), kv.mod_revision
@@ -196,7 +232,9 @@ class ClusterStore:
             if kind == "jobs":
                 jobs.append(msgspec.json.decode(kv.value, type=Job))
             elif kind == "allocs":
-                allocs.append(msgspec.json.decode(kv.value, type=Allocation))
+                alloc_rows.append(kv.value)  # once every body is read
+            elif kind == ALLOC_JOBS:
+                self._bodies[tail] = _job_decoder.decode(kv.value)
             elif kind == "evals":
                 evals.append(msgspec.json.decode(kv.value, type=Evaluation))
             elif kind == "versions":
@@ -209,6 +247,7 @@ class ClusterStore:
                 services[tail] = kv.value
             elif kind == "node-secrets":
                 secrets[tail] = kv.value.decode()
+        allocs = [self._decode_alloc(row) for row in alloc_rows]
         snapshot = ClusterSnapshot(revision=revision, index=index, jobs=jobs, allocs=allocs,
                                    evals=evals, versions=versions, deployments=deployments,
                                    nodes=nodes, services=services)
@@ -278,15 +317,21 @@ class ClusterStore:
             rows[self._key("versions", _version_tail(job_id, version))] = None
         for j in jobs:
             rows[self._key("jobs", j.id)] = _encoder.encode(j)
+        bodies: dict[str, Job] = {}
         for a in allocs:
-            rows[self._key("allocs", a.id)] = _encoder.encode(a)
+            rows[self._key("allocs", a.id)] = self._encode_alloc(a, rows, bodies)
         for e in evals or ():
             rows[self._key("evals", e.id)] = _encoder.encode(e)
         await self._write(rows, index)
+        self._bodies.update(bodies)
 
     async def delete(self, job_id: str, alloc_ids: list[str], index: int | None = None,
                      deployment_ids: list[str] | None = None) -> None:
         rows: dict[bytes, bytes | None] = {self._key("jobs", job_id): None}
+        body_prefix = f"{job_id}/"
+        for tail in [t for t in self._bodies if t.startswith(body_prefix)
+                     and "/" not in t[len(body_prefix):]]:
+            rows[self._key(ALLOC_JOBS, tail)] = None
         for deployment_id in deployment_ids or ():
             rows[self._key("deployments", deployment_id)] = None
         for alloc_id in alloc_ids:
@@ -329,6 +374,34 @@ class ClusterStore:
         """Store the hash of a node's SecretID (never the secret, never in the Node)."""
         await self._write({self._key("node-secrets", node_id): secret_hash.encode()}, None)
         self._secrets[node_id] = secret_hash
+
+    def _encode_alloc(self, alloc: Allocation, rows: dict[bytes, bytes | None],
+                      bodies: dict[str, Job]) -> bytes:
+        """The allocation's row: its JSON without the job, naming the job's body, which
+        joins `rows` (and `bodies`) unless this store knows it is in etcd already.
+
+        Knowing it is enough: every write moves the counter, so a write based on a view in
+        which the body existed fails (`StoreConflict`) if anything deleted it since."""
+        if alloc.job is None:
+            return _encoder.encode(alloc)
+        body = _encoder.encode(alloc.job)
+        tail = f"{alloc.job.id}/{hashlib.blake2b(body, digest_size=16).hexdigest()}"
+        if tail not in self._bodies and tail not in bodies:
+            rows[self._key(ALLOC_JOBS, tail)] = body
+            bodies[tail] = alloc.job
+        stripped = _encoder.encode(msgspec.structs.replace(alloc, job=None))
+        return b'{"JobBody":' + _encoder.encode(tail) + b"," + stripped[1:]
+
+    def _decode_alloc(self, row: bytes) -> Allocation:
+        alloc = _alloc_decoder.decode(row)
+        ref = _ref_decoder.decode(row).job_body
+        if ref:
+            job = self._bodies.get(ref)
+            if job is None:  # never written so by yurt: say so, keep the rest of the state
+                log.error("allocation %s names a job body that is not in etcd: %s",
+                          alloc.id, ref)
+            alloc.job = job
+        return alloc
 
     async def _write(self, rows: dict[bytes, bytes | None], index: int | None) -> None:
         """Rows and the counter in one transaction, if the counter is where this store last
@@ -389,6 +462,15 @@ class ClusterStore:
         `observe`d unless `observe` is false (see `watch`)."""
         change = ClusterChange(revision=revision)
         self._loaded = None
+        # Job bodies first: an allocation of this revision may name one written with it.
+        body_prefix = self.prefix + ALLOC_JOBS.encode() + b"/"
+        for event in events:
+            if event.kv.key.startswith(body_prefix):
+                tail = event.kv.key[len(body_prefix):].decode()
+                if event.type == "PUT":
+                    self._bodies[tail] = _job_decoder.decode(event.kv.value)
+                else:
+                    self._bodies.pop(tail, None)
         for event in events:
             kv = event.kv
             if kv.key == self._counter:
@@ -407,7 +489,12 @@ class ClusterStore:
         if kind == "jobs":
             _apply(change.jobs, tail, put, kv.value, Job)
         elif kind == "allocs":
-            _apply(change.allocs, tail, put, kv.value, Allocation)
+            if put:
+                change.allocs.put[tail] = self._decode_alloc(kv.value)
+            else:
+                change.allocs.deleted.append(tail)
+        elif kind == ALLOC_JOBS:
+            pass  # decoded first, above
         elif kind == "evals":
             _apply(change.evals, tail, put, kv.value, Evaluation)
         elif kind == "deployments":
