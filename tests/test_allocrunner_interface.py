@@ -53,11 +53,13 @@ def test_the_interface_imports_no_concrete_runner_hook_or_driver() -> None:
 
 
 class EmptyAllocRunner:
-    """The least an `AllocRunner` must do: report running once, take updates, stop."""
+    """The least an `AllocRunner` must do: report running, take updates, report its end
+    when stopped, stop."""
 
     def __init__(self, alloc: Allocation, setup: RunnerSetup) -> None:
         self._alloc = alloc
         self._setup = setup
+        self._status = "running"
         self.broadcaster: AllocBroadcaster[Allocation] = AllocBroadcaster()
         self.wait_done = trio.Event()
         self.destroyed = trio.Event()
@@ -83,19 +85,25 @@ class EmptyAllocRunner:
 
     def update(self, alloc: Allocation) -> None:
         self._alloc = alloc
+        if alloc.is_terminal() and self._status == "running":
+            self._status = "complete"
+            self._setup.on_alloc_state_updated(self.client_alloc())
+            self.broadcaster.send(self.client_alloc())
 
     def alloc_state(self) -> AllocState:
-        return AllocState("running")
+        return AllocState(self._status)
 
     def client_alloc(self) -> Allocation:
-        return msgspec.structs.replace(self._alloc, client_status="running")
+        return msgspec.structs.replace(self._alloc, client_status=self._status)
 
     def client_status(self) -> str:
-        return "running"
+        return self._status
 
     def destroy(self) -> None:
+        self.broadcaster.close()
         self.destroyed.set()
         self.shutdown_done.set()
+        self.wait_done.set()  # a runner destroyed before it ran never will
 
     async def destroy_and_wait(self) -> None:
         self.destroy()
@@ -124,24 +132,27 @@ class EmptyAllocRunner:
         return 0.0
 
 
-def _typecheck(source: str) -> subprocess.CompletedProcess[str]:
-    root = Path(__file__).resolve().parent.parent
-    return subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent",
-                           "--no-incremental", "-c", source], cwd=root, capture_output=True,
-                          text=True, env={**os.environ, "MYPYPATH": str(root / ".venv/typecheck")})
-
-
-def test_the_empty_runner_is_an_alloc_runner_and_a_broken_one_is_not() -> None:
-    # Type-checked as a consumer's code would be: the protocol is the contract.
+def test_the_empty_runner_is_an_alloc_runner_and_a_broken_one_is_not(tmp_path: Path
+                                                                     ) -> None:
+    # Type-checked as a consumer's code would be (one mypy run, two modules): the protocol
+    # is the contract.
     head = ("from yurt.runtime.allocrunner.interface import AllocRunnerFactory\n"
             "from tests.test_allocrunner_interface import EmptyAllocRunner\n")
-    good = _typecheck(head + "f: AllocRunnerFactory = EmptyAllocRunner\n")
-    assert good.returncode == 0, good.stdout
-    broken = _typecheck(head + "class NoStop(EmptyAllocRunner):\n"
-                        "    stop_bound = None  # type: ignore[assignment]\n"
-                        "f: AllocRunnerFactory = NoStop\n")
-    assert broken.returncode == 1, broken.stdout
-    assert "type[NoStop]" in broken.stdout
+    (tmp_path / "good.py").write_text(head + "f: AllocRunnerFactory = EmptyAllocRunner\n")
+    (tmp_path / "broken.py").write_text(
+        head + "class NoStop(EmptyAllocRunner):\n"
+        "    stop_bound = None  # type: ignore[assignment]\n"
+        "f: AllocRunnerFactory = NoStop\n")
+    root = Path(__file__).resolve().parent.parent
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--follow-imports=silent", "--no-incremental",
+         str(tmp_path / "good.py"), str(tmp_path / "broken.py")], cwd=root,
+        capture_output=True, text=True,
+        env={**os.environ, "MYPYPATH": str(root / ".venv/typecheck")})
+    errors = [line for line in checked.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1, checked.stdout
+    assert "broken.py" in errors[0]
+    assert "type[NoStop]" in errors[0]
 
 
 async def test_the_client_runs_a_consumer_runner_through_its_factory(
@@ -167,11 +178,14 @@ async def test_the_client_runs_a_consumer_runner_through_its_factory(
         client.sync_allocs([newer])
         assert made[0].alloc.alloc_modify_index == 7
 
-        # The replacement's factory call is told which runner it replaces.
+        # The replacement's factory call is told which runner it replaces; the stop of
+        # the one it replaces reaches the client as its end.
         client.sync_allocs([stopped(newer, 8), replacement])
         await trio.testing.wait_all_tasks_blocked()
         assert made[1].id == "a2"
         assert made[1]._setup.previous is made[0]
+        assert [(u.id, u.client_status) for u in updates] == [
+            ("a1", "running"), ("a1", "complete"), ("a2", "running")]
 
         client.sync_allocs([replacement])  # the server dropped a1: destroyed here
         await trio.testing.wait_all_tasks_blocked()

@@ -210,3 +210,22 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another() -> None:
     assert first == again
     assert first != other
     assert {s for _, _, s in first} == {"pending", "running", "complete", "failed"}
+
+
+async def test_a_replacement_waits_for_the_allocation_it_replaces(autojump_clock: object
+                                                                  ) -> None:
+    record = Recorder()
+    c = client(record, AllocProfile(start_delay=(1, 1), run_time=(30, 30)))
+    first = job_alloc(BATCH, "b1")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(c.run)
+        c.sync_allocs([first])
+        await trio.sleep(5)
+        replacement = msgspec.structs.replace(job_alloc(BATCH, "b2"), previous_allocation="b1")
+        c.sync_allocs([first, replacement])
+        await runner_of(c, "b2").wait_done.wait()
+        order = [(round(t), a, s) for t, a, s in record.updates if s != "pending"]
+        # b1 completes at 31 s; only then b2 starts (its delay, 1 s) and runs its 30 s.
+        assert order == [(1, "b1", "running"), (31, "b1", "complete"),
+                         (32, "b2", "running"), (62, "b2", "complete")]
+        nursery.cancel_scope.cancel()

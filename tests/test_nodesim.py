@@ -82,11 +82,12 @@ async def test_nodesim_runs_a_thousand_allocations_on_a_hundred_nodes(
     # not a node spinning on pulls answered at once (an index 0 answered for a node with
     # nothing yet: thousands per node).
     assert 2 * NODES <= calls["alloc_pull"] <= 5 * NODES
-    # Nothing refused, unreachable or left unanswered (the pull each node had open when
-    # stopped is the one in flight).
+    # Nothing refused, unreachable or given up at a deadline; what was in flight at the stop
+    # is mostly the pull each node had open.
     assert received["refused"] == {}
     assert received["unreachable"] == {}
-    assert received["unanswered"] == {"alloc_pull": NODES}
+    assert received["unanswered"] == {}
+    assert received["in_flight_at_stop"]["alloc_pull"] <= NODES
     # Every allocation's end reached the servers (its pending and running may be folded
     # into a later update of the same tick); batching carried them in fewer calls.
     assert received["updates_carried"] >= COUNT

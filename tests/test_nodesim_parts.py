@@ -108,6 +108,8 @@ async def test_the_counting_transport_counts_answers_failures_and_bytes() -> Non
                     params: dict[str, str] | None, headers: dict[str, str]
                     ) -> tuple[int, bytes]:
         await trio.lowlevel.checkpoint()
+        if "slow" in url:
+            await trio.sleep_forever()
         if "heartbeat" in url:
             raise OSError("refused")
         return (404 if "register" in url else 200), b"12345"
@@ -125,10 +127,21 @@ async def test_the_counting_transport_counts_answers_failures_and_bytes() -> Non
     assert nonzero(counting.refused) == {"register": 1}
     assert nonzero(counting.unreachable) == {"heartbeat": 1}
     assert nonzero(counting.unanswered()) == {}
-    with trio.move_on_after(0):  # given up at a deadline: sent, never answered
-        await counting("PUT", "http://s/v1/internal/node/x/allocs/update", content=b"",
+    with trio.move_on_after(0.05):  # given up at a deadline: sent, never answered
+        await counting("PUT", "http://s/v1/internal/node/x/slow/allocs/update", content=b"",
                        params=None, headers={})
     assert nonzero(counting.unanswered()) == {"update": 1}
+    async with trio.open_nursery() as nursery:  # cut short by a stop, before its deadline
+
+        async def call() -> None:
+            with trio.move_on_after(10):
+                await counting("GET", "http://s/slow", content=None, params=None, headers={})
+
+        nursery.start_soon(call)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert nonzero(counting.unanswered()) == {"update": 1}
+    assert nonzero(counting.stopped) == {"other": 1}
     assert (counting.bytes_sent, counting.bytes_received) == (4, 10)
 
 

@@ -41,10 +41,16 @@ def test_random_scenarios_hold_every_invariant() -> None:
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for n in range(2)]
     results: list[dict[str, Any]] = []
-    for run in runs:
-        out, err = run.communicate(timeout=300)
-        assert run.returncode in (0, 1), err
-        results += json.loads(out)["results"]
+    try:
+        for run in runs:
+            out, err = run.communicate(timeout=300)
+            assert run.returncode in (0, 1), err
+            results += json.loads(out)["results"]
+    finally:
+        for run in runs:  # none outlives the test, whatever failed
+            if run.poll() is None:
+                run.kill()
+                run.wait()
     failures = [r for r in results if not r["ok"]]
     report = "\n\n".join(f"seed {r['seed']} (replay: yurt sim --seed {r['seed']} "
                          f"--verbose):\n" + "\n".join(r["violations"] + r["steps"])

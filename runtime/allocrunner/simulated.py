@@ -9,7 +9,9 @@ client code of a thousand nodes against real servers (`yurt nodesim`), and the w
 simulation runs hours of a cluster under the mock clock.
 
 The timeline of one allocation (each step one client update):
-  t=0                 every task pending: `Received`, `Task Setup`
+  t=0                 every task pending: `Received`, `Task Setup`; then, as the real runner,
+                      it waits for the allocation it replaces and the ones it preempted
+                      (when they run on this node) to end
   t=start_delay       every task running: `Started`                  → client status running
   t=+run_time         for a batch job (or a failure drawn with `failure_probability`) every
                       task dead: `Terminated` with exit code 0 (1)   → complete (failed)
@@ -33,6 +35,7 @@ import trio
 
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.allocrunner.interface import (
+    AllocRunner,
     AllocRunnerError,
     AllocRunnerFactory,
     AllocState,
@@ -163,6 +166,9 @@ class SimulatedAllocRunner:
                 self._event_all(events.RECEIVED, message="Task received by client")
                 self._event_all(events.SETUP, message="Building Task Directory")
                 self._publish()
+                for before in [*([self._setup.previous] if self._setup.previous else []),
+                               *self._setup.preempted]:
+                    await _wait_terminal(before)
                 await self._live_out()
         finally:
             self.wait_done.set()
@@ -316,6 +322,20 @@ class SimulatedAllocRunner:
     async def shutdown_and_wait(self) -> None:
         self.shutdown()
         await self.shutdown_done.wait()
+
+
+async def _wait_terminal(runner: AllocRunner) -> None:
+    """Until `runner`'s allocation is client-terminal (or the runner is gone)."""
+    listener = runner.broadcaster.listen()
+    try:
+        if is_client_terminal(runner.client_status()):
+            await trio.lowlevel.checkpoint()
+            return
+        async for alloc in listener:
+            if is_client_terminal(alloc.client_status):
+                return
+    finally:
+        listener.close()
 
 
 def simulated_factory(profile: AllocProfile, rng: random.Random, *,

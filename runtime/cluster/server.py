@@ -468,9 +468,17 @@ class ClusterServer(LocalServer):
         last looked: a server that computed nothing while the allocations lived (its nodes
         pulled from another server, then failed over to it) would never see them gone, and
         their node would run them for good."""
+        moved = False
         for alloc in gone:
             if index > self._node_removed.get(alloc.node_id, 0):
                 self._node_removed[alloc.node_id] = index
+                moved = True
+        if moved:
+            # A pull during the deletion's own awaits may have cached the indexes at this
+            # visible index with the allocations still held: compute them again, and wake
+            # the pulls waiting on them.
+            self._node_index_at = -1
+            self._notify_changed()
 
     async def _process(self, ev: Evaluation, *, keep_if_unchanged: bool = False) -> Plan:
         """Only the leader schedules; elsewhere the evaluation stays pending for it. A

@@ -174,9 +174,9 @@ def call_kind(method: str, url: str) -> str:
 class CountingTransport:
     """A `NodeTransport` that counts what goes through it, per kind: calls sent, answered
     (any status), refused (answered with an error status), unreachable (no answer: the
-    transport raised), and body bytes each way. Sent but neither answered nor unreachable:
-    given up at the caller's deadline (the server may still have done the work) or in flight
-    when the counts were read (`unanswered`)."""
+    transport raised), unanswered (given up at the caller's deadline: an overloaded server;
+    it may still have done the work), cut short by a stop (cancelled before its deadline:
+    the calls in flight when the simulator stopped), and body bytes each way."""
 
     def __init__(self, inner: NodeTransport) -> None:
         self._inner = inner
@@ -185,6 +185,8 @@ class CountingTransport:
         self.answered: dict[str, int] = dict.fromkeys(kinds, 0)
         self.refused: dict[str, int] = dict.fromkeys(kinds, 0)
         self.unreachable: dict[str, int] = dict.fromkeys(kinds, 0)
+        self.timed_out: dict[str, int] = dict.fromkeys(kinds, 0)
+        self.stopped: dict[str, int] = dict.fromkeys(kinds, 0)
         self.bytes_sent = 0
         self.bytes_received = 0
 
@@ -194,10 +196,19 @@ class CountingTransport:
         kind = call_kind(method, url)
         self.calls[kind] += 1
         self.bytes_sent += len(content or b"")
+        deadline = trio.current_effective_deadline()
         try:
             status, body = await self._inner(method, url, content=content, params=params,
                                               headers=headers)
-        except Exception:  # a deadline's cancellation is no Exception: it stays unanswered
+        except trio.Cancelled:
+            # The caller's deadline, or a stop of the whole simulator before it (a call
+            # made once the stop began starts with no time left: -inf).
+            if deadline != -math.inf and trio.current_time() >= deadline:
+                self.timed_out[kind] += 1
+            else:
+                self.stopped[kind] += 1
+            raise
+        except Exception:
             self.unreachable[kind] += 1
             raise
         self.answered[kind] += 1
@@ -207,7 +218,7 @@ class CountingTransport:
         return status, body
 
     def unanswered(self) -> dict[str, int]:
-        return {k: n - self.answered[k] - self.unreachable[k] for k, n in self.calls.items()}
+        return dict(self.timed_out)
 
 
 # ---------------------------------------------------------------------- the naive sync
@@ -277,6 +288,11 @@ class NodeSimOptions:
     progress: bool = True  # registration and status lines on stderr
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def rss_bytes() -> int:
     """This process's resident set size."""
     try:
@@ -339,13 +355,13 @@ class NodeSimulator:
             self.rss_before = rss_bytes()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._start_nodes, nursery, broker)
-                await self._wait_registered()
-                self.registration_seconds = time.perf_counter() - self.started
-                gc.collect()
-                self.rss_registered = rss_bytes()
-                self._progress(f"registered {len(self.nodes)}/{options.nodes} nodes in "
-                               f"{self.registration_seconds:.1f}s; "
-                               f"{self.memory_per_node() / 1024:.1f} KiB per node")
+                if await self._wait_registered():
+                    self.registration_seconds = time.perf_counter() - self.started
+                    gc.collect()
+                    self.rss_registered = rss_bytes()
+                    self._progress(f"registered {len(self.nodes)}/{options.nodes} nodes in "
+                                   f"{self.registration_seconds:.1f}s; "
+                                   f"{self.memory_per_node() / 1024:.1f} KiB per node")
                 task_status.started()
                 if options.progress:
                     nursery.start_soon(self._report_progress)
@@ -380,12 +396,19 @@ class NodeSimulator:
         if self._first_registrations == self.options.nodes:
             self._all_registered.set()
 
-    async def _wait_registered(self) -> None:
-        while True:
+    async def _wait_registered(self) -> bool:
+        """Until every node registered (True), or the time that should take passed thrice,
+        plus a minute (False: what runs, runs; the summary says how many registered)."""
+        options = self.options
+        give_up = time.perf_counter() + 60 + 3 * options.nodes / options.register_rate
+        while time.perf_counter() < give_up:
             with trio.move_on_after(2):
                 await self._all_registered.wait()
-                return
-            self._progress(f"registered {self._first_registrations}/{self.options.nodes}")
+                return True
+            self._progress(f"registered {self._first_registrations}/{options.nodes}")
+        self._progress(f"only {self._first_registrations}/{options.nodes} nodes registered "
+                       "in time; running on with them (the others keep trying)")
+        return False
 
     async def _report_progress(self) -> None:
         while True:
@@ -428,12 +451,17 @@ class NodeSimulator:
             "elapsed_seconds": round(time.perf_counter() - self._began, 3),
             "memory": {"rss_before_kib": self.rss_before // 1024,
                        "rss_registered_kib": self.rss_registered // 1024,
-                       "per_node_kib": round(self.memory_per_node() / 1024, 1)},
+                       "per_node_kib": round(self.memory_per_node() / 1024, 1),
+                       # With the allocations too: the process's peak, over the nodes.
+                       "peak_rss_kib": peak_rss_bytes() // 1024,
+                       "peak_per_node_kib": round(max(0, peak_rss_bytes() - self.rss_before)
+                                                  / self.options.nodes / 1024, 1)},
             "servers_received": {
                 "calls": calls, "total_calls": sum(calls.values()),
                 "refused": nonzero(t.refused) if t else {},
                 "unreachable": nonzero(t.unreachable) if t else {},
                 "unanswered": nonzero(t.unanswered()) if t else {},
+                "in_flight_at_stop": nonzero(t.stopped) if t else {},
                 "update_calls": sum(getattr(s, "calls", 0) for s in syncers),
                 "updates_carried": updates,
                 "bytes_sent": t.bytes_sent if t else 0,
@@ -473,15 +501,17 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("nodes registered", f"{summary['registered']}/{summary['nodes']}" + (
             f" in {summary['registration_seconds']}s"
             if summary["registration_seconds"] is not None else " (stopped before all)")),
-        ("memory per node", f"{summary['memory']['per_node_kib']} KiB "
-                            f"(RSS {summary['memory']['rss_registered_kib']} KiB)"),
+        ("memory per node", f"{summary['memory']['per_node_kib']} KiB registered, "
+                            f"{summary['memory']['peak_per_node_kib']} KiB at the peak "
+                            f"(RSS {summary['memory']['rss_registered_kib']} KiB, peak "
+                            f"{summary['memory']['peak_rss_kib']} KiB)"),
         ("run time", f"{summary['elapsed_seconds']}s (sync: {summary['sync']})"),
     ]
     rows += [(f"calls: {kind}", str(n)) for kind, n in received["calls"].items()]
     rows += [
         ("calls: total", str(received["total_calls"])),
         *((f"calls {what}", ", ".join(f"{k} {v}" for k, v in received[what].items()) or "0")
-          for what in ("refused", "unreachable", "unanswered")),
+          for what in ("refused", "unreachable", "unanswered", "in_flight_at_stop")),
         ("updates carried", f"{received['updates_carried']} by {received['update_calls']} "
                             "update sends (retries included)"),
         ("bytes sent / received", f"{received['bytes_sent']:,} / "

@@ -46,6 +46,7 @@ import hashlib
 import logging
 import random
 import time
+import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -167,14 +168,19 @@ def run_scenario(seed: int, config: SimConfig | None = None, *,
     started = time.perf_counter()
     clock = trio.testing.MockClock(autojump_threshold=0)
     # The product logs warnings on every lost message; the trace says it all.
+    disabled = logging.root.manager.disable
     logging.disable(logging.CRITICAL)
     try:
         with deterministic(seed):
             cluster = SimCluster(config, seed, log)
             runner = _Scenario(cluster, random.Random(f"{seed}:steps"), steps, log)
-            violations = trio.run(runner.run, clock=clock)
+            try:
+                violations = trio.run(runner.run, clock=clock)
+            except Exception as e:  # a crash is a finding too: reported with its seed
+                violations = ["the run crashed: " + "".join(
+                    traceback.format_exception(e)).rstrip()]
     finally:
-        logging.disable(logging.NOTSET)
+        logging.disable(disabled)
     net = cluster.network
     stats = {"steps": len(steps), "calls": net.calls, "lost": net.lost,
              "blackholed": net.blackholed, "refused": net.refused,
