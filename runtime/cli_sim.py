@@ -23,7 +23,7 @@ import time
 
 import click
 
-from yurt.runtime.errors import EXIT_FAILED, EXIT_OK
+from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 HASH_SEED_VARIABLE = "PYTHONHASHSEED"
 
@@ -48,16 +48,28 @@ def run(seed: int | None, scenarios: int, verbose: bool, json_output: bool) -> i
     echo = (lambda line: click.echo(line, err=True)) if verbose and scenarios == 1 else None
     results = []
     failed = []
+    interrupted = False
     for n in range(scenarios):
-        result = run_scenario(seed + n, echo=echo)
+        try:
+            result = run_scenario(seed + n, echo=echo)
+        except BaseException as e:  # Ctrl-C: what ran so far is still reported
+            if not _is_interrupt(e):
+                raise
+            interrupted = True
+            break
         results.append(result)
         if not result.ok:
             failed.append(result)
         if verbose and not json_output:
+            stats = ", ".join(f"{k} {v}" for k, v in result.stats.items())
             click.echo(f"seed {result.seed}: {'ok' if result.ok else 'FAILED'} "
                        f"digest {result.digest[:16]} simulated {result.sim_seconds:.0f}s in "
-                       f"{result.wall_seconds:.2f}s, {result.stats}")
+                       f"{result.wall_seconds:.2f}s ({stats})")
     wall = time.perf_counter() - started
+    if interrupted:
+        click.echo(f"yurt: interrupted after {len(results)} of {scenarios} scenario(s)",
+                   err=True)
+        scenarios = len(results)
     simulated = sum(r.sim_seconds for r in results)
     if json_output:
         click.echo(json.dumps({
@@ -73,8 +85,17 @@ def run(seed: int | None, scenarios: int, verbose: bool, json_output: bool) -> i
             for line in result.steps:
                 click.echo(f"  {line}", err=True)
             click.echo(f"replay: {result.replay()}", err=True)
-        digest = f", digest {results[0].digest}" if scenarios == 1 else ""
+        digest = f", digest {results[0].digest}" if scenarios == 1 and results else ""
         click.echo(f"{scenarios} scenario(s) from seed {seed}: {len(failed)} failed"
                    f"{' (seeds ' + ' '.join(str(r.seed) for r in failed) + ')' if failed else ''}"
                    f"; {simulated:.0f}s simulated in {wall:.1f}s{digest}")
-    return EXIT_FAILED if failed else EXIT_OK
+    if failed:
+        return EXIT_FAILED
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _is_interrupt(error: BaseException) -> bool:
+    """A KeyboardInterrupt, alone or in the group Trio may wrap it in."""
+    if isinstance(error, BaseExceptionGroup):
+        return error.subgroup(KeyboardInterrupt) is not None
+    return isinstance(error, KeyboardInterrupt)

@@ -75,6 +75,7 @@ class SimNode:
         unix_clock: wall time of events, in ns (the simulation's own under a mock clock).
         syncer: makes the alloc sync from the send function (default `AllocSyncer`).
         on_update: every client view of an allocation, as the node's sync gets it.
+        token: the cluster's token, sent with a registration (`RemoteServer`).
     """
 
     def __init__(self, node: Node, servers: Sequence[str], *, secret: str,
@@ -84,9 +85,11 @@ class SimNode:
                  on_update: Callable[[Allocation], None] | None = None,
                  wait: float = DEFAULT_WAIT,
                  request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-                 backoff_base: float = BACKOFF_BASE, backoff_cap: float = BACKOFF_CAP) -> None:
+                 backoff_base: float = BACKOFF_BASE, backoff_cap: float = BACKOFF_CAP,
+                 token: str = "") -> None:
         self.node = node
-        self.remote = RemoteServer(node, servers, secret, rng=rng, transport=transport,
+        self.remote = RemoteServer(node, servers, secret, token=token, rng=rng,
+                                   transport=transport,
                                    wait=wait, request_timeout=request_timeout,
                                    backoff_base=backoff_base, backoff_cap=backoff_cap)
         if syncer is None:

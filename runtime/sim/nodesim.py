@@ -286,6 +286,8 @@ class NodeSimOptions:
     register_rate: float = DEFAULT_REGISTER_RATE
     register_window: int = DEFAULT_REGISTER_WINDOW
     progress: bool = True  # registration and status lines on stderr
+    #: The cluster's token, sent with each registration (as `yurt agent` sends its own).
+    token: str = ""
 
 
 def peak_rss_bytes() -> int:
@@ -383,7 +385,7 @@ class NodeSimulator:
                           list(options.servers), secret=secret, transport=self.transport,
                           profile=options.profile.alloc, rng=rng, broker=broker,
                           syncer=naive_syncer(rng) if options.sync == "naive" else None,
-                          on_update=self._updated)
+                          on_update=self._updated, token=options.token)
             self.nodes.append(sim)
             await window.acquire()
             nursery.start_soon(sim.run)
@@ -414,9 +416,17 @@ class NodeSimulator:
         while True:
             await trio.sleep(10)
             counts = self.status_counts()
+            t = self.transport
+            failed = {k: n for k, n in (("unreachable", sum(t.unreachable.values())),
+                                        ("refused", sum(t.refused.values())),
+                                        ("unanswered", sum(t.timed_out.values())))
+                      if n} if t is not None else {}
             self._progress(f"{time.perf_counter() - self._began:.0f}s: "
-                           f"{sum(self.transport_calls().values())} calls; allocations "
-                           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+                           f"{sum(self.transport_calls().values())} calls"
+                           + "".join(f", {n} {k}" for k, n in failed.items())
+                           + "; allocations "
+                           + (", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                              or "none yet"))
 
     def _progress(self, line: str) -> None:
         if self.options.progress:
@@ -505,7 +515,8 @@ def format_summary(summary: dict[str, Any]) -> str:
                             f"{summary['memory']['peak_per_node_kib']} KiB at the peak "
                             f"(RSS {summary['memory']['rss_registered_kib']} KiB, peak "
                             f"{summary['memory']['peak_rss_kib']} KiB)"),
-        ("run time", f"{summary['elapsed_seconds']}s (sync: {summary['sync']})"),
+        ("run time", f"{summary['elapsed_seconds']}s (sync: {summary['sync']}, "
+                     f"seed {summary['seed']})"),
     ]
     rows += [(f"calls: {kind}", str(n)) for kind, n in received["calls"].items()]
     rows += [
