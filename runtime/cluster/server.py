@@ -192,6 +192,8 @@ class ClusterServer(LocalServer):
         #: Update posts waiting for the next batch commit (`_run_update_batches`).
         self._update_queue: list[_PendingUpdate] = []
         self._updates_waiting = trio.Event()
+        #: When (trio clock) the first post of the batch being gathered arrived.
+        self._batch_opened = 0.0
         self._node_index: dict[str, int] = {}
         self._node_index_at = -1
         #: Per node, the allocations it held when the indexes were last computed, and the
@@ -866,6 +868,8 @@ class ClusterServer(LocalServer):
                     "", node_id):
                 raise NodeAuthError("allocation of another node")
         pending = _PendingUpdate(batch)
+        if not self._update_queue:
+            self._batch_opened = trio.current_time()
         self._update_queue.append(pending)
         self._updates_waiting.set()
         await pending.done.wait()
@@ -875,10 +879,11 @@ class ClusterServer(LocalServer):
 
     async def _run_update_batches(self) -> None:
         """Nomad's `batchUpdate` timer: the first post of a batch starts the window; when it
-        ends, every post queued meanwhile is committed together."""
+        ends, every post queued meanwhile is committed together. Posts that queued while the
+        previous batch was committed opened their window then: it may be over already."""
         while True:
             await self._updates_waiting.wait()
-            await trio.sleep(BATCH_UPDATE_INTERVAL)
+            await trio.sleep_until(self._batch_opened + BATCH_UPDATE_INTERVAL)
             self._updates_waiting = trio.Event()
             batch, self._update_queue = self._update_queue, []
             try:
