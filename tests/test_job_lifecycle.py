@@ -211,7 +211,8 @@ async def test_validate_summary_scale_and_purge(tmp_path: Path) -> None:
             assert (await _ok(await c.get("/v1/job/web")))["Version"] == 1
             for body in ({"Count": 1}, {"Count": -1, "Target": {"Group": "g"}},
                          {"Count": 1, "Target": {"Group": "nope"}},
-                         {"Count": "x", "Target": {"Group": "g"}}):
+                         {"Count": "x", "Target": {"Group": "g"}},
+                         {"Count": 50_001, "Target": {"Group": "g"}}):  # job_max_count
                 r = await c.post("/v1/job/web/scale", json=body)
                 assert r.status_code == 400, body
             assert (await c.get("/v1/job/nope/scale")).status_code == 404

@@ -405,9 +405,20 @@ def test_the_longest_task_name_still_fits_every_file_it_names() -> None:
     parse_job(_json_job(task="a" * 200), filename="job.json")
 
 
-@pytest.mark.parametrize("count", [1001, 10**30, -1])
+@pytest.mark.parametrize("count", [50_001, 10**30, -1])
 def test_count_is_capped_as_nomad_does(count: int) -> None:
     assert "count" in only_problem(_json_job(count=count), "job.json").field
+
+
+def test_the_cap_is_on_the_job_total_as_nomads_job_max_count() -> None:
+    assert parse_job(_json_job(count=50_000), filename="job.json").task_groups[0].count == 50_000
+    doc = json.loads(_json_job(count=30_000))
+    doc["Job"]["TaskGroups"] += [dict(doc["Job"]["TaskGroups"][0], Name=f"g{i}")
+                                 for i in (2, 3)]
+    problem = only_problem(json.dumps(doc), "job.json")
+    assert problem.message == ("total count was greater than configured job_max_count: "
+                               "90000 > 50000")
+    assert "g2" in problem.field  # where the total crosses the cap
 
 
 def test_problems_stop_at_a_hundred() -> None:

@@ -114,20 +114,12 @@ async def client_allocs(proc: ServerProcess, request: Request) -> Response:
     node_id = request.path_params["id"]
     if (refused := await _guarded(proc, request, node_id)) is not None:
         return refused
-    server = proc.server
     try:
         index = query_int(request, "index") if "index" in request.query_params else 0
         wait = min(query_duration(request, "wait", MAX_ALLOC_WAIT), MAX_ALLOC_WAIT)
     except ApiError as e:
         return _error(e.status, str(e))
-    # Index 0 is a first pull: answered at once, also for a node with nothing yet.
-    with trio.move_on_after(wait if index else 0):
-        while proc.server.node_alloc_index(node_id) <= index:
-            await server.changed.wait()
-    found = server.client_allocs(node_id)
-    # Never 0 (Nomad's GetClientAllocs does the same): a node would ask again with index 0,
-    # be answered at once, and spin while its cluster has no allocation for it.
-    answer = max(proc.server.node_alloc_index(node_id), 1)
+    found, answer = await proc.server.wait_client_allocs(node_id, index, wait)
     return JSONResponse({"Allocs": found, "Index": answer},
                         headers={"X-Nomad-Index": str(answer)})
 

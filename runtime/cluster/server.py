@@ -64,9 +64,11 @@ from yurt.runtime.cluster.heartbeat import (
     NodeStatusChange,
     heartbeat_ttl,
     node_down_changes,
+    node_evaluations,
     node_register_changes,
     node_up_changes,
     rate_scaled_interval_ns,
+    status_change_requires_eval,
 )
 from yurt.runtime.cluster.kv import KV
 from yurt.runtime.eventstream import Event, EventBroker, alloc_event, deployment_event, job_event
@@ -356,8 +358,9 @@ class ClusterServer(LocalServer):
         for job in change.jobs.put.values():
             self.jobs[job.id] = job
             events.append(job_event("JobRegistered", job))
-        for alloc_id in change.allocs.deleted:
-            self.allocs.pop(alloc_id, None)
+        deleted = [self.allocs.pop(i) for i in change.allocs.deleted if i in self.allocs]
+        if deleted:
+            self._allocs_deleted(deleted, change.index or self.visible_index)
         for alloc in change.allocs.put.values():
             before = self.allocs.get(alloc.id)
             if before is not None and not before.is_terminal() and alloc.is_terminal():
@@ -507,11 +510,31 @@ class ClusterServer(LocalServer):
     async def gc_evals(self) -> list[str]:
         """As the embedded server's, skipped when another server wrote in between (the next
         collection, EVAL_GC_INTERVAL later, sees a fresher view)."""
+        before = dict(self.allocs)
         try:
-            return await LocalServer.gc_evals(self)
+            collected = await LocalServer.gc_evals(self)
         except StoreConflict:
             self._undo_index()
             return []
+        self._allocs_deleted([a for i, a in before.items() if i not in self.allocs],
+                             self.visible_index)
+        return collected
+
+    async def _purge(self, job_id: str) -> None:
+        gone = self.job_allocs(job_id)
+        await LocalServer._purge(self, job_id)
+        self._allocs_deleted(gone, self.visible_index)
+
+    def _allocs_deleted(self, gone: list[Allocation], index: int) -> None:
+        """Allocations deleted at `index` (a purge, a collection): their nodes' pull index
+        moves to `index` now, on every server alike (each applies the deletion at the same
+        index). Not left to `node_alloc_index`'s comparison with what a node held when it
+        last looked: a server that computed nothing while the allocations lived (its nodes
+        pulled from another server, then failed over to it) would never see them gone, and
+        their node would run them for good."""
+        for alloc in gone:
+            if index > self._node_removed.get(alloc.node_id, 0):
+                self._node_removed[alloc.node_id] = index
 
     async def _process(self, ev: Evaluation, *, keep_if_unchanged: bool = False) -> Plan:
         """Only the leader schedules; elsewhere the evaluation stays pending for it. A
@@ -730,16 +753,28 @@ class ClusterServer(LocalServer):
         async with self._lock:
             known = self.cluster_nodes.get(node.id)
             index = self.take_index()
+            jobs = {(j.namespace, j.id): j for j in self.jobs.values()}
+            allocs = self.allocs_on(node.id)
+            now = self._clock()
             change = node_register_changes(
-                known, msgspec.structs.replace(node, status=NODE_STATUS_READY),
-                self.allocs_on(node.id), {(j.namespace, j.id): j for j in self.jobs.values()},
-                index=index,
-                wall_ns=self._clock(), new_id=new_id)
+                known, msgspec.structs.replace(node, status=NODE_STATUS_READY), allocs, jobs,
+                index=index, wall_ns=now, new_id=new_id)
             assert change.node is not None  # a registration always writes the node
             updated = msgspec.structs.replace(change.node, status=NODE_STATUS_READY)
+            evals = change.evaluations
+            if (not evals and known is not None and known.status != NODE_STATUS_READY
+                    and (known.status == NODE_STATUS_DOWN
+                         or status_change_requires_eval(NODE_STATUS_READY, known.status))):
+                # `node_register_changes` keeps a known node's status (a heartbeat changes
+                # it), and so asks for no evaluation; written `ready` here, the node makes
+                # the transition a heartbeat would, with its evaluations: a node back from
+                # `disconnected` has its reconnecting allocations sorted out now (one of
+                # them and its replacement stopped), not when their window ends.
+                evals = node_evaluations(updated, allocs, jobs, node_index=index, wall_ns=now,
+                                         new_id=new_id)
             await self._commit([], [], [Event(topic="Node", type="NodeRegistration",
                                               key=node.id, payload={"Node": updated})],
-                               evals=change.evaluations, nodes=[updated])
+                               evals=evals, nodes=[updated])
             self._capacity.set()
             return index
 
@@ -851,6 +886,23 @@ class ClusterServer(LocalServer):
     def client_allocs(self, node_id: str) -> dict[str, int]:
         """Nomad's Node.GetClientAllocs: the node's allocations and their AllocModifyIndex."""
         return {a.id: a.alloc_modify_index for a in self.allocs_on(node_id)}
+
+    async def wait_client_allocs(self, node_id: str, index: int, wait: float
+                                 ) -> tuple[dict[str, int], int]:
+        """The blocking GetClientAllocs (no transport, no authentication: the caller's):
+        (the node's allocations and their AllocModifyIndex, the node's index), once that
+        index moved past `index` or `wait` seconds passed. Index 0 is a first pull,
+        answered at once, also for a node with nothing yet.
+
+        The index answered is at least 1 (as Nomad's blocking queries answer): a node
+        that never held an allocation, on servers that started on an empty state, has
+        index 0, and a node that asks again with the 0 it was told would be answered at
+        once, again and again — a busy loop of pulls until something is placed there."""
+        with trio.move_on_after(wait if index else 0):
+            while self.node_alloc_index(node_id) <= index:
+                await self.changed.wait()
+        await trio.lowlevel.checkpoint()
+        return self.client_allocs(node_id), max(self.node_alloc_index(node_id), 1)
 
     def get_allocs(self, node_id: str, alloc_ids: list[str]) -> list[Allocation]:
         found = [self.allocs[i] for i in alloc_ids if i in self.allocs]

@@ -32,8 +32,9 @@ MAX_VALUES: Final = 20_000
 MAX_HCL_NODES: Final = 10 * MAX_VALUES
 #: Problems reported before the checks stop: a user reads the first ones and fixes them.
 MAX_PROBLEMS: Final = 100
-#: Instances of one group. yurt runs on one node; Nomad caps `count` per group too.
-MAX_COUNT: Final = 1000
+#: Instances of all a job's groups together: Nomad's `job_max_count` default
+#: (`JobDefaultMaxCount`), checked on register and on scale.
+MAX_JOB_COUNT: Final = 50_000
 #: Task names become file names (`<task>/`, `.<task>.stderr.fifo`, `<task>.stdout.<n>`):
 #: leave room for the longest suffix under the usual 255-byte NAME_MAX.
 MAX_NAME_BYTES: Final = 200

@@ -16,7 +16,8 @@ of their node; yurt keeps the cases it has:
   it lost if its node is still away.
 - **waiting**: unknown on a node still disconnected, within the window: left as it is; it
   holds no name (its replacement does).
-- **reconnecting**: on a ready node again while a replacement it got runs too. Nomad's
+- **reconnecting**: on a ready node again while a replacement it got runs too (its
+  direct replacement, or the replacement of one that failed or was lost meanwhile). Nomad's
   picker with its default `best_score` strategy decides: the replacement of a newer job
   version wins, else the original (yurt keeps no scores, and with none Nomad keeps the
   original). The loser is stopped, so exactly one runs.
@@ -74,9 +75,14 @@ class NodeStates:
     stop: list[tuple[Allocation, str]] = field(default_factory=list)
 
 
-def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int) -> NodeStates:
-    """Sort `live` (a job's allocations that are not terminal) by their node's state."""
+def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int,
+             history: Iterable[Allocation] = ()) -> NodeStates:
+    """Sort `live` (a job's allocations that are not terminal) by their node's state.
+    `history`: every allocation of the job, terminal ones too, through which a replacement
+    is traced back to the original it replaces (`_replaces`)."""
     allocs = list(live)
+    by_id = {a.id: a for a in history}
+    by_id.update((a.id, a) for a in allocs)
     out = NodeStates()
     for alloc in allocs:
         node = nodes.get(alloc.node_id)
@@ -98,8 +104,9 @@ def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int) -> No
         if original.id in out.lost or original.id in out.aside or original.id in {
                 a.id for a in out.disconnecting}:
             continue
-        replacement = next((a for a in allocs if a.previous_allocation == original.id
-                            and a.name == original.name and a.id not in out.aside), None)
+        replacement = next((a for a in allocs if a.name == original.name
+                            and a.id not in out.aside and _replaces(a, original, by_id)),
+                           None)
         if replacement is None or replacement.id in out.lost:
             continue
         if _newer(replacement.job, original.job):
@@ -109,6 +116,22 @@ def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int) -> No
             out.stop.append((replacement, ALLOC_RECONNECTED))
             out.aside.add(replacement.id)
     return out
+
+
+def _replaces(alloc: Allocation, original: Allocation, by_id: dict[str, Allocation]) -> bool:
+    """Whether `alloc` descends from `original` through `previous_allocation`: its direct
+    replacement, or the replacement of a replacement that failed or was lost meanwhile
+    (Nomad's reconciler takes any later allocation of the same name for a reconnecting
+    one's replacement; following the chain keeps a canary, which replaces nothing, out)."""
+    seen: set[str] = set()
+    previous = alloc.previous_allocation
+    while previous and previous not in seen:
+        if previous == original.id:
+            return True
+        seen.add(previous)
+        before = by_id.get(previous)
+        previous = before.previous_allocation if before is not None else ""
+    return False
 
 
 def _newer(replacement: Job | None, original: Job | None) -> bool:

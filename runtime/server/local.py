@@ -73,6 +73,7 @@ from yurt.runtime.server.scheduler import Plan, schedule, stopped
 from yurt.runtime.server.services import ServiceCatalogue
 from yurt.runtime.server.store import ServerStateStore
 from yurt.runtime.structs import (
+    ALLOC_CLIENT_UNKNOWN,
     EVAL_STATUS_BLOCKED,
     EVAL_STATUS_PENDING,
     TRIGGER_ALLOC_FAILURE,
@@ -686,7 +687,12 @@ class LocalServer:
                     alloc.deployment_status, update.deployment_status
                     if update.deployment_id == alloc.deployment_id else None, index),
                 network_status=update.network_status, modify_index=index,
-                modify_time=self._clock())
+                modify_time=self._clock(),
+                # Reported again after it went unknown (its node is back): the disconnect
+                # timeout's follow-up no longer concerns it. Left named, a later failure
+                # of it would get no follow-up of its own (the scheduler's `_follow_up`
+                # skips an allocation already waiting on one): never replaced.
+                followup_eval_id="" if _reconnected(alloc, update) else alloc.followup_eval_id)
             updated.append(new)
             job = self.jobs.get(new.job_id)
             if (needs_reschedule(new) and not needs_reschedule(alloc) and job is not None
@@ -699,6 +705,12 @@ class LocalServer:
         for ev in evals:
             await self._process(ev)
         await deploymentwatcher.after_alloc_updates(self, updated, prior)
+
+
+def _reconnected(alloc: Allocation, update: Allocation) -> bool:
+    """The client reports an allocation the servers held `unknown` (its node was away)."""
+    return (alloc.client_status == ALLOC_CLIENT_UNKNOWN
+            and update.client_status != ALLOC_CLIENT_UNKNOWN)
 
 
 def _changes(alloc: Allocation, update: Allocation) -> bool:

@@ -111,9 +111,15 @@ def decide(job: Job, allocs: list[Allocation], now: int, *, user_asked: bool) ->
     """For each name whose latest allocation failed and is not replaced yet: replace it now
     (a register always does, keeping its tracker), at a later time, or never (the policy is
     used up). `allocs`: the job's, oldest first."""
+    # Among the allocations the server still wants and has not replaced yet: a newer one
+    # it stopped (the replacement that lost to its original when a disconnected node came
+    # back), or one already replaced (a replacement of that replacement failed before the
+    # original came back), does not hide the original's failure, or the name would never
+    # run again.
     latest: dict[str, Allocation] = {}
     for alloc in allocs:
-        latest[alloc.name] = alloc
+        if alloc.desired_status == ALLOC_DESIRED_RUN and not alloc.next_allocation:
+            latest[alloc.name] = alloc
     decision = Decision()
     for name, alloc in latest.items():
         if not needs_reschedule(alloc):

@@ -537,7 +537,7 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     live = [a for a in allocs if not a.is_terminal()]
     nodes = state.nodes()
     nodes_by_id = {n.id: n for n in nodes}
-    states = disconnect.classify(live, nodes_by_id, now)
+    states = disconnect.classify(live, nodes_by_id, now, allocs)
     lost_ids = states.lost
     rollout, plan.deployments = deployments.start(job, deployment, index, now)
     if job is None or job.stop or rollout is None:
@@ -554,7 +554,13 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         return schedule_system(state, plan, job, nodes, states, index=index, now=now,
                                new_id=new_id, can_preempt=can_preempt, algorithm=algorithm)
     cands = binpack.candidates(nodes, job)
-    # Waiting unknown allocations and reconnect losers take no part (disconnect.py).
+    # Waiting unknown allocations and reconnect losers take no part (disconnect.py). A
+    # waiting one's name placed in this pass (its replacement could not be placed when it
+    # went unknown: no node was free) names it as the allocation it replaces, as the
+    # replacement placed at once does: when its node comes back, the reconnect finds the
+    # two and keeps one (disconnect.classify follows `previous_allocation`).
+    waiting_unknown = {a.name: a.id for a in live
+                       if a.id in states.aside and a.client_status == ALLOC_CLIENT_UNKNOWN}
     live = [a for a in live if a.id not in states.aside]
     for alloc, why in states.stop:
         plan.stop.append(stopped(alloc, index, now, why))
@@ -566,8 +572,14 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
     # What ended on its own is not placed again by a retry: a completed batch allocation is
     # done; any other is for a register or a forced evaluation to place again.
     user_asked = ev.triggered_by == TRIGGER_JOB_REGISTER
+    # One already replaced is not (its `next_allocation` holds the name: Nomad's reconciler
+    # ignores a rescheduled allocation), or a replacement that was lost would leave the
+    # name empty for good: its own replacement, blocked for want of a node, would find the
+    # name "done" once unblocked.
     done: set[str] = set()
     for alloc in allocs:
+        if alloc.next_allocation:
+            continue
         if alloc.desired_status == "run" and is_client_terminal(alloc.client_status) and (
                 (job.type != "service" and alloc.client_status == ALLOC_CLIENT_COMPLETE
                  and _same_version(alloc, job))
@@ -717,7 +729,8 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         placed = placement(
             name, group.name, choice,
             preempted_allocations=[v.id for v in choice.victims], reschedule_tracker=tracker,
-            previous_allocation=prev.id if prev is not None else failed.id if failed else "",
+            previous_allocation=(prev.id if prev is not None else failed.id if failed
+                                 else waiting_unknown.get(name, "")),
             deployment_status=AllocDeploymentStatus(canary=True) if prev is not None
             and name in migrating and deployments.is_canary(prev) else None)
         placer.commit(choice, placed, prev)
@@ -806,13 +819,23 @@ def _mark_unknown(plan: Plan, allocs: list[Allocation], ev: Evaluation, index: i
             triggered_by=disconnect.TRIGGER_DISCONNECT_TIMEOUT, job_id=ev.job_id,
             job_modify_index=ev.job_modify_index, status=EVAL_STATUS_PENDING,
             status_description=disconnect.DISCONNECT_FOLLOW_UP, previous_eval=ev.id,
-            wait_until=as_time(now + window), wait=window, create_index=index,
+            wait_until=as_time(_ceil_us(now + window)), wait=window, create_index=index,
             modify_index=index, create_time=now, modify_time=now)
         plan.evals.append(follow)
         plan.update.append(msgspec.structs.replace(
             alloc, client_status=ALLOC_CLIENT_UNKNOWN,
             client_description=disconnect.ALLOC_UNKNOWN, followup_eval_id=follow.id,
             modify_index=index, alloc_modify_index=index, modify_time=now))
+
+
+def _ceil_us(ns: int) -> int:
+    """`ns` rounded up to the microsecond, and one microsecond more. A follow-up's
+    `wait_until` is a datetime (µs), made through float seconds (`as_time`, which rounds
+    to the nearest µs; today's epoch in float ns is exact only to 256 ns): made from the
+    window's end (ns) itself, it could fall before it, the evaluation run a few hundred ns
+    early, find the allocation not yet expired and leave it unknown, and nothing would
+    look at it again while its node stays away."""
+    return (-(-ns // 1000) + 1) * 1000
 
 
 def _outdated_failures(failures: Decision, allocs: list[Allocation],
