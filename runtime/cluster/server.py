@@ -114,6 +114,11 @@ CATCH_UP_WAIT: Final = 1.0
 #: Nomad's `batchUpdateInterval`: node allocation updates arriving within this window of
 #: the first share one commit.
 BATCH_UPDATE_INTERVAL: Final = 0.05
+#: Allocation updates per batch commit at most. etcd applies a transaction at once, and a
+#: lease keepalive waits until what was committed before it is applied: one commit of every
+#: update of 1,000 nodes (~5 KiB each, the job embedded) held the heartbeats up for
+#: seconds. Nomad has no such cap (its heartbeats are no Raft writes).
+MAX_BATCH_UPDATES: Final = 1000
 #: A node's lease is granted this much longer than the cluster's size calls for now, so
 #: it still covers the heartbeats of a cluster that grew meanwhile (fewer re-grants).
 LEASE_HEADROOM: Final = 1.25
@@ -947,10 +952,10 @@ class ClusterServer(LocalServer):
                         pending.answer(0, UpdateNotCommitted("the server stopped"))
 
     def _update_chunks(self, batch: list[_PendingUpdate]) -> list[list[_PendingUpdate]]:
-        """Posts, in arrival order, in chunks of at most half the operations etcd takes in
-        one transaction (the rest for the evaluations and job rows the commit may add); a
-        post larger than that is a chunk of its own."""
-        limit = max(1, self.cluster_store.max_txn_ops // 2)
+        """Posts, in arrival order, in chunks of at most `MAX_BATCH_UPDATES` updates and half
+        the operations etcd takes in one transaction (the rest for the evaluations and job
+        rows the commit may add); a post larger than that is a chunk of its own."""
+        limit = max(1, min(MAX_BATCH_UPDATES, self.cluster_store.max_txn_ops // 2))
         chunks: list[list[_PendingUpdate]] = []
         size = limit
         for pending in batch:
