@@ -4,6 +4,7 @@ leader schedules (an evaluation written elsewhere waits, pending, for it)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,6 +17,7 @@ import trio.testing
 from yurt.runtime.cluster.etcd import EtcdCompacted
 from yurt.runtime.cluster.memkv import MemoryKV
 from yurt.runtime.cluster.server import (
+    LEASE_HEADROOM,
     ClusterServer,
     HeartbeatConfig,
     NodeAuthError,
@@ -333,10 +335,11 @@ async def test_a_new_leader_gives_nodes_nobody_heard_the_failover_ttl(
             await settle(s1)
             assert s1.cluster_nodes["n1"].status == "ready"
             assert s1.cluster_nodes["n2"].status == "down"
-            # n1's key is on a heartbeat lease again, not the failover one.
+            # n1's key is on a heartbeat lease again (with its headroom), not the failover one.
             key, _ = await s1.kv.get(s1.alive_prefix + b"n1")
             assert key is not None
-            assert await s1.kv.lease_keepalive(key.lease) == s1._lease_ttl()
+            assert await s1.kv.lease_keepalive(key.lease) == math.ceil(
+                s1._lease_ttl() * LEASE_HEADROOM)
             nursery.cancel_scope.cancel()
 
 

@@ -8,8 +8,10 @@ reaches its servers (reference nomad-client.md §6, Nomad's client/client.go):
 - **Identity.** The node ID (`<data-dir>/node-id`, fingerprint.py) and a SecretID generated
   once and kept beside it, mode 0600 (`load_or_create_secret`): a restarted agent is the same
   node, and only it can speak for the node (every call but register carries the secret).
-- **Register, then heartbeat** (`_run_heartbeat`): a heartbeat every half TTL, the TTL taken
-  from each reply; a 404 (the server forgot the node) registers again, and so does a 403 or
+- **Register, then heartbeat** (`_run_heartbeat`): a heartbeat every TTL, the TTL taken
+  from each reply, as Nomad's client (`registerAndHeartbeat`: `time.After(heartbeatTTL)`);
+  the server waits TTL + its grace before calling the node down, so the grace covers a slow
+  answer or a failover; a 404 (the server forgot the node) registers again, and so does a 403 or
   404 on an allocation pull (the server forgot the node, or its secret). A node change (a
   driver's health, a device: `node_updated`) registers the node again, as Nomad's client
   does, at once rather than on the next beat.
@@ -26,11 +28,12 @@ reaches its servers (reference nomad-client.md §6, Nomad's client/client.go):
 Failover: calls go to the current server; a transport error, a timeout, a 5xx or an answer
 that is not the node RPC's (another service on that address) moves to the next URL at once,
 and only a full round of failures waits, with a capped, jittered exponential backoff
-(`backoff_delay`, pure; heartbeat retries never wait past half the TTL, or the servers would
-mark the node down while it retries). An answer with a 4xx is the server's verdict,
-not its absence: it is not retried elsewhere. Replies name the servers of the cluster; the
-list becomes those, with the `--servers` seeds kept behind them as a last resort (a server
-that left and came back under a load balancer's name is still reachable).
+(`backoff_delay`, pure; heartbeat retries never wait past half the TTL, and past the TTL
+only 1-2 s, or the servers would mark the node down while it retries). An answer with a
+4xx is the server's verdict, not its absence: it is not retried elsewhere. Replies name the
+servers of the cluster; the list becomes those, with the `--servers` seeds kept behind them
+as a last resort (a server that left and came back under a load balancer's name is still
+reachable).
 
 While no server answers, the cache stays as it was: allocations keep running, nothing is
 stopped because a server is unreachable (Nomad's client does the same; the servers decide
@@ -248,6 +251,8 @@ class RemoteServer:
         self._node_dirty = trio.Event()
         self._reregister = trio.Event()
         self.heartbeat_ttl = DEFAULT_TTL
+        #: When (trio clock) a server last answered a registration or heartbeat.
+        self._answered_at: float | None = None
         # Counts for tests and operators.
         self.registrations = 0
         self.heartbeats = 0
@@ -342,6 +347,7 @@ class RemoteServer:
                 await trio.sleep(delay)
                 continue
             failures = 0
+            self._answered_at = trio.current_time()
             self._learn_servers(reply.servers)
             if reply.heartbeat_ttl > 0:
                 self.heartbeat_ttl = reply.heartbeat_ttl / 1e9
@@ -353,13 +359,19 @@ class RemoteServer:
                 self.registered.set()
             else:
                 self.heartbeats += 1
-            # Half the TTL leaves a retry or a failover before the server's grace runs out.
-            with trio.move_on_after(self.heartbeat_ttl / 2 * (0.9 + 0.1 * self._rng.random())):
+            # Every TTL, as Nomad's client: the server's timer is TTL + grace, and the grace
+            # leaves room for a retry or a failover. (Half the TTL doubled the heartbeats a
+            # server takes, which at 1,000 nodes was more than it kept up with.)
+            with trio.move_on_after(self.heartbeat_ttl):
                 await _either(self._node_dirty, self._reregister)
 
     def _retry_delay(self, failures: int) -> float:
-        """The backoff, but never past half the TTL: a node that stops heartbeating for
-        longer than its TTL is marked down by the servers."""
+        """The backoff, but never past half the TTL, and once the TTL since the last
+        answered heartbeat has run out, 1-2 s (Nomad's `getHeartbeatRetryIntv`): only the
+        server's grace is left before it calls the node down."""
+        if (self._answered_at is not None
+                and trio.current_time() >= self._answered_at + self.heartbeat_ttl):
+            return min(self._delay(failures), 1.0 + self._rng.random())
         return min(self._delay(failures), self.heartbeat_ttl / 2)
 
     async def _run_watch(self) -> None:

@@ -20,6 +20,22 @@ Invariants:
 - Node liveness is etcd's: each node's heartbeat keeps a lease alive that holds its key
   under `<prefix>alive/`; when the lease lapses etcd deletes the key and the leader marks
   the node down (its allocations are then lost and replaced by the scheduler).
+
+Load at 1,000 nodes (what one server on two cores must take):
+- A heartbeat is one lease keepalive. The binding transaction is skipped when this server's
+  watch of the alive keys shows the key bound to the lease it renews (`_keep_alive`), and a
+  lease is granted with headroom and kept while it covers the TTL told plus the grace, so a
+  growing cluster does not re-grant one at nearly every heartbeat.
+- Nodes' allocation updates are batched as Nomad's Node.UpdateAlloc does (`batchUpdate`,
+  `batchUpdateInterval` = 50 ms): every post that arrives within 50 ms of the first shares
+  one commit (`update_node_allocs`, `_run_update_batches`). Each caller is answered when
+  the commit carrying its updates is done, or gets its error (its node sends again).
+  The batcher is a task of `follow`'s nursery: every server runs `follow` for as long as
+  it serves, and a caller that gives up (its request timed out) leaves its updates to be
+  committed anyway, as Nomad's do. Rejected: flush-on-demand by the first waiter, whose
+  cancellation would cancel, or orphan, the commit of everyone else in its batch.
+- A plan larger than one etcd transaction takes fails its evaluation with the reason
+  (`_process`); the leader goes on leading.
 """
 
 from __future__ import annotations
@@ -32,7 +48,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -62,6 +78,7 @@ from yurt.runtime.server.etcdstore import (
     ClusterSnapshot,
     ClusterStore,
     StoreConflict,
+    StoreTooLarge,
 )
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.records import eval_event, new_id, without_job
@@ -70,6 +87,7 @@ from yurt.runtime.server.scheduler import Plan
 from yurt.runtime.structs import (
     ALLOC_CLIENT_UNKNOWN,
     EVAL_STATUS_BLOCKED,
+    EVAL_STATUS_FAILED,
     EVAL_STATUS_PENDING,
     NODE_ELIGIBLE,
     NODE_INELIGIBLE,
@@ -93,6 +111,35 @@ T = TypeVar("T")
 MAX_ATTEMPTS: Final = 100
 #: How long a conflicted operation waits for the watch before trying again anyway.
 CATCH_UP_WAIT: Final = 1.0
+#: Nomad's `batchUpdateInterval`: node allocation updates arriving within this window of
+#: the first share one commit.
+BATCH_UPDATE_INTERVAL: Final = 0.05
+#: Allocation updates per batch commit at most. etcd applies a transaction at once, and a
+#: lease keepalive waits until what was committed before it is applied: one commit of every
+#: update of 1,000 nodes (~5 KiB each, the job embedded) held the heartbeats up for
+#: seconds. Nomad has no such cap (its heartbeats are no Raft writes).
+MAX_BATCH_UPDATES: Final = 1000
+#: A node's lease is granted this much longer than the cluster's size calls for now, so
+#: it still covers the heartbeats of a cluster that grew meanwhile (fewer re-grants).
+LEASE_HEADROOM: Final = 1.25
+
+
+class UpdateNotCommitted(Exception):
+    """A node's allocation updates were not committed (the server stopped first)."""
+
+
+@dataclass(eq=False)
+class _PendingUpdate:
+    """One node's update post, waiting for the batch commit that carries it."""
+
+    updates: list[Allocation]
+    done: trio.Event = field(default_factory=trio.Event)
+    index: int = 0
+    error: BaseException | None = None
+
+    def answer(self, index: int, error: BaseException | None = None) -> None:
+        self.index, self.error = index, error
+        self.done.set()
 
 
 class NodeAuthError(Exception):
@@ -144,8 +191,16 @@ class ClusterServer(LocalServer):
         self.leading = False
         #: A commit was refused since the watch last applied a change: this view is behind.
         self._stale = False
-        #: Per node, the lease its alive key is bound to (as this server last saw it).
+        #: Per node, the lease this server renews for its alive key.
         self._leases: dict[str, int] = {}
+        #: Per node, the lease its alive key is bound to in etcd and the revision that says
+        #: so (this server's binding writes and its watch of the alive keys, newest wins).
+        self._bound: dict[str, tuple[int, int]] = {}
+        #: Update posts waiting for the next batch commit (`_run_update_batches`).
+        self._update_queue: list[_PendingUpdate] = []
+        self._updates_waiting = trio.Event()
+        #: When (trio clock) the first post of the batch being gathered arrived.
+        self._batch_opened = 0.0
         self._node_index: dict[str, int] = {}
         self._node_index_at = -1
         #: Per node, the allocations it held when the indexes were last computed, and the
@@ -221,8 +276,22 @@ class ClusterServer(LocalServer):
     async def follow(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                      ) -> None:
         """Apply every change other servers write, until cancelled. History compacted away
-        before this view caught up (a server partitioned for long): read everything again."""
-        task_status.started()
+        before this view caught up (a server partitioned for long): read everything again.
+        Its nursery also runs what every serving server needs: the watch of the alive keys'
+        bindings and the batcher of node allocation updates."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._follow_bindings)
+                nursery.start_soon(self._run_update_batches)
+                task_status.started()
+                await self._follow_state()
+        finally:
+            # No batcher left: nobody waits forever for a commit that will not come.
+            queued, self._update_queue = self._update_queue, []
+            for pending in queued:
+                pending.answer(0, UpdateNotCommitted("the server stopped"))
+
+    async def _follow_state(self) -> None:
         while True:
             try:
                 async with aclosing(self.kv.watch(self.prefix,
@@ -495,6 +564,28 @@ class ClusterServer(LocalServer):
             self._undo_index()
             self._stale = True
             return Plan(eval=ev)
+        except StoreTooLarge as e:
+            self._undo_index()
+            return await self._fail_eval(ev, f"the plan does not fit in one etcd "
+                                             f"transaction: {e}")
+
+    async def _fail_eval(self, ev: Evaluation, reason: str) -> Plan:
+        """A plan that cannot be written (larger than etcd takes at once) fails its
+        evaluation with the reason, rather than ending the leader's work: written alone, the
+        evaluation is small. Nomad has no such limit; the job's operator sees why in
+        `yurt eval status` and can split the job."""
+        log.error("evaluation %s of job %s failed: %s", ev.id, ev.job_id, reason)
+        index = self.take_index()
+        failed = msgspec.structs.replace(ev, status=EVAL_STATUS_FAILED,
+                                         status_description=reason, modify_index=index,
+                                         modify_time=self._clock())
+        try:
+            await self._commit([], [], evals=[failed])
+        except StoreConflict:
+            self._undo_index()
+            self._stale = True
+            return Plan(eval=ev)
+        return Plan(eval=failed)
 
     # ------------------------------------------------------------------ leadership
 
@@ -564,13 +655,14 @@ class ClusterServer(LocalServer):
         node = self.cluster_nodes.get(node_id)
         if node is None:
             raise UnknownNode(node_id)
-        await self._keep_alive(node_id)
+        told = self.heartbeat_ttl()
+        await self._keep_alive(node_id, told=told)
         index = self.visible_index
         if node.status != NODE_STATUS_READY:
             index = await self._retrying(lambda: self._change_status(
                 node_id, lambda known, allocs, jobs, index, now: node_up_changes(
                     known, allocs, jobs, index=index, wall_ns=now, new_id=new_id)))
-        return self.heartbeat_ttl(), index
+        return told, index
 
     async def _change_status(self, node_id: str, decide: Callable[
             [Node, list[Allocation], dict[tuple[str, str], Job], int, int], NodeStatusChange]
@@ -597,27 +689,73 @@ class ClusterServer(LocalServer):
             return index
 
     async def _keep_alive(self, node_id: str, *, force_new: bool = False,
-                          ttl: int | None = None) -> None:
-        """Keep the node's alive key bound to a live lease. The key holds its lease's ID:
-        a heartbeat renews the lease this server knows and, in one transaction, binds the
-        key to it unless it already is, so a lease another server granted meanwhile (a
-        re-registration there) can lapse without taking the key along."""
+                          ttl: int | None = None, told: float | None = None) -> None:
+        """Keep the node's alive key bound to a live lease covering its next heartbeat (the
+        TTL `told` it, plus the grace). The key holds its lease's ID: a heartbeat renews
+        the lease this server knows and binds the key to it unless it already is, so a
+        lease another server granted meanwhile (a re-registration there) can lapse without
+        taking the key along.
+
+        Whether the key already is bound comes from `_bound` (the watch of the alive keys,
+        and this server's own binding writes): the binding transaction is sent only when it
+        shows another lease or none. A binding made elsewhere reaches `_bound` within the
+        watch's delay; until then a heartbeat here may skip a binding it needed, which is
+        safe because that lease was just granted for a whole TTL plus the grace: the node's
+        next heartbeat, here, binds the key back before it lapses."""
         key = self.alive_prefix + node_id.encode()
         lease = None if force_new else self._leases.get(node_id)
         if lease is None and not force_new:
             kv, _ = await self.kv.get(key)
             lease = kv.lease if kv is not None and kv.lease else None
-        wanted = ttl or self._lease_ttl()
-        # A lease shorter than a heartbeat's should be now (granted when the cluster was
-        # smaller) or much longer (a failover lease) is replaced. Not one a little longer:
-        # etcd raises a short TTL to its minimum, and re-granting it would only churn.
+        longest = self._lease_ttl()
+        needed = ttl or (math.ceil(told + self.heartbeat.grace) if told is not None
+                         else longest)
+        # Kept while it covers the next heartbeat; replaced when it does not (granted when
+        # the cluster was much smaller) or is far longer (a failover lease). Granted with
+        # headroom, so a growing cluster does not re-grant one at nearly every heartbeat.
         remaining = await self.kv.lease_keepalive(lease) if lease is not None else 0
-        if lease is None or not 0 < wanted <= remaining <= 2 * wanted:
-            lease = await self.kv.lease_grant(wanted)
-        value = str(lease).encode()
-        await self.kv.txn([Compare.value(key, "=", value)], [],
-                          [Op.put(key, value, lease=lease)])
+        if lease is None or not 0 < needed <= remaining <= 2 * max(needed, longest):
+            lease = await self.kv.lease_grant(ttl or math.ceil(longest * LEASE_HEADROOM))
+        bound = self._bound.get(node_id)
+        if bound is None or bound[0] != lease:
+            value = str(lease).encode()
+            result = await self.kv.txn([Compare.value(key, "=", value)], [],
+                                       [Op.put(key, value, lease=lease)])
+            self._see_binding(node_id, lease, result.revision)
         self._leases[node_id] = lease
+
+    def _see_binding(self, node_id: str, lease: int, revision: int) -> None:
+        """The alive key of `node_id` is bound to `lease` (0: deleted) as of `revision`;
+        an older news than what is known changes nothing."""
+        known = self._bound.get(node_id)
+        if known is None or revision >= known[1]:
+            self._bound[node_id] = (lease, revision)
+
+    async def _follow_bindings(self) -> None:
+        """Keep `_bound` current: the alive keys as read, then every change to them."""
+        while True:
+            try:
+                kvs, revision = await self.kv.get_prefix(self.alive_prefix)
+                listed = set()
+                for kv in kvs:
+                    node_id = kv.key[len(self.alive_prefix):].decode()
+                    listed.add(node_id)
+                    self._see_binding(node_id, kv.lease, kv.mod_revision)
+                for node_id in [n for n in self._bound if n not in listed]:
+                    self._see_binding(node_id, 0, revision)
+                async with aclosing(self.kv.watch(self.alive_prefix, revision + 1)) as changes:
+                    async for at, events in changes:
+                        for event in events:
+                            node_id = event.kv.key[len(self.alive_prefix):].decode()
+                            self._see_binding(node_id, event.kv.lease
+                                              if event.type != "DELETE" else 0, at)
+            except EtcdCompacted:
+                continue  # read them all again
+            except EtcdError as e:
+                # Until it is back, bindings seen stay; a heartbeat may skip a binding made
+                # elsewhere meanwhile only as long as that lease lives (see `_keep_alive`).
+                log.warning("cannot watch the nodes' alive keys: %s", e)
+                await trio.sleep(CATCH_UP_WAIT)
 
     async def _register_node(self, node: Node) -> int:
         """Write a registering node and, in the same commit, the evaluations Nomad's
@@ -786,10 +924,75 @@ class ClusterServer(LocalServer):
         return found
 
     async def update_node_allocs(self, node_id: str, batch: list[Allocation]) -> int:
+        """Nomad's Node.UpdateAlloc: the node's updates join the batch of the next 50 ms,
+        committed at once (`_run_update_batches`); the index of that commit, or its error
+        (every caller of a failed batch gets it, and its node sends again)."""
         for update in batch:
             alloc = self.allocs.get(update.id)
             if (alloc is not None and alloc.node_id != node_id) or update.node_id not in (
                     "", node_id):
                 raise NodeAuthError("allocation of another node")
-        await self.update_allocs(batch)
-        return self.visible_index
+        pending = _PendingUpdate(batch)
+        if not self._update_queue:
+            self._batch_opened = trio.current_time()
+        self._update_queue.append(pending)
+        self._updates_waiting.set()
+        await pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        return pending.index
+
+    async def _run_update_batches(self) -> None:
+        """Nomad's `batchUpdate` timer: the first post of a batch starts the window; when it
+        ends, every post queued meanwhile is committed together. Posts that queued while the
+        previous batch was committed opened their window then: it may be over already."""
+        while True:
+            await self._updates_waiting.wait()
+            await trio.sleep_until(self._batch_opened + BATCH_UPDATE_INTERVAL)
+            self._updates_waiting = trio.Event()
+            batch, self._update_queue = self._update_queue, []
+            try:
+                for chunk in self._update_chunks(batch):
+                    await self._commit_updates(chunk)
+            finally:
+                for pending in batch:  # cancelled mid-batch: the server stops
+                    if not pending.done.is_set():
+                        pending.answer(0, UpdateNotCommitted("the server stopped"))
+
+    def _update_chunks(self, batch: list[_PendingUpdate]) -> list[list[_PendingUpdate]]:
+        """Posts, in arrival order, in chunks of at most `MAX_BATCH_UPDATES` updates and half
+        the operations etcd takes in one transaction (the rest for the evaluations and job
+        rows the commit may add); a post larger than that is a chunk of its own."""
+        limit = max(1, min(MAX_BATCH_UPDATES, self.cluster_store.max_txn_ops // 2))
+        chunks: list[list[_PendingUpdate]] = []
+        size = limit
+        for pending in batch:
+            if size + len(pending.updates) > limit:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(pending)
+            size += len(pending.updates)
+        return chunks
+
+    async def _commit_updates(self, chunk: list[_PendingUpdate]) -> None:
+        """One commit for the chunk's posts (a later post of an allocation wins, as it
+        would had they come one after the other); too large in bytes, it is halved."""
+        merged = {u.id: u for pending in chunk for u in pending.updates}
+        try:
+            await self.update_allocs(list(merged.values()))
+        except StoreTooLarge as e:
+            if len(chunk) > 1:
+                half = len(chunk) // 2
+                await self._commit_updates(chunk[:half])
+                await self._commit_updates(chunk[half:])
+                return
+            chunk[0].answer(0, e)
+            return
+        except Exception as e:  # every caller gets it; its node sends again
+            log.warning("cannot commit %d allocation update(s) of %d node post(s): %s",
+                        len(merged), len(chunk), e)
+            for pending in chunk:
+                pending.answer(0, e)
+            return
+        for pending in chunk:
+            pending.answer(self.visible_index)
