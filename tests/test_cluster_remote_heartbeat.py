@@ -40,11 +40,12 @@ class Server:
         return 200, msgspec.json.encode({"HeartbeatTTL": int(TTL * 1e9), "Index": 1})
 
 
-async def beat(server: Server, until: float) -> None:
+async def beat(server: Server, until: float) -> RemoteServer:
     remote = RemoteServer(Node(id="n1", name="n1"), ["http://server"], "secret",
                           rng=random.Random(1), transport=server)
     with trio.move_on_after(until):
         await remote.run()
+    return remote
 
 
 async def test_a_node_heartbeats_every_ttl(autojump_clock: object) -> None:
@@ -69,3 +70,18 @@ async def test_past_the_ttl_a_failed_heartbeat_is_retried_within_seconds(
     assert all(0 < b - a <= 2.0 for a, b in zip(failed, retries, strict=False))
     answered = next(t for t in server.heartbeats if t >= 25)
     assert answered - 2 * TTL < 7
+
+
+async def test_a_heartbeat_answered_past_ttl_and_grace_counts_as_a_miss(
+        autojump_clock: object) -> None:
+    # Down from 15 s to 25 s: answered again within the grace, no miss.
+    server = Server()
+    server.down_from, server.up_again = 15.0, 25.0
+    assert (await beat(server, 60)).heartbeat_misses == 0
+    # Down from 15 s to 45 s: the last answer at 10 s, the next past 10 + TTL + 10 s.
+    server = Server()
+    now = trio.current_time()
+    server.down_from, server.up_again = now + 15.0, now + 45.0
+    remote = await beat(server, 60)
+    assert remote.heartbeat_misses == 1
+    assert remote.heartbeat_failures > 0

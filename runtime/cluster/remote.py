@@ -85,6 +85,9 @@ FIRST_PULL_WAIT: Final = 1.0
 #: What a blocking query may take beyond its `wait` before it counts as a failure.
 WAIT_MARGIN: Final = 10.0
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0
+#: Nomad's default `heartbeat_grace`: how long past a TTL servers wait before a node is down
+#: (only counted here: `heartbeat_misses`).
+SERVER_GRACE: Final = 10.0
 #: Until a server says otherwise (Nomad's minimum TTL).
 DEFAULT_TTL: Final = 10.0
 BACKOFF_BASE: Final = 0.5
@@ -260,6 +263,9 @@ class RemoteServer:
         self.update_posts = 0  # successful UpdateAlloc calls
         self.heartbeat_failures = 0  # registrations and heartbeats no server took
         self.pull_failures = 0  # allocation pulls that failed
+        #: Answered heartbeats that came later than the last TTL told plus the servers'
+        #: default grace: by then the servers had (most likely) marked the node down.
+        self.heartbeat_misses = 0
 
     # ------------------------------------------------------------------ Server contract
 
@@ -347,7 +353,11 @@ class RemoteServer:
                 await trio.sleep(delay)
                 continue
             failures = 0
-            self._answered_at = trio.current_time()
+            now = trio.current_time()
+            if (self._answered_at is not None
+                    and now - self._answered_at > self.heartbeat_ttl + SERVER_GRACE):
+                self.heartbeat_misses += 1
+            self._answered_at = now
             self._learn_servers(reply.servers)
             if reply.heartbeat_ttl > 0:
                 self.heartbeat_ttl = reply.heartbeat_ttl / 1e9

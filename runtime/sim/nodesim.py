@@ -479,6 +479,7 @@ class NodeSimulator:
             "nodes_saw": {
                 "placement_to_running_ms": latency_summary(self.latencies),
                 "heartbeat_failures": sum(r.heartbeat_failures for r in remotes),
+                "heartbeat_misses": sum(r.heartbeat_misses for r in remotes),
                 "pull_failures": sum(r.pull_failures for r in remotes),
                 "reregistrations": sum(max(0, r.registrations - 1) for r in remotes),
                 "allocations": dict(sorted(self.status_counts().items()))},
@@ -530,6 +531,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("placement → running", f"p50 {latency['p50']} ms, p95 {latency['p95']} ms, "
                                 f"max {latency['max']} ms ({latency['count']} allocations)"),
         ("heartbeat failures", str(saw["heartbeat_failures"])),
+        ("heartbeat misses", f"{saw['heartbeat_misses']} (answered past TTL + grace: "
+                             "the servers had marked the node down)"),
         ("pull failures", str(saw["pull_failures"])),
         ("re-registrations", str(saw["reregistrations"])),
         ("allocations", ", ".join(f"{k} {v}" for k, v in saw["allocations"].items()) or "none"),
