@@ -24,12 +24,13 @@ from yurt.runtime.allocdir import AllocDir
 from yurt.runtime.structs import is_client_terminal
 
 if TYPE_CHECKING:
+    from yurt.runtime.allocrunner import interface
     from yurt.runtime.allocrunner.runner import AllocRunner
 
 log = logging.getLogger("yurt.allocwatcher")
 
 
-async def wait_terminal(runner: AllocRunner) -> None:
+async def wait_terminal(runner: interface.AllocRunner) -> None:
     """Until `runner`'s allocation is client-terminal (complete, failed or lost)."""
     listener = runner.broadcaster.listen()
     try:

@@ -22,7 +22,7 @@ import trio
 
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.errors import YurtError
-from yurt.runtime.structs import Allocation, TaskEvent, TaskState
+from yurt.runtime.structs import Allocation, Job, TaskEvent, TaskGroup, TaskState
 
 if TYPE_CHECKING:
     from yurt.store.protocol import SavedTask
@@ -109,6 +109,20 @@ class AllocRunner(Protocol):
     def stop_bound(self) -> float:
         """Seconds within which a stop of this allocation ends."""
         ...
+
+
+def group_of(alloc: Allocation) -> tuple[Job, TaskGroup]:
+    """The allocation's job and task group.
+
+    Raises:
+        AllocRunnerError: it has none (Nomad's messages): it cannot run here.
+    """
+    if alloc.job is None:
+        raise AllocRunnerError(f"allocation {alloc.id} has no job")
+    group = alloc.job.lookup_group(alloc.task_group)
+    if group is None:
+        raise AllocRunnerError(f'failed to lookup task group "{alloc.task_group}"')
+    return alloc.job, group
 
 
 @dataclass(frozen=True)

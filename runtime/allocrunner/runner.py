@@ -68,7 +68,12 @@ from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.allocrunner.checkresults import CheckResults
 from yurt.runtime.allocrunner.gate import Gate
 from yurt.runtime.allocrunner.health import ClientHealth
-from yurt.runtime.allocrunner.interface import AllocRunnerError, AllocState, RunnerSetup
+from yurt.runtime.allocrunner.interface import (
+    AllocRunnerError,
+    AllocState,
+    RunnerSetup,
+    group_of,
+)
 from yurt.runtime.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from yurt.runtime.allocrunner.status import client_status
 from yurt.runtime.allocwatcher import GroupWatcher
@@ -145,11 +150,7 @@ class AllocRunner:
                  nursery: trio.Nursery,
                  on_alloc_state_updated: Callable[[Allocation], None] = lambda a: None,
                  watcher: GroupWatcher | None = None) -> None:
-        if alloc.job is None:
-            raise AllocRunnerError(f"allocation {alloc.id} has no job")
-        group = alloc.job.lookup_group(alloc.task_group)
-        if group is None:
-            raise AllocRunnerError(f'failed to lookup task group "{alloc.task_group}"')
+        _, group = group_of(alloc)
         self.alloc = alloc
         self.id = alloc.id
         self.group: TaskGroup = group

@@ -35,13 +35,14 @@ import trio
 
 from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.allocrunner.interface import (
-    AllocRunner,
     AllocRunnerError,
     AllocRunnerFactory,
     AllocState,
     RunnerSetup,
+    group_of,
 )
 from yurt.runtime.allocrunner.status import client_status
+from yurt.runtime.allocwatcher import wait_terminal
 from yurt.runtime.structs import (
     ALLOC_CLIENT_PENDING,
     TASK_STATE_DEAD,
@@ -87,11 +88,7 @@ class SimulatedAllocRunner:
 
     def __init__(self, alloc: Allocation, setup: RunnerSetup, profile: AllocProfile,
                  rng: random.Random, *, unix_clock: Callable[[], int]) -> None:
-        if alloc.job is None:
-            raise AllocRunnerError(f"allocation {alloc.id} has no job")
-        group = alloc.job.lookup_group(alloc.task_group)
-        if group is None:
-            raise AllocRunnerError(f'failed to lookup task group "{alloc.task_group}"')
+        job, group = group_of(alloc)
         self._alloc = alloc
         self._setup = setup
         self._clock = unix_clock
@@ -104,7 +101,7 @@ class SimulatedAllocRunner:
         self.start_delay = rng.uniform(*profile.start_delay)
         self.run_time = rng.uniform(*profile.run_time)
         self.fails = rng.random() < profile.failure_probability
-        self.finite = self.fails or alloc.job.type in _FINITE
+        self.finite = self.fails or job.type in _FINITE
         self._tasks = {t.name: TaskState() for t in group.tasks}
         self._published: Allocation | None = None
         self._scope = trio.CancelScope()
@@ -168,7 +165,7 @@ class SimulatedAllocRunner:
                 self._publish()
                 for before in [*([self._setup.previous] if self._setup.previous else []),
                                *self._setup.preempted]:
-                    await _wait_terminal(before)
+                    await wait_terminal(before)
                 await self._live_out()
         finally:
             self.wait_done.set()
@@ -217,8 +214,8 @@ class SimulatedAllocRunner:
             await self._wake.wait()
 
     def _dead(self) -> bool:
-        return any(t.state == TASK_STATE_DEAD for t in self._tasks.values()) and all(
-            t.state == TASK_STATE_DEAD for t in self._tasks.values())
+        # A group has at least one task (the jobspec's rule): all dead is never vacuous.
+        return all(t.state == TASK_STATE_DEAD for t in self._tasks.values())
 
     def _event_all(self, type_: str, message: str) -> None:
         now = self._clock()
@@ -322,20 +319,6 @@ class SimulatedAllocRunner:
     async def shutdown_and_wait(self) -> None:
         self.shutdown()
         await self.shutdown_done.wait()
-
-
-async def _wait_terminal(runner: AllocRunner) -> None:
-    """Until `runner`'s allocation is client-terminal (or the runner is gone)."""
-    listener = runner.broadcaster.listen()
-    try:
-        if is_client_terminal(runner.client_status()):
-            await trio.lowlevel.checkpoint()
-            return
-        async for alloc in listener:
-            if is_client_terminal(alloc.client_status):
-                return
-    finally:
-        listener.close()
 
 
 def simulated_factory(profile: AllocProfile, rng: random.Random, *,

@@ -31,6 +31,7 @@ from yurt.runtime.api.request import (
     parse_job_off_loop,
     query_bool,
 )
+from yurt.runtime.jobspec.limits import job_count_problem
 from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.jobdiff import job_diff
@@ -244,7 +245,6 @@ async def scale(ctx: Context, request: Request) -> Response:
     count = _int_field(body, "Count")
     if count is not None and count < 0:
         raise ApiError(400, "scaling action count can't be negative")
-    from yurt.runtime.jobspec.limits import MAX_JOB_COUNT
     message = body_field(body, "Message", str, "")
     failed = body_field(body, "Error", bool, False)
     meta = body_field(body, "Meta", dict, {})
@@ -265,10 +265,10 @@ async def scale(ctx: Context, request: Request) -> Response:
         # The count set on the job as it is now: a register committed meanwhile stays.
         if current is None or current.lookup_group(group) is None:
             raise ApiError(404, "job not found")
-        total = sum(count if g.name == group else g.count for g in current.task_groups)
-        if total > MAX_JOB_COUNT:  # as Nomad's Job.Scale
-            raise ApiError(400, f"total count was greater than configured job_max_count: "
-                                f"{total} > {MAX_JOB_COUNT}")
+        too_many = job_count_problem(  # as Nomad's Job.Scale
+            sum(count if g.name == group else g.count for g in current.task_groups))
+        if too_many:
+            raise ApiError(400, too_many)
         return msgspec.structs.replace(current, task_groups=[
             msgspec.structs.replace(g, count=count) if g.name == group else g
             for g in current.task_groups])

@@ -53,7 +53,6 @@ SECOND_NS: Final = 1_000_000_000
 #: Nomad's server defaults (nomad/config.go).
 MIN_HEARTBEAT_TTL: Final = 10.0
 MAX_HEARTBEATS_PER_SECOND: Final = 50.0
-HEARTBEAT_GRACE: Final = 10.0
 FAILOVER_HEARTBEAT_TTL: Final = 300.0
 
 #: helper/cluster.go `minRate`: below one action a day the rate is not scaled.

@@ -68,7 +68,7 @@ import httpx2
 import msgspec
 import trio
 
-from yurt.runtime.cluster import NODE_SECRET_HEADER
+from yurt.runtime.cluster import HEARTBEAT_GRACE, NODE_SECRET_HEADER
 from yurt.runtime.structs import NODE_STATUS_READY, Allocation, Node
 
 log = logging.getLogger("yurt.cluster.remote")
@@ -85,9 +85,6 @@ FIRST_PULL_WAIT: Final = 1.0
 #: What a blocking query may take beyond its `wait` before it counts as a failure.
 WAIT_MARGIN: Final = 10.0
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0
-#: Nomad's default `heartbeat_grace`: how long past a TTL servers wait before a node is down
-#: (only counted here: `heartbeat_misses`).
-SERVER_GRACE: Final = 10.0
 #: Until a server says otherwise (Nomad's minimum TTL).
 DEFAULT_TTL: Final = 10.0
 BACKOFF_BASE: Final = 0.5
@@ -355,7 +352,7 @@ class RemoteServer:
             failures = 0
             now = trio.current_time()
             if (self._answered_at is not None
-                    and now - self._answered_at > self.heartbeat_ttl + SERVER_GRACE):
+                    and now - self._answered_at > self.heartbeat_ttl + HEARTBEAT_GRACE):
                 self.heartbeat_misses += 1
             self._answered_at = now
             self._learn_servers(reply.servers)

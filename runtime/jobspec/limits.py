@@ -35,6 +35,13 @@ MAX_PROBLEMS: Final = 100
 #: Instances of all a job's groups together: Nomad's `job_max_count` default
 #: (`JobDefaultMaxCount`), checked on register and on scale.
 MAX_JOB_COUNT: Final = 50_000
+
+
+def job_count_problem(total: int) -> str | None:
+    """Nomad's refusal of a job whose groups' counts add up past `MAX_JOB_COUNT`."""
+    if total <= MAX_JOB_COUNT:
+        return None
+    return f"total count was greater than configured job_max_count: {total} > {MAX_JOB_COUNT}"
 #: Task names become file names (`<task>/`, `.<task>.stderr.fifo`, `<task>.stdout.<n>`):
 #: leave room for the longest suffix under the usual 255-byte NAME_MAX.
 MAX_NAME_BYTES: Final = 200

@@ -25,7 +25,7 @@ import msgspec
 from yurt.runtime.drivers import TASK_CONFIG
 from yurt.runtime.durations import SECOND, format_duration, parse_duration
 from yurt.runtime.jobspec.fields import _At, _Problems
-from yurt.runtime.jobspec.limits import MAX_JOB_COUNT, MAX_NAME_BYTES
+from yurt.runtime.jobspec.limits import MAX_JOB_COUNT, MAX_NAME_BYTES, job_count_problem
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
 from yurt.runtime.jobspec.rules_artifact import canonicalize_artifacts, check_artifacts
 from yurt.runtime.jobspec.rules_constraint import check_job_placement
@@ -279,17 +279,16 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     check_job_networks(job, group_at, problems)
     check_job_templates(job, group_at, problems)
     check_services(job, group_at, problems)
-    total = 0
+    too_many = job_count_problem(sum(max(g.count, 0) for g in job.task_groups))
+    running = 0  # the total so far: the cap is reported once, where it is crossed
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
-        total += max(group.count, 0)
+        running += max(group.count, 0)
         if group.count < 0:
             problems.add(g_at.field(TaskGroup, "count"),
                          f"must be 0 or more, got {group.count}")
-        elif total > MAX_JOB_COUNT >= total - group.count:  # said once, where it is crossed
-            problems.add(g_at.field(TaskGroup, "count"),
-                         f"total count was greater than configured job_max_count: "
-                         f"{sum(max(g.count, 0) for g in job.task_groups)} > {MAX_JOB_COUNT}")
+        elif too_many and running > MAX_JOB_COUNT >= running - group.count:
+            problems.add(g_at.field(TaskGroup, "count"), too_many)
         if len(group.name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
             problems.add(g_at, f"group name must be at most {MAX_NAME_BYTES} bytes")
         if group.ephemeral_disk.size < 10:

@@ -318,8 +318,9 @@ class ClusterStore:
         for j in jobs:
             rows[self._key("jobs", j.id)] = _encoder.encode(j)
         bodies: dict[str, Job] = {}
+        tails: dict[int, str] = {}  # id(job) → its body's tail: a plan's jobs encoded once
         for a in allocs:
-            rows[self._key("allocs", a.id)] = self._encode_alloc(a, rows, bodies)
+            rows[self._key("allocs", a.id)] = self._encode_alloc(a, rows, bodies, tails)
         for e in evals or ():
             rows[self._key("evals", e.id)] = _encoder.encode(e)
         await self._write(rows, index)
@@ -376,19 +377,24 @@ class ClusterStore:
         self._secrets[node_id] = secret_hash
 
     def _encode_alloc(self, alloc: Allocation, rows: dict[bytes, bytes | None],
-                      bodies: dict[str, Job]) -> bytes:
+                      bodies: dict[str, Job], tails: dict[int, str]) -> bytes:
         """The allocation's row: its JSON without the job, naming the job's body, which
-        joins `rows` (and `bodies`) unless this store knows it is in etcd already.
+        joins `rows` (and `bodies`) unless this store knows it is in etcd already. `tails`:
+        the bodies of this write's job objects (a plan's allocations share one).
 
         Knowing it is enough: every write moves the counter, so a write based on a view in
         which the body existed fails (`StoreConflict`) if anything deleted it since."""
-        if alloc.job is None:
+        job = alloc.job
+        if job is None:
             return _encoder.encode(alloc)
-        body = _encoder.encode(alloc.job)
-        tail = f"{alloc.job.id}/{hashlib.blake2b(body, digest_size=16).hexdigest()}"
-        if tail not in self._bodies and tail not in bodies:
-            rows[self._key(ALLOC_JOBS, tail)] = body
-            bodies[tail] = alloc.job
+        tail = tails.get(id(job))
+        if tail is None:
+            body = _encoder.encode(job)
+            tail = tails[id(job)] = (
+                f"{job.id}/{hashlib.blake2b(body, digest_size=16).hexdigest()}")
+            if tail not in self._bodies and tail not in bodies:
+                rows[self._key(ALLOC_JOBS, tail)] = body
+                bodies[tail] = job
         stripped = _encoder.encode(msgspec.structs.replace(alloc, job=None))
         return b'{"JobBody":' + _encoder.encode(tail) + b"," + stripped[1:]
 

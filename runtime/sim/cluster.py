@@ -61,7 +61,7 @@ EPOCH_NS: Final = 1_767_225_600 * 10**9
 @dataclass(frozen=True)
 class SimConfig:
     """The cluster's shape and timings, shortened so a scenario is seconds of simulated
-    time (every timing keeps Nomad's ratios: heartbeat every TTL/2, grace, request timeout
+    time (every timing keeps Nomad's ratios: heartbeat every TTL, grace, request timeout
     well under the TTL)."""
 
     servers: int = 3

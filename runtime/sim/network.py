@@ -226,7 +226,8 @@ async def _dispatch(server: ClusterServer, method: str, path: str, content: byte
         await _guard(server, node_id, secret)
         try:
             index = int(params.get("index", "0"))
-            wait = min(parse_duration(params.get("wait", "300s")) / 1e9, MAX_ALLOC_WAIT)
+            wait = min(parse_duration(params.get("wait", f"{MAX_ALLOC_WAIT:.0f}s")) / 1e9,
+                       MAX_ALLOC_WAIT)
         except ValueError as e:
             raise _Refused(400, str(e)) from None
         listed, answer = await server.wait_client_allocs(node_id, index, wait)

@@ -30,8 +30,8 @@ Registration is paced two ways, never all in one millisecond: node i starts no e
 window makes the pace the servers' own: a registration is several etcd commits, and a rate
 above what the servers take (measured: ~20-70/s on the 2-core build machine, heartbeats
 competing) queues them until the 10 s request deadline, every node retries, and nothing gets
-through. Each node's heartbeats then follow from its own registration time, with
-`RemoteServer`'s 10 % jitter, so the beats stay spread over the TTL as well.
+through. Each node's heartbeats then follow from its own registration time (and the TTL each reply
+tells, which the servers stagger), so the beats stay spread over the TTL as well.
 
 All nodes share ONE `httpx2.AsyncClient`: one connection pool, unbounded (a node's blocking
 pull holds a connection for up to its wait; a heartbeat or update post beside it needs another;
