@@ -216,6 +216,28 @@ def test_a_node_address_parses() -> None:
     assert parse_http_addr("node-7.example:80") == ("node-7.example", 80)
 
 
+@pytest.mark.parametrize("raw", [b"", b"[]", b'{"Node": {"ID": "n1"}}',
+                                 b'{"Node": 3, "SecretID": "s"}', b'{"SecretID": "s"}'])
+def test_a_bad_register_body_is_refused_with_its_reason(raw: bytes) -> None:
+    from yurt.runtime.cluster.routes import decode_register
+
+    with pytest.raises(ValueError, match=r"^bad register body: "):
+        decode_register(raw)
+
+
+def test_node_rpc_bodies_decode_in_one_pass() -> None:
+    from yurt.runtime.cluster.routes import decode_register, decode_update
+
+    node, secret = decode_register(b'{"Node": {"ID": "n1", "Name": "a"}, "SecretID": "s"}')
+    assert (node.id, node.name, secret) == ("n1", "a", "s")
+    assert [a.id for a in decode_update(b'{"Allocs": [{"ID": "a1"}, {"ID": "a2"}]}')] == [
+        "a1", "a2"]
+    assert decode_update(b"") == decode_update(b'{"Allocs": null}') == []
+    for raw in (b"[]", b'{"Allocs": {}}', b'{"Allocs": [3]}', b"{"):
+        with pytest.raises(ValueError, match=r"^bad update body: "):
+            decode_update(raw)
+
+
 async def test_a_forward_never_loops_and_a_bad_node_address_is_refused(
         etcd_urls: list[str], etcd_prefix: bytes, tmp_path: Path) -> None:
     with trio.fail_after(60):

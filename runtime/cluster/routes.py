@@ -46,8 +46,45 @@ if TYPE_CHECKING:
 #: A node's blocking query for its allocations waits at most this long (Nomad's default).
 MAX_ALLOC_WAIT: Final = 300.0
 
-_alloc_decoder = msgspec.json.Decoder(list[Allocation])
-_node_decoder = msgspec.json.Decoder(Node)
+
+
+class _RegisterBody(msgspec.Struct):
+    node: Node = msgspec.field(name="Node")
+    secret_id: str = msgspec.field(name="SecretID")
+
+
+class _UpdateBody(msgspec.Struct):
+    allocs: list[Allocation] | None = msgspec.field(default=None, name="Allocs")
+
+
+_register_decoder = msgspec.json.Decoder(_RegisterBody)
+_update_decoder = msgspec.json.Decoder(_UpdateBody)
+
+
+def decode_register(raw: bytes) -> tuple[Node, str]:
+    """A register body: the node and its SecretID, in one pass (the simulated network's
+    node RPC decodes with it too).
+
+    Raises:
+        ValueError: the body is not one (the 400's message).
+    """
+    try:
+        body = _register_decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise ValueError(f"bad register body: {e}") from None
+    return body.node, body.secret_id
+
+
+def decode_update(raw: bytes) -> list[Allocation]:
+    """An update body's allocations, in one pass (on every node's every update post).
+
+    Raises:
+        ValueError: the body is not one (the 400's message).
+    """
+    try:
+        return _update_decoder.decode(raw or b"{}").allocs or []
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise ValueError(f"bad update body: {e}") from None
 
 
 def _error(status: int, message: str) -> Response:
@@ -80,13 +117,10 @@ async def register(proc: ServerProcess, request: Request) -> Response:
     if token and not hmac.compare_digest(request.headers.get("X-Nomad-Token", "").encode(),
                                          token.encode()):
         return _error(403, "Permission denied")
-    raw = await request.body()
     try:
-        body = msgspec.json.decode(raw)
-        node = _node_decoder.decode(msgspec.json.encode(body["Node"]))
-        secret = str(body["SecretID"])
-    except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as e:
-        return _error(400, f"bad register body: {e}")
+        node, secret = decode_register(await request.body())
+    except ValueError as e:
+        return _error(400, str(e))
     if node.http_addr:
         try:
             parse_http_addr(node.http_addr)
@@ -151,12 +185,10 @@ async def update_allocs(proc: ServerProcess, request: Request) -> Response:
     node_id = request.path_params["id"]
     if (refused := await _guarded(proc, request, node_id)) is not None:
         return refused
-    raw = await request.body()
     try:
-        body = msgspec.json.decode(raw)
-        batch = _alloc_decoder.decode(msgspec.json.encode(body.get("Allocs") or []))
-    except (msgspec.DecodeError, msgspec.ValidationError, AttributeError) as e:
-        return _error(400, f"bad update body: {e}")
+        batch = decode_update(await request.body())
+    except ValueError as e:
+        return _error(400, str(e))
     try:
         index = await proc.server.update_node_allocs(node_id, batch)
     except NodeAuthError as e:

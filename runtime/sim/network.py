@@ -46,13 +46,9 @@ import trio
 
 from yurt.runtime.cluster import NODE_SECRET_HEADER
 from yurt.runtime.cluster.remote import NodeTransport
-from yurt.runtime.cluster.routes import MAX_ALLOC_WAIT
+from yurt.runtime.cluster.routes import MAX_ALLOC_WAIT, decode_register, decode_update
 from yurt.runtime.cluster.server import ClusterServer, NodeAuthError, UnknownNode
 from yurt.runtime.durations import parse_duration
-from yurt.runtime.structs import Allocation, Node
-
-_alloc_decoder = msgspec.json.Decoder(list[Allocation])
-_node_decoder = msgspec.json.Decoder(Node)
 
 PREFIX: Final = "/v1/internal/"
 
@@ -203,11 +199,9 @@ async def _dispatch(server: ClusterServer, method: str, path: str, content: byte
     parts = path.removeprefix(PREFIX).split("/")
     if parts == ["node", "register"] and method in ("PUT", "POST"):
         try:
-            body = msgspec.json.decode(content or b"")
-            node = _node_decoder.decode(msgspec.json.encode(body["Node"]))
-            node_secret = str(body["SecretID"])
-        except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as e:
-            raise _Refused(400, f"bad register body: {e}") from None
+            node, node_secret = decode_register(content or b"")
+        except ValueError as e:
+            raise _Refused(400, str(e)) from None
         try:
             ttl, index = await server.register_node(node, node_secret)
         except NodeAuthError as e:
@@ -257,10 +251,9 @@ async def _dispatch(server: ClusterServer, method: str, path: str, content: byte
         node_id = parts[1]
         await _guard(server, node_id, secret)
         try:
-            body = msgspec.json.decode(content or b"{}")
-            batch = _alloc_decoder.decode(msgspec.json.encode(body.get("Allocs") or []))
-        except (msgspec.DecodeError, msgspec.ValidationError, AttributeError) as e:
-            raise _Refused(400, f"bad update body: {e}") from None
+            batch = decode_update(content or b"")
+        except ValueError as e:
+            raise _Refused(400, str(e)) from None
         try:
             index = await server.update_node_allocs(node_id, batch)
         except NodeAuthError as e:
