@@ -69,7 +69,7 @@ import msgspec
 import trio
 
 from yurt.runtime.cluster import HEARTBEAT_GRACE, NODE_SECRET_HEADER
-from yurt.runtime.structs import NODE_STATUS_READY, Allocation, Node
+from yurt.runtime.structs import NODE_STATUS_READY, Allocation, Job, Node
 
 log = logging.getLogger("yurt.cluster.remote")
 _T = TypeVar("_T")
@@ -89,6 +89,14 @@ DEFAULT_REQUEST_TIMEOUT: Final = 10.0
 DEFAULT_TTL: Final = 10.0
 BACKOFF_BASE: Final = 0.5
 BACKOFF_CAP: Final = 30.0
+
+
+#: A job version: namespace, ID, version and the index it was written at.
+JobKey = tuple[str, str, int, int]
+
+
+def job_key(job: Job) -> JobKey:
+    return job.namespace, job.id, job.version, job.job_modify_index
 
 
 class NodeRPCError(Exception):
@@ -220,9 +228,16 @@ class RemoteServer:
                  wait: float = DEFAULT_WAIT, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                  backoff_base: float = BACKOFF_BASE, backoff_cap: float = BACKOFF_CAP,
                  rng: random.Random | None = None,
-                 transport: NodeTransport | None = None) -> None:
+                 transport: NodeTransport | None = None,
+                 jobs: dict[JobKey, Job] | None = None) -> None:
         if not servers:
             raise ValueError("no server URL given")
+        #: One decoded Job per job version, shared by every allocation that runs it (each
+        #: fetched allocation arrives with its own copy of its job, several KiB each). Given
+        #: by the caller, shared with other nodes and never pruned (the node simulator's);
+        #: else this node's own, pruned to the versions its allocations run.
+        self._jobs: dict[JobKey, Job] = jobs if jobs is not None else {}
+        self._own_jobs = jobs is None
         self.node = node
         self._seeds = [_url(s) for s in servers]
         self.servers: list[str] = list(dict.fromkeys(self._seeds))
@@ -424,8 +439,15 @@ class RemoteServer:
             missing = [i for i in pull if i not in fetched]
             if missing:  # another server, behind the first: try again, nothing half-applied
                 raise _StaleAllocs(f"{len(missing)} allocation(s) not returned yet")
+            for alloc in answer.allocs:
+                if alloc.job is not None:
+                    alloc.job = self._jobs.setdefault(job_key(alloc.job), alloc.job)
         self.allocs = {alloc_id: fetched.get(alloc_id) or self.allocs[alloc_id]
                        for alloc_id in listing.allocs}
+        if self._own_jobs and fetched:
+            running = {job_key(a.job) for a in self.allocs.values() if a.job is not None}
+            for key in [k for k in self._jobs if k not in running]:
+                del self._jobs[key]
         self.visible_index = max(self.visible_index, listing.index)
         self.pulled.set()
         self._changed.set()

@@ -35,11 +35,12 @@ from yurt.runtime.cluster.remote import (
     BACKOFF_CAP,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_WAIT,
+    JobKey,
     NodeTransport,
     RemoteServer,
 )
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.structs import Allocation, Node
+from yurt.runtime.structs import Allocation, Job, Node
 from yurt.runtime.sync import AllocSyncer
 from yurt.store.memory import MemoryStateDB
 
@@ -76,6 +77,8 @@ class SimNode:
         syncer: makes the alloc sync from the send function (default `AllocSyncer`).
         on_update: every client view of an allocation, as the node's sync gets it.
         token: the cluster's token, sent with a registration (`RemoteServer`).
+        jobs: decoded jobs shared with other nodes of the process (`RemoteServer`): a
+            thousand nodes running one job hold one copy of it.
     """
 
     def __init__(self, node: Node, servers: Sequence[str], *, secret: str,
@@ -86,10 +89,10 @@ class SimNode:
                  wait: float = DEFAULT_WAIT,
                  request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                  backoff_base: float = BACKOFF_BASE, backoff_cap: float = BACKOFF_CAP,
-                 token: str = "") -> None:
+                 token: str = "", jobs: dict[JobKey, Job] | None = None) -> None:
         self.node = node
         self.remote = RemoteServer(node, servers, secret, token=token, rng=rng,
-                                   transport=transport,
+                                   transport=transport, jobs=jobs,
                                    wait=wait, request_timeout=request_timeout,
                                    backoff_base=backoff_base, backoff_cap=backoff_cap)
         if syncer is None:

@@ -69,7 +69,7 @@ import httpx2
 import trio
 
 from yurt.runtime import __version__
-from yurt.runtime.cluster.remote import HttpTransport, NodeTransport
+from yurt.runtime.cluster.remote import HttpTransport, JobKey, NodeTransport
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.fingerprint import computed_class, raise_nofile_limit
 from yurt.runtime.sim.node import SimNode, Syncer, SyncerFactory
@@ -77,6 +77,7 @@ from yurt.runtime.sim.nodesim_profile import NodeProfile, Profile
 from yurt.runtime.structs import (
     Allocation,
     DriverInfo,
+    Job,
     Node,
     NodeCpuResources,
     NodeDeviceInstance,
@@ -331,6 +332,9 @@ class NodeSimulator:
         self.nofile = 0
         self._first_registrations = 0
         self._all_registered = trio.Event()
+        #: Every node's decoded jobs, one per job version (see `RemoteServer`): kept for
+        #: the run, a few KiB per version the simulated nodes ran.
+        self._jobs: dict[JobKey, Job] = {}
 
     def _updated(self, alloc: Allocation) -> None:
         previous = self.final_status.get(alloc.id)
@@ -385,7 +389,7 @@ class NodeSimulator:
                           list(options.servers), secret=secret, transport=self.transport,
                           profile=options.profile.alloc, rng=rng, broker=broker,
                           syncer=naive_syncer(rng) if options.sync == "naive" else None,
-                          on_update=self._updated, token=options.token)
+                          on_update=self._updated, token=options.token, jobs=self._jobs)
             self.nodes.append(sim)
             await window.acquire()
             nursery.start_soon(sim.run)
