@@ -5,6 +5,8 @@ shows it, against the pure scheduler or one `ClusterServer` over the in-memory e
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import msgspec
 import trio
@@ -144,11 +146,11 @@ def test_a_lost_replacement_blocked_for_want_of_a_node_is_placed_once_one_is_fre
     assert [(a.name, a.node_id) for a in unblocked.place] == [("web.g[0]", other.id)]
 
 
-async def test_a_disconnected_node_that_registers_again_gets_its_evaluations(
-        autojump_clock: trio.testing.MockClock) -> None:
-    """A node back from `disconnected` through a registration (its agent restarted) was
-    written `ready` with no evaluation: its original and the replacement both ran until
-    the disconnect window ended, instead of one being stopped at once."""
+@asynccontextmanager
+async def disconnect_job_placed() -> AsyncIterator[tuple[ClusterServer, Allocation]]:
+    """One leading server over an in-memory etcd, two ready nodes, and a job that rides out
+    a disconnect (`max_client_disconnect`), its one allocation placed: what the node-level
+    regressions below start from."""
     space = MemoryKV()
     kv = space.client()
     prefix = b"/yurt/"
@@ -163,6 +165,16 @@ async def test_a_disconnected_node_that_registers_again_gets_its_evaluations(
         await server.register_job(job('max_client_disconnect = "1h"'))
         await trio.testing.wait_all_tasks_blocked()
         (first,) = server.job_allocs("web")
+        yield server, first
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_disconnected_node_that_registers_again_gets_its_evaluations(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A node back from `disconnected` through a registration (its agent restarted) was
+    written `ready` with no evaluation: its original and the replacement both ran until
+    the disconnect window ended, instead of one being stopped at once."""
+    async with disconnect_job_placed() as (server, first):
         await server.update_node_allocs(first.node_id, [msgspec.structs.replace(
             first, client_status="running", job=None)])
         await server._node_lapsed(first.node_id)  # its lease lapsed: disconnected
@@ -177,7 +189,6 @@ async def test_a_disconnected_node_that_registers_again_gets_its_evaluations(
             ("node-update", first.node_id)]
         await trio.testing.wait_all_tasks_blocked()
         assert len([a for a in server.job_allocs("web") if not a.is_terminal()]) == 1
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_purge_reaches_a_node_that_fails_over_to_a_server_it_never_asked(
@@ -284,20 +295,7 @@ async def test_an_allocation_reported_again_after_a_disconnect_gets_a_follow_up_
     """Seed 401839: the original kept the FollowupEvalID of the disconnect timeout once its
     node was back and reported it; when it failed, the scheduler's `_follow_up` took it
     for one already waiting on a follow-up and made none: it was never replaced."""
-    space = MemoryKV()
-    kv = space.client()
-    prefix = b"/yurt/"
-    server = ClusterServer(EventBroker(), ClusterStore(kv, prefix), kv, prefix,
-                           heartbeat=HeartbeatConfig(min_ttl=2.0, grace=2.0))
-    await server.load()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.follow)
-        nursery.start_soon(server.lead)
-        for node_id in ("n1", "n2"):
-            await server.register_node(node(node_id), f"secret-{node_id}")
-        await server.register_job(job('max_client_disconnect = "1h"'))
-        await trio.testing.wait_all_tasks_blocked()
-        (first,) = server.job_allocs("web")
+    async with disconnect_job_placed() as (server, first):
 
         async def report(status: str) -> None:
             await server.update_node_allocs(first.node_id, [msgspec.structs.replace(
@@ -317,4 +315,3 @@ async def test_an_allocation_reported_again_after_a_disconnect_gets_a_follow_up_
         await report("failed")
         follow_ups = [e for e in server.evals.values() if e.triggered_by == "failed-follow-up"]
         assert [server.allocs[first.id].followup_eval_id] == [e.id for e in follow_ups]
-        nursery.cancel_scope.cancel()

@@ -40,7 +40,7 @@ from yurt.runtime.cluster.remote import (
     RemoteServer,
 )
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.structs import Allocation, Job, Node
+from yurt.runtime.structs import AcknowledgedState, Allocation, Job, Node
 from yurt.runtime.sync import AllocSyncer
 from yurt.store.memory import MemoryStateDB
 
@@ -49,6 +49,8 @@ class Syncer(Protocol):
     """What the node needs of its alloc sync (`AllocSyncer`, or a naive one to compare)."""
 
     servers_contacted: trio.Event
+    #: What the servers acknowledged, per allocation (what `forget` drops).
+    acked: dict[str, AcknowledgedState]
 
     def add(self, alloc: Allocation) -> None: ...
 
@@ -131,9 +133,8 @@ class SimNode:
             changed = self.remote.changed
             self.client.sync_allocs(self.remote.allocs_for_node())
             # What the servers dropped is destroyed here: its acknowledged state goes too.
-            acked = getattr(self.syncer, "acked", None)
-            if acked:
-                for alloc_id in [a for a in acked if a not in self.client.runners]:
+            if self.syncer.acked:
+                for alloc_id in [a for a in self.syncer.acked if a not in self.client.runners]:
                     self.syncer.forget(alloc_id)
             self.syncer.servers_contacted.set()
             await changed.wait()

@@ -75,6 +75,7 @@ from yurt.runtime.fingerprint import computed_class, raise_nofile_limit
 from yurt.runtime.sim.node import SimNode, Syncer, SyncerFactory
 from yurt.runtime.sim.nodesim_profile import NodeProfile, Profile
 from yurt.runtime.structs import (
+    AcknowledgedState,
     Allocation,
     DriverInfo,
     Job,
@@ -238,6 +239,8 @@ class NaiveSyncer:
         self._queue: deque[Allocation] = deque()
         self._added = trio.Event()
         self.servers_contacted = trio.Event()
+        #: Always empty: the naive client remembers nothing of what the servers have.
+        self.acked: dict[str, AcknowledgedState] = {}
         self.calls = 0
         self.sent = 0
 
@@ -246,7 +249,7 @@ class NaiveSyncer:
         self._added.set()
 
     def forget(self, alloc_id: str) -> None:
-        pass  # nothing is kept per allocation
+        self.acked.pop(alloc_id, None)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
