@@ -4,7 +4,7 @@ The repository's layout (`runtime/`, `hooks/`, `store/` at the top) is fixed, bu
 taken on PyPI, so the wheel maps them to `yurt.runtime`, `yurt.hooks` and `yurt.store`. pyproject
 metadata cannot compute the sub-package list of a remapped folder, hence this file; everything
 else lives in pyproject.toml. Non-Python files the code reads at run time (the raw_exec shim,
-`py.typed`) are listed in `package_data` so a plain `pip install` has them.
+`py.typed`, the web UI's assets) are listed in `package_data` so a plain `pip install` has them.
 """
 
 from setuptools import find_packages, setup
@@ -21,5 +21,6 @@ packages = [
 setup(
     package_dir=package_dir,
     packages=packages,
-    package_data={"": ["*.sh", "py.typed"]},
+    package_data={"": ["*.sh", "py.typed"],
+                  "yurt.runtime.ui": ["assets/*.*", "assets/pages/*.js"]},
 )

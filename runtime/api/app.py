@@ -9,11 +9,15 @@ router; anything uncaught is a 500, a bug.
 With a token configured, `TokenMiddleware` answers 403 to every request without
 `X-Nomad-Token: <token>` before any handler runs. The header is the only place for the token: a
 `?token=` query parameter ends up in access logs, proxies and shell histories, so it is not
-looked at.
+looked at. A browser cannot set headers on a websocket, so the web UI offers the token as a
+websocket subprotocol (`x-nomad-token.<base64url>`, never logged either); the UI's page and
+assets (ui.py) hold no data and are served without it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -49,6 +53,7 @@ from yurt.runtime.api import (
     status,
 )
 from yurt.runtime.api import exec as alloc_exec
+from yurt.runtime.api import ui
 from yurt.runtime.api import identity as identity_api
 from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import periodic as periodic_api
@@ -64,6 +69,8 @@ if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
 
 log = logging.getLogger("yurt.api")
+
+WS_TOKEN_PROTOCOL: Final = b"x-nomad-token"
 
 MAX_BLOCKING_WAIT: Final = 600.0
 DEFAULT_BLOCKING_WAIT: Final = 300.0
@@ -120,9 +127,12 @@ class TokenMiddleware:
         path = scope.get("path", "")
         if scope["type"] in ("http", "websocket") and self.token and (
                 path != identity_api.JWKS_PATH  # a public key, public as Nomad's
-                and not path.startswith(self.exempt or ("\0",))):
+                and not path.startswith(self.exempt or ("\0",))
+                and not ui.is_ui_path(path)):
             headers = dict(scope.get("headers", []))
             supplied = headers.get(b"x-nomad-token", b"")
+            if not supplied and scope["type"] == "websocket":
+                supplied = _subprotocol_token(headers.get(b"sec-websocket-protocol", b""))
             if not hmac.compare_digest(supplied, self.token):
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
@@ -131,6 +141,19 @@ class TokenMiddleware:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _subprotocol_token(offered: bytes) -> bytes:
+    """The token a browser offers as the subprotocol `x-nomad-token.<base64url, unpadded>`."""
+    for item in offered.split(b","):
+        name = item.strip()
+        if name.startswith(WS_TOKEN_PROTOCOL + b"."):
+            encoded = name[len(WS_TOKEN_PROTOCOL) + 1:]
+            try:
+                return base64.urlsafe_b64decode(encoded + b"=" * (-len(encoded) % 4))
+            except (binascii.Error, ValueError):
+                return b""
+    return b""
 
 
 #: A resource module's handler: the shared context, then the request.
@@ -269,6 +292,7 @@ def build_app(agent: Agent, front: Sequence[FrontRoute] = ()) -> ASGIApp:
               methods=["GET", "PUT", "POST", "DELETE"]),
         WebSocketRoute("/v1/client/allocation/{id}/exec", partial(alloc_exec.alloc_exec, ctx)),
         Route("/v1/client/allocation/{id}/exec", h(alloc_exec.not_upgraded), methods=["GET"]),
+        *ui.ui_routes(),
     ]
     starlette = Starlette(routes=routes)
     starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect

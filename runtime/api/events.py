@@ -26,6 +26,8 @@ HEARTBEAT: Final = 30.0
 #: subscriber then costs the agent a few wake-ups a second, whatever the event rate (200
 #: subscribers each woken per record cost most of a core), for at most this much more lag.
 STREAM_COALESCE: Final = 0.1
+#: The subprotocol the web UI's event socket asks for beside its token.
+UI_SUBPROTOCOL: Final = "yurt-events"
 
 
 async def event_stream(ctx: Context, request: Request) -> Response:
@@ -59,7 +61,10 @@ async def event_stream(ctx: Context, request: Request) -> Response:
 async def event_ws(ctx: Context, websocket: WebSocket) -> None:
     matches = topic_filter(websocket.query_params.getlist("topic"))
     raw_index = websocket.query_params.get("index")
-    await websocket.accept()
+    # A browser that offers subprotocols (the web UI: its token rides in one, app.py) drops a
+    # connection whose answer names none, so the plain one it offers is chosen.
+    offered = websocket.scope.get("subprotocols") or []
+    await websocket.accept(subprotocol=UI_SUBPROTOCOL if UI_SUBPROTOCOL in offered else None)
     subscription = ctx.agent.broker.subscribe(
         from_index=int(raw_index) if raw_index and raw_index.isdigit() else None)
 

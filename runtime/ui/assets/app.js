@@ -1,0 +1,144 @@
+// The UI's entry point: the router (Nomad's UI paths, history navigation without reloads), the
+// header (current section, live indicator, token button) and the page lifecycle. A page is a
+// module in pages/ whose default export is `mount(view, params, ctx)`; on navigation its
+// ctx.signal is aborted and its event listeners dropped, so a left page never updates.
+
+import { connectEvents, editToken, errorBox, h, onEvent, replace } from "./lib.js";
+
+const ROUTES = [
+  [/^\/ui\/jobs\/?$/, "jobs", []],
+  [/^\/ui\/jobs\/run\/?$/, "jobrun", []],
+  [/^\/ui\/jobs\/([^/]+)(?:\/([a-z-]+))?\/?$/, "job", ["id", "section"]],
+  [/^\/ui\/allocations\/([^/]+)\/?$/, "allocation", ["id"]],
+  [/^\/ui\/allocations\/([^/]+)\/([^/]+)\/logs\/?$/, "logs", ["id", "task"]],
+  [/^\/ui\/allocations\/([^/]+)\/([^/]+)\/?$/, "allocation", ["id", "task"]],
+  [/^\/ui\/clients\/?$/, "clients", []],
+  [/^\/ui\/clients\/([^/]+)\/?$/, "client", ["id"]],
+  [/^\/ui\/evaluations\/?$/, "evaluations", []],
+  [/^\/ui\/events\/?$/, "events", []],
+];
+
+const NAV = { jobs: "jobs", jobrun: "jobs", job: "jobs", allocation: "jobs", logs: "jobs",
+  clients: "clients", client: "clients", evaluations: "evaluations", events: "events" };
+
+let current = null; // {controller, unsubscribes}
+
+function match(pathname) {
+  for (const [re, page, names] of ROUTES) {
+    const m = re.exec(pathname);
+    if (m) {
+      const params = {};
+      names.forEach((name, i) => { if (m[i + 1] !== undefined) params[name] = decodeURIComponent(m[i + 1]); });
+      return { page, params };
+    }
+  }
+  return null;
+}
+
+function leave() {
+  delete document.getElementById("main").dataset.ready;
+  if (!current) return;
+  current.controller.abort();
+  for (const off of current.unsubscribes) off();
+  current = null;
+}
+
+/** Runs refresh() now and again after every event that match(event) accepts; never two at
+ * once, and a burst of events while one runs costs one more run, not one per event. */
+function liveRefresher(state, signal) {
+  return (matchEvent, refresh) => {
+    let running = false, again = false;
+    const run = async () => {
+      if (signal.aborted) return;
+      if (running) { again = true; return; }
+      running = true;
+      try {
+        do {
+          again = false;
+          try { await refresh(); } catch (err) {
+            if (err.name !== "AbortError") console.error(err);
+          }
+        } while (again && !signal.aborted);
+      } finally { running = false; }
+    };
+    state.unsubscribes.push(onEvent((event) => { if (matchEvent(event)) run(); }));
+    window.addEventListener("yurt:token", run, { signal });
+    return run();
+  };
+}
+
+async function route() {
+  leave();
+  const view = document.getElementById("main");
+  const found = match(location.pathname);
+  for (const a of document.querySelectorAll("header nav a")) {
+    if (found && a.dataset.nav === NAV[found.page]) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  if (!found) {
+    document.title = "Not found · yurt";
+    replace(view, h("h1", null, "Not found"),
+      h("p", null, "Nothing lives at ", h("code", null, location.pathname), ". ",
+        h("a", { href: "/ui/jobs" }, "See the jobs"), "."));
+    return;
+  }
+  const controller = new AbortController();
+  const state = { controller, unsubscribes: [] };
+  current = state;
+  const ctx = {
+    signal: controller.signal,
+    live: liveRefresher(state, controller.signal),
+    title: (text) => { document.title = `${text} · yurt`; },
+    onEvent: (fn) => state.unsubscribes.push(onEvent(fn)),
+  };
+  try {
+    const module = await import(`./pages/${found.page}.js`);
+    if (controller.signal.aborted) return;
+    replace(view);
+    await module.default(view, found.params, ctx);
+    // The page has drawn its first data: what ./scripts/bench_ui and the tests wait for.
+    if (!controller.signal.aborted) {
+      performance.mark("yurt:page-ready");
+      view.dataset.ready = found.page;
+    }
+  } catch (err) {
+    if (err.name === "AbortError" || controller.signal.aborted) return;
+    console.error(err);
+    replace(view, h("h1", null, "Something went wrong"), errorBox(err));
+  }
+}
+
+export function navigate(href, { replace: replaceState = false } = {}) {
+  if (replaceState) history.replaceState(null, "", href);
+  else history.pushState(null, "", href);
+  route().then(() => {
+    const main = document.getElementById("main");
+    if (main && document.activeElement === document.body) main.focus({ preventScroll: true });
+  });
+  window.scrollTo(0, 0);
+}
+
+document.addEventListener("click", (e) => {
+  if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  const a = e.target.closest("a[href]");
+  if (!a || a.target || a.origin !== location.origin || !a.pathname.startsWith("/ui/")) return;
+  if (a.pathname.startsWith("/ui/assets/")) return;
+  e.preventDefault();
+  navigate(a.pathname + a.search + a.hash);
+});
+
+window.addEventListener("popstate", route);
+window.addEventListener("yurt:navigate", (e) => navigate(e.detail));
+
+window.addEventListener("yurt:live", (e) => {
+  const el = document.getElementById("live");
+  el.className = `live ${e.detail}`;
+  el.textContent = e.detail === "on" ? "live" : e.detail === "off" ? "offline" : "connecting";
+});
+
+window.addEventListener("yurt:token", () => connectEvents());
+
+document.getElementById("token-button").addEventListener("click", () => editToken());
+
+connectEvents();
+route();

@@ -1,0 +1,438 @@
+// The UI's toolkit, shared by every page: DOM building (text is always set as text, never
+// parsed as HTML), the API client (token in session storage, sent as X-Nomad-Token), the one
+// event socket every page listens to, and the small widgets (relative times, short IDs with
+// copy buttons, badges, tables, empty states, confirmation dialogs, toasts, sparklines, ANSI).
+
+const TOKEN_KEY = "yurt.token";
+
+// ---------- DOM ----------
+
+/** h("a", {href: "/ui"}, "text", node, [more]) — attributes starting with "on" are listeners. */
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  if (attrs) {
+    for (const [key, value] of Object.entries(attrs)) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+      else if (key === "class") el.className = value;
+      else if (key === "dataset") Object.assign(el.dataset, value);
+      else if (key === "value") el.value = value;
+      else el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child === undefined || child === null || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else if (child instanceof Node) el.appendChild(child);
+    else el.appendChild(document.createTextNode(String(child)));
+  }
+}
+
+export function replace(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
+export function link(href, ...children) {
+  return h("a", { href }, ...children);
+}
+
+// ---------- the API ----------
+
+export function token() {
+  return sessionStorage.getItem(TOKEN_KEY) || "";
+}
+
+export function setToken(value) {
+  if (value) sessionStorage.setItem(TOKEN_KEY, value);
+  else sessionStorage.removeItem(TOKEN_KEY);
+  window.dispatchEvent(new CustomEvent("yurt:token"));
+}
+
+export class ApiError extends Error {
+  constructor(status, text, path) {
+    super(text || `HTTP ${status}`);
+    this.status = status;
+    this.path = path;
+  }
+}
+
+let askingToken = null;
+
+/** Ask the person for the token once, however many requests were refused at the same time. */
+export function askToken(reason) {
+  if (!askingToken) {
+    askingToken = tokenDialog(reason).finally(() => { askingToken = null; });
+  }
+  return askingToken;
+}
+
+async function request(method, path, body, { signal, raw } = {}) {
+  for (let attempt = 0; ; attempt++) {
+    const headers = {};
+    const t = token();
+    if (t) headers["X-Nomad-Token"] = t;
+    if (body !== undefined && typeof body !== "string") headers["Content-Type"] = "application/json";
+    const response = await fetch(path, {
+      method, headers, signal,
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+    if (response.status === 403 && attempt === 0) {
+      const given = await askToken(t ? "The token was refused." : "This agent needs a token.");
+      if (given) continue;
+    }
+    if (!response.ok) throw new ApiError(response.status, (await response.text()).trim(), path);
+    if (raw) return response;
+    const text = await response.text();
+    return text ? JSON.parse(text) : null;
+  }
+}
+
+export const api = {
+  get: (path, opts) => request("GET", path, undefined, opts),
+  put: (path, body, opts) => request("PUT", path, body ?? {}, opts),
+  post: (path, body, opts) => request("POST", path, body ?? {}, opts),
+  del: (path, opts) => request("DELETE", path, undefined, opts),
+  raw: (method, path, body, opts) => request(method, path, body, { ...opts, raw: true }),
+};
+
+// ---------- live events: one websocket for the whole page ----------
+
+const listeners = new Set();
+let socket = null;
+let retry = 0;
+let liveState = "connecting";
+
+function b64url(text) {
+  const bytes = new TextEncoder().encode(text);
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function setLive(state) {
+  liveState = state;
+  window.dispatchEvent(new CustomEvent("yurt:live", { detail: state }));
+}
+
+export function live() {
+  return liveState;
+}
+
+export function connectEvents() {
+  if (socket) { socket.onclose = null; socket.close(); }
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const protocols = ["yurt-events"];
+  const t = token();
+  if (t) protocols.push("x-nomad-token." + b64url(t));
+  // index=0 would replay everything kept; a page loads its state over HTTP and needs only news.
+  const ws = new WebSocket(`${scheme}//${location.host}/v1/event/ws?topic=*`, protocols);
+  socket = ws;
+  let opened = false;
+  ws.onopen = () => { opened = true; retry = 0; setLive("on"); };
+  ws.onmessage = (message) => {
+    let record;
+    try { record = JSON.parse(message.data); } catch { return; }
+    const events = record.Events || [];
+    if (!events.length) return;
+    const at = performance.now();
+    for (const event of events) {
+      event.receivedAt = at;
+      for (const fn of listeners) {
+        try { fn(event); } catch (err) { console.error(err); }
+      }
+    }
+  };
+  ws.onclose = (close) => {
+    if (socket !== ws) return;
+    setLive("off");
+    if (close.code === 1008 || (!opened && close.code === 1006 && retry === 1)) {
+      // Refused: the token is missing or wrong. The next answer of 403 asks for it.
+      askToken(t ? "The token was refused." : "This agent needs a token.").then((given) => {
+        if (given) connectEvents();
+      });
+      retry++;
+      return;
+    }
+    const delay = Math.min(5000, 250 * 2 ** retry++);
+    setTimeout(() => { if (socket === ws) connectEvents(); }, delay);
+  };
+}
+
+/** Calls fn(event) for every event until the returned function is called. */
+export function onEvent(fn) {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+/** An event's job, whatever its topic. */
+export function eventJob(event) {
+  const p = event.Payload || {};
+  if (event.Topic === "Job") return event.Key;
+  return (p.Allocation && p.Allocation.JobID) || (p.Evaluation && p.Evaluation.JobID) ||
+    (p.Deployment && p.Deployment.JobID) || null;
+}
+
+// ---------- formatting ----------
+
+/** Nomad's times are nanoseconds since the epoch; some fields are RFC 3339 strings. */
+export function toDate(value) {
+  if (value === undefined || value === null || value === 0 || value === "") return null;
+  if (typeof value === "string") {
+    const d = new Date(value);
+    return isNaN(d) || d.getFullYear() < 1971 ? null : d;
+  }
+  return new Date(value > 1e14 ? value / 1e6 : value);
+}
+
+export function relative(date, now = Date.now()) {
+  const s = Math.round((now - date.getTime()) / 1000);
+  const abs = Math.abs(s);
+  const unit = abs < 60 ? [abs, "s"] : abs < 3600 ? [Math.floor(abs / 60), "m"] :
+    abs < 86400 ? [Math.floor(abs / 3600), "h"] : [Math.floor(abs / 86400), "d"];
+  if (abs < 5) return "just now";
+  return s >= 0 ? `${unit[0]}${unit[1]} ago` : `in ${unit[0]}${unit[1]}`;
+}
+
+/** A relative time, the absolute one on hover; every such element refreshes each 5 s. */
+export function timeEl(value) {
+  const d = toDate(value);
+  if (!d) return h("span", { class: "muted" }, "–");
+  return h("time", { datetime: d.toISOString(), title: d.toLocaleString() }, relative(d));
+}
+
+setInterval(() => {
+  const now = Date.now();
+  for (const el of document.querySelectorAll("time[datetime]")) {
+    el.textContent = relative(new Date(el.getAttribute("datetime")), now);
+  }
+}, 5000);
+
+export function shortId(id, href) {
+  if (!id) return h("span", { class: "muted" }, "–");
+  const text = id.length > 8 && /^[0-9a-f-]{36}$/.test(id) ? id.slice(0, 8) : id;
+  const label = href ? h("a", { href, class: "id", title: id }, text) : h("span", { class: "id", title: id }, text);
+  const copy = h("button", {
+    type: "button", class: "copy", title: "Copy " + id, "aria-label": "Copy " + id,
+    onclick: async (e) => {
+      e.preventDefault();
+      e.stopPropagation();
+      try { await navigator.clipboard.writeText(id); toast("Copied " + id, "ok"); }
+      catch { toast("Copy failed: select and copy " + id, "bad"); }
+    },
+  }, "⧉");
+  return h("span", { class: "idwrap" }, label, copy);
+}
+
+export function badge(status) {
+  const s = String(status || "unknown").toLowerCase();
+  return h("span", { class: `badge s-${s.replace(/[^a-z]/g, "")}` }, s);
+}
+
+export function bytes(n) {
+  if (n === undefined || n === null) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+export function duration(ns) {
+  if (!ns) return "0s";
+  const s = ns / 1e9;
+  if (s < 1) return `${Math.round(s * 1000)}ms`;
+  if (s < 60) return `${+s.toFixed(1)}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${Math.round(s % 60)}s`;
+  return `${Math.floor(s / 3600)}h${Math.round((s % 3600) / 60)}m`;
+}
+
+// ---------- widgets ----------
+
+/** columns: [{label, cell: row => node|string, class?, narrow?: false to hide on phones}] */
+export function table(columns, rows, { empty, rowAttrs } = {}) {
+  if (!rows.length && empty) return empty;
+  const cls = (c) => [c.class, c.narrow === false ? "hide-narrow" : ""].filter(Boolean).join(" ") || undefined;
+  return h("div", { class: "table-wrap" }, h("table", null,
+    h("thead", null, h("tr", null, columns.map((c) => h("th", { scope: "col", class: cls(c) }, c.label)))),
+    h("tbody", null, rows.map((row) => h("tr", rowAttrs ? rowAttrs(row) : null,
+      columns.map((c) => h("td", { class: cls(c) }, c.cell(row))))))));
+}
+
+export function emptyState(title, ...next) {
+  return h("div", { class: "empty" }, h("strong", null, title), ...next);
+}
+
+export function errorBox(err) {
+  const text = err instanceof ApiError ? `${err.status}: ${err.message}` : String(err && err.message || err);
+  return h("div", { class: "error-box", role: "alert" }, text);
+}
+
+export function toast(text, kind = "info") {
+  const box = document.getElementById("toasts");
+  const el = h("div", { class: `toast ${kind}` }, text);
+  box.appendChild(el);
+  setTimeout(() => el.remove(), kind === "bad" ? 8000 : 3500);
+}
+
+function modal(build) {
+  return new Promise((resolve) => {
+    const dialog = h("dialog", null);
+    let result = null;
+    const done = (value) => { result = value; dialog.close(); };
+    dialog.addEventListener("close", () => { dialog.remove(); resolve(result); });
+    build(dialog, done);
+    document.body.appendChild(dialog);
+    dialog.showModal();
+    const first = dialog.querySelector("[autofocus]") || dialog.querySelector("input, textarea, select, button");
+    if (first) first.focus();
+  });
+}
+
+/** Resolves true only when the person confirms; Escape or Cancel resolve false. */
+export async function confirmAction({ title, body, confirm = "Confirm", danger = false, extra }) {
+  const result = await modal((dialog, done) => {
+    dialog.setAttribute("aria-label", title);
+    dialog.append(
+      h("h2", null, title),
+      body ? h("p", null, body) : null,
+      extra || null,
+      h("div", { class: "buttons" },
+        h("button", { type: "button", onclick: () => done(false), "data-role": "cancel" }, "Cancel"),
+        h("button", { type: "button", class: danger ? "danger primary" : "primary", "data-role": "confirm",
+          onclick: () => done(true) }, confirm)));
+  });
+  return result === true;
+}
+
+async function tokenDialog(reason) {
+  const value = await modal((dialog, done) => {
+    const input = h("input", { type: "password", name: "token", autocomplete: "off", autofocus: true,
+      "aria-label": "Token", placeholder: "X-Nomad-Token" });
+    dialog.setAttribute("aria-label", "Token");
+    dialog.append(h("form", { method: "dialog", onsubmit: (e) => { e.preventDefault(); done(input.value.trim()); } },
+      h("h2", null, "Token"),
+      h("p", null, reason || "Enter the agent's token."),
+      h("p", { class: "muted" }, "It is kept in this tab's session storage only, and sent as X-Nomad-Token."),
+      input,
+      h("div", { class: "buttons" },
+        h("button", { type: "button", onclick: () => done(null) }, "Cancel"),
+        token() ? h("button", { type: "button", onclick: () => done("") }, "Forget token") : null,
+        h("button", { type: "submit", class: "primary", "data-role": "save-token" }, "Save"))));
+  });
+  if (value === null) return false;
+  setToken(value);
+  return Boolean(value);
+}
+
+export function editToken() {
+  return askToken("");
+}
+
+/** A line chart of the last values (an SVG path), with the latest value in its label. */
+export function sparkline(values, { max, label } = {}) {
+  const w = 300, hgt = 48;
+  const top = Math.max(max || 0, ...values, 1e-9);
+  const pts = values.map((v, i) => [values.length > 1 ? (i * w) / (values.length - 1) : w, hgt - (v / top) * (hgt - 2) - 1]);
+  const d = pts.map((p, i) => `${i ? "L" : "M"}${p[0].toFixed(1)},${p[1].toFixed(1)}`).join(" ");
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${w} ${hgt}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("role", "img");
+  if (label) svg.setAttribute("aria-label", label);
+  if (pts.length) {
+    const area = document.createElementNS(ns, "path");
+    area.setAttribute("class", "area");
+    area.setAttribute("d", `${d} L${w},${hgt} L${pts[0][0].toFixed(1)},${hgt} Z`);
+    const line = document.createElementNS(ns, "path");
+    line.setAttribute("class", "line");
+    line.setAttribute("d", d);
+    svg.append(area, line);
+  }
+  return svg;
+}
+
+// ---------- ANSI colours (SGR) for the log view ----------
+
+const ANSI16 = ["#000000", "#cd3131", "#0dbc79", "#e5e510", "#2472c8", "#bc3fbc", "#11a8cd", "#e5e5e5",
+  "#666666", "#f14c4c", "#23d18b", "#f5f543", "#3b8eea", "#d670d6", "#29b8db", "#ffffff"];
+
+function color256(n) {
+  if (n < 16) return ANSI16[n];
+  if (n < 232) {
+    const c = n - 16, v = (x) => (x ? x * 40 + 55 : 0);
+    return `rgb(${v(Math.floor(c / 36))},${v(Math.floor(c / 6) % 6)},${v(c % 6)})`;
+  }
+  const g = (n - 232) * 10 + 8;
+  return `rgb(${g},${g},${g})`;
+}
+
+/** A stateful renderer: feed(text) returns nodes; colours carry over between chunks. */
+export function ansiRenderer() {
+  let style = {};
+  let pending = "";
+  const apply = (codes) => {
+    for (let i = 0; i < codes.length; i++) {
+      const c = codes[i];
+      if (c === 0) style = {};
+      else if (c === 1) style.bold = true;
+      else if (c === 2) style.dim = true;
+      else if (c === 3) style.italic = true;
+      else if (c === 4) style.underline = true;
+      else if (c === 22) { style.bold = false; style.dim = false; }
+      else if (c === 23) style.italic = false;
+      else if (c === 24) style.underline = false;
+      else if (c >= 30 && c <= 37) style.fg = ANSI16[c - 30];
+      else if (c >= 90 && c <= 97) style.fg = ANSI16[c - 90 + 8];
+      else if (c === 39) style.fg = null;
+      else if (c >= 40 && c <= 47) style.bg = ANSI16[c - 40];
+      else if (c >= 100 && c <= 107) style.bg = ANSI16[c - 100 + 8];
+      else if (c === 49) style.bg = null;
+      else if ((c === 38 || c === 48) && codes[i + 1] === 5) {
+        style[c === 38 ? "fg" : "bg"] = color256(codes[i + 2] || 0); i += 2;
+      } else if ((c === 38 || c === 48) && codes[i + 1] === 2) {
+        style[c === 38 ? "fg" : "bg"] = `rgb(${codes[i + 2] || 0},${codes[i + 3] || 0},${codes[i + 4] || 0})`; i += 4;
+      }
+    }
+  };
+  const span = (text) => {
+    if (!style.fg && !style.bg && !style.bold && !style.dim && !style.italic && !style.underline) {
+      return document.createTextNode(text);
+    }
+    const el = document.createElement("span");
+    el.textContent = text;
+    const cls = ["bold", "dim", "italic", "underline"].filter((k) => style[k]).map((k) => "ansi-" + k);
+    if (cls.length) el.className = cls.join(" ");
+    if (style.fg) el.style.color = style.fg;
+    if (style.bg) el.style.backgroundColor = style.bg;
+    return el;
+  };
+  return {
+    feed(text) {
+      text = pending + text;
+      pending = "";
+      // An escape cut at the chunk's end waits for the rest.
+      const cut = text.lastIndexOf("\x1b");
+      if (cut !== -1 && !/^\x1b\[[0-9;]*[A-Za-z]/.test(text.slice(cut)) && text.length - cut < 32) {
+        pending = text.slice(cut);
+        text = text.slice(0, cut);
+      }
+      const nodes = [];
+      const re = /\x1b\[([0-9;]*)([A-Za-z])/g;
+      let last = 0, m;
+      while ((m = re.exec(text))) {
+        if (m.index > last) nodes.push(span(text.slice(last, m.index)));
+        if (m[2] === "m") apply(m[1] === "" ? [0] : m[1].split(";").map((x) => parseInt(x, 10) || 0));
+        last = re.lastIndex;
+      }
+      if (last < text.length) nodes.push(span(text.slice(last)));
+      return nodes;
+    },
+  };
+}
