@@ -1,0 +1,126 @@
+// /ui/events — the live event stream, newest first, from the page's one shared socket
+// (ctx.onEvent: no connection of its own, so it sees exactly what every other page sees).
+//
+// Kept: the last KEEP events received while the page is open, in memory, whether shown or
+// filtered out, so changing a filter shows what already arrived. Paused: events still arrive
+// and are kept, the list does not move (a person reading a row does not lose it); resuming
+// draws what came meanwhile. Drawing is batched to one frame: a burst of events costs one
+// redraw, not one per event. The topic filter and the key filter live in the URL.
+
+import { emptyState, h, link, replace } from "../lib.js";
+
+const KEEP = 500;
+const TOPICS = ["Job", "Allocation", "Task", "Evaluation", "Deployment", "Node", "Service"];
+
+/** Where an event's key leads in the UI, or null. */
+function keyHref(e) {
+  const k = encodeURIComponent(e.Key || "");
+  const ns = e.Namespace && e.Namespace !== "default" ? `@${e.Namespace}` : "";
+  switch (e.Topic) {
+    case "Job": return `/ui/jobs/${k}${ns}`;
+    case "Allocation": return `/ui/allocations/${k}`;
+    case "Task": {
+      const task = e.Payload && e.Payload.Task;
+      return task ? `/ui/allocations/${k}/${encodeURIComponent(task)}` : `/ui/allocations/${k}`;
+    }
+    case "Node": return `/ui/clients/${k}`;
+    case "Evaluation": return "/ui/evaluations";
+    case "Deployment": {
+      const job = e.Payload && e.Payload.Deployment && e.Payload.Deployment.JobID;
+      return job ? `/ui/jobs/${encodeURIComponent(job)}${ns}` : null;
+    }
+    default: return null;
+  }
+}
+
+/** A one-line summary of what the event says (a task event's message, a status). */
+function summary(e) {
+  const p = e.Payload || {};
+  if (e.Topic === "Task" && p.Event) return `${p.Task}: ${p.Event.Type}${p.Event.DisplayMessage ? ` — ${p.Event.DisplayMessage}` : ""}`;
+  if (p.Allocation) return `${p.Allocation.Name || ""} ${p.Allocation.ClientStatus || ""}`.trim();
+  if (p.Evaluation) return `${p.Evaluation.JobID || ""} ${p.Evaluation.Status || ""} (${p.Evaluation.TriggeredBy || ""})`;
+  if (p.Job) return `${p.Job.Status || ""} v${p.Job.Version ?? ""}`;
+  if (p.Deployment) return `${p.Deployment.JobID || ""} ${p.Deployment.Status || ""}`;
+  if (p.Node) return `${p.Node.Name || ""} ${p.Node.Status || ""}`;
+  return "";
+}
+
+export default async function mount(view, params, ctx) {
+  ctx.title("Events");
+  const query = new URLSearchParams(location.search);
+  const wanted = new Set((query.get("topic") || "").split(",").filter(Boolean));
+  const kept = [];
+  let paused = false, unseen = 0, scheduled = false;
+
+  const boxes = TOPICS.map((t) => h("input", { type: "checkbox", value: t, checked: !wanted.size || wanted.has(t), "data-topic": t }));
+  const keyInput = h("input", { type: "search", placeholder: "Filter by key or text", "aria-label": "Filter events by key",
+    value: query.get("key") || "", id: "events-key" });
+  const pauseBtn = h("button", { type: "button", id: "events-pause", "aria-pressed": "false" }, "Pause");
+  const clearBtn = h("button", { type: "button", id: "events-clear" }, "Clear");
+  const count = h("span", { class: "muted", id: "events-count", role: "status" });
+  const list = h("ol", { class: "events stream", id: "events-list", reversed: true });
+  const empty = h("div", { id: "events-empty" });
+  replace(view,
+    h("h1", null, "Events"),
+    h("fieldset", { class: "topics" }, h("legend", null, "Topics"),
+      boxes.map((b) => h("label", null, b, b.value))),
+    h("div", { class: "toolbar" }, keyInput, pauseBtn, clearBtn, count),
+    empty, list);
+
+  const topicsOn = () => new Set(boxes.filter((b) => b.checked).map((b) => b.value));
+  const shows = (e, on, needle) => (on.has(e.Topic) || !TOPICS.includes(e.Topic) && on.size === TOPICS.length) &&
+    (!needle || (e.Key || "").toLowerCase().includes(needle) || e.Type.toLowerCase().includes(needle) ||
+      (e.summary || "").toLowerCase().includes(needle));
+
+  const row = (e) => {
+    const href = keyHref(e);
+    return h("li", { "data-topic": e.Topic, "data-event-type": e.Type },
+      h("span", { class: "etime" }, h("time", { datetime: e.at.toISOString(), title: e.at.toLocaleString() }, e.at.toLocaleTimeString())),
+      h("span", { class: "etopic badge" }, e.Topic),
+      h("span", { class: "etype" }, e.Type),
+      h("span", { class: "ekey" }, href ? link(href, e.Key) : h("span", { class: "id" }, e.Key),
+        e.summary ? h("span", { class: "muted" }, ` ${e.summary}`) : null),
+      h("span", { class: "eindex muted" }, `#${e.Index}`));
+  };
+
+  const draw = () => {
+    scheduled = false;
+    const on = topicsOn(), needle = keyInput.value.trim().toLowerCase();
+    const shown = kept.filter((e) => shows(e, on, needle));
+    // kept is oldest first; the list shows newest first.
+    replace(list, shown.reverse().map(row));
+    replace(count, paused ? `paused · ${unseen} new` : `${shown.length} of ${kept.length} kept (last ${KEEP})`);
+    replace(empty, shown.length ? null : kept.length
+      ? emptyState("No event matches", h("p", null, "Tick more topics or clear the key filter."))
+      : emptyState("Waiting for events", h("p", null, "They appear here as they happen: ", link("/ui/jobs/run", "run a job"),
+        " or restart an allocation to see some.")));
+  };
+  const schedule = () => { if (!scheduled && !paused) { scheduled = true; requestAnimationFrame(draw); } };
+
+  const keepUrl = () => {
+    const q = new URLSearchParams();
+    const on = topicsOn();
+    if (on.size !== TOPICS.length) q.set("topic", [...on].join(","));
+    if (keyInput.value.trim()) q.set("key", keyInput.value.trim());
+    history.replaceState(null, "", location.pathname + (q.toString() ? `?${q}` : ""));
+  };
+  for (const b of boxes) b.addEventListener("change", () => { keepUrl(); draw(); });
+  keyInput.addEventListener("input", () => { keepUrl(); draw(); });
+  pauseBtn.addEventListener("click", () => {
+    paused = !paused;
+    unseen = 0;
+    pauseBtn.textContent = paused ? "Resume" : "Pause";
+    pauseBtn.setAttribute("aria-pressed", String(paused));
+    draw();
+  });
+  clearBtn.addEventListener("click", () => { kept.length = 0; unseen = 0; draw(); });
+
+  ctx.onEvent((e) => {
+    kept.push({ Topic: e.Topic, Type: e.Type, Key: e.Key, Namespace: e.Namespace, Index: e.Index,
+      Payload: e.Topic === "Task" || e.Topic === "Deployment" ? e.Payload : undefined,
+      summary: summary(e), at: new Date() });
+    if (kept.length > KEEP) kept.splice(0, kept.length - KEEP);
+    if (paused) { unseen++; replace(count, `paused · ${unseen} new`); } else schedule();
+  });
+  draw();
+}
