@@ -12,6 +12,9 @@ import { emptyState, h, link, replace } from "../lib.js";
 const KEEP = 500;
 const TOPICS = ["Job", "Allocation", "Task", "Evaluation", "Deployment", "Node", "Service"];
 
+/** A UUID's first 8 characters (the whole is in the title); any other key as it is. */
+const short = (key) => /^[0-9a-f]{8}-[0-9a-f-]{27}$/.test(key || "") ? key.slice(0, 8) : key || "";
+
 /** Where an event's key leads in the UI, or null. */
 function keyHref(e) {
   const k = encodeURIComponent(e.Key || "");
@@ -78,7 +81,7 @@ export default async function mount(view, params, ctx) {
       h("span", { class: "etime" }, h("time", { datetime: e.at.toISOString(), title: e.at.toLocaleString() }, e.at.toLocaleTimeString())),
       h("span", { class: "etopic badge" }, e.Topic),
       h("span", { class: "etype" }, e.Type),
-      h("span", { class: "ekey" }, href ? link(href, e.Key) : h("span", { class: "id" }, e.Key),
+      h("span", { class: "ekey" }, href ? h("a", { href, title: e.Key, class: "id" }, short(e.Key)) : h("span", { class: "id", title: e.Key }, short(e.Key)),
         e.summary ? h("span", { class: "muted" }, ` ${e.summary}`) : null),
       h("span", { class: "eindex muted" }, `#${e.Index}`));
   };
