@@ -10,7 +10,8 @@ is a bug in yurt and keeps its traceback.
 
 Exit statuses (DESIGN §7, runtime/errors.py), as `run_agent` returns them:
 
-- 0: stopped by SIGINT or SIGTERM (tasks keep running for the next start).
+- 0: stopped by SIGINT or SIGTERM (tasks keep running for the next start; with `--dev`,
+  every task is killed first).
 - 1 (`EXIT_FAILED`): the agent could not start, or stopped on an error, in this environment:
   port in use, address not available or not allowed, data directory locked by another agent,
   not writable, or with state this yurt cannot read. The same command can work once the

@@ -96,10 +96,13 @@ def poll(predicate: Callable[[], T | None], timeout: float, what: str,
 
 
 @contextmanager
-def start_ui_agent(tmp: Path, token: str = "", *extra: str) -> Iterator[UiAgent]:
+def start_ui_agent(tmp: Path, token: str = "", *extra: str, dev: bool = True
+                   ) -> Iterator[UiAgent]:
+    """`dev=False`: a plain agent, whose stop leaves its tasks running."""
     data = tmp / "agent-data"
     env = {k: v for k, v in os.environ.items() if k != "YURT_AGENT_TOKEN"}
-    args = [YURT, "agent", "--dev", "--data-dir", str(data), "--port", str(free_port()), *extra]
+    args = [YURT, "agent", *(["--dev"] if dev else []), "--data-dir", str(data),
+            "--port", str(free_port()), *extra]
     if token:
         token_file = tmp / "agent-token"
         token_file.write_text(token)
@@ -116,7 +119,7 @@ def start_ui_agent(tmp: Path, token: str = "", *extra: str) -> Iterator[UiAgent]
         with httpx2.Client(base_url=address, headers=headers, timeout=20) as api:
             yield UiAgent(address, data, token, api)
     finally:
-        process.send_signal(signal.SIGTERM)  # --dev: every task it started is killed
+        process.send_signal(signal.SIGTERM)  # with --dev, every task it started is killed
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
