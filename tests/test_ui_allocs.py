@@ -1,0 +1,238 @@
+"""The allocation, task log, client and event pages in a real headless Chromium (layer 3), and
+the API answer the client page reads (a node's allocations, whole).
+
+One agent (`ui_agent`, module scope) and the run's one browser serve every test. One raw_exec
+job (`talker`: a line every 200 ms, every other line red through ANSI escapes) is started once
+for the module; the tests that disturb it (a kill from outside, a restart from the UI) each
+wait for the state they caused, never for time. Every wait polls the page with an absolute
+bound (`UiBrowser.wait`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent_support import mock_job
+from tests.browser_support import UiAgent, UiBrowser
+
+TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
+          "printf '\\033[31mred %s\\033[0m\\n' $i; sleep 0.2; done")
+
+
+def talker_job(job_id: str) -> dict[str, Any]:
+    """One group, one raw_exec task that talks forever; restarted at once when killed."""
+    task = {"Name": "talker", "Driver": "raw_exec",
+            "Config": {"command": "/bin/sh", "args": ["-c", TALKER]},
+            "Resources": {"CPU": 50, "MemoryMB": 32}}
+    return {"Job": {"ID": job_id, "Type": "service", "TaskGroups": [{
+        "Name": "g", "Count": 1, "Tasks": [task],
+        "RestartPolicy": {"Attempts": 20, "Interval": 600_000_000_000, "Delay": 100_000_000,
+                          "Mode": "delay"}}]}}
+
+
+@pytest.fixture(scope="module")
+def talker(ui_agent: UiAgent) -> Iterator[dict[str, Any]]:
+    """The running allocation of the module's talker job."""
+    ui_agent.run_job(talker_job("ui-talker"))
+    yield ui_agent.wait_alloc("ui-talker")
+
+
+def task_pid(alloc_id: str, task: str) -> int:
+    """The task's own process (not the shim that runs it), found in /proc by its environment."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (f"NOMAD_ALLOC_ID={alloc_id}".encode() in env
+                and f"NOMAD_TASK_NAME={task}".encode() in env
+                and not any(a.endswith(b"shim.sh") for a in argv)):
+            return int(entry.name)
+    raise AssertionError(f"no process of task {task} of {alloc_id}")
+
+
+def events_of(browser: UiBrowser, task: str) -> list[str]:
+    """The event types listed for `task` on the allocation page, as shown (newest first)."""
+    return [str(t) for t in browser.driver.execute_script(
+        "return [...document.querySelectorAll(`[data-task='${arguments[0]}'] li[data-event-type]`)]"
+        ".map(li => li.dataset.eventType)", task)]
+
+
+def mark_no_reload(browser: UiBrowser) -> None:
+    browser.driver.execute_script("window.notReloaded = true")
+
+
+def assert_not_reloaded(browser: UiBrowser) -> None:
+    assert browser.driver.execute_script("return window.notReloaded") is True
+
+
+# ---- the API the client page reads
+
+
+def test_a_nodes_allocations_are_answered_whole_with_allocated_resources(
+        ui_agent: UiAgent) -> None:
+    ui_agent.run_job(mock_job("ui-node-allocs"))
+    alloc = ui_agent.wait_alloc("ui-node-allocs")
+    answer = ui_agent.api.get(f"/v1/node/{alloc['NodeID']}/allocations")
+    assert answer.status_code == 200
+    mine = next(a for a in answer.json() if a["ID"] == alloc["ID"])
+    # As /v1/allocation/<id> answers it: Nomad's AllocatedResources, not yurt's stored fields.
+    assert mine["AllocatedResources"]["Tasks"]["t"]["Memory"]["MemoryMB"] == 10
+    whole = ui_agent.api.get(f"/v1/allocation/{alloc['ID']}").json()
+    assert set(mine) == set(whole) and "AllocatedShared" not in mine
+    assert mine["AllocatedResources"] == whole["AllocatedResources"]
+
+
+# ---- the allocation page
+
+
+def test_a_task_killed_from_outside_shows_terminated_and_restarting_live(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    alloc_id = talker["ID"]
+    browser.open(ui_agent, f"/ui/allocations/{alloc_id}", fresh=True)
+    browser.wait(lambda: browser.text("#live") == "live", "the event socket to connect")
+    browser.wait(lambda: "Started" in events_of(browser, "talker"), "the Started event")
+    before = len(events_of(browser, "talker"))
+    mark_no_reload(browser)
+
+    os.kill(task_pid(alloc_id, "talker"), signal.SIGKILL)
+
+    def restarted() -> list[str] | None:
+        types = events_of(browser, "talker")
+        new = types[:len(types) - before]  # newest first
+        return new if "Terminated" in new and "Restarting" in new else None
+
+    new = browser.wait(restarted, "Terminated and Restarting on the page")
+    # Newest first: the restart is announced after the task ended.
+    assert new.index("Restarting") < new.index("Terminated")
+    terminated = browser.text(f"[data-task='talker'] li[data-event-type='Terminated']")
+    assert "Signal: 9" in terminated or "signal" in terminated.lower(), terminated
+    assert_not_reloaded(browser)
+    browser.screenshot("allocation")
+    browser.screenshot("allocation", dark=True)
+    assert browser.console_errors() == []
+
+
+def test_restart_of_a_task_from_the_ui_asks_first_then_shows_restart_signaled(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    alloc_id = talker["ID"]
+    ui_agent.wait_alloc("ui-talker")
+    browser.open(ui_agent, f"/ui/allocations/{alloc_id}/talker", fresh=True)
+    browser.wait(lambda: browser.find_all(
+        "[data-task='talker'] [data-action='restart-task']:not([disabled])"),
+        "the task running, its Restart enabled")
+    signaled = events_of(browser, "talker").count("Restart Signaled")
+
+    # Cancelled: nothing is sent.
+    browser.click("[data-task='talker'] [data-action='restart-task']")
+    browser.click('dialog[open] [data-role="cancel"]')
+    browser.wait(lambda: not browser.find_all("dialog[open]"), "the dialog to close")
+    browser.click("[data-task='talker'] [data-action='restart-task']")
+    browser.confirm()
+
+    browser.wait(lambda: events_of(browser, "talker").count("Restart Signaled") == signaled + 1,
+                 "one more Restart Signaled event")
+    assert "User requested task to restart" in browser.text(
+        "[data-task='talker'] li[data-event-type='Restart Signaled']")
+    browser.wait(lambda: events_of(browser, "talker")[0] == "Started",
+                 "the task started again")
+
+
+def test_the_allocation_page_charts_usage_and_links_its_job_node_and_logs(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    alloc_id = talker["ID"]
+    browser.open(ui_agent, f"/ui/allocations/{alloc_id}", fresh=True)
+    hrefs = {a.get_attribute("href").removeprefix(ui_agent.address)
+             for a in browser.find_all("#alloc-header a[href]")}
+    assert "/ui/jobs/ui-talker" in hrefs
+    assert f"/ui/clients/{talker['NodeID']}" in hrefs
+    assert browser.find_all(
+        f"[data-task='talker'] a[href='/ui/allocations/{alloc_id}/talker/logs']")
+    # The first sample is drawn at once; CPU needs a second one, 5 s later.
+    browser.wait(lambda: re.search(r"\d", browser.text(
+        "#alloc-usage [data-task='talker'] [data-metric='memory']")), "a memory value")
+    assert browser.find_all("#alloc-usage [data-task='talker'] svg.spark")
+
+
+# ---- the log view
+
+
+def test_the_log_view_follows_new_output_and_renders_ansi_colours(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    alloc_id = ui_agent.wait_alloc("ui-talker")["ID"]
+    browser.open(ui_agent, f"/ui/allocations/{alloc_id}/talker/logs", fresh=True)
+    mark_no_reload(browser)
+
+    def last_line() -> int | None:
+        numbers = re.findall(r"^line (\d+)$", browser.text("#log"), re.M)
+        return int(numbers[-1]) if numbers else None
+
+    first = browser.wait(last_line, "a line in the log")
+    browser.wait(lambda: (last_line() or 0) > first + 2, "later lines, followed")
+    assert_not_reloaded(browser)
+    # The red lines are spans coloured by the renderer; no escape code reaches the page.
+    red = browser.driver.execute_script(
+        "return [...document.querySelectorAll('#log span')].filter(s => "
+        "s.style.color && /^red \\d+$/.test(s.textContent)).map(s => s.style.color)")
+    assert red and set(red) == {"rgb(205, 49, 49)"}, red
+    assert "\x1b" not in browser.text("#log") and "[31m" not in browser.text("#log")
+    # Followed at the bottom.
+    assert browser.driver.execute_script(
+        "const p = document.getElementById('log');"
+        "return p.scrollHeight - p.scrollTop - p.clientHeight < 30")
+    browser.screenshot("logs")
+    browser.screenshot("logs", dark=True)
+
+    # stderr, from the start, not followed: the switch restarts the stream.
+    browser.click("[data-stream='stderr']")
+    browser.wait(lambda: "stderr" in browser.driver.current_url, "the stream in the address")
+    browser.wait(lambda: browser.text("#log-status") != "", "the stderr stream's status")
+    assert browser.console_errors() == []
+
+
+# ---- clients and events
+
+
+def test_clients_list_and_a_client_page(ui_agent: UiAgent, talker: dict[str, Any],
+                                        browser: UiBrowser) -> None:
+    node_id = talker["NodeID"]
+    browser.open(ui_agent, "/ui/clients", fresh=True)
+    row = browser.text(f"tr[data-node='{node_id}']")
+    assert "ready" in row and "eligible" in row and "raw_exec" in row
+    browser.screenshot("clients")
+
+    browser.open(ui_agent, f"/ui/clients/{node_id}")
+    assert browser.find_all(f"#node-allocations tr[data-alloc='{talker['ID']}']")
+    assert "healthy" in browser.text("#node-drivers tr[data-driver='raw_exec']")
+    assert "of" in browser.text("#node-resources [data-resource='memory allocated']")
+    browser.screenshot("client")
+    browser.screenshot("client", dark=True)
+
+
+def test_the_event_stream_shows_new_events_live_and_filters_by_topic(
+        ui_agent: UiAgent, browser: UiBrowser) -> None:
+    browser.open(ui_agent, "/ui/events", fresh=True)
+    browser.wait(lambda: browser.text("#live") == "live", "the event socket to connect")
+
+    ui_agent.run_job(mock_job("ui-events"))
+
+    browser.wait(lambda: browser.find_all("#events-list li[data-topic='Job']"), "a Job event")
+    browser.wait(lambda: browser.find_all("#events-list li[data-topic='Allocation']"),
+                 "an Allocation event")
+    job_row = browser.find("#events-list li[data-topic='Job'] a")
+    assert job_row.get_attribute("href").endswith("/ui/jobs/ui-events")
+    browser.find("input[data-topic='Allocation']").click()
+    browser.wait(lambda: not browser.find_all("#events-list li[data-topic='Allocation']"),
+                 "Allocation events filtered out")
+    assert "topic=" in browser.driver.current_url
+    browser.screenshot("events")
