@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +37,10 @@ def talker_job(job_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def talker(ui_agent: UiAgent) -> Iterator[dict[str, Any]]:
+def talker(ui_agent: UiAgent) -> dict[str, Any]:
     """The running allocation of the module's talker job."""
     ui_agent.run_job(talker_job("ui-talker"))
-    yield ui_agent.wait_alloc("ui-talker")
+    return ui_agent.wait_alloc("ui-talker")
 
 
 def task_pid(alloc_id: str, task: str) -> int:
@@ -89,7 +88,8 @@ def test_a_nodes_allocations_are_answered_whole_with_allocated_resources(
     # As /v1/allocation/<id> answers it: Nomad's AllocatedResources, not yurt's stored fields.
     assert mine["AllocatedResources"]["Tasks"]["t"]["Memory"]["MemoryMB"] == 10
     whole = ui_agent.api.get(f"/v1/allocation/{alloc['ID']}").json()
-    assert set(mine) == set(whole) and "AllocatedShared" not in mine
+    assert set(mine) == set(whole)
+    assert "AllocatedShared" not in mine
     assert mine["AllocatedResources"] == whole["AllocatedResources"]
 
 
@@ -115,7 +115,7 @@ def test_a_task_killed_from_outside_shows_terminated_and_restarting_live(
     new = browser.wait(restarted, "Terminated and Restarting on the page")
     # Newest first: the restart is announced after the task ended.
     assert new.index("Restarting") < new.index("Terminated")
-    terminated = browser.text(f"[data-task='talker'] li[data-event-type='Terminated']")
+    terminated = browser.text("[data-task='talker'] li[data-event-type='Terminated']")
     assert "Signal: 9" in terminated or "signal" in terminated.lower(), terminated
     assert_not_reloaded(browser)
     browser.screenshot("allocation")
@@ -184,8 +184,10 @@ def test_the_log_view_follows_new_output_and_renders_ansi_colours(
     red = browser.driver.execute_script(
         "return [...document.querySelectorAll('#log span')].filter(s => "
         "s.style.color && /^red \\d+$/.test(s.textContent)).map(s => s.style.color)")
-    assert red and set(red) == {"rgb(205, 49, 49)"}, red
-    assert "\x1b" not in browser.text("#log") and "[31m" not in browser.text("#log")
+    assert red, "no red span in the log"
+    assert set(red) == {"rgb(205, 49, 49)"}, red
+    assert "\x1b" not in browser.text("#log")
+    assert "[31m" not in browser.text("#log")
     # Followed at the bottom.
     assert browser.driver.execute_script(
         "const p = document.getElementById('log');"
@@ -208,7 +210,9 @@ def test_clients_list_and_a_client_page(ui_agent: UiAgent, talker: dict[str, Any
     node_id = talker["NodeID"]
     browser.open(ui_agent, "/ui/clients", fresh=True)
     row = browser.text(f"tr[data-node='{node_id}']")
-    assert "ready" in row and "eligible" in row and "raw_exec" in row
+    assert "ready" in row
+    assert "eligible" in row
+    assert "raw_exec" in row
     browser.screenshot("clients")
 
     browser.open(ui_agent, f"/ui/clients/{node_id}")

@@ -5,8 +5,8 @@ their `NodeResources` and `ReservedResources`, with `?os=true` an `Attributes` h
 `os.name`), a node answers the whole `Node`; eligibility, drain and purge answer Nomad's
 update responses. An ID may be a unique prefix, as `nomad node status` allows; an unknown node
 is a 404 `node not found`, a malformed body a 400. A node's allocations are Nomad's: full
-allocations (`alloc_json`, with `AllocatedResources`), and an empty list for a node this server does not know (Nomad's Node.GetAllocs
-has no "not found").
+allocations (`alloc_json`, with `AllocatedResources`), and an empty list for a node this server
+does not know (Nomad's Node.GetAllocs has no "not found").
 
 Changes go through `NodeControl` (runtime/server/nodestate.py), which persists them and runs
 the drain.
