@@ -9,7 +9,7 @@
 // module's closure: leaving the page drops them. With `:task`, only that task is shown, with a
 // link back to the whole allocation.
 
-import { api, badge, confirmAction, emptyState, errorBox, h, link, replace, shortId, timeEl, toDate, toast } from "../lib.js";
+import { api, badge, confirmAction, emptyState, errorBox, h, link, relative, replace, shortId, timeEl, toDate, toast } from "../lib.js";
 import { drawUsage, usageTracker } from "./alloc_usage.js";
 
 const SIGNALS = ["SIGHUP", "SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGKILL"];
@@ -49,6 +49,17 @@ function relatedLinks(alloc) {
   return section.length ? [h("h2", null, "Related allocations"), ...section] : [];
 }
 
+/** An event's clock time (to the second, with the date when not today), relative on hover.
+ * Not a <time datetime>: lib.js rewrites those as relative every 5 s, and events a few
+ * milliseconds apart would all read "just now". */
+function clockEl(value) {
+  const d = toDate(value);
+  if (!d) return h("span", { class: "muted" }, "–");
+  const today = d.toDateString() === new Date().toDateString();
+  const text = (today ? "" : d.toLocaleDateString() + " ") + d.toLocaleTimeString();
+  return h("span", { class: "clock", title: `${d.toLocaleString()} (${relative(d)})` }, text);
+}
+
 /** The task's events, newest first: time, Type, DisplayMessage (Nomad's UI columns). */
 function eventList(state) {
   // Reversed first: the sort is stable, so events of the same instant stay newest first.
@@ -56,7 +67,7 @@ function eventList(state) {
   if (!evs.length) return h("p", { class: "muted" }, "No events yet: the task has not been set up.");
   return h("ol", { class: "events task-events", reversed: true }, evs.map((ev) =>
     h("li", { "data-event-type": ev.Type },
-      h("span", { class: "etime" }, timeEl(ev.Time)),
+      h("span", { class: "etime" }, clockEl(ev.Time)),
       h("span", { class: "etype" }, ev.Type),
       h("span", { class: "emsg" }, ev.DisplayMessage || ev.Message || h("span", { class: "muted" }, "no message")))));
 }

@@ -206,13 +206,13 @@ export default async function mount(view, params, ctx) {
     const all = node.Attributes || {};
     const meta = node.Meta || {};
     replace(attrs, h("h2", null, "Attributes"),
-      kv(INTERESTING.filter((k) => all[k]).map((k) => [k, k === "memory.totalbytes" ? bytes(+all[k]) : all[k]])),
+      kv(INTERESTING.filter((k) => all[k]).map((k) => [k, k === "memory.totalbytes" ? bytes(+all[k]) : all[k]]), "kv attrs"),
       h("details", null, h("summary", null, `All ${Object.keys(all).length} attributes`),
-        kv(Object.keys(all).sort().map((k) => [k, all[k]]))),
-      Object.keys(meta).length ? [h("h3", null, "Meta"), kv(Object.keys(meta).sort().map((k) => [k, meta[k]]))] : null);
+        kv(Object.keys(all).sort().map((k) => [k, all[k]]), "kv attrs")),
+      Object.keys(meta).length ? [h("h3", null, "Meta"), kv(Object.keys(meta).sort().map((k) => [k, meta[k]]), "kv attrs")] : null);
     const evs = [...(node.Events || [])].reverse();
     replace(events, evs.length ? [h("h2", null, "Node events"), h("ol", { class: "events node-events" },
-      evs.map((e) => h("li", null, h("span", null, timeEl(e.Timestamp)), h("span", { class: "etype" }, e.Subsystem || ""),
+      evs.map((e) => h("li", null, h("span", { class: "etime" }, timeEl(e.Timestamp)), h("span", { class: "etype" }, e.Subsystem || ""),
         h("span", { class: "emsg" }, e.Message))))] : null);
   };
 

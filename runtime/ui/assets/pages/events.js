@@ -78,7 +78,8 @@ export default async function mount(view, params, ctx) {
   const row = (e) => {
     const href = keyHref(e);
     return h("li", { "data-topic": e.Topic, "data-event-type": e.Type },
-      h("span", { class: "etime" }, h("time", { datetime: e.at.toISOString(), title: e.at.toLocaleString() }, e.at.toLocaleTimeString())),
+      // A clock time, not a <time datetime> (lib.js would rewrite it as relative).
+      h("span", { class: "etime clock", title: e.at.toLocaleString() }, e.at.toLocaleTimeString()),
       h("span", { class: "etopic badge" }, e.Topic),
       h("span", { class: "etype" }, e.Type),
       h("span", { class: "ekey" }, href ? h("a", { href, title: e.Key, class: "id" }, short(e.Key)) : h("span", { class: "id", title: e.Key }, short(e.Key)),
