@@ -240,3 +240,43 @@ def test_the_event_stream_shows_new_events_live_and_filters_by_topic(
                  "Allocation events filtered out")
     assert "topic=" in browser.driver.current_url
     browser.screenshot("events")
+
+
+def test_drain_from_the_client_page_sends_the_deadline_and_can_be_cancelled(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    # Last in the module: a drain moves the allocations off the module's one node.
+    node_id = talker["NodeID"]
+    browser.open(ui_agent, f"/ui/clients/{node_id}", fresh=True)
+    try:
+        browser.click("[data-action='drain']")
+        field = browser.find("dialog[open] #drain-deadline")
+        field.clear()
+        field.send_keys("soon")
+        browser.click('dialog[open] [data-role="confirm"]')
+        # An unreadable deadline is refused in the dialog, which opens again saying why.
+        browser.wait_text("not a duration", "dialog[open]")
+        field = browser.find("dialog[open] #drain-deadline")
+        field.clear()
+        field.send_keys("30m")
+        browser.find("dialog[open] #drain-ignore-system").click()
+        browser.confirm()
+
+        browser.wait(lambda: browser.find_all("[data-action='cancel-drain']"),
+                     "the page showing the drain")
+        strategy = ui_agent.api.get(f"/v1/node/{node_id}").json()["DrainStrategy"]
+        assert strategy["Deadline"] == 30 * 60 * 10**9
+        assert strategy["IgnoreSystemJobs"] is True
+        assert "ineligible" in browser.text("#node-header h1")
+
+        browser.click("[data-action='cancel-drain']")
+        browser.confirm()
+        browser.wait(lambda: browser.find_all("[data-action='drain']"), "the drain cancelled")
+        assert ui_agent.api.get(f"/v1/node/{node_id}").json()["DrainStrategy"] is None
+        browser.click("[data-action='eligibility']")
+        browser.confirm()
+        browser.wait(lambda: "Make ineligible" in browser.text("[data-action='eligibility']"),
+                     "the node eligible again")
+    finally:
+        ui_agent.api.put(f"/v1/node/{node_id}/drain", json={"DrainSpec": None})
+        ui_agent.api.put(f"/v1/node/{node_id}/eligibility",
+                         json={"Eligibility": "eligible"})

@@ -11,6 +11,7 @@
 
 import { api, badge, confirmAction, emptyState, errorBox, h, link, relative, replace, shortId, timeEl, toDate, toast } from "../lib.js";
 import { drawUsage, usageTracker } from "./alloc_usage.js";
+import { buttonCache, keepFocus } from "./alloc_widgets.js";
 
 const SIGNALS = ["SIGHUP", "SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGKILL"];
 const STATS_EVERY_MS = 5000;
@@ -103,6 +104,7 @@ export default async function mount(view, params, ctx) {
   let alloc = null;
   let node = null; // for CPU MHz (cpu.frequency): read once, best effort
   const tracker = usageTracker();
+  const button = buttonCache();
 
   const post = (path, body) => api.post(path, body, { signal: ctx.signal });
   const refresh = () => load();
@@ -152,10 +154,10 @@ export default async function mount(view, params, ctx) {
         ["Modified", timeEl(alloc.ModifyTime)],
       ], "kv facts header-facts"));
     replace(actions,
-      h("button", { type: "button", "data-action": "restart", onclick: restartAlloc, disabled: terminal }, "Restart"),
-      h("button", { type: "button", "data-action": "restart-all", onclick: restartAll, disabled: terminal }, "Restart all tasks"),
-      h("button", { type: "button", "data-action": "signal", onclick: () => signal(null), disabled: terminal }, "Signal"),
-      h("button", { type: "button", class: "danger", "data-action": "stop", onclick: stop, disabled: alloc.DesiredStatus !== "run" }, "Stop"));
+      button("restart", { "data-action": "restart", onclick: restartAlloc, disabled: terminal, label: "Restart" }),
+      button("restart-all", { "data-action": "restart-all", onclick: restartAll, disabled: terminal, label: "Restart all tasks" }),
+      button("signal", { "data-action": "signal", onclick: () => signal(null), disabled: terminal, label: "Signal" }),
+      button("stop", { class: "danger", "data-action": "stop", onclick: stop, disabled: alloc.DesiredStatus !== "run", label: "Stop" }));
     replace(related, ...relatedLinks(alloc));
   };
 
@@ -181,8 +183,10 @@ export default async function mount(view, params, ctx) {
         h("h3", null, onlyTask ? name : link(base, name), badge(st.State), st.Failed ? badge("failed") : null,
           h("span", { class: "spacer" }),
           h("a", { href: `${base}/logs`, class: "button small", "data-action": "logs" }, "Logs"),
-          h("button", { type: "button", class: "small", "data-action": "restart-task", onclick: () => restartTask(name), disabled: st.State !== "running" }, "Restart"),
-          h("button", { type: "button", class: "small", "data-action": "signal-task", onclick: () => signal(name), disabled: st.State !== "running" }, "Signal")),
+          button(`restart-task:${name}`, { class: "small", "data-action": "restart-task", onclick: () => restartTask(name),
+            disabled: st.State !== "running", label: "Restart" }),
+          button(`signal-task:${name}`, { class: "small", "data-action": "signal-task", onclick: () => signal(name),
+            disabled: st.State !== "running", label: "Signal" })),
         kv([
           ["Lifecycle", hook ? `${hook.Hook}${hook.Sidecar ? " (sidecar)" : ""}` : "main"],
           ["Restarts", String(st.Restarts || 0)],
@@ -209,8 +213,7 @@ export default async function mount(view, params, ctx) {
       return;
     }
     ctx.title(`${alloc.Name} · allocation`);
-    drawHeader();
-    drawTasks();
+    keepFocus(() => { drawHeader(); drawTasks(); });
   };
 
   const pollStats = async () => {

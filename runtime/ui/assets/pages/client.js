@@ -8,6 +8,7 @@
 // 10 s while the page is shown (slower than the UI's 5 s floor: it moves slowly).
 
 import { api, badge, bytes, confirmAction, emptyState, errorBox, h, link, replace, shortId, table, timeEl, toast } from "../lib.js";
+import { buttonCache, keepFocus } from "./alloc_widgets.js";
 import { isLive } from "./node_common.js";
 
 const HOST_STATS_EVERY_MS = 10000;
@@ -76,6 +77,7 @@ export default async function mount(view, params, ctx) {
   replace(view, header, actions, resources, allocsEl, drivers, devices, attrs, events);
 
   let node = null, allocs = [], host = null;
+  const button = buttonCache();
 
   const put = (path, body) => api.put(path, body, { signal: ctx.signal });
   const run = async (label, fn) => {
@@ -136,10 +138,10 @@ export default async function mount(view, params, ctx) {
         ["Last drain", !ds && node.LastDrain ? h("span", null, node.LastDrain.Status, " ", timeEl(node.LastDrain.UpdatedAt)) : null],
       ], "kv facts header-facts"));
     replace(actions,
-      ds ? h("button", { type: "button", "data-action": "cancel-drain", onclick: cancelDrain }, "Cancel drain")
-        : h("button", { type: "button", class: "danger", "data-action": "drain", onclick: drain }, "Drain"),
-      h("button", { type: "button", "data-action": "eligibility", onclick: toggleEligibility },
-        node.SchedulingEligibility === "eligible" ? "Make ineligible" : "Make eligible"));
+      ds ? button("cancel-drain", { "data-action": "cancel-drain", onclick: cancelDrain, label: "Cancel drain" })
+        : button("drain", { class: "danger", "data-action": "drain", onclick: drain, label: "Drain" }),
+      button("eligibility", { "data-action": "eligibility", onclick: toggleEligibility,
+        label: node.SchedulingEligibility === "eligible" ? "Make ineligible" : "Make eligible" }));
   };
 
   const drawResources = () => {
@@ -242,7 +244,7 @@ export default async function mount(view, params, ctx) {
     }
     if (host === null) await readHost();
     ctx.title(`${node.Name} · client`);
-    drawHeader(); drawResources(); drawAllocs(); drawDrivers(); drawDevices(); drawAttrs();
+    keepFocus(() => { drawHeader(); drawResources(); drawAllocs(); drawDrivers(); drawDevices(); drawAttrs(); });
   };
 
   await ctx.live((e) => (e.Topic === "Node" && (e.Key === id || e.Key === node?.ID)) ||
