@@ -216,8 +216,13 @@ export default async function mount(view, params, ctx) {
     keepFocus(() => { drawHeader(); drawTasks(); });
   };
 
+  let polling = false; // a slow answer never overlaps the next tick
   const pollStats = async () => {
-    if (!alloc || ctx.signal.aborted) return;
+    if (!alloc || ctx.signal.aborted || polling) return;
+    polling = true;
+    try { await readStats(); } finally { polling = false; }
+  };
+  const readStats = async () => {
     if (node === null && alloc.NodeID) {
       node = await api.get(`/v1/node/${encodeURIComponent(alloc.NodeID)}`, { signal: ctx.signal }).catch(() => ({}));
     }

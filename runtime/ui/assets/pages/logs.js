@@ -115,7 +115,7 @@ export default async function mount(view, params, ctx) {
 
   const setStatus = (text, kind) => replace(status, kind ? badge(kind) : null, kind ? " " : null, text);
 
-  async function read(controller) {
+  async function read(controller, opened) {
     const decoder = new TextDecoder("utf-8");
     const framesOf = frameSplitter();
     const ansi = ansiRenderer(); // one per stream: a colour never leaks into the next
@@ -136,6 +136,7 @@ export default async function mount(view, params, ctx) {
       throw err;
     }
     setStatus(state.follow ? "following" : "reading", state.follow ? "running" : null);
+    opened();
     const reader = response.body.getReader();
     const text = new TextDecoder("utf-8"); // the JSON framing is ASCII; log bytes are base64
     for (;;) {
@@ -155,7 +156,9 @@ export default async function mount(view, params, ctx) {
     setStatus(state.follow ? "the task's output is complete" : "end of the log", state.follow ? "complete" : null);
   }
 
-  async function restart() {
+  /** Starts a stream with the current choices (ending the one before); resolves once it is
+   * open (or failed), while the stream itself runs on until it ends or is aborted. */
+  function restart() {
     if (stream) stream.abort();
     keepUrl();
     drawTabs();
@@ -170,8 +173,15 @@ export default async function mount(view, params, ctx) {
     stream = controller;
     const off = () => controller.abort();
     ctx.signal.addEventListener("abort", off, { once: true });
+    let opened;
+    const started = new Promise((resolve) => { opened = resolve; });
+    run(controller, opened, off);
+    return started;
+  }
+
+  async function run(controller, opened, off) {
     try {
-      await read(controller);
+      await read(controller, opened);
     } catch (err) {
       if (err.name === "AbortError" || controller.signal.aborted) return;
       if (err.status === 404 || err.status === 400) {
@@ -183,6 +193,7 @@ export default async function mount(view, params, ctx) {
         toast(`Log stream broke off: ${err.message}`, "bad");
       }
     } finally {
+      opened();
       ctx.signal.removeEventListener("abort", off);
     }
   }
@@ -190,5 +201,5 @@ export default async function mount(view, params, ctx) {
   followBox.addEventListener("change", () => { state.follow = followBox.checked; restart(); });
   originSel.addEventListener("change", () => { state.origin = originSel.value; restart(); });
   drawTabs();
-  restart(); // runs for as long as the stream does; the page is ready once it started
+  await restart(); // the page is ready once its stream is open; the stream runs on
 }
