@@ -25,13 +25,20 @@ TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
           "printf '\\033[31mred %s\\033[0m\\n' $i; sleep 0.2; done")
 
 
+#: More than the log view keeps (1 MiB), then a last line, then quiet.
+BULK = ("head -c 2500000 /dev/zero | tr '\\0' x | fold -w 99; echo bulk-done; "
+        "exec sleep 3600")
+
+
 def talker_job(job_id: str) -> dict[str, Any]:
-    """One group, one raw_exec task that talks forever; restarted at once when killed."""
-    task = {"Name": "talker", "Driver": "raw_exec",
-            "Config": {"command": "/bin/sh", "args": ["-c", TALKER]},
-            "Resources": {"CPU": 50, "MemoryMB": 32}}
+    """One group: `talker` talks forever (restarted at once when killed), `bulk` writes
+    2.5 MB at once and then sleeps."""
+    tasks = [{"Name": name, "Driver": "raw_exec",
+              "Config": {"command": "/bin/sh", "args": ["-c", script]},
+              "Resources": {"CPU": 50, "MemoryMB": 32}}
+             for name, script in (("talker", TALKER), ("bulk", BULK))]
     return {"Job": {"ID": job_id, "Type": "service", "TaskGroups": [{
-        "Name": "g", "Count": 1, "Tasks": [task],
+        "Name": "g", "Count": 1, "Tasks": tasks,
         "RestartPolicy": {"Attempts": 20, "Interval": 600_000_000_000, "Delay": 100_000_000,
                           "Mode": "delay"}}]}}
 
@@ -148,12 +155,35 @@ def test_restart_of_a_task_from_the_ui_asks_first_then_shows_restart_signaled(
                  "the task started again")
 
 
+def test_a_signal_chosen_in_the_dialog_reaches_the_task(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    alloc_id = talker["ID"]
+    browser.open(ui_agent, f"/ui/allocations/{alloc_id}", fresh=True)
+    browser.wait(lambda: browser.find_all(
+        "[data-task='talker'] [data-action='signal-task']:not([disabled])"),
+        "the task running, its Signal enabled")
+    signaled = events_of(browser, "talker").count("Signaling")
+    browser.click("[data-task='talker'] [data-action='signal-task']")
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find("dialog[open] select[data-role='signal']")).select_by_value("SIGUSR1")
+    browser.confirm()
+
+    browser.wait(lambda: events_of(browser, "talker").count("Signaling") == signaled + 1,
+                 "a Signaling event")
+    assert "SIGUSR1" in browser.text("[data-task='talker'] li[data-event-type='Signaling']")
+    # sh ends on SIGUSR1: the task is restarted; later tests want it running.
+    browser.wait(lambda: events_of(browser, "talker")[0] == "Started", "the task started again")
+
+
 def test_the_allocation_page_charts_usage_and_links_its_job_node_and_logs(
         ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
     alloc_id = talker["ID"]
     browser.open(ui_agent, f"/ui/allocations/{alloc_id}", fresh=True)
-    hrefs = {a.get_attribute("href").removeprefix(ui_agent.address)
-             for a in browser.find_all("#alloc-header a[href]")}
+    # Read in one script: the page redraws on every event of the allocation.
+    hrefs = set(browser.driver.execute_script(
+        "return [...document.querySelectorAll('#alloc-header a[href]')]"
+        ".map(a => a.getAttribute('href'))"))
     assert "/ui/jobs/ui-talker" in hrefs
     assert f"/ui/clients/{talker['NodeID']}" in hrefs
     assert browser.find_all(
@@ -200,6 +230,45 @@ def test_the_log_view_follows_new_output_and_renders_ansi_colours(
     browser.wait(lambda: "stderr" in browser.driver.current_url, "the stream in the address")
     browser.wait(lambda: browser.text("#log-status") != "", "the stderr stream's status")
     assert browser.console_errors() == []
+
+
+def test_the_log_view_keeps_at_most_a_mebibyte_of_text(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    alloc_id = talker["ID"]
+    path = f"/ui/allocations/{alloc_id}/bulk/logs?follow=false&origin=start"
+    browser.open(ui_agent, path, fresh=True)
+    browser.wait_text("end of the log", "#log-status")
+    kept = int(browser.driver.execute_script(
+        "return document.getElementById('log').textContent.length"))
+    # 2.5 MB written: the oldest dropped, chunk by chunk, down to about 1 MiB.
+    assert 900_000 < kept <= 1_048_576 + 70_000, kept
+    assert browser.text("#log").rstrip().endswith("bulk-done")
+
+
+def test_log_frames_cut_anywhere_decode_whole(ui_agent: UiAgent, browser: UiBrowser) -> None:
+    """The stream's bytes arrive cut anywhere: inside a frame, a JSON string holding braces,
+    a UTF-8 character of the log split between two frames."""
+    browser.open(ui_agent, "/ui/events", fresh=True)
+    text = browser.driver.execute_async_script(r"""
+        const done = arguments[arguments.length - 1];
+        import('/ui/assets/pages/logs.js').then(({ logDecoder }) => {
+          const b64 = (bytes) => btoa(String.fromCharCode(...bytes));
+          const enc = new TextEncoder();
+          const euro = enc.encode('\u20ac');  // 3 bytes, cut after the first
+          const one = [...enc.encode('h\u00e9llo '), euro[0]];
+          const two = [euro[1], euro[2], ...enc.encode(' {x} done\n')];
+          const stream = JSON.stringify({Offset: 1, Data: b64(one), File: 'we}ird{"'}) + '{}' +
+            JSON.stringify({Offset: 2, Data: b64(two), File: 'stdout.0'}) +
+            JSON.stringify({Offset: 2, File: 'stdout.0', FileEvent: 'file truncated'});
+          const bytes = enc.encode(stream);
+          const logs = logDecoder();
+          const out = [];
+          for (let i = 0; i < bytes.length; i += 5) out.push(...logs.push(bytes.slice(i, i + 5)));
+          out.push(...logs.end());
+          done(out.map((p) => p.event ? `[${p.event}]` : p.text).join(''));
+        });
+    """)
+    assert text == "h\u00e9llo \u20ac {x} done\n[file truncated]"
 
 
 # ---- clients and events

@@ -61,6 +61,14 @@ function clockEl(value) {
   return h("span", { class: "clock", title: `${d.toLocaleString()} (${relative(d)})` }, text);
 }
 
+/** Nomad's API signal puts the signal in Details only (its message reads "Task being sent a
+ * signal"): named beside the message, so a person sees which one was sent. */
+function detailNote(ev) {
+  const sig = ev.Details && ev.Details.signal;
+  const msg = ev.DisplayMessage || "";
+  return sig && !msg.includes(sig) && ev.Type === "Signaling" ? h("span", { class: "muted" }, ` (${sig})`) : null;
+}
+
 /** The task's events, newest first: time, Type, DisplayMessage (Nomad's UI columns). */
 function eventList(state) {
   // Reversed first: the sort is stable, so events of the same instant stay newest first.
@@ -70,7 +78,8 @@ function eventList(state) {
     h("li", { "data-event-type": ev.Type },
       h("span", { class: "etime" }, clockEl(ev.Time)),
       h("span", { class: "etype" }, ev.Type),
-      h("span", { class: "emsg" }, ev.DisplayMessage || ev.Message || h("span", { class: "muted" }, "no message")))));
+      h("span", { class: "emsg" }, ev.DisplayMessage || ev.Message || h("span", { class: "muted" }, "no message"),
+        detailNote(ev)))));
 }
 
 async function act(label, fn, refresh) {

@@ -44,6 +44,35 @@ export function frameSplitter() {
   };
 }
 
+/** The framed stream's bytes → pieces to show: `{text}` (the log's text, a UTF-8 character
+ * cut between two frames joined) or `{event, file}` (a file deleted or truncated). */
+export function logDecoder() {
+  const framing = new TextDecoder("utf-8"); // the JSON around the data (base64: ASCII)
+  const content = new TextDecoder("utf-8"); // the log's own bytes, across frames
+  const framesOf = frameSplitter();
+  return {
+    push(bytes) {
+      const out = [];
+      for (const frame of framesOf(framing.decode(bytes, { stream: true }))) {
+        let obj;
+        try { obj = JSON.parse(frame); } catch { continue; }
+        if (obj.FileEvent === "file deleted" || obj.FileEvent === "file truncated") {
+          out.push({ event: obj.FileEvent, file: obj.File || "" });
+        }
+        if (obj.Data) {
+          const text = content.decode(b64bytes(obj.Data), { stream: true });
+          if (text) out.push({ text });
+        }
+      }
+      return out;
+    },
+    end() {
+      const text = content.decode();
+      return text ? [{ text }] : [];
+    },
+  };
+}
+
 function b64bytes(data) {
   const bin = atob(data);
   const out = new Uint8Array(bin.length);
@@ -116,8 +145,7 @@ export default async function mount(view, params, ctx) {
   const setStatus = (text, kind) => replace(status, kind ? badge(kind) : null, kind ? " " : null, text);
 
   async function read(controller, opened) {
-    const decoder = new TextDecoder("utf-8");
-    const framesOf = frameSplitter();
+    const logs = logDecoder();
     const ansi = ansiRenderer(); // one per stream: a colour never leaks into the next
     const q = new URLSearchParams({ task, type: state.type, origin: state.origin,
       offset: String(state.origin === "end" ? TAIL_BYTES : 0) });
@@ -138,21 +166,14 @@ export default async function mount(view, params, ctx) {
     setStatus(state.follow ? "following" : "reading", state.follow ? "running" : null);
     opened();
     const reader = response.body.getReader();
-    const text = new TextDecoder("utf-8"); // the JSON framing is ASCII; log bytes are base64
+    const show = (piece) => append(piece.event
+      ? [document.createTextNode(`\n[${piece.event}: ${piece.file}]\n`)] : ansi.feed(piece.text));
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      for (const frame of framesOf(text.decode(value, { stream: true }))) {
-        let obj;
-        try { obj = JSON.parse(frame); } catch { continue; }
-        if (obj.FileEvent === "file deleted" || obj.FileEvent === "file truncated") {
-          append([document.createTextNode(`\n[${obj.FileEvent}: ${obj.File || ""}]\n`)]);
-        }
-        if (!obj.Data) continue;
-        append(ansi.feed(decoder.decode(b64bytes(obj.Data), { stream: true })));
-      }
+      for (const piece of logs.push(value)) show(piece);
     }
-    append(ansi.feed(decoder.decode()));
+    for (const piece of logs.end()) show(piece);
     setStatus(state.follow ? "the task's output is complete" : "end of the log", state.follow ? "complete" : null);
   }
 
