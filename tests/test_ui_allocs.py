@@ -310,6 +310,17 @@ def test_the_event_stream_shows_new_events_live_and_filters_by_topic(
     assert "topic=" in browser.driver.current_url
     browser.screenshot("events")
 
+    # Paused: events are counted, the list stays still; resumed, they are drawn.
+    browser.click("#events-pause")
+    rows = len(browser.find_all("#events-list li"))
+    ui_agent.run_job(mock_job("ui-events-paused"))
+    browser.wait(lambda: re.search(r"paused · [1-9]", browser.text("#events-count")),
+                 "events counted while paused")
+    assert len(browser.find_all("#events-list li")) == rows
+    assert "ui-events-paused" not in browser.text("#events-list")
+    browser.click("#events-pause")
+    browser.wait_text("ui-events-paused", "#events-list")
+
 
 def test_drain_from_the_client_page_sends_the_deadline_and_can_be_cancelled(
         ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:

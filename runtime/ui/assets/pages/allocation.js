@@ -228,6 +228,12 @@ export default async function mount(view, params, ctx) {
   let polling = false; // a slow answer never overlaps the next tick
   const pollStats = async () => {
     if (!alloc || ctx.signal.aborted || polling) return;
+    if (["complete", "failed", "lost"].includes(alloc.ClientStatus)) {
+      // Nothing runs any more: no usage to read. The samples kept stay drawn.
+      if (!tracker.tasks.size) replace(usage, h("h2", null, "Resource usage"),
+        h("p", { class: "muted" }, "The allocation is no longer running: no usage to show."));
+      return;
+    }
     polling = true;
     try { await readStats(); } finally { polling = false; }
   };

@@ -4,8 +4,8 @@
 // Kept: the last KEEP events received while the page is open, in memory, whether shown or
 // filtered out, so changing a filter shows what already arrived. Paused: events still arrive
 // and are kept, the list does not move (a person reading a row does not lose it); resuming
-// draws what came meanwhile. Drawing is batched to one frame: a burst of events costs one
-// redraw, not one per event. The topic filter and the key filter live in the URL.
+// draws what came meanwhile. Drawing is batched to one frame, and only prepends the rows of
+// what is new (a filter change redraws all). The topic filter and the key filter live in the URL.
 
 import { emptyState, h, link, replace } from "../lib.js";
 
@@ -87,20 +87,37 @@ export default async function mount(view, params, ctx) {
       h("span", { class: "eindex muted" }, `#${e.Index}`));
   };
 
+  // Full redraw: on a filter change, a clear, a resume. Otherwise new events are only
+  // prepended (and the oldest rows trimmed): a busy stream costs rows for what is new, not 500
+  // rows per frame.
+  let fresh = []; // arrived since the last draw, oldest first
+  let needFull = true;
+  const drawCount = (shownCount) => replace(count, paused ? `paused · ${unseen} new`
+    : `${shownCount} of ${kept.length} kept (last ${KEEP})`);
+  const drawEmpty = (shownCount) => replace(empty, shownCount ? null : kept.length
+    ? emptyState("No event matches", h("p", null, "Tick more topics or clear the key filter."))
+    : emptyState("Waiting for events", h("p", null, "They appear here as they happen: ", link("/ui/jobs/run", "run a job"),
+      " or restart an allocation to see some.")));
   const draw = () => {
     scheduled = false;
     const on = topicsOn(), needle = keyInput.value.trim().toLowerCase();
-    const shown = kept.filter((e) => shows(e, on, needle));
-    // kept is oldest first; the list shows newest first.
-    replace(list, shown.reverse().map(row));
-    replace(count, paused ? `paused · ${unseen} new` : `${shown.length} of ${kept.length} kept (last ${KEEP})`);
-    replace(empty, shown.length ? null : kept.length
-      ? emptyState("No event matches", h("p", null, "Tick more topics or clear the key filter."))
-      : emptyState("Waiting for events", h("p", null, "They appear here as they happen: ", link("/ui/jobs/run", "run a job"),
-        " or restart an allocation to see some.")));
+    if (needFull) {
+      needFull = false;
+      fresh = [];
+      // kept is oldest first; the list shows newest first.
+      replace(list, kept.filter((e) => shows(e, on, needle)).reverse().map(row));
+    } else {
+      const rows = fresh.filter((e) => shows(e, on, needle)).reverse().map(row);
+      fresh = [];
+      list.prepend(...rows);
+      const shownKept = kept.filter((e) => shows(e, on, needle)).length;
+      while (list.children.length > shownKept) list.lastElementChild.remove();
+    }
+    drawCount(list.children.length);
+    drawEmpty(list.children.length);
   };
+  const redraw = () => { needFull = true; draw(); };
   const schedule = () => { if (!scheduled && !paused) { scheduled = true; requestAnimationFrame(draw); } };
-
   const keepUrl = () => {
     const q = new URLSearchParams();
     const on = topicsOn();
@@ -108,22 +125,26 @@ export default async function mount(view, params, ctx) {
     if (keyInput.value.trim()) q.set("key", keyInput.value.trim());
     history.replaceState(null, "", location.pathname + (q.toString() ? `?${q}` : ""));
   };
-  for (const b of boxes) b.addEventListener("change", () => { keepUrl(); draw(); });
-  keyInput.addEventListener("input", () => { keepUrl(); draw(); });
+  for (const b of boxes) b.addEventListener("change", () => { keepUrl(); redraw(); });
+  keyInput.addEventListener("input", () => { keepUrl(); redraw(); });
   pauseBtn.addEventListener("click", () => {
     paused = !paused;
     unseen = 0;
     pauseBtn.textContent = paused ? "Resume" : "Pause";
     pauseBtn.setAttribute("aria-pressed", String(paused));
-    draw();
+    redraw();
   });
-  clearBtn.addEventListener("click", () => { kept.length = 0; unseen = 0; draw(); });
+  clearBtn.addEventListener("click", () => { kept.length = 0; unseen = 0; redraw(); });
 
   ctx.onEvent((e) => {
-    kept.push({ Topic: e.Topic, Type: e.Type, Key: e.Key, Namespace: e.Namespace, Index: e.Index,
+    const entry = { Topic: e.Topic, Type: e.Type, Key: e.Key, Namespace: e.Namespace, Index: e.Index,
       Payload: e.Topic === "Task" || e.Topic === "Deployment" ? e.Payload : undefined,
-      summary: summary(e), at: new Date() });
+      summary: summary(e), at: new Date() };
+    kept.push(entry);
     if (kept.length > KEEP) kept.splice(0, kept.length - KEEP);
+    if (!paused) fresh.push(entry);
+    // A hidden tab runs no animation frame: what waits is bounded as what is kept.
+    if (fresh.length > KEEP) fresh.splice(0, fresh.length - KEEP);
     if (paused) { unseen++; replace(count, `paused · ${unseen} new`); } else schedule();
   });
   draw();
