@@ -209,9 +209,15 @@ export default async function mount(view, params, ctx) {
     }));
   };
 
+  // An action's own refresh may run beside a live one: only the latest read is drawn, so an
+  // older answer never overwrites a newer one.
+  let reads = 0;
   const load = async () => {
+    const mine = ++reads;
     try {
-      alloc = await api.get(`/v1/allocation/${encodeURIComponent(id)}`, { signal: ctx.signal });
+      const fetched = await api.get(`/v1/allocation/${encodeURIComponent(id)}`, { signal: ctx.signal });
+      if (mine !== reads) return;
+      alloc = fetched;
     } catch (err) {
       if (err.name === "AbortError") throw err;
       if (!alloc) {

@@ -227,12 +227,16 @@ export default async function mount(view, params, ctx) {
     }
   };
 
+  // An action's own refresh may run beside a live one: only the latest read is drawn.
+  let reads = 0;
   const load = async () => {
+    const mine = ++reads;
     try {
       const [n, a] = await Promise.all([
         api.get(`/v1/node/${encodeURIComponent(id)}`, { signal: ctx.signal }),
         api.get(`/v1/node/${encodeURIComponent(id)}/allocations`, { signal: ctx.signal }),
       ]);
+      if (mine !== reads) return;
       node = n; allocs = a || [];
     } catch (err) {
       if (err.name === "AbortError") throw err;
