@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.agent_support import mock_job
-from tests.browser_support import UiAgent, UiBrowser
+from tests.browser_support import UiAgent, UiBrowser, poll
 
 TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
           "printf '\\033[31mred %s\\033[0m\\n' $i; sleep 0.2; done")
@@ -243,6 +243,42 @@ def test_the_log_view_keeps_at_most_a_mebibyte_of_text(
     # 2.5 MB written: the oldest dropped, chunk by chunk, down to about 1 MiB.
     assert 900_000 < kept <= 1_048_576 + 70_000, kept
     assert browser.text("#log").rstrip().endswith("bulk-done")
+
+
+def test_the_log_view_of_a_task_not_started_yet_starts_with_the_task(
+        ui_agent: UiAgent, browser: UiBrowser, tmp_path: Path) -> None:
+    gate = tmp_path / "open"
+
+    def task(name: str, script: str, hook: str | None = None) -> dict[str, Any]:
+        return {"Name": name, "Driver": "raw_exec", "Resources": {"CPU": 20, "MemoryMB": 16},
+                "Config": {"command": "/bin/sh", "args": ["-c", script]},
+                **({"Lifecycle": {"Hook": hook, "Sidecar": False}} if hook else {})}
+
+    ui_agent.run_job({"Job": {"ID": "ui-gated", "Type": "service", "TaskGroups": [{
+        "Name": "g", "Count": 1, "Tasks": [
+            task("gate", f"while [ ! -e {gate} ]; do sleep 0.05; done", "prestart"),
+            task("main", "echo main says hi; exec sleep 3600")]}]}})
+    alloc = poll_alloc_with_task(ui_agent, "ui-gated", "gate")
+    browser.open(ui_agent, f"/ui/allocations/{alloc['ID']}/main/logs", fresh=True)
+    browser.wait_text("has not started yet", "#log-note")
+    mark_no_reload(browser)
+
+    gate.touch()
+
+    browser.wait_text("main says hi", "#log")
+    assert browser.text("#log-note") == ""
+    assert_not_reloaded(browser)
+
+
+def poll_alloc_with_task(agent: UiAgent, job_id: str, task: str) -> dict[str, Any]:
+    """The job's allocation once `task` runs in it."""
+    def found() -> dict[str, Any] | None:
+        for a in agent.allocations(job_id):
+            if ((a.get("TaskStates") or {}).get(task) or {}).get("State") == "running":
+                return a
+        return None
+
+    return poll(found, 20, f"{task} of {job_id} running")
 
 
 def test_log_frames_cut_anywhere_decode_whole(ui_agent: UiAgent, browser: UiBrowser) -> None:

@@ -90,6 +90,7 @@ export default async function mount(view, params, ctx) {
   };
   ctx.title(`${task} logs`);
   const allocHref = `/ui/allocations/${encodeURIComponent(id)}`;
+  const note = h("div", { id: "log-note" });
   const pre = h("pre", { class: "log", id: "log", tabindex: "0", "aria-label": `${task} ${state.type}`, "aria-live": "off" });
   const status = h("span", { class: "muted", id: "log-status", role: "status" });
   const streamTabs = h("div", { class: "tabs", role: "tablist", "aria-label": "Stream" });
@@ -107,7 +108,7 @@ export default async function mount(view, params, ctx) {
     h("div", { class: "toolbar log-toolbar" }, streamTabs,
       h("label", { class: "field", for: "log-follow" }, followBox, "Follow"),
       originSel, h("span", { class: "spacer" }), status, jump),
-    pre);
+    note, pre);
 
   let stick = true; // following the bottom
   pre.addEventListener("scroll", () => {
@@ -116,6 +117,7 @@ export default async function mount(view, params, ctx) {
   });
 
   let stream = null; // the running request's AbortController
+  let waiting = false; // the task had not started: its Started event starts the stream
   let chars = 0;
 
   const drawTabs = () => replace(streamTabs, ["stdout", "stderr"].map((t) =>
@@ -184,6 +186,9 @@ export default async function mount(view, params, ctx) {
     keepUrl();
     drawTabs();
     pre.replaceChildren();
+    pre.hidden = false;
+    replace(note);
+    waiting = false;
     chars = 0;
     // From the start, the person reads from the top: the view follows only once they scroll
     // to the bottom. From the end, it follows at once.
@@ -206,8 +211,12 @@ export default async function mount(view, params, ctx) {
     } catch (err) {
       if (err.name === "AbortError" || controller.signal.aborted) return;
       if (err.status === 404 || err.status === 400) {
-        replace(pre, emptyState("No logs to show", h("p", null, err.message, ". ",
-          link(allocHref, "See the allocation"), " to check the task's state.")));
+        // Not in the dark log box: an empty state there would not read.
+        pre.hidden = true;
+        waiting = /not started/.test(err.message);
+        replace(note, emptyState(waiting ? "The task has not started yet" : "No logs to show",
+          h("p", null, err.message, ". ", waiting ? "Its logs appear here once it starts. " : "",
+            link(allocHref, "See the allocation"), " to check the task's state.")));
         setStatus("");
       } else {
         setStatus(`stream broke off: ${err.message}`, "failed");
@@ -219,6 +228,10 @@ export default async function mount(view, params, ctx) {
     }
   }
 
+  ctx.onEvent((e) => {
+    if (waiting && e.Topic === "Task" && e.Key === id && e.Payload && e.Payload.Task === task &&
+        e.Payload.Event && e.Payload.Event.Type === "Started") restart();
+  });
   followBox.addEventListener("change", () => { state.follow = followBox.checked; restart(); });
   originSel.addEventListener("change", () => { state.origin = originSel.value; restart(); });
   drawTabs();
