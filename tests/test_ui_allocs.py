@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.agent_support import mock_job
-from tests.browser_support import UiAgent, UiBrowser, poll
+from tests.browser_support import UiAgent, UiBrowser, poll, start_ui_agent
 
 TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
           "printf '\\033[31mred %s\\033[0m\\n' $i; sleep 0.2; done")
@@ -30,17 +31,29 @@ BULK = ("head -c 2500000 /dev/zero | tr '\\0' x | fold -w 99; echo bulk-done; "
         "exec sleep 3600")
 
 
+DEVICE, INSTANCES = "yurtco/gpu/fake1", ("g0", "g1")
+
+
 def talker_job(job_id: str) -> dict[str, Any]:
     """One group: `talker` talks forever (restarted at once when killed), `bulk` writes
-    2.5 MB at once and then sleeps."""
+    2.5 MB at once and then sleeps, holding one of the fake devices."""
     tasks = [{"Name": name, "Driver": "raw_exec",
               "Config": {"command": "/bin/sh", "args": ["-c", script]},
               "Resources": {"CPU": 50, "MemoryMB": 32}}
              for name, script in (("talker", TALKER), ("bulk", BULK))]
+    tasks[1]["Resources"]["Devices"] = [{"Name": DEVICE, "Count": 1}]
     return {"Job": {"ID": job_id, "Type": "service", "TaskGroups": [{
         "Name": "g", "Count": 1, "Tasks": tasks,
         "RestartPolicy": {"Attempts": 20, "Interval": 600_000_000_000, "Delay": 100_000_000,
                           "Mode": "delay"}}]}}
+
+
+@pytest.fixture(scope="module")
+def ui_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiAgent]:
+    """The module's one agent (the shared fixture's, with two fake devices to show)."""
+    with start_ui_agent(tmp_path_factory.mktemp("ui-allocs-agent"), "",
+                        "--fake-device", f"{DEVICE}={','.join(INSTANCES)}") as agent:
+        yield agent
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +205,11 @@ def test_the_allocation_page_charts_usage_and_links_its_job_node_and_logs(
     browser.wait(lambda: re.search(r"\d", browser.text(
         "#alloc-usage [data-task='talker'] [data-metric='memory']")), "a memory value")
     assert browser.find_all("#alloc-usage [data-task='talker'] svg.spark")
+    # The task holding a device shows its instance's stats.
+    device = browser.wait(lambda: browser.text("#alloc-usage [data-task='bulk'] [data-device]"),
+                          "the device's stats")
+    assert "yurtco/gpu/fake1" in device
+    assert "utilization" in device
 
 
 # ---- the log view
@@ -324,6 +342,10 @@ def test_clients_list_and_a_client_page(ui_agent: UiAgent, talker: dict[str, Any
     assert browser.find_all(f"#node-allocations tr[data-alloc='{talker['ID']}']")
     assert "healthy" in browser.text("#node-drivers tr[data-driver='raw_exec']")
     assert "of" in browser.text("#node-resources [data-resource='memory allocated']")
+    devices = browser.text("#node-devices")
+    for instance in INSTANCES:
+        assert instance in devices
+    assert devices.count("healthy") == len(INSTANCES)
     browser.screenshot("client")
     browser.screenshot("client", dark=True)
 

@@ -60,19 +60,29 @@ function cpuText(sample, freq) {
   return `${mhz !== null ? `${Math.round(mhz)} MHz · ` : ""}${sample.cpuPct.toFixed(1)}% of a core`;
 }
 
+const STAT_VALUE_KEYS = ["IntNumeratorVal", "FloatNumeratorVal", "StringVal", "BoolVal", "Unit", "Desc"];
+
+/** One instance's summary as text. Nomad answers a StatValue ({FloatNumeratorVal, Unit, …});
+ * yurt's plugins answer a map of named numbers ({utilization_percent: 3, …}): both read. */
+function summaryText(s) {
+  if (!s || typeof s !== "object") return "–";
+  if (STAT_VALUE_KEYS.some((k) => k in s)) {
+    const num = s.IntNumeratorVal ?? s.FloatNumeratorVal;
+    const den = s.IntDenominatorVal ?? s.FloatDenominatorVal;
+    const value = num !== undefined && num !== null ? `${num}${den ? ` / ${den}` : ""}`
+      : s.StringVal || (s.BoolVal !== undefined && s.BoolVal !== null ? String(s.BoolVal) : "–");
+    return `${value}${s.Unit ? ` ${s.Unit}` : ""}${s.Desc ? ` (${s.Desc})` : ""}`;
+  }
+  const parts = Object.entries(s).map(([k, v]) => `${k.replace(/_/g, " ")}: ${typeof v === "number" ? +v.toFixed(2) : v}`);
+  return parts.length ? parts.join(", ") : "–";
+}
+
 function deviceRows(devices) {
   const rows = [];
   for (const group of devices) {
     for (const [instance, stat] of Object.entries(group.InstanceStats || {})) {
-      const s = (stat && stat.Summary) || {};
-      const value = s.IntNumeratorVal !== undefined && s.IntNumeratorVal !== null
-        ? `${s.IntNumeratorVal}${s.IntDenominatorVal ? ` / ${s.IntDenominatorVal}` : ""}`
-        : s.FloatNumeratorVal !== undefined && s.FloatNumeratorVal !== null
-          ? `${s.FloatNumeratorVal}${s.FloatDenominatorVal ? ` / ${s.FloatDenominatorVal}` : ""}`
-          : s.StringVal || (s.BoolVal !== undefined && s.BoolVal !== null ? String(s.BoolVal) : "–");
-      rows.push(h("li", null, h("span", { class: "id" }, `${group.Vendor}/${group.Type}/${group.Name}`), " ",
-        h("span", { class: "id", title: instance }, instance), ": ", value, s.Unit ? ` ${s.Unit}` : "",
-        s.Desc ? h("span", { class: "muted" }, ` (${s.Desc})`) : null));
+      rows.push(h("li", { "data-device": instance }, h("span", { class: "id" }, `${group.Vendor}/${group.Type}/${group.Name}`), " ",
+        h("span", { class: "id", title: instance }, instance), ": ", summaryText(stat && stat.Summary)));
     }
   }
   return rows;
