@@ -4,7 +4,7 @@
 // its own); redrawn on each Evaluation event, never polled.
 
 import { api, badge, emptyState, errorBox, h, link, replace, shortId, table, timeEl } from "../lib.js";
-import { jobPath, placementFailures } from "./job_render.js";
+import { jobPath, keepingFocus, placementFailures } from "./job_render.js";
 
 const STATUSES = ["", "pending", "blocked", "complete", "failed", "canceled"];
 
@@ -37,19 +37,19 @@ export default async function mount(view, params, ctx) {
     replace(body, table([
       { label: "ID", cell: (e) => e.failuresOf ? placementFailures(e.failuresOf.FailedTGAllocs) : shortId(e.ID) },
       { label: "Job", cell: (e) => e.failuresOf ? null : e.JobID ? link(jobPath(e.JobID, e.Namespace), e.JobID) : "–" },
-      { label: "Type", cell: (e) => e.failuresOf ? null : e.Type, narrow: false },
-      { label: "Triggered by", cell: (e) => e.failuresOf ? null : e.TriggeredBy },
       { label: "Status", cell: (e) => e.failuresOf ? null : badge(e.Status) },
       { label: "Placement failures", cell: (e) => {
         if (e.failuresOf) return null;
         const groups = Object.keys(e.FailedTGAllocs || {});
         if (!groups.length) return "no";
         return h("button", { type: "button", class: "small danger", "aria-expanded": String(open.has(e.ID)),
-          "data-action": "failures", onclick: () => { if (!open.delete(e.ID)) open.add(e.ID); draw(); } },
+          "data-action": "failures", "data-eval": e.ID, onclick: () => { if (!open.delete(e.ID)) open.add(e.ID); keepingFocus(body, draw); } },
         `yes (${groups.join(", ")})`);
       } },
+      { label: "Triggered by", cell: (e) => e.failuresOf ? null : e.TriggeredBy },
+      { label: "Type", cell: (e) => e.failuresOf ? null : e.Type, narrow: false },
       { label: "Created", cell: (e) => e.failuresOf ? null : timeEl(e.CreateTime), narrow: false },
-      { label: "Modified", cell: (e) => e.failuresOf ? null : timeEl(e.ModifyTime) },
+      { label: "Modified", cell: (e) => e.failuresOf ? null : timeEl(e.ModifyTime), narrow: false },
     ], rows, { empty, rowAttrs: (e) => e.failuresOf
       ? { class: "failures-row", "data-failures": e.failuresOf.ID }
       : { "data-eval": e.ID, "data-status": e.Status } }),
@@ -64,7 +64,7 @@ export default async function mount(view, params, ctx) {
     try {
       const list = await api.get("/v1/evaluations?namespace=*", { signal: ctx.signal });
       evals = list.sort((a, b) => b.CreateIndex - a.CreateIndex || (b.ModifyTime - a.ModifyTime));
-      draw();
+      await keepingFocus(body, draw);
     } catch (err) {
       if (err.name === "AbortError") throw err;
       replace(body, errorBox(err));

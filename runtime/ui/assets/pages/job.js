@@ -15,7 +15,9 @@ import {
   ApiError, api, badge, confirmAction, emptyState, errorBox, eventJob, h, link, replace,
   shortId, table, timeEl, toast,
 } from "../lib.js";
-import { diffChanges, diffView, jobApi, jobPath, placementFailures, splitJobParam } from "./job_render.js";
+import {
+  diffChanges, diffView, jobApi, jobPath, keepingFocus, placementFailures, splitJobParam,
+} from "./job_render.js";
 
 const SECTIONS = [
   ["overview", "Overview"], ["allocations", "Allocations"], ["evaluations", "Evaluations"],
@@ -279,5 +281,5 @@ export default async function mount(view, params, ctx) {
   };
 
   await ctx.live((e) => TOPICS.has(e.Topic) && eventJob(e) === id &&
-    (!e.Namespace || e.Namespace === namespace), refresh);
+    (!e.Namespace || e.Namespace === namespace), () => keepingFocus(view, refresh));
 }

@@ -132,3 +132,24 @@ export function placementFailures(failed) {
       h("ul", { class: "pf-reasons" }, metricReasons(m).map((r) => h("li", null, r))));
   }));
 }
+
+// ---------- live redraws ----------
+
+/** Runs the redraw `fn()` and gives the focus back to the same control (by its data-action,
+ * data-group, data-section, data-eval or href), so a live update does not throw a keyboard
+ * user back to the top of the page. */
+export async function keepingFocus(root, fn) {
+  const el = document.activeElement;
+  let selector = null;
+  if (el && el !== document.body && root.contains(el)) {
+    const attrs = ["data-action", "data-group", "data-section", "data-eval", "href"].filter((a) => el.hasAttribute(a));
+    if (attrs.length) {
+      selector = el.tagName.toLowerCase() + attrs.map((a) => `[${a}="${CSS.escape(el.getAttribute(a))}"]`).join("");
+    }
+  }
+  await fn();
+  if (selector && !root.contains(document.activeElement)) {
+    const again = root.querySelector(selector);
+    if (again) again.focus({ preventScroll: true });
+  }
+}
