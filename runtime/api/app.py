@@ -51,9 +51,9 @@ from yurt.runtime.api import (
     operator,
     search,
     status,
+    ui,
 )
 from yurt.runtime.api import exec as alloc_exec
-from yurt.runtime.api import ui
 from yurt.runtime.api import identity as identity_api
 from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import periodic as periodic_api
