@@ -134,10 +134,10 @@ def test_a_validation_error_is_shown_against_its_line(ui_agent: UiAgent,
         " t.value.slice(0, t.selectionStart).split('\\n').length")
     assert caret_line == 3
     assert job_missing(ui_agent, "ui-bad")
+    browser.screenshot("job-run-problems")
     # The text outlives a reload (the tab's session storage).
     browser.open(ui_agent, "/ui/jobs/run")
     assert browser.find("#job-text").get_attribute("value") == BAD_HCL
-    browser.screenshot("job-run-problems")
 
 
 def test_stop_from_the_job_page_asks_first_then_stops(ui_agent: UiAgent,

@@ -96,7 +96,8 @@ export default async function mount(view, params, ctx) {
   const base = jobPath(id, namespace);
   ctx.title(`Job ${id}`);
   const known = new Set(SECTIONS.map(([s]) => s));
-  const asked = params.section || "overview";
+  // Nomad's job page for a system job lists its clients: here, the allocations (with nodes).
+  const asked = ({ clients: "allocations" })[params.section] || params.section || "overview";
   const header = h("div", { id: "job-header" });
   const body = h("div", { id: "job-body" });
   replace(view, header, body);
@@ -163,7 +164,7 @@ export default async function mount(view, params, ctx) {
         card("Submitted", timeEl(job.SubmitTime))),
       job.StatusDescription ? h("p", { class: "muted" }, job.StatusDescription) : null,
       h("nav", { class: "tabs", "aria-label": "Job sections" }, SECTIONS.map(([s, label]) =>
-        h("a", { href: s === "overview" ? base : `${base}/${s}`, "aria-current": s === section ? "page" : null,
+        h("a", { href: s === "overview" ? base : `${base}/${s}`, "aria-current": s === section && (known.has(asked) || groupOnly) ? "page" : null,
           "data-section": s }, label))));
   };
 

@@ -186,7 +186,7 @@ export default async function mount(view, params, ctx) {
       failed ? placementFailures(failed) : null,
       answer.Warnings ? h("p", { class: "muted" }, answer.Warnings) : null,
       h("p", { class: "muted" }, answer.JobModifyIndex
-        ? `Job modify index ${answer.JobModifyIndex}: the job exists; Run registers a new version.`
+        ? `The job exists (modify index ${answer.JobModifyIndex}): Run updates it as the diff below says.`
         : "The job is new here."),
       h("h3", null, "Changes"),
       diffView(answer.Diff, { label: "Plan diff" }));
