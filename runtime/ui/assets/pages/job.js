@@ -3,7 +3,7 @@
 // sections are tabs at Nomad's UI paths: the overview (task groups with their summary counts
 // and a scale action, placement failures, the latest deployment, the allocations),
 // allocations, evaluations (with placement failures and their reasons), versions (with their
-// diffs), deployments, and the definition. A path naming a task group (/ui/jobs/web/cache, as
+// diffs, and a revert to each older one), deployments, and the definition. A path naming a task group (/ui/jobs/web/cache, as
 // Nomad's task group page) shows that group's overview.
 //
 // `:id` may end in `@namespace`; every API call then carries `?namespace=`. The page redraws
@@ -128,6 +128,11 @@ export default async function mount(view, params, ctx) {
       return api.post(jobApi(id, namespace), { Job: spec });
     }, () => `Started ${id}`);
 
+  const revert = (version) => act(`Revert ${id} to version ${version}?`,
+    "That version's spec is registered again, as a new version.", "Revert", false,
+    () => api.post(jobApi(id, namespace, "/revert"), { JobID: id, JobVersion: version }),
+    () => `Reverting ${id} to version ${version}`);
+
   const scale = async (group, current) => {
     const input = h("input", { type: "number", min: "0", step: "1", value: String(current), name: "count",
       "aria-label": `Count of ${group}`, autofocus: true, "data-role": "scale-count" });
@@ -233,7 +238,9 @@ export default async function mount(view, params, ctx) {
         return h("li", { class: "card", "data-version": v.Version },
           h("div", { class: "pf-head" }, h("strong", null, `Version ${v.Version}`), " ",
             v.Stable ? badge("stable") : null, " ", timeEl(v.SubmitTime),
-            v.Version === job.Version ? h("span", { class: "muted" }, " (current)") : null),
+            v.Version === job.Version ? h("span", { class: "muted" }, " (current)")
+              : h("button", { type: "button", class: "small", "data-action": "revert", "data-version": v.Version,
+                onclick: () => revert(v.Version) }, "Revert to this")),
           diff ? (diffChanges(diff)
             ? h("details", { open: i === 0 }, h("summary", null, "Changes from the version before"), diffView(diff))
             : h("p", { class: "muted" }, "No changes from the version before."))

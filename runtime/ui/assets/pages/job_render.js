@@ -142,7 +142,7 @@ export async function keepingFocus(root, fn) {
   const el = document.activeElement;
   let selector = null;
   if (el && el !== document.body && root.contains(el)) {
-    const attrs = ["data-action", "data-group", "data-section", "data-eval", "href"].filter((a) => el.hasAttribute(a));
+    const attrs = ["data-action", "data-group", "data-section", "data-eval", "data-version", "href"].filter((a) => el.hasAttribute(a));
     if (attrs.length) {
       selector = el.tagName.toLowerCase() + attrs.map((a) => `[${a}="${CSS.escape(el.getAttribute(a))}"]`).join("");
     }
