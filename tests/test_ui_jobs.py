@@ -1,13 +1,16 @@
 """The job pages of the web UI in a real headless Chromium against a real agent (layer 3): a
 job run from the editor (plan, run, confirm) whose allocation goes pending → running on its
 page without a reload; a validation error shown against its line; stop behind its
-confirmation; scale through its dialog; placement failures with their reasons on the
-evaluations page. One agent for the module, one browser for the run (tests/browser_support.py);
-every wait is on the page's state, bounded.
+confirmation; scale through its dialog; a JSON job file opened from disk and planned (an
+edit makes the plan stale); placement failures with their reasons on the evaluations page.
+One agent for the module, one browser for the run (tests/browser_support.py); every wait is
+on the page's state, bounded.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from selenium.common.exceptions import StaleElementReferenceException
@@ -138,6 +141,27 @@ def test_a_validation_error_is_shown_against_its_line(ui_agent: UiAgent,
     # The text outlives a reload (the tab's session storage).
     browser.open(ui_agent, "/ui/jobs/run")
     assert browser.find("#job-text").get_attribute("value") == BAD_HCL
+
+
+def test_a_json_job_file_opened_from_disk_is_planned(ui_agent: UiAgent, browser: UiBrowser,
+                                                     tmp_path: Path) -> None:
+    path = tmp_path / "ui-file.nomad.json"
+    path.write_text(json.dumps(mock_job("ui-file", count=2), indent=2))
+    browser.open(ui_agent, "/ui/jobs/run", fresh=True)
+
+    browser.find("#job-file").send_keys(str(path))
+
+    browser.wait(lambda: '"ui-file"' in browser.find("#job-text").get_attribute("value"),
+                 "the file in the editor")
+    browser.click("#plan")
+    plan = browser.wait_text('Plan for job "ui-file"', "#plan-result")
+    assert "All tasks successfully allocated" in plan
+    assert 'Task Group: "g" (2 create)' in plan
+    assert len(browser.find_all(".gutter span")) == 0
+    assert browser.find("#run").get_attribute("disabled") is None
+    # An edit makes the plan stale: Run waits for a new plan.
+    browser.find("#job-text").send_keys(" ")
+    assert browser.find("#run").get_attribute("disabled") is not None
 
 
 def test_stop_from_the_job_page_asks_first_then_stops(ui_agent: UiAgent,

@@ -44,8 +44,15 @@ function counts(summary) {
       `${k} ${summary[k] || 0}`)));
 }
 
+/** The overview lists this many of the newest allocations; the allocations tab lists all. */
+const RECENT = 25;
+
+function newest(allocs, n = Infinity) {
+  return [...allocs].sort((a, b) => (b.CreateIndex - a.CreateIndex) || a.Name.localeCompare(b.Name)).slice(0, n);
+}
+
 function allocTable(allocs, { empty } = {}) {
-  const rows = [...allocs].sort((a, b) => (b.CreateIndex - a.CreateIndex) || a.Name.localeCompare(b.Name));
+  const rows = newest(allocs);
   return table([
     { label: "ID", cell: (a) => shortId(a.ID, `/ui/allocations/${a.ID}`) },
     { label: "Group", cell: (a) => a.TaskGroup },
@@ -208,8 +215,10 @@ export default async function mount(view, params, ctx) {
         rowAttrs: (g) => ({ "data-group": g.Name }) }),
       failures ? [h("h2", null, "Placement failures"), failures] : null,
       deployment ? [h("h2", null, "Latest deployment"), deploymentBlock(deployment)] : null,
-      h("h2", null, "Allocations"),
-      allocTable(shownAllocs));
+      h("h2", null, groupOnly ? "Allocations" : "Recent allocations"),
+      allocTable(groupOnly ? shownAllocs : newest(shownAllocs, RECENT)),
+      !groupOnly && shownAllocs.length > RECENT
+        ? h("p", null, link(`${base}/allocations`, `See all ${shownAllocs.length} allocations`)) : null);
   };
 
   const sections = {
