@@ -196,8 +196,8 @@ def test_scale_a_group_from_its_dialog(ui_agent: UiAgent, browser: UiBrowser) ->
     count = browser.find('dialog[open] input[data-role="scale-count"]')
     assert count.get_attribute("value") == "1"
     count.clear()
-    count.send_keys("3")
-    browser.confirm()
+    count.send_keys("3\n")  # Enter confirms
+    browser.wait(lambda: not browser.find_all("dialog[open]"), "the dialog to close")
 
     browser.wait_text("Scaled g to 3", "#toasts")
     browser.wait(lambda: len(browser.find_all('tr[data-status="running"]')) == 3,

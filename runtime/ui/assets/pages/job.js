@@ -142,7 +142,11 @@ export default async function mount(view, params, ctx) {
 
   const scale = async (group, current) => {
     const input = h("input", { type: "number", min: "0", step: "1", value: String(current), name: "count",
-      "aria-label": `Count of ${group}`, autofocus: true, "data-role": "scale-count" });
+      "aria-label": `Count of ${group}`, autofocus: true, "data-role": "scale-count",
+      // Enter confirms, as in a form (the dialog's buttons are not one).
+      onkeydown: (e) => {
+        if (e.key === "Enter") { e.preventDefault(); input.closest("dialog").querySelector('[data-role="confirm"]').click(); }
+      } });
     const extra = h("label", { class: "field" }, h("span", null, "Count"), input);
     if (!await confirmAction({ title: `Scale group ${group}`, body: `It runs ${current} now.`, confirm: "Scale", extra })) return;
     const count = Number(input.value);

@@ -13,7 +13,8 @@ import { ApiError, api, confirmAction, errorBox, h, replace, toast } from "../li
 import { diffView, jobApi, jobPath, placementFailures } from "./job_render.js";
 
 const TEXT_KEY = "yurt.jobrun.text";
-const PLACEHOLDER = `job "hello" {
+const PLACEHOLDER = `# Paste a job file here, or open one. For example:
+job "hello" {
   group "app" {
     task "sleep" {
       driver = "raw_exec"
