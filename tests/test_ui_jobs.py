@@ -2,7 +2,8 @@
 job run from the editor (plan, run, confirm) whose allocation goes pending → running on its
 page without a reload; a validation error shown against its line; stop behind its
 confirmation; scale through its dialog; a JSON job file opened from disk and planned (an
-edit makes the plan stale); placement failures with their reasons on the evaluations page.
+edit makes the plan stale); a periodic job launched now; placement failures with their
+reasons on the evaluations page.
 One agent for the module, one browser for the run (tests/browser_support.py); every wait is
 on the page's state, bounded.
 """
@@ -203,6 +204,25 @@ def test_scale_a_group_from_its_dialog(ui_agent: UiAgent, browser: UiBrowser) ->
     browser.wait(lambda: len(browser.find_all('tr[data-status="running"]')) == 3,
                  "three running allocations")
     assert job_of(ui_agent, "ui-scale")["TaskGroups"][0]["Count"] == 3
+
+
+def test_a_periodic_job_launched_now_shows_its_child_live(ui_agent: UiAgent,
+                                                          browser: UiBrowser) -> None:
+    job = mock_job("ui-cron")
+    job["Job"].update(Type="batch", Periodic={"Enabled": True, "SpecType": "cron",
+                                              "Specs": ["0 3 1 1 *"]})
+    ui_agent.run_job(job)
+    browser.open(ui_agent, "/ui/jobs/ui-cron", fresh=True)
+    browser.wait_text("Not launched yet")
+
+    click_live(browser, 'button[data-action="launch"]')
+    browser.confirm()
+
+    child = 'a[href^="/ui/jobs/ui-cron%2Fperiodic-"]'
+    name = browser.wait(lambda: browser.text(child), "the launched child listed")
+    assert name.startswith("ui-cron/periodic-")
+    click_live(browser, child)  # a child's ID holds a "/": its page opens all the same
+    browser.wait(lambda: browser.text("h1").startswith(name), "the child's page")
 
 
 def test_placement_failures_show_their_reasons(ui_agent: UiAgent, browser: UiBrowser) -> None:

@@ -3,7 +3,9 @@
 // sections are tabs at Nomad's UI paths: the overview (task groups with their summary counts
 // and a scale action, placement failures, the latest deployment, the allocations),
 // allocations, evaluations (with placement failures and their reasons), versions (with their
-// diffs, and a revert to each older one), deployments, and the definition. A path naming a task group (/ui/jobs/web/cache, as
+// diffs, and a revert to each older one), deployments, and the definition. A periodic or
+// parameterized job shows its children instead of allocations (and a periodic one can be
+// launched now). A path naming a task group (/ui/jobs/web/cache, as
 // Nomad's task group page) shows that group's overview.
 //
 // `:id` may end in `@namespace`; every API call then carries `?namespace=`. The page redraws
@@ -98,6 +100,24 @@ function deploymentBlock(d) {
     ], groups) : null);
 }
 
+/** A periodic or parameterized job's launches: their counts and the newest of them. */
+function childJobs(job, counts, children) {
+  const rows = [...children].sort((a, b) => (b.SubmitTime || 0) - (a.SubmitTime || 0)).slice(0, RECENT);
+  return [
+    h("h2", null, job.Periodic ? "Periodic launches" : "Dispatched jobs"),
+    h("p", { class: "counts" }, ["Pending", "Running", "Dead"].map((k) =>
+      h("span", { class: `count${k === "Dead" ? "" : ` s-${k.toLowerCase()}`}` }, `${k} ${counts[k] || 0}`))),
+    table([
+      { label: "Name", cell: (c) => link(jobPath(c.ID, c.Namespace), c.ID) },
+      { label: "Status", cell: (c) => badge(c.Status) },
+      { label: "Submitted", cell: (c) => timeEl(c.SubmitTime) },
+    ], rows, { empty: emptyState(job.Periodic ? "Not launched yet" : "Nothing dispatched yet",
+      h("p", null, job.Periodic
+        ? ["It launches on its schedule; ", h("code", null, `yurt job periodic force ${job.ID}`), " launches one now."]
+        : ["Dispatch one: ", h("code", null, `yurt job dispatch ${job.ID}`), "."])) }),
+  ];
+}
+
 export default async function mount(view, params, ctx) {
   const { id, namespace } = splitJobParam(params.id);
   const base = jobPath(id, namespace);
@@ -140,6 +160,10 @@ export default async function mount(view, params, ctx) {
     () => api.post(jobApi(id, namespace, "/revert"), { JobID: id, JobVersion: version }),
     () => `Reverting ${id} to version ${version}`);
 
+  const launch = () => act(`Launch ${id} now?`,
+    "A child job is launched now, as the schedule would (prohibit_overlap still holds).", "Launch", false,
+    () => api.post(jobApi(id, namespace, "/periodic/force")), () => `Launched ${id}`);
+
   const scale = async (group, current) => {
     const input = h("input", { type: "number", min: "0", step: "1", value: String(current), name: "count",
       "aria-label": `Count of ${group}`, autofocus: true, "data-role": "scale-count",
@@ -167,6 +191,8 @@ export default async function mount(view, params, ctx) {
         namespace !== "default" ? ` @ ${namespace}` : ""),
       h("h1", null, job.ID, badge(jobStatus(job)), h("span", { class: "spacer" }),
         h("span", { class: "actions" },
+          job.Periodic && !stopped
+            ? h("button", { type: "button", onclick: launch, "data-action": "launch" }, "Launch now") : null,
           stopped
             ? h("button", { type: "button", onclick: start, "data-action": "start" }, "Start")
             : h("button", { type: "button", class: "danger", onclick: stop, "data-action": "stop" }, "Stop"),
@@ -189,11 +215,14 @@ export default async function mount(view, params, ctx) {
   let groupOnly = null;
 
   const overview = async () => {
-    const [summary, allocs, evals, deployment] = await Promise.all([
+    const parent = Boolean(job.Periodic || job.ParameterizedJob);
+    const [summary, allocs, evals, deployment, children] = await Promise.all([
       api.get(jobApi(id, namespace, "/summary"), { signal: ctx.signal }),
       api.get(jobApi(id, namespace, "/allocations"), { signal: ctx.signal }),
       api.get(jobApi(id, namespace, "/evaluations"), { signal: ctx.signal }),
       api.get(jobApi(id, namespace, "/deployment"), { signal: ctx.signal }),
+      parent ? api.get(`/v1/jobs?prefix=${encodeURIComponent(id + "/")}&namespace=${encodeURIComponent(namespace)}`,
+        { signal: ctx.signal }) : null,
     ]);
     const groups = (job.TaskGroups || []).filter((g) => !groupOnly || g.Name === groupOnly);
     // What still fails to place: the blocked evaluation's failures, or the newest
@@ -213,16 +242,19 @@ export default async function mount(view, params, ctx) {
         { label: "Group", cell: (g) => groupOnly ? g.Name : link(`${base}/${encodeURIComponent(g.Name)}`, g.Name) },
         { label: "Count", cell: (g) => String(g.Count) },
         { label: "Allocations", cell: (g) => counts((summary.Summary || {})[g.Name] || {}) },
-        { label: "", cell: (g) => job.Stop ? null : h("button", { type: "button", class: "small", "data-action": "scale",
+        { label: "", cell: (g) => job.Stop || parent ? null : h("button", { type: "button", class: "small", "data-action": "scale",
           "data-group": g.Name, onclick: () => scale(g.Name, g.Count) }, "Scale") },
       ], groups, { empty: emptyState("No such task group", h("p", null, link(base, "See the job's groups"), ".")),
         rowAttrs: (g) => ({ "data-group": g.Name }) }),
+      parent ? childJobs(job, summary.Children || {}, children || []) : null,
       failures ? [h("h2", null, "Placement failures"), failures] : null,
       deployment ? [h("h2", null, "Latest deployment"), deploymentBlock(deployment)] : null,
-      h("h2", null, groupOnly ? "Allocations" : "Recent allocations"),
-      allocTable(groupOnly ? shownAllocs : newest(shownAllocs, RECENT)),
-      !groupOnly && shownAllocs.length > RECENT
-        ? h("p", null, link(`${base}/allocations`, `See all ${shownAllocs.length} allocations`)) : null);
+      // A parent only launches: its children hold the allocations.
+      parent ? null : [
+        h("h2", null, groupOnly ? "Allocations" : "Recent allocations"),
+        allocTable(groupOnly ? shownAllocs : newest(shownAllocs, RECENT)),
+        !groupOnly && shownAllocs.length > RECENT
+          ? h("p", null, link(`${base}/allocations`, `See all ${shownAllocs.length} allocations`)) : null]);
   };
 
   const sections = {
@@ -301,6 +333,8 @@ export default async function mount(view, params, ctx) {
     }
   };
 
-  await ctx.live((e) => TOPICS.has(e.Topic) && eventJob(e) === id &&
+  // A periodic or parameterized job's children ("<id>/periodic-…") change its page too.
+  const ours = (job) => job === id || (job || "").startsWith(id + "/");
+  await ctx.live((e) => TOPICS.has(e.Topic) && ours(eventJob(e)) &&
     (!e.Namespace || e.Namespace === namespace), () => keepingFocus(view, refresh));
 }
