@@ -2,14 +2,15 @@
 job run from the editor (plan, run, confirm) whose allocation goes pending → running on its
 page without a reload; a validation error shown against its line; stop behind its
 confirmation; scale through its dialog; a JSON job file opened from disk and planned (an
-edit makes the plan stale); a periodic job launched now; placement failures with their
-reasons on the evaluations page.
+edit makes the plan stale); a periodic job launched now, a parameterized one dispatched;
+placement failures with their reasons on the evaluations page.
 One agent for the module, one browser for the run (tests/browser_support.py); every wait is
 on the page's state, bounded.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,27 @@ def test_a_periodic_job_launched_now_shows_its_child_live(ui_agent: UiAgent,
     assert name.startswith("ui-cron/periodic-")
     click_live(browser, child)  # a child's ID holds a "/": its page opens all the same
     browser.wait(lambda: browser.text("h1").startswith(name), "the child's page")
+
+
+def test_a_parameterized_job_is_dispatched_with_its_meta_and_payload(
+        ui_agent: UiAgent, browser: UiBrowser) -> None:
+    job = mock_job("ui-param")
+    job["Job"].update(Type="batch", ParameterizedJob={
+        "Payload": "required", "MetaRequired": ["who"], "MetaOptional": ["format"]})
+    ui_agent.run_job(job)
+    browser.open(ui_agent, "/ui/jobs/ui-param", fresh=True)
+    browser.wait_text("Nothing dispatched yet")
+
+    click_live(browser, 'button[data-action="dispatch"]')
+    browser.find('dialog[open] input[data-meta="who"]').send_keys("alice")
+    browser.find('dialog[open] textarea[data-role="payload"]').send_keys('{"n": 1}')
+    browser.confirm()
+
+    browser.wait(lambda: browser.text("h1").startswith("ui-param/dispatch-"),
+                 "the dispatched child's page")
+    child = job_of(ui_agent, browser.text("h1").split()[0])
+    assert child["Meta"] == {"who": "alice"}
+    assert base64.b64decode(child["Payload"]) == b'{"n": 1}'
 
 
 def test_placement_failures_show_their_reasons(ui_agent: UiAgent, browser: UiBrowser) -> None:

@@ -4,8 +4,8 @@
 // and a scale action, placement failures, the latest deployment, the allocations),
 // allocations, evaluations (with placement failures and their reasons), versions (with their
 // diffs, and a revert to each older one), deployments, and the definition. A periodic or
-// parameterized job shows its children instead of allocations (and a periodic one can be
-// launched now). A path naming a task group (/ui/jobs/web/cache, as
+// parameterized job shows its children instead of allocations (a periodic one can be launched
+// now, a parameterized one dispatched with its meta and payload). A path naming a task group (/ui/jobs/web/cache, as
 // Nomad's task group page) shows that group's overview.
 //
 // `:id` may end in `@namespace`; every API call then carries `?namespace=`. The page redraws
@@ -164,6 +164,39 @@ export default async function mount(view, params, ctx) {
     "A child job is launched now, as the schedule would (prohibit_overlap still holds).", "Launch", false,
     () => api.post(jobApi(id, namespace, "/periodic/force")), () => `Launched ${id}`);
 
+  const dispatch = async () => {
+    const spec = job.ParameterizedJob || {};
+    const field = (key, required) => h("label", { class: "field" },
+      h("span", null, `Meta ${key}${required ? " (required)" : ""}`),
+      h("input", { type: "text", name: key, "data-meta": key, required: required || null, autocomplete: "off" }));
+    const payload = spec.Payload === "forbidden" ? null
+      : h("textarea", { name: "payload", rows: "4", "aria-label": "Payload", "data-role": "payload" });
+    const extra = h("div", null,
+      (spec.MetaRequired || []).map((k) => field(k, true)),
+      (spec.MetaOptional || []).map((k) => field(k, false)),
+      payload ? h("label", { class: "field" },
+        h("span", null, `Payload${spec.Payload === "required" ? " (required)" : ""}`), payload) : null);
+    if (!await confirmAction({ title: `Dispatch ${id}`, body: "A child job is registered with this meta and payload.",
+      confirm: "Dispatch", extra })) return;
+    const meta = {};
+    for (const input of extra.querySelectorAll("input[data-meta]")) {
+      if (input.value) meta[input.dataset.meta] = input.value;
+    }
+    const body = { JobID: id, Meta: meta };
+    if (payload && payload.value) {
+      let bin = "";
+      for (const b of new TextEncoder().encode(payload.value)) bin += String.fromCharCode(b);
+      body.Payload = btoa(bin);
+    }
+    try {
+      const answer = await api.post(jobApi(id, namespace, "/dispatch"), body);
+      toast(`Dispatched ${answer.DispatchedJobID}`, "ok");
+      navigate(jobPath(answer.DispatchedJobID, namespace));
+    } catch (err) {
+      toast(`Dispatch failed: ${err instanceof ApiError ? `${err.status}: ${err.message}` : err.message}`, "bad");
+    }
+  };
+
   const scale = async (group, current) => {
     const input = h("input", { type: "number", min: "0", step: "1", value: String(current), name: "count",
       "aria-label": `Count of ${group}`, autofocus: true, "data-role": "scale-count",
@@ -193,6 +226,8 @@ export default async function mount(view, params, ctx) {
         h("span", { class: "actions" },
           job.Periodic && !stopped
             ? h("button", { type: "button", onclick: launch, "data-action": "launch" }, "Launch now") : null,
+          job.ParameterizedJob && !stopped
+            ? h("button", { type: "button", onclick: dispatch, "data-action": "dispatch" }, "Dispatch") : null,
           stopped
             ? h("button", { type: "button", onclick: start, "data-action": "start" }, "Start")
             : h("button", { type: "button", class: "danger", onclick: stop, "data-action": "stop" }, "Stop"),
