@@ -182,14 +182,14 @@ export default async function mount(view, params, ctx) {
     for (const input of extra.querySelectorAll("input[data-meta]")) {
       if (input.value) meta[input.dataset.meta] = input.value;
     }
-    const body = { JobID: id, Meta: meta };
+    const request = { JobID: id, Meta: meta };
     if (payload && payload.value) {
       let bin = "";
       for (const b of new TextEncoder().encode(payload.value)) bin += String.fromCharCode(b);
-      body.Payload = btoa(bin);
+      request.Payload = btoa(bin);
     }
     try {
-      const answer = await api.post(jobApi(id, namespace, "/dispatch"), body);
+      const answer = await api.post(jobApi(id, namespace, "/dispatch"), request);
       toast(`Dispatched ${answer.DispatchedJobID}`, "ok");
       navigate(jobPath(answer.DispatchedJobID, namespace));
     } catch (err) {
@@ -246,7 +246,7 @@ export default async function mount(view, params, ctx) {
   };
 
   // A path segment that is no section but a group's name: Nomad's task group page.
-  let section = known.has(asked) ? asked : "overview";
+  const section = known.has(asked) ? asked : "overview";
   let groupOnly = null;
 
   const overview = async () => {
