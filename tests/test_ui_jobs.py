@@ -3,7 +3,8 @@ job run from the editor (plan, run, confirm) whose allocation goes pending → r
 page without a reload; a validation error shown against its line; stop behind its
 confirmation; scale through its dialog; a JSON job file opened from disk and planned (an
 edit makes the plan stale); a periodic job launched now, a parameterized one dispatched;
-placement failures with their reasons on the evaluations page.
+versions with their diffs, and a revert; placement failures with their reasons, and the
+evaluations list live.
 One agent for the module, one browser for the run (tests/browser_support.py); every wait is
 on the page's state, bounded.
 """
@@ -245,6 +246,39 @@ def test_a_parameterized_job_is_dispatched_with_its_meta_and_payload(
     child = job_of(ui_agent, browser.text("h1").split()[0])
     assert child["Meta"] == {"who": "alice"}
     assert base64.b64decode(child["Payload"]) == b'{"n": 1}'
+
+
+def test_versions_show_their_diffs_and_revert(ui_agent: UiAgent, browser: UiBrowser) -> None:
+    job = mock_job("ui-versions")
+    ui_agent.run_job(job)
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Config"]["run_for"] = "2h"
+    ui_agent.run_job(job)
+    browser.open(ui_agent, "/ui/jobs/ui-versions/versions", fresh=True)
+
+    diff = browser.wait_text("+/-", 'li[data-version="1"] .diff')
+    assert '+/- run_for: "1h" => "2h"' in diff
+    click_live(browser, 'button[data-action="revert"][data-version="0"]')
+    browser.confirm()
+
+    reverted = browser.wait_text("+/-", 'li[data-version="2"] .diff')
+    assert '+/- run_for: "2h" => "1h"' in reverted
+    assert job_of(ui_agent, "ui-versions")["Version"] == 2
+
+
+def test_the_evaluations_list_shows_a_new_evaluation_live(ui_agent: UiAgent,
+                                                          browser: UiBrowser) -> None:
+    browser.open(ui_agent, "/ui/evaluations", fresh=True)
+    browser.wait(lambda: browser.text("#live") == "live", "the event socket to connect")
+    browser.driver.execute_script("window.notReloaded = true")
+
+    answer = ui_agent.api.post("/v1/jobs", json=mock_job("ui-evals"))
+    answer.raise_for_status()
+
+    row = browser.wait(lambda: browser.text(f'tr[data-eval="{answer.json()["EvalID"]}"]'),
+                       "the new evaluation's row")
+    assert "ui-evals" in row
+    assert "job-register" in row
+    assert browser.driver.execute_script("return window.notReloaded") is True
 
 
 def test_placement_failures_show_their_reasons(ui_agent: UiAgent, browser: UiBrowser) -> None:
