@@ -165,6 +165,7 @@ def test_a_json_job_file_opened_from_disk_is_planned(ui_agent: UiAgent, browser:
     # An edit makes the plan stale: Run waits for a new plan.
     browser.find("#job-text").send_keys(" ")
     assert browser.find("#run").get_attribute("disabled") is not None
+    assert "plan again" in browser.text("#plan-result .stale-note")
 
 
 def test_stop_from_the_job_page_asks_first_then_stops(ui_agent: UiAgent,

@@ -175,6 +175,7 @@ export default async function mount(view, params, ctx) {
       DestructiveUpdate: "create/destroy update", Migrate: "migrate", Canary: "canary",
       Preemptions: "preempt", Ignore: "ignore" };
     replace(result,
+      h("p", { class: "stale-note", role: "status" }, "The text changed since this plan: plan again to run it."),
       h("h2", null, `Plan for job "${job.ID}"`),
       h("h3", null, "Scheduler dry-run"),
       h("ul", { class: "plan-summary" },
