@@ -185,8 +185,21 @@ class UiBrowser:
         return self.wait(found, f"{needle!r} in {css}", timeout)
 
     def click(self, css: str) -> None:
-        self.wait(lambda: self.find_all(css), f"an element {css} to click")
-        self.find(css).click()
+        """Clicks the first element matching `css` once there is one; a live redraw that
+        replaces it between the look-up and the click is met by looking it up again."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        def clicked() -> bool:
+            found = self.find_all(css)
+            if not found:
+                return False
+            try:
+                found[0].click()
+            except StaleElementReferenceException:
+                return False
+            return True
+
+        self.wait(clicked, f"an element {css} to click")
 
     def confirm(self) -> None:
         """Confirms the open confirmation dialog."""
