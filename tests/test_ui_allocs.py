@@ -201,9 +201,11 @@ def test_the_allocation_page_charts_usage_and_links_its_job_node_and_logs(
     assert f"/ui/clients/{talker['NodeID']}" in hrefs
     assert browser.find_all(
         f"[data-task='talker'] a[href='/ui/allocations/{alloc_id}/talker/logs']")
-    # The first sample is drawn at once; CPU needs a second one, 5 s later.
+    # The first sample is drawn at once, CPU included (the average since the task started).
     browser.wait(lambda: re.search(r"\d", browser.text(
         "#alloc-usage [data-task='talker'] [data-metric='memory']")), "a memory value")
+    assert re.search(r"\d+ MHz · \d+\.\d% of a core",
+                     browser.text("#alloc-usage [data-task='talker'] [data-metric='cpu']"))
     assert browser.find_all("#alloc-usage [data-task='talker'] svg.spark")
     # The task holding a device shows its instance's stats.
     device = browser.wait(lambda: browser.text("#alloc-usage [data-task='bulk'] [data-device]"),

@@ -3,20 +3,16 @@
 // as CPU and memory sparklines with the current values, plus device stats when a task holds
 // devices.
 //
-// CPU. Nomad's collector answers `Percent` and `TotalTicks` in MHz, measured between its own
-// samples. yurt's answers the process's cumulative CPU ticks (user + system, in clock ticks:
-// `Measured: ["Total Ticks"]`, `Percent` 0), so a rate needs two samples: the difference in
-// ticks over the difference in time, at Linux's USER_HZ of 100 per second, is the cores used;
-// times the node's `cpu.frequency`, MHz. When the answer carries a measured Percent, it is used
-// as it is. A counter that went backwards (the task restarted: a new process) starts afresh.
+// CPU is answered as Nomad's collector does (runtime/taskusage.py): `Percent` of one core and
+// `TotalTicks` in MHz, over the task's whole process tree, measured between the agent's readings
+// (the first one is the average since the task started).
 
 import { bytes, h, replace, sparkline } from "../lib.js";
 
 const KEEP_MS = 10 * 60 * 1000;
-const USER_HZ = 100;
 
 export function usageTracker() {
-  const tasks = new Map(); // name -> {samples: [{at, cpuPct, mhz, rss}], last: {at, ticks}, devices}
+  const tasks = new Map(); // name -> {samples: [{at, cpuPct, mhz, rss}], devices}
   return {
     tasks,
     add(stats) {
@@ -26,20 +22,11 @@ export function usageTracker() {
         const cpu = usage.CpuStats || {};
         const mem = usage.MemoryStats || {};
         let entry = tasks.get(name);
-        if (!entry) { entry = { samples: [], last: null, devices: [] }; tasks.set(name, entry); }
+        if (!entry) { entry = { samples: [], devices: [] }; tasks.set(name, entry); }
         entry.devices = usage.DeviceStats || [];
-        const measured = cpu.Measured || [];
-        let cpuPct = null, mhz = null;
-        if (measured.includes("Percent") || cpu.Percent > 0) {
-          cpuPct = cpu.Percent || 0;
-          mhz = cpu.TotalTicks || 0;
-        } else if (entry.last && at > entry.last.at && cpu.TotalTicks >= entry.last.ticks) {
-          const cores = (cpu.TotalTicks - entry.last.ticks) / USER_HZ / ((at - entry.last.at) / 1000);
-          cpuPct = cores * 100;
-          mhz = null; // set at draw time, from the node's frequency
-          entry.cores = cores;
-        }
-        entry.last = { at, ticks: cpu.TotalTicks || 0 };
+        const measured = (cpu.Measured || []).includes("Percent");
+        const cpuPct = measured ? cpu.Percent || 0 : null;
+        const mhz = measured ? cpu.TotalTicks || 0 : null;
         if (cpuPct !== null || entry.samples.length || mem.RSS) {
           entry.samples.push({ at, cpuPct, mhz, cores: cpuPct === null ? null : cpuPct / 100, rss: mem.RSS || 0 });
         }
