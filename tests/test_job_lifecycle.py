@@ -155,7 +155,9 @@ async def test_plan_changes_nothing_and_explains(tmp_path: Path) -> None:
             failing = await _ok(await c.put("/v1/job/web/plan", json=huge))
             assert failing["FailedTGAllocs"]["g"]["DimensionExhausted"] == {"memory": 1}
             assert failing["Diff"] is None
-            assert failing["Annotations"]["DesiredTGUpdates"]["g"]["DestructiveUpdate"] == 0
+            # As Nomad's reconciler: what the plan meant to do, counted before its placement
+            # failed (the failure is beside it).
+            assert failing["Annotations"]["DesiredTGUpdates"]["g"]["DestructiveUpdate"] == 1
             # Nothing changed: same index, same allocations, same version.
             after = await c.get("/v1/jobs")
             assert after.headers["X-Nomad-Index"] == before.headers["X-Nomad-Index"]

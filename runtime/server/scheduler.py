@@ -708,6 +708,16 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         if selection.preemption_failed:
             hopeless.add(group.name)
         choice = selection.choice
+        # Counted as Nomad's reconciler counts, before placement: a plan whose placement
+        # fails still says what it meant to do, beside why it could not.
+        if prev is not None and (prev.id in lost_ids or prev.id in disconnecting):
+            desired.place += 1
+        elif name in migrating:
+            desired.migrate += 1
+        elif prev is not None:
+            desired.destructive_update += 1
+        else:
+            desired.place += 1
         if choice is None:
             plan.failed.setdefault(group.name, selection.why)
             if group.name in metrics:
@@ -718,14 +728,6 @@ def schedule(state: SchedulerState, ev: Evaluation, job: Job | None, *, index: i
         for victim in choice.victims:
             evicted[victim.id] = victim
         desired.preemptions += len(choice.victims)
-        if prev is not None and (prev.id in lost_ids or prev.id in disconnecting):
-            desired.place += 1
-        elif name in migrating:
-            desired.migrate += 1
-        elif prev is not None:
-            desired.destructive_update += 1
-        else:
-            desired.place += 1
         placed = placement(
             name, group.name, choice,
             preempted_allocations=[v.id for v in choice.victims], reschedule_tracker=tracker,
