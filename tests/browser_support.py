@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -126,6 +127,60 @@ def start_ui_agent(tmp: Path, token: str = "", *extra: str, dev: bool = True
             process.kill()
             process.wait()
             raise
+
+
+class CuttableProxy:
+    """A TCP relay to `upstream` on a port of its own, whose connections the test can cut and
+    then refuse for a while: the network between a browser and a healthy agent going away."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.rsplit("//", 1)[1].rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.refusing = False
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            if self.refusing:
+                client.close()
+                continue
+            server = socket.create_connection(self.upstream)
+            with self.lock:
+                self.open |= {client, server}
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Drops every connection and refuses new ones until `restore`."""
+        self.refusing = True
+        with self.lock:
+            for s in self.open:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+            self.open.clear()
+
+    def restore(self) -> None:
+        self.refusing = False
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
 
 
 class UiBrowser:

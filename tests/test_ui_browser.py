@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.agent_support import mock_job
-from tests.browser_support import UiAgent, UiBrowser, start_ui_agent
+from tests.browser_support import CuttableProxy, UiAgent, UiBrowser, start_ui_agent
 
 
 def test_jobs_list_shows_a_new_job_live_without_a_reload(ui_agent: UiAgent,
@@ -68,3 +68,60 @@ def test_a_configured_token_is_asked_for_and_nothing_shows_without_it(
         browser.wait(lambda: browser.text("#live") == "live", "the event socket with the token")
         assert browser.driver.execute_script(
             "return sessionStorage.getItem('yurt.token')") == "s3cret-ui-token"
+
+
+def test_what_happened_while_the_socket_was_down_is_caught_up(ui_agent: UiAgent,
+                                                              browser: UiBrowser) -> None:
+    proxy = CuttableProxy(ui_agent.address)
+    through = UiAgent(proxy.address, ui_agent.data_dir, ui_agent.token, ui_agent.api)
+    try:
+        browser.open(through, "/ui/jobs", fresh=True)
+        browser.wait(lambda: browser.text("#live") == "live", "the event socket to connect")
+        proxy.cut()
+        browser.wait(lambda: browser.text("#live") == "offline", "the socket to drop")
+        # A batch job done at once: every event it makes is sent while the page is away.
+        away = mock_job("ui-while-away")
+        away["Job"]["Type"] = "batch"
+        away["Job"]["TaskGroups"][0]["Tasks"][0]["Config"]["run_for"] = "0s"
+        ui_agent.run_job(away)
+        ui_agent.wait_alloc("ui-while-away", "complete")
+        assert not browser.find_all('tr[data-job="ui-while-away"]')
+        proxy.restore()
+        browser.wait(lambda: browser.text("#live") == "live", "the socket back", timeout=20)
+        browser.wait(lambda: browser.find_all('tr[data-job="ui-while-away"]'),
+                     "the job registered while away, listed after the reconnect")
+    finally:
+        proxy.close()
+
+
+def test_a_job_id_holding_an_at_sign_and_a_group_path_open_the_right_pages(
+        ui_agent: UiAgent, browser: UiBrowser) -> None:
+    job = mock_job("svc@v2")
+    job["Job"]["TaskGroups"][0]["Name"] = "Web_1"
+    ui_agent.run_job(job)
+    browser.open(ui_agent, "/ui/jobs", fresh=True)
+    browser.click('tr[data-job="svc@v2"] a')
+    browser.wait_ready("job")
+    assert "svc@v2" in browser.text("main h1")
+
+    browser.open(ui_agent, "/ui/jobs/svc%40v2@default/Web_1")
+    assert "Not found" not in browser.text("main h1")
+    assert "Web_1" in browser.text("main")
+
+
+def test_a_broken_address_says_not_found_and_the_skip_link_moves_the_focus(
+        ui_agent: UiAgent, browser: UiBrowser) -> None:
+    browser.open(ui_agent, "/ui/jobs/%E0%A4%A", ready=False, fresh=True)
+    browser.wait(lambda: browser.text("main h1") == "Not found", "the not-found page")
+
+    browser.open(ui_agent, "/ui/jobs")
+    before = browser.driver.execute_script("return history.length")
+    browser.driver.execute_script("document.querySelector('a.skip').focus()")
+    from selenium.webdriver.common.keys import Keys
+
+    browser.driver.switch_to.active_element.send_keys(Keys.ENTER)
+    browser.wait(lambda: browser.driver.execute_script(
+        "return document.activeElement === document.getElementById('main')"),
+        "the focus on the main content")
+    assert browser.driver.execute_script("return history.length") == before + 1  # the #main
+    assert browser.driver.current_url.endswith("/ui/jobs#main")

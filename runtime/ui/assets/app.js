@@ -8,7 +8,7 @@ import { connectEvents, editToken, errorBox, h, onEvent, replace } from "./lib.j
 const ROUTES = [
   [/^\/ui\/jobs\/?$/, "jobs", []],
   [/^\/ui\/jobs\/run\/?$/, "jobrun", []],
-  [/^\/ui\/jobs\/([^/]+)(?:\/([a-z-]+))?\/?$/, "job", ["id", "section"]],
+  [/^\/ui\/jobs\/([^/]+)(?:\/([^/]+))?\/?$/, "job", ["id", "section"]],
   [/^\/ui\/allocations\/([^/]+)\/?$/, "allocation", ["id"]],
   [/^\/ui\/allocations\/([^/]+)\/([^/]+)\/logs\/?$/, "logs", ["id", "task"]],
   [/^\/ui\/allocations\/([^/]+)\/([^/]+)\/?$/, "allocation", ["id", "task"]],
@@ -28,7 +28,11 @@ function match(pathname) {
     const m = re.exec(pathname);
     if (m) {
       const params = {};
-      names.forEach((name, i) => { if (m[i + 1] !== undefined) params[name] = decodeURIComponent(m[i + 1]); });
+      try {
+        names.forEach((name, i) => { if (m[i + 1] !== undefined) params[name] = decodeURIComponent(m[i + 1]); });
+      } catch {
+        return null; // a broken %-escape names nothing
+      }
       return { page, params };
     }
   }
@@ -63,6 +67,7 @@ function liveRefresher(state, signal) {
     };
     state.unsubscribes.push(onEvent((event) => { if (matchEvent(event)) run(); }));
     window.addEventListener("yurt:token", run, { signal });
+    window.addEventListener("yurt:resync", run, { signal });
     return run();
   };
 }
@@ -122,6 +127,8 @@ document.addEventListener("click", (e) => {
   if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
   const a = e.target.closest("a[href]");
   if (!a || a.target || a.origin !== location.origin || !a.pathname.startsWith("/ui/")) return;
+  // A link within this page (the skip link): the browser moves there and the focus with it.
+  if (a.hash && a.pathname === location.pathname && a.search === location.search) return;
   if (a.pathname.startsWith("/ui/assets/")) return;
   e.preventDefault();
   navigate(a.pathname + a.search + a.hash);

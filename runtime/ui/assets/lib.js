@@ -42,6 +42,13 @@ export function link(href, ...children) {
   return h("a", { href }, ...children);
 }
 
+/** A job's page, as Nomad's UI writes it: `/ui/jobs/<id>@<namespace>`, the namespace left out
+ * for `default` unless the ID holds an `@` itself (the page splits at the last one). */
+export function jobHref(id, namespace) {
+  const ns = namespace && namespace !== "default" ? namespace : id.includes("@") ? "default" : "";
+  return `/ui/jobs/${encodeURIComponent(id)}${ns ? `@${encodeURIComponent(ns)}` : ""}`;
+}
+
 // ---------- the API ----------
 
 export function token() {
@@ -105,7 +112,7 @@ export const api = {
 
 const listeners = new Set();
 let socket = null;
-let retry = 0;
+let retry = 0; // reconnects since the socket was last open
 let liveState = "connecting";
 
 function b64url(text) {
@@ -124,6 +131,8 @@ export function live() {
   return liveState;
 }
 
+let everOpened = false;
+
 export function connectEvents() {
   if (socket) { socket.onclose = null; socket.close(); }
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
@@ -133,11 +142,17 @@ export function connectEvents() {
   // index=0 would replay everything kept; a page loads its state over HTTP and needs only news.
   const ws = new WebSocket(`${scheme}//${location.host}/v1/event/ws?topic=*`, protocols);
   socket = ws;
-  let opened = false;
-  ws.onopen = () => { opened = true; retry = 0; setLive("on"); };
+  ws.onopen = () => {
+    retry = 0;
+    setLive("on");
+    // Whatever happened while the socket was down reached no page: each reads its state again.
+    if (everOpened) resync();
+    everOpened = true;
+  };
   ws.onmessage = (message) => {
     let record;
     try { record = JSON.parse(message.data); } catch { return; }
+    if (record.Lost) resync(); // the agent dropped events this page was too slow to take
     const events = record.Events || [];
     if (!events.length) return;
     const at = performance.now();
@@ -151,17 +166,21 @@ export function connectEvents() {
   ws.onclose = (close) => {
     if (socket !== ws) return;
     setLive("off");
-    if (close.code === 1008 || (!opened && close.code === 1006 && retry === 1)) {
-      // Refused: the token is missing or wrong. The next answer of 403 asks for it.
-      askToken(t ? "The token was refused." : "This agent needs a token.").then((given) => {
-        if (given) connectEvents();
-      });
-      retry++;
+    if (close.code === 1008) {
+      // Refused: the token is missing or wrong. A new token reconnects (app.js).
+      askToken(t ? "The token was refused." : "This agent needs a token.");
       return;
     }
+    // Down, restarting, or refused before the upgrade (a browser sees no reason then): one
+    // plain request tells a refused token (it asks for it) from an agent away (it fails).
+    if (retry === 1) api.get("/v1/agent/self").catch(() => {});
     const delay = Math.min(5000, 250 * 2 ** retry++);
     setTimeout(() => { if (socket === ws) connectEvents(); }, delay);
   };
+}
+
+function resync() {
+  window.dispatchEvent(new CustomEvent("yurt:resync"));
 }
 
 /** Calls fn(event) for every event until the returned function is called. */

@@ -4,7 +4,7 @@
 //
 // Pure DOM building from API answers: no fetching, no state. Text is always text (h()).
 
-import { h } from "../lib.js";
+import { h, jobHref } from "../lib.js";
 
 /** `web` or `web@prod` (the path segment job pages use) → {id, namespace}. The last `@`
  * splits, since an ID may hold one but a namespace name may not. */
@@ -15,8 +15,7 @@ export function splitJobParam(param) {
 }
 
 export function jobPath(id, namespace) {
-  const ns = namespace && namespace !== "default" ? `@${namespace}` : "";
-  return `/ui/jobs/${encodeURIComponent(id)}${ns}`;
+  return jobHref(id, namespace);
 }
 
 /** `/v1/job/<id><suffix>?namespace=<ns>` (suffix may hold its own query). */

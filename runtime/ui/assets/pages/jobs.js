@@ -2,7 +2,7 @@
 // by a search box and status/type selects (kept in the URL, so a filtered list can be shared),
 // refreshed on each Job, Allocation or Evaluation event.
 
-import { api, badge, emptyState, errorBox, h, link, replace, table, timeEl } from "../lib.js";
+import { api, badge, emptyState, errorBox, h, jobHref, link, replace, table, timeEl } from "../lib.js";
 
 const COUNT_KEYS = ["Queued", "Starting", "Running", "Complete", "Failed", "Lost", "Unknown"];
 
@@ -12,11 +12,6 @@ function counts(job) {
   for (const group of Object.values(summary)) for (const k of COUNT_KEYS) total[k] += group[k] || 0;
   return h("span", { class: "counts" }, COUNT_KEYS.filter((k) => total[k]).map((k) =>
     h("span", { class: `count s-${k.toLowerCase()}`, title: `${total[k]} ${k.toLowerCase()}` }, `${k} ${total[k]}`)));
-}
-
-export function jobHref(job) {
-  const ns = job.Namespace && job.Namespace !== "default" ? `@${job.Namespace}` : "";
-  return `/ui/jobs/${encodeURIComponent(job.ID)}${ns}`;
 }
 
 export default async function mount(view, params, ctx) {
@@ -55,9 +50,9 @@ export default async function mount(view, params, ctx) {
       : emptyState("No jobs yet", h("p", null, "Run one: ", link("/ui/jobs/run", "paste a job file"),
         ", or from a shell: ", h("code", null, "yurt job run web.nomad.hcl"), "."));
     replace(body, table([
-      { label: "Name", cell: (j) => h("a", { href: jobHref(j), class: "job-link" }, j.ID) },
+      { label: "Name", cell: (j) => h("a", { href: jobHref(j.ID, j.Namespace), class: "job-link" }, j.ID) },
       { label: "Status", cell: (j) => badge(j.Stop ? "stopped" : j.Status) },
-      { label: "Type", cell: (j) => j.Type + (j.Periodic ? " (periodic)" : j.ParameterizedJob ? " (parameterized)" : "") },
+      { label: "Type", cell: (j) => j.Type + (j.Periodic ? " (periodic)" : j.ParameterizedJob ? " (parameterized)" : ""), narrow: false },
       { label: "Priority", cell: (j) => String(j.Priority), narrow: false },
       { label: "Namespace", cell: (j) => j.Namespace, narrow: false },
       { label: "Allocations", cell: counts },
