@@ -14,6 +14,7 @@ import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 from tests.agent_support import mock_job, running_agent
+from tests.cluster_support import cluster
 from yurt.runtime.api import ui
 
 PAGES = ("/ui/jobs", "/ui/jobs/web", "/ui/jobs/web@prod/allocations", "/ui/jobs/run",
@@ -219,3 +220,43 @@ async def test_without_a_token_the_ui_subprotocol_is_chosen(tmp_path: Path) -> N
             async with open_websocket_url(url) as ws:
                 assert ws.subprotocol is None
                 assert json.loads(await ws.get_message())["Events"]
+
+
+async def test_a_server_and_a_client_agent_serve_the_ui_and_its_event_socket(
+        etcd_urls: list[str], etcd_prefix: bytes, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    with trio.fail_after(120):
+        async with cluster(etcd_urls, etcd_prefix, tmp_path) as c:
+            server = await c.server("s1", "--token-file", str(token_file))
+            agent = await c.agent("a1", [server], "--driver-allow", "mock_driver",
+                                  "--token-file", str(token_file))
+            for member in (server, agent):
+                async with httpx2.AsyncClient(base_url=member.address, timeout=30) as anon:
+                    for path in ("/ui/jobs", "/ui/assets/app.js", "/ui/assets/pages/jobs.js"):
+                        r = await anon.get(path)
+                        assert r.status_code == 200, (member.name, path)
+                        assert "content-security-policy" in r.headers
+                    assert (await anon.get("/v1/jobs")).status_code == 403, member.name
+            # The client agent's page talks to the client agent: its answers are the server's,
+            # the event socket's too (relayed: a browser's page can open no other).
+            url = agent.address.replace("http", "ws") + "/v1/event/ws?topic=Job"
+            with pytest.raises(ConnectionClosed) as closed:
+                async with open_websocket_url(
+                        url, subprotocols=["yurt-events", token_protocol("wrong")]) as ws:
+                    await ws.get_message()
+            assert closed.value.reason.code == 1008
+            async with open_websocket_url(
+                    url, subprotocols=["yurt-events", token_protocol("s3cret")]) as ws, \
+                    httpx2.AsyncClient(base_url=agent.address, timeout=30,
+                                       headers={"X-Nomad-Token": "s3cret"}) as client:
+                assert ws.subprotocol == "yurt-events"
+                job = mock_job("relayed")
+                job["Job"]["Datacenters"] = ["dc1"]
+                r = await client.put("/v1/jobs", json=job)
+                assert r.status_code == 200, r.text
+                while True:
+                    record = json.loads(await ws.get_message())
+                    if "relayed" in [e["Key"] for e in record.get("Events", [])]:
+                        break
+                assert (await client.get("/v1/jobs")).json()[0]["ID"] == "relayed"

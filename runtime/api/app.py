@@ -135,7 +135,7 @@ class TokenMiddleware:
             headers = dict(scope.get("headers", []))
             supplied = headers.get(b"x-nomad-token", b"")
             if not supplied and scope["type"] == "websocket":
-                supplied = _subprotocol_token(headers.get(b"sec-websocket-protocol", b""))
+                supplied = subprotocol_token(headers.get(b"sec-websocket-protocol", b""))
             if not hmac.compare_digest(supplied, self.token):
                 if scope["type"] == "websocket":
                     await _refuse_websocket(scope, receive, send)
@@ -161,7 +161,7 @@ async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "websocket.close", "code": 1008, "reason": "Permission denied"})
 
 
-def _subprotocol_token(offered: bytes) -> bytes:
+def subprotocol_token(offered: bytes) -> bytes:
     """The token a browser offers as the subprotocol `x-nomad-token.<base64url, unpadded>`."""
     for item in offered.split(b","):
         name = item.strip()
