@@ -15,7 +15,8 @@ from trio_websocket import ConnectionClosed, open_websocket_url
 
 from tests.agent_support import mock_job, running_agent
 from tests.cluster_support import cluster
-from yurt.runtime.api import ui
+from yurt.runtime.api import events, ui
+from yurt.runtime.api.events import Pacer
 
 PAGES = ("/ui/jobs", "/ui/jobs/web", "/ui/jobs/web@prod/allocations", "/ui/jobs/run",
          "/ui/allocations/0123abcd", "/ui/allocations/0123abcd/web/logs", "/ui/clients",
@@ -260,3 +261,40 @@ async def test_a_server_and_a_client_agent_serve_the_ui_and_its_event_socket(
                     if "relayed" in [e["Key"] for e in record.get("Events", [])]:
                         break
                 assert (await client.get("/v1/jobs")).json()[0]["ID"] == "relayed"
+
+
+def test_the_pacer_lets_a_burst_through_and_rations_what_follows() -> None:
+    pacer = Pacer(0.1, 4, now=100.0)
+    assert [pacer.woke(100.0 + i * 0.01) for i in range(3)] == [0.0, 0.0, 0.0]
+    # The fourth takes the last whole token (0.3 grew back meanwhile): the next waits until
+    # a whole one has.
+    assert pacer.woke(100.03) == pytest.approx(0.07)
+    # Sustained: one wake-up per interval, each told to wait a whole interval.
+    at = 100.10
+    for _ in range(20):
+        assert pacer.woke(at) == pytest.approx(0.1, abs=1e-6)
+        at += 0.1
+    # A quiet spell refills the bucket, never past the burst.
+    assert [pacer.woke(at + 60.0 + i * 0.001) for i in range(3)] == [0.0, 0.0, 0.0]
+    assert pacer.woke(at + 60.003) > 0.0
+
+
+async def test_a_burst_of_records_reaches_the_event_socket_without_waiting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long interval: any wait on it would outlast the test's deadline.
+    monkeypatch.setattr(events, "STREAM_COALESCE", 30.0)
+    with trio.fail_after(20):
+        async with running_agent(tmp_path) as a:
+            url = a.address.replace("http", "ws") + "/v1/event/ws?topic=Job"
+            async with open_websocket_url(url, subprotocols=["yurt-events"]) as ws:
+                # Each record published once the one before arrived: a person's action and
+                # what follows it, as the UI sees them.
+                for i in range(events.STREAM_BURST):
+                    a.agent.broker.publish("Job", "JobRegistered", f"j{i}", {"Job": {}})
+                    record = json.loads(await ws.get_message())
+                    assert [e["Key"] for e in record["Events"]] == [f"j{i}"]
+                # Past the burst, the socket is rationed again: records pile up.
+                a.agent.broker.publish("Job", "JobRegistered", "late", {"Job": {}})
+                with trio.move_on_after(0.5) as waited:
+                    await ws.get_message()
+                assert waited.cancelled_caught
