@@ -286,9 +286,9 @@ async def test_a_burst_of_records_reaches_the_event_socket_without_waiting(
     with trio.fail_after(20):
         async with running_agent(tmp_path) as a:
             url = a.address.replace("http", "ws") + "/v1/event/ws?topic=Job"
-            async with open_websocket_url(url, subprotocols=["yurt-events"]) as ws:
+            async with open_websocket_url(url) as ws:  # an API client's: STREAM_COALESCE
                 # Each record published once the one before arrived: a person's action and
-                # what follows it, as the UI sees them.
+                # what follows it.
                 for i in range(events.STREAM_BURST):
                     a.agent.broker.publish("Job", "JobRegistered", f"j{i}", {"Job": {}})
                     record = json.loads(await ws.get_message())
@@ -298,3 +298,17 @@ async def test_a_burst_of_records_reaches_the_event_socket_without_waiting(
                 with trio.move_on_after(0.5) as waited:
                     await ws.get_message()
                 assert waited.cancelled_caught
+
+
+async def test_the_ui_socket_is_rationed_at_its_own_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "STREAM_COALESCE", 30.0)  # never waited on here
+    with trio.fail_after(20):
+        async with running_agent(tmp_path) as a:
+            url = a.address.replace("http", "ws") + "/v1/event/ws?topic=Job"
+            async with open_websocket_url(url, subprotocols=["yurt-events"]) as ws:
+                # Sustained, well past the burst: each waits at most UI_STREAM_COALESCE.
+                for i in range(5 * events.STREAM_BURST):
+                    a.agent.broker.publish("Job", "JobRegistered", f"j{i}", {"Job": {}})
+                    record = json.loads(await ws.get_message())
+                    assert [e["Key"] for e in record["Events"]] == [f"j{i}"]

@@ -13,6 +13,11 @@ every send (the first version) made the web UI's usual case slow: a person's act
 few records within some tens of milliseconds (the job, its evaluation, its allocations), and
 each record after the first waited for the rest of the previous one's wait: the UI measured
 (scripts/bench_ui) an event's p95 at 105 ms on a quiet agent where its median was 22 ms.
+The bucket alone brought that to 77 ms, but left 102-125 ms on an agent with allocations
+restarting every second (sustained traffic: a wait of up to `STREAM_COALESCE` per event), where
+no pacing at all measured 45 ms. So the web UI's socket, recognised by its subprotocol, is
+rationed at `UI_STREAM_COALESCE`: a person's browser tabs are few, where API subscribers may be
+hundreds (scripts/bench_events), and those keep `STREAM_COALESCE`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ HEARTBEAT: Final = 30.0
 #: subscriber then costs the agent a few wake-ups a second, whatever the event rate (200
 #: subscribers each woken per record cost most of a core), for at most this much more lag.
 STREAM_COALESCE: Final = 0.1
+#: The web UI's socket (it asked for `UI_SUBPROTOCOL`) is rationed to this instead: a browser
+#: tab is one person looking, so the few there are may wake often; under sustained traffic an
+#: event waits up to this long to reach the page, against the UI's goal of 100 ms at p95.
+UI_STREAM_COALESCE: Final = 0.02
 #: Wake-ups a stream may have at once before `STREAM_COALESCE` rations them (`Pacer`).
 STREAM_BURST: Final = 4
 #: The subprotocol the web UI's event socket asks for beside its token.
@@ -96,7 +105,8 @@ async def event_ws(ctx: Context, websocket: WebSocket) -> None:
     # A browser that offers subprotocols (the web UI: its token rides in one, app.py) drops a
     # connection whose answer names none, so the plain one it offers is chosen.
     offered = websocket.scope.get("subprotocols") or []
-    await websocket.accept(subprotocol=UI_SUBPROTOCOL if UI_SUBPROTOCOL in offered else None)
+    ui = UI_SUBPROTOCOL in offered
+    await websocket.accept(subprotocol=UI_SUBPROTOCOL if ui else None)
     subscription = ctx.agent.broker.subscribe(
         from_index=int(raw_index) if raw_index and raw_index.isdigit() else None)
 
@@ -111,7 +121,8 @@ async def event_ws(ctx: Context, websocket: WebSocket) -> None:
         finally:
             scope.cancel()
 
-    pacer = Pacer(STREAM_COALESCE, STREAM_BURST, trio.current_time())
+    pacer = Pacer(UI_STREAM_COALESCE if ui else STREAM_COALESCE, STREAM_BURST,
+                  trio.current_time())
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch_disconnect, nursery.cancel_scope)

@@ -137,17 +137,19 @@ class ServerProxy:
             headers.get(b"sec-websocket-protocol", b""))
         query = scope.get("query_string", b"").decode("latin-1")
         target = EVENT_SOCKET + (f"?{query}" if query else "")
+        # The UI's subprotocol is asked for upstream too: the server paces the UI's socket
+        # at its own interval (events.py).
+        ui = UI_SUBPROTOCOL in (scope.get("subprotocols") or [])
         errors: list[str] = []
         for url in self._remote.rotation():
             try:
                 async with open_websocket_url(
                         "ws" + url.removeprefix("http") + target,
+                        subprotocols=[UI_SUBPROTOCOL] if ui else None,
                         extra_headers=[(b"X-Nomad-Token", token)] if token else [],
                         connect_timeout=CONNECT_TIMEOUT) as upstream:
-                    offered = scope.get("subprotocols") or []
                     await send({"type": "websocket.accept", "headers": [],
-                                "subprotocol": UI_SUBPROTOCOL if UI_SUBPROTOCOL in offered
-                                else None})
+                                "subprotocol": UI_SUBPROTOCOL if ui else None})
                     self.forwarded += 1
                     await _pump(upstream, receive, send)
                 return
