@@ -370,15 +370,20 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
 @click.option("--datacenter", default=None, help="This node's datacenter (default dc1).")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE",
               help="Node metadata for constraints (repeatable).")
+@click.option("--dev", "dev_mode", is_flag=True, default=False,
+              help="Dev mode, as Nomad's `-dev`: stopping the agent stops every allocation "
+                   "and kills its tasks, leaving nothing to re-attach to.")
 def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
           port: int | None, token_file: Path | None, token_argument: str | None,
           fake_devices: tuple[str, ...],
           driver_allow: tuple[str, ...], driver_block: tuple[str, ...],
           log_level: str | None, log_json: bool | None, servers: str | None,
-          node_name: str | None, datacenter: str | None, meta: tuple[str, ...]) -> None:
+          node_name: str | None, datacenter: str | None, meta: tuple[str, ...],
+          dev_mode: bool) -> None:
     """Run the agent: an embedded server and client with Nomad's HTTP API.
 
-    SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches.
+    SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches
+    (with --dev, they stop every task instead).
     Exit status: 0 stopped by a signal, 1 could not start (port in use, data dir locked or
     not writable), 2 bad options or config file.
     """
@@ -389,7 +394,7 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
         token_file=token_file, token_argument=token_argument, fake_devices=fake_devices,
         driver_allow=driver_allow, driver_block=driver_block, log_level=log_level,
         log_json=log_json, servers=servers, node_name=node_name, datacenter=datacenter,
-        meta=meta)))
+        meta=meta, dev_mode=dev_mode)))
 
 
 @cli.command()

@@ -10,7 +10,8 @@ is a bug in yurt and keeps its traceback.
 
 Exit statuses (DESIGN §7, runtime/errors.py), as `run_agent` returns them:
 
-- 0: stopped by SIGINT or SIGTERM (tasks keep running for the next start).
+- 0: stopped by SIGINT or SIGTERM (tasks keep running for the next start; with `--dev`,
+  every task is killed first).
 - 1 (`EXIT_FAILED`): the agent could not start, or stopped on an error, in this environment:
   port in use, address not available or not allowed, data directory locked by another agent,
   not writable, or with state this yurt cannot read. The same command can work once the
@@ -65,6 +66,7 @@ class AgentOptions:
     node_name: str | None = None
     datacenter: str | None = None
     meta: tuple[str, ...] = ()  # `--meta KEY=VALUE`, over the config file's
+    dev_mode: bool = False  # `--dev`: a stop kills every task (AgentConfig.dev_mode)
 
 
 class UsageError(Exception):
@@ -172,7 +174,7 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout(),
         min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
         reserved_ports=file.reserved.reserved_ports,
-        artifact=file.artifact.to_config(), servers=servers)
+        artifact=file.artifact.to_config(), servers=servers, dev_mode=options.dev_mode)
     log_json = options.log_json if options.log_json is not None else file.log_json
     return config, level, log_json
 
@@ -273,7 +275,9 @@ def run_agent(options: AgentOptions) -> int:
                                                    data_dir=str(config.data_dir)))
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
-                    click.echo("yurt agent stopping; tasks keep running", err=True)
+                    click.echo("yurt agent stopping; " + (
+                        "stopping every task (--dev)" if config.dev_mode else
+                        "tasks keep running"), err=True)
                     log.info("agent stopping", extra=fields(signal=signal.Signals(signum).name))
                     instance.stop()
                     break

@@ -13,8 +13,14 @@ import pytest
 from tests.proc_support import wait_for
 from tests.test_agent_e2e import JOB, YURT, User, stop_agent
 from tests.test_restart_e2e import alive
+from yurt.runtime.procfs import stat_fields
 
 pytestmark = pytest.mark.slow
+
+
+def parent(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
 
 
 def test_exec_is_killed_with_its_agent(tmp_path: Path) -> None:
@@ -34,7 +40,9 @@ def test_exec_is_killed_with_its_agent(tmp_path: Path) -> None:
         assert alive(command)
         stats_url = f"{user.env['YURT_ADDR']}/v1/client/allocation/{alloc['ID']}/stats"
         with urllib.request.urlopen(stats_url, timeout=30) as response:
-            (task,) = map(int, json.load(response)["Tasks"]["web"]["Pids"])
+            pids = set(map(int, json.load(response)["Tasks"]["web"]["Pids"]))
+        # The task's process tree (its loop's short-lived `sleep`s too): the task is its root.
+        (task,) = (p for p in pids if parent(p) not in (*pids, None))  # None: a sleep gone
         agent.kill()
         agent.wait(timeout=30)
         wait_for(lambda: not alive(command))

@@ -4,7 +4,8 @@ restart, signal, garbage collection, allocation and host resource usage.
 These act on a running alloc runner, so they wait until the allocation is restored after an agent
 restart (`Context.restored_runner`). The alloc runner's errors are imported inside the handler
 that maps them: the API binds before the runners load. Usage is read from /proc directly (a few
-small files, no thread hop); host stats, which stat the data directory, run in a worker thread.
+small files per process, no thread hop; runtime/taskusage.py sums a task's process tree and makes
+CPU a rate); host stats, which stat the data directory, run in a worker thread.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from starlette.responses import Response
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.errors import TaskNotRunningError, YurtError
-from yurt.runtime.procfs import stat_fields
 from yurt.runtime.signames import parse_signal_name
+from yurt.runtime.taskusage import CpuRate, TreeUsage, tree_usage, uptime
 
 
 async def alloc_restart(ctx: Context, request: Request) -> Response:
@@ -84,32 +85,52 @@ async def client_gc(ctx: Context, request: Request) -> Response:
 
 
 async def alloc_stats(ctx: Context, request: Request) -> Response:
+    """Nomad's `AllocResourceUsage`: per task, the sum over its process tree with CPU as a
+    rate (runtime/taskusage.py), each process under `Pids`; the allocation's total."""
     runner = await ctx.restored_runner(ctx.find_alloc_id(request.path_params["id"]))
     only = request.query_params.get("task")
     if any(r.devices for r in runner.alloc.task_resources.values()):
         await ctx.agent.devices.refresh_stats()  # only what reserves devices asks
     now = time.time_ns()
+    moment, since_boot, mhz = time.monotonic(), uptime(), core_mhz(ctx)
     tasks: dict[str, Any] = {}
-    total_rss = total_ticks = 0.0
+    total_rss = 0
+    total_rate = CpuRate(0.0, 0.0, 0.0)
     all_devices: list[dict[str, Any]] = []
     for name, tr in runner.task_runners.items():
         if only and name != only:
             continue
         pid = int(tr.handle.driver_state.get("pid", 0)) if tr.handle else 0
-        rss, ticks = process_usage(pid)  # /proc only: no thread hop (runtime.procfs)
-        usage = resource_usage(rss, ticks)
+        tree = tree_usage(pid) if tr.state.state == "running" else TreeUsage()
+        rate = ctx.cpu_rates.rate((runner.alloc.id, name), moment, tree, since_boot)
+        usage = resource_usage(tree.rss, rate, mhz)
         allocated = runner.alloc.task_resources.get(name)
         usage["DeviceStats"] = device_stats(
             ctx, {(d.vendor, d.type, d.name): set(d.device_ids)
                   for d in (allocated.devices if allocated else [])})
         all_devices += usage["DeviceStats"]
-        tasks[name] = {"ResourceUsage": usage, "Timestamp": now,
-                       "Pids": {str(pid): usage} if pid else {}}
-        if tr.state.state == "running":
-            total_rss, total_ticks = total_rss + rss, total_ticks + ticks
-    total = resource_usage(total_rss, total_ticks)
+        pids = {}
+        for each, process in tree.processes.items():
+            one = TreeUsage(process.rss, process.user_ticks, process.system_ticks,
+                            process.start_ticks, {each: process})
+            pids[str(each)] = resource_usage(
+                process.rss, ctx.cpu_rates.rate((runner.alloc.id, f"{name}/{each}"), moment,
+                                                one, since_boot), mhz)
+        tasks[name] = {"ResourceUsage": usage, "Timestamp": now, "Pids": pids}
+        total_rss += tree.rss
+        total_rate = CpuRate(total_rate.percent + rate.percent, total_rate.user + rate.user,
+                             total_rate.system + rate.system)
+    total = resource_usage(total_rss, total_rate, mhz)
     total["DeviceStats"] = all_devices
     return json_response({"ResourceUsage": total, "Tasks": tasks, "Timestamp": now})
+
+
+def core_mhz(ctx: Context) -> float:
+    """One core's speed as the node fingerprinted it (`cpu.frequency`), 0 if unknown."""
+    try:
+        return float(ctx.agent.node.attributes.get("cpu.frequency", "0"))
+    except ValueError:
+        return 0.0
 
 
 def device_stats(ctx: Context, wanted: dict[tuple[str, str, str], set[str]] | None
@@ -137,31 +158,14 @@ async def client_stats(ctx: Context, request: Request) -> Response:
     return json_response(stats)
 
 
-_TICKS = os.sysconf("SC_CLK_TCK")
-_PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def process_usage(pid: int) -> tuple[float, float]:
-    """(RSS bytes, CPU ticks user+system) of a process, zeros if it is gone."""
-    if pid <= 0:
-        return 0.0, 0.0
-    try:
-        rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
-    except OSError:
-        return 0.0, 0.0
-    fields = stat_fields(pid)
-    if fields is None:
-        return 0.0, 0.0
-    return float(rss), float(int(fields[11]) + int(fields[12]))
-
-
-def resource_usage(rss: float, ticks: float) -> dict[str, Any]:
-    return {"MemoryStats": {"RSS": int(rss), "Cache": 0, "Swap": 0, "MappedFile": 0,
-                            "Usage": int(rss), "MaxUsage": 0, "KernelUsage": 0,
+def resource_usage(rss: int, rate: CpuRate, mhz: float) -> dict[str, Any]:
+    return {"MemoryStats": {"RSS": rss, "Cache": 0, "Swap": 0, "MappedFile": 0,
+                            "Usage": rss, "MaxUsage": 0, "KernelUsage": 0,
                             "KernelMaxUsage": 0, "Measured": ["RSS"]},
-            "CpuStats": {"SystemMode": 0.0, "UserMode": 0.0, "TotalTicks": ticks,
-                         "ThrottledPeriods": 0, "ThrottledTime": 0, "Percent": 0.0,
-                         "Measured": ["Total Ticks"]},
+            "CpuStats": {"SystemMode": rate.system, "UserMode": rate.user,
+                         "TotalTicks": rate.mhz(mhz), "ThrottledPeriods": 0,
+                         "ThrottledTime": 0, "Percent": rate.percent,
+                         "Measured": ["System Mode", "User Mode", "Percent", "Total Ticks"]},
             "DeviceStats": []}
 
 

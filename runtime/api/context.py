@@ -16,6 +16,7 @@ import trio
 from yurt.runtime.api.request import PARSES_AT_ONCE, ApiError
 from yurt.runtime.restore import RESTORING
 from yurt.runtime.structs import Allocation, Job
+from yurt.runtime.taskusage import CpuRates
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
@@ -28,6 +29,8 @@ class Context:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.parse_limiter = trio.CapacityLimiter(PARSES_AT_ONCE)
+        #: The last CPU reading of each task the stats endpoint was asked about.
+        self.cpu_rates = CpuRates()
 
     def alloc_view(self, alloc_id: str) -> Allocation:
         """The server copy with the client's live view laid over it."""

@@ -33,10 +33,11 @@ import trio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yurt.runtime.api.client import host_stats, process_usage
+from yurt.runtime.api.client import host_stats
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import json_response
 from yurt.runtime.structs import is_client_terminal
+from yurt.runtime.taskusage import tree_usage
 
 if TYPE_CHECKING:
     from yurt.runtime.agent import Agent
@@ -120,7 +121,8 @@ def collect(ctx: Context, host: dict[str, Any], cpus: dict[str, list[int]]
             if tr.state.state != "running" or tr.handle is None:
                 continue
             pid = int(tr.handle.driver_state.get("pid", 0))
-            rss, ticks = process_usage(pid)
+            tree = tree_usage(pid)  # the task's processes, its shell's children too
+            rss, ticks = float(tree.rss), float(tree.ticks)
             labels = {"alloc_id": alloc.id, "job": alloc.job_id,
                       "task_group": alloc.task_group, "task": name,
                       "namespace": alloc.namespace}

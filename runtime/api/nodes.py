@@ -5,8 +5,8 @@ their `NodeResources` and `ReservedResources`, with `?os=true` an `Attributes` h
 `os.name`), a node answers the whole `Node`; eligibility, drain and purge answer Nomad's
 update responses. An ID may be a unique prefix, as `nomad node status` allows; an unknown node
 is a 404 `node not found`, a malformed body a 400. A node's allocations are Nomad's: full
-allocations, and an empty list for a node this server does not know (Nomad's Node.GetAllocs
-has no "not found").
+allocations (`alloc_json`, with `AllocatedResources`), and an empty list for a node this server
+does not know (Nomad's Node.GetAllocs has no "not found").
 
 Changes go through `NodeControl` (runtime/server/nodestate.py), which persists them and runs
 the drain.
@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime import __version__
+from yurt.runtime.api.allocresources import alloc_json
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response, query_bool
 from yurt.runtime.server.dispatch import is_template
@@ -78,7 +79,9 @@ async def node_allocations(ctx: Context, request: Request) -> Response:
     if not node_id or not node.id.startswith(node_id):
         return json_response([])
     allocs = sorted(ctx.agent.server.allocs_for_node(), key=lambda a: (a.create_index, a.name))
-    return json_response([ctx.alloc_view(a.id) for a in allocs])
+    # Whole allocations as every other route answers them (`alloc_json`: Nomad's
+    # AllocatedResources, not the stored TaskResources/AllocatedShared).
+    return json_response([alloc_json(ctx.alloc_view(a.id)) for a in allocs])
 
 
 def _update_response(index: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The web UI's routes: `/ui/...` answers the UI's page and its assets, `/` sends a browser there.
+"""The web UI's routes: `/ui/...` answers the UI's page and its assets; `/` sends browsers there.
 
 Everything the UI needs ships in the package (`yurt/runtime/ui/`): no CDN, nothing fetched at
 run time. The page and its assets hold no data: the page's script reads the `/v1` API with the

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from yurt.runtime import __version__
+from yurt.runtime.api.allocresources import alloc_json
 from yurt.runtime.api.app import FrontRoute
 from yurt.runtime.api.nodes import node_stub
 from yurt.runtime.api.request import (
@@ -223,7 +224,7 @@ async def node(proc: ServerProcess, request: Request) -> Response:
 async def node_allocations(proc: ServerProcess, request: Request) -> Response:
     node_id = request.path_params["id"]
     allocs = sorted(proc.server.allocs_on(node_id), key=lambda a: (a.create_index, a.name))
-    return json_response(allocs)
+    return json_response([alloc_json(a) for a in allocs])  # as the agent's route answers
 
 
 async def node_eligibility(proc: ServerProcess, request: Request) -> Response:

@@ -225,8 +225,25 @@ export function shortId(id, href) {
       try { await navigator.clipboard.writeText(id); toast("Copied " + id, "ok"); }
       catch { toast("Copy failed: select and copy " + id, "bad"); }
     },
-  }, "⧉");
+  }, copyIcon());
   return h("span", { class: "idwrap" }, label, copy);
+}
+
+/** Two overlapping sheets, drawn (a font's copy glyph is missing from many systems' fonts). */
+function copyIcon() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("width", "13");
+  svg.setAttribute("height", "13");
+  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("class", "copy-icon");
+  for (const [x, y] of [[5, 1], [1, 5]]) {
+    const rect = document.createElementNS(ns, "rect");
+    for (const [k, v] of Object.entries({ x, y, width: 10, height: 10, rx: 1.5 })) rect.setAttribute(k, String(v));
+    svg.appendChild(rect);
+  }
+  return svg;
 }
 
 export function badge(status) {
