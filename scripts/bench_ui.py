@@ -67,12 +67,16 @@ READY_JS = """
 const main = document.getElementById("main");
 if (!main || !main.dataset.ready) return null;
 const marks = performance.getEntriesByName("yurt:page-ready", "mark");
+if (!marks.length) return null;
+const ready = marks[marks.length - 1].startTime;
 const nav = performance.getEntriesByType("navigation")[0];
-const api = performance.getEntriesByType("resource").filter((e) => e.name.includes("/v1/"));
-const assets = performance.getEntriesByType("resource").filter((e) => e.name.includes("/ui/"));
+// What the page asked for before it was ready (a page may read more afterwards).
+const before = performance.getEntriesByType("resource").filter((e) => e.startTime <= ready);
+const api = before.filter((e) => e.name.includes("/v1/"));
+const assets = before.filter((e) => e.name.includes("/ui/"));
 return {
   page: main.dataset.ready,
-  ready: marks.length ? marks[marks.length - 1].startTime : null,
+  ready,
   document: nav ? nav.responseEnd : null,
   api_max: api.length ? Math.max(...api.map((e) => e.duration)) : 0,
   api_start: api.length ? Math.min(...api.map((e) => e.startTime)) : 0,
