@@ -113,8 +113,11 @@ def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
 
 
 class TokenMiddleware:
-    """403 for every request without the configured `X-Nomad-Token` header (websockets too:
-    clients send it with the upgrade request). Never read from the query string."""
+    """403 for every request without the configured `X-Nomad-Token` header. A websocket
+    sends it with the upgrade request, or (a browser, which cannot set headers there) as the
+    subprotocol `x-nomad-token.<base64url>`; without it the socket is closed with 1008 before
+    anything is sent. Never read from the query string. The UI's page and assets (ui.py
+    `is_ui_path`) are not guarded: they hold no data."""
 
     def __init__(self, app: ASGIApp, token: str, exempt: tuple[str, ...] = ()) -> None:
         self.app = app
@@ -132,10 +135,10 @@ class TokenMiddleware:
             headers = dict(scope.get("headers", []))
             supplied = headers.get(b"x-nomad-token", b"")
             if not supplied and scope["type"] == "websocket":
-                supplied = _subprotocol_token(headers.get(b"sec-websocket-protocol", b""))
+                supplied = subprotocol_token(headers.get(b"sec-websocket-protocol", b""))
             if not hmac.compare_digest(supplied, self.token):
                 if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 1008})
+                    await _refuse_websocket(scope, receive, send)
                     return
                 response = PlainTextResponse("Permission denied", status_code=403)
                 await response(scope, receive, send)
@@ -143,7 +146,22 @@ class TokenMiddleware:
         await self.app(scope, receive, send)
 
 
-def _subprotocol_token(offered: bytes) -> bytes:
+async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
+    """Accept, then close with 1008 (policy violation) before anything is sent. A handshake
+    refused outright reaches a browser's script as a bare 1006 (the HTTP status is hidden
+    from it), which also means "the agent is down"; 1008 tells the UI to ask for the token.
+    The accept names the UI's subprotocol when offered: a browser drops an accept naming
+    none of its offers, as 1006 again."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    offered = scope.get("subprotocols") or []
+    chosen = events.UI_SUBPROTOCOL if events.UI_SUBPROTOCOL in offered else None
+    await send({"type": "websocket.accept", "subprotocol": chosen, "headers": []})
+    await send({"type": "websocket.close", "code": 1008, "reason": "Permission denied"})
+
+
+def subprotocol_token(offered: bytes) -> bytes:
     """The token a browser offers as the subprotocol `x-nomad-token.<base64url, unpadded>`."""
     for item in offered.split(b","):
         name = item.strip()

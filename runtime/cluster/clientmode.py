@@ -7,8 +7,9 @@ the node and its allocations. Each part here says so rather than pretending:
 
 - `ClientModeMiddleware`: the agent's HTTP API answers its node-local routes itself (agent
   self and health, `/v1/client/...`: file system, logs, exec, stats, checks, restart,
-  signal, gc; the metrics; the JWKS of the key that signs this node's workload identities)
-  and forwards every other route to a server (`ServerProxy`, runtime/cluster/proxy.py), as
+  signal, gc; the metrics; the JWKS of the key that signs this node's workload identities;
+  the web UI's page and assets, which hold no data) and forwards every other route to a
+  server (`ServerProxy`, runtime/cluster/proxy.py), as
   Nomad's client agent forwards them over RPC: the client's own copies would be partial.
 - `ClientTemplateData`: a template that reads a Nomad service or variable fails with a
   clear error (the task fails to start, "Template failed: ..."); templates that read only
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 import trio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from yurt.runtime.api.ui import is_ui_path
 from yurt.runtime.cluster import FORWARDED_HEADER
 from yurt.runtime.gotemplate.parse import TemplateError
 from yurt.runtime.server.variables import Variable, VariableMetadata
@@ -69,7 +71,7 @@ class ClientModeMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] not in ("http", "websocket") or (
+        if scope["type"] not in ("http", "websocket") or is_ui_path(path) or (
                 node_local(path) and not self._elsewhere(scope)):
             await self.app(scope, receive, send)
             return
