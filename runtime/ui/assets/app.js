@@ -47,24 +47,32 @@ function leave() {
   current = null;
 }
 
-/** Runs refresh() now and again after every event that match(event) accepts; never two at
- * once, and a burst of events while one runs costs one more run, not one per event. */
+/** Runs refresh() now and again after every event that match(event) accepts: at once after a
+ * quiet spell (an event shows without delay), then at most one run per REFRESH_GAP_MS while
+ * events keep coming, never two at once — a busy node costs a page a few reads a second, and a
+ * burst of events costs one more read, not one per event. */
+const REFRESH_GAP_MS = 200;
+
 function liveRefresher(state, signal) {
   return (matchEvent, refresh) => {
-    let running = false, again = false;
+    let running = false, again = false, lastStart = -Infinity, timer = null;
     const run = async () => {
       if (signal.aborted) return;
-      if (running) { again = true; return; }
+      if (running || timer) { again = true; return; }
+      const wait = lastStart + REFRESH_GAP_MS - performance.now();
+      if (wait > 0) {
+        timer = setTimeout(() => { timer = null; run(); }, wait);
+        return;
+      }
       running = true;
-      try {
-        do {
-          again = false;
-          try { await refresh(); } catch (err) {
-            if (err.name !== "AbortError") console.error(err);
-          }
-        } while (again && !signal.aborted);
+      again = false;
+      lastStart = performance.now();
+      try { await refresh(); } catch (err) {
+        if (err.name !== "AbortError") console.error(err);
       } finally { running = false; }
+      if (again && !signal.aborted) run();
     };
+    signal.addEventListener("abort", () => clearTimeout(timer));
     state.unsubscribes.push(onEvent((event) => { if (matchEvent(event)) run(); }));
     window.addEventListener("yurt:token", run, { signal });
     window.addEventListener("yurt:resync", run, { signal });
