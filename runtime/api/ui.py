@@ -130,14 +130,15 @@ async def ui_root(request: Request) -> Response:
 async def root(request: Request) -> Response:
     """A browser opening the agent's address lands on the UI; API clients get Nomad's 404."""
     vary = {"Vary": "Accept"}
-    if "text/html" in request.headers.get("accept", ""):
+    if request.method in ("GET", "HEAD") and "text/html" in request.headers.get("accept", ""):
         return RedirectResponse(f"{UI_PREFIX}/jobs", status_code=307, headers=vary)
     return PlainTextResponse("Not found", status_code=404, headers=vary)
 
 
 def ui_routes() -> list[BaseRoute]:
     return [
-        Route("/", root, methods=["GET", "HEAD"]),
+        # Every method: `PUT /` is a path the API does not have (404, as Nomad), not a 405.
+        Route("/", root, methods=["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]),
         Route(UI_PREFIX, ui_root, methods=["GET", "HEAD"]),
         Route(f"{UI_PREFIX}/", ui_root, methods=["GET", "HEAD"]),
         Route(f"{UI_PREFIX}/{{rest:path}}", ui_page, methods=["GET", "HEAD"]),
