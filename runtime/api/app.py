@@ -60,6 +60,7 @@ from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api import services as services_api
 from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.origin import CrossOriginMiddleware
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.api.unreadbody import UnreadBodyMiddleware
 from yurt.runtime.errors import Unavailable
@@ -322,7 +323,7 @@ def build_app(agent: Agent, front: Sequence[FrontRoute] = ()) -> ASGIApp:
     if agent.config.token:
         app = TokenMiddleware(app, agent.config.token,
                               tuple(f.path.split("{")[0] for f in front if f.token_exempt))
-    return UnreadBodyMiddleware(app)
+    return UnreadBodyMiddleware(CrossOriginMiddleware(app))
 
 
 async def serve_api(agent: Agent, stop: trio.Event, *, front: Sequence[FrontRoute] = (),

@@ -95,8 +95,10 @@ class ServerProxy:
         path = scope.get("raw_path") or scope["path"].encode()
         query = scope.get("query_string", b"")
         target = path.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
+        # `Origin` was checked here (api/origin.py) against this agent's address; the server
+        # would hold it against its own.
         headers = [(k, v) for k, v in scope.get("headers", [])
-                   if k.lower() not in HOP_BY_HOP]
+                   if k.lower() not in HOP_BY_HOP and k.lower() != b"origin"]
         errors: list[str] = []
         for url in self._remote.rotation():
             request = self._http.build_request(scope["method"], url + target,
