@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from tests.agent_support import mock_job
-from tests.browser_support import UiAgent, UiBrowser, poll, start_ui_agent
+from tests.browser_support import WIDE, UiAgent, UiBrowser, poll, start_ui_agent
 
 TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
-          "printf '\\033[31mred %s\\033[0m\\n' $i; sleep 0.2; done")
+          "printf '\\033[31mred %s\\033[0m\\n' $i; echo oops $i >&2; sleep 0.2; done")
 
 
 #: More than the log view keeps (1 MiB), then a last line, then quiet.
@@ -85,6 +85,25 @@ def events_of(browser: UiBrowser, task: str) -> list[str]:
     return [str(t) for t in browser.driver.execute_script(
         "return [...document.querySelectorAll(`[data-task='${arguments[0]}'] li[data-event-type]`)]"
         ".map(li => li.dataset.eventType)", task)]
+
+
+def mark_drawn(browser: UiBrowser, css: str) -> None:
+    """Remembers the element `css` finds now, for `redrawn`."""
+    browser.driver.execute_script(
+        "window.markedEl = document.querySelector(arguments[0])", css)
+
+
+def redrawn(browser: UiBrowser, css: str) -> bool:
+    """Whether `css` now finds another element than `mark_drawn` remembered: the page drew
+    that part again."""
+    return bool(browser.driver.execute_script(
+        "const el = document.querySelector(arguments[0]);"
+        "return el !== null && el !== window.markedEl", css))
+
+
+def is_open(browser: UiBrowser, css: str) -> bool:
+    return bool(browser.driver.execute_script(
+        "return document.querySelector(arguments[0]).open", css))
 
 
 def mark_no_reload(browser: UiBrowser) -> None:
@@ -189,6 +208,36 @@ def test_a_signal_chosen_in_the_dialog_reaches_the_task(
     browser.wait(lambda: events_of(browser, "talker")[0] == "Started", "the task started again")
 
 
+def test_a_folded_events_list_stays_folded_across_live_redraws(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    alloc_id = talker["ID"]
+    browser.open(ui_agent, f"/ui/allocations/{alloc_id}", fresh=True)
+    talker_events = "[data-task='talker'] details.task-history"
+    bulk_events = "[data-task='bulk'] details.task-history"
+    browser.wait(lambda: "Started" in events_of(browser, "talker"), "the Started event")
+    assert is_open(browser, talker_events) and is_open(browser, bulk_events)
+    browser.click(f"{talker_events} summary")
+    browser.wait(lambda: not is_open(browser, talker_events), "the list folded")
+    mark_drawn(browser, talker_events)
+    restarted = events_of(browser, "talker").count("Restart Signaled")
+
+    ui_agent.api.post(f"/v1/client/allocation/{alloc_id}/restart",
+                      json={"TaskName": "talker"}).raise_for_status()
+
+    browser.wait(lambda: events_of(browser, "talker").count("Restart Signaled") > restarted,
+                 "the restart's events on the page")
+    assert redrawn(browser, talker_events)
+    assert not is_open(browser, talker_events)  # as the person left it
+    assert is_open(browser, bulk_events)  # not touched: open, as drawn first
+    # Unfolded again, it stays open through the next redraws.
+    browser.click(f"{talker_events} summary")
+    browser.wait(lambda: is_open(browser, talker_events), "the list unfolded")
+    mark_drawn(browser, talker_events)
+    browser.wait(lambda: events_of(browser, "talker")[0] == "Started", "the task started again")
+    browser.wait(lambda: redrawn(browser, talker_events), "a redraw")
+    assert is_open(browser, talker_events)
+
+
 def test_the_allocation_page_charts_usage_and_links_its_job_node_and_logs(
         ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
     alloc_id = talker["ID"]
@@ -245,10 +294,23 @@ def test_the_log_view_follows_new_output_and_renders_ansi_colours(
     browser.screenshot("logs")
     browser.screenshot("logs", dark=True)
 
-    # stderr, from the start, not followed: the switch restarts the stream.
+    # stderr, from the start, not followed: each switch restarts the stream, and the view
+    # holds only the last one's text (never a chunk the stream before had in flight).
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find("#log-origin")).select_by_value("start")
+    browser.find("#log-follow").click()
     browser.click("[data-stream='stderr']")
-    browser.wait(lambda: "stderr" in browser.driver.current_url, "the stream in the address")
-    browser.wait(lambda: browser.text("#log-status") != "", "the stderr stream's status")
+    browser.wait(lambda: "type=stderr" in browser.driver.current_url,
+                 "the stream in the address")
+    assert "follow=false" in browser.driver.current_url
+    assert "origin=start" in browser.driver.current_url
+    browser.wait_text("end of the log", "#log-status")
+    text = browser.text("#log")
+    # From the start: the task's first stderr line is there.
+    assert re.match(r"oops 1\n", text), text[:200]
+    assert re.search(r"^oops \d+$", text, re.M)
+    assert not re.search(r"^(line|red) \d+$", text, re.M), text[:400]
     assert browser.console_errors() == []
 
 
@@ -335,13 +397,42 @@ def test_clients_list_and_a_client_page(ui_agent: UiAgent, talker: dict[str, Any
     node_id = talker["NodeID"]
     browser.open(ui_agent, "/ui/clients", fresh=True)
     row = browser.text(f"tr[data-node='{node_id}']")
-    assert "ready" in row
-    assert "eligible" in row
+    # Exactly: "eligible" alone would also be found in "ineligible".
+    assert browser.driver.execute_script(
+        "return [...document.querySelectorAll(`tr[data-node='${arguments[0]}'] .badge`)]"
+        ".map(b => b.textContent)", node_id) == ["ready", "eligible"]
     assert "raw_exec" in row
     browser.screenshot("clients")
 
     browser.open(ui_agent, f"/ui/clients/{node_id}")
     assert browser.find_all(f"#node-allocations tr[data-alloc='{talker['ID']}']")
+    # Unfolded, "All N attributes" stays so while an allocation event redraws the page.
+    attributes = "#node-attributes details"
+    assert not is_open(browser, attributes)
+    browser.click(f"{attributes} summary")
+    browser.wait(lambda: is_open(browser, attributes), "the attributes unfolded")
+    mark_drawn(browser, attributes)
+    ui_agent.run_job(mock_job("ui-client-live"))
+    placed = ui_agent.wait_alloc("ui-client-live")
+    row = f"#node-allocations tr[data-alloc='{placed['ID']}']"
+    browser.wait(lambda: "running" in browser.text(row) if browser.find_all(row) else None,
+                 "the new allocation running on the page")
+    assert redrawn(browser, attributes)
+    assert is_open(browser, attributes)
+    # Drawn from the allocations' stubs: the row shows its job and group's name all the same.
+    assert "ui-client-live" in browser.text(row)
+    assert "ui-client-live.g[0]" in browser.text(row)
+    # On a phone the allocation's status is in view without scrolling sideways.
+    browser.size(375, 800)
+    try:
+        visible = browser.driver.execute_script(
+            "const b = document.querySelector(arguments[0] + ' .badge');"
+            "const wrap = b.closest('.table-wrap').getBoundingClientRect();"
+            "const r = b.getBoundingClientRect();"
+            "return r.width > 0 && r.right <= wrap.right && r.right <= window.innerWidth", row)
+        assert visible, "the status badge is off screen at 375 px"
+    finally:
+        browser.size(*WIDE)
     assert "healthy" in browser.text("#node-drivers tr[data-driver='raw_exec']")
     assert "of" in browser.text("#node-resources [data-resource='memory allocated']")
     devices = browser.text("#node-devices")
