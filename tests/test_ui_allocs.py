@@ -389,6 +389,79 @@ def test_log_frames_cut_anywhere_decode_whole(ui_agent: UiAgent, browser: UiBrow
     assert text == "h\u00e9llo \u20ac {x} done\n[file truncated]"
 
 
+#: In the page: logs.js mounted on a scratch element with `fetch` replaced by streams the
+#: script feeds by hand (`window.feeds`, one per request), so a chunk can be made to arrive
+#: exactly between a read and a switch of stream.
+FAKE_LOG_STREAMS = r"""
+    window.feeds = [];
+    window.fetch = async (url, opts) => {
+      const feed = { url: String(url) };
+      feed.body = new ReadableStream({ start(c) { feed.c = c; } });
+      opts.signal.addEventListener('abort', () => {
+        try { feed.c.error(new DOMException('aborted', 'AbortError')); } catch {}
+      });
+      window.feeds.push(feed);
+      return window.refuse
+        ? { ok: false, status: 403, text: async () => 'Permission denied' }
+        : { ok: true, status: 200, body: feed.body };
+    };
+    window.frame = (text) => new TextEncoder().encode(JSON.stringify(
+      { Offset: 1, Data: btoa(text), File: 'x.0' }));
+    window.tick = () => new Promise((r) => setTimeout(r, 0));
+    window.mountLogs = async () => {
+      const { default: mount } = await import('/ui/assets/pages/logs.js');
+      const view = document.createElement('div');
+      document.body.append(view);
+      const leave = new AbortController();
+      window.leave = leave;  // reachable while mount still waits (for a token)
+      await mount(view, { id: 'a1', task: 't' },
+                  { signal: leave.signal, title() {}, onEvent() {} });
+      await window.tick();
+      return { view, leave };
+    };
+"""
+
+
+def test_a_log_chunk_in_flight_at_a_switch_is_not_shown(browser: UiBrowser,
+                                                        ui_agent: UiAgent) -> None:
+    browser.open(ui_agent, "/ui/events", fresh=True)
+    shown = browser.driver.execute_async_script(FAKE_LOG_STREAMS + r"""
+        const done = arguments[arguments.length - 1];
+        (async () => {
+          const { view } = await window.mountLogs();
+          // The stdout read resolves with a chunk; before its code runs, stderr is chosen.
+          window.feeds[0].c.enqueue(window.frame('from stdout\n'));
+          view.querySelector("[data-stream='stderr']").click();
+          await window.tick();
+          window.feeds[1].c.enqueue(window.frame('from stderr\n'));
+          await window.tick();
+          done([window.feeds.map((f) => new URL(f.url, location.href).searchParams.get('type')),
+                view.querySelector('#log').textContent]);
+        })();
+    """)
+    assert shown == [["stdout", "stderr"], "from stderr\n"]
+
+
+def test_a_token_given_after_leaving_the_log_view_starts_no_stream(
+        browser: UiBrowser, ui_agent: UiAgent) -> None:
+    browser.open(ui_agent, "/ui/events", fresh=True)
+    browser.driver.execute_script(FAKE_LOG_STREAMS + r"""
+        window.refuse = true;
+        window.mountLogs();
+    """)
+    browser.wait(lambda: browser.find_all("dialog[open] input[name='token']"), "the token asked")
+    # The person leaves the page, then answers the dialog still open.
+    browser.driver.execute_script("window.refuse = false; window.leave.abort()")
+    browser.find("dialog[open] input[name='token']").send_keys("s3cret")
+    browser.click("dialog[open] [data-role='save-token']")
+    browser.wait(lambda: not browser.find_all("dialog[open]"), "the dialog closed")
+    requests = browser.driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "window.tick().then(window.tick).then(() => done(window.feeds.length))")
+    browser.driver.execute_script("sessionStorage.clear()")
+    assert requests == 1
+
+
 # ---- clients and events
 
 
@@ -412,16 +485,17 @@ def test_clients_list_and_a_client_page(ui_agent: UiAgent, talker: dict[str, Any
     browser.click(f"{attributes} summary")
     browser.wait(lambda: is_open(browser, attributes), "the attributes unfolded")
     mark_drawn(browser, attributes)
-    ui_agent.run_job(mock_job("ui-client-live"))
-    placed = ui_agent.wait_alloc("ui-client-live")
+    # A name with no place to break a line (a person's job names are often this long).
+    job_id = "ui_client_page_live_allocation"
+    ui_agent.run_job(mock_job(job_id))
+    placed = ui_agent.wait_alloc(job_id)
     row = f"#node-allocations tr[data-alloc='{placed['ID']}']"
     browser.wait(lambda: "running" in browser.text(row) if browser.find_all(row) else None,
                  "the new allocation running on the page")
     assert redrawn(browser, attributes)
     assert is_open(browser, attributes)
     # Drawn from the allocations' stubs: the row shows its job and group's name all the same.
-    assert "ui-client-live" in browser.text(row)
-    assert "ui-client-live.g[0]" in browser.text(row)
+    assert f"{job_id}.g[0]" in browser.text(row)
     # On a phone the allocation's status is in view without scrolling sideways.
     browser.size(375, 800)
     try:
