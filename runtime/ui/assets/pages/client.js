@@ -241,7 +241,7 @@ export default async function mount(view, params, ctx) {
     try {
       const [n, a] = await Promise.all([
         api.get(`/v1/node/${encodeURIComponent(id)}`, { signal: ctx.signal }),
-        // Stubs with their resources and without task states (a tenth of the node's whole
+        // Stubs with their resources and without task states (a quarter of the node's whole
         // allocations, which this reads again on each of their events), kept to this node's.
         api.get("/v1/allocations?namespace=*&task_states=false&resources=true", { signal: ctx.signal }),
       ]);
