@@ -280,7 +280,9 @@ def test_folded_and_unfolded_versions_stay_so_across_live_redraws(
         return bool(browser.driver.execute_script(
             "return document.querySelector(arguments[0]).open", css))
 
-    assert is_open(newest) and not is_open(older)  # as first drawn: the newest unfolded
+    # As first drawn: the newest unfolded, the older folded.
+    assert is_open(newest)
+    assert not is_open(older)
     click_live(browser, f"{newest} summary")
     click_live(browser, f"{older} summary")
     browser.wait(lambda: not is_open(newest) and is_open(older), "the person's folds")
