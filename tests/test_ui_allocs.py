@@ -1,11 +1,11 @@
 """The allocation, task log, client and event pages in a real headless Chromium (layer 3), and
-the API answer the client page reads (a node's allocations, whole).
+a node's allocations as the API answers them (whole; the client page reads the lighter stubs).
 
 One agent (`ui_agent`, module scope) and the run's one browser serve every test. One raw_exec
-job (`talker`: a line every 200 ms, every other line red through ANSI escapes) is started once
-for the module; the tests that disturb it (a kill from outside, a restart from the UI) each
-wait for the state they caused, never for time. Every wait polls the page with an absolute
-bound (`UiBrowser.wait`).
+job (`talker`: a line every 200 ms, every other line red through ANSI escapes, and an `oops`
+line on stderr) is started once for the module; the tests that disturb it (a kill from
+outside, restarts from the UI or the API) each wait for the state they caused, never for time.
+Every wait polls the page with an absolute bound (`UiBrowser.wait`).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def assert_not_reloaded(browser: UiBrowser) -> None:
     assert browser.driver.execute_script("return window.notReloaded") is True
 
 
-# ---- the API the client page reads
+# ---- a node's allocations, whole
 
 
 def test_a_nodes_allocations_are_answered_whole_with_allocated_resources(
