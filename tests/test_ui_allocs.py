@@ -1,11 +1,11 @@
 """The allocation, task log, client and event pages in a real headless Chromium (layer 3), and
-the API answer the client page reads (a node's allocations, whole).
+a node's allocations as the API answers them (whole; the client page reads the lighter stubs).
 
 One agent (`ui_agent`, module scope) and the run's one browser serve every test. One raw_exec
-job (`talker`: a line every 200 ms, every other line red through ANSI escapes) is started once
-for the module; the tests that disturb it (a kill from outside, a restart from the UI) each
-wait for the state they caused, never for time. Every wait polls the page with an absolute
-bound (`UiBrowser.wait`).
+job (`talker`: a line every 200 ms, every other line red through ANSI escapes, and an `oops`
+line on stderr) is started once for the module; the tests that disturb it (a kill from
+outside, restarts from the UI or the API) each wait for the state they caused, never for time.
+Every wait polls the page with an absolute bound (`UiBrowser.wait`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from tests.agent_support import mock_job
-from tests.browser_support import UiAgent, UiBrowser, poll, start_ui_agent
+from tests.browser_support import WIDE, UiAgent, UiBrowser, poll, start_ui_agent
 
 TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
-          "printf '\\033[31mred %s\\033[0m\\n' $i; sleep 0.2; done")
+          "printf '\\033[31mred %s\\033[0m\\n' $i; echo oops $i >&2; sleep 0.2; done")
 
 
 #: More than the log view keeps (1 MiB), then a last line, then quiet.
@@ -87,6 +87,25 @@ def events_of(browser: UiBrowser, task: str) -> list[str]:
         ".map(li => li.dataset.eventType)", task)]
 
 
+def mark_drawn(browser: UiBrowser, css: str) -> None:
+    """Remembers the element `css` finds now, for `redrawn`."""
+    browser.driver.execute_script(
+        "window.markedEl = document.querySelector(arguments[0])", css)
+
+
+def redrawn(browser: UiBrowser, css: str) -> bool:
+    """Whether `css` now finds another element than `mark_drawn` remembered: the page drew
+    that part again."""
+    return bool(browser.driver.execute_script(
+        "const el = document.querySelector(arguments[0]);"
+        "return el !== null && el !== window.markedEl", css))
+
+
+def is_open(browser: UiBrowser, css: str) -> bool:
+    return bool(browser.driver.execute_script(
+        "return document.querySelector(arguments[0]).open", css))
+
+
 def mark_no_reload(browser: UiBrowser) -> None:
     browser.driver.execute_script("window.notReloaded = true")
 
@@ -95,7 +114,7 @@ def assert_not_reloaded(browser: UiBrowser) -> None:
     assert browser.driver.execute_script("return window.notReloaded") is True
 
 
-# ---- the API the client page reads
+# ---- a node's allocations, whole
 
 
 def test_a_nodes_allocations_are_answered_whole_with_allocated_resources(
@@ -189,6 +208,53 @@ def test_a_signal_chosen_in_the_dialog_reaches_the_task(
     browser.wait(lambda: events_of(browser, "talker")[0] == "Started", "the task started again")
 
 
+def test_a_folded_events_list_stays_folded_across_live_redraws(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    alloc_id = talker["ID"]
+    browser.open(ui_agent, f"/ui/allocations/{alloc_id}", fresh=True)
+    talker_events = "[data-task='talker'] details.task-history"
+    bulk_events = "[data-task='bulk'] details.task-history"
+    browser.wait(lambda: "Started" in events_of(browser, "talker"), "the Started event")
+    assert is_open(browser, talker_events)
+    assert is_open(browser, bulk_events)
+    browser.click(f"{talker_events} summary")
+    browser.wait(lambda: not is_open(browser, talker_events), "the list folded")
+    mark_drawn(browser, talker_events)
+    before = restarts(browser, "talker")
+
+    restart_task(ui_agent, alloc_id, "talker")
+
+    # The task's events are capped at ten (as Nomad keeps them): its restart count is what
+    # surely moves.
+    browser.wait(lambda: restarts(browser, "talker") > before, "the restart on the page")
+    assert redrawn(browser, talker_events)
+    assert not is_open(browser, talker_events)  # as the person left it
+    assert is_open(browser, bulk_events)  # not touched: open, as drawn first
+    browser.wait(lambda: events_of(browser, "talker")[0] == "Started", "the task started again")
+    # Unfolded again, it stays open through the next restart's redraws.
+    browser.click(f"{talker_events} summary")
+    browser.wait(lambda: is_open(browser, talker_events), "the list unfolded")
+    mark_drawn(browser, talker_events)
+    restart_task(ui_agent, alloc_id, "talker")
+    browser.wait(lambda: restarts(browser, "talker") > before + 1, "the second restart")
+    assert redrawn(browser, talker_events)
+    assert is_open(browser, talker_events)
+    browser.wait(lambda: events_of(browser, "talker")[0] == "Started", "the task started again")
+
+
+def restarts(browser: UiBrowser, task: str) -> int:
+    """The task's restart count as its card shows it."""
+    return int(browser.driver.execute_script(
+        "const dt = [...document.querySelectorAll(`[data-task='${arguments[0]}'] dt`)]"
+        ".find(d => d.textContent === 'Restarts');"
+        "return dt ? dt.nextElementSibling.textContent : -1", task))
+
+
+def restart_task(agent: UiAgent, alloc_id: str, task: str) -> None:
+    agent.api.post(f"/v1/client/allocation/{alloc_id}/restart",
+                   json={"TaskName": task}).raise_for_status()
+
+
 def test_the_allocation_page_charts_usage_and_links_its_job_node_and_logs(
         ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
     alloc_id = talker["ID"]
@@ -245,10 +311,23 @@ def test_the_log_view_follows_new_output_and_renders_ansi_colours(
     browser.screenshot("logs")
     browser.screenshot("logs", dark=True)
 
-    # stderr, from the start, not followed: the switch restarts the stream.
+    # stderr, from the start, not followed: each switch restarts the stream, and the view
+    # holds only the last one's text (never a chunk the stream before had in flight).
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find("#log-origin")).select_by_value("start")
+    browser.find("#log-follow").click()
     browser.click("[data-stream='stderr']")
-    browser.wait(lambda: "stderr" in browser.driver.current_url, "the stream in the address")
-    browser.wait(lambda: browser.text("#log-status") != "", "the stderr stream's status")
+    browser.wait(lambda: "type=stderr" in browser.driver.current_url,
+                 "the stream in the address")
+    assert "follow=false" in browser.driver.current_url
+    assert "origin=start" in browser.driver.current_url
+    browser.wait_text("end of the log", "#log-status")
+    text = browser.text("#log")
+    # From the start: the task's first stderr line is there.
+    assert re.match(r"oops 1\n", text), text[:200]
+    assert re.search(r"^oops \d+$", text, re.M)
+    assert not re.search(r"^(line|red) \d+$", text, re.M), text[:400]
     assert browser.console_errors() == []
 
 
@@ -327,6 +406,79 @@ def test_log_frames_cut_anywhere_decode_whole(ui_agent: UiAgent, browser: UiBrow
     assert text == "h\u00e9llo \u20ac {x} done\n[file truncated]"
 
 
+#: In the page: logs.js mounted on a scratch element with `fetch` replaced by streams the
+#: script feeds by hand (`window.feeds`, one per request), so a chunk can be made to arrive
+#: exactly between a read and a switch of stream.
+FAKE_LOG_STREAMS = r"""
+    window.feeds = [];
+    window.fetch = async (url, opts) => {
+      const feed = { url: String(url) };
+      feed.body = new ReadableStream({ start(c) { feed.c = c; } });
+      opts.signal.addEventListener('abort', () => {
+        try { feed.c.error(new DOMException('aborted', 'AbortError')); } catch {}
+      });
+      window.feeds.push(feed);
+      return window.refuse
+        ? { ok: false, status: 403, text: async () => 'Permission denied' }
+        : { ok: true, status: 200, body: feed.body };
+    };
+    window.frame = (text) => new TextEncoder().encode(JSON.stringify(
+      { Offset: 1, Data: btoa(text), File: 'x.0' }));
+    window.tick = () => new Promise((r) => setTimeout(r, 0));
+    window.mountLogs = async () => {
+      const { default: mount } = await import('/ui/assets/pages/logs.js');
+      const view = document.createElement('div');
+      document.body.append(view);
+      const leave = new AbortController();
+      window.leave = leave;  // reachable while mount still waits (for a token)
+      await mount(view, { id: 'a1', task: 't' },
+                  { signal: leave.signal, title() {}, onEvent() {} });
+      await window.tick();
+      return { view, leave };
+    };
+"""
+
+
+def test_a_log_chunk_in_flight_at_a_switch_is_not_shown(browser: UiBrowser,
+                                                        ui_agent: UiAgent) -> None:
+    browser.open(ui_agent, "/ui/events", fresh=True)
+    shown = browser.driver.execute_async_script(FAKE_LOG_STREAMS + r"""
+        const done = arguments[arguments.length - 1];
+        (async () => {
+          const { view } = await window.mountLogs();
+          // The stdout read resolves with a chunk; before its code runs, stderr is chosen.
+          window.feeds[0].c.enqueue(window.frame('from stdout\n'));
+          view.querySelector("[data-stream='stderr']").click();
+          await window.tick();
+          window.feeds[1].c.enqueue(window.frame('from stderr\n'));
+          await window.tick();
+          done([window.feeds.map((f) => new URL(f.url, location.href).searchParams.get('type')),
+                view.querySelector('#log').textContent]);
+        })();
+    """)
+    assert shown == [["stdout", "stderr"], "from stderr\n"]
+
+
+def test_a_token_given_after_leaving_the_log_view_starts_no_stream(
+        browser: UiBrowser, ui_agent: UiAgent) -> None:
+    browser.open(ui_agent, "/ui/events", fresh=True)
+    browser.driver.execute_script(FAKE_LOG_STREAMS + r"""
+        window.refuse = true;
+        window.mountLogs();
+    """)
+    browser.wait(lambda: browser.find_all("dialog[open] input[name='token']"), "the token asked")
+    # The person leaves the page, then answers the dialog still open.
+    browser.driver.execute_script("window.refuse = false; window.leave.abort()")
+    browser.find("dialog[open] input[name='token']").send_keys("s3cret")
+    browser.click("dialog[open] [data-role='save-token']")
+    browser.wait(lambda: not browser.find_all("dialog[open]"), "the dialog closed")
+    requests = browser.driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "window.tick().then(window.tick).then(() => done(window.feeds.length))")
+    browser.driver.execute_script("sessionStorage.clear()")
+    assert requests == 1
+
+
 # ---- clients and events
 
 
@@ -335,13 +487,43 @@ def test_clients_list_and_a_client_page(ui_agent: UiAgent, talker: dict[str, Any
     node_id = talker["NodeID"]
     browser.open(ui_agent, "/ui/clients", fresh=True)
     row = browser.text(f"tr[data-node='{node_id}']")
-    assert "ready" in row
-    assert "eligible" in row
+    # Exactly: "eligible" alone would also be found in "ineligible".
+    assert browser.driver.execute_script(
+        "return [...document.querySelectorAll(`tr[data-node='${arguments[0]}'] .badge`)]"
+        ".map(b => b.textContent)", node_id) == ["ready", "eligible"]
     assert "raw_exec" in row
     browser.screenshot("clients")
 
     browser.open(ui_agent, f"/ui/clients/{node_id}")
     assert browser.find_all(f"#node-allocations tr[data-alloc='{talker['ID']}']")
+    # Unfolded, "All N attributes" stays so while an allocation event redraws the page.
+    attributes = "#node-attributes details"
+    assert not is_open(browser, attributes)
+    browser.click(f"{attributes} summary")
+    browser.wait(lambda: is_open(browser, attributes), "the attributes unfolded")
+    mark_drawn(browser, attributes)
+    # A name with no place to break a line (a person's job names are often this long).
+    job_id = "ui_client_page_live_allocation"
+    ui_agent.run_job(mock_job(job_id))
+    placed = ui_agent.wait_alloc(job_id)
+    row = f"#node-allocations tr[data-alloc='{placed['ID']}']"
+    browser.wait(lambda: "running" in browser.text(row) if browser.find_all(row) else None,
+                 "the new allocation running on the page")
+    assert redrawn(browser, attributes)
+    assert is_open(browser, attributes)
+    # Drawn from the allocations' stubs: the row shows its job and group's name all the same.
+    assert f"{job_id}.g[0]" in browser.text(row)
+    # On a phone the allocation's status is in view without scrolling sideways.
+    browser.size(375, 800)
+    try:
+        visible = browser.driver.execute_script(
+            "const b = document.querySelector(arguments[0] + ' .badge');"
+            "const wrap = b.closest('.table-wrap').getBoundingClientRect();"
+            "const r = b.getBoundingClientRect();"
+            "return r.width > 0 && r.right <= wrap.right && r.right <= window.innerWidth", row)
+        assert visible, "the status badge is off screen at 375 px"
+    finally:
+        browser.size(*WIDE)
     assert "healthy" in browser.text("#node-drivers tr[data-driver='raw_exec']")
     assert "of" in browser.text("#node-resources [data-resource='memory allocated']")
     devices = browser.text("#node-devices")

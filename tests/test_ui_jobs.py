@@ -266,6 +266,39 @@ def test_versions_show_their_diffs_and_revert(ui_agent: UiAgent, browser: UiBrow
     assert job_of(ui_agent, "ui-versions")["Version"] == 2
 
 
+def test_folded_and_unfolded_versions_stay_so_across_live_redraws(
+        ui_agent: UiAgent, browser: UiBrowser) -> None:
+    job = mock_job("ui-folds")
+    for run_for in ("1h", "2h", "3h"):
+        job["Job"]["TaskGroups"][0]["Tasks"][0]["Config"]["run_for"] = run_for
+        ui_agent.run_job(job)
+    browser.open(ui_agent, "/ui/jobs/ui-folds/versions", fresh=True)
+    newest, older = ('li[data-version="2"] details', 'li[data-version="1"] details')
+    browser.wait_text("+/-", f"{newest} .diff")
+
+    def is_open(css: str) -> bool:
+        return bool(browser.driver.execute_script(
+            "return document.querySelector(arguments[0]).open", css))
+
+    # As first drawn: the newest unfolded, the older folded.
+    assert is_open(newest)
+    assert not is_open(older)
+    click_live(browser, f"{newest} summary")
+    click_live(browser, f"{older} summary")
+    browser.wait(lambda: not is_open(newest) and is_open(older), "the person's folds")
+    browser.driver.execute_script(
+        "window.markedEl = document.querySelector(arguments[0])", newest)
+
+    # An evaluation of the job: its event redraws the section.
+    ui_agent.api.post("/v1/job/ui-folds/evaluate", json={}).raise_for_status()
+
+    browser.wait(lambda: browser.driver.execute_script(
+        "const el = document.querySelector(arguments[0]);"
+        "return el !== null && el !== window.markedEl", newest), "the versions drawn again")
+    assert not is_open(newest)
+    assert is_open(older)
+
+
 def test_the_evaluations_list_shows_a_new_evaluation_live(ui_agent: UiAgent,
                                                           browser: UiBrowser) -> None:
     browser.open(ui_agent, "/ui/evaluations", fresh=True)
@@ -297,6 +330,19 @@ def test_placement_failures_show_their_reasons(ui_agent: UiAgent, browser: UiBro
     browser.open(ui_agent, "/ui/evaluations?status=blocked")
     row = browser.wait(lambda: browser.find_all('tr[data-status="blocked"]'), "the blocked eval")[0]
     assert "ui-unplaced" in row.text
-    click_live(browser, 'tr[data-status="blocked"] button[data-action="failures"]')
-    browser.wait_text("filtered 1 node", "tr.failures-row")
+    button = 'tr[data-status="blocked"] button[data-action="failures"]'
+    assert not browser.find_all("tr.failures-row")
+    assert browser.find(button).get_attribute("aria-expanded") == "false"
+    click_live(browser, button)
+    shown = browser.wait_text("filtered 1 node", "tr.failures-row")
+    # The blocked evaluation's own failures, under its row: the group, how many, and why.
+    assert "2 unplaced" in shown
+    assert 'Constraint "${attr.kernel.name} = plan9" filtered 1 node' in shown
+    assert browser.find(button).get_attribute("aria-expanded") == "true"
+    blocked_id = browser.find('tr[data-status="blocked"]').get_attribute("data-eval")
+    assert browser.find("tr.failures-row").get_attribute("data-failures") == blocked_id
     browser.screenshot("evaluations")
+    # A second click folds them away again.
+    click_live(browser, button)
+    browser.wait(lambda: not browser.find_all("tr.failures-row"), "the failures folded")
+    assert browser.find(button).get_attribute("aria-expanded") == "false"

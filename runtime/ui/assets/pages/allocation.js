@@ -113,6 +113,8 @@ export default async function mount(view, params, ctx) {
   let alloc = null;
   let node = null; // for CPU MHz (cpu.frequency): read once, best effort
   const tracker = usageTracker();
+  // Tasks whose Events list the person folded: kept folded across the redraws events cause.
+  const folded = new Set();
   const button = buttonCache();
 
   const post = (path, body) => api.post(path, body, { signal: ctx.signal });
@@ -203,7 +205,8 @@ export default async function mount(view, params, ctx) {
           ["Started", timeEl(st.StartedAt)],
           ["Finished", toDate(st.FinishedAt) ? timeEl(st.FinishedAt) : null],
         ], "kv facts"),
-        h("details", { class: "task-history", open: true },
+        h("details", { class: "task-history", open: !folded.has(name), "data-fold": name,
+          ontoggle: (e) => { if (e.target.open) folded.delete(name); else folded.add(name); } },
           h("summary", null, `Events (${(st.Events || []).length})`),
           eventList(st)));
     }));

@@ -4,7 +4,8 @@
 // from /v1/client/stats) and the allocations placed on it.
 //
 // Live: read again on each Node event keyed by this node and each Allocation event whose
-// allocation is on it. The host's usage has no event: it is read with the node and again every
+// allocation is on it. The allocations are read as /v1/allocations' stubs (no task states,
+// with their resources), not the node's whole allocations: the page shows none of the rest. The host's usage has no event: it is read with the node and again every
 // 10 s while the page is shown (slower than the UI's 5 s floor: it moves slowly).
 
 import { api, badge, bytes, confirmAction, emptyState, errorBox, h, link, replace, shortId, table, timeEl, toast } from "../lib.js";
@@ -77,6 +78,8 @@ export default async function mount(view, params, ctx) {
   replace(view, header, actions, resources, allocsEl, drivers, devices, attrs, events);
 
   let node = null, allocs = [], host = null;
+  // Whether "All N attributes" is unfolded: kept across the redraws each event causes.
+  let allAttrsOpen = false;
   const button = buttonCache();
 
   const put = (path, body) => api.put(path, body, { signal: ctx.signal });
@@ -193,13 +196,15 @@ export default async function mount(view, params, ctx) {
   const drawAllocs = () => {
     const shown = [...allocs].sort((a, b) => (b.CreateIndex || 0) - (a.CreateIndex || 0));
     replace(allocsEl, h("h2", null, `Allocations (${allocs.filter(isLive).length} running)`), table([
+      // On a phone: ID, status and name fit the width (the status is what a person looks for,
+      // so it comes before the long name); the rest is on the allocation's page.
       { label: "ID", cell: (a) => shortId(a.ID, allocHref(a.ID)) },
+      { label: "Status", cell: (a) => badge(a.ClientStatus) },
       { label: "Name", cell: (a) => link(allocHref(a.ID), a.Name) },
       { label: "Job", cell: (a) => link(jobHref(a), a.JobID), narrow: false },
-      { label: "Status", cell: (a) => badge(a.ClientStatus) },
       { label: "Desired", cell: (a) => a.DesiredStatus, narrow: false },
       { label: "Created", cell: (a) => timeEl(a.CreateTime), narrow: false },
-      { label: "Modified", cell: (a) => timeEl(a.ModifyTime) },
+      { label: "Modified", cell: (a) => timeEl(a.ModifyTime), narrow: false },
     ], shown, { empty: emptyState("Nothing placed here", h("p", null, "Run a job: ", link("/ui/jobs/run", "paste a job file"), ".")),
       rowAttrs: (a) => ({ "data-alloc": a.ID }) }));
   };
@@ -209,7 +214,9 @@ export default async function mount(view, params, ctx) {
     const meta = node.Meta || {};
     replace(attrs, h("h2", null, "Attributes"),
       kv(INTERESTING.filter((k) => all[k]).map((k) => [k, k === "memory.totalbytes" ? bytes(+all[k]) : all[k]]), "kv attrs"),
-      h("details", null, h("summary", null, `All ${Object.keys(all).length} attributes`),
+      h("details", { open: allAttrsOpen, "data-fold": "attributes",
+        ontoggle: (e) => { allAttrsOpen = e.target.open; } },
+      h("summary", null, `All ${Object.keys(all).length} attributes`),
         kv(Object.keys(all).sort().map((k) => [k, all[k]]), "kv attrs")),
       Object.keys(meta).length ? [h("h3", null, "Meta"), kv(Object.keys(meta).sort().map((k) => [k, meta[k]]), "kv attrs")] : null);
     const evs = [...(node.Events || [])].reverse();
@@ -234,10 +241,12 @@ export default async function mount(view, params, ctx) {
     try {
       const [n, a] = await Promise.all([
         api.get(`/v1/node/${encodeURIComponent(id)}`, { signal: ctx.signal }),
-        api.get(`/v1/node/${encodeURIComponent(id)}/allocations`, { signal: ctx.signal }),
+        // Stubs with their resources and without task states (a quarter of the node's whole
+        // allocations, which this reads again on each of their events), kept to this node's.
+        api.get("/v1/allocations?namespace=*&task_states=false&resources=true", { signal: ctx.signal }),
       ]);
       if (mine !== reads) return;
-      node = n; allocs = a || [];
+      node = n; allocs = (a || []).filter((x) => x.NodeID === n.ID);
     } catch (err) {
       if (err.name === "AbortError") throw err;
       if (!node) {

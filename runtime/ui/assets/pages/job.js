@@ -130,6 +130,9 @@ export default async function mount(view, params, ctx) {
   replace(view, header, body);
 
   let job = null;
+  // Versions whose changes the person unfolded or folded (by version number), kept across the
+  // redraws events cause; a version not in it: only the newest is unfolded.
+  const unfolded = new Map();
 
   const act = async (title, bodyText, confirm, danger, run, done) => {
     if (!await confirmAction({ title, body: bodyText, confirm, danger })) return;
@@ -322,7 +325,11 @@ export default async function mount(view, params, ctx) {
               : h("button", { type: "button", class: "small", "data-action": "revert", "data-version": v.Version,
                 onclick: () => revert(v.Version) }, "Revert to this")),
           diff ? (diffChanges(diff)
-            ? h("details", { open: i === 0 }, h("summary", null, "Changes from the version before"), diffView(diff))
+            ? h("details", { open: unfolded.get(v.Version) ?? i === 0, "data-fold": `version-${v.Version}` },
+              // The click (before the fold changes): only the person's choice is kept, not
+              // the default a new version's arrival would otherwise move on.
+              h("summary", { onclick: (e) => unfolded.set(v.Version, !e.currentTarget.parentElement.open) },
+                "Changes from the version before"), diffView(diff))
             : h("p", { class: "muted" }, "No changes from the version before."))
             : h("p", { class: "muted" }, "The first version."));
       })) : emptyState("No versions", h("p", null, "The job keeps its versions while it exists.")));

@@ -159,7 +159,10 @@ export default async function mount(view, params, ctx) {
     if (!response.ok) {
       const text = (await response.text()).trim();
       if (response.status === 403) {
-        if (await askToken(token() ? "The token was refused." : "This agent needs a token.")) return restart();
+        const given = await askToken(token() ? "The token was refused." : "This agent needs a token.");
+        // Asked while the person may have left or switched: only this stream's own page and
+        // choices start another (nothing would abort one started after the page is gone).
+        if (given && !ctx.signal.aborted && !controller.signal.aborted) return restart();
       }
       const err = new Error(text || `HTTP ${response.status}`);
       err.status = response.status;
@@ -172,6 +175,9 @@ export default async function mount(view, params, ctx) {
       ? [document.createTextNode(`\n[${piece.event}: ${piece.file}]\n`)] : ansi.feed(piece.text));
     for (;;) {
       const { value, done } = await reader.read();
+      // A chunk read just before a switch of stream, origin or Follow resolves after it: the
+      // view now belongs to the next stream, so this one's text is dropped.
+      if (controller.signal.aborted) return;
       if (done) break;
       for (const piece of logs.push(value)) show(piece);
     }
