@@ -9,7 +9,7 @@
 // module's closure: leaving the page drops them. With `:task`, only that task is shown, with a
 // link back to the whole allocation.
 
-import { api, badge, confirmAction, emptyState, errorBox, h, link, relative, replace, shortId, timeEl, toDate, toast } from "../lib.js";
+import { api, badge, confirmAction, emptyState, errorBox, h, link, relative, replace, shortId, timeEl, toDate, toast, jobHref as jobPage } from "../lib.js";
 import { drawUsage, usageTracker } from "./alloc_usage.js";
 import { buttonCache, keepFocus } from "./alloc_widgets.js";
 
@@ -19,8 +19,7 @@ const STATS_EVERY_MS = 5000;
 const allocHref = (id) => `/ui/allocations/${encodeURIComponent(id)}`;
 
 function jobHref(alloc) {
-  const ns = alloc.Namespace && alloc.Namespace !== "default" ? `@${alloc.Namespace}` : "";
-  return `/ui/jobs/${encodeURIComponent(alloc.JobID)}${ns}`;
+  return jobPage(alloc.JobID, alloc.Namespace);
 }
 
 /** A dl of [label, value] pairs, skipping those whose value is null. */

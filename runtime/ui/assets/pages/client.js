@@ -8,7 +8,7 @@
 // with their resources), not the node's whole allocations: the page shows none of the rest. The host's usage has no event: it is read with the node and again every
 // 10 s while the page is shown (slower than the UI's 5 s floor: it moves slowly).
 
-import { api, badge, bytes, confirmAction, emptyState, errorBox, h, link, replace, shortId, table, timeEl, toast } from "../lib.js";
+import { api, badge, bytes, confirmAction, emptyState, errorBox, h, link, replace, shortId, table, timeEl, toast, jobHref as jobPage } from "../lib.js";
 import { buttonCache, keepFocus } from "./alloc_widgets.js";
 import { isLive } from "./node_common.js";
 
@@ -37,8 +37,7 @@ export function parseDeadline(text) {
 }
 
 function jobHref(a) {
-  const ns = a.Namespace && a.Namespace !== "default" ? `@${a.Namespace}` : "";
-  return `/ui/jobs/${encodeURIComponent(a.JobID)}${ns}`;
+  return jobPage(a.JobID, a.Namespace);
 }
 
 /** CPU MHz and memory MB an allocation holds, whichever shape it is answered in. */
