@@ -22,9 +22,13 @@ from tests.agent_support import raw_job, running_agent
 from yurt.runtime.agent import Agent, AgentConfig
 from yurt.runtime.drivers.mock import MockDriver
 from yurt.runtime.drivers.protocol import Driver
-from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.durations import MILLISECOND, MINUTE
 from yurt.runtime.server.store import ServerStore
 from yurt.store import open_state_db
+
+#: min_healthy_time of the allocations judged on a first agent; the one judged only after a
+#: restart waits four times as long (2 s), longer than that agent lives.
+MIN_HEALTHY = 500 * MILLISECOND
 
 
 def with_migrate(job: dict[str, Any], min_healthy: int) -> dict[str, Any]:
@@ -73,17 +77,17 @@ async def early_healthy_late_not(data_dir: Path) -> dict[str, Any]:
     async with trio.open_nursery() as nursery:
         address = await nursery.start(first.run)
         async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-            assert (await client.post("/v1/jobs", json=mock_job("early", SECOND))
+            assert (await client.post("/v1/jobs", json=mock_job("early", MIN_HEALTHY))
                     ).status_code == 200
             before = await healthy_alloc(client, "early")
-            assert (await client.post("/v1/jobs", json=mock_job("late", 3 * SECOND))
+            assert (await client.post("/v1/jobs", json=mock_job("late", 4 * MIN_HEALTHY))
                     ).status_code == 200
         first.stop()
     return before
 
 
 async def test_raw_exec_alloc_turns_healthy_after_min_healthy_time(tmp_path: Path) -> None:
-    job = with_migrate(raw_job("web", "exec sleep 60"), SECOND)
+    job = with_migrate(raw_job("web", "exec sleep 60"), MIN_HEALTHY)
     with trio.fail_after(30):
         async with running_agent(tmp_path) as agent:
             registered = await agent.client.post("/v1/jobs", json=job)
@@ -93,7 +97,7 @@ async def test_raw_exec_alloc_turns_healthy_after_min_healthy_time(tmp_path: Pat
     assert status["Healthy"] is True
     assert alloc["ClientStatus"] == "running"
     started = rfc3339(alloc["TaskStates"]["t"]["StartedAt"])
-    assert (rfc3339(status["Timestamp"]) - started).total_seconds() >= 1.0
+    assert (rfc3339(status["Timestamp"]) - started).total_seconds() >= MIN_HEALTHY / 1e9
     # The server stamps the change that brought the health (Nomad's state store does).
     assert 0 < status["ModifyIndex"] <= alloc["ModifyIndex"]
     # Not in a deployment: no canary, and no task event blames anything.
@@ -111,7 +115,8 @@ async def test_health_survives_an_agent_restart(tmp_path: Path) -> None:
             async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
                 await second.restoring.done.wait()
                 # The allocation without health is tracked again and gets it; by then the
-                # other one would have been judged again too (1 s < 3 s), had it been.
+                # other one would have been judged again too (1 × < 4 × MIN_HEALTHY), had
+                # it been.
                 late = await healthy_alloc(client, "late")
                 assert late["DeploymentStatus"]["Healthy"] is True
                 after = (await client.get(f"/v1/allocation/{before['ID']}")).json()
@@ -147,7 +152,7 @@ async def test_health_the_server_never_heard_of_survives_a_restart(tmp_path: Pat
             address = await nursery.start(second.run)
             async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
                 await second.restoring.done.wait()
-                await healthy_alloc(client, "late")  # 3 s after the restore: see above
+                await healthy_alloc(client, "late")  # 4 × MIN_HEALTHY after the restore: see above
                 after = await healthy_alloc(client, "early")
             second.stop()
     for field in ("Healthy", "Timestamp"):

@@ -33,14 +33,21 @@ def sleep_job(job_id: str, marker: str) -> dict[str, Any]:
 
 async def three_nodes(c: Cluster) -> tuple[Member, list[Member]]:
     server = await c.server("s1", *FAST)
-    agents = [await c.agent(f"a{i}", [server], "--driver-allow", "raw_exec") for i in (1, 2, 3)]
+    agents: dict[int, Member] = {}
+
+    async def agent(i: int) -> None:
+        agents[i] = await c.agent(f"a{i}", [server], "--driver-allow", "raw_exec")
+
+    async with trio.open_nursery() as nursery:  # three Python starts overlap, not queue
+        for i in (1, 2, 3):
+            nursery.start_soon(agent, i)
 
     async def ready() -> bool:
         nodes = await get(server.address, "/v1/nodes")
         return sum(n["Status"] == "ready" for n in nodes) == 3
 
     await wait_for(ready)
-    return server, agents
+    return server, [agents[i] for i in (1, 2, 3)]
 
 
 async def allocs(server: Member, job_id: str) -> list[dict[str, Any]]:

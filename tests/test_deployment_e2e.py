@@ -6,7 +6,7 @@ than 2 of the working version's processes running meanwhile.
 
 Health comes three ways, as Nomad's `health_check` gives it:
 - `manual`: the test is the operator Nomad's manual mode expects, marking each allocation
-  healthy through `/v1/deployment/allocation-health` once its task ran for a second.
+  healthy through `/v1/deployment/allocation-health` once its task ran for half a second.
 - `task_states`: the client's own tracker. An allocation is healthy once its task ran for
   `min_healthy_time` (checked as a bound on each new allocation's health timestamp), unhealthy
   at once when its task fails, or when `healthy_deadline` passes with a task still pending
@@ -17,8 +17,8 @@ Health comes three ways, as Nomad's `health_check` gives it:
 
 With rescheduling off, the first unhealthy allocation fails the deployment (Nomad's
 `shouldFailEarly`); with it on, the crashed allocation holds the rollout until the progress
-deadline fails it. Times are small (min_healthy_time 1 s, deadlines of a few seconds), so each
-test takes seconds to some twenty; every one is bounded by `fail_after`."""
+deadline fails it. Times are small (min_healthy_time 500 ms, deadlines of a few seconds), so
+each test takes seconds to some fifteen; every one is bounded by `fail_after`."""
 
 from __future__ import annotations
 
@@ -48,6 +48,10 @@ PROGRESS_DEADLINE = "Failed due to progress deadline"
 #: `shouldFailEarly`), where one that could still be replaced waits for the progress deadline.
 NO_RESCHEDULE = {"Attempts": 0, "Unlimited": False}
 
+#: Every version's min_healthy_time: long enough that a crashing task is seen failing before
+#: it could count as healthy, short since each rollout waits it once per allocation.
+MIN_HEALTHY = timedelta(milliseconds=500)
+
 
 def job(script: str, health: str = "manual", *, deadline: str = "10s",
         progress: str = "30s", reschedule: bool = False) -> dict[str, Any]:
@@ -56,7 +60,7 @@ def job(script: str, health: str = "manual", *, deadline: str = "10s",
             "Resources": {"CPU": 10, "MemoryMB": 10}}
     group = {"Name": "g", "Count": 3, "Tasks": [task],
              "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
-             "Update": {"MaxParallel": 1, "HealthCheck": health, "MinHealthyTime": "1s",
+             "Update": {"MaxParallel": 1, "HealthCheck": health, "MinHealthyTime": "500ms",
                         "HealthyDeadline": deadline, "ProgressDeadline": progress,
                         "AutoRevert": True}}
     if not reschedule:
@@ -66,7 +70,7 @@ def job(script: str, health: str = "manual", *, deadline: str = "10s",
 
 def web_job() -> dict[str, Any]:
     """A group serving http on its dynamic port `http`, healthy by its http check."""
-    spec = job("", "checks", deadline="6s")
+    spec = job("", "checks", deadline="4s")
     group = spec["Job"]["TaskGroups"][0]
     group["Tasks"][0]["Config"] = {
         "command": sys.executable,
@@ -112,7 +116,7 @@ async def allocations(c: httpx2.AsyncClient) -> list[dict[str, Any]]:
 
 
 async def operate(c: httpx2.AsyncClient) -> None:
-    """The operator of a manual health check: healthy once its task has run for a second (a
+    """The operator of a manual health check: healthy once its task has run for MIN_HEALTHY (a
     crashing task is seen running for an instant: marked healthy then, it would let the
     rollout go on). A failed allocation needs no operator: the client marks it unhealthy
     itself, as Nomad's does."""
@@ -123,8 +127,7 @@ async def operate(c: httpx2.AsyncClient) -> None:
             task = alloc["TaskStates"].get("t") or {}
             if (status.get("Healthy") is None and alloc["DesiredStatus"] == "run" and did
                     and alloc["ClientStatus"] == "running" and task.get("State") == "running"
-                    and datetime.now(UTC) - parse_time(task["StartedAt"]) >= timedelta(
-                        seconds=1)):
+                    and datetime.now(UTC) - parse_time(task["StartedAt"]) >= MIN_HEALTHY):
                 await c.post(f"/v1/deployment/allocation-health/{did}",
                              json={"DeploymentID": did, "HealthyAllocationIDs": [alloc["ID"]]})
         await trio.sleep(0.1)
@@ -192,7 +195,7 @@ async def roll_out(c: httpx2.AsyncClient, first: dict[str, Any], *,
         for alloc in fresh:
             healthy_at = parse_time(alloc["DeploymentStatus"]["Timestamp"])
             started = parse_time(alloc["TaskStates"]["t"]["StartedAt"])
-            assert (healthy_at - started).total_seconds() >= 1.0, alloc["DeploymentStatus"]
+            assert healthy_at - started >= MIN_HEALTHY, alloc["DeploymentStatus"]
 
 
 async def revert(c: httpx2.AsyncClient, bad: dict[str, Any],
@@ -251,7 +254,8 @@ async def test_a_task_pending_past_the_healthy_deadline_reverts(tmp_path: Path) 
             assert alloc["TaskStates"]["t"]["StartedAt"] == "0001-01-01T00:00:00Z"  # never ran
             assert unhealthy_reasons(alloc) == {
                 "t": ["Task not running by healthy_deadline of 3s"],
-                "init": ["Task not running for min_healthy_time of 1s by healthy_deadline of 3s"]}
+                "init": ["Task not running for min_healthy_time of 500ms by healthy_deadline "
+                         "of 3s"]}
 
 
 async def test_http_checks_gate_a_rollout_and_a_failing_check_reverts(tmp_path: Path) -> None:
@@ -265,7 +269,7 @@ async def test_http_checks_gate_a_rollout_and_a_failing_check_reverts(tmp_path: 
             assert alloc["TaskStates"]["t"]["Failed"] is False
             assert alloc["DesiredStatus"] == "stop"
             assert unhealthy_reasons(alloc) == {
-                "t": ["Task not running for min_healthy_time of 1s by healthy_deadline of 6s"]}
+                "t": ["Task not running for min_healthy_time of 500ms by healthy_deadline of 4s"]}
 
 
 async def test_a_crash_that_may_be_rescheduled_holds_the_rollout_until_the_progress_deadline(
@@ -277,7 +281,7 @@ async def test_a_crash_that_may_be_rescheduled_holds_the_rollout_until_the_progr
     with trio.fail_after(60):
         async with running_agent(tmp_path) as a:
             c = a.client
-            first = job("exec sleep 1000", "task_states", deadline="3s", progress="6s",
+            first = job("exec sleep 1000", "task_states", deadline="3s", progress="4s",
                         reschedule=True)
             await roll_out(c, first, tracked=True)
             alloc = await revert(c, broken(first, crash), PROGRESS_DEADLINE)

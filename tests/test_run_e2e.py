@@ -199,7 +199,7 @@ HUNG_STOP = '''job "hung" {
   group "g" {
     task "t" {
       driver = "mock_driver"
-      kill_timeout = "1s"
+      kill_timeout = "100ms"
       config {
         run_for    = "1h"
         kill_after = "1h"
@@ -212,7 +212,8 @@ HUNG_STOP = '''job "hung" {
 def test_interrupted_run_is_bounded_when_the_driver_never_reports_the_exit(
         tmp_path: Path) -> None:
     # The driver takes an hour to stop the task: the stop gives up after the kill timeout
-    # and its grace (~11 s), reports the task killed with the reason, and `run` ends.
+    # and its grace, then a grace for the exit (~10 s: the kill timeout is short, the two
+    # graces are the product's), reports the task killed with the reason, and `run` ends.
     proc = subprocess.Popen([YURT, "run", "--json", write_job(tmp_path, HUNG_STOP)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout is not None
