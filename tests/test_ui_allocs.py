@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.agent_support import mock_job
-from tests.browser_support import WIDE, UiAgent, UiBrowser, poll, start_ui_agent
+from tests.browser_support import WIDE, CuttableProxy, UiAgent, UiBrowser, poll, start_ui_agent
 
 TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
           "printf '\\033[31mred %s\\033[0m\\n' $i; echo oops $i >&2; sleep 0.2; done")
@@ -409,9 +409,38 @@ def test_log_frames_cut_anywhere_decode_whole(ui_agent: UiAgent, browser: UiBrow
 #: In the page: logs.js mounted on a scratch element with `fetch` replaced by streams the
 #: script feeds by hand (`window.feeds`, one per request), so a chunk can be made to arrive
 #: exactly between a read and a switch of stream.
+def test_a_followed_log_that_breaks_off_reconnects_by_itself(
+        ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
+    proxy = CuttableProxy(ui_agent.address)
+    through = UiAgent(proxy.address, ui_agent.data_dir, ui_agent.token, ui_agent.api)
+    alloc_id = ui_agent.wait_alloc("ui-talker")["ID"]
+
+    def last_line() -> int | None:
+        numbers = re.findall(r"^line (\d+)$", browser.text("#log"), re.M)
+        return int(numbers[-1]) if numbers else None
+
+    try:
+        browser.open(through, f"/ui/allocations/{alloc_id}/talker/logs", fresh=True)
+        mark_no_reload(browser)
+        before = browser.wait(last_line, "a line in the log")
+        proxy.cut()  # the agent restarting, the network dropping: the stream breaks off
+        browser.wait(lambda: browser.find_all("#log-status [data-stream-state='disconnected']"),
+                     "the view saying it is disconnected")
+        proxy.restore()
+        browser.wait(lambda: browser.find_all("#log-status [data-stream-state='live']"),
+                     "the stream open again", timeout=20)
+        browser.wait(lambda: (last_line() or 0) > before + 2, "later lines, followed again")
+        assert_not_reloaded(browser)
+    finally:
+        proxy.close()
+
+
 FAKE_LOG_STREAMS = r"""
     window.feeds = [];
+    const realFetch = window.fetch;
     window.fetch = async (url, opts) => {
+      // Only the log streams are fed by hand; the page's other reads go to the agent.
+      if (!String(url).includes('/v1/client/fs/logs/')) return realFetch(url, opts);
       const feed = { url: String(url) };
       feed.body = new ReadableStream({ start(c) { feed.c = c; } });
       opts.signal.addEventListener('abort', () => {

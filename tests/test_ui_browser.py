@@ -125,3 +125,31 @@ def test_a_broken_address_says_not_found_and_the_skip_link_moves_the_focus(
         "the focus on the main content")
     assert browser.driver.execute_script("return history.length") == before + 1  # the #main
     assert browser.driver.current_url.endswith("/ui/jobs#main")
+
+
+def test_a_confirmation_says_what_it_asks_and_nothing_else(ui_agent: UiAgent,
+                                                           browser: UiBrowser) -> None:
+    ui_agent.run_job(mock_job("ui-confirm"))
+    browser.open(ui_agent, "/ui/jobs/ui-confirm", fresh=True)
+    browser.click('button[data-action="stop"]')
+    text = browser.wait(lambda: browser.text("dialog[open]"), "the confirmation")
+    assert "null" not in text, text
+    assert "undefined" not in text, text
+    browser.click('dialog[open] [data-role="cancel"]')
+    assert ui_agent.api.get("/v1/job/ui-confirm").json()["Stop"] is False
+
+
+def test_an_action_while_the_agent_is_away_says_so_in_words(ui_agent: UiAgent,
+                                                            browser: UiBrowser) -> None:
+    proxy = CuttableProxy(ui_agent.address)
+    through = UiAgent(proxy.address, ui_agent.data_dir, ui_agent.token, ui_agent.api)
+    try:
+        ui_agent.run_job(mock_job("ui-away"))
+        browser.open(through, "/ui/jobs/ui-away", fresh=True)
+        proxy.cut()
+        browser.click('button[data-action="stop"]')
+        browser.confirm()
+        toast = browser.wait_text("did not answer", "#toasts")
+        assert "Failed to fetch" not in toast
+    finally:
+        proxy.close()

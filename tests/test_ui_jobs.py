@@ -196,6 +196,13 @@ def test_scale_a_group_from_its_dialog(ui_agent: UiAgent, browser: UiBrowser) ->
     ui_agent.wait_alloc("ui-scale")
     browser.open(ui_agent, "/ui/jobs/ui-scale", fresh=True)
 
+    # An emptied field is refused, not taken for 0 (which would stop the whole group).
+    click_live(browser, 'button[data-action="scale"][data-group="g"]')
+    browser.find('dialog[open] input[data-role="scale-count"]').clear()
+    browser.confirm()
+    browser.wait_text("whole number", "#toasts")
+    assert job_of(ui_agent, "ui-scale")["TaskGroups"][0]["Count"] == 1
+
     click_live(browser, 'button[data-action="scale"][data-group="g"]')
     count = browser.find('dialog[open] input[data-role="scale-count"]')
     assert count.get_attribute("value") == "1"

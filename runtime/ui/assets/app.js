@@ -148,7 +148,8 @@ window.addEventListener("yurt:navigate", (e) => navigate(e.detail));
 window.addEventListener("yurt:live", (e) => {
   const el = document.getElementById("live");
   el.className = `live ${e.detail}`;
-  el.textContent = e.detail === "on" ? "live" : e.detail === "off" ? "offline" : "connecting";
+  el.textContent = { on: "live", off: "offline", denied: "token needed" }[e.detail] || "connecting";
+  el.title = e.detail === "denied" ? "The agent refused this tab's token: use the Token button" : "Live updates";
 });
 
 window.addEventListener("yurt:token", () => connectEvents());

@@ -85,13 +85,21 @@ async function request(method, path, body, { signal, raw } = {}) {
     const t = token();
     if (t) headers["X-Nomad-Token"] = t;
     if (body !== undefined && typeof body !== "string") headers["Content-Type"] = "application/json";
-    const response = await fetch(path, {
-      method, headers, signal,
-      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-    });
+    let response;
+    try {
+      response = await fetch(path, {
+        method, headers, signal,
+        body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+      });
+    } catch (err) {
+      if (err.name === "AbortError") throw err;
+      // The browser's own words ("Failed to fetch") say nothing to a person.
+      throw new ApiError(0, "the agent did not answer: is it running, and reachable from here?", path);
+    }
     if (response.status === 403 && attempt === 0) {
       const given = await askToken(t ? "The token was refused." : "This agent needs a token.");
       if (given) continue;
+      setLive("denied"); // refused, and no token given: the page says so, not "offline"
     }
     if (!response.ok) throw new ApiError(response.status, (await response.text()).trim(), path);
     if (raw) return response;
@@ -168,6 +176,7 @@ export function connectEvents() {
     setLive("off");
     if (close.code === 1008) {
       // Refused: the token is missing or wrong. A new token reconnects (app.js).
+      setLive("denied");
       askToken(t ? "The token was refused." : "This agent needs a token.");
       return;
     }
@@ -303,8 +312,14 @@ export function emptyState(title, ...next) {
   return h("div", { class: "empty" }, h("strong", null, title), ...next);
 }
 
+/** An error as a person reads it: the agent's status and words, or what went wrong. */
+export function describe(err) {
+  return err instanceof ApiError && err.status ? `${err.status}: ${err.message}`
+    : String(err && err.message || err);
+}
+
 export function errorBox(err) {
-  const text = err instanceof ApiError ? `${err.status}: ${err.message}` : String(err && err.message || err);
+  const text = describe(err);
   return h("div", { class: "error-box", role: "alert" }, text);
 }
 
@@ -333,14 +348,14 @@ function modal(build) {
 export async function confirmAction({ title, body, confirm = "Confirm", danger = false, extra }) {
   const result = await modal((dialog, done) => {
     dialog.setAttribute("aria-label", title);
-    dialog.append(
+    append(dialog, [
       h("h2", null, title),
       body ? h("p", null, body) : null,
-      extra || null,
+      extra,
       h("div", { class: "buttons" },
         h("button", { type: "button", onclick: () => done(false), "data-role": "cancel" }, "Cancel"),
         h("button", { type: "button", class: danger ? "danger primary" : "primary", "data-role": "confirm",
-          onclick: () => done(true) }, confirm)));
+          onclick: () => done(true) }, confirm))]);
   });
   return result === true;
 }

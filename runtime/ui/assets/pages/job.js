@@ -13,10 +13,7 @@
 // then: there is nothing here to poll. Every action asks first (confirmAction) and says how it
 // went (a toast, or the API's refusal).
 
-import {
-  ApiError, api, badge, confirmAction, emptyState, errorBox, eventJob, h, link, replace,
-  shortId, table, timeEl, toast,
-} from "../lib.js";
+import { api, ApiError, badge, confirmAction, describe, emptyState, errorBox, eventJob, h, link, replace, shortId, table, timeEl, toast } from "../lib.js";
 import {
   diffChanges, diffView, jobApi, jobPath, keepingFocus, placementFailures, splitJobParam,
 } from "./job_render.js";
@@ -140,7 +137,7 @@ export default async function mount(view, params, ctx) {
       const answer = await run();
       toast(done(answer), "ok");
     } catch (err) {
-      toast(`${title} failed: ${err instanceof ApiError ? `${err.status}: ${err.message}` : err.message}`, "bad");
+      toast(`${title} failed: ${describe(err)}`, "bad");
     }
   };
 
@@ -196,7 +193,7 @@ export default async function mount(view, params, ctx) {
       toast(`Dispatched ${answer.DispatchedJobID}`, "ok");
       navigate(jobPath(answer.DispatchedJobID, namespace));
     } catch (err) {
-      toast(`Dispatch failed: ${err instanceof ApiError ? `${err.status}: ${err.message}` : err.message}`, "bad");
+      toast(`Dispatch failed: ${describe(err)}`, "bad");
     }
   };
 
@@ -209,14 +206,16 @@ export default async function mount(view, params, ctx) {
       } });
     const extra = h("label", { class: "field" }, h("span", null, "Count"), input);
     if (!await confirmAction({ title: `Scale group ${group}`, body: `It runs ${current} now.`, confirm: "Scale", extra })) return;
-    const count = Number(input.value);
-    if (!Number.isInteger(count) || count < 0) { toast("The count must be a whole number, 0 or more", "bad"); return; }
+    // An empty field is no count (Number("") is 0: it would stop the whole group).
+    const text = input.value.trim();
+    const count = /^\d+$/.test(text) ? Number(text) : NaN;
+    if (!Number.isInteger(count)) { toast("The count must be a whole number, 0 or more", "bad"); return; }
     try {
       await api.put(jobApi(id, namespace, "/scale"), {
         Count: count, Target: { Group: group }, Message: "scaled from the web UI" });
       toast(`Scaled ${group} to ${count}`, "ok");
     } catch (err) {
-      toast(`Scaling failed: ${err instanceof ApiError ? `${err.status}: ${err.message}` : err.message}`, "bad");
+      toast(`Scaling failed: ${describe(err)}`, "bad");
     }
   };
 

@@ -13,13 +13,18 @@
 // origin or Follow aborts the running request and starts a new one; leaving the page aborts it
 // through ctx.signal.
 
-import { ansiRenderer, askToken, badge, emptyState, h, link, replace, token, toast } from "../lib.js";
+import { ansiRenderer, api, askToken, emptyState, h, jobHref, link, replace, token } from "../lib.js";
 
 const MAX_CHARS = 1 << 20;
 const AT_BOTTOM_PX = 24;
 // From the end, the stream starts this many bytes before it (Nomad's UI tails 50 000 bytes):
 // offset 0 from the end would show nothing until the task writes again.
 const TAIL_BYTES = 50000;
+// A followed stream that breaks (the agent restarted, the network dropped) is opened again
+// after this wait, doubled each time up to RETRY_MAX_MS, and at once when the event socket
+// comes back.
+const RETRY_MS = 1000;
+const RETRY_MAX_MS = 5000;
 
 /** Splits a stream of concatenated JSON objects into whole objects (as strings). */
 export function frameSplitter() {
@@ -101,9 +106,15 @@ export default async function mount(view, params, ctx) {
   const jump = h("button", { type: "button", class: "small", id: "log-bottom", hidden: true,
     onclick: () => { pre.scrollTop = pre.scrollHeight; stick = true; jump.hidden = true; } }, "↓ Jump to the end");
 
+  const crumbs = h("div", { class: "crumbs" }, link("/ui/jobs", "Jobs"), " / ", link(allocHref, id.slice(0, 8)), " / ",
+    link(`${allocHref}/${encodeURIComponent(task)}`, task));
+  // The allocation's job and name, as its own page shows them (not needed to read the logs).
+  api.get(`/v1/allocation/${encodeURIComponent(id)}`, { signal: ctx.signal }).then((alloc) => {
+    replace(crumbs, link("/ui/jobs", "Jobs"), " / ", link(jobHref(alloc.JobID, alloc.Namespace), alloc.JobID),
+      " / ", link(allocHref, alloc.Name || id.slice(0, 8)), " / ", link(`${allocHref}/${encodeURIComponent(task)}`, task));
+  }, () => {});
   replace(view,
-    h("div", { class: "crumbs" }, link("/ui/jobs", "Jobs"), " / ", link(allocHref, id.slice(0, 8)), " / ",
-      link(`${allocHref}/${encodeURIComponent(task)}`, task)),
+    crumbs,
     h("h1", null, `Logs of ${task}`),
     h("div", { class: "toolbar log-toolbar" }, streamTabs,
       h("label", { class: "field", for: "log-follow" }, followBox, "Follow"),
@@ -144,7 +155,13 @@ export default async function mount(view, params, ctx) {
     if (stick) pre.scrollTop = pre.scrollHeight;
   };
 
-  const setStatus = (text, kind) => replace(status, kind ? badge(kind) : null, kind ? " " : null, text);
+  // The stream's own state, in words of its own: "failed" or "complete" would read as the task's.
+  const STREAM_BADGES = { live: "s-running", ended: "s-other", disconnected: "s-pending" };
+  const setStatus = (text, word) => replace(status,
+    word ? h("span", { class: `badge ${STREAM_BADGES[word]}`, "data-stream-state": word }, word) : null,
+    word ? " " : null, text);
+  let retryMs = RETRY_MS;
+  let retryTimer = null;
 
   async function read(controller, opened) {
     const logs = logDecoder();
@@ -168,7 +185,8 @@ export default async function mount(view, params, ctx) {
       err.status = response.status;
       throw err;
     }
-    setStatus(state.follow ? "following" : "reading", state.follow ? "running" : null);
+    setStatus(state.follow ? "following" : "reading", state.follow ? "live" : null);
+    retryMs = RETRY_MS;
     opened();
     const reader = response.body.getReader();
     const show = (piece) => append(piece.event
@@ -182,13 +200,15 @@ export default async function mount(view, params, ctx) {
       for (const piece of logs.push(value)) show(piece);
     }
     for (const piece of logs.end()) show(piece);
-    setStatus(state.follow ? "the task's output is complete" : "end of the log", state.follow ? "complete" : null);
+    setStatus(state.follow ? "the task's output is complete" : "end of the log", state.follow ? "ended" : null);
   }
 
   /** Starts a stream with the current choices (ending the one before); resolves once it is
    * open (or failed), while the stream itself runs on until it ends or is aborted. */
   function restart() {
     if (stream) stream.abort();
+    clearTimeout(retryTimer);
+    retryTimer = null;
     keepUrl();
     drawTabs();
     pre.replaceChildren();
@@ -224,9 +244,13 @@ export default async function mount(view, params, ctx) {
           h("p", null, err.message, ". ", waiting ? "Its logs appear here once it starts. " : "",
             link(allocHref, "See the allocation"), " to check the task's state.")));
         setStatus("");
+      } else if (state.follow) {
+        // Reopened from the end: what was shown stays until the new stream replaces it.
+        setStatus(`reconnecting in ${Math.round(retryMs / 1000)} s (${err.message})`, "disconnected");
+        retryTimer = setTimeout(() => { if (stream === controller) restart(); }, retryMs);
+        retryMs = Math.min(RETRY_MAX_MS, retryMs * 2);
       } else {
-        setStatus(`stream broke off: ${err.message}`, "failed");
-        toast(`Log stream broke off: ${err.message}`, "bad");
+        setStatus(`the agent did not answer: ${err.message}`, "disconnected");
       }
     } finally {
       opened();
@@ -238,6 +262,9 @@ export default async function mount(view, params, ctx) {
     if (waiting && e.Topic === "Task" && e.Key === id && e.Payload && e.Payload.Task === task &&
         e.Payload.Event && e.Payload.Event.Type === "Started") restart();
   });
+  // The event socket is back (the agent restarted): a broken stream need not wait its turn.
+  window.addEventListener("yurt:resync", () => { if (retryTimer) restart(); }, { signal: ctx.signal });
+  ctx.signal.addEventListener("abort", () => clearTimeout(retryTimer));
   followBox.addEventListener("change", () => { state.follow = followBox.checked; restart(); });
   originSel.addEventListener("change", () => { state.origin = originSel.value; restart(); });
   drawTabs();
