@@ -213,6 +213,11 @@ async def test_drain_with_a_deadline_under_a_mock_clock(autojump_clock: MockCloc
     assert node.events[-1].details == {"deadline_reached": "true"}
     assert all(a.client_status == "complete" for a in server.allocs.values()
                if a.job_id == "web")
+    # Each stop is evaluated as Nomad's drainer's is, named for the drain.
+    drains = [e for e in server.evals.values() if e.job_id == "web"
+              and e.triggered_by not in ("job-register", "alloc-failure", "queued-allocs")]
+    assert drains
+    assert {e.triggered_by for e in drains} == {"node-drain"}
 
 
 # --------------------------------------------------------------------------- persistence
@@ -261,12 +266,12 @@ async def test_a_failing_drain_step_is_logged_once_and_retried(
     assert len((await server.register_job(_job())).placed) == 5
     stop_alloc, failures = server.stop_alloc, 3
 
-    async def failing_stop(alloc_id: str) -> Allocation:
+    async def failing_stop(alloc_id: str, *, triggered_by: str) -> Allocation:
         nonlocal failures
         if failures:
             failures -= 1
             raise OSError(28, "No space left on device")
-        return await stop_alloc(alloc_id)
+        return await stop_alloc(alloc_id, triggered_by=triggered_by)
 
     server.stop_alloc = failing_stop  # type: ignore[method-assign]
     caplog.set_level(logging.ERROR, "yurt.server.nodestate")

@@ -94,6 +94,7 @@ from yurt.runtime.structs import (
     NODE_STATUS_DISCONNECTED,
     NODE_STATUS_DOWN,
     NODE_STATUS_READY,
+    TRIGGER_ALLOC_STOP,
     ZERO_TIME,
     Allocation,
     Evaluation,
@@ -465,8 +466,10 @@ class ClusterServer(LocalServer):
         return await self._retrying(lambda: LocalServer.set_stable(self, job_id, version,
                                                                    stable))
 
-    async def stop_alloc_eval(self, alloc_id: str) -> tuple[Allocation, Evaluation]:
-        return await self._retrying(lambda: LocalServer.stop_alloc_eval(self, alloc_id))
+    async def stop_alloc_eval(self, alloc_id: str, *, triggered_by: str = TRIGGER_ALLOC_STOP
+                              ) -> tuple[Allocation, Evaluation]:
+        return await self._retrying(lambda: LocalServer.stop_alloc_eval(
+            self, alloc_id, triggered_by=triggered_by))
 
     async def update_allocs(self, batch: list[Allocation]) -> None:
         """A client's update, then the deployment watcher's decision on the health it

@@ -623,10 +623,12 @@ class LocalServer:
             self._publish([job_event("JobDeregistered", job)])
         self._notify_changed()
 
-    async def stop_alloc(self, alloc_id: str) -> Allocation:
-        return (await self.stop_alloc_eval(alloc_id))[0]
+    async def stop_alloc(self, alloc_id: str, *, triggered_by: str = TRIGGER_ALLOC_STOP
+                         ) -> Allocation:
+        return (await self.stop_alloc_eval(alloc_id, triggered_by=triggered_by))[0]
 
-    async def stop_alloc_eval(self, alloc_id: str) -> tuple[Allocation, Evaluation]:
+    async def stop_alloc_eval(self, alloc_id: str, *, triggered_by: str = TRIGGER_ALLOC_STOP
+                              ) -> tuple[Allocation, Evaluation]:
         """Nomad's `alloc stop` (and a drain's): the allocation is marked to migrate
         (`DesiredTransition.Migrate`) and evaluated, which stops it and places a replacement
         (blocked if it does not fit, on an ineligible node say). The allocation as stopped
@@ -642,7 +644,7 @@ class LocalServer:
                 marked = msgspec.structs.replace(
                     alloc, desired_transition=DesiredTransition(migrate=True),
                     modify_index=index, modify_time=self._clock())
-            ev = msgspec.structs.replace(self._new_eval(job, TRIGGER_ALLOC_STOP, index),
+            ev = msgspec.structs.replace(self._new_eval(job, triggered_by, index),
                                          job_id=alloc.job_id)
             await self._commit([], [marked], evals=[ev])
             plan = await self._process(ev)

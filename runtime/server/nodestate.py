@@ -40,6 +40,7 @@ from yurt.runtime.server.drain import from_unix_ns, plan_drain, start_strategy
 from yurt.runtime.structs import (
     NODE_ELIGIBLE,
     NODE_INELIGIBLE,
+    TRIGGER_NODE_DRAIN,
     Base,
     DrainMetadata,
     DrainStrategy,
@@ -266,7 +267,8 @@ class NodeControl:
                         # Where a replacement would be placed; on this ineligible node it
                         # cannot be, and waits as a blocked evaluation (the server's part).
                         with contextlib.suppress(KeyError):  # purged meanwhile
-                            await self._server.stop_alloc(alloc.id)
+                            await self._server.stop_alloc(alloc.id,
+                                                          triggered_by=TRIGGER_NODE_DRAIN)
                     if plan.complete:
                         await self._complete(plan.deadlined)
                         self._error = ""
