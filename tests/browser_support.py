@@ -304,6 +304,16 @@ class UiBrowser:
         finally:
             self.size(*WIDE)
 
+    def table_overflow_at(self, width: int) -> int:
+        """How many pixels the widest table is wider than its box on a `width` px screen."""
+        self.size(width, NARROW[1])
+        try:
+            return int(self.driver.execute_script(
+                "return Math.max(0, ...[...document.querySelectorAll('.table-wrap')]"
+                ".map(w => w.scrollWidth - w.clientWidth))"))
+        finally:
+            self.size(*WIDE)
+
     def screenshot_failure(self, what: str) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         safe = "".join(c if c.isalnum() else "-" for c in what)[:60]

@@ -49,6 +49,11 @@ def test_every_main_page_draws_fits_a_phone_and_is_pictured(
         overflow = browser.overflow_at(NARROW[0])
         if overflow > 0:
             problems.append(f"{path} is {overflow} px wider than a {NARROW[0]} px phone")
+        # The lists are read on a phone without scrolling their tables sideways.
+        if name in ("jobs", "clients", "evaluations"):
+            inside = browser.table_overflow_at(NARROW[0])
+            if inside > 0:
+                problems.append(f"{path}'s table needs {inside} px of sideways scrolling")
         errors = browser.console_errors()
         if errors:
             problems.append(f"{path} logged errors: {errors}")

@@ -174,8 +174,11 @@ export default async function mount(view, params, ctx) {
   const drawTasks = () => {
     const states = alloc.TaskStates || {};
     const lifecycles = (alloc.AllocatedResources && alloc.AllocatedResources.TaskLifecycles) || {};
-    let names = Object.keys(states).sort();
-    if (!names.length) names = Object.keys(lifecycles).sort();
+    // In the order they run, as Nomad's UI lists them: prestart, main, poststart, poststop.
+    const stage = (n) => ({ prestart: 0, poststart: 2, poststop: 3 }[(lifecycles[n] || {}).Hook] ?? 1);
+    const byStage = (a, b) => stage(a) - stage(b) || a.localeCompare(b);
+    let names = Object.keys(states).sort(byStage);
+    if (!names.length) names = Object.keys(lifecycles).sort(byStage);
     if (onlyTask) names = names.filter((n) => n === onlyTask);
     if (!names.length) {
       replace(tasks, h("h2", null, "Tasks"), onlyTask

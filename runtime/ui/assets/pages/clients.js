@@ -31,9 +31,9 @@ export default async function mount(view, params, ctx) {
       { label: "ID", cell: (n) => shortId(n.ID, nodeHref(n.ID)), narrow: false },
       { label: "Status", cell: (n) => badge(n.Status) },
       { label: "Eligibility", cell: (n) => badge(n.SchedulingEligibility) },
-      { label: "Drain", cell: (n) => n.Drain ? badge("draining") : h("span", { class: "muted" }, "no") },
+      { label: "Drain", cell: (n) => n.Drain ? badge("draining") : h("span", { class: "muted" }, "no"), narrow: false },
       { label: "Allocations", cell: (n) => String(running.get(n.ID) || 0) },
-      { label: "Drivers", cell: (n) => driversSummary(n.Drivers) },
+      { label: "Drivers", cell: (n) => driversSummary(n.Drivers), narrow: false },
       { label: "Datacenter", cell: (n) => n.Datacenter, narrow: false },
       { label: "Class", cell: (n) => n.NodeClass || h("span", { class: "muted" }, "–"), narrow: false },
     ], nodes, {

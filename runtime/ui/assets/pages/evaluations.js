@@ -46,7 +46,7 @@ export default async function mount(view, params, ctx) {
           "data-action": "failures", "data-eval": e.ID, onclick: () => { if (!open.delete(e.ID)) open.add(e.ID); keepingFocus(body, draw); } },
         `yes (${groups.join(", ")})`);
       } },
-      { label: "Triggered by", cell: (e) => e.failuresOf ? null : e.TriggeredBy },
+      { label: "Triggered by", cell: (e) => e.failuresOf ? null : e.TriggeredBy, narrow: false },
       { label: "Type", cell: (e) => e.failuresOf ? null : e.Type, narrow: false },
       { label: "Created", cell: (e) => e.failuresOf ? null : timeEl(e.CreateTime), narrow: false },
       { label: "Modified", cell: (e) => e.failuresOf ? null : timeEl(e.ModifyTime), narrow: false },
