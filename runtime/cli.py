@@ -219,12 +219,14 @@ def job_run(file: str, detach: bool, json_output: bool) -> None:
 
 @job.command("stop")
 @click.argument("job_id", metavar="JOB")
+@click.option("--purge", is_flag=True, default=False,
+              help="Also remove the job and its history from the server (Nomad's -purge).")
 @_json_flag
-def job_stop(job_id: str, json_output: bool) -> None:
+def job_stop(job_id: str, purge: bool, json_output: bool) -> None:
     """Stop a job: every allocation is stopped (poststop tasks run)."""
     from yurt.runtime import cli_remote
 
-    cli_remote.job_stop(job_id, json_output)
+    cli_remote.job_stop(job_id, json_output, purge=purge)
 
 
 @job.command("status")

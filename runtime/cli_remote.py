@@ -226,14 +226,15 @@ def resolve_alloc(client: Client, prefix: str) -> str:
 # --------------------------------------------------------------------------- job
 
 
-def job_stop(job_id: str, json_output: bool) -> None:
+def job_stop(job_id: str, json_output: bool, *, purge: bool = False) -> None:
     with api() as client:
         job_id = resolve_job(client, job_id)
-        result = call(client, "DELETE", f"/v1/job/{quote(job_id, safe='')}")
+        result = call(client, "DELETE", f"/v1/job/{quote(job_id, safe='')}"
+                      + ("?purge=true" if purge else ""))
     if json_output:
         emit_json(result)
     else:
-        click.echo(f'Job "{job_id}" stopped')
+        click.echo(f'Job "{job_id}" stopped' + (" and purged" if purge else ""))
 
 
 def print_jobs(jobs: list[dict[str, Any]]) -> None:

@@ -157,6 +157,11 @@ async def test_job_status_shows_the_placement_failure(tmp_path: Path) -> None:
             assert "Status   = dead (stopped)" in stopped  # Nomad's getStatusString
             listed = (await yurt(a.address, "job", "status")).stdout.decode()
             assert "dead (stopped)" in listed
+            # Nomad's `job stop -purge`: the job is gone from the server.
+            purged = await yurt(a.address, "job", "stop", "-purge", "huge")
+            assert purged.returncode == 0, purged.stderr
+            assert b'Job "huge" stopped and purged' in purged.stdout
+            assert (await a.client.get("/v1/job/huge")).status_code == 404
 
 
 async def test_detach_prints_the_evaluation_id(tmp_path: Path) -> None:
