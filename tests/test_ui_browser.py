@@ -153,3 +153,17 @@ def test_an_action_while_the_agent_is_away_says_so_in_words(ui_agent: UiAgent,
         assert "Failed to fetch" not in toast
     finally:
         proxy.close()
+
+
+def test_the_token_page_at_nomads_path_checks_the_tabs_token(tmp_path: Path,
+                                                             browser: UiBrowser) -> None:
+    with start_ui_agent(tmp_path, token="page-token") as agent:
+        browser.open(agent, "/ui/jobs", ready=False, fresh=True)
+        browser.set_token("page-token")
+        browser.open(agent, "/ui/settings/tokens")
+        assert "accepted" in browser.wait_text("accepted", "#token-verdict")
+        assert "ending in …oken" in browser.text("#token-state")
+
+        browser.set_token("wrong")
+        browser.open(agent, "/ui/settings/tokens")
+        assert "refused" in browser.wait_text("refused", "#token-verdict")

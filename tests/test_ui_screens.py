@@ -36,6 +36,7 @@ def pages(ids: dict[str, str]) -> list[tuple[str, str]]:
         ("client", f"/ui/clients/{ids['node']}"),
         ("evaluations", "/ui/evaluations"),
         ("events", "/ui/events"),
+        ("token", "/ui/settings/tokens"),
     ]
 
 

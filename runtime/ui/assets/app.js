@@ -16,10 +16,11 @@ const ROUTES = [
   [/^\/ui\/clients\/([^/]+)\/?$/, "client", ["id"]],
   [/^\/ui\/evaluations\/?$/, "evaluations", []],
   [/^\/ui\/events\/?$/, "events", []],
+  [/^\/ui\/settings\/tokens\/?$/, "tokens", []],
 ];
 
 const NAV = { jobs: "jobs", jobrun: "jobs", job: "jobs", allocation: "jobs", logs: "jobs",
-  clients: "clients", client: "clients", evaluations: "evaluations", events: "events" };
+  clients: "clients", client: "clients", evaluations: "evaluations", events: "events", tokens: "" };
 
 let current = null; // {controller, unsubscribes}
 
