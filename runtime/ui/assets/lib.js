@@ -1,7 +1,8 @@
 // The UI's toolkit, shared by every page: DOM building (text is always set as text, never
 // parsed as HTML), the API client (token in session storage, sent as X-Nomad-Token), the one
 // event socket every page listens to, and the small widgets (relative times, short IDs with
-// copy buttons, badges, tables, empty states, confirmation dialogs, toasts, sparklines, ANSI).
+// copy buttons, badges, tables, empty states, confirmation dialogs, toasts). The sparkline and
+// the ANSI renderer live in sparkline.js and ansi.js.
 
 const TOKEN_KEY = "yurt.token";
 
@@ -382,108 +383,4 @@ async function tokenDialog(reason) {
 
 export function editToken() {
   return askToken("");
-}
-
-/** A line chart of the last values (an SVG path), with the latest value in its label. */
-export function sparkline(values, { max, label } = {}) {
-  const w = 300, hgt = 48;
-  const top = Math.max(max || 0, ...values, 1e-9);
-  const pts = values.map((v, i) => [values.length > 1 ? (i * w) / (values.length - 1) : w, hgt - (v / top) * (hgt - 2) - 1]);
-  const d = pts.map((p, i) => `${i ? "L" : "M"}${p[0].toFixed(1)},${p[1].toFixed(1)}`).join(" ");
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${w} ${hgt}`);
-  svg.setAttribute("preserveAspectRatio", "none");
-  svg.setAttribute("class", "spark");
-  svg.setAttribute("role", "img");
-  if (label) svg.setAttribute("aria-label", label);
-  if (pts.length) {
-    const area = document.createElementNS(ns, "path");
-    area.setAttribute("class", "area");
-    area.setAttribute("d", `${d} L${w},${hgt} L${pts[0][0].toFixed(1)},${hgt} Z`);
-    const line = document.createElementNS(ns, "path");
-    line.setAttribute("class", "line");
-    line.setAttribute("d", d);
-    svg.append(area, line);
-  }
-  return svg;
-}
-
-// ---------- ANSI colours (SGR) for the log view ----------
-
-const ANSI16 = ["#000000", "#cd3131", "#0dbc79", "#e5e510", "#2472c8", "#bc3fbc", "#11a8cd", "#e5e5e5",
-  "#666666", "#f14c4c", "#23d18b", "#f5f543", "#3b8eea", "#d670d6", "#29b8db", "#ffffff"];
-
-function color256(n) {
-  if (n < 16) return ANSI16[n];
-  if (n < 232) {
-    const c = n - 16, v = (x) => (x ? x * 40 + 55 : 0);
-    return `rgb(${v(Math.floor(c / 36))},${v(Math.floor(c / 6) % 6)},${v(c % 6)})`;
-  }
-  const g = (n - 232) * 10 + 8;
-  return `rgb(${g},${g},${g})`;
-}
-
-/** A stateful renderer: feed(text) returns nodes; colours carry over between chunks. */
-export function ansiRenderer() {
-  let style = {};
-  let pending = "";
-  const apply = (codes) => {
-    for (let i = 0; i < codes.length; i++) {
-      const c = codes[i];
-      if (c === 0) style = {};
-      else if (c === 1) style.bold = true;
-      else if (c === 2) style.dim = true;
-      else if (c === 3) style.italic = true;
-      else if (c === 4) style.underline = true;
-      else if (c === 22) { style.bold = false; style.dim = false; }
-      else if (c === 23) style.italic = false;
-      else if (c === 24) style.underline = false;
-      else if (c >= 30 && c <= 37) style.fg = ANSI16[c - 30];
-      else if (c >= 90 && c <= 97) style.fg = ANSI16[c - 90 + 8];
-      else if (c === 39) style.fg = null;
-      else if (c >= 40 && c <= 47) style.bg = ANSI16[c - 40];
-      else if (c >= 100 && c <= 107) style.bg = ANSI16[c - 100 + 8];
-      else if (c === 49) style.bg = null;
-      else if ((c === 38 || c === 48) && codes[i + 1] === 5) {
-        style[c === 38 ? "fg" : "bg"] = color256(codes[i + 2] || 0); i += 2;
-      } else if ((c === 38 || c === 48) && codes[i + 1] === 2) {
-        style[c === 38 ? "fg" : "bg"] = `rgb(${codes[i + 2] || 0},${codes[i + 3] || 0},${codes[i + 4] || 0})`; i += 4;
-      }
-    }
-  };
-  const span = (text) => {
-    if (!style.fg && !style.bg && !style.bold && !style.dim && !style.italic && !style.underline) {
-      return document.createTextNode(text);
-    }
-    const el = document.createElement("span");
-    el.textContent = text;
-    const cls = ["bold", "dim", "italic", "underline"].filter((k) => style[k]).map((k) => "ansi-" + k);
-    if (cls.length) el.className = cls.join(" ");
-    if (style.fg) el.style.color = style.fg;
-    if (style.bg) el.style.backgroundColor = style.bg;
-    return el;
-  };
-  return {
-    feed(text) {
-      text = pending + text;
-      pending = "";
-      // An escape cut at the chunk's end waits for the rest.
-      const cut = text.lastIndexOf("\x1b");
-      if (cut !== -1 && !/^\x1b\[[0-9;]*[A-Za-z]/.test(text.slice(cut)) && text.length - cut < 32) {
-        pending = text.slice(cut);
-        text = text.slice(0, cut);
-      }
-      const nodes = [];
-      const re = /\x1b\[([0-9;]*)([A-Za-z])/g;
-      let last = 0, m;
-      while ((m = re.exec(text))) {
-        if (m.index > last) nodes.push(span(text.slice(last, m.index)));
-        if (m[2] === "m") apply(m[1] === "" ? [0] : m[1].split(";").map((x) => parseInt(x, 10) || 0));
-        last = re.lastIndex;
-      }
-      if (last < text.length) nodes.push(span(text.slice(last)));
-      return nodes;
-    },
-  };
 }

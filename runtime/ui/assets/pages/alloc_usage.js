@@ -7,7 +7,8 @@
 // `TotalTicks` in MHz, over the task's whole process tree, measured between the agent's readings
 // (the first one is the average since the task started).
 
-import { bytes, h, replace, sparkline } from "../lib.js";
+import { bytes, h, replace } from "../lib.js";
+import { sparkline } from "../sparkline.js";
 
 const KEEP_MS = 10 * 60 * 1000;
 

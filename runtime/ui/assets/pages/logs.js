@@ -13,7 +13,8 @@
 // origin or Follow aborts the running request and starts a new one; leaving the page aborts it
 // through ctx.signal.
 
-import { ansiRenderer, api, askToken, emptyState, h, jobHref, link, replace, token } from "../lib.js";
+import { ansiRenderer } from "../ansi.js";
+import { api, askToken, emptyState, h, jobHref, link, replace, token } from "../lib.js";
 
 const MAX_CHARS = 1 << 20;
 const AT_BOTTOM_PX = 24;
