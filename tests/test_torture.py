@@ -135,6 +135,7 @@ def test_scan_finds_task_processes_by_run_marker() -> None:
 # ----------------------------------------------------------------- layer 3: the short torture
 
 @pytest.mark.slow
+@pytest.mark.serial  # crashes and restarts agents against bounds: alone, not beside a worker
 async def test_short_crash_torture(tmp_path: Path) -> None:
     lines: list[str] = []
     with trio.fail_after(150):
