@@ -167,3 +167,25 @@ def test_the_token_page_at_nomads_path_checks_the_tabs_token(tmp_path: Path,
         browser.set_token("wrong")
         browser.open(agent, "/ui/settings/tokens")
         assert "refused" in browser.wait_text("refused", "#token-verdict")
+
+
+def test_an_action_without_the_token_is_refused_and_changes_nothing(tmp_path: Path,
+                                                                    browser: UiBrowser) -> None:
+    with start_ui_agent(tmp_path, token="act-token") as agent:
+        agent.run_job(mock_job("guarded"))
+        browser.open(agent, "/ui/jobs", ready=False, fresh=True)
+        browser.set_token("act-token")
+        browser.open(agent, "/ui/jobs/guarded")
+        # The tab's token is gone (forgotten, another tab's session): the page stays drawn.
+        browser.driver.execute_script("sessionStorage.removeItem('yurt.token')")
+
+        browser.click('button[data-action="stop"]')
+        browser.confirm()
+
+        # The agent refuses the stop; the UI asks for the token instead of pretending.
+        browser.wait(lambda: browser.find_all('dialog[open] input[name="token"]'),
+                     "the token asked for after the refusal")
+        browser.click('dialog[open] button:not([data-role="save-token"])')  # Cancel
+        toast = browser.wait_text("failed", "#toasts")
+        assert "403" in toast
+        assert agent.api.get("/v1/job/guarded").json()["Stop"] is False
