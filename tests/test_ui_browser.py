@@ -180,7 +180,7 @@ def test_an_action_without_the_token_is_refused_and_changes_nothing(tmp_path: Pa
         browser.driver.execute_script("sessionStorage.removeItem('yurt.token')")
 
         browser.click('button[data-action="stop"]')
-        browser.confirm()
+        browser.click('dialog[open] [data-role="confirm"]')  # the token dialog follows it
 
         # The agent refuses the stop; the UI asks for the token instead of pretending.
         browser.wait(lambda: browser.find_all('dialog[open] input[name="token"]'),

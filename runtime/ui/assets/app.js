@@ -49,18 +49,20 @@ function leave() {
 }
 
 /** Runs refresh() now and again after every event that match(event) accepts: at once after a
- * quiet spell (an event shows without delay), then at most one run per REFRESH_GAP_MS while
- * events keep coming, never two at once — a busy node costs a page a few reads a second, and a
- * burst of events costs one more read, not one per event. */
-const REFRESH_GAP_MS = 200;
+ * quiet spell (an event shows without delay), never two at once, and while events keep coming
+ * at most one run per gap — twice as long as the last run took, 50 ms at least, a second at
+ * most — so a cheap page stays quick on a busy node and a costly one spends at most a third of
+ * its time re-reading. A burst of events costs one more run, not one per event. */
+const MIN_GAP_MS = 50;
+const MAX_GAP_MS = 1000;
 
 function liveRefresher(state, signal) {
   return (matchEvent, refresh) => {
-    let running = false, again = false, lastStart = -Infinity, timer = null;
+    let running = false, again = false, lastStart = -Infinity, gap = MIN_GAP_MS, timer = null;
     const run = async () => {
       if (signal.aborted) return;
       if (running || timer) { again = true; return; }
-      const wait = lastStart + REFRESH_GAP_MS - performance.now();
+      const wait = lastStart + gap - performance.now();
       if (wait > 0) {
         timer = setTimeout(() => { timer = null; run(); }, wait);
         return;
@@ -70,7 +72,10 @@ function liveRefresher(state, signal) {
       lastStart = performance.now();
       try { await refresh(); } catch (err) {
         if (err.name !== "AbortError") console.error(err);
-      } finally { running = false; }
+      } finally {
+        running = false;
+        gap = Math.min(MAX_GAP_MS, Math.max(MIN_GAP_MS, 2 * (performance.now() - lastStart)));
+      }
       if (again && !signal.aborted) run();
     };
     signal.addEventListener("abort", () => clearTimeout(timer));
