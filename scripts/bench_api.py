@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import select
 import selectors
-import signal
 import socket
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from bench_events import client as subscriber_client
 from bench_events import job as restarting_job
 from bench_events import quantile
 from bench_restore import YURT, request, wait_api
+from benchlib.procs import stop_agent
 
 JOBS = 10
 RECV = 1 << 18
@@ -286,12 +286,7 @@ def main() -> None:
                                   warmup=3.0))
             results["load1_end"] = os.getloadavg()[0]
         finally:
-            agent.send_signal(signal.SIGINT)
-            try:
-                agent.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(agent.pid, signal.SIGKILL)
-                agent.wait()
+            stop_agent(agent)
 
     table = Table(title=f"yurt API on loopback, {args.allocs} allocations "
                         f"(load average {results['load1_start']:.2f} at start, "

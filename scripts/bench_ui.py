@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import socket
 import statistics
 import subprocess
@@ -54,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_events import job as restarting_job
 from bench_restore import YURT, request, wait_api
-from benchlib.procs import cpu_seconds
+from benchlib.procs import cpu_seconds, stop_agent
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -318,12 +317,7 @@ def main() -> None:
         finally:
             if driver is not None:
                 driver.quit()
-            agent.send_signal(signal.SIGINT)
-            try:
-                agent.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(agent.pid, signal.SIGKILL)
-                agent.wait()
+            stop_agent(agent)
 
     table = Table(title=f"yurt web UI in headless Chromium, {args.allocs} allocations in "
                         f"{args.jobs} jobs (load average {results['load1_start']:.2f} at "

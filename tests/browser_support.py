@@ -178,6 +178,10 @@ class CuttableProxy:
     def restore(self) -> None:
         self.refusing = False
 
+    def relaying(self, agent: UiAgent) -> UiAgent:
+        """`agent` as reached through this relay (the same API client for the test's calls)."""
+        return UiAgent(self.address, agent.data_dir, agent.token, agent.api)
+
     def close(self) -> None:
         self.cut()
         self.listener.close()

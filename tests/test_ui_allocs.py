@@ -412,7 +412,7 @@ def test_log_frames_cut_anywhere_decode_whole(ui_agent: UiAgent, browser: UiBrow
 def test_a_followed_log_that_breaks_off_reconnects_by_itself(
         ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
     proxy = CuttableProxy(ui_agent.address)
-    through = UiAgent(proxy.address, ui_agent.data_dir, ui_agent.token, ui_agent.api)
+    through = proxy.relaying(ui_agent)
     alloc_id = ui_agent.wait_alloc("ui-talker")["ID"]
 
     def last_line() -> int | None:

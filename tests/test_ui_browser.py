@@ -73,7 +73,7 @@ def test_a_configured_token_is_asked_for_and_nothing_shows_without_it(
 def test_what_happened_while_the_socket_was_down_is_caught_up(ui_agent: UiAgent,
                                                               browser: UiBrowser) -> None:
     proxy = CuttableProxy(ui_agent.address)
-    through = UiAgent(proxy.address, ui_agent.data_dir, ui_agent.token, ui_agent.api)
+    through = proxy.relaying(ui_agent)
     try:
         browser.open(through, "/ui/jobs", fresh=True)
         browser.wait(lambda: browser.text("#live") == "live", "the event socket to connect")
@@ -142,7 +142,7 @@ def test_a_confirmation_says_what_it_asks_and_nothing_else(ui_agent: UiAgent,
 def test_an_action_while_the_agent_is_away_says_so_in_words(ui_agent: UiAgent,
                                                             browser: UiBrowser) -> None:
     proxy = CuttableProxy(ui_agent.address)
-    through = UiAgent(proxy.address, ui_agent.data_dir, ui_agent.token, ui_agent.api)
+    through = proxy.relaying(ui_agent)
     try:
         ui_agent.run_job(mock_job("ui-away"))
         browser.open(through, "/ui/jobs/ui-away", fresh=True)

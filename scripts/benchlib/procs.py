@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -151,6 +152,18 @@ def kill_all(targets: Iterable[int], sig: int = signal.SIGKILL) -> None:
 def killpg(pgid: int, sig: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def stop_agent(agent: subprocess.Popen[bytes] | subprocess.Popen[str], sig: int = signal.SIGINT,
+               timeout: float = 60.0) -> None:
+    """Stops an agent started in its own process group: `sig`, then, past `timeout`, the
+    whole group killed."""
+    agent.send_signal(sig)
+    try:
+        agent.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        killpg(agent.pid)
+        agent.wait()
 
 
 def sweep(marker: str, timeout: float = 10.0) -> int:
