@@ -162,14 +162,19 @@ def test_a_task_killed_from_outside_shows_terminated_and_restarting_live(
     assert browser.console_errors() == []
 
 
+def open_with_action(browser: UiBrowser, agent: UiAgent, path: str, action: str) -> None:
+    """Opens `path` once the talker task is running: its `action` button enabled."""
+    browser.open(agent, path, fresh=True)
+    browser.wait(lambda: browser.find_all(
+        f"[data-task='talker'] [data-action='{action}']:not([disabled])"),
+        f"the task running, its {action} enabled")
+
+
 def test_restart_of_a_task_from_the_ui_asks_first_then_shows_restart_signaled(
         ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
     alloc_id = talker["ID"]
     ui_agent.wait_alloc("ui-talker")
-    browser.open(ui_agent, f"/ui/allocations/{alloc_id}/talker", fresh=True)
-    browser.wait(lambda: browser.find_all(
-        "[data-task='talker'] [data-action='restart-task']:not([disabled])"),
-        "the task running, its Restart enabled")
+    open_with_action(browser, ui_agent, f"/ui/allocations/{alloc_id}/talker", "restart-task")
     signaled = events_of(browser, "talker").count("Restart Signaled")
 
     # Cancelled: nothing is sent.
@@ -190,10 +195,7 @@ def test_restart_of_a_task_from_the_ui_asks_first_then_shows_restart_signaled(
 def test_a_signal_chosen_in_the_dialog_reaches_the_task(
         ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
     alloc_id = talker["ID"]
-    browser.open(ui_agent, f"/ui/allocations/{alloc_id}", fresh=True)
-    browser.wait(lambda: browser.find_all(
-        "[data-task='talker'] [data-action='signal-task']:not([disabled])"),
-        "the task running, its Signal enabled")
+    open_with_action(browser, ui_agent, f"/ui/allocations/{alloc_id}", "signal-task")
     signaled = events_of(browser, "talker").count("Signaling")
     browser.click("[data-task='talker'] [data-action='signal-task']")
     from selenium.webdriver.support.ui import Select

@@ -127,9 +127,8 @@ async function route() {
   }
 }
 
-export function navigate(href, { replace: replaceState = false } = {}) {
-  if (replaceState) history.replaceState(null, "", href);
-  else history.pushState(null, "", href);
+function navigate(href) {
+  history.pushState(null, "", href);
   route().then(() => {
     const main = document.getElementById("main");
     if (main && document.activeElement === document.body) main.focus({ preventScroll: true });

@@ -39,6 +39,12 @@ export function replace(el, ...children) {
   append(el, children);
 }
 
+/** Opens a UI page without a reload (app.js's router; lib.js cannot import it: app.js imports
+ * lib.js). */
+export function navigate(href) {
+  window.dispatchEvent(new CustomEvent("yurt:navigate", { detail: href }));
+}
+
 export function link(href, ...children) {
   return h("a", { href }, ...children);
 }
@@ -122,7 +128,6 @@ export const api = {
 const listeners = new Set();
 let socket = null;
 let retry = 0; // reconnects since the socket was last open
-let liveState = "connecting";
 
 function b64url(text) {
   const bytes = new TextEncoder().encode(text);
@@ -132,12 +137,7 @@ function b64url(text) {
 }
 
 function setLive(state) {
-  liveState = state;
   window.dispatchEvent(new CustomEvent("yurt:live", { detail: state }));
-}
-
-export function live() {
-  return liveState;
 }
 
 let everOpened = false;

@@ -13,7 +13,7 @@
 // then: there is nothing here to poll. Every action asks first (confirmAction) and says how it
 // went (a toast, or the API's refusal).
 
-import { api, ApiError, badge, confirmAction, describe, emptyState, errorBox, eventJob, h, link, replace, shortId, table, timeEl, toast } from "../lib.js";
+import { api, ApiError, badge, confirmAction, describe, emptyState, errorBox, eventJob, h, link, navigate, replace, shortId, table, timeEl, toast } from "../lib.js";
 import {
   diffChanges, diffView, jobApi, jobPath, keepingFocus, placementFailures, splitJobParam,
 } from "./job_render.js";
@@ -24,10 +24,6 @@ const SECTIONS = [
 ];
 const COUNT_KEYS = ["Queued", "Starting", "Running", "Complete", "Failed", "Lost", "Unknown"];
 const TOPICS = new Set(["Job", "Allocation", "Evaluation", "Deployment"]);
-
-function navigate(href) {
-  window.dispatchEvent(new CustomEvent("yurt:navigate", { detail: href }));
-}
 
 function card(label, value) {
   return h("div", { class: "card" }, h("div", { class: "label" }, label), h("div", { class: "value" }, value));

@@ -9,7 +9,7 @@
 // Invariants: Run is enabled only while the text is the one that was planned (an edit makes
 // the plan stale); the text lives in this tab's session storage, so a reload keeps it.
 
-import { api, ApiError, confirmAction, describe, errorBox, h, replace, toast } from "../lib.js";
+import { api, ApiError, confirmAction, describe, errorBox, h, navigate, replace, toast } from "../lib.js";
 import { diffView, jobApi, jobPath, placementFailures } from "./job_render.js";
 
 const TEXT_KEY = "yurt.jobrun.text";
@@ -25,10 +25,6 @@ job "hello" {
     }
   }
 }`;
-
-function navigate(href) {
-  window.dispatchEvent(new CustomEvent("yurt:navigate", { detail: href }));
-}
 
 /** The parser's 400 answer, one complaint a line: `JobHCL:4:5: job.x.group.g.count: ...`. */
 export function parseProblems(text) {
