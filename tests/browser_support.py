@@ -265,6 +265,11 @@ class UiBrowser:
         self.click('dialog[open] [data-role="confirm"]')
         self.wait(lambda: not self.find_all("dialog[open]"), "the dialog to close")
 
+    def stale_notice(self) -> str:
+        """The notice a live page shows while it could not re-read what it shows ('' when none)."""
+        return str(self.driver.execute_script(
+            "const el = document.getElementById('stale'); return el.hidden ? '' : el.innerText"))
+
     def set_token(self, token: str) -> None:
         self.driver.execute_script("sessionStorage.setItem('yurt.token', arguments[0])", token)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.agent_support import mock_job
 from tests.browser_support import CuttableProxy, UiAgent, UiBrowser, start_ui_agent
 
@@ -147,10 +149,49 @@ def test_an_action_while_the_agent_is_away_says_so_in_words(ui_agent: UiAgent,
         ui_agent.run_job(mock_job("ui-away"))
         browser.open(through, "/ui/jobs/ui-away", fresh=True)
         proxy.cut()
+        # A refresh while the agent is away (what an event or a reconnect starts) keeps the
+        # job on screen, marked stale, instead of a page without it.
+        browser.driver.execute_script("window.dispatchEvent(new CustomEvent('yurt:resync'))")
+        stale = browser.wait(browser.stale_notice, "the stale notice")
+        assert "did not answer" in stale
+        assert "showing what the agent said before" in stale
+        assert "ui-away" in browser.text("main h1")
+
         browser.click('button[data-action="stop"]')
         browser.confirm()
         toast = browser.wait_text("did not answer", "#toasts")
         assert "Failed to fetch" not in toast
+
+        proxy.restore()  # the event socket comes back, the page reads again, the notice goes
+        browser.wait(lambda: not browser.stale_notice(), "the stale notice to go", 20)
+        assert ui_agent.api.get("/v1/job/ui-away").json()["Stop"] is False
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("page", ["jobs", "evaluations", "clients", "client", "allocation"])
+def test_a_live_page_keeps_what_it_shows_while_the_agent_is_away(ui_agent: UiAgent,
+                                                                 browser: UiBrowser,
+                                                                 page: str) -> None:
+    ui_agent.run_job(mock_job("ui-stale"))
+    alloc = ui_agent.wait_alloc("ui-stale", "running")
+    path, shown = {
+        "jobs": ("/ui/jobs", 'tr[data-job="ui-stale"]'),
+        "evaluations": ("/ui/evaluations", "tr[data-eval]"),
+        "clients": ("/ui/clients", "tr[data-node]"),
+        "client": (f"/ui/clients/{alloc['NodeID']}", "main h1"),
+        "allocation": (f"/ui/allocations/{alloc['ID']}", "main h1"),
+    }[page]
+    proxy = CuttableProxy(ui_agent.address)
+    try:
+        browser.open(proxy.relaying(ui_agent), path, fresh=True)
+        before = browser.text(shown)
+        assert before
+        proxy.cut()
+        browser.driver.execute_script("window.dispatchEvent(new CustomEvent('yurt:resync'))")
+        assert "did not answer" in browser.wait(browser.stale_notice, "the stale notice")
+        assert browser.text(shown) == before
+        assert not browser.find_all("main .error-box")
     finally:
         proxy.close()
 

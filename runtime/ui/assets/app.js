@@ -3,7 +3,7 @@
 // module in pages/ whose default export is `mount(view, params, ctx)`; on navigation its
 // ctx.signal is aborted and its event listeners dropped, so a left page never updates.
 
-import { connectEvents, editToken, errorBox, h, onEvent, replace } from "./lib.js";
+import { connectEvents, editToken, errorBox, h, markFresh, markStale, onEvent, replace } from "./lib.js";
 
 const ROUTES = [
   [/^\/ui\/jobs\/?$/, "jobs", []],
@@ -42,6 +42,7 @@ function match(pathname) {
 
 function leave() {
   delete document.getElementById("main").dataset.ready;
+  markFresh();
   if (!current) return;
   current.controller.abort();
   for (const off of current.unsubscribes) off();
@@ -52,7 +53,8 @@ function leave() {
  * quiet spell (an event shows without delay), never two at once, and while events keep coming
  * at most one run per gap — twice as long as the last run took, 50 ms at least, a second at
  * most — so a cheap page stays quick on a busy node and a costly one spends at most a third of
- * its time re-reading. A burst of events costs one more run, not one per event. */
+ * its time re-reading. A burst of events costs one more run, not one per event. A refresh that
+ * fails once the page has drawn throws: the page keeps what it shows, marked stale. */
 const MIN_GAP_MS = 50;
 const MAX_GAP_MS = 1000;
 
@@ -70,8 +72,13 @@ function liveRefresher(state, signal) {
       running = true;
       again = false;
       lastStart = performance.now();
-      try { await refresh(); } catch (err) {
-        if (err.name !== "AbortError") console.error(err);
+      // A page draws its own first-load errors; what it throws is a failure after it has drawn,
+      // and then it keeps its data on screen under the stale notice.
+      try {
+        await refresh();
+        if (!signal.aborted) markFresh();
+      } catch (err) {
+        if (err.name !== "AbortError" && !signal.aborted) markStale(err);
       } finally {
         running = false;
         gap = Math.min(MAX_GAP_MS, Math.max(MIN_GAP_MS, 2 * (performance.now() - lastStart)));

@@ -324,6 +324,21 @@ export function errorBox(err) {
   return h("div", { class: "error-box", role: "alert" }, text);
 }
 
+/** A live page could not re-read what it shows: it keeps the last answer on screen, and this
+ * notice says so and since when, until a refresh succeeds or the page is left. */
+export function markStale(err) {
+  const el = document.getElementById("stale");
+  if (!el.hidden) return; // the first failure's time is the one that matters
+  el.textContent = `Could not refresh (${describe(err)}); showing what the agent said before ${new Date().toLocaleTimeString()}.`;
+  el.hidden = false;
+}
+
+export function markFresh() {
+  const el = document.getElementById("stale");
+  el.hidden = true;
+  el.textContent = "";
+}
+
 export function toast(text, kind = "info") {
   const box = document.getElementById("toasts");
   const el = h("div", { class: `toast ${kind}` }, text);

@@ -9,7 +9,7 @@
 // module's closure: leaving the page drops them. With `:task`, only that task is shown, with a
 // link back to the whole allocation.
 
-import { api, badge, confirmAction, emptyState, errorBox, h, link, relative, replace, shortId, timeEl, toDate, toast, jobHref as jobPage } from "../lib.js";
+import { api, badge, confirmAction, emptyState, errorBox, h, link, relative, replace, shortId, timeEl, toDate, toast, jobHref as jobPage, markStale } from "../lib.js";
 import { drawUsage, usageTracker } from "./alloc_usage.js";
 import { buttonCache, keepFocus } from "./alloc_widgets.js";
 
@@ -84,12 +84,12 @@ function eventList(state) {
 async function act(label, fn, refresh) {
   try {
     await fn();
-    toast(label, "ok");
-    await refresh();
   } catch (err) {
-    if (err.name === "AbortError") return;
-    toast(`${label} failed: ${err.message}`, "bad");
+    if (err.name !== "AbortError") toast(`${label} failed: ${err.message}`, "bad");
+    return;
   }
+  toast(label, "ok");
+  await refresh().catch((err) => { if (err.name !== "AbortError") markStale(err); });
 }
 
 function signalPicker() {
@@ -229,7 +229,7 @@ export default async function mount(view, params, ctx) {
         replace(header, h("h1", null, `Allocation ${id.slice(0, 8)}`), err.status === 404
           ? emptyState("No such allocation", h("p", null, "It may have been garbage collected. ", link("/ui/jobs", "See the jobs"), "."))
           : errorBox(err));
-      } else toast(`Could not refresh: ${err.message}`, "bad");
+      } else throw err;
       return;
     }
     ctx.title(`${alloc.Name} · allocation`);

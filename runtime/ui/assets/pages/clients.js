@@ -11,6 +11,7 @@ export default async function mount(view, params, ctx) {
   const body = h("div", { id: "clients-list" });
   replace(view, h("h1", null, "Clients"), body);
 
+  let drawn = false;
   await ctx.live((e) => e.Topic === "Node" || e.Topic === "Allocation", async () => {
     let nodes, allocs;
     try {
@@ -19,7 +20,7 @@ export default async function mount(view, params, ctx) {
         api.get("/v1/allocations?task_states=false&namespace=*", { signal: ctx.signal }),
       ]);
     } catch (err) {
-      if (err.name === "AbortError") throw err;
+      if (err.name === "AbortError" || drawn) throw err; // a list drawn before stays
       replace(body, errorBox(err));
       return;
     }
@@ -42,5 +43,6 @@ export default async function mount(view, params, ctx) {
           h("code", null, "yurt agent --servers ADDRESS"), ".")),
       rowAttrs: (n) => ({ "data-node": n.ID }),
     }));
+    drawn = true;
   });
 }

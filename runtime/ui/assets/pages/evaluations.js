@@ -66,7 +66,7 @@ export default async function mount(view, params, ctx) {
       evals = list.sort((a, b) => b.CreateIndex - a.CreateIndex || (b.ModifyTime - a.ModifyTime));
       await keepingFocus(body, draw);
     } catch (err) {
-      if (err.name === "AbortError") throw err;
+      if (err.name === "AbortError" || evals) throw err; // a list drawn before stays
       replace(body, errorBox(err));
     }
   });

@@ -123,6 +123,7 @@ export default async function mount(view, params, ctx) {
   replace(view, header, body);
 
   let job = null;
+  let sectionDrawn = false;
   // Versions whose changes the person unfolded or folded (by version number), kept across the
   // redraws events cause; a version not in it: only the newest is unfolded.
   const unfolded = new Map();
@@ -345,7 +346,8 @@ export default async function mount(view, params, ctx) {
     try {
       job = await api.get(jobApi(id, namespace), { signal: ctx.signal });
     } catch (err) {
-      if (err.name === "AbortError") throw err;
+      // A job drawn before stays on screen unless it is gone.
+      if (err.name === "AbortError" || (job && !(err instanceof ApiError && err.status === 404))) throw err;
       replace(header, h("div", { class: "crumbs" }, link("/ui/jobs", "Jobs"), " / ", id));
       replace(body, err instanceof ApiError && err.status === 404
         ? emptyState(`No job ${id}`, h("p", null, "It was purged, or never ran here. ",
@@ -364,8 +366,9 @@ export default async function mount(view, params, ctx) {
         return;
       }
       await sections[section]();
+      sectionDrawn = true;
     } catch (err) {
-      if (err.name === "AbortError") throw err;
+      if (err.name === "AbortError" || sectionDrawn) throw err;
       replace(body, errorBox(err));
     }
   };

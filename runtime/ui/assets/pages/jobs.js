@@ -68,7 +68,7 @@ export default async function mount(view, params, ctx) {
       jobs.sort((a, b) => a.ID.localeCompare(b.ID));
       draw();
     } catch (err) {
-      if (err.name === "AbortError") throw err;
+      if (err.name === "AbortError" || jobs) throw err; // a list drawn before stays
       replace(body, errorBox(err));
     }
   });
