@@ -18,8 +18,10 @@ checked and reported).
 Task processes are found in /proc, not through the agent: every task of this run carries the
 env var `YURT_TORTURE=<run id>`; among the processes with it, the shims (`shim.sh` in their
 command line) are set aside and the task is the process whose parent does not carry the
-variable (its shim, or pid 1 when the shim is gone: an orphan). Children of a task inherit
-the variable and are skipped because their parent has it.
+variable (its shim, or pid 1 when the shim is gone: an orphan). A child of a shim is a task
+only if it leads its own session, as the shim starts each task with setsid: the programs the
+shim runs itself once its task ended (the exit status's dd, the subreaper's kill) are not.
+Children of a task inherit the variable and are skipped because their parent has it.
 
 Counts (each problem once: an orphan is keyed by its pid, a duplicate by its set of pids, so
 one that persists over many rounds is not counted again; the round and the operations the kill
@@ -104,16 +106,17 @@ def _read_environ(pid: str) -> dict[str, str]:
     return env
 
 
-def _stat(pid: str) -> tuple[str, int]:
-    """(state letter, ppid) from /proc/PID/stat; the command name may contain spaces."""
+def _stat(pid: str) -> tuple[str, int, int]:
+    """(state letter, ppid, session id) from /proc/PID/stat; the command name may contain
+    spaces."""
     text = Path(f"/proc/{pid}/stat").read_text()
     rest = text[text.rindex(")") + 2:].split()
-    return rest[0], int(rest[1])
+    return rest[0], int(rest[1]), int(rest[3])
 
 
 def scan_run(run_id: str) -> tuple[list[TaskProcess], list[int]]:
     """Task processes and every live pid (shims and children included) of this torture run."""
-    marked: dict[int, tuple[int, dict[str, str], bytes]] = {}
+    marked: dict[int, tuple[int, int, dict[str, str], bytes]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -121,20 +124,23 @@ def scan_run(run_id: str) -> tuple[list[TaskProcess], list[int]]:
             env = _read_environ(entry)
             if env.get("YURT_TORTURE") != run_id:
                 continue
-            state, ppid = _stat(entry)
+            state, ppid, session = _stat(entry)
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue  # gone while we looked
         if state in ("Z", "X"):
             continue
-        marked[int(entry)] = (ppid, env, cmdline)
+        marked[int(entry)] = (ppid, session, env, cmdline)
     tasks = []
-    for pid, (ppid, env, cmdline) in marked.items():
+    for pid, (ppid, session, env, cmdline) in marked.items():
         if b"shim.sh" in cmdline:
             continue
         parent = marked.get(ppid)
-        if parent is not None and b"shim.sh" not in parent[2]:
-            continue  # a child of a task
+        if parent is not None:
+            if b"shim.sh" not in parent[3]:
+                continue  # a child of a task
+            if session != pid:
+                continue  # the shim's own helper (its end-of-task dd, reaper, flock)
         tasks.append(TaskProcess(pid, ppid, env.get("NOMAD_ALLOC_ID", "?"),
                                  env.get("NOMAD_TASK_NAME", "?")))
     return tasks, sorted(marked)
@@ -647,9 +653,11 @@ async def _wind_down(client: httpx2.AsyncClient, agent: AgentProcess,
         jobs = (await client.get("/v1/jobs")).json()
         for job in jobs:
             await client.delete(f"/v1/job/{job['ID']}")
+    # Until every process of the run is gone, shims included: an agent stopped while its
+    # stops are still under way would leave them unreported.
     with trio.move_on_after(WIND_DOWN_DEADLINE):
         while True:  # /proc offers nothing to wait on: poll, bounded
-            if not scan_run(run_id)[0]:
+            if not scan_run(run_id)[1]:
                 break
             await trio.sleep(POLL)
     procs, _ = scan_run(run_id)

@@ -132,6 +132,29 @@ def test_scan_finds_task_processes_by_run_marker() -> None:
     wait_for(lambda: torture.scan_run(run_id) == ([], []), timeout=10)
 
 
+@pytest.mark.slow
+def test_scan_counts_a_shims_session_leader_as_its_task_not_its_helpers(tmp_path: Path) -> None:
+    run_id = f"scan-shim-{os.getpid()}"
+    env = {**os.environ, "YURT_TORTURE": run_id, "NOMAD_ALLOC_ID": "a1",
+           "NOMAD_TASK_NAME": "main"}
+    # A stand-in for shim.sh: its task in a session of its own (as the shim starts it), and a
+    # program of the shim's own beside it (what it runs once its task ended).
+    shim = tmp_path / "shim.sh"
+    shim.write_text("setsid sleep 30 &\nsleep 30 &\nwait\n")
+    process = subprocess.Popen(["/bin/sh", str(shim)], env=env)
+    try:
+        wait_for(lambda: len(torture.scan_run(run_id)[1]) == 3, timeout=10)
+        tasks, pids = torture.scan_run(run_id)
+        assert len(tasks) == 1
+        assert tasks[0].ppid == process.pid
+        assert os.getsid(tasks[0].pid) == tasks[0].pid
+        assert process.pid in pids
+    finally:
+        torture._kill_run(run_id)
+        process.wait(timeout=10)
+    wait_for(lambda: torture.scan_run(run_id) == ([], []), timeout=10)
+
+
 # ----------------------------------------------------------------- layer 3: the short torture
 
 @pytest.mark.slow
