@@ -69,6 +69,17 @@ async def wait_status(client: httpx2.AsyncClient, job_id: str, status: str) -> d
         await trio.sleep(0.05)
 
 
+async def stop_job(client: httpx2.AsyncClient, job_id: str) -> None:
+    """Stops the job and waits until none of its allocations runs (bounded by the caller): an
+    agent whose stop leaves tasks running must have none left when the test ends."""
+    assert (await client.delete(f"/v1/job/{job_id}")).status_code == 200
+    while True:
+        allocs = (await client.get(f"/v1/job/{job_id}/allocations")).json()
+        if all(a["ClientStatus"] in ("complete", "failed", "lost") for a in allocs):
+            return
+        await trio.sleep(0.05)
+
+
 async def checks_of(client: httpx2.AsyncClient, alloc_id: str) -> dict[str, Any]:
     """The allocation's check results by check ID (`/v1/client/allocation/<id>/checks`)."""
     r = await client.get(f"/v1/client/allocation/{alloc_id}/checks")

@@ -12,7 +12,7 @@ from typing import Any
 import httpx2
 import trio
 
-from tests.agent_support import raw_job, running_agent, wait_checks, wait_status
+from tests.agent_support import raw_job, running_agent, stop_job, wait_checks, wait_status
 
 
 def service_job(job_id: str = "web") -> dict[str, Any]:
@@ -174,5 +174,5 @@ async def test_an_agent_restart_keeps_one_registration_and_runs_the_checks_again
             await wait_checks(c, alloc["ID"],
                               lambda results: [r["Status"] for r in results.values()]
                               == ["success"])
-            await c.delete("/v1/job/web")
+            await stop_job(c, "web")
             await wait_registered(c, "web-api", 0)

@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from tests.agent_support import raw_job, running_agent, wait_status
+from tests.agent_support import raw_job, running_agent, stop_job, wait_status
 from tests.runtime_support import eventually
 
 #: Appends the template's file to `seen` on every SIGHUP; polls so the trap runs promptly.
@@ -142,8 +142,8 @@ async def test_agent_restart_reattaches_without_acting_then_keeps_watching(
             await c.put("/v1/var/nomad/jobs/web", json={"Items": {"greeting": "again"}})
             seen = local / "seen"
             await eventually(lambda: seen.exists() and "hup greeting=again" in seen.read_text())
-            await c.post(f"/v1/allocation/{alloc['ID']}/stop")
-            await wait_status(c, "web", "complete")
+            # The job, not the allocation: a stopped allocation of a service job is replaced.
+            await stop_job(c, "web")
 
 
 async def test_agent_source_reads_a_variable_once_per_change(tmp_path: Path,
