@@ -147,8 +147,14 @@ async def test_a_frozen_node_stops_its_replaced_allocation_when_it_comes_back(
             await wait_for(original_stopped)
             assert len(procs.children(marker)) == 1
             assert await running_on(server, "web") == {new_id: new_node}
-            nodes = {n["Name"]: n["Status"] for n in await get(server.address, "/v1/nodes")}
-            assert nodes[node] == "ready"  # it came back
+
+            # It came back: its next heartbeat, which may reach the server after its first
+            # look at its allocations (two loops of the client's, as in Nomad's).
+            async def ready_again() -> bool:
+                nodes = await get(server.address, "/v1/nodes")
+                return {n["Name"]: n["Status"] for n in nodes}[node] == "ready"
+
+            await wait_for(ready_again)
 
 
 async def _count(marker: str, n: int) -> bool:

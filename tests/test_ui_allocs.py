@@ -597,8 +597,14 @@ def test_the_event_stream_shows_new_events_live_and_filters_by_topic(
 
 def test_drain_from_the_client_page_sends_the_deadline_and_can_be_cancelled(
         ui_agent: UiAgent, talker: dict[str, Any], browser: UiBrowser) -> None:
-    # Last in the module: a drain moves the allocations off the module's one node.
+    # Last in the module: a drain moves the allocations off the module's one node. A drain
+    # leaves a batch allocation to finish (as Nomad's does): this one keeps the drain under
+    # way until the test cancels it, however soon the other allocations are stopped.
     node_id = talker["NodeID"]
+    holder = mock_job("ui-drain-holder")
+    holder["Job"]["Type"] = "batch"
+    ui_agent.run_job(holder)
+    ui_agent.wait_alloc("ui-drain-holder")
     browser.open(ui_agent, f"/ui/clients/{node_id}", fresh=True)
     try:
         browser.click("[data-action='drain']")
@@ -633,3 +639,4 @@ def test_drain_from_the_client_page_sends_the_deadline_and_can_be_cancelled(
         ui_agent.api.put(f"/v1/node/{node_id}/drain", json={"DrainSpec": None})
         ui_agent.api.put(f"/v1/node/{node_id}/eligibility",
                          json={"Eligibility": "eligible"})
+        ui_agent.api.delete("/v1/job/ui-drain-holder")
