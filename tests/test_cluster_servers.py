@@ -111,8 +111,9 @@ async def test_leader_sigkill_the_other_server_places_the_next_job(
                 r = await client.put("/v1/jobs", json=mock_job("after"))
                 r.raise_for_status()
             await wait_for(lambda: placed(alive.address, "after"))
-            # The lease (2 s) plus one scheduling pass.
-            assert trio.current_time() - killed_at < 2 + 3
+            # Taken over when the dead leader's lease (2 s) lapsed, not at some later timeout:
+            # the lease plus a scheduling pass, with room for etcd's fsyncs on a loaded host.
+            assert trio.current_time() - killed_at < 2 + 8
             peers = await get(alive.address, "/v1/status/peers")
             assert dead.address not in peers or len(peers) == 2  # its entry lapses with it
 

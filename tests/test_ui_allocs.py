@@ -64,20 +64,26 @@ def talker(ui_agent: UiAgent) -> dict[str, Any]:
 
 
 def task_pid(alloc_id: str, task: str) -> int:
-    """The task's own process (not the shim that runs it), found in /proc by its environment."""
+    """The task's own process (not the shim that runs it, nor a child of the task's, which
+    has the same environment), found in /proc by its environment."""
+    matches: dict[int, int] = {}  # pid → parent pid
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             env = (entry / "environ").read_bytes().split(b"\0")
             argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
         except OSError:
             continue
         if (f"NOMAD_ALLOC_ID={alloc_id}".encode() in env
                 and f"NOMAD_TASK_NAME={task}".encode() in env
                 and not any(a.endswith(b"shim.sh") for a in argv)):
-            return int(entry.name)
-    raise AssertionError(f"no process of task {task} of {alloc_id}")
+            matches[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    tops = [pid for pid, parent in matches.items() if parent not in matches]
+    if len(tops) != 1:
+        raise AssertionError(f"not one process of task {task} of {alloc_id}: {tops}")
+    return tops[0]
 
 
 def events_of(browser: UiBrowser, task: str) -> list[str]:

@@ -21,13 +21,13 @@ from selenium.common.exceptions import StaleElementReferenceException
 from tests.agent_support import mock_job
 from tests.browser_support import UiAgent, UiBrowser
 
-#: Its allocation is pending for 1.5 s (the mock driver blocks its start), then runs.
+#: Its allocation is pending for 3 s (the mock driver blocks its start), then runs.
 SLOW_START_HCL = """job "ui-run" {
   group "app" {
     task "main" {
       driver = "mock_driver"
       config {
-        start_block_for = "1500ms"
+        start_block_for = "3s"
         run_for         = "10m"
       }
       resources {
