@@ -236,6 +236,14 @@ class UiBrowser:
             "const el = document.querySelector(arguments[0]); return el ? el.innerText : ''", css)
         return str(value)
 
+    def attribute(self, css: str, name: str) -> str | None:
+        """An attribute of the first element matching `css`, read in one step (a live redraw
+        between finding an element and reading it would leave a stale reference)."""
+        value = self.driver.execute_script(
+            "const el = document.querySelector(arguments[0]);"
+            "return el ? el.getAttribute(arguments[1]) : null", css, name)
+        return None if value is None else str(value)
+
     def wait_text(self, needle: str, css: str = "main", timeout: float = 15) -> str:
         def found() -> str | None:
             text = self.text(css)

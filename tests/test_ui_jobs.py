@@ -335,21 +335,21 @@ def test_placement_failures_show_their_reasons(ui_agent: UiAgent, browser: UiBro
     assert "Nodes evaluated 1 · filtered 1 · exhausted 0" in failure
 
     browser.open(ui_agent, "/ui/evaluations?status=blocked")
-    row = browser.wait(lambda: browser.find_all('tr[data-status="blocked"]'), "the blocked eval")[0]
-    assert "ui-unplaced" in row.text
+    row = browser.wait(lambda: browser.text('tr[data-status="blocked"]'), "the blocked eval")
+    assert "ui-unplaced" in row
     button = 'tr[data-status="blocked"] button[data-action="failures"]'
     assert not browser.find_all("tr.failures-row")
-    assert browser.find(button).get_attribute("aria-expanded") == "false"
+    assert browser.attribute(button, "aria-expanded") == "false"
     click_live(browser, button)
     shown = browser.wait_text("filtered 1 node", "tr.failures-row")
     # The blocked evaluation's own failures, under its row: the group, how many, and why.
     assert "2 unplaced" in shown
     assert 'Constraint "${attr.kernel.name} = plan9" filtered 1 node' in shown
-    assert browser.find(button).get_attribute("aria-expanded") == "true"
-    blocked_id = browser.find('tr[data-status="blocked"]').get_attribute("data-eval")
-    assert browser.find("tr.failures-row").get_attribute("data-failures") == blocked_id
+    assert browser.attribute(button, "aria-expanded") == "true"
+    blocked_id = browser.attribute('tr[data-status="blocked"]', "data-eval")
+    assert browser.attribute("tr.failures-row", "data-failures") == blocked_id
     browser.screenshot("evaluations")
     # A second click folds them away again.
     click_live(browser, button)
     browser.wait(lambda: not browser.find_all("tr.failures-row"), "the failures folded")
-    assert browser.find(button).get_attribute("aria-expanded") == "false"
+    assert browser.attribute(button, "aria-expanded") == "false"
