@@ -3,7 +3,7 @@
 // module in pages/ whose default export is `mount(view, params, ctx)`; on navigation its
 // ctx.signal is aborted and its event listeners dropped, so a left page never updates.
 
-import { connectEvents, editToken, errorBox, h, markFresh, markStale, onEvent, replace } from "./lib.js";
+import { ApiError, connectEvents, editToken, errorBox, h, markFresh, markStale, onEvent, replace } from "./lib.js";
 
 const ROUTES = [
   [/^\/ui\/jobs\/?$/, "jobs", []],
@@ -78,7 +78,10 @@ function liveRefresher(state, signal) {
         await refresh();
         if (!signal.aborted) markFresh();
       } catch (err) {
-        if (err.name !== "AbortError" && !signal.aborted) markStale(err);
+        if (err.name !== "AbortError" && !signal.aborted) {
+          if (!(err instanceof ApiError)) console.error(err); // a bug, not the agent: the console says where
+          markStale(err);
+        }
       } finally {
         running = false;
         gap = Math.min(MAX_GAP_MS, Math.max(MIN_GAP_MS, 2 * (performance.now() - lastStart)));
