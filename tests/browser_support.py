@@ -273,6 +273,10 @@ class UiBrowser:
         self.click('dialog[open] [data-role="confirm"]')
         self.wait(lambda: not self.find_all("dialog[open]"), "the dialog to close")
 
+    def resync(self) -> None:
+        """Makes the page read its data again, as after its event socket reconnects."""
+        self.driver.execute_script("window.dispatchEvent(new CustomEvent('yurt:resync'))")
+
     def stale_notice(self) -> str:
         """The notice a live page shows while it could not re-read what it shows ('' when none)."""
         return str(self.driver.execute_script(

@@ -151,7 +151,7 @@ def test_an_action_while_the_agent_is_away_says_so_in_words(ui_agent: UiAgent,
         proxy.cut()
         # A refresh while the agent is away (what an event or a reconnect starts) keeps the
         # job on screen, marked stale, instead of a page without it.
-        browser.driver.execute_script("window.dispatchEvent(new CustomEvent('yurt:resync'))")
+        browser.resync()
         stale = browser.wait(browser.stale_notice, "the stale notice")
         assert "did not answer" in stale
         assert "showing what the agent said before" in stale
@@ -193,7 +193,7 @@ def test_a_live_page_keeps_what_it_shows_while_the_agent_is_away(ui_agent: UiAge
         before = showing()
         assert before not in ("", "0")
         proxy.cut()
-        browser.driver.execute_script("window.dispatchEvent(new CustomEvent('yurt:resync'))")
+        browser.resync()
         assert "did not answer" in browser.wait(browser.stale_notice, "the stale notice")
         assert showing() == before
         assert not browser.find_all("main .error-box")
