@@ -156,6 +156,7 @@ def test_an_action_while_the_agent_is_away_says_so_in_words(ui_agent: UiAgent,
         assert "did not answer" in stale
         assert "showing what the agent said before" in stale
         assert "ui-away" in browser.text("main h1")
+        browser.screenshot("job-agent-away")
 
         browser.click('button[data-action="stop"]')
         browser.confirm()
