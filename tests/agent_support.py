@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from yurt.runtime.agent import Agent, AgentConfig
 from yurt.runtime.devices.protocol import DeviceGroup
+from yurt.runtime.structs import is_client_terminal
 
 
 @dataclass
@@ -75,7 +76,7 @@ async def stop_job(client: httpx2.AsyncClient, job_id: str) -> None:
     assert (await client.delete(f"/v1/job/{job_id}")).status_code == 200
     while True:
         allocs = (await client.get(f"/v1/job/{job_id}/allocations")).json()
-        if all(a["ClientStatus"] in ("complete", "failed", "lost") for a in allocs):
+        if all(is_client_terminal(a["ClientStatus"]) for a in allocs):
             return
         await trio.sleep(0.05)
 

@@ -21,6 +21,8 @@ import pytest
 
 from tests.agent_support import mock_job
 from tests.browser_support import WIDE, CuttableProxy, UiAgent, UiBrowser, poll, start_ui_agent
+from tests.proc_support import processes_with_env
+from yurt.runtime.procfs import stat_fields
 
 TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
           "printf '\\033[31mred %s\\033[0m\\n' $i; echo oops $i >&2; sleep 0.2; done")
@@ -64,23 +66,11 @@ def talker(ui_agent: UiAgent) -> dict[str, Any]:
 
 
 def task_pid(alloc_id: str, task: str) -> int:
-    """The task's own process (not the shim that runs it, nor a child of the task's, which
-    has the same environment), found in /proc by its environment."""
-    matches: dict[int, int] = {}  # pid → parent pid
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = (entry / "environ").read_bytes().split(b"\0")
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if (f"NOMAD_ALLOC_ID={alloc_id}".encode() in env
-                and f"NOMAD_TASK_NAME={task}".encode() in env
-                and not any(a.endswith(b"shim.sh") for a in argv)):
-            matches[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
-    tops = [pid for pid, parent in matches.items() if parent not in matches]
+    """The task's own process: of the processes with its environment (shims left out), the one
+    whose parent is not one of them (a child of the task's has the same environment)."""
+    matches = processes_with_env(NOMAD_ALLOC_ID=alloc_id, NOMAD_TASK_NAME=task)
+    parents = {pid: fields[1] for pid in matches if (fields := stat_fields(pid)) is not None}
+    tops = [pid for pid, parent in parents.items() if int(parent) not in parents]
     if len(tops) != 1:
         raise AssertionError(f"not one process of task {task} of {alloc_id}: {tops}")
     return tops[0]
