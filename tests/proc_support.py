@@ -20,6 +20,21 @@ import httpx2
 
 from yurt.runtime.procfs import stat_fields
 
+PF_KTHREAD = 0x00200000  # /proc/PID/stat field 9 (flags): a kernel thread
+
+
+def _environ(pid: str) -> bytes:
+    """/proc/PID/environ, read again while it is empty: during an execve (a task's start execs
+    twice) there is a moment when the new image's environment is not mapped yet and the file
+    reads empty, and a process caught then would be missed. A process with an environment
+    that stays empty reads as empty after a few milliseconds."""
+    for _ in range(20):
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        if raw:
+            return raw
+        time.sleep(0.0005)
+    return raw
+
 
 def processes_with_env(**env: str) -> list[int]:
     """Live processes, shims left out, whose environment has every `NAME=value` given."""
@@ -28,14 +43,16 @@ def processes_with_env(**env: str) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
+        fields = stat_fields(int(entry))
+        # Zombies are gone in all but name; kernel threads have no environment to wait for.
+        if fields is None or fields[0] == b"Z" or int(fields[6]) & PF_KTHREAD:
+            continue
         try:
-            environ = set(Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"))
+            environ = set(_environ(entry).split(b"\0"))
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        fields = stat_fields(int(entry))
-        if (want <= environ and b"shim.sh" not in cmdline and fields is not None
-                and fields[0] != b"Z"):
+        if want <= environ and b"shim.sh" not in cmdline:
             found.append(int(entry))
     return found
 
