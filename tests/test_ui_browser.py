@@ -72,6 +72,30 @@ def test_a_configured_token_is_asked_for_and_nothing_shows_without_it(
             "return sessionStorage.getItem('yurt.token')") == "s3cret-ui-token"
 
 
+def test_a_request_refused_for_a_token_replaced_meanwhile_is_sent_again_unasked(
+        tmp_path: Path, browser: UiBrowser) -> None:
+    # A request in flight with a wrong token when the person saves the right one (in the
+    # dialog another request opened) is refused after the save: it must try the token kept
+    # now, not open a new dialog that asks again for what was just given.
+    with start_ui_agent(tmp_path, token="flight-token") as agent:
+        agent.run_job(mock_job("in-flight"))
+        browser.open(agent, "/ui/jobs", ready=False, fresh=True)
+        browser.set_token("flight-token")
+        browser.open(agent, "/ui/jobs")  # drawn, no dialog open
+        assert not browser.find_all("dialog[open]")
+        outcome = browser.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            import('/ui/assets/lib.js').then(async ({ api }) => {
+              sessionStorage.setItem('yurt.token', 'wrong');
+              const jobs = api.get('/v1/jobs');  // sent now, with 'wrong'
+              sessionStorage.setItem('yurt.token', 'flight-token');
+              const ids = (await jobs).map((j) => j.ID);
+              done({ids, dialogs: document.querySelectorAll('dialog[open]').length});
+            }).catch((err) => done({error: String(err)}));
+        """)
+        assert outcome == {"ids": ["in-flight"], "dialogs": 0}, outcome
+
+
 def test_what_happened_while_the_socket_was_down_is_caught_up(ui_agent: UiAgent,
                                                               browser: UiBrowser) -> None:
     proxy = CuttableProxy(ui_agent.address)

@@ -87,7 +87,7 @@ export function askToken(reason) {
 }
 
 async function request(method, path, body, { signal, raw } = {}) {
-  for (let attempt = 0; ; attempt++) {
+  for (let asked = false; ;) {
     const headers = {};
     const t = token();
     if (t) headers["X-Nomad-Token"] = t;
@@ -103,7 +103,11 @@ async function request(method, path, body, { signal, raw } = {}) {
       // The browser's own words ("Failed to fetch") say nothing to a person.
       throw new ApiError(0, "the agent did not answer: is it running, and reachable from here?", path);
     }
-    if (response.status === 403 && attempt === 0) {
+    // Sent with a token the person has replaced meanwhile (in another dialog): no need to ask,
+    // the one kept now is tried. Otherwise the token is asked for once per request.
+    if (response.status === 403 && token() !== t) continue;
+    if (response.status === 403 && !asked) {
+      asked = true;
       const given = await askToken(t ? "The token was refused." : "This agent needs a token.");
       if (given) continue;
       setLive("denied"); // refused, and no token given: the page says so, not "offline"
