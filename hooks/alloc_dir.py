@@ -18,7 +18,7 @@ import trio
 
 from yurt.hooks.base import AllocDestroyHook, AllocPrerunHook
 from yurt.hooks.fdretry import retry_fd_exhaustion
-from yurt.runtime.allocdir import AllocDir, ResolveOwner
+from yurt.runtime.client.allocdir import AllocDir, ResolveOwner
 
 
 @final

@@ -32,17 +32,17 @@ from yurt.hooks.base import (
     AllocShutdownHook,
     AllocUpdateHook,
 )
-from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
-from yurt.runtime.allocrunner.checkresults import CheckResults
-from yurt.runtime.allocrunner.health import (
+from yurt.runtime.client.allocrunner.broadcaster import AllocBroadcaster
+from yurt.runtime.client.allocrunner.checkresults import CheckResults
+from yurt.runtime.client.allocrunner.health import (
     ALLOC_UNHEALTHY,
     ClientHealth,
     Tracker,
     Verdict,
     health_params,
 )
+from yurt.runtime.client.taskrunner import events
 from yurt.runtime.structs import Allocation, TaskEvent
-from yurt.runtime.taskrunner import events
 
 log = logging.getLogger("yurt.health")
 

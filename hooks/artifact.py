@@ -1,7 +1,7 @@
 """`artifacts`: download a task's `artifact` blocks before it starts (Nomad's `artifact_hook`).
 
 The hook emits `Downloading Artifacts`, then fetches the artifacts, at most three at a time as
-Nomad does, each through the getter (`yurt.runtime.getter.get`, or a fake in tests). A failed
+Nomad does, each through the getter (`yurt.runtime.client.getter.get`, or a fake in tests). A failed
 download is Nomad's hook error: the hook raises `ArtifactDownloadError`, which carries the
 `Failed Artifact Download` event (its `DownloadError` reads `failed to download artifact
 "<source>": <why>`) for the task runner to emit instead of the generic `Task hook failed`,
@@ -32,13 +32,13 @@ from typing import ClassVar, Final, final
 import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from yurt.runtime.getter.config import ArtifactConfig
-from yurt.runtime.getter.get import ArtifactRequest, get, remove_stale_staging
-from yurt.runtime.getter.source import GetterError
+from yurt.runtime.client.getter.config import ArtifactConfig
+from yurt.runtime.client.getter.get import ArtifactRequest, get, remove_stale_staging
+from yurt.runtime.client.getter.source import GetterError
+from yurt.runtime.client.taskenv import build_env, interpolate, node_values
+from yurt.runtime.client.taskrunner import events
 from yurt.runtime.structs import Node, TaskEvent
 from yurt.runtime.structs.artifact import TaskArtifact
-from yurt.runtime.taskenv import build_env, interpolate, node_values
-from yurt.runtime.taskrunner import events
 
 DOWNLOADING_ARTIFACTS: Final = "Downloading Artifacts"
 ARTIFACT_DOWNLOAD_FAILED: Final = "Failed Artifact Download"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import ClassVar, final
 
 from yurt.hooks.base import AllocPrerunHook
-from yurt.runtime.allocdir import AllocDir
-from yurt.runtime.allocwatcher import GroupWatcher
+from yurt.runtime.client.allocdir import AllocDir
+from yurt.runtime.client.allocwatcher import GroupWatcher
 
 
 @final

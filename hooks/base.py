@@ -29,7 +29,7 @@ from typing import ClassVar, Protocol
 
 import trio
 
-from yurt.runtime.drivers.protocol import Driver, TaskConfig
+from yurt.runtime.client.drivers.protocol import Driver, TaskConfig
 from yurt.runtime.structs import (
     Allocation,
     AllocNetworkStatus,

@@ -15,8 +15,8 @@ from typing import ClassVar, final
 import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from yurt.runtime.devices.manager import DeviceManager
-from yurt.runtime.devices.protocol import group_id
+from yurt.runtime.client.devices.manager import DeviceManager
+from yurt.runtime.client.devices.protocol import group_id
 from yurt.runtime.errors import HookError
 from yurt.runtime.structs import TaskDeviceNode, TaskMount
 

@@ -22,8 +22,8 @@ from typing import ClassVar, final
 import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from yurt.runtime.allocfs import FsError, clean_parts, open_making_dirs
-from yurt.runtime.confined_write import replace_file_at
+from yurt.runtime.client.allocfs import FsError, clean_parts, open_making_dirs
+from yurt.runtime.client.confined_write import replace_file_at
 
 
 class DispatchPayloadError(Exception):
@@ -35,7 +35,7 @@ def write_payload(task_dir: Path, file: str, payload: bytes) -> Path:
     as Go's `filepath.Join` reads it) and return the path written.
 
     Nothing is ever created through a link: each directory is reached by the allocation
-    directory's confined walk (runtime/allocfs.py), a missing one is made relative to the
+    directory's confined walk (runtime/client/allocfs.py), a missing one is made relative to the
     descriptor of its parent, and the file is opened relative to its directory's descriptor
     without following a link."""
     root = task_dir.parent.resolve()

@@ -34,7 +34,7 @@ from yurt.hooks.base import (
     AllocUpdateHook,
     Hook,
 )
-from yurt.runtime.checks.registration import (
+from yurt.runtime.client.checks.registration import (
     ServiceDeps,
     check_job,
     check_template,
@@ -42,13 +42,13 @@ from yurt.runtime.checks.registration import (
     nomad_services,
     registrations,
 )
-from yurt.runtime.checks.scripts import script_runner
+from yurt.runtime.client.checks.scripts import script_runner
 from yurt.runtime.structs import Allocation, TaskGroup
 from yurt.runtime.structs.checks import CheckQueryResult
 from yurt.runtime.structs.service import CHECK_SCRIPT
 
 if TYPE_CHECKING:
-    from yurt.runtime.allocrunner.runner import AllocRunner
+    from yurt.runtime.client.allocrunner.runner import AllocRunner
 
 log = logging.getLogger("yurt.services")
 

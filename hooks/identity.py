@@ -19,7 +19,7 @@ task API socket, so `NOMAD_UNIX_ADDR` is not set.
 
 Invariant: a token file is created 0600 (owned by the task's user, when it has one) in the
 directory a descriptor walk confined to the allocation directory reached, as a fresh file
-renamed over the destination (runtime/confined_write.py). The task may own that directory and
+renamed over the destination (runtime/client/confined_write.py). The task may own that directory and
 plant anything in it first, so nothing there is opened for writing: a link in the token's
 place is replaced, never followed (Nomad's os.WriteFile would follow it), and a FIFO is
 replaced, never waited on.
@@ -37,8 +37,8 @@ from typing import Any, ClassVar, Final, final
 import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from yurt.runtime.allocfs import FsError, clean_parts, open_confined
-from yurt.runtime.confined_write import replace_file_at
+from yurt.runtime.client.allocfs import FsError, clean_parts, open_confined
+from yurt.runtime.client.confined_write import replace_file_at
 from yurt.runtime.structs import Allocation, Task
 from yurt.runtime.structs.identity import DEFAULT_IDENTITY_NAME, WorkloadIdentity
 

@@ -42,10 +42,10 @@ from yurt.hooks.base import (
     TaskStopHook,
 )
 from yurt.hooks.fdretry import retry_fd_exhaustion
-from yurt.runtime.allocdir import AllocDir
-from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.client.allocdir import AllocDir
+from yurt.runtime.client.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.client.taskrunner import events
 from yurt.runtime.structs import Task
-from yurt.runtime.taskrunner import events
 
 MIB = 1024 * 1024
 STREAMS = ("stdout", "stderr")

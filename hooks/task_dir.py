@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import ClassVar, final
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
-from yurt.runtime.allocdir import AllocDir
-from yurt.runtime.taskenv import task_dir_env
-from yurt.runtime.taskrunner import events
+from yurt.runtime.client.allocdir import AllocDir
+from yurt.runtime.client.taskenv import task_dir_env
+from yurt.runtime.client.taskrunner import events
 
 
 @final

@@ -30,21 +30,21 @@ from yurt.hooks.base import (
     TaskStopHook,
 )
 from yurt.hooks.group_services import GroupServicesHook
-from yurt.runtime.checks.registration import (
+from yurt.runtime.client.checks.registration import (
     ServiceDeps,
     check_id,
     nomad_services,
     registrations,
 )
-from yurt.runtime.checks.restarts import Restarter, restart_reason
-from yurt.runtime.durations import SECOND
+from yurt.runtime.client.checks.restarts import Restarter, restart_reason
+from yurt.runtime.client.taskrunner import events
 from yurt.runtime.errors import TaskNotRunningError
+from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs import Task, TaskGroup
 from yurt.runtime.structs.checks import CheckQueryResult
-from yurt.runtime.taskrunner import events
 
 if TYPE_CHECKING:
-    from yurt.runtime.allocrunner.runner import AllocRunner
+    from yurt.runtime.client.allocrunner.runner import AllocRunner
 
 
 def task_service_hooks(runner: AllocRunner, task: Task, deps: ServiceDeps | None

@@ -5,7 +5,7 @@ Prestart blocks until every template has rendered once. While a template reads d
 not there (a `nomadVar` path with no variable), it emits Nomad's `Template` event
 "Missing: nomad.var.block(…)" — once the missing set has held for the event rate (3 s), and
 again only when the set changes. Each file is written inside the allocation directory
-(runtime/templating/files.py) with its `perms`; the files of `env = true` templates become
+(runtime/client/templating/files.py) with its `perms`; the files of `env = true` templates become
 the task's environment (the hook's env, persisted and re-applied as any hook's).
 
 Templates are parsed and rendered in a worker thread (templating/render.py), each execution
@@ -49,13 +49,9 @@ from yurt.hooks.base import (
     TaskShutdownHook,
     TaskStopHook,
 )
-from yurt.runtime.errors import TaskNotRunningError
-from yurt.runtime.gotemplate import TemplateError
-from yurt.runtime.structs import TaskEvent
-from yurt.runtime.structs.template import Template
-from yurt.runtime.taskenv import build_env, interpolate
-from yurt.runtime.taskrunner import events
-from yurt.runtime.templating.change import (
+from yurt.runtime.client.taskenv import build_env, interpolate
+from yurt.runtime.client.taskrunner import events
+from yurt.runtime.client.templating.change import (
     ChangeAction,
     Quiescence,
     decide,
@@ -63,22 +59,26 @@ from yurt.runtime.templating.change import (
     splay_delay,
     task_wait,
 )
-from yurt.runtime.templating.data import MemoryTemplateData, TemplateData
-from yurt.runtime.templating.files import (
+from yurt.runtime.client.templating.data import MemoryTemplateData, TemplateData
+from yurt.runtime.client.templating.files import (
     TemplateFileError,
     client_path,
     parse_env,
     read_confined,
     write_confined,
 )
-from yurt.runtime.templating.render import (
+from yurt.runtime.client.templating.render import (
     CompiledTemplate,
     Render,
     compile_all,
     fetch,
     render_all,
 )
-from yurt.runtime.templating.script import run_change_script
+from yurt.runtime.client.templating.script import run_change_script
+from yurt.runtime.errors import TaskNotRunningError
+from yurt.runtime.gotemplate import TemplateError
+from yurt.runtime.structs import TaskEvent
+from yurt.runtime.structs.template import Template
 
 log = logging.getLogger("yurt.hooks.template")
 

@@ -13,7 +13,7 @@ agent idling with one task).
 A table, then one JSON line (`{"bench": "checks", …}`). The target is well under 1 % of a
 core for 1,000 checks at 10 s (100 probes a second). Measured on the 2-core development VM:
 idle 0.007 %, 100 checks 0.09 %, 1,000 checks 0.57-0.63 % (it was 5.0 % with every probe
-through httpx2; see runtime/checks/http1.py).
+through httpx2; see runtime/client/checks/http1.py).
 """
 
 from __future__ import annotations

@@ -32,13 +32,13 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from yurt.runtime.cluster.etcd import Compare, EtcdClient, Op, TxnResult
-from yurt.runtime.cluster.etcdproc import start_etcd
-from yurt.runtime.cluster.kv import KV
-from yurt.runtime.cluster.memkv import MemoryKV
-from yurt.runtime.cluster.server import ClusterServer
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.server.etcdstore import ClusterStore
+from yurt.runtime.server.cluster.etcd.client import Compare, EtcdClient, Op, TxnResult
+from yurt.runtime.server.cluster.etcd.kv import KV
+from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
+from yurt.runtime.server.cluster.etcd.process import start_etcd
+from yurt.runtime.server.cluster.server import ClusterServer
+from yurt.runtime.server.state.etcd import ClusterStore
 from yurt.runtime.structs import (
     Job,
     Node,

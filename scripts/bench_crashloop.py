@@ -25,9 +25,9 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers.protocol import TaskConfig
-from yurt.runtime.drivers.rawexec import RawExecDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.drivers.protocol import TaskConfig
+from yurt.runtime.client.drivers.rawexec import RawExecDriver
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.structs import Allocation, Node
 from yurt.store import MemoryStateDB

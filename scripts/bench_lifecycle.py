@@ -34,9 +34,9 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.rawexec import RawExecDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.drivers.rawexec import RawExecDriver
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.local import LocalServer

@@ -28,7 +28,7 @@ ratio measures batching (one call per node per 200 ms tick carries all its alloc
 updates) and coalescing (only the latest update of an allocation is kept: pending → running
 within one tick is one update) together with prioritising. etcd writes no longer follow the
 calls: the server, as Nomad's, gathers every node's update posts of 50 ms into one commit
-(runtime/cluster/server.py), so more posts mostly make bigger commits, not more of them; what
+(runtime/server/cluster/server.py), so more posts mostly make bigger commits, not more of them; what
 the naive client costs the server shows in its calls, CPU and time to complete instead.
 
 Measured on the 2-core build machine (load average 1.6), `scripts/bench_nodesim`:
@@ -79,7 +79,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import procs
 
-from yurt.runtime.cluster.etcdproc import start_etcd
+from yurt.runtime.server.cluster.etcd.process import start_etcd
 
 YURT = str(Path(sys.executable).with_name("yurt"))
 PER_NODE = 10

@@ -11,7 +11,7 @@ RSS before, divided by N). The cost per allocation must not grow with N: the tab
 ratio of the per-allocation time at the largest N to the smallest.
 
 Each row runs as the agent does for memory: survivors of full collections frozen, and the
-heap frozen once the start burst settled (runtime/memory.py). The same sizes run once more
+heap frozen once the start burst settled (runtime/agent/heap.py). The same sizes run once more
 with Python's cyclic garbage collector off (`--no-gc-rows` skips
 them): CPython's collector scans a heap that grows with N, so the difference between the two
 growth ratios is the collector's, and what remains is yurt's own scaling.
@@ -38,12 +38,12 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.agent.heap import freeze_long_lived, freezing_survivors
+from yurt.runtime.client.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.drivers.mock import MockDriver
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.memory import freeze_long_lived, freezing_survivors
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Node
 from yurt.store import MemoryStateDB
@@ -113,7 +113,7 @@ async def life_of(n: int) -> dict[str, float]:
         assert live == n, f"only {live} of {n} allocations running"
         rss_live = rss_bytes()
         # The burst has settled: what it left alive lives as long as its allocations. The
-        # agent freezes it out of the cyclic collector's reach here (runtime/agent.py).
+        # agent freezes it out of the cyclic collector's reach here (runtime/agent/agent.py).
         freeze_long_lived()
         for job in jobs:
             for alloc in await server.stop_job(job.id):
@@ -145,7 +145,7 @@ def main() -> None:
     if args.one is not None:  # a single row, in this fresh process
         if args.gc_off:
             gc.disable()
-        with freezing_survivors():  # as the agent runs (runtime/agent.py)
+        with freezing_survivors():  # as the agent runs (runtime/agent/agent.py)
             row = trio.run(life_of, args.one,
                            clock=trio.testing.MockClock(autojump_threshold=0))
         print(json.dumps({**row, "gc": not args.gc_off}))

@@ -25,14 +25,14 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client.allocsync import AllocSyncer, stripped
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.drivers.mock import MockDriver
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Allocation, Node
-from yurt.runtime.sync import AllocSyncer, stripped
 from yurt.store import MemoryStateDB
 
 JOB = """

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib.procs import carrying, kill_with_tasks
 
-from yurt.runtime.cluster.etcdproc import start_etcd
+from yurt.runtime.server.cluster.etcd.process import start_etcd
 
 YURT = str(Path(sys.executable).parent / "yurt")
 LISTENING = re.compile(rb"listening on (http://\S+)")

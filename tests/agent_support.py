@@ -12,8 +12,8 @@ import httpx2
 import trio
 from click.testing import CliRunner, Result
 
-from yurt.runtime.agent import Agent, AgentConfig
-from yurt.runtime.devices.protocol import DeviceGroup
+from yurt.runtime.agent.agent import Agent, AgentConfig
+from yurt.runtime.client.devices.protocol import DeviceGroup
 from yurt.runtime.structs import is_client_terminal
 
 

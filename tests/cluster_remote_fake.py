@@ -24,8 +24,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from yurt.runtime.cluster import NODE_SECRET_HEADER
 from yurt.runtime.structs import Allocation, Node
+from yurt.runtime.structs.noderpc import NODE_SECRET_HEADER
 
 
 def _json(body: Any, status: int = 200) -> Response:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from yurt.runtime.cluster.etcdproc import EtcdCluster, EtcdMissing, start_etcd
+from yurt.runtime.server.cluster.etcd.process import EtcdCluster, EtcdMissing, start_etcd
 
 
 @pytest.fixture(scope="session")

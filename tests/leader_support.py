@@ -1,6 +1,6 @@
 """A lease backend for election tests: leases on the trio clock, in memory, and candidates
 that can be frozen (a dead leader) or made to fail (an outage), which the in-memory etcd
-(runtime/cluster/memkv.py) does not model."""
+(runtime/server/cluster/etcd/memkv.py) does not model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import final
 
 import trio
 
-from yurt.runtime.cluster.leader import LeaseBackendError
+from yurt.runtime.server.cluster.leader import LeaseBackendError
 
 
 @final

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx2
 
-from yurt.runtime.procfs import stat_fields
+from yurt.runtime.lib.procfs import stat_fields
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat field 9 (flags): a kernel thread
 

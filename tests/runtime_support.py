@@ -11,9 +11,10 @@ import msgspec
 import trio
 
 from yurt.hooks.base import Hook
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.taskrunner.runner import TaskRunner
 from yurt.runtime.errors import DriverError
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
@@ -26,7 +27,6 @@ from yurt.runtime.structs import (
     NodeResources,
     TaskHandle,
 )
-from yurt.runtime.taskrunner.runner import TaskRunner
 from yurt.store import MemoryStateDB
 
 EPOCH = 1_800_000_000 * 10**9

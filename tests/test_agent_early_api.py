@@ -17,9 +17,9 @@ import httpx2
 import trio
 import trio.testing
 
-from yurt.runtime.agent import Agent, AgentConfig
-from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.drivers.protocol import Driver, Fingerprint
+from yurt.runtime.agent.agent import Agent, AgentConfig
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.drivers.protocol import Driver, Fingerprint
 
 
 class HeldFingerprint:

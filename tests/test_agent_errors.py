@@ -5,7 +5,7 @@ Every case runs the real command: a port another socket holds, a data dir anothe
 locked, a read-only file system (a tmpfs mounted read-only: the suite runs as root, so file
 modes would not stop it), a port out of range, an address not on this machine, a missing
 config file. Each must print exactly one line on stderr, no traceback, and exit 1 (the
-machine is in the way) or 2 (the command is wrong), as runtime/cli_agent.py states.
+machine is in the way) or 2 (the command is wrong), as runtime/cli/agent.py states.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 
 from tests.proc_support import spawned_agent
 from tests.test_agent_e2e import YURT, free_port
-from yurt.runtime.agent import AgentConfig
-from yurt.runtime.cli_agent import leaves, start_failure
+from yurt.runtime.agent.agent import AgentConfig
+from yurt.runtime.cli.agent import leaves, start_failure
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE, StateLockedError
 
 

@@ -15,7 +15,7 @@ import trio
 
 from tests.agent_support import raw_job, wait_status
 from tests.disk_support import fill
-from yurt.runtime.agent import Agent, AgentConfig
+from yurt.runtime.agent.agent import Agent, AgentConfig
 
 
 def pids_with(marker: str) -> list[int]:

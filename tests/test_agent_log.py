@@ -1,4 +1,4 @@
-"""The agent's log: one structured line per allocation and task event (runtime/agentlog.py).
+"""The agent's log: one structured line per allocation and task event (runtime/agent/log.py).
 
 Layer 0: `AllocEvents` fed allocation views by hand, and the two line formats. Layer 1: the
 driver manager's line per driver state change, under the mock clock. Layer 3: a real
@@ -29,8 +29,8 @@ from tests.proc_support import wait_for
 from tests.runtime_support import unix_clock
 from tests.test_agent_e2e import YURT, free_port
 from tests.test_driver_manager import Scripted
-from yurt.runtime.agentlog import FIELDS, AllocEvents, configure, fields
-from yurt.runtime.pluginmanager.drivers import DriverManager
+from yurt.runtime.agent.log import FIELDS, AllocEvents, configure, fields
+from yurt.runtime.client.pluginmanager.drivers import DriverManager
 from yurt.runtime.structs import Allocation, TaskEvent, TaskState
 from yurt.store import MemoryStateDB
 

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from tests.agent_support import Running, mock_job, running_agent
-from yurt.runtime import agent as agent_module
+from yurt.runtime.agent import agent as agent_module
 
 pytestmark = pytest.mark.usefixtures("unfrozen", "small_bursts")
 

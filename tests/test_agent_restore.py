@@ -4,7 +4,7 @@ The mock driver re-attaches its tasks across agents (it keeps what is left of `r
 wrapper holds its `recover_task` on an event: while held, the allocation is *restoring*. What
 the API shows then, and that a stop sent meanwhile waits for the restore instead of racing it
 (without the wait, the server change would give the allocation a second runner), are checked
-here; `runtime/restore.py` explains the design.
+here; `runtime/client/restore.py` explains the design.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import httpx2
 import trio
 
 from tests.agent_support import mock_job
-from yurt.runtime.agent import Agent, AgentConfig
-from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.drivers.protocol import Driver
-from yurt.runtime.restore import RESTORING
+from yurt.runtime.agent.agent import Agent, AgentConfig
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.drivers.protocol import Driver
+from yurt.runtime.client.restore import RESTORING
 from yurt.runtime.structs import TaskHandle
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import yurt
-from yurt.runtime.agentconfig import ConfigError, load_config
+from yurt.runtime.agent.config import ConfigError, load_config
 
 GOOD = '''
 data_dir = "/srv/yurt"

@@ -10,8 +10,8 @@ from typing import Any
 
 import msgspec
 
-from yurt.runtime.agentconfig import FileConfig
-from yurt.runtime.structcheck import Problem, Vocabulary, check, describe, unknown_key
+from yurt.runtime.agent.config import FileConfig
+from yurt.runtime.lib.structcheck import Problem, Vocabulary, check, describe, unknown_key
 
 
 class _Inner(msgspec.Struct, forbid_unknown_fields=True):

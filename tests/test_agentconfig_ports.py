@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from yurt.runtime.agentconfig import ConfigError, load_config
+from yurt.runtime.agent.config import ConfigError, load_config
 
 
 def test_port_settings_default_to_nomads_and_can_be_set(tmp_path: Path) -> None:

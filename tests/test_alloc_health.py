@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from tests.runtime_support import job_alloc
-from yurt.runtime.allocrunner.health import (
+from yurt.runtime.client.allocrunner.health import (
     ClientHealth,
     HealthParams,
     Tracker,
@@ -19,7 +19,7 @@ from yurt.runtime.allocrunner.health import (
     merge_client_health,
     restored_alloc,
 )
-from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.lib.durations import MINUTE, SECOND
 from yurt.runtime.structs import (
     Allocation,
     AllocDeploymentStatus,

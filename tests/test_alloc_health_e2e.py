@@ -19,11 +19,11 @@ import msgspec
 import trio
 
 from tests.agent_support import raw_job, running_agent
-from yurt.runtime.agent import Agent, AgentConfig
-from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.drivers.protocol import Driver
-from yurt.runtime.durations import MILLISECOND, MINUTE
-from yurt.runtime.server.store import ServerStore
+from yurt.runtime.agent.agent import Agent, AgentConfig
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.drivers.protocol import Driver
+from yurt.runtime.lib.durations import MILLISECOND, MINUTE
+from yurt.runtime.server.state.sqlite import ServerStore
 from yurt.store import open_state_db
 
 #: min_healthy_time of the allocations judged on a first agent; the one judged only after a

@@ -12,12 +12,12 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import at, harness, job_alloc, seconds, unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunner
-from yurt.runtime.durations import SECOND
+from yurt.runtime.client.allocrunner.runner import AllocRunner
+from yurt.runtime.client.taskrunner import events
+from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs import Allocation, AllocDeploymentStatus
 from yurt.runtime.structs.checks import CheckQueryResult
 from yurt.runtime.structs.update import UpdateStrategy
-from yurt.runtime.taskrunner import events
 
 
 def service(config: str = 'run_for = "1h"', restart: str = "", job_type: str = "service"

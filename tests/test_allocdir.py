@@ -13,7 +13,7 @@ import trio
 from yurt.hooks.alloc_dir import AllocDirHook
 from yurt.hooks.base import TaskHookContext
 from yurt.hooks.task_dir import TaskDirHook
-from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.client.allocdir import AllocDir
 from yurt.runtime.structs import Allocation, Task, TaskEvent
 
 

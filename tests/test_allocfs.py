@@ -1,4 +1,4 @@
-"""The confined walk of runtime/allocfs.py on a plain directory (layer 0, no agent): Nomad's
+"""The confined walk of runtime/client/allocfs.py on a plain directory (layer 0, no agent): Nomad's
 lexical cleaning, Go's mode strings and content sniffing, and — with a thread swapping a file,
 a link and a directory under it the whole time — no read ever returning a byte from outside."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from yurt.runtime.allocfs import (
+from yurt.runtime.client.allocfs import (
     ESCAPES,
     FsError,
     clean_parts,

@@ -14,11 +14,11 @@ from trio.testing import MockClock
 
 from tests.runtime_support import at, displays, harness, job_alloc, seconds, stopped, types
 from yurt.hooks.base import AllocPrerunHook, AllocUpdateHook
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerError
-from yurt.runtime.durations import format_duration
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerError
+from yurt.runtime.client.taskrunner import events
 from yurt.runtime.errors import DriverError, TaskNotRunningError
+from yurt.runtime.lib.durations import format_duration
 from yurt.runtime.structs import Allocation, TaskState
-from yurt.runtime.taskrunner import events
 from yurt.store import MemoryStateDB
 
 
@@ -494,7 +494,7 @@ class NeverExitsDriver:
 async def test_kill_is_bounded_by_the_callers_deadline_and_by_its_own(
         autojump_clock: MockClock) -> None:
     from tests.runtime_support import unix_clock
-    from yurt.runtime.drivers.mock import MockDriver
+    from yurt.runtime.client.drivers.mock import MockDriver
 
     driver = NeverExitsDriver(MockDriver(unix_clock))
     async with harness(driver=driver) as h:  # type: ignore[arg-type]
@@ -662,7 +662,7 @@ async def test_destroy_then_run_in_the_same_tick_never_starts_tasks(
 async def test_destroy_completes_even_if_the_driver_never_reports_the_exit(
         autojump_clock: MockClock) -> None:
     from tests.runtime_support import unix_clock
-    from yurt.runtime.drivers.mock import MockDriver
+    from yurt.runtime.client.drivers.mock import MockDriver
 
     async with harness(driver=NeverExitsDriver(MockDriver(unix_clock))) as h:  # type: ignore[arg-type]
         ar = h.start(job_alloc(one_task('run_for = "1h"', job_type="service")))

@@ -1,4 +1,4 @@
-"""The `AllocRunner` protocol and factory (runtime/allocrunner/interface.py).
+"""The `AllocRunner` protocol and factory (runtime/client/allocrunner/interface.py).
 
 - The interface module loads none of the concrete runner, task runner, hooks or drivers: a
   consumer implements a runner without them (checked in a fresh interpreter).
@@ -19,13 +19,13 @@ import msgspec
 import trio
 
 from tests.runtime_support import job_alloc, stopped
-from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster
-from yurt.runtime.allocrunner.interface import (
+from yurt.runtime.client.allocrunner.broadcaster import AllocBroadcaster
+from yurt.runtime.client.allocrunner.interface import (
     AllocRunner,
     AllocState,
     RunnerSetup,
 )
-from yurt.runtime.client import Client
+from yurt.runtime.client.client import Client
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.structs import Allocation, TaskEvent
 from yurt.store.protocol import SavedTask
@@ -40,15 +40,15 @@ JOB = '''job "j" {
 
 
 def test_the_interface_imports_no_concrete_runner_hook_or_driver() -> None:
-    code = ("import sys, yurt.runtime.allocrunner.interface as i; "
+    code = ("import sys, yurt.runtime.client.allocrunner.interface as i; "
             "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('yurt'))))")
     loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                             text=True).stdout.split()
-    assert "yurt.runtime.allocrunner.interface" in loaded
+    assert "yurt.runtime.client.allocrunner.interface" in loaded
     heavy = [m for m in loaded if m.startswith((
-        "yurt.runtime.allocrunner.runner", "yurt.runtime.allocrunner.teardown",
-        "yurt.runtime.taskrunner", "yurt.hooks", "yurt.runtime.drivers",
-        "yurt.runtime.pluginmanager", "yurt.runtime.client", "yurt.store.sqlite"))]
+        "yurt.runtime.client.allocrunner.runner", "yurt.runtime.client.allocrunner.teardown",
+        "yurt.runtime.client.taskrunner", "yurt.hooks", "yurt.runtime.client.drivers",
+        "yurt.runtime.client.pluginmanager", "yurt.runtime.client.client", "yurt.store.sqlite"))]
     assert heavy == []
 
 
@@ -136,7 +136,7 @@ def test_the_empty_runner_is_an_alloc_runner_and_a_broken_one_is_not(tmp_path: P
                                                                      ) -> None:
     # Type-checked as a consumer's code would be (one mypy run, two modules): the protocol
     # is the contract.
-    head = ("from yurt.runtime.allocrunner.interface import AllocRunnerFactory\n"
+    head = ("from yurt.runtime.client.allocrunner.interface import AllocRunnerFactory\n"
             "from tests.test_allocrunner_interface import EmptyAllocRunner\n")
     (tmp_path / "good.py").write_text(head + "f: AllocRunnerFactory = EmptyAllocRunner\n")
     (tmp_path / "broken.py").write_text(
@@ -197,7 +197,7 @@ async def test_the_client_runs_a_consumer_runner_through_its_factory(
 
 async def test_a_factory_refusal_is_reported_as_a_failed_allocation(
         autojump_clock: object) -> None:
-    from yurt.runtime.allocrunner.interface import AllocRunnerError
+    from yurt.runtime.client.allocrunner.interface import AllocRunnerError
 
     def refuse(alloc: Allocation, setup: RunnerSetup) -> AllocRunner:
         raise AllocRunnerError("no such driver here")

@@ -12,13 +12,13 @@ import trio
 import trio.testing
 
 from tests.runtime_support import job_alloc, seconds, stopped, unix_clock
-from yurt.runtime.allocrunner.interface import AllocRunnerError
-from yurt.runtime.allocrunner.simulated import (
+from yurt.runtime.client.allocrunner.interface import AllocRunnerError
+from yurt.runtime.client.allocrunner.simulated import (
     AllocProfile,
     SimulatedAllocRunner,
     simulated_factory,
 )
-from yurt.runtime.client import Client
+from yurt.runtime.client.client import Client
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.structs import Allocation
 

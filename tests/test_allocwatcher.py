@@ -8,10 +8,10 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import job_alloc, stopped, unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.allocwatcher import GroupWatcher
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client.allocwatcher import GroupWatcher
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.drivers.mock import MockDriver
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.structs import Allocation
 from yurt.store import MemoryStateDB

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from tests.agent_support import running_agent, wait_status
-from yurt.runtime.devices.protocol import DeviceGroup, DeviceInstance
+from yurt.runtime.client.devices.protocol import DeviceGroup, DeviceInstance
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from trio_websocket import open_websocket_url
 from tests.agent_support import Running, raw_job, running_agent, wait_status
 from tests.exec_support import collect, exec_url, run_exec, stdin
 from tests.runtime_support import eventually
-from yurt.runtime.drivers import execstream
+from yurt.runtime.client.drivers import execstream
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent, wait_status
-from yurt.runtime import allocfs
+from yurt.runtime.client import allocfs
 
 pytestmark = pytest.mark.slow
 

@@ -53,7 +53,7 @@ from tests.test_fuzz import (
     raw_fragments,
     rss_bytes,
 )
-from yurt.runtime.agent import Agent, AgentConfig
+from yurt.runtime.agent.agent import Agent, AgentConfig
 from yurt.runtime.api.app import build_app
 
 pytestmark = pytest.mark.slow

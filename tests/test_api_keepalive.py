@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from yurt.runtime.agent import Agent, AgentConfig
+from yurt.runtime.agent.agent import Agent, AgentConfig
 
 REQUEST = b"GET /v1/agent/self HTTP/1.1\r\nHost: x\r\n\r\n"
 

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from tests.agent_support import mock_job, running_agent
-from yurt.runtime.cli_jobs import placement_failure
+from yurt.runtime.cli.jobs import placement_failure
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from tests.agent_support import mock_job, running_agent
-from yurt.runtime.durations import HOUR, SECOND
+from yurt.runtime.lib.durations import HOUR, SECOND
 
 pytestmark = pytest.mark.slow
 

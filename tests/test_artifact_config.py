@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from yurt.runtime.agentconfig import ConfigError, load_config
-from yurt.runtime.getter.config import ArtifactConfig
+from yurt.runtime.agent.config import ConfigError, load_config
+from yurt.runtime.client.getter.config import ArtifactConfig
 
 
 def test_artifact_limits_are_read_from_the_config_file(tmp_path: Path) -> None:

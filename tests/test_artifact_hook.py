@@ -13,13 +13,13 @@ from trio.testing import MockClock
 from tests.runtime_support import at, displays, job_alloc, types, unix_clock
 from yurt.hooks.artifact import ArtifactHook, artifact_hash
 from yurt.hooks.base import TaskHookContext
-from yurt.runtime.allocrunner.gate import Gate
-from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.getter.config import ArtifactConfig
-from yurt.runtime.getter.get import ArtifactRequest
-from yurt.runtime.getter.source import GetterError
+from yurt.runtime.client.allocrunner.gate import Gate
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.getter.config import ArtifactConfig
+from yurt.runtime.client.getter.get import ArtifactRequest
+from yurt.runtime.client.getter.source import GetterError
+from yurt.runtime.client.taskrunner.runner import TaskRunner
 from yurt.runtime.structs import TASK_STATE_DEAD, Allocation, TaskEvent
-from yurt.runtime.taskrunner.runner import TaskRunner
 from yurt.store import MemoryStateDB
 
 JOB = '''job "j" {

@@ -6,7 +6,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from yurt.runtime.allocrunner.broadcaster import AllocBroadcaster, BroadcasterClosedError
+from yurt.runtime.client.allocrunner.broadcaster import AllocBroadcaster, BroadcasterClosedError
 
 
 async def test_listener_sees_only_the_newest_value(autojump_clock: MockClock) -> None:

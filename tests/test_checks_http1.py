@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from yurt.runtime.checks.http1 import ResponseError, _dechunk, build_request, read_response
+from yurt.runtime.client.checks.http1 import ResponseError, _dechunk, build_request, read_response
 
 
 def test_the_request_carries_host_user_agent_headers_and_body() -> None:

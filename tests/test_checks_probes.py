@@ -9,8 +9,8 @@ import trio
 
 from tests.http_fixture import HttpState, serve_http
 from tests.test_agent_e2e import free_port as closed_port
-from yurt.runtime.checks.probes import HttpProber, HttpTarget, probe_tcp
-from yurt.runtime.checks.runner import CheckJob, CheckRunner
+from yurt.runtime.client.checks.probes import HttpProber, HttpTarget, probe_tcp
+from yurt.runtime.client.checks.runner import CheckJob, CheckRunner
 from yurt.runtime.structs.checks import CheckQueryResult
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from yurt.runtime.checks.runner import CheckJob, CheckRunner
+from yurt.runtime.client.checks.runner import CheckJob, CheckRunner
 from yurt.runtime.structs.checks import CheckQueryResult
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from yurt.runtime.checks.restarts import Restarter, restart_reason
-from yurt.runtime.checks.schedule import CheckSchedule
+from yurt.runtime.client.checks.restarts import Restarter, restart_reason
+from yurt.runtime.client.checks.schedule import CheckSchedule
 
 
 def keys(due: list[tuple[str, int]]) -> list[str]:

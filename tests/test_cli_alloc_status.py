@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from tests.agent_support import mock_job, running_agent, yurt_cli
-from yurt.runtime.cli_remote import alloc_addresses, alloc_basic_info
+from yurt.runtime.cli.api_client import alloc_addresses, alloc_basic_info
 
 
 def job(canary: int = 0, env: str = "1") -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from yurt.runtime.cli_escape import EscapeFilter
+from yurt.runtime.cli.escape import EscapeFilter
 
 TILDE = ord("~")
 

@@ -17,8 +17,8 @@ import trio
 from tests.agent_support import Running, raw_job, running_agent, wait_status
 from tests.cli_proc_support import YURT
 from tests.runtime_support import eventually
-from yurt.runtime.cli_exec import ExecFlags, UsageError, choose_task, parse_flags
-from yurt.runtime.drivers.execstream import set_window_size
+from yurt.runtime.cli.exec import ExecFlags, UsageError, choose_task, parse_flags
+from yurt.runtime.client.drivers.execstream import set_window_size
 
 
 def test_flags_are_parsed_as_go_parses_them() -> None:

@@ -19,7 +19,7 @@ import trio
 import trio_websocket
 from trio_websocket import CloseReason, ConnectionClosed
 
-from yurt.runtime import cli_exec
+from yurt.runtime.cli import exec as cli_exec
 
 REASON = "exec refused: task not running"
 

@@ -18,7 +18,7 @@ import trio
 
 from tests.agent_support import Running, raw_job, running_agent
 from tests.cli_proc_support import YURT
-from yurt.runtime.cli_jobs import EXIT_PLAN_ERROR
+from yurt.runtime.cli.jobs import EXIT_PLAN_ERROR
 from yurt.runtime.errors import EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE
 
 pytestmark = pytest.mark.slow

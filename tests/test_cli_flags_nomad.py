@@ -17,7 +17,7 @@ import trio
 from tests.agent_support import raw_job, running_agent, wait_status
 from tests.cli_proc_support import YURT, yurt
 from yurt.runtime.cli import cli
-from yurt.runtime.cli_flags import nomad_spelling
+from yurt.runtime.cli.flags import nomad_spelling
 
 ROOT = Path(__file__).parent.parent
 JOB_FILE = str(ROOT / "examples" / "mock.nomad.hcl")

@@ -14,7 +14,7 @@ import trio
 
 from tests.cli_proc_support import YURT, yurt
 from tests.test_api_fs import fs_alloc
-from yurt.runtime.cli_fs import _size
+from yurt.runtime.cli.fs import _size
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""runtime/cli_http.py against a real HTTP/1.1 server on loopback (layer 2, synchronous: the
+"""runtime/cli/http.py against a real HTTP/1.1 server on loopback (layer 2, synchronous: the
 client is the CLI's, which has no event loop). The server runs in a thread of this process,
 the standard library's `http.server`, so the client meets a real socket and a real peer.
 
@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from yurt.runtime.cli_http import Client, ConnectError, ReadTimeout
+from yurt.runtime.cli.http import Client, ConnectError, ReadTimeout
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import trio
 from tests.agent_support import Running, raw_job, running_agent, wait_status
 from tests.cli_proc_support import spawned, yurt
 from tests.proc_support import processes_with_env
-from yurt.runtime.cli_logs import (
+from yurt.runtime.cli.logs import (
     BYTES_PER_LINE,
     MAX_WINDOW,
     LineJoiner,

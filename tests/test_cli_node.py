@@ -12,7 +12,7 @@ import trio
 
 from tests.agent_support import Running, mock_job, running_agent
 from tests.cli_proc_support import yurt
-from yurt.runtime.cli_node import overview_rows
+from yurt.runtime.cli.node import overview_rows
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import click
 import pytest
 
 from yurt.runtime.cli import cli
-from yurt.runtime.cli_jobs import EXIT_PLAN_ERROR
+from yurt.runtime.cli.jobs import EXIT_PLAN_ERROR
 from yurt.runtime.errors import EXIT_CODES
 
 README = Path(__file__).parent.parent / "README.md"

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from tests.cli_proc_support import YURT
 from yurt.runtime.cli import cli
-from yurt.runtime.cluster.etcdproc import free_port
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.server.cluster.etcd.process import free_port
 
 
 @pytest.mark.parametrize(("args", "said"), [

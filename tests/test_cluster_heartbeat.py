@@ -1,4 +1,4 @@
-"""Node liveness (runtime/cluster/heartbeat.py): Nomad's heartbeat TTL formula to the
+"""Node liveness (runtime/server/cluster/heartbeat.py): Nomad's heartbeat TTL formula to the
 nanosecond, and the node status writes with their evaluations. Plain synchronous tests: time
 is a parameter. (The deadline itself is an etcd lease: tests/test_cluster_server_core.py.)"""
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from yurt.runtime.cluster.heartbeat import (
+from yurt.runtime.server.cluster.heartbeat import (
     NODE_HEARTBEAT_MISSED,
     NODE_REGISTERED,
     NODE_REREGISTERED,
@@ -22,7 +22,7 @@ from yurt.runtime.cluster.heartbeat import (
     random_stagger_ns,
     rate_scaled_interval_ns,
 )
-from yurt.runtime.server.drain import from_unix_ns
+from yurt.runtime.server.scheduler.drain import from_unix_ns
 from yurt.runtime.structs import (
     TRIGGER_NODE_UPDATE,
     Allocation,

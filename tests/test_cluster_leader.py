@@ -1,4 +1,4 @@
-"""Leader election (runtime/cluster/leader.py) over the in-memory lease backend, under
+"""Leader election (runtime/server/cluster/leader.py) over the in-memory lease backend, under
 `autojump_clock`. An instrument checks after every task step that at most one server
 believes it leads, and that one holds the election key in the store right then."""
 
@@ -13,7 +13,7 @@ import trio.lowlevel
 from trio.testing import MockClock
 
 from tests.leader_support import FakeLeaseBackend, FakeLeaseStore
-from yurt.runtime.cluster.leader import LeaderElection, LeaseBackendError
+from yurt.runtime.server.cluster.leader import LeaderElection, LeaseBackendError
 
 TTL = 5
 PERIOD = TTL / 3

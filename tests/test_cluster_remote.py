@@ -1,4 +1,4 @@
-"""`RemoteServer` (runtime/cluster/remote.py) against a fake node RPC on a loopback port
+"""`RemoteServer` (runtime/client/remote.py) against a fake node RPC on a loopback port
 (layer 2: real sockets, the real clock, every wait bounded by `fail_after`)."""
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from starlette.types import Receive, Scope, Send
 
 from tests.cluster_remote_fake import FakeNodeRPC, free_port, serve_app, serve_fake
 from tests.runtime_support import eventually
-from yurt.runtime.cluster.remote import (
+from yurt.runtime.client.allocsync import AllocSyncer
+from yurt.runtime.client.remote import (
     NoServerError,
     RemoteServer,
     backoff_delay,
     load_or_create_secret,
 )
 from yurt.runtime.structs import Allocation, Node
-from yurt.runtime.sync import AllocSyncer
 from yurt.store.memory import MemoryStateDB
 
 

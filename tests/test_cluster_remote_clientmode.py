@@ -1,5 +1,5 @@
 """What a client-only agent puts where the embedded server's parts were
-(runtime/cluster/clientmode.py): templates, service registrations, which routes stay local
+(runtime/agent/clientmode.py): templates, service registrations, which routes stay local
 (layer 1: no I/O)."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 import trio
 
-from yurt.runtime.cluster.clientmode import (
+from yurt.runtime.agent.clientmode import (
     ClientTemplateData,
     UnsentCatalogue,
     node_local,
 )
+from yurt.runtime.client.templating.render import compile_all, render_all
 from yurt.runtime.gotemplate.parse import TemplateError
 from yurt.runtime.structs.service import ServiceRegistration
 from yurt.runtime.structs.template import Template
-from yurt.runtime.templating.render import compile_all, render_all
 
 
 class _Server:

@@ -10,7 +10,7 @@ import random
 import msgspec
 import trio
 
-from yurt.runtime.cluster.remote import RemoteServer
+from yurt.runtime.client.remote import RemoteServer
 from yurt.runtime.structs import Node
 
 TTL = 10.0

@@ -11,7 +11,7 @@ import msgspec
 import trio
 import trio.testing
 
-from yurt.runtime.cluster.remote import JobKey, RemoteServer
+from yurt.runtime.client.remote import JobKey, RemoteServer
 from yurt.runtime.structs import Allocation, Job, Node
 
 

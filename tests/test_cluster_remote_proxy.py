@@ -1,4 +1,4 @@
-"""`ServerProxy` (runtime/cluster/proxy.py): a client-only agent forwards the servers' routes
+"""`ServerProxy` (runtime/agent/proxy.py): a client-only agent forwards the servers' routes
 (layer 2: the proxy and a fake server on loopback ports, the real clock)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import trio
 
 from tests.cluster_remote_fake import FakeNodeRPC, free_port, serve_app, serve_fake
 from tests.runtime_support import eventually
-from yurt.runtime.cluster.proxy import ServerProxy
-from yurt.runtime.cluster.remote import RemoteServer
+from yurt.runtime.agent.proxy import ServerProxy
+from yurt.runtime.client.remote import RemoteServer
 from yurt.runtime.structs import Node
 
 

@@ -14,18 +14,18 @@ import pytest
 import trio
 import trio.testing
 
-from yurt.runtime.cluster.etcd import EtcdCompacted
-from yurt.runtime.cluster.memkv import MemoryKV
-from yurt.runtime.cluster.server import (
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.server.cluster.etcd.client import EtcdCompacted
+from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
+from yurt.runtime.server.cluster.server import (
     LEASE_HEADROOM,
     ClusterServer,
     HeartbeatConfig,
     NodeAuthError,
     UnknownNode,
 )
-from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.server.etcdstore import ClusterStore
 from yurt.runtime.server.records import EVAL_GC_INTERVAL
+from yurt.runtime.server.state.etcd import ClusterStore
 from yurt.runtime.structs import (
     EVAL_STATUS_PENDING,
     Job,
@@ -382,8 +382,8 @@ async def test_the_leaders_liveness_watch_survives_a_compaction(
 async def test_namespaces_and_variables_are_the_clusters(autojump_clock: object) -> None:
     """Written through one server, read through the other; Nomad's check-and-set; items
     sealed in etcd; racing writers through both servers lose nothing."""
-    from yurt.runtime.cluster.objects import ClusterObjectStore
     from yurt.runtime.server.namespaces import Namespace
+    from yurt.runtime.server.state.objects_etcd import ClusterObjectStore
     from yurt.runtime.server.variables import Conflict, Variable
 
     async with servers(2) as (s1, s2):

@@ -16,11 +16,11 @@ import pytest
 import trio
 import trio.testing
 
-from yurt.runtime.cluster.etcd import EtcdError
-from yurt.runtime.cluster.memkv import MemoryKV
-from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.server.etcdstore import ClusterStore
+from yurt.runtime.server.cluster.etcd.client import EtcdError
+from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
+from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
+from yurt.runtime.server.state.etcd import ClusterStore
 from yurt.runtime.structs import (
     EVAL_STATUS_FAILED,
     Job,

@@ -20,9 +20,19 @@ import pytest
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.errors import JobSpecError
-from yurt.runtime.goregexp import GoRegexpError
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.feasible import (
+from yurt.runtime.lib.goregexp import GoRegexpError
+from yurt.runtime.lib.goversion import (
+    MAX_TEXT as MAX_VERSION_TEXT,
+)
+from yurt.runtime.lib.goversion import (
+    VersionError,
+    go_int,
+    parse_version,
+    satisfies,
+    version_constraint,
+)
+from yurt.runtime.server.scheduler.feasible import (
     MAX_MATCH_WORK,
     MAX_PATTERN,
     MAX_TEXT,
@@ -32,17 +42,7 @@ from yurt.runtime.server.feasible import (
     filter_reason,
     meets,
 )
-from yurt.runtime.server.scheduler import schedule
-from yurt.runtime.server.versions import (
-    MAX_TEXT as MAX_VERSION_TEXT,
-)
-from yurt.runtime.server.versions import (
-    VersionError,
-    go_int,
-    parse_version,
-    satisfies,
-    version_constraint,
-)
+from yurt.runtime.server.scheduler.generic import schedule
 from yurt.runtime.structs import Evaluation, Job, Node, Task, TaskGroup
 from yurt.runtime.structs.constraint import Constraint
 
@@ -360,7 +360,7 @@ def test_the_compiled_pattern_cache_keeps_little_memory() -> None:
     # the worst measured for memory: a 4 KB case-folded literal, its program near the bound.
     script = (
         "import ctypes\n"
-        "from yurt.runtime.server.feasible import check_regexp\n"
+        "from yurt.runtime.server.scheduler.feasible import check_regexp\n"
         "libc = ctypes.CDLL('libc.so.6')\n"
         "def rss():\n"
         "    libc.malloc_trim(0)\n"

@@ -11,13 +11,13 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import job_alloc, stopped, unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client.allocsync import AllocSyncer
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.structs import Allocation
-from yurt.runtime.sync import AllocSyncer
 from yurt.store import MemoryStateDB
 
 SERVICE = '''job "j" {

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.proc_support import processes_with_env, wait_for
-from yurt.runtime.drivers.rawexec import CRASH_AFTER_SPAWN
+from yurt.runtime.client.drivers.rawexec import CRASH_AFTER_SPAWN
 
 pytestmark = pytest.mark.slow
 

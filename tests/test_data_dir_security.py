@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from yurt.runtime.server.store import ServerStore
+from yurt.runtime.server.state.sqlite import ServerStore
 from yurt.store import open_state_db
 
 

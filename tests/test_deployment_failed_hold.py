@@ -21,8 +21,8 @@ import pytest
 
 from tests.test_deployments import NOW, World, alloc_failure, job_text, rolled_out
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server import deployments
-from yurt.runtime.server.reschedule import unix_ns
+from yurt.runtime.server.scheduler import deployments
+from yurt.runtime.server.scheduler.reschedule import unix_ns
 from yurt.runtime.structs import AllocDeploymentStatus
 
 

@@ -15,8 +15,8 @@ from trio.testing import MockClock
 
 from tests.runtime_support import harness, stopped
 from tests.test_alloc_health_runner import deploy_alloc, health_of
-from yurt.runtime.allocrunner.runner import AllocRunner
-from yurt.runtime.durations import SECOND
+from yurt.runtime.client.allocrunner.runner import AllocRunner
+from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs.update import UpdateStrategy
 
 STUCK_IN_PRESTART = '''job "j" {

@@ -22,9 +22,9 @@ from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server import deploymentwatcher
 from yurt.runtime.server.deploymentbook import latest_deployment
-from yurt.runtime.server.deployments import is_healthy
 from yurt.runtime.server.local import LocalServer
-from yurt.runtime.server.reschedule import unix_ns
+from yurt.runtime.server.scheduler.deployments import is_healthy
+from yurt.runtime.server.scheduler.reschedule import unix_ns
 from yurt.runtime.structs import Allocation, AllocDeploymentStatus, Job, Node
 from yurt.runtime.structs.update import Deployment, DeploymentState
 

@@ -10,17 +10,17 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import RecoverFailsDriver, job_alloc, types, unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.devices.fake import ENV, FakeDevicePlugin
-from yurt.runtime.devices.manager import STATS_TIMEOUT, DeviceManager
-from yurt.runtime.devices.protocol import (
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.devices.fake import ENV, FakeDevicePlugin
+from yurt.runtime.client.devices.manager import STATS_TIMEOUT, DeviceManager
+from yurt.runtime.client.devices.protocol import (
     DeviceGroup,
     DeviceInstance,
     DevicePluginError,
     InstanceStats,
     Reservation,
 )
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.drivers.mock import MockDriver
 from yurt.runtime.structs import (
     AllocatedDevice,
     AllocatedTaskResources,
@@ -240,7 +240,7 @@ async def test_a_plugin_cut_off_after_its_stats_were_read_loses_devices_and_stat
 
 async def test_nvidia_plugin_without_a_gpu_reports_nothing_and_no_error(
         autojump_clock: MockClock) -> None:
-    from yurt.runtime.devices.nvidia import NvidiaDevicePlugin
+    from yurt.runtime.client.devices.nvidia import NvidiaDevicePlugin
 
     plugin = NvidiaDevicePlugin()
     manager = DeviceManager([plugin])
@@ -266,7 +266,7 @@ def test_device_requests_match_by_type_vendor_type_or_full_name() -> None:
 
 
 def test_computed_class_follows_devices_and_ignores_unique_attributes() -> None:
-    from yurt.runtime.fingerprint import computed_class
+    from yurt.runtime.client.fingerprint import computed_class
     from yurt.runtime.structs import Node, NodeDeviceResource, NodeResources
 
     base = Node(id="a", attributes={"kernel.name": "linux", "unique.hostname": "one"})

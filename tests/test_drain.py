@@ -13,14 +13,15 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import seconds, unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client.allocsync import AllocSyncer
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.drivers.mock import MockDriver
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.drain import node_refusal, plan_drain, start_strategy
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.nodestate import NodeControl
+from yurt.runtime.server.scheduler.drain import node_refusal, plan_drain, start_strategy
 from yurt.runtime.structs import (
     Allocation,
     Job,
@@ -31,7 +32,6 @@ from yurt.runtime.structs import (
     NodeResources,
     TaskGroup,
 )
-from yurt.runtime.sync import AllocSyncer
 from yurt.store import MemoryStateDB
 
 S = 1_000_000_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from yurt.runtime.server.drain import plan_drain, start_strategy
+from yurt.runtime.server.scheduler.drain import plan_drain, start_strategy
 from yurt.runtime.structs import (
     Allocation,
     AllocDeploymentStatus,

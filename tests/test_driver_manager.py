@@ -10,9 +10,9 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import harness, job_alloc, types, unix_clock
-from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.drivers.protocol import Fingerprint
-from yurt.runtime.pluginmanager.drivers import DriverManager, DriverTaskEvent, enabled
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.drivers.protocol import Fingerprint
+from yurt.runtime.client.pluginmanager.drivers import DriverManager, DriverTaskEvent, enabled
 from yurt.runtime.structs import DriverInfo
 from yurt.store import MemoryStateDB
 
@@ -108,7 +108,7 @@ def test_allow_and_block_lists() -> None:
 
 
 async def test_a_disabled_driver_is_reported_undetected(autojump_clock: MockClock) -> None:
-    from yurt.runtime.drivers.rawexec import plugin
+    from yurt.runtime.client.drivers.rawexec import plugin
 
     infos: dict[str, DriverInfo] = {}
     config: dict[str, dict[str, Any]] = {"raw_exec": {"enabled": False}}

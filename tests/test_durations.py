@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from yurt.runtime.durations import (
+from yurt.runtime.lib.durations import (
     HOUR,
     MILLISECOND,
     MINUTE,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from yurt.runtime.durations import parse_duration
+from yurt.runtime.lib.durations import parse_duration
 
 
 @pytest.mark.parametrize("text", ["-", "+", "\u0663h", "\u0661\u0662s", "1\u0660s"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from yurt.runtime.cluster.etcd import Compare, EtcdClient, EtcdError, Op, prefix_end
+from yurt.runtime.server.cluster.etcd.client import Compare, EtcdClient, EtcdError, Op, prefix_end
 
 
 def test_prefix_end() -> None:
@@ -121,7 +121,7 @@ async def test_watch_sees_every_change_in_order(etcd_urls: list[str],
 
 async def test_second_url_used_when_first_is_down(etcd_urls: list[str],
                                                   etcd_prefix: bytes) -> None:
-    from yurt.runtime.cluster.etcdproc import free_port
+    from yurt.runtime.server.cluster.etcd.process import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     client = EtcdClient([dead, *etcd_urls])

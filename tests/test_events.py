@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from yurt.runtime.client.taskrunner import events as ev
+from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.structs import TaskEvent, TaskState
-from yurt.runtime.taskrunner import events as ev
-from yurt.runtime.taskrunner.restarts import ExitResult
 
 
 @pytest.mark.parametrize(("event", "display"), [

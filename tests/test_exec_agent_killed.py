@@ -13,7 +13,7 @@ import pytest
 from tests.proc_support import wait_for
 from tests.test_agent_e2e import JOB, YURT, User, stop_agent
 from tests.test_restart_e2e import alive
-from yurt.runtime.procfs import stat_fields
+from yurt.runtime.lib.procfs import stat_fields
 
 pytestmark = pytest.mark.slow
 

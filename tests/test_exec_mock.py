@@ -15,8 +15,8 @@ from trio_websocket import open_websocket_url
 from tests.agent_support import running_agent, wait_status
 from tests.exec_support import collect, exec_url, stdin
 from tests.runtime_support import unix_clock
-from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.drivers.protocol import (
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.drivers.protocol import (
     ExecInput,
     ExecOutput,
     ExecRequest,

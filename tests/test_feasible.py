@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from yurt.runtime.server.feasible import (
+from yurt.runtime.lib.goversion import (
+    VersionError,
+    compare,
+    parse_version,
+    satisfies,
+    semver_constraint,
+    version_constraint,
+)
+from yurt.runtime.server.scheduler.feasible import (
     check_constraint,
     check_order,
     check_regexp,
@@ -14,14 +22,6 @@ from yurt.runtime.server.feasible import (
     meets,
     resolve_target,
     set_contains_any,
-)
-from yurt.runtime.server.versions import (
-    VersionError,
-    compare,
-    parse_version,
-    satisfies,
-    semver_constraint,
-    version_constraint,
 )
 from yurt.runtime.structs import Allocation, Job, Node, Task, TaskGroup
 from yurt.runtime.structs.constraint import Constraint

@@ -12,7 +12,7 @@ import trio
 from trio.testing import MockClock
 
 from yurt.runtime.api import FramedLogResponse
-from yurt.runtime.logs.reader import Chunk
+from yurt.runtime.client.logs.reader import Chunk
 
 
 async def test_frames_heartbeats_and_disconnect_close_the_reader(autojump_clock: MockClock

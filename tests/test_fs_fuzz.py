@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.agent_support import raw_job
 from tests.proc_support import spawned_agent
-from yurt.runtime.allocfs import FsError, list_dir, open_confined, open_file, stat_path
+from yurt.runtime.client.allocfs import FsError, list_dir, open_confined, open_file, stat_path
 
 NAMES = ["..", ".", "", "t", "local", "secrets", "f.txt", "out", "up", "abs", "in", "loop",
          "T", "nope", "%2e%2e", "\x00", "x" * 300, "é", "pipe", "alloc", "data"]

@@ -28,9 +28,9 @@ from tests.http_support import Route, open_file_server, self_signed_context
 from tests.runtime_support import job_alloc
 from yurt.hooks.artifact import ArtifactHook
 from yurt.hooks.base import TaskHookContext
-from yurt.runtime.getter.config import ArtifactConfig
-from yurt.runtime.getter.get import STAGING_PREFIX, ArtifactRequest, get
-from yurt.runtime.getter.source import GetterError
+from yurt.runtime.client.getter.config import ArtifactConfig
+from yurt.runtime.client.getter.get import STAGING_PREFIX, ArtifactRequest, get
+from yurt.runtime.client.getter.source import GetterError
 from yurt.runtime.structs import TaskEvent
 
 pytestmark = pytest.mark.slow
@@ -352,7 +352,7 @@ async def test_https_verifies_certificates_unless_insecure(task_dir: Path) -> No
 @pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE])
 def test_links_in_a_tar_archive_are_refused_whatever_their_target(
         tmp_path: Path, kind: bytes) -> None:
-    from yurt.runtime.getter.unpack import unpack
+    from yurt.runtime.client.getter.unpack import unpack
 
     archive = tmp_path / "a.tar"
     with tarfile.open(archive, "w") as tar:

@@ -28,13 +28,13 @@ from typing import Any
 import pytest
 import trio
 
-import yurt.runtime.getter.get as getter_get
+import yurt.runtime.client.getter.get as getter_get
 from tests.getter_support import stop_at_call
 from tests.runtime_support import eventually
-from yurt.runtime.getter.config import ArtifactConfig
-from yurt.runtime.getter.get import STAGING_PREFIX, ArtifactRequest, get
-from yurt.runtime.getter.source import GetterError
-from yurt.runtime.getter.unpack import unpack
+from yurt.runtime.client.getter.config import ArtifactConfig
+from yurt.runtime.client.getter.get import STAGING_PREFIX, ArtifactRequest, get
+from yurt.runtime.client.getter.source import GetterError
+from yurt.runtime.client.getter.unpack import unpack
 
 pytestmark = pytest.mark.slow
 
@@ -176,8 +176,8 @@ async def test_a_link_at_the_destination_is_replaced_never_written_through(
 _BOMB_CHILD = """
 import resource, sys
 from pathlib import Path
-from yurt.runtime.getter.source import GetterError
-from yurt.runtime.getter.unpack import unpack
+from yurt.runtime.client.getter.source import GetterError
+from yurt.runtime.client.getter.unpack import unpack
 
 limit = 1 << 30  # the bomb's header alone declares 2.4 GB
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-import yurt.runtime.getter.place as place_module
-from yurt.runtime.getter.place import ASIDE_PREFIX, Target, place
-from yurt.runtime.getter.source import GetterError
+import yurt.runtime.client.getter.place as place_module
+from yurt.runtime.client.getter.place import ASIDE_PREFIX, Target, place
+from yurt.runtime.client.getter.source import GetterError
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from yurt.runtime.getter.config import ArtifactSettings, parse_size
-from yurt.runtime.getter.source import (
+from yurt.runtime.client.getter.config import ArtifactSettings, parse_size
+from yurt.runtime.client.getter.source import (
     Checksum,
     GetterError,
     Plan,

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-import yurt.runtime.getter.unpack as unpack_module
-from yurt.runtime.getter.source import GetterError
-from yurt.runtime.getter.unpack import MAX_CHAIN, unpack
+import yurt.runtime.client.getter.unpack as unpack_module
+from yurt.runtime.client.getter.source import GetterError
+from yurt.runtime.client.getter.unpack import MAX_CHAIN, unpack
 
 pytestmark = pytest.mark.slow
 
@@ -118,8 +118,8 @@ def test_global_and_local_pax_records_apply_as_tarfile_applies_them(tmp_path: Pa
 _REDOS_CHILD = """
 import sys, time
 from pathlib import Path
-from yurt.runtime.getter.source import GetterError
-from yurt.runtime.getter.unpack import unpack
+from yurt.runtime.client.getter.source import GetterError
+from yurt.runtime.client.getter.unpack import unpack
 
 t0 = time.monotonic()
 try:

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-import yurt.runtime.getter.unpack as unpack_module
+import yurt.runtime.client.getter.unpack as unpack_module
 from tests.getter_support import stop_at_call
-from yurt.runtime.getter import zipbounds
-from yurt.runtime.getter.source import GetterError
-from yurt.runtime.getter.unpack import unpack
+from yurt.runtime.client.getter import zipbounds
+from yurt.runtime.client.getter.source import GetterError
+from yurt.runtime.client.getter.unpack import unpack
 
 pytestmark = pytest.mark.slow
 
@@ -98,8 +98,8 @@ def deflated(size: int) -> tuple[bytes, int]:
 _CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from yurt.runtime.getter.source import GetterError
-from yurt.runtime.getter.unpack import unpack
+from yurt.runtime.client.getter.source import GetterError
+from yurt.runtime.client.getter.unpack import unpack
 
 def peak_kib():
     with open("/proc/self/status") as f:

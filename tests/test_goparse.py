@@ -1,11 +1,11 @@
-"""Go's strconv parsers (runtime/goparse.py), as Nomad reads booleans and `cas` values."""
+"""Go's strconv parsers (runtime/lib/goparse.py), as Nomad reads booleans and `cas` values."""
 
 from __future__ import annotations
 
 import pytest
 
-from yurt.runtime.cli_exec import UsageError, parse_flags
-from yurt.runtime.goparse import parse_go_bool, parse_go_uint
+from yurt.runtime.cli.exec import UsageError, parse_flags
+from yurt.runtime.lib.goparse import parse_go_bool, parse_go_uint
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -22,6 +22,8 @@ import pytest
 import trio
 
 from tests.test_gotemplate_consul import FakeLookups
+from yurt.runtime.client.templating.data import MemoryTemplateData
+from yurt.runtime.client.templating.render import CompiledTemplate, render_all
 from yurt.runtime.gotemplate import Limits, Template, TemplateError
 from yurt.runtime.gotemplate.consul import consul_funcs
 from yurt.runtime.gotemplate.limits import (
@@ -31,8 +33,6 @@ from yurt.runtime.gotemplate.limits import (
     STOP_CHECK_EVERY,
 )
 from yurt.runtime.structs.template import Template as TemplateSpec
-from yurt.runtime.templating.data import MemoryTemplateData
-from yurt.runtime.templating.render import CompiledTemplate, render_all
 
 #: The child's address space: the interpreter and RE2 need ~100 MiB; a template that
 #: allocates a gigabyte fails with MemoryError instead of swapping the machine.

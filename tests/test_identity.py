@@ -28,8 +28,8 @@ from yurt.hooks.identity import (
     workload_claims,
     write_token,
 )
-from yurt.runtime.agent import Agent
-from yurt.runtime.durations import HOUR
+from yurt.runtime.agent.agent import Agent
+from yurt.runtime.lib.durations import HOUR
 from yurt.runtime.server.workload_keys import WorkloadKeyError, b64url, load_or_create
 from yurt.runtime.structs import Allocation, Job, Task, TaskGroup
 from yurt.runtime.structs.identity import WorkloadIdentity, default_identity

@@ -16,18 +16,18 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.devices.fake import FakeDevicePlugin
-from yurt.runtime.devices.manager import DeviceManager
-from yurt.runtime.devices.protocol import DeviceGroup, DeviceInstance
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunnerConfig
+from yurt.runtime.client.allocsync import AllocSyncer
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.devices.fake import FakeDevicePlugin
+from yurt.runtime.client.devices.manager import DeviceManager
+from yurt.runtime.client.devices.protocol import DeviceGroup, DeviceInstance
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.gc import AllocGarbageCollector
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.gc import AllocGarbageCollector
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Node
-from yurt.runtime.sync import AllocSyncer
 from yurt.store import MemoryStateDB
 
 JOB = """
@@ -121,6 +121,6 @@ async def test_idle_wake_ups_do_not_grow_with_the_number_of_tasks(
     many = await idle_wake_ups(40)
     # Only the GC's pass once a minute (20 steps: its wake-up and its usage check; one pass
     # more or less as its timer's phase falls in the window): no runner, sync or device task.
-    assert set(few) == set(many) == {"yurt.runtime.gc.AllocGarbageCollector.run"}
+    assert set(few) == set(many) == {"yurt.runtime.client.gc.AllocGarbageCollector.run"}
     assert all(abs(many[name] - few[name]) <= 2 for name in few), (few, many)
     assert sum(many.values()) <= 22, many

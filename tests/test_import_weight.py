@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-CLIENT_ONLY = ("rich", "httpx2", "yurt.runtime.cli_remote", "yurt.runtime.foreground")
+CLIENT_ONLY = ("rich", "httpx2", "yurt.runtime.cli.api_client", "yurt.runtime.agent.foreground")
 HCL_ONLY = ("lark", "hcl2")
 
 JSON_JOB = json.dumps({"Job": {"ID": "web", "Type": "service", "TaskGroups": [{
@@ -34,7 +34,7 @@ def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
 
 
 def test_the_agent_command_loads_neither_client_nor_hcl_modules() -> None:
-    code = ("import yurt.runtime.cli, yurt.runtime.agent, yurt.runtime.api\n"
+    code = ("import yurt.runtime.cli, yurt.runtime.agent.agent, yurt.runtime.api\n"
             "from yurt.runtime.cli import cli\n"
             "cli.get_command(None, 'agent')\n")
     assert _loaded_after(code, CLIENT_ONLY + HCL_ONLY) == []
@@ -61,15 +61,15 @@ def test_client_verbs_still_reach_their_modules() -> None:
             "from click.testing import CliRunner\n"
             "CliRunner().invoke(cli.cli, ['node', 'status'],\n"
             "                   env={'YURT_ADDR': 'http://127.0.0.1:9'})\n")
-    assert _loaded_after(code, ("yurt.runtime.cli_http", "yurt.runtime.cli_remote")) == [
-        "yurt.runtime.cli_http", "yurt.runtime.cli_remote"]
+    assert _loaded_after(code, ("yurt.runtime.cli.http", "yurt.runtime.cli.api_client")) == [
+        "yurt.runtime.cli.http", "yurt.runtime.cli.api_client"]
 
 
 #: What start-up must not pay for: the async runtime, the agent's HTTP stack, HCL parsing,
 #: rich (a terminal's tables only), the Go template engine (`-t` only), the foreground runner,
 #: and importlib.metadata (`--version` only). scripts/bench_cli measures the time it saves.
 NOT_AT_START = ("trio", "httpx2", "lark", "hcl2", "rich", "yurt.runtime.gotemplate",
-                "yurt.runtime.foreground", "importlib.metadata")
+                "yurt.runtime.agent.foreground", "importlib.metadata")
 
 
 def test_the_command_tree_loads_nothing_heavy() -> None:
@@ -94,18 +94,18 @@ def test_remote_verbs_take_the_light_http_path(args: list[str]) -> None:
     assert _loaded_after(code, NOT_AT_START) == []
 
 
-#: What the agent loads behind its API (`runtime/agent.py`, `PARTS`): the runners, the stores
+#: What the agent loads behind its API (`runtime/agent/agent.py`, `PARTS`): the runners, the stores
 #: with sqlite_utils, the server, the drivers' manager and the devices.
-BEHIND_THE_API = ("yurt.runtime.allocrunner.runner", "yurt.runtime.taskrunner.runner",
-                  "yurt.runtime.client", "yurt.runtime.server.local", "sqlite_utils",
-                  "yurt.store.sqlite", "yurt.runtime.devices.manager")
+BEHIND_THE_API = ("yurt.runtime.client.allocrunner.runner", "yurt.runtime.client.taskrunner.runner",
+                  "yurt.runtime.client.client", "yurt.runtime.server.local", "sqlite_utils",
+                  "yurt.store.sqlite", "yurt.runtime.client.devices.manager")
 #: The raw_exec driver is loaded by the driver manager, behind the API too.
-RAW_EXEC = "yurt.runtime.drivers.rawexec"
+RAW_EXEC = "yurt.runtime.client.drivers.rawexec"
 
 
 def test_the_api_binds_before_the_runners_and_stores_load() -> None:
-    code = ("import yurt.runtime.cli, yurt.runtime.agent, yurt.runtime.api\n"
-            "import yurt.runtime.agentconfig\n"
+    code = ("import yurt.runtime.cli, yurt.runtime.agent.agent, yurt.runtime.api\n"
+            "import yurt.runtime.agent.config\n"
             "from yurt.runtime.cli import cli\n"
             "cli.get_command(None, 'agent')\n")
     assert _loaded_after(code, (*BEHIND_THE_API, RAW_EXEC)) == []

@@ -8,9 +8,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from yurt.runtime.durations import HOUR, MILLISECOND, MINUTE, SECOND
 from yurt.runtime.errors import JobSpecError, SpecProblem
 from yurt.runtime.jobspec import encode_job, load_job, parse_job
+from yurt.runtime.lib.durations import HOUR, MILLISECOND, MINUTE, SECOND
 from yurt.runtime.structs import Job, RequestedDevice, RestartPolicy
 
 ROOT = Path(__file__).parent.parent

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from tests.jobspec_support import problems_of
-from yurt.runtime.durations import HOUR
 from yurt.runtime.jobspec import encode_job, parse_job
+from yurt.runtime.lib.durations import HOUR
 from yurt.runtime.structs.identity import JobUIConfig, JobUILink, WorkloadIdentity
 
 

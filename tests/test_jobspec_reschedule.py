@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.jobspec_support import hcl, problems_of
-from yurt.runtime.durations import HOUR, MINUTE, SECOND
 from yurt.runtime.errors import SpecProblem
 from yurt.runtime.jobspec import load_job, parse_job
 from yurt.runtime.jobspec.reschedule import _viable
+from yurt.runtime.lib.durations import HOUR, MINUTE, SECOND
 from yurt.runtime.structs import ReschedulePolicy
 
 SERVICE_DEFAULT = ReschedulePolicy(attempts=0, interval=0, delay=30 * SECOND,

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from tests.jobspec_support import problems_of
-from yurt.runtime.durations import SECOND
 from yurt.runtime.jobspec import parse_job
+from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs.service import CheckRestart
 
 

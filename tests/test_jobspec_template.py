@@ -12,9 +12,9 @@ import msgspec
 import pytest
 
 from tests.jobspec_support import problems_of
-from yurt.runtime.durations import SECOND
 from yurt.runtime.jobspec import load_job, parse_job
 from yurt.runtime.jobspec.rules_template import escapes_alloc_dir
+from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
 
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from tests.jobspec_support import hcl, problems_of
-from yurt.runtime.durations import MINUTE, SECOND
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.jobspec.parse import encode_job
+from yurt.runtime.lib.durations import MINUTE, SECOND
 from yurt.runtime.structs.update import UpdateStrategy
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from yurt.runtime.allocrunner.lifecycle import Coordinator, CoordinatorState, Stage, stage_of
-from yurt.runtime.allocrunner.status import client_status
+from yurt.runtime.client.allocrunner.lifecycle import Coordinator, CoordinatorState, Stage, stage_of
+from yurt.runtime.client.allocrunner.status import client_status
 from yurt.runtime.structs import Lifecycle, Task, TaskState
 
 S = CoordinatorState

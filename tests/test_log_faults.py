@@ -16,13 +16,13 @@ import trio
 
 import yurt.hooks.fdretry as fdretry
 import yurt.hooks.logmon as logmon
-import yurt.runtime.logs.pump as pump_module
+import yurt.runtime.client.logs.pump as pump_module
 from tests.disk_support import fill
 from yurt.hooks.base import TaskHookContext
-from yurt.runtime.allocdir import AllocDir
+from yurt.runtime.client.allocdir import AllocDir
+from yurt.runtime.client.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.client.logs.reader import read_log
 from yurt.runtime.errors import HookError
-from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
-from yurt.runtime.logs.reader import read_log
 from yurt.runtime.structs import Allocation, Task, TaskEvent
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import trio
 
-from yurt.runtime.logs import spill
-from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.client.logs import spill
+from yurt.runtime.client.logs.pump import LogPump, fifo_path, log_base, open_fifo
 
 
 async def test_start_resumes_rotation_and_replays_the_spill_in_one_hop(

@@ -11,9 +11,15 @@ import pytest
 import trio
 import trio.testing
 
-from yurt.runtime.cluster.etcd import Compare, EtcdClient, EtcdCompacted, EtcdError, Op
-from yurt.runtime.cluster.kv import KV
-from yurt.runtime.cluster.memkv import MemoryKV
+from yurt.runtime.server.cluster.etcd.client import (
+    Compare,
+    EtcdClient,
+    EtcdCompacted,
+    EtcdError,
+    Op,
+)
+from yurt.runtime.server.cluster.etcd.kv import KV
+from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
 
 
 @pytest.fixture(params=["memory", "etcd"])

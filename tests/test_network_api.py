@@ -15,7 +15,7 @@ import trio
 
 from tests.agent_support import running_agent, wait_status, yurt_cli
 from tests.runtime_support import eventually
-from yurt.runtime.agent import Agent, AgentConfig
+from yurt.runtime.agent.agent import Agent, AgentConfig
 
 pytestmark = pytest.mark.slow
 

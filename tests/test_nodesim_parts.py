@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from yurt.runtime.allocrunner.simulated import AllocProfile
-from yurt.runtime.server.feasible import resolve_target
+from yurt.runtime.client.allocrunner.simulated import AllocProfile
+from yurt.runtime.server.scheduler.feasible import resolve_target
 from yurt.runtime.sim.nodesim import (
     CountingTransport,
     NaiveSyncer,

@@ -12,7 +12,7 @@ CHILD = r'''
 import json, resource, sys
 from pathlib import Path
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, int(sys.argv[2])))
-from yurt.runtime.fingerprint import fingerprint_node, raise_nofile_limit
+from yurt.runtime.client.fingerprint import fingerprint_node, raise_nofile_limit
 nofile = raise_nofile_limit()
 node = fingerprint_node(Path(sys.argv[1]), nofile=nofile)
 print(json.dumps({"soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0],

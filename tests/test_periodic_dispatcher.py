@@ -17,8 +17,8 @@ from trio.testing import MockClock
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.local import LocalServer, Registration
-from yurt.runtime.server.periodic import launch_of_child
 from yurt.runtime.server.periodic_dispatcher import PeriodicDispatcher, launch
+from yurt.runtime.server.scheduler.periodic import launch_of_child
 from yurt.runtime.structs import Job, Node
 
 NY = ZoneInfo("America/New_York")

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from yurt.runtime.server.periodic import (
+from yurt.runtime.server.scheduler.periodic import (
     CronError,
     check_spec,
     launch_of_child,

@@ -19,9 +19,9 @@ from tests.runtime_support import (
     unix_clock,
     until_running,
 )
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.taskrunner import events
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.taskrunner import events
 from yurt.store import MemoryStateDB
 
 N = 50

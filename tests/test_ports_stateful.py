@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.test_ports import State, node, web
-from yurt.runtime.server import ports
+from yurt.runtime.server.scheduler import ports
 
 LOW, HIGH = 20000, 20011
 RESERVED = "20003,20005-20006"

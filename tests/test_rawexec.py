@@ -14,12 +14,12 @@ import pytest
 import trio
 
 from tests.runtime_support import eventually, until_running
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers.rawexec import RawExecDriver, same_process
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.drivers.rawexec import RawExecDriver, same_process
+from yurt.runtime.client.taskrunner.runner import TaskRunner
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.procfs import start_time
+from yurt.runtime.lib.procfs import start_time
 from yurt.runtime.structs import Allocation, Node
-from yurt.runtime.taskrunner.runner import TaskRunner
 from yurt.store import MemoryStateDB
 
 pytestmark = pytest.mark.slow
@@ -353,7 +353,7 @@ async def test_restarts_never_corrupt_the_logs(tmp_path: Path) -> None:
 
 
 def test_command_resolution(tmp_path: Path) -> None:
-    from yurt.runtime.drivers.starts import resolve_command
+    from yurt.runtime.client.drivers.starts import resolve_command
 
     task_dir = tmp_path / "task"
     (task_dir / "local").mkdir(parents=True)

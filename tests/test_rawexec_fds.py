@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from tests.test_rawexec import NODE, alloc_of
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers.rawexec import RawExecDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.drivers.rawexec import RawExecDriver
 from yurt.store import MemoryStateDB
 
 HCL = '''job "j" {

@@ -21,10 +21,10 @@ import trio
 from tests.agent_support import running_agent
 from tests.proc_support import our_children, processes_with_env
 from tests.runtime_support import eventually
-from yurt.runtime.drivers import rawexec
-from yurt.runtime.drivers.protocol import TaskConfig, reconcile_drivers
-from yurt.runtime.drivers.rawexec import SHIM, RawExecDriver
-from yurt.runtime.procfs import start_time
+from yurt.runtime.client.drivers import rawexec
+from yurt.runtime.client.drivers.protocol import TaskConfig, reconcile_drivers
+from yurt.runtime.client.drivers.rawexec import SHIM, RawExecDriver
+from yurt.runtime.lib.procfs import start_time
 
 pytestmark = pytest.mark.slow
 

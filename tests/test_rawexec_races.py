@@ -16,10 +16,10 @@ import pytest
 import trio
 import trio.testing
 
-from yurt.runtime.drivers.protocol import TaskConfig
-from yurt.runtime.drivers.rawexec import RawExecDriver
-from yurt.runtime.logs import spill
-from yurt.runtime.logs.pump import LogPump, fifo_path, log_base, open_fifo
+from yurt.runtime.client.drivers.protocol import TaskConfig
+from yurt.runtime.client.drivers.rawexec import RawExecDriver
+from yurt.runtime.client.logs import spill
+from yurt.runtime.client.logs.pump import LogPump, fifo_path, log_base, open_fifo
 
 MIB = 1024 * 1024
 

@@ -19,9 +19,9 @@ import trio
 
 from tests.proc_support import our_children, zombie
 from tests.runtime_support import eventually
-from yurt.runtime.drivers.protocol import TaskConfig
-from yurt.runtime.drivers.rawexec import plugin
-from yurt.runtime.procfs import stat_fields
+from yurt.runtime.client.drivers.protocol import TaskConfig
+from yurt.runtime.client.drivers.rawexec import plugin
+from yurt.runtime.lib.procfs import stat_fields
 
 pytestmark = pytest.mark.slow
 

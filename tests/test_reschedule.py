@@ -11,9 +11,9 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import seconds, wired_server
-from yurt.runtime.durations import MINUTE, SECOND
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.reschedule import eligible, next_delay, unix_ns
+from yurt.runtime.lib.durations import MINUTE, SECOND
+from yurt.runtime.server.scheduler.reschedule import eligible, next_delay, unix_ns
 from yurt.runtime.structs import (
     DEFAULT_RESCHEDULE_POLICY,
     Allocation,

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import pytest
 
 from tests.proc_support import wait_for
-from yurt.runtime.procfs import stat_fields
+from yurt.runtime.lib.procfs import stat_fields
 
 pytestmark = pytest.mark.slow
 

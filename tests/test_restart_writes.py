@@ -11,10 +11,10 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import crash_loop_alloc, harness
-from yurt.runtime.allocrunner.runner import AllocRunner
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunner
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.taskrunner import events
 from yurt.runtime.structs import LocalState, TaskState
-from yurt.runtime.taskrunner import events
 from yurt.store import MemoryStateDB
 
 

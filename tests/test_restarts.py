@@ -6,10 +6,7 @@ import random
 
 import pytest
 
-from yurt.runtime.durations import MINUTE, SECOND
-from yurt.runtime.errors import DriverError
-from yurt.runtime.structs import Lifecycle, RestartPolicy
-from yurt.runtime.taskrunner.restarts import (
+from yurt.runtime.client.taskrunner.restarts import (
     REASON_DELAY,
     REASON_NO_RESTARTS_ALLOWED,
     REASON_SUCCESSFUL,
@@ -19,6 +16,9 @@ from yurt.runtime.taskrunner.restarts import (
     RestartTracker,
     restarts_on_success,
 )
+from yurt.runtime.errors import DriverError
+from yurt.runtime.lib.durations import MINUTE, SECOND
+from yurt.runtime.structs import Lifecycle, RestartPolicy
 
 FAIL = ExitResult(exit_code=1)
 OK = ExitResult()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from yurt.runtime.logs.rotation import Append, Delete, Rotation
+from yurt.runtime.client.logs.rotation import Append, Delete, Rotation
 
 
 def apply(rotation: Rotation, *writes: bytes, files: dict[int, bytes] | None = None

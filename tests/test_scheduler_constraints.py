@@ -12,7 +12,7 @@ import msgspec
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.scheduler import Plan, schedule
+from yurt.runtime.server.scheduler.generic import Plan, schedule
 from yurt.runtime.structs import (
     Evaluation,
     Job,

@@ -13,8 +13,9 @@ import pytest
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server import binpack, scheduler
-from yurt.runtime.server.scheduler import Plan, schedule
+from yurt.runtime.server.scheduler import binpack
+from yurt.runtime.server.scheduler import generic as scheduler
+from yurt.runtime.server.scheduler.generic import Plan, schedule
 from yurt.runtime.structs import (
     Allocation,
     DrainStrategy,

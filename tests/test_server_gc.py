@@ -7,11 +7,11 @@ from pathlib import Path
 import trio
 from trio.testing import MockClock
 
+from yurt.runtime.client.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.local import LocalServer
-from yurt.runtime.server.store import ServerStore
+from yurt.runtime.server.state.sqlite import ServerStore
 from yurt.runtime.structs import Node, NodeCpuResources, NodeMemoryResources, NodeResources
 
 JOB = '''job "%s" {

@@ -19,16 +19,16 @@ import msgspec
 import pytest
 import trio
 
-from yurt.runtime.cluster.etcd import EtcdClient
-from yurt.runtime.cluster.kv import KV
-from yurt.runtime.cluster.memkv import MemoryKV
-from yurt.runtime.server.etcdstore import (
+from yurt.runtime.server.cluster.etcd.client import EtcdClient
+from yurt.runtime.server.cluster.etcd.kv import KV
+from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
+from yurt.runtime.server.state.etcd import (
     ClusterChange,
     ClusterStore,
     StoreConflict,
     StoreTooLarge,
 )
-from yurt.runtime.server.store import ServerStateStore, ServerStore
+from yurt.runtime.server.state.sqlite import ServerStateStore, ServerStore
 from yurt.runtime.structs import Allocation, Evaluation, Job, Node
 from yurt.runtime.structs.update import Deployment
 

@@ -15,7 +15,7 @@ from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.services import choose
-from yurt.runtime.server.store import ServerStore
+from yurt.runtime.server.state.sqlite import ServerStore
 from yurt.runtime.structs import (
     Node,
     NodeCpuResources,

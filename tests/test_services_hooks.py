@@ -14,9 +14,9 @@ import trio
 from trio.testing import MockClock
 
 from tests.runtime_support import Harness, at, harness, job_alloc, stopped, types
-from yurt.runtime.checks.probes import Outcome
-from yurt.runtime.checks.registration import ServiceDeps, expected_checks
-from yurt.runtime.checks.runner import CheckJob, CheckRunner
+from yurt.runtime.client.checks.probes import Outcome
+from yurt.runtime.client.checks.registration import ServiceDeps, expected_checks
+from yurt.runtime.client.checks.runner import CheckJob, CheckRunner
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.services import ServiceCatalogue

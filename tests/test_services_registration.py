@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from yurt.runtime.checks.registration import (
+from yurt.runtime.client.checks.registration import (
     address_of,
     check_id,
     check_job,

@@ -10,9 +10,9 @@ import pytest
 import trio
 import trio.testing
 
-from yurt.runtime.allocrunner.simulated import SimulatedAllocRunner
-from yurt.runtime.cluster.remote import RemoteServer
-from yurt.runtime.cluster.server import ClusterServer
+from yurt.runtime.client.allocrunner.simulated import SimulatedAllocRunner
+from yurt.runtime.client.remote import RemoteServer
+from yurt.runtime.server.cluster.server import ClusterServer
 from yurt.runtime.sim.cluster import SimCluster, SimConfig
 from yurt.runtime.sim.scenario import run_scenario
 from yurt.runtime.structs import NODE_ELIGIBLE, NODE_STATUS_READY, Allocation, Node

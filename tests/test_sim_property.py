@@ -83,7 +83,7 @@ def test_a_violation_exits_1_with_the_seed_and_how_to_replay_it(tmp_path: Path) 
     scheduler places on nodes that are down or ineligible."""
     (tmp_path / "sitecustomize.py").write_text(
         "import msgspec\n"
-        "from yurt.runtime.cluster.server import ClusterServer\n"
+        "from yurt.runtime.server.cluster.server import ClusterServer\n"
         "def nodes(self):\n"
         "    return [msgspec.structs.replace(n, status='ready',\n"
         "            scheduling_eligibility='eligible') for n in self.cluster_nodes.values()]\n"

@@ -12,13 +12,13 @@ import msgspec
 import trio
 
 from tests.scheduler_support import SchedulerState
-from yurt.runtime.cluster.memkv import MemoryKV
-from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.etcdstore import ClusterStore
-from yurt.runtime.server.reschedule import unix_ns
-from yurt.runtime.server.scheduler import Plan, schedule
+from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
+from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
+from yurt.runtime.server.scheduler.generic import Plan, schedule
+from yurt.runtime.server.scheduler.reschedule import unix_ns
+from yurt.runtime.server.state.etcd import ClusterStore
 from yurt.runtime.structs import (
     Allocation,
     Evaluation,
@@ -254,7 +254,7 @@ def test_the_failure_of_an_original_that_won_its_reconnect_is_rescheduled() -> N
     """Seeds 300354 and 300201: the original came back and won, its replacement was
     stopped; when the original failed later, the reschedule looked only at the name's
     newest allocation (the stopped replacement) and never replaced it."""
-    from yurt.runtime.server.reschedule import decide
+    from yurt.runtime.server.scheduler.reschedule import decide
 
     j = job()
     original = Allocation(id="original", name="web.g[0]", job_id="web", job=j,
@@ -272,7 +272,7 @@ def test_the_failure_of_an_original_whose_replacements_chain_was_replaced_is_res
     """Seed 401829: the original came back and won against the replacement of its failed
     replacement; when it failed, the reschedule took the name's newest allocation the
     server wanted, the failed replacement already replaced, and did nothing."""
-    from yurt.runtime.server.reschedule import decide
+    from yurt.runtime.server.scheduler.reschedule import decide
 
     j = job()
     original = Allocation(id="original", name="web.g[0]", job_id="web", job=j,

@@ -20,12 +20,12 @@ from tests.runtime_support import (
     unix_clock,
     until_running,
 )
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers.mock import MockDriver
-from yurt.runtime.drivers.protocol import Fingerprint, TaskConfig
-from yurt.runtime.drivers.rawexec import RawExecDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.drivers.protocol import Fingerprint, TaskConfig
+from yurt.runtime.client.drivers.rawexec import RawExecDriver
+from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.structs import Allocation, TaskHandle
-from yurt.runtime.taskrunner.restarts import ExitResult
 from yurt.store import MemoryStateDB
 from yurt.store.base import alloc_key, decode
 

@@ -9,14 +9,14 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from yurt.runtime.structs import AcknowledgedState, Allocation, TaskState
-from yurt.runtime.sync import (
+from yurt.runtime.client.allocsync import (
     AllocSyncer,
     PendingUpdates,
     UpdatePriority,
     stripped,
     update_priority,
 )
+from yurt.runtime.structs import AcknowledgedState, Allocation, TaskState
 from yurt.store import MemoryStateDB
 
 

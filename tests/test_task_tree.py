@@ -19,9 +19,9 @@ import pytest
 import trio
 
 from tests.runtime_support import eventually
-from yurt.runtime.drivers import cgroups
-from yurt.runtime.drivers.protocol import TaskConfig
-from yurt.runtime.drivers.rawexec import RawExecDriver, plugin
+from yurt.runtime.client.drivers import cgroups
+from yurt.runtime.client.drivers.protocol import TaskConfig
+from yurt.runtime.client.drivers.rawexec import RawExecDriver, plugin
 
 pytestmark = pytest.mark.slow
 

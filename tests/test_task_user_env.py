@@ -16,11 +16,11 @@ import pytest
 import trio
 
 from tests.test_rawexec import NODE, alloc_of, last, one_task
-from yurt.runtime.agentconfig import ConfigError, load_config
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers import users
-from yurt.runtime.drivers.rawexec import RawExecDriver, plugin
-from yurt.runtime.taskenv import inherited_env
+from yurt.runtime.agent.config import ConfigError, load_config
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.drivers import users
+from yurt.runtime.client.drivers.rawexec import RawExecDriver, plugin
+from yurt.runtime.client.taskenv import inherited_env
 from yurt.store import MemoryStateDB
 
 

@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 
 import pytest
 
-from yurt.runtime.taskenv import DEFAULT_ENV_ALLOW, PRIVATE_ENV, inherited_env
+from yurt.runtime.client.taskenv import DEFAULT_ENV_ALLOW, PRIVATE_ENV, inherited_env
 
 NAMES = ["PATH", "PATHX", "XPATH", "LC_ALL", "LC_", "LC", "lc_all", "TZ", "TERM", "A*", "A?B",
          "[x]", "x", "a\nb", "LC_\n", "YURT_TOKEN", "", "HOME", "S", "ZZ", "!a", "-"]

@@ -4,9 +4,9 @@ and the Nomad variables as Nomad's env builder does, and the task's `env` able t
 
 from __future__ import annotations
 
+from yurt.runtime.client.taskenv import build_env
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.structs import Allocation, Node
-from yurt.runtime.taskenv import build_env
 
 JOB = '''job "web" {
   meta {

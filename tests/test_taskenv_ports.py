@@ -4,10 +4,10 @@ joined as Go's net.JoinHostPort joins them."""
 
 from __future__ import annotations
 
+from yurt.runtime.client.taskenv import build_env, interpolate, port_env
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.structs import Allocation
 from yurt.runtime.structs.network import AllocatedSharedResources, PortMapping
-from yurt.runtime.taskenv import build_env, interpolate, port_env
 
 JOB = '''job "web" {
   group "g" {

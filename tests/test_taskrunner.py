@@ -22,8 +22,10 @@ from tests.runtime_support import (
     until_running,
 )
 from yurt.hooks.base import AllocHookResources, PrestartResponse, TaskHookContext, TaskPrestartHook
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.drivers.mock import MockDriver
+from yurt.runtime.client.taskrunner import events
+from yurt.runtime.client.taskrunner.events import datetime_of
 from yurt.runtime.errors import DriverError, StateError
 from yurt.runtime.structs import (
     Allocation,
@@ -32,8 +34,6 @@ from yurt.runtime.structs import (
     TaskEvent,
     TaskState,
 )
-from yurt.runtime.taskrunner import events
-from yurt.runtime.taskrunner.events import datetime_of
 from yurt.store import MemoryStateDB
 
 SERVICE = '''job "j" {
@@ -274,8 +274,8 @@ async def test_hook_env_merge_is_last_writer_wins_and_clearing_restores(
         autojump_clock: MockClock) -> None:
     """Later hooks win a key; a hook that clears its env lets the earlier value show again."""
     from yurt.hooks.base import Hook
-    from yurt.runtime.allocrunner.gate import Gate
-    from yurt.runtime.taskrunner.runner import TaskRunner
+    from yurt.runtime.client.allocrunner.gate import Gate
+    from yurt.runtime.client.taskrunner.runner import TaskRunner
 
     class First(Hook):
         name = "first"

@@ -1,4 +1,4 @@
-"""A task's usage over its whole process tree, CPU as a rate (runtime/taskusage.py): the rate
+"""A task's usage over its whole process tree, CPU as a rate (runtime/client/taskusage.py): the rate
 arithmetic without processes (layer 1), then real process trees, alone and through the
 allocation stats endpoint (layer 3)."""
 
@@ -14,7 +14,7 @@ import trio
 
 from tests.agent_support import raw_job, running_agent
 from tests.browser_support import poll
-from yurt.runtime.taskusage import (
+from yurt.runtime.client.taskusage import (
     TICKS_PER_S,
     CpuRates,
     ProcessUsage,

@@ -9,9 +9,9 @@ from trio.testing import MockClock
 
 from tests.runtime_support import harness, job_alloc, stopped, types, unix_clock
 from yurt.hooks.base import AllocDestroyHook, AllocShutdownHook
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.client import Client
-from yurt.runtime.drivers.mock import MockDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.drivers.mock import MockDriver
 from yurt.runtime.errors import StateError
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.structs import TaskState

@@ -20,8 +20,8 @@ import trio
 
 from tests.proc_support import processes_with_env
 from tests.runtime_support import eventually, job_alloc, unix_clock
-from yurt.runtime.allocrunner.runner import AllocRunner, AllocRunnerConfig
-from yurt.runtime.drivers.rawexec import RawExecDriver
+from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
+from yurt.runtime.client.drivers.rawexec import RawExecDriver
 from yurt.store import MemoryStateDB
 
 pytestmark = pytest.mark.slow

@@ -148,8 +148,8 @@ async def test_agent_restart_reattaches_without_acting_then_keeps_watching(
 
 async def test_agent_source_reads_a_variable_once_per_change(tmp_path: Path,
                                                              monkeypatch: Any) -> None:
-    from yurt.runtime.server.objects import ObjectStore
-    from yurt.runtime.templating.agentdata import AgentTemplateData
+    from yurt.runtime.agent.templatedata import AgentTemplateData
+    from yurt.runtime.server.state.objects_sqlite import ObjectStore
 
     reads: list[str] = []
     original = ObjectStore.variable

@@ -21,8 +21,8 @@ import pytest
 import trio
 
 from yurt.hooks.identity import write_token
-from yurt.runtime import confined_write
-from yurt.runtime.templating.files import (
+from yurt.runtime.client import confined_write
+from yurt.runtime.client.templating.files import (
     MAX_SOURCE_BYTES,
     TemplateFileError,
     read_confined,

@@ -24,11 +24,11 @@ from tests.runtime_support import (
     until_running,
 )
 from yurt.hooks.template import TemplateHook
-from yurt.runtime.allocrunner.runner import AllocRunner
+from yurt.runtime.client.allocrunner.runner import AllocRunner
+from yurt.runtime.client.taskrunner.runner import TaskRunner
+from yurt.runtime.client.templating.data import MemoryTemplateData
 from yurt.runtime.structs import Allocation
 from yurt.runtime.structs.service import ServiceRegistration
-from yurt.runtime.taskrunner.runner import TaskRunner
-from yurt.runtime.templating.data import MemoryTemplateData
 
 
 def job(template: str, *, task_config: str = 'run_for = "1h"', restart: str = "") -> str:

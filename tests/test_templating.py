@@ -12,18 +12,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from yurt.runtime.durations import SECOND
-from yurt.runtime.structs.service import ServiceRegistration
-from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
-from yurt.runtime.templating.change import (
+from yurt.runtime.client.templating.change import (
     Quiescence,
     decide,
     missing_message,
     splay_delay,
     task_wait,
 )
-from yurt.runtime.templating.data import MemoryTemplateData
-from yurt.runtime.templating.files import (
+from yurt.runtime.client.templating.data import MemoryTemplateData
+from yurt.runtime.client.templating.files import (
     DEST_ESCAPES,
     SOURCE_ESCAPES,
     TemplateFileError,
@@ -32,7 +29,10 @@ from yurt.runtime.templating.files import (
     read_confined,
     write_confined,
 )
-from yurt.runtime.templating.render import CompiledTemplate, Dep, render_all
+from yurt.runtime.client.templating.render import CompiledTemplate, Dep, render_all
+from yurt.runtime.lib.durations import SECOND
+from yurt.runtime.structs.service import ServiceRegistration
+from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
 
 
 def tmpl(mode: str, *, signal: str = "", splay: int = 0, script: str = "") -> Template:

@@ -22,7 +22,7 @@ import pytest
 from tests.agent_support import mock_job
 from tests.browser_support import WIDE, CuttableProxy, UiAgent, UiBrowser, poll, start_ui_agent
 from tests.proc_support import processes_with_env
-from yurt.runtime.procfs import stat_fields
+from yurt.runtime.lib.procfs import stat_fields
 
 TALKER = ("i=0; while :; do i=$((i+1)); echo line $i; "
           "printf '\\033[31mred %s\\033[0m\\n' $i; echo oops $i >&2; sleep 0.2; done")

@@ -28,7 +28,7 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
                     summaries}, /v1/scaling/policies
     search.py       /v1/search, /v1/search/fuzzy
     metrics.py      /v1/metrics (Nomad's JSON, or Prometheus text)
-    fs.py           /v1/client/fs/{ls,stat,cat,readat,stream}/<alloc> (runtime/allocfs.py)
+    fs.py           /v1/client/fs/{ls,stat,cat,readat,stream}/<alloc> (runtime/client/allocfs.py)
     exec.py         /v1/client/allocation/<id>/exec (websocket)
     namespaces.py   /v1/namespaces, /v1/namespace/<name>; ?namespace= scoping
     variables.py    /v1/vars, /v1/var/<path>

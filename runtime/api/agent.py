@@ -24,7 +24,7 @@ from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.api.status import REGION, RPC_PORT, server_address
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent import Agent
+    from yurt.runtime.agent.agent import Agent
 
 #: Nomad's serf (gossip) port, the `Port` of a member.
 SERF_PORT: Final = 4648

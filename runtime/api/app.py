@@ -62,12 +62,12 @@ from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.origin import CrossOriginMiddleware
 from yurt.runtime.api.request import ApiError, query_duration, query_int
+from yurt.runtime.api.stateguard import StateGuardMiddleware
 from yurt.runtime.api.unreadbody import UnreadBodyMiddleware
 from yurt.runtime.errors import Unavailable
-from yurt.runtime.stateguard import StateGuardMiddleware
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent import Agent
+    from yurt.runtime.agent.agent import Agent
 
 log = logging.getLogger("yurt.api")
 
@@ -124,7 +124,7 @@ class TokenMiddleware:
         self.app = app
         self.token = token.encode()
         #: Path prefixes that authenticate otherwise (a yurt server's node RPC: the node's
-        #: SecretID, runtime/cluster/routes.py).
+        #: SecretID, runtime/server/cluster/routes.py).
         self.exempt = exempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -317,7 +317,7 @@ def build_app(agent: Agent, front: Sequence[FrontRoute] = ()) -> ASGIApp:
     starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect
     app: ASGIApp = StateGuardMiddleware(starlette, agent.state_failure)
     if agent.config.servers:  # client mode: the servers' routes go to a server
-        from yurt.runtime.cluster.clientmode import ClientModeMiddleware
+        from yurt.runtime.agent.clientmode import ClientModeMiddleware
 
         app = ClientModeMiddleware(app, agent)
     if agent.config.token:

@@ -4,7 +4,8 @@ restart, signal, garbage collection, allocation and host resource usage.
 These act on a running alloc runner, so they wait until the allocation is restored after an agent
 restart (`Context.restored_runner`). The alloc runner's errors are imported inside the handler
 that maps them: the API binds before the runners load. Usage is read from /proc directly (a few
-small files per process, no thread hop; runtime/taskusage.py sums a task's process tree and makes
+small files per process, no thread hop; runtime/client/taskusage.py sums a task's process tree and
+makes
 CPU a rate); host stats, which stat the data directory, run in a worker thread.
 """
 
@@ -21,9 +22,9 @@ from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
+from yurt.runtime.client.taskusage import CpuRate, TreeUsage, tree_usage, uptime
 from yurt.runtime.errors import TaskNotRunningError, YurtError
-from yurt.runtime.signames import parse_signal_name
-from yurt.runtime.taskusage import CpuRate, TreeUsage, tree_usage, uptime
+from yurt.runtime.lib.signames import parse_signal_name
 
 
 async def alloc_restart(ctx: Context, request: Request) -> Response:
@@ -33,7 +34,7 @@ async def alloc_restart(ctx: Context, request: Request) -> Response:
     all_tasks = body_field(body, "AllTasks", bool, False)
     if task and all_tasks:
         raise ApiError(400, "task name cannot be set when restarting all tasks")
-    from yurt.runtime.allocrunner.interface import AllocRunnerError
+    from yurt.runtime.client.allocrunner.interface import AllocRunnerError
 
     try:
         if task:
@@ -86,7 +87,7 @@ async def client_gc(ctx: Context, request: Request) -> Response:
 
 async def alloc_stats(ctx: Context, request: Request) -> Response:
     """Nomad's `AllocResourceUsage`: per task, the sum over its process tree with CPU as a
-    rate (runtime/taskusage.py), each process under `Pids`; the allocation's total."""
+    rate (runtime/client/taskusage.py), each process under `Pids`; the allocation's total."""
     runner = await ctx.restored_runner(ctx.find_alloc_id(request.path_params["id"]))
     only = request.query_params.get("task")
     if any(r.devices for r in runner.alloc.task_resources.values()):

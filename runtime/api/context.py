@@ -3,7 +3,7 @@ path parameter into a job, an allocation view or a running alloc runner (404/400
 
 One `Context` is made per app (app.py `build_app`) and passed as the first argument of every
 handler; it holds no request state. The alloc runner is a type here only: the agent binds the API
-before it loads its runners (see runtime/agent.py), so importing it would slow that start.
+before it loads its runners (see runtime/agent/agent.py), so importing it would slow that start.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import msgspec
 import trio
 
 from yurt.runtime.api.request import PARSES_AT_ONCE, ApiError
-from yurt.runtime.restore import RESTORING
+from yurt.runtime.client.restore import RESTORING
+from yurt.runtime.client.taskusage import CpuRates
 from yurt.runtime.structs import Allocation, Job
-from yurt.runtime.taskusage import CpuRates
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent import Agent
-    from yurt.runtime.allocrunner.runner import AllocRunner
+    from yurt.runtime.agent.agent import Agent
+    from yurt.runtime.client.allocrunner.runner import AllocRunner
 
 @final
 class Context:
@@ -67,7 +67,7 @@ class Context:
         return self.runner(alloc_id)
 
     def runner(self, alloc_id: str) -> AllocRunner:
-        from yurt.runtime.allocrunner.runner import real
+        from yurt.runtime.client.allocrunner.runner import real
 
         runner = real(self.agent.client.runners.get(alloc_id))
         if runner is None:

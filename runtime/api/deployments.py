@@ -39,8 +39,8 @@ from yurt.runtime.api.request import (
 )
 from yurt.runtime.server import deploymentwatcher as watcher
 from yurt.runtime.server.deploymentbook import latest_deployment
-from yurt.runtime.server.deployments import with_status
-from yurt.runtime.server.reschedule import as_time
+from yurt.runtime.server.scheduler.deployments import with_status
+from yurt.runtime.server.scheduler.reschedule import as_time
 from yurt.runtime.structs import Allocation, AllocDeploymentStatus
 from yurt.runtime.structs.update import (
     DEPLOYMENT_DESC_FAILED_ALLOCATIONS,

@@ -40,7 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError
-from yurt.runtime.drivers.protocol import (
+from yurt.runtime.client.drivers.protocol import (
     ExecDriver,
     ExecInput,
     ExecOutput,
@@ -49,7 +49,7 @@ from yurt.runtime.drivers.protocol import (
     ExecStdin,
 )
 from yurt.runtime.errors import DriverError
-from yurt.runtime.goparse import parse_go_bool
+from yurt.runtime.lib.goparse import parse_go_bool
 from yurt.runtime.structs import TASK_STATE_RUNNING, ZERO_TIME
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
     """The driver, task id and request of this exec, checked in Nomad's order."""
     alloc_id = websocket.path_params["id"]
     await ctx.agent.restoring.wait(alloc_id)
-    from yurt.runtime.allocrunner.runner import real
+    from yurt.runtime.client.allocrunner.runner import real
 
     runner = real(ctx.agent.client.runners.get(alloc_id))
     if runner is None:

@@ -2,7 +2,7 @@
 
 `path` is relative to the allocation directory (`/` is the directory itself; Nomad's layout:
 `alloc/{data,logs,tmp}`, `<task>/{local,secrets,tmp}`). Every path is resolved by
-runtime/allocfs.py, which never leaves the allocation directory (its docstring says how) and
+runtime/client/allocfs.py, which never leaves the allocation directory (its docstring says how) and
 runs in worker threads behind `FS_THREADS`, so a slow disk never stalls the event loop. Files
 are sent 64 KiB at a time from the descriptor the resolution opened, never read whole.
 
@@ -32,10 +32,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from yurt.runtime import allocfs
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.logs import FramedLogResponse
 from yurt.runtime.api.request import ApiError, json_response, no_head, query_bool
+from yurt.runtime.client import allocfs
 
 #: Worker threads the file system endpoints use at once (each one call, bounded in time by
 #: the disk only): more requests wait here rather than crowd out the agent's own threads.

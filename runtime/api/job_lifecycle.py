@@ -35,7 +35,7 @@ from yurt.runtime.jobspec.limits import job_count_problem
 from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.jobdiff import job_diff
-from yurt.runtime.server.scheduler import DesiredUpdates, schedule
+from yurt.runtime.server.scheduler.generic import DesiredUpdates, schedule
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_FAILED,

@@ -1,6 +1,7 @@
 """/v1/client/fs/logs/<alloc>: a task's stdout or stderr, framed as Nomad frames it, or plain.
 
-The log reader (runtime/logs/reader.py) reads files in worker threads and is imported inside the
+The log reader (runtime/client/logs/reader.py) reads files in worker threads and is imported inside
+the
 handler, like the alloc runner. A framed stream sends `{}` every `LOG_HEARTBEAT` while following
 and idle; `FramedLogResponse` says why its reader runs in a nursery the response owns.
 
@@ -55,7 +56,7 @@ async def logs(ctx: Context, request: Request) -> Response:
         raise ApiError(404, f'task "{task}" not started yet. No logs available')
     if runner.alloc_dir is None:
         raise ApiError(404, f'task "{task}" keeps no logs (it has no alloc dir)')
-    from yurt.runtime.logs.reader import read_log
+    from yurt.runtime.client.logs.reader import read_log
 
     def finished() -> bool:
         # The task runner is done only once its log pumps drained (or their grace ran out);

@@ -36,11 +36,11 @@ from starlette.responses import Response
 from yurt.runtime.api.client import host_stats
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import json_response
+from yurt.runtime.client.taskusage import tree_usage
 from yurt.runtime.structs import is_client_terminal
-from yurt.runtime.taskusage import tree_usage
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent import Agent
+    from yurt.runtime.agent.agent import Agent
 
 Labels = dict[str, str]
 _TICKS_PER_S = float(os.sysconf("SC_CLK_TCK"))
@@ -102,7 +102,7 @@ def collect(ctx: Context, host: dict[str, Any], cpus: dict[str, list[int]]
     gauges: list[tuple[str, float, Labels]] = []
     wall = time.monotonic()
     seen: dict[tuple[str, str], tuple[float, float]] = {}
-    from yurt.runtime.allocrunner.runner import real
+    from yurt.runtime.client.allocrunner.runner import real
 
     for any_runner in list(agent.client.runners.values()):
         if (runner := real(any_runner)) is None:

@@ -1,6 +1,7 @@
 """/v1/namespaces, /v1/namespace[/<name>]; and what scopes jobs by `?namespace=`.
 
-Namespaces and variables live in the server's object store (runtime/server/objects.py), opened
+Namespaces and variables live in the server's object store
+(runtime/server/state/objects_sqlite.py), opened
 on the first request that needs it, once per agent (`object_store`): its module, and the
 cryptography it carries, load behind the API, not before it binds (tests/test_import_weight.py).
 
@@ -38,8 +39,8 @@ from yurt.runtime.server.namespaces import (
 from yurt.runtime.structs import Job
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent import Agent
-    from yurt.runtime.server.objects import Objects, ObjectStore
+    from yurt.runtime.agent.agent import Agent
+    from yurt.runtime.server.state.objects_sqlite import Objects, ObjectStore
 
 
 class _Opening:
@@ -53,8 +54,8 @@ _stores: WeakKeyDictionary[Agent, _Opening] = WeakKeyDictionary()
 
 async def object_store(agent: Agent) -> Objects:
     """The agent's namespace and variable store, opened on first use (a cluster server's
-    own: in etcd, runtime/cluster/objects.py)."""
-    from yurt.runtime.server.objects import ObjectStore
+    own: in etcd, runtime/server/state/objects_etcd.py)."""
+    from yurt.runtime.server.state.objects_sqlite import ObjectStore
 
     own: Objects | None = getattr(agent, "objects", None)
     if own is not None:

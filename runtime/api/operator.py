@@ -73,7 +73,7 @@ async def scheduler_configuration(ctx: Context, request: Request) -> Response:
     if why := schedconfig.validate(config):
         raise ApiError(400, why)
     set_in_cluster = getattr(server, "set_scheduler_config", None)
-    if set_in_cluster is not None:  # a cluster server's: in etcd (runtime/cluster/server.py)
+    if set_in_cluster is not None:  # a cluster server's: in etcd (runtime/server/cluster/server.py)
         updated, index = await set_in_cluster(config, cas)
         return json_response({"Updated": updated, "Index": index})
     # Check, save and assign as one step: another PUT saving meanwhile would pass the same

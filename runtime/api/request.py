@@ -20,10 +20,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive
 
-from yurt.runtime.durations import parse_duration
 from yurt.runtime.errors import JobSpecError
-from yurt.runtime.goparse import parse_go_bool, parse_go_uint
 from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
+from yurt.runtime.lib.durations import parse_duration
+from yurt.runtime.lib.goparse import parse_go_bool, parse_go_uint
 from yurt.runtime.structs import Job
 
 _encoder = msgspec.json.Encoder()

@@ -36,8 +36,8 @@ from typing import Any, ClassVar, Final, Protocol
 from yurt.runtime.gotemplate.builtins import check_size
 from yurt.runtime.gotemplate.exec import ArgTypeError, FuncError
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, format_float, go_type, sprint_value
-from yurt.runtime.gotemplate.goregexp import match_string, replace_all_string
 from yurt.runtime.gotemplate.limits import ELEMENT_STEPS, charge
+from yurt.runtime.gotemplate.regexp_funcs import match_string, replace_all_string
 
 _SERVICE_QUERY: Final = re.compile(r"\A(?:(?P<tag>[\w\-.]+)\.)?(?P<name>[\w\-/]+)"
                                    r"(?:@(?P<region>[\w.\-]+))?\Z")

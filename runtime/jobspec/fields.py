@@ -27,7 +27,7 @@ import msgspec
 
 from yurt.runtime.jobspec.limits import MAX_PROBLEMS
 from yurt.runtime.jobspec.shorthand import affinity_shorthand, constraint_shorthand
-from yurt.runtime.sourcemap import PathKey
+from yurt.runtime.lib.sourcemap import PathKey
 from yurt.runtime.structs import (
     DispatchPayloadConfig,
     EphemeralDisk,

@@ -18,7 +18,6 @@ from typing import Any
 
 import msgspec
 
-from yurt.runtime.durations import parse_duration
 from yurt.runtime.jobspec.fields import (
     _INVALID,
     HCL_REWRITES,
@@ -32,7 +31,8 @@ from yurt.runtime.jobspec.fields import (
     _type_name,
     _unknown_message,
 )
-from yurt.runtime.sourcemap import PathKey, Position
+from yurt.runtime.lib.durations import parse_duration
+from yurt.runtime.lib.sourcemap import PathKey, Position
 from yurt.runtime.structs import Job
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from yurt.runtime.sourcemap import PathKey, Position
+from yurt.runtime.lib.sourcemap import PathKey, Position
 
 #: Largest job text, in characters. lark reads HCL at about 10 µs a character: 1 Mi takes
 #: seconds, the largest real jobs are a few KiB.

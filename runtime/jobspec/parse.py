@@ -24,7 +24,7 @@ from yurt.runtime.jobspec.limits import MAX_JOB_CHARS, MAX_PROBLEMS, _lone_surro
 from yurt.runtime.jobspec.rules import _check_job, canonicalize
 from yurt.runtime.jobspec.shape import _check_shape
 from yurt.runtime.jobspec.syntax import _load_hcl, _load_json
-from yurt.runtime.sourcemap import PathKey, Position, hcl_positions, json_positions, locate
+from yurt.runtime.lib.sourcemap import PathKey, Position, hcl_positions, json_positions, locate
 from yurt.runtime.structs import Job
 
 Format = Literal["hcl", "json"]

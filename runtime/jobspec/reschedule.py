@@ -21,8 +21,8 @@ from typing import Final
 
 import msgspec
 
-from yurt.runtime.durations import SECOND, format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems
+from yurt.runtime.lib.durations import SECOND, format_duration
 from yurt.runtime.structs import (
     DEFAULT_RESCHEDULE_POLICY,
     Job,

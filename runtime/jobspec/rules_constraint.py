@@ -16,10 +16,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from yurt.runtime.goregexp import GoRegexpError
 from yurt.runtime.jobspec.fields import _At, _Problems
-from yurt.runtime.server.feasible import compile_regexp, regexp_refusal
-from yurt.runtime.server.versions import VersionError, semver_constraint, version_constraint
+from yurt.runtime.lib.goregexp import GoRegexpError
+from yurt.runtime.lib.goversion import VersionError, semver_constraint, version_constraint
+from yurt.runtime.server.scheduler.feasible import compile_regexp, regexp_refusal
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.constraint import (
     COMPARISON_OPERATORS,

@@ -15,9 +15,9 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable
 
-from yurt.runtime.durations import format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems
-from yurt.runtime.signames import SIGNAL_NAMES
+from yurt.runtime.lib.durations import format_duration
+from yurt.runtime.lib.signames import SIGNAL_NAMES
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.template import TEMPLATE_CHANGE_MODES, Template, WaitConfig
 

@@ -28,8 +28,8 @@ from typing import Final
 
 import msgspec
 
-from yurt.runtime.durations import format_duration
 from yurt.runtime.jobspec.fields import _At, _Problems
+from yurt.runtime.lib.durations import format_duration
 from yurt.runtime.structs import Job, TaskGroup
 from yurt.runtime.structs.update import UPDATE_HEALTH_MODES, UpdateStrategy
 

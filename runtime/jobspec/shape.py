@@ -17,7 +17,6 @@ from typing import Any, Final
 
 import msgspec
 
-from yurt.runtime.durations import parse_duration
 from yurt.runtime.jobspec.fields import (
     _INVALID,
     _At,
@@ -30,6 +29,7 @@ from yurt.runtime.jobspec.fields import (
     _unknown_message,
 )
 from yurt.runtime.jobspec.limits import INT_MAX, INT_MIN
+from yurt.runtime.lib.durations import parse_duration
 
 
 def _check_shape(struct: type[msgspec.Struct], data: Any, at: _At,

@@ -23,7 +23,7 @@ from yurt.runtime.jobspec.limits import (
     MAX_VALUES,
     json_value_trouble,
 )
-from yurt.runtime.sourcemap import Position, hcl_trouble, json_positions, json_trouble, locate
+from yurt.runtime.lib.sourcemap import Position, hcl_trouble, json_positions, json_trouble, locate
 
 if TYPE_CHECKING:  # python-hcl2 and lark (~4 MiB) load with the first HCL job, not with the
     import lark  # agent: JSON jobs through the API never need them

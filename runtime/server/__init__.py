@@ -1,8 +1,9 @@
-"""The server side a client syncs with.
+"""The server side a client syncs with (Nomad's `nomad/`).
 
-`Server` is the contract the agent's client side uses; `LocalServer` (embedded, single node,
-state in SQLite) implements it today, and a cluster backend (etcd) is meant to implement it
-later without the client side changing.
+`Server` is the contract the agent's client side uses. Two implementations: `LocalServer`
+(local.py: embedded, single node, state in SQLite) and, in cluster mode, the client's
+`RemoteServer` (runtime/client/remote.py) speaking to `yurt server` processes whose state is in
+etcd (cluster/). The pure scheduler is `scheduler/`, both state backends are `state/`.
 """
 
 from __future__ import annotations

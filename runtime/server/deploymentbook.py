@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from yurt.runtime.server.deployments import is_canary, is_healthy, is_unhealthy
-from yurt.runtime.server.reschedule import as_time
+from yurt.runtime.server.scheduler.deployments import is_canary, is_healthy, is_unhealthy
+from yurt.runtime.server.scheduler.reschedule import as_time
 from yurt.runtime.structs import Allocation
 from yurt.runtime.structs.base import ZERO_TIME
 from yurt.runtime.structs.update import Deployment

@@ -35,14 +35,14 @@ import msgspec
 import trio
 
 from yurt.runtime.eventstream import job_event
-from yurt.runtime.server.deployments import (
+from yurt.runtime.server.records import job_spec
+from yurt.runtime.server.scheduler.deployments import (
     is_healthy,
     is_unhealthy,
     requires_promotion,
     with_status,
 )
-from yurt.runtime.server.records import job_spec
-from yurt.runtime.server.reschedule import as_time, eligible, policy_for, unix_ns
+from yurt.runtime.server.scheduler.reschedule import as_time, eligible, policy_for, unix_ns
 from yurt.runtime.structs import Allocation, Evaluation, Job
 from yurt.runtime.structs.eval import EVAL_STATUS_CANCELED
 from yurt.runtime.structs.update import (

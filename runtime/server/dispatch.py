@@ -21,7 +21,7 @@ from typing import Final
 
 import msgspec
 
-from yurt.runtime.server.periodic import periodic_child_id
+from yurt.runtime.server.scheduler.periodic import periodic_child_id
 from yurt.runtime.structs import Job
 
 #: Nomad's `DispatchPayloadSizeLimit`.

@@ -39,7 +39,7 @@ from contextlib import asynccontextmanager
 import msgspec
 import trio
 
-from yurt.runtime.allocrunner.health import merge_client_health
+from yurt.runtime.client.allocrunner.health import merge_client_health
 from yurt.runtime.eventstream import (
     Event,
     EventBroker,
@@ -67,11 +67,11 @@ from yurt.runtime.server.records import (
     with_status,
     without_job,
 )
-from yurt.runtime.server.reschedule import needs_reschedule, unix_ns
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
-from yurt.runtime.server.scheduler import Plan, schedule, stopped
+from yurt.runtime.server.scheduler.generic import Plan, schedule, stopped
+from yurt.runtime.server.scheduler.reschedule import needs_reschedule, unix_ns
 from yurt.runtime.server.services import ServiceCatalogue
-from yurt.runtime.server.store import ServerStateStore
+from yurt.runtime.server.state.sqlite import ServerStateStore
 from yurt.runtime.structs import (
     ALLOC_CLIENT_UNKNOWN,
     EVAL_STATUS_BLOCKED,
@@ -349,7 +349,7 @@ class LocalServer:
                        forget: list[tuple[str, int]], deployments: list[Deployment],
                        nodes: list[Node]) -> None:
         """Write one commit, numbered `self.index`, to the store (a cluster server writes
-        the nodes too: runtime/cluster/server.py)."""
+        the nodes too: runtime/server/cluster/server.py)."""
         if nodes:
             raise ValueError("the embedded server keeps its node outside server.db")
         if self.store is not None:

@@ -36,7 +36,7 @@ import msgspec
 import trio
 
 from yurt.runtime.eventstream import Event
-from yurt.runtime.server.drain import from_unix_ns, plan_drain, start_strategy
+from yurt.runtime.server.scheduler.drain import from_unix_ns, plan_drain, start_strategy
 from yurt.runtime.structs import (
     NODE_ELIGIBLE,
     NODE_INELIGIBLE,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from yurt.runtime.server.dispatch import DispatchError, is_periodic_active, periodic_child
-from yurt.runtime.server.periodic import launch_of_child, plan
+from yurt.runtime.server.scheduler.periodic import launch_of_child, plan
 from yurt.runtime.structs import Job, PeriodicConfig
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ import msgspec
 
 from yurt.runtime.eventstream import Event
 from yurt.runtime.server.dispatch import is_template
-from yurt.runtime.server.reschedule import eligible, needs_reschedule, policy_for
-from yurt.runtime.server.scheduler import Plan
+from yurt.runtime.server.scheduler.generic import Plan
+from yurt.runtime.server.scheduler.reschedule import eligible, needs_reschedule, policy_for
 from yurt.runtime.structs import Allocation, Evaluation, Job, is_client_terminal
 
 _SERVER_FIELDS = ("stop", "status", "status_description", "version", "submit_time",

@@ -36,7 +36,7 @@ from yurt.runtime.structs.service import ServiceRegistration
 if TYPE_CHECKING:
     # Only a type: the API imports this module (for `choose`) and binds before the agent
     # loads SQLite (tests/test_import_weight.py).
-    from yurt.runtime.server.store import ServerStateStore
+    from yurt.runtime.server.state.sqlite import ServerStateStore
 
 TOPIC: Final = "Service"
 MALFORMED_CHOOSE: Final = "Parameter for choose must be in form '<number>|<key>'"

@@ -2,7 +2,7 @@
 
 - `node.py`: `SimNode`, one client node made of the real client code (registration,
   heartbeats, allocation pulls, alloc sync, the client's runner bookkeeping) with simulated
-  allocation runners (runtime/allocrunner/simulated.py).
+  allocation runners (runtime/client/allocrunner/simulated.py).
 - `nodesim.py`: `NodeSimulator`, N `SimNode`s in one process against real servers over one
   shared HTTP client, counting what the servers received (`yurt nodesim`); `NaiveSyncer`, the
   one-call-per-update client it is compared with. `nodesim_profile.py`: its TOML profile.
@@ -11,5 +11,5 @@
 - `cluster.py`: `SimCluster`, servers over one in-memory etcd, an observer, `SimNode`s and
   the network, in one Trio run.
 - `check.py`: the invariants checked after each step and after settling.
-- `scenario.py`: random scenarios from a seed, deterministic (`yurt sim`, runtime/cli_sim.py).
+- `scenario.py`: random scenarios from a seed, deterministic (`yurt sim`, runtime/cli/sim.py).
 """

@@ -43,9 +43,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from yurt.runtime.cluster.server import ClusterServer
-from yurt.runtime.server.disconnect import lost_after
-from yurt.runtime.server.etcdstore import ClusterChange
+from yurt.runtime.server.cluster.server import ClusterServer
+from yurt.runtime.server.scheduler.disconnect import lost_after
+from yurt.runtime.server.state.etcd import ClusterChange
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_LOST,

@@ -35,13 +35,13 @@ from typing import Final, final
 
 import trio
 
-from yurt.runtime.allocrunner.simulated import AllocProfile
-from yurt.runtime.cluster.etcd import EtcdError
-from yurt.runtime.cluster.leader import EtcdLeaseBackend, LeaderElection
-from yurt.runtime.cluster.memkv import MemoryKV
-from yurt.runtime.cluster.server import ClusterServer, HeartbeatConfig
+from yurt.runtime.client.allocrunner.simulated import AllocProfile
 from yurt.runtime.eventstream import EventBroker
-from yurt.runtime.server.etcdstore import ClusterStore, StoreConflict
+from yurt.runtime.server.cluster.etcd.client import EtcdError
+from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
+from yurt.runtime.server.cluster.leader import EtcdLeaseBackend, LeaderElection
+from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
+from yurt.runtime.server.state.etcd import ClusterStore, StoreConflict
 from yurt.runtime.sim.check import ObserverServer, runner_update
 from yurt.runtime.sim.network import ServerEndpoint, SimNetwork
 from yurt.runtime.sim.node import SimNode

@@ -1,7 +1,7 @@
 """The whole-cluster simulation's network: the node RPC delivered in process, over links with
 latency, message loss and partitions, all drawn from one seeded RNG on the trio clock.
 
-`SimNetwork.transport(node_id)` is a `NodeTransport` (runtime/cluster/remote.py): the real
+`SimNetwork.transport(node_id)` is a `NodeTransport` (runtime/client/remote.py): the real
 `RemoteServer` of a `SimNode` calls it exactly as it calls `HttpTransport`, and it answers
 what routes.py answers over HTTP — the same paths, the same SecretID checks, the same status
 codes (403 a wrong secret or another node's allocation, 404 an unknown node, 400 a bad
@@ -44,11 +44,11 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
-from yurt.runtime.cluster import NODE_SECRET_HEADER
-from yurt.runtime.cluster.remote import NodeTransport
-from yurt.runtime.cluster.routes import MAX_ALLOC_WAIT, decode_register, decode_update
-from yurt.runtime.cluster.server import ClusterServer, NodeAuthError, UnknownNode
-from yurt.runtime.durations import parse_duration
+from yurt.runtime.client.remote import NodeTransport
+from yurt.runtime.lib.durations import parse_duration
+from yurt.runtime.server.cluster.routes import MAX_ALLOC_WAIT, decode_register, decode_update
+from yurt.runtime.server.cluster.server import ClusterServer, NodeAuthError, UnknownNode
+from yurt.runtime.structs.noderpc import NODE_SECRET_HEADER
 
 PREFIX: Final = "/v1/internal/"
 

@@ -28,9 +28,10 @@ from typing import Protocol, final
 
 import trio
 
-from yurt.runtime.allocrunner.simulated import AllocProfile, simulated_factory
-from yurt.runtime.client import Client
-from yurt.runtime.cluster.remote import (
+from yurt.runtime.client.allocrunner.simulated import AllocProfile, simulated_factory
+from yurt.runtime.client.allocsync import AllocSyncer
+from yurt.runtime.client.client import Client
+from yurt.runtime.client.remote import (
     BACKOFF_BASE,
     BACKOFF_CAP,
     DEFAULT_REQUEST_TIMEOUT,
@@ -41,7 +42,6 @@ from yurt.runtime.cluster.remote import (
 )
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.structs import AcknowledgedState, Allocation, Job, Node
-from yurt.runtime.sync import AllocSyncer
 from yurt.store.memory import MemoryStateDB
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, final
 
-from yurt.runtime.allocrunner.simulated import AllocProfile
+from yurt.runtime.client.allocrunner.simulated import AllocProfile
 
 DEFAULT_CPU: Final = 4000
 DEFAULT_MEMORY_MB: Final = 8192

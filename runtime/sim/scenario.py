@@ -58,9 +58,9 @@ import msgspec
 import trio
 import trio.testing
 
-from yurt.runtime.allocrunner.simulated import AllocProfile
-from yurt.runtime.cluster.server import ClusterServer
-from yurt.runtime.durations import SECOND
+from yurt.runtime.client.allocrunner.simulated import AllocProfile
+from yurt.runtime.lib.durations import SECOND
+from yurt.runtime.server.cluster.server import ClusterServer
 from yurt.runtime.sim.check import IndexWatch, InvariantViolation, liveness, safety
 from yurt.runtime.sim.cluster import SimCluster, SimConfig
 from yurt.runtime.structs import (

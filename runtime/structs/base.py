@@ -29,7 +29,8 @@ ALLOC_CLIENT_RUNNING: Final = "running"
 ALLOC_CLIENT_COMPLETE: Final = "complete"
 ALLOC_CLIENT_FAILED: Final = "failed"
 ALLOC_CLIENT_LOST: Final = "lost"
-#: On a disconnected node, within its group's disconnect window (runtime/server/disconnect.py).
+#: On a disconnected node, within its group's disconnect window
+#: (runtime/server/scheduler/disconnect.py).
 ALLOC_CLIENT_UNKNOWN: Final = "unknown"
 
 ALLOC_DESIRED_RUN: Final = "run"

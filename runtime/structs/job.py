@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from msgspec import field
 
-from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.lib.durations import MINUTE, SECOND
 from yurt.runtime.structs.artifact import TaskArtifact
 from yurt.runtime.structs.base import Base, Duration
 from yurt.runtime.structs.constraint import Affinity, Constraint, Spread

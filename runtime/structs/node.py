@@ -95,7 +95,7 @@ class Node(Base):
 
 
 
-#: A node's Status, as Nomad's (a cluster's servers move it: runtime/cluster/heartbeat.py).
+#: A node's Status, as Nomad's (a cluster's servers move it: runtime/server/cluster/heartbeat.py).
 NODE_STATUS_INIT: Final = "initializing"
 NODE_STATUS_READY: Final = "ready"
 NODE_STATUS_DOWN: Final = "down"
@@ -103,7 +103,7 @@ NODE_STATUS_DISCONNECTED: Final = "disconnected"
 
 
 # --------------------------------------------------------------------------- node drain and
-# eligibility (runtime/server/drain.py, runtime/api/nodes.py)
+# eligibility (runtime/server/scheduler/drain.py, runtime/api/nodes.py)
 
 NODE_ELIGIBLE: Final = "eligible"
 NODE_INELIGIBLE: Final = "ineligible"

@@ -13,7 +13,7 @@ from typing import Final
 
 from msgspec import field
 
-from yurt.runtime.durations import SECOND
+from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs.base import Base, Duration
 
 TEMPLATE_CHANGE_MODES: Final = ("noop", "signal", "script", "restart")

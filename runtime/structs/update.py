@@ -16,7 +16,7 @@ from typing import Final
 
 from msgspec import field
 
-from yurt.runtime.durations import MINUTE, SECOND
+from yurt.runtime.lib.durations import MINUTE, SECOND
 from yurt.runtime.structs.base import ZERO_TIME, Base, Duration
 
 UPDATE_HEALTH_CHECKS: Final = "checks"

@@ -3,7 +3,7 @@
 // as CPU and memory sparklines with the current values, plus device stats when a task holds
 // devices.
 //
-// CPU is answered as Nomad's collector does (runtime/taskusage.py): `Percent` of one core and
+// CPU is answered as Nomad's collector does (runtime/client/taskusage.py): `Percent` of one core and
 // `TotalTicks` in MHz, over the task's whole process tree, measured between the agent's readings
 // (the first one is the average since the task started).
 

@@ -1,0 +1,249 @@
+"""`yurt agent --config FILE`: the agent's settings in TOML, checked like a job file.
+
+    data_dir = "/var/lib/yurt"
+    bind = "127.0.0.1"
+    port = 4646
+    token = "…"                      # required when bind is not loopback
+    datacenter = "dc1"
+    node_class = "web"                   # Nomad's client `node_class`: `${node.class}`
+    http_idle_timeout = "5m"             # how long an idle keep-alive connection stays open
+    servers = ["http://10.0.0.1:4646"]   # client mode: run no server, use these (--servers)
+
+    [meta]                               # Nomad's client `meta`: `${meta.rack}`, NOMAD_META_*
+    rack = "r1"
+
+    [drivers]
+    allow = ["raw_exec", "mock_driver"]   # only these (empty: all installed)
+    block = []                            # never these
+    [drivers.config.raw_exec]
+    enabled = true
+    env_allow = ["PATH", "LANG", "LC_*"]  # what tasks inherit of the agent's environment
+    tree_tracking = "auto"                # or "cgroup2", "cgroup1", "subreaper"
+
+    [[devices.fake]]                      # devices of the fake device plugin
+    id = "nvidia/gpu/T4"
+    instances = ["GPU-0", "GPU-1"]
+
+    [artifact]                            # Nomad's client `artifact` block
+    http_read_timeout = "30m"
+    http_max_size = "100GB"
+    decompression_size_limit = "100GB"
+    decompression_file_count_limit = 4096
+
+    [gc]
+    interval = "1m"
+    disk_threshold = 80
+    inode_threshold = 70
+    max_allocs = 50
+    parallel = 2
+
+Command-line options override the file. Unknown keys and wrong types are errors that name the
+key, all of them at once and in words (`structcheck.py`: "unknown key "prot"; did you mean
+"port"?", "must be a list of strings"), so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from yurt.runtime.client.devices.protocol import DeviceGroup, DeviceInstance
+from yurt.runtime.client.gc import GCConfig
+from yurt.runtime.client.getter.config import ArtifactSettings
+from yurt.runtime.errors import YurtError
+from yurt.runtime.lib.durations import parse_duration
+from yurt.runtime.lib.structcheck import check
+
+_META_KEY = re.compile(r"[^.]+(\.[^.]+)*")
+
+
+class ConfigError(YurtError):
+    pass
+
+
+class _Fake(msgspec.Struct, forbid_unknown_fields=True):
+    id: str
+    instances: list[str]
+
+
+class _Devices(msgspec.Struct, forbid_unknown_fields=True):
+    fake: list[_Fake] = msgspec.field(default_factory=list)
+
+
+class _Drivers(msgspec.Struct, forbid_unknown_fields=True):
+    allow: list[str] = msgspec.field(default_factory=list)
+    block: list[str] = msgspec.field(default_factory=list)
+    config: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+
+class _GC(msgspec.Struct, forbid_unknown_fields=True):
+    interval: str = "1m"
+    disk_threshold: float = 80.0
+    inode_threshold: float = 70.0
+    max_allocs: int = 50
+    parallel: int = 2
+
+
+class _Reserved(msgspec.Struct, forbid_unknown_fields=True):
+    """Nomad's client `reserved` block: what placements may not use (ports only, here)."""
+
+    reserved_ports: str = ""  # Nomad's syntax: "22,80,8000-8100"
+
+
+class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
+    data_dir: str | None = None
+    bind: str | None = None
+    port: int | None = None
+    token: str | None = None
+    datacenter: str = "dc1"
+    node_name: str | None = None
+    #: Nomad's client `node_class` and `meta`: the node's, for constraints (`${node.class}`,
+    #: `${meta.<key>}`), the node API and the computed class.
+    node_class: str = ""
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+    http_idle_timeout: str = "5m"
+    drivers: _Drivers = msgspec.field(default_factory=_Drivers)
+    devices: _Devices = msgspec.field(default_factory=_Devices)
+    gc: _GC = msgspec.field(default_factory=_GC)
+    #: Where dynamic ports come from (Nomad's client `min_dynamic_port`/`max_dynamic_port`).
+    min_dynamic_port: int = 20000
+    max_dynamic_port: int = 32000
+    reserved: _Reserved = msgspec.field(default_factory=_Reserved)
+    artifact: ArtifactSettings = msgspec.field(default_factory=ArtifactSettings)
+    #: Nomad's agent `log_level` and `log_json` (runtime/agent/log.py); options override them.
+    log_level: str = "info"
+    log_json: bool = False
+    #: Client mode: the servers' URLs (`--servers`); empty runs the embedded server.
+    servers: list[str] = msgspec.field(default_factory=list)
+
+    def fake_devices(self) -> tuple[DeviceGroup, ...]:
+        return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
+                     for f in self.devices.fake)
+
+    def idle_timeout(self) -> float:
+        """`http_idle_timeout` in seconds; a duration of at least a second."""
+        try:
+            seconds = parse_duration(self.http_idle_timeout) / 1e9
+        except ValueError as e:
+            raise ValueError(f"http_idle_timeout: {e}") from None
+        if seconds < 1:
+            raise ValueError(f"http_idle_timeout is at least 1s, got {self.http_idle_timeout!r}")
+        return seconds
+
+    def check_ports(self) -> None:
+        """Nomad's agent checks of the dynamic range, and the reserved ports' syntax."""
+        from yurt.runtime.server.scheduler.ports import MAX_VALID_PORT, parse_port_ranges
+
+        low, high = self.min_dynamic_port, self.max_dynamic_port
+        if not 0 < low <= MAX_VALID_PORT:
+            raise ValueError(f"Invalid dynamic port range: min_dynamic_port={low}")
+        if not 0 < high <= MAX_VALID_PORT:
+            raise ValueError(f"Invalid dynamic port range: max_dynamic_port={high}")
+        if low > high:
+            raise ValueError(f"Invalid dynamic port range: min_dynamic_port={low} and "
+                             f"max_dynamic_port={high}")
+        try:
+            parse_port_ranges(self.reserved.reserved_ports)
+        except ValueError as e:
+            raise ValueError(f"reserved.reserved_ports: {e}") from None
+
+    def check_meta(self) -> None:
+        """Nomad's agent check of its client meta keys (`helper.IsValidInterpVariable`):
+        dot-separated non-empty parts, as `${meta.<key>}` needs them."""
+        for key in self.meta:
+            if not _META_KEY.fullmatch(key):
+                raise ValueError(f"Invalid Client.Meta key: {key}")
+
+    def gc_config(self) -> GCConfig:
+        return GCConfig(interval=parse_duration(self.gc.interval) / 1e9,
+                        disk_threshold=self.gc.disk_threshold,
+                        inode_threshold=self.gc.inode_threshold,
+                        max_allocs=self.gc.max_allocs, parallel=self.gc.parallel)
+
+
+def check_server_url(url: str, where: str) -> str:
+    """`url` as the node RPC is reached: `http(s)://host:port` (a bare `host:port` gets
+    `http://`), without a path.
+
+    Raises:
+        ValueError: what is wrong, prefixed with `where`.
+    """
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    full = text if "://" in text else f"http://{text}"
+    try:
+        parts = urlsplit(full)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"{where}: {url!r} is not a server URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
+        raise ValueError(f"{where}: {url!r} is not a server URL; give http://host:port")
+    if parts.path.strip("/") or parts.query or parts.fragment:
+        raise ValueError(f"{where}: {url!r} has a path; give only http://host:port")
+    return full.rstrip("/")
+
+
+def parse_fake_device(spec: str) -> DeviceGroup:
+    """`vendor/type/name=ID,ID` → a device group of the fake plugin."""
+    ident, _, ids = spec.partition("=")
+    parts = ident.split("/")
+    if len(parts) != 3 or not all(parts) or not ids:
+        raise ConfigError(f"a fake device is vendor/type/name=ID,ID, got {spec!r}")
+    return DeviceGroup(vendor=parts[0], type=parts[1], name=parts[2],
+                       instances=[DeviceInstance(id=i) for i in ids.split(",")])
+
+
+def load_config(path: Path) -> FileConfig:
+    """Read and check the agent's config file.
+
+    Raises:
+        ConfigError: every problem found, one `FILE: key.path: message` line each, in words
+            (an unknown key names the closest known one; a wrong type says what it must be).
+    """
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: cannot read: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    problems = check(raw, FileConfig)
+    drivers = raw.get("drivers")
+    plugins = drivers.get("config") if isinstance(drivers, dict) else None
+    raw_exec = plugins.get("raw_exec") if isinstance(plugins, dict) else None
+    if isinstance(raw_exec, dict):
+        # Only here: the driver's module is not on the path to a listening API.
+        from yurt.runtime.client.drivers.rawexec import RawExecPluginConfig
+
+        problems += check(raw_exec, RawExecPluginConfig, path=("drivers", "config", "raw_exec"))
+    if problems:
+        raise ConfigError("\n".join(p.render(str(path)) for p in problems))
+    try:
+        config = msgspec.convert(raw, FileConfig)
+        config.fake_devices()
+        config.gc_config()
+        config.idle_timeout()
+        config.check_ports()
+        config.check_meta()
+        for server in config.servers:
+            check_server_url(server, "servers")
+        try:
+            config.artifact.to_config()
+        except ValueError as e:
+            raise ValueError(f"artifact: {e}") from None
+        if isinstance(raw_exec, dict):
+            from yurt.runtime.client.drivers.rawexec import RawExecPluginConfig
+
+            try:
+                msgspec.convert(raw_exec, RawExecPluginConfig)
+            except (msgspec.ValidationError, ValueError) as e:
+                raise ValueError(f"drivers.config.raw_exec: {e}") from None
+    except (msgspec.ValidationError, ValueError) as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return config

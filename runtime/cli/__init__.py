@@ -1,0 +1,510 @@
+"""`yurt`: the command line.
+
+Exit codes are a contract, one table for every verb (`EXIT_CODES` in runtime/errors.py, and
+README.md's, checked against it): 0 ok, 1 failed (a job, a request, or no agent answering),
+2 bad input or usage, 130 interrupted. Errors go to stderr as `file:line:col: field: message`
+lines so editors and CI annotate them; results go to stdout, machine-readable where a command
+says so.
+
+Commands that need the agent arrive with it; this module only parses and dispatches, the work
+lives in the modules it calls.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, final
+
+import click
+
+from yurt.runtime.cli import deployment as cli_deployment
+from yurt.runtime.cli import node as cli_node
+from yurt.runtime.cli.dispatch import register as register_dispatch_commands
+from yurt.runtime.cli.exec import register as register_exec_commands
+from yurt.runtime.cli.flags import nomad_spelling
+from yurt.runtime.cli.fs import register as register_fs_commands
+from yurt.runtime.cli.jobs import register as register_job_commands
+from yurt.runtime.cli.nodesim import register as register_nodesim_command
+from yurt.runtime.cli.output import output_options, print_table
+from yurt.runtime.cli.vars import register as register_var_commands
+from yurt.runtime.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    JobSpecError,
+)
+
+if TYPE_CHECKING:
+    from yurt.runtime.structs import Job
+
+# Start-up is most of what a command costs, so this module and the ones it registers import
+# only click and the command tree: trio (the agent, `run`, `events`, `exec`), rich (a
+# terminal's tables), the jobspec with python-hcl2 and lark (job files), the Go template
+# engine (`-t`) and importlib.metadata (`--version`) load inside the commands that use them.
+# The remote verbs speak HTTP through runtime/cli/http.py (http.client), not httpx2.
+# scripts/bench_cli measures the result; tests/test_import_weight.py keeps it so. The daemon
+# gains too: `yurt agent` carries none of the client's modules.
+
+
+def _summary(path: str, job: Job) -> str:
+    groups = len(job.task_groups)
+    tasks = sum(len(g.tasks) for g in job.task_groups)
+    allocs = sum(g.count for g in job.task_groups)
+
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    return (f'{path}: job "{job.id}" ({job.type}, priority {job.priority}): '
+            f"{plural(groups, 'group')}, {plural(tasks, 'task')}, "
+            f"{plural(allocs, 'allocation')} — valid")
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from yurt.runtime import __version__  # read from the installed metadata: only when asked
+
+    click.echo(f"yurt, version {__version__}")
+    ctx.exit()
+
+
+def _quiet_exit() -> NoReturn:
+    # The reader of stdout is gone: nothing more can be said to it, and the interpreter's
+    # flush at exit would raise again, so stdout points at /dev/null (Python's advice).
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_OK)
+
+
+@final
+class _Root(click.Group):
+    """The root group, with one safety net: a reader that leaves (`yurt ... | head`) ends any
+    verb quietly with 0, as it ends `cat`. It sits here, around parsing (`--help`,
+    `--version` print while parsing) and running, because click's `main` turns a broken pipe
+    into a silent exit 1 before `main()` below could see it."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            _quiet_exit()
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _quiet_exit()
+
+
+@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", "-v", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
+def cli() -> None:
+    """yurt runs Nomad jobs on this machine: task groups as allocations, with lifecycle
+    stages, restart policies, graceful kills and state that survives an agent restart."""
+
+
+@cli.group()
+def job() -> None:
+    """Check, inspect and run job files (Nomad HCL2 or Nomad JSON)."""
+
+
+def _print_task_table(job: Job) -> None:
+    from yurt.runtime.lib.durations import format_duration
+
+    rows = []
+    for group in job.task_groups:
+        for task in group.tasks:
+            stage = "main"
+            if task.lifecycle is not None:
+                stage = task.lifecycle.hook + (" sidecar" if task.lifecycle.sidecar else "")
+            if task.leader:
+                stage += " (leader)"
+            rp = task.restart_policy
+            restart = "-" if rp is None else (
+                f"{rp.attempts}/{format_duration(rp.interval or 0)}/"
+                f"{format_duration(rp.delay or 0)}/{rp.mode}")
+            kill = f"{task.kill_signal or 'SIGINT'} +{format_duration(task.kill_timeout)}"
+            rows.append([group.name, str(group.count), task.name, task.driver, stage, restart,
+                         kill])
+    print_table(("group", "count", "task", "driver", "stage", "restart", "kill"), rows,
+                title=f'job "{job.id}": tasks as they will run '
+                      "(restart = attempts/interval/delay/mode)", id_columns=())
+
+
+@job.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--verbose", is_flag=True, help="Also show each job's tasks as they will run.")
+def validate(files: Sequence[str], verbose: bool) -> None:
+    """Check job files; print one summary line per valid job.
+
+    Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
+    is 2 if any file has one.
+    """
+    from yurt.runtime.jobspec import load_job
+
+    status = EXIT_OK
+    for path in files:
+        try:
+            parsed = load_job(path)
+        except JobSpecError as e:
+            click.echo(e.render(), err=True)
+            status = EXIT_USAGE
+            continue
+        click.echo(_summary(path, parsed))
+        if verbose:
+            _print_task_table(parsed)
+    sys.exit(status)
+
+
+@job.command()
+@click.argument("file", metavar="FILE")
+def parse(file: str) -> None:
+    """Print the job as Nomad API JSON ({"Job": {...}}), defaults filled in."""
+    from yurt.runtime.cli.jobs import load_job_file
+    from yurt.runtime.jobspec import encode_job
+
+    click.echo(encode_job(load_job_file(file)).decode())
+
+
+@cli.command()
+@click.argument("jobfile", metavar="JOBFILE")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the state and the allocation directories live (default: a new "
+                   "temporary directory, kept and named at the start and the end).")
+@click.option("--json", "json_output", is_flag=True,
+              help="Print NDJSON event-stream records instead of human output.")
+@click.option("-q", "--quiet", is_flag=True, help="Do not show the tasks' output.")
+def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
+    """Run a job in the foreground on an embedded agent, printing what happens and each
+    task's output, line by line behind the task's name.
+
+    A batch job returns when every allocation has finished: exit 0 if all are complete,
+    1 otherwise. A service job runs until Ctrl-C, SIGTERM or SIGHUP, then stops its
+    allocations gracefully (poststop tasks run). Invalid job files exit 2.
+    """
+    from yurt.runtime.cli import run as cli_run
+
+    cli_run.run(jobfile, data_dir, json_output, quiet)
+
+
+# --------------------------------------------------------------------------- remote verbs
+
+
+def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
+    return click.option("--json", "json_output", is_flag=True,
+                        help="Print the API's JSON instead of tables.")(f)
+
+
+@job.command("run")
+@click.argument("file", metavar="FILE")
+@click.option("--detach", is_flag=True,
+              help="Return once the job is registered, printing the evaluation ID.")
+@_json_flag
+def job_run(file: str, detach: bool, json_output: bool) -> None:
+    """Register a job with the agent at $YURT_ADDR and wait for its allocations.
+
+    A job that cannot be placed prints why (Nomad's placement failure) and exits 2.
+    """
+    from yurt.runtime.cli import job_run as cli_jobrun
+
+    cli_jobrun.job_run(file, detach, json_output)
+
+
+@job.command("stop")
+@click.argument("job_id", metavar="JOB")
+@click.option("--purge", is_flag=True, default=False,
+              help="Also remove the job and its history from the server (Nomad's -purge).")
+@_json_flag
+def job_stop(job_id: str, purge: bool, json_output: bool) -> None:
+    """Stop a job: every allocation is stopped (poststop tasks run)."""
+    from yurt.runtime.cli import api_client
+
+    api_client.job_stop(job_id, json_output, purge=purge)
+
+
+@job.command("status")
+@click.argument("job_id", metavar="[JOB]", required=False)
+@output_options
+def job_status(job_id: str | None, json_output: bool, template: str) -> None:
+    """List jobs, or show one job (an ID or a unique prefix of one), its placement failures
+    and its allocations."""
+    from yurt.runtime.cli import job_run as cli_jobrun
+
+    cli_jobrun.job_status(job_id, json_output, template)
+
+
+@cli.group()
+def alloc() -> None:
+    """Inspect and act on allocations (IDs may be abbreviated)."""
+
+
+@alloc.command("status")
+@click.argument("alloc_id", metavar="ALLOC")
+@output_options
+def alloc_status(alloc_id: str, json_output: bool, template: str) -> None:
+    """An allocation, its tasks and their recent events."""
+    from yurt.runtime.cli import api_client
+
+    api_client.alloc_status(alloc_id, json_output, template)
+
+
+@alloc.command("logs")
+@click.argument("alloc_id", metavar="ALLOC")
+@click.argument("task", required=False)
+@click.option("-f", "--follow", is_flag=True,
+              help="Keep printing new output until the allocation is over.")
+@click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
+@click.option("--all", "all_streams", is_flag=True,
+              help="Show stdout and stderr together (with -f, line by line as they come).")
+@click.option("--tail", is_flag=True, help="Only the end: the last 10 lines unless -n or -c.")
+@click.option("-n", "--lines", type=int, default=None, metavar="N",
+              help="The last N lines (implies --tail).")
+@click.option("-c", "--bytes", "nbytes", type=int, default=None, metavar="BYTES",
+              help="The last BYTES bytes (implies --tail).")
+def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool,
+               all_streams: bool, tail: bool, lines: int | None, nbytes: int | None) -> None:
+    """Print a task's output (the only task's, if the allocation has one)."""
+    from yurt.runtime.cli import logs as cli_logs
+
+    cli_logs.alloc_logs(alloc_id, task, follow=follow, stderr=stderr, all_streams=all_streams,
+                        tail=tail, lines=lines, nbytes=nbytes)
+
+
+@alloc.command("restart")
+@click.argument("alloc_id", metavar="ALLOC")
+@click.argument("task", required=False)
+@click.option("--all-tasks", is_flag=True, help="Restart every task, dead ones included.")
+def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
+    """Restart one task, the running tasks, or all tasks."""
+    from yurt.runtime.cli import api_client
+
+    api_client.alloc_restart(alloc_id, task, all_tasks)
+
+
+@alloc.command("signal")
+@click.argument("alloc_id", metavar="ALLOC")
+@click.argument("task", required=False)
+@click.option("-s", "--signal", "sig", default="SIGINT", show_default=True,
+              help="A signal name such as SIGHUP or SIGUSR1.")
+def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
+    """Send a signal to one task or to every task."""
+    from yurt.runtime.lib.signames import parse_signal_name
+
+    try:
+        canonical = parse_signal_name(sig)
+    except ValueError as e:  # refused here: the agent would refuse it too
+        click.echo(f"yurt: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    from yurt.runtime.cli import api_client
+
+    api_client.alloc_signal(alloc_id, task, canonical)
+
+
+@alloc.command("stop")
+@click.argument("alloc_id", metavar="ALLOC")
+def alloc_stop(alloc_id: str) -> None:
+    """Stop one allocation."""
+    from yurt.runtime.cli import api_client
+
+    api_client.alloc_stop(alloc_id)
+
+
+@cli.group()
+def node() -> None:
+    """This node."""
+
+
+@node.command("status")
+@output_options
+def node_status(json_output: bool, template: str) -> None:
+    """Resources and driver health of the node."""
+    from yurt.runtime.cli import api_client
+
+    api_client.node_status(json_output, template)
+
+
+@cli.command()
+@click.option("--topic", "topics", multiple=True,
+              help="Topic filter such as Allocation, Task or Job:web (repeatable).")
+@click.option("--index", type=int, default=None,
+              help="First replay the kept events from this index on (0: all kept); "
+                   "without it, only new events.")
+@_json_flag
+def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> None:
+    """Follow the agent's event stream (websocket) until Ctrl-C."""
+    from yurt.runtime.cli import api_client
+
+    api_client.events(list(topics), index, json_output)
+
+
+@cli.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Agent settings in TOML (options below override it).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="State, allocation directories and logs (default ~/.local/share/yurt).")
+@click.option("--bind", default=None, help="Address for the API (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port for the API (default 4646).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Require the token in this file as X-Nomad-Token on every request "
+                   "(or set $YURT_AGENT_TOKEN).")
+@click.option("--token", "token_argument", default=None, hidden=True,
+              help="Refused: the command line is visible to every user in /proc.")
+@click.option("--fake-device", "fake_devices", multiple=True, metavar="V/T/N=ID,ID",
+              help="Declare devices for the fake device plugin (repeatable), e.g. "
+                   "nvidia/gpu/T4=GPU-0,GPU-1.")
+@click.option("--driver-allow", multiple=True, help="Run only these drivers (repeatable).")
+@click.option("--driver-block", multiple=True, help="Never run these drivers (repeatable).")
+@click.option("--log-level", default=None, metavar="LEVEL",
+              help="Log this level and above to stdout: trace, debug, info (default), warn "
+                   "or error.")
+@click.option("--log-json/--no-log-json", "log_json", default=None,
+              help="Log JSON lines (@timestamp, @level, @module, @message and fields).")
+@click.option("--servers", default=None, metavar="URL[,URL...]",
+              help="Run as a client of these servers (yurt server), with no embedded server.")
+@click.option("--node-name", default=None, help="This node's name (default: the host name).")
+@click.option("--datacenter", default=None, help="This node's datacenter (default dc1).")
+@click.option("--meta", multiple=True, metavar="KEY=VALUE",
+              help="Node metadata for constraints (repeatable).")
+@click.option("--dev", "dev_mode", is_flag=True, default=False,
+              help="Dev mode, as Nomad's `-dev`: stopping the agent stops every allocation "
+                   "and kills its tasks, leaving nothing to re-attach to.")
+def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
+          port: int | None, token_file: Path | None, token_argument: str | None,
+          fake_devices: tuple[str, ...],
+          driver_allow: tuple[str, ...], driver_block: tuple[str, ...],
+          log_level: str | None, log_json: bool | None, servers: str | None,
+          node_name: str | None, datacenter: str | None, meta: tuple[str, ...],
+          dev_mode: bool) -> None:
+    """Run the agent: an embedded server and client with Nomad's HTTP API.
+
+    SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches
+    (with --dev, they stop every task instead).
+    Exit status: 0 stopped by a signal, 1 could not start (port in use, data dir locked or
+    not writable), 2 bad options or config file.
+    """
+    from yurt.runtime.cli import agent as cli_agent
+
+    sys.exit(cli_agent.run_agent(cli_agent.AgentOptions(
+        config_file=config_file, data_dir=data_dir, bind=bind, port=port,
+        token_file=token_file, token_argument=token_argument, fake_devices=fake_devices,
+        driver_allow=driver_allow, driver_block=driver_block, log_level=log_level,
+        log_json=log_json, servers=servers, node_name=node_name, datacenter=datacenter,
+        meta=meta, dev_mode=dev_mode)))
+
+
+@cli.command()
+@click.option("--etcd", required=True, metavar="URL[,URL...]",
+              help="The etcd cluster holding the cluster's state.")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="Address for the API.")
+@click.option("--port", type=int, default=4646, show_default=True, help="Port for the API.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Local files of this server (its state lives in etcd).")
+@click.option("--name", default=None, help="This server's name (default: the host name).")
+@click.option("--token", default=None,
+              help="Require this token as X-Nomad-Token (prefer --token-file).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Require the token in this file as X-Nomad-Token.")
+@click.option("--advertise", default=None, metavar="URL",
+              help="The URL nodes and other servers reach this one at (needed with a "
+                   "wildcard --bind).")
+@click.option("--prefix", default="/yurt/", show_default=True,
+              help="The etcd key prefix of this cluster.")
+@click.option("--leader-ttl", type=int, default=5, show_default=True,
+              help="Seconds a dead leader keeps leadership before another server takes over.")
+@click.option("--min-heartbeat-ttl", type=float, default=10.0, show_default=True,
+              help="Nomad's min_heartbeat_ttl, seconds.")
+@click.option("--heartbeat-grace", type=float, default=10.0, show_default=True,
+              help="Nomad's heartbeat_grace, seconds.")
+@click.option("--max-heartbeats-per-second", type=float, default=50.0, show_default=True,
+              help="Nomad's max_heartbeats_per_second.")
+@click.option("--failover-heartbeat-ttl", type=float, default=300.0, show_default=True,
+              help="Nomad's failover_heartbeat_ttl, seconds: how long a new leader waits "
+                   "for nodes nobody heard from while no server led.")
+@click.option("--log-level", default="info", metavar="LEVEL",
+              help="trace, debug, info, warn, error.")
+def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
+           token: str | None, token_file: Path | None, advertise: str | None, prefix: str,
+           leader_ttl: int,
+           min_heartbeat_ttl: float, heartbeat_grace: float, max_heartbeats_per_second: float,
+           failover_heartbeat_ttl: float, log_level: str) -> None:
+    """Run a cluster server: the Nomad API and the scheduler over state kept in etcd.
+
+    Any number may run against one etcd; one leads (schedules), the others answer the API
+    and take over when it dies. Exit status: 0 stopped by a signal, 1 could not serve,
+    2 bad options.
+    """
+    from yurt.runtime.cli import server as cli_server
+
+    sys.exit(cli_server.run_server(cli_server.ServerOptions(
+        etcd=etcd, bind=bind, port=port, data_dir=data_dir, name=name, token=token,
+        token_file=token_file, advertise=advertise, prefix=prefix, leader_ttl=leader_ttl,
+        min_heartbeat_ttl=min_heartbeat_ttl, heartbeat_grace=heartbeat_grace,
+        max_heartbeats_per_second=max_heartbeats_per_second,
+        failover_heartbeat_ttl=failover_heartbeat_ttl, log_level=log_level)))
+
+
+@cli.command()
+@click.option("--seed", type=int, default=None,
+              help="The first scenario's seed (default: a random one, printed).")
+@click.option("--scenarios", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many scenarios: seeds S, S+1, ...")
+@click.option("--verbose", is_flag=True,
+              help="A line per scenario; with one scenario, its every step and message.")
+@click.option("--json", "json_output", is_flag=True, help="One JSON object.")
+def sim(seed: int | None, scenarios: int, verbose: bool, json_output: bool) -> None:
+    """Run the deterministic whole-cluster simulation: servers, simulated nodes and a
+    simulated network under a mock clock, random scenarios checked against the cluster's
+    invariants. Exit status: 0 every invariant held, 1 a violation (the seed is printed:
+    `yurt sim --seed S` replays it), 2 bad options.
+    """
+    from yurt.runtime.cli import sim as cli_sim
+
+    sys.exit(cli_sim.run(seed, scenarios, verbose, json_output))
+
+
+def raise_open_files_limit() -> None:
+    """Trio holds a pidfd per watched task and two FIFOs per task: lift the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def main() -> None:
+    """Console-script entry point: runs the command and exits with the status of the table
+    in runtime/errors.py (`EXIT_CODES`).
+
+    click's own standalone mode turns Ctrl-C into "Aborted!" and exit 1; here an interrupt
+    is 130 wherever it lands, as a shell reports a process ended by SIGINT. Nomad's
+    single-dash long flags (`-detach`) are spelled as click's first (runtime/cli/flags.py).
+    """
+    try:
+        code = cli.main(args=nomad_spelling(cli, sys.argv[1:]), prog_name="yurt",
+                        standalone_mode=False)
+    except click.ClickException as e:  # usage errors: click's message, exit 2
+        e.show()
+        sys.exit(e.exit_code)
+    except click.Abort as e:  # click's translation of a KeyboardInterrupt (or of EOF)
+        interrupted = isinstance(e.__cause__ or e.__context__, KeyboardInterrupt)
+        sys.exit(EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
+    except KeyboardInterrupt:
+        click.echo(err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+register_var_commands(cli)
+cli_node.register(cli, node)  # node eligibility/drain, system, status
+register_dispatch_commands(job)
+register_fs_commands(alloc)  # alloc fs
+register_exec_commands(alloc)  # alloc exec
+register_job_commands(cli, job)  # job/eval verbs
+cli_deployment.register(cli)  # deployment list/status/promote/fail
+register_nodesim_command(cli)  # nodesim

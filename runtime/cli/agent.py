@@ -1,0 +1,295 @@
+"""`yurt agent`: from command-line options to a running `Agent`, and every way it can fail.
+
+The daemon's command is where an operator meets failures that are not theirs to debug: a port
+another process holds, a data directory another agent has locked or a read-only file system,
+a config file with a typo. Each must end in ONE line on stderr — what failed, where, what to do
+— never a traceback: the agent runs its parts in Trio nurseries, so an `OSError` from the API's
+`bind` arrives wrapped in one or more `ExceptionGroup`s, and the message a user needs is a leaf
+of that tree (`start_failure` walks it). Anything that is not an `OSError` or a `StateError`
+is a bug in yurt and keeps its traceback.
+
+Exit statuses (DESIGN §7, runtime/errors.py), as `run_agent` returns them:
+
+- 0: stopped by SIGINT or SIGTERM (tasks keep running for the next start; with `--dev`,
+  every task is killed first).
+- 1 (`EXIT_FAILED`): the agent could not start, or stopped on an error, in this environment:
+  port in use, address not available or not allowed, data directory locked by another agent,
+  not writable, or with state this yurt cannot read. The same command can work once the
+  operator has acted on the machine.
+- 2 (`EXIT_USAGE`): the command line or the config file is wrong (unreadable or invalid config
+  file, a port outside 0-65535, a refused `--token`, a non-loopback bind without a token, an
+  unknown log level). The same command can never work.
+
+The agent's own log (runtime/agent/log.py) goes to stdout, as Nomad's does; the start and stop
+lines and the errors above go to stderr, so `yurt agent > agent.log` keeps the log and still
+shows why it did not start.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, StateError
+
+log = logging.getLogger("yurt.agent")
+
+if TYPE_CHECKING:
+    from yurt.runtime.agent.agent import AgentConfig
+
+#: The highest TCP port; 0 asks the kernel for a free one.
+MAX_PORT = 65535
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """`yurt agent`'s options as given (None: not given, the config file or default holds)."""
+
+    config_file: Path | None = None
+    data_dir: Path | None = None
+    bind: str | None = None
+    port: int | None = None
+    token_file: Path | None = None
+    token_argument: str | None = None
+    fake_devices: tuple[str, ...] = ()
+    driver_allow: tuple[str, ...] = ()
+    driver_block: tuple[str, ...] = ()
+    log_level: str | None = None
+    log_json: bool | None = None
+    servers: str | None = None  # `--servers URL[,URL...]`: client mode
+    node_name: str | None = None
+    datacenter: str | None = None
+    meta: tuple[str, ...] = ()  # `--meta KEY=VALUE`, over the config file's
+    dev_mode: bool = False  # `--dev`: a stop kills every task (AgentConfig.dev_mode)
+
+
+class UsageError(Exception):
+    """The command line or the config file is wrong: one line for the user, exit 2."""
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "yurt"
+
+
+def read_token_file(path: Path) -> str:
+    """The token in `path` (surrounding whitespace dropped: files end with a newline).
+
+    Raises:
+        ValueError: unreadable or empty, with a message for the user.
+    """
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ValueError(f"cannot read the token file {path}: {reason}") from None
+    if not token:
+        raise ValueError(f"the token file {path} is empty")
+    return token
+
+
+def agent_token(token_file: Path | None) -> str:
+    """The agent's token: from `--token-file`, else `$YURT_AGENT_TOKEN`, else "".
+
+    The variable is removed from the agent's environment once read, so no task inherits it.
+    """
+    from_env = os.environ.pop("YURT_AGENT_TOKEN", "")
+    if token_file is not None:
+        return read_token_file(token_file)
+    return from_env.strip()
+
+
+def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
+    """The agent's settings from the options over the config file over the defaults, and the
+    log level and format.
+
+    Raises:
+        UsageError: what is wrong with the options or the file, in one line.
+    """
+    from yurt.runtime.agent.agent import AgentConfig
+    from yurt.runtime.agent.config import (
+        ConfigError,
+        FileConfig,
+        check_server_url,
+        load_config,
+        parse_fake_device,
+    )
+    from yurt.runtime.agent.log import LEVELS
+
+    try:
+        file = load_config(options.config_file) if options.config_file else FileConfig()
+        groups = [parse_fake_device(spec) for spec in options.fake_devices]
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    if options.token_argument is not None:
+        raise UsageError("--token is refused: every user can read a command line in /proc; "
+                         "use --token-file FILE or $YURT_AGENT_TOKEN")
+    try:
+        token = agent_token(options.token_file) or file.token or ""
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    bind = options.bind or file.bind or "127.0.0.1"
+    if bind not in ("127.0.0.1", "localhost", "::1") and not token:
+        raise UsageError("refusing to bind beyond loopback without a token "
+                         "(--token-file FILE or $YURT_AGENT_TOKEN)")
+    port = options.port if options.port is not None else (file.port or 4646)
+    if not 0 <= port <= MAX_PORT:
+        where = "--port" if options.port is not None else f"{options.config_file}: port"
+        raise UsageError(f"{where} {port} is not a TCP port; give one from 1 to {MAX_PORT} "
+                         "(0: any free port)")
+    level = options.log_level or file.log_level
+    if level.lower() not in LEVELS:
+        raise UsageError(f"unknown log level {level!r}; expected one of {', '.join(LEVELS)}")
+    try:
+        servers = tuple(check_server_url(s, "--servers") for s in options.servers.split(",")
+                        ) if options.servers is not None else tuple(
+                            check_server_url(s, f"{options.config_file}: servers")
+                            for s in file.servers)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    meta = dict(file.meta)
+    for pair in options.meta:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise UsageError(f"--meta {pair!r}: expected KEY=VALUE")
+        meta[key.strip()] = value
+    datacenter = options.datacenter if options.datacenter is not None else file.datacenter
+    if not datacenter:
+        raise UsageError("--datacenter must not be empty")
+    directory = options.data_dir or (Path(file.data_dir) if file.data_dir else
+                                     default_data_dir())
+    config = AgentConfig(
+        data_dir=directory.absolute(), bind=bind, port=port, token=token,
+        node_name=options.node_name or file.node_name, datacenter=datacenter,
+        node_class=file.node_class, meta=meta,
+        fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
+        driver_allow=options.driver_allow or tuple(file.drivers.allow),
+        driver_block=options.driver_block or tuple(file.drivers.block),
+        driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout(),
+        min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
+        reserved_ports=file.reserved.reserved_ports,
+        artifact=file.artifact.to_config(), servers=servers, dev_mode=options.dev_mode)
+    log_json = options.log_json if options.log_json is not None else file.log_json
+    return config, level, log_json
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions at the leaves of `error`'s group tree, depth first (`error` itself if
+    it is no group)."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for sub in error.exceptions for leaf in leaves(sub)]
+    return [error]
+
+
+def start_failure(error: BaseException, config: AgentConfig) -> str | None:
+    """The one line that explains why the agent stopped, or None if `error` is a bug.
+
+    A group may hold several leaves (the API's bind failed and a sibling was cancelled): a
+    `StateError` names the data directory's problem best, then an `OSError`; other leaves
+    are Trio's cancellations or consequences of the first failure.
+    """
+    found = leaves(error)
+    for leaf in found:
+        if isinstance(leaf, StateError):
+            return f"cannot start the agent: {leaf}"
+    for leaf in found:
+        if isinstance(leaf, OSError | OverflowError):
+            return f"cannot start the agent: {_os_error(leaf, config)}"
+    return None
+
+
+def _os_error(error: OSError | OverflowError, config: AgentConfig) -> str:
+    address = f"{config.bind}:{config.port}"
+    if isinstance(error, OverflowError):  # `bind()`'s own port check, should ours be skipped
+        return f"cannot listen on {address}: {error}; give --port from 1 to {MAX_PORT}"
+    code, reason = error.errno, error.strerror or str(error)
+    path = error.filename
+    if path is None:  # a socket error
+        if code == errno.EADDRINUSE:
+            return (f"{address} is already in use (another yurt or Nomad agent?); stop it, "
+                    f"or give this agent another --port")
+        if code == errno.EADDRNOTAVAIL:
+            return (f"cannot listen on {address}: no such address on this machine; "
+                    f"give --bind an address of one of its interfaces")
+        if code == errno.EACCES:
+            return (f"cannot listen on {address}: permission denied (ports below 1024 need "
+                    f"privileges); give --port 1024 or above")
+        return f"cannot listen on {address}: {reason}"
+    data = config.data_dir
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f"the data dir {data} is not writable ({reason}: {path}); make it writable "
+                f"for this user, or give another --data-dir")
+    if code == errno.ENOSPC:
+        return (f"no space left for the data dir {data} ({path}); free some, or give "
+                f"another --data-dir")
+    if code == errno.ENOENT:  # a parent that cannot hold directories (/proc, a gone mount)
+        return (f"the data dir {data} cannot be created ({reason}: {path}); give --data-dir "
+                f"a directory this user can create")
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        return (f"the data dir {data} cannot be used ({reason}: {path}); give --data-dir a "
+                f"directory")
+    return f"{reason}: {path}"
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def run_agent(options: AgentOptions) -> int:
+    """Run the agent until SIGINT or SIGTERM; the exit status (see the module header)."""
+    import click
+    import trio
+
+    from yurt.runtime import __version__
+    from yurt.runtime.agent.agent import Agent
+    from yurt.runtime.agent.log import configure, fields
+
+    try:
+        config, level, log_json = build_config(options)
+    except UsageError as e:
+        for line in str(e).splitlines():  # a config file's problems, one line each
+            click.echo(f"yurt: {line}", err=True)
+        return EXIT_USAGE
+    configure(level, log_json, sys.stdout)
+
+    listening = False
+
+    async def main() -> None:
+        nonlocal listening
+        instance = Agent(config)
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(instance.run)
+            listening = True
+            mode = f", client of {','.join(config.servers)}" if config.servers else ""
+            click.echo(f"yurt agent {__version__} listening on {address} "
+                       f"(data dir {config.data_dir}{mode})", err=True)
+            log.info("agent started", extra=fields(version=__version__, address=address,
+                                                   data_dir=str(config.data_dir)))
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    click.echo("yurt agent stopping; " + (
+                        "stopping every task (--dev)" if config.dev_mode else
+                        "tasks keep running"), err=True)
+                    log.info("agent stopping", extra=fields(signal=signal.Signals(signum).name))
+                    instance.stop()
+                    break
+
+    try:
+        trio.run(main)
+    except Exception as e:
+        message = start_failure(e, config)
+        if message is None:  # a bug: its traceback is what a report needs
+            raise
+        if listening:  # it had started: a failure later on (the data dir deleted, say)
+            message = message.replace("cannot start the agent", "the agent stopped", 1)
+        click.echo(f"yurt: {message}", err=True)
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,461 @@
+"""The CLI verbs that talk to a running agent over its HTTP API (`$YURT_ADDR`).
+
+Each command is a thin client: it calls Nomad's API paths through runtime/cli/http.py (a small
+`http.client` client: start-up is most of a verb's cost), then prints through
+runtime/cli/output.py: human output (Nomad's `key = value` lines and tables; drawn only at a
+terminal) or, with `-json`/`-t`, the API's data as JSON or through a Go template. IDs are
+taken by prefix as Nomad takes them (`resolve_job`, `resolve_alloc`: an ambiguous prefix lists
+its matches and exits 2). Exit codes are runtime/errors.py's table: 0 ok, 1 a job or a request
+failed or the agent cannot be reached, 2 bad input, 130 interrupted.
+The token, when the agent needs one, comes from `$YURT_TOKEN` or from the file named by
+`$YURT_TOKEN_FILE`, never from the command line (every user can read it in /proc), and is sent
+only as the `X-Nomad-Token` header, the websocket's too (a query string ends up in logs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import click
+
+from yurt.runtime.cli.http import (
+    Client,
+    ConnectError,
+    ReadTimeout,
+    TransportError,
+    agent_address,
+)
+from yurt.runtime.cli.output import (
+    SHORT_ID,
+    check_format,
+    emit,
+    emit_json,
+    fail,
+    format_kv,
+    format_list,
+    output_options,
+    print_table,
+    rich_table,
+    short,
+    stdout_is_terminal,
+)
+from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+
+__all__ = ["emit_json", "format_kv", "format_list", "output_options"]
+
+
+def client_token() -> str:
+    """`$YURT_TOKEN`, else the contents of the file `$YURT_TOKEN_FILE`, else ""."""
+    token = os.environ.get("YURT_TOKEN", "").strip()
+    path = os.environ.get("YURT_TOKEN_FILE")
+    if token or not path:
+        return token
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        fail(f"cannot read $YURT_TOKEN_FILE {path}: {reason}", EXIT_USAGE)
+    if not token:
+        fail(f"$YURT_TOKEN_FILE {path} is empty", EXIT_USAGE)
+    return token
+
+
+@contextmanager
+def api() -> Iterator[Client]:
+    """A client of the agent at `$YURT_ADDR`; an agent that cannot be reached, or a
+    connection that breaks, ends the command with exit 1 (never a traceback)."""
+    addr = agent_address()
+    token = client_token()
+    headers = {"X-Nomad-Token": token} if token else {}
+    try:
+        with Client(addr, headers=headers, timeout=30) as client:
+            yield client
+    except ConnectError:
+        fail(f"cannot reach the agent at {addr}: is `yurt agent` running? "
+              "(set YURT_ADDR to another address)")
+    except ReadTimeout:
+        fail(f"the agent at {addr} did not answer in time")
+    except TransportError as e:
+        fail(f"lost the connection to the agent at {addr}: {e}")
+
+
+def fail_on_error(response: Any) -> None:
+    """End the command when the agent refused the request: its message, exit 2 for a 400
+    (the request was bad), 1 for any other error status; return for a success."""
+    if response.status_code == 404:
+        fail(response.text.strip() or "not found")
+    if response.status_code == 403:
+        fail("permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token")
+    if response.status_code >= 400:
+        fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
+
+
+def call(client: Client, method: str, path: str, **kw: Any) -> Any:
+    """The API's JSON answer (None for an empty body); an error status ends the command."""
+    response = client.request(method, path, **kw)
+    fail_on_error(response)
+    return response.json() if response.content else None
+
+
+def console() -> Any:
+    """A rich console for the outputs still drawn with rich (imported here, not at start-up):
+    the terminal's width, or, into a pipe, a width nothing reaches (never wrapped or cut)."""
+    from rich.console import Console
+
+    c = Console(highlight=False)
+    return c if c.is_terminal else Console(highlight=False, width=1 << 20)
+
+
+def _ago(ns: int) -> str:
+    if not ns:
+        return "-"
+    seconds = max(time.time() - ns / 1e9, 0)
+    if seconds < 60:
+        return f"{seconds:.0f}s ago"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+ALLOC_HEADER = ("ID", "Name", "Desired", "Status", "Tasks", "Created")
+
+
+def alloc_rows(allocs: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for a in allocs:
+        tasks = ", ".join(f"{name}={state['State']}"
+                          for name, state in sorted((a.get("TaskStates") or {}).items()))
+        rows.append([short(a["ID"]), a["Name"], a["DesiredStatus"], a["ClientStatus"], tasks,
+                     _ago(a.get("CreateTime", 0))])
+    return rows
+
+
+def print_allocs(allocs: list[dict[str, Any]]) -> None:
+    """The allocations table, or Nomad's "No allocations placed"."""
+    if not allocs:
+        click.echo("No allocations placed")
+        return
+    print_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
+
+
+def alloc_table(allocs: list[dict[str, Any]]) -> Any:
+    """The allocations for callers that print through `console()`: a drawn table at a
+    terminal, plain columns (as rich `Text`: no markup is read in names) otherwise."""
+    from rich.text import Text
+
+    if not stdout_is_terminal():
+        return Text("Allocations\n" + format_list([list(ALLOC_HEADER), *alloc_rows(allocs)]))
+    return rich_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
+
+
+def _event_time(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).astimezone().strftime("%H:%M:%S")
+
+
+# --------------------------------------------------------------------------- prefixes
+
+
+def job_status_text(job: dict[str, Any]) -> str:
+    """Nomad's `getStatusString`: a stopped job is `dead (stopped)` until it is purged."""
+    return f"{job['Status']} (stopped)" if job.get("Stop") else str(job["Status"])
+
+
+def job_list_rows(jobs: list[dict[str, Any]]) -> list[list[str]]:
+    return [[j["ID"], j["Type"], str(j["Priority"]), job_status_text(j),
+             _ago(j["SubmitTime"])] for j in jobs]
+
+
+JOB_HEADER = ("ID", "Type", "Priority", "Status", "Submitted")
+
+
+def resolve_job(client: Client, prefix: str, *, kind: str = "",
+                only: Callable[[dict[str, Any]], bool] | None = None) -> str:
+    """The job ID `prefix` names, as Nomad's `JobIDByPrefix` finds it: an exact ID wins,
+    else the one job whose ID starts with it. None: exit 1; several: the list, exit 2.
+
+    Args:
+        kind: the word Nomad puts before "job(s)" when nothing matches ("parameterized").
+        only: the jobs a prefix may match (Nomad's filter: dispatch only parameterized
+            parents); an exact ID matches whatever its kind.
+    """
+    listed = call(client, "GET", "/v1/jobs", params={"prefix": prefix})
+    if any(j["ID"] == prefix for j in listed):
+        return prefix  # named exactly: the agent says why, if it refuses this kind of job
+    jobs = [j for j in listed if only is None or only(j)]
+    if not jobs:
+        fail(f'No {kind + " " if kind else ""}job(s) with prefix or ID "{prefix}" found')
+    if len(jobs) > 1:
+        fail(f'Prefix "{prefix}" matched multiple jobs\n\n'
+              + format_list([list(JOB_HEADER), *job_list_rows(jobs)]), EXIT_USAGE)
+    return str(jobs[0]["ID"])
+
+
+FULL_ID_LENGTH = 36
+
+
+def resolve_alloc(client: Client, prefix: str) -> str:
+    """The allocation ID `prefix` names (Nomad's rules and messages): at least two
+    characters (exit 2); none found: exit 1; several: they are listed, exit 2."""
+    if len(prefix) == FULL_ID_LENGTH:
+        return prefix  # a whole ID: no listing needed (an unknown one is the API's 404)
+    if len(prefix) < 2:
+        fail("Identifier must contain at least two characters.", EXIT_USAGE)
+    allocs = call(client, "GET", "/v1/allocations", params={"prefix": prefix})
+    if not allocs:
+        fail(f'No allocation(s) with prefix or id "{prefix}" found')
+    if len(allocs) > 1:
+        # Nomad's 8 characters; whole IDs when the prefix is that long already, since the
+        # matches then share their first 8 and short IDs would not tell them apart.
+        rows = [[a["ID"][:FULL_ID_LENGTH if len(prefix) >= SHORT_ID else SHORT_ID], a["Name"],
+                 a.get("TaskGroup", ""), a["DesiredStatus"], a["ClientStatus"]]
+                for a in allocs]
+        fail("Prefix matched multiple allocations\n\n"
+              + format_list([["ID", "Name", "Task Group", "Desired", "Status"], *rows]),
+              EXIT_USAGE)
+    return str(allocs[0]["ID"])
+
+
+# --------------------------------------------------------------------------- job
+
+
+def job_stop(job_id: str, json_output: bool, *, purge: bool = False) -> None:
+    with api() as client:
+        job_id = resolve_job(client, job_id)
+        result = call(client, "DELETE", f"/v1/job/{quote(job_id, safe='')}"
+                      + ("?purge=true" if purge else ""))
+    if json_output:
+        emit_json(result)
+    else:
+        click.echo(f'Job "{job_id}" stopped' + (" and purged" if purge else ""))
+
+
+def print_jobs(jobs: list[dict[str, Any]]) -> None:
+    """The jobs table, or Nomad's "No running jobs"."""
+    if not jobs:
+        click.echo("No running jobs")
+        return
+    print_table(JOB_HEADER, job_list_rows(jobs), id_columns=())
+
+
+
+# --------------------------------------------------------------------------- alloc
+
+
+def alloc_status(alloc_id: str, json_output: bool, template: str = "") -> None:
+    check_format(json_output, template)
+    with api() as client:
+        alloc_id = resolve_alloc(client, alloc_id)
+        alloc = call(client, "GET", f"/v1/allocation/{alloc_id}")
+    emit(alloc, json_output, template, lambda: print_alloc(alloc))
+
+
+def print_alloc(alloc: dict[str, Any]) -> None:
+    click.echo(format_kv(alloc_basic_info(alloc)))
+    addresses = alloc_addresses(alloc)
+    if addresses:
+        click.echo(f"\n{addresses}")
+    for name, state in sorted((alloc.get("TaskStates") or {}).items()):
+        title = (f'Task "{name}" is "{state["State"]}"{" (failed)" if state["Failed"] else ""}'
+                 f', {state["Restarts"]} restarts')
+        rows = [[_event_time(event["Time"]), event["Type"], event["DisplayMessage"]]
+                for event in reversed(state.get("Events") or [])]
+        click.echo()
+        print_table(("Time", "Type", "Description"), rows, title=title, id_columns=())
+
+
+def alloc_basic_info(alloc: dict[str, Any]) -> list[tuple[str, str]]:
+    """`alloc status`'s header; with a deployment, Nomad's `Deployment ID`, `Deployment
+    Health` (healthy, unhealthy or unset) and `Canary` lines (command/alloc_status.go)."""
+    pairs = [("ID", alloc["ID"]), ("Name", alloc["Name"]), ("Job ID", alloc["JobID"]),
+             ("Desired", alloc["DesiredStatus"]),
+             ("Client Status", f"{alloc['ClientStatus']} ({alloc['ClientDescription']})")]
+    if alloc.get("DeploymentID"):
+        status = alloc.get("DeploymentStatus") or {}
+        healthy = status.get("Healthy")
+        pairs += [("Deployment ID", alloc["DeploymentID"][:8]),
+                  ("Deployment Health", "unset" if healthy is None
+                   else "healthy" if healthy else "unhealthy")]
+        if status.get("Canary"):
+            pairs.append(("Canary", "true"))
+    return pairs
+
+
+def alloc_addresses(alloc: dict[str, Any]) -> str:
+    """Nomad's "Allocation Addresses" section (`formatAllocNetworkInfo`): every port the
+    group holds, `*label`, "yes", `host:port` (`-> to` when mapped); "" without ports."""
+    shared = (alloc.get("AllocatedResources") or {}).get("Shared") or {}
+    networks = shared.get("Networks") or []
+    if not networks or not (networks[0].get("DynamicPorts") or networks[0].get("ReservedPorts")):
+        return ""
+    nw = networks[0]
+
+    def row(label: str, value: int, to: int, host: str) -> list[str]:
+        return [label, "yes", f"{host}:{value}" + (f" -> {to}" if to > 0 else "")]
+
+    rows = [["Label", "Dynamic", "Address"]]
+    if shared.get("Ports"):
+        rows += [row("*" + p["Label"], p["Value"], p["To"], p["HostIP"])
+                 for p in shared["Ports"]]
+    else:
+        rows += [row(p["Label"], p["Value"], p["To"], nw["IP"])
+                 for p in (nw.get("DynamicPorts") or []) + (nw.get("ReservedPorts") or [])]
+    mode = f' (mode = "{nw["Mode"]}")' if nw.get("Mode") else ""
+    return f"Allocation Addresses{mode}:\n{format_list(rows)}"
+
+
+def _only_task(client: Client, alloc_id: str, task: str | None) -> tuple[str, str]:
+    alloc = call(client, "GET", f"/v1/allocation/{resolve_alloc(client, alloc_id)}")
+    if task:
+        return alloc["ID"], task
+    tasks = sorted(alloc.get("TaskStates") or {})
+    if len(tasks) != 1:
+        fail(f"allocation has tasks {', '.join(tasks)}: name one", EXIT_USAGE)
+    return alloc["ID"], tasks[0]
+
+
+def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
+    with api() as client:
+        alloc_id = resolve_alloc(client, alloc_id)
+        body = {"TaskName": task or "", "AllTasks": all_tasks}
+        call(client, "POST", f"/v1/client/allocation/{alloc_id}/restart", json=body)
+    click.echo(f"Allocation {short(alloc_id)} restarted")
+
+
+def alloc_signal(alloc_id: str, task: str | None, signal: str) -> None:
+    with api() as client:
+        alloc_id = resolve_alloc(client, alloc_id)
+        call(client, "POST", f"/v1/client/allocation/{alloc_id}/signal",
+             json={"Task": task or "", "Signal": signal})
+    click.echo(f"Sent {signal} to allocation {short(alloc_id)}"
+               f"{f' task {task}' if task else ''}")
+
+
+def alloc_stop(alloc_id: str) -> None:
+    with api() as client:
+        alloc_id = resolve_alloc(client, alloc_id)
+        call(client, "POST", f"/v1/allocation/{alloc_id}/stop")
+    click.echo(f"Allocation {short(alloc_id)} is stopping")
+
+
+# --------------------------------------------------------------------------- node, events
+
+
+def node_status(json_output: bool, template: str = "") -> None:
+    check_format(json_output, template)
+    with api() as client:
+        nodes = call(client, "GET", "/v1/nodes")
+        detail = [call(client, "GET", f"/v1/node/{n['ID']}") for n in nodes]
+    emit(detail, json_output, template, lambda: print_nodes(detail))
+
+
+def print_nodes(detail: list[dict[str, Any]]) -> None:
+    if not detail:
+        click.echo("No nodes registered")
+    for node in detail:
+        res = node["NodeResources"]
+        pairs = [("ID", node["ID"]), ("Name", node["Name"]), ("DC", node["Datacenter"]),
+                 ("Status", node["Status"]), ("CPU", f"{res['Cpu']['CpuShares']} MHz"),
+                 ("Memory", f"{res['Memory']['MemoryMB']} MB")]
+        attrs = node.get("Attributes") or {}
+        if "yurt.max_tasks" in attrs:  # what the agent's open-file limit leaves room for
+            pairs.append(("Tasks", f"up to {attrs['yurt.max_tasks']} "
+                                   f"(open-file limit {attrs.get('yurt.nofile', '?')})"))
+        click.echo(format_kv(pairs))
+        click.echo()
+        print_table(("Driver", "Detected", "Healthy", "Description"),
+                    [[name, str(info["Detected"]).lower(), str(info["Healthy"]).lower(),
+                      info["HealthDescription"]]
+                     for name, info in sorted(node["Drivers"].items())],
+                    title="Drivers", id_columns=())
+        devices = [[f"{g['Vendor']}/{g['Type']}/{g['Name']}",
+                    f"{sum(1 for i in g['Instances'] if i['Healthy'])}/{len(g['Instances'])}",
+                    ", ".join(i["ID"] for i in g["Instances"])]
+                   for g in res.get("Devices") or []]
+        click.echo()
+        if devices:
+            print_table(("Device", "Healthy", "Instances"), devices, title="Devices",
+                        id_columns=())
+        else:
+            click.echo("No devices")
+
+
+def events(topics: list[str], index: int | None, json_output: bool) -> None:
+    """Follow the event stream. A reader that goes away (`| head`) ends it quietly with 0, as
+    `alloc logs` does; it is noticed at the next event written, so a stream with no events
+    arriving runs on until one comes (Nomad's `event stream` behaves the same)."""
+    import json
+
+    import trio
+    from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
+
+    from yurt.runtime.cli.http import agent_address
+    from yurt.runtime.cli.output import quiet_broken_pipe
+
+    addr = agent_address()
+    params: list[tuple[str, str]] = [("topic", t) for t in topics]
+    if index is not None:
+        params.append(("index", str(index)))
+    token = client_token()
+    headers = [(b"X-Nomad-Token", token.encode())] if token else []
+    query = urlencode(params)
+    url = addr.replace("http", "ws", 1) + "/v1/event/ws" + (f"?{query}" if query else "")
+    reader_gone = False
+
+    def say(line: str) -> bool:
+        """Print a line; False once the reader is gone (stdout's broken pipe, not the
+        socket's: only this write is caught)."""
+        nonlocal reader_gone
+        try:
+            click.echo(line)
+        except BrokenPipeError:
+            reader_gone = True
+        return not reader_gone
+
+    async def follow() -> None:
+        try:
+            async with open_websocket_url(url, extra_headers=headers) as ws:
+                while True:
+                    record = json.loads(await ws.get_message())
+                    if json_output:
+                        if not say(json.dumps(record)):
+                            return
+                        continue
+                    for event in record.get("Events", []):
+                        line = f"{event['Index']:>6}  {event['Topic']}/{event['Type']}"
+                        if event["Topic"] == "Task":
+                            p = event["Payload"]
+                            line += (f"  {p['AllocID'][:8]} {p['Task']}: "
+                                     f"{p['Event']['Type']} — {p['Event']['DisplayMessage']}")
+                        elif event["Topic"] == "Allocation":
+                            a = event["Payload"]["Allocation"]
+                            line += f"  {a['Name']} {a['ClientStatus']}"
+                        else:
+                            line += f"  {event['Key']}"
+                        if not say(line):
+                            return
+        except ConnectionClosed:
+            return
+        except HandshakeError as e:  # the connection failed (its cause says why) or was refused
+            why = e.__cause__ if isinstance(e.__cause__, OSError) else None
+            fail(f"cannot reach the agent at {addr}" + (f": {why}" if why else ""))
+        except OSError as e:
+            fail(f"cannot reach the agent at {addr}: {e}")
+
+    try:
+        trio.run(follow)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except BaseExceptionGroup as group:  # Ctrl-C inside the websocket's own nursery
+        if group.subgroup(KeyboardInterrupt) is not None:
+            sys.exit(EXIT_INTERRUPTED)
+        raise
+    if reader_gone:
+        quiet_broken_pipe()

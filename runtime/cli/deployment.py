@@ -1,0 +1,195 @@
+"""`yurt deployment list|status|promote|fail`: a job version's rollout, through the agent at
+`$YURT_ADDR`, in the shape of Nomad's `command/deployment_*.go`.
+
+`register(cli)` adds the `deployment` group (called once from runtime/cli/__init__.py). IDs are
+shown
+shortened to 8 characters unless `-verbose`; a deployment is named by its ID or a unique
+prefix (an ambiguous one lists the candidates, as Nomad does). runtime/cli/api_client.py (the
+HTTP client, Nomad's formatList and formatKV) is imported inside the functions, so `yurt
+agent` never loads it. Exit codes: 0 ok, 1 the request failed (unknown deployment, a
+refusal, agent unreachable), 2 bad input.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from yurt.runtime.cli.output import check_format, emit
+from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+
+SHORT = 8
+
+
+def _time(rfc3339: str) -> str:
+    try:
+        when = datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+    except ValueError:
+        return rfc3339
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def list_table(deployments: list[dict[str, Any]], length: int) -> str:
+    from yurt.runtime.cli.api_client import format_list
+
+    if not deployments:
+        return "No deployments found"
+    rows = [["ID", "Job ID", "Job Version", "Status", "Description"]]
+    rows += [[d["ID"][:length], d["JobID"], str(d["JobVersion"]), d["Status"],
+              d["StatusDescription"]] for d in deployments]
+    return format_list(rows)
+
+
+def groups_table(groups: dict[str, dict[str, Any]]) -> str:
+    """Nomad's `formatDeploymentGroups`: optional columns only when a group needs them."""
+    from yurt.runtime.cli.api_client import format_list
+
+    autorevert = any(s["AutoRevert"] for s in groups.values())
+    canaries = any(s["DesiredCanaries"] > 0 for s in groups.values())
+    deadline = any(s["ProgressDeadline"] != 0 for s in groups.values())
+    header = ["Task Group", *(["Auto Revert"] if autorevert else []),
+              *(["Promoted"] if canaries else []), "Desired",
+              *(["Canaries"] if canaries else []), "Placed", "Healthy", "Unhealthy",
+              *(["Progress Deadline"] if deadline else [])]
+    rows = [header]
+    for name in sorted(groups):
+        s = groups[name]
+        row = [name]
+        if autorevert:
+            row.append(str(s["AutoRevert"]).lower())
+        if canaries:
+            row.append(str(s["Promoted"]).lower() if s["DesiredCanaries"] > 0 else "N/A")
+        row.append(str(s["DesiredTotal"]))
+        if canaries:
+            row.append(str(s["DesiredCanaries"]))
+        row += [str(s["PlacedAllocs"]), str(s["HealthyAllocs"]), str(s["UnhealthyAllocs"])]
+        if deadline:
+            by = s["RequireProgressBy"]
+            row.append("N/A" if by.startswith("0001-01-01") else _time(by))
+        rows.append(row)
+    return format_list(rows)
+
+
+def status_text(d: dict[str, Any], length: int) -> str:
+    from yurt.runtime.cli.api_client import format_kv
+
+    text = format_kv([("ID", d["ID"][:length]), ("Job ID", d["JobID"]),
+                ("Job Version", str(d["JobVersion"])), ("Status", d["Status"]),
+                ("Description", d["StatusDescription"])])
+    if d["TaskGroups"]:
+        text += "\n\nDeployed\n" + groups_table(d["TaskGroups"])
+    return text
+
+
+def _resolve(client: Any, prefix: str, length: int) -> dict[str, Any]:
+    from yurt.runtime.cli.api_client import call
+    from yurt.runtime.cli.output import fail
+
+    found = call(client, "GET", "/v1/deployments", params={"prefix": prefix})
+    if not found:
+        fail(f"Error retrieving deployment: no deployment with prefix or id {prefix!r} "
+              "found", EXIT_FAILED)
+    if len(found) > 1:
+        fail("Prefix matched multiple deployments\n\n" + list_table(found, length),
+              EXIT_USAGE)
+    return found[0]  # type: ignore[no-any-return]
+
+
+def _post(client: Any, path: str, body: dict[str, Any] | None, what: str) -> Any:
+    from yurt.runtime.cli.output import fail
+
+    response = client.request("POST", path, json=body)
+    if response.status_code >= 400:
+        fail(f"Error {what} deployment: {response.text.strip()}",
+              EXIT_FAILED)
+    return response.json()
+
+
+def register(cli: click.Group) -> None:
+    """Add the `deployment` group and its verbs to `yurt`."""
+    json_flag = click.option("-json", "--json", "json_output", is_flag=True,
+                             help="Print the API's JSON instead of text.")
+    template_flag = click.option("-t", "template", default="", metavar="TEMPLATE",
+                                 help="Format the API's data with a Go template (Nomad's -t).")
+    verbose_flag = click.option("-verbose", "--verbose", "verbose", is_flag=True,
+                                help="Show full IDs.")
+
+    @cli.group("deployment")
+    def deployment() -> None:
+        """Interact with deployments (a job version's rollout)."""
+
+    @deployment.command("list")
+    @json_flag
+    @template_flag
+    @verbose_flag
+    def deployment_list(json_output: bool, template: str, verbose: bool) -> None:
+        """List deployments, oldest first."""
+        from yurt.runtime.cli.api_client import api, call
+
+        check_format(json_output, template)
+        with api() as client:
+            found = call(client, "GET", "/v1/deployments")
+        emit(found, json_output, template,
+             lambda: click.echo(list_table(found, 36 if verbose else SHORT)))
+
+    @deployment.command("status")
+    @click.argument("deployment_id", metavar="DEPLOYMENT")
+    @json_flag
+    @template_flag
+    @verbose_flag
+    def deployment_status(deployment_id: str, json_output: bool, template: str,
+                          verbose: bool) -> None:
+        """Show a deployment's status, per task group."""
+        from yurt.runtime.cli.api_client import api, call
+
+        check_format(json_output, template)
+        length = 36 if verbose else SHORT
+        with api() as client:
+            d = _resolve(client, deployment_id, length)
+            d = call(client, "GET", f"/v1/deployment/{quote(d['ID'], safe='')}")
+        emit(d, json_output, template, lambda: click.echo(status_text(d, length)))
+
+    @deployment.command("promote")
+    @click.argument("deployment_id", metavar="DEPLOYMENT")
+    @click.option("-group", "groups", multiple=True, metavar="GROUP",
+                  help="Promote only this task group's canaries (repeatable).")
+    @click.option("-detach", "detach", is_flag=True,
+                  help="Return once promoted (yurt never waits here).")
+    @verbose_flag
+    def deployment_promote(deployment_id: str, groups: tuple[str, ...], detach: bool,
+                           verbose: bool) -> None:
+        """Promote a deployment's canaries, so the rollout goes on."""
+        from yurt.runtime.cli.api_client import api
+
+        with api() as client:
+            d = _resolve(client, deployment_id, 36 if verbose else SHORT)
+            body: dict[str, Any] = {"DeploymentID": d["ID"]}
+            body.update({"Groups": list(groups)} if groups else {"All": True})
+            out = _post(client, f"/v1/deployment/promote/{quote(d['ID'], safe='')}", body,
+                        "promoting")
+        if out.get("EvalID"):
+            click.echo("Evaluation ID: " + out["EvalID"])
+
+    @deployment.command("fail")
+    @click.argument("deployment_id", metavar="DEPLOYMENT")
+    @click.option("-detach", "detach", is_flag=True,
+                  help="Return once failed (yurt never waits here).")
+    @verbose_flag
+    def deployment_fail(deployment_id: str, detach: bool, verbose: bool) -> None:
+        """Mark a running deployment failed (and roll back if its groups auto-revert)."""
+        from yurt.runtime.cli.api_client import api
+
+        with api() as client:
+            d = _resolve(client, deployment_id, 36 if verbose else SHORT)
+            out = _post(client, f"/v1/deployment/fail/{quote(d['ID'], safe='')}", None,
+                        "failing")
+        if out.get("RevertedJobVersion") is None:
+            click.echo(f'Deployment "{d["ID"]}" failed')
+        else:
+            click.echo(f'Deployment "{d["ID"]}" failed. Auto-reverted to job version '
+                       f'{out["RevertedJobVersion"]}.')
+        if out.get("EvalID"):
+            click.echo("Evaluation ID: " + out["EvalID"])

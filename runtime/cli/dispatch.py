@@ -1,0 +1,114 @@
+"""`yurt job dispatch` and `yurt job periodic force`: run a parameterized job, launch a
+periodic one now, through the agent at `$YURT_ADDR` (Nomad's verbs and flags).
+
+`register(job)` attaches the verbs to the `job` group (called once from runtime/cli/__init__.py).
+The
+HTTP client is imported inside the commands, so `yurt agent` never loads it. Exit codes:
+0 ok, 1 the request failed (unknown job, agent unreachable), 2 bad input (a flag, a payload
+file, or a dispatch the job refuses).
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from yurt.runtime.errors import EXIT_USAGE
+
+
+def _meta(pairs: tuple[str, ...]) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f'-meta expects key=value, got "{pair}"')
+        meta[key] = value
+    return meta
+
+
+def _payload(source: str | None) -> bytes:
+    if source is None:
+        return b""
+    if source == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(source).read_bytes()
+    except OSError as e:
+        from yurt.runtime.cli.output import fail
+
+        fail(f"error reading payload file {source}: {e.strerror or e}", EXIT_USAGE)
+
+
+def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
+             priority: int | None, token: str, json_output: bool) -> None:
+    from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+
+    body: dict[str, Any] = {"Meta": _meta(meta_pairs),
+                            "Payload": base64.b64encode(_payload(source)).decode()}
+    if priority is not None:
+        body["Priority"] = priority
+    if token:
+        body["IdempotencyToken"] = token
+    with api() as client:
+        job_id = resolve_job(client, job_id, kind="parameterized",
+                             only=lambda j: not j["ParentID"] and j["ParameterizedJob"])
+        out = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/dispatch", json=body)
+    if json_output:
+        emit_json(out)
+        return
+    click.echo(f"Dispatched Job ID = {out['DispatchedJobID']}")
+    click.echo(f"Evaluation ID     = {out['EvalID'] or '-'}")
+
+
+def periodic_force(job_id: str, json_output: bool) -> None:
+    from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+
+    with api() as client:
+        job_id = resolve_job(client, job_id, kind="periodic", only=lambda j: j["Periodic"])
+        out = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/periodic/force")
+    if json_output:
+        emit_json(out)
+        return
+    click.echo(f'Job "{job_id}" forced: a periodic launch now')
+    click.echo(f"Evaluation ID = {out['EvalID'] or '-'}")
+
+
+def register(job: click.Group) -> None:
+    """Attach `dispatch` and `periodic force` to the `job` group."""
+    json_flag = click.option("--json", "json_output", is_flag=True,
+                             help="Print the API's JSON instead of text.")
+
+    @job.command("dispatch")
+    @click.argument("job_id", metavar="JOB")
+    @click.argument("payload", metavar="[PAYLOAD|-]", required=False)
+    @click.option("-meta", "meta", multiple=True, metavar="KEY=VALUE",
+                  help="Meta for the dispatched job (repeatable).")
+    @click.option("-priority", "priority", type=click.IntRange(1, 100), default=None,
+                  help="Priority of the dispatched job (default: the parent's).")
+    @click.option("-idempotency-token", "token", default="",
+                  help="Dispatch at most once for this token (a retry answers the same job).")
+    @click.option("-detach", "detach", is_flag=True,
+                  help="Return once dispatched (yurt never waits here).")
+    @json_flag
+    def job_dispatch(job_id: str, payload: str | None, meta: tuple[str, ...],
+                     priority: int | None, token: str, detach: bool, json_output: bool) -> None:
+        """Dispatch a parameterized job: PAYLOAD is a file, or - for standard input."""
+        dispatch(job_id, payload, meta, priority, token, json_output)
+
+    @job.group("periodic")
+    def job_periodic() -> None:
+        """Interact with periodic jobs."""
+
+    @job_periodic.command("force")
+    @click.argument("job_id", metavar="JOB")
+    @click.option("-detach", "detach", is_flag=True,
+                  help="Return once launched (yurt never waits here).")
+    @json_flag
+    def job_periodic_force(job_id: str, detach: bool, json_output: bool) -> None:
+        """Launch a periodic job's child now, whatever its schedule."""
+        periodic_force(job_id, json_output)

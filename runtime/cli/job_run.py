@@ -1,0 +1,258 @@
+"""`yurt job run` and `yurt job status` against the agent, with Nomad's placement failures.
+
+A job that cannot be placed must say why and end, never wait for allocations that will not
+come. Nomad's `job run` monitors the registration's evaluation until it is terminal; if it
+left task groups unplaced (`FailedTGAllocs`), it prints "Evaluation … finished with status …
+but failed to place all allocations", each group's metrics as `formatAllocMetrics` words them
+(no eligible node, constraints and classes that filtered nodes, exhausted resources and
+dimensions), names the blocked evaluation that waits for capacity, and exits 2. The server
+here fills the same `AllocMetric` (runtime/server/scheduler/generic.py), so the words are Nomad's.
+
+`--detach` prints Nomad's "Job registration successful" and the evaluation's ID (for `yurt
+eval status ID`) and, as Nomad's, neither waits for nor judges the outcome: exit 0 once the
+job is registered.
+
+Without `--detach`, once the evaluation placed everything the command waits (bounded by
+`SETTLE_TIMEOUT`) until each allocation has settled: complete or failed, or running for a
+service, and exits 1 if one failed.
+
+`job status JOB` shows Nomad's "Placement Failure" section whenever the job has a blocked
+evaluation: the failures of its latest evaluation that had any, so the reason is visible long
+after `job run` returned. A batch job whose allocations are all terminal is `dead` (the
+server's status, Nomad's `getJobStatus`).
+
+Exit codes: 0 placed (and settled), 1 an allocation failed or the agent cannot be reached,
+2 a bad job file or a placement failure.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+
+from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from yurt.runtime.cli.http import Client
+
+#: Evaluation statuses after which it changes no more (Nomad's monitor stops on these).
+EVAL_TERMINAL: Final = frozenset({"complete", "failed", "canceled", "cancelled"})
+#: How long `job run` waits for its evaluation to finish (the embedded server finishes it
+#: within the register call; this bounds a wait that should never happen).
+EVAL_TIMEOUT: Final = 30.0
+#: How long `job run` waits for placed allocations to settle.
+SETTLE_TIMEOUT: Final = 60.0
+POLL: Final = 0.25
+
+
+def format_alloc_metrics(metric: dict[str, Any], prefix: str = "  ") -> list[str]:
+    """Nomad's `formatAllocMetrics` (scores left out): why nodes were not chosen. Pure.
+
+    Maps are printed sorted (Nomad prints them in Go's random map order).
+    """
+    out: list[str] = []
+    if metric.get("NodesEvaluated", 0) == 0:
+        out.append(f"{prefix}* No nodes were eligible for evaluation")
+    for dc, available in sorted((metric.get("NodesAvailable") or {}).items()):
+        if available == 0:
+            out.append(f'{prefix}* No nodes are available in datacenter "{dc}"')
+    for node_class, n in sorted((metric.get("ClassFiltered") or {}).items()):
+        out.append(f'{prefix}* Class "{node_class}": {n} nodes excluded by filter')
+    for constraint, n in sorted((metric.get("ConstraintFiltered") or {}).items()):
+        out.append(f'{prefix}* Constraint "{constraint}": {n} nodes excluded by filter')
+    if metric.get("NodesExhausted"):
+        out.append(f"{prefix}* Resources exhausted on {metric['NodesExhausted']} nodes")
+    for node_class, n in sorted((metric.get("ClassExhausted") or {}).items()):
+        out.append(f'{prefix}* Class "{node_class}" exhausted on {n} nodes')
+    for dim, n in sorted((metric.get("DimensionExhausted") or {}).items()):
+        out.append(f'{prefix}* Dimension "{dim}" exhausted on {n} nodes')
+    for dim in metric.get("QuotaExhausted") or []:
+        out.append(f'{prefix}* Quota limit hit "{dim}"')
+    return out
+
+
+def evaluation_failures(ev: dict[str, Any]) -> str:
+    """`job run`'s report of an evaluation that did not place everything ("" if it did),
+    as Nomad's monitor words it. Pure."""
+    failed = ev.get("FailedTGAllocs") or {}
+    if not failed:
+        return ""
+    lines = [
+        f'==> Evaluation "{ev["ID"][:8]}" finished with status "{ev["Status"]}" but '
+        "failed to place all allocations:"
+    ]
+    for group, metric in sorted(failed.items()):
+        count = 1 + (metric.get("CoalescedFailures") or 0)
+        noun = "allocation" if count == 1 else "allocations"
+        lines.append(f'    Task Group "{group}" (failed to place {count} {noun}):')
+        lines += format_alloc_metrics(metric, "      ")
+    if ev.get("BlockedEval"):
+        lines.append(
+            f'    Evaluation "{ev["BlockedEval"][:8]}" waiting for additional '
+            "capacity to place remainder"
+        )
+    return "\n".join(lines)
+
+
+def placement_failure_section(evals: list[dict[str, Any]]) -> str:
+    """`job status`'s "Placement Failure" section ("" without one), Nomad's rule: only while
+    an evaluation is blocked, from the latest evaluation that failed to place. Pure."""
+    if not any(e.get("Status") == "blocked" for e in evals):
+        return ""
+    failed = [e for e in evals if e.get("FailedTGAllocs")]
+    if not failed:
+        return ""
+    latest = max(failed, key=lambda e: e.get("CreateIndex", 0))
+    lines = ["Placement Failure"]
+    groups = sorted(latest["FailedTGAllocs"].items())
+    for i, (group, metric) in enumerate(groups):
+        lines.append(f'Task Group "{group}":')
+        lines += format_alloc_metrics(metric, "  ")
+        if i != len(groups) - 1:
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _finished_eval(client: Client, eval_id: str) -> dict[str, Any]:
+    """The evaluation once terminal (or as it is after `EVAL_TIMEOUT`)."""
+    from yurt.runtime.cli.api_client import call
+
+    deadline = time.monotonic() + EVAL_TIMEOUT
+    while True:
+        ev: dict[str, Any] = call(client, "GET", f"/v1/evaluation/{eval_id}")
+        if ev.get("Status") in EVAL_TERMINAL or time.monotonic() > deadline:
+            return ev
+        time.sleep(POLL)
+
+
+def job_run(path: str, detach: bool, json_output: bool) -> None:
+    """`yurt job run` (see the module docstring)."""
+    from yurt.runtime.cli.api_client import alloc_table, api, call, console, emit_json
+    from yurt.runtime.cli.jobs import load_job_file
+    from yurt.runtime.jobspec import encode_job
+
+    job = load_job_file(path)
+    with api() as client:
+        result = call(client, "POST", "/v1/jobs", content=encode_job(job))
+        eval_id = result.get("EvalID") or ""
+        templated = job.periodic is not None or (
+            job.parameterized is not None and not job.dispatched
+        )
+        if (templated or detach) and result.get("Warnings"):
+            click.echo(f"warning: {result['Warnings']}", err=True)
+        if templated:
+            # Nothing of its own runs: its children do (periodic launches, dispatches).
+            if json_output:
+                emit_json(result)
+                return
+            click.echo("Job registration successful")
+            if job.periodic is not None:
+                click.echo(
+                    f'Periodic job: children launch on "{", ".join(job.periodic.specs())}" '
+                    f"({job.periodic.time_zone}); `yurt job periodic force {job.id}` "
+                    "launches one now"
+                )
+            else:
+                click.echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
+            return
+        if detach:
+            # Nomad's `-detach`: the registration and its evaluation, nothing waited for or
+            # judged (`yurt eval status ID` and `yurt job status` tell the outcome).
+            if json_output:
+                emit_json(result)
+            else:
+                click.echo(f"Job registration successful\nEvaluation ID: {eval_id}")
+            return
+        out = console()
+        if not json_output:
+            out.print(f'==> Job "{job.id}" registered; evaluation "{eval_id[:8]}"',
+                      markup=False, highlight=False)
+        # A group that cannot be placed ends the run with Nomad's explanation (its blocked
+        # evaluation places it once capacity frees up), not with a wait for nothing.
+        ev = _finished_eval(client, eval_id) if eval_id else {}
+        explanation = evaluation_failures(ev)
+        if explanation:
+            if json_output:  # stdout stays JSON; the explanation is for the reader
+                emit_json(ev)
+                click.echo(explanation, err=True)
+            else:  # on stdout, as Nomad's monitor prints it
+                click.echo(explanation)
+            sys.exit(EXIT_USAGE)
+        if result.get("Warnings"):  # a placement failure's warning repeats the explanation
+            click.echo(f"warning: {result['Warnings']}", err=True)
+        if not json_output:
+            out.print("==> Waiting for its allocations", markup=False, highlight=False)
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while True:
+            allocs = [
+                a
+                for a in call(client, "GET", f"/v1/job/{job.id}/allocations")
+                if a["DesiredStatus"] == "run"
+            ]
+            expected = sum(g.count for g in job.task_groups)  # a count of 0 waits for none
+            settled = (bool(allocs) or expected == 0) and all(
+                a["ClientStatus"] in ("complete", "failed", "lost")
+                or (job.type in ("service", "system") and a["ClientStatus"] == "running")
+                for a in allocs
+            )
+            if settled or time.monotonic() > deadline:
+                break
+            time.sleep(POLL)
+    if json_output:
+        emit_json(allocs)
+    else:
+        out.print(alloc_table(allocs))
+    if any(a["ClientStatus"] in ("failed", "lost") for a in allocs):
+        sys.exit(EXIT_FAILED)
+    if not settled:
+        click.echo(
+            f"yurt: allocations did not settle within {SETTLE_TIMEOUT:.0f}s; "
+            f"see `yurt job status {job.id}`",
+            err=True,
+        )
+        sys.exit(EXIT_FAILED)
+
+
+def job_status(job_id: str | None, json_output: bool, template: str = "") -> None:
+    """`yurt job status [JOB]`: the jobs, or one job (an ID or a unique prefix of one), its
+    placement failures and allocations; `--json` or `-t TEMPLATE` for scripts."""
+    from urllib.parse import quote
+
+    from yurt.runtime.cli.api_client import (
+        api,
+        call,
+        format_kv,
+        job_status_text,
+        print_allocs,
+        print_jobs,
+        resolve_job,
+    )
+    from yurt.runtime.cli.output import check_format, emit
+
+    check_format(json_output, template)
+    with api() as client:
+        if job_id is None:
+            jobs = call(client, "GET", "/v1/jobs")
+            emit(jobs, json_output, template, lambda: print_jobs(jobs))
+            return
+        job_id = resolve_job(client, job_id)
+        path = f"/v1/job/{quote(job_id, safe='')}"
+        job = call(client, "GET", path)
+        allocs = call(client, "GET", f"{path}/allocations")
+        evals = call(client, "GET", f"{path}/evaluations")
+
+    def human() -> None:
+        click.echo(format_kv([("ID", job["ID"]), ("Type", job["Type"]),
+                              ("Priority", str(job["Priority"])),
+                              ("Status", job_status_text(job)),
+                              ("Version", str(job["Version"]))]))
+        failures = placement_failure_section(evals)
+        if failures:
+            click.echo(f"\n{failures}")
+        click.echo()
+        print_allocs(allocs)
+
+    emit({"Job": job, "Allocations": allocs, "Evaluations": evals}, json_output, template, human)

@@ -1,0 +1,370 @@
+"""CLI verbs for a job's lifecycle and evaluations, in Nomad's spelling: `yurt job plan|history|
+revert|scale|inspect|eval` and `yurt eval list|status`. Thin clients of the agent's API
+(cli_remote.py's `api()`/`call()`), human output by default, the API's JSON with `--json`.
+
+Exit codes: 0 ok, 1 failed, 2 bad input (and a group that cannot be placed:
+`placement_failure`). `job plan` has Nomad's: 0 no change, 1 allocations would be created,
+destroyed, migrated, replaced or canaried (or fail to place), 255 no plan could be made.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import click
+
+from yurt.runtime.cli.output import output_options
+from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from yurt.runtime.structs import Job
+
+
+def _submit_date(unix_ns: int) -> str:
+    """Nomad's `job history` date: local time, to the second, with the zone."""
+    from datetime import datetime
+
+    return datetime.fromtimestamp(unix_ns / 1e9).astimezone().strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def placement_failure(ev: dict[str, Any]) -> str:
+    """Nomad's explanation of an evaluation that could not place everything ("" if it did):
+    the failed groups and what was exhausted, and the blocked evaluation left waiting."""
+    from yurt.runtime.cli.job_run import evaluation_failures
+
+    return evaluation_failures(ev)
+
+
+def load_job_file(path: str) -> Job:
+    """The job in the file at `path`; its problems, if any, end the command (exit 2)."""
+    from yurt.runtime.errors import JobSpecError
+    from yurt.runtime.jobspec import load_job
+
+    try:
+        return load_job(path)
+    except JobSpecError as e:
+        click.echo(e.render(), err=True)
+        sys.exit(EXIT_USAGE)
+
+
+#: `job plan`'s exit code when no plan could be made, Nomad's.
+EXIT_PLAN_ERROR = 255
+
+
+def plan_changes(result: dict[str, Any]) -> bool:
+    """Nomad's `job plan` exit rule (`getExitCode`): an unchanged job changes nothing;
+    otherwise allocations stopped, placed, migrated, replaced or canaried are changes. A group
+    that fails to place counts too: Nomad counts those in Place, yurt's plan in
+    FailedTGAllocs only."""
+    if (result.get("Diff") or {}).get("Type") == "None":
+        return False
+    updates = (result.get("Annotations") or {}).get("DesiredTGUpdates") or {}
+    return bool(result.get("FailedTGAllocs")) or any(
+        sum(u.get(k) or 0 for k in ("Stop", "Place", "Migrate", "DestructiveUpdate", "Canary"))
+        for u in updates.values())
+
+
+def _json_flag(f: Any) -> Any:
+    return click.option("--json", "json_output", is_flag=True,
+                        help="Print the API's JSON instead of text.")(f)
+
+
+def print_evals(evals: list[dict[str, Any]]) -> None:
+    """Nomad's `eval list` table, or its "No evals found"."""
+    from yurt.runtime.cli.output import print_table
+
+    if not evals:
+        click.echo("No evals found")
+        return
+    print_table(("ID", "Priority", "Triggered By", "Job ID", "Status", "Placement Failures"),
+                [[e["ID"][:8], str(e["Priority"]), e["TriggeredBy"], e["JobID"], e["Status"],
+                  "true" if e.get("FailedTGAllocs") else "false"] for e in evals])
+
+
+def register(cli: click.Group, job: click.Group) -> None:
+    """Attach the verbs to yurt's `job` group and a new `eval` group under `cli`."""
+
+    @job.command("plan")
+    @click.argument("file", metavar="FILE")
+    @_json_flag
+    def job_plan(file: str, json_output: bool) -> None:
+        """Dry-run a job: what registering it would place, stop or update (changes nothing).
+        Exit 0: no allocations created or destroyed; 1: some would be; 255: no plan."""
+        from yurt.runtime.cli.api_client import api, call, console, emit_json
+        from yurt.runtime.jobspec import encode_job
+
+        try:
+            spec = load_job_file(file)
+            body = {**json.loads(encode_job(spec)), "Diff": True}
+            with api() as client:
+                result = call(client, "PUT", f"/v1/job/{spec.id}/plan", json=body)
+        except SystemExit as e:
+            # Nomad's plan: 255 when the plan could not be made (job file, agent, request).
+            sys.exit(EXIT_PLAN_ERROR if e.code not in (0, None) else 0)
+        updates = (result.get("Annotations") or {}).get("DesiredTGUpdates") or {}
+        changes = plan_changes(result)
+        if json_output:
+            emit_json(result)
+        else:
+            out = console()
+            # Nomad's update types, in its (alphabetical) order.
+            counts = {group: ", ".join(f"{n} {name}" for name, n in sorted((
+                ("canary", u.get("Canary", 0)), ("create", u["Place"]),
+                ("destroy", u["Stop"]), ("migrate", u.get("Migrate", 0)),
+                ("in-place update", u["InPlaceUpdate"]),
+                ("create/destroy update", u["DestructiveUpdate"]), ("ignore", u["Ignore"]),
+                ("preemptions", u["Preemptions"]))) if n) or "no change"
+                for group, u in updates.items()}
+            diff = result.get("Diff") or {"Type": "None", "ID": spec.id}
+            for line in diff_lines(diff, counts):
+                out.print(line, markup=False, highlight=False)
+            explanation = placement_failure({"ID": "plan", "Status": "complete",
+                                             "FailedTGAllocs": result.get("FailedTGAllocs")})
+            if explanation:
+                out.print("\nScheduler dry-run:\n- WARNING: Failed to place all allocations.")
+                out.print(explanation.split("\n", 1)[1])
+            else:
+                out.print("\nScheduler dry-run:\n- All tasks successfully allocated.")
+            out.print(f"\nJob Modify Index: {result['JobModifyIndex']}")
+        sys.exit(EXIT_FAILED if changes else 0)
+
+    @job.command("history")
+    @click.argument("job_id", metavar="JOB")
+    @click.option("-p", "diffs", is_flag=True, help="Show the diff of each version.")
+    @click.option("--version", "version", type=int, default=None, help="Only this version.")
+    @output_options
+    def job_history(job_id: str, diffs: bool, version: int | None, json_output: bool,
+                    template: str) -> None:
+        """The job's versions, newest first (with -p, what each changed)."""
+        from yurt.runtime.cli.api_client import api, call, console, emit_json, resolve_job
+        from yurt.runtime.cli.output import check_format, fail, render_template
+
+        check_format(json_output, template)
+        with api() as client:
+            job_id = resolve_job(client, job_id)
+            result = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/versions",
+                          params={"diffs": "true"} if diffs else {})
+        versions = result["Versions"]
+        changes = result.get("Diffs") or []
+        rows = [(v, changes[i] if i < len(changes) else None) for i, v in enumerate(versions)
+                if version is None or v["Version"] == version]
+        if version is not None and not rows:
+            fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
+        if template:
+            click.echo(render_template(template, [v for v, _ in rows]), nl=False)
+            return
+        if json_output:
+            emit_json([v for v, _ in rows])
+            return
+        out = console()
+        for v, diff in rows:
+            out.print(f"Version     = {v['Version']}\nStable      = "
+                      f"{str(v['Stable']).lower()}\nSubmit Date = {_submit_date(v['SubmitTime'])}")
+            if diff is not None:
+                out.print(_diff_text(diff))
+            out.print("")
+
+    @job.command("revert")
+    @click.argument("job_id", metavar="JOB")
+    @click.argument("version", type=int)
+    @_json_flag
+    def job_revert(job_id: str, version: int, json_output: bool) -> None:
+        """Register an earlier version of the job again, as a new version."""
+        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+
+        with api() as client:
+            job_id = resolve_job(client, job_id)
+            result = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/revert",
+                          json={"JobID": job_id, "JobVersion": version})
+        if json_output:
+            emit_json(result)
+        else:
+            click.echo(f'Job "{job_id}" reverted to version {version} '
+                       f'(evaluation {result["EvalID"]})')
+
+    @job.command("scale")
+    @click.argument("job_id", metavar="JOB")
+    @click.argument("args", nargs=-1, metavar="[GROUP] COUNT")
+    @_json_flag
+    def job_scale(job_id: str, args: tuple[str, ...], json_output: bool) -> None:
+        """Set a group's count (the group may be left out when the job has only one)."""
+        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+        from yurt.runtime.cli.output import fail
+
+        if len(args) not in (1, 2) or not args[-1].lstrip("-").isdigit():
+            fail("usage: yurt job scale JOB [GROUP] COUNT", EXIT_USAGE)
+        count = int(args[-1])
+        with api() as client:
+            job_id = resolve_job(client, job_id)
+            if len(args) == 2:
+                group = args[0]
+            else:
+                groups = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}")["TaskGroups"]
+                if len(groups) != 1:
+                    fail("the job has several groups: name the one to scale", EXIT_USAGE)
+                group = groups[0]["Name"]
+            result = call(client, "POST", f"/v1/job/{quote(job_id, safe='')}/scale",
+                          json={"Count": count, "Target": {"Group": group}})
+        if json_output:
+            emit_json(result)
+        else:
+            click.echo(f'Group "{group}" of job "{job_id}" scaled to {count} '
+                       f'(evaluation {result["EvalID"]})')
+
+    @job.command("inspect")
+    @click.argument("job_id", metavar="JOB")
+    @click.option("--version", "version", type=int, default=None, help="An earlier version.")
+    @click.option("-t", "template", default="", metavar="TEMPLATE",
+                  help="Format the job with a Go template (Nomad's -t) instead of JSON.")
+    def job_inspect(job_id: str, version: int | None, template: str) -> None:
+        """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it)."""
+        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+        from yurt.runtime.cli.output import fail, render_template
+
+        with api() as client:
+            job_id = resolve_job(client, job_id)
+            path = f"/v1/job/{quote(job_id, safe='')}"
+            if version is None:
+                spec = call(client, "GET", path)
+            else:
+                versions = call(client, "GET", f"{path}/versions")["Versions"]
+                found = [v for v in versions if v["Version"] == version]
+                if not found:
+                    fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
+                spec = found[0]
+        if template:  # Nomad's -t sees the job itself, not the {"Job": ...} wrapper
+            click.echo(render_template(template, spec), nl=False)
+            return
+        emit_json({"Job": spec})
+
+    @job.command("eval")
+    @click.argument("job_id", metavar="JOB")
+    @_json_flag
+    def job_eval(job_id: str, json_output: bool) -> None:
+        """Force a new evaluation of the job (places what is missing)."""
+        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+
+        with api() as client:
+            job_id = resolve_job(client, job_id)
+            result = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/evaluate",
+                          json={"JobID": job_id})
+            ev = call(client, "GET", f"/v1/evaluation/{result['EvalID']}")
+        if json_output:
+            emit_json(ev)
+            return
+        click.echo(f'Evaluation "{ev["ID"]}" {ev["Status"]}')
+        explanation = placement_failure(ev)
+        if explanation:
+            click.echo(explanation)
+
+    @cli.group("eval")
+    def eval_group() -> None:
+        """Evaluations: why the scheduler ran, and what it could not place."""
+
+    @eval_group.command("list")
+    @click.option("--job", "job_id", default="", help="Only this job's.")
+    @click.option("--status", default="", help="Only with this status.")
+    @output_options
+    def eval_list(job_id: str, status: str, json_output: bool, template: str) -> None:
+        """List evaluations, newest first."""
+        from yurt.runtime.cli.api_client import api, call
+        from yurt.runtime.cli.output import check_format, emit
+
+        check_format(json_output, template)
+        params = {k: v for k, v in (("job", job_id), ("status", status)) if v}
+        with api() as client:
+            evals = call(client, "GET", "/v1/evaluations", params=params)
+        # Newest first, as Nomad lists them.
+        evals = sorted(evals, key=lambda e: -e.get("CreateIndex", 0))
+        emit(evals, json_output, template, lambda: print_evals(evals))
+
+    @eval_group.command("status")
+    @click.argument("eval_id", metavar="EVAL")
+    @output_options
+    def eval_status(eval_id: str, json_output: bool, template: str) -> None:
+        """One evaluation: status, trigger, placement failures."""
+        from yurt.runtime.cli.api_client import api, call, emit_json
+        from yurt.runtime.cli.output import check_format, render_template
+
+        check_format(json_output, template)
+        with api() as client:
+            ev = call(client, "GET", f"/v1/evaluation/{eval_id}")
+        if template:
+            click.echo(render_template(template, ev), nl=False)
+            return
+        if json_output:
+            emit_json(ev)
+            return
+        click.echo(f"ID                 = {ev['ID']}\nStatus             = {ev['Status']}\n"
+                   f"Status Description = {ev['StatusDescription'] or '-'}\n"
+                   f"Type               = {ev['Type']}\n"
+                   f"TriggeredBy        = {ev['TriggeredBy']}\n"
+                   f"Job ID             = {ev['JobID']}\n"
+                   f"Priority           = {ev['Priority']}\n"
+                   f"Placement Failures = {str(bool(ev.get('FailedTGAllocs'))).lower()}")
+        explanation = placement_failure(ev)
+        if explanation:
+            click.echo(explanation)
+
+
+_MARK = {"Added": "+", "Deleted": "-", "Edited": "+/-", "None": ""}
+
+
+def _field_lines(fields: list[dict[str, Any]] | None, indent: str) -> list[str]:
+    lines = []
+    for field in fields or []:
+        kind, name = field["Type"], field["Name"]
+        if kind == "Added":
+            lines.append(f'{indent}+ {name}: "{field["New"]}"')
+        elif kind == "Deleted":
+            lines.append(f'{indent}- {name}: "{field["Old"]}"')
+        elif kind == "Edited":
+            lines.append(f'{indent}+/- {name}: "{field["Old"]}" => "{field["New"]}"')
+    return lines
+
+
+def _object_lines(objects: list[dict[str, Any]] | None, indent: str) -> list[str]:
+    """Changed blocks (`Config {`, `Resources {` …) with their changed fields, nested."""
+    lines = []
+    for obj in objects or []:
+        if obj["Type"] == "None":
+            continue
+        lines.append(f'{indent}{_MARK[obj["Type"]]} {obj["Name"]} {{')
+        lines += _field_lines(obj.get("Fields"), indent + "  ")
+        lines += _object_lines(obj.get("Objects"), indent + "  ")
+        lines.append(f"{indent}  }}")
+    return lines
+
+
+def diff_lines(diff: dict[str, Any], updates: dict[str, str] | None = None) -> list[str]:
+    """A JobDiff as Nomad's `job plan` and `job history -p` print it: the job, each group
+    (with what the plan does to it, when given) and task, and every changed field and block,
+    marked + (added), - (deleted) or +/- (edited)."""
+    mark = _MARK[diff.get("Type", "None")]
+    lines = [f'{mark + " " if mark else ""}Job: "{diff.get("ID", "")}"']
+    lines += _field_lines(diff.get("Fields"), "")
+    lines += _object_lines(diff.get("Objects"), "")
+    for group in diff.get("TaskGroups") or []:
+        counts = (updates or {}).get(group["Name"], "")
+        if group["Type"] == "None" and not counts:
+            continue
+        gmark = _MARK[group["Type"]]
+        lines.append(f'{gmark + " " if gmark else ""}Task Group: "{group["Name"]}"'
+                     + (f" ({counts})" if counts else ""))
+        lines += _field_lines(group.get("Fields"), "  ")
+        lines += _object_lines(group.get("Objects"), "  ")
+        for task in group.get("Tasks") or []:
+            if task["Type"] == "None":
+                continue
+            lines.append(f'  {_MARK[task["Type"]]} Task: "{task["Name"]}"')
+            lines += _field_lines(task.get("Fields"), "    ")
+            lines += _object_lines(task.get("Objects"), "    ")
+    return lines
+
+
+def _diff_text(diff: dict[str, Any], indent: str = "") -> str:
+    """A version's diff from the one before it, as `job history -p` shows it."""
+    return "\n".join([f"{indent}Diff        ="] + [indent + line for line in diff_lines(diff)])

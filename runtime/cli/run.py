@@ -1,0 +1,36 @@
+"""`yurt run JOBFILE`: load the job, run it in the foreground (runtime/agent/foreground.py), exit.
+
+This is the command's shell only: argument checks, the job file's errors (exit 2, rendered as
+`file:line:col: field: message`), the open-files limit, and the state store's errors (exit 1).
+What the run prints, where it keeps things and how it stops is foreground.py's.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from pathlib import Path
+
+import click
+
+from yurt.runtime.errors import EXIT_FAILED, StateError
+
+
+def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
+    """Run the job in `jobfile` and exit with its status (foreground.py's module docstring)."""
+    import trio
+
+    from yurt.runtime.agent.foreground import run_job
+    from yurt.runtime.cli import raise_open_files_limit
+    from yurt.runtime.cli.jobs import load_job_file
+
+    parsed = load_job_file(jobfile)
+    raise_open_files_limit()
+    try:
+        status = trio.run(
+            partial(run_job, parsed, data_dir=data_dir, json_output=json_output, quiet=quiet)
+        )
+    except StateError as e:
+        click.echo(f"yurt: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    sys.exit(status)

@@ -1,0 +1,137 @@
+"""`yurt server`: from command-line options to a running cluster server.
+
+The same failure rules as `yurt agent` (cli_agent.py): one line on stderr for what the operator
+can fix, exit 2 for options that can never work (no etcd URL, a non-loopback bind without a
+token), 1 for an environment that fails (the port taken, etcd unreachable), 0 once stopped by
+SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+log = logging.getLogger("yurt.server")
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    etcd: str
+    bind: str = "127.0.0.1"
+    port: int = 4646
+    data_dir: Path | None = None
+    name: str | None = None
+    token: str | None = None
+    token_file: Path | None = None
+    advertise: str | None = None
+    prefix: str = "/yurt/"
+    leader_ttl: int = 5
+    min_heartbeat_ttl: float = 10.0
+    heartbeat_grace: float = 10.0
+    max_heartbeats_per_second: float = 50.0
+    failover_heartbeat_ttl: float = 300.0
+    log_level: str = "info"
+
+
+def run_server(options: ServerOptions) -> int:
+    import click
+    import trio
+
+    from yurt.runtime import __version__
+    from yurt.runtime.agent.log import configure
+    from yurt.runtime.cli.agent import UsageError, default_data_dir, leaves, read_token_file
+    from yurt.runtime.server.cluster.etcd.client import EtcdError
+    from yurt.runtime.server.cluster.server import HeartbeatConfig
+    from yurt.runtime.server.cluster.serverproc import ServerConfig, ServerProcess
+
+    try:
+        urls = tuple(u.strip() for u in options.etcd.split(",") if u.strip())
+        if not urls:
+            raise UsageError("--etcd needs at least one etcd URL, e.g. http://127.0.0.1:2379")
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise UsageError(f"--etcd {url!r} is not a URL; give http://HOST:PORT")
+        token = options.token or ""
+        if options.token_file is not None:
+            try:
+                token = read_token_file(options.token_file)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+        if options.bind not in ("127.0.0.1", "localhost", "::1") and not token:
+            raise UsageError("refusing to bind beyond loopback without a token "
+                             "(--token-file FILE or --token T)")
+        if options.bind in ("0.0.0.0", "::", "") and not options.advertise:
+            raise UsageError("--bind on every interface needs --advertise http://HOST:PORT: "
+                             "the address nodes and the other servers reach this one at")
+        if options.advertise and not options.advertise.startswith(("http://", "https://")):
+            raise UsageError(f"--advertise {options.advertise!r} is not a URL; give "
+                             "http://HOST:PORT")
+        if not 0 <= options.port <= 65535:
+            raise UsageError(f"--port {options.port} is not a TCP port")
+        for flag, value in (("--min-heartbeat-ttl", options.min_heartbeat_ttl),
+                            ("--heartbeat-grace", options.heartbeat_grace),
+                            ("--max-heartbeats-per-second", options.max_heartbeats_per_second),
+                            ("--failover-heartbeat-ttl", options.failover_heartbeat_ttl)):
+            if not value > 0:
+                raise UsageError(f"{flag} must be above 0, not {value}")
+        if options.leader_ttl < 1:
+            raise UsageError(f"--leader-ttl must be at least 1 (s), not {options.leader_ttl}")
+        if not options.prefix.startswith("/") or not options.prefix.endswith("/"):
+            raise UsageError(f"--prefix {options.prefix!r} must start and end with /")
+    except UsageError as e:
+        click.echo(f"yurt: {e}", err=True)
+        return EXIT_USAGE
+    if options.token:
+        click.echo("yurt: warning: a token on the command line is visible to every user in "
+                   "/proc; prefer --token-file", err=True)
+    configure(options.log_level, False, sys.stdout)
+    name = options.name or socket.gethostname()
+    # A server's state is in etcd; its directory keeps only what is still per server
+    # (variables' keyring, namespaces, the scheduler configuration).
+    data_dir = options.data_dir or default_data_dir() / "servers" / name
+    config = ServerConfig(
+        etcd=urls, name=name, bind=options.bind, port=options.port,
+        data_dir=data_dir.absolute(), token=token,
+        prefix=options.prefix, leader_ttl=options.leader_ttl,
+        advertise=(options.advertise or "").rstrip("/"),
+        heartbeat=HeartbeatConfig(min_ttl=options.min_heartbeat_ttl,
+                                  max_per_second=options.max_heartbeats_per_second,
+                                  grace=options.heartbeat_grace,
+                                  failover_ttl=options.failover_heartbeat_ttl))
+
+    listening = False
+
+    async def main() -> None:
+        nonlocal listening
+        process = ServerProcess(config)
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(process.run)
+            listening = True
+            click.echo(f"yurt server {__version__} {name} listening on {address} "
+                       f"(etcd {','.join(urls)})", err=True)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    click.echo("yurt server stopping", err=True)
+                    process.stop()
+                    break
+
+    try:
+        trio.run(main)
+    except Exception as e:
+        what = "the server stopped" if listening else "cannot start the server"
+        for leaf in leaves(e):
+            if isinstance(leaf, EtcdError):
+                click.echo(f"yurt: {what}: {leaf}", err=True)
+                return EXIT_FAILED
+            if isinstance(leaf, OSError):
+                click.echo(f"yurt: cannot serve on {options.bind}:{options.port}: "
+                           f"{leaf.strerror or leaf}", err=True)
+                return EXIT_FAILED
+        raise
+    return EXIT_OK

@@ -1,0 +1,70 @@
+"""Task `config {}` schemas of the built-in drivers.
+
+Field names are the jobspec's (snake_case, as Nomad's drivers declare them). Duration options
+stay strings, as in Nomad's driver configs, but are checked to parse here so a bad one fails
+validation instead of the task's first start.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+from yurt.runtime.lib.durations import parse_duration
+
+
+class _Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    #: Options that hold Go duration strings.
+    DURATIONS: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        for name in self.DURATIONS:
+            value = getattr(self, name)
+            if value:
+                try:
+                    parse_duration(value)
+                except ValueError as e:
+                    raise ValueError(f"{name}: {e}") from None
+
+    def duration(self, name: str) -> int:
+        """The named duration option in nanoseconds (0 when empty)."""
+        value: str = getattr(self, name)
+        return parse_duration(value) if value else 0
+
+
+class MockTaskConfig(_Config):
+    """mock_driver's task config (Nomad's `drivers/mock`), every field of reference §8.2."""
+
+    DURATIONS: ClassVar[tuple[str, ...]] = (
+        "run_for", "start_block_for", "kill_after", "plugin_exit_after",
+        "stdout_repeat_duration", "stderr_repeat_duration",
+    )
+    run_for: str = ""
+    exit_code: int = 0
+    exit_signal: int = 0
+    exit_err_msg: str = ""
+    start_error: str = ""
+    start_error_recoverable: bool = False
+    start_block_for: str = ""
+    kill_after: str = ""
+    plugin_exit_after: str = ""
+    signal_error: str = ""
+    stdout_string: str = ""
+    stdout_repeat: int = 0
+    stdout_repeat_duration: str = ""
+    stderr_string: str = ""
+    stderr_repeat: int = 0
+    stderr_repeat_duration: str = ""
+    driver_ip: str = ""
+    driver_advertise: bool = False
+    driver_port_map: str = ""
+    exec_command: dict[str, Any] | None = None
+
+
+class RawExecTaskConfig(_Config):
+    """raw_exec's task config: the command, its arguments and working directory."""
+
+    command: str
+    args: list[str] = msgspec.field(default_factory=list)
+    work_dir: str = ""

@@ -1,0 +1,245 @@
+"""`yurt server`: one control-plane process of a cluster whose state lives in etcd.
+
+It serves the whole Nomad HTTP API for the cluster from its watched view (reads are never
+forwarded), the node RPC its agents call (routes.py), and campaigns for leadership: the leader
+runs the scheduler and watches node liveness (server.py). Any number of servers may run
+against one etcd; each announces itself under `<prefix>servers/<name>` with a lease, which is
+what `/v1/status/peers` and `/v1/agent/members` list.
+
+To the API it looks like an agent with no node and no client: `ServerProcess` carries the
+attributes the handlers read (runtime/api/context.py), with no allocation runners.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import httpx2
+import trio
+
+from yurt.runtime.agent.agent import AgentConfig
+from yurt.runtime.api.context import Context
+from yurt.runtime.client.restore import RestoreProgress
+from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.server.cluster.etcd.client import EtcdCompacted, EtcdError
+from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
+from yurt.runtime.server.state.etcd import StoreConflict
+from yurt.runtime.server.state.objects_etcd import ClusterObjectStore
+from yurt.runtime.structs import NODE_STATUS_DOWN, Node
+
+if TYPE_CHECKING:
+    from yurt.runtime.agent.agent import Agent
+    from yurt.runtime.server.cluster.etcd.client import EtcdClient
+
+log = logging.getLogger("yurt.server")
+
+#: Nomad's default leader lease: a dead leader is replaced within this plus one pass.
+DEFAULT_LEADER_TTL: Final = 5
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    etcd: tuple[str, ...]
+    name: str
+    bind: str = "127.0.0.1"
+    port: int = 4646
+    data_dir: Path = Path(".")
+    token: str = ""
+    prefix: str = "/yurt/"
+    #: The URL nodes and servers reach this one at (default: where it listens).
+    advertise: str = ""
+    leader_ttl: int = DEFAULT_LEADER_TTL
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+
+
+class _NoClient:
+    """A server runs no allocations: every allocation the API shows is the server copy."""
+
+    def __init__(self) -> None:
+        self.runners: dict[str, Any] = {}
+
+
+class ServerProcess:
+    def __init__(self, config: ServerConfig) -> None:
+        self.server_config = config
+        #: What the API's handlers read of an agent's configuration.
+        self.config = AgentConfig(data_dir=config.data_dir, bind=config.bind,
+                                        port=config.port, token=config.token,
+                                        node_name=config.name)
+        self.broker = EventBroker()
+        self.ready = trio.Event()
+        self.restoring = RestoreProgress()
+        self.client = _NoClient()
+        self.node = Node(id="", name=config.name, status=NODE_STATUS_DOWN)
+        self.started_at = time.time()
+        self.address = ""
+        self.prefix = config.prefix.encode()
+        self._stop = trio.Event()
+        self.server: ClusterServer
+        self.kv: EtcdClient
+        self.node_http: httpx2.AsyncClient
+        self.election: Any = None
+        self.objects: ClusterObjectStore | None = None
+        #: The lookups the agent's handlers share (an allocation by ID prefix, ...).
+        self.context = Context(cast("Agent", self))
+        self.node_control = None
+        self.devices = None
+        self.gc = None
+        self.workload_signer = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def state_failure(self) -> str | None:
+        await trio.lowlevel.checkpoint()
+        return None
+
+    # ------------------------------------------------------------------ cluster views
+
+    def server_urls(self) -> list[str]:
+        return sorted(self._peers.values()) if self._peers else [self.address]
+
+    def leader_address(self) -> str | None:
+        if self.election is None:
+            return None
+        address: str | None = self.election.leader_address()
+        return address
+
+    def members(self) -> list[dict[str, Any]]:
+        leader = self.leader_address()
+        return [{"name": name, "address": address, "leader": address == leader}
+                for name, address in sorted(self._peers.items())]
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        from yurt.runtime.api import serve_api
+        from yurt.runtime.server.cluster import routes
+        from yurt.runtime.server.cluster.etcd.client import EtcdClient
+        from yurt.runtime.server.state.etcd import ClusterStore
+
+        self._peers: dict[str, str] = {}
+        self.kv = EtcdClient(self.server_config.etcd)
+        # Forwards of node-local routes (routes.py `to_node`): no deadline past the connect,
+        # a log follow lasts as long as the caller wants it.
+        self.node_http = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(None, connect=5.0, pool=5.0),
+            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=50),
+            follow_redirects=False, trust_env=False)
+        store = ClusterStore(self.kv, self.prefix)
+        self.server = ClusterServer(self.broker, store, self.kv, self.prefix,
+                                    heartbeat=self.server_config.heartbeat)
+        # Namespaces and variables: the cluster's, in etcd (the API's `object_store`).
+        self.objects = ClusterObjectStore(self.server)
+        stop_api = trio.Event()
+        try:
+            async with trio.open_nursery() as nursery:
+                # An agent-shaped object for the API's handlers (runtime/api/context.py).
+                agent = cast("Agent", self)
+                listening = await nursery.start(partial(serve_api, agent, stop_api,
+                                                        front=routes.routes(self)))
+                self.address = self.server_config.advertise or listening
+                await self.server.load()
+                await nursery.start(self.server.follow)
+                await nursery.start(self._announce)
+                await nursery.start(self._campaign)
+                self.ready.set()
+                log.info("server %s serving on %s (etcd %s, prefix %s)", self.server_config.name,
+                         self.address, ",".join(self.server_config.etcd), self.server_config.prefix)
+                task_status.started(self.address)
+                await self._stop.wait()
+                stop_api.set()
+                nursery.cancel_scope.cancel()
+        finally:
+            # The election's own cancellation revoked its lease: another server takes over
+            # at once.
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await self.kv.aclose()
+                await self.node_http.aclose()
+
+    async def _announce(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                        ) -> None:
+        """This server under `<prefix>servers/`, bound to a lease kept alive; the others as
+        the watch sees them come and go."""
+        key = self.prefix + b"servers/" + self.server_config.name.encode()
+        ttl = self.server_config.leader_ttl
+        lease = await self.kv.lease_grant(ttl)
+        await self.kv.put(key, json.dumps({"name": self.server_config.name,
+                                           "address": self.address}).encode(), lease=lease)
+        revision = await self._read_peers()
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow_peers, revision)
+            while True:
+                await trio.sleep(ttl / 3)
+                try:
+                    if await self.kv.lease_keepalive(lease) == 0:
+                        lease = await self.kv.lease_grant(ttl)
+                        await self.kv.put(key, json.dumps({
+                            "name": self.server_config.name,
+                            "address": self.address}).encode(), lease=lease)
+                except EtcdError as e:  # etcd away for a while: try again next period
+                    log.warning("cannot renew this server's entry: %s", e)
+
+    async def _follow_peers(self, revision: int) -> None:
+        prefix = self.prefix + b"servers/"
+        while True:
+            try:
+                async with aclosing(self.kv.watch(prefix, revision + 1)) as changes:
+                    async for _, events in changes:
+                        for event in events:
+                            name = event.kv.key[len(prefix):].decode()
+                            if event.type == "DELETE":
+                                self._peers.pop(name, None)
+                            else:
+                                self._peers[name] = json.loads(event.kv.value)["address"]
+            except EtcdCompacted:  # a quiet watch outlived etcd's history: read it again
+                revision = await self._read_peers()
+
+    async def _read_peers(self) -> int:
+        while True:
+            try:
+                kvs, revision = await self.kv.get_prefix(self.prefix + b"servers/")
+            except EtcdError as e:
+                log.warning("cannot read the servers: %s", e)
+                await trio.sleep(1)
+                continue
+            self._peers = {}
+            for kv in kvs:
+                entry = json.loads(kv.value)
+                self._peers[entry["name"]] = entry["address"]
+            return revision
+
+    async def _campaign(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                        ) -> None:
+        """Campaign for leadership forever; lead (schedule, watch node liveness) while
+        elected, stopping the moment the term ends."""
+        from yurt.runtime.server.cluster.leader import EtcdLeaseBackend, LeaderElection
+
+        self.election = LeaderElection(EtcdLeaseBackend(self.kv, self.prefix), "leader",
+                                       self.address, self.server_config.leader_ttl)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.election.run)
+            task_status.started()
+            while True:
+                async with self.election.leading():
+                    log.info("server %s leads (term %d)", self.server_config.name,
+                             self.election.term)
+                    try:
+                        await self.server.lead()
+                    except* (EtcdError, StoreConflict) as group:
+                        # etcd went away under the scheduler, or another server wrote while
+                        # a leader-only decision was being committed: lead again from the
+                        # current state (the election steps down if the lease cannot be
+                        # kept meanwhile).
+                        log.warning("leading restarts: %s", group.exceptions[0])
+                        await trio.sleep(self.server_config.leader_ttl / 3)
+                log.info("server %s no longer leads", self.server_config.name)
