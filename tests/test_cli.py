@@ -167,3 +167,18 @@ def test_hostile_job_files_are_file_line_errors_not_tracebacks(tmp_path: Path) -
     for name, (_, line) in HOSTILE_FILES.items():
         prefix = f"{tmp_path / name}:{line}:" if line else f"{tmp_path / name}:"
         assert any(e.startswith(prefix) for e in out.stderr.splitlines()), (name, out.stderr)
+
+
+def test_no_command_hides_the_module_that_runs_it() -> None:
+    # A command's function named like a module of runtime/cli/ (`def run` beside cli/run.py)
+    # is what `from yurt.runtime.cli import run` finds in a fresh `yurt` process, not the
+    # module: the command then fails on its first line. In-process tests miss it once the
+    # module was imported by anything else, so this looks from a new interpreter.
+    probe = ("import json, pkgutil, types\n"
+             "import yurt.runtime.cli as cli\n"
+             "names = [m.name for m in pkgutil.iter_modules(cli.__path__)]\n"
+             "print(json.dumps(sorted(name for name in names if not isinstance(\n"
+             "    getattr(cli, name, None), types.ModuleType | None))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert json.loads(done.stdout) == []

@@ -51,6 +51,8 @@ BAD_INPUT = [
     ["node", "drain", "-self"], ["job", "scale", "web", "many"],
     ["var", "put", "-check-index", "x", "p", "a=b"], ["job", "validate", "no/such/file.hcl"],
     ["alloc", "fs", "-n", "1", "-c", "1", "ab12"], ["alloc", "exec", "-e", "xy", "ab12", "sh"],
+    ["run", "no/such/file.hcl"], ["job", "run", "no/such/file.hcl"], ["agent", "--port", "70000"],
+    ["server", "--etcd", "http://127.0.0.1:9", "--port", "70000"],
 ]
 
 

@@ -174,7 +174,7 @@ def parse(file: str) -> None:
     click.echo(encode_job(load_job_file(file)).decode())
 
 
-@cli.command()
+@cli.command("run")
 @click.argument("jobfile", metavar="JOBFILE")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the state and the allocation directories live (default: a new "
@@ -182,7 +182,7 @@ def parse(file: str) -> None:
 @click.option("--json", "json_output", is_flag=True,
               help="Print NDJSON event-stream records instead of human output.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not show the tasks' output.")
-def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
+def run_command(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
     """Run a job in the foreground on an embedded agent, printing what happens and each
     task's output, line by line behind the task's name.
 
@@ -208,7 +208,7 @@ def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
 @click.option("--detach", is_flag=True,
               help="Return once the job is registered, printing the evaluation ID.")
 @_json_flag
-def job_run(file: str, detach: bool, json_output: bool) -> None:
+def job_run_command(file: str, detach: bool, json_output: bool) -> None:
     """Register a job with the agent at $YURT_ADDR and wait for its allocations.
 
     A job that cannot be placed prints why (Nomad's placement failure) and exits 2.
@@ -317,12 +317,12 @@ def alloc_stop(alloc_id: str) -> None:
     api_client.alloc_stop(alloc_id)
 
 
-@cli.group()
-def node() -> None:
+@cli.group("node")
+def node_group() -> None:
     """This node."""
 
 
-@node.command("status")
+@node_group.command("status")
 @output_options
 def node_status(json_output: bool, template: str) -> None:
     """Resources and driver health of the node."""
@@ -345,7 +345,7 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
     api_client.events(list(topics), index, json_output)
 
 
-@cli.command()
+@cli.command("agent")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Agent settings in TOML (options below override it).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -376,7 +376,7 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
 @click.option("--dev", "dev_mode", is_flag=True, default=False,
               help="Dev mode, as Nomad's `-dev`: stopping the agent stops every allocation "
                    "and kills its tasks, leaving nothing to re-attach to.")
-def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
+def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | None,
           port: int | None, token_file: Path | None, token_argument: str | None,
           fake_devices: tuple[str, ...],
           driver_allow: tuple[str, ...], driver_block: tuple[str, ...],
@@ -400,7 +400,7 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
         meta=meta, dev_mode=dev_mode)))
 
 
-@cli.command()
+@cli.command("server")
 @click.option("--etcd", required=True, metavar="URL[,URL...]",
               help="The etcd cluster holding the cluster's state.")
 @click.option("--bind", default="127.0.0.1", show_default=True, help="Address for the API.")
@@ -430,7 +430,7 @@ def agent(config_file: Path | None, data_dir: Path | None, bind: str | None,
                    "for nodes nobody heard from while no server led.")
 @click.option("--log-level", default="info", metavar="LEVEL",
               help="trace, debug, info, warn, error.")
-def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
+def server_command(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
            token: str | None, token_file: Path | None, advertise: str | None, prefix: str,
            leader_ttl: int,
            min_heartbeat_ttl: float, heartbeat_grace: float, max_heartbeats_per_second: float,
@@ -451,7 +451,7 @@ def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | N
         failover_heartbeat_ttl=failover_heartbeat_ttl, log_level=log_level)))
 
 
-@cli.command()
+@cli.command("sim")
 @click.option("--seed", type=int, default=None,
               help="The first scenario's seed (default: a random one, printed).")
 @click.option("--scenarios", type=click.IntRange(min=1), default=1, show_default=True,
@@ -459,7 +459,7 @@ def server(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | N
 @click.option("--verbose", is_flag=True,
               help="A line per scenario; with one scenario, its every step and message.")
 @click.option("--json", "json_output", is_flag=True, help="One JSON object.")
-def sim(seed: int | None, scenarios: int, verbose: bool, json_output: bool) -> None:
+def sim_command(seed: int | None, scenarios: int, verbose: bool, json_output: bool) -> None:
     """Run the deterministic whole-cluster simulation: servers, simulated nodes and a
     simulated network under a mock clock, random scenarios checked against the cluster's
     invariants. Exit status: 0 every invariant held, 1 a violation (the seed is printed:
@@ -501,7 +501,7 @@ def main() -> None:
 
 
 register_var_commands(cli)
-cli_node.register(cli, node)  # node eligibility/drain, system, status
+cli_node.register(cli, node_group)  # node eligibility/drain, system, status
 register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
