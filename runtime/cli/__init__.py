@@ -12,7 +12,6 @@ lives in the modules it calls.
 
 from __future__ import annotations
 
-import resource
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -468,13 +467,6 @@ def sim_command(seed: int | None, scenarios: int, verbose: bool, json_output: bo
     from yurt.runtime.cli import sim as cli_sim
 
     sys.exit(cli_sim.run(seed, scenarios, verbose, json_output))
-
-
-def raise_open_files_limit() -> None:
-    """Trio holds a pidfd per watched task and two FIFOs per task: lift the soft limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def main() -> None:

@@ -12,9 +12,10 @@ so constraints and `${attr.*}` written for Nomad read the same here.
 
 File descriptors bound how many tasks one agent can supervise: each running raw_exec task
 holds about five in the agent (two FIFOs, each with a read end and a keeper write end, and a
-pidfd; measured 5.2 with 10 tasks). `raise_nofile_limit` lifts the soft `RLIMIT_NOFILE` to the
-hard one at start (the soft default, often 1024, would stop near 180 tasks), and the node
-reports the result as `yurt.nofile` and `yurt.max_tasks` so `yurt node status` can say it.
+pidfd; measured 5.2 with 10 tasks). runtime/lib/nofile.py `raise_nofile_limit` lifts the soft
+`RLIMIT_NOFILE` to the hard one at start (the soft default, often 1024, would stop near 180
+tasks), and the node reports the result as `yurt.nofile` and `yurt.max_tasks` so `yurt node
+status` can say it.
 """
 
 from __future__ import annotations
@@ -45,22 +46,6 @@ DEFAULT_MHZ = 1000
 FDS_PER_TASK = 6
 #: Descriptors the agent keeps for itself: databases, API connections, event streams, threads.
 FDS_RESERVED = 128
-
-
-def raise_nofile_limit() -> int:
-    """Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard
-    if hard == resource.RLIM_INFINITY:  # the kernel's ceiling for one process
-        try:
-            target = int(Path("/proc/sys/fs/nr_open").read_text())
-        except (OSError, ValueError):
-            target = soft
-    if soft != resource.RLIM_INFINITY and soft < target:
-        # On failure the soft limit stays; `yurt.max_tasks` tells the operator what it allows.
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def max_tasks(nofile: int) -> int:

@@ -70,10 +70,11 @@ import trio
 
 from yurt.runtime import __version__
 from yurt.runtime.client.allocsync import RETRY_AFTER, RETRY_STAGGER, stripped
-from yurt.runtime.client.fingerprint import computed_class, raise_nofile_limit
+from yurt.runtime.client.fingerprint import computed_class
 from yurt.runtime.client.remote import HttpTransport, JobKey, NodeTransport
 from yurt.runtime.client.taskrunner.events import datetime_of
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.lib.nofile import raise_nofile_limit
 from yurt.runtime.sim.node import SimNode, Syncer, SyncerFactory
 from yurt.runtime.sim.nodesim_profile import NodeProfile, Profile
 from yurt.runtime.structs import (
