@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from tests.agent_support import mock_job, running_agent
-from yurt.runtime.cli.jobs import placement_failure
+from yurt.runtime.cli.evalfmt import evaluation_failures
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +121,7 @@ async def test_eligibility_is_honoured_by_placement_and_survives_a_restart(
             metric = ev["FailedTGAllocs"]["g"]
             assert (metric["NodesEvaluated"], metric["NodesAvailable"]) == (0, {"dc1": 0})
             assert not metric["DimensionExhausted"]
-            assert "* No nodes were eligible for evaluation" in placement_failure(ev)
+            assert "* No nodes were eligible for evaluation" in evaluation_failures(ev)
             # Errors: Nomad's messages, as 400; unknown node 404; GET 405.
             bad = await c.put(f"/v1/node/{node_id}/eligibility", json={"Eligibility": "x"})
             assert bad.status_code == 400

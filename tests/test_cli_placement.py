@@ -13,7 +13,7 @@ import trio
 
 from tests.agent_support import running_agent
 from tests.cli_proc_support import yurt
-from yurt.runtime.cli.job_run import format_alloc_metrics, placement_failure_section
+from yurt.runtime.cli.evalfmt import format_alloc_metrics, placement_failure_section
 
 
 def job_file(tmp_path: Path, name: str, text: str) -> str:

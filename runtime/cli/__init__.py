@@ -167,7 +167,7 @@ def validate(files: Sequence[str], verbose: bool) -> None:
 @click.argument("file", metavar="FILE")
 def parse(file: str) -> None:
     """Print the job as Nomad API JSON ({"Job": {...}}), defaults filled in."""
-    from yurt.runtime.cli.jobs import load_job_file
+    from yurt.runtime.cli.jobfile import load_job_file
     from yurt.runtime.jobspec import encode_job
 
     click.echo(encode_job(load_job_file(file)).decode())

@@ -5,8 +5,8 @@ come. Nomad's `job run` monitors the registration's evaluation until it is termi
 left task groups unplaced (`FailedTGAllocs`), it prints "Evaluation … finished with status …
 but failed to place all allocations", each group's metrics as `formatAllocMetrics` words them
 (no eligible node, constraints and classes that filtered nodes, exhausted resources and
-dimensions), names the blocked evaluation that waits for capacity, and exits 2. The server
-here fills the same `AllocMetric` (runtime/server/scheduler/generic.py), so the words are Nomad's.
+dimensions), names the blocked evaluation that waits for capacity, and exits 2. The words are
+runtime/cli/evalfmt.py's, Nomad's.
 
 `--detach` prints Nomad's "Job registration successful" and the evaluation's ID (for `yurt
 eval status ID`) and, as Nomad's, neither waits for nor judges the outcome: exit 0 once the
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from yurt.runtime.cli.evalfmt import evaluation_failures, placement_failure_section
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -46,74 +47,6 @@ EVAL_TIMEOUT: Final = 30.0
 #: How long `job run` waits for placed allocations to settle.
 SETTLE_TIMEOUT: Final = 60.0
 POLL: Final = 0.25
-
-
-def format_alloc_metrics(metric: dict[str, Any], prefix: str = "  ") -> list[str]:
-    """Nomad's `formatAllocMetrics` (scores left out): why nodes were not chosen. Pure.
-
-    Maps are printed sorted (Nomad prints them in Go's random map order).
-    """
-    out: list[str] = []
-    if metric.get("NodesEvaluated", 0) == 0:
-        out.append(f"{prefix}* No nodes were eligible for evaluation")
-    for dc, available in sorted((metric.get("NodesAvailable") or {}).items()):
-        if available == 0:
-            out.append(f'{prefix}* No nodes are available in datacenter "{dc}"')
-    for node_class, n in sorted((metric.get("ClassFiltered") or {}).items()):
-        out.append(f'{prefix}* Class "{node_class}": {n} nodes excluded by filter')
-    for constraint, n in sorted((metric.get("ConstraintFiltered") or {}).items()):
-        out.append(f'{prefix}* Constraint "{constraint}": {n} nodes excluded by filter')
-    if metric.get("NodesExhausted"):
-        out.append(f"{prefix}* Resources exhausted on {metric['NodesExhausted']} nodes")
-    for node_class, n in sorted((metric.get("ClassExhausted") or {}).items()):
-        out.append(f'{prefix}* Class "{node_class}" exhausted on {n} nodes')
-    for dim, n in sorted((metric.get("DimensionExhausted") or {}).items()):
-        out.append(f'{prefix}* Dimension "{dim}" exhausted on {n} nodes')
-    for dim in metric.get("QuotaExhausted") or []:
-        out.append(f'{prefix}* Quota limit hit "{dim}"')
-    return out
-
-
-def evaluation_failures(ev: dict[str, Any]) -> str:
-    """`job run`'s report of an evaluation that did not place everything ("" if it did),
-    as Nomad's monitor words it. Pure."""
-    failed = ev.get("FailedTGAllocs") or {}
-    if not failed:
-        return ""
-    lines = [
-        f'==> Evaluation "{ev["ID"][:8]}" finished with status "{ev["Status"]}" but '
-        "failed to place all allocations:"
-    ]
-    for group, metric in sorted(failed.items()):
-        count = 1 + (metric.get("CoalescedFailures") or 0)
-        noun = "allocation" if count == 1 else "allocations"
-        lines.append(f'    Task Group "{group}" (failed to place {count} {noun}):')
-        lines += format_alloc_metrics(metric, "      ")
-    if ev.get("BlockedEval"):
-        lines.append(
-            f'    Evaluation "{ev["BlockedEval"][:8]}" waiting for additional '
-            "capacity to place remainder"
-        )
-    return "\n".join(lines)
-
-
-def placement_failure_section(evals: list[dict[str, Any]]) -> str:
-    """`job status`'s "Placement Failure" section ("" without one), Nomad's rule: only while
-    an evaluation is blocked, from the latest evaluation that failed to place. Pure."""
-    if not any(e.get("Status") == "blocked" for e in evals):
-        return ""
-    failed = [e for e in evals if e.get("FailedTGAllocs")]
-    if not failed:
-        return ""
-    latest = max(failed, key=lambda e: e.get("CreateIndex", 0))
-    lines = ["Placement Failure"]
-    groups = sorted(latest["FailedTGAllocs"].items())
-    for i, (group, metric) in enumerate(groups):
-        lines.append(f'Task Group "{group}":')
-        lines += format_alloc_metrics(metric, "  ")
-        if i != len(groups) - 1:
-            lines.append("")
-    return "\n".join(lines)
 
 
 def _finished_eval(client: Client, eval_id: str) -> dict[str, Any]:
@@ -131,7 +64,7 @@ def _finished_eval(client: Client, eval_id: str) -> dict[str, Any]:
 def job_run(path: str, detach: bool, json_output: bool) -> None:
     """`yurt job run` (see the module docstring)."""
     from yurt.runtime.cli.api_client import alloc_table, api, call, console, emit_json
-    from yurt.runtime.cli.jobs import load_job_file
+    from yurt.runtime.cli.jobfile import load_job_file
     from yurt.runtime.jobspec import encode_job
 
     job = load_job_file(path)

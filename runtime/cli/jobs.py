@@ -1,9 +1,11 @@
 """CLI verbs for a job's lifecycle and evaluations, in Nomad's spelling: `yurt job plan|history|
 revert|scale|inspect|eval` and `yurt eval list|status`. Thin clients of the agent's API
-(cli_remote.py's `api()`/`call()`), human output by default, the API's JSON with `--json`.
+(runtime/cli/api_client.py's `api()`/`call()`), human output by default, the API's JSON with
+`--json`. Job files are read by runtime/cli/jobfile.py, placement failures worded by
+runtime/cli/evalfmt.py.
 
-Exit codes: 0 ok, 1 failed, 2 bad input (and a group that cannot be placed:
-`placement_failure`). `job plan` has Nomad's: 0 no change, 1 allocations would be created,
+Exit codes: 0 ok, 1 failed, 2 bad input (and a group that cannot be placed: evalfmt.py's
+`evaluation_failures`). `job plan` has Nomad's: 0 no change, 1 allocations would be created,
 destroyed, migrated, replaced or canaried (or fail to place), 255 no plan could be made.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import click
@@ -19,35 +21,12 @@ import click
 from yurt.runtime.cli.output import output_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
-if TYPE_CHECKING:
-    from yurt.runtime.structs import Job
-
 
 def _submit_date(unix_ns: int) -> str:
     """Nomad's `job history` date: local time, to the second, with the zone."""
     from datetime import datetime
 
     return datetime.fromtimestamp(unix_ns / 1e9).astimezone().strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def placement_failure(ev: dict[str, Any]) -> str:
-    """Nomad's explanation of an evaluation that could not place everything ("" if it did):
-    the failed groups and what was exhausted, and the blocked evaluation left waiting."""
-    from yurt.runtime.cli.job_run import evaluation_failures
-
-    return evaluation_failures(ev)
-
-
-def load_job_file(path: str) -> Job:
-    """The job in the file at `path`; its problems, if any, end the command (exit 2)."""
-    from yurt.runtime.errors import JobSpecError
-    from yurt.runtime.jobspec import load_job
-
-    try:
-        return load_job(path)
-    except JobSpecError as e:
-        click.echo(e.render(), err=True)
-        sys.exit(EXIT_USAGE)
 
 
 #: `job plan`'s exit code when no plan could be made, Nomad's.
@@ -94,6 +73,8 @@ def register(cli: click.Group, job: click.Group) -> None:
         """Dry-run a job: what registering it would place, stop or update (changes nothing).
         Exit 0: no allocations created or destroyed; 1: some would be; 255: no plan."""
         from yurt.runtime.cli.api_client import api, call, console, emit_json
+        from yurt.runtime.cli.evalfmt import evaluation_failures
+        from yurt.runtime.cli.jobfile import load_job_file
         from yurt.runtime.jobspec import encode_job
 
         try:
@@ -121,8 +102,8 @@ def register(cli: click.Group, job: click.Group) -> None:
             diff = result.get("Diff") or {"Type": "None", "ID": spec.id}
             for line in diff_lines(diff, counts):
                 out.print(line, markup=False, highlight=False)
-            explanation = placement_failure({"ID": "plan", "Status": "complete",
-                                             "FailedTGAllocs": result.get("FailedTGAllocs")})
+            explanation = evaluation_failures({"ID": "plan", "Status": "complete",
+                                               "FailedTGAllocs": result.get("FailedTGAllocs")})
             if explanation:
                 out.print("\nScheduler dry-run:\n- WARNING: Failed to place all allocations.")
                 out.print(explanation.split("\n", 1)[1])
@@ -246,6 +227,7 @@ def register(cli: click.Group, job: click.Group) -> None:
     def job_eval(job_id: str, json_output: bool) -> None:
         """Force a new evaluation of the job (places what is missing)."""
         from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+        from yurt.runtime.cli.evalfmt import evaluation_failures
 
         with api() as client:
             job_id = resolve_job(client, job_id)
@@ -256,7 +238,7 @@ def register(cli: click.Group, job: click.Group) -> None:
             emit_json(ev)
             return
         click.echo(f'Evaluation "{ev["ID"]}" {ev["Status"]}')
-        explanation = placement_failure(ev)
+        explanation = evaluation_failures(ev)
         if explanation:
             click.echo(explanation)
 
@@ -287,6 +269,7 @@ def register(cli: click.Group, job: click.Group) -> None:
     def eval_status(eval_id: str, json_output: bool, template: str) -> None:
         """One evaluation: status, trigger, placement failures."""
         from yurt.runtime.cli.api_client import api, call, emit_json
+        from yurt.runtime.cli.evalfmt import evaluation_failures
         from yurt.runtime.cli.output import check_format, render_template
 
         check_format(json_output, template)
@@ -305,7 +288,7 @@ def register(cli: click.Group, job: click.Group) -> None:
                    f"Job ID             = {ev['JobID']}\n"
                    f"Priority           = {ev['Priority']}\n"
                    f"Placement Failures = {str(bool(ev.get('FailedTGAllocs'))).lower()}")
-        explanation = placement_failure(ev)
+        explanation = evaluation_failures(ev)
         if explanation:
             click.echo(explanation)
 

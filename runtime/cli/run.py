@@ -1,8 +1,8 @@
 """`yurt run JOBFILE`: load the job, run it in the foreground (runtime/agent/foreground.py), exit.
 
 This is the command's shell only: argument checks, the job file's errors (exit 2, rendered as
-`file:line:col: field: message`), the open-file limit (raised by runtime/lib/nofile.py, the
-agent's policy), and the state store's errors (exit 1).
+`file:line:col: field: message`, runtime/cli/jobfile.py), the open-file limit (raised by
+runtime/lib/nofile.py, the agent's policy), and the state store's errors (exit 1).
 What the run prints, where it keeps things and how it stops is foreground.py's.
 """
 
@@ -22,7 +22,7 @@ def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> 
     import trio
 
     from yurt.runtime.agent.foreground import run_job
-    from yurt.runtime.cli.jobs import load_job_file
+    from yurt.runtime.cli.jobfile import load_job_file
     from yurt.runtime.lib.nofile import raise_nofile_limit
 
     parsed = load_job_file(jobfile)
