@@ -7,7 +7,21 @@ lines so editors and CI annotate them; results go to stdout, machine-readable wh
 says so.
 
 Commands that need the agent arrive with it; this module only parses and dispatches, the work
-lives in the modules it calls.
+lives in the modules it calls: one module per verb group (Nomad's command/), the API verbs'
+helpers in api_client.py, job files read by jobfile.py, placement failures worded by
+evalfmt.py.
+
+Which way imports point (tests/test_layers.py): the CLI speaks to the agent over HTTP only, so
+no module here imports `client`, `server` or `api`. The commands that run an agent, a server or
+simulated nodes in this process (agent.py, server.py, run.py, nodesim.py, sim.py) alone import
+`agent` or `sim`, and at run time only inside the functions that run the command (import
+weight: tests/test_import_weight.py). `yurt run`'s open-file limit is the agent's one policy,
+runtime/lib/nofile.py.
+
+A command's function is named `*_command` (`*_group`) when a module here bears the command's
+name (`run_command` beside run.py): a function named `run` would be the package's `run`, and
+`from yurt.runtime.cli import run` in a fresh process would find it instead of the module
+(tests/test_cli.py checks that no name here hides a module).
 """
 
 from __future__ import annotations
