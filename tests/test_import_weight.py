@@ -113,5 +113,5 @@ def test_the_api_binds_before_the_runners_and_stores_load() -> None:
 
 def test_the_agent_loads_what_it_put_behind_the_api() -> None:
     # The counterpart: the probe sees the modules once the agent loads its parts.
-    code = "from yurt.runtime import agent\nagent._load_parts()\n"
+    code = "from yurt.runtime.agent import agent\nagent._load_parts()\n"
     assert _loaded_after(code, BEHIND_THE_API) == list(BEHIND_THE_API)
