@@ -32,6 +32,7 @@ from yurt.runtime.lib.goversion import (
     satisfies,
     version_constraint,
 )
+from yurt.runtime.server.scheduler import schedule
 from yurt.runtime.server.scheduler.feasible import (
     MAX_MATCH_WORK,
     MAX_PATTERN,
@@ -42,7 +43,6 @@ from yurt.runtime.server.scheduler.feasible import (
     filter_reason,
     meets,
 )
-from yurt.runtime.server.scheduler.generic import schedule
 from yurt.runtime.structs import Evaluation, Job, Node, Task, TaskGroup
 from yurt.runtime.structs.constraint import Constraint
 

@@ -13,8 +13,8 @@ import pytest
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.scheduler import ports
-from yurt.runtime.server.scheduler.generic import Plan, schedule
+from yurt.runtime.server.scheduler import ports, schedule
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.structs import (
     Evaluation,
     Job,

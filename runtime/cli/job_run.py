@@ -6,7 +6,7 @@ left task groups unplaced (`FailedTGAllocs`), it prints "Evaluation … finished
 but failed to place all allocations", each group's metrics as `formatAllocMetrics` words them
 (no eligible node, constraints and classes that filtered nodes, exhausted resources and
 dimensions), names the blocked evaluation that waits for capacity, and exits 2. The server
-here fills the same `AllocMetric` (runtime/server/scheduler/generic.py), so the words are Nomad's.
+here fills the same `AllocMetric` (runtime/server/scheduler/placement.py), so the words are Nomad's.
 
 `--detach` prints Nomad's "Job registration successful" and the evaluation's ID (for `yurt
 eval status ID`) and, as Nomad's, neither waits for nor judges the outcome: exit 0 once the

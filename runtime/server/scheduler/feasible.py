@@ -10,7 +10,7 @@ Targets (`resolve_target`): a string not starting with `${` is a literal; `${nod
 `${node.datacenter}`, `${node.unique.name}`, `${node.class}`, `${node.pool}`, `${attr.*}` and
 `${meta.*}` read the node; anything else is "not found". Operators (`check_constraint`) are
 Nomad's checkConstraint, value for value: `<`…`>=` compare as int64, else as float64, else
-lexically; `version`/`semver` are server/versions.py; `set_contains*` split on commas and
+lexically; `version`/`semver` are runtime/lib/goversion.py; `set_contains*` split on commas and
 trim spaces.
 
 `regexp` is Go's regexp, RE2 (runtime/lib/goregexp.py), as in Nomad: the pattern comes from the
@@ -42,7 +42,7 @@ Everything else compared here is job text too, so no Python `re` pattern that co
 on it is used: numbers are recognised by RE2, and integers longer than int64 refused before
 `int()` sees them (Python refuses past 4300 digits, with an exception).
 
-Affinities and spreads only rank nodes: affinities are scored in server/binpack.py; spreads
+Affinities and spreads only rank nodes: affinities are scored in binpack.py; spreads
 are not scored yet.
 """
 
