@@ -39,7 +39,6 @@ from contextlib import asynccontextmanager
 import msgspec
 import trio
 
-from yurt.runtime.client.allocrunner.health import merge_client_health
 from yurt.runtime.eventstream import (
     Event,
     EventBroker,
@@ -88,6 +87,7 @@ from yurt.runtime.structs import (
     Job,
     Node,
     is_client_terminal,
+    merge_client_health,
 )
 from yurt.runtime.structs.update import DEPLOYMENT_STATUS_SUCCESSFUL, Deployment
 
