@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
-from yurt.runtime.client.drivers import TASK_CONFIG
+from yurt.runtime.client.drivers.configs import TASK_CONFIG
 from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.jobspec.limits import MAX_JOB_COUNT, MAX_NAME_BYTES, job_count_problem
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
