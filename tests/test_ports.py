@@ -1,4 +1,4 @@
-"""Host port assignment (layer 0): server/ports.py on its own, and the scheduler placing
+"""Host port assignment (layer 0): server/scheduler/ports.py on its own, and the scheduler placing
 groups with networks over a plain in-memory state. Nomad's NetworkIndex semantics: statics
 checked against what is held, dynamic ports drawn from the node's range, collisions and
 exhaustion refused in Nomad's words, ports freed when an allocation is terminal."""
