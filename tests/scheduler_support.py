@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yurt.runtime.server.scheduler.generic import Plan
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.structs import Allocation, Evaluation, Node
 
 

@@ -16,7 +16,6 @@ from yurt.runtime.client.allocrunner.health import (
     Verdict,
     checks_passing,
     health_params,
-    merge_client_health,
     restored_alloc,
 )
 from yurt.runtime.lib.durations import MINUTE, SECOND
@@ -25,6 +24,7 @@ from yurt.runtime.structs import (
     AllocDeploymentStatus,
     MigrateStrategy,
     TaskState,
+    merge_client_health,
 )
 from yurt.runtime.structs.checks import CheckQueryResult
 from yurt.runtime.structs.update import UpdateStrategy

@@ -21,7 +21,13 @@ import pytest
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.errors import JobSpecError
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.lib.goregexp import GoRegexpError
+from yurt.runtime.lib.goregexp import (
+    MAX_MATCH_WORK,
+    MAX_PATTERN,
+    MAX_TEXT,
+    GoRegexpError,
+    compile_regexp,
+)
 from yurt.runtime.lib.goversion import (
     MAX_TEXT as MAX_VERSION_TEXT,
 )
@@ -32,17 +38,13 @@ from yurt.runtime.lib.goversion import (
     satisfies,
     version_constraint,
 )
+from yurt.runtime.server.scheduler import schedule
 from yurt.runtime.server.scheduler.feasible import (
-    MAX_MATCH_WORK,
-    MAX_PATTERN,
-    MAX_TEXT,
     check_order,
     check_regexp,
-    compile_regexp,
     filter_reason,
     meets,
 )
-from yurt.runtime.server.scheduler.generic import schedule
 from yurt.runtime.structs import Evaluation, Job, Node, Task, TaskGroup
 from yurt.runtime.structs.constraint import Constraint
 

@@ -20,8 +20,8 @@ from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server import deploymentbook
 from yurt.runtime.server.deploymentwatcher import PromotionError, promote
 from yurt.runtime.server.local import LocalServer
-from yurt.runtime.server.scheduler import deployments
-from yurt.runtime.server.scheduler.generic import Plan, schedule
+from yurt.runtime.server.scheduler import deployments, schedule
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.server.scheduler.reschedule import unix_ns
 from yurt.runtime.server.state.sqlite import ServerStore
 from yurt.runtime.structs import (

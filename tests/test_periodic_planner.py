@@ -8,9 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from yurt.runtime.lib.cron import CronError, check_spec
 from yurt.runtime.server.scheduler.periodic import (
-    CronError,
-    check_spec,
     launch_of_child,
     next_launch,
     periodic_child_id,

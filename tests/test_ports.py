@@ -1,4 +1,4 @@
-"""Host port assignment (layer 0): server/ports.py on its own, and the scheduler placing
+"""Host port assignment (layer 0): server/scheduler/ports.py on its own, and the scheduler placing
 groups with networks over a plain in-memory state. Nomad's NetworkIndex semantics: statics
 checked against what is held, dynamic ports drawn from the node's range, collisions and
 exhaustion refused in Nomad's words, ports freed when an allocation is terminal."""
@@ -13,8 +13,8 @@ import pytest
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.scheduler import ports
-from yurt.runtime.server.scheduler.generic import Plan, schedule
+from yurt.runtime.server.scheduler import ports, schedule
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.structs import (
     Evaluation,
     Job,

@@ -12,7 +12,8 @@ import msgspec
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.scheduler.generic import Plan, schedule
+from yurt.runtime.server.scheduler import schedule
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.structs import (
     Evaluation,
     Job,

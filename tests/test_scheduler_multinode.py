@@ -13,9 +13,8 @@ import pytest
 
 from tests.scheduler_support import SchedulerState
 from yurt.runtime.jobspec import parse_job
-from yurt.runtime.server.scheduler import binpack
-from yurt.runtime.server.scheduler import generic as scheduler
-from yurt.runtime.server.scheduler.generic import Plan, schedule
+from yurt.runtime.server.scheduler import binpack, placement, schedule
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.structs import (
     Allocation,
     DrainStrategy,
@@ -606,14 +605,14 @@ def test_placing_many_allocations_over_many_nodes_evaluates_each_node_about_once
     # A placement changes only its own node: the others' verdicts are kept, so N
     # placements over M nodes fit about N + M times, not N × M (10,000 here).
     calls = 0
-    real = scheduler.fit
+    real = placement.fit
 
     def counted(*args: object) -> object:
         nonlocal calls
         calls += 1
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(scheduler, "fit", counted)
+    monkeypatch.setattr(placement, "fit", counted)
     state = SchedulerState(node("n0", cpu=100_000, mem=100_000),
                            *(node(f"n{i}", cpu=100_000, mem=100_000) for i in range(1, 50)))
     plan = run(state, job(count=200, cpu=10, mem=10))

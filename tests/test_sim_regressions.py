@@ -16,7 +16,8 @@ from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
 from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
-from yurt.runtime.server.scheduler.generic import Plan, schedule
+from yurt.runtime.server.scheduler import schedule
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.server.scheduler.reschedule import unix_ns
 from yurt.runtime.server.state.etcd import ClusterStore
 from yurt.runtime.structs import (

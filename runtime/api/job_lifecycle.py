@@ -2,7 +2,7 @@
 diffs), revert, stable, summary, plan (a dry run), scale (GET status, POST count), and
 `/v1/validate/job`.
 
-A plan runs the pure scheduler (server/scheduler.py) over the server's state as it is (the
+A plan runs the pure scheduler (server/scheduler/) over the server's state as it is (the
 job's latest deployment included, so a rollout in progress limits it as it limits the server),
 without the lock and without committing anything: it has no await between reading and
 deciding, so it sees one consistent state and changes nothing. Revert and scale register a
@@ -35,7 +35,8 @@ from yurt.runtime.jobspec.limits import job_count_problem
 from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.jobdiff import job_diff
-from yurt.runtime.server.scheduler.generic import DesiredUpdates, schedule
+from yurt.runtime.server.scheduler import schedule
+from yurt.runtime.server.scheduler.plan import DesiredUpdates
 from yurt.runtime.structs import (
     ALLOC_CLIENT_COMPLETE,
     ALLOC_CLIENT_FAILED,

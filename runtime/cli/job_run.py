@@ -5,8 +5,9 @@ come. Nomad's `job run` monitors the registration's evaluation until it is termi
 left task groups unplaced (`FailedTGAllocs`), it prints "Evaluation … finished with status …
 but failed to place all allocations", each group's metrics as `formatAllocMetrics` words them
 (no eligible node, constraints and classes that filtered nodes, exhausted resources and
-dimensions), names the blocked evaluation that waits for capacity, and exits 2. The words are
-runtime/cli/evalfmt.py's, Nomad's.
+dimensions), names the blocked evaluation that waits for capacity, and exits 2. The server
+here fills the same `AllocMetric` (runtime/server/scheduler/placement.py), and
+runtime/cli/evalfmt.py words it as Nomad does.
 
 `--detach` prints Nomad's "Job registration successful" and the evaluation's ID (for `yurt
 eval status ID`) and, as Nomad's, neither waits for nor judges the outcome: exit 0 once the

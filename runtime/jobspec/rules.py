@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
-from yurt.runtime.client.drivers import TASK_CONFIG
+from yurt.runtime.client.drivers.configs import TASK_CONFIG
 from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.jobspec.limits import MAX_JOB_COUNT, MAX_NAME_BYTES, job_count_problem
 from yurt.runtime.jobspec.reschedule import check_job_reschedule, fold_reschedule
@@ -33,9 +33,9 @@ from yurt.runtime.jobspec.rules_network import check_job_networks, fold_networks
 from yurt.runtime.jobspec.rules_service import canonicalize_services, check_services
 from yurt.runtime.jobspec.rules_template import check_job_templates
 from yurt.runtime.jobspec.rules_update import check_job_update, fold_update
+from yurt.runtime.lib.cron import CronError, check_spec, load_zone
 from yurt.runtime.lib.durations import SECOND, format_duration, parse_duration
 from yurt.runtime.lib.structcheck import Problem, Vocabulary, check
-from yurt.runtime.server.scheduler.periodic import CronError, check_spec, load_zone
 from yurt.runtime.structs import (
     DEFAULT_RESTART_POLICY,
     DISPATCH_PAYLOAD_MODES,

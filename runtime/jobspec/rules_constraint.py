@@ -5,7 +5,7 @@ Spread.Validate (nomad/structs/structs.go), each problem on the block it is abou
 Invariants: reads a well-typed `Job` and never changes it; every problem goes through
 `_Problems`. Nomad prefixes each message with "Constraint <n> validation failed: "; here the
 path (`job.web.constraint.0`) says which block, and the message is Nomad's own text.
-A `regexp` pattern is compiled as the scheduler compiles it (server/feasible.py: Go's RE2),
+A `regexp` pattern is compiled as the scheduler compiles it (lib/goregexp.py: Go's RE2),
 so registration refuses what would never match, with Go's message; when the attribute is a
 literal too, a match the scheduler would refuse as too costly is refused here already.
 """
@@ -17,9 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from yurt.runtime.jobspec.fields import _At, _Problems
-from yurt.runtime.lib.goregexp import GoRegexpError
+from yurt.runtime.lib.goregexp import GoRegexpError, compile_regexp, regexp_refusal
 from yurt.runtime.lib.goversion import VersionError, semver_constraint, version_constraint
-from yurt.runtime.server.scheduler.feasible import compile_regexp, regexp_refusal
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.constraint import (
     COMPARISON_OPERATORS,

@@ -2,7 +2,7 @@
 
 What a Nomad server does for one node, minus what a single node does not need. Every change
 to a job (register, deregister, evaluate) creates an **evaluation**, stored (`pending`) in the
-same commit as the job, then processed by the pure scheduler (scheduler.py) over this server's
+same commit as the job, then processed by the pure scheduler (scheduler/) over this server's
 state; the resulting plan (allocations placed, stopped, updated; the evaluation complete, or a
 blocked one left for what did not fit) is applied in one more commit. A pending evaluation
 found at load (the agent died in between) is processed by `run`.
@@ -39,7 +39,6 @@ from contextlib import asynccontextmanager
 import msgspec
 import trio
 
-from yurt.runtime.client.allocrunner.health import merge_client_health
 from yurt.runtime.eventstream import (
     Event,
     EventBroker,
@@ -68,7 +67,8 @@ from yurt.runtime.server.records import (
     without_job,
 )
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
-from yurt.runtime.server.scheduler.generic import Plan, schedule, stopped
+from yurt.runtime.server.scheduler import schedule
+from yurt.runtime.server.scheduler.plan import Plan, stopped
 from yurt.runtime.server.scheduler.reschedule import needs_reschedule, unix_ns
 from yurt.runtime.server.services import ServiceCatalogue
 from yurt.runtime.server.state.sqlite import ServerStateStore
@@ -87,6 +87,7 @@ from yurt.runtime.structs import (
     Job,
     Node,
     is_client_terminal,
+    merge_client_health,
 )
 from yurt.runtime.structs.update import DEPLOYMENT_STATUS_SUCCESSFUL, Deployment
 

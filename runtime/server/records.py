@@ -14,7 +14,7 @@ import msgspec
 
 from yurt.runtime.eventstream import Event
 from yurt.runtime.server.dispatch import is_template
-from yurt.runtime.server.scheduler.generic import Plan
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.server.scheduler.reschedule import eligible, needs_reschedule, policy_for
 from yurt.runtime.structs import Allocation, Evaluation, Job, is_client_terminal
 

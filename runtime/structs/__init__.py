@@ -36,6 +36,7 @@ from yurt.runtime.structs.alloc import (
     TaskEvent,
     TaskState,
     is_client_terminal,
+    merge_client_health,
 )
 from yurt.runtime.structs.base import (
     ALLOC_CLIENT_COMPLETE,
@@ -304,4 +305,5 @@ __all__ = [
     "desc_rollback",
     "desc_rollback_noop",
     "is_client_terminal",
+    "merge_client_health",
 ]

@@ -1,11 +1,15 @@
 """Allocations and what runs in them: Allocation, TaskState, TaskEvent, the resources an
 allocation holds, its deployment and network status, and `DesiredTransition`.
+
+`merge_client_health` says how the server takes the health a client reports (the client's
+side of health is runtime/client/allocrunner/health.py).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+import msgspec
 from msgspec import field
 
 from yurt.runtime.structs.base import (
@@ -85,6 +89,24 @@ class AllocDeploymentStatus(Base):
     timestamp: datetime = ZERO_TIME
     canary: bool = False
     modify_index: int = 0
+
+
+def merge_client_health(server: AllocDeploymentStatus | None,
+                        client: AllocDeploymentStatus | None,
+                        index: int) -> AllocDeploymentStatus | None:
+    """The server's deployment status of an allocation once the client's (`client`) is merged
+    into its own (`server`), as Nomad's `nestedUpdateAllocFromClient` does: a client sets only
+    Healthy and Timestamp, and new health takes the index of the change as `ModifyIndex` (the
+    deployment watcher compares it with its last evaluation). Health a client does not
+    report leaves the server's as it is, so a health set by hand is kept."""
+    if server is not None and client is not None:
+        if client.healthy is not None and client.healthy != server.healthy:
+            return msgspec.structs.replace(server, healthy=client.healthy,
+                                           timestamp=client.timestamp, modify_index=index)
+        return server
+    if client is not None:
+        return msgspec.structs.replace(client, modify_index=index)
+    return server
 
 
 class AllocNetworkStatus(Base):

@@ -327,20 +327,3 @@ def restored_alloc(server_copy: Allocation, stored: Allocation) -> Allocation:
     base = current or AllocDeploymentStatus()
     return msgspec.structs.replace(server_copy, deployment_status=msgspec.structs.replace(
         base, healthy=persisted.healthy, timestamp=persisted.timestamp))
-
-
-def merge_client_health(server: AllocDeploymentStatus | None,
-                        client: AllocDeploymentStatus | None,
-                        index: int) -> AllocDeploymentStatus | None:
-    """The server's side (Nomad's `nestedUpdateAllocFromClient`): a client sets only Healthy
-    and Timestamp, and new health takes the index of the change as `ModifyIndex` (the
-    deployment watcher compares it with its last evaluation). Health a client does not
-    report leaves the server's as it is, so a health set by hand is kept."""
-    if server is not None and client is not None:
-        if client.healthy is not None and client.healthy != server.healthy:
-            return msgspec.structs.replace(server, healthy=client.healthy,
-                                           timestamp=client.timestamp, modify_index=index)
-        return server
-    if client is not None:
-        return msgspec.structs.replace(client, modify_index=index)
-    return server

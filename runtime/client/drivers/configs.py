@@ -1,13 +1,17 @@
-"""Task `config {}` schemas of the built-in drivers.
+"""Task `config {}` schemas of the built-in drivers, by driver name in `TASK_CONFIG`.
+
+The jobspec validates task configs against them (runtime/jobspec/rules.py): a typo in a driver
+option is reported at `yurt job validate` time with its file and line, not when the task first
+starts. This is the one module of the client the jobspec may import (tests/test_layers.py).
 
 Field names are the jobspec's (snake_case, as Nomad's drivers declare them). Duration options
-stay strings, as in Nomad's driver configs, but are checked to parse here so a bad one fails
-validation instead of the task's first start.
+stay strings, as in Nomad's driver configs, but are checked to parse here, so a bad one fails
+validation too.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import msgspec
 
@@ -68,3 +72,9 @@ class RawExecTaskConfig(_Config):
     command: str
     args: list[str] = msgspec.field(default_factory=list)
     work_dir: str = ""
+
+
+TASK_CONFIG: Final[dict[str, type[msgspec.Struct]]] = {
+    "mock_driver": MockTaskConfig,
+    "raw_exec": RawExecTaskConfig,
+}

@@ -81,7 +81,7 @@ from yurt.runtime.server.local import LocalServer
 from yurt.runtime.server.records import eval_event, new_id, without_job
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.scheduler.disconnect import lost_after
-from yurt.runtime.server.scheduler.generic import Plan
+from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.server.state.etcd import (
     ClusterChange,
     ClusterSnapshot,

@@ -1,6 +1,6 @@
 """Which nodes may take a placement, and how good each one is. Pure: no I/O, no clock.
 
-The scheduler (server/scheduler.py) checks every candidate node for feasibility and fit;
+The scheduler (placement.py) checks every candidate node for feasibility and fit;
 this module says which nodes are candidates at all and ranks the ones that fit, as Nomad's
 `readyNodesInDCsAndPool` and rank iterators (scheduler/feasible/rank.go) do:
 

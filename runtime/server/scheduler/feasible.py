@@ -10,7 +10,7 @@ Targets (`resolve_target`): a string not starting with `${` is a literal; `${nod
 `${node.datacenter}`, `${node.unique.name}`, `${node.class}`, `${node.pool}`, `${attr.*}` and
 `${meta.*}` read the node; anything else is "not found". Operators (`check_constraint`) are
 Nomad's checkConstraint, value for value: `<`…`>=` compare as int64, else as float64, else
-lexically; `version`/`semver` are server/versions.py; `set_contains*` split on commas and
+lexically; `version`/`semver` are runtime/lib/goversion.py; `set_contains*` split on commas and
 trim spaces.
 
 `regexp` is Go's regexp, RE2 (runtime/lib/goregexp.py), as in Nomad: the pattern comes from the
@@ -19,30 +19,20 @@ the scheduler. A pattern that does not compile never matches, as in Nomad, so th
 filtered with the constraint as its reason (validation refuses such a pattern at registration;
 this is the path of one taken from `${meta.*}` or stored before).
 
-RE2 is linear in the value, but a pattern built to defeat its DFA (`[ab]*a[ab]{999}c`, many
-times over) makes it simulate the automaton: every instruction of the program once per byte of
-the value. The scheduler runs on the event loop, so bounds Nomad does not have keep one check
-short. A pattern longer than `MAX_PATTERN` characters, or whose program and DFA states need more
-than `MAX_PROGRAM_MEMORY` bytes, does not compile ("expression too large", Go's own error for a
-pattern past its limits; that leaves programs of at most ~21,000 instructions). A match whose
-worst case, instructions × (UTF-8 bytes of the value + 1), exceeds `MAX_MATCH_WORK` is not run:
-the constraint is not met, and the node's filter reason says why (`regexp_refusal`); a value
-longer than `MAX_TEXT` characters is refused so too. Measured on the 2-core build machine, the
-worst shapes found (the DFA-defeating alternation above, with and without a match at the end,
-word boundaries, case folding, Unicode classes) cost 5-7.5 ns per unit of work (load average
-3): 20-32 ms at the bound, against 11-14 s for the 4 KB, 241-alternative pattern on a 16 KB
-value before. Real patterns are a few dozen instructions, so they still match values of the
-full `MAX_TEXT`.
+A match is bounded as Nomad's is not (runtime/lib/goregexp.py `compile_regexp` and
+`regexp_refusal`: the pattern's length and program memory, the value's length, the work of one
+match): one past a bound is not run, the constraint is not met, and the node's filter reason
+says why.
 
 Compiled patterns are kept in a cache of `_CACHE_SIZE` entries, as Nomad keeps them per
-evaluation. A program is at most `MAX_PROGRAM_MEMORY` plus its parse tree (measured worst: a
-4 KB case-folded literal, ~640 KiB retained), so the cache holds at most ~40 MiB.
+evaluation. A program is at most goregexp's `MAX_PROGRAM_MEMORY` plus its parse tree (measured
+worst: a 4 KB case-folded literal, ~640 KiB retained), so the cache holds at most ~40 MiB.
 
 Everything else compared here is job text too, so no Python `re` pattern that could backtrack
 on it is used: numbers are recognised by RE2, and integers longer than int64 refused before
 `int()` sees them (Python refuses past 4300 digits, with an exception).
 
-Affinities and spreads only rank nodes: affinities are scored in server/binpack.py; spreads
+Affinities and spreads only rank nodes: affinities are scored in binpack.py; spreads
 are not scored yet.
 """
 
@@ -56,7 +46,13 @@ from typing import Final
 
 import msgspec
 
-from yurt.runtime.lib.goregexp import GoRegexp, GoRegexpError, go_error
+from yurt.runtime.lib.goregexp import (
+    MAX_TEXT,
+    GoRegexp,
+    GoRegexpError,
+    compile_regexp,
+    regexp_refusal,
+)
 from yurt.runtime.lib.goversion import go_int, satisfies
 from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
 from yurt.runtime.structs.constraint import (
@@ -67,14 +63,6 @@ from yurt.runtime.structs.constraint import (
     Constraint,
 )
 
-#: The longest `regexp` pattern compiled, and the longest value one is matched against.
-MAX_PATTERN: Final = 4096
-MAX_TEXT: Final = 16 * 1024
-#: RE2's `max_mem` for a constraint pattern (its default is 8 MiB, which let one cached
-#: hostile pattern keep 2-20 MiB). Ordinary patterns need a few KiB.
-MAX_PROGRAM_MEMORY: Final = 256 * 1024
-#: The most work one match may cost: program instructions × (UTF-8 bytes of the value + 1).
-MAX_MATCH_WORK: Final = 4_000_000
 #: Compiled patterns kept: a job has a handful; the bound is on memory (see above).
 _CACHE_SIZE: Final = 64
 
@@ -130,48 +118,12 @@ def check_order(op: str, left: str | None, right: str | None) -> bool:
     return _compare(op, left, right)
 
 
-#: RE2's error when the program outgrows `max_mem`, as goregexp translates it.
-_TOO_LARGE: Final = str(go_error("expression too large", ""))
-
-
-def compile_regexp(pattern: str) -> GoRegexp:
-    """Go's regexp.Compile, refusing patterns longer than `MAX_PATTERN` characters or whose
-    program needs more than `MAX_PROGRAM_MEMORY` bytes.
-
-    Raises:
-        GoRegexpError: with Go's message, as Nomad's validation reports it.
-    """
-    if len(pattern) > MAX_PATTERN:
-        raise go_error("expression too large", f"{pattern[:32]}… ({len(pattern)} characters, "
-                                               f"at most {MAX_PATTERN})")
-    try:
-        return GoRegexp(pattern, max_mem=MAX_PROGRAM_MEMORY)
-    except GoRegexpError as e:
-        if str(e) != _TOO_LARGE:
-            raise
-        raise go_error("expression too large", f"{pattern[:32]}… (its program needs more "
-                                               f"than {MAX_PROGRAM_MEMORY // 1024} KiB)") from None
-
-
 @lru_cache(maxsize=_CACHE_SIZE)
 def _regexp(pattern: str) -> GoRegexp | None:
     try:
         return compile_regexp(pattern)
     except GoRegexpError:
         return None
-
-
-def regexp_refusal(value: str, compiled: GoRegexp) -> str | None:
-    """Why `compiled` is not matched against `value` at all (the constraint is then not met),
-    or None: a value past `MAX_TEXT`, or a match whose worst case exceeds `MAX_MATCH_WORK`."""
-    if len(value) > MAX_TEXT:
-        return f"value of {len(value)} characters, at most {MAX_TEXT}"
-    positions = len(value.encode("utf-8", "surrogatepass")) + 1
-    work = compiled.program_size * positions
-    if work > MAX_MATCH_WORK:
-        return (f"regexp too costly: {compiled.program_size} instructions × {positions} "
-                f"positions > {MAX_MATCH_WORK}")
-    return None
 
 
 def check_regexp(value: str | None, pattern: str | None) -> bool:

@@ -26,6 +26,11 @@ Nomad's SystemScheduler (and SysBatchScheduler) with its node reconciler
   `FailedTGAllocs` and the evaluation blocks, as Nomad's `addBlocked`.
 
 No deployments and no canaries: Nomad's system deployments are not modelled here.
+
+Where it sits: `schedule` (__init__.py) hands it a running system or sysbatch job, once it has
+read the job's allocations and the state of their nodes (and stopped everything of a stopped
+job). It places through placement.py's `Placer`, one given node at a time, and finishes the
+plan with plan.py's steps, as the generic scheduler (generic.py) does.
 """
 
 from __future__ import annotations
@@ -37,18 +42,17 @@ import msgspec
 from yurt.runtime.server.scheduler import binpack
 from yurt.runtime.server.scheduler.disconnect import NodeStates
 from yurt.runtime.server.scheduler.feasible import filter_reason
-from yurt.runtime.server.scheduler.generic import (
+from yurt.runtime.server.scheduler.placement import Choice, Placer
+from yurt.runtime.server.scheduler.plan import (
     DesiredUpdates,
     Plan,
     SchedulerState,
-    _Choice,
-    _finish,
-    _mark_lost,
-    _mark_unknown,
-    _Placer,
-    _replaced_by,
-    _same_version,
+    finish,
     group_spec,
+    mark_lost,
+    mark_unknown,
+    replaced_by,
+    same_version,
     stopped,
 )
 from yurt.runtime.structs import (
@@ -97,7 +101,7 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
         group = groups.get(alloc.task_group)
         node = known.get(alloc.node_id)
         if alloc.id in lost_ids:
-            stop.append((alloc, "alloc is being stopped"))  # _mark_lost words it
+            stop.append((alloc, "alloc is being stopped"))  # mark_lost words it
         elif group is None or (node is not None
                                and not binpack.in_datacenters(node, job.datacenters)):
             stop.append((alloc, "alloc not needed due to job update"))
@@ -105,8 +109,8 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
             continue
         plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
     stopping = {a.id for a, _ in stop}
-    placer = _Placer(job, cands, (a for a in state.live_allocs() if a.id not in stopping),
-                     (a for a in live if a.id not in stopping), algorithm, known)
+    placer = Placer(job, cands, (a for a in state.live_allocs() if a.id not in stopping),
+                    (a for a in live if a.id not in stopping), algorithm, known)
     protected = {a.id for a in live}
     evicted: dict[str, Allocation] = {}
     metrics: dict[str, AllocMetric] = {}
@@ -149,7 +153,7 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
                 # Ended on its own: a completed sysbatch run of this version is done; any
                 # other ending is placed again by a register only.
                 if (current.client_status == ALLOC_CLIENT_COMPLETE and job.type == "sysbatch"
-                        and _same_version(current, job)) or not user_asked:
+                        and same_version(current, job)) or not user_asked:
                     desired.ignore += 1
                     placed_somewhere.add(group.name)
                     continue
@@ -182,7 +186,7 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
                 replaced.next_allocation = new.id
                 plan.stop.append(replaced)
             if failed is not None:
-                plan.update.append(_replaced_by(failed, new, index, now))
+                plan.update.append(replaced_by(failed, new, index, now))
             for victim in choice.victims:
                 plan.stop.append(msgspec.structs.replace(
                     stopped(victim, index, now, f"Preempted by allocation {new.id} of job "
@@ -194,16 +198,16 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
     plan.eval = msgspec.structs.replace(
         ev, failed_tg_allocs={g: m for g, m in metrics.items()
                               if m.nodes_exhausted or g not in placed_somewhere} or None)
-    _mark_lost(plan, lost_ids)
-    _mark_unknown(plan, states.disconnecting, ev, index, now, new_id)
-    _finish(state, plan, index, now, new_id)
+    mark_lost(plan, lost_ids)
+    mark_unknown(plan, states.disconnecting, ev, index, now, new_id)
+    finish(state, plan, index, now, new_id)
     return plan
 
 
-def _select(placer: _Placer, node: Node, group: TaskGroup, prev: Allocation | None,
+def _select(placer: Placer, node: Node, group: TaskGroup, prev: Allocation | None,
             can_preempt: bool,
             protected: set[str], metrics: dict[str, AllocMetric], failed: dict[str, str]
-            ) -> _Choice | None:
+            ) -> Choice | None:
     """One allocation of `group` on `node`, or None (recorded in `metrics`: filtered nodes
     are merged, an exhausted one makes the group fail, its reason in `failed`)."""
     selection = placer.select(group, prev, preempt=can_preempt, protected=protected,
@@ -232,7 +236,7 @@ def _select(placer: _Placer, node: Node, group: TaskGroup, prev: Allocation | No
     return None
 
 
-def _allocation(job: Job, ev: Evaluation, name: str, group: TaskGroup, choice: _Choice,
+def _allocation(job: Job, ev: Evaluation, name: str, group: TaskGroup, choice: Choice,
                 index: int, now: int, new_id: Callable[[], str]) -> Allocation:
     return Allocation(
         id=new_id(), namespace=job.namespace, eval_id=ev.id, name=name,
