@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 import trio
 
 from yurt.hooks.base import TaskPrekillHook
+from yurt.runtime.client.drivers.protocol import ExitResult
 from yurt.runtime.client.taskrunner import events
-from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.lib.durations import SECOND, format_duration
 from yurt.runtime.structs import TASK_STATE_PENDING, TaskEvent, TaskHandle
