@@ -41,6 +41,7 @@ from yurt.runtime.client.allocrunner.health import (
     Verdict,
     health_params,
 )
+from yurt.runtime.client.checks.registration import no_checks
 from yurt.runtime.client.taskrunner import events
 from yurt.runtime.structs import Allocation, TaskEvent
 
@@ -48,11 +49,6 @@ log = logging.getLogger("yurt.health")
 
 #: How long the `Alloc Unhealthy` events may take to persist once a cancellation came.
 EVENTS_TIMEOUT: Final = 10.0
-
-
-def no_checks(alloc: Allocation) -> int:
-    """The default count of expected service checks: none (task states alone decide)."""
-    return 0
 
 
 def unhealthy_event(now: int, message: str) -> TaskEvent:

@@ -17,13 +17,15 @@ through `watch`.
 
 Invariant: every result of a check passes through `_result`, which writes `CheckResults` and
 then tells the task watcher registered for it, if any.
+
+The hook knows its alloc runner only as a `GroupServicesHost`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from yurt.hooks.base import (
     AllocDestroyHook,
@@ -34,6 +36,7 @@ from yurt.hooks.base import (
     AllocUpdateHook,
     Hook,
 )
+from yurt.runtime.client.allocrunner.checkresults import CheckResults
 from yurt.runtime.client.checks.registration import (
     ServiceDeps,
     check_job,
@@ -42,18 +45,27 @@ from yurt.runtime.client.checks.registration import (
     nomad_services,
     registrations,
 )
-from yurt.runtime.client.checks.scripts import script_runner
+from yurt.runtime.client.checks.scripts import ScriptHost, script_runner
 from yurt.runtime.structs import Allocation, TaskGroup
 from yurt.runtime.structs.checks import CheckQueryResult
 from yurt.runtime.structs.service import CHECK_SCRIPT
 
-if TYPE_CHECKING:
-    from yurt.runtime.client.allocrunner.runner import AllocRunner
-
 log = logging.getLogger("yurt.services")
 
 
-def group_service_hooks(runner: AllocRunner, deps: ServiceDeps | None) -> list[Hook]:
+class GroupServicesHost(ScriptHost, Protocol):
+    """What the hook needs of its alloc runner: the group and the server's copy of the
+    allocation, the check results it writes, and the task runners script checks exec in."""
+
+    @property
+    def alloc(self) -> Allocation: ...
+    @property
+    def group(self) -> TaskGroup: ...
+    @property
+    def check_results(self) -> CheckResults: ...
+
+
+def group_service_hooks(runner: GroupServicesHost, deps: ServiceDeps | None) -> list[Hook]:
     """The hook, for an allocation with Nomad services anywhere in its group."""
     if deps is None or not nomad_services(group_and_task_services(runner.group)):
         return []
@@ -64,7 +76,7 @@ class GroupServicesHook(AllocPrerunHook, AllocUpdateHook, AllocPrekillHook,
                         AllocPostrunHook, AllocDestroyHook, AllocShutdownHook):
     name = "group_services"
 
-    def __init__(self, runner: AllocRunner, deps: ServiceDeps) -> None:
+    def __init__(self, runner: GroupServicesHost, deps: ServiceDeps) -> None:
         self._runner = runner
         self._deps = deps
         self._registered: list[str] = []

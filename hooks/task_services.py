@@ -11,13 +11,17 @@ counted as a failure, with a `Restart Signaled` event whose reason is Nomad's
 `healthcheck: check "<name>" unhealthy`. The restart runs in the task runner's background
 nursery (the result callback must not block the check runner); the check is watched again
 when the task next starts.
+
+The hook knows its alloc runner only as a `TaskServicesHost`: the hooks, among which it finds
+the group's service hook (which runs the checks), and the task runners, one of which it
+restarts.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import trio
 
@@ -25,6 +29,7 @@ from yurt.hooks.base import (
     Hook,
     TaskExitedHook,
     TaskHookContext,
+    TaskLifecycle,
     TaskPoststartHook,
     TaskPrekillHook,
     TaskStopHook,
@@ -43,11 +48,18 @@ from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs import Task, TaskGroup
 from yurt.runtime.structs.checks import CheckQueryResult
 
-if TYPE_CHECKING:
-    from yurt.runtime.client.allocrunner.runner import AllocRunner
+
+class TaskServicesHost(Protocol):
+    """What the hook needs of its alloc runner: its hooks (the group's service hook among
+    them, looked up when a check is watched) and its task runners."""
+
+    @property
+    def hooks(self) -> Sequence[Hook]: ...
+    @property
+    def task_runners(self) -> Mapping[str, TaskLifecycle]: ...
 
 
-def task_service_hooks(runner: AllocRunner, task: Task, deps: ServiceDeps | None
+def task_service_hooks(runner: TaskServicesHost, task: Task, deps: ServiceDeps | None
                        ) -> list[Hook]:
     """The hook, for a task with Nomad services."""
     if deps is None or not nomad_services(task.services):
@@ -58,7 +70,7 @@ def task_service_hooks(runner: AllocRunner, task: Task, deps: ServiceDeps | None
 class TaskServicesHook(TaskPoststartHook, TaskPrekillHook, TaskExitedHook, TaskStopHook):
     name = "task_services"
 
-    def __init__(self, runner: AllocRunner, task: str, deps: ServiceDeps,
+    def __init__(self, runner: TaskServicesHost, task: str, deps: ServiceDeps,
                  clock: Callable[[], float] = trio.current_time) -> None:
         self._runner = runner
         self._task = task

@@ -29,8 +29,9 @@ from tests.proc_support import wait_for
 from tests.runtime_support import unix_clock
 from tests.test_agent_e2e import YURT, free_port
 from tests.test_driver_manager import Scripted
-from yurt.runtime.agent.log import FIELDS, AllocEvents, configure, fields
+from yurt.runtime.agent.log import AllocEvents, configure
 from yurt.runtime.client.pluginmanager.drivers import DriverManager
+from yurt.runtime.lib.logfields import FIELDS, fields
 from yurt.runtime.structs import Allocation, TaskEvent, TaskState
 from yurt.store import MemoryStateDB
 

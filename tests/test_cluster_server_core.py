@@ -384,7 +384,8 @@ async def test_namespaces_and_variables_are_the_clusters(autojump_clock: object)
     sealed in etcd; racing writers through both servers lose nothing."""
     from yurt.runtime.server.namespaces import Namespace
     from yurt.runtime.server.state.objects_etcd import ClusterObjectStore
-    from yurt.runtime.server.variables import Conflict, Variable
+    from yurt.runtime.server.variables import Conflict
+    from yurt.runtime.structs.variables import Variable
 
     async with servers(2) as (s1, s2):
         o1, o2 = ClusterObjectStore(s1), ClusterObjectStore(s2)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from yurt.runtime.client.drivers.protocol import ExitResult
 from yurt.runtime.client.taskrunner import events as ev
-from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.structs import TaskEvent, TaskState
 
 

@@ -6,13 +6,13 @@ import random
 
 import pytest
 
+from yurt.runtime.client.drivers.protocol import ExitResult
 from yurt.runtime.client.taskrunner.restarts import (
     REASON_DELAY,
     REASON_NO_RESTARTS_ALLOWED,
     REASON_SUCCESSFUL,
     REASON_UNRECOVERABLE,
     REASON_WITHIN_POLICY,
-    ExitResult,
     RestartTracker,
     restarts_on_success,
 )

@@ -22,9 +22,8 @@ from tests.runtime_support import (
 )
 from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig
 from yurt.runtime.client.drivers.mock import MockDriver
-from yurt.runtime.client.drivers.protocol import Fingerprint, TaskConfig
+from yurt.runtime.client.drivers.protocol import ExitResult, Fingerprint, TaskConfig
 from yurt.runtime.client.drivers.rawexec import RawExecDriver
-from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.structs import Allocation, TaskHandle
 from yurt.store import MemoryStateDB
 from yurt.store.base import alloc_key, decode

@@ -16,7 +16,8 @@ from yurt.runtime.server import namespaces as ns_table
 from yurt.runtime.server import variables as var_table
 from yurt.runtime.server.keyring import KeyringError
 from yurt.runtime.server.namespaces import Namespace, delete_refusal, validate
-from yurt.runtime.server.variables import Conflict, Variable, items_error, path_error
+from yurt.runtime.server.variables import Conflict, items_error, path_error
+from yurt.runtime.structs.variables import Variable
 
 
 @pytest.mark.parametrize("path", ["a", "app/db", "nomad/jobs", "nomad/jobs/web/t",

@@ -52,13 +52,14 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast, final
 import trio
 
 from yurt.runtime.agent.heap import Frozen, freeze_long_lived, freezing_survivors
-from yurt.runtime.agent.log import AllocEvents, fields
+from yurt.runtime.agent.log import AllocEvents
 from yurt.runtime.client.allocrunner.health import restored_alloc
 from yurt.runtime.client.fingerprint import advertise, computed_class, fingerprint_node
 from yurt.runtime.client.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.client.getter.config import ArtifactConfig
 from yurt.runtime.client.restore import RestoreProgress, reattach_all
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.lib.logfields import fields
 from yurt.runtime.lib.nofile import raise_nofile_limit
 from yurt.runtime.structs import (
     Allocation,

@@ -29,9 +29,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yurt.runtime.api.ui import is_ui_path
 from yurt.runtime.gotemplate.parse import TemplateError
-from yurt.runtime.server.variables import Variable, VariableMetadata
 from yurt.runtime.structs.noderpc import FORWARDED_HEADER
 from yurt.runtime.structs.service import ServiceRegistration
+from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 _FORWARDED: Final = FORWARDED_HEADER.lower().encode()
 

@@ -11,8 +11,8 @@ writes exactly that through hclog, so the format here is hclog's:
 
 (the second on one line). The stdlib `logging` carries it: every module already logs to a
 `yurt.*` logger, so `configure` puts one handler on `yurt` and nothing else changes for them.
-Structured fields ride on a record as `extra=fields(...)`; a record without them (the
-existing `%`-formatted calls) is just a message.
+Structured fields ride on a record as `extra=fields(...)` (`lib/logfields.py`); a record
+without them (the existing `%`-formatted calls) is just a message.
 
 `AllocEvents` decides which lines an allocation update deserves. It is a pure state machine
 (no clock, no I/O, no logger): fed each client view of an allocation, it returns the lines for
@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Final, final
 
+from yurt.runtime.lib.logfields import FIELDS
 from yurt.runtime.structs import Allocation, TaskEvent
 
 #: `--log-level` values, Nomad's names (case-insensitive); trace is debug here.
@@ -42,16 +43,8 @@ LEVELS: Final[dict[str, int]] = {
     "warn": logging.WARNING, "error": logging.ERROR,
 }
 
-#: The record attribute that holds a line's structured fields.
-FIELDS: Final = "yurt_fields"
-
 _NAMES: Final = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn",
                  logging.ERROR: "error", logging.CRITICAL: "error"}
-
-
-def fields(**values: Any) -> dict[str, Any]:
-    """`extra=` for a log call: `log.info("task started", extra=fields(task="t"))`."""
-    return {FIELDS: values}
 
 
 def _timestamp(created: float) -> str:

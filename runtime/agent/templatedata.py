@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
-from yurt.runtime.server.variables import Variable, VariableMetadata
 from yurt.runtime.structs.service import ServiceRegistration
+from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 if TYPE_CHECKING:
     from yurt.runtime.agent.agent import Agent

@@ -23,7 +23,8 @@ from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import object_store, request_namespace
 from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
-from yurt.runtime.server.variables import Conflict, Variable, items_error, path_error
+from yurt.runtime.server.variables import Conflict, items_error, path_error
+from yurt.runtime.structs.variables import Variable
 
 
 def _namespace(request: Request) -> str:

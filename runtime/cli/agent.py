@@ -250,7 +250,8 @@ def run_agent(options: AgentOptions) -> int:
 
     from yurt.runtime import __version__
     from yurt.runtime.agent.agent import Agent
-    from yurt.runtime.agent.log import configure, fields
+    from yurt.runtime.agent.log import configure
+    from yurt.runtime.lib.logfields import fields
 
     try:
         config, level, log_json = build_config(options)

@@ -11,26 +11,49 @@ Nomad's allocwatcher (reference §4). A new allocation's prerun may have to wait
 no-op that returns at once. A migration that fails is soft: the new allocation starts with
 whatever did move (nothing is deleted: the previous allocation no longer has it), and
 `migrate_error` says why.
+
+The watcher knows the allocations it waits for only as `WatchedRunner`s (their ID, alloc dir
+and broadcast client views), so it serves any runner and imports no runner's module.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, final
 
 import trio
 
 from yurt.runtime.client.allocdir import AllocDir
-from yurt.runtime.structs import is_client_terminal
+from yurt.runtime.client.allocrunner.broadcaster import AllocBroadcaster
+from yurt.runtime.structs import Allocation, is_client_terminal
 
 if TYPE_CHECKING:
-    from yurt.runtime.client.allocrunner import interface
-    from yurt.runtime.client.allocrunner.runner import AllocRunner
+    from yurt.runtime.client.allocrunner.interface import AllocState
 
 log = logging.getLogger("yurt.allocwatcher")
 
 
-async def wait_terminal(runner: interface.AllocRunner) -> None:
+class Terminating(Protocol):
+    """An allocation runner whose end can be awaited: its client views, live and broadcast
+    (every `AllocRunner` of allocrunner/interface.py is one)."""
+
+    @property
+    def broadcaster(self) -> AllocBroadcaster[Allocation]: ...
+    def alloc_state(self) -> AllocState: ...
+
+
+class WatchedRunner(Terminating, Protocol):
+    """The runner of an allocation a new one replaces or preempted: what `GroupWatcher` needs
+    of it (its ID and alloc dir, for a sticky disk's migration)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def alloc_dir(self) -> AllocDir | None: ...
+
+
+async def wait_terminal(runner: Terminating) -> None:
     """Until `runner`'s allocation is client-terminal (complete, failed or lost)."""
     listener = runner.broadcaster.listen()
     try:
@@ -48,8 +71,8 @@ async def wait_terminal(runner: interface.AllocRunner) -> None:
 class GroupWatcher:
     """The previous allocation (optional, maybe with disk migration) and the preempted ones."""
 
-    def __init__(self, previous: AllocRunner | None = None, *, sticky: bool = False,
-                 preempted: list[AllocRunner] | None = None) -> None:
+    def __init__(self, previous: WatchedRunner | None = None, *, sticky: bool = False,
+                 preempted: Sequence[WatchedRunner] | None = None) -> None:
         self.previous = previous
         self.sticky = sticky
         self.preempted = list(preempted or [])

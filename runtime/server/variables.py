@@ -1,4 +1,5 @@
-"""Nomad Variables: the objects, Nomad's path and size rules, check-and-set, and their table.
+"""Nomad Variables: Nomad's path and size rules, check-and-set, and their table (the objects,
+`Variable` and `VariableMetadata`, are in structs/variables.py).
 
 A variable is a map of string items at a path in a namespace. Its items are sealed with the
 server's root key (keyring.py) before they reach the table, with the namespace and path as the
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from yurt.runtime.server.namespaces import go_quote
+from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 if TYPE_CHECKING:
     # Only a type: the API imports this module, and the agent binds its API before it loads
@@ -36,29 +38,6 @@ if TYPE_CHECKING:
 #: Nomad's limit on a variable's items: the bytes of every key and value together.
 MAX_ITEMS_BYTES: Final = 65536
 _VALID_PATH: Final = re.compile(r"[a-zA-Z0-9\-_~/]{1,128}")
-
-
-class VariableMetadata(msgspec.Struct, rename="pascal", kw_only=True):
-    """What lists show: never the items."""
-
-    namespace: str
-    path: str
-    create_index: int = 0
-    modify_index: int = 0
-    create_time: int = 0
-    modify_time: int = 0
-
-
-class Variable(VariableMetadata, kw_only=True):
-    """Nomad's `api.Variable`: the metadata and the items in clear (never stored so)."""
-
-    items: dict[str, str] | None = None
-
-    def metadata(self) -> VariableMetadata:
-        return VariableMetadata(namespace=self.namespace, path=self.path,
-                                create_index=self.create_index,
-                                modify_index=self.modify_index,
-                                create_time=self.create_time, modify_time=self.modify_time)
 
 
 def path_error(path: str) -> str | None:

@@ -14,7 +14,8 @@ Task runners call `_task_state_updated()`, which only sets a flag and an event: 
 coalesces any number of changes into one pass, so a burst of events costs one status
 computation, one broadcast and one persisted write.
 
-The kill order, destroy and shutdown live in `teardown.py`; this module is the run loop.
+The kill order, destroy and shutdown live in `teardown.py`, and the hooks are built in
+`builtin_hooks.py` (Nomad's `initRunnerHooks`); this module is the run loop.
 
 Two views of the allocation, never mixed: `alloc` is the static server copy (replaced only by
 `update()`); `alloc_state()` is the live client view: task states and client status.
@@ -31,21 +32,16 @@ the run loop starts itself (a task gone from an update) lives in the run loop's 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TypeVar, final
+from typing import Any, Final, TypeVar, final
 
 import msgspec
 import trio
 
-from yurt.hooks.alloc_dir import AllocDirHook
-from yurt.hooks.alloc_health import AllocHealthHook, no_checks
-from yurt.hooks.artifact import ArtifactHook
-from yurt.hooks.await_previous import AwaitPreviousHook, MigrateDiskHook
 from yurt.hooks.base import (
     AllocHookResources,
     AllocPostrunHook,
@@ -54,16 +50,8 @@ from yurt.hooks.base import (
     AllocUpdateHook,
     Hook,
 )
-from yurt.hooks.devices import DevicesHook
-from yurt.hooks.dispatch_payload import DispatchPayloadHook
-from yurt.hooks.group_services import group_service_hooks
-from yurt.hooks.identity import IdentityHook, Signer, wants_token
-from yurt.hooks.logmon import LogmonHook, log_fifos
-from yurt.hooks.task_dir import TaskDirHook
-from yurt.hooks.task_services import task_service_hooks
-from yurt.hooks.template import TemplateHook
 from yurt.runtime.client.allocdir import AllocDir
-from yurt.runtime.client.allocrunner import interface, teardown
+from yurt.runtime.client.allocrunner import builtin_hooks, interface, teardown
 from yurt.runtime.client.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.client.allocrunner.checkresults import CheckResults
 from yurt.runtime.client.allocrunner.gate import Gate
@@ -77,10 +65,9 @@ from yurt.runtime.client.allocrunner.interface import (
 from yurt.runtime.client.allocrunner.lifecycle import Coordinator, Stage, stage_of
 from yurt.runtime.client.allocrunner.status import client_status
 from yurt.runtime.client.allocwatcher import GroupWatcher
-from yurt.runtime.client.checks.registration import ServiceDeps
+from yurt.runtime.client.checks.registration import ServiceDeps, no_checks
 from yurt.runtime.client.devices.manager import DeviceManager
 from yurt.runtime.client.drivers.protocol import Driver
-from yurt.runtime.client.drivers.users import owner_of
 from yurt.runtime.client.getter.config import ArtifactConfig
 from yurt.runtime.client.taskrunner import events
 from yurt.runtime.client.taskrunner.runner import TaskRunner
@@ -91,6 +78,7 @@ from yurt.runtime.structs import (
     ZERO_TIME,
     Allocation,
     Node,
+    Task,
     TaskEvent,
     TaskGroup,
     is_client_terminal,
@@ -126,7 +114,9 @@ class AllocRunnerConfig:
     alloc_root: Path | None = None
     node: Node | None = None
     device_manager: DeviceManager | None = None
-    sign_identity: Signer | None = None  # the server's workload key (hooks/identity.py)
+    #: Signs a task's identity claims with the server's workload key (hooks/identity.py
+    #: `Signer`); None: tasks get no identity token.
+    sign_identity: Callable[[dict[str, Any]], str] | None = None
     #: Task starts in flight in the whole agent (held from prestart until `Started`): each
     #: task goes from `Received` to `Started` on its own, and the first ones finish before
     #: the last ones begin, instead of every task advancing through each phase together.
@@ -146,8 +136,19 @@ class AllocRunnerConfig:
 
 @final
 class AllocRunner:
-    def __init__(self, alloc: Allocation, config: AllocRunnerConfig, *,
-                 nursery: trio.Nursery,
+    # Run state that starts out as None or False starts out here, and the run loop, update(),
+    # destroy() and shutdown() set it per runner; what is mutable (events, scopes, the kill
+    # lock) is made per runner in __init__.
+    _published: Allocation | None = None  # the last client view sent out
+    _run_launched = False
+    _destroy_launched = False
+    _shutdown_launched = False
+    _tasks_exited = False
+    _pending_update: Allocation | None = None
+    _services: trio.Nursery | None = None  # the run loop's, while it runs
+    _runners_started = False
+
+    def __init__(self, alloc: Allocation, config: AllocRunnerConfig, *, nursery: trio.Nursery,
                  on_alloc_state_updated: Callable[[Allocation], None] = lambda a: None,
                  watcher: GroupWatcher | None = None) -> None:
         _, group = group_of(alloc)
@@ -164,74 +165,39 @@ class AllocRunner:
         self.health = ClientHealth.of(alloc)  # DeploymentStatus's Healthy and Timestamp
         self.alloc_dir = AllocDir(config.alloc_root, alloc.id) if config.alloc_root else None
         self.watcher = watcher or GroupWatcher()
-        self.hooks: list[Hook] = [
-            *([self._alloc_dir_hook(self.alloc_dir, group)]
-              if self.alloc_dir is not None else []),
-            AwaitPreviousHook(self.watcher),
-            *([MigrateDiskHook(self.watcher, self.alloc_dir, [t.name for t in group.tasks])]
-              if self.alloc_dir is not None else []),
-            AllocHealthHook(self, nursery=nursery, publish=self._task_state_updated,
-                            unix_clock=config.unix_clock, expected_checks=config.expected_checks),
-            *config.alloc_hooks,
-            *group_service_hooks(self, config.services),
-        ]
+        self.hooks: list[Hook] = builtin_hooks.alloc_runner_hooks(
+            self, config, nursery=nursery, publish=self._task_state_updated)
         self.coordinator = Coordinator(group.tasks)
         # One gate per stage this group uses (an unused stage has nobody to let through).
         self.gates = {stage: Gate() for stage in {stage_of(t) for t in group.tasks}}
-        self.task_runners: dict[str, TaskRunner] = {}
-        for task in group.tasks:
-            driver = config.drivers.get(task.driver)
-            if driver is None:
-                raise AllocRunnerError(f'failed creating runner for task "{task.name}": '
-                                       f'driver "{task.driver}" is not available')
-            self.task_runners[task.name] = TaskRunner(
-                alloc, task, driver=driver, state_db=config.state_db,
-                gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
-                unix_clock=config.unix_clock,
-                hooks=[TaskDirHook(resolve_owner=owner_of, alloc_dir=self.alloc_dir),
-                       *([DispatchPayloadHook()] if task.dispatch_payload else []),
-                       *([IdentityHook(config.sign_identity, owner_of)]
-                         if config.sign_identity and wants_token(task) else []),
-                       *([ArtifactHook(config.artifact, node=config.node, resolve_owner=owner_of)]
-                         if task.artifacts else []),
-                       LogmonHook(alloc_dir=self.alloc_dir),
-                       *([DevicesHook(config.device_manager)] if config.device_manager else []),
-                       *([TemplateHook(config.template_data, rng=config.rng)]
-                         if task.templates else []),
-                       *task_service_hooks(self, task, config.services),
-                       *config.task_hooks()], rng=config.rng,
-                resources=self.resources, node=config.node,
-                start_limiter=config.start_limiter,
-                task_dir=self.alloc_dir.task_dir(task.name) if self.alloc_dir else None,
-                on_event=lambda tr, ev: config.on_task_event(tr.alloc, tr.name, ev))
+        self.task_runners = {task.name: self._task_runner(task) for task in group.tasks}
         self.state = AllocState()
-        self._published: Allocation | None = None  # the last client view sent out
         self.wait_done = trio.Event()  # run() finished (or will never run)
         self.destroyed = trio.Event()
         self.shutdown_done = trio.Event()
-        self._run_launched = False
-        self._destroy_launched = False
-        self._shutdown_launched = False
-        self._tasks_exited = False
         self._handler_done = trio.Event()
         self._state_dirty = trio.Event()
         self._update_wake = trio.Event()
-        self._pending_update: Allocation | None = None
         self._kill_lock = trio.Lock()
         self._run_scope = trio.CancelScope()
-        self._services: trio.Nursery | None = None  # the run loop's, while it runs
         self._prerun_scope = trio.CancelScope()
-        self._runners_started = False
 
-    def _alloc_dir_hook(self, alloc_dir: AllocDir, group: TaskGroup) -> AllocDirHook:
-        """The alloc dir hook, building every task's dirs and log FIFOs in its one hop."""
-        fifos = []
-        for task in group.tasks:
-            with contextlib.suppress(ValueError):  # a name no log file can have: its
-                fifos += log_fifos(alloc_dir.logs, task)  # task's logmon says so
-        return AllocDirHook(alloc_dir, tasks={t.name: t.user for t in group.tasks},
-                            resolve_owner=owner_of, fifos=fifos,
-                            limiter=self._config.dir_limiter)
+    def _task_runner(self, task: Task) -> TaskRunner:
+        """The runner of one of the group's tasks, with its hooks (builtin_hooks.py)."""
+        config = self._config
+        driver = config.drivers.get(task.driver)
+        if driver is None:
+            raise AllocRunnerError(f'failed creating runner for task "{task.name}": '
+                                   f'driver "{task.driver}" is not available')
+        return TaskRunner(
+            self.alloc, task, driver=driver, state_db=config.state_db,
+            gate=self.gates[stage_of(task)], on_state_updated=self._task_state_updated,
+            unix_clock=config.unix_clock,
+            hooks=builtin_hooks.task_runner_hooks(self, task, config), rng=config.rng,
+            resources=self.resources, node=config.node,
+            start_limiter=config.start_limiter,
+            task_dir=self.alloc_dir.task_dir(task.name) if self.alloc_dir else None,
+            on_event=lambda tr, ev: config.on_task_event(tr.alloc, tr.name, ev))
 
     # ------------------------------------------------------------------ views
 

@@ -24,7 +24,9 @@ shield never outlives the deadline. Rejected: a shield per step with its own tim
 way): each step was bounded, their sum was not (a dev-mode `destroy_all` took 290 s of its
 30 s, then lost its destroy hooks and left the allocation in the state DB).
 
-The functions work on the alloc runner's private state (same package, same invariants).
+The functions work on the alloc runner's private state (same package, same invariants), which
+`TeardownHost` spells out member by member: runner.py imports this module, and this module
+knows the runner only by that protocol, so the two do not import each other.
 """
 
 from __future__ import annotations
@@ -32,18 +34,20 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import trio
 
-from yurt.hooks.base import AllocDestroyHook, AllocPrekillHook, AllocShutdownHook
+from yurt.hooks.base import AllocDestroyHook, AllocPrekillHook, AllocShutdownHook, Hook
+from yurt.runtime.client.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.client.taskrunner import events
 from yurt.runtime.errors import TaskNotFoundError, YurtError
-from yurt.runtime.structs import TASK_STATE_DEAD, ZERO_TIME, TaskEvent, TaskState
+from yurt.runtime.structs import TASK_STATE_DEAD, ZERO_TIME, Allocation, TaskEvent, TaskState
 
 if TYPE_CHECKING:
-    from yurt.runtime.client.allocrunner.runner import AllocRunner
     from yurt.runtime.client.taskrunner.runner import TaskRunner
+    from yurt.store.protocol import StateDB
 
 log = logging.getLogger("yurt.allocrunner")
 
@@ -54,6 +58,56 @@ TAIL_BUDGET: Final = 5.0
 DB_RESERVE: Final = 1.0
 #: A shutdown's budget when its caller sets none (the runners only stop; tasks keep running).
 SHUTDOWN_BUDGET: Final = 30.0
+
+H = TypeVar("H", bound=Hook)
+
+
+class UnixClock(Protocol):
+    """The part of the runner's `AllocRunnerConfig` teardown reads: the clock of its events."""
+
+    @property
+    def unix_clock(self) -> Callable[[], int]: ...
+
+
+class TeardownHost(Protocol):
+    """The alloc runner (runner.py `AllocRunner`) as teardown sees it: its public face, and the
+    run state it shares with its run loop."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def alloc(self) -> Allocation: ...
+    @property
+    def task_runners(self) -> Mapping[str, TaskRunner]: ...
+    @property
+    def broadcaster(self) -> AllocBroadcaster[Allocation]: ...
+    @property
+    def wait_done(self) -> trio.Event: ...
+    @property
+    def destroyed(self) -> trio.Event: ...
+    @property
+    def shutdown_done(self) -> trio.Event: ...
+    @property
+    def _config(self) -> UnixClock: ...
+    @property
+    def _db(self) -> StateDB: ...
+    @property
+    def _run_launched(self) -> bool: ...
+    @property
+    def _shutdown_launched(self) -> bool: ...
+    @property
+    def _runners_started(self) -> bool: ...
+    @property
+    def _kill_lock(self) -> trio.Lock: ...
+    @property
+    def _prerun_scope(self) -> trio.CancelScope: ...
+    @property
+    def _run_scope(self) -> trio.CancelScope: ...
+    @property
+    def _handler_done(self) -> trio.Event: ...
+    def _hooks(self, phase: type[H]) -> list[H]: ...
+    async def _run_hooks(self, phase: type[Hook], method: str, *args: object) -> None: ...
+    async def _publish(self) -> None: ...
 
 
 def _deadlines(default_budget: float) -> tuple[float, float]:
@@ -68,7 +122,7 @@ def _deadlines(default_budget: float) -> tuple[float, float]:
     return end - tail, end
 
 
-async def kill_one(ar: AllocRunner, tr: TaskRunner, event: TaskEvent | None) -> None:
+async def kill_one(ar: TeardownHost, tr: TaskRunner, event: TaskEvent | None) -> None:
     """Kill one task and wait for its runner, within the task's kill bound (a driver that
     never reports the exit must not hold up whatever waits for this)."""
     with trio.move_on_after(tr.kill_bound()) as scope:
@@ -84,7 +138,7 @@ async def kill_one(ar: AllocRunner, tr: TaskRunner, event: TaskEvent | None) -> 
                   tr.name, ar.id, tr.kill_bound())
 
 
-def _killing(ar: AllocRunner, tr: TaskRunner) -> TaskEvent | None:
+def _killing(ar: TeardownHost, tr: TaskRunner) -> TaskEvent | None:
     """The `Killing` event for `tr`, or None: a task that finished already, or whose stop
     began at once (its event was appended then)."""
     if tr.state.finished_at != ZERO_TIME or tr.stop_begun:
@@ -94,7 +148,7 @@ def _killing(ar: AllocRunner, tr: TaskRunner) -> TaskEvent | None:
                             kill_timeout=tr.kill_timeout, kill_reason=reason)
 
 
-def _waves(ar: AllocRunner) -> tuple[list[TaskRunner], list[TaskRunner], list[TaskRunner]]:
+def _waves(ar: TeardownHost) -> tuple[list[TaskRunner], list[TaskRunner], list[TaskRunner]]:
     """The kill order's waves: the leader, the other main tasks, the sidecars."""
     runners = [tr for tr in ar.task_runners.values() if not tr.is_poststop]
     return ([tr for tr in runners if tr.is_leader],
@@ -102,7 +156,7 @@ def _waves(ar: AllocRunner) -> tuple[list[TaskRunner], list[TaskRunner], list[Ta
             [tr for tr in runners if not tr.is_leader and tr.is_sidecar])
 
 
-def signal_first_wave(ar: AllocRunner) -> int:
+def signal_first_wave(ar: TeardownHost) -> int:
     """Signal, in the caller's step, the running tasks of the first wave that has a live
     task (the waves after it wait for it to end, in `kill_tasks`); how many were signalled.
     Nothing with alloc prekill hooks: they run before any kill. Tasks the driver cannot
@@ -115,7 +169,7 @@ def signal_first_wave(ar: AllocRunner) -> int:
     return 0
 
 
-async def kill_tasks(ar: AllocRunner) -> dict[str, TaskState]:
+async def kill_tasks(ar: TeardownHost) -> dict[str, TaskState]:
     """Nomad's `killTasks` (reference §1.7): leader, then main, then sidecars; the first
     wave with a live task is signalled before the first checkpoint."""
     signal_first_wave(ar)
@@ -135,7 +189,7 @@ async def kill_tasks(ar: AllocRunner) -> dict[str, TaskState]:
         return {name: tr.task_state() for name, tr in ar.task_runners.items()}
 
 
-def release_unstarted(ar: AllocRunner) -> None:
+def release_unstarted(ar: TeardownHost) -> None:
     """Stopping before the task runners started (prerun still waiting): end the prerun,
     and count the runners as finished, for there is nothing for them to stop."""
     if ar._runners_started:
@@ -145,7 +199,7 @@ def release_unstarted(ar: AllocRunner) -> None:
         tr.done.set()
 
 
-async def destroy(ar: AllocRunner) -> None:
+async def destroy(ar: TeardownHost) -> None:
     """Nomad's `destroyImpl` under one deadline: kill (leader, main, sidecars), destroy what
     is left by force, then the tail: persist the final state, destroy hooks, delete the
     state. The deadline is the caller's, or the slowest task's kill bound plus the tail.
@@ -191,7 +245,7 @@ async def destroy(ar: AllocRunner) -> None:
         ar.destroyed.set()
 
 
-async def force_destroy_tasks(ar: AllocRunner) -> list[str]:
+async def force_destroy_tasks(ar: TeardownHost) -> list[str]:
     """Destroy by force every task that still has a handle, and every ended run its runner
     had no time to hand back (cut while recording its end); the names of those whose driver
     failed (a task already gone counts as destroyed)."""
@@ -210,7 +264,7 @@ async def force_destroy_tasks(ar: AllocRunner) -> list[str]:
     return failed
 
 
-async def _end_run(ar: AllocRunner) -> None:
+async def _end_run(ar: TeardownHost) -> None:
     """Make sure the run loop and its state handler are over (cancelled if need be); a
     runner that never ran counts as over."""
     if ar._run_launched:
@@ -224,7 +278,7 @@ async def _end_run(ar: AllocRunner) -> None:
     await ar._handler_done.wait()
 
 
-async def shutdown(ar: AllocRunner) -> None:
+async def shutdown(ar: TeardownHost) -> None:
     """Agent shutdown under one deadline (the caller's, or `SHUTDOWN_BUDGET`): the runners
     stop, the tasks keep running, then the shutdown hooks. Runners that do not stop in time
     are cancelled; shielded like `destroy`."""
@@ -251,7 +305,7 @@ async def shutdown(ar: AllocRunner) -> None:
         ar.shutdown_done.set()
 
 
-async def _after_shutdown(ar: AllocRunner, tr: TaskRunner) -> None:
+async def _after_shutdown(ar: TeardownHost, tr: TaskRunner) -> None:
     try:
         await tr.after_shutdown()
     except Exception:  # one task's failure must not cost the others their state

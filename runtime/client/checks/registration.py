@@ -13,7 +13,8 @@ registrations with Nomad's IDs and addresses, and one `CheckJob` per check.
   port on the node's address (Nomad accepts `port = "8080"`); with no port, the node's
   address and port 0.
 - `expected_checks` is the number of checks allocation health waits for: every check of the
-  group's and its tasks' Nomad services except readiness ones (`on_update = "ignore"`).
+  group's and its tasks' Nomad services except readiness ones (`on_update = "ignore"`);
+  `no_checks` stands in for it where the client runs no service checks.
 """
 
 from __future__ import annotations
@@ -130,6 +131,12 @@ def expected_checks(alloc: Allocation) -> int:
         return 0
     return sum(1 for s in nomad_services(group_and_task_services(group)) for c in s.checks
                if c.on_update != ON_UPDATE_IGNORE)
+
+
+def no_checks(alloc: Allocation) -> int:
+    """The count of expected service checks where the client runs none: 0 (task states alone
+    decide allocation health)."""
+    return 0
 
 
 def check_template(alloc: Allocation, group: TaskGroup, service: Service,

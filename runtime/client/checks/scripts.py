@@ -4,32 +4,57 @@ as `alloc exec` runs a command (the task's environment, user and directories).
 The runner is looked up when the probe runs, not when the check is added: a group's checks
 start before its tasks do, and a task restarts under a new handle. A task that is not
 running, or whose driver cannot exec, makes the probe fail with a message that says so.
+
+The check knows its alloc runner only as a `ScriptHost`: the task runners by name, each an
+`ExecTarget` (what the probe reads of it, and its exec path).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 import trio
 
 from yurt.runtime.client.checks.probes import ScriptRunner
 from yurt.runtime.client.drivers.protocol import (
+    Driver,
     ExecDriver,
     ExecInput,
     ExecOutput,
     ExecRequest,
+    TaskConfig,
 )
-from yurt.runtime.structs import TASK_STATE_RUNNING
+from yurt.runtime.structs import TASK_STATE_RUNNING, TaskHandle, TaskState
 from yurt.runtime.structs.service import ServiceCheck
-
-if TYPE_CHECKING:
-    from yurt.runtime.client.allocrunner.runner import AllocRunner
 
 #: Output a script check keeps (the rest is read and dropped, so the command never blocks).
 MAX_SCRIPT_OUTPUT = 4096
 
 
-def script_runner(runner: AllocRunner, check: ServiceCheck) -> ScriptRunner:
+class ExecTarget(Protocol):
+    """What a script check needs of its task's runner: whether the task runs, and its exec
+    path (`TaskRunner`, taskrunner/runner.py)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def state(self) -> TaskState: ...
+    @property
+    def handle(self) -> TaskHandle | None: ...
+    @property
+    def driver(self) -> Driver: ...
+    def exec_config(self, task_id: str) -> TaskConfig: ...
+
+
+class ScriptHost(Protocol):
+    """What a script check needs of its alloc runner: the task runners by name."""
+
+    @property
+    def task_runners(self) -> Mapping[str, ExecTarget]: ...
+
+
+def script_runner(runner: ScriptHost, check: ServiceCheck) -> ScriptRunner:
     async def run() -> tuple[int, str]:
         tr = runner.task_runners.get(check.task)
         if tr is None:

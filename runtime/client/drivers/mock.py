@@ -33,10 +33,10 @@ from yurt.runtime.client.drivers.protocol import (
     ExecOutput,
     ExecRequest,
     ExecStdin,
+    ExitResult,
     Fingerprint,
     TaskConfig,
 )
-from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.errors import DriverError, PluginShutdownError, TaskNotFoundError
 from yurt.runtime.structs import TaskHandle
 

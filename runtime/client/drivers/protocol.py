@@ -17,7 +17,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import trio
 
-from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.structs import TaskDeviceNode, TaskHandle, TaskMount
 
 Health = Literal["healthy", "unhealthy", "undetected"]
@@ -30,6 +29,20 @@ class Fingerprint:
     health: Health
     description: str = ""
     attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExitResult:
+    """How a task's process ended, as `Driver.wait_task` reports it (Nomad's
+    `plugins/drivers` `ExitResult`). `signal` is the signal number that killed it (0 if none)."""
+
+    exit_code: int = 0
+    signal: int = 0
+    oom_killed: bool = False
+    err: str = ""
+
+    def successful(self) -> bool:
+        return self.exit_code == 0 and self.signal == 0 and not self.err
 
 
 @dataclass(frozen=True)

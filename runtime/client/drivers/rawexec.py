@@ -71,12 +71,12 @@ from yurt.runtime.client.drivers.protocol import (
     ExecInput,
     ExecOutput,
     ExecRequest,
+    ExitResult,
     Fingerprint,
     TaskConfig,
 )
 from yurt.runtime.client.drivers.spawn import spawn_shim
 from yurt.runtime.client.taskenv import DEFAULT_ENV_ALLOW, inherited_env
-from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.lib import procfs
 from yurt.runtime.lib.signames import parse_signal_name

@@ -30,9 +30,9 @@ from typing import Any, Final, Protocol, final, runtime_checkable
 
 import trio
 
-from yurt.runtime.agent.log import fields
 from yurt.runtime.client.drivers.protocol import Driver, Fingerprint
 from yurt.runtime.client.taskrunner.events import datetime_of
+from yurt.runtime.lib.logfields import fields
 from yurt.runtime.structs import DriverInfo, PluginState
 from yurt.store.protocol import StateDB
 

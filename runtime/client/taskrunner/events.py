@@ -14,7 +14,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
-from yurt.runtime.client.taskrunner.restarts import REASON_WITHIN_POLICY, ExitResult
+from yurt.runtime.client.drivers.protocol import ExitResult
+from yurt.runtime.client.taskrunner.restarts import REASON_WITHIN_POLICY
 from yurt.runtime.lib.durations import format_duration
 from yurt.runtime.structs import TaskEvent, TaskState
 

@@ -9,6 +9,12 @@ methods of the same names delegate here; the functions work on the runner's priv
 Callers' waits: `kill()` and `restart()` wait on the runner's own completion (`done`) or the
 driver's wait, *inside the caller's cancel scope*: a driver that never reports the exit
 cannot hang a caller that set a deadline.
+
+The import cycle `runner.py` → `ops.py` → `runner.py` (type-only, under `TYPE_CHECKING`, and
+inside this package) is kept on purpose: `TaskRunner` is one class split across files, as
+Nomad splits its task runner's lifecycle operations (`client/allocrunner/taskrunner/
+lifecycle.go`: `Restart`, `Signal`, `Kill`) from its main loop (`task_runner.go`: `Run`). A
+protocol here would only restate the runner's private state, member by member.
 """
 
 from __future__ import annotations

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from yurt.runtime.lib.durations import format_duration
 from yurt.runtime.structs import Lifecycle, RestartPolicy
+
+if TYPE_CHECKING:
+    from yurt.runtime.client.drivers.protocol import ExitResult
 
 REASON_NO_RESTARTS_ALLOWED: Final = "Policy allows no restarts"
 REASON_UNRECOVERABLE: Final = "Error was unrecoverable"
@@ -38,19 +41,6 @@ _SHARED_RNG: Final = random.Random()
 
 # What the runner does next; the names are Nomad's task event types for the outcome.
 Outcome = Literal["Killed", "Restarting", "Not Restarting", "Terminated", ""]
-
-
-@dataclass(frozen=True)
-class ExitResult:
-    """How a task's process ended. `signal` is the signal number that killed it (0 if none)."""
-
-    exit_code: int = 0
-    signal: int = 0
-    oom_killed: bool = False
-    err: str = ""
-
-    def successful(self) -> bool:
-        return self.exit_code == 0 and self.signal == 0 and not self.err
 
 
 @dataclass(frozen=True)

@@ -58,11 +58,11 @@ from yurt.hooks.base import (
 )
 from yurt.runtime.client.allocdir import AllocDir
 from yurt.runtime.client.allocrunner.gate import Gate
-from yurt.runtime.client.drivers.protocol import Driver, TaskConfig
+from yurt.runtime.client.drivers.protocol import Driver, ExitResult, TaskConfig
 from yurt.runtime.client.logs.pump import fifo_path
 from yurt.runtime.client.taskenv import build_env, interpolate, node_values
 from yurt.runtime.client.taskrunner import events, ops, stopping
-from yurt.runtime.client.taskrunner.restarts import ExitResult, RestartTracker
+from yurt.runtime.client.taskrunner.restarts import RestartTracker
 from yurt.runtime.client.taskrunner.stopping import (
     MAX_KILL_TIMEOUT,
     TaskShutdown,

@@ -18,7 +18,11 @@ done before their signal (prekill hooks, `shutdown_delay`) take the runner's pat
 that cannot signal without a checkpoint.
 
 The functions take the runner and work on its private state: they belong to it as much as its
-methods do (same package, same invariants); they only live in their own file.
+methods do (same package, same invariants); they only live in their own file. So the import
+cycle `runner.py` → `stopping.py` → `runner.py` (type-only, under `TYPE_CHECKING`, and inside
+this package) is kept on purpose: one class split across files, as Nomad splits its task
+runner (`client/allocrunner/taskrunner/task_runner.go`, where `handleKill` and `killTask` live
+beside `Run`, and `lifecycle.go`, which `ops.py` mirrors).
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 import trio
 
 from yurt.hooks.base import TaskPrekillHook
+from yurt.runtime.client.drivers.protocol import ExitResult
 from yurt.runtime.client.taskrunner import events
-from yurt.runtime.client.taskrunner.restarts import ExitResult
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.lib.durations import SECOND, format_duration
 from yurt.runtime.structs import TASK_STATE_PENDING, TaskEvent, TaskHandle

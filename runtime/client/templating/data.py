@@ -18,8 +18,8 @@ from typing import Protocol, final
 
 import trio
 
-from yurt.runtime.server.variables import Variable, VariableMetadata
 from yurt.runtime.structs.service import ServiceRegistration
+from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 
 class TemplateData(Protocol):

@@ -51,9 +51,9 @@ from yurt.runtime.gotemplate.consul import (
     NomadVarMeta,
     consul_funcs,
 )
-from yurt.runtime.server.variables import Variable, VariableMetadata
 from yurt.runtime.structs.service import ServiceRegistration
 from yurt.runtime.structs.template import Template
+from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 #: More passes than any template needs: each pass adds what the last one found missing, and
 #: only a lookup whose argument comes from another lookup needs a further pass.

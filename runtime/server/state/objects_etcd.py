@@ -40,7 +40,8 @@ from yurt.runtime.server import namespaces as ns_table
 from yurt.runtime.server import variables as var_table
 from yurt.runtime.server.cluster.etcd.client import Compare, Op
 from yurt.runtime.server.namespaces import Namespace
-from yurt.runtime.server.variables import Conflict, Variable, VariableMetadata
+from yurt.runtime.server.variables import Conflict
+from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 if TYPE_CHECKING:
     from yurt.runtime.server.cluster.server import ClusterServer

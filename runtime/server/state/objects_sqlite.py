@@ -36,7 +36,8 @@ from yurt.runtime.server import namespaces as ns_table
 from yurt.runtime.server import variables as var_table
 from yurt.runtime.server.keyring import Keyring
 from yurt.runtime.server.namespaces import Namespace
-from yurt.runtime.server.variables import Conflict, Variable, VariableMetadata
+from yurt.runtime.server.variables import Conflict
+from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 DB_NAME: Final = "objects.db"
 T = TypeVar("T")
