@@ -1,9 +1,10 @@
 """`AllocBroadcaster`: fan the allocation's newest client state out to any number of listeners.
 
-Nomad's `AllocBroadcaster` (reference §4). A listener holds one slot: a new value replaces an
-unread old one, so a slow listener only ever sees the newest state and the sender never
-blocks or buffers. `listen()` primes the slot with the last value sent; after `close()` a
-listener still gets that last value once, then `receive()` raises `trio.EndOfChannel`.
+Nomad's `AllocBroadcaster` (`client/structs/broadcaster.go`). A listener holds one slot: a new
+value replaces an unread old one, so a slow listener only ever sees the newest state and the
+sender never blocks or buffers. `listen()` primes the slot with the last value sent; after
+`close()` a listener still gets that last value once, then `receive()` raises
+`trio.EndOfChannel`.
 """
 
 from __future__ import annotations

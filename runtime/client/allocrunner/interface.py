@@ -1,6 +1,6 @@
 """What the client needs of an allocation runner: the `AllocRunner` protocol and the
-`AllocRunnerFactory` that makes one (Nomad's `allocrunner/interfaces` and
-`config.AllocRunnerFactory`, reference §11).
+`AllocRunnerFactory` that makes one (Nomad's `client/allocrunner/interfaces/runner.go`
+`AllocRunner` and `client/config/arconfig.go` `AllocRunnerFactory`).
 
 The client, the alloc sync and the garbage collector speak to runners only through this
 protocol, so another runner can stand in for the real one: the simulated runner

@@ -1,8 +1,8 @@
 """The task lifecycle coordinator: which lifecycle stages may start tasks right now.
 
-A pure state machine (Nomad's `tasklifecycle.Coordinator`, reference §1.9), fed with the tasks'
-states after every change and answering with the set of open stages. The alloc runner turns
-that set into gates the task runners wait on.
+A pure state machine (Nomad's `client/allocrunner/tasklifecycle/coordinator.go` `Coordinator`),
+fed with the tasks' states after every change and answering with the set of open stages. The
+alloc runner turns that set into gates the task runners wait on.
 
 States and the stages they open:
 

@@ -1,13 +1,13 @@
 """`AllocRunner`: one allocation, run as one nursery tree with Nomad's client semantics.
 
-Theory of operation (reference §1). `run()` owns a nursery with two services and the task
-runners:
+Theory of operation (Nomad's `client/allocrunner/alloc_runner.go` `Run`). `run()` owns a
+nursery with two services and the task runners:
 
     AllocRunner.run
     ├─ task-state update handler   every task change → leader/sibling/main-dead kill
     │                              decisions, lifecycle gates, client status, persistence,
-    │                              broadcast (§1.6)
-    ├─ alloc update handler        server updates, one at a time (§1.10)
+    │                              broadcast (Nomad's `handleTaskStateUpdates`)
+    ├─ alloc update handler        server updates, one at a time (`handleAllocUpdates`)
     └─ task runners                one per task, each waiting at its lifecycle gate
 
 Task runners call `_task_state_updated()`, which only sets a flag and an event: the handler
@@ -373,7 +373,7 @@ class AllocRunner:
             self._handler_done.set()
 
     async def _handle_task_states(self, *, done: bool) -> None:
-        """One pass of Nomad's `handleTaskStateUpdates` (reference §1.6)."""
+        """One pass of Nomad's `handleTaskStateUpdates` (`client/allocrunner/alloc_runner.go`)."""
         kill_event: TaskEvent | None = None
         live: list[TaskRunner] = []
         has_sidecars = False

@@ -1,5 +1,5 @@
 """`SimulatedAllocRunner`: an allocation that only pretends to run (nomad-nodesim's
-`allocrunnersim`, reference §11).
+`allocrunnersim/allocrunnersim.go` `simulatedAllocRunner`).
 
 No driver, no hook, no file, no state DB: the runner walks its allocation's tasks through
 pending → running → dead on the Trio clock, drawn from an `AllocProfile` with a seeded RNG, and

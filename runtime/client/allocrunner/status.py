@@ -1,9 +1,9 @@
 """Client status rules: from task states to the allocation's client status.
 
-Nomad's `getClientStatus` (reference §1.8), as a table of rules tried in order. Failed beats
-running: a failed task with others still running reports `failed`, because the allocation
-cannot become healthy any more. `lost` and `unknown` are server-side; the client never
-computes them.
+Nomad's `getClientStatus` (`client/allocrunner/alloc_runner.go`), as a table of rules tried in
+order. Failed beats running: a failed task with others still running reports `failed`, because
+the allocation cannot become healthy any more. `lost` and `unknown` are server-side; the client
+never computes them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An allocation's teardown: the kill order, destroy and shutdown (Nomad's `killTasks`,
-`destroyImpl` and `Shutdown`, reference §1.7 and §1.11).
+`destroyImpl` and `Shutdown` in `client/allocrunner/alloc_runner.go`).
 
 Apart from the run loop (`runner.py`): the run loop owns the task runners and decides when
 tasks die of their own accord; teardown is what others ask of an allocation from outside,
@@ -16,13 +16,13 @@ signal in one scheduler pass, before any exit is processed (post-exit work, even
 writes included, comes after); the kills then wait together as before. Only the first wave can
 go at once: the next waits for it to end. With alloc prekill hooks, nothing goes at once.
 
-One deadline per teardown, tail included (DESIGN §3: a driver that never reports an exit
-cannot hang the agent). A destroy or shutdown takes the caller's deadline (the agent's
-shutdown timeout) or its own default, keeps `TAIL_BUDGET` of it for the tail, and runs
-shielded, so a caller cancelled halfway still gets a complete teardown, and bounded, so the
-shield never outlives the deadline. Rejected: a shield per step with its own timeout (the old
-way): each step was bounded, their sum was not (a dev-mode `destroy_all` took 290 s of its
-30 s, then lost its destroy hooks and left the allocation in the state DB).
+One deadline per teardown, tail included (runtime/ARCHITECTURE.md, "The nursery tree": a driver
+that never reports an exit cannot hang the agent). A destroy or shutdown takes the caller's
+deadline (the agent's shutdown timeout) or its own default, keeps `TAIL_BUDGET` of it for the
+tail, and runs shielded, so a caller cancelled halfway still gets a complete teardown, and
+bounded, so the shield never outlives the deadline. Rejected: a shield per step with its own
+timeout (the old way): each step was bounded, their sum was not (a dev-mode `destroy_all` took
+290 s of its 30 s, then lost its destroy hooks and left the allocation in the state DB).
 
 The functions work on the alloc runner's private state (same package, same invariants), which
 `TeardownHost` spells out member by member: runner.py imports this module, and this module
@@ -170,8 +170,8 @@ def signal_first_wave(ar: TeardownHost) -> int:
 
 
 async def kill_tasks(ar: TeardownHost) -> dict[str, TaskState]:
-    """Nomad's `killTasks` (reference §1.7): leader, then main, then sidecars; the first
-    wave with a live task is signalled before the first checkpoint."""
+    """Nomad's `killTasks` (`client/allocrunner/alloc_runner.go`): leader, then main, then
+    sidecars; the first wave with a live task is signalled before the first checkpoint."""
     signal_first_wave(ar)
     async with ar._kill_lock:
         await ar._run_hooks(AllocPrekillHook, "prekill")
