@@ -1,4 +1,4 @@
-"""The allocation directory, Nomad's layout (reference §7.1):
+"""The allocation directory in Nomad's layout (`client/allocdir/alloc_dir.go` `AllocDir`):
 
     <data-dir>/alloc/<alloc-id>/
       alloc/{data,logs,tmp}        shared by the group's tasks (NOMAD_ALLOC_DIR)

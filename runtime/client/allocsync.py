@@ -1,7 +1,8 @@
 """Alloc sync: how the client tells the server what its allocations are doing.
 
-Nomad's scheme (reference §6.2–6.3, and §1.12 for priorities), chosen because the naive one
-(send every change as it happens) melts a server when a thousand allocations start at once:
+Nomad's scheme (`client/client.go` `allocSync` and `pendingClientUpdates`, with the priorities
+of `client/allocrunner/alloc_runner.go` `GetUpdatePriority`), chosen because the naive one (send
+every change as it happens) melts a server when a thousand allocations start at once:
 
 - `PendingUpdates` holds only the *latest* update per allocation. Alloc runners add to it and
   never block: a burst of ten changes to one allocation is one update on the wire.

@@ -1,6 +1,7 @@
 """Waiting for the allocations a new one replaces or preempts, and taking over their disk.
 
-Nomad's allocwatcher (reference §4). A new allocation's prerun may have to wait:
+Nomad's allocwatcher (`client/allocwatcher/alloc_watcher.go` `NewAllocWatcher`,
+`group_alloc_watcher.go`). A new allocation's prerun may have to wait:
 
 - for its *previous* allocation (a job update), until that one is client-terminal — a desired
   stop alone does not release it, the tasks must really be dead — and then, for a sticky or

@@ -1,11 +1,12 @@
 """Allocation garbage collection: destroy terminal allocations when the node needs room.
 
-Nomad's client GC (reference §6.5). Terminal allocations are queued oldest first (by the time
-they were marked); a pass destroys them one after another while the alloc dir's file system is
-over `disk_threshold` % full, or over `inode_threshold` % of its inodes, or more than
-`max_allocs` allocations are live, with at most `parallel` destroys at once. Passes run every
-`interval` seconds and whenever something is marked. `collect(id)` and `collect_all()` are the
-API's forced collections; an allocation that is not terminal is never in the queue.
+Nomad's client GC (`client/gc.go` `AllocGarbageCollector`). Terminal allocations are queued
+oldest first (by the time they were marked); a pass destroys them one after another while the
+alloc dir's file system is over `disk_threshold` % full, or over `inode_threshold` % of its
+inodes, or more than `max_allocs` allocations are live, with at most `parallel` destroys at
+once. Passes run every `interval` seconds and whenever something is marked. `collect(id)` and
+`collect_all()` are the API's forced collections; an allocation that is not terminal is never in
+the queue.
 
 An allocation is collected only once `ready` says the server knows it ended: its state is
 deleted with it, and a crash between that delete and the server hearing of the end would leave

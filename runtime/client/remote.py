@@ -4,7 +4,7 @@ The client side (runtime/agent/agent.py, runtime/client/client.py, runtime/clien
 sees a server only as
 `changed`, `allocs_for_node()` and `update_allocs(batch)`. Here those are answered by servers
 in other processes, reached over HTTP (the node RPC of `yurt server`), the way Nomad's client
-reaches its servers (reference nomad-client.md §6, Nomad's client/client.go):
+reaches its servers (Nomad's `client/client.go`):
 
 - **Identity.** The node ID (`<data-dir>/node-id`, fingerprint.py) and a SecretID generated
   once and kept beside it, mode 0600 (`load_or_create_secret`): a restarted agent is the same

@@ -1,9 +1,9 @@
 """A task's environment: Nomad's `NOMAD_*` variables, and `${…}` interpolation.
 
-`build_env` computes the variables a task sees (reference §7.3) in Nomad's precedence order:
-Nomad variables (the group network's ports among them, `port_env`), then task meta as
-`NOMAD_META_*`, then the task's own `env` block (itself interpolated), then hook-provided
-variables in hook order (applied by the task runner).
+`build_env` computes the variables a task sees (Nomad's `client/taskenv/env.go`
+`Builder.Build`) in Nomad's precedence order: Nomad variables (the group network's ports among
+them, `port_env`), then task meta as `NOMAD_META_*`, then the task's own `env` block (itself
+interpolated), then hook-provided variables in hook order (applied by the task runner).
 `interpolate` replaces `${NOMAD_…}`, `${node.…}`, `${attr.…}` and `${meta.…}` in strings, lists
 and maps (driver config, args, env); an unknown reference is left as written, as Nomad does.
 

@@ -38,7 +38,7 @@ class _Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class MockTaskConfig(_Config):
-    """mock_driver's task config (Nomad's `drivers/mock`), every field of reference §8.2."""
+    """mock_driver's task config: every field of Nomad's `drivers/mock/driver.go` `TaskConfig`."""
 
     DURATIONS: ClassVar[tuple[str, ...]] = (
         "run_for", "start_block_for", "kill_after", "plugin_exit_after",

@@ -1,8 +1,8 @@
 """mock_driver: tasks that exist only in Trio memory, driven by their `config {}`.
 
-Nomad's `drivers/mock` (reference §8.2), so yurt's whole runtime can be exercised without a
-process: under `autojump_clock`, an hour of `run_for` passes in microseconds and every ordering
-is deterministic.
+Nomad's `drivers/mock` (`driver.go`, `handle.go`), so yurt's whole runtime can be exercised
+without a process: under `autojump_clock`, an hour of `run_for` passes in microseconds and every
+ordering is deterministic.
 
 Nothing here runs in the background. A task is a record of when it started and when it will
 exit; `wait_task` sleeps until that moment or until the task is stopped, whichever is first,

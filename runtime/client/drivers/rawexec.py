@@ -1,8 +1,8 @@
 """raw_exec: real processes, one small shim each, that outlive the agent.
 
-Theory of operation (DESIGN §4). A task is started through `shim.sh`, a POSIX `sh` script
+Theory of operation. A task is started through `shim.sh`, a POSIX `sh` script
 (≈1.7 MB RSS, mostly shared pages, instead of ≈10 MB for a Python interpreter per task). The
-agent spawns the shim with `os.posix_spawn` on the event loop (`runtime.drivers.spawn`) as a
+agent spawns the shim with `os.posix_spawn` on the event loop (`spawn.py`) as a
 session leader; the shim holds the log FIFOs open so the task never gets SIGPIPE, and runs the
 task in the foreground through `setsid`, so that the task has its own session and process
 group (pgid = pid) and Nomad's default kill signal, SIGINT, at its default. The task itself,

@@ -1,7 +1,7 @@
 """Log rotation arithmetic: where each byte of a task's output goes. Pure; no files, no clock.
 
-Nomad's rotator rules (reference §7.2), as a planner that turns "write these bytes" into
-"append this to file N, then start file N+1, then delete file M":
+Nomad's rotator rules (`client/logmon/logging/rotator.go` `FileRotator`), as a planner that
+turns "write these bytes" into "append this to file N, then start file N+1, then delete file M":
 
 - A file holds at most `limit` bytes. On start, writing continues in the highest existing
   index, counting its current size.

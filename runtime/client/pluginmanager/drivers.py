@@ -5,7 +5,8 @@ Drivers are plugins: any installed distribution can add one under the entry-poin
 The agent's configuration decides which run (`allow`: only these, `block`: never these) and
 with what plugin config.
 
-For each enabled driver the manager owns two loops (Nomad's `drivermanager` instance, §3.1):
+For each enabled driver the manager owns two loops (Nomad's
+`client/pluginmanager/drivermanager/instance.go` `instanceManager`):
 
 - *fingerprint*: every fingerprint the driver streams becomes the node's `DriverInfo` for it
   (`Detected` unless undetected, `Healthy` only when healthy, the description, the

@@ -1,10 +1,11 @@
 """Task events: Nomad's event types, details and display messages, exactly.
 
-Users, dashboards and tests read these strings, so they are Nomad's byte for byte (reference
-§2.8): `Sent interrupt. Waiting 10ms before force killing`, `Task restarting in 15.5s`, `Exit
-Code: 1, Signal: 9`. Each constructor fills `Details` (the string map Nomad's API carries) *and*
-the deprecated flat fields, then derives `DisplayMessage` with `display_message`, a table from
-event type to message rule, so no caller formats a display string by hand.
+Users, dashboards and tests read these strings, so they are Nomad's byte for byte
+(`nomad/structs/structs.go` `TaskEvent`, `PopulateEventDisplayMessage`): `Sent interrupt.
+Waiting 10ms before force killing`, `Task restarting in 15.5s`, `Exit Code: 1, Signal: 9`. Each
+constructor fills `Details` (the string map Nomad's API carries) *and* the deprecated flat
+fields, then derives `DisplayMessage` with `display_message`, a table from event type to message
+rule, so no caller formats a display string by hand.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ WAITING_SHUTDOWN_DELAY: Final = "Waiting for shutdown delay"
 SKIPPING_SHUTDOWN_DELAY: Final = "Skipping shutdown delay"
 FAILED_RESTORING: Final = "Failed Restoring Task"
 
-# Nomad's fixed user-restart reasons (reference §1.12).
+# Nomad's fixed user-restart reasons (`client/client.go` `RestartAllocation`).
 USER_RESTART_TASK: Final = "User requested task to restart"
 USER_RESTART_RUNNING: Final = "User requested running tasks to restart"
 USER_RESTART_ALL: Final = "User requested all tasks to restart"

@@ -1,10 +1,10 @@
 """The restart tracker: should a task that stopped run again, and after how long?
 
-A pure state machine, Nomad's `restarts.RestartTracker` (reference §2.5) rule for rule: the task
-runner feeds it what happened (a start error, an exit result, a user-triggered restart, a kill)
-and asks `decide(now)` once per stop. Time is a parameter (monotonic nanoseconds), never read
-here, so the tests walk hours of policy windows in microseconds, and jitter comes from an
-injected `random.Random`.
+A pure state machine, Nomad's `client/allocrunner/taskrunner/restarts/restarts.go`
+`RestartTracker` rule for rule: the task runner feeds it what happened (a start error, an exit
+result, a user-triggered restart, a kill) and asks `decide(now)` once per stop. Time is a
+parameter (monotonic nanoseconds), never read here, so the tests walk hours of policy windows in
+microseconds, and jitter comes from an injected `random.Random`.
 
 Invariants:
 - The delay returned is the delay the runner sleeps. "Restart within policy" is never 0

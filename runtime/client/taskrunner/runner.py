@@ -1,6 +1,6 @@
 """`TaskRunner`: one task's life, from `Received` to `Killed`, with Nomad's semantics.
 
-Theory of operation (Nomad's `TaskRunner.Run`, reference §2.1):
+Theory of operation (Nomad's `client/allocrunner/taskrunner/task_runner.go` `TaskRunner.Run`):
 
     MAIN   wait for the lifecycle gate → prestart hooks → driver start → poststart hooks →
            WAIT for the exit (or a kill) → `Terminated` → exited hooks → restart decision
