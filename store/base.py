@@ -8,7 +8,7 @@ name from one consistent snapshot and decodes them with `snapshot_from_rows`, a 
 so that a store may run it where it reads (the SQLite store decodes in its worker thread, next
 to the read, rather than on the event loop).
 
-Key layout (mirrors Nomad's buckets, see the reference §5.2):
+Key layout (mirrors Nomad's buckets in `client/state/db_bolt.go`):
     ("alloc", alloc_id, kind)        kind: alloc | deploy_status | network_status |
                                            acknowledged_state
     ("task",  alloc_id, task, kind)  kind: local_state | task_state

@@ -7,7 +7,7 @@ key wins) and wakes the writer task, which takes everything pending, commits it 
 transaction in a worker thread, and then wakes every caller whose write was in that batch.
 While a batch commits, new writes pile up for the next one. So 1 writer or 1,000 concurrent
 task runners pay one thread hop and one fsync per batch, not per write (a thread hop costs
-150-580 µs on a small VM; see the ecosystem notes §3). `put_*` returns only after the commit:
+150-580 µs on a small VM). `put_*` returns only after the commit:
 when it returns the value is durable. A put whose caller is cancelled may still be committed.
 A batch whose commit is cancelled before it ran is queued again, never reported as written.
 

@@ -8,7 +8,7 @@ a config file with a typo. Each must end in ONE line on stderr — what failed, 
 of that tree (`start_failure` walks it). Anything that is not an `OSError` or a `StateError`
 is a bug in yurt and keeps its traceback.
 
-Exit statuses (DESIGN §7, runtime/errors.py), as `run_agent` returns them:
+Exit statuses (runtime/errors.py), as `run_agent` returns them:
 
 - 0: stopped by SIGINT or SIGTERM (tasks keep running for the next start; with `--dev`,
   every task is killed first).

@@ -32,7 +32,8 @@ if TYPE_CHECKING:  # python-hcl2 and lark (~4 MiB) load with the first HCL job, 
 
 @cache
 def _hcl_options() -> SerializationOptions:
-    """python-hcl2 v8 options that give plain values (reference: ecosystem notes §7)."""
+    """python-hcl2 v8 options that give plain values: by default v8 keeps strings' quotes,
+    comments, heredoc markers and `__is_block__` marks."""
     from hcl2 import SerializationOptions
 
     return SerializationOptions(with_comments=False, explicit_blocks=False,

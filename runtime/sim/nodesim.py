@@ -1,8 +1,8 @@
 """`NodeSimulator`: N `SimNode`s in one Trio process, as load for real `yurt server`s.
 
-What `yurt nodesim` runs (nomad-nodesim, reference §11): every node is the real client code
-(sim/node.py: registration with its own SecretID, heartbeats, blocking allocation pulls, the
-real alloc sync) with the simulated allocation runner, against servers in other processes.
+What `yurt nodesim` runs (after hashicorp-forge/nomad-nodesim): every node is the real client
+code (sim/node.py: registration with its own SecretID, heartbeats, blocking allocation pulls,
+the real alloc sync) with the simulated allocation runner, against servers in other processes.
 What it measures is what those servers received and what the nodes saw:
 
 - **calls by kind** (register, heartbeat, allocation pull, allocation fetch, update post),

@@ -150,7 +150,8 @@ class Job(Base):
         return next((g for g in self.task_groups if g.name == name), None)
 
 
-#: Nomad's default restart policies by job type (reference §2.5).
+#: Nomad's default restart policies by job type (`nomad/structs/structs.go`
+#: `DefaultServiceJobRestartPolicy`, `DefaultBatchJobRestartPolicy`).
 DEFAULT_RESTART_POLICY: Final[dict[str, RestartPolicy]] = {
     "service": RestartPolicy(attempts=2, interval=30 * MINUTE, delay=15 * SECOND, mode="fail",
                              render_templates=False),
