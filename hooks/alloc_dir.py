@@ -2,7 +2,7 @@
 
 With `tasks` (and the log FIFOs in `fifos`), the whole tree of the allocation is built here in
 one worker-thread hop, so the task hooks that need those directories (`task_dir`, `logmon`)
-find them ready and make no hop of their own (see `runtime.allocdir`).
+find them ready and make no hop of their own (see `client/allocdir.py`).
 
 Building opens directories; out of file descriptors it is retried (`fdretry`) rather than
 failing the allocation for good.

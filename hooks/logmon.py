@@ -2,7 +2,7 @@
 
 One pump per stream for the task runner's whole life, as Nomad runs one logmon per task: the
 first prestart opens both FIFOs in `alloc/logs/` (read end, plus a keeper write end, see
-`runtime.logs.pump`) and starts the pumps in the runner's background nursery. Every start of
+`client/logs/pump.py`) and starts the pumps in the runner's background nursery. Every start of
 the task then writes into the same pipes, read by the same pumps, so two invocations never
 race for one FIFO and rotation state is never forked. The stop hook (the runner is done) and
 the shutdown hook (the agent stops) close the keepers: the pumps drain what is left and end

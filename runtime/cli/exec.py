@@ -7,7 +7,7 @@ Flags are Nomad's, parsed as Go's `flag` package parses them (what Nomad users t
 only before ALLOC, so that everything after it is the command's own. `-i` (stdin passed to
 the command) is on by default; `-t` (a pseudo-terminal) is on when stdin and stdout are both
 terminals. With `-job`, ALLOC is a job ID and one of its running allocations is used.
-`-e` is the escape character of a `-t` session (runtime.cli_escape: `~.` closes it).
+`-e` is the escape character of a `-t` session (escape.py: `~.` closes it).
 
 With `-t` the local terminal is put in raw mode for the session (every key, Ctrl-C included,
 goes to the remote command, whose own terminal interprets it) and restored however the

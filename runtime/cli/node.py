@@ -11,7 +11,7 @@
 Nomad's flags have one dash (`-enable`); the two-dash spelling works too. NODE is an ID or a
 unique prefix of one. A drain is followed until it is done, as `nomad node drain` does, unless
 `-detach`. Exit codes: 0 ok, 1 failed (the agent refused or cannot be reached), 2 bad input.
-`register` attaches these to runtime/cli/__init__.py's groups; the HTTP helpers are cli_remote's.
+`register` attaches these to runtime/cli/__init__.py's groups; the HTTP helpers are api_client.py's.
 """
 
 from __future__ import annotations

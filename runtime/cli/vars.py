@@ -75,7 +75,7 @@ def _cas_conflict(response: Any, check_index: int) -> None:
 
 def _send(client: Any, method: str, path: str, **kw: Any) -> Any:
     """The response, 2xx or a 409 (a check-and-set conflict, for the caller to report);
-    any other error ends the command as `cli_remote.call` ends it."""
+    any other error ends the command as `api_client.call` ends it."""
     from yurt.runtime.cli.api_client import fail_on_error
 
     response = client.request(method, path, **kw)

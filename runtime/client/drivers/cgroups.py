@@ -18,11 +18,11 @@ frozen), SIGKILL every pid in `cgroup.procs`, thaw (the kills take effect). Then
 is removed once empty. Both versions are supported because hosts differ: a pure v2 host, a v1
 host, or a hybrid one (v1 controllers plus an empty v2 tree at `/sys/fs/cgroup/unified`).
 
-Where no cgroup can be made, `runtime.drivers.reaper` is the fallback (a subreaper shim).
+Where no cgroup can be made, `reaper.py` is the fallback (a subreaper shim).
 `tree_tracking` in the raw_exec plugin config picks one explicitly (tests force each).
 
 cgroupfs, like /proc, lives in kernel memory: reads and writes never wait on a disk, so the
-event loop does them directly (see `runtime.procfs`).
+event loop does them directly (see `lib/procfs.py`).
 """
 
 from __future__ import annotations

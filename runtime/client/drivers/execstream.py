@@ -7,10 +7,10 @@ directory, its user, and its cgroup where it has one, so that the command is par
 task's tree (and dies with it, as a task's leftovers do). Unlike a task, it does not outlive
 the agent: it gets SIGKILL when the agent dies (`setpriv --pdeathsig`), as nothing would
 ever read its output or reap it again. It is spawned like a task's shim
-(`runtime.drivers.spawn`: `os.posix_spawn` on the event loop, a new session, signal
+(`spawn.py`: `os.posix_spawn` on the event loop, a new session, signal
 dispositions at their defaults, no fd of the agent inherited) through a few lines of `sh`
 that enter the working directory and the cgroup, then exec the command, prefixed with the
-user switch (`runtime.drivers.users`) when the task has a user.
+user switch (`users.py`) when the task has a user.
 
 Without a tty the command's stdin, stdout and stderr are three pipes. With a tty it gets a
 pseudo-terminal (`os.openpty`): the spawn opens the slave by its path *after* `setsid`, which
@@ -152,7 +152,7 @@ def spawn(argv: Sequence[str], env: dict[str, str], *, tty: bool) -> _Process:
     Raises:
         OSError: out of fds or processes, no pty.
     """
-    cloexec_all_fds()  # see runtime.drivers.spawn: nothing of the agent's leaks to it
+    cloexec_all_fds()  # see spawn.py: nothing of the agent's leaks to it
     if tty:
         master, slave = os.openpty()
         try:

@@ -18,7 +18,7 @@ it:
   the shim is killed;
 - the task of the `pid` file is killed with its group if that pid still is the process that
   started then (a shim that died, e.g. of SIGPIPE, leaves a task re-parented to init);
-- the start's cgroup, when tasks get one (`runtime.drivers.cgroups`), is killed and removed,
+- the start's cgroup, when tasks get one (`cgroups.py`), is killed and removed,
   which takes the daemons the task forked with `setsid` as well;
 - the state dir is removed, so the orphan is handled once.
 

@@ -20,7 +20,7 @@ with a cgroup) or else through the pidfd on the shim: readable once the shim has
 it does right after writing the status durably. The same code path serves a task
 started a second ago and one re-attached after an agent restart. Between the spawn and the
 wake-up that ends a task, the agent makes one worker-thread hop per start (user lookup,
-command resolution, state dir, cgroup: `runtime.drivers.starts`), none for a restart of a task
+command resolution, state dir, cgroup: `starts.py`), none for a restart of a task
 without a user (`starts.prepare_restart`), and none per exit.
 
 Crash safety. The handle is persisted by the task runner only after `start_task` returns, so
@@ -28,7 +28,7 @@ a start records its intent first: its state dir (`<task dir>/.shim/<invocation>`
 the spawn, where the shim writes its own pid and then the task writes its own. A start that no
 handle accounts for (the agent died in between, or the start was cancelled) is stopped: at
 once when cancelled, at the next start of the same task, and by `reconcile` after a restore
-for the rest (runtime.drivers.orphans). The task ignores SIGPIPE while it reports, so an agent
+for the rest (orphans.py). The task ignores SIGPIPE while it reports, so an agent
 that died before reading the report does not take the task's start along.
 
 Stop: `kill_signal` (default SIGINT) to the process group, up to `kill_timeout` for the shim to
@@ -41,11 +41,11 @@ A task killed by signal N reports exit code 128+N and signal N, as Nomad does (t
 tell that apart from a task that itself exits with 128+N; such a task is reported as signalled).
 
 Whole trees: a process group does not hold a `setsid` daemon, so each task also gets a cgroup
-(`runtime.drivers.cgroups`) that it joins before its command runs, or, where none can be made,
-a subreaper shim (`runtime.drivers.reaper`). When the task ends, is stopped or destroyed, or
+(`cgroups.py`) that it joins before its command runs, or, where none can be made,
+a subreaper shim (`reaper.py`). When the task ends, is stopped or destroyed, or
 is found ended on re-attach, everything left in its tree is killed, as Nomad's executor does.
-A task with `user` runs as that user (`runtime.drivers.users`); a task's environment inherits
-only the allow-listed variables of the agent's (`runtime.taskenv.inherited_env`).
+A task with `user` runs as that user (`users.py`); a task's environment inherits
+only the allow-listed variables of the agent's (client/taskenv.py `inherited_env`).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def same_process(pid: int, start_time: int) -> bool:
 
 
 def signal_number(name: str) -> int:
-    """The number of a signal name as Nomad takes it (`runtime.signames`)."""
+    """The number of a signal name as Nomad takes it (`lib/signames.py`)."""
     try:
         return int(signals.Signals[parse_signal_name(name)])
     except ValueError as e:
@@ -229,7 +229,7 @@ class RawExecDriver:
         #: Where the tasks' cgroups go; None: the subreaper fallback.
         self.cgroup_root = cgroups.select_root(self.config.tree_tracking)
         # Every start this driver made or recovered whose state dir still exists. A state dir
-        # on disk and not in here is an orphan start (runtime.drivers.orphans). Worker threads
+        # on disk and not in here is an orphan start (orphans.py). Worker threads
         # test membership while the event loop adds to it, which is safe: a start is added
         # before its state dir is made.
         self._mine: set[StartKey] = set()
@@ -563,7 +563,7 @@ class RawExecDriver:
                         inputs: trio.abc.ReceiveChannel[ExecInput],
                         outputs: trio.abc.SendChannel[ExecOutput]) -> int:
         """`alloc exec`: the command in the task's environment, working directory, user and
-        cgroup (runtime.drivers.execstream)."""
+        cgroup (execstream.py)."""
         task = self._task(task_id)
         if not task.task_alive():
             raise DriverError("task is not running")
@@ -598,7 +598,7 @@ class RawExecDriver:
         that this driver neither made nor recovered (an agent killed between spawning a task
         and persisting its handle leaves one), and remove its state dir; return how many had
         processes. Call after the restore: starts made meanwhile are this driver's, so they
-        are safe (runtime.drivers.orphans)."""
+        are safe (orphans.py)."""
         return await trio.to_thread.run_sync(orphans.reap_alloc_root, alloc_root, self._mine,
                                              self.cgroup_root, alloc_ids)
 

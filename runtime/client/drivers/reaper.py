@@ -2,7 +2,7 @@
 
 Why this exists: a task that forks a daemon with `setsid` moves it out of its process group,
 so `killpg` no longer reaches it, and when its parent exits the daemon is re-parented to init
-and lost. A cgroup per task (`runtime.drivers.cgroups`) is the real answer; where the agent may
+and lost. A cgroup per task (`cgroups.py`) is the real answer; where the agent may
 not create one, Linux offers `PR_SET_CHILD_SUBREAPER`: orphaned descendants of a subreaper are
 re-parented to it instead of init, so the whole tree stays below one known process.
 

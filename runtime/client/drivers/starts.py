@@ -1,6 +1,6 @@
 """The disk side of a raw_exec start and of its end, each in ONE worker-thread hop.
 
-Why a module of its own: these are the blocking parts of `runtime.drivers.rawexec` (a passwd
+Why a module of its own: these are the blocking parts of `rawexec.py` (a passwd
 lookup that may go to NSS, paths on a disk that may be slow, a cgroup that takes up to a
 second to empty), each called through `trio.to_thread.run_sync` exactly once per start or per
 end, so that the event loop never waits on them and a start never pays a hop per step. The

@@ -11,7 +11,7 @@ and the spill (below) are read in the same one.
 
 Output still in the pipe when a task exits while no agent runs would die with the pipe's last
 writer, the shim: the shim moves it to a spill file, which the next pump writes first
-(`runtime.logs.spill`). What this cannot keep: a chunk read but not yet written when the agent
+(`spill.py`). What this cannot keep: a chunk read but not yet written when the agent
 is killed with SIGKILL.
 
 Writes fail soft. A full disk (or any other error writing a log file) must not end the pump:

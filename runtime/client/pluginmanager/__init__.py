@@ -1,2 +1,2 @@
 """Plugin managers: the driver manager (`drivers.py`). Device plugins have theirs in
-`runtime.devices.manager`."""
+`client/devices/manager.py`."""
