@@ -8,18 +8,19 @@ again only when the set changes. Each file is written inside the allocation dire
 (runtime/client/templating/files.py) with its `perms`; the files of `env = true` templates become
 the task's environment (the hook's env, persisted and re-applied as any hook's).
 
-Templates are parsed and rendered in a worker thread (templating/render.py), each execution
-bounded in steps, output and nesting; a template beyond its bounds fails like any template
-error ("Template failed: template: <destination>:…"). A kill or an agent shutdown cancels
-prestart, whether it waits for data or renders: it does not wait for a render in progress.
+Templates are parsed and rendered in a worker thread (client/templating/render.py), each
+execution bounded in steps, output and nesting; a template beyond its bounds fails like any
+template error ("Template failed: template: <destination>:…"). A kill or an agent shutdown
+cancels prestart, whether it waits for data or renders: it does not wait for a render in
+progress.
 
 After the first render a watcher, in the task runner's background nursery, waits for the data
 source to change, re-reads what the templates read, and re-renders when it differs, after the
-tasks's `wait` quiescence. The templates whose file changed decide the action (templating/
-change.py): restart ("Restart Signaled" / "Template with change_mode restart re-rendered"),
-signal ("Signaling" / "Template re-rendered"), script (run beside the task, bounded by its
-timeout), or nothing; a random splay comes first. A re-render that fails kills the task
-("Template failed: …", failing it), as Nomad does.
+tasks's `wait` quiescence. The templates whose file changed decide the action
+(client/templating/change.py): restart ("Restart Signaled" / "Template with change_mode restart
+re-rendered"), signal ("Signaling" / "Template re-rendered"), script (run beside the task,
+bounded by its timeout), or nothing; a random splay comes first. A re-render that fails kills
+the task ("Template failed: …", failing it), as Nomad does.
 
 `once` templates render at the first start and are never watched. The watcher lives until
 the task's stop hooks (or an agent shutdown, which cancels the

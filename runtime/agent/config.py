@@ -38,7 +38,7 @@
     parallel = 2
 
 Command-line options override the file. Unknown keys and wrong types are errors that name the
-key, all of them at once and in words (`structcheck.py`: "unknown key "prot"; did you mean
+key, all of them at once and in words (`lib/structcheck.py`: "unknown key "prot"; did you mean
 "port"?", "must be a list of strings"), so a typo never silently falls back to a default.
 """
 

@@ -3,7 +3,7 @@
 This is the command's shell only: argument checks, the job file's errors (exit 2, rendered as
 `file:line:col: field: message`, runtime/cli/jobfile.py), the open-file limit (raised by
 runtime/lib/nofile.py, the agent's policy), and the state store's errors (exit 1).
-What the run prints, where it keeps things and how it stops is foreground.py's.
+What the run prints, where it keeps things and how it stops is agent/foreground.py's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from yurt.runtime.errors import EXIT_FAILED, StateError
 
 
 def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
-    """Run the job in `jobfile` and exit with its status (foreground.py's module docstring)."""
+    """Run the job in `jobfile` and exit with its status (agent/foreground.py's module
+    docstring)."""
     import trio
 
     from yurt.runtime.agent.foreground import run_job

@@ -7,8 +7,9 @@ cannot be deleted either; the refusal names each reason the way Nomad's multierr
 so scripts that match Nomad's text keep working. Quotas are an Enterprise feature: `Quota` is
 kept as given and enforces nothing.
 
-The SQL helpers take an open connection and run inside the caller's transaction (objects.py
-owns the file, the thread and the index); nothing here does I/O of its own.
+The SQL helpers take an open connection and run inside the caller's transaction
+(server/state/objects_sqlite.py owns the file, the thread and the index); nothing here does I/O
+of its own.
 """
 
 from __future__ import annotations

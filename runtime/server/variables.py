@@ -15,7 +15,8 @@ Writes follow Nomad's state store exactly (`varSetCASTxn`, `svDeleteCASTxn`):
 - delete: deleting what does not exist succeeds. `cas=0` delete succeeds only if nothing is
   stored; `cas=N` needs the stored ModifyIndex to be N (a missing variable conflicts).
 
-The SQL helpers run inside the caller's transaction (objects.py owns the file and the index).
+The SQL helpers run inside the caller's transaction (server/state/objects_sqlite.py owns the
+file and the index).
 """
 
 from __future__ import annotations

@@ -65,8 +65,8 @@ if TYPE_CHECKING:
 
 
 #: Node statuses a placement may go to. `initializing` too: yurt's scheduler counts it as
-#: ready (server/binpack.py), and in a cluster a node is `initializing` only between
-#: coming back from `disconnected` and its next heartbeat (cluster/heartbeat.py
+#: ready (server/scheduler/binpack.py), and in a cluster a node is `initializing` only between
+#: coming back from `disconnected` and its next heartbeat (server/cluster/heartbeat.py
 #: `node_up_changes`). Nomad places only on `ready` nodes; that difference is known and
 #: reported on its own, not a placement on a node that is down.
 PLACEABLE: Final = (NODE_STATUS_READY, NODE_STATUS_INIT)

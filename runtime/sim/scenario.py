@@ -33,7 +33,7 @@ Determinism: one seed fixes the run, in any process.
   (`deterministic`), leaving the process as it was for whatever runs next.
 - String hashing differs between processes (PYTHONHASHSEED), which changes the iteration
   order of sets of strings in the server code; `yurt sim` re-execs itself with
-  PYTHONHASHSEED=0 (cli_sim.py) so a seed replays the same anywhere (the determinism test
+  PYTHONHASHSEED=0 (cli/sim.py) so a seed replays the same anywhere (the determinism test
   also checks that another hash seed gives the same digest: nothing seen so far depends
   on it).
 The run's trace (every step, every network message, the final allocations) is hashed into

@@ -1,5 +1,5 @@
 """Placement rules of a jobspec: Nomad's `Constraint`, `Affinity`, `Spread` and `SpreadTarget`,
-with the operator names both the jobspec and the scheduler (`server/feasible.py`) use.
+with the operator names both the jobspec and the scheduler (`server/scheduler/feasible.py`) use.
 
 Python attribute names are the HCL names (`attribute`, `value`, `operator`); JSON names are
 Nomad's (`LTarget`, `RTarget`, `Operand`). A constraint decides whether a node may take an

@@ -106,7 +106,8 @@ class TaskGroup(Base):
     spreads: list[Spread] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
     #: How long allocations on a disconnected node stay unknown before they are lost
-    #: (the scheduler, server/disconnect.py); `disconnect.lost_after` is the newer spelling.
+    #: (the scheduler, server/scheduler/disconnect.py); `disconnect.lost_after` is the newer
+    #: spelling.
     max_client_disconnect: Duration | None = None
     disconnect: DisconnectStrategy | None = None
 

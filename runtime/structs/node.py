@@ -64,7 +64,7 @@ class NodeResources(Base):
     memory: NodeMemoryResources = field(default_factory=NodeMemoryResources)
     disk: NodeDiskResources = field(default_factory=NodeDiskResources)
     devices: list[NodeDeviceResource] = field(default_factory=list)
-    min_dynamic_port: int = 0  # 0: Nomad's default range (server/ports.py)
+    min_dynamic_port: int = 0  # 0: Nomad's default range (server/scheduler/ports.py)
     max_dynamic_port: int = 0
 
 

@@ -34,7 +34,7 @@ MAX_SCRIPT_OUTPUT = 4096
 
 class ExecTarget(Protocol):
     """What a script check needs of its task's runner: whether the task runs, and its exec
-    path (`TaskRunner`, taskrunner/runner.py)."""
+    path (`TaskRunner`, client/taskrunner/runner.py)."""
 
     @property
     def name(self) -> str: ...

@@ -15,7 +15,7 @@ from the allocation directory that never follows a link out of it (Nomad's `Clie
 escape check, made on the very directories written; a check before the fetch only fails
 early), so a task that swaps a directory on the way for a link while the download runs
 cannot make the agent write or chown outside (place.py). The staging directory is created
-0700 in the task directory, which the agent owns (0755, allocdir.py): no task can enter,
+0700 in the task directory, which the agent owns (0755, client/allocdir.py): no task can enter,
 rename or replace it, so its names are trusted. Every `file://` read (the source, a
 `checksum=file:` listing) is judged against the task's user (access.py) and opened as a
 regular file only (fetch.py). Blocking work runs in worker threads behind one

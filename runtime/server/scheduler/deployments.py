@@ -18,10 +18,10 @@ scheduler asks this module, once per evaluation, through a `Rollout`:
   max(DesiredTotal, DesiredCanaries) healthy allocations and is promoted if it had canaries.
   Then it is `successful` (the server marks the job version stable).
 
-The counts allocations change and the GC of deployments live in deploymentbook.py.
+The counts allocations change and the GC of deployments live in server/deploymentbook.py.
 
 Invariant: a deployment's Status/StatusDescription only change through this module, the
-watcher core (deploymentwatcher.py) and the user's endpoints; the texts are Nomad's.
+watcher core (server/deploymentwatcher.py) and the user's endpoints; the texts are Nomad's.
 """
 
 from __future__ import annotations

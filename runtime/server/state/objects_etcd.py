@@ -4,8 +4,8 @@ The embedded server keeps them in `objects.db` (runtime/server/state/objects_sql
 keeps
 them beside the rest of its state, so every server answers the same. The rules are not
 written twice: each operation loads the rows it touches from etcd into a private in-memory
-SQLite database, runs the very table helpers the embedded store runs (namespaces.py,
-variables.py: Nomad's check-and-set, "an update that changes nothing changes nothing"), and
+SQLite database, runs the very table helpers the embedded store runs (server/namespaces.py,
+server/variables.py: Nomad's check-and-set, "an update that changes nothing changes nothing"), and
 writes back the rows that changed in one etcd transaction with the index counter, compared as
 every server write is (runtime/server/state/etcd.py). A conflict (another server wrote in
 between) runs the operation again on fresh rows.

@@ -3,7 +3,7 @@
 Its own SQLite file, beside the server's job and allocation state: the server core owns that
 one, and these objects change on their own (an operator writing a variable touches no job).
 The file is 0600 from its first byte (created before SQLite opens it), its directory 0700; the
-root key that seals variable items lives in `keyring` beside it (keyring.py), never in it.
+root key that seals variable items lives in `keyring` beside it (server/keyring.py), never in it.
 
 Every write is a change of the server (`IndexSource.change`): its index is the next of the one
 counter, so a variable's CreateIndex/ModifyIndex and a namespace's are on the same scale as

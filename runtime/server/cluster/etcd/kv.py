@@ -1,14 +1,12 @@
 """`KV`: the slice of etcd's API the cluster code uses, as a Protocol.
 
-Two implementations satisfy it: `EtcdClient` (runtime/server/cluster/etcd/client.py, the real thing
-over
-etcd's JSON gateway) and `MemoryKV` (runtime/server/cluster/etcd/memkv.py, an in-process etcd for
-tests
-under the mock clock). Code that stores cluster state (runtime/server/state/etcd.py) takes a
-`KV`, so the same code runs against both and the same tests prove both behave alike.
+Two implementations satisfy it: `EtcdClient` (client.py, the real thing over etcd's JSON
+gateway) and `MemoryKV` (memkv.py, an in-process etcd for tests under the mock clock). Code
+that stores cluster state (runtime/server/state/etcd.py) takes a `KV`, so the same code runs
+against both and the same tests prove both behave alike.
 
 The request types (`Compare`, `Op`) and results (`KeyValue`, `TxnResult`, `WatchEvent`) are
-etcd.py's own: a second vocabulary would only add a translation that could drift.
+client.py's own: a second vocabulary would only add a translation that could drift.
 """
 
 from __future__ import annotations
