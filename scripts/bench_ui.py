@@ -18,12 +18,12 @@ page's own clock (`performance`):
    new priority (a `fetch` PUT), then times, from just before the PUT, (a) the websocket
    delivering the `Job` event of that priority (a listener registered with lib.js `onEvent`,
    the module the page already runs) and (b) the jobs table showing the new priority (a
-   MutationObserver): `--samples` times (default 150), p50/p95/p99. Twice: on a quiet agent,
-   and with `--churn` allocations (default 20) whose tasks exit and restart every second, so
-   events flow all the time, as on a busy node; there the event socket's coalescing
-   (events.py `STREAM_COALESCE`) is in play: after each send, a socket waits that long before
-   the next, so an event that arrives meanwhile waits for the rest of it. The gap between
-   samples is random (0-250 ms) so that they land at every phase of that wait.
+   MutationObserver): `--samples` times (default 150), p50/p95/p99. Twice: on a quiet agent, and
+   with `--churn` allocations (default 20) whose tasks exit and restart every second, so events
+   flow all the time, as on a busy node; there the event socket's coalescing
+   (runtime/api/events.py `STREAM_COALESCE`) is in play: after each send, a socket waits that
+   long before the next, so an event that arrives meanwhile waits for the rest of it. The gap
+   between samples is random (0-250 ms) so that they land at every phase of that wait.
 
 The browser: `/usr/bin/chromium` through `/usr/bin/chromedriver`, both named to selenium, so its
 driver manager never runs (and it is pointed at nothing, in case). A fresh profile in a temp

@@ -1,6 +1,7 @@
-"""The built-in hooks of the alloc and task runners, and their order (allocrunner/builtin_hooks.py,
-Nomad's `initRunnerHooks` and `initHooks`): the runners run each phase in list order, so the
-lists are the order of execution. Layer 1: the runner is built, never run."""
+"""The built-in hooks of the alloc and task runners, and their order
+(client/allocrunner/builtin_hooks.py, Nomad's `initRunnerHooks` and `initHooks`): the runners
+run each phase in list order, so the lists are the order of execution. Layer 1: the runner is
+built, never run."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Layer 2: archive readers held to bounds by `unpack` — real archive files on disk.
 
-Covered: pax headers parsed by `pax.py`, never by tarfile (whose parser on Python < 3.11.10 is
-quadratic), and in linear time; negative or absurd pax sizes (local and global) refused
-before the decompression limit is passed; chains of special headers bounded in count; a
-recursion in a reader mapped to `GetterError`; a .gz of empty members stopped by `check`;
-zip entries zipfile cannot read (flag bits 5 and 6) refused; honest archives of every kind
-still unpack through the checked reader.
+Covered: pax headers parsed by `client/getter/pax.py`, never by tarfile (whose parser on Python
+< 3.11.10 is quadratic), and in linear time; negative or absurd pax sizes (local and global)
+refused before the decompression limit is passed; chains of special headers bounded in count; a
+recursion in a reader mapped to `GetterError`; a .gz of empty members stopped by `check`; zip
+entries zipfile cannot read (flag bits 5 and 6) refused; honest archives of every kind still
+unpack through the checked reader.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ REGRESSION_SEEDS = [
     # A node came back (registered again) from `disconnected` after the follow-up that
     # should have found its allocation lost ran a few hundred ns early (its µs
     # `wait_until` rounded down), and the registration made no evaluation: the original
-    # and its replacement both ran for good (fixed: scheduler/plan.py _ceil_us, and
+    # and its replacement both ran for good (fixed: server/scheduler/plan.py _ceil_us, and
     # ClusterServer._register_node evaluates the node's jobs on leaving
     # down/disconnected; tests/test_sim_regressions.py pins both down).
     20106,

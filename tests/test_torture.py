@@ -137,8 +137,8 @@ def test_scan_counts_a_shims_session_leader_as_its_task_not_its_helpers(tmp_path
     run_id = f"scan-shim-{os.getpid()}"
     env = {**os.environ, "YURT_TORTURE": run_id, "NOMAD_ALLOC_ID": "a1",
            "NOMAD_TASK_NAME": "main"}
-    # A stand-in for shim.sh: its task in a session of its own (as the shim starts it), and a
-    # program of the shim's own beside it (what it runs once its task ended).
+    # A stand-in for client/drivers/shim.sh: its task in a session of its own (as the shim
+    # starts it), and a program of the shim's own beside it (what it runs once its task ended).
     shim = tmp_path / "shim.sh"
     shim.write_text("setsid sleep 30 &\nsleep 30 &\nwait\n")
     process = subprocess.Popen(["/bin/sh", str(shim)], env=env)

@@ -1,9 +1,9 @@
-"""The web UI's server side (runtime/api/ui.py, the token's UI parts in app.py and events.py):
-paths, types, HEAD, ETags, security headers, the root redirect, what the token guards, the
-event websocket's subprotocol token, `yurt server` and a client agent (`--servers`, the event
-socket relayed) serving the UI, and the event streams' pacing (layer 2: a real agent on a real
-socket, the real clock; the cluster's are real processes over a real etcd; the pacer itself is
-layer 0)."""
+"""The web UI's server side (runtime/api/ui.py, the token's UI parts in api/app.py and
+api/events.py): paths, types, HEAD, ETags, security headers, the root redirect, what the token
+guards, the event websocket's subprotocol token, `yurt server` and a client agent (`--servers`,
+the event socket relayed) serving the UI, and the event streams' pacing (layer 2: a real agent
+on a real socket, the real clock; the cluster's are real processes over a real etcd; the pacer
+itself is layer 0)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Each is started as its own process group in a private temporary directory, asked for children
 the way its users ask (yurt: a job through its HTTP API; supervisord: XML-RPC; circus: its
 ZeroMQ client; the floors: one line on stdin), and killed with its whole group at the end.
-Nothing here counts children: bench_peers.py does that from /proc, the same way for all.
+Nothing here counts children: scripts/bench_peers.py does that from /proc, the same way for all.
 """
 
 from __future__ import annotations
