@@ -17,7 +17,6 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     periodic.py     /v1/job/<id>/{periodic/force,dispatch}
     deployments.py  /v1/deployments, /v1/deployment/<id>, /v1/job/<id>/deployment[s] (none yet)
     allocations.py  /v1/allocations, /v1/allocation/<id>[/stop]
-    allocresources.py an allocation's AllocatedResources
     client.py       /v1/client/allocation/<id>/{stats,restart,signal,gc}, /v1/client/{gc,stats}
     logs.py         /v1/client/fs/logs/<alloc> (FramedLogResponse)
     nodes.py        /v1/nodes, /v1/node/<id>[/allocations|/eligibility|/drain|/purge|

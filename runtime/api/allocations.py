@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yurt.runtime.api.allocresources import alloc_json, allocated_resources
+from yurt.runtime.structs.allocresources import alloc_json, allocated_resources
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace
 from yurt.runtime.api.request import ApiError, json_response, query_bool

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime import __version__
-from yurt.runtime.api.allocresources import alloc_json
+from yurt.runtime.structs.allocresources import alloc_json
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response, query_bool
 from yurt.runtime.server.dispatch import is_template

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from yurt.runtime import __version__
-from yurt.runtime.api.allocresources import alloc_json
+from yurt.runtime.structs.allocresources import alloc_json
 from yurt.runtime.api.app import FrontRoute
 from yurt.runtime.api.nodes import node_stub
 from yurt.runtime.api.request import (
