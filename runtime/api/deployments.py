@@ -72,7 +72,7 @@ def find_deployment(server: LocalServer, prefix: str) -> Deployment | None:
 
 async def deployments(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
-    found = [d for d in _sorted(list(ctx.agent.server.deployments.values()))
+    found = [d for d in _sorted(list(ctx.server.deployments.values()))
              if d.id.startswith(prefix) and in_namespace(request, d.namespace)]
     if query_bool(request, "reverse"):
         found.reverse()
@@ -80,14 +80,14 @@ async def deployments(ctx: Context, request: Request) -> Response:
 
 
 async def deployment(ctx: Context, request: Request) -> Response:
-    d = find_deployment(ctx.agent.server, request.path_params["id"])
+    d = find_deployment(ctx.server, request.path_params["id"])
     if d is None or not in_namespace(request, d.namespace):
         raise ApiError(404, "deployment not found")
     return json_response(d)
 
 
 async def deployment_allocations(ctx: Context, request: Request) -> Response:
-    server = ctx.agent.server
+    server = ctx.server
     d = find_deployment(server, request.path_params["id"])
     if d is None:
         return json_response([])
@@ -96,7 +96,7 @@ async def deployment_allocations(ctx: Context, request: Request) -> Response:
 
 
 def _of_job(ctx: Context, request: Request) -> list[Deployment]:
-    server = ctx.agent.server
+    server = ctx.server
     job_id = request.path_params["job_id"]
     namespace = request_namespace(request)
     job = server.jobs.get(job_id)
@@ -158,7 +158,7 @@ def _answer(outcome: watcher.Outcome) -> Response:
 
 async def fail(ctx: Context, request: Request) -> Response:
     deployment_id, _ = await _request(request, with_body=False)
-    server = ctx.agent.server
+    server = ctx.server
     async with server._lock:
         d = _active(server, deployment_id, "can't fail terminal deployment")
         rollback = any(s.auto_revert for s in d.task_groups.values())
@@ -168,7 +168,7 @@ async def fail(ctx: Context, request: Request) -> Response:
 async def pause(ctx: Context, request: Request) -> Response:
     deployment_id, body = await _request(request)
     want = body_field(body, "Pause", bool, False)
-    server = ctx.agent.server
+    server = ctx.server
     async with server._lock:
         d = _active(server, deployment_id, "can't pause terminal deployment" if want
                     else "can't resume terminal deployment")
@@ -187,7 +187,7 @@ async def promote(ctx: Context, request: Request) -> Response:
     deployment_id, body = await _request(request)
     every = body_field(body, "All", bool, False)
     groups = body_field(body, "Groups", list, []) or []
-    server = ctx.agent.server
+    server = ctx.server
     async with server._lock:
         d = _active(server, deployment_id, "can't promote terminal deployment")
         try:
@@ -200,7 +200,7 @@ async def promote(ctx: Context, request: Request) -> Response:
 
 async def unblock(ctx: Context, request: Request) -> Response:
     deployment_id, _ = await _request(request)
-    server = ctx.agent.server
+    server = ctx.server
     async with server._lock:
         # Only a multiregion deployment is ever blocked: on one node, none is.
         _active(server, deployment_id, "can't unblock terminal deployment")
@@ -212,7 +212,7 @@ async def allocation_health(ctx: Context, request: Request) -> Response:
     healthy_ids = [str(i) for i in body_field(body, "HealthyAllocationIDs", list, []) or []]
     unhealthy_ids = [str(i) for i in body_field(body, "UnhealthyAllocationIDs", list, [])
                      or []]
-    server = ctx.agent.server
+    server = ctx.server
     async with server._lock:
         d = _active(server, deployment_id,
                     "can't set health of allocations for a terminal deployment")
