@@ -38,6 +38,7 @@ import msgspec
 import trio
 
 from yurt.runtime.structs import Allocation, Job, Node, TaskEvent
+from yurt.runtime.structs.allocresources import alloc_json
 from yurt.runtime.structs.update import Deployment
 
 _encoder = msgspec.json.Encoder()
@@ -292,10 +293,6 @@ def _wire(event: Event) -> Event:
     alloc = event.payload.get("Allocation")
     if event.topic != "Allocation" or not isinstance(alloc, Allocation):
         return event
-    # Imported here: the API package loads the web stack, which `yurt run` (a reader of this
-    # module) needs only once it encodes an allocation; in the agent it is loaded already.
-    from yurt.runtime.api.allocresources import alloc_json
-
     return msgspec.structs.replace(event, payload={**event.payload,
                                                    "Allocation": alloc_json(alloc)})
 

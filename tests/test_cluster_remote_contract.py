@@ -1,4 +1,4 @@
-"""`RemoteServer` against the real node RPC (runtime/server/cluster/routes.py over a leading
+"""`RemoteServer` against the real node RPC (runtime/api/noderpc.py over a leading
 `ClusterServer` and the in-memory etcd), on a loopback port with the real clock (layer 2):
 the two sides agree on paths, field names, the secret and the blocking query: a node
 registers, heartbeats, pulls (nothing yet), sends its changes, and a stranger's secret is
@@ -19,11 +19,11 @@ from starlette.routing import Route
 
 from tests.cluster_remote_fake import serve_app
 from tests.runtime_support import eventually
+from yurt.runtime.api.noderpc import routes
 from yurt.runtime.client.fingerprint import fingerprint_node
 from yurt.runtime.client.remote import NodeRPCError, RemoteServer
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.cluster.etcd.memkv import MemoryKV
-from yurt.runtime.server.cluster.routes import routes
 from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.server.state.etcd import ClusterStore
 from yurt.runtime.structs import DriverInfo

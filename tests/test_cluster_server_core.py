@@ -37,6 +37,7 @@ from yurt.runtime.structs import (
     Task,
     TaskGroup,
 )
+from yurt.runtime.structs.update import UpdateStrategy
 
 PREFIX = b"/yurt/"
 
@@ -471,4 +472,51 @@ async def test_a_purged_jobs_allocations_wake_their_node(autojump_clock: object)
         late = ClusterServer(EventBroker(), ClusterStore(kv, PREFIX), kv, PREFIX)
         await late.load()
         assert late.node_alloc_index("n1") > seen[s1]
+        nursery.cancel_scope.cancel()
+
+
+def canaried(version: str) -> Job:
+    """One allocation, updated through one canary that waits to be promoted."""
+    return Job(id="web", name="web", datacenters=["dc1"], task_groups=[TaskGroup(
+        name="g", count=1, update=UpdateStrategy(canary=1, max_parallel=1),
+        tasks=[Task(name="t", driver="mock_driver", env={"V": version},
+                    resources=Resources(cpu=400, memory=64))])])
+
+
+async def test_a_promote_that_meets_a_write_conflict_is_retried(
+        autojump_clock: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another server commits while a promote is being committed: the promote is made
+    again on the view that caught up, as every write of a cluster server is, instead of
+    failing the user's request."""
+    async with servers(2) as (s1, s2), trio.open_nursery() as nursery:
+        nursery.start_soon(s2.lead)
+        await s1.register_node(node("n1"), "secret")
+        await s1.register_job(canaried("1"))
+        await settle(s1, s2)  # placed: the next version is a canary's
+        await s1.register_job(canaried("2"))
+        await settle(s1, s2)
+        (d,) = [d for d in s1.deployments.values() if d.job_version == 1]
+        (canary,) = d.task_groups["g"].placed_canaries
+        await s1.set_alloc_health(d.id, [canary], [])
+        await settle(s1, s2)
+        assert not s1.deployments[d.id].task_groups["g"].promoted
+        real = s1.cluster_store.save
+        conflicts = 0
+
+        async def save(*args: Any, **kwargs: Any) -> None:
+            nonlocal conflicts
+            if conflicts == 0:
+                conflicts += 1
+                await s2.register_job(sized("other", 0))  # moves the counter meanwhile
+            await real(*args, **kwargs)
+
+        monkeypatch.setattr(s1.cluster_store, "save", save)
+        outcome = await s1.promote_deployment(d.id, None)
+        await settle(s1, s2)
+        assert conflicts == 1
+        assert outcome.eval is not None
+        assert s1.evals[outcome.eval.id].deployment_id == d.id
+        for server in (s1, s2):
+            assert server.deployments[d.id].task_groups["g"].promoted
+            assert "other" in server.jobs
         nursery.cancel_scope.cancel()

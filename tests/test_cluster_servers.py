@@ -203,14 +203,14 @@ async def test_with_etcd_gone_writes_answer_503_and_reads_still_answer(
     ("0.0.0.0:4646", "names every interface"),
 ])
 def test_a_node_address_is_exactly_host_and_port(addr: str, why: str) -> None:
-    from yurt.runtime.server.cluster.routes import parse_http_addr
+    from yurt.runtime.api.noderpc import parse_http_addr
 
     with pytest.raises(ValueError, match=why):
         parse_http_addr(addr)
 
 
 def test_a_node_address_parses() -> None:
-    from yurt.runtime.server.cluster.routes import parse_http_addr
+    from yurt.runtime.api.noderpc import parse_http_addr
 
     assert parse_http_addr("10.0.0.1:4646") == ("10.0.0.1", 4646)
     assert parse_http_addr("[::1]:4646") == ("::1", 4646)
@@ -220,14 +220,14 @@ def test_a_node_address_parses() -> None:
 @pytest.mark.parametrize("raw", [b"", b"[]", b'{"Node": {"ID": "n1"}}',
                                  b'{"Node": 3, "SecretID": "s"}', b'{"SecretID": "s"}'])
 def test_a_bad_register_body_is_refused_with_its_reason(raw: bytes) -> None:
-    from yurt.runtime.server.cluster.routes import decode_register
+    from yurt.runtime.api.noderpc import decode_register
 
     with pytest.raises(ValueError, match=r"^bad register body: "):
         decode_register(raw)
 
 
 def test_node_rpc_bodies_decode_in_one_pass() -> None:
-    from yurt.runtime.server.cluster.routes import decode_register, decode_update
+    from yurt.runtime.api.noderpc import decode_register, decode_update
 
     node, secret = decode_register(b'{"Node": {"ID": "n1", "Name": "a"}, "SecretID": "s"}')
     assert (node.id, node.name, secret) == ("n1", "a", "s")

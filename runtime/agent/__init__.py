@@ -1,9 +1,12 @@
-"""The composition roots: what `yurt agent`, `yurt run` and client mode wire together.
+"""The composition roots: what `yurt agent`, `yurt server`, `yurt run` and client mode wire
+together.
 
 Nomad's `command/agent`. Each root builds the parts of the other rooms (a server from
-`server/`, a client from `client/`, the API from `api/`) and owns the nursery they run in:
+`server/`, a client from `client/`, the API from `api/`, which sees the root through its
+`AgentView` protocol) and owns the nursery they run in:
 
     agent.py           `Agent`: the embedded server, the client, the API, gc, devices
+    serverproc.py      `ServerProcess`: `yurt server`, a cluster's server and its API
     config.py          the agent's TOML config file and its checks
     log.py             the agent's structured log (one line per event, fields from lib/logfields)
     heap.py            freezing the long-lived heap after start-up (gc pauses stay short)

@@ -22,6 +22,15 @@ templates reading Nomad services or variables fail with a clear error, service r
 are not sent, workload identities are signed with a key of the agent's own
 (`<data-dir>/identity`).
 
+The API (runtime/api/) sees the agent through `AgentView` (runtime/api/view.py), which
+`Agent` implements structurally and the API never imports: `server` is what every route may
+read of a server (the embedded one, or in client mode `RemoteServer`), `server_state` the
+embedded server the server routes answer from (None in client mode, where the routes that
+need it are forwarded: the agent hands the API that forward, `ClientModeMiddleware`),
+`client_side` the agent itself (its client, restore, collector, devices, identity key, node
+control), `object_store()` the embedded server's namespaces and variables, opened on first
+use. A `yurt server` process is the other implementation (serverproc.py).
+
 Start: the API binds first, so a restarted agent answers at once (`/v1/agent/self`; every
 other request waits for `ready`); behind it the server loads its state and the client restores
 every allocation the state DB knows (running tasks are re-attached, terminal ones queued for
@@ -46,8 +55,9 @@ import importlib
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, cast, final
+from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import trio
 
@@ -85,6 +95,7 @@ if TYPE_CHECKING:
     from yurt.runtime.server import Server
     from yurt.runtime.server.local import LocalServer
     from yurt.runtime.server.nodestate import NodeControl
+    from yurt.runtime.server.state.objects_sqlite import Objects
     from yurt.runtime.server.workload_keys import WorkloadSigner
     from yurt.store.protocol import StateDB
     from yurt.store.sqlite import SQLiteStateDB
@@ -168,8 +179,13 @@ class Agent:
         self.broker = EventBroker()
         self.started_at = time.time()
         self.node: Node
-        self.server: LocalServer
-        #: In client mode, the servers (and `server` is this same object: see `_open_remote`).
+        #: The server the client side syncs with: the embedded one, or in client mode the
+        #: servers (`remote`, this same object: see `_open_remote`).
+        self.server: LocalServer | RemoteServer
+        #: The embedded server, whose state the API's server routes answer from; None in
+        #: client mode, which forwards those routes (runtime/agent/clientmode.py).
+        self.server_state: LocalServer | None = None
+        #: In client mode, the servers.
         self.remote: RemoteServer | None = None
         #: In client mode, where the API sends the servers' routes (runtime/agent/proxy.py).
         self.proxy: ServerProxy | None = None
@@ -200,9 +216,34 @@ class Agent:
         self._alloc_events = AllocEvents()  # which allocation updates deserve a log line
         #: Device group → (instances, healthy ones) as last logged.
         self._devices_logged: dict[str, tuple[int, int]] = {}
+        self._objects: Objects | None = None
+        self._objects_opening = trio.Lock()
 
     def stop(self) -> None:
         self._stop.set()
+
+    # ------------------------------------------------------------------ the API's view
+
+    @property
+    def client_side(self) -> Agent:
+        """The agent is its own client side (runtime/api/view.py `ClientSide`): its client,
+        restore, collector, devices, identity key and node control."""
+        return self
+
+    async def object_store(self) -> Objects:
+        """The embedded server's namespaces and variables, opened on first use: the store's
+        module, and the cryptography it carries, load behind the API, not before it binds
+        (tests/test_import_weight.py). A client-only agent keeps none (its API forwards
+        those routes, its templates say so: runtime/agent/clientmode.py)."""
+        from yurt.runtime.server.state.objects_sqlite import ObjectStore
+
+        async with self._objects_opening:
+            if self._objects is None:
+                if self.server_state is None:
+                    raise RuntimeError("a client-only agent keeps no namespaces or variables")
+                self._objects = await ObjectStore.open(self.config.data_dir / "server",
+                                                       self.server_state)
+            return self._objects
 
     async def state_failure(self) -> str | None:
         """Why the agent refuses new work (its state DB was deleted), or None."""
@@ -334,6 +375,12 @@ class Agent:
         """Run until `stop()`; `task_status.started` gets the API's address."""
         from yurt.runtime.api import serve_api  # the HTTP stack loads only for the daemon
 
+        forward = None
+        if self.config.servers:  # client mode: the servers' routes go to a server
+            from yurt.runtime.agent.clientmode import ClientModeMiddleware
+
+            forward = partial(ClientModeMiddleware, agent=self)
+
         data = self.config.data_dir
         # Before anything is opened: trio holds a pidfd and the log pumps four FIFO ends per
         # task, and running out of descriptors fails starts (see fingerprint.py).
@@ -353,7 +400,7 @@ class Agent:
         async def serve(*, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
                         ) -> None:
             with api_scope:
-                await serve_api(self, stop_api, task_status=task_status)
+                await serve_api(self, stop_api, forward=forward, task_status=task_status)
 
         error: Exception | None = None
         async with trio.open_nursery() as front:
@@ -421,6 +468,7 @@ class Agent:
                     self.db = db
                     template_data: TemplateData
                     catalogue: Catalogue
+                    local: LocalServer | None = None
                     if client_mode:
                         from yurt.runtime.agent.clientmode import (
                             ClientTemplateData,
@@ -431,18 +479,19 @@ class Agent:
                     else:
                         assert store is not None
                         # One index space: the server numbers every event.
-                        self.server = LocalServer(self.node, self.broker, store,
-                                                  owns_events=True, reschedule=True)
-                        await self.server.load()
+                        local = LocalServer(self.node, self.broker, store, owns_events=True,
+                                            reschedule=True)
+                        self.server = self.server_state = local
+                        await local.load()
                         # Indexes kept outside server.db are observed before any new one.
                         from yurt.runtime.server import schedconfig
-                        await schedconfig.attach(self.server, data / "server")
+                        await schedconfig.attach(local, data / "server")
                         from yurt.runtime.server.nodestate import NodeControl  # node drain
-                        self.node_control = NodeControl(self.server,
+                        self.node_control = NodeControl(local,
                                                         data / "server" / "node-state.json")
                         await self.node_control.load()
-                        template_data = AgentTemplateData(self, self.server.services.query)
-                        catalogue = self.server.services
+                        template_data = AgentTemplateData(self, local.services.query)
+                        catalogue = local.services
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
                                               on_acknowledged=lambda: self.gc.wake())
@@ -474,17 +523,17 @@ class Agent:
                             # Registers, heartbeats and pulls; what was restored runs on
                             # whether or not a server answers.
                             await nursery.start(self.remote.run)
-                        else:
+                        elif local is not None:
                             # Pending evaluations left by an earlier agent, then blocked
                             # ones retried as capacity frees up.
-                            await nursery.start(self.server.run)
+                            await nursery.start(local.run)
                         await nursery.start(self.gc.run)
-                        if self.remote is None:
+                        if local is not None:
                             await nursery.start(self.node_control.run)
-                            await nursery.start(PeriodicDispatcher(self.server).run)
+                            await nursery.start(PeriodicDispatcher(local).run)
                         nursery.start_soon(self._watch_server, self.server)
-                        if self.remote is None:
-                            await self.server.number_node()  # registered before ready
+                        if local is not None:
+                            await local.number_node()  # registered before ready
                         self._node_published = True
                         self.ready.set()
                         self.restoring.serving.set()
@@ -516,13 +565,12 @@ class Agent:
         secret = await trio.to_thread.run_sync(load_or_create_secret, self.config.data_dir)
         # A cluster with a token admits only nodes that know it: the agent's own token.
         remote = RemoteServer(self.node, self.config.servers, secret, token=self.config.token)
-        self.remote = remote
+        self.server = self.remote = remote
         self.proxy = ServerProxy(remote, max_body=MAX_BODY)
-        # The API's handlers are typed against the embedded server. In client mode
-        # `ClientModeMiddleware` (runtime/agent/clientmode.py) forwards every route that
-        # needs more of it than `RemoteServer` has (`allocs`, `allocs_for_node`,
-        # `visible_index`, `changed`, `node_updated`) to a server before any handler runs.
-        self.server = cast("LocalServer", remote)
+        # No `server_state`: `ClientModeMiddleware` (runtime/agent/clientmode.py) forwards
+        # every route that needs more of a server than `RemoteServer` has (the API's
+        # `ServerView`: `allocs`, `allocs_for_node`, `visible_index`, `changed`) to a
+        # server before any handler runs.
         return remote
 
     async def _restore(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 import trio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from yurt.runtime.agent.templatedata import IndexedServer
 from yurt.runtime.api.ui import is_ui_path
 from yurt.runtime.gotemplate.parse import TemplateError
 from yurt.runtime.structs.noderpc import FORWARDED_HEADER
@@ -36,7 +37,7 @@ from yurt.runtime.structs.variables import Variable, VariableMetadata
 _FORWARDED: Final = FORWARDED_HEADER.lower().encode()
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent.agent import Agent
+    from yurt.runtime.agent.proxy import ServerProxy
 
 log = logging.getLogger("yurt.cluster.clientmode")
 
@@ -61,11 +62,23 @@ def alloc_ref(path: str) -> str | None:
     return None
 
 
+class ForwardingAgent(Protocol):
+    """What the middleware reads of the agent (agent.py `Agent`); and its `client`, once the
+    agent made it behind the API (`_elsewhere`)."""
+
+    @property
+    def ready(self) -> trio.Event: ...
+    @property
+    def proxy(self) -> ServerProxy | None:
+        """Where the servers' routes go; made with the agent's parts, by `ready`."""
+        ...
+
+
 @final
 class ClientModeMiddleware:
     """Node-local routes to the agent's app; every other one to the servers (see above)."""
 
-    def __init__(self, app: ASGIApp, agent: Agent) -> None:
+    def __init__(self, app: ASGIApp, agent: ForwardingAgent) -> None:
         self.app = app
         self.agent = agent
 
@@ -83,7 +96,7 @@ class ClientModeMiddleware:
 
     def _elsewhere(self, scope: Scope) -> bool:
         """Whether a node-local route is about an allocation another node runs: the server
-        forwards it there (runtime/server/cluster/routes.py), so any agent answers for any
+        forwards it there (runtime/api/noderpc.py `to_node`), so any agent answers for any
         allocation, as Nomad's do."""
         ref = alloc_ref(scope.get("path", ""))
         client = getattr(self.agent, "client", None)
@@ -94,21 +107,11 @@ class ClientModeMiddleware:
         return not any(alloc_id.startswith(ref) for alloc_id in client.runners)
 
 
-class Indexed(Protocol):
-    """What `ClientTemplateData` needs of the remote server: its index and change event."""
-
-    @property
-    def visible_index(self) -> int: ...
-
-    @property
-    def changed(self) -> trio.Event: ...
-
-
 @final
 class ClientTemplateData:
     """`TemplateData` for a client-only agent: no services, no variables (see the header)."""
 
-    def __init__(self, server: Indexed) -> None:
+    def __init__(self, server: IndexedServer) -> None:
         self._server = server
 
     async def services(self, namespace: str, name: str) -> list[ServiceRegistration]:

@@ -1,6 +1,7 @@
 """`TemplateData` over the agent's own server: Nomad Variables from its object store (the
-same table `/v1/var` writes), services from the catalogue when one is plugged in, and the
-server's one change counter (`LocalServer.visible_index`, woken through `changed`).
+same table `/v1/var` writes, agent.py `Agent.object_store`), services from the catalogue when
+one is plugged in, and the server's one change counter (`LocalServer.visible_index`, woken
+through `changed`).
 
 The service catalogue is another part of the agent: `catalogue(namespace, name)` is any
 callable that lists registrations (name None: all of the namespace). Until one is given,
@@ -15,7 +16,7 @@ new index, so the tasks woken by one change that read the same variable share on
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 import trio
 
@@ -23,14 +24,31 @@ from yurt.runtime.structs.service import ServiceRegistration
 from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent.agent import Agent
+    from yurt.runtime.server.state.objects_sqlite import Objects
 
 Catalogue = Callable[[str, str | None], Awaitable[list[ServiceRegistration]]]
 
 
+class IndexedServer(Protocol):
+    """The server's change counter and the event its changes set."""
+
+    @property
+    def visible_index(self) -> int: ...
+    @property
+    def changed(self) -> trio.Event: ...
+
+
+class VariableSource(Protocol):
+    """What templates read of the agent (agent.py `Agent`): its server's index, its store."""
+
+    @property
+    def server(self) -> IndexedServer: ...
+    async def object_store(self) -> Objects: ...
+
+
 @final
 class AgentTemplateData:
-    def __init__(self, agent: Agent, catalogue: Catalogue | None = None) -> None:
+    def __init__(self, agent: VariableSource, catalogue: Catalogue | None = None) -> None:
         self._agent = agent
         self.catalogue = catalogue
         self._cache_index = -1
@@ -60,19 +78,15 @@ class AgentTemplateData:
         return await self.catalogue(namespace, None)
 
     async def variable(self, namespace: str, path: str) -> Variable | None:
-        from yurt.runtime.api.namespaces import object_store  # the API opens it lazily too
-
         async def read() -> Variable | None:
-            return await (await object_store(self._agent)).variable(namespace, path)
+            return await (await self._agent.object_store()).variable(namespace, path)
 
         found: Variable | None = await self._cached(("var", namespace, path), read)
         return found
 
     async def variable_list(self, namespace: str, prefix: str) -> list[VariableMetadata]:
-        from yurt.runtime.api.namespaces import object_store
-
         async def read() -> list[VariableMetadata]:
-            return await (await object_store(self._agent)).variables(namespace, prefix)
+            return await (await self._agent.object_store()).variables(namespace, prefix)
 
         found: list[VariableMetadata] = await self._cached(("list", namespace, prefix), read)
         return list(found)

@@ -1,15 +1,19 @@
 """The HTTP API: Nomad's paths and JSON shapes, served by hypercorn's trio worker.
 
-Starlette routes requests to small handlers that call the agent's parts (server, client,
-garbage collector, event broker); every body is encoded with msgspec in Nomad's field names, so
+Starlette routes requests to small handlers that call the parts of the process they answer for
+(view.py `AgentView`: its server, its client side, the event broker, the object store); that
+process is `yurt agent` (runtime/agent/agent.py) or `yurt server` (runtime/agent/serverproc.py),
+which build this API and hand it what only they know; nothing here imports them (the layers:
+tests/test_layers.py). Every body is encoded with msgspec in Nomad's field names, so
 Nomad API clients (python-nomad, `curl` recipes) work unchanged. Errors are plain text with
 Nomad's status codes: 400 bad parameter, 403 missing/wrong token, 404 unknown job/alloc/node,
 405 wrong method (Starlette's router), 413 body too large, 500 anything else (a bug).
 
 One module per resource family, each a set of handlers `(ctx, request) -> Response`:
 
+    view.py         AgentView: what the handlers reach of the process (protocols)
     request.py      ApiError, json_response; body reading and its limits; query parsing
-    context.py      Context: the agent, the parse limiter, job/alloc/runner lookups
+    context.py      Context: the view, the parse limiter, job/alloc/runner lookups
     jobs.py         /v1/jobs, /v1/jobs/parse, /v1/job/<id>[/allocations]
     job_lifecycle.py /v1/job/<id>/{versions,revert,stable,summary,plan,scale}, /v1/validate/job
     evaluations.py  /v1/evaluations, /v1/evaluation/<id>[/allocations],
@@ -17,7 +21,6 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     periodic.py     /v1/job/<id>/{periodic/force,dispatch}
     deployments.py  /v1/deployments, /v1/deployment/<id>, /v1/job/<id>/deployment[s] (none yet)
     allocations.py  /v1/allocations, /v1/allocation/<id>[/stop]
-    allocresources.py an allocation's AllocatedResources
     client.py       /v1/client/allocation/<id>/{stats,restart,signal,gc}, /v1/client/{gc,stats}
     logs.py         /v1/client/fs/logs/<alloc> (FramedLogResponse)
     nodes.py        /v1/nodes, /v1/node/<id>[/allocations|/eligibility|/drain|/purge|
@@ -33,8 +36,11 @@ One module per resource family, each a set of handlers `(ctx, request) -> Respon
     namespaces.py   /v1/namespaces, /v1/namespace/<name>; ?namespace= scoping
     variables.py    /v1/vars, /v1/var/<path>
     events.py       /v1/event/stream, /v1/event/ws
+    noderpc.py      a yurt server's own routes: the node RPC (/v1/internal/...), the cluster's
+                    nodes, status and members, node-local routes forwarded to the node
     app.py          the route table, the handler wrapper (errors, Nomad's headers, blocking
-                    queries), the token middleware, serve_api
+                    queries), the token middleware, serve_api; `front` routes (noderpc.py) and
+                    a `forward` around the routes (client mode's) are handed in by the caller
     unreadbody.py   a body answered unread is dropped (or the connection closed, said so)
 
 Streams never block the agent (events.py, logs.py); every request body is untrusted and bounded

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 from starlette.requests import Request
@@ -22,9 +22,7 @@ from yurt.runtime import __version__
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.api.status import REGION, RPC_PORT, server_address
-
-if TYPE_CHECKING:
-    from yurt.runtime.agent.agent import Agent
+from yurt.runtime.api.view import AgentView
 
 #: Nomad's serf (gossip) port, the `Port` of a member.
 SERF_PORT: Final = 4648
@@ -42,10 +40,8 @@ async def agent_self(ctx: Context, request: Request) -> Response:
                    "Tags": {"build": __version__}},
         "stats": {"client": {"known_servers": ",".join(cfg.servers) or "embedded",
                              "node_id": ctx.agent.node.id,
-                             "num_allocations": str(len(ctx.agent.client.runners)
-                                                    if loaded else 0),
-                             "restoring_allocations": str(len(
-                                 ctx.agent.restoring.pending)),
+                             "num_allocations": str(len(ctx.runners()) if loaded else 0),
+                             "restoring_allocations": str(len(ctx.restoring())),
                              # "false" while the state still loads after a start
                              "state_loaded": str(loaded).lower()},
                   "runtime": {"version": __version__,
@@ -74,7 +70,7 @@ async def agent_members(ctx: Context, request: Request) -> Response:
 
 
 #: Servers set with PUT /v1/agent/servers, per agent (answered by GET until the next PUT).
-_servers: weakref.WeakKeyDictionary[Agent, list[str]] = weakref.WeakKeyDictionary()
+_servers: weakref.WeakKeyDictionary[AgentView, list[str]] = weakref.WeakKeyDictionary()
 
 
 def _with_port(address: str) -> str:

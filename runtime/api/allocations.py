@@ -13,11 +13,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yurt.runtime.api.allocresources import alloc_json, allocated_resources
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace
 from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.structs import Allocation
+from yurt.runtime.structs.allocresources import alloc_json, allocated_resources
 
 
 def alloc_stub(alloc: Allocation) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def alloc_stub(alloc: Allocation) -> dict[str, Any]:
 
 async def allocations(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
-    allocs = sorted(ctx.agent.server.allocs.values(),
+    allocs = sorted(ctx.server.allocs.values(),
                     key=lambda a: (a.create_index, a.name))
     views = [ctx.alloc_view(a.id) for a in allocs
              if a.id.startswith(prefix) and in_namespace(request, a.namespace)]
@@ -65,10 +65,10 @@ async def allocation(ctx: Context, request: Request) -> Response:
 
 async def allocation_stop(ctx: Context, request: Request) -> Response:
     alloc_id = ctx.find_alloc_id(request.path_params["id"])
-    if alloc_id not in ctx.agent.server.allocs:
+    if alloc_id not in ctx.server.allocs:
         raise ApiError(404, "alloc not found")
     try:
-        stopped, ev = await ctx.agent.server.stop_alloc_eval(alloc_id)
+        stopped, ev = await ctx.server.stop_alloc_eval(alloc_id)
     except KeyError:  # collected while this waited for the server's lock
         raise ApiError(404, "alloc not found") from None
     return json_response({"EvalID": ev.id, "Index": stopped.modify_index})

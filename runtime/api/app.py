@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import hypercorn
 import hypercorn.trio
@@ -64,10 +64,8 @@ from yurt.runtime.api.origin import CrossOriginMiddleware
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.api.stateguard import StateGuardMiddleware
 from yurt.runtime.api.unreadbody import UnreadBodyMiddleware
+from yurt.runtime.api.view import AgentView
 from yurt.runtime.errors import Unavailable
-
-if TYPE_CHECKING:
-    from yurt.runtime.agent.agent import Agent
 
 log = logging.getLogger("yurt.api")
 
@@ -77,7 +75,7 @@ MAX_BLOCKING_WAIT: Final = 600.0
 DEFAULT_BLOCKING_WAIT: Final = 300.0
 
 
-def _handler(agent: Agent, fn: Callable[[Request], Awaitable[Response]], *,
+def _handler(agent: AgentView, fn: Callable[[Request], Awaitable[Response]], *,
              blocking: bool = True, needs_state: bool = True
              ) -> Callable[[Request], Awaitable[Response]]:
     """Errors as Nomad's plain-text answers; Nomad's query headers on every answer; and
@@ -124,7 +122,7 @@ class TokenMiddleware:
         self.app = app
         self.token = token.encode()
         #: Path prefixes that authenticate otherwise (a yurt server's node RPC: the node's
-        #: SecretID, runtime/server/cluster/routes.py).
+        #: SecretID, runtime/api/noderpc.py).
         self.exempt = exempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -193,7 +191,15 @@ class FrontRoute:
     token_exempt: bool = False
 
 
-def build_app(agent: Agent, front: Sequence[FrontRoute] = ()) -> ASGIApp:
+#: What the agent puts around its routes, inside the token check: a client-only agent's
+#: forward of the servers' routes (runtime/agent/clientmode.py `ClientModeMiddleware`).
+Forward = Callable[[ASGIApp], ASGIApp]
+
+
+def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
+              forward: Forward | None = None) -> ASGIApp:
+    """The API of `agent`: `front` routes first (a yurt server's, runtime/api/noderpc.py),
+    then Nomad's; `forward` around them when given."""
     ctx = Context(agent)
 
     def h(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -316,17 +322,16 @@ def build_app(agent: Agent, front: Sequence[FrontRoute] = ()) -> ASGIApp:
     starlette = Starlette(routes=routes)
     starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect
     app: ASGIApp = StateGuardMiddleware(starlette, agent.state_failure)
-    if agent.config.servers:  # client mode: the servers' routes go to a server
-        from yurt.runtime.agent.clientmode import ClientModeMiddleware
-
-        app = ClientModeMiddleware(app, agent)
+    if forward is not None:
+        app = forward(app)
     if agent.config.token:
         app = TokenMiddleware(app, agent.config.token,
                               tuple(f.path.split("{")[0] for f in front if f.token_exempt))
     return UnreadBodyMiddleware(CrossOriginMiddleware(app))
 
 
-async def serve_api(agent: Agent, stop: trio.Event, *, front: Sequence[FrontRoute] = (),
+async def serve_api(agent: AgentView, stop: trio.Event, *, front: Sequence[FrontRoute] = (),
+                    forward: Forward | None = None,
                     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until `stop` is set; `task_status.started` gets `http://host:port`."""
     config = hypercorn.Config()
@@ -340,7 +345,7 @@ async def serve_api(agent: Agent, stop: trio.Event, *, front: Sequence[FrontRout
     config.keep_alive_max_requests = 1 << 62
 
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(_serve, build_app(agent, front), config, stop)
+        binds = await nursery.start(_serve, build_app(agent, front, forward), config, stop)
         task_status.started(binds[0])
 
 

@@ -72,16 +72,16 @@ async def alloc_signal(ctx: Context, request: Request) -> Response:
 
 async def alloc_gc(ctx: Context, request: Request) -> Response:
     alloc_id = ctx.find_alloc_id(request.path_params["id"])
-    await ctx.agent.restoring.wait(alloc_id)
-    if not await ctx.agent.gc.collect(alloc_id):
+    await ctx.wait_restored(alloc_id)
+    if not await ctx.client_side().gc.collect(alloc_id):
         raise ApiError(400, "No such allocation on client, or allocation not eligible "
                             "for GC")
     return json_response({})
 
 
 async def client_gc(ctx: Context, request: Request) -> Response:
-    await ctx.agent.restoring.wait()
-    await ctx.agent.gc.collect_all()
+    await ctx.wait_restored()
+    await ctx.client_side().gc.collect_all()
     return json_response({})
 
 
@@ -91,7 +91,7 @@ async def alloc_stats(ctx: Context, request: Request) -> Response:
     runner = await ctx.restored_runner(ctx.find_alloc_id(request.path_params["id"]))
     only = request.query_params.get("task")
     if any(r.devices for r in runner.alloc.task_resources.values()):
-        await ctx.agent.devices.refresh_stats()  # only what reserves devices asks
+        await ctx.client_side().devices.refresh_stats()  # only what reserves devices asks
     now = time.time_ns()
     moment, since_boot, mhz = time.monotonic(), uptime(), core_mhz(ctx)
     tasks: dict[str, Any] = {}
@@ -138,9 +138,9 @@ def device_stats(ctx: Context, wanted: dict[tuple[str, str, str], set[str]] | No
                  ) -> list[dict[str, Any]]:
     """Nomad's `DeviceGroupStats`: per group, the cached stats of its instances (only the
     `wanted` instances of the `wanted` groups, when given)."""
-    stats = ctx.agent.devices.stats()
+    stats = ctx.client_side().devices.stats()
     out = []
-    for group in ctx.agent.devices.all_groups():
+    for group in ctx.client_side().devices.all_groups():
         key = (group.vendor, group.type, group.name)
         if wanted is not None and key not in wanted:
             continue
@@ -154,7 +154,7 @@ def device_stats(ctx: Context, wanted: dict[tuple[str, str, str], set[str]] | No
 
 async def client_stats(ctx: Context, request: Request) -> Response:
     stats = await trio.to_thread.run_sync(host_stats, str(ctx.agent.config.data_dir))
-    await ctx.agent.devices.refresh_stats()
+    await ctx.client_side().devices.refresh_stats()
     stats["DeviceStats"] = device_stats(ctx, None)
     return json_response(stats)
 

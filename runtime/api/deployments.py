@@ -15,15 +15,16 @@ Nomad's status: Nomad's agent answers every RPC error 500, which would make a us
 look like a server fault (and every route here keeps errors below 500). An unknown deployment
 is a 404 (as GET answers it), a refusal a 400. No client depends on the 500: python-nomad
 catches these as `BaseNomadException` (400 and 404 are subclasses) and reads the text; Go's
-api package reads only the text. Every action runs under the server's lock, as one change
-(deploymentwatcher.py).
+api package reads only the text. Every action is an operation of the server
+(runtime/server/local.py `LocalServer.promote_deployment` and its siblings, deploymentwatcher.py
+runs them): one change under the server's lock, run again after a write conflict in a cluster.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -39,18 +40,7 @@ from yurt.runtime.api.request import (
 )
 from yurt.runtime.server import deploymentwatcher as watcher
 from yurt.runtime.server.deploymentbook import latest_deployment
-from yurt.runtime.server.scheduler.deployments import with_status
-from yurt.runtime.server.scheduler.reschedule import as_time
-from yurt.runtime.structs import Allocation, AllocDeploymentStatus
-from yurt.runtime.structs.update import (
-    DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
-    DEPLOYMENT_DESC_FAILED_BY_USER,
-    DEPLOYMENT_DESC_PAUSED,
-    DEPLOYMENT_DESC_RUNNING,
-    DEPLOYMENT_STATUS_PAUSED,
-    DEPLOYMENT_STATUS_RUNNING,
-    Deployment,
-)
+from yurt.runtime.structs.update import Deployment
 
 if TYPE_CHECKING:  # the server loads behind the API (the API binds first)
     from yurt.runtime.server.local import LocalServer
@@ -72,7 +62,7 @@ def find_deployment(server: LocalServer, prefix: str) -> Deployment | None:
 
 async def deployments(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
-    found = [d for d in _sorted(list(ctx.agent.server.deployments.values()))
+    found = [d for d in _sorted(list(ctx.server.deployments.values()))
              if d.id.startswith(prefix) and in_namespace(request, d.namespace)]
     if query_bool(request, "reverse"):
         found.reverse()
@@ -80,14 +70,14 @@ async def deployments(ctx: Context, request: Request) -> Response:
 
 
 async def deployment(ctx: Context, request: Request) -> Response:
-    d = find_deployment(ctx.agent.server, request.path_params["id"])
+    d = find_deployment(ctx.server, request.path_params["id"])
     if d is None or not in_namespace(request, d.namespace):
         raise ApiError(404, "deployment not found")
     return json_response(d)
 
 
 async def deployment_allocations(ctx: Context, request: Request) -> Response:
-    server = ctx.agent.server
+    server = ctx.server
     d = find_deployment(server, request.path_params["id"])
     if d is None:
         return json_response([])
@@ -96,7 +86,7 @@ async def deployment_allocations(ctx: Context, request: Request) -> Response:
 
 
 def _of_job(ctx: Context, request: Request) -> list[Deployment]:
-    server = ctx.agent.server
+    server = ctx.server
     job_id = request.path_params["job_id"]
     namespace = request_namespace(request)
     job = server.jobs.get(job_id)
@@ -139,15 +129,6 @@ async def _request(request: Request, with_body: bool = True) -> tuple[str, dict[
     return deployment_id, body
 
 
-def _active(server: LocalServer, deployment_id: str, terminal: str) -> Deployment:
-    d = server.deployments.get(deployment_id)
-    if d is None:
-        raise RpcError("deployment not found", 404)
-    if not d.active():
-        raise RpcError(terminal)
-    return d
-
-
 def _answer(outcome: watcher.Outcome) -> Response:
     return json_response({
         "EvalID": outcome.eval.id if outcome.eval else "",
@@ -156,55 +137,38 @@ def _answer(outcome: watcher.Outcome) -> Response:
         "RevertedJobVersion": outcome.reverted_version, "Index": outcome.index})
 
 
+async def _act(action: Awaitable[watcher.Outcome]) -> Response:
+    """The server's answer to an action, or its refusal as Nomad's text (see the header)."""
+    try:
+        return _answer(await action)
+    except watcher.DeploymentNotFound as e:
+        raise RpcError(str(e), 404) from None
+    except watcher.DeploymentRefused as e:
+        raise RpcError(str(e)) from None
+
+
 async def fail(ctx: Context, request: Request) -> Response:
     deployment_id, _ = await _request(request, with_body=False)
-    server = ctx.agent.server
-    async with server._lock:
-        d = _active(server, deployment_id, "can't fail terminal deployment")
-        rollback = any(s.auto_revert for s in d.task_groups.values())
-        return _answer(await watcher.fail(server, d, DEPLOYMENT_DESC_FAILED_BY_USER, rollback))
+    return await _act(ctx.server.fail_deployment(deployment_id))
 
 
 async def pause(ctx: Context, request: Request) -> Response:
     deployment_id, body = await _request(request)
     want = body_field(body, "Pause", bool, False)
-    server = ctx.agent.server
-    async with server._lock:
-        d = _active(server, deployment_id, "can't pause terminal deployment" if want
-                    else "can't resume terminal deployment")
-        now = server._clock()
-        if want:
-            index = server.take_index()
-            paused = with_status(d, DEPLOYMENT_STATUS_PAUSED, DEPLOYMENT_DESC_PAUSED, index, now)
-            await server._commit([], [], deployments=[paused])
-            return _answer(watcher.Outcome(None, index))
-        resumed = with_status(d, DEPLOYMENT_STATUS_RUNNING, DEPLOYMENT_DESC_RUNNING,
-                              server.index + 1, now)
-        return _answer(await watcher.evaluate(server, d, resumed))
+    return await _act(ctx.server.pause_deployment(deployment_id, want))
 
 
 async def promote(ctx: Context, request: Request) -> Response:
     deployment_id, body = await _request(request)
     every = body_field(body, "All", bool, False)
     groups = body_field(body, "Groups", list, []) or []
-    server = ctx.agent.server
-    async with server._lock:
-        d = _active(server, deployment_id, "can't promote terminal deployment")
-        try:
-            outcome = await watcher.apply_promotion(
-                server, d, None if every else [str(g) for g in groups])
-        except watcher.PromotionError as e:
-            raise RpcError(str(e)) from None
-        return _answer(outcome)
+    return await _act(ctx.server.promote_deployment(
+        deployment_id, None if every else [str(g) for g in groups]))
 
 
 async def unblock(ctx: Context, request: Request) -> Response:
     deployment_id, _ = await _request(request)
-    server = ctx.agent.server
-    async with server._lock:
-        # Only a multiregion deployment is ever blocked: on one node, none is.
-        _active(server, deployment_id, "can't unblock terminal deployment")
-        raise RpcError("can't unblock running deployment")
+    return await _act(ctx.server.unblock_deployment(deployment_id))
 
 
 async def allocation_health(ctx: Context, request: Request) -> Response:
@@ -212,33 +176,4 @@ async def allocation_health(ctx: Context, request: Request) -> Response:
     healthy_ids = [str(i) for i in body_field(body, "HealthyAllocationIDs", list, []) or []]
     unhealthy_ids = [str(i) for i in body_field(body, "UnhealthyAllocationIDs", list, [])
                      or []]
-    server = ctx.agent.server
-    async with server._lock:
-        d = _active(server, deployment_id,
-                    "can't set health of allocations for a terminal deployment")
-        if not healthy_ids and not unhealthy_ids:
-            raise RpcError("must specify at least one healthy/unhealthy allocation ID")
-        now = server._clock()
-        stamp = as_time(now)
-        changed: list[Allocation] = []
-        for ids, healthy in ((healthy_ids, True), (unhealthy_ids, False)):
-            for alloc_id in ids:
-                alloc = server.allocs.get(alloc_id)
-                if alloc is None:
-                    raise RpcError(f'unknown alloc "{alloc_id}"')
-                if alloc.deployment_id != d.id:
-                    raise RpcError(f'alloc "{alloc_id}" is not part of deployment "{d.id}"')
-                status = alloc.deployment_status or AllocDeploymentStatus()
-                changed.append(msgspec.structs.replace(
-                    alloc, modify_time=now, deployment_status=msgspec.structs.replace(
-                        status, healthy=healthy, timestamp=stamp,
-                        modify_index=server.index + 1)))
-        if unhealthy_ids:
-            groups = {a.task_group for a in changed if a.id in unhealthy_ids}
-            rollback = any(d.task_groups[g].auto_revert for g in groups if g in d.task_groups)
-            return _answer(await watcher.fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
-                                              rollback, "DeploymentAllocHealth", changed))
-        outcome = await watcher.evaluate(server, d, None, "DeploymentAllocHealth",
-                                         allocs=changed)
-        await watcher.auto_promote(server, d.id)
-        return _answer(outcome)
+    return await _act(ctx.server.set_alloc_health(deployment_id, healthy_ids, unhealthy_ids))

@@ -22,7 +22,7 @@ def _sorted(evals: list[Evaluation]) -> list[Evaluation]:
 
 
 def find_eval(ctx: Context, prefix: str) -> Evaluation:
-    evals = ctx.agent.server.evals
+    evals = ctx.server.evals
     if prefix in evals:
         return evals[prefix]
     matches = [e for i, e in evals.items() if i.startswith(prefix)]
@@ -38,7 +38,7 @@ async def evaluations(ctx: Context, request: Request) -> Response:
     job = request.query_params.get("job", "")
     status = request.query_params.get("status", "")
     return json_response([
-        e for e in _sorted(list(ctx.agent.server.evals.values()))
+        e for e in _sorted(list(ctx.server.evals.values()))
         if e.id.startswith(prefix) and (not job or e.job_id == job)
         and (not status or e.status == status)])
 
@@ -49,7 +49,7 @@ async def evaluation(ctx: Context, request: Request) -> Response:
 
 async def evaluation_allocations(ctx: Context, request: Request) -> Response:
     ev = find_eval(ctx, request.path_params["id"])
-    allocs = sorted((a for a in ctx.agent.server.allocs.values() if a.eval_id == ev.id),
+    allocs = sorted((a for a in ctx.server.allocs.values() if a.eval_id == ev.id),
                     key=lambda a: (a.create_index, a.name))
     return json_response([alloc_stub(ctx.alloc_view(a.id)) for a in allocs])
 
@@ -57,7 +57,7 @@ async def evaluation_allocations(ctx: Context, request: Request) -> Response:
 async def job_evaluations(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
     job_in(ctx, request, job_id)
-    return json_response(ctx.agent.server.job_evals(job_id))
+    return json_response(ctx.server.job_evals(job_id))
 
 
 async def job_evaluate(ctx: Context, request: Request) -> Response:
@@ -70,7 +70,7 @@ async def job_evaluate(ctx: Context, request: Request) -> Response:
     body_field(body, "EvalOptions", dict, {})
     job_in(ctx, request, job_id)
     try:
-        result = await ctx.agent.server.evaluate(job_id, TRIGGER_JOB_REGISTER)
+        result = await ctx.server.evaluate(job_id, TRIGGER_JOB_REGISTER)
     except ValueError as e:  # a periodic or parameterized parent
         raise ApiError(400, str(e)) from None
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,

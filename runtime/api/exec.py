@@ -137,10 +137,10 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
                   ) -> tuple[ExecDriver, str, ExecRequest]:
     """The driver, task id and request of this exec, checked in Nomad's order."""
     alloc_id = websocket.path_params["id"]
-    await ctx.agent.restoring.wait(alloc_id)
+    await ctx.wait_restored(alloc_id)
     from yurt.runtime.client.allocrunner.runner import real
 
-    runner = real(ctx.agent.client.runners.get(alloc_id))
+    runner = real(ctx.runners().get(alloc_id))
     if runner is None:
         raise _Refused(404, f'Unknown allocation "{alloc_id}"')
     if not task:

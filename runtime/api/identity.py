@@ -20,4 +20,4 @@ JWKS_PATH: Final = "/.well-known/jwks.json"
 
 
 async def jwks(ctx: Context, request: Request) -> Response:
-    return json_response(ctx.agent.workload_signer.jwks())
+    return json_response(ctx.client_side().workload_signer.jwks())

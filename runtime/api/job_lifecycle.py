@@ -58,7 +58,7 @@ def _register_answer(ctx: Context, eval_id: str, index: int, job_modify_index: i
                      warnings: str = "") -> Response:
     return json_response({"EvalID": eval_id, "EvalCreateIndex": index,
                           "JobModifyIndex": job_modify_index, "Warnings": warnings,
-                          "Index": ctx.agent.server.visible_index, **_meta})
+                          "Index": ctx.server.visible_index, **_meta})
 
 
 def _int_field(body: dict[str, Any], name: str) -> int | None:
@@ -73,13 +73,13 @@ def _int_field(body: dict[str, Any], name: str) -> int | None:
 async def versions(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
     job_in(ctx, request, job_id)
-    history = ctx.agent.server.versions.get(job_id, [])
+    history = ctx.server.versions.get(job_id, [])
     diffs = None
     if query_bool(request, "diffs"):
         # Nomad: each version's diff from the one before it; the oldest has none.
         diffs = [job_diff(older, newer) for newer, older in itertools.pairwise(history)]
     return json_response({"Versions": history, "Diffs": diffs,
-                          "Index": ctx.agent.server.visible_index, **_meta})
+                          "Index": ctx.server.visible_index, **_meta})
 
 
 async def _version_request(request: Request) -> tuple[str, dict[str, Any], int]:
@@ -98,7 +98,7 @@ async def revert(ctx: Context, request: Request) -> Response:
     job_id, body, version = await _version_request(request)
     enforce = _int_field(body, "EnforcePriorVersion")
     job_in(ctx, request, job_id)
-    target = next((v for v in ctx.agent.server.versions.get(job_id, [])
+    target = next((v for v in ctx.server.versions.get(job_id, [])
                    if v.version == version), None)
     if target is None:
         raise ApiError(400, f"job {job_id!r} at version {version} not found")
@@ -112,7 +112,7 @@ async def revert(ctx: Context, request: Request) -> Response:
         if current.version == version:
             raise ApiError(400, "can't revert to current version")
 
-    result = await ctx.agent.server.register_as(target, TRIGGER_JOB_REGISTER, check)
+    result = await ctx.server.register_as(target, TRIGGER_JOB_REGISTER, check)
     return _register_answer(ctx, result.eval_id, result.index, result.job_modify_index)
 
 
@@ -121,7 +121,7 @@ async def stable(ctx: Context, request: Request) -> Response:
     mark = body_field(body, "Stable", bool, False)
     job_in(ctx, request, job_id)
     try:
-        index = await ctx.agent.server.set_stable(job_id, version, mark)
+        index = await ctx.server.set_stable(job_id, version, mark)
     except LookupError as e:
         raise ApiError(404, str(e)) from None
     return json_response({"Index": index})
@@ -141,7 +141,7 @@ def job_summary(ctx: Context, job: Job, allocs: list[Allocation] | None = None
     """Nomad's `JobSummary`: per group, allocations by client status, and what is queued
     (waiting in a blocked evaluation). `allocs`: the job's, when the caller has them."""
     job_id = job.id
-    server = ctx.agent.server
+    server = ctx.server
     groups = {g.name: _summary_counts() for g in job.task_groups}
     by_status = {ALLOC_CLIENT_PENDING: "Starting", ALLOC_CLIENT_RUNNING: "Running",
                  ALLOC_CLIENT_COMPLETE: "Complete", ALLOC_CLIENT_FAILED: "Failed",
@@ -193,7 +193,7 @@ async def plan(ctx: Context, request: Request) -> Response:
                                    ctx.parse_limiter, filename="request", format="json")
     if job.id != job_id:
         raise ApiError(400, "Job ID does not match")
-    server = ctx.agent.server
+    server = ctx.server
     existing = server.jobs.get(job_id)
     index = server.index + 1
     candidate = server.candidate(job, index)
@@ -254,7 +254,7 @@ async def scale(ctx: Context, request: Request) -> Response:
     if previous is None:
         raise ApiError(400, f"task group {group!r} specified for scaling does not exist "
                             "in job")
-    server = ctx.agent.server
+    server = ctx.server
     if count is None:  # only a scaling event to record
         server.scaling.record(job_id, group, {
             "Time": time.time_ns(), "CreateIndex": server.visible_index, "Count": None,
@@ -283,7 +283,7 @@ async def scale(ctx: Context, request: Request) -> Response:
 
 
 def _scale_status(ctx: Context, job: Job) -> Response:
-    server = ctx.agent.server
+    server = ctx.server
     groups: dict[str, dict[str, Any]] = {}
     for group in job.task_groups:
         groups[group.name] = {"Desired": group.count, "Placed": 0, "Running": 0,

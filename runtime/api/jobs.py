@@ -43,11 +43,11 @@ def job_stub(job: Job) -> dict[str, Any]:
 async def jobs(ctx: Context, request: Request) -> Response:
     if request.method == "GET":
         prefix = request.query_params.get("prefix", "")
-        listed = sorted((j for j in ctx.agent.server.jobs.values()
+        listed = sorted((j for j in ctx.server.jobs.values()
                          if j.id.startswith(prefix) and in_namespace(request, j.namespace)),
                         key=lambda j: j.id)
         by_job: dict[str, list[Allocation]] = {j.id: [] for j in listed}
-        for alloc in ctx.agent.server.allocs.values():  # one pass, not one per job
+        for alloc in ctx.server.allocs.values():  # one pass, not one per job
             if alloc.job_id in by_job:
                 by_job[alloc.job_id].append(alloc)
         return json_response([{**job_stub(j), "JobSummary": job_summary(ctx, j, by_job[j.id])}
@@ -65,7 +65,7 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     if job_id is not None and job.id != job_id:
         raise ApiError(400, "Job ID does not match name")
     await check_register(ctx, job)
-    result = await ctx.agent.server.register_job(job)
+    result = await ctx.server.register_job(job)
     warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in
                          result.failed.items())
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
@@ -100,11 +100,11 @@ async def job_item(ctx: Context, request: Request) -> Response:
         return json_response(job_in(ctx, request, job_id))
     if request.method == "DELETE":
         job_in(ctx, request, job_id)
-        result = await ctx.agent.server.deregister_job(job_id,
+        result = await ctx.server.deregister_job(job_id,
                                                        purge=query_bool(request, "purge"))
         return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
                               "JobModifyIndex": result.job_modify_index,
-                              "Index": ctx.agent.server.visible_index})
+                              "Index": ctx.server.visible_index})
     return await register(ctx, request, job_id)
 
 
@@ -112,4 +112,4 @@ async def job_allocations(ctx: Context, request: Request) -> Response:
     job_id = request.path_params["job_id"]
     job_in(ctx, request, job_id)
     return json_response([alloc_stub(ctx.alloc_view(a.id))
-                          for a in ctx.agent.server.job_allocs(job_id)])
+                          for a in ctx.server.job_allocs(job_id)])

@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 from starlette.requests import Request
@@ -36,11 +36,9 @@ from starlette.responses import Response
 from yurt.runtime.api.client import host_stats
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import json_response
+from yurt.runtime.api.view import AgentView
 from yurt.runtime.client.taskusage import tree_usage
 from yurt.runtime.structs import is_client_terminal
-
-if TYPE_CHECKING:
-    from yurt.runtime.agent.agent import Agent
 
 Labels = dict[str, str]
 _TICKS_PER_S = float(os.sysconf("SC_CLK_TCK"))
@@ -54,7 +52,7 @@ class _Samples:
     tasks: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
 
-_previous: weakref.WeakKeyDictionary[Agent, _Samples] = weakref.WeakKeyDictionary()
+_previous: weakref.WeakKeyDictionary[AgentView, _Samples] = weakref.WeakKeyDictionary()
 
 
 def _cpu_jiffies() -> dict[str, list[int]]:
@@ -104,7 +102,7 @@ def collect(ctx: Context, host: dict[str, Any], cpus: dict[str, list[int]]
     seen: dict[tuple[str, str], tuple[float, float]] = {}
     from yurt.runtime.client.allocrunner.runner import real
 
-    for any_runner in list(agent.client.runners.values()):
+    for any_runner in list(ctx.runners().values()):
         if (runner := real(any_runner)) is None:
             continue
         view = runner.alloc_state()
@@ -162,7 +160,7 @@ def collect(ctx: Context, host: dict[str, Any], cpus: dict[str, list[int]]
     return head + gauges
 
 
-def _allocated(agent: Agent, base: Labels) -> list[tuple[str, float, Labels]]:
+def _allocated(agent: AgentView, base: Labels) -> list[tuple[str, float, Labels]]:
     """`nomad.client.{allocated,unallocated}.{cpu,memory}`: what the server's live
     allocations on this node reserve, and what is left of the node's capacity."""
     cpu = memory = 0

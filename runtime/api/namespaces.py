@@ -1,9 +1,9 @@
 """/v1/namespaces, /v1/namespace[/<name>]; and what scopes jobs by `?namespace=`.
 
-Namespaces and variables live in the server's object store
-(runtime/server/state/objects_sqlite.py), opened
-on the first request that needs it, once per agent (`object_store`): its module, and the
-cryptography it carries, load behind the API, not before it binds (tests/test_import_weight.py).
+Namespaces and variables live in the server's object store (runtime/server/state/
+objects_sqlite.py, or a cluster's in etcd), which the process opens on the first request that
+needs it (view.py `AgentView.object_store`): its module, and the cryptography it carries, load
+behind the API, not before it binds (tests/test_import_weight.py).
 
 Jobs are scoped the way Nomad scopes them: `?namespace=` (default `default`, `*` for every
 namespace on lists) filters lists, and a job looked up by ID in another namespace than its own
@@ -18,11 +18,9 @@ text; yurt keeps the text and answers 400 (404 for a namespace that does not exi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
+from typing import Any
 
 import msgspec
-import trio
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -37,35 +35,6 @@ from yurt.runtime.server.namespaces import (
     validate,
 )
 from yurt.runtime.structs import Job
-
-if TYPE_CHECKING:
-    from yurt.runtime.agent.agent import Agent
-    from yurt.runtime.server.state.objects_sqlite import Objects, ObjectStore
-
-
-class _Opening:
-    def __init__(self) -> None:
-        self.lock = trio.Lock()
-        self.store: ObjectStore | None = None
-
-
-_stores: WeakKeyDictionary[Agent, _Opening] = WeakKeyDictionary()
-
-
-async def object_store(agent: Agent) -> Objects:
-    """The agent's namespace and variable store, opened on first use (a cluster server's
-    own: in etcd, runtime/server/state/objects_etcd.py)."""
-    from yurt.runtime.server.state.objects_sqlite import ObjectStore
-
-    own: Objects | None = getattr(agent, "objects", None)
-    if own is not None:
-        return own
-    opening = _stores.setdefault(agent, _Opening())
-    async with opening.lock:
-        if opening.store is None:
-            opening.store = await ObjectStore.open(agent.config.data_dir / "server",
-                                                   agent.server)
-        return opening.store
 
 
 def request_namespace(request: Request) -> str:
@@ -89,11 +58,11 @@ def job_in(ctx: Context, request: Request, job_id: str) -> Job:
 
 async def check_register(ctx: Context, job: Job) -> None:
     """Refuse a job for a namespace that does not exist, or an ID another namespace holds."""
-    store = await object_store(ctx.agent)
+    store = await ctx.agent.object_store()
     if await store.namespace(job.namespace) is None:
         raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent namespace "
                             f"{go_quote(job.namespace)}")
-    existing = ctx.agent.server.jobs.get(job.id)
+    existing = ctx.server.jobs.get(job.id)
     if existing is not None and existing.namespace != job.namespace:
         raise ApiError(400, f"job {go_quote(job.id)} already exists in namespace "
                             f"{go_quote(existing.namespace)}")
@@ -111,7 +80,7 @@ def namespace_for_body(request: Request, body: dict[str, Any]) -> None:
 
 async def namespaces(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
-    store = await object_store(ctx.agent)
+    store = await ctx.agent.object_store()
     return json_response([ns for ns in await store.namespaces() if ns.name.startswith(prefix)])
 
 
@@ -124,7 +93,7 @@ async def namespace_item(ctx: Context, request: Request) -> Response:
     if not name:
         raise ApiError(400, "Missing Namespace Name")
     if request.method == "GET":
-        found = await (await object_store(ctx.agent)).namespace(name)
+        found = await (await ctx.agent.object_store()).namespace(name)
         if found is None:
             raise ApiError(404, "Namespace not found")
         return json_response(found)
@@ -144,17 +113,17 @@ async def _upsert(ctx: Context, request: Request, name: str | None) -> Response:
     why = validate(ns)
     if why is not None:
         raise ApiError(400, why)
-    await (await object_store(ctx.agent)).put_namespace(ns)
+    await (await ctx.agent.object_store()).put_namespace(ns)
     return Response(status_code=200)
 
 
 async def _delete(ctx: Context, name: str) -> Response:
     if name == DEFAULT_NAMESPACE:
         raise ApiError(400, "can not delete default namespace")
-    store = await object_store(ctx.agent)
+    store = await ctx.agent.object_store()
     if await store.namespace(name) is None:
         raise ApiError(404, "namespace not found")
-    server = ctx.agent.server
+    server = ctx.server
     live_jobs = any(j.namespace == name and j.status != "dead" for j in server.jobs.values())
     live_allocs = any(a.namespace == name and not a.is_terminal()
                       for a in server.allocs.values())

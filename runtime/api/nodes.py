@@ -20,11 +20,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime import __version__
-from yurt.runtime.api.allocresources import alloc_json
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response, query_bool
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.structs import TRIGGER_NODE_UPDATE, Node
+from yurt.runtime.structs.allocresources import alloc_json
 
 
 def node_stub(node: Node, *, resources: bool = False, os: bool = False) -> dict[str, Any]:
@@ -78,7 +78,7 @@ async def node_allocations(ctx: Context, request: Request) -> Response:
     node_id = request.path_params["id"]
     if not node_id or not node.id.startswith(node_id):
         return json_response([])
-    allocs = sorted(ctx.agent.server.allocs_for_node(), key=lambda a: (a.create_index, a.name))
+    allocs = sorted(ctx.server.allocs_for_node(), key=lambda a: (a.create_index, a.name))
     # Whole allocations as every other route answers them (`alloc_json`: Nomad's
     # AllocatedResources, not the stored TaskResources/AllocatedShared).
     return json_response([alloc_json(ctx.alloc_view(a.id)) for a in allocs])
@@ -97,7 +97,7 @@ async def node_eligibility(ctx: Context, request: Request) -> Response:
     if body_id and body_id != node.id:
         raise ApiError(400, f"node ID {body_id!r} in the body is not {node.id!r}")
     try:
-        index = await ctx.agent.node_control.set_eligibility(eligibility)
+        index = await ctx.client_side().node_control.set_eligibility(eligibility)
     except ValueError as e:
         raise ApiError(400, str(e)) from None
     return json_response(_update_response(index))
@@ -118,14 +118,14 @@ async def node_drain(ctx: Context, request: Request) -> Response:
         ignore_system = body_field(spec, "IgnoreSystemJobs", bool, False)
         if not -(1 << 63) <= deadline < (1 << 63):
             raise ApiError(400, '"Deadline" is out of range')
-    index = await ctx.agent.node_control.set_drain(deadline, ignore_system, mark_eligible,
-                                                   meta)
+    index = await ctx.client_side().node_control.set_drain(deadline, ignore_system,
+                                                           mark_eligible, meta)
     return json_response(_update_response(index))
 
 
 async def node_purge(ctx: Context, request: Request) -> Response:
     find_node(ctx, request.path_params["id"])
-    index = await ctx.agent.node_control.purge()
+    index = await ctx.client_side().node_control.purge()
     return json_response({"EvalIDs": None, "EvalCreateIndex": 0, "NodeModifyIndex": index,
                           "Index": index})
 
@@ -135,7 +135,7 @@ async def node_evaluate(ctx: Context, request: Request) -> Response:
     an allocation on the node, and of every job still waiting for room (a blocked evaluation);
     the answer lists them. A periodic or parameterized parent has nothing to evaluate."""
     node = find_node(ctx, request.path_params["id"])
-    server = ctx.agent.server
+    server = ctx.server
     on_node = {a.job_id for a in server.allocs_for_node() if not a.is_terminal()}
     eval_ids: list[str] = []
     for job in list(server.jobs.values()):

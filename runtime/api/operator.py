@@ -38,7 +38,7 @@ async def raft_configuration(ctx: Context, request: Request) -> Response:
     return json_response({"Servers": [{
         "ID": ctx.agent.node.id, "Node": f"{ctx.agent.node.name}.global", "Address": address,
         "Leader": True, "Voter": True, "RaftProtocol": "3"}],
-        "Index": ctx.agent.server.visible_index})
+        "Index": ctx.server.visible_index})
 
 
 def _config_path(ctx: Context) -> Path:
@@ -46,7 +46,7 @@ def _config_path(ctx: Context) -> Path:
 
 
 async def scheduler_configuration(ctx: Context, request: Request) -> Response:
-    server = ctx.agent.server
+    server = ctx.server
     if request.method == "GET":
         return json_response({"SchedulerConfig": server.scheduler_config,
                               "Index": server.scheduler_config.modify_index,
@@ -92,7 +92,7 @@ async def scheduler_configuration(ctx: Context, request: Request) -> Response:
 
 
 async def system_gc(ctx: Context, request: Request) -> Response:
-    server = ctx.agent.server
+    server = ctx.server
     for job_id, job in list(server.jobs.items()):
         allocs = server.job_allocs(job_id)
         over = job.stop or (job.type == "batch" and bool(allocs) and all(

@@ -35,7 +35,7 @@ async def periodic_force(ctx: Context, request: Request) -> Response:
     parent = job_in(ctx, request, request.path_params["job_id"])
     now = datetime.fromtimestamp(int(time.time()), UTC)
     try:
-        result = await launch(ctx.agent.server, parent, now)
+        result = await launch(ctx.server, parent, now)
     except DispatchError as e:
         raise ApiError(400, str(e)) from None
     if result.unchanged:
@@ -72,7 +72,7 @@ async def dispatch(ctx: Context, request: Request) -> Response:
     if any(c.isspace() or c in "/\0" for c in prefix) or len(prefix) > 64:
         raise ApiError(400, '"IdPrefixTemplate" must be at most 64 characters, without "/" '
                             "or white space")
-    server = ctx.agent.server
+    server = ctx.server
     parent = server.jobs.get(job_id)
     if parent is None:
         raise ApiError(404, "parameterized job not found")

@@ -49,14 +49,14 @@ def _namespace_filter(request: Request) -> Any:
 
 
 def _evals(ctx: Context) -> list[Any]:
-    evals = getattr(ctx.agent.server, "evals", None)  # the server keeps them once it can
+    evals = getattr(ctx.server, "evals", None)  # the server keeps them once it can
     return list(evals.values()) if isinstance(evals, dict) else []
 
 
 def _ids(ctx: Context, context: str, request: Request) -> Iterator[str]:
     """IDs of `context`, sorted as Nomad's indexes are (by ID)."""
     in_ns = _namespace_filter(request)
-    server = ctx.agent.server
+    server = ctx.server
     if context == "jobs":
         yield from sorted(j.id for j in server.jobs.values() if in_ns(j.namespace))
     elif context == "allocs":
@@ -103,7 +103,7 @@ async def search(ctx: Context, request: Request) -> Response:
         matches[c], truncations[c] = _first(
             (i for i in _ids(ctx, c, request) if i.startswith(prefix)), TRUNCATE_LIMIT)
     return json_response({"Matches": matches, "Truncations": truncations,
-                          "Index": ctx.agent.server.visible_index, "LastContact": 0,
+                          "Index": ctx.server.visible_index, "LastContact": 0,
                           "KnownLeader": True, "NextToken": ""})
 
 
@@ -111,7 +111,7 @@ def _fuzzy_candidates(ctx: Context, context: str, request: Request
                       ) -> Iterator[tuple[str, str, list[str]]]:
     """(context, searchable name, scope) of each object examined for `context`."""
     in_ns = _namespace_filter(request)
-    server = ctx.agent.server
+    server = ctx.server
     if context == "jobs":  # a job yields its groups, tasks and commands too
         for job in sorted((j for j in server.jobs.values() if in_ns(j.namespace)),
                           key=lambda j: j.id):
@@ -178,5 +178,5 @@ async def fuzzy(ctx: Context, request: Request) -> Response:
                    for _, name, scope in sorted(ms, key=lambda m: (m[0], len(m[1]), m[1]))]
                for c, ms in found.items()}
     return json_response({"Matches": matches, "Truncations": truncations,
-                          "Index": ctx.agent.server.visible_index, "LastContact": 0,
+                          "Index": ctx.server.visible_index, "LastContact": 0,
                           "KnownLeader": True, "NextToken": ""})

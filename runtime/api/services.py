@@ -29,7 +29,7 @@ from yurt.runtime.structs.checks import CheckQueryResult
 
 async def services(ctx: Context, request: Request) -> Response:
     namespace = request_namespace(request)
-    return json_response(ctx.agent.server.services.listing(
+    return json_response(ctx.server.services.listing(
         None if namespace == ALL_NAMESPACES else namespace))
 
 
@@ -47,7 +47,7 @@ async def service(ctx: Context, request: Request) -> Response:
         if not parts[1]:
             raise ApiError(400, "missing service id")
         try:
-            await ctx.agent.server.services.delete(parts[1])
+            await ctx.server.services.delete(parts[1])
         except KeyError:
             raise ApiError(500, "service registration not found") from None
         return Response(b"null", media_type="application/json")
@@ -55,7 +55,7 @@ async def service(ctx: Context, request: Request) -> Response:
 
 
 def _get(ctx: Context, request: Request, name: str) -> Response:
-    regs = ctx.agent.server.services.registrations(request_namespace(request), name)
+    regs = ctx.server.services.registrations(request_namespace(request), name)
     wanted = set(request.query_params.getlist("tag"))
     if wanted:
         regs = [r for r in regs if wanted <= set(r.tags)]

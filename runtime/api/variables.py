@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.namespaces import object_store, request_namespace
+from yurt.runtime.api.namespaces import request_namespace
 from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
 from yurt.runtime.server.variables import Conflict, items_error, path_error
@@ -41,7 +41,7 @@ def _conflict(conflict: Conflict) -> Response:
 async def variables(ctx: Context, request: Request) -> Response:
     namespace = request_namespace(request)
     prefix = request.query_params.get("prefix", "")
-    store = await object_store(ctx.agent)
+    store = await ctx.agent.object_store()
     return json_response(await store.variables(
         None if namespace == ALL_NAMESPACES else namespace, prefix))
 
@@ -51,7 +51,7 @@ async def variable(ctx: Context, request: Request) -> Response:
     if not path:
         raise ApiError(400, "missing variable path")
     if request.method == "GET":
-        found = await (await object_store(ctx.agent)).variable(_namespace(request), path)
+        found = await (await ctx.agent.object_store()).variable(_namespace(request), path)
         if found is None:
             raise ApiError(404, "variable not found")
         return json_response(found)
@@ -76,7 +76,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
     if why is not None:
         raise ApiError(400, why)
     cas = query_cas(request, "can not parse cas", empty_is_absent=True)
-    stored = await (await object_store(ctx.agent)).put_variable(
+    stored = await (await ctx.agent.object_store()).put_variable(
         Variable(namespace=namespace, path=path, items=items), cas)
     if isinstance(stored, Conflict):
         return _conflict(stored)
@@ -85,7 +85,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
 
 async def _delete(ctx: Context, request: Request, path: str) -> Response:
     cas = query_cas(request, "can not parse cas", empty_is_absent=True)
-    conflict = await (await object_store(ctx.agent)).delete_variable(
+    conflict = await (await ctx.agent.object_store()).delete_variable(
         _namespace(request), path, cas)
     if conflict is not None:
         return _conflict(conflict)

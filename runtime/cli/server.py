@@ -45,10 +45,13 @@ def run_server(options: ServerOptions) -> int:
 
     from yurt.runtime import __version__
     from yurt.runtime.agent.log import configure
+    from yurt.runtime.agent.serverproc import (
+        EtcdError,
+        HeartbeatConfig,
+        ServerConfig,
+        ServerProcess,
+    )
     from yurt.runtime.cli.agent import UsageError, default_data_dir, leaves, read_token_file
-    from yurt.runtime.server.cluster.etcd.client import EtcdError
-    from yurt.runtime.server.cluster.server import HeartbeatConfig
-    from yurt.runtime.server.cluster.serverproc import ServerConfig, ServerProcess
 
     try:
         urls = tuple(u.strip() for u in options.etcd.split(",") if u.strip())

@@ -21,6 +21,13 @@ lock. Every action is one commit (the deployment, its evaluation and a rollback'
 version together), so a crash leaves either the old state or the new one; a deadline that
 passed while the agent was down is acted on when it comes back, and so is health committed
 just before a crash that no evaluation saw (`catch_up`, Nomad's ModifyIndex rule).
+
+The user's actions (Nomad's Deployment.Fail, Pause, Promote, Unblock, SetAllocHealth: the
+`/v1/deployment/...` routes) are the server's operations (`LocalServer.fail_deployment` and
+its siblings), which run the functions at the end of this module under the server's lock; a
+cluster server runs them again from the top after a write conflict, as its other writes
+(runtime/server/cluster/server.py `_retrying`). A refusal is `DeploymentRefused`, with
+Nomad's text.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import msgspec
 import trio
@@ -43,10 +50,12 @@ from yurt.runtime.server.scheduler.deployments import (
     with_status,
 )
 from yurt.runtime.server.scheduler.reschedule import as_time, eligible, policy_for, unix_ns
-from yurt.runtime.structs import Allocation, Evaluation, Job
+from yurt.runtime.structs import Allocation, AllocDeploymentStatus, Evaluation, Job
 from yurt.runtime.structs.eval import EVAL_STATUS_CANCELED
 from yurt.runtime.structs.update import (
     DEPLOYMENT_DESC_FAILED_ALLOCATIONS,
+    DEPLOYMENT_DESC_FAILED_BY_USER,
+    DEPLOYMENT_DESC_PAUSED,
     DEPLOYMENT_DESC_PROGRESS_DEADLINE,
     DEPLOYMENT_DESC_RUNNING,
     DEPLOYMENT_STATUS_FAILED,
@@ -67,7 +76,15 @@ log = logging.getLogger("yurt.server.deploymentwatcher")
 TRIGGER_DEPLOYMENT_WATCHER: Final = "deployment-watcher"
 
 
-class PromotionError(Exception):
+class DeploymentRefused(Exception):
+    """A deployment action Nomad refuses; its text is Nomad's."""
+
+
+class DeploymentNotFound(DeploymentRefused):
+    """The action names no deployment the server has."""
+
+
+class PromotionError(DeploymentRefused):
     """A promotion Nomad refuses; its text is Nomad's."""
 
 
@@ -387,3 +404,89 @@ async def run_deadlines(server: LocalServer, *,
                 failing, rollback = deadline_failure(d, server.jobs.get(d.job_id))
                 if failing:
                     await fail(server, d, DEPLOYMENT_DESC_PROGRESS_DEADLINE, rollback)
+
+
+# --------------------------------------------------------------------------- the user's actions
+# Each runs under the server's lock (local.py `LocalServer.fail_deployment` and its siblings).
+
+
+def active_deployment(server: LocalServer, deployment_id: str, terminal: str) -> Deployment:
+    """The deployment, refused with `terminal` when it is no longer active."""
+    d = server.deployments.get(deployment_id)
+    if d is None:
+        raise DeploymentNotFound("deployment not found")
+    if not d.active():
+        raise DeploymentRefused(terminal)
+    return d
+
+
+async def fail_by_user(server: LocalServer, deployment_id: str) -> Outcome:
+    """Nomad's Deployment.Fail: failed by the user, rolled back when a group auto-reverts."""
+    d = active_deployment(server, deployment_id, "can't fail terminal deployment")
+    rollback = any(s.auto_revert for s in d.task_groups.values())
+    return await fail(server, d, DEPLOYMENT_DESC_FAILED_BY_USER, rollback)
+
+
+async def set_paused(server: LocalServer, deployment_id: str, pause: bool) -> Outcome:
+    """Nomad's Deployment.Pause: paused (no evaluation), or resumed with an evaluation that
+    places what the pause held back."""
+    d = active_deployment(server, deployment_id, "can't pause terminal deployment" if pause
+                          else "can't resume terminal deployment")
+    now = server._clock()
+    if pause:
+        index = server.take_index()
+        paused = with_status(d, DEPLOYMENT_STATUS_PAUSED, DEPLOYMENT_DESC_PAUSED, index, now)
+        await server._commit([], [], deployments=[paused])
+        return Outcome(None, index)
+    resumed = with_status(d, DEPLOYMENT_STATUS_RUNNING, DEPLOYMENT_DESC_RUNNING,
+                          server.index + 1, now)
+    return await evaluate(server, d, resumed)
+
+
+async def promote_by_user(server: LocalServer, deployment_id: str, groups: list[str] | None
+                          ) -> Outcome:
+    """Nomad's Deployment.Promote (`groups` None: all); PromotionError with Nomad's text."""
+    d = active_deployment(server, deployment_id, "can't promote terminal deployment")
+    return await apply_promotion(server, d, groups)
+
+
+def unblock(server: LocalServer, deployment_id: str) -> NoReturn:
+    """Nomad's Deployment.Unblock: only a multiregion deployment is ever blocked, and a yurt
+    server has one region, so an active deployment is refused too."""
+    active_deployment(server, deployment_id, "can't unblock terminal deployment")
+    raise DeploymentRefused("can't unblock running deployment")
+
+
+async def set_health(server: LocalServer, deployment_id: str, healthy_ids: list[str],
+                     unhealthy_ids: list[str]) -> Outcome:
+    """Nomad's Deployment.SetAllocHealth: the allocations' health as the user says, in one
+    change with what it decides (an evaluation, or the deployment failed when one is
+    unhealthy), then an auto-promotion if the canaries now allow it."""
+    d = active_deployment(server, deployment_id,
+                          "can't set health of allocations for a terminal deployment")
+    if not healthy_ids and not unhealthy_ids:
+        raise DeploymentRefused("must specify at least one healthy/unhealthy allocation ID")
+    now = server._clock()
+    stamp = as_time(now)
+    changed: list[Allocation] = []
+    for ids, healthy in ((healthy_ids, True), (unhealthy_ids, False)):
+        for alloc_id in ids:
+            alloc = server.allocs.get(alloc_id)
+            if alloc is None:
+                raise DeploymentRefused(f'unknown alloc "{alloc_id}"')
+            if alloc.deployment_id != d.id:
+                raise DeploymentRefused(f'alloc "{alloc_id}" is not part of deployment '
+                                        f'"{d.id}"')
+            status = alloc.deployment_status or AllocDeploymentStatus()
+            changed.append(msgspec.structs.replace(
+                alloc, modify_time=now, deployment_status=msgspec.structs.replace(
+                    status, healthy=healthy, timestamp=stamp,
+                    modify_index=server.index + 1)))
+    if unhealthy_ids:
+        groups = {a.task_group for a in changed if a.id in unhealthy_ids}
+        rollback = any(d.task_groups[g].auto_revert for g in groups if g in d.task_groups)
+        return await fail(server, d, DEPLOYMENT_DESC_FAILED_ALLOCATIONS, rollback,
+                          "DeploymentAllocHealth", changed)
+    outcome = await evaluate(server, d, None, "DeploymentAllocHealth", allocs=changed)
+    await auto_promote(server, d.id)
+    return outcome

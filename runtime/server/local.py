@@ -651,6 +651,40 @@ class LocalServer:
             plan = await self._process(ev)
             return self.allocs[alloc_id], plan.eval
 
+    # ------------------------------------------------------------------ deployments
+    # The user's actions on a deployment (deploymentwatcher.py runs them), each one change
+    # under the lock; DeploymentRefused (DeploymentNotFound, PromotionError) with Nomad's text.
+
+    async def fail_deployment(self, deployment_id: str) -> deploymentwatcher.Outcome:
+        """Nomad's Deployment.Fail."""
+        async with self._lock:
+            return await deploymentwatcher.fail_by_user(self, deployment_id)
+
+    async def pause_deployment(self, deployment_id: str, pause: bool
+                               ) -> deploymentwatcher.Outcome:
+        """Nomad's Deployment.Pause (`pause` False: resume)."""
+        async with self._lock:
+            return await deploymentwatcher.set_paused(self, deployment_id, pause)
+
+    async def promote_deployment(self, deployment_id: str, groups: list[str] | None
+                                 ) -> deploymentwatcher.Outcome:
+        """Nomad's Deployment.Promote (`groups` None: every group)."""
+        async with self._lock:
+            return await deploymentwatcher.promote_by_user(self, deployment_id, groups)
+
+    async def unblock_deployment(self, deployment_id: str) -> deploymentwatcher.Outcome:
+        """Nomad's Deployment.Unblock, which refuses every deployment here (one region):
+        it never returns."""
+        async with self._lock:
+            deploymentwatcher.unblock(self, deployment_id)
+
+    async def set_alloc_health(self, deployment_id: str, healthy_ids: list[str],
+                               unhealthy_ids: list[str]) -> deploymentwatcher.Outcome:
+        """Nomad's Deployment.SetAllocHealth."""
+        async with self._lock:
+            return await deploymentwatcher.set_health(self, deployment_id, healthy_ids,
+                                                      unhealthy_ids)
+
     def adopt(self, job: Job, allocs: list[Allocation]) -> None:
         """Take back a job and allocations an earlier `yurt run` placed (no store there)."""
         self.jobs[job.id] = job

@@ -7,7 +7,7 @@
   shared HTTP client, counting what the servers received (`yurt nodesim`); `NaiveSyncer`, the
   one-call-per-update client it is compared with. `nodesim_profile.py`: its TOML profile.
 - `network.py`: `SimNetwork`, the node RPC delivered in process with latency, message loss
-  and partitions, answering as server/cluster/routes.py does.
+  and partitions, answering as runtime/api/noderpc.py does.
 - `cluster.py`: `SimCluster`, servers over one in-memory etcd, an observer, `SimNode`s and
   the network, in one Trio run.
 - `check.py`: the invariants checked after each step and after settling.

@@ -2,11 +2,11 @@
 latency, message loss and partitions, all drawn from one seeded RNG on the trio clock.
 
 `SimNetwork.transport(node_id)` is a `NodeTransport` (runtime/client/remote.py): the real
-`RemoteServer` of a `SimNode` calls it exactly as it calls `HttpTransport`, and it answers what
-server/cluster/routes.py answers over HTTP — the same paths, the same SecretID checks, the same
-status codes (403 a wrong secret or another node's allocation, 404 an unknown node, 400 a bad
-body) and the replies encoded as JSON bytes — by calling the same `ClusterServer` methods
-(`wait_client_allocs` is the blocking pull routes.client_allocs serves).
+`RemoteServer` of a `SimNode` calls it exactly as it calls `HttpTransport`, and it answers
+what runtime/api/noderpc.py answers over HTTP — the same paths, the same SecretID checks,
+the same status codes (403 a wrong secret or another node's allocation, 404 an unknown node,
+400 a bad body) and the replies encoded as JSON bytes — by calling the same `ClusterServer`
+methods (`wait_client_allocs` is the blocking pull noderpc.client_allocs serves).
 
 One message, both ways:
 
@@ -44,9 +44,9 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
+from yurt.runtime.api.noderpc import MAX_ALLOC_WAIT, decode_register, decode_update
 from yurt.runtime.client.remote import NodeTransport
 from yurt.runtime.lib.durations import parse_duration
-from yurt.runtime.server.cluster.routes import MAX_ALLOC_WAIT, decode_register, decode_update
 from yurt.runtime.server.cluster.server import ClusterServer, NodeAuthError, UnknownNode
 from yurt.runtime.structs.noderpc import NODE_SECRET_HEADER
 
@@ -54,7 +54,7 @@ PREFIX: Final = "/v1/internal/"
 
 
 class _Refused(Exception):
-    """An answer with an error status, as server/cluster/routes.py's `_error`."""
+    """An answer with an error status, as api/noderpc.py's `_error`."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -195,8 +195,7 @@ class _Link:
 
 async def _dispatch(server: ClusterServer, method: str, path: str, content: bytes | None,
                     params: dict[str, str], secret: str, urls: list[str]) -> Any:
-    """server/cluster/routes.py's node RPC, minus HTTP: the answer's JSON-able body, or
-    `_Refused`."""
+    """api/noderpc.py's node RPC, minus HTTP: the answer's JSON-able body, or `_Refused`."""
     parts = path.removeprefix(PREFIX).split("/")
     if parts == ["node", "register"] and method in ("PUT", "POST"):
         try:

@@ -477,6 +477,27 @@ class ClusterServer(LocalServer):
         return await self._retrying(lambda: LocalServer.stop_alloc_eval(
             self, alloc_id, triggered_by=triggered_by))
 
+    # The user's deployment actions (deploymentwatcher.py). Unblock writes nothing, so it has
+    # no conflict to retry. Setting health may commit twice (the health with its evaluation,
+    # then an auto-promotion): a conflict on the second runs both again, on the view that
+    # has the first, which writes the same health and one evaluation more.
+
+    async def fail_deployment(self, deployment_id: str) -> Any:
+        return await self._retrying(lambda: LocalServer.fail_deployment(self, deployment_id))
+
+    async def pause_deployment(self, deployment_id: str, pause: bool) -> Any:
+        return await self._retrying(lambda: LocalServer.pause_deployment(self, deployment_id,
+                                                                         pause))
+
+    async def promote_deployment(self, deployment_id: str, groups: list[str] | None) -> Any:
+        return await self._retrying(lambda: LocalServer.promote_deployment(
+            self, deployment_id, groups))
+
+    async def set_alloc_health(self, deployment_id: str, healthy_ids: list[str],
+                               unhealthy_ids: list[str]) -> Any:
+        return await self._retrying(lambda: LocalServer.set_alloc_health(
+            self, deployment_id, healthy_ids, unhealthy_ids))
+
     async def update_allocs(self, batch: list[Allocation]) -> None:
         """A client's update, then the deployment watcher's decision on the health it
         carries, two commits. When the second conflicts, the retry finds the first done

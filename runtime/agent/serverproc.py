@@ -1,13 +1,21 @@
 """`yurt server`: one control-plane process of a cluster whose state lives in etcd.
 
 It serves the whole Nomad HTTP API for the cluster from its watched view (reads are never
-forwarded), the node RPC its agents call (routes.py), and campaigns for leadership: the leader
-runs the scheduler and watches node liveness (server.py). Any number of servers may run
-against one etcd; each announces itself under `<prefix>servers/<name>` with a lease, which is
-what `/v1/status/peers` and `/v1/agent/members` list.
+forwarded), the node RPC its agents call (runtime/api/noderpc.py), and campaigns for
+leadership: the leader runs the scheduler and watches node liveness
+(runtime/server/cluster/server.py). Any number of servers may run against one etcd; each
+announces itself under `<prefix>servers/<name>` with a lease, which is what
+`/v1/status/peers` and `/v1/agent/members` list.
 
-To the API it looks like an agent with no node and no client: `ServerProcess` carries the
-attributes the handlers read (runtime/api/context.py), with no allocation runners.
+A composition root, beside `Agent` (agent.py): it builds the `ClusterServer` from `server/`
+and the API from `api/`, and owns the nursery they run in. The API sees it as it sees an
+agent (runtime/api/view.py `AgentView`, implemented structurally): a server, its state and
+its object store in etcd, and no client side (`client_side` is None: it runs no allocation,
+so every allocation the API shows is the server copy). The node RPC's routes see it as a
+`ClusterProcess` (runtime/api/noderpc.py).
+
+`cli/server.py` takes what it names from here (the CLI imports no server module): the
+process, its configuration, the heartbeat settings and the etcd error it reports.
 """
 
 from __future__ import annotations
@@ -19,14 +27,12 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, final
 
 import httpx2
 import trio
 
 from yurt.runtime.agent.agent import AgentConfig
-from yurt.runtime.api.context import Context
-from yurt.runtime.client.restore import RestoreProgress
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.cluster.etcd.client import EtcdCompacted, EtcdError
 from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
@@ -35,8 +41,10 @@ from yurt.runtime.server.state.objects_etcd import ClusterObjectStore
 from yurt.runtime.structs import NODE_STATUS_DOWN, Node
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent.agent import Agent
     from yurt.runtime.server.cluster.etcd.client import EtcdClient
+    from yurt.runtime.server.state.objects_sqlite import Objects
+
+__all__ = ["EtcdError", "HeartbeatConfig", "ServerConfig", "ServerProcess"]
 
 log = logging.getLogger("yurt.server")
 
@@ -59,24 +67,18 @@ class ServerConfig:
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
 
 
-class _NoClient:
-    """A server runs no allocations: every allocation the API shows is the server copy."""
-
-    def __init__(self) -> None:
-        self.runners: dict[str, Any] = {}
-
-
+@final
 class ServerProcess:
     def __init__(self, config: ServerConfig) -> None:
         self.server_config = config
-        #: What the API's handlers read of an agent's configuration.
+        #: What the API reads of an agent's configuration (runtime/api/view.py `ApiConfig`).
         self.config = AgentConfig(data_dir=config.data_dir, bind=config.bind,
-                                        port=config.port, token=config.token,
-                                        node_name=config.name)
+                                  port=config.port, token=config.token,
+                                  node_name=config.name)
         self.broker = EventBroker()
         self.ready = trio.Event()
-        self.restoring = RestoreProgress()
-        self.client = _NoClient()
+        #: What the API answers as this process's node: a server is none, so it has the
+        #: server's name and no ID (the cluster's nodes are `server.nodes()`).
         self.node = Node(id="", name=config.name, status=NODE_STATUS_DOWN)
         self.started_at = time.time()
         self.address = ""
@@ -86,20 +88,32 @@ class ServerProcess:
         self.kv: EtcdClient
         self.node_http: httpx2.AsyncClient
         self.election: Any = None
+        #: Namespaces and variables: the cluster's, in etcd (made by `run`).
         self.objects: ClusterObjectStore | None = None
-        #: The lookups the agent's handlers share (an allocation by ID prefix, ...).
-        self.context = Context(cast("Agent", self))
-        self.node_control = None
-        self.devices = None
-        self.gc = None
-        self.workload_signer = None
 
     def stop(self) -> None:
         self._stop.set()
 
+    # ------------------------------------------------------------------ the API's view
+
+    @property
+    def server_state(self) -> ClusterServer:
+        return self.server
+
+    @property
+    def client_side(self) -> None:
+        """None: a server runs no allocations (runtime/api/view.py)."""
+        return None
+
     async def state_failure(self) -> str | None:
         await trio.lowlevel.checkpoint()
         return None
+
+    async def object_store(self) -> Objects:
+        await trio.lowlevel.checkpoint()
+        if self.objects is None:  # the API answers state routes only once `ready`
+            raise RuntimeError("the server's object store is opened by `run`")
+        return self.objects
 
     # ------------------------------------------------------------------ cluster views
 
@@ -121,14 +135,13 @@ class ServerProcess:
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
                   ) -> None:
-        from yurt.runtime.api import serve_api
-        from yurt.runtime.server.cluster import routes
+        from yurt.runtime.api import noderpc, serve_api
         from yurt.runtime.server.cluster.etcd.client import EtcdClient
         from yurt.runtime.server.state.etcd import ClusterStore
 
         self._peers: dict[str, str] = {}
         self.kv = EtcdClient(self.server_config.etcd)
-        # Forwards of node-local routes (routes.py `to_node`): no deadline past the connect,
+        # Forwards of node-local routes (noderpc.py `to_node`): no deadline past the connect,
         # a log follow lasts as long as the caller wants it.
         self.node_http = httpx2.AsyncClient(
             timeout=httpx2.Timeout(None, connect=5.0, pool=5.0),
@@ -137,15 +150,12 @@ class ServerProcess:
         store = ClusterStore(self.kv, self.prefix)
         self.server = ClusterServer(self.broker, store, self.kv, self.prefix,
                                     heartbeat=self.server_config.heartbeat)
-        # Namespaces and variables: the cluster's, in etcd (the API's `object_store`).
         self.objects = ClusterObjectStore(self.server)
         stop_api = trio.Event()
         try:
             async with trio.open_nursery() as nursery:
-                # An agent-shaped object for the API's handlers (runtime/api/context.py).
-                agent = cast("Agent", self)
-                listening = await nursery.start(partial(serve_api, agent, stop_api,
-                                                        front=routes.routes(self)))
+                listening = await nursery.start(partial(serve_api, self, stop_api,
+                                                        front=noderpc.routes(self)))
                 self.address = self.server_config.advertise or listening
                 await self.server.load()
                 await nursery.start(self.server.follow)

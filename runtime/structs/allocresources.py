@@ -10,6 +10,10 @@ the node's address, `Shared.Ports` the label → host port mappings; both null f
 no network. Per task `Networks` is null, as Nomad's is for a group network (only the long
 deprecated task-level network fills it); nor reserved cores (null).
 Derived on every answer, never stored: it cannot drift from the placement it describes.
+
+It is the allocation's wire encoding, not an API handler: the HTTP API (runtime/api/) and the
+event stream (runtime/eventstream.py `encode_record`) both answer allocations with it, so it
+sits with the structs, below both.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A `yurt server`'s own routes, in front of the Nomad API the embedded agent serves.
+"""A `yurt server`'s own routes, in front of the Nomad API (app.py `FrontRoute`).
 
 - The node RPC (`/v1/internal/...`): what `yurt agent --servers` calls — register,
   heartbeat, its allocations by blocking query, updates. Every call but register carries the
@@ -7,8 +7,13 @@
 - The cluster's answers where an agent would speak of its one node: `/v1/nodes`,
   `/v1/node/<id>[/allocations|/eligibility]`, `/v1/status/{leader,peers}`,
   `/v1/agent/members`.
-- What only a node's agent can answer (its files, logs, stats, exec: `/v1/client/...`) is a
-  501 that says where to ask.
+- What only a node's agent can answer (its files, logs, stats, GC, an allocation's restart
+  or signal: `/v1/client/...`) is forwarded to that agent (`to_node`); what has no node to
+  ask is a 501 that says where to ask.
+
+The handlers read the server process through `ClusterProcess` (runtime/agent/serverproc.py
+`ServerProcess` implements it): its `ClusterServer`, its configuration, the servers it knows,
+the leader, and the HTTP client it forwards to nodes with.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import httpx2
 import msgspec
@@ -25,8 +30,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from yurt.runtime import __version__
-from yurt.runtime.api.allocresources import alloc_json
 from yurt.runtime.api.app import FrontRoute
+from yurt.runtime.api.context import find_alloc_id
 from yurt.runtime.api.nodes import node_stub
 from yurt.runtime.api.request import (
     ApiError,
@@ -37,15 +42,38 @@ from yurt.runtime.api.request import (
     query_duration,
     query_int,
 )
-from yurt.runtime.server.cluster.server import NodeAuthError, UnknownNode
+from yurt.runtime.server.cluster.server import ClusterServer, NodeAuthError, UnknownNode
 from yurt.runtime.structs import NODE_STATUS_READY, TRIGGER_NODE_UPDATE, Allocation, Node
+from yurt.runtime.structs.allocresources import alloc_json
 from yurt.runtime.structs.noderpc import FORWARDED_HEADER, NODE_SECRET_HEADER
-
-if TYPE_CHECKING:
-    from yurt.runtime.server.cluster.serverproc import ServerProcess
 
 #: A node's blocking query for its allocations waits at most this long (Nomad's default).
 MAX_ALLOC_WAIT: Final = 300.0
+
+
+class ClusterConfig(Protocol):
+    """What the routes read of the server's configuration."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def token(self) -> str: ...
+
+
+class ClusterProcess(Protocol):
+    """The `yurt server` process the routes answer for (see the header)."""
+
+    @property
+    def server(self) -> ClusterServer: ...
+    @property
+    def server_config(self) -> ClusterConfig: ...
+    @property
+    def node_http(self) -> httpx2.AsyncClient:
+        """Forwards to nodes' agents (`to_node`)."""
+        ...
+    def server_urls(self) -> list[str]: ...
+    def leader_address(self) -> str | None: ...
+    def members(self) -> list[dict[str, Any]]: ...
 
 
 
@@ -96,7 +124,7 @@ def _secret(request: Request) -> str:
     return request.headers.get(NODE_SECRET_HEADER, "")
 
 
-async def _guarded(proc: ServerProcess, request: Request, node_id: str) -> Response | None:
+async def _guarded(proc: ClusterProcess, request: Request, node_id: str) -> Response | None:
     """None when the request carries `node_id`'s secret; else the refusal."""
     try:
         await proc.server.check_secret(node_id, _secret(request))
@@ -107,13 +135,13 @@ async def _guarded(proc: ServerProcess, request: Request, node_id: str) -> Respo
     return None
 
 
-def _ttl_reply(proc: ServerProcess, ttl: float, index: int) -> Response:
+def _ttl_reply(proc: ClusterProcess, ttl: float, index: int) -> Response:
     return JSONResponse({"HeartbeatTTL": int(ttl * 1e9), "Index": index,
                          "Servers": proc.server_urls()},
                         headers={"X-Nomad-Index": str(max(index, 1))})
 
 
-async def register(proc: ServerProcess, request: Request) -> Response:
+async def register(proc: ClusterProcess, request: Request) -> Response:
     token = proc.server_config.token
     if token and not hmac.compare_digest(request.headers.get("X-Nomad-Token", "").encode(),
                                          token.encode()):
@@ -134,7 +162,7 @@ async def register(proc: ServerProcess, request: Request) -> Response:
     return _ttl_reply(proc, ttl, index)
 
 
-async def heartbeat(proc: ServerProcess, request: Request) -> Response:
+async def heartbeat(proc: ClusterProcess, request: Request) -> Response:
     node_id = request.path_params["id"]
     try:
         ttl, index = await proc.server.node_heartbeat(node_id, _secret(request))
@@ -145,7 +173,7 @@ async def heartbeat(proc: ServerProcess, request: Request) -> Response:
     return _ttl_reply(proc, ttl, index)
 
 
-async def client_allocs(proc: ServerProcess, request: Request) -> Response:
+async def client_allocs(proc: ClusterProcess, request: Request) -> Response:
     node_id = request.path_params["id"]
     if (refused := await _guarded(proc, request, node_id)) is not None:
         return refused
@@ -159,7 +187,7 @@ async def client_allocs(proc: ServerProcess, request: Request) -> Response:
                         headers={"X-Nomad-Index": str(answer)})
 
 
-async def get_allocs(proc: ServerProcess, request: Request) -> Response:
+async def get_allocs(proc: ClusterProcess, request: Request) -> Response:
     try:
         body = await body_json(request)
         ids = body_field(body, "AllocIDs", list, [])
@@ -182,7 +210,7 @@ async def get_allocs(proc: ServerProcess, request: Request) -> Response:
     return json_response({"Allocs": found, "Index": proc.server.visible_index})
 
 
-async def update_allocs(proc: ServerProcess, request: Request) -> Response:
+async def update_allocs(proc: ClusterProcess, request: Request) -> Response:
     node_id = request.path_params["id"]
     if (refused := await _guarded(proc, request, node_id)) is not None:
         return refused
@@ -200,7 +228,7 @@ async def update_allocs(proc: ServerProcess, request: Request) -> Response:
 # --------------------------------------------------------------------------- cluster answers
 
 
-async def nodes(proc: ServerProcess, request: Request) -> Response:
+async def nodes(proc: ClusterProcess, request: Request) -> Response:
     resources, os = query_bool(request, "resources"), query_bool(request, "os")
     prefix = request.query_params.get("prefix", "")
     found = sorted((n for n in proc.server.nodes() if n.id.startswith(prefix)),
@@ -208,7 +236,7 @@ async def nodes(proc: ServerProcess, request: Request) -> Response:
     return json_response([node_stub(n, resources=resources, os=os) for n in found])
 
 
-def _find_node(proc: ServerProcess, node_id: str) -> Node:
+def _find_node(proc: ClusterProcess, node_id: str) -> Node:
     matches = [n for n in proc.server.nodes() if node_id and n.id.startswith(node_id)]
     if len(matches) == 1:
         return matches[0]
@@ -217,17 +245,17 @@ def _find_node(proc: ServerProcess, node_id: str) -> Node:
     raise ApiError(400, f"node ID prefix {node_id!r} is ambiguous")
 
 
-async def node(proc: ServerProcess, request: Request) -> Response:
+async def node(proc: ClusterProcess, request: Request) -> Response:
     return json_response(_find_node(proc, request.path_params["id"]))
 
 
-async def node_allocations(proc: ServerProcess, request: Request) -> Response:
+async def node_allocations(proc: ClusterProcess, request: Request) -> Response:
     node_id = request.path_params["id"]
     allocs = sorted(proc.server.allocs_on(node_id), key=lambda a: (a.create_index, a.name))
     return json_response([alloc_json(a) for a in allocs])  # as the agent's route answers
 
 
-async def node_eligibility(proc: ServerProcess, request: Request) -> Response:
+async def node_eligibility(proc: ClusterProcess, request: Request) -> Response:
     node = _find_node(proc, request.path_params["id"])
     body = await body_json(request)
     try:
@@ -241,7 +269,7 @@ async def node_eligibility(proc: ServerProcess, request: Request) -> Response:
                           "Index": index})
 
 
-async def node_evaluate(proc: ServerProcess, request: Request) -> Response:
+async def node_evaluate(proc: ClusterProcess, request: Request) -> Response:
     """Nomad's Node.Evaluate: a node-update evaluation of every job with an allocation on
     the node."""
     node = _find_node(proc, request.path_params["id"])
@@ -259,25 +287,25 @@ async def node_evaluate(proc: ServerProcess, request: Request) -> Response:
                           "NodeModifyIndex": node.modify_index, "Index": index})
 
 
-async def not_in_a_cluster_yet(proc: ServerProcess, request: Request) -> Response:
+async def not_in_a_cluster_yet(proc: ClusterProcess, request: Request) -> Response:
     return Response("not supported by a yurt cluster yet: node drain and purge run on a "
                     "single-node agent only", status_code=501)
 
 
-async def agent_servers(proc: ServerProcess, request: Request) -> Response:
+async def agent_servers(proc: ClusterProcess, request: Request) -> Response:
     return json_response([url.removeprefix("http://").removeprefix("https://")
                           for url in proc.server_urls()])
 
 
-async def status_leader(proc: ServerProcess, request: Request) -> Response:
+async def status_leader(proc: ClusterProcess, request: Request) -> Response:
     return json_response(proc.leader_address() or "")
 
 
-async def status_peers(proc: ServerProcess, request: Request) -> Response:
+async def status_peers(proc: ClusterProcess, request: Request) -> Response:
     return json_response(proc.server_urls())
 
 
-async def members(proc: ServerProcess, request: Request) -> Response:
+async def members(proc: ClusterProcess, request: Request) -> Response:
     servers = proc.members()
     me = proc.server_config.name
     return json_response({"ServerName": me, "ServerRegion": "global", "ServerDC": "dc1",
@@ -293,7 +321,7 @@ def _member(server: dict[str, Any]) -> dict[str, Any]:
             "Status": "alive"}
 
 
-async def only_on_nodes(proc: ServerProcess, request: Request) -> Response:
+async def only_on_nodes(proc: ClusterProcess, request: Request) -> Response:
     return Response("this is a yurt server: ask the agent running the allocation (its "
                     "address is the node's HTTPAddr in /v1/node/<id>), or name the node "
                     "with ?node_id=", status_code=501)
@@ -321,7 +349,7 @@ def parse_http_addr(addr: str) -> tuple[str, int]:
 KEPT_HEADERS: Final = ("x-nomad-token", "accept", "content-type", "origin")
 
 
-async def to_node(proc: ServerProcess, request: Request) -> Response:
+async def to_node(proc: ClusterProcess, request: Request) -> Response:
     """A node's own answer (its allocation's files, logs, stats, restart, signal; its stats
     and GC), forwarded to the agent of the node running it, streamed back unchanged, as
     Nomad's servers forward client routes to the client."""
@@ -374,13 +402,13 @@ async def to_node(proc: ServerProcess, request: Request) -> Response:
     return StreamingResponse(body(), status_code=answer.status_code, headers=kept)
 
 
-def _find_alloc(proc: ServerProcess, prefix: str) -> Allocation:
+def _find_alloc(proc: ClusterProcess, prefix: str) -> Allocation:
     """The allocation with this ID or unique ID prefix (404/400 otherwise), as the agent's
     own routes find it."""
-    return proc.server.allocs[proc.context.find_alloc_id(prefix)]
+    return proc.server.allocs[find_alloc_id(prefix, proc.server.allocs, ())]
 
 
-def routes(proc: ServerProcess) -> list[FrontRoute]:
+def routes(proc: ClusterProcess) -> list[FrontRoute]:
     def r(fn: Any) -> Any:
         return partial(fn, proc)
 
