@@ -7,7 +7,7 @@
     ├─ AllocSyncer                client views → server, Nomad's batching and priorities
     ├─ LocalServer.run            pending evaluations, blocked ones retried on capacity
     ├─ AllocGarbageCollector      terminal allocations destroyed when room is needed
-    ├─ burst freezer              the long-lived heap out of the collector's way (memory.py)
+    ├─ burst freezer              the long-lived heap out of the collector's way (heap.py)
     └─ HTTP API                   hypercorn's trio worker, Nomad's paths (runtime/api/)
 
 The embedded `LocalServer` keeps jobs, evaluations and allocations in `<data-dir>/server/server.db`.
@@ -163,7 +163,8 @@ class AgentConfig:
     #: 5 s, hypercorn's own default); five minutes keeps their pools alive and still closes
     #: connections a client abandoned.
     http_idle_timeout: float = 300.0
-    #: Dynamic ports and reserved ports (server/ports.py), as Nomad's client config has them.
+    #: Dynamic ports and reserved ports (server/scheduler/ports.py), as Nomad's client config has
+    #: them.
     min_dynamic_port: int = 20000
     max_dynamic_port: int = 32000
     reserved_ports: str = ""
@@ -383,7 +384,7 @@ class Agent:
 
         data = self.config.data_dir
         # Before anything is opened: trio holds a pidfd and the log pumps four FIFO ends per
-        # task, and running out of descriptors fails starts (see fingerprint.py).
+        # task, and running out of descriptors fails starts (see client/fingerprint.py).
         nofile = raise_nofile_limit()
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile,

@@ -21,7 +21,7 @@ Invariants and choices:
   ends the body early; the caller sees a truncated stream, as it would from the server.
 - The event websocket (`/v1/event/ws`, the web UI's live updates) is relayed: a browser's
   page can only open a socket to the agent that served it. The server's socket is opened
-  first (with the caller's token, from its header or its subprotocol, app.py), and only then
+  first (with the caller's token, from its header or its subprotocol, api/app.py), and only then
   the caller's accepted, so a refusal reaches the caller as the server's close code (1008
   for a wrong token). Messages go one way, server to caller; either side closing ends both.
   Other websockets (exec) are not forwarded: closed with 1011 and a reason.
@@ -140,7 +140,7 @@ class ServerProxy:
         query = scope.get("query_string", b"").decode("latin-1")
         target = EVENT_SOCKET + (f"?{query}" if query else "")
         # The UI's subprotocol is asked for upstream too: the server paces the UI's socket
-        # at its own interval (events.py).
+        # at its own interval (api/events.py).
         ui = UI_SUBPROTOCOL in (scope.get("subprotocols") or [])
         errors: list[str] = []
         for url in self._remote.rotation():

@@ -85,7 +85,7 @@ class Context:
         return side.restoring.pending if side is not None else _NONE_RESTORING
 
     async def wait_restored(self, alloc_id: str | None = None) -> None:
-        """Until `alloc_id` (None: every allocation) is restored (see restore.py)."""
+        """Until `alloc_id` (None: every allocation) is restored (see client/restore.py)."""
         side = self.agent.client_side
         if side is not None:
             await side.restoring.wait(alloc_id)
@@ -122,7 +122,7 @@ class Context:
         return stored.client_status if stored is not None else alloc.client_status
 
     async def restored_runner(self, alloc_id: str) -> AllocRunner:
-        """`runner`, once the allocation is restored if it still is (see restore.py)."""
+        """`runner`, once the allocation is restored if it still is (see client/restore.py)."""
         await self.wait_restored(alloc_id)
         return self.runner(alloc_id)
 

@@ -1,5 +1,6 @@
 """`/v1/deployments`, `/v1/deployment/<id>` and its actions, `/v1/job/<id>/deployment[s]`:
-the server's deployments (server/deployments.py), as Nomad lists, answers and changes them.
+the server's deployments (server/scheduler/deployments.py), as Nomad lists, answers and changes
+them.
 
 Reads: lists ordered by CreateIndex (`prefix`, `reverse`, `namespace`); a deployment by its ID
 or a unique prefix; a job's deployments (only those of its current instance unless `all`, as
@@ -16,8 +17,9 @@ look like a server fault (and every route here keeps errors below 500). An unkno
 is a 404 (as GET answers it), a refusal a 400. No client depends on the 500: python-nomad
 catches these as `BaseNomadException` (400 and 404 are subclasses) and reads the text; Go's
 api package reads only the text. Every action is an operation of the server
-(runtime/server/local.py `LocalServer.promote_deployment` and its siblings, deploymentwatcher.py
-runs them): one change under the server's lock, run again after a write conflict in a cluster.
+(runtime/server/local.py `LocalServer.promote_deployment` and its siblings;
+runtime/server/deploymentwatcher.py runs them): one change under the server's lock, run again
+after a write conflict in a cluster.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ no command 400, a task not started or not running 404), 1011 for a 500 (the comm
 start).
 
 The session is three tasks in one nursery: the reader turns frames into the driver's inputs,
-the driver runs the command (runtime.drivers.protocol `ExecDriver`), the writer sends what it
+the driver runs the command (client/drivers/protocol.py `ExecDriver`), the writer sends what it
 writes. The buffers between them are small and bounded: a client that does not read stalls
 the command's output, as a terminal would. A client that goes away (its disconnect is only
 seen by reading) cancels the session, and the driver kills and reaps the command. As in

@@ -85,7 +85,7 @@ async def node_allocations(ctx: Context, request: Request) -> Response:
 
 
 def _update_response(index: int) -> dict[str, Any]:
-    # Go's nil slice: no evaluation is created by the change itself here (see nodestate.py).
+    # Go's nil slice: no evaluation is created by the change itself here (see server/nodestate.py).
     return {"NodeModifyIndex": index, "EvalIDs": None, "EvalCreateIndex": 0, "Index": index}
 
 

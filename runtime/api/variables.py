@@ -4,7 +4,7 @@ Shapes and statuses are Nomad's (command/agent/variable_endpoint.go): lists are
 `VariableMetadata` (never items), sorted by namespace then path, `?namespace=*` for all; a read
 is the `Variable` with its items, 404 `variable not found`; a write answers the stored variable
 (200), a delete 204; `?cas=N` makes either a check-and-set on ModifyIndex, whose conflict is a
-409 carrying what is stored (objects.py and server/variables.py hold the rules).
+409 carrying what is stored (server/state/objects_sqlite.py and server/variables.py hold the rules).
 
 A write's namespace is the body's `Namespace`, else `?namespace=`, else `default`; its path is
 the URL's. The namespace need not exist: Nomad's Variables.Apply and its state store's

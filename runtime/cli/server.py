@@ -1,6 +1,6 @@
 """`yurt server`: from command-line options to a running cluster server.
 
-The same failure rules as `yurt agent` (cli_agent.py): one line on stderr for what the operator
+The same failure rules as `yurt agent` (cli/agent.py): one line on stderr for what the operator
 can fix, exit 2 for options that can never work (no etcd URL, a non-loopback bind without a
 token), 1 for an environment that fails (the port taken, etcd unreachable), 0 once stopped by
 SIGINT or SIGTERM.

@@ -134,7 +134,8 @@ class LocalServer:
         self._node_dirty = trio.Event()
         #: Its preemption switches are honoured by every evaluation (server/schedconfig.py).
         self.scheduler_config = SchedulerConfiguration()
-        #: Every job version's rollout (deployments.py), by ID; written with the commit that
+        #: Every job version's rollout (scheduler/deployments.py), by ID; written with the commit
+        #: that
         #: changes them; the watcher (deploymentwatcher.py) reacts to their allocations.
         self.deployments: dict[str, Deployment] = {}
         #: Set when a deployment changed: the watcher recomputes its progress deadlines.

@@ -5,9 +5,9 @@ devices) and the group's ephemeral disk in the job; Nomad answers the same facts
 of its `structs.AllocatedResources`: per task `Cpu`, `Memory`, `Networks`, `Devices`; the tasks'
 lifecycle hooks (`TaskLifecycles`, null for a main task); the group's `Shared` disk, networks
 and ports. The group's `network` gets its ports at placement (`Allocation.allocated_shared`,
-server/ports.py): `Shared.Networks` is the group's network with every port's host value and
-the node's address, `Shared.Ports` the label → host port mappings; both null for a group with
-no network. Per task `Networks` is null, as Nomad's is for a group network (only the long
+server/scheduler/ports.py): `Shared.Networks` is the group's network with every port's host
+value and the node's address, `Shared.Ports` the label → host port mappings; both null for a
+group with no network. Per task `Networks` is null, as Nomad's is for a group network (only the long
 deprecated task-level network fills it); nor reserved cores (null).
 Derived on every answer, never stored: it cannot drift from the placement it describes.
 
