@@ -67,6 +67,10 @@ from yurt.runtime.structs.update import (
     desc_rollback_noop,
 )
 
+# A type-only cycle inside server/, kept on purpose: these are `LocalServer`'s deployment
+# operations in a file of their own (Nomad's `nomad/deploymentwatcher` likewise works on the
+# server's state store); they run under its lock and commit through it, and nothing here
+# imports local.py at run time.
 if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
 

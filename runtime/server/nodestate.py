@@ -48,6 +48,9 @@ from yurt.runtime.structs import (
     NodeEvent,
 )
 
+# A type-only cycle inside server/, kept on purpose: node status and drains are `LocalServer`'s
+# loops in a file of their own (Nomad's `nomad/drainer` and `node_endpoint.go` work on the
+# server's state likewise); nothing here imports local.py at run time.
 if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
 

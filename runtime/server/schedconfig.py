@@ -22,6 +22,9 @@ import trio
 from yurt.runtime.server.nodestate import write_atomically
 from yurt.runtime.structs import Base
 
+# A type-only cycle inside server/, kept on purpose: the scheduler configuration's change is
+# made under `LocalServer`'s lock and index (Nomad's `operator_endpoint.go`
+# `SchedulerSetConfiguration` commits through the server's Raft); no run-time import.
 if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
 

@@ -60,6 +60,8 @@ from yurt.runtime.structs import (
     is_client_terminal,
 )
 
+# A type-only cycle inside sim/, kept on purpose: the checks read the cluster they judge, and
+# cluster.py runs them after each step; no run-time import.
 if TYPE_CHECKING:
     from yurt.runtime.sim.cluster import SimCluster
 
