@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from yurt.runtime.cli.http import Client, ConnectError, ReadTimeout
+from yurt.runtime.cli.http import AgentConnection, ConnectError, ReadTimeout
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +82,7 @@ def server() -> Iterator[str]:
 
 
 def test_requests_share_one_connection_and_encode_queries(server: str) -> None:
-    with Client(server) as client:
+    with AgentConnection(server) as client:
         first = client.get("/v1/jobs", params={"prefix": "web", "all": True})
         second = client.request("GET", "/v1/job/a b", params=[("index", 3)])
         posted = client.post("/v1/jobs", json={"Job": {"ID": "x"}})
@@ -95,14 +95,14 @@ def test_requests_share_one_connection_and_encode_queries(server: str) -> None:
 
 def test_an_idle_connection_the_server_dropped_is_replaced(server: str) -> None:
     Handler.drop_after_answer = True
-    with Client(server) as client:
+    with AgentConnection(server) as client:
         assert client.get("/one").json()["path"] == "/one"
         assert client.get("/two").json()["path"] == "/two"
     assert len(Handler.connections) == 2
 
 
 def test_a_stream_left_unread_is_never_the_next_answer(server: str) -> None:
-    with Client(server) as client:
+    with AgentConnection(server) as client:
         with client.stream("GET", "/big") as response:
             first = next(response.iter_bytes())
         assert 0 < len(first) < 200_000
@@ -115,11 +115,11 @@ def test_a_stream_left_unread_is_never_the_next_answer(server: str) -> None:
 def test_nothing_listening_is_a_connect_error() -> None:
     with socket.socket() as s:  # bound, never listening: connections are refused
         s.bind(("127.0.0.1", 0))
-        with Client(f"http://127.0.0.1:{s.getsockname()[1]}") as client, \
+        with AgentConnection(f"http://127.0.0.1:{s.getsockname()[1]}") as client, \
                 pytest.raises(ConnectError):
             client.get("/v1/jobs")
 
 
 def test_no_answer_in_time_is_a_read_timeout(server: str) -> None:
-    with Client(server, timeout=0.2) as client, pytest.raises(ReadTimeout):
+    with AgentConnection(server, timeout=0.2) as client, pytest.raises(ReadTimeout):
         client.get("/slow")

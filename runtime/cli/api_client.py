@@ -27,7 +27,7 @@ from urllib.parse import quote, urlencode
 import click
 
 from yurt.runtime.cli.http import (
-    Client,
+    AgentConnection,
     ConnectError,
     ReadTimeout,
     TransportError,
@@ -69,14 +69,14 @@ def client_token() -> str:
 
 
 @contextmanager
-def api() -> Iterator[Client]:
+def api() -> Iterator[AgentConnection]:
     """A client of the agent at `$YURT_ADDR`; an agent that cannot be reached, or a
     connection that breaks, ends the command with exit 1 (never a traceback)."""
     addr = agent_address()
     token = client_token()
     headers = {"X-Nomad-Token": token} if token else {}
     try:
-        with Client(addr, headers=headers, timeout=30) as client:
+        with AgentConnection(addr, headers=headers, timeout=30) as client:
             yield client
     except ConnectError:
         fail(f"cannot reach the agent at {addr}: is `yurt agent` running? "
@@ -98,7 +98,7 @@ def fail_on_error(response: Any) -> None:
         fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
 
 
-def call(client: Client, method: str, path: str, **kw: Any) -> Any:
+def call(client: AgentConnection, method: str, path: str, **kw: Any) -> Any:
     """The API's JSON answer (None for an empty body); an error status ends the command."""
     response = client.request(method, path, **kw)
     fail_on_error(response)
@@ -176,7 +176,7 @@ def job_list_rows(jobs: list[dict[str, Any]]) -> list[list[str]]:
 JOB_HEADER = ("ID", "Type", "Priority", "Status", "Submitted")
 
 
-def resolve_job(client: Client, prefix: str, *, kind: str = "",
+def resolve_job(client: AgentConnection, prefix: str, *, kind: str = "",
                 only: Callable[[dict[str, Any]], bool] | None = None) -> str:
     """The job ID `prefix` names, as Nomad's `JobIDByPrefix` finds it: an exact ID wins,
     else the one job whose ID starts with it. None: exit 1; several: the list, exit 2.
@@ -201,7 +201,7 @@ def resolve_job(client: Client, prefix: str, *, kind: str = "",
 FULL_ID_LENGTH = 36
 
 
-def resolve_alloc(client: Client, prefix: str) -> str:
+def resolve_alloc(client: AgentConnection, prefix: str) -> str:
     """The allocation ID `prefix` names (Nomad's rules and messages): at least two
     characters (exit 2); none found: exit 1; several: they are listed, exit 2."""
     if len(prefix) == FULL_ID_LENGTH:
@@ -311,7 +311,7 @@ def alloc_addresses(alloc: dict[str, Any]) -> str:
     return f"Allocation Addresses{mode}:\n{format_list(rows)}"
 
 
-def _only_task(client: Client, alloc_id: str, task: str | None) -> tuple[str, str]:
+def _only_task(client: AgentConnection, alloc_id: str, task: str | None) -> tuple[str, str]:
     alloc = call(client, "GET", f"/v1/allocation/{resolve_alloc(client, alloc_id)}")
     if task:
         return alloc["ID"], task

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 if TYPE_CHECKING:
-    from yurt.runtime.cli.http import Client
+    from yurt.runtime.cli.http import AgentConnection
 
 DEFAULT_TAIL_LINES: Final = 10
 BYTES_PER_LINE: Final = 120
@@ -90,7 +90,7 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
             quiet_broken_pipe()  # TransportError, so this is the reader, and that is fine
 
 
-def _job_alloc(client: Client, job_id: str) -> str:
+def _job_alloc(client: AgentConnection, job_id: str) -> str:
     """One of the job's running allocations, at random, as Nomad's `-job` picks it."""
     import random
     from urllib.parse import quote
@@ -108,7 +108,7 @@ def _job_alloc(client: Client, job_id: str) -> str:
     return random.choice(running)
 
 
-def _read(client: Client, alloc_id: str, path: str, offset: int, follow: bool
+def _read(client: AgentConnection, alloc_id: str, path: str, offset: int, follow: bool
           ) -> Iterator[bytes]:
     """The file's bytes from `offset`: plain (readat), or framed and followed (stream); an
     empty chunk marks the end of what was there when the request came (following only)."""

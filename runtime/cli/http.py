@@ -7,7 +7,7 @@ and its cost is start-up. Importing httpx2 takes about 50 ms (its models, auth, 
 about 5 ms on top of what Python has loaded anyway. The agent (checks, artifacts) keeps
 httpx2, where pooling, TLS options and async matter.
 
-What lives here: `Client` (one keep-alive connection to the agent, `request`/`get`/`post`/
+What lives here: `AgentConnection` (one keep-alive connection to the agent, `request`/`get`/`post`/
 `put`/`delete` answering a fully read `Response`, and `stream` answering one read as it
 arrives) and the transport errors, split by when they happen: `ConnectError` (nobody
 answered: the agent is not running there), `ReadTimeout`, `TransportError` (the connection
@@ -192,7 +192,7 @@ class Response:
 
 
 @final
-class Client:
+class AgentConnection:
     """Requests to one agent (`base_url`, e.g. http://127.0.0.1:4646) over one connection.
 
     Args:
@@ -213,7 +213,7 @@ class Client:
         self._conn: http.client.HTTPConnection | None = None
         self._open: Response | None = None
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> AgentConnection:
         return self
 
     def __exit__(self, *exc: object) -> None:

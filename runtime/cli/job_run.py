@@ -38,7 +38,7 @@ from yurt.runtime.cli.evalfmt import evaluation_failures, placement_failure_sect
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
-    from yurt.runtime.cli.http import Client
+    from yurt.runtime.cli.http import AgentConnection
 
 #: Evaluation statuses after which it changes no more (Nomad's monitor stops on these).
 EVAL_TERMINAL: Final = frozenset({"complete", "failed", "canceled", "cancelled"})
@@ -50,7 +50,7 @@ SETTLE_TIMEOUT: Final = 60.0
 POLL: Final = 0.25
 
 
-def _finished_eval(client: Client, eval_id: str) -> dict[str, Any]:
+def _finished_eval(client: AgentConnection, eval_id: str) -> dict[str, Any]:
     """The evaluation once terminal (or as it is after `EVAL_TIMEOUT`)."""
     from yurt.runtime.cli.api_client import call
 
