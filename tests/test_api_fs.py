@@ -14,13 +14,14 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx2
+import nomad
 import pytest
 import trio
 
 from tests.agent_support import Running, raw_job, running_agent, wait_status
-from yurt.runtime.client import allocfs
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +98,7 @@ async def test_ls_stat_cat_readat_shapes_and_errors(tmp_path: Path) -> None:
 
             cat = await get(c, "cat", alloc_id, "t/local/hello.txt")
             assert (cat.status_code, cat.content) == (200, b"hello from the task\n")
-            assert cat.headers["content-type"] == "text/plain; charset=utf-8"
+            assert_served_as_data(cat, "hello.txt")
             part = await get(c, "readat", alloc_id, "t/local/hello.txt", offset="6", limit="4")
             assert part.content == b"from"
             rest = await get(c, "readat", alloc_id, "t/local/hello.txt", offset="11")
@@ -110,7 +111,7 @@ async def test_ls_stat_cat_readat_shapes_and_errors(tmp_path: Path) -> None:
             (root / "alloc/data/big.bin").write_bytes(big)
             cat_big = await get(c, "cat", alloc_id, "alloc/data/big.bin")
             assert cat_big.content == big
-            assert cat_big.headers["content-type"] == allocfs.sniff(big[:512])
+            assert_served_as_data(cat_big, "big.bin")
             window = await get(c, "readat", alloc_id, "alloc/data/big.bin",
                                offset=str(64 * 1024 - 5), limit=str(64 * 1024 + 10))
             assert window.content == big[64 * 1024 - 5:2 * 64 * 1024 + 5]
@@ -156,6 +157,71 @@ async def test_ls_stat_cat_readat_shapes_and_errors(tmp_path: Path) -> None:
             assert fifo
             assert (await get(c, "cat", alloc_id, f"alloc/logs/{fifo[0]['Name']}")
                     ).status_code == 400
+
+
+def assert_served_as_data(answer: httpx2.Response, name: str) -> None:
+    """A task's file, as cat and readat answer it: data, never a page (runtime/api/fs.py)."""
+    assert answer.headers["content-type"] == "application/octet-stream"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["content-security-policy"] == "sandbox"
+    assert answer.headers["content-disposition"] == f"attachment; filename*=UTF-8''{name}"
+
+
+async def test_task_files_are_served_as_data_never_as_pages(tmp_path: Path) -> None:
+    """A task's HTML or XML would be `text/html` or `text/xml` if sniffed, a page of the
+    agent's origin in a browser: every verb that returns its bytes says it is data."""
+    page = b"<html><script>document.title = 'ran'</script></html>"
+    with trio.fail_after(60):
+        async with fs_alloc(tmp_path) as (a, alloc_id, root):
+            c = a.client
+            (root / "alloc/data/x.html").write_bytes(page)
+            (root / "alloc/data/x.svg").write_bytes(b'<?xml version="1.0"?><svg/>')
+            (root / "alloc/data/n\u00e4me \"q\"; x.html").write_bytes(page)
+            for path, name in (("alloc/data/x.html", "x.html"), ("alloc/data/x.svg", "x.svg"),
+                               ("alloc/data/n\u00e4me \"q\"; x.html",
+                                "n%C3%A4me%20%22q%22%3B%20x.html")):
+                for verb in ("cat", "readat"):
+                    answer = await get(c, verb, alloc_id, path)
+                    assert answer.status_code == 200, (verb, path)
+                    assert_served_as_data(answer, name)
+                stream = await get(c, "stream", alloc_id, path)
+                assert stream.headers["content-type"] == "application/json"
+                assert stream.headers["x-content-type-options"] == "nosniff"
+                assert stream.headers["content-security-policy"] == "sandbox"
+                assert stream.headers["content-disposition"].startswith("attachment")
+            assert data_of(frames_of(stream.text)) == page
+            empty = root / "alloc/data/empty"
+            empty.write_bytes(b"")
+            assert_served_as_data(await get(c, "cat", alloc_id, "alloc/data/empty"), "empty")
+            # A task's log, read plain or framed: nosniff and sandboxed as well.
+            for plain in ("true", "false"):
+                log = await c.get(f"/v1/client/fs/logs/{alloc_id}", params={
+                    "task": "t", "type": "stdout", "plain": plain, "follow": "false"})
+                assert log.status_code == 200
+                assert log.headers["x-content-type-options"] == "nosniff"
+                assert log.headers["content-security-policy"] == "sandbox"
+
+
+async def test_python_nomad_reads_files_served_as_data(tmp_path: Path) -> None:
+    """python-nomad reads cat and readat bodies as text (`requests`' `.text`, which guesses
+    the encoding of an `application/octet-stream` body): still the file's text."""
+    text = "h\u00e9llo, w\u00f6rld \u2014 \u65e5\u672c\n"
+    with trio.fail_after(60):
+        async with fs_alloc(tmp_path) as (a, alloc_id, root):
+            (root / "alloc/data/u.txt").write_text(text)
+            (root / "alloc/data/x.html").write_text("<html><b>hi</b></html>\n")
+            port = urlparse(a.address).port
+            client = nomad.Nomad(host="127.0.0.1", port=port, timeout=10)
+
+            def read() -> tuple[str, str, str, str]:
+                return (client.client.cat.read_file(alloc_id, "t/local/hello.txt"),
+                        client.client.cat.read_file(alloc_id, "alloc/data/u.txt"),
+                        client.client.cat.read_file(alloc_id, "alloc/data/x.html"),
+                        client.client.read_at.read_file_offset(alloc_id, 6, 4,
+                                                               "t/local/hello.txt"))
+
+            assert await trio.to_thread.run_sync(read) == (
+                "hello from the task\n", text, "<html><b>hi</b></html>\n", "from")
 
 
 async def test_secrets_are_listed_but_not_read(tmp_path: Path) -> None:

@@ -16,6 +16,14 @@ secret file prohibited: <path>", an error Nomad answers with a 500).
 
 `stream` sends Nomad's frames through `FramedLogResponse` (logs.py), heartbeats included,
 and follows by default as Nomad's does.
+
+A file here is whatever a task wrote, so it is served as data, never as a page of the agent's
+origin (where a script would read the API as the operator): `cat` and `readat` answer
+`application/octet-stream` whatever the bytes look like (Nomad lets Go sniff the type, which
+makes `text/html` of a task's HTML), and `cat`, `readat` and `stream` always carry `nosniff`,
+`Content-Security-Policy: sandbox` (no script, an opaque origin, should a browser render it
+anyway) and `Content-Disposition: attachment` (a browser saves it rather than shows it). API
+clients read the body as before (python-nomad as text, `yurt alloc fs` as bytes).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, final
+from urllib.parse import quote
 
 import trio
 from starlette.requests import Request
@@ -33,7 +42,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.logs import FramedLogResponse
+from yurt.runtime.api.logs import UNTRUSTED_CONTENT, FramedLogResponse
 from yurt.runtime.api.request import ApiError, json_response, no_head, query_bool
 from yurt.runtime.client import allocfs
 
@@ -118,8 +127,10 @@ async def _open(ctx: Context, request: Request, path: str) -> allocfs.OpenFile:
 
 async def fs_cat(ctx: Context, request: Request) -> Response:
     no_head(request)
-    opened = await _open(ctx, request, _path(request))
-    return await _plain(allocfs.FileChunks(opened, 0, follow=False, limiter=_limiter(ctx)))
+    path = _path(request)
+    opened = await _open(ctx, request, path)
+    return await _plain(allocfs.FileChunks(opened, 0, follow=False, limiter=_limiter(ctx)),
+                        path)
 
 
 async def fs_readat(ctx: Context, request: Request) -> Response:
@@ -131,7 +142,7 @@ async def fs_readat(ctx: Context, request: Request) -> Response:
         raise ApiError(400, f"can't seek to offset {offset}: invalid argument")
     opened = await _open(ctx, request, path)
     return await _plain(allocfs.FileChunks(opened, offset, follow=False, limit=limit,
-                                           limiter=_limiter(ctx)))
+                                           limiter=_limiter(ctx)), path)
 
 
 async def fs_stream(ctx: Context, request: Request) -> Response:
@@ -146,28 +157,38 @@ async def fs_stream(ctx: Context, request: Request) -> Response:
     if origin == "end":
         offset = opened.size - offset
     chunks = allocfs.FileChunks(opened, max(offset, 0), follow=follow, limiter=_limiter(ctx))
-    return FramedLogResponse(chunks, follow)
+    return FramedLogResponse(chunks, follow, headers=_file_headers(path))
 
 
-async def _plain(chunks: allocfs.FileChunks) -> Response:
-    """The file's bytes as the body, typed as Go's HTTP server types a body it is not told
-    the type of: by sniffing its first bytes (so `text/plain; charset=utf-8` for text, which
-    clients decode as UTF-8)."""
+def _file_headers(path: str) -> dict[str, str]:
+    """What a response carrying a task's file says besides its type (see above): saved under
+    its own name (`filename*`, percent-encoded but for letters, digits and `_.-~`)."""
+    parts = [p for p in path.split("/") if p not in ("", ".", "..")]
+    name = quote(parts[-1], safe="") if parts else ""
+    disposition = f"attachment; filename*=UTF-8''{name}" if name else "attachment"
+    return {**UNTRUSTED_CONTENT, "Content-Disposition": disposition}
+
+
+async def _plain(chunks: allocfs.FileChunks, path: str) -> Response:
+    """The file's bytes as the body, as data (see above). The first read happens before the
+    answer starts, so a file that cannot be read is still an error status."""
     try:
         first = await anext(chunks, None)
     except BaseException:
         await chunks.aclose()
         raise
     head = first.data if first is not None else b""
-    return _PlainFile(head, chunks, allocfs.sniff(head) if head else "application/octet-stream")
+    return _PlainFile(head, chunks, _file_headers(path))
 
 
 @final
 class _PlainFile(StreamingResponse):
     """A file's bytes as the body; the file is closed when the response ends, however."""
 
-    def __init__(self, head: bytes, chunks: allocfs.FileChunks, media_type: str) -> None:
-        super().__init__(_data(head, chunks), media_type=media_type)
+    def __init__(self, head: bytes, chunks: allocfs.FileChunks,
+                 headers: dict[str, str]) -> None:
+        super().__init__(_data(head, chunks), media_type="application/octet-stream",
+                         headers=headers)
         self._chunks = chunks
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

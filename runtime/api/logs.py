@@ -11,6 +11,10 @@ Ctrl-C. Here a followed stream ends once its output is complete: the allocation 
 the task's runner is done (the task is dead for good, its log pumps drained) and everything
 written has been sent. A client that follows sees the same bytes either way, then an ordinary
 end of the response. An agent shutting down does not complete a stream: it breaks off.
+
+What a task writes is never a page of the agent's origin: plain logs and framed streams carry
+`UNTRUSTED_CONTENT` (`nosniff`, and `Content-Security-Policy: sandbox`: no script runs, should a
+browser render one anyway).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from yurt.runtime.api.request import ApiError, no_head, query_bool, query_int
 from yurt.runtime.structs import is_client_terminal
 
 LOG_HEARTBEAT: Final = 1.0
+#: The headers of every answer whose body a task wrote (here, and runtime/api/fs.py).
+UNTRUSTED_CONTENT: Final = {"X-Content-Type-Options": "nosniff",
+                            "Content-Security-Policy": "sandbox"}
 _encoder = msgspec.json.Encoder()
 
 
@@ -70,7 +77,8 @@ async def logs(ctx: Context, request: Request) -> Response:
     chunks = read_log(runner.alloc_dir.logs, task, stream, offset=offset, origin=origin,
                       follow=follow, finished=finished)
     if plain:
-        return StreamingResponse(plain_body(chunks), media_type="text/plain")
+        return StreamingResponse(plain_body(chunks), media_type="text/plain",
+                                 headers=UNTRUSTED_CONTENT)
     return FramedLogResponse(chunks, follow)
 
 
@@ -110,8 +118,10 @@ class FramedLogResponse(StreamingResponse):
     reader, a task watches for the client's `http.disconnect` and ends the stream.
     """
 
-    def __init__(self, chunks: Chunks, follow: bool) -> None:
-        super().__init__(iter(()), media_type="application/json")
+    def __init__(self, chunks: Chunks, follow: bool,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(iter(()), media_type="application/json",
+                         headers=headers or UNTRUSTED_CONTENT)
         self._chunks = chunks
         self._follow = follow
 
