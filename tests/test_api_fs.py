@@ -224,6 +224,59 @@ async def test_python_nomad_reads_files_served_as_data(tmp_path: Path) -> None:
                 "hello from the task\n", text, "<html><b>hi</b></html>\n", "from")
 
 
+#: Offsets the kernel cannot seek to (ext4 allows 16 TiB, tmpfs and xfs 2^63 - 1): readat and
+#: stream answer a 400 naming the offset, never a 500 (an EINVAL from `lseek` or `pread`, or an
+#: OverflowError past what an off_t holds).
+UNSEEKABLE = (str(2 ** 63 - 1), "9223372036854775000", str(2 ** 62), str(2 ** 44 + 5))
+
+
+async def test_offsets_and_limits_past_what_the_file_system_takes(tmp_path: Path) -> None:
+    path = "t/local/hello.txt"
+    with trio.fail_after(60):
+        async with fs_alloc(tmp_path) as (a, alloc_id, root):
+            c = a.client
+            big_enough = os.statvfs(root).f_frsize  # any offset the file system seeks to
+            for offset in UNSEEKABLE:
+                for verb in ("readat", "stream"):
+                    answer = await get(c, verb, alloc_id, path, offset=offset)
+                    if answer.status_code == 200:  # a file system that takes 2^62 (tmpfs)
+                        assert answer.content in (b"", b"{}"), (verb, offset)
+                        continue
+                    assert answer.status_code == 400, (verb, offset, answer.text)
+                    assert answer.text.startswith(f"offset {offset} is past the largest "
+                                                  "file the file system allows"), answer.text
+            # Past what an int64 holds: Go's ParseInt error, naming the parameter.
+            for name in ("offset", "limit"):
+                for value in (str(2 ** 63), str(-(2 ** 63) - 1), "1" + "0" * 40):
+                    params = {"offset": "0", name: value}
+                    for verb in ("readat", "stream") if name == "offset" else ("readat",):
+                        answer = await get(c, verb, alloc_id, path, **params)
+                        assert answer.status_code == 400, (verb, name, value)
+                        assert answer.text.startswith(f"error parsing {name}: "), answer.text
+            # From the end, an offset that puts the start past 2^63 - 1.
+            answer = await get(c, "stream", alloc_id, path, origin="end",
+                               offset=str(-(2 ** 63)))
+            assert answer.status_code == 400, answer.text
+            assert answer.text.startswith(f"offset {-(2 ** 63)} from the end is past"), answer
+            for offset in ("-1", str(-(2 ** 63))):
+                answer = await get(c, "readat", alloc_id, path, offset=offset)
+                assert (answer.status_code, answer.text) == (
+                    400, f"can't seek to offset {offset}: invalid argument")
+            # Past the end of the file, but a place the file system can seek to: nothing to
+            # read, as Nomad answers (its seek succeeds and the first read is at EOF).
+            for offset in ("20", "21", str(big_enough)):
+                assert (await get(c, "readat", alloc_id, path, offset=offset)).content == b""
+                stream = await get(c, "stream", alloc_id, path, offset=offset)
+                assert (stream.status_code, data_of(frames_of(stream.text))) == (200, b"")
+            # cat takes no offset: whatever is asked, the whole file.
+            cat = await get(c, "cat", alloc_id, path, offset=UNSEEKABLE[0], limit="-1")
+            assert cat.content == b"hello from the task\n"
+            # Any int64 limit is a byte count (0 or less: no limit), as Nomad's LimitReader.
+            for limit in (str(2 ** 63 - 1), "-1", str(-(2 ** 63)), "0", str(2 ** 62)):
+                answer = await get(c, "readat", alloc_id, path, offset="6", limit=limit)
+                assert (answer.status_code, answer.content) == (200, b"from the task\n"), limit
+
+
 async def test_secrets_are_listed_but_not_read(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with fs_alloc(tmp_path) as (a, alloc_id, root):

@@ -24,6 +24,11 @@ makes `text/html` of a task's HTML), and `cat`, `readat` and `stream` always car
 `Content-Security-Policy: sandbox` (no script, an opaque origin, should a browser render it
 anyway) and `Content-Disposition: attachment` (a browser saves it rather than shows it). API
 clients read the body as before (python-nomad as text, `yurt alloc fs` as bytes).
+
+Offsets as Nomad takes them (`strconv.ParseInt`, then a seek: runtime/client/allocfs.py
+`open_file`): `readat` refuses a negative one; an offset past the end of the file reads
+nothing (200, an empty body, or no frames); one past the largest file the file system allows
+is a 400 that names it. `limit` is a byte count, any int64 (0 or less: no limit).
 """
 
 from __future__ import annotations
@@ -113,11 +118,14 @@ async def fs_stat(ctx: Context, request: Request) -> Response:
     return json_response(await _in_thread(ctx, allocfs.stat_path, root, path))
 
 
-async def _open(ctx: Context, request: Request, path: str) -> allocfs.OpenFile:
-    """The file for cat, readat and stream (a missing one is a 400 there: see above)."""
+async def _open(ctx: Context, request: Request, path: str, offset: int = 0,
+                origin: str = "start") -> allocfs.OpenFile:
+    """The file for cat, readat and stream, at `offset` from `origin` (a missing one is a 400
+    there: see above)."""
     root, tasks = await _alloc_dir(ctx, request)
     try:
-        opened: allocfs.OpenFile = await _in_thread(ctx, allocfs.open_file, root, path, tasks)
+        opened: allocfs.OpenFile = await _in_thread(ctx, allocfs.open_file, root, path, tasks,
+                                                    offset, origin)
     except ApiError as e:
         if e.status == 404:
             raise ApiError(400, str(e)) from None
@@ -129,8 +137,7 @@ async def fs_cat(ctx: Context, request: Request) -> Response:
     no_head(request)
     path = _path(request)
     opened = await _open(ctx, request, path)
-    return await _plain(allocfs.FileChunks(opened, 0, follow=False, limiter=_limiter(ctx)),
-                        path)
+    return await _plain(allocfs.FileChunks(opened, follow=False, limiter=_limiter(ctx)), path)
 
 
 async def fs_readat(ctx: Context, request: Request) -> Response:
@@ -140,8 +147,8 @@ async def fs_readat(ctx: Context, request: Request) -> Response:
     limit = _int64(request, "limit", 0)
     if offset < 0:
         raise ApiError(400, f"can't seek to offset {offset}: invalid argument")
-    opened = await _open(ctx, request, path)
-    return await _plain(allocfs.FileChunks(opened, offset, follow=False, limit=limit,
+    opened = await _open(ctx, request, path, offset)
+    return await _plain(allocfs.FileChunks(opened, follow=False, limit=limit,
                                            limiter=_limiter(ctx)), path)
 
 
@@ -153,10 +160,8 @@ async def fs_stream(ctx: Context, request: Request) -> Response:
     origin = request.query_params.get("origin", "") or "start"
     if origin not in ("start", "end"):
         raise ApiError(400, "origin must be start or end")
-    opened = await _open(ctx, request, path)
-    if origin == "end":
-        offset = opened.size - offset
-    chunks = allocfs.FileChunks(opened, max(offset, 0), follow=follow, limiter=_limiter(ctx))
+    opened = await _open(ctx, request, path, offset, origin)
+    chunks = allocfs.FileChunks(opened, follow=follow, limiter=_limiter(ctx))
     return FramedLogResponse(chunks, follow, headers=_file_headers(path))
 
 

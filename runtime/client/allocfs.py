@@ -22,6 +22,12 @@ prohibited"), as Nomad refuses it. Only regular files are read: a FIFO (the log 
 Hard links are no way out either: the kernel's `protected_hardlinks` keeps a task from linking
 a file it could not read itself (and a task running as root reads anything without the API).
 
+Offsets are Nomad's (`AllocDir.ReadAt` in client/allocdir/alloc_dir.go opens the file and seeks):
+`open_file` seeks the descriptor to where reading starts, so an offset past the end of the file
+reads nothing, and one past the largest file the file system allows (the kernel's EINVAL from
+`lseek`) or past what an `off_t` holds is refused with a 400 naming the offset. A read never asks
+for bytes past the largest `off_t` either (`pread` at such a position is an EINVAL too).
+
 Every function here blocks (file system calls): the API runs them in worker threads. `FileChunks`
 reads an opened file 64 KiB at a time, following it (as `tail -f`) when asked; it owns the
 descriptor and closes it in `aclose`.
@@ -44,6 +50,8 @@ import trio
 from yurt.runtime.client.logs.reader import Chunk
 
 CHUNK: Final = 64 * 1024
+#: The largest file position there is (`off_t`, signed 64 bits).
+MAX_POSITION: Final = (1 << 63) - 1
 POLL: Final = 0.1
 #: Links followed in one walk before it is refused, as the kernel's own limit (ELOOP).
 MAX_LINKS: Final = 40
@@ -339,19 +347,22 @@ def is_secret(resolved: Iterable[str], tasks: Iterable[str]) -> bool:
 @final
 @dataclass
 class OpenFile:
-    """A regular file opened for reading; the caller owns `fd`."""
+    """A regular file opened for reading, and where reading starts; the caller owns `fd`."""
 
     fd: int
     size: int
     name: str
+    offset: int = 0
 
 
-def open_file(root: Path, path: str, tasks: Iterable[str]) -> OpenFile:
-    """Open the regular file at `path` for reading (cat, readat, stream).
+def open_file(root: Path, path: str, tasks: Iterable[str], offset: int = 0,
+              origin: str = "start") -> OpenFile:
+    """Open the regular file at `path` for reading (cat, readat, stream), at `offset` bytes
+    from its start, or from its end with `origin` "end" (never before the start).
 
     Raises:
-        FsError: as `open_confined`; 400 for a directory or anything but a regular file,
-            403 under a task's `secrets/`.
+        FsError: as `open_confined`; 400 for a directory or anything but a regular file, or
+            an offset the file system cannot seek to; 403 under a task's `secrets/`.
     """
     opened = open_confined(root, path)
     try:
@@ -364,12 +375,34 @@ def open_file(root: Path, path: str, tasks: Iterable[str]) -> OpenFile:
         fd = _reopen(opened, os.O_RDONLY | os.O_NONBLOCK)
     finally:
         os.close(opened.fd)
-    return OpenFile(fd, opened.st.st_size, path)  # Nomad's frames name the path as asked
+    size = opened.st.st_size
+    start = max(size - offset if origin == "end" else offset, 0)
+    try:
+        _seek(fd, start, offset, origin)
+    except BaseException:
+        os.close(fd)
+        raise
+    return OpenFile(fd, size, path, start)  # Nomad's frames name the path as asked
+
+
+def _seek(fd: int, start: int, offset: int, origin: str) -> None:
+    """Seek `fd` to `start`, as Nomad's `AllocDir.ReadAt` seeks (client/allocdir/alloc_dir.go):
+    the kernel refuses a position past the largest file its file system allows (EINVAL), and
+    no position is past `MAX_POSITION`. Refused: a 400 naming the `offset` parameter."""
+    try:
+        if start > MAX_POSITION:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        os.lseek(fd, start, os.SEEK_SET)
+    except OSError as e:
+        where = f"offset {offset} from the end" if origin == "end" else f"offset {offset}"
+        reason = (e.strerror or "invalid argument").lower()
+        raise FsError(400, f"{where} is past the largest file the file system allows "
+                           f"(can't seek to offset {start}: {reason})") from None
 
 
 @final
 class FileChunks:
-    """The bytes of an open file from `offset`, as `Chunk`s of at most 64 KiB.
+    """The bytes of an open file from its `offset`, as `Chunk`s of at most 64 KiB.
 
     Without `follow` it ends at the end of the file (or after `limit` bytes, when positive).
     With `follow` it waits for more, polling every `POLL` seconds as the log reader does, and
@@ -378,12 +411,12 @@ class FileChunks:
     It reads the descriptor it was given, so renaming or replacing the name changes nothing.
     """
 
-    def __init__(self, opened: OpenFile, offset: int, *, follow: bool, limit: int = 0,
+    def __init__(self, opened: OpenFile, *, follow: bool, limit: int = 0,
                  limiter: trio.CapacityLimiter | None = None) -> None:
         self._limiter = limiter
         self._fd = opened.fd
         self._file = opened.name
-        self._position = offset
+        self._position = opened.offset
         self._follow = follow
         self._left = limit if limit > 0 else -1
 
@@ -391,7 +424,10 @@ class FileChunks:
         return self
 
     def _read(self, size: int) -> tuple[bytes, int, int]:
-        data = os.pread(self._fd, size, self._position)
+        # Never past the largest position: the kernel answers EINVAL to a read that would end
+        # past it, even where the file system takes files that large (tmpfs, xfs).
+        size = min(size, MAX_POSITION - self._position)
+        data = os.pread(self._fd, size, self._position) if size > 0 else b""
         if data:
             return data, 0, 1
         st = os.fstat(self._fd)
