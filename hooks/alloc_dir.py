@@ -2,7 +2,10 @@
 
 With `tasks` (and the log FIFOs in `fifos`), the whole tree of the allocation is built here in
 one worker-thread hop, so the task hooks that need those directories (`task_dir`, `logmon`)
-find them ready and make no hop of their own (see `client/allocdir.py`).
+find them ready and make no hop of their own (see `client/allocdir.py`). The users of all the
+group's tasks decide who `alloc/data`, `alloc/tmp` and `alloc/logs` belong to, so they are
+given here, all at once; a group made for the allocation (its task users sharing no primary
+group) is removed on destroy, with the directory.
 
 Building opens directories; out of file descriptors it is retried (`fdretry`) rather than
 failing the allocation for good.

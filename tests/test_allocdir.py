@@ -1,11 +1,15 @@
-"""The alloc dir on a real file system (layer 2): layout, idempotence, destroy, move."""
+"""The alloc dir on a real file system (layer 2): layout, idempotence, destroy, move, and who
+may reach the dirs the tasks share."""
 
 from __future__ import annotations
 
 import errno
+import grp
 import os
+import shutil
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -13,7 +17,9 @@ import trio
 from yurt.hooks.alloc_dir import AllocDirHook
 from yurt.hooks.base import TaskHookContext
 from yurt.hooks.task_dir import TaskDirHook
-from yurt.runtime.client.allocdir import AllocDir
+from yurt.runtime.client.allocdir import ADMIN_PATH, AllocDir, Sharing, decide_sharing
+from yurt.runtime.client.drivers.users import owner_of
+from yurt.runtime.client.logs.pump import open_log_file
 from yurt.runtime.structs import Allocation, Task, TaskEvent
 
 
@@ -28,22 +34,21 @@ async def test_layout_modes_and_idempotence(tmp_path: Path) -> None:
     assert sorted(p.name for p in d.shared.iterdir()) == ["data", "logs", "tmp"]
     assert sorted(p.name for p in d.task_dir("web").iterdir()) == ["local", "secrets", "tmp"]
     assert stat.S_IMODE(d.path.stat().st_mode) == 0o755
-    assert stat.S_IMODE((d.shared / "data").stat().st_mode) == 0o1777
-    assert stat.S_IMODE((d.task_dir("web") / "tmp").stat().st_mode) == 0o1777
+    # No task runs as another user: the shared dirs are the agent's alone.
+    assert stat.S_IMODE((d.shared / "data").stat().st_mode) == 0o700
+    assert stat.S_IMODE((d.task_dir("web") / "tmp").stat().st_mode) == 0o700
     assert await d.exists()
 
 
-async def test_no_directory_is_world_writable_without_the_sticky_bit(tmp_path: Path) -> None:
+async def test_no_directory_is_writable_by_others(tmp_path: Path) -> None:
     with trio.fail_after(10):
         d = AllocDir(tmp_path, "a1")
         await d.build()
         await d.build_task("web")
     for path in [d.path, *d.path.rglob("*")]:
-        mode = path.lstat().st_mode
-        if mode & stat.S_IWOTH:
-            assert mode & stat.S_ISVTX, path
+        assert not path.lstat().st_mode & 0o022, path
     # Only the agent writes in the logs dir: nobody can plant a link there.
-    assert stat.S_IMODE(d.logs.stat().st_mode) == 0o755
+    assert stat.S_IMODE(d.logs.stat().st_mode) == 0o700
     assert stat.S_IMODE((d.task_dir("web") / "secrets").stat().st_mode) == 0o700
 
 
@@ -113,11 +118,11 @@ async def test_alloc_dir_hook_retries_fd_exhaustion(tmp_path: Path,
     d = AllocDir(tmp_path, "a1")
     real_build, calls = d._build, []
 
-    def exhausted_once() -> None:
+    def exhausted_once(*args: Any) -> Any:
         calls.append(1)
         if len(calls) == 1:
             raise OSError(errno.EMFILE, "Too many open files")
-        real_build()
+        return real_build(*args)
 
     monkeypatch.setattr(d, "_build", exhausted_once)
     with trio.fail_after(10):
@@ -152,7 +157,7 @@ async def test_one_batch_builds_the_whole_tree_and_the_task_hook_reuses_it(
     assert response.env
     assert asked == ["nobody"]
     assert (d.task_dir("web") / "secrets").stat().st_uid == 65534
-    assert stat.S_IMODE((d.task_dir("db") / "tmp").stat().st_mode) == 0o1777
+    assert stat.S_IMODE((d.task_dir("db") / "tmp").stat().st_mode) == 0o700
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert d.fifo_made(fifo)
 
@@ -172,4 +177,97 @@ async def test_a_moved_disk_is_built_again_by_the_task_hook(tmp_path: Path) -> N
                               task_dir=d.task_dir("web"), emit_event=emit,
                               unix_clock=lambda: 0)
         await TaskDirHook(alloc_dir=d).prestart(ctx, {})
-    assert stat.S_IMODE((d.task_dir("web") / "local").stat().st_mode) == 0o755
+    assert stat.S_IMODE((d.task_dir("web") / "local").stat().st_mode) == 0o700
+
+
+# Who the shared dirs belong to (client/allocdir.py's header): never every user.
+
+def test_sharing_follows_the_task_users() -> None:
+    made: list[list[str]] = []
+
+    def make_group(names: list[str]) -> tuple[str, int]:
+        made.append(names)
+        return "yurt-test", 4999
+
+    me = (os.geteuid(), os.getegid())
+    agent_only = Sharing(*me, 0o700, None)
+    assert decide_sharing([], make_group) == agent_only
+    assert decide_sharing([(0, 0), me], make_group) == agent_only  # root tasks need nothing
+    if os.geteuid() != 0:  # a non-root agent gives nothing away
+        assert decide_sharing([(65534, 65534)], make_group) == agent_only
+        return
+    assert decide_sharing([(65534, 65534), (0, 0)], make_group) == Sharing(
+        65534, 65534, 0o2770, 65534)
+    # Several users with one primary group: that group, and /etc/group untouched.
+    assert decide_sharing([(4301, 4300), (4302, 4300)], make_group) == Sharing(
+        0, 4300, 0o2770, 4300)
+    assert made == []
+    # Several without: a group made for the allocation, of them only.
+    assert decide_sharing([(65534, 65534), (1, 1)], make_group) == Sharing(
+        0, 4999, 0o2770, 4999, made_group="yurt-test")
+    assert made == [["daemon", "nobody"]]
+
+
+def owner(path: Path) -> tuple[int, int, int]:
+    st = path.lstat()
+    return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives directories to other users")
+async def test_one_task_user_owns_the_shared_dirs_and_its_group_reads_the_logs(
+        tmp_path: Path) -> None:
+    d = AllocDir(tmp_path / "alloc", "a1")
+    fifo = d.logs / ".web.stdout.fifo"
+    with trio.fail_after(10):
+        await d.build_all({"web": "nobody", "db": ""}, resolve_owner=owner_of, fifos=[fifo])
+    nobody = owner_of("nobody")
+    assert nobody is not None
+    uid, gid = nobody
+    assert owner(tmp_path / "alloc")[2] == 0o711  # the allocations cannot be listed
+    assert owner(d.shared / "data") == owner(d.shared / "tmp") == (uid, gid, 0o2770)
+    assert owner(d.logs) == (0, gid, 0o2750)  # the agent's; the task may read its logs
+    assert owner(fifo)[2] == 0o600
+    os.close(open_log_file(d.logs / "web.stdout.0", os.O_WRONLY | os.O_CREAT))
+    assert owner(d.logs / "web.stdout.0") == (0, gid, 0o640)
+    for sub in ("local", "secrets", "tmp"):
+        assert owner(d.task_dir("web") / sub) == (uid, gid, 0o700), sub
+        assert owner(d.task_dir("db") / sub) == (0, 0, 0o700), sub
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("groupadd", path=ADMIN_PATH) is None,
+                    reason="makes a group: needs root and groupadd")
+async def test_task_users_without_a_common_group_get_one_made_for_the_allocation(
+        tmp_path: Path) -> None:
+    d = AllocDir(tmp_path / "alloc", "0123abcd-ef")
+    try:
+        with trio.fail_after(30):
+            await d.build_all({"web": "nobody", "db": "daemon", "admin": ""},
+                              resolve_owner=owner_of)
+            made = grp.getgrnam(d.group)
+            assert d.group.startswith("yurt-0123abcd-")
+            assert sorted(made.gr_mem) == ["daemon", "nobody"]
+            assert owner(d.shared / "data") == owner(d.shared / "tmp") == (0, made.gr_gid,
+                                                                          0o2770)
+            assert owner(d.logs) == (0, made.gr_gid, 0o2750)
+            await d.build_all({"web": "nobody", "db": "daemon", "admin": ""},
+                              resolve_owner=owner_of)  # again (an agent restart): the same
+            assert grp.getgrnam(d.group).gr_gid == made.gr_gid
+    finally:
+        with trio.fail_after(30):
+            await d.destroy()
+    with pytest.raises(KeyError):
+        grp.getgrnam(d.group)  # removed with the directory
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives directories to other users")
+async def test_a_moved_data_dir_takes_this_allocations_owner(tmp_path: Path) -> None:
+    old, new = AllocDir(tmp_path, "old"), AllocDir(tmp_path, "new")
+    with trio.fail_after(10):
+        await old.build_all({"web": ""})
+        (old.shared / "data" / "db").write_text("rows")
+        await new.build_all({"web": "nobody"}, resolve_owner=owner_of)
+        await new.move(old, ["web"])
+    nobody = owner_of("nobody")
+    assert nobody is not None
+    assert owner(new.shared / "data") == (*nobody, 0o2770)
+    assert (new.shared / "data" / "db").read_text() == "rows"

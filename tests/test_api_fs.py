@@ -84,7 +84,7 @@ async def test_ls_stat_cat_readat_shapes_and_errors(tmp_path: Path) -> None:
                                    "ContentType"}
             task = {e["Name"]: e for e in (await get(c, "ls", alloc_id, "/t")).json()}
             assert task["secrets"]["FileMode"] == "drwx------"
-            assert task["tmp"]["FileMode"] == "dtrwxrwxrwx"
+            assert task["tmp"]["FileMode"] == "drwx------"  # the task's own, as `secrets`
             local = (await get(c, "ls", alloc_id, "t/local/")).json()
             assert [(e["Name"], e["Size"], e["IsDir"]) for e in local] == [
                 ("hello.txt", 20, False)]

@@ -63,6 +63,7 @@ import trio
 
 from yurt.runtime.agent.heap import Frozen, freeze_long_lived, freezing_survivors
 from yurt.runtime.agent.log import AllocEvents
+from yurt.runtime.client.allocdir import make_data_dir
 from yurt.runtime.client.allocrunner.health import restored_alloc
 from yurt.runtime.client.fingerprint import advertise, computed_class, fingerprint_node
 from yurt.runtime.client.gc import AllocGarbageCollector, GCConfig
@@ -383,6 +384,7 @@ class Agent:
             forward = partial(ClientModeMiddleware, agent=self)
 
         data = self.config.data_dir
+        make_data_dir(data)  # 0711: every local user reaches it, none lists or reads it
         # Before anything is opened: trio holds a pidfd and the log pumps four FIFO ends per
         # task, and running out of descriptors fails starts (see client/fingerprint.py).
         nofile = raise_nofile_limit()

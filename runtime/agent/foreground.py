@@ -64,6 +64,7 @@ from rich.console import Console
 from rich.table import Table
 
 from yurt.runtime.agent.foreground_logs import TaskFollower, TaskOutput
+from yurt.runtime.client.allocdir import make_data_dir
 from yurt.runtime.client.allocrunner.runner import AllocRunner, AllocRunnerConfig, real
 from yurt.runtime.client.client import Client
 from yurt.runtime.client.drivers.mock import MockDriver
@@ -244,6 +245,8 @@ async def run_job(job: Job, *, data_dir: Path | None, json_output: bool,
     temporary = data_dir is None
     root = (Path(tempfile.mkdtemp(prefix="yurt-run-")) if data_dir is None
             else data_dir).absolute()
+    if data_dir is not None:  # a new temporary one is 0700 already
+        await trio.to_thread.run_sync(make_data_dir, root)
     async with open_state_db(root / "state") as db, _open_stdout() as out:
 
         async def note(text: str) -> None:

@@ -11,17 +11,17 @@ staging directories an agent crash left behind are removed (`remove_stale_stagin
 the task's next downloads.
 
 Invariants: the destination is found, when the download is placed, by a walk of descriptors
-from the allocation directory that never follows a link out of it (Nomad's `ClientPath`
-escape check, made on the very directories written; a check before the fetch only fails
-early), so a task that swaps a directory on the way for a link while the download runs
-cannot make the agent write or chown outside (place.py). The staging directory is created
-0700 in the task directory, which the agent owns (0755, client/allocdir.py): no task can enter,
-rename or replace it, so its names are trusted. Every `file://` read (the source, a
-`checksum=file:` listing) is judged against the task's user (access.py) and opened as a
-regular file only (fetch.py). Blocking work runs in worker threads behind one
-`CapacityLimiter` per download, and checks for cancellation between chunks, so a kill stops
-a long copy or unpack promptly; the staging directory is removed on every exit, shielded and
-bounded.
+from the allocation directory that never follows a link (Nomad's `ClientPath` escape check,
+made stricter, on the very directories written; a check before the fetch only fails early),
+so a task that swaps a directory on the way for a link while the download runs cannot make
+the agent write or chown anywhere else, in the allocation directory or out (place.py).
+The staging directory is created 0700 in the task directory, which the agent owns (0755,
+client/allocdir.py): no task can enter, rename or replace it, so its names are trusted.
+Every `file://` read (the source, a `checksum=file:` listing) is judged against the task's
+user (access.py) and opened as a regular file only (fetch.py). Blocking work runs in worker
+threads behind one `CapacityLimiter` per download, and checks for cancellation between
+chunks, so a kill stops a long copy or unpack promptly; the staging directory is removed on
+every exit, shielded and bounded.
 """
 
 from __future__ import annotations

@@ -1,18 +1,22 @@
 """Placing a verified download at its destination without following a link a task planted.
 
 Why descriptors: the agent runs as root, the destination lies in a directory the tasks share
-(`alloc/data` is world-writable) or own (`local/`), and a download takes minutes. A path
-checked before the download and used by name after it loses the race: a sibling task swaps
-`alloc/data/x` for a link to `/etc` meanwhile, and root merges (and chowns) into `/etc`. So
-no name below the allocation directory is ever handed to the kernel whole. The destination is
-opened, at placement time, by the allocation directory's confined walk (`runtime/client/allocfs.py`
-`open_confined`: one component at a time from a descriptor of the allocation directory,
-`O_NOFOLLOW`, a link read and resolved by the walk itself, never above the allocation
-directory); a missing directory is made relative to its parent's descriptor (`mkdirat`, which
-never follows a link either: a dangling one is EEXIST). Everything after that (the merge's
-renames and replacements, removals, the chown) is relative to the descriptors the walk
-returned, each subdirectory opened `O_NOFOLLOW | O_DIRECTORY` from its parent's: a link
-swapped in later is replaced or refused, never followed.
+(`alloc/data`) or own (`local/`), and a download takes minutes. A path checked before the
+download and used by name after it loses the race: a sibling task swaps `alloc/data/x` for a
+link to `/etc` meanwhile, and root merges (and chowns) into `/etc`. Nor may a link that stays
+inside the allocation directory be followed: a `nobody` task that links `alloc/data/x` to a
+root task's `local/` has a sibling's `chown = true` artifact land there, owned by `nobody`, and
+plants a program the root task runs. So no name below the allocation directory is ever handed
+to the kernel whole, and no link is followed: the destination is opened, at placement time,
+one component at a time from a descriptor of the allocation directory, each opened
+`O_NOFOLLOW | O_DIRECTORY` relative to its parent's descriptor (as runtime/client/allocfs.py
+`open_confined` walks, without its resolution of links); a link on the way is refused ("is a
+symbolic link, and an artifact is never placed through one", naming it), a missing directory
+is made relative to its parent's descriptor (`mkdirat`, which never follows a link either: a
+dangling one is EEXIST, then found a link). Everything after that (the merge's renames and
+replacements, removals, the chown) is relative to the descriptors the walk returned, each
+subdirectory opened `O_NOFOLLOW | O_DIRECTORY` from its parent's: a link swapped in later is
+replaced or refused, never followed.
 
 Replacing a directory: the old one is first renamed aside, in the same directory, to a random
 name (`ASIDE_PREFIX`; one atomic rename), the new entry renamed in, and only then is the old
@@ -27,8 +31,9 @@ levels, so a task that keeps filling the tree being removed cannot keep the agen
 
 Nomad's rules, kept: the destination is the task directory joined with `destination`
 (`..` may not rise above the allocation directory: "artifact destination path escapes alloc
-directory"), a link inside it is followed only when it stays inside; a directory merges into
-one already there, a file replaces what has its name (a link included, never followed).
+directory"); a directory merges into one already there, a file replaces what has its name (a
+link included, never followed). Not kept: Nomad follows a link on the way that stays inside
+the allocation directory; here any link on the way is refused (see above).
 
 Chown (the artifact's `chown`): the downloaded tree is given to the task's user in the
 staging directory, which only the agent can reach, then moved; of what was already in the
@@ -52,13 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, final
 
-from yurt.runtime.client.allocfs import (
-    ESCAPES,
-    FsError,
-    clean_parts,
-    open_confined,
-    open_making_dirs,
-)
+from yurt.runtime.client.allocfs import clean_parts
 from yurt.runtime.client.getter.source import GetterError, Plan
 from yurt.runtime.client.getter.unpack import Check, no_check
 
@@ -72,6 +71,8 @@ _DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: O_NONBLOCK: never wait in open(2), whatever a task swapped in (O_DIRECTORY refuses a FIFO
 #: or device before opening it; this holds should anything else ever get that far).
 _WALK: Final = _DIR | os.O_NONBLOCK
+#: A directory made and found gone again this many times in a row: a task is racing us.
+_MAKE_ATTEMPTS: Final = 8
 
 Owner = tuple[int, int]
 
@@ -108,44 +109,74 @@ def target_of(alloc_dir: Path, task_dir: Path, destination: str, how: Plan) -> T
     return Target(parts[:-1], parts[-1], is_destination=False)
 
 
-def _refused(e: FsError, shown: str) -> GetterError:
-    if str(e) == ESCAPES:
-        return GetterError(DEST_ESCAPES)
-    return GetterError(f"artifact destination {shown}: {e}")
+def _link_found(shown: str, at: str) -> GetterError:
+    return GetterError(f"artifact destination {shown}: {at} is a symbolic link, and an "
+                       "artifact is never placed through one")
+
+
+def _open_dir(parent: int, name: str, parts: Sequence[str], n: int) -> int:
+    """The directory `name` in `parent` (`parts[:n + 1]` below the allocation directory),
+    opened `O_NOFOLLOW | O_DIRECTORY`. Raises `FileNotFoundError` when it is missing and
+    `GetterError` when it is a link or not a directory."""
+    try:
+        return os.open(name, _WALK, dir_fd=parent)
+    except OSError as e:
+        if e.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        shown, at = "/".join(parts), "/".join(parts[:n + 1])
+        # FileNotFoundError if it is gone meanwhile: the caller tries again.
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise _link_found(shown, at) from None
+        raise GetterError(f"artifact destination {shown}: {at} is not a directory") from None
+
+
+def _walk(alloc_dir: Path, parts: Sequence[str], make: bool) -> int | None:
+    """A read descriptor of the directory `parts` below `alloc_dir`, reached one component at
+    a time, each opened `O_NOFOLLOW | O_DIRECTORY` relative to its parent's descriptor (see
+    the header); with `make`, a missing directory is made (0755, `mkdirat`), else None is
+    the answer. Raises `GetterError` for a link or a non-directory on the way."""
+    fd = os.open(alloc_dir, _DIR)  # the agent's own: data dir, alloc/, <alloc id>
+    try:
+        for n, name in enumerate(parts):
+            for _ in range(_MAKE_ATTEMPTS):
+                try:
+                    below = _open_dir(fd, name, parts, n)
+                    break
+                except FileNotFoundError:
+                    if not make:
+                        os.close(fd)
+                        return None
+                    # mkdirat never follows a link: a dangling one there is EEXIST, and the
+                    # next open finds it a link.
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o755, dir_fd=fd)
+            else:
+                raise GetterError(f"artifact destination {'/'.join(parts)}: "
+                                  f"{'/'.join(parts[:n + 1])} keeps disappearing")
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def check_destination(alloc_dir: Path, target: Target) -> None:
     """Refuse now, before anything is fetched, a destination whose existing part already
-    leads outside (a link) or through a file. Placement walks again: this is only the early
-    answer."""
-    parts = target.parts
-    for n in range(len(parts), -1, -1):
-        try:
-            opened = open_confined(alloc_dir, "/".join(parts[:n]))
-        except FsError as e:
-            if e.status == 404:
-                continue
-            raise _refused(e, "/".join(parts)) from None
-        os.close(opened.fd)
-        if n == len(parts) and not stat.S_ISDIR(opened.st.st_mode):
-            raise GetterError(f"artifact destination {'/'.join(parts)}: not a directory")
-        return
+    holds a link or a file. Placement walks again: this is only the early answer."""
+    fd = _walk(alloc_dir, target.parts, make=False)
+    if fd is not None:
+        os.close(fd)
 
 
 def open_destination(alloc_dir: Path, parts: Sequence[str]) -> int:
-    """A read descriptor of the directory `parts` below `alloc_dir`, found by the confined
-    walk, missing directories made (0755) one at a time. Raises `GetterError`."""
-    shown = "/".join(parts)
-    try:
-        where = open_making_dirs(alloc_dir, parts, 0o755)
-        try:
-            # The walk's O_PATH descriptor, reopened to list and chown the very directory.
-            return os.open(f"/proc/self/fd/{where.fd}", os.O_RDONLY | os.O_DIRECTORY
-                           | os.O_CLOEXEC)
-        finally:
-            os.close(where.fd)
-    except FsError as e:
-        raise _refused(e, shown) from None
+    """A read descriptor of the directory `parts` below `alloc_dir`, missing directories made
+    (0755) one at a time. Raises `GetterError`."""
+    fd = _walk(alloc_dir, parts, make=True)
+    if fd is None:  # pragma: no cover - only a walk that makes nothing answers None
+        raise GetterError(f"artifact destination {'/'.join(parts)}: not found")
+    return fd
 
 
 def chown_staged(path: Path, owner: Owner) -> None:

@@ -20,7 +20,10 @@ links are refused outright (as Nomad's getter does), other tar members go throug
 `data` filter (absolute names, devices and FIFOs refused, setuid bits stripped; Python ≥
 3.11.4) and are written by us, chunk by chunk; zip members are joined to the directory and
 checked to stay below it (zipfile never creates links, so nothing written can redirect a later
-write). A zip archive's directory is judged before zipfile reads it (`zipbounds.py`: zipfile
+write). Every file written gets the `data` filter's mode (`safe_mode`): no setuid, setgid or
+sticky bit, no group or other write, read and write for its owner; zip entries and a single
+file out of a tar included, which the filter itself never sees. A zip archive's directory is
+judged before zipfile reads it (`zipbounds.py`: zipfile
 builds every record it holds before any count can be checked), every entry is judged and the
 declared sizes summed before the first is written, only stored and deflated entries are read
 (Go's archive/zip reads no others; zipfile inflates the others without a bound), and each is
@@ -191,6 +194,19 @@ class _BoundedTarInfo(tarfile.TarInfo):
         return entry
 
 
+def safe_mode(mode: int) -> int:
+    """An archive file entry's permission bits as `tarfile.data_filter` leaves them: no
+    setuid, setgid or sticky bit, no write for group or others; read and write for the owner,
+    and no execute bits at all unless the owner's is set. 0 (an archive that records no mode,
+    as zip archives made on Windows) is 0644."""
+    if not mode & 0o7777:
+        return 0o644
+    mode &= 0o755
+    if not mode & 0o100:
+        mode &= ~0o111
+    return mode | 0o600
+
+
 def _open_single(kind: str, raw: CheckedReader) -> io.BufferedIOBase:
     if kind == "gz":
         return gzip.GzipFile(fileobj=raw, mode="rb")
@@ -292,7 +308,9 @@ def _untar(raw: CheckedReader, name: str, mode: str, dest: Path, as_dir: bool, m
                 src = tar.extractfile(member)
                 if src is None:  # pragma: no cover - isfile() members always have data
                     raise GetterError(f"expected a single file: {name}")
-                _copy_limited(src, dest, stat.S_IMODE(member.mode) & 0o777 or 0o644, 0, check)
+                file_mode = safe_mode(member.mode)
+                _copy_limited(src, dest, file_mode, 0, check)
+                os.chmod(dest, file_mode)  # the umask applied at creation
                 continue
             _extract(tar, member, dest, check)
     if count == 0 or (not as_dir and not single_done):
@@ -337,7 +355,7 @@ def _unzip(raw: CheckedReader, name: str, dest: Path, as_dir: bool, max_size: in
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            mode = (info.external_attr >> 16) & 0o777 or 0o644
+            mode = safe_mode(info.external_attr >> 16)
             with zf.open(info) as src:
                 _copy_zip_entry(src, target, mode, info, check)
             os.chmod(target, mode)

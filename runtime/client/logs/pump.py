@@ -22,6 +22,8 @@ task gets one event, not one per chunk). Deletes of old files still run, which m
 
 Log files are opened with `O_NOFOLLOW` and must be regular files: the agent is root and the
 directory is shared with tasks, so it never writes through a link or blocks on a planted FIFO.
+They are made 0640 and the FIFOs 0600: the logs dir's group (the allocation's task users, see
+client/allocdir.py) may read a log, nobody else, and nobody but the agent opens a FIFO.
 
 The pipe buffer is raised to 1 MiB (`F_SETPIPE_SZ`) so a task can keep writing for a while
 when no agent reads (it blocks, it does not die, once the buffer is full); a pump started
@@ -48,6 +50,7 @@ from yurt.runtime.client.logs.rotation import Append, Op, Rotation
 CHUNK: Final = 64 * 1024
 PIPE_SIZE: Final = 1024 * 1024
 F_SETPIPE_SZ: Final = 1031  # Linux
+LOG_FILE_MODE: Final = 0o640
 
 
 def _file_part(task: str) -> str:
@@ -89,7 +92,7 @@ def existing_files(base: Path) -> dict[int, int]:
 
 def open_log_file(path: Path, flags: int) -> int:
     """Open a log file without following a link, refusing anything but a regular file."""
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, LOG_FILE_MODE)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
