@@ -17,8 +17,9 @@ Exit statuses (runtime/errors.py), as `run_agent` returns them:
   not writable, or with state this yurt cannot read. The same command can work once the
   operator has acted on the machine.
 - 2 (`EXIT_USAGE`): the command line or the config file is wrong (unreadable or invalid config
-  file, a port outside 0-65535, a refused `--token`, a non-loopback bind without a token, an
-  unknown log level). The same command can never work.
+  file, a port outside 0-65535, a non-loopback bind without a token, an unknown log level;
+  `--token` is refused before this module is reached, runtime/cli/secret_options.py). The same
+  command can never work.
 
 The agent's own log (runtime/agent/log.py) goes to stdout, as Nomad's does; the start and stop
 lines and the errors above go to stderr, so `yurt agent > agent.log` keeps the log and still
@@ -55,8 +56,7 @@ class AgentOptions:
     data_dir: Path | None = None
     bind: str | None = None
     port: int | None = None
-    token_file: Path | None = None
-    token_argument: str | None = None
+    token_file: Path | None = None  # never a token itself: runtime/cli/secret_options.py
     fake_devices: tuple[str, ...] = ()
     driver_allow: tuple[str, ...] = ()
     driver_block: tuple[str, ...] = ()
@@ -127,9 +127,6 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         groups = [parse_fake_device(spec) for spec in options.fake_devices]
     except ConfigError as e:
         raise UsageError(str(e)) from None
-    if options.token_argument is not None:
-        raise UsageError("--token is refused: every user can read a command line in /proc; "
-                         "use --token-file FILE or $YURT_AGENT_TOKEN")
     try:
         token = agent_token(options.token_file) or file.token or ""
     except ValueError as e:

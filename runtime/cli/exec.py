@@ -37,6 +37,7 @@ from urllib.parse import urlencode
 import click
 
 from yurt.runtime.cli.escape import EscapeFilter
+from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 from yurt.runtime.lib.goparse import parse_go_bool
 
@@ -97,6 +98,8 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
                 raise UsageError("-e requires 'none' or a single character")
             else:
                 flags.escape = value
+        elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
+            raise UsageError(refusal(f"-{name}", daemon=False))
         else:
             raise UsageError(f"flag provided but not defined: -{name}")
         i += 1
