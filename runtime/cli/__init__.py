@@ -41,7 +41,7 @@ from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fs import register as register_fs_commands
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
-from yurt.runtime.cli.output import output_options, print_table
+from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
 from yurt.runtime.cli.secret_options import refuse_secret_options
 from yurt.runtime.cli.vars import register as register_var_commands
 from yurt.runtime.errors import (
@@ -82,7 +82,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         return
     from yurt.runtime import __version__  # read from the installed metadata: only when asked
 
-    click.echo(f"yurt, version {__version__}")
+    echo(f"yurt, version {__version__}")
     ctx.exit()
 
 
@@ -169,10 +169,10 @@ def validate(files: Sequence[str], verbose: bool) -> None:
         try:
             parsed = load_job(path)
         except JobSpecError as e:
-            click.echo(e.render(), err=True)
+            echo(e.render(), err=True)
             status = EXIT_USAGE
             continue
-        click.echo(_summary(path, parsed))
+        echo(_summary(path, parsed))
         if verbose:
             _print_task_table(parsed)
     sys.exit(status)
@@ -185,7 +185,7 @@ def parse(file: str) -> None:
     from yurt.runtime.cli.jobfile import load_job_file
     from yurt.runtime.jobspec import encode_job
 
-    click.echo(encode_job(load_job_file(file)).decode())
+    echo_raw(encode_job(load_job_file(file)).decode())  # JSON, as `job inspect` prints it
 
 
 @cli.command("run")
@@ -315,8 +315,7 @@ def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
     try:
         canonical = parse_signal_name(sig)
     except ValueError as e:  # refused here: the agent would refuse it too
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(str(e), EXIT_USAGE)
     from yurt.runtime.cli import api_client
 
     api_client.alloc_signal(alloc_id, task, canonical)
@@ -498,7 +497,7 @@ def main() -> None:
         interrupted = isinstance(e.__cause__ or e.__context__, KeyboardInterrupt)
         sys.exit(EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
     except KeyboardInterrupt:
-        click.echo(err=True)
+        echo(err=True)
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 

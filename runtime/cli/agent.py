@@ -242,19 +242,19 @@ def _os_error(error: OSError | OverflowError, config: AgentConfig) -> str:
 
 def run_agent(options: AgentOptions) -> int:
     """Run the agent until SIGINT or SIGTERM; the exit status (see the module header)."""
-    import click
     import trio
 
     from yurt.runtime import __version__
     from yurt.runtime.agent.agent import Agent
     from yurt.runtime.agent.log import configure
+    from yurt.runtime.cli.output import echo
     from yurt.runtime.lib.logfields import fields
 
     try:
         config, level, log_json = build_config(options)
     except UsageError as e:
         for line in str(e).splitlines():  # a config file's problems, one line each
-            click.echo(f"yurt: {line}", err=True)
+            echo(f"yurt: {line}", err=True)
         return EXIT_USAGE
     configure(level, log_json, sys.stdout)
 
@@ -267,13 +267,13 @@ def run_agent(options: AgentOptions) -> int:
             address = await nursery.start(instance.run)
             listening = True
             mode = f", client of {','.join(config.servers)}" if config.servers else ""
-            click.echo(f"yurt agent {__version__} listening on {address} "
-                       f"(data dir {config.data_dir}{mode})", err=True)
+            echo(f"yurt agent {__version__} listening on {address} "
+                 f"(data dir {config.data_dir}{mode})", err=True)
             log.info("agent started", extra=fields(version=__version__, address=address,
                                                    data_dir=str(config.data_dir)))
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
-                    click.echo("yurt agent stopping; " + (
+                    echo("yurt agent stopping; " + (
                         "stopping every task (--dev)" if config.dev_mode else
                         "tasks keep running"), err=True)
                     log.info("agent stopping", extra=fields(signal=signal.Signals(signum).name))
@@ -288,6 +288,6 @@ def run_agent(options: AgentOptions) -> int:
             raise
         if listening:  # it had started: a failure later on (the data dir deleted, say)
             message = message.replace("cannot start the agent", "the agent stopped", 1)
-        click.echo(f"yurt: {message}", err=True)
+        echo(f"yurt: {message}", err=True)
         return EXIT_FAILED
     return EXIT_OK

@@ -277,7 +277,7 @@ def run_exec(args: Sequence[str]) -> int:
 
     from yurt.runtime.cli.api_client import client_token
     from yurt.runtime.cli.http import agent_address
-    from yurt.runtime.cli.output import fail
+    from yurt.runtime.cli.output import echo, fail
 
     try:
         flags, rest = parse_flags(args)
@@ -312,7 +312,7 @@ def run_exec(args: Sequence[str]) -> int:
     except _Failed as e:
         fail(f"failed to exec into task: {e}", EXIT_FAILED)
     except _Escaped:  # after the terminal is restored, at the start of a line, as Nomad
-        sys.stderr.write("\nConnection closed\n")
+        echo("\nConnection closed", err=True)
         return EXIT_FAILED
     except BaseExceptionGroup as group:
         # Ctrl-C lands in one of the session's tasks and leaves its nursery grouped: the

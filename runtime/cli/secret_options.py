@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import click
 
+from yurt.runtime.cli.output import echo
 from yurt.runtime.errors import EXIT_USAGE
 
 #: The options that would carry a secret. Nomad's `-token` is the only one the CLI knows.
@@ -50,7 +51,7 @@ class SecretOnCommandLine(click.ClickException):
     exit_code = EXIT_USAGE
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"yurt: {self.message}", err=True)
+        echo(f"yurt: {self.message}", err=True)
 
 
 def _refuse(ctx: click.Context, param: click.Parameter, value: Any) -> None:

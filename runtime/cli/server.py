@@ -43,7 +43,6 @@ class ServerOptions:
 
 
 def run_server(options: ServerOptions) -> int:
-    import click
     import trio
 
     from yurt.runtime import __version__
@@ -55,6 +54,7 @@ def run_server(options: ServerOptions) -> int:
         ServerProcess,
     )
     from yurt.runtime.cli.agent import UsageError, agent_token, default_data_dir, leaves
+    from yurt.runtime.cli.output import echo
 
     try:
         urls = tuple(u.strip() for u in options.etcd.split(",") if u.strip())
@@ -89,7 +89,7 @@ def run_server(options: ServerOptions) -> int:
         if not options.prefix.startswith("/") or not options.prefix.endswith("/"):
             raise UsageError(f"--prefix {options.prefix!r} must start and end with /")
     except UsageError as e:
-        click.echo(f"yurt: {e}", err=True)
+        echo(f"yurt: {e}", err=True)
         return EXIT_USAGE
     configure(options.log_level, False, sys.stdout)
     name = options.name or socket.gethostname()
@@ -114,11 +114,11 @@ def run_server(options: ServerOptions) -> int:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(process.run)
             listening = True
-            click.echo(f"yurt server {__version__} {name} listening on {address} "
-                       f"(etcd {','.join(urls)})", err=True)
+            echo(f"yurt server {__version__} {name} listening on {address} "
+                 f"(etcd {','.join(urls)})", err=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
-                    click.echo("yurt server stopping", err=True)
+                    echo("yurt server stopping", err=True)
                     process.stop()
                     break
 
@@ -128,11 +128,11 @@ def run_server(options: ServerOptions) -> int:
         what = "the server stopped" if listening else "cannot start the server"
         for leaf in leaves(e):
             if isinstance(leaf, EtcdError):
-                click.echo(f"yurt: {what}: {leaf}", err=True)
+                echo(f"yurt: {what}: {leaf}", err=True)
                 return EXIT_FAILED
             if isinstance(leaf, OSError):
-                click.echo(f"yurt: cannot serve on {options.bind}:{options.port}: "
-                           f"{leaf.strerror or leaf}", err=True)
+                echo(f"yurt: cannot serve on {options.bind}:{options.port}: "
+                     f"{leaf.strerror or leaf}", err=True)
                 return EXIT_FAILED
         raise
     return EXIT_OK
