@@ -20,7 +20,7 @@ from yurt.runtime.server.cluster.etcd.process import free_port
     (["--etcd", ","], "--etcd needs at least one etcd URL"),
     (["--etcd", "http://127.0.0.1:2379", "--bind", "0.0.0.0"],
      "refusing to bind beyond loopback without a token"),
-    (["--etcd", "http://127.0.0.1:2379", "--bind", "0.0.0.0", "--token", "t"],
+    (["--etcd", "http://127.0.0.1:2379", "--bind", "0.0.0.0", "--token-file", "{token}"],
      "needs --advertise"),
     (["--etcd", "http://127.0.0.1:2379", "--advertise", "10.0.0.1:4646"],
      "--advertise '10.0.0.1:4646' is not a URL"),
@@ -32,7 +32,10 @@ from yurt.runtime.server.cluster.etcd.process import free_port
 ])
 def test_options_that_can_never_work_exit_2(args: list[str], said: str, tmp_path: Path
                                             ) -> None:
-    result = CliRunner().invoke(cli, ["server", "--data-dir", str(tmp_path), *args])
+    token = tmp_path / "token"
+    token.write_text("t\n")
+    result = CliRunner().invoke(cli, ["server", "--data-dir", str(tmp_path),
+                                      *(arg.format(token=token) for arg in args)])
     assert result.exit_code == EXIT_USAGE, result.output
     assert said in result.output
     assert "Traceback" not in result.output

@@ -41,7 +41,8 @@ from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fs import register as register_fs_commands
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
-from yurt.runtime.cli.output import output_options, print_table
+from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
+from yurt.runtime.cli.secret_options import refuse_secret_options
 from yurt.runtime.cli.vars import register as register_var_commands
 from yurt.runtime.errors import (
     EXIT_FAILED,
@@ -81,7 +82,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         return
     from yurt.runtime import __version__  # read from the installed metadata: only when asked
 
-    click.echo(f"yurt, version {__version__}")
+    echo(f"yurt, version {__version__}")
     ctx.exit()
 
 
@@ -168,10 +169,10 @@ def validate(files: Sequence[str], verbose: bool) -> None:
         try:
             parsed = load_job(path)
         except JobSpecError as e:
-            click.echo(e.render(), err=True)
+            echo(e.render(), err=True)
             status = EXIT_USAGE
             continue
-        click.echo(_summary(path, parsed))
+        echo(_summary(path, parsed))
         if verbose:
             _print_task_table(parsed)
     sys.exit(status)
@@ -184,7 +185,7 @@ def parse(file: str) -> None:
     from yurt.runtime.cli.jobfile import load_job_file
     from yurt.runtime.jobspec import encode_job
 
-    click.echo(encode_job(load_job_file(file)).decode())
+    echo_raw(encode_job(load_job_file(file)).decode())  # JSON, as `job inspect` prints it
 
 
 @cli.command("run")
@@ -314,8 +315,7 @@ def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
     try:
         canonical = parse_signal_name(sig)
     except ValueError as e:  # refused here: the agent would refuse it too
-        click.echo(f"yurt: {e}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(str(e), EXIT_USAGE)
     from yurt.runtime.cli import api_client
 
     api_client.alloc_signal(alloc_id, task, canonical)
@@ -368,8 +368,6 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Require the token in this file as X-Nomad-Token on every request "
                    "(or set $YURT_AGENT_TOKEN).")
-@click.option("--token", "token_argument", default=None, hidden=True,
-              help="Refused: the command line is visible to every user in /proc.")
 @click.option("--fake-device", "fake_devices", multiple=True, metavar="V/T/N=ID,ID",
               help="Declare devices for the fake device plugin (repeatable), e.g. "
                    "nvidia/gpu/T4=GPU-0,GPU-1.")
@@ -390,8 +388,7 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
               help="Dev mode, as Nomad's `-dev`: stopping the agent stops every allocation "
                    "and kills its tasks, leaving nothing to re-attach to.")
 def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | None,
-          port: int | None, token_file: Path | None, token_argument: str | None,
-          fake_devices: tuple[str, ...],
+          port: int | None, token_file: Path | None, fake_devices: tuple[str, ...],
           driver_allow: tuple[str, ...], driver_block: tuple[str, ...],
           log_level: str | None, log_json: bool | None, servers: str | None,
           node_name: str | None, datacenter: str | None, meta: tuple[str, ...],
@@ -407,7 +404,7 @@ def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | N
 
     sys.exit(cli_agent.run_agent(cli_agent.AgentOptions(
         config_file=config_file, data_dir=data_dir, bind=bind, port=port,
-        token_file=token_file, token_argument=token_argument, fake_devices=fake_devices,
+        token_file=token_file, fake_devices=fake_devices,
         driver_allow=driver_allow, driver_block=driver_block, log_level=log_level,
         log_json=log_json, servers=servers, node_name=node_name, datacenter=datacenter,
         meta=meta, dev_mode=dev_mode)))
@@ -421,10 +418,9 @@ def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | N
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Local files of this server (its state lives in etcd).")
 @click.option("--name", default=None, help="This server's name (default: the host name).")
-@click.option("--token", default=None,
-              help="Require this token as X-Nomad-Token (prefer --token-file).")
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Require the token in this file as X-Nomad-Token.")
+              help="Require the token in this file as X-Nomad-Token (or set "
+                   "$YURT_AGENT_TOKEN).")
 @click.option("--advertise", default=None, metavar="URL",
               help="The URL nodes and other servers reach this one at (needed with a "
                    "wildcard --bind).")
@@ -444,7 +440,7 @@ def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | N
 @click.option("--log-level", default="info", metavar="LEVEL",
               help="trace, debug, info, warn, error.")
 def server_command(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
-           token: str | None, token_file: Path | None, advertise: str | None, prefix: str,
+           token_file: Path | None, advertise: str | None, prefix: str,
            leader_ttl: int,
            min_heartbeat_ttl: float, heartbeat_grace: float, max_heartbeats_per_second: float,
            failover_heartbeat_ttl: float, log_level: str) -> None:
@@ -457,8 +453,8 @@ def server_command(etcd: str, bind: str, port: int, data_dir: Path | None, name:
     from yurt.runtime.cli import server as cli_server
 
     sys.exit(cli_server.run_server(cli_server.ServerOptions(
-        etcd=etcd, bind=bind, port=port, data_dir=data_dir, name=name, token=token,
-        token_file=token_file, advertise=advertise, prefix=prefix, leader_ttl=leader_ttl,
+        etcd=etcd, bind=bind, port=port, data_dir=data_dir, name=name, token_file=token_file,
+        advertise=advertise, prefix=prefix, leader_ttl=leader_ttl,
         min_heartbeat_ttl=min_heartbeat_ttl, heartbeat_grace=heartbeat_grace,
         max_heartbeats_per_second=max_heartbeats_per_second,
         failover_heartbeat_ttl=failover_heartbeat_ttl, log_level=log_level)))
@@ -501,7 +497,7 @@ def main() -> None:
         interrupted = isinstance(e.__cause__ or e.__context__, KeyboardInterrupt)
         sys.exit(EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
     except KeyboardInterrupt:
-        click.echo(err=True)
+        echo(err=True)
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
@@ -514,3 +510,4 @@ register_exec_commands(alloc)  # alloc exec
 register_job_commands(cli, job)  # job/eval verbs
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
+refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

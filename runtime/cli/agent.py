@@ -17,8 +17,9 @@ Exit statuses (runtime/errors.py), as `run_agent` returns them:
   not writable, or with state this yurt cannot read. The same command can work once the
   operator has acted on the machine.
 - 2 (`EXIT_USAGE`): the command line or the config file is wrong (unreadable or invalid config
-  file, a port outside 0-65535, a refused `--token`, a non-loopback bind without a token, an
-  unknown log level). The same command can never work.
+  file, a port outside 0-65535, a non-loopback bind without a token, an unknown log level;
+  `--token` is refused before this module is reached, runtime/cli/secret_options.py). The same
+  command can never work.
 
 The agent's own log (runtime/agent/log.py) goes to stdout, as Nomad's does; the start and stop
 lines and the errors above go to stderr, so `yurt agent > agent.log` keeps the log and still
@@ -55,8 +56,7 @@ class AgentOptions:
     data_dir: Path | None = None
     bind: str | None = None
     port: int | None = None
-    token_file: Path | None = None
-    token_argument: str | None = None
+    token_file: Path | None = None  # never a token itself: runtime/cli/secret_options.py
     fake_devices: tuple[str, ...] = ()
     driver_allow: tuple[str, ...] = ()
     driver_block: tuple[str, ...] = ()
@@ -127,9 +127,6 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         groups = [parse_fake_device(spec) for spec in options.fake_devices]
     except ConfigError as e:
         raise UsageError(str(e)) from None
-    if options.token_argument is not None:
-        raise UsageError("--token is refused: every user can read a command line in /proc; "
-                         "use --token-file FILE or $YURT_AGENT_TOKEN")
     try:
         token = agent_token(options.token_file) or file.token or ""
     except ValueError as e:
@@ -245,19 +242,19 @@ def _os_error(error: OSError | OverflowError, config: AgentConfig) -> str:
 
 def run_agent(options: AgentOptions) -> int:
     """Run the agent until SIGINT or SIGTERM; the exit status (see the module header)."""
-    import click
     import trio
 
     from yurt.runtime import __version__
     from yurt.runtime.agent.agent import Agent
     from yurt.runtime.agent.log import configure
+    from yurt.runtime.cli.output import echo
     from yurt.runtime.lib.logfields import fields
 
     try:
         config, level, log_json = build_config(options)
     except UsageError as e:
         for line in str(e).splitlines():  # a config file's problems, one line each
-            click.echo(f"yurt: {line}", err=True)
+            echo(f"yurt: {line}", err=True)
         return EXIT_USAGE
     configure(level, log_json, sys.stdout)
 
@@ -270,13 +267,13 @@ def run_agent(options: AgentOptions) -> int:
             address = await nursery.start(instance.run)
             listening = True
             mode = f", client of {','.join(config.servers)}" if config.servers else ""
-            click.echo(f"yurt agent {__version__} listening on {address} "
-                       f"(data dir {config.data_dir}{mode})", err=True)
+            echo(f"yurt agent {__version__} listening on {address} "
+                 f"(data dir {config.data_dir}{mode})", err=True)
             log.info("agent started", extra=fields(version=__version__, address=address,
                                                    data_dir=str(config.data_dir)))
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
-                    click.echo("yurt agent stopping; " + (
+                    echo("yurt agent stopping; " + (
                         "stopping every task (--dev)" if config.dev_mode else
                         "tasks keep running"), err=True)
                     log.info("agent stopping", extra=fields(signal=signal.Signals(signum).name))
@@ -291,6 +288,6 @@ def run_agent(options: AgentOptions) -> int:
             raise
         if listening:  # it had started: a failure later on (the data dir deleted, say)
             message = message.replace("cannot start the agent", "the agent stopped", 1)
-        click.echo(f"yurt: {message}", err=True)
+        echo(f"yurt: {message}", err=True)
         return EXIT_FAILED
     return EXIT_OK

@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import click
-
 from yurt.runtime.cli.http import (
     AgentConnection,
     ConnectError,
@@ -36,6 +34,8 @@ from yurt.runtime.cli.http import (
 from yurt.runtime.cli.output import (
     SHORT_ID,
     check_format,
+    echo,
+    echo_raw,
     emit,
     emit_json,
     fail,
@@ -43,9 +43,7 @@ from yurt.runtime.cli.output import (
     format_list,
     output_options,
     print_table,
-    rich_table,
     short,
-    stdout_is_terminal,
 )
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -105,15 +103,6 @@ def call(client: AgentConnection, method: str, path: str, **kw: Any) -> Any:
     return response.json() if response.content else None
 
 
-def console() -> Any:
-    """A rich console for the outputs still drawn with rich (imported here, not at start-up):
-    the terminal's width, or, into a pipe, a width nothing reaches (never wrapped or cut)."""
-    from rich.console import Console
-
-    c = Console(highlight=False)
-    return c if c.is_terminal else Console(highlight=False, width=1 << 20)
-
-
 def _ago(ns: int) -> str:
     if not ns:
         return "-"
@@ -141,19 +130,9 @@ def alloc_rows(allocs: list[dict[str, Any]]) -> list[list[str]]:
 def print_allocs(allocs: list[dict[str, Any]]) -> None:
     """The allocations table, or Nomad's "No allocations placed"."""
     if not allocs:
-        click.echo("No allocations placed")
+        echo("No allocations placed")
         return
     print_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
-
-
-def alloc_table(allocs: list[dict[str, Any]]) -> Any:
-    """The allocations for callers that print through `console()`: a drawn table at a
-    terminal, plain columns (as rich `Text`: no markup is read in names) otherwise."""
-    from rich.text import Text
-
-    if not stdout_is_terminal():
-        return Text("Allocations\n" + format_list([list(ALLOC_HEADER), *alloc_rows(allocs)]))
-    return rich_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
 
 
 def _event_time(ns: int) -> str:
@@ -234,13 +213,13 @@ def job_stop(job_id: str, json_output: bool, *, purge: bool = False) -> None:
     if json_output:
         emit_json(result)
     else:
-        click.echo(f'Job "{job_id}" stopped' + (" and purged" if purge else ""))
+        echo(f'Job "{job_id}" stopped' + (" and purged" if purge else ""))
 
 
 def print_jobs(jobs: list[dict[str, Any]]) -> None:
     """The jobs table, or Nomad's "No running jobs"."""
     if not jobs:
-        click.echo("No running jobs")
+        echo("No running jobs")
         return
     print_table(JOB_HEADER, job_list_rows(jobs), id_columns=())
 
@@ -258,16 +237,16 @@ def alloc_status(alloc_id: str, json_output: bool, template: str = "") -> None:
 
 
 def print_alloc(alloc: dict[str, Any]) -> None:
-    click.echo(format_kv(alloc_basic_info(alloc)))
+    echo(format_kv(alloc_basic_info(alloc)))
     addresses = alloc_addresses(alloc)
     if addresses:
-        click.echo(f"\n{addresses}")
+        echo(f"\n{addresses}")
     for name, state in sorted((alloc.get("TaskStates") or {}).items()):
         title = (f'Task "{name}" is "{state["State"]}"{" (failed)" if state["Failed"] else ""}'
                  f', {state["Restarts"]} restarts')
         rows = [[_event_time(event["Time"]), event["Type"], event["DisplayMessage"]]
                 for event in reversed(state.get("Events") or [])]
-        click.echo()
+        echo()
         print_table(("Time", "Type", "Description"), rows, title=title, id_columns=())
 
 
@@ -326,7 +305,7 @@ def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
         alloc_id = resolve_alloc(client, alloc_id)
         body = {"TaskName": task or "", "AllTasks": all_tasks}
         call(client, "POST", f"/v1/client/allocation/{alloc_id}/restart", json=body)
-    click.echo(f"Allocation {short(alloc_id)} restarted")
+    echo(f"Allocation {short(alloc_id)} restarted")
 
 
 def alloc_signal(alloc_id: str, task: str | None, signal: str) -> None:
@@ -334,7 +313,7 @@ def alloc_signal(alloc_id: str, task: str | None, signal: str) -> None:
         alloc_id = resolve_alloc(client, alloc_id)
         call(client, "POST", f"/v1/client/allocation/{alloc_id}/signal",
              json={"Task": task or "", "Signal": signal})
-    click.echo(f"Sent {signal} to allocation {short(alloc_id)}"
+    echo(f"Sent {signal} to allocation {short(alloc_id)}"
                f"{f' task {task}' if task else ''}")
 
 
@@ -342,7 +321,7 @@ def alloc_stop(alloc_id: str) -> None:
     with api() as client:
         alloc_id = resolve_alloc(client, alloc_id)
         call(client, "POST", f"/v1/allocation/{alloc_id}/stop")
-    click.echo(f"Allocation {short(alloc_id)} is stopping")
+    echo(f"Allocation {short(alloc_id)} is stopping")
 
 
 # --------------------------------------------------------------------------- node, events
@@ -358,7 +337,7 @@ def node_status(json_output: bool, template: str = "") -> None:
 
 def print_nodes(detail: list[dict[str, Any]]) -> None:
     if not detail:
-        click.echo("No nodes registered")
+        echo("No nodes registered")
     for node in detail:
         res = node["NodeResources"]
         pairs = [("ID", node["ID"]), ("Name", node["Name"]), ("DC", node["Datacenter"]),
@@ -368,8 +347,8 @@ def print_nodes(detail: list[dict[str, Any]]) -> None:
         if "yurt.max_tasks" in attrs:  # what the agent's open-file limit leaves room for
             pairs.append(("Tasks", f"up to {attrs['yurt.max_tasks']} "
                                    f"(open-file limit {attrs.get('yurt.nofile', '?')})"))
-        click.echo(format_kv(pairs))
-        click.echo()
+        echo(format_kv(pairs))
+        echo()
         print_table(("Driver", "Detected", "Healthy", "Description"),
                     [[name, str(info["Detected"]).lower(), str(info["Healthy"]).lower(),
                       info["HealthDescription"]]
@@ -379,12 +358,12 @@ def print_nodes(detail: list[dict[str, Any]]) -> None:
                     f"{sum(1 for i in g['Instances'] if i['Healthy'])}/{len(g['Instances'])}",
                     ", ".join(i["ID"] for i in g["Instances"])]
                    for g in res.get("Devices") or []]
-        click.echo()
+        echo()
         if devices:
             print_table(("Device", "Healthy", "Instances"), devices, title="Devices",
                         id_columns=())
         else:
-            click.echo("No devices")
+            echo("No devices")
 
 
 def events(topics: list[str], index: int | None, json_output: bool) -> None:
@@ -409,12 +388,12 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
     url = addr.replace("http", "ws", 1) + "/v1/event/ws" + (f"?{query}" if query else "")
     reader_gone = False
 
-    def say(line: str) -> bool:
-        """Print a line; False once the reader is gone (stdout's broken pipe, not the
-        socket's: only this write is caught)."""
+    def say(line: str, *, raw: bool = False) -> bool:
+        """Print a line (`raw`: a JSON record, exact); False once the reader is gone
+        (stdout's broken pipe, not the socket's: only this write is caught)."""
         nonlocal reader_gone
         try:
-            click.echo(line)
+            (echo_raw if raw else echo)(line)
         except BrokenPipeError:
             reader_gone = True
         return not reader_gone
@@ -425,7 +404,7 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
                 while True:
                     record = json.loads(await ws.get_message())
                     if json_output:
-                        if not say(json.dumps(record)):
+                        if not say(json.dumps(record), raw=True):
                             return
                         continue
                     for event in record.get("Events", []):

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import click
 
-from yurt.runtime.cli.output import check_format, emit
+from yurt.runtime.cli.output import check_format, echo, emit
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 SHORT = 8
@@ -133,7 +133,7 @@ def register(cli: click.Group) -> None:
         with api() as client:
             found = call(client, "GET", "/v1/deployments")
         emit(found, json_output, template,
-             lambda: click.echo(list_table(found, 36 if verbose else SHORT)))
+             lambda: echo(list_table(found, 36 if verbose else SHORT)))
 
     @deployment.command("status")
     @click.argument("deployment_id", metavar="DEPLOYMENT")
@@ -150,7 +150,7 @@ def register(cli: click.Group) -> None:
         with api() as client:
             d = _resolve(client, deployment_id, length)
             d = call(client, "GET", f"/v1/deployment/{quote(d['ID'], safe='')}")
-        emit(d, json_output, template, lambda: click.echo(status_text(d, length)))
+        emit(d, json_output, template, lambda: echo(status_text(d, length)))
 
     @deployment.command("promote")
     @click.argument("deployment_id", metavar="DEPLOYMENT")
@@ -171,7 +171,7 @@ def register(cli: click.Group) -> None:
             out = _post(client, f"/v1/deployment/promote/{quote(d['ID'], safe='')}", body,
                         "promoting")
         if out.get("EvalID"):
-            click.echo("Evaluation ID: " + out["EvalID"])
+            echo("Evaluation ID: " + out["EvalID"])
 
     @deployment.command("fail")
     @click.argument("deployment_id", metavar="DEPLOYMENT")
@@ -187,9 +187,9 @@ def register(cli: click.Group) -> None:
             out = _post(client, f"/v1/deployment/fail/{quote(d['ID'], safe='')}", None,
                         "failing")
         if out.get("RevertedJobVersion") is None:
-            click.echo(f'Deployment "{d["ID"]}" failed')
+            echo(f'Deployment "{d["ID"]}" failed')
         else:
-            click.echo(f'Deployment "{d["ID"]}" failed. Auto-reverted to job version '
+            echo(f'Deployment "{d["ID"]}" failed. Auto-reverted to job version '
                        f'{out["RevertedJobVersion"]}.')
         if out.get("EvalID"):
-            click.echo("Evaluation ID: " + out["EvalID"])
+            echo("Evaluation ID: " + out["EvalID"])

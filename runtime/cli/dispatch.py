@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import click
 
+from yurt.runtime.cli.output import echo
 from yurt.runtime.errors import EXIT_USAGE
 
 
@@ -61,8 +62,8 @@ def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
     if json_output:
         emit_json(out)
         return
-    click.echo(f"Dispatched Job ID = {out['DispatchedJobID']}")
-    click.echo(f"Evaluation ID     = {out['EvalID'] or '-'}")
+    echo(f"Dispatched Job ID = {out['DispatchedJobID']}")
+    echo(f"Evaluation ID     = {out['EvalID'] or '-'}")
 
 
 def periodic_force(job_id: str, json_output: bool) -> None:
@@ -74,8 +75,8 @@ def periodic_force(job_id: str, json_output: bool) -> None:
     if json_output:
         emit_json(out)
         return
-    click.echo(f'Job "{job_id}" forced: a periodic launch now')
-    click.echo(f"Evaluation ID = {out['EvalID'] or '-'}")
+    echo(f'Job "{job_id}" forced: a periodic launch now')
+    echo(f"Evaluation ID = {out['EvalID'] or '-'}")
 
 
 def register(job: click.Group) -> None:

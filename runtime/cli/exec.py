@@ -37,6 +37,7 @@ from urllib.parse import urlencode
 import click
 
 from yurt.runtime.cli.escape import EscapeFilter
+from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 from yurt.runtime.lib.goparse import parse_go_bool
 
@@ -97,6 +98,8 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
                 raise UsageError("-e requires 'none' or a single character")
             else:
                 flags.escape = value
+        elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
+            raise UsageError(refusal(f"-{name}", daemon=False))
         else:
             raise UsageError(f"flag provided but not defined: -{name}")
         i += 1
@@ -274,7 +277,7 @@ def run_exec(args: Sequence[str]) -> int:
 
     from yurt.runtime.cli.api_client import client_token
     from yurt.runtime.cli.http import agent_address
-    from yurt.runtime.cli.output import fail
+    from yurt.runtime.cli.output import echo, fail
 
     try:
         flags, rest = parse_flags(args)
@@ -309,7 +312,7 @@ def run_exec(args: Sequence[str]) -> int:
     except _Failed as e:
         fail(f"failed to exec into task: {e}", EXIT_FAILED)
     except _Escaped:  # after the terminal is restored, at the start of a line, as Nomad
-        sys.stderr.write("\nConnection closed\n")
+        echo("\nConnection closed", err=True)
         return EXIT_FAILED
     except BaseExceptionGroup as group:
         # Ctrl-C lands in one of the session's tasks and leaves its nursery grouped: the

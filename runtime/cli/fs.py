@@ -188,8 +188,8 @@ def _time(stamp: str) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> None:
-    """Columns as Nomad's `formatList` aligns them: two spaces apart, no borders."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-                   .rstrip())
+    """Columns as Nomad's `formatList` aligns them: two spaces apart, no borders; a file name
+    the task chose made printable (runtime/cli/output.py)."""
+    from yurt.runtime.cli.output import echo, format_list
+
+    echo(format_list([header, *rows]))

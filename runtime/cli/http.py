@@ -60,7 +60,9 @@ class AddressError(click.ClickException):
     exit_code = 2  # EXIT_USAGE, spelled here so the module needs nothing of runtime.errors
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"yurt: {self.message}", err=True)
+        from yurt.runtime.cli.output import echo
+
+        echo(f"yurt: {self.message}", err=True)
 
 
 #: The agent's address when `$YURT_ADDR` is not set, as Nomad's 4646.

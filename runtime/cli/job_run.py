@@ -32,9 +32,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-import click
-
 from yurt.runtime.cli.evalfmt import evaluation_failures, placement_failure_section
+from yurt.runtime.cli.output import echo, print_table
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ def _finished_eval(client: AgentConnection, eval_id: str) -> dict[str, Any]:
 
 def job_run(path: str, detach: bool, json_output: bool) -> None:
     """`yurt job run` (see the module docstring)."""
-    from yurt.runtime.cli.api_client import alloc_table, api, call, console, emit_json
+    from yurt.runtime.cli.api_client import ALLOC_HEADER, alloc_rows, api, call, emit_json
     from yurt.runtime.cli.jobfile import load_job_file
     from yurt.runtime.jobspec import encode_job
 
@@ -76,21 +75,21 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
             job.parameterized is not None and not job.dispatched
         )
         if (templated or detach) and result.get("Warnings"):
-            click.echo(f"warning: {result['Warnings']}", err=True)
+            echo(f"warning: {result['Warnings']}", err=True)
         if templated:
             # Nothing of its own runs: its children do (periodic launches, dispatches).
             if json_output:
                 emit_json(result)
                 return
-            click.echo("Job registration successful")
+            echo("Job registration successful")
             if job.periodic is not None:
-                click.echo(
+                echo(
                     f'Periodic job: children launch on "{", ".join(job.periodic.specs())}" '
                     f"({job.periodic.time_zone}); `yurt job periodic force {job.id}` "
                     "launches one now"
                 )
             else:
-                click.echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
+                echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
             return
         if detach:
             # Nomad's `-detach`: the registration and its evaluation, nothing waited for or
@@ -98,12 +97,10 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
             if json_output:
                 emit_json(result)
             else:
-                click.echo(f"Job registration successful\nEvaluation ID: {eval_id}")
+                echo(f"Job registration successful\nEvaluation ID: {eval_id}")
             return
-        out = console()
         if not json_output:
-            out.print(f'==> Job "{job.id}" registered; evaluation "{eval_id[:8]}"',
-                      markup=False, highlight=False)
+            echo(f'==> Job "{job.id}" registered; evaluation "{eval_id[:8]}"')
         # A group that cannot be placed ends the run with Nomad's explanation (its blocked
         # evaluation places it once capacity frees up), not with a wait for nothing.
         ev = _finished_eval(client, eval_id) if eval_id else {}
@@ -111,14 +108,14 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
         if explanation:
             if json_output:  # stdout stays JSON; the explanation is for the reader
                 emit_json(ev)
-                click.echo(explanation, err=True)
+                echo(explanation, err=True)
             else:  # on stdout, as Nomad's monitor prints it
-                click.echo(explanation)
+                echo(explanation)
             sys.exit(EXIT_USAGE)
         if result.get("Warnings"):  # a placement failure's warning repeats the explanation
-            click.echo(f"warning: {result['Warnings']}", err=True)
+            echo(f"warning: {result['Warnings']}", err=True)
         if not json_output:
-            out.print("==> Waiting for its allocations", markup=False, highlight=False)
+            echo("==> Waiting for its allocations")
         deadline = time.monotonic() + SETTLE_TIMEOUT
         while True:
             allocs = [
@@ -138,11 +135,11 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
     if json_output:
         emit_json(allocs)
     else:
-        out.print(alloc_table(allocs))
+        print_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
     if any(a["ClientStatus"] in ("failed", "lost") for a in allocs):
         sys.exit(EXIT_FAILED)
     if not settled:
-        click.echo(
+        echo(
             f"yurt: allocations did not settle within {SETTLE_TIMEOUT:.0f}s; "
             f"see `yurt job status {job.id}`",
             err=True,
@@ -179,14 +176,14 @@ def job_status(job_id: str | None, json_output: bool, template: str = "") -> Non
         evals = call(client, "GET", f"{path}/evaluations")
 
     def human() -> None:
-        click.echo(format_kv([("ID", job["ID"]), ("Type", job["Type"]),
+        echo(format_kv([("ID", job["ID"]), ("Type", job["Type"]),
                               ("Priority", str(job["Priority"])),
                               ("Status", job_status_text(job)),
                               ("Version", str(job["Version"]))]))
         failures = placement_failure_section(evals)
         if failures:
-            click.echo(f"\n{failures}")
-        click.echo()
+            echo(f"\n{failures}")
+        echo()
         print_allocs(allocs)
 
     emit({"Job": job, "Allocations": allocs, "Evaluations": evals}, json_output, template, human)

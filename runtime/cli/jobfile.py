@@ -13,8 +13,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-import click
-
+from yurt.runtime.cli.output import echo
 from yurt.runtime.errors import EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -29,5 +28,5 @@ def load_job_file(path: str) -> Job:
     try:
         return load_job(path)
     except JobSpecError as e:
-        click.echo(e.render(), err=True)
+        echo(e.render(), err=True)
         sys.exit(EXIT_USAGE)

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import click
 
-from yurt.runtime.cli.output import output_options
+from yurt.runtime.cli.output import echo, output_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 
@@ -56,7 +56,7 @@ def print_evals(evals: list[dict[str, Any]]) -> None:
     from yurt.runtime.cli.output import print_table
 
     if not evals:
-        click.echo("No evals found")
+        echo("No evals found")
         return
     print_table(("ID", "Priority", "Triggered By", "Job ID", "Status", "Placement Failures"),
                 [[e["ID"][:8], str(e["Priority"]), e["TriggeredBy"], e["JobID"], e["Status"],
@@ -72,7 +72,7 @@ def register(cli: click.Group, job: click.Group) -> None:
     def job_plan(file: str, json_output: bool) -> None:
         """Dry-run a job: what registering it would place, stop or update (changes nothing).
         Exit 0: no allocations created or destroyed; 1: some would be; 255: no plan."""
-        from yurt.runtime.cli.api_client import api, call, console, emit_json
+        from yurt.runtime.cli.api_client import api, call, emit_json
         from yurt.runtime.cli.evalfmt import evaluation_failures
         from yurt.runtime.cli.jobfile import load_job_file
         from yurt.runtime.jobspec import encode_job
@@ -90,7 +90,6 @@ def register(cli: click.Group, job: click.Group) -> None:
         if json_output:
             emit_json(result)
         else:
-            out = console()
             # Nomad's update types, in its (alphabetical) order.
             counts = {group: ", ".join(f"{n} {name}" for name, n in sorted((
                 ("canary", u.get("Canary", 0)), ("create", u["Place"]),
@@ -101,15 +100,15 @@ def register(cli: click.Group, job: click.Group) -> None:
                 for group, u in updates.items()}
             diff = result.get("Diff") or {"Type": "None", "ID": spec.id}
             for line in diff_lines(diff, counts):
-                out.print(line, markup=False, highlight=False)
+                echo(line)
             explanation = evaluation_failures({"ID": "plan", "Status": "complete",
                                                "FailedTGAllocs": result.get("FailedTGAllocs")})
             if explanation:
-                out.print("\nScheduler dry-run:\n- WARNING: Failed to place all allocations.")
-                out.print(explanation.split("\n", 1)[1])
+                echo("\nScheduler dry-run:\n- WARNING: Failed to place all allocations.")
+                echo(explanation.split("\n", 1)[1])
             else:
-                out.print("\nScheduler dry-run:\n- All tasks successfully allocated.")
-            out.print(f"\nJob Modify Index: {result['JobModifyIndex']}")
+                echo("\nScheduler dry-run:\n- All tasks successfully allocated.")
+            echo(f"\nJob Modify Index: {result['JobModifyIndex']}")
         sys.exit(EXIT_FAILED if changes else 0)
 
     @job.command("history")
@@ -120,8 +119,8 @@ def register(cli: click.Group, job: click.Group) -> None:
     def job_history(job_id: str, diffs: bool, version: int | None, json_output: bool,
                     template: str) -> None:
         """The job's versions, newest first (with -p, what each changed)."""
-        from yurt.runtime.cli.api_client import api, call, console, emit_json, resolve_job
-        from yurt.runtime.cli.output import check_format, fail, render_template
+        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+        from yurt.runtime.cli.output import check_format, emit_template, fail
 
         check_format(json_output, template)
         with api() as client:
@@ -135,18 +134,17 @@ def register(cli: click.Group, job: click.Group) -> None:
         if version is not None and not rows:
             fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
         if template:
-            click.echo(render_template(template, [v for v, _ in rows]), nl=False)
+            emit_template(template, [v for v, _ in rows])
             return
         if json_output:
             emit_json([v for v, _ in rows])
             return
-        out = console()
         for v, diff in rows:
-            out.print(f"Version     = {v['Version']}\nStable      = "
+            echo(f"Version     = {v['Version']}\nStable      = "
                       f"{str(v['Stable']).lower()}\nSubmit Date = {_submit_date(v['SubmitTime'])}")
             if diff is not None:
-                out.print(_diff_text(diff))
-            out.print("")
+                echo(_diff_text(diff))
+            echo()
 
     @job.command("revert")
     @click.argument("job_id", metavar="JOB")
@@ -163,7 +161,7 @@ def register(cli: click.Group, job: click.Group) -> None:
         if json_output:
             emit_json(result)
         else:
-            click.echo(f'Job "{job_id}" reverted to version {version} '
+            echo(f'Job "{job_id}" reverted to version {version} '
                        f'(evaluation {result["EvalID"]})')
 
     @job.command("scale")
@@ -192,7 +190,7 @@ def register(cli: click.Group, job: click.Group) -> None:
         if json_output:
             emit_json(result)
         else:
-            click.echo(f'Group "{group}" of job "{job_id}" scaled to {count} '
+            echo(f'Group "{group}" of job "{job_id}" scaled to {count} '
                        f'(evaluation {result["EvalID"]})')
 
     @job.command("inspect")
@@ -203,7 +201,7 @@ def register(cli: click.Group, job: click.Group) -> None:
     def job_inspect(job_id: str, version: int | None, template: str) -> None:
         """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it)."""
         from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
-        from yurt.runtime.cli.output import fail, render_template
+        from yurt.runtime.cli.output import emit_template, fail
 
         with api() as client:
             job_id = resolve_job(client, job_id)
@@ -217,7 +215,7 @@ def register(cli: click.Group, job: click.Group) -> None:
                     fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
                 spec = found[0]
         if template:  # Nomad's -t sees the job itself, not the {"Job": ...} wrapper
-            click.echo(render_template(template, spec), nl=False)
+            emit_template(template, spec)
             return
         emit_json({"Job": spec})
 
@@ -237,10 +235,10 @@ def register(cli: click.Group, job: click.Group) -> None:
         if json_output:
             emit_json(ev)
             return
-        click.echo(f'Evaluation "{ev["ID"]}" {ev["Status"]}')
+        echo(f'Evaluation "{ev["ID"]}" {ev["Status"]}')
         explanation = evaluation_failures(ev)
         if explanation:
-            click.echo(explanation)
+            echo(explanation)
 
     @cli.group("eval")
     def eval_group() -> None:
@@ -270,18 +268,18 @@ def register(cli: click.Group, job: click.Group) -> None:
         """One evaluation: status, trigger, placement failures."""
         from yurt.runtime.cli.api_client import api, call, emit_json
         from yurt.runtime.cli.evalfmt import evaluation_failures
-        from yurt.runtime.cli.output import check_format, render_template
+        from yurt.runtime.cli.output import check_format, emit_template
 
         check_format(json_output, template)
         with api() as client:
             ev = call(client, "GET", f"/v1/evaluation/{eval_id}")
         if template:
-            click.echo(render_template(template, ev), nl=False)
+            emit_template(template, ev)
             return
         if json_output:
             emit_json(ev)
             return
-        click.echo(f"ID                 = {ev['ID']}\nStatus             = {ev['Status']}\n"
+        echo(f"ID                 = {ev['ID']}\nStatus             = {ev['Status']}\n"
                    f"Status Description = {ev['StatusDescription'] or '-'}\n"
                    f"Type               = {ev['Type']}\n"
                    f"TriggeredBy        = {ev['TriggeredBy']}\n"
@@ -290,7 +288,7 @@ def register(cli: click.Group, job: click.Group) -> None:
                    f"Placement Failures = {str(bool(ev.get('FailedTGAllocs'))).lower()}")
         explanation = evaluation_failures(ev)
         if explanation:
-            click.echo(explanation)
+            echo(explanation)
 
 
 _MARK = {"Added": "+", "Deleted": "-", "Edited": "+/-", "None": ""}

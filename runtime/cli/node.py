@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from yurt.runtime.cli.output import fail, output_options
+from yurt.runtime.cli.output import echo, fail, output_options
 from yurt.runtime.errors import EXIT_USAGE
 
 #: Nomad's default drain deadline.
@@ -63,7 +63,7 @@ def eligibility(enable: bool, disable: bool, self_: bool, node: str | None) -> N
         node_id = _node_id(client, node, self_)
         call(client, "PUT", f"/v1/node/{node_id}/eligibility",
              json={"Eligibility": "eligible" if eligible else "ineligible"})
-    click.echo(f'Node "{node_id}" scheduling eligibility set: '
+    echo(f'Node "{node_id}" scheduling eligibility set: '
                f"{'eligible' if eligible else 'ineligible'} for scheduling")
 
 
@@ -107,9 +107,9 @@ def _monitor(client: Any, node_id: str, since: int) -> None:
         for event in node.get("Events") or []:
             if event["CreateIndex"] > since:
                 since = event["CreateIndex"]
-                click.echo(f"{_stamp(event['Timestamp'])}: {event['Message']}")
+                echo(f"{_stamp(event['Timestamp'])}: {event['Message']}")
         if node.get("DrainStrategy") is None:
-            click.echo(f'{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}: Drain complete for node '
+            echo(f'{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}: Drain complete for node '
                        f'{node_id}')
             return
 
@@ -128,12 +128,12 @@ def drain(enable: bool, disable: bool, deadline: str | None, force: bool, no_dea
         if not on:
             call(client, "PUT", f"/v1/node/{node_id}/drain",
                  json={"DrainSpec": None, "MarkEligible": not keep_ineligible})
-            click.echo(f'Node "{node_id}" drain strategy unset')
+            echo(f'Node "{node_id}" drain strategy unset')
             return
         result = call(client, "PUT", f"/v1/node/{node_id}/drain", json={
             "DrainSpec": {"Deadline": ns, "IgnoreSystemJobs": ignore_system},
             "MarkEligible": False})
-        click.echo(f'Node "{node_id}" drain strategy set')
+        echo(f'Node "{node_id}" drain strategy set')
         if not detach:
             _monitor(client, node_id, int(result["NodeModifyIndex"]) - 1)
 
@@ -150,7 +150,7 @@ def system_reconcile_summaries() -> None:
 
     with api() as client:
         call(client, "PUT", "/v1/system/reconcile/summaries")
-    click.echo("Reconciled job summaries")
+    echo("Reconciled job summaries")
 
 
 def _since(rfc3339: str) -> str:
@@ -209,10 +209,10 @@ def status(json_output: bool, template: str = "") -> None:
     def human() -> None:
         rows = overview_rows(jobs, allocs)
         if not rows:
-            click.echo("No running jobs")
+            echo("No running jobs")
             return
         # supervisorctl's shape at a terminal too: plain columns, never cut.
-        click.echo(format_list([["Name", "State", "Alloc", "Detail"], *map(list, rows)]))
+        echo(format_list([["Name", "State", "Alloc", "Detail"], *map(list, rows)]))
 
     emit({"Jobs": jobs, "Allocations": allocs}, json_output, template, human)
 

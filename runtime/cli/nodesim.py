@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from yurt.runtime.cli.output import echo, echo_raw
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
@@ -124,7 +125,7 @@ def run_nodesim(command: NodeSimCommand) -> int:
         except ProfileError as e:
             problem = str(e)
     if problem is not None:
-        click.echo(f"yurt: {problem}", err=True)
+        echo(f"yurt: {problem}", err=True)
         return EXIT_USAGE
     configure(command.log_level, False, sys.stderr)
     simulator = NodeSimulator(NodeSimOptions(
@@ -150,7 +151,7 @@ def run_nodesim(command: NodeSimCommand) -> int:
     try:
         trio.run(main)
     except Exception as e:
-        click.echo(f"yurt: nodesim stopped: {e!r}", err=True)
+        echo(f"yurt: nodesim stopped: {e!r}", err=True)
         _print(simulator.summary(), command.json_output, format_summary)
         return EXIT_FAILED
     _print(simulator.summary(), command.json_output, format_summary)
@@ -172,4 +173,7 @@ def _server_url(server: str) -> bool:
 
 def _print(summary: dict[str, Any], as_json: bool,
            table: Callable[[dict[str, Any]], str]) -> None:
-    print(json.dumps(summary) if as_json else table(summary), flush=True)
+    if as_json:
+        echo_raw(json.dumps(summary))
+    else:
+        echo(table(summary))

@@ -8,6 +8,19 @@ when stdout is not a terminal (a pipe, a file, `$(...)`), every table is plain c
 spaces apart, never wrapped or cut, whatever `$COLUMNS` says. IDs are shown as Nomad's
 8-character prefixes, and an ID column never shrinks below that, at any width.
 
+Everything the CLI shows a person passes through this module, and is made printable here
+(runtime/lib/printable.py): a job ID, a task name or an event message is chosen by whoever
+wrote the job, and a control character in it (ESC, BEL) would be a command to the operator's
+terminal. `echo` and `fail` escape a message (its own newlines kept), the table helpers every
+cell and title, so no verb can forget; rich reads no markup in a cell (`[link=…]` would be a
+terminal hyperlink). Verbs never call `click.echo` or `print` themselves
+(tests/test_cli_control_chars.py holds them to it).
+
+Exact on purpose, never escaped: `--json` (JSON escapes every control character itself),
+`-t TEMPLATE` and other output for scripts that ask for a value as it is (`echo_raw`: `var get
+-item`, `job parse`), and a task's own output (`alloc logs`, `alloc fs` on a file: bytes,
+written by runtime/cli/logs.py and fs.py), as Nomad's are.
+
 Invariants: machine output (`--json`, `-t`) goes to stdout alone, with nothing else around
 it; the two flags exclude each other (Nomad's message, exit 2). rich and the Go template
 engine are imported only when used: most invocations need neither, and each costs tens of
@@ -25,6 +38,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import click
 
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from yurt.runtime.lib.printable import printable
 
 #: Nomad's short ID length (`shortId`): also the least an ID column may show.
 SHORT_ID: Final = 8
@@ -32,9 +46,21 @@ SHORT_ID: Final = 8
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """A message for a person, on stdout (stderr with `err`), made printable: every control
+    character in it escaped, its line breaks kept."""
+    click.echo(printable(message, lines=True), err=err, nl=nl)
+
+
+def echo_raw(text: str, *, nl: bool = True) -> None:
+    """Text for a script, on stdout exactly as given: what a user asked for as it is (a
+    template's output, a variable's item), never a name woven into a sentence or a table."""
+    click.echo(text, nl=nl)
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    """End the command: `yurt: message` on stderr, exit `code`."""
-    click.echo(f"yurt: {message}", err=True)
+    """End the command: `yurt: message` on stderr (made printable, as `echo`), exit `code`."""
+    echo(f"yurt: {message}", err=True)
     sys.exit(code)
 
 
@@ -60,6 +86,8 @@ def check_format(json_output: bool, template: str) -> None:
 
 
 def emit_json(value: Any) -> None:
+    """`value` as JSON on stdout, exactly: `json.dumps` writes every control character (and
+    everything beyond ASCII) as a `\\u` escape, so nothing in it speaks to a terminal."""
     click.echo(json.dumps(value, indent=2))
 
 
@@ -73,11 +101,16 @@ def render_template(template: str, value: Any) -> str:
         fail(f"Error formatting the data: {e}", EXIT_USAGE)
 
 
+def emit_template(template: str, value: Any) -> None:
+    """`value` as the Go template `template` renders it, on stdout exactly (Nomad's `-t`)."""
+    echo_raw(render_template(template, value), nl=False)
+
+
 def emit(value: Any, json_output: bool, template: str, human: Callable[[], None]) -> None:
     """The result as JSON, as a template renders it, or as `human` prints it."""
     check_format(json_output, template)
     if template:
-        click.echo(render_template(template, value), nl=False)
+        emit_template(template, value)
     elif json_output:
         emit_json(value)
     else:
@@ -89,15 +122,19 @@ def short(ident: str) -> str:
 
 
 def format_kv(pairs: Sequence[tuple[str, str]]) -> str:
-    """Nomad's `formatKV`: `key = value` lines, the keys padded to the longest."""
-    width = max((len(k) for k, _ in pairs), default=0)
-    return "\n".join(f"{k.ljust(width)} = {v}" for k, v in pairs)
+    """Nomad's `formatKV`: `key = value` lines, the keys padded to the longest; keys and
+    values made printable, each on its one line."""
+    shown = [(printable(k), printable(v)) for k, v in pairs]
+    width = max((len(k) for k, _ in shown), default=0)
+    return "\n".join(f"{k.ljust(width)} = {v}" for k, v in shown)
 
 
 def format_list(rows: Sequence[Sequence[str]]) -> str:
-    """Nomad's `formatList`: columns padded to their widest cell, two spaces apart."""
+    """Nomad's `formatList`: columns padded to their widest cell, two spaces apart; every
+    cell made printable, on its one line."""
     if not rows:
         return ""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                      for r in rows)
@@ -115,8 +152,8 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
     """
     if not stdout_is_terminal():
         if title:
-            click.echo(title)
-        click.echo(format_list([list(header), *map(list, rows)]))
+            echo(printable(title))
+        echo(format_list([list(header), *map(list, rows)]))
         return
     from rich.console import Console
 
@@ -125,18 +162,20 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
 
 def rich_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: str = "",
                id_columns: Sequence[int] = (0,)) -> Any:
-    """The rich `Table` that `print_table` draws at a terminal (same arguments), for callers
-    that print it among other rich output."""
+    """The rich `Table` that `print_table` draws at a terminal (same arguments)."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title or None, title_justify="left")
+    # `Text`, not `str`: rich would read markup in a string (`[link=URL]` is a hyperlink).
+    table = Table(title=Text(printable(title), style="table.title") if title else None,
+                  title_justify="left")
     for i, name in enumerate(header):
         if i in id_columns:
             table.add_column(name, no_wrap=True, min_width=SHORT_ID, overflow="ignore")
         else:  # folded, not cut with an ellipsis: narrow windows wrap, nothing is lost
             table.add_column(name, overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(printable(cell)) for cell in row))
     return table
 
 

@@ -12,8 +12,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-import click
-
+from yurt.runtime.cli.output import echo
 from yurt.runtime.errors import EXIT_FAILED, StateError
 
 
@@ -33,6 +32,6 @@ def run(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> 
             partial(run_job, parsed, data_dir=data_dir, json_output=json_output, quiet=quiet)
         )
     except StateError as e:
-        click.echo(f"yurt: {e}", err=True)
+        echo(f"yurt: {e}", err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(status)

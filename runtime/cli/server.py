@@ -4,6 +4,10 @@ The same failure rules as `yurt agent` (cli/agent.py): one line on stderr for wh
 can fix, exit 2 for options that can never work (no etcd URL, a non-loopback bind without a
 token), 1 for an environment that fails (the port taken, etcd unreachable), 0 once stopped by
 SIGINT or SIGTERM.
+
+The token is read as `yurt agent` reads it (cli/agent.py `agent_token`): from `--token-file`,
+else `$YURT_AGENT_TOKEN`, the variable the cluster's nodes send it from. Never from the command
+line, where every local user would read it (cli/secret_options.py refuses `--token`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ class ServerOptions:
     port: int = 4646
     data_dir: Path | None = None
     name: str | None = None
-    token: str | None = None
     token_file: Path | None = None
     advertise: str | None = None
     prefix: str = "/yurt/"
@@ -40,7 +43,6 @@ class ServerOptions:
 
 
 def run_server(options: ServerOptions) -> int:
-    import click
     import trio
 
     from yurt.runtime import __version__
@@ -51,7 +53,8 @@ def run_server(options: ServerOptions) -> int:
         ServerConfig,
         ServerProcess,
     )
-    from yurt.runtime.cli.agent import UsageError, default_data_dir, leaves, read_token_file
+    from yurt.runtime.cli.agent import UsageError, agent_token, default_data_dir, leaves
+    from yurt.runtime.cli.output import echo
 
     try:
         urls = tuple(u.strip() for u in options.etcd.split(",") if u.strip())
@@ -60,15 +63,13 @@ def run_server(options: ServerOptions) -> int:
         for url in urls:
             if not url.startswith(("http://", "https://")):
                 raise UsageError(f"--etcd {url!r} is not a URL; give http://HOST:PORT")
-        token = options.token or ""
-        if options.token_file is not None:
-            try:
-                token = read_token_file(options.token_file)
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+        try:
+            token = agent_token(options.token_file)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         if options.bind not in ("127.0.0.1", "localhost", "::1") and not token:
             raise UsageError("refusing to bind beyond loopback without a token "
-                             "(--token-file FILE or --token T)")
+                             "(--token-file FILE or $YURT_AGENT_TOKEN)")
         if options.bind in ("0.0.0.0", "::", "") and not options.advertise:
             raise UsageError("--bind on every interface needs --advertise http://HOST:PORT: "
                              "the address nodes and the other servers reach this one at")
@@ -88,11 +89,8 @@ def run_server(options: ServerOptions) -> int:
         if not options.prefix.startswith("/") or not options.prefix.endswith("/"):
             raise UsageError(f"--prefix {options.prefix!r} must start and end with /")
     except UsageError as e:
-        click.echo(f"yurt: {e}", err=True)
+        echo(f"yurt: {e}", err=True)
         return EXIT_USAGE
-    if options.token:
-        click.echo("yurt: warning: a token on the command line is visible to every user in "
-                   "/proc; prefer --token-file", err=True)
     configure(options.log_level, False, sys.stdout)
     name = options.name or socket.gethostname()
     # A server's state is in etcd; its directory keeps only what is still per server
@@ -116,11 +114,11 @@ def run_server(options: ServerOptions) -> int:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(process.run)
             listening = True
-            click.echo(f"yurt server {__version__} {name} listening on {address} "
-                       f"(etcd {','.join(urls)})", err=True)
+            echo(f"yurt server {__version__} {name} listening on {address} "
+                 f"(etcd {','.join(urls)})", err=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
-                    click.echo("yurt server stopping", err=True)
+                    echo("yurt server stopping", err=True)
                     process.stop()
                     break
 
@@ -130,11 +128,11 @@ def run_server(options: ServerOptions) -> int:
         what = "the server stopped" if listening else "cannot start the server"
         for leaf in leaves(e):
             if isinstance(leaf, EtcdError):
-                click.echo(f"yurt: {what}: {leaf}", err=True)
+                echo(f"yurt: {what}: {leaf}", err=True)
                 return EXIT_FAILED
             if isinstance(leaf, OSError):
-                click.echo(f"yurt: cannot serve on {options.bind}:{options.port}: "
-                           f"{leaf.strerror or leaf}", err=True)
+                echo(f"yurt: cannot serve on {options.bind}:{options.port}: "
+                     f"{leaf.strerror or leaf}", err=True)
                 return EXIT_FAILED
         raise
     return EXIT_OK

@@ -21,8 +21,7 @@ import secrets
 import sys
 import time
 
-import click
-
+from yurt.runtime.cli.output import echo, echo_raw
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 HASH_SEED_VARIABLE = "PYTHONHASHSEED"
@@ -45,13 +44,13 @@ def run(seed: int | None, scenarios: int, verbose: bool, json_output: bool) -> i
     if seed is None:
         seed = secrets.randbelow(2**31)
     started = time.perf_counter()
-    echo = (lambda line: click.echo(line, err=True)) if verbose and scenarios == 1 else None
+    say = (lambda line: echo(line, err=True)) if verbose and scenarios == 1 else None
     results = []
     failed = []
     interrupted = False
     for n in range(scenarios):
         try:
-            result = run_scenario(seed + n, echo=echo)
+            result = run_scenario(seed + n, echo=say)
         except BaseException as e:  # Ctrl-C: what ran so far is still reported
             if not _is_interrupt(e):
                 raise
@@ -62,31 +61,31 @@ def run(seed: int | None, scenarios: int, verbose: bool, json_output: bool) -> i
             failed.append(result)
         if verbose and not json_output:
             stats = ", ".join(f"{k} {v}" for k, v in result.stats.items())
-            click.echo(f"seed {result.seed}: {'ok' if result.ok else 'FAILED'} "
+            echo(f"seed {result.seed}: {'ok' if result.ok else 'FAILED'} "
                        f"digest {result.digest[:16]} simulated {result.sim_seconds:.0f}s in "
                        f"{result.wall_seconds:.2f}s ({stats})")
     wall = time.perf_counter() - started
     if interrupted:
-        click.echo(f"yurt: interrupted after {len(results)} of {scenarios} scenario(s)",
+        echo(f"yurt: interrupted after {len(results)} of {scenarios} scenario(s)",
                    err=True)
         scenarios = len(results)
     simulated = sum(r.sim_seconds for r in results)
     if json_output:
-        click.echo(json.dumps({
+        echo_raw(json.dumps({
             "first_seed": seed, "scenarios": scenarios, "failed": [r.seed for r in failed],
             "simulated_seconds": round(simulated, 1), "wall_seconds": round(wall, 2),
             "results": [r.to_json() for r in results]}))
     else:
         for result in failed:
-            click.echo(f"\nseed {result.seed} violated an invariant:", err=True)
+            echo(f"\nseed {result.seed} violated an invariant:", err=True)
             for line in result.violations:
-                click.echo(f"  {line}", err=True)
-            click.echo("steps:", err=True)
+                echo(f"  {line}", err=True)
+            echo("steps:", err=True)
             for line in result.steps:
-                click.echo(f"  {line}", err=True)
-            click.echo(f"replay: {result.replay()}", err=True)
+                echo(f"  {line}", err=True)
+            echo(f"replay: {result.replay()}", err=True)
         digest = f", digest {results[0].digest}" if scenarios == 1 and results else ""
-        click.echo(f"{scenarios} scenario(s) from seed {seed}: {len(failed)} failed"
+        echo(f"{scenarios} scenario(s) from seed {seed}: {len(failed)} failed"
                    f"{' (seeds ' + ' '.join(str(r.seed) for r in failed) + ')' if failed else ''}"
                    f"; {simulated:.0f}s simulated in {wall:.1f}s{digest}")
     if failed:

@@ -20,7 +20,9 @@ from typing import Any
 
 import click
 
+from yurt.runtime.cli.output import echo
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.lib.printable import printable
 
 
 def register(cli: click.Group) -> None:
@@ -64,8 +66,8 @@ def _cas_conflict(response: Any, check_index: int) -> None:
     current = response.json()
     last = (f" The variable was last updated {_time(current['ModifyTime'])}."
             if current.get("ModifyIndex") else "")
-    click.echo("\nCheck-and-Set conflict\n", err=True)
-    click.echo(f"    Your provided check-index ({check_index}) does not match the server-side "
+    echo("\nCheck-and-Set conflict\n", err=True)
+    echo(f"    Your provided check-index ({check_index}) does not match the server-side "
                f"index ({current.get('ModifyIndex', 0)}).{last}\n    If you are sure you "
                "want to perform this operation, add the -force or "
                f"-check-index={current.get('ModifyIndex', 0)} flag before the positional "
@@ -105,7 +107,7 @@ def var_get(ns: str, item: str, out: str, json_output: bool, template: str, path
             ) -> None:
     """Print a variable (or one of its items)."""
     from yurt.runtime.cli.api_client import api, call, emit_json
-    from yurt.runtime.cli.output import check_format, fail, render_template
+    from yurt.runtime.cli.output import check_format, echo_raw, emit_template, fail
 
     check_format(json_output or out == "json", template)
     if out == "go-template" and not template:
@@ -117,9 +119,9 @@ def var_get(ns: str, item: str, out: str, json_output: bool, template: str, path
         items = found.get("Items") or {}
         if item not in items:
             fail(f"Variable does not contain {item!r} item")
-        click.echo(items[item])
+        echo_raw(items[item])  # the value itself, as Nomad's -item prints it for scripts
     elif template:
-        click.echo(render_template(template, found), nl=False)
+        emit_template(template, found)
     elif json_output or out == "json":
         emit_json(found)
     else:
@@ -131,12 +133,18 @@ def _print_variable(v: dict[str, Any]) -> None:
             ("Create Time", _time(v["CreateTime"])), ("Check Index", str(v["ModifyIndex"]))]
     width = max(len(k) for k, _ in rows)
     for k, value in rows:
-        click.echo(f"{k.ljust(width)} = {value}")
-    click.echo("\nItems")
-    items = v.get("Items") or {}
-    key_width = max((len(k) for k in items), default=0)
-    for k in sorted(items):
-        click.echo(f"{k.ljust(key_width)} = {items[k]}")
+        echo(f"{k.ljust(width)} = {value}")
+    echo("\nItems")
+    _print_pairs(v.get("Items") or {})
+
+
+def _print_pairs(pairs: dict[str, str]) -> None:
+    """`key = value` lines, sorted, the keys (made printable first) padded to the longest; a
+    value of several lines keeps them."""
+    keys = {printable(k): k for k in pairs}
+    width = max((len(k) for k in keys), default=0)
+    for shown in sorted(keys):
+        echo(f"{shown.ljust(width)} = {pairs[keys[shown]]}")
 
 
 def _items(args: tuple[str, ...]) -> dict[str, str]:
@@ -193,7 +201,7 @@ def var_put(ns: str, check_index: str | None, force: bool, out: str, path: str,
     elif out == "table":
         _print_variable(written)
     else:
-        click.echo(f'Created variable "{written["Path"]}" with modify index '
+        echo(f'Created variable "{written["Path"]}" with modify index '
                    f'{written["ModifyIndex"]}')
 
 
@@ -212,9 +220,9 @@ def var_list(ns: str, json_output: bool, template: str, prefix: str) -> None:
 
     def human() -> None:
         if not found:
-            click.echo("No variables found")
+            echo("No variables found")
             return
-        click.echo(format_list([["Namespace", "Path", "Last Updated"],
+        echo(format_list([["Namespace", "Path", "Last Updated"],
                                 *([v["Namespace"], v["Path"], _time(v["ModifyTime"])]
                                   for v in found)]))
 
@@ -239,7 +247,7 @@ def var_purge(ns: str, check_index: str | None, path: str) -> None:
             ns, **({} if index is None else {"cas": str(index)})))
     if response.status_code == 409:
         _cas_conflict(response, index or 0)
-    click.echo(f'Successfully purged variable "{path}"!')
+    echo(f'Successfully purged variable "{path}"!')
 
 
 # --------------------------------------------------------------------------- namespace
@@ -263,9 +271,9 @@ def namespace_list(json_output: bool, template: str) -> None:
 
     def human() -> None:
         if not found:
-            click.echo("No namespaces found")
+            echo("No namespaces found")
             return
-        click.echo(format_list([["Name", "Description"],
+        echo(format_list([["Name", "Description"],
                                 *([ns["Name"], ns["Description"]] for ns in found)]))
 
     emit(found, json_output, template, human)
@@ -296,7 +304,7 @@ def namespace_apply(description: str | None, quota: str | None, meta: tuple[str,
                 fail(f"-meta takes key=value, got {pair!r}", EXIT_USAGE)
             body["Meta"] = {**(body.get("Meta") or {}), key: value}
         call(client, "PUT", f"/v1/namespace/{name}", json=body)
-    click.echo(f'Successfully applied namespace "{name}"!')
+    echo(f'Successfully applied namespace "{name}"!')
 
 
 @namespace.command("delete")
@@ -307,7 +315,7 @@ def namespace_delete(name: str) -> None:
 
     with api() as client:
         call(client, "DELETE", f"/v1/namespace/{name}")
-    click.echo(f'Successfully deleted namespace "{name}"!')
+    echo(f'Successfully deleted namespace "{name}"!')
 
 
 @namespace.command("status")
@@ -316,13 +324,13 @@ def namespace_delete(name: str) -> None:
 def namespace_status(json_output: bool, template: str, name: str) -> None:
     """Show one namespace."""
     from yurt.runtime.cli.api_client import api, call, emit_json
-    from yurt.runtime.cli.output import check_format, render_template
+    from yurt.runtime.cli.output import check_format, emit_template
 
     check_format(json_output, template)
     with api() as client:
         found = call(client, "GET", f"/v1/namespace/{name}")
     if template:
-        click.echo(render_template(template, found), nl=False)
+        emit_template(template, found)
         return
     if json_output:
         emit_json(found)
@@ -331,10 +339,8 @@ def namespace_status(json_output: bool, template: str, name: str) -> None:
             ("Quota", found.get("Quota") or "<none>")]
     width = max(len(k) for k, _ in rows)
     for k, value in rows:
-        click.echo(f"{k.ljust(width)} = {value}")
+        echo(f"{k.ljust(width)} = {value}")
     meta = found.get("Meta") or {}
     if meta:
-        click.echo("\nMetadata")
-        key_width = max(len(k) for k in meta)
-        for k in sorted(meta):
-            click.echo(f"{k.ljust(key_width)} = {meta[k]}")
+        echo("\nMetadata")
+        _print_pairs(meta)
