@@ -6,6 +6,10 @@ query headers (`X-Nomad-Index` ...), a GET with `?index=N` is a blocking query, 
 that needs the agent's state waits until it is loaded. 405 for a wrong method is Starlette's
 router; anything uncaught is a 500, a bug.
 
+Before any of it, `CrossOriginMiddleware` (origin.py) refuses what a browser sends for a page
+of another site: a `Host` that is not one of the agent's names (DNS rebinding), an `Origin`
+that is not the agent's.
+
 With a token configured, `TokenMiddleware` answers 403 to every request without
 `X-Nomad-Token: <token>` before any handler runs. The header is the only place for the token: a
 `?token=` query parameter ends up in access logs, proxies and shell histories, so it is not
@@ -60,7 +64,7 @@ from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api import services as services_api
 from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.origin import CrossOriginMiddleware
+from yurt.runtime.api.origin import AllowedHosts, CrossOriginMiddleware, own_hosts
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.api.stateguard import StateGuardMiddleware
 from yurt.runtime.api.unreadbody import UnreadBodyMiddleware
@@ -197,9 +201,10 @@ Forward = Callable[[ASGIApp], ASGIApp]
 
 
 def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
-              forward: Forward | None = None) -> ASGIApp:
+              forward: Forward | None = None, hosts: AllowedHosts | None = None) -> ASGIApp:
     """The API of `agent`: `front` routes first (a yurt server's, runtime/api/noderpc.py),
-    then Nomad's; `forward` around them when given."""
+    then Nomad's; `forward` around them when given. Requests must name one of `hosts` (by
+    default `localhost`, the loopback addresses and the bind address: origin.py)."""
     ctx = Context(agent)
 
     def h(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -327,13 +332,17 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
     if agent.config.token:
         app = TokenMiddleware(app, agent.config.token,
                               tuple(f.path.split("{")[0] for f in front if f.token_exempt))
-    return UnreadBodyMiddleware(CrossOriginMiddleware(app))
+    if hosts is None:
+        hosts = AllowedHosts.of(agent.config.bind)
+    return UnreadBodyMiddleware(CrossOriginMiddleware(app, hosts))
 
 
 async def serve_api(agent: AgentView, stop: trio.Event, *, front: Sequence[FrontRoute] = (),
-                    forward: Forward | None = None,
+                    forward: Forward | None = None, allowed_hosts: Sequence[str] = (),
                     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until `stop` is set; `task_status.started` gets `http://host:port`."""
+    """Serve until `stop` is set; `task_status.started` gets `http://host:port`.
+    `allowed_hosts`: names requests may carry in `Host` besides the agent's own
+    (origin.py `own_hosts`): the config's, a cluster server's advertise address."""
     config = hypercorn.Config()
     config.bind = [f"{agent.config.bind}:{agent.config.port}"]
     config.accesslog = None
@@ -345,7 +354,9 @@ async def serve_api(agent: AgentView, stop: trio.Event, *, front: Sequence[Front
     config.keep_alive_max_requests = 1 << 62
 
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(_serve, build_app(agent, front, forward), config, stop)
+        hosts = await own_hosts(agent.config.bind, allowed_hosts)
+        binds = await nursery.start(_serve, build_app(agent, front, forward, hosts), config,
+                                    stop)
         task_status.started(binds[0])
 
 
