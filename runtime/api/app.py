@@ -4,11 +4,12 @@
 `ApiError` becomes Nomad's plain-text answer with its status, every answer carries Nomad's
 query headers (`X-Nomad-Index` ...), a GET with `?index=N` is a blocking query, and a handler
 that needs the agent's state waits until it is loaded. 405 for a wrong method is Starlette's
-router; anything uncaught is a 500, a bug.
+router: each route takes Nomad's methods for it, and HEAD only where no method writes
+(`_without_head`); anything uncaught is a 500, a bug.
 
 Before any of it, `CrossOriginMiddleware` (origin.py) refuses what a browser sends for a page
-of another site: a `Host` that is not one of the agent's names (DNS rebinding), an `Origin`
-that is not the agent's.
+of another site: a `Host` that is not one of the agent's names (DNS rebinding), a cross-site
+request, an `Origin` that is not the agent's.
 
 With a token configured, `TokenMiddleware` answers 403 to every request without
 `X-Nomad-Token: <token>` before any handler runs. The header is the only place for the token: a
@@ -249,6 +250,10 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
               methods=["PUT", "POST"]),
         Route("/v1/client/allocation/{id}/signal", h(client.alloc_signal),
               methods=["PUT", "POST"]),
+        # GET changes state here: Nomad's handlers take any method (alloc_endpoint.go
+        # `ClientGCRequest`, `allocGC`), and its api package and python-nomad send GET
+        # (`client.gc_allocation`, `gc_all_allocations`). Browsers' cross-site GETs are
+        # refused before (origin.py); HEAD is not taken (`_without_head`).
         Route("/v1/client/allocation/{id}/gc", h(client.alloc_gc), methods=["GET", "PUT"]),
         Route("/v1/client/gc", h(client.client_gc), methods=["GET", "PUT"]),
         Route("/v1/client/fs/logs/{alloc_id}", stream(logs.logs), methods=["GET"]),
@@ -322,8 +327,9 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
               methods=["GET", "PUT", "POST", "DELETE"]),
         WebSocketRoute("/v1/client/allocation/{id}/exec", partial(alloc_exec.alloc_exec, ctx)),
         Route("/v1/client/allocation/{id}/exec", h(alloc_exec.not_upgraded), methods=["GET"]),
-        *ui.ui_routes(),
     ]
+    _without_head(routes)
+    routes += ui.ui_routes()
     starlette = Starlette(routes=routes)
     starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect
     app: ASGIApp = StateGuardMiddleware(starlette, agent.state_failure)
@@ -335,6 +341,25 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
     if hosts is None:
         hosts = AllowedHosts.of(agent.config.bind)
     return UnreadBodyMiddleware(CrossOriginMiddleware(app, hosts))
+
+
+#: Methods that change state: a route taking one of them dispatches on the method.
+CHANGING: Final = frozenset({"PUT", "POST", "DELETE", "PATCH"})
+#: Routes whose GET changes state (Nomad's, see the route table).
+CHANGING_GET: Final = frozenset({"/v1/client/allocation/{id}/gc", "/v1/client/gc"})
+
+
+def _without_head(routes: Sequence[BaseRoute]) -> None:
+    """No HEAD on a route that changes state: Starlette routes HEAD wherever GET is taken, and
+    a handler that dispatches on the method (`if GET: read, else: write`) or changes state on
+    GET would run a write for it. Nomad's method switches answer such a HEAD 405 (e.g.
+    job_endpoint.go `JobsRequest`: GET, PUT/POST, else `ErrInvalidMethod`), and so does the
+    router once HEAD is not among the route's methods; the GC routes, which take any method
+    in Nomad, take their clients' GET and PUT only."""
+    for route in routes:
+        if isinstance(route, Route) and route.methods and (
+                route.methods & CHANGING or route.path in CHANGING_GET):
+            route.methods.discard("HEAD")
 
 
 async def serve_api(agent: AgentView, stop: trio.Event, *, front: Sequence[FrontRoute] = (),

@@ -1,7 +1,7 @@
 """Requests a browser makes on behalf of another site are refused, before the token is read.
 
 An agent without a token answers whoever reaches its port, and a browser on the same machine
-reaches it for any web page it shows. Two ways a page of another site drove the agent
+reaches it for any web page it shows. Three ways a page of another site drove the agent
 through the browser that showed it, and what stops each:
 
 1. **DNS rebinding.** A page at `http://evil.example:4646` has its name re-resolved to
@@ -21,9 +21,20 @@ through the browser that showed it, and what stops each:
    names the page's origin in `Origin` on every such request, so an `Origin` that is not
    the agent's own address (scheme aside, the `host:port` of its `Host`) is refused.
    `Origin: null` (a sandboxed frame, a `file:` page) is another site too.
-API clients (the CLI, python-nomad, Nomad's CLI, curl) send no `Origin`, and name the agent
-as they reached it in `Host`. A request without `Host` (HTTP/1.0) is let through only when it
-carries no `Origin` or `Sec-Fetch-Site`: a browser always sends `Host`.
+3. **Cross-site reads that write.** `<img src="http://127.0.0.1:4646/v1/client/gc">` makes the
+   browser send a GET with no `Origin`, and Nomad's GC routes answer GET
+   (command/agent/alloc_endpoint.go `ClientGCRequest`, `allocGC`). Browsers say where every
+   request comes from in `Sec-Fetch-Site`; `cross-site` and `same-site` (another port of
+   this host is the same site) are refused. The one exception is a top-level navigation to
+   the UI's pages (`Sec-Fetch-Mode: navigate`, `Sec-Fetch-Dest: document`; ui.py
+   `is_ui_path`): a link to the agent from elsewhere opens the UI, whose page holds no data,
+   and whose own requests are then `same-origin`. A browser that sends no `Sec-Fetch-Site`
+   (an old one) is judged by `Referer` instead, when it sends one.
+
+API clients (the CLI, python-nomad, Nomad's CLI, curl) send none of `Origin`,
+`Sec-Fetch-Site` and `Referer`, and name the agent as they reached it in `Host`. A request
+without `Host` (HTTP/1.0) is let through only when it carries no `Origin` or `Sec-Fetch-Site`:
+a browser always sends `Host`.
 
 `refusal` decides, without I/O; `CrossOriginMiddleware` answers its refusals with a 403 naming
 the cause (a websocket's handshake too, through the ASGI websocket response extension, else
@@ -44,6 +55,8 @@ from urllib.parse import urlsplit
 import trio
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from yurt.runtime.api.ui import is_ui_path
 
 log = logging.getLogger("yurt.api")
 
@@ -170,7 +183,8 @@ async def own_hosts(bind: str, extra: Sequence[str] = ()) -> AllowedHosts:
 
 
 def same_origin(origin: bytes, host: bytes) -> bool:
-    """Whether `origin` is the `host:port` of `host`, the scheme's default port filled in."""
+    """Whether `origin` (an `Origin`, or a `Referer` URL) is the `host:port` of `host`, the
+    scheme's default port filled in."""
     try:
         parts = urlsplit(origin.decode("latin-1"))
     except ValueError:
@@ -191,6 +205,13 @@ def _host_refused(header: bytes) -> str:
     return (f"Request refused: Host {shown!r} is not a name of this agent (a page of another "
             f"site may be reaching it through DNS rebinding); if the agent is reached at "
             f"{name!r}, list it in the agent's config: {CONFIG_KEY} = [\"{name}\"]")
+
+
+def _ui_navigation(kind: str, method: str, path: str, headers: dict[bytes, bytes]) -> bool:
+    """A top-level navigation to the UI's page or its redirect (see the header)."""
+    return (kind == "http" and method in ("GET", "HEAD") and is_ui_path(path)
+            and headers.get(b"sec-fetch-mode") == b"navigate"
+            and headers.get(b"sec-fetch-dest") == b"document")
 
 
 def refusal(kind: str, method: str, path: str, headers: Sequence[tuple[bytes, bytes]],
@@ -216,8 +237,15 @@ def refusal(kind: str, method: str, path: str, headers: Sequence[tuple[bytes, by
     name = host_of(host.decode("latin-1"))
     if name is None or not hosts.allows(name):
         return _host_refused(host)
+    if site in (b"cross-site", b"same-site") and not _ui_navigation(kind, method, path, single):
+        return (f"Cross-site request refused: Sec-Fetch-Site: {site.decode('latin-1')} (a page "
+                f"of another site made the browser send it)")
     if origin is not None and not same_origin(origin, host):
         return REFUSED
+    referer = single.get(b"referer")
+    if (site is None and origin is None and referer is not None and not is_ui_path(path)
+            and not same_origin(referer, host)):
+        return "Cross-site request refused: Referer is not this agent's address"
     return None
 
 
