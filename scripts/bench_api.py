@@ -122,7 +122,7 @@ class Exchange:
 def load(port: int, path: str, conns: int, seconds: float,
          out: multiprocessing.Queue[dict[str, Any]]) -> None:
     """Closed loop over `conns` connections for `seconds`: every latency, and errors."""
-    raw = f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+    raw = f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
     selector = selectors.DefaultSelector()
     exchanges = [Exchange(port, raw) for _ in range(conns)]
     end = time.perf_counter() + seconds
@@ -179,7 +179,7 @@ def throughput(port: int, path: str, conns: int, procs: int, seconds: float) -> 
 def wakeups(port: int, n: int) -> dict[str, float]:
     """Park `GET /v1/jobs?index=N`, update a job, time until the parked query answers."""
     update = Exchange(port, b"")
-    probe = Exchange(port, b"GET /v1/jobs HTTP/1.1\r\nHost: bench\r\n\r\n")
+    probe = Exchange(port, b"GET /v1/jobs HTTP/1.1\r\nHost: localhost\r\n\r\n")
     lat: list[float] = []
     early = 0
     for i in range(n):
@@ -188,7 +188,7 @@ def wakeups(port: int, n: int) -> dict[str, float]:
             pass
         index = int(probe.header(b"x-nomad-index"))
         parked = Exchange(port, f"GET /v1/jobs?index={index}&wait=60s HTTP/1.1\r\n"
-                                f"Host: bench\r\n\r\n".encode())
+                                f"Host: localhost\r\n\r\n".encode())
         parked.send()
         # Give the query time to reach the agent and park; one that answers meanwhile woke
         # for a change that is not ours.
@@ -198,7 +198,7 @@ def wakeups(port: int, n: int) -> dict[str, float]:
             parked.sock.close()
             continue
         body = json.dumps(mock_job("wake", 1, {"i": str(i)})).encode()
-        update.raw = (b"PUT /v1/jobs HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json"
+        update.raw = (b"PUT /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
                       b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         update.send()
         sent = update.sent

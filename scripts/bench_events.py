@@ -114,7 +114,7 @@ class HttpReader:
 
     @staticmethod
     def request() -> bytes:
-        return b"GET /v1/event/stream HTTP/1.1\r\nHost: bench\r\n\r\n"
+        return b"GET /v1/event/stream HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
     def feed(self, data: bytes, now: float) -> None:
         buf = self.buf
@@ -158,7 +158,7 @@ class WsReader:
     @staticmethod
     def request() -> bytes:
         key = base64.b64encode(os.urandom(16))
-        return (b"GET /v1/event/ws HTTP/1.1\r\nHost: bench\r\nUpgrade: websocket\r\n"
+        return (b"GET /v1/event/ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
                 b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
                 b"Sec-WebSocket-Key: " + key + b"\r\n\r\n")
 

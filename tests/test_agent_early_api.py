@@ -90,7 +90,7 @@ async def _stop_with_a_stream_open(agent: Agent) -> None:
         host, port = address.removeprefix("http://").rsplit(":", 1)
         stream = await trio.open_tcp_stream(host, int(port))
         async with stream:
-            await stream.send_all(b"GET /v1/event/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            await stream.send_all(b"GET /v1/event/stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
             head = b""
             with trio.fail_after(20):
                 while b"\r\n\r\n" not in head:

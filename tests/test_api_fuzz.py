@@ -296,7 +296,7 @@ def ws_exchange(port: int, path: str, frames: list[tuple[int, bytes]]) -> bytes:
     """Upgrade, send `frames`, read what comes back for a moment; the response head."""
     with socket.create_connection(("127.0.0.1", port), timeout=HEAD_SECONDS) as sock:
         key = base64.b64encode(os.urandom(16))
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: fuzz\r\nUpgrade: websocket\r\n"
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
                      "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n".encode()
                      + b"Sec-WebSocket-Key: " + key + b"\r\n\r\n")
         head = b""

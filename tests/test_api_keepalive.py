@@ -17,7 +17,7 @@ import trio
 
 from yurt.runtime.agent.agent import Agent, AgentConfig
 
-REQUEST = b"GET /v1/agent/self HTTP/1.1\r\nHost: x\r\n\r\n"
+REQUEST = b"GET /v1/agent/self HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
 async def _answer(stream: trio.SocketStream) -> bytes:
@@ -85,7 +85,7 @@ async def test_a_body_answered_unread_leaves_the_connection_usable(tmp_path: Pat
             for method, path in (("PATCH", "/v1/jobs"), ("GET", "/v1/job/nope"),
                                  ("DELETE", "/v1/agent/self")):
                 head = await _exchange(stream, (
-                    f"{method} {path} HTTP/1.1\r\nHost: x\r\n"
+                    f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
                 assert head.split(b" ")[1] in (b"404", b"405"), head
                 assert b"connection: close" not in head.lower(), head
@@ -97,7 +97,7 @@ async def test_a_body_too_slow_to_drop_is_answered_with_connection_close(
     with trio.fail_after(30):
         async with _connection(tmp_path) as stream:
             # Declares far more than it sends: the answer cannot wait for the rest.
-            head = await _exchange(stream, b"PATCH /v1/jobs HTTP/1.1\r\nHost: x\r\n"
+            head = await _exchange(stream, b"PATCH /v1/jobs HTTP/1.1\r\nHost: localhost\r\n"
                                    b"Content-Length: 100000000\r\n\r\npartial")
             assert head.startswith(b"HTTP/1.1 405"), head
             assert b"connection: close" in head.lower(), head

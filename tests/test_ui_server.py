@@ -34,7 +34,7 @@ async def raw_get(address: str, target: str, headers: str = "") -> tuple[int, by
     host, port = address.removeprefix("http://").rsplit(":", 1)
     stream = await trio.open_tcp_stream(host, int(port))
     async with stream:
-        await stream.send_all(f"GET {target} HTTP/1.1\r\nHost: ui\r\n{headers}"
+        await stream.send_all(f"GET {target} HTTP/1.1\r\nHost: localhost\r\n{headers}"
                               "Connection: close\r\n\r\n".encode())
         data = b""
         while chunk := await stream.receive_some(65536):

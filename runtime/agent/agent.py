@@ -172,6 +172,9 @@ class AgentConfig:
     artifact: ArtifactConfig = field(default_factory=ArtifactConfig)  # the client's limits
     #: Client mode (`--servers`): the servers' node RPC URLs. Empty: the embedded server.
     servers: tuple[str, ...] = ()
+    #: Names requests may carry in `Host` besides the agent's own (config `[ui]
+    #: allowed_hosts`; runtime/api/origin.py).
+    allowed_hosts: tuple[str, ...] = ()
 
 
 @final
@@ -403,7 +406,8 @@ class Agent:
         async def serve(*, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
                         ) -> None:
             with api_scope:
-                await serve_api(self, stop_api, forward=forward, task_status=task_status)
+                await serve_api(self, stop_api, forward=forward,
+                                allowed_hosts=self.config.allowed_hosts, task_status=task_status)
 
         error: Exception | None = None
         async with trio.open_nursery() as front:

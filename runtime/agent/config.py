@@ -37,6 +37,9 @@
     max_allocs = 50
     parallel = 2
 
+    [ui]
+    allowed_hosts = ["yurt.example.com"]  # names the agent is reached at, besides its own
+
 Command-line options override the file. Unknown keys and wrong types are errors that name the
 key, all of them at once and in words (`lib/structcheck.py`: "unknown key "prot"; did you mean
 "port"?", "must be a list of strings"), so a typo never silently falls back to a default.
@@ -88,6 +91,19 @@ class _GC(msgspec.Struct, forbid_unknown_fields=True):
     parallel: int = 2
 
 
+class _UI(msgspec.Struct, forbid_unknown_fields=True):
+    """Nomad's agent `ui` block, as far as yurt has it.
+
+    `allowed_hosts`: the names requests may carry in `Host` besides the agent's own
+    (`localhost`, the loopback and bind addresses, the machine's hostname and FQDN when bound
+    beyond loopback): a DNS name the agent is reached at, a reverse proxy's name. Any other
+    name is refused (runtime/api/origin.py: DNS rebinding), for the UI and every API client.
+    Names or IP addresses, without port or scheme; the port a request names is not checked.
+    """
+
+    allowed_hosts: list[str] = msgspec.field(default_factory=list)
+
+
 class _Reserved(msgspec.Struct, forbid_unknown_fields=True):
     """Nomad's client `reserved` block: what placements may not use (ports only, here)."""
 
@@ -113,6 +129,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     min_dynamic_port: int = 20000
     max_dynamic_port: int = 32000
     reserved: _Reserved = msgspec.field(default_factory=_Reserved)
+    ui: _UI = msgspec.field(default_factory=_UI)
     artifact: ArtifactSettings = msgspec.field(default_factory=ArtifactSettings)
     #: Nomad's agent `log_level` and `log_json` (runtime/agent/log.py); options override them.
     log_level: str = "info"
@@ -157,6 +174,19 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
         for key in self.meta:
             if not _META_KEY.fullmatch(key):
                 raise ValueError(f"Invalid Client.Meta key: {key}")
+
+    def allowed_hosts(self) -> tuple[str, ...]:
+        """`ui.allowed_hosts`, each in the form Host headers are compared in.
+
+        Raises:
+            ValueError: the first entry that is no host name or address, and why.
+        """
+        from yurt.runtime.api.origin import parse_allowed_host
+
+        try:
+            return tuple(parse_allowed_host(name) for name in self.ui.allowed_hosts)
+        except ValueError as e:
+            raise ValueError(f"ui.allowed_hosts: {e}") from None
 
     def gc_config(self) -> GCConfig:
         return GCConfig(interval=parse_duration(self.gc.interval) / 1e9,
@@ -231,6 +261,7 @@ def load_config(path: Path) -> FileConfig:
         config.idle_timeout()
         config.check_ports()
         config.check_meta()
+        config.allowed_hosts()
         for server in config.servers:
             check_server_url(server, "servers")
         try:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
+from urllib.parse import urlsplit
 
 import httpx2
 import trio
@@ -154,8 +155,11 @@ class ServerProcess:
         stop_api = trio.Event()
         try:
             async with trio.open_nursery() as nursery:
-                listening = await nursery.start(partial(serve_api, self, stop_api,
-                                                        front=noderpc.routes(self)))
+                # Nodes and the other servers reach this one at its advertise address.
+                advertised = urlsplit(self.server_config.advertise).hostname
+                listening = await nursery.start(partial(
+                    serve_api, self, stop_api, front=noderpc.routes(self),
+                    allowed_hosts=(advertised,) if advertised else ()))
                 self.address = self.server_config.advertise or listening
                 await self.server.load()
                 await nursery.start(self.server.follow)

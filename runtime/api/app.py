@@ -4,7 +4,12 @@
 `ApiError` becomes Nomad's plain-text answer with its status, every answer carries Nomad's
 query headers (`X-Nomad-Index` ...), a GET with `?index=N` is a blocking query, and a handler
 that needs the agent's state waits until it is loaded. 405 for a wrong method is Starlette's
-router; anything uncaught is a 500, a bug.
+router: each route takes Nomad's methods for it, and HEAD only where no method writes
+(`_without_head`); anything uncaught is a 500, a bug.
+
+Before any of it, `CrossOriginMiddleware` (origin.py) refuses what a browser sends for a page
+of another site: a `Host` that is not one of the agent's names (DNS rebinding), a cross-site
+request, an `Origin` that is not the agent's.
 
 With a token configured, `TokenMiddleware` answers 403 to every request without
 `X-Nomad-Token: <token>` before any handler runs. The header is the only place for the token: a
@@ -60,7 +65,7 @@ from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api import services as services_api
 from yurt.runtime.api import variables as variables_api
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.origin import CrossOriginMiddleware
+from yurt.runtime.api.origin import AllowedHosts, CrossOriginMiddleware, own_hosts
 from yurt.runtime.api.request import ApiError, query_duration, query_int
 from yurt.runtime.api.stateguard import StateGuardMiddleware
 from yurt.runtime.api.unreadbody import UnreadBodyMiddleware
@@ -197,9 +202,10 @@ Forward = Callable[[ASGIApp], ASGIApp]
 
 
 def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
-              forward: Forward | None = None) -> ASGIApp:
+              forward: Forward | None = None, hosts: AllowedHosts | None = None) -> ASGIApp:
     """The API of `agent`: `front` routes first (a yurt server's, runtime/api/noderpc.py),
-    then Nomad's; `forward` around them when given."""
+    then Nomad's; `forward` around them when given. Requests must name one of `hosts` (by
+    default `localhost`, the loopback addresses and the bind address: origin.py)."""
     ctx = Context(agent)
 
     def h(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -244,6 +250,10 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
               methods=["PUT", "POST"]),
         Route("/v1/client/allocation/{id}/signal", h(client.alloc_signal),
               methods=["PUT", "POST"]),
+        # GET changes state here: Nomad's handlers take any method (alloc_endpoint.go
+        # `ClientGCRequest`, `allocGC`), and its api package and python-nomad send GET
+        # (`client.gc_allocation`, `gc_all_allocations`). Browsers' cross-site GETs are
+        # refused before (origin.py); HEAD is not taken (`_without_head`).
         Route("/v1/client/allocation/{id}/gc", h(client.alloc_gc), methods=["GET", "PUT"]),
         Route("/v1/client/gc", h(client.client_gc), methods=["GET", "PUT"]),
         Route("/v1/client/fs/logs/{alloc_id}", stream(logs.logs), methods=["GET"]),
@@ -317,8 +327,9 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
               methods=["GET", "PUT", "POST", "DELETE"]),
         WebSocketRoute("/v1/client/allocation/{id}/exec", partial(alloc_exec.alloc_exec, ctx)),
         Route("/v1/client/allocation/{id}/exec", h(alloc_exec.not_upgraded), methods=["GET"]),
-        *ui.ui_routes(),
     ]
+    _without_head(routes)
+    routes += ui.ui_routes()
     starlette = Starlette(routes=routes)
     starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect
     app: ASGIApp = StateGuardMiddleware(starlette, agent.state_failure)
@@ -327,13 +338,36 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
     if agent.config.token:
         app = TokenMiddleware(app, agent.config.token,
                               tuple(f.path.split("{")[0] for f in front if f.token_exempt))
-    return UnreadBodyMiddleware(CrossOriginMiddleware(app))
+    if hosts is None:
+        hosts = AllowedHosts.of(agent.config.bind)
+    return UnreadBodyMiddleware(CrossOriginMiddleware(app, hosts))
+
+
+#: Methods that change state: a route taking one of them dispatches on the method.
+CHANGING: Final = frozenset({"PUT", "POST", "DELETE", "PATCH"})
+#: Routes whose GET changes state (Nomad's, see the route table).
+CHANGING_GET: Final = frozenset({"/v1/client/allocation/{id}/gc", "/v1/client/gc"})
+
+
+def _without_head(routes: Sequence[BaseRoute]) -> None:
+    """No HEAD on a route that changes state: Starlette routes HEAD wherever GET is taken, and
+    a handler that dispatches on the method (`if GET: read, else: write`) or changes state on
+    GET would run a write for it. Nomad's method switches answer such a HEAD 405 (e.g.
+    job_endpoint.go `JobsRequest`: GET, PUT/POST, else `ErrInvalidMethod`), and so does the
+    router once HEAD is not among the route's methods; the GC routes, which take any method
+    in Nomad, take their clients' GET and PUT only."""
+    for route in routes:
+        if isinstance(route, Route) and route.methods and (
+                route.methods & CHANGING or route.path in CHANGING_GET):
+            route.methods.discard("HEAD")
 
 
 async def serve_api(agent: AgentView, stop: trio.Event, *, front: Sequence[FrontRoute] = (),
-                    forward: Forward | None = None,
+                    forward: Forward | None = None, allowed_hosts: Sequence[str] = (),
                     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until `stop` is set; `task_status.started` gets `http://host:port`."""
+    """Serve until `stop` is set; `task_status.started` gets `http://host:port`.
+    `allowed_hosts`: names requests may carry in `Host` besides the agent's own
+    (origin.py `own_hosts`): the config's, a cluster server's advertise address."""
     config = hypercorn.Config()
     config.bind = [f"{agent.config.bind}:{agent.config.port}"]
     config.accesslog = None
@@ -345,7 +379,9 @@ async def serve_api(agent: AgentView, stop: trio.Event, *, front: Sequence[Front
     config.keep_alive_max_requests = 1 << 62
 
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(_serve, build_app(agent, front, forward), config, stop)
+        hosts = await own_hosts(agent.config.bind, allowed_hosts)
+        binds = await nursery.start(_serve, build_app(agent, front, forward, hosts), config,
+                                    stop)
         task_status.started(binds[0])
 
 
