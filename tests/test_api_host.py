@@ -103,7 +103,8 @@ def test_the_refusal_says_how_to_allow_the_name() -> None:
     assert found == ("Request refused: Host 'Yurt.Example.com:4646' is not a name of this "
                      "agent (a page of another site may be reaching it through DNS "
                      "rebinding); if the agent is reached at 'yurt.example.com', list it in "
-                     "the agent's config: [ui] allowed_hosts = [\"yurt.example.com\"]")
+                     "the agent's config: [ui] allowed_hosts = [\"yurt.example.com\"] (a yurt "
+                     "server: --allowed-host yurt.example.com)")
 
 
 def test_the_config_lists_more_names(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ from yurt.runtime.server.cluster.etcd.process import free_port
     (["--etcd", "http://127.0.0.1:2379", "--heartbeat-grace", "0"],
      "--heartbeat-grace must be above 0"),
     (["--etcd", "http://127.0.0.1:2379", "--leader-ttl", "0"], "--leader-ttl must be at least"),
+    (["--etcd", "http://127.0.0.1:2379", "--allowed-host", "http://yurt.example.com"],
+     "--allowed-host 'http://yurt.example.com' is a URL; give the host name alone"),
 ])
 def test_options_that_can_never_work_exit_2(args: list[str], said: str, tmp_path: Path
                                             ) -> None:

@@ -284,3 +284,20 @@ async def test_a_variable_written_through_one_server_is_read_through_the_other(
                 assert r.json()["Items"] == {"mode": "blue"}
                 r = await client.get(f"{s2.address}/v1/vars")
                 assert [v["Path"] for v in r.json()] == ["app/config"]
+
+
+async def test_a_server_answers_at_a_name_given_with_allowed_host_and_no_other(
+        etcd_urls: list[str], etcd_prefix: bytes, tmp_path: Path) -> None:
+    # Nodes may reach a server by a DNS alias that is neither its host name nor its
+    # --advertise host: `--allowed-host` names it, and every other name stays refused.
+    with trio.fail_after(60):
+        async with cluster(etcd_urls, etcd_prefix, tmp_path) as c:
+            s1 = await c.server("s1", "--allowed-host", "yurt-alias.localhost")
+            port = s1.address.rsplit(":", 1)[1]
+            async with httpx2.AsyncClient(base_url=s1.address, timeout=30) as client:
+                r = await client.get("/v1/jobs",
+                                     headers={"Host": f"yurt-alias.localhost:{port}"})
+                assert r.status_code == 200, r.text
+                r = await client.get("/v1/jobs", headers={"Host": f"evil.localhost:{port}"})
+                assert r.status_code == 403
+                assert "--allowed-host evil.localhost" in r.text

@@ -34,6 +34,7 @@ import httpx2
 import trio
 
 from yurt.runtime.agent.agent import AgentConfig
+from yurt.runtime.api.origin import parse_allowed_host
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.cluster.etcd.client import EtcdCompacted, EtcdError
 from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
     from yurt.runtime.server.cluster.etcd.client import EtcdClient
     from yurt.runtime.server.state.objects_sqlite import Objects
 
-__all__ = ["EtcdError", "HeartbeatConfig", "ServerConfig", "ServerProcess"]
+__all__ = ["EtcdError", "HeartbeatConfig", "ServerConfig", "ServerProcess",
+           "parse_allowed_host"]
 
 log = logging.getLogger("yurt.server")
 
@@ -66,6 +68,9 @@ class ServerConfig:
     advertise: str = ""
     leader_ttl: int = DEFAULT_LEADER_TTL
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    #: Names requests may carry in Host besides the server's own (canonical: see
+    #: runtime/api/origin.py `parse_allowed_host`), e.g. a DNS alias nodes reach it at.
+    allowed_hosts: tuple[str, ...] = ()
 
 
 @final
@@ -159,7 +164,8 @@ class ServerProcess:
                 advertised = urlsplit(self.server_config.advertise).hostname
                 listening = await nursery.start(partial(
                     serve_api, self, stop_api, front=noderpc.routes(self),
-                    allowed_hosts=(advertised,) if advertised else ()))
+                    allowed_hosts=((advertised,) if advertised else ())
+                    + self.server_config.allowed_hosts))
                 self.address = self.server_config.advertise or listening
                 await self.server.load()
                 await nursery.start(self.server.follow)

@@ -204,7 +204,8 @@ def _host_refused(header: bytes) -> str:
         return f"Request refused: Host {shown!r} is not a host name or address"
     return (f"Request refused: Host {shown!r} is not a name of this agent (a page of another "
             f"site may be reaching it through DNS rebinding); if the agent is reached at "
-            f"{name!r}, list it in the agent's config: {CONFIG_KEY} = [\"{name}\"]")
+            f"{name!r}, list it in the agent's config: {CONFIG_KEY} = [\"{name}\"] (a yurt "
+            f"server: --allowed-host {name})")
 
 
 def _ui_navigation(kind: str, method: str, path: str, headers: dict[bytes, bytes]) -> bool:

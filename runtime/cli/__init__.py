@@ -424,6 +424,9 @@ def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | N
 @click.option("--advertise", default=None, metavar="URL",
               help="The URL nodes and other servers reach this one at (needed with a "
                    "wildcard --bind).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="A name requests may carry in Host besides this server's own names and "
+                   "--advertise host (repeatable), e.g. a DNS alias nodes reach it at.")
 @click.option("--prefix", default="/yurt/", show_default=True,
               help="The etcd key prefix of this cluster.")
 @click.option("--leader-ttl", type=int, default=5, show_default=True,
@@ -440,10 +443,11 @@ def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | N
 @click.option("--log-level", default="info", metavar="LEVEL",
               help="trace, debug, info, warn, error.")
 def server_command(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
-           token_file: Path | None, advertise: str | None, prefix: str,
-           leader_ttl: int,
-           min_heartbeat_ttl: float, heartbeat_grace: float, max_heartbeats_per_second: float,
-           failover_heartbeat_ttl: float, log_level: str) -> None:
+                   token_file: Path | None, advertise: str | None,
+                   allowed_hosts: tuple[str, ...], prefix: str, leader_ttl: int,
+                   min_heartbeat_ttl: float, heartbeat_grace: float,
+                   max_heartbeats_per_second: float, failover_heartbeat_ttl: float,
+                   log_level: str) -> None:
     """Run a cluster server: the Nomad API and the scheduler over state kept in etcd.
 
     Any number may run against one etcd; one leads (schedules), the others answer the API
@@ -457,7 +461,8 @@ def server_command(etcd: str, bind: str, port: int, data_dir: Path | None, name:
         advertise=advertise, prefix=prefix, leader_ttl=leader_ttl,
         min_heartbeat_ttl=min_heartbeat_ttl, heartbeat_grace=heartbeat_grace,
         max_heartbeats_per_second=max_heartbeats_per_second,
-        failover_heartbeat_ttl=failover_heartbeat_ttl, log_level=log_level)))
+        failover_heartbeat_ttl=failover_heartbeat_ttl, log_level=log_level,
+        allowed_hosts=allowed_hosts)))
 
 
 @cli.command("sim")

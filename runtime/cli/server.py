@@ -40,6 +40,7 @@ class ServerOptions:
     max_heartbeats_per_second: float = 50.0
     failover_heartbeat_ttl: float = 300.0
     log_level: str = "info"
+    allowed_hosts: tuple[str, ...] = ()
 
 
 def run_server(options: ServerOptions) -> int:
@@ -52,6 +53,7 @@ def run_server(options: ServerOptions) -> int:
         HeartbeatConfig,
         ServerConfig,
         ServerProcess,
+        parse_allowed_host,
     )
     from yurt.runtime.cli.agent import UsageError, agent_token, default_data_dir, leaves
     from yurt.runtime.cli.output import echo
@@ -88,6 +90,10 @@ def run_server(options: ServerOptions) -> int:
             raise UsageError(f"--leader-ttl must be at least 1 (s), not {options.leader_ttl}")
         if not options.prefix.startswith("/") or not options.prefix.endswith("/"):
             raise UsageError(f"--prefix {options.prefix!r} must start and end with /")
+        try:
+            allowed_hosts = tuple(parse_allowed_host(h) for h in options.allowed_hosts)
+        except ValueError as e:
+            raise UsageError(f"--allowed-host {e}") from None
     except UsageError as e:
         echo(f"yurt: {e}", err=True)
         return EXIT_USAGE
@@ -100,7 +106,7 @@ def run_server(options: ServerOptions) -> int:
         etcd=urls, name=name, bind=options.bind, port=options.port,
         data_dir=data_dir.absolute(), token=token,
         prefix=options.prefix, leader_ttl=options.leader_ttl,
-        advertise=(options.advertise or "").rstrip("/"),
+        advertise=(options.advertise or "").rstrip("/"), allowed_hosts=allowed_hosts,
         heartbeat=HeartbeatConfig(min_ttl=options.min_heartbeat_ttl,
                                   max_per_second=options.max_heartbeats_per_second,
                                   grace=options.heartbeat_grace,
