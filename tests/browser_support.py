@@ -384,8 +384,12 @@ def chromium_session() -> Iterator[Any]:
 
 @pytest.fixture
 def browser(chromium_session: Any) -> UiBrowser:
-    """The run's Chromium at 1280 px, light theme, its console log drained."""
+    """The run's Chromium at 1280 px, light theme, on a blank page, its console log drained.
+
+    The blank page first: the last test's page would otherwise keep running (its event socket
+    reconnecting to an agent that test stopped) and log into this test's console."""
     ui = UiBrowser(chromium_session)
+    chromium_session.get("about:blank")
     ui.size(*WIDE)
     chromium_session.get_log("browser")
     return ui
