@@ -49,7 +49,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import msgspec
 import trio
@@ -77,8 +77,9 @@ from yurt.runtime.server.cluster.heartbeat import (
     rate_scaled_interval_ns,
     status_change_requires_eval,
 )
+from yurt.runtime.server.deploymentwatcher import Outcome
 from yurt.runtime.server.local import LocalServer
-from yurt.runtime.server.records import eval_event, new_id, without_job
+from yurt.runtime.server.records import Registration, eval_event, new_id, without_job
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.scheduler.disconnect import lost_after
 from yurt.runtime.server.scheduler.plan import Plan
@@ -453,19 +454,20 @@ class ClusterServer(LocalServer):
             while self.applied_revision < revision:
                 await self._applied.wait()
 
-    async def register_job(self, job: Job) -> Any:
+    async def register_job(self, job: Job) -> Registration:
         return await self._retrying(lambda: LocalServer.register_job(self, job))
 
     async def register_as(self, job: Job, triggered_by: str,
-                          check: Callable[[Job | None], Job | None] | None = None) -> Any:
+                          check: Callable[[Job | None], Job | None] | None = None
+                          ) -> Registration:
         return await self._retrying(lambda: LocalServer.register_as(self, job, triggered_by,
                                                                     check))
 
-    async def deregister_job(self, job_id: str, *, purge: bool = False) -> Any:
+    async def deregister_job(self, job_id: str, *, purge: bool = False) -> Registration:
         return await self._retrying(lambda: LocalServer.deregister_job(self, job_id,
                                                                        purge=purge))
 
-    async def evaluate(self, job_id: str, triggered_by: str) -> Any:
+    async def evaluate(self, job_id: str, triggered_by: str) -> Registration:
         return await self._retrying(lambda: LocalServer.evaluate(self, job_id, triggered_by))
 
     async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
@@ -482,19 +484,20 @@ class ClusterServer(LocalServer):
     # then an auto-promotion): a conflict on the second runs both again, on the view that
     # has the first, which writes the same health and one evaluation more.
 
-    async def fail_deployment(self, deployment_id: str) -> Any:
+    async def fail_deployment(self, deployment_id: str) -> Outcome:
         return await self._retrying(lambda: LocalServer.fail_deployment(self, deployment_id))
 
-    async def pause_deployment(self, deployment_id: str, pause: bool) -> Any:
+    async def pause_deployment(self, deployment_id: str, pause: bool) -> Outcome:
         return await self._retrying(lambda: LocalServer.pause_deployment(self, deployment_id,
                                                                          pause))
 
-    async def promote_deployment(self, deployment_id: str, groups: list[str] | None) -> Any:
+    async def promote_deployment(self, deployment_id: str, groups: list[str] | None
+                                 ) -> Outcome:
         return await self._retrying(lambda: LocalServer.promote_deployment(
             self, deployment_id, groups))
 
     async def set_alloc_health(self, deployment_id: str, healthy_ids: list[str],
-                               unhealthy_ids: list[str]) -> Any:
+                               unhealthy_ids: list[str]) -> Outcome:
         return await self._retrying(lambda: LocalServer.set_alloc_health(
             self, deployment_id, healthy_ids, unhealthy_ids))
 
