@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, final
 
 from yurt.runtime.server.acl.policy import (
     POLICY_DENY,
@@ -123,6 +123,7 @@ class AclClaim:
 _WORKLOAD_VARIABLES: Final = frozenset({"read", "list"})
 
 
+@final
 @dataclass(frozen=True)
 class Acl:
     """A token's merged policies. Built by `compile_acl`; every method is a pure check."""

@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from yurt.runtime.errors import YurtError
 from yurt.runtime.lib.sourcemap import (
@@ -132,6 +132,7 @@ _MAX_TREE_DEPTH: Final = 64
 _MAX_TREE_NODES: Final = 200_000
 
 
+@final
 class PolicyError(YurtError):
     """A policy that cannot be used: `message` in Nomad's words, at `line`:`column` of the
     policy `name` (0 where unknown)."""
@@ -181,6 +182,7 @@ class CapabilityPolicy:
     capabilities: tuple[str, ...]
 
 
+@final
 @dataclass(frozen=True)
 class Policy:
     """One parsed policy. A rule not written is None (or empty for the labelled kinds)."""
@@ -480,7 +482,9 @@ def _parse_hcl(text: str, name: str) -> tuple[dict[str, Any], dict[PathKey, Posi
             what = f"unexpected character {e.char!r}"
         else:
             what = "unexpected end of file"
-        raise PolicyError(name, getattr(e, "line", 0) or 0, getattr(e, "column", 0) or 0,
+        # The end of the file is on the text's last line, not on the newline added above.
+        line = min(getattr(e, "line", 0) or 0, text.count("\n") + 1)
+        raise PolicyError(name, line, getattr(e, "column", 0) or 0,
                           f"Failed to parse ACL Policy: {what}") from None
     trouble = hcl_trouble(tree, _MAX_TREE_DEPTH, _MAX_TREE_NODES)
     if trouble is not None:
@@ -528,8 +532,7 @@ def _parse_json(text: str, name: str) -> dict[str, Any]:
                           ) from None
     except (ValueError, RecursionError):
         raise PolicyError(name, 0, 0, "Failed to parse ACL Policy: unreadable JSON") from None
-    if not isinstance(doc, dict):
-        raise PolicyError(name, 1, 1, "Failed to parse ACL Policy: root should be an object")
+    assert isinstance(doc, dict)  # the text opens with `{`
     return doc
 
 
