@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -100,6 +101,29 @@ def started(records: list[dict[str, Any]], task: str) -> int:
     return sum(1 for e in task_events(records, task) if e["Type"] == "Started")
 
 
+def handles_saved(data: Path, alloc_id: str, tasks: tuple[str, ...]) -> bool:
+    """Whether the agent has committed a task handle for each of `tasks` (their `local_state`
+    rows, store/base.py's key layout, in the SQLite file of store/sqlite.py). `yurt run` prints
+    `Started` before that commit (`TaskRunner._start` persists after it appends the event):
+    a kill before it leaves a start that no handle accounts for, which the restarted agent
+    stops and starts afresh (runtime/client/drivers/orphans.py), not the run to re-attach to."""
+    db = data / "state" / "state.db"
+    if not db.exists():
+        return False
+    conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=5)
+    try:
+        rows = conn.execute("SELECT task, value FROM task WHERE alloc_id = ? AND "
+                            "kind = 'local_state'", (alloc_id,)).fetchall()
+    except sqlite3.OperationalError as e:  # the agent is still creating its tables
+        if "no such table" in str(e):
+            return False
+        raise
+    finally:
+        conn.close()
+    handles = {task: json.loads(value).get("TaskHandle") for task, value in rows}
+    return all(handles.get(task) for task in tasks)
+
+
 def start_agent(job: Path, data: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([YURT, "run", "--json", "--data-dir", str(data), str(job)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -121,6 +145,7 @@ def test_agent_kill_9_and_restart_reattaches(tmp_path: Path) -> None:
         alloc_dir = data / "alloc" / alloc_id
         pid_file = {t: alloc_dir / t / "local" / "pid" for t in ("web", "quitter")}
         wait_for(lambda: all(p.exists() and p.read_text().strip() for p in pid_file.values()))
+        wait_for(lambda: handles_saved(data, alloc_id, ("web", "quitter")))
         web_pid = int(pid_file["web"].read_text())
         quitter_pid = int(pid_file["quitter"].read_text())
 
