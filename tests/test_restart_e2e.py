@@ -70,17 +70,21 @@ def alive(pid: int) -> bool:
 
 
 def processes_with(marker: str) -> list[int]:
-    """Task processes whose command line carries `marker` (not their shims)."""
-    found = []
+    """Task processes whose command line carries `marker` (not their shims). A child the task
+    forked (for its `sleep`) has the same command line until it execs: one whose parent is such
+    a process is part of that task, not another copy of it."""
+    found: dict[int, int] = {}  # pid: parent pid
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if marker.encode() in cmdline and b"shim.sh" not in cmdline and alive(int(entry)):
-                found.append(int(entry))
-    return found
+            fields = stat_fields(int(entry))
+            if (marker.encode() in cmdline and b"shim.sh" not in cmdline
+                    and fields is not None and fields[0] != b"Z"):
+                found[int(entry)] = int(fields[1])
+    return sorted(pid for pid, parent in found.items() if parent not in found)
 
 
 def task_events(records: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
