@@ -81,12 +81,13 @@ async def test_a_started_task_is_on_its_own_and_its_shim_is_reaped(tmp_path: Pat
 
 async def test_the_exit_status_comes_before_the_shims_durable_write(tmp_path: Path) -> None:
     """With a cgroup, the shim sends `$?` down the report pipe before it writes the exit file
-    (tmp, sync, rename: two programs): the wait ends while the shim is still at work. Here its
-    `sync` (found on the task's PATH) waits for a file, so only the pipe can end the wait."""
+    (`dd` with fsync, shim.sh): the wait ends while the shim is still at work. Here its `dd`
+    (found on the task's PATH) waits for a file, so only the pipe can end the wait."""
     tools = tmp_path / "bin"
     tools.mkdir()
-    (tools / "sync").write_text(f"#!/bin/sh\nuntil [ -e {tmp_path}/go ]; do sleep 0.01; done\n")
-    (tools / "sync").chmod(0o755)
+    (tools / "dd").write_text(f"#!/bin/sh\nuntil [ -e {tmp_path}/go ]; do sleep 0.01; done\n"
+                              'exec /usr/bin/dd "$@"\n')
+    (tools / "dd").chmod(0o755)
     driver = plugin({"tree_tracking": "cgroup1"})
     cfg = config(tmp_path, "/bin/sh", "-c", "exit 7")
     cfg = dataclasses.replace(cfg, env={"PATH": f"{tools}:/usr/bin:/bin"})
@@ -94,7 +95,7 @@ async def test_the_exit_status_comes_before_the_shims_durable_write(tmp_path: Pa
         handle = await driver.start_task(cfg)
         shim = int(handle.driver_state["shim_pid"])
         result = await driver.wait_task(cfg.id)
-        assert not zombie(shim)  # still in its `sync`
+        assert not zombie(shim)  # still in its `dd`
         (tmp_path / "go").touch()
         await eventually(lambda: zombie(shim))
         await driver.destroy_task(cfg.id, force=True)

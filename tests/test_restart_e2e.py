@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -69,17 +70,21 @@ def alive(pid: int) -> bool:
 
 
 def processes_with(marker: str) -> list[int]:
-    """Task processes whose command line carries `marker` (not their shims)."""
-    found = []
+    """Task processes whose command line carries `marker` (not their shims). A child the task
+    forked (for its `sleep`) has the same command line until it execs: one whose parent is such
+    a process is part of that task, not another copy of it."""
+    found: dict[int, int] = {}  # pid: parent pid
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if marker.encode() in cmdline and b"shim.sh" not in cmdline and alive(int(entry)):
-                found.append(int(entry))
-    return found
+            fields = stat_fields(int(entry))
+            if (marker.encode() in cmdline and b"shim.sh" not in cmdline
+                    and fields is not None and fields[0] != b"Z"):
+                found[int(entry)] = int(fields[1])
+    return sorted(pid for pid, parent in found.items() if parent not in found)
 
 
 def task_events(records: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
@@ -98,6 +103,29 @@ def read_until(stream: TextIO, records: list[dict[str, Any]],
 
 def started(records: list[dict[str, Any]], task: str) -> int:
     return sum(1 for e in task_events(records, task) if e["Type"] == "Started")
+
+
+def handles_saved(data: Path, alloc_id: str, tasks: tuple[str, ...]) -> bool:
+    """Whether the agent has committed a task handle for each of `tasks` (their `local_state`
+    rows, store/base.py's key layout, in the SQLite file of store/sqlite.py). `yurt run` prints
+    `Started` before that commit (`TaskRunner._start` persists after it appends the event):
+    a kill before it leaves a start that no handle accounts for, which the restarted agent
+    stops and starts afresh (runtime/client/drivers/orphans.py), not the run to re-attach to."""
+    db = data / "state" / "state.db"
+    if not db.exists():
+        return False
+    conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=5)
+    try:
+        rows = conn.execute("SELECT task, value FROM task WHERE alloc_id = ? AND "
+                            "kind = 'local_state'", (alloc_id,)).fetchall()
+    except sqlite3.OperationalError as e:  # the agent is still creating its tables
+        if "no such table" in str(e):
+            return False
+        raise
+    finally:
+        conn.close()
+    handles = {task: json.loads(value).get("TaskHandle") for task, value in rows}
+    return all(handles.get(task) for task in tasks)
 
 
 def start_agent(job: Path, data: Path) -> subprocess.Popen[str]:
@@ -121,6 +149,7 @@ def test_agent_kill_9_and_restart_reattaches(tmp_path: Path) -> None:
         alloc_dir = data / "alloc" / alloc_id
         pid_file = {t: alloc_dir / t / "local" / "pid" for t in ("web", "quitter")}
         wait_for(lambda: all(p.exists() and p.read_text().strip() for p in pid_file.values()))
+        wait_for(lambda: handles_saved(data, alloc_id, ("web", "quitter")))
         web_pid = int(pid_file["web"].read_text())
         quitter_pid = int(pid_file["quitter"].read_text())
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.agent_support import mock_job
-from tests.browser_support import CuttableProxy, UiAgent, UiBrowser, start_ui_agent
+from tests.browser_support import CuttableProxy, UiAgent, UiBrowser, poll, start_ui_agent
+from yurt.runtime.lib.durations import MILLISECOND, MINUTE
 
 
 def test_jobs_list_shows_a_new_job_live_without_a_reload(ui_agent: UiAgent,
@@ -242,8 +243,21 @@ def test_the_token_page_at_nomads_path_checks_the_tabs_token(tmp_path: Path,
 
 def test_an_action_without_the_token_is_refused_and_changes_nothing(tmp_path: Path,
                                                                     browser: UiBrowser) -> None:
+    job = mock_job("guarded")
+    # Health after 100 ms rather than the default migrate strategy's 10 s: see below.
+    job["Job"]["TaskGroups"][0]["Migrate"] = {
+        "MaxParallel": 1, "HealthCheck": "task_states", "MinHealthyTime": 100 * MILLISECOND,
+        "HealthyDeadline": MINUTE}
     with start_ui_agent(tmp_path, token="act-token") as agent:
-        agent.run_job(mock_job("guarded"))
+        agent.run_job(job)
+        # The page refreshes on every event of the job: one after the token is gone would be
+        # refused and ask for the token before the stop could. So the page opens once the
+        # allocation has nothing left to report: running, and its health set (the last change
+        # of a service allocation without a deployment, hooks/alloc_health.py); its event
+        # socket then hears only what happens later.
+        poll(lambda: any((a.get("DeploymentStatus") or {}).get("Healthy")
+                         for a in agent.allocations("guarded")),
+             20, "the allocation running and healthy")
         browser.open(agent, "/ui/jobs", ready=False, fresh=True)
         browser.set_token("act-token")
         browser.open(agent, "/ui/jobs/guarded")
