@@ -68,3 +68,43 @@ async def test_an_agent_follows_the_cluster_and_fails_over(etcd_urls: list[str],
                 assert await wait_for(complete) == [(node["ID"], "complete", "stop")]
             # The node stayed up through the failover: its heartbeats reached s2.
             assert [n["Status"] for n in await get(s2.address, "/v1/nodes")] == ["ready"]
+
+
+async def test_the_ui_restarts_an_allocation_through_its_server(etcd_urls: list[str],
+                                                                etcd_prefix: bytes,
+                                                                tmp_path: Path) -> None:
+    """The web UI a server serves posts a node's route (restart) with the server's own
+    `Origin`: the server checks it (api/origin.py) and forwards the call as its own
+    (noderpc.py `to_node`), which the node's agent, at another address, accepts. Another
+    site's `Origin` is still refused by the server."""
+    with trio.fail_after(120):
+        async with cluster(etcd_urls, etcd_prefix, tmp_path) as c:
+            server = await c.server("s1")
+            await c.agent("a1", [server], "--driver-allow", "mock_driver")
+
+            async def node_ready() -> Any:
+                nodes = await get(server.address, "/v1/nodes")
+                return [n for n in nodes if n["Status"] == "ready"]
+
+            await wait_for(node_ready)
+            async with httpx2.AsyncClient(base_url=server.address, timeout=30) as client:
+                r = await client.put("/v1/jobs", json=mock_job("web"))
+                assert r.status_code == 200, r.text
+
+                async def running() -> Any:
+                    allocs = await get(server.address, "/v1/job/web/allocations")
+                    return [a for a in allocs if a["ClientStatus"] == "running"]
+
+                (alloc,) = await wait_for(running)
+                restart = f"/v1/client/allocation/{alloc['ID']}/restart"
+                r = await client.post(restart, json={},
+                                      headers={"Origin": "http://evil.example"})
+                assert r.status_code == 403, r.text  # the server's own check
+                r = await client.post(restart, json={}, headers={"Origin": server.address})
+                assert r.status_code == 200, r.text
+
+                async def restarted() -> Any:
+                    a = await get(server.address, f"/v1/allocation/{alloc['ID']}")
+                    return a["TaskStates"]["t"]["Restarts"] >= 1 and a
+
+                await wait_for(restarted)

@@ -345,8 +345,11 @@ def parse_http_addr(addr: str) -> tuple[str, int]:
 
 
 #: Request headers a forward to a node keeps: the caller's token and what the answer's
-#: shape depends on.
-KEPT_HEADERS: Final = ("x-nomad-token", "accept", "content-type", "origin")
+#: shape depends on. A browser's (`Origin`, `Referer`, `Sec-Fetch-*`) are not: this server
+#: judged them against its own address (api/origin.py `CrossOriginMiddleware`) before the
+#: route ran, so the forward is the server's own call, and the node's agent, which holds
+#: them against its address, would refuse every call the server's web UI makes.
+KEPT_HEADERS: Final = ("x-nomad-token", "accept", "content-type")
 
 
 async def to_node(proc: ClusterProcess, request: Request) -> Response:
