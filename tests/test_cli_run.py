@@ -1,6 +1,7 @@
 """`yurt run` for humans, as a user runs it: a real `yurt` process, real tasks (raw_exec), real
-clock. Where it keeps things, the tasks' output behind their names, time order, and no task
-left running after any signal that ends it.
+clock. Where it keeps things, the tasks' output behind their names, time order, no task left
+running after any signal that ends it, and no name from the job file that drives the
+operator's terminal.
 
 Every wait is bounded (subprocess timeouts, `wait_for`); nothing sleeps to let things settle:
 the tests read the process's own output until the line they wait for appears.
@@ -8,6 +9,7 @@ the tests read the process's own output until the line they wait for appears.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -20,6 +22,7 @@ import pytest
 
 from tests.cli_proc_support import YURT
 from tests.proc_support import processes_with_env, wait_for
+from tests.test_cli_scripting import read_terminal
 
 ROOT = Path(__file__).parent.parent
 TIMEOUT = 60
@@ -238,3 +241,74 @@ def test_a_tasks_output_comes_before_its_end(tmp_path: Path) -> None:
             n for n, line in enumerate(lines) if re.search(rf"\bt{i}\s+Terminated\b", line)
         )
         assert said < ended, out.stdout
+
+
+# Names and a message that are commands to a terminal (retitle the window, clear the screen).
+EVIL_JOB = "j\x1b]0;job\x07"
+EVIL_GROUP = "g\x1b]0;group\x07"
+EVIL_TASK = "t\x1b[2J"
+EVIL_UNPLACED = "u\x1b]0;unplaced\x07"
+EVIL_EVENT = "boom \x1b]0;event\x07"
+TASK_OUTPUT = "raw\x1b]0;task\x07"  # the task's own output: shown as it is, on purpose
+
+
+def evil_job(tmp_path: Path) -> str:
+    """A JSON job whose names hold ESC and BEL: a task with such a name, a task that prints
+    them, a poststop task whose start error (an event message) holds them, and a group that
+    no node can take, its constraint's value holding them too."""
+    shell = {"command": "/bin/sh"}
+    job = {"Job": {"ID": EVIL_JOB, "Type": "batch", "TaskGroups": [
+        {"Name": EVIL_GROUP, "Count": 1,
+         "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
+         "Tasks": [
+             {"Name": EVIL_TASK, "Driver": "raw_exec",
+              "Config": {**shell, "args": ["-c", "echo plain"]}},
+             {"Name": "talker", "Driver": "raw_exec",
+              "Config": {**shell, "args": ["-c", r"printf 'raw\033]0;task\007\n'"]}},
+             {"Name": "failing", "Driver": "mock_driver", "Lifecycle": {"Hook": "poststop"},
+              "Config": {"start_error": EVIL_EVENT}},
+         ]},
+        {"Name": EVIL_UNPLACED, "Count": 1,
+         "Constraints": [{"LTarget": "${attr.kernel.name}", "Operand": "=",
+                          "RTarget": "plan9\x1b]0;c\x07"}],
+         "Tasks": [{"Name": "x", "Driver": "mock_driver", "Config": {"run_for": "1s"}}]},
+    ]}}
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps(job))
+    return str(path)
+
+
+def test_names_from_the_job_file_never_drive_the_terminal(tmp_path: Path) -> None:
+    """Every name and message shown to a person is escaped (runtime/lib/printable.py), into a
+    pipe and at a terminal (where rich draws the final table); the task's own output alone
+    stays raw; `--json` keeps the exact names."""
+    job = evil_job(tmp_path)
+    piped = run(job)
+    code, at_terminal = read_terminal([YURT, "run", job], {**os.environ, "TERM": "xterm"})
+    for status, shown in ((piped.returncode, piped.stdout + piped.stderr),
+                          (code, at_terminal)):
+        assert status == 1, shown  # the poststop task failed, a group was not placed
+        lines = shown.splitlines()
+        talker = [line for line in lines if re.match(r"talker\s* \| ", line)]
+        assert [line.split("| ", 1)[1] for line in talker] == [TASK_OUTPUT], shown
+        others = "".join(line for line in lines if line not in talker)
+        assert not {"\x1b", "\x07"} & set(others), shown
+        # Shown escaped, not dropped: the allocation, the task, the message, the final table.
+        assert r"j\x1b]0;job\a.g\x1b]0;group\a[0]" in others
+        assert r"t\x1b[2J" in others
+        assert r"boom \x1b]0;event\a" in others
+        assert r"u\x1b]0;unplaced\x07" in others
+        assert "final state" in others
+        assert r"t\x1b[2J | plain" in others  # its output's label, escaped as well
+    assert set("┃│┏┡└━") & set(at_terminal)  # the drawn table was checked too
+
+    exact = run("--json", job)
+    assert exact.returncode == 1, exact.stderr
+    assert not {"\x1b", "\x07"} & set(exact.stderr), exact.stderr
+    events = [e for line in exact.stdout.splitlines() for e in json.loads(line)["Events"]]
+    tasks = {e["Payload"]["Task"] for e in events if e["Topic"] == "Task"}
+    assert tasks == {EVIL_TASK, "talker", "failing"}
+    messages = {e["Payload"]["Event"]["DisplayMessage"] for e in events if e["Topic"] == "Task"}
+    assert EVIL_EVENT in messages
+    allocs = {e["Payload"]["Allocation"]["Name"] for e in events if e["Topic"] == "Allocation"}
+    assert allocs == {f"{EVIL_JOB}.{EVIL_GROUP}[0]"}

@@ -41,6 +41,12 @@ health reaches it (health only, see `_report_health`) and its progress deadline 
 Output goes through a non-blocking stream fed from the event broker's bounded buffer, so a
 slow reader of stdout can never stall the allocations; if it falls behind, records are
 dropped and the next one says how many (`"Lost": n`).
+
+Every name and message printed for a person (allocation, group and task names, event
+messages, the final table, the notes) is made printable first (runtime/lib/printable.py): the
+job file and the tasks chose them, and a control character in them would be a command to the
+operator's terminal. A task's own output is its own, shown raw as `yurt alloc logs` shows it;
+`--json` records are the exact data.
 """
 
 from __future__ import annotations
@@ -61,7 +67,6 @@ from typing import Final
 import msgspec
 import trio
 from rich.console import Console
-from rich.table import Table
 
 from yurt.runtime.agent.foreground_logs import TaskFollower, TaskOutput
 from yurt.runtime.client.allocdir import make_data_dir
@@ -75,6 +80,7 @@ from yurt.runtime.client.taskrunner.events import datetime_of
 from yurt.runtime.client.taskrunner.runner import TaskRunner
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from yurt.runtime.eventstream import EventBroker, Record, Subscription, encode_record
+from yurt.runtime.lib.printable import printable
 from yurt.runtime.server import deploymentwatcher
 from yurt.runtime.server.local import LocalServer
 from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, TaskEvent, is_client_terminal
@@ -90,6 +96,8 @@ OUTPUT_DRAIN: Final = 5.0
 #: caught-up follower answers within milliseconds; the bound is for one that has not reached
 #: its log file yet, which on a loaded machine took longer than a quarter second.
 CATCH_UP_BOUND: Final = 1.0
+#: The padded columns of a human line (allocation, task, event type); the last one is free.
+_WIDTHS: Final = (24, 14, 20)
 
 
 @dataclass
@@ -139,6 +147,13 @@ class _HumanPrinter:
         self.shown = max(self.shown, unix_seconds - self.started)
         return self.shown
 
+    async def line(self, offset: float, *cells: str) -> None:
+        """One line at `offset`: every cell made printable (the job file and the tasks chose
+        them), each but the last padded to its column of `_WIDTHS`."""
+        shown = [printable(cell) for cell in cells]
+        padded = [cell.ljust(width) for cell, width in zip(shown[:-1], _WIDTHS, strict=False)]
+        await self.out.write(f"{offset:8.3f}s  {' '.join([*padded, shown[-1]])}\n")
+
     async def print(self, record: Record) -> None:
         if record.lost:
             await self.out.write(f"… {record.lost} events not shown (output too slow)\n")
@@ -153,9 +168,8 @@ class _HumanPrinter:
                         await follower.catch_up()
                         if ev.type == "Terminated":  # and its last words, still in the pump
                             await follower.ended.wait()
-                offset = self.offset(ev.time / 1e9)
-                await self.out.write(f"{offset:8.3f}s  {name:<24} {payload['Task']:<14} "
-                                     f"{ev.type:<20} {ev.display_message}\n")
+                await self.line(self.offset(ev.time / 1e9), name, payload["Task"], ev.type,
+                                ev.display_message)
             elif event.topic == "Allocation":
                 alloc: Allocation = event.payload["Allocation"]
                 self.names[alloc.id] = alloc.name
@@ -163,9 +177,9 @@ class _HumanPrinter:
                 if alloc.client_status != previous:
                     self.statuses[alloc.id] = alloc.client_status
                     # Seen now: the client does not stamp its status changes.
-                    offset = self.offset(time.time())
-                    await self.out.write(f"{offset:8.3f}s  {alloc.name:<24} allocation is "
-                                         f"{alloc.client_status}: {alloc.client_description}\n")
+                    await self.line(self.offset(time.time()), alloc.name,
+                                    f"allocation is {alloc.client_status}: "
+                                    f"{alloc.client_description}")
 
 
 @dataclass
@@ -177,8 +191,9 @@ class _JsonPrinter:
 
 
 def _final_table(allocs: list[Allocation]) -> str:
-    """The closing table: drawn at a terminal, plain columns (never cut) into a pipe."""
-    from yurt.runtime.cli.output import format_list, stdout_is_terminal
+    """The closing table: drawn at a terminal, plain columns (never cut) into a pipe; every
+    cell made printable either way (runtime/cli/output.py's `format_list` and `rich_table`)."""
+    from yurt.runtime.cli.output import format_list, rich_table, stdout_is_terminal
 
     header = ("allocation", "id", "status", "task", "state", "failed", "restarts",
               "last event")
@@ -192,13 +207,9 @@ def _final_table(allocs: list[Allocation]) -> str:
                          f"{last.type}: {last.display_message}" if last else ""])
     if not stdout_is_terminal():
         return "final state\n" + format_list([list(header), *rows]) + "\n"
-    table = Table(title="final state", title_justify="left")
-    for column in header:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*row)
     buffer = io.StringIO()
-    Console(file=buffer, width=140, highlight=False).print(table)
+    Console(file=buffer, width=140, highlight=False).print(
+        rich_table(header, rows, title="final state", id_columns=(1,)))
     return buffer.getvalue()
 
 
@@ -250,6 +261,7 @@ async def run_job(job: Job, *, data_dir: Path | None, json_output: bool,
     async with open_state_db(root / "state") as db, _open_stdout() as out:
 
         async def note(text: str) -> None:
+            text = printable(text, lines=True)  # names from the job file among the words
             if json_output:  # stdout carries records only
                 sys.stderr.write(text)
                 sys.stderr.flush()
@@ -449,7 +461,8 @@ def _task_outputs(client: Client, placed: list[Allocation], resumed: bool) -> li
         if runner is None or runner.alloc_dir is None:
             continue
         for name, tr in runner.task_runners.items():
-            label = name if len(placed) == 1 else f"{alloc.name.partition('.')[2]}/{name}"
+            label = printable(name if len(placed) == 1
+                              else f"{alloc.name.partition('.')[2]}/{name}")
 
             def finished(tr: TaskRunner = tr, runner: AllocRunner = runner) -> bool:
                 return tr.done.is_set() or runner.wait_done.is_set()
