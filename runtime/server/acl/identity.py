@@ -1,0 +1,34 @@
+"""`Identity`: who a request is, once its token is resolved (server/acl/resolve.py), and the
+compiled ACL it acts under (server/acl/acl.py). The API's authorisation (api/authz.py) and
+every handler that filters what it shows read it.
+
+Invariants: `acl is None` only when ACLs are disabled (everything is allowed); an anonymous
+request with ACLs enabled has `token is None` and the anonymous policy's ACL (nothing, unless
+an operator wrote a policy named `anonymous`); a management token's ACL is `MANAGEMENT_ACL`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from yurt.runtime.server.acl.acl import Acl
+from yurt.runtime.structs.acl import AclToken
+
+
+@dataclass(frozen=True)
+class Identity:
+    token: AclToken | None
+    #: None: ACLs are disabled on this agent.
+    acl: Acl | None
+
+    @property
+    def enabled(self) -> bool:
+        return self.acl is not None
+
+    def is_management(self) -> bool:
+        return self.acl is None or self.acl.is_management()
+
+
+#: Every request of an agent whose ACLs are disabled.
+ACL_DISABLED: Final = Identity(token=None, acl=None)
