@@ -10,7 +10,7 @@ an operator wrote a policy named `anonymous`); a management token's ACL is `MANA
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.structs.acl import AclToken
@@ -32,3 +32,15 @@ class Identity:
 
 #: Every request of an agent whose ACLs are disabled.
 ACL_DISABLED: Final = Identity(token=None, acl=None)
+
+
+class AclTokenError(Exception):
+    """A token that cannot act: unknown (`ACL token not found`) or past its expiration
+    (`ACL token expired`), the texts of nomad/structs/errors.go. The API answers 403 with it."""
+
+
+class TokenResolver(Protocol):
+    """What turns a request's secret into its identity (server/acl/resolve.py): "" is the
+    anonymous token. Raises `AclTokenError` for a secret that cannot act."""
+
+    async def resolve(self, secret: str) -> Identity: ...
