@@ -74,6 +74,7 @@ from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.lib.logfields import fields
 from yurt.runtime.lib.nofile import raise_nofile_limit
 from yurt.runtime.server.acl.identity import TokenResolver
+from yurt.runtime.server.acl.settings import AclSettings
 from yurt.runtime.structs import (
     Allocation,
     DriverInfo,
@@ -177,6 +178,9 @@ class AgentConfig:
     #: Names requests may carry in `Host` besides the agent's own (config `[ui]
     #: allowed_hosts`; runtime/api/origin.py).
     allowed_hosts: tuple[str, ...] = ()
+    #: The `acl` block (runtime/server/acl/settings.py); off unless the CLI or the caller
+    #: turns it on.
+    acl: AclSettings = field(default_factory=AclSettings)
 
 
 @final

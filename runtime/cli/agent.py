@@ -172,7 +172,7 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
         reserved_ports=file.reserved.reserved_ports,
         artifact=file.artifact.to_config(), servers=servers, dev_mode=options.dev_mode,
-        allowed_hosts=file.allowed_hosts())
+        allowed_hosts=file.allowed_hosts(), acl=file.acl_settings())
     log_json = options.log_json if options.log_json is not None else file.log_json
     return config, level, log_json
 
