@@ -175,6 +175,17 @@ class AgentConfig:
     #: Names requests may carry in `Host` besides the agent's own (config `[ui]
     #: allowed_hosts`; runtime/api/origin.py).
     allowed_hosts: tuple[str, ...] = ()
+    #: Nomad's agent `acl` block: whether ACLs guard the API, how long the token resolver
+    #: keeps a token, a policy or a role it read (seconds; runtime/server/acl/resolve.py),
+    #: and the bounds of a new token's expiration (seconds; nomad/config.go
+    #: `ACLTokenMinExpirationTTL`, `ACLTokenMaxExpirationTTL`). Off unless the
+    #: configuration turns it on (runtime/agent/config.py).
+    acl_enabled: bool = False
+    acl_token_ttl: float = 30.0
+    acl_policy_ttl: float = 30.0
+    acl_role_ttl: float = 30.0
+    acl_token_min_expiration_ttl: float = 60.0
+    acl_token_max_expiration_ttl: float = 24 * 3600.0
 
 
 @final

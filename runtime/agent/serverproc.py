@@ -71,6 +71,13 @@ class ServerConfig:
     #: Names requests may carry in Host besides the server's own (canonical: see
     #: runtime/api/origin.py `parse_allowed_host`), e.g. a DNS alias nodes reach it at.
     allowed_hosts: tuple[str, ...] = ()
+    #: Nomad's agent `acl` block, as `AgentConfig` has it (runtime/agent/agent.py).
+    acl_enabled: bool = False
+    acl_token_ttl: float = 30.0
+    acl_policy_ttl: float = 30.0
+    acl_role_ttl: float = 30.0
+    acl_token_min_expiration_ttl: float = 60.0
+    acl_token_max_expiration_ttl: float = 24 * 3600.0
 
 
 @final
@@ -78,9 +85,13 @@ class ServerProcess:
     def __init__(self, config: ServerConfig) -> None:
         self.server_config = config
         #: What the API reads of an agent's configuration (runtime/api/view.py `ApiConfig`).
-        self.config = AgentConfig(data_dir=config.data_dir, bind=config.bind,
-                                  port=config.port, token=config.token,
-                                  node_name=config.name)
+        self.config = AgentConfig(
+            data_dir=config.data_dir, bind=config.bind, port=config.port, token=config.token,
+            node_name=config.name, acl_enabled=config.acl_enabled,
+            acl_token_ttl=config.acl_token_ttl, acl_policy_ttl=config.acl_policy_ttl,
+            acl_role_ttl=config.acl_role_ttl,
+            acl_token_min_expiration_ttl=config.acl_token_min_expiration_ttl,
+            acl_token_max_expiration_ttl=config.acl_token_max_expiration_ttl)
         self.broker = EventBroker()
         self.ready = trio.Event()
         #: What the API answers as this process's node: a server is none, so it has the
@@ -156,7 +167,7 @@ class ServerProcess:
         store = ClusterStore(self.kv, self.prefix)
         self.server = ClusterServer(self.broker, store, self.kv, self.prefix,
                                     heartbeat=self.server_config.heartbeat)
-        self.objects = ClusterObjectStore(self.server)
+        self.objects = ClusterObjectStore(self.server, self.server_config.data_dir)
         stop_api = trio.Event()
         try:
             async with trio.open_nursery() as nursery:
