@@ -116,13 +116,15 @@ def test_token_validation_follows_nomads_rules() -> None:
 
 def test_canonical_token_gives_ids_and_turns_a_ttl_into_an_expiration() -> None:
     made = canonical_token(client("p", expiration_ttl=HOUR), T0)
-    assert is_uuid(made.accessor_id) and is_uuid(made.secret_id)
+    assert is_uuid(made.accessor_id)
+    assert is_uuid(made.secret_id)
     assert made.accessor_id != made.secret_id
     assert (made.create_time, made.expiration_time) == (T0, T0 + HOUR)
     kept = client("p", accessor_id="a", create_time=T0 - S)
     assert canonical_token(kept, T0) is kept
     assert is_uuid("6A2C1D3E-0000-4000-8000-00000000000F")
-    assert not is_uuid("6a2c1d3e-0000-4000-8000-00000000000") and not is_uuid("x" * 36)
+    assert not is_uuid("6a2c1d3e-0000-4000-8000-00000000000")
+    assert not is_uuid("x" * 36)
 
 
 # ---------------------------------------------------------------------- policies and roles
@@ -154,7 +156,8 @@ def test_roles_need_existing_policies_and_unique_names(conn: sqlite3.Connection)
     state.put_policy(conn, AclPolicy(name="p"), 4)
     role = state.put_role(conn, AclRole(name="ops", policies=[
         AclPolicyLink(name="p"), AclPolicyLink(name="p")]), 5)
-    assert is_uuid(role.id) and [link.name for link in role.policies] == ["p"]
+    assert is_uuid(role.id)
+    assert [link.name for link in role.policies] == ["p"]
     assert (role.create_index, role.modify_index) == (5, 5)
     assert refused(state.put_role, conn, AclRole(
         name="ops", policies=[AclPolicyLink(name="p")]), 6).message == \
@@ -295,7 +298,8 @@ def test_bootstrap_once_then_only_with_the_reset_index(conn: sqlite3.Connection)
         "Invalid bootstrap reset index (specified 3, reset index: 7)"
     secret = "2b778dd9-f5f1-6f29-b4b4-9a5fa948757a"
     again = state.bootstrap(conn, 9, now_ns=T0, reset_index=7, secret=secret)
-    assert again.secret_id == secret and state.bootstrap_index(conn) == 9
+    assert again.secret_id == secret
+    assert state.bootstrap_index(conn) == 9
     # The reset file's index is spent: the next needs the new one.
     assert refused(state.bootstrap, conn, 10, now_ns=T0, reset_index=7).message == \
         "Invalid bootstrap reset index (specified 7, reset index: 9)"
@@ -317,7 +321,8 @@ def test_a_one_time_token_is_exchanged_once_within_ten_minutes(
     token = state.put_token(conn, client("p"), 1, now_ns=T0, **LIMITS)
     assert refused(state.create_one_time, conn, "nope", 2, now_ns=T0).status == 403
     ott = state.create_one_time(conn, token.accessor_id, 2, now_ns=T0)
-    assert ott.expires_at == T0 + 10 * MIN and is_uuid(ott.one_time_secret_id)
+    assert ott.expires_at == T0 + 10 * MIN
+    assert is_uuid(ott.one_time_secret_id)
     assert state.exchange_one_time(conn, ott.one_time_secret_id, now_ns=T0 + S) == token
     used = refused(state.exchange_one_time, conn, ott.one_time_secret_id, now_ns=T0 + S)
     assert (used.status, used.message) == (403, "Permission denied")
