@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx2
 import trio
 
-from yurt.runtime.agent.aclsetup import open_resolver
+from yurt.runtime.agent.aclsetup import make_resolver
 from yurt.runtime.agent.agent import AgentConfig
 from yurt.runtime.api.origin import parse_allowed_host
 from yurt.runtime.eventstream import EventBroker
@@ -125,7 +125,9 @@ class ServerProcess:
         """Who the API admits (runtime/agent/aclsetup.py), made on first use."""
         await trio.lowlevel.checkpoint()
         if self._acl_resolver is None:
-            self._acl_resolver = open_resolver(self.config.token)
+            store = await self.object_store() if self.server_config.acl.enabled else None
+            self._acl_resolver = make_resolver(self.server_config.acl, self.config.token,
+                                               store)
         return self._acl_resolver
 
     async def object_store(self) -> Objects:

@@ -16,6 +16,7 @@ Invariant: every duration is in seconds and positive; min ≤ max.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -35,3 +36,15 @@ class AclSettings:
     role_ttl: float = 30.0
     token_min_expiration_ttl: float = 60.0
     token_max_expiration_ttl: float = 24 * 3600.0
+
+
+def open_to_local_users(settings: AclSettings, token: str, drivers: Iterable[str], euid: int,
+                        address: str) -> str | None:
+    """The warning an agent that anyone on the machine may drive as root owes its operator:
+    ACLs off, no token, running as root with raw_exec (which runs tasks as the agent's user).
+    None when that is not so."""
+    if settings.enabled or token or euid != 0 or "raw_exec" not in set(drivers):
+        return None
+    return (f"ACLs are disabled and raw_exec runs tasks as root: any local user (and any "
+            f"program that can reach {address}) can run commands as root through this agent; "
+            "remove `enabled = false` from the config's [acl] section")
