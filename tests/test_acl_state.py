@@ -351,3 +351,47 @@ def test_a_one_time_token_of_a_deleted_or_expired_token_opens_nothing(
     ott = state.create_one_time(conn, token.accessor_id, 2, now_ns=T0)
     assert refused(state.exchange_one_time, conn, ott.one_time_secret_id,
                    now_ns=T0 + MIN).status == 403
+
+
+# ---------------------------------------------------------------------- Nomad's JSON
+
+def test_times_read_and_write_as_gos() -> None:
+    from yurt.runtime.structs.acl_json import format_time, parse_time
+
+    ns = parse_time("2017-08-23T22:47:14.695408057Z")
+    assert format_time(ns) == "2017-08-23T22:47:14.695408057Z"
+    assert format_time(parse_time("2017-08-23T22:47:14.5Z")) == "2017-08-23T22:47:14.5Z"
+    assert format_time(parse_time("2017-08-24T00:47:14+02:00")) == "2017-08-23T22:47:14Z"
+    assert parse_time("0001-01-01T00:00:00Z") == 0
+    assert format_time(0) == "0001-01-01T00:00:00Z"
+    for bad in ("2017-08-23", "2017-13-01T00:00:00Z", "yesterday"):
+        with pytest.raises(ValueError, match="time"):
+            parse_time(bad)
+
+
+def test_a_token_reads_and_writes_as_nomads_json() -> None:
+    from yurt.runtime.structs.acl_json import token_from_json, token_to_json
+
+    token = token_from_json({
+        "AccessorID": "a", "SecretID": "s", "Name": "n", "Type": "client",
+        "Policies": ["p"], "Roles": [{"ID": "r", "Name": "ops"}], "Global": False,
+        "CreateTime": "2017-08-23T22:47:14.695408057Z", "ExpirationTime": None,
+        "ExpirationTTL": "1h30m", "Hash": "ignored", "CreateIndex": 7, "ModifyIndex": 8})
+    assert (token.expiration_ttl, token.expiration_time) == (90 * MIN, None)
+    out = token_to_json(token)
+    assert out["ExpirationTTL"] == "1h30m0s"
+    assert out["CreateTime"] == "2017-08-23T22:47:14.695408057Z"
+    assert out["Roles"] == [{"ID": "r", "Name": "ops"}]
+    assert (out["CreateIndex"], out["ModifyIndex"]) == (7, 8)
+    stub = token_to_json(token, stub=True)
+    assert "SecretID" not in stub
+    assert "ExpirationTTL" not in stub
+    bare = token_to_json(AclToken(type="management"))
+    assert (bare["Policies"], bare["Roles"], bare["ExpirationTTL"]) == (None, None, "")
+    # A body without Type keeps it empty, so validation names it; nanoseconds are a TTL too.
+    untyped = token_from_json({"Policies": None, "ExpirationTTL": 60 * S})
+    assert (untyped.type, untyped.policies, untyped.expiration_ttl) == ("", [], MIN)
+    for bad in ({"ExpirationTTL": "soon"}, {"ExpirationTTL": True}, {"CreateTime": 5},
+                {"Policies": "p"}):
+        with pytest.raises(ValueError):  # noqa: PT011 (each names its field differently)
+            token_from_json(bad)
