@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import trio
 
+from yurt.runtime.agent.aclsetup import open_resolver
 from yurt.runtime.agent.heap import Frozen, freeze_long_lived, freezing_survivors
 from yurt.runtime.agent.log import AllocEvents
 from yurt.runtime.client.allocdir import make_data_dir
@@ -72,6 +73,7 @@ from yurt.runtime.client.restore import RestoreProgress, reattach_all
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.lib.logfields import fields
 from yurt.runtime.lib.nofile import raise_nofile_limit
+from yurt.runtime.server.acl.identity import TokenResolver
 from yurt.runtime.structs import (
     Allocation,
     DriverInfo,
@@ -223,6 +225,7 @@ class Agent:
         self._devices_logged: dict[str, tuple[int, int]] = {}
         self._objects: Objects | None = None
         self._objects_opening = trio.Lock()
+        self._acl_resolver: TokenResolver | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -234,6 +237,13 @@ class Agent:
         """The agent is its own client side (runtime/api/view.py `ClientSide`): its client,
         restore, collector, devices, identity key and node control."""
         return self
+
+    async def acl_resolver(self) -> TokenResolver:
+        """Who the API admits (runtime/agent/aclsetup.py), made on first use."""
+        await trio.lowlevel.checkpoint()
+        if self._acl_resolver is None:
+            self._acl_resolver = open_resolver(self.config.token)
+        return self._acl_resolver
 
     async def object_store(self) -> Objects:
         """The embedded server's namespaces and variables, opened on first use: the store's

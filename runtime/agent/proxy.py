@@ -129,7 +129,7 @@ class ServerProxy:
 
     async def _relay_events(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The server's event socket, relayed to the caller (see above)."""
-        from yurt.runtime.api.app import subprotocol_token
+        from yurt.runtime.api.authz import subprotocol_token
         from yurt.runtime.api.events import UI_SUBPROTOCOL
 
         if (await receive())["type"] != "websocket.connect":

@@ -33,9 +33,11 @@ from urllib.parse import urlsplit
 import httpx2
 import trio
 
+from yurt.runtime.agent.aclsetup import open_resolver
 from yurt.runtime.agent.agent import AgentConfig
 from yurt.runtime.api.origin import parse_allowed_host
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.server.acl.identity import TokenResolver
 from yurt.runtime.server.cluster.etcd.client import EtcdCompacted, EtcdError
 from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.server.state.etcd import StoreConflict
@@ -96,6 +98,7 @@ class ServerProcess:
         self.election: Any = None
         #: Namespaces and variables: the cluster's, in etcd (made by `run`).
         self.objects: ClusterObjectStore | None = None
+        self._acl_resolver: TokenResolver | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -114,6 +117,13 @@ class ServerProcess:
     async def state_failure(self) -> str | None:
         await trio.lowlevel.checkpoint()
         return None
+
+    async def acl_resolver(self) -> TokenResolver:
+        """Who the API admits (runtime/agent/aclsetup.py), made on first use."""
+        await trio.lowlevel.checkpoint()
+        if self._acl_resolver is None:
+            self._acl_resolver = open_resolver(self.config.token)
+        return self._acl_resolver
 
     async def object_store(self) -> Objects:
         await trio.lowlevel.checkpoint()

@@ -54,9 +54,9 @@ only; its errors and the log reader are imported inside the handlers that use th
 tests/test_import_weight.py holds that.
 """
 
-from yurt.runtime.api.app import TokenMiddleware, build_app, serve_api
+from yurt.runtime.api.app import build_app, serve_api
 from yurt.runtime.api.logs import FramedLogResponse
 from yurt.runtime.api.request import ApiError, json_response
 
-__all__ = ["ApiError", "FramedLogResponse", "TokenMiddleware", "build_app", "json_response",
+__all__ = ["ApiError", "FramedLogResponse", "build_app", "json_response",
            "serve_api"]

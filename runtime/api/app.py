@@ -1,4 +1,4 @@
-"""The app: the route table, the wrapper every handler runs in, the token check, the server.
+"""The app: the route table, the wrapper every handler runs in, the ACL guard, the server.
 
 `_handler` gives every answer Nomad's shape around the resource modules' handlers: an
 `ApiError` becomes Nomad's plain-text answer with its status, every answer carries Nomad's
@@ -11,19 +11,13 @@ Before any of it, `CrossOriginMiddleware` (origin.py) refuses what a browser sen
 of another site: a `Host` that is not one of the agent's names (DNS rebinding), a cross-site
 request, an `Origin` that is not the agent's.
 
-With a token configured, `TokenMiddleware` answers 403 to every request without
-`X-Nomad-Token: <token>` before any handler runs. The header is the only place for the token: a
-`?token=` query parameter ends up in access logs, proxies and shell histories, so it is not
-looked at. A browser cannot set headers on a websocket, so the web UI offers the token as a
-websocket subprotocol (`x-nomad-token.<base64url>`, never logged either); the UI's page and
-assets (ui.py) hold no data and are served without it.
+Every route is behind its declared ACL need (authz_table.py, checked by authz.py `guard` once
+the router has matched it): the request's token is resolved (the agent's `acl_resolver`) and
+403 answers a token that may not. The UI's page and assets (ui.py) hold no data and need none.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -37,7 +31,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 from starlette.websockets import WebSocket
 
 from yurt.runtime.api import agent as agent_api
@@ -64,6 +58,8 @@ from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api import services as services_api
 from yurt.runtime.api import variables as variables_api
+from yurt.runtime.api.authz import guard
+from yurt.runtime.api.authz_table import NEEDS
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.origin import AllowedHosts, CrossOriginMiddleware, own_hosts
 from yurt.runtime.api.request import ApiError, query_duration, query_int
@@ -73,8 +69,6 @@ from yurt.runtime.api.view import AgentView
 from yurt.runtime.errors import Unavailable
 
 log = logging.getLogger("yurt.api")
-
-WS_TOKEN_PROTOCOL: Final = b"x-nomad-token"
 
 MAX_BLOCKING_WAIT: Final = 600.0
 DEFAULT_BLOCKING_WAIT: Final = 300.0
@@ -114,68 +108,6 @@ def _handler(agent: AgentView, fn: Callable[[Request], Awaitable[Response]], *,
         return response
 
     return handle
-
-
-class TokenMiddleware:
-    """403 for every request without the configured `X-Nomad-Token` header. A websocket
-    sends it with the upgrade request, or (a browser, which cannot set headers there) as the
-    subprotocol `x-nomad-token.<base64url>`; without it the socket is closed with 1008 before
-    anything is sent. Never read from the query string. The UI's page and assets (ui.py
-    `is_ui_path`) are not guarded: they hold no data."""
-
-    def __init__(self, app: ASGIApp, token: str, exempt: tuple[str, ...] = ()) -> None:
-        self.app = app
-        self.token = token.encode()
-        #: Path prefixes that authenticate otherwise (a yurt server's node RPC: the node's
-        #: SecretID, runtime/api/noderpc.py).
-        self.exempt = exempt
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] in ("http", "websocket") and self.token and (
-                path != identity_api.JWKS_PATH  # a public key, public as Nomad's
-                and not path.startswith(self.exempt or ("\0",))
-                and not ui.is_ui_path(path)):
-            headers = dict(scope.get("headers", []))
-            supplied = headers.get(b"x-nomad-token", b"")
-            if not supplied and scope["type"] == "websocket":
-                supplied = subprotocol_token(headers.get(b"sec-websocket-protocol", b""))
-            if not hmac.compare_digest(supplied, self.token):
-                if scope["type"] == "websocket":
-                    await _refuse_websocket(scope, receive, send)
-                    return
-                response = PlainTextResponse("Permission denied", status_code=403)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
-    """Accept, then close with 1008 (policy violation) before anything is sent. A handshake
-    refused outright reaches a browser's script as a bare 1006 (the HTTP status is hidden
-    from it), which also means "the agent is down"; 1008 tells the UI to ask for the token.
-    The accept names the UI's subprotocol when offered: a browser drops an accept naming
-    none of its offers, as 1006 again."""
-    message = await receive()
-    if message["type"] != "websocket.connect":
-        return
-    offered = scope.get("subprotocols") or []
-    chosen = events.UI_SUBPROTOCOL if events.UI_SUBPROTOCOL in offered else None
-    await send({"type": "websocket.accept", "subprotocol": chosen, "headers": []})
-    await send({"type": "websocket.close", "code": 1008, "reason": "Permission denied"})
-
-
-def subprotocol_token(offered: bytes) -> bytes:
-    """The token a browser offers as the subprotocol `x-nomad-token.<base64url, unpadded>`."""
-    for item in offered.split(b","):
-        name = item.strip()
-        if name.startswith(WS_TOKEN_PROTOCOL + b"."):
-            encoded = name[len(WS_TOKEN_PROTOCOL) + 1:]
-            try:
-                return base64.urlsafe_b64decode(encoded + b"=" * (-len(encoded) % 4))
-            except (binascii.Error, ValueError):
-                return b""
-    return b""
 
 
 #: A resource module's handler: the shared context, then the request.
@@ -330,17 +262,40 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
     ]
     _without_head(routes)
     routes += ui.ui_routes()
+    _guard_routes(routes, agent, ctx)
     starlette = Starlette(routes=routes)
     starlette.router.redirect_slashes = False  # Nomad answers 404, never a redirect
     app: ASGIApp = StateGuardMiddleware(starlette, agent.state_failure)
     if forward is not None:
         app = forward(app)
-    if agent.config.token:
-        app = TokenMiddleware(app, agent.config.token,
-                              tuple(f.path.split("{")[0] for f in front if f.token_exempt))
     if hosts is None:
         hosts = AllowedHosts.of(agent.config.bind)
     return UnreadBodyMiddleware(CrossOriginMiddleware(app, hosts))
+
+
+def _guard_routes(routes: Sequence[BaseRoute], agent: AgentView, ctx: Context) -> None:
+    """Every route behind its declared need (authz_table.py); a route without one is a bug
+    caught here, before the agent serves anything."""
+
+    def alloc_namespace(prefix: str) -> str | None:
+        try:
+            alloc_id = ctx.find_alloc_id(prefix)
+        except ApiError:
+            return None
+        alloc = agent.server.allocs.get(alloc_id)
+        if alloc is None:
+            runner = ctx.runners().get(alloc_id)
+            return runner.alloc.namespace if runner is not None else None
+        return alloc.namespace
+
+    for route in routes:
+        if not isinstance(route, Route | WebSocketRoute):
+            continue
+        needs = NEEDS.get(route.path)
+        if needs is None:
+            raise RuntimeError(f"route {route.path} declares no ACL need "
+                               "(runtime/api/authz_table.py)")
+        route.app = guard(route.app, needs, agent.acl_resolver, alloc_namespace)
 
 
 #: Methods that change state: a route taking one of them dispatches on the method.

@@ -196,7 +196,7 @@ async def alloc_exec(ctx: Context, websocket: WebSocket) -> None:
 
 async def _read_handshake(websocket: WebSocket) -> None:
     """Nomad's optional first frame (`ws_handshake=true`): `{"version": 1, "auth_token"}`.
-    The token itself was checked on the upgrade request (TokenMiddleware)."""
+    The token itself was checked on the upgrade request (authz.py `guard`)."""
     message = await websocket.receive()
     if message["type"] == "websocket.disconnect":
         raise WebSocketDisconnect(message.get("code", CLOSE_NORMAL))

@@ -2,7 +2,7 @@
 
 Nomad serves the JSON Web Key Set of its keyring here, to anyone: a public key is what a
 relying party needs to check a task's token without asking Nomad, so the path is open even
-when the API asks for a token (app.py's TokenMiddleware lets it through). The key is the
+when the API asks for a token (its route is PUBLIC in authz_table.py). The key is the
 agent's server key (runtime/server/workload_keys.py).
 """
 

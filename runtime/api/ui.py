@@ -3,8 +3,8 @@
 Everything the UI needs ships in the package (`yurt/runtime/ui/`): no CDN, nothing fetched at
 run time. The page and its assets hold no data: the page's script reads the `/v1` API with the
 token the person typed (sent as `X-Nomad-Token`, kept in the browser's session storage), so they
-are served without the token, and with a token configured nothing else is (app.py
-`TokenMiddleware`).
+are served without the token (their routes are `PUBLIC` in authz_table.py), and nothing else
+is.
 
 Every path under `/ui/` that is not an asset answers the page itself, so Nomad's UI links
 (`/ui/jobs/web`, `/ui/allocations/<id>/<task>/logs`) open on the right view, and a reload keeps

@@ -22,6 +22,8 @@ What is here, and why each part is what it is:
   the server copy.
 - `object_store()`: the namespaces and variables (one node's in SQLite, a cluster's in etcd),
   opened by their owner on first use.
+- `acl_resolver()`: what turns a request's token into its identity: the ACL system's when ACLs
+  are enabled, else one that admits everything, or only the configured token.
 
 Every member is read-only here: the API never replaces a part of the process it answers for.
 """
@@ -41,6 +43,7 @@ from yurt.runtime.structs import Allocation, Node
 if TYPE_CHECKING:  # loaded behind the API (the API binds first: tests/test_import_weight.py)
     from yurt.runtime.client.allocrunner.interface import AllocRunner
     from yurt.runtime.client.devices.protocol import DeviceGroup, InstanceStats
+    from yurt.runtime.server.acl.identity import TokenResolver
     from yurt.runtime.server.local import LocalServer
     from yurt.runtime.server.state.objects_sqlite import Objects
 
@@ -166,4 +169,9 @@ class AgentView(Protocol):
 
     async def object_store(self) -> Objects:
         """The namespaces and variables, opened on first use."""
+        ...
+
+    async def acl_resolver(self) -> TokenResolver:
+        """What turns a request's token into its identity (runtime/server/acl/identity.py),
+        made on first use."""
         ...

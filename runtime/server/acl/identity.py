@@ -9,6 +9,7 @@ an operator wrote a policy named `anonymous`); a management token's ACL is `MANA
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -44,3 +45,24 @@ class TokenResolver(Protocol):
     anonymous token. Raises `AclTokenError` for a secret that cannot act."""
 
     async def resolve(self, secret: str) -> Identity: ...
+
+
+class DisabledResolver:
+    """ACLs disabled and no token configured: every request acts as `ACL_DISABLED`."""
+
+    async def resolve(self, secret: str) -> Identity:
+        return ACL_DISABLED
+
+
+class StaticTokenResolver:
+    """ACLs disabled, one token configured (the agent's `token`): a request carrying it may do
+    everything, any other is refused (`Permission denied`, the text this agent answered before
+    it had ACLs)."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+
+    async def resolve(self, secret: str) -> Identity:
+        if not hmac.compare_digest(secret.encode(), self._token):
+            raise AclTokenError("Permission denied")
+        return ACL_DISABLED
