@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from yurt.runtime.api.request import ApiError
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.acl.identity import AclTokenError, Identity, TokenResolver
+from yurt.runtime.server.acl.policy import NAMESPACE_CAPABILITIES
 from yurt.runtime.server.namespaces import ALL_NAMESPACES, DEFAULT_NAMESPACE
 
 WS_TOKEN_PROTOCOL: Final = b"x-nomad-token"
@@ -120,6 +121,27 @@ class Need:
 
     text: str
     check: Callable[[Acl, Scope, AllocNamespace], bool] | None
+    #: A policy that meets the need in namespace `default`, and a broad one that does not
+    #: ("": only a management token meets it, or nothing is checked): the route walk's
+    #: tokens (tests/test_authz_routes.py).
+    grants: str = ""
+    denies: str = ""
+
+
+_LEVELS: Final = ("node", "agent", "operator")
+
+
+def _namespace_grants(ops: tuple[str, ...]) -> tuple[str, str]:
+    """A policy granting the first of `ops` in `default`, and one granting every other
+    namespace capability there (and every level), so nothing but `ops` is missing."""
+    others = sorted(NAMESPACE_CAPABILITIES - set(ops) - {"deny"})
+    levels = "".join(f'{kind} {{ policy = "write" }}\n' for kind in _LEVELS)
+    return (f'namespace "default" {{ capabilities = ["{ops[0]}"] }}\n',
+            f'namespace "default" {{ capabilities = {_hcl_list(others)} }}\n{levels}')
+
+
+def _hcl_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{item}"' for item in items) + "]"
 
 
 def _query_namespace(scope: Scope) -> str:
@@ -138,7 +160,7 @@ def namespace_op(*ops: str) -> Need:
             return acl.allow_namespace_operation_any_of(ALL_NAMESPACES, *ops)
         return acl.allow_namespace_operation_any_of(ns, *ops)
 
-    return Need(" or ".join(f"namespace:{op}" for op in ops), check)
+    return Need(" or ".join(f"namespace:{op}" for op in ops), check, *_namespace_grants(ops))
 
 
 def alloc_op(*ops: str, param: str = "id") -> Need:
@@ -151,7 +173,8 @@ def alloc_op(*ops: str, param: str = "id") -> Need:
         ns = alloc_namespace(alloc_id) or _query_namespace(scope)
         return acl.allow_namespace_operation_any_of(ns, *ops)
 
-    return Need(" or ".join(f"namespace:{op}" for op in ops) + " (the allocation's)", check)
+    return Need(" or ".join(f"namespace:{op}" for op in ops) + " (the allocation's)", check,
+                *_namespace_grants(ops))
 
 
 def level(kind: str, wanted: str) -> Need:
@@ -161,7 +184,12 @@ def level(kind: str, wanted: str) -> Need:
     def check(acl: Acl, scope: Scope, _: AllocNamespace) -> bool:
         return bool(getattr(acl, method)())
 
-    return Need(f"{kind}:{wanted}", check)
+    every_namespace = _hcl_list(sorted(NAMESPACE_CAPABILITIES - {"deny"}))
+    others = "".join(f'{other} {{ policy = "write" }}\n' for other in _LEVELS if other != kind)
+    below = {"write": "read", "read": "deny"}.get(wanted, "deny")
+    return Need(f"{kind}:{wanted}", check, f'{kind} {{ policy = "{wanted}" }}\n',
+                f'namespace "*" {{ capabilities = {every_namespace} }}\n{others}'
+                f'{kind} {{ policy = "{below}" }}\n')
 
 
 def _management(acl: Acl, scope: Scope, _: AllocNamespace) -> bool:

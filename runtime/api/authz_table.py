@@ -112,7 +112,7 @@ NEEDS: Final[dict[str, Needs]] = {
     # ---- nodes (api-docs/nodes.mdx)
     "/v1/nodes": {"GET": NODE_READ},
     "/v1/node/{id}": {"GET": NODE_READ},
-    "/v1/node/{id}/allocations": {"GET": IN_HANDLER},
+    "/v1/node/{id}/allocations": {"GET": NODE_READ},  # and filtered by namespace: nodes.py
     "/v1/node/{id}/eligibility": {"*": NODE_WRITE},
     "/v1/node/{id}/drain": {"*": NODE_WRITE},
     "/v1/node/{id}/purge": {"*": NODE_WRITE},

@@ -22,17 +22,18 @@ hundreds (scripts/bench_events), and those keep `STREAM_COALESCE`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Final, final
 
 import trio
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from yurt.runtime.api.authz import identity
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import no_head, query_duration, query_int
-from yurt.runtime.eventstream import as_line, as_text, topic_filter
+from yurt.runtime.eventstream import Event, as_line, as_text, topic_filter
 
 HEARTBEAT: Final = 30.0
 #: Under sustained traffic a stream wakes once per this long, records piling up in between: a
@@ -70,9 +71,41 @@ class Pacer:
         return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) * self.interval
 
 
+#: Topics about nodes, which need node:read rather than a namespace's read-job.
+_NODE_TOPICS: Final = frozenset({"Node", "NodeDrain", "NodePool"})
+
+
+def _acl_filter(conn: HTTPConnection) -> Callable[[Event], bool] | None:
+    """What of the stream the token may see (nomad/stream/event_broker.go
+    `aclCheckForEvents`): node events with node:read, ACL events with management only, every
+    other event with read-job in its namespace. None: everything (ACLs off, management)."""
+    acl = identity(conn).acl
+    if acl is None or acl.is_management():
+        return None
+    node_read = acl.allow_node_read()
+
+    def visible(event: Event) -> bool:
+        if event.topic in _NODE_TOPICS:
+            return node_read
+        if event.topic.startswith("ACL"):
+            return False
+        return acl.allow_namespace_operation(event.namespace, "read-job")
+
+    return visible
+
+
+def _filters(conn: HTTPConnection) -> Callable[[Event], bool] | None:
+    """The topics asked for, within what the token may see."""
+    topics = topic_filter(conn.query_params.getlist("topic"))
+    permitted = _acl_filter(conn)
+    if topics is None or permitted is None:
+        return topics or permitted
+    return lambda event: topics(event) and permitted(event)
+
+
 async def event_stream(ctx: Context, request: Request) -> Response:
     no_head(request)
-    matches = topic_filter(request.query_params.getlist("topic"))
+    matches = _filters(request)
     index = query_int(request, "index")
     heartbeat = query_duration(request, "heartbeat", HEARTBEAT)
     # Nomad: index 0 starts from the oldest event kept, any other from that index on.
@@ -100,7 +133,7 @@ async def event_stream(ctx: Context, request: Request) -> Response:
 
 
 async def event_ws(ctx: Context, websocket: WebSocket) -> None:
-    matches = topic_filter(websocket.query_params.getlist("topic"))
+    matches = _filters(websocket)
     raw_index = websocket.query_params.get("index")
     # A browser that offers subprotocols (the web UI: its token rides in one, app.py) drops a
     # connection whose answer names none, so the plain one it offers is chosen.

@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from yurt.runtime.api.authz import PERMISSION_DENIED, namespace_visible
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError
 from yurt.runtime.client.drivers.protocol import (
@@ -143,6 +144,11 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
     runner = real(ctx.runners().get(alloc_id))
     if runner is None:
         raise _Refused(404, f'Unknown allocation "{alloc_id}"')
+    namespace = runner.alloc.namespace
+    # client/alloc_endpoint.go `execImpl`: alloc-exec in the allocation's namespace, and
+    # alloc-node-exec where the driver does not isolate the task's filesystem (raw_exec).
+    if not namespace_visible(websocket, namespace, "alloc-exec"):
+        raise _Refused(403, PERMISSION_DENIED)
     if not task:
         raise _Refused(400, "must provide task name")
     if not command:
@@ -158,6 +164,9 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
     driver = tr.driver
     if not isinstance(driver, ExecDriver):
         raise _Refused(400, f'task "{task}": its driver does not support exec')
+    if getattr(driver, "fs_isolation", "none") == "none" and not namespace_visible(
+            websocket, namespace, "alloc-node-exec"):
+        raise _Refused(403, PERMISSION_DENIED)
     return driver, handle.task_id, ExecRequest(command=command, tty=tty,
                                                task=tr.exec_config(handle.task_id))
 

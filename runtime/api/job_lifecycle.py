@@ -21,6 +21,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import job_in
 from yurt.runtime.api.request import (
@@ -193,6 +194,7 @@ async def plan(ctx: Context, request: Request) -> Response:
                                    ctx.parse_limiter, filename="request", format="json")
     if job.id != job_id:
         raise ApiError(400, "Job ID does not match")
+    require_namespace(request, job.namespace, "submit-job")  # nomad/job_endpoint.go `Plan`
     server = ctx.server
     existing = server.jobs.get(job_id)
     index = server.index + 1

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.allocations import alloc_stub
+from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.job_lifecycle import job_summary
 from yurt.runtime.api.namespaces import check_register, in_namespace, job_in, namespace_for_body
@@ -64,6 +65,9 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
                                    ctx.parse_limiter, filename="request", format="json")
     if job_id is not None and job.id != job_id:
         raise ApiError(400, "Job ID does not match name")
+    # The job's namespace is the body's (command/agent/job_endpoint.go `jobUpdate` sets the
+    # request's namespace from it; nomad/job_endpoint.go `Register` checks submit-job there).
+    require_namespace(request, job.namespace, "submit-job")
     await check_register(ctx, job)
     result = await ctx.server.register_job(job)
     warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in

@@ -18,14 +18,17 @@ text; yurt keeps the text and answers 400 (404 for a namespace that does not exi
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from yurt.runtime.api.authz import allowed, namespace_visible, require
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_json, json_response
+from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.namespaces import (
     ALL_NAMESPACES,
     DEFAULT_NAMESPACE,
@@ -43,9 +46,12 @@ def request_namespace(request: Request) -> str:
 
 
 def in_namespace(request: Request, namespace: str) -> bool:
-    """Whether an object of `namespace` shows in a list for this request (`*`: all)."""
+    """Whether an object of `namespace` shows in a list for this request (`*`: all): of the
+    namespace asked for, and one the token may read jobs in (with `*`, Nomad's lists keep the
+    namespaces the token may read, e.g. nomad/job_endpoint.go `List`)."""
     wanted = request_namespace(request)
-    return wanted in (ALL_NAMESPACES, namespace)
+    return wanted in (ALL_NAMESPACES, namespace) and namespace_visible(
+        request, namespace, "read-job", "list-jobs")
 
 
 def job_in(ctx: Context, request: Request, job_id: str) -> Job:
@@ -81,7 +87,9 @@ def namespace_for_body(request: Request, body: dict[str, Any]) -> None:
 async def namespaces(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
     store = await ctx.agent.object_store()
-    return json_response([ns for ns in await store.namespaces() if ns.name.startswith(prefix)])
+    # nomad/namespace_endpoint.go `ListNamespaces`: the namespaces the token has any rule for.
+    return json_response([ns for ns in await store.namespaces() if ns.name.startswith(prefix)
+                          and allowed(request, partial(Acl.allow_namespace, ns=ns.name))])
 
 
 async def namespace_create(ctx: Context, request: Request) -> Response:
@@ -93,6 +101,7 @@ async def namespace_item(ctx: Context, request: Request) -> Response:
     if not name:
         raise ApiError(400, "Missing Namespace Name")
     if request.method == "GET":
+        require(request, lambda acl: acl.allow_namespace(name))  # `GetNamespace`
         found = await (await ctx.agent.object_store()).namespace(name)
         if found is None:
             raise ApiError(404, "Namespace not found")

@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from yurt.runtime import __version__
 from yurt.runtime.api.app import FrontRoute
+from yurt.runtime.api.authz import namespace_visible
 from yurt.runtime.api.context import find_alloc_id
 from yurt.runtime.api.nodes import node_stub
 from yurt.runtime.api.request import (
@@ -251,7 +252,9 @@ async def node(proc: ClusterProcess, request: Request) -> Response:
 
 async def node_allocations(proc: ClusterProcess, request: Request) -> Response:
     node_id = request.path_params["id"]
-    allocs = sorted(proc.server.allocs_on(node_id), key=lambda a: (a.create_index, a.name))
+    allocs = sorted((a for a in proc.server.allocs_on(node_id)
+                     if namespace_visible(request, a.namespace, "read-job")),
+                    key=lambda a: (a.create_index, a.name))
     return json_response([alloc_json(a) for a in allocs])  # as the agent's route answers
 
 

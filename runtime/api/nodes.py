@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime import __version__
+from yurt.runtime.api.authz import namespace_visible
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response, query_bool
 from yurt.runtime.server.dispatch import is_template
@@ -74,11 +75,15 @@ async def node(ctx: Context, request: Request) -> Response:
 
 
 async def node_allocations(ctx: Context, request: Request) -> Response:
+    # nomad/node_endpoint.go `GetAllocs`: node:read (authz_table.py), then the allocations of
+    # the namespaces the token may read jobs in.
     node = ctx.agent.node
     node_id = request.path_params["id"]
     if not node_id or not node.id.startswith(node_id):
         return json_response([])
-    allocs = sorted(ctx.server.allocs_for_node(), key=lambda a: (a.create_index, a.name))
+    allocs = sorted((a for a in ctx.server.allocs_for_node()
+                     if namespace_visible(request, a.namespace, "read-job")),
+                    key=lambda a: (a.create_index, a.name))
     # Whole allocations as every other route answers them (`alloc_json`: Nomad's
     # AllocatedResources, not the stored TaskResources/AllocatedShared).
     return json_response([alloc_json(ctx.alloc_view(a.id)) for a in allocs])

@@ -26,7 +26,9 @@ from typing import Any, Final
 from starlette.requests import Request
 from starlette.responses import Response
 
+from yurt.runtime.api.authz import allowed
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.namespaces import in_namespace
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 
 TRUNCATE_LIMIT: Final = 20
@@ -44,8 +46,9 @@ FUZZY_CONTEXTS: Final = ("allocs", "jobs", "groups", "tasks", "commands", "image
 
 
 def _namespace_filter(request: Request) -> Any:
-    namespace = request.query_params.get("namespace", "default") or "default"
-    return lambda ns: namespace == "*" or ns == namespace
+    """The request's namespace (`*`: all), among those the token may read jobs in (nomad/
+    search_endpoint.go `sufficientSearchPerms` and its per-context filters)."""
+    return lambda ns: in_namespace(request, ns)
 
 
 def _evals(ctx: Context) -> list[Any]:
@@ -65,7 +68,8 @@ def _ids(ctx: Context, context: str, request: Request) -> Iterator[str]:
         yield from sorted(str(e.id) for e in _evals(ctx)
                           if in_ns(getattr(e, "namespace", "default")))
     elif context == "nodes":
-        yield ctx.agent.node.id
+        if allowed(request, lambda acl: acl.allow_node_read()):
+            yield ctx.agent.node.id
     elif context == "node_pools":
         yield from sorted({"all", "default", ctx.agent.node.node_pool})
     elif context == "namespaces":

@@ -16,12 +16,16 @@ items it already has answers that variable, where Nomad answers `null`.
 
 from __future__ import annotations
 
+from functools import partial
+
 from starlette.requests import Request
 from starlette.responses import Response
 
+from yurt.runtime.api.authz import allowed, require
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import request_namespace
 from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
+from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
 from yurt.runtime.server.variables import Conflict, items_error, path_error
 from yurt.runtime.structs.variables import Variable
@@ -34,6 +38,11 @@ def _namespace(request: Request) -> str:
     return namespace
 
 
+def _require_path(request: Request, namespace: str, path: str, op: str) -> None:
+    """nomad/variables_endpoint.go `handleMixedAuthEndpoint`: `op` on `path` in `namespace`."""
+    require(request, lambda acl: acl.allow_variable_operation(namespace, path, op))
+
+
 def _conflict(conflict: Conflict) -> Response:
     return json_response(conflict.current, status=409)
 
@@ -42,8 +51,10 @@ async def variables(ctx: Context, request: Request) -> Response:
     namespace = request_namespace(request)
     prefix = request.query_params.get("prefix", "")
     store = await ctx.agent.object_store()
-    return json_response(await store.variables(
-        None if namespace == ALL_NAMESPACES else namespace, prefix))
+    found = await store.variables(None if namespace == ALL_NAMESPACES else namespace, prefix)
+    # nomad/variables_endpoint.go `List`: the variables whose path the token may list.
+    return json_response([v for v in found if allowed(request, partial(
+        Acl.allow_variable_operation, ns=v.namespace, path=v.path, op="list"))])
 
 
 async def variable(ctx: Context, request: Request) -> Response:
@@ -51,6 +62,7 @@ async def variable(ctx: Context, request: Request) -> Response:
     if not path:
         raise ApiError(400, "missing variable path")
     if request.method == "GET":
+        _require_path(request, _namespace(request), path, "read")
         found = await (await ctx.agent.object_store()).variable(_namespace(request), path)
         if found is None:
             raise ApiError(404, "variable not found")
@@ -72,6 +84,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
         raise ApiError(400, "json: cannot unmarshal Namespace: must be a string")
     if namespace == ALL_NAMESPACES:
         raise ApiError(400, 'can not target wildcard ("*")namespace')
+    _require_path(request, namespace, path, "write")
     why = path_error(path) or items_error(items)
     if why is not None:
         raise ApiError(400, why)
@@ -84,6 +97,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
 
 
 async def _delete(ctx: Context, request: Request, path: str) -> Response:
+    _require_path(request, _namespace(request), path, "destroy")
     cas = query_cas(request, "can not parse cas", empty_is_absent=True)
     conflict = await (await ctx.agent.object_store()).delete_variable(
         _namespace(request), path, cas)
