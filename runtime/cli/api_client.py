@@ -136,7 +136,8 @@ def fail_on_error(response: Any, context: str = "") -> None:
     if response.status_code < 400:
         return
     lead = f"{context}: " if context else ""
-    text = response.text.strip()
+    # Nomad's multi-error texts indent each problem with a tab: spaces, not an escaped `\t`.
+    text = response.text.strip().expandtabs(4)
     if response.status_code == 404:
         fail(lead + (text or "not found"))
     if response.status_code == 403:
