@@ -70,7 +70,8 @@ def test_agent_and_client_take_the_token_from_a_file_or_the_environment(
                           headers={"X-Nomad-Token": "s3cret"}).status_code == 200
 
         client_env = {**os.environ, "YURT_ADDR": addr}
-        client_env.pop("YURT_TOKEN", None)
+        for name in ("YURT_TOKEN", "NOMAD_TOKEN"):  # the suite's (tests/token_support.py)
+            client_env.pop(name, None)
         denied = run("job", "status", env=client_env)
         assert denied.returncode == 1
         assert "permission denied" in denied.stderr

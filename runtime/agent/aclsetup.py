@@ -31,8 +31,9 @@ from typing import Final
 
 import trio
 
+from yurt.runtime.lib.datadir import bootstrap_token_path
 from yurt.runtime.server.acl.identity import DisabledResolver, StaticTokenResolver, TokenResolver
-from yurt.runtime.server.acl.settings import BOOTSTRAP_AUTO, BOOTSTRAP_TOKEN_FILE, AclSettings
+from yurt.runtime.server.acl.settings import BOOTSTRAP_AUTO, AclSettings
 from yurt.runtime.server.acl.validate import AclRefused
 from yurt.runtime.server.state.objects_sqlite import AclObjects
 from yurt.runtime.structs.acl import TOKEN_MANAGEMENT, AclToken
@@ -80,7 +81,7 @@ async def start_acl(settings: AclSettings, data_dir: Path, store: AclObjects, *,
         except AclRefused:  # done before: the file of that start holds its token
             pass
         else:
-            path = data_dir / BOOTSTRAP_TOKEN_FILE
+            path = bootstrap_token_path(data_dir)  # where the CLI looks (api_client.py)
             await trio.to_thread.run_sync(write_secret_file, path, token.secret_id)
             log.info("ACL bootstrapped; the management token is in %s (readable by this "
                      "user only)", path)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, final
 
 import click
 
+from yurt.runtime.cli import acl as cli_acl
 from yurt.runtime.cli import deployment as cli_deployment
 from yurt.runtime.cli import node as cli_node
 from yurt.runtime.cli.dispatch import register as register_dispatch_commands
@@ -515,4 +516,5 @@ register_exec_commands(alloc)  # alloc exec
 register_job_commands(cli, job)  # job/eval verbs
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
+cli_acl.register(cli)  # acl bootstrap, acl policy/token/role verbs
 refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, StateError
+from yurt.runtime.lib.datadir import default_data_dir
 
 log = logging.getLogger("yurt.agent")
 
@@ -71,11 +72,6 @@ class AgentOptions:
 
 class UsageError(Exception):
     """The command line or the config file is wrong: one line for the user, exit 2."""
-
-
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "yurt"
 
 
 def read_token_file(path: Path) -> str:

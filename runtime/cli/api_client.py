@@ -7,13 +7,26 @@ terminal) or, with `-json`/`-t`, the API's data as JSON or through a Go template
 taken by prefix as Nomad takes them (`resolve_job`, `resolve_alloc`: an ambiguous prefix lists
 its matches and exits 2). Exit codes are runtime/errors.py's table: 0 ok, 1 a job or a request
 failed or the agent cannot be reached, 2 bad input, 130 interrupted.
-The token, when the agent needs one, comes from `$YURT_TOKEN` or from the file named by
-`$YURT_TOKEN_FILE`, never from the command line (every user can read it in /proc), and is sent
+The token is never taken from the command line (every user can read it in /proc) and is sent
 only as the `X-Nomad-Token` header, the websocket's too (a query string ends up in logs).
+`client_token` looks for it in this order, the first found wins:
+
+1. `$YURT_TOKEN` (when set and not blank);
+2. `$NOMAD_TOKEN`, as Nomad's CLI reads it, so a Nomad user's environment works unchanged;
+3. the file named by `$YURT_TOKEN_FILE`: one that cannot be read, or is empty, is an error
+   (exit 2), since the user asked for it;
+4. the bootstrap token of an agent run with the default data dir
+   (`<data dir>/server/bootstrap.token`, runtime/lib/datadir.py: `$XDG_DATA_HOME/yurt` or
+   `~/.local/share/yurt`), when this user may read it. The agent writes it 0600, so only its
+   own user (or root) gets it; for anyone else it is missing or unreadable, and silently
+   skipped: they are anonymous, and the agent answers 403 where its anonymous policy allows
+   nothing;
+5. none: the request is anonymous.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -46,24 +59,55 @@ from yurt.runtime.cli.output import (
     short,
 )
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from yurt.runtime.lib.datadir import bootstrap_token_path, default_data_dir
 
 __all__ = ["emit_json", "format_kv", "format_list", "output_options"]
 
 
+#: What makes the bootstrap token file "not there" for this user: skipped without a word.
+_ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM})
+
+
 def client_token() -> str:
-    """`$YURT_TOKEN`, else the contents of the file `$YURT_TOKEN_FILE`, else ""."""
-    token = os.environ.get("YURT_TOKEN", "").strip()
+    """The token to send, as the module's header orders its sources; "" for none.
+
+    Ends the command (exit 2) when `$YURT_TOKEN_FILE` names a file that cannot be read or
+    is empty; the bootstrap token file is only ever skipped.
+    """
+    for variable in ("YURT_TOKEN", "NOMAD_TOKEN"):
+        token = os.environ.get(variable, "").strip()
+        if token:
+            return token
     path = os.environ.get("YURT_TOKEN_FILE")
-    if token or not path:
+    if path:
+        try:
+            token = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            fail(f"cannot read $YURT_TOKEN_FILE {path}: {reason}", EXIT_USAGE)
+        if not token:
+            fail(f"$YURT_TOKEN_FILE {path} is empty", EXIT_USAGE)
         return token
+    return _bootstrap_token()
+
+
+def _bootstrap_token() -> str:
+    """The default agent's bootstrap token, if this user may read it; else ""."""
     try:
-        token = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        fail(f"cannot read $YURT_TOKEN_FILE {path}: {reason}", EXIT_USAGE)
-    if not token:
-        fail(f"$YURT_TOKEN_FILE {path} is empty", EXIT_USAGE)
-    return token
+        path = bootstrap_token_path(default_data_dir())
+    except RuntimeError:  # no $HOME and no passwd entry: no default data dir either
+        return ""
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        if e.errno in _ABSENT:  # no agent here, or another user's: anonymous
+            return ""
+        reason = e.strerror or str(e)
+    except UnicodeDecodeError as e:
+        reason = str(e)
+    # Something is there but broken (a directory, an I/O error): say so, then go on without.
+    echo(f"yurt: ignoring the bootstrap token file {path}: {reason}", err=True)
+    return ""
 
 
 @contextmanager
@@ -85,15 +129,22 @@ def api() -> Iterator[AgentConnection]:
         fail(f"lost the connection to the agent at {addr}: {e}")
 
 
-def fail_on_error(response: Any) -> None:
-    """End the command when the agent refused the request: its message, exit 2 for a 400
-    (the request was bad), 1 for any other error status; return for a success."""
+def fail_on_error(response: Any, context: str = "") -> None:
+    """End the command when the agent refused the request: its message (after `context`,
+    Nomad's "Error creating token" say, when given), exit 2 for a 400 (the request was bad),
+    1 for any other error status; return for a success."""
+    if response.status_code < 400:
+        return
+    lead = f"{context}: " if context else ""
+    # Nomad's multi-error texts indent each problem with a tab: spaces, not an escaped `\t`.
+    text = response.text.strip().expandtabs(4)
     if response.status_code == 404:
-        fail(response.text.strip() or "not found")
+        fail(lead + (text or "not found"))
     if response.status_code == 403:
-        fail("permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token")
-    if response.status_code >= 400:
-        fail(response.text.strip(), EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
+        detail = f" ({text})" if text and text.lower() != "permission denied" else ""
+        fail(f"{lead}permission denied{detail}: set YURT_TOKEN (or NOMAD_TOKEN, or "
+             "YURT_TOKEN_FILE) to a token the agent accepts for this")
+    fail(lead + text, EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
 
 
 def call(client: AgentConnection, method: str, path: str, **kw: Any) -> Any:

@@ -55,8 +55,9 @@ def run_server(options: ServerOptions) -> int:
         ServerProcess,
         parse_allowed_host,
     )
-    from yurt.runtime.cli.agent import UsageError, agent_token, default_data_dir, leaves
+    from yurt.runtime.cli.agent import UsageError, agent_token, leaves
     from yurt.runtime.cli.output import echo
+    from yurt.runtime.lib.datadir import default_data_dir
 
     try:
         urls = tuple(u.strip() for u in options.etcd.split(",") if u.strip())

@@ -23,8 +23,6 @@ from typing import Final
 BOOTSTRAP_AUTO: Final = "auto"
 BOOTSTRAP_MANUAL: Final = "manual"
 BOOTSTRAP_MODES: Final = (BOOTSTRAP_AUTO, BOOTSTRAP_MANUAL)
-#: Where an `auto` bootstrap writes the management token, under the data dir.
-BOOTSTRAP_TOKEN_FILE: Final = "server/bootstrap.token"
 
 
 @dataclass(frozen=True)
