@@ -279,7 +279,11 @@ def _guard_routes(routes: Sequence[BaseRoute], agent: AgentView, ctx: Context) -
     """Every route behind its declared need (authz_table.py); a route without one is a bug
     caught here, before the agent serves anything."""
 
-    def alloc_namespace(prefix: str) -> str | None:
+    def object_namespace(kind: str, prefix: str) -> str | None:
+        if kind == "deployment":
+            found = deployments.find_deployment(agent.server_state, prefix) \
+                if agent.server_state is not None else None
+            return found.namespace if found is not None else None
         try:
             alloc_id = ctx.find_alloc_id(prefix)
         except ApiError:
@@ -297,7 +301,7 @@ def _guard_routes(routes: Sequence[BaseRoute], agent: AgentView, ctx: Context) -
         if needs is None:
             raise RuntimeError(f"route {route.path} declares no ACL need "
                                "(runtime/api/authz_table.py)")
-        route.app = guard(route.app, needs, agent.acl_resolver, alloc_namespace)
+        route.app = guard(route.app, needs, agent.acl_resolver, object_namespace)
 
 
 #: Methods that change state: a route taking one of them dispatches on the method.

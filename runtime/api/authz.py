@@ -9,13 +9,20 @@ up in access logs, proxies and shell histories. No secret is the anonymous token
 Every route of the app is wrapped by `guard` with its `Need` (authz_table.py: one table, so a
 route without a declared need is a failing test, tests/test_authz_routes.py). A need is one of:
 - `PUBLIC`: no token is looked at (health, leader, the UI's static files, the JWKS);
-- a namespace capability, in the request's `?namespace=` (`*`: granted when any namespace
-  grants it; the lists then show only the namespaces granted, namespaces.py `in_namespace`),
-  or in the namespace of the allocation the path names;
+- one of some namespace capabilities (`namespace_op`; `namespace_op_or_all`, one or all of
+  others; `namespace_op_unless`, a set that a query flag narrows), in the request's
+  `?namespace=` (`*`: granted when any namespace grants it; the lists then show only the
+  namespaces granted, namespaces.py `in_namespace`; `wildcard_filters`: `*` refuses no one),
+  or in the namespace of the allocation or deployment the path names (`object_op`: looked
+  up in the state by the `ObjectNamespace` the app gives the guard), or in the namespace the
+  path names (`path_namespace`);
 - a `node`, `agent`, `operator` or `plugin` level, or a management token;
-- `IN_HANDLER`: the handler checks against what only the body or the state says (a job's
-  namespace is the body's; the ACL endpoints' rules; the event stream's topics), through
-  `require` and `identity` below, the token still resolved first.
+- `FILTERED`: any token that resolves; the answer shows only what it may read;
+- `IN_HANDLER`: the handler checks against what only the body says (a job's namespace, a
+  variable's path, a search's contexts, the ACL endpoints' rules), through `require` and
+  `identity` below, the token still resolved first.
+Each need but these last carries a policy that meets it and a broad one that does not
+(`grants`, `denies`): the route walk's tokens.
 
 A secret that resolves to nothing, or to an expired token, is refused on every guarded route
 (403 `ACL token not found` / `ACL token expired`, Nomad's texts); a need not met is 403
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,6 +43,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yurt.runtime.api.request import ApiError
+from yurt.runtime.lib.goparse import parse_go_bool
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.acl.identity import AclTokenError, Identity, TokenResolver
 from yurt.runtime.server.acl.policy import NAMESPACE_CAPABILITIES
@@ -109,18 +117,18 @@ def namespace_visible(conn: HTTPConnection, namespace: str, *ops: str) -> bool:
 
 # ---------------------------------------------------------------------- needs
 
-#: What a need may look up besides the request: an allocation's namespace by ID or prefix
-#: (None when there is no such allocation).
-AllocNamespace = Callable[[str], str | None]
+#: What a need may look up besides the request: the namespace of an object of the state by
+#: kind (`alloc`, `deployment`) and ID or unique prefix; None when there is no such object.
+ObjectNamespace = Callable[[str, str], str | None]
 
 
 @dataclass(frozen=True)
 class Need:
-    """What a route requires (see the header). `check(acl, scope, alloc_namespace)`; None for
-    `PUBLIC`. `text` is Nomad's "ACL Required" wording, for people and for the tests."""
+    """What a route requires (see the header). `check(acl, scope, object_namespace)`; None
+    for `PUBLIC`. `text` is Nomad's "ACL Required" wording, for people and for the tests."""
 
     text: str
-    check: Callable[[Acl, Scope, AllocNamespace], bool] | None
+    check: Callable[[Acl, Scope, ObjectNamespace], bool] | None
     #: A policy that meets the need in namespace `default`, and a broad one that does not
     #: ("": only a management token meets it, or nothing is checked): the route walk's
     #: tokens (tests/test_authz_routes.py).
@@ -129,19 +137,30 @@ class Need:
 
 
 _LEVELS: Final = ("node", "agent", "operator")
+_EVERY_LEVEL: Final = "".join(f'{kind} {{ policy = "write" }}\n' for kind in _LEVELS)
 
 
-def _namespace_grants(ops: tuple[str, ...]) -> tuple[str, str]:
-    """A policy granting the first of `ops` in `default`, and one granting every other
-    namespace capability there (and every level), so nothing but `ops` is missing."""
-    others = sorted(NAMESPACE_CAPABILITIES - set(ops) - {"deny"})
-    levels = "".join(f'{kind} {{ policy = "write" }}\n' for kind in _LEVELS)
-    return (f'namespace "default" {{ capabilities = ["{ops[0]}"] }}\n',
-            f'namespace "default" {{ capabilities = {_hcl_list(others)} }}\n{levels}')
+def _hcl_list(items: Iterable[str]) -> str:
+    return "[" + ", ".join(f'"{item}"' for item in sorted(items)) + "]"
 
 
-def _hcl_list(items: list[str]) -> str:
-    return "[" + ", ".join(f'"{item}"' for item in items) + "]"
+def namespace_policy(*caps: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """A policy granting `caps` in `namespace` and nothing else."""
+    return f'namespace "{namespace}" {{ capabilities = {_hcl_list(caps)} }}\n'
+
+
+def _every_namespace_capability_but(missing: Iterable[str]) -> str:
+    """A policy granting, in `default`, every namespace capability except `missing` (and
+    every level): the broad token a need on `missing` must still refuse."""
+    return namespace_policy(*(NAMESPACE_CAPABILITIES - set(missing) - {"deny"})) + _EVERY_LEVEL
+
+
+#: A client token that may do everything a policy can grant: every namespace capability in
+#: every namespace, every level at write, every variable. Still not a management token.
+BROAD_POLICY: Final = (
+    f'namespace "*" {{\n  capabilities = {_hcl_list(NAMESPACE_CAPABILITIES - {"deny"})}\n'
+    '  variables { path "*" { capabilities = ["write", "read", "list", "destroy"] } }\n}\n'
+    + _EVERY_LEVEL + 'plugin { policy = "read" }\nnode_pool "*" { policy = "write" }\n')
 
 
 def _query_namespace(scope: Scope) -> str:
@@ -151,65 +170,156 @@ def _query_namespace(scope: Scope) -> str:
     return values[0] if values and values[0] else DEFAULT_NAMESPACE
 
 
-def namespace_op(*ops: str) -> Need:
-    """One of `ops` in the request's namespace (`*`: in any namespace)."""
+def _query_flag(scope: Scope, name: str) -> bool:
+    """A boolean query parameter as Nomad parses it (Go's `strconv.ParseBool`); one that
+    does not parse counts as set, the stricter reading (its handler answers it 400)."""
+    from urllib.parse import parse_qs
 
-    def check(acl: Acl, scope: Scope, _: AllocNamespace) -> bool:
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1"),
+                      keep_blank_values=True).get(name)
+    if not values or values[0] == "":
+        return False
+    try:
+        return parse_go_bool(values[0])
+    except ValueError:
+        return True
+
+
+def namespace_rule(text: str, test: Callable[[Acl, str], bool], grants: str, denies: str, *,
+                   wildcard_filters: bool = False) -> Need:
+    """`test(acl, namespace)` on the request's namespace (`*`: Nomad's `AllowNsOp` reading,
+    some namespace grants it). `wildcard_filters`: with `namespace=*` nothing is refused,
+    the list shows what the token may read (e.g. nomad/service_registration_endpoint.go
+    `listAllServiceRegistrations`)."""
+
+    def check(acl: Acl, scope: Scope, _: ObjectNamespace) -> bool:
         ns = _query_namespace(scope)
-        if ns == ALL_NAMESPACES:
-            return acl.allow_namespace_operation_any_of(ALL_NAMESPACES, *ops)
+        return (wildcard_filters and ns == ALL_NAMESPACES) or test(acl, ns)
+
+    return Need(text, check, grants, denies)
+
+
+def _any_of(ops: tuple[str, ...]) -> Callable[[Acl, str], bool]:
+    return lambda acl, ns: acl.allow_namespace_operation_any_of(ns, *ops)
+
+
+def _ops_text(ops: tuple[str, ...]) -> str:
+    return " or ".join(f"namespace:{op}" for op in ops)
+
+
+def namespace_op(*ops: str, wildcard_filters: bool = False) -> Need:
+    """One of `ops` in the request's namespace (`*`: in any namespace; see
+    `namespace_rule`). Its grants hold the first of `ops`."""
+    return namespace_rule(_ops_text(ops), _any_of(ops), namespace_policy(ops[0]),
+                          _every_namespace_capability_but(ops),
+                          wildcard_filters=wildcard_filters)
+
+
+def namespace_op_or_all(op: str, all_of: tuple[str, ...], *,
+                        wildcard_filters: bool = False) -> Need:
+    """`op`, or every one of `all_of`, in the request's namespace (nomad/scaling_endpoint.go:
+    list-scaling-policies, or list-jobs and read-job)."""
+
+    def test(acl: Acl, ns: str) -> bool:
+        return acl.allow_namespace_operation(ns, op) or all(
+            acl.allow_namespace_operation(ns, other) for other in all_of)
+
+    return namespace_rule(f"namespace:{op}, or " + " and ".join(all_of), test,
+                          namespace_policy(op),
+                          _every_namespace_capability_but((op, all_of[-1])),
+                          wildcard_filters=wildcard_filters)
+
+
+def namespace_op_unless(flag: str, ops: tuple[str, ...], also: tuple[str, ...]) -> Need:
+    """One of `ops`, or of `also` too when the query's boolean `flag` is not set, in the
+    request's namespace (nomad/job_endpoint.go `Deregister`: submit-job or purge-job, and
+    deregister-job only without `purge`). Its grants hold the first of `also`."""
+    every = (*ops, *also)
+
+    def check(acl: Acl, scope: Scope, _: ObjectNamespace) -> bool:
+        wanted = ops if _query_flag(scope, flag) else every
+        return acl.allow_namespace_operation_any_of(_query_namespace(scope), *wanted)
+
+    return Need(f"{_ops_text(ops)}; without {flag}, also {_ops_text(also)}", check,
+                namespace_policy(also[0]), _every_namespace_capability_but(every))
+
+
+def object_op(kind: str, *ops: str, param: str = "id") -> Need:
+    """One of `ops` in the namespace of the `kind` object the path parameter `param` names
+    (not the request's: e.g. nomad/deployment_endpoint.go `Fail` checks the deployment's).
+    An object that does not exist is looked at in the request's namespace, so that its 404
+    is only told to a token that may act there."""
+
+    def check(acl: Acl, scope: Scope, object_namespace: ObjectNamespace) -> bool:
+        object_id = str(scope.get("path_params", {}).get(param, ""))
+        ns = object_namespace(kind, object_id) or _query_namespace(scope)
         return acl.allow_namespace_operation_any_of(ns, *ops)
 
-    return Need(" or ".join(f"namespace:{op}" for op in ops), check, *_namespace_grants(ops))
+    return Need(f"{_ops_text(ops)} (the {kind}'s namespace)", check, namespace_policy(ops[0]),
+                _every_namespace_capability_but(ops))
 
 
 def alloc_op(*ops: str, param: str = "id") -> Need:
-    """One of `ops` in the namespace of the allocation named by the path parameter `param`.
-    An allocation that does not exist is looked at in the request's namespace, so that its
-    404 is only told to a token that may read there."""
+    """One of `ops` in the namespace of the allocation the path names (client/
+    alloc_endpoint.go, fs_endpoint.go: `alloc.Namespace`)."""
+    return object_op("alloc", *ops, param=param)
 
-    def check(acl: Acl, scope: Scope, alloc_namespace: AllocNamespace) -> bool:
-        alloc_id = str(scope.get("path_params", {}).get(param, ""))
-        ns = alloc_namespace(alloc_id) or _query_namespace(scope)
-        return acl.allow_namespace_operation_any_of(ns, *ops)
 
-    return Need(" or ".join(f"namespace:{op}" for op in ops) + " (the allocation's)", check,
-                *_namespace_grants(ops))
+def deployment_op(*ops: str, param: str = "id") -> Need:
+    """One of `ops` in the namespace of the deployment the path names."""
+    return object_op("deployment", *ops, param=param)
+
+
+def path_namespace(param: str) -> Need:
+    """Some capability (not deny) in the namespace the path parameter `param` names
+    (nomad/namespace_endpoint.go `GetNamespace`: `AllowNamespace`)."""
+
+    def check(acl: Acl, scope: Scope, _: ObjectNamespace) -> bool:
+        return acl.allow_namespace(str(scope.get("path_params", {}).get(param, "")))
+
+    return Need("any capability in the namespace named", check,
+                namespace_policy("list-jobs"),
+                namespace_policy(*(NAMESPACE_CAPABILITIES - {"deny"}), namespace="other")
+                + namespace_policy("deny") + _EVERY_LEVEL)
 
 
 def level(kind: str, wanted: str) -> Need:
     """`node`, `agent`, `operator` or `plugin` at `read` (or `list`, plugins) or `write`."""
     method = f"allow_{kind}_{wanted}"
 
-    def check(acl: Acl, scope: Scope, _: AllocNamespace) -> bool:
+    def check(acl: Acl, scope: Scope, _: ObjectNamespace) -> bool:
         return bool(getattr(acl, method)())
 
-    every_namespace = _hcl_list(sorted(NAMESPACE_CAPABILITIES - {"deny"}))
     others = "".join(f'{other} {{ policy = "write" }}\n' for other in _LEVELS if other != kind)
     below = {"write": "read", "read": "deny"}.get(wanted, "deny")
     return Need(f"{kind}:{wanted}", check, f'{kind} {{ policy = "{wanted}" }}\n',
-                f'namespace "*" {{ capabilities = {every_namespace} }}\n{others}'
-                f'{kind} {{ policy = "{below}" }}\n')
+                namespace_policy(*(NAMESPACE_CAPABILITIES - {"deny"}), namespace="*")
+                + others + f'{kind} {{ policy = "{below}" }}\n')
 
 
-def _management(acl: Acl, scope: Scope, _: AllocNamespace) -> bool:
+def _management(acl: Acl, scope: Scope, _: ObjectNamespace) -> bool:
     return acl.is_management()
 
 
-def _anything(acl: Acl, scope: Scope, _: AllocNamespace) -> bool:
+def _anything(acl: Acl, scope: Scope, _: ObjectNamespace) -> bool:
     return True
 
 
 PUBLIC: Final = Need("none", None)
-MANAGEMENT: Final = Need("management", _management)
+MANAGEMENT: Final = Need("management", _management, denies=BROAD_POLICY)
+#: The handler checks what only the body or the state says; the route walk gives each such
+#: route its own policies and body (tests/test_authz_routes.py `IN_HANDLER_ROUTES`).
 IN_HANDLER: Final = Need("checked by the handler", _anything)
+#: Any token that resolves (the anonymous one too): the answer shows only what the token may
+#: read, and refuses nothing (e.g. nomad/namespace_endpoint.go `ListNamespaces`).
+FILTERED: Final = Need("none; the answer shows what the token may read", _anything)
 
 #: A route's needs by method (`*`: every method the route takes).
 Needs = Mapping[str, Need]
 
 
 def guard(app: ASGIApp, needs: Needs, resolver: Callable[[], Awaitable[TokenResolver]],
-          alloc_namespace: AllocNamespace) -> ASGIApp:
+          object_namespace: ObjectNamespace) -> ASGIApp:
     """`app` behind its route's `needs` (see the header)."""
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
@@ -229,7 +339,7 @@ def guard(app: ASGIApp, needs: Needs, resolver: Callable[[], Awaitable[TokenReso
             scope[IDENTITY_KEY] = ident
             acl = ident.acl
             if acl is not None and not acl.is_management() and \
-                    not need.check(acl, scope, alloc_namespace):
+                    not need.check(acl, scope, object_namespace):
                 await _deny(scope, receive, send, PERMISSION_DENIED)
                 return
         await app(scope, receive, send)

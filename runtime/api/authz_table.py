@@ -1,17 +1,27 @@
 """Every route's need, by path and method, as Nomad's API documentation states it ("ACL
-Required" on each endpoint of website/content/api-docs/*.mdx; the checks in nomad/*_endpoint.go
-and client/*_endpoint.go). One table for the whole API, so that a route added without a
-declared need fails `build_app` (app.py) and the route walk (tests/test_authz_routes.py).
+Required" on each endpoint of website/content/api-docs/*.mdx) and its code checks it (the
+`AllowNsOpAnyOf`, `AllowNodeRead`, ... of the RPC each route of command/agent/*_endpoint.go
+calls, in nomad/*_endpoint.go and client/*_endpoint.go). One table for the whole API, so that
+a route added without a declared need fails `build_app` (app.py) and the route walk
+(tests/test_authz_routes.py).
 
 Keys are Starlette route paths; values map a method (`*`: any the route takes) to a `Need`
-(authz.py). Where Nomad checks what only the body or the state knows, the route says
-`IN_HANDLER` and the handler checks (the job's namespace is the body's: jobs.py `register`;
-the ACL endpoints' own rules: acl.py; the event stream's topics: events.py).
+(authz.py). Where Nomad checks what only the body says, the route says `IN_HANDLER` and the
+handler checks (a job's namespace is the body's: jobs.py `register`; a variable's path:
+variables.py; a search's contexts: search.py). What the state says is looked up by the need
+(`alloc_op`, `deployment_op`: the object's namespace, not the request's), or re-checked by
+the handler where Nomad checks both (an evaluation's: evaluations.py).
 
-Deliberate differences from Nomad: none in what is required. yurt's own routes (the event
-websocket, the node RPC of a yurt server) are declared here too: the websocket as the event
-stream is, the node RPC as `PUBLIC` to the ACL (it authenticates with the node's secret,
-noderpc.py).
+Deliberate differences from Nomad, in how a refusal is told, not in what is required:
+- An allocation the token may not read is 403 `Permission denied`; Nomad's `Alloc.GetAlloc`
+  answers it as an unknown allocation (500, from its RPC error).
+- The event stream refuses nothing: it leaves out what the token may not read (events.py),
+  where Nomad's `Event.stream` (nomad/event_endpoint.go `validateNsOp`) refuses a
+  subscription naming a topic the token may not read in every namespace asked, so that the
+  web UI's one socket for every topic serves a token limited to some namespaces.
+yurt's own routes (the event websocket, the node RPC of a yurt server) are declared here too:
+the websocket as the event stream is, the node RPC as `PUBLIC` to the ACL (it authenticates
+with the node's secret, noderpc.py).
 """
 
 from __future__ import annotations
@@ -21,23 +31,32 @@ from typing import Final
 from starlette.types import Scope
 
 from yurt.runtime.api.authz import (
+    FILTERED,
     IN_HANDLER,
     MANAGEMENT,
     PUBLIC,
-    AllocNamespace,
     Need,
     Needs,
+    ObjectNamespace,
     alloc_op,
+    deployment_op,
     level,
     namespace_op,
+    namespace_op_or_all,
+    namespace_op_unless,
+    path_namespace,
 )
 from yurt.runtime.server.acl.acl import Acl
 
 READ_JOB: Final = namespace_op("read-job")
-LIST_JOBS: Final = namespace_op("list-jobs", "read-job")
 SUBMIT_JOB: Final = namespace_op("submit-job")
 ALLOC_READ: Final = alloc_op("read-job")
 ALLOC_LIFECYCLE: Final = alloc_op("alloc-lifecycle")
+#: client/alloc_endpoint.go `GarbageCollect`.
+ALLOC_GC: Final = alloc_op("gc-allocation", "submit-job")
+#: client/fs_endpoint.go `logs`: read-logs or read-fs; every other file route read-fs.
+READ_LOGS: Final = alloc_op("read-logs", "read-fs", param="alloc_id")
+READ_FS: Final = alloc_op("read-fs", param="alloc_id")
 NODE_READ: Final = level("node", "read")
 NODE_WRITE: Final = level("node", "write")
 AGENT_READ: Final = level("agent", "read")
@@ -45,128 +64,168 @@ AGENT_WRITE: Final = level("agent", "write")
 OPERATOR_READ: Final = level("operator", "read")
 OPERATOR_WRITE: Final = level("operator", "write")
 
+
+def deployment_action(op: str) -> Need:
+    """nomad/deployment_endpoint.go `Fail`, `Pause`, ...: `op` or submit-job in the
+    deployment's namespace."""
+    return deployment_op(op, "submit-job")
+
+
 def _by_param(param: str, needs: dict[str, Need], text: str) -> Need:
     """The need of `needs[path parameter param]`; a value not in `needs` is refused."""
 
-    def check(acl: Acl, scope: Scope, alloc_namespace: AllocNamespace) -> bool:
+    def check(acl: Acl, scope: Scope, object_namespace: ObjectNamespace) -> bool:
         need = needs.get(str(scope.get("path_params", {}).get(param, "")))
         return need is not None and need.check is not None and need.check(
-            acl, scope, alloc_namespace)
+            acl, scope, object_namespace)
 
     return Need(text, check)
 
 
 #: A yurt server's forwards to the node that runs the allocation (noderpc.py `to_node`):
 #: the same needs as the node's own routes (client/fs_endpoint.go, alloc_endpoint.go).
-_FS: Final = {op: alloc_op("read-logs" if op == "logs" else "read-fs", param="alloc_id")
-              for op in ("logs", "ls", "stat", "cat", "readat", "stream")}
-_ALLOC: Final = {"stats": ALLOC_READ, "checks": ALLOC_READ, "restart": ALLOC_LIFECYCLE,
-                 "signal": ALLOC_LIFECYCLE, "gc": alloc_op("submit-job")}
+FS_BY_OP: Final = {op: READ_LOGS if op == "logs" else READ_FS
+                   for op in ("logs", "ls", "stat", "cat", "readat", "stream")}
+ALLOC_BY_OP: Final = {"stats": ALLOC_READ, "checks": ALLOC_READ, "restart": ALLOC_LIFECYCLE,
+                      "signal": ALLOC_LIFECYCLE, "gc": ALLOC_GC}
 
-FS_FORWARD: Final = _by_param("op", _FS, "namespace:read-fs, or read-logs for logs (the "
-                                        "allocation's)")
-ALLOC_FORWARD: Final = _by_param("op", _ALLOC, "as the node's own route (the allocation's)")
+FS_FORWARD: Final = _by_param("op", FS_BY_OP, "namespace:read-fs, or read-logs for logs (the "
+                                              "allocation's)")
+ALLOC_FORWARD: Final = _by_param("op", ALLOC_BY_OP, "as the node's own route (the "
+                                                    "allocation's)")
 
 JOB: Final = "/v1/job/{job_id:path}"
 
-#: Path → method → need. See the module header.
+#: Path → method → need. See the module header. Each row's Nomad RPC is named where the
+#: need is not simply the documented one.
 NEEDS: Final[dict[str, Needs]] = {
-    # ---- jobs (api-docs/jobs.mdx)
-    "/v1/jobs": {"GET": LIST_JOBS, "PUT": IN_HANDLER, "POST": IN_HANDLER},
+    # ---- jobs (api-docs/jobs.mdx; nomad/job_endpoint.go)
+    # `List`: list-jobs only; with `*`, the namespaces the token may list (jobs.py).
+    "/v1/jobs": {"GET": namespace_op("list-jobs"),
+                 # `Register`: submit-job or register-job in the body's namespace (jobs.py)
+                 "PUT": IN_HANDLER, "POST": IN_HANDLER},
+    # command/agent/job_endpoint.go `JobsParseRequest`
     "/v1/jobs/parse": {"*": namespace_op("parse-job", "submit-job")},
     f"{JOB}/allocations": {"GET": READ_JOB},
     f"{JOB}/deployments": {"GET": READ_JOB},
     f"{JOB}/deployment": {"GET": READ_JOB},
-    f"{JOB}/periodic/force": {"*": SUBMIT_JOB},
+    # nomad/periodic_endpoint.go `Force`
+    f"{JOB}/periodic/force": {"*": namespace_op("force-periodic-job", "dispatch-job",
+                                                "submit-job")},
     f"{JOB}/dispatch": {"*": namespace_op("dispatch-job")},
     f"{JOB}/evaluations": {"GET": READ_JOB},
-    f"{JOB}/evaluate": {"*": SUBMIT_JOB},
+    f"{JOB}/evaluate": {"*": namespace_op("evaluate-job", "submit-job")},
     f"{JOB}/versions": {"GET": READ_JOB},
-    f"{JOB}/revert": {"*": SUBMIT_JOB},
-    f"{JOB}/stable": {"*": SUBMIT_JOB},
+    f"{JOB}/revert": {"*": namespace_op("revert-job", "submit-job")},
+    f"{JOB}/stable": {"*": namespace_op("stable-job", "submit-job")},
     f"{JOB}/summary": {"GET": READ_JOB},
+    # `Plan`: submit-job or plan-job in the body's namespace (job_lifecycle.py)
     f"{JOB}/plan": {"*": IN_HANDLER},
+    # `ScaleStatus`, `Scale`
     f"{JOB}/scale": {"GET": namespace_op("read-job-scaling", "read-job"),
                      "PUT": namespace_op("scale-job", "submit-job"),
                      "POST": namespace_op("scale-job", "submit-job")},
-    JOB: {"GET": READ_JOB, "PUT": IN_HANDLER, "POST": IN_HANDLER, "DELETE": SUBMIT_JOB},
-    "/v1/validate/job": {"*": namespace_op("read-job", "submit-job")},
+    JOB: {"GET": READ_JOB, "PUT": IN_HANDLER, "POST": IN_HANDLER,
+          # `Deregister`
+          "DELETE": namespace_op_unless("purge", ("submit-job", "purge-job"),
+                                        ("deregister-job",))},
+    # `Validate`: read-job in the body's job's namespace (job_lifecycle.py)
+    "/v1/validate/job": {"*": IN_HANDLER},
     # ---- allocations (api-docs/allocations.mdx, client.mdx)
+    # nomad/alloc_endpoint.go `List`
     "/v1/allocations": {"GET": READ_JOB},
     "/v1/allocation/{id}": {"GET": ALLOC_READ},
     "/v1/allocation/{id}/stop": {"*": ALLOC_LIFECYCLE},
     "/v1/client/allocation/{id}/stats": {"GET": ALLOC_READ},
     "/v1/client/allocation/{id}/restart": {"*": ALLOC_LIFECYCLE},
     "/v1/client/allocation/{id}/signal": {"*": ALLOC_LIFECYCLE},
-    "/v1/client/allocation/{id}/gc": {"*": alloc_op("submit-job")},
+    "/v1/client/allocation/{id}/gc": {"*": ALLOC_GC},
     "/v1/client/allocation/{id}/checks": {"GET": ALLOC_READ},
+    # client/alloc_endpoint.go `execImpl`: alloc-exec, and alloc-node-exec for a driver
+    # that does not isolate the task (exec.py)
     "/v1/client/allocation/{id}/exec": {"*": IN_HANDLER},
+    # client/alloc_endpoint.go `GarbageCollectAll`
     "/v1/client/gc": {"*": NODE_WRITE},
-    "/v1/client/fs/logs/{alloc_id}": {"GET": alloc_op("read-logs", param="alloc_id")},
-    "/v1/client/fs/ls/{alloc_id}": {"GET": alloc_op("read-fs", param="alloc_id")},
-    "/v1/client/fs/stat/{alloc_id}": {"GET": alloc_op("read-fs", param="alloc_id")},
-    "/v1/client/fs/cat/{alloc_id}": {"GET": alloc_op("read-fs", param="alloc_id")},
-    "/v1/client/fs/readat/{alloc_id}": {"GET": alloc_op("read-fs", param="alloc_id")},
-    "/v1/client/fs/stream/{alloc_id}": {"GET": alloc_op("read-fs", param="alloc_id")},
+    "/v1/client/fs/logs/{alloc_id}": {"GET": READ_LOGS},
+    "/v1/client/fs/ls/{alloc_id}": {"GET": READ_FS},
+    "/v1/client/fs/stat/{alloc_id}": {"GET": READ_FS},
+    "/v1/client/fs/cat/{alloc_id}": {"GET": READ_FS},
+    "/v1/client/fs/readat/{alloc_id}": {"GET": READ_FS},
+    "/v1/client/fs/stream/{alloc_id}": {"GET": READ_FS},
     "/v1/client/stats": {"GET": NODE_READ},
-    # ---- nodes (api-docs/nodes.mdx)
+    # ---- nodes (api-docs/nodes.mdx; nomad/node_endpoint.go)
     "/v1/nodes": {"GET": NODE_READ},
     "/v1/node/{id}": {"GET": NODE_READ},
-    "/v1/node/{id}/allocations": {"GET": NODE_READ},  # and filtered by namespace: nodes.py
+    # `GetAllocs`: node:read, then the allocations of namespaces with read-job (nodes.py)
+    "/v1/node/{id}/allocations": {"GET": NODE_READ},
     "/v1/node/{id}/eligibility": {"*": NODE_WRITE},
     "/v1/node/{id}/drain": {"*": NODE_WRITE},
     "/v1/node/{id}/purge": {"*": NODE_WRITE},
     "/v1/node/{id}/evaluate": {"*": NODE_WRITE},
     # ---- agent, status, regions (api-docs/agent.mdx, status.mdx, regions.mdx)
     "/v1/agent/self": {"GET": AGENT_READ},
+    # nomad/status_endpoint.go `Members`
     "/v1/agent/members": {"GET": NODE_READ},
     "/v1/agent/servers": {"GET": AGENT_READ, "PUT": AGENT_WRITE, "POST": AGENT_WRITE},
     "/v1/agent/join": {"*": AGENT_WRITE},
     "/v1/agent/force-leave": {"*": AGENT_WRITE},
     "/v1/agent/health": {"GET": PUBLIC},
+    # nomad/status_endpoint.go `Leader`, `Peers`; regions_endpoint.go `List`: no check
     "/v1/status/leader": {"GET": PUBLIC},
     "/v1/status/peers": {"GET": PUBLIC},
     "/v1/regions": {"GET": PUBLIC},
     "/v1/metrics": {"GET": PUBLIC},
     "/.well-known/jwks.json": {"GET": PUBLIC},
     # ---- operator, system, scaling (api-docs/operator/*.mdx, system.mdx, scaling-policies.mdx)
-    "/v1/operator/raft/configuration": {"GET": OPERATOR_READ},
+    # nomad/operator_endpoint.go `RaftGetConfiguration`: management, not operator:read
+    "/v1/operator/raft/configuration": {"GET": MANAGEMENT},
     "/v1/operator/scheduler/configuration": {"GET": OPERATOR_READ, "PUT": OPERATOR_WRITE,
                                              "POST": OPERATOR_WRITE},
     "/v1/system/gc": {"*": MANAGEMENT},
     "/v1/system/reconcile/summaries": {"*": MANAGEMENT},
-    "/v1/scaling/policies": {"GET": namespace_op("list-scaling-policies", "read-job")},
-    "/v1/scaling/policy/{id}": {"GET": namespace_op("read-scaling-policy", "read-job")},
-    # ---- search (api-docs/search.mdx): each context is filtered by what the token may read
+    # nomad/scaling_endpoint.go `ListPolicies` (with `*`: `listAllNamespaces`), `GetPolicy`
+    "/v1/scaling/policies": {"GET": namespace_op_or_all(
+        "list-scaling-policies", ("list-jobs", "read-job"), wildcard_filters=True)},
+    "/v1/scaling/policy/{id}": {"GET": namespace_op_or_all(
+        "read-scaling-policy", ("list-jobs", "read-job"))},
+    # ---- search (api-docs/search.mdx; nomad/search_endpoint.go): per context (search.py)
     "/v1/search": {"*": IN_HANDLER},
     "/v1/search/fuzzy": {"*": IN_HANDLER},
     # ---- evaluations, deployments (api-docs/evaluations.mdx, deployments.mdx)
+    # nomad/eval_endpoint.go `List`, `GetEval`, `Allocations`: read-job in the request's
+    # namespace, then in the evaluation's (evaluations.py)
     "/v1/evaluations": {"GET": READ_JOB},
     "/v1/evaluation/{id}": {"GET": READ_JOB},
     "/v1/evaluation/{id}/allocations": {"GET": READ_JOB},
+    # nomad/deployment_endpoint.go `List`, `GetDeployment`, `Allocations`: as evaluations
     "/v1/deployments": {"GET": READ_JOB},
     "/v1/deployment/{id}": {"GET": READ_JOB},
     "/v1/deployment/allocations/{id}": {"GET": READ_JOB},
-    "/v1/deployment/fail/{id}": {"*": SUBMIT_JOB},
-    "/v1/deployment/pause/{id}": {"*": SUBMIT_JOB},
-    "/v1/deployment/promote/{id}": {"*": SUBMIT_JOB},
-    "/v1/deployment/unblock/{id}": {"*": SUBMIT_JOB},
-    "/v1/deployment/allocation-health/{id}": {"*": SUBMIT_JOB},
-    # ---- events (api-docs/events.mdx): topics filtered per namespace and kind
-    "/v1/event/stream": {"GET": IN_HANDLER},
-    "/v1/event/ws": {"*": IN_HANDLER},
-    # ---- namespaces (api-docs/namespaces.mdx)
-    "/v1/namespaces": {"GET": IN_HANDLER},
+    # `Fail`, `Pause`, `Promote`, `Unblock`, `SetAllocHealth`: the deployment's namespace
+    "/v1/deployment/fail/{id}": {"*": deployment_action("fail-deployment")},
+    "/v1/deployment/pause/{id}": {"*": deployment_action("pause-deployment")},
+    "/v1/deployment/promote/{id}": {"*": deployment_action("promote-deployment")},
+    "/v1/deployment/unblock/{id}": {"*": deployment_action("unblock-deployment")},
+    "/v1/deployment/allocation-health/{id}": {
+        "*": deployment_action("set-alloc-health-deployment")},
+    # ---- events (api-docs/events.mdx): each event shown by its topic's rule (events.py)
+    "/v1/event/stream": {"GET": FILTERED},
+    "/v1/event/ws": {"*": FILTERED},
+    # ---- namespaces (api-docs/namespaces.mdx; nomad/namespace_endpoint.go)
+    "/v1/namespaces": {"GET": FILTERED},
     "/v1/namespace": {"*": MANAGEMENT},
-    "/v1/namespace/{name}": {"GET": IN_HANDLER, "PUT": MANAGEMENT, "POST": MANAGEMENT,
-                             "DELETE": MANAGEMENT},
-    # ---- variables (api-docs/variables.mdx): per path, in the handler
-    "/v1/vars": {"GET": IN_HANDLER},
+    "/v1/namespace/{name}": {"GET": path_namespace("name"), "PUT": MANAGEMENT,
+                             "POST": MANAGEMENT, "DELETE": MANAGEMENT},
+    # ---- variables (api-docs/variables.mdx; nomad/variables_endpoint.go): per path
+    "/v1/vars": {"GET": FILTERED},
     "/v1/var/{path:path}": {"*": IN_HANDLER},
-    # ---- services (api-docs/services.mdx)
-    "/v1/services": {"GET": READ_JOB},
-    "/v1/service/{rest:path}": {"GET": READ_JOB, "PUT": SUBMIT_JOB, "POST": SUBMIT_JOB,
-                                "DELETE": SUBMIT_JOB},
+    # ---- services (api-docs/services.mdx; nomad/service_registration_endpoint.go)
+    "/v1/services": {"GET": namespace_op("read-job", wildcard_filters=True)},
+    # `GetService`; `DeleteByID`. Nomad answers any other method 405 before a token is
+    # looked at (command/agent/service_registration_endpoint.go), and so does services.py.
+    "/v1/service/{rest:path}": {"GET": READ_JOB, "PUT": PUBLIC, "POST": PUBLIC,
+                                "DELETE": namespace_op("delete-service-registration",
+                                                       "submit-job")},
     # ---- ACL (api-docs/acl/*.mdx): each endpoint's own rules, in acl.py
     "/v1/acl/bootstrap": {"*": PUBLIC},
     "/v1/acl/token/onetime/exchange": {"*": PUBLIC},
@@ -189,7 +248,8 @@ NEEDS: Final[dict[str, Needs]] = {
     "/v1/internal/allocs": {"*": PUBLIC},
     "/v1/client/fs/{op}/{alloc_id}": {"GET": FS_FORWARD},
     "/v1/client/allocation/{id}/{op}": {"*": ALLOC_FORWARD},
-    "/v1/client/{rest:path}": {"*": IN_HANDLER},
+    # noderpc.py `only_on_nodes`: a 501 saying where to ask, whatever the token
+    "/v1/client/{rest:path}": {"*": PUBLIC},
     # ---- the web UI's page and assets: no data (ui.py)
     "/": {"*": PUBLIC},
     "/ui": {"*": PUBLIC},

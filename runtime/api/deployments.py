@@ -7,6 +7,10 @@ or a unique prefix; a job's deployments (only those of its current instance unle
 Nomad's `DeploymentsByJobID`), its latest (`null` without one). Neither job endpoint looks the
 job up, as Nomad's do not.
 
+Reads take read-job (one in a namespace the token may not read is hidden, its allocations
+refused); actions take their capability (`fail-deployment`, ...) or submit-job in the
+deployment's namespace, whatever the request's (authz_table.py, as Nomad's RPCs check).
+
 Actions (`fail`, `pause`, `promote`, `unblock`, `allocation-health`) answer Nomad's
 `DeploymentUpdateResponse` `{EvalID, EvalCreateIndex, DeploymentModifyIndex,
 RevertedJobVersion, Index}`. A body whose `DeploymentID` is missing or is not the path's is
@@ -31,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.allocations import alloc_stub
+from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace, request_namespace
 from yurt.runtime.api.request import (
@@ -73,6 +78,7 @@ async def deployments(ctx: Context, request: Request) -> Response:
 
 async def deployment(ctx: Context, request: Request) -> Response:
     d = find_deployment(ctx.server, request.path_params["id"])
+    # nomad/deployment_endpoint.go `GetDeployment`: one the token may not read is hidden.
     if d is None or not in_namespace(request, d.namespace):
         raise ApiError(404, "deployment not found")
     return json_response(d)
@@ -83,8 +89,10 @@ async def deployment_allocations(ctx: Context, request: Request) -> Response:
     d = find_deployment(server, request.path_params["id"])
     if d is None:
         return json_response([])
-    return json_response([alloc_stub(ctx.alloc_view(a.id))
-                          for a in watcher.deployment_allocs(server, d)])
+    allocs = watcher.deployment_allocs(server, d)
+    if allocs:  # nomad/deployment_endpoint.go `Allocations`: read-job in theirs too
+        require_namespace(request, allocs[0].namespace, "read-job")
+    return json_response([alloc_stub(ctx.alloc_view(a.id)) for a in allocs])
 
 
 def _of_job(ctx: Context, request: Request) -> list[Deployment]:

@@ -1,8 +1,10 @@
 """/v1/evaluations, /v1/evaluation/<id> (and its allocations), /v1/job/<id>/evaluations and
 /v1/job/<id>/evaluate: the server's evaluations, as Nomad lists and answers them.
 
-Evaluations are whole objects in lists too (Nomad has no evaluation stub), oldest first. An
-evaluation ID may be a unique prefix, as with allocations; an unknown one is a 404.
+Evaluations are whole objects in lists too (Nomad has no evaluation stub), oldest first, those
+of `?namespace=` (`*`: of every namespace the token may read jobs in). An evaluation ID may be a
+unique prefix, as with allocations; an unknown one is a 404. One of a namespace the token may
+not read jobs in is refused (403), as Nomad's `GetEval` refuses it.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.allocations import alloc_stub
+from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.namespaces import job_in
+from yurt.runtime.api.namespaces import in_namespace, job_in
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.structs import TRIGGER_JOB_REGISTER, Evaluation
 
@@ -37,20 +40,27 @@ async def evaluations(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
     job = request.query_params.get("job", "")
     status = request.query_params.get("status", "")
+    # nomad/eval_endpoint.go `List`: the request's namespace (`*`: those the token may read).
     return json_response([
         e for e in _sorted(list(ctx.server.evals.values()))
         if e.id.startswith(prefix) and (not job or e.job_id == job)
-        and (not status or e.status == status)])
+        and (not status or e.status == status) and in_namespace(request, e.namespace)])
 
 
 async def evaluation(ctx: Context, request: Request) -> Response:
-    return json_response(find_eval(ctx, request.path_params["id"]))
+    ev = find_eval(ctx, request.path_params["id"])
+    # nomad/eval_endpoint.go `GetEval`: read-job in the request's namespace (authz_table.py),
+    # then in the evaluation's, which may be another.
+    require_namespace(request, ev.namespace, "read-job")
+    return json_response(ev)
 
 
 async def evaluation_allocations(ctx: Context, request: Request) -> Response:
     ev = find_eval(ctx, request.path_params["id"])
     allocs = sorted((a for a in ctx.server.allocs.values() if a.eval_id == ev.id),
                     key=lambda a: (a.create_index, a.name))
+    if allocs:  # nomad/eval_endpoint.go `Allocations`: read-job in theirs too
+        require_namespace(request, allocs[0].namespace, "read-job")
     return json_response([alloc_stub(ctx.alloc_view(a.id)) for a in allocs])
 
 

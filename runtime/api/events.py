@@ -72,25 +72,39 @@ class Pacer:
         return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) * self.interval
 
 
-#: Topics about nodes, which need node:read rather than a namespace's read-job.
-_NODE_TOPICS: Final = frozenset({"Node", "NodeDrain", "NodePool"})
+#: Topics whose events are shown by a namespace capability in the event's namespace
+#: (nomad/event_endpoint.go `validateNsOp`).
+_NAMESPACE_TOPICS: Final = {
+    "Deployment": "read-job", "Evaluation": "read-job", "Allocation": "read-job",
+    "Job": "read-job", "Service": "read-job", "CSIPlugin": "read-job",
+    "HostVolume": "host-volume-read", "CSIVolume": "csi-read-volume"}
 
 
 def _acl_filter(conn: HTTPConnection) -> Callable[[Event], bool] | None:
-    """What of the stream the token may see (nomad/stream/event_broker.go
-    `aclCheckForEvents`): node events with node:read, ACL events with management only, every
-    other event with read-job in its namespace. None: everything (ACLs off, management)."""
+    """What of the stream the token may see, by each event's topic as Nomad's
+    `validateNsOp` (nomad/event_endpoint.go) rules it: a namespace capability in the
+    event's namespace (`_NAMESPACE_TOPICS`), node:read for `Node`, operator:read for
+    `Operator`, list on the variable's path for `Variable` (`Event.stream`'s FilterFn), a
+    management token for every other topic (`NodePool`, the ACL topics). Nomad refuses a
+    subscription that names a topic the token may not read; this leaves the events out (see
+    authz_table.py). None: everything (ACLs off, management)."""
     acl = identity(conn).acl
     if acl is None or acl.is_management():
         return None
     node_read = acl.allow_node_read()
+    operator_read = acl.allow_operator_read()
 
     def visible(event: Event) -> bool:
-        if event.topic in _NODE_TOPICS:
+        op = _NAMESPACE_TOPICS.get(event.topic)
+        if op is not None:
+            return acl.allow_namespace_operation(event.namespace, op)
+        if event.topic == "Node":
             return node_read
-        if event.topic.startswith("ACL"):
-            return False
-        return acl.allow_namespace_operation(event.namespace, "read-job")
+        if event.topic == "Operator":
+            return operator_read
+        if event.topic == "Variable":
+            return acl.allow_variable_operation(event.namespace, event.key, "list")
+        return False
 
     return visible
 

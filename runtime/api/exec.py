@@ -146,7 +146,8 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
         raise _Refused(404, f'Unknown allocation "{alloc_id}"')
     namespace = runner.alloc.namespace
     # client/alloc_endpoint.go `execImpl`: alloc-exec in the allocation's namespace, and
-    # alloc-node-exec where the driver does not isolate the task's filesystem (raw_exec).
+    # alloc-node-exec where the driver does not isolate the task's filesystem (below: no
+    # driver of yurt's does, raw_exec and mock_driver are Nomad's `FSIsolationNone`).
     if not namespace_visible(websocket, namespace, "alloc-exec"):
         raise _Refused(403, PERMISSION_DENIED)
     if not task:

@@ -23,7 +23,7 @@ from starlette.responses import Response
 
 from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.namespaces import job_in
+from yurt.runtime.api.namespaces import job_in, namespace_for_body, require_register
 from yurt.runtime.api.request import (
     ApiError,
     body_field,
@@ -36,6 +36,7 @@ from yurt.runtime.jobspec.limits import job_count_problem
 from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.server.jobdiff import job_diff
+from yurt.runtime.server.namespaces import DEFAULT_NAMESPACE
 from yurt.runtime.server.scheduler import schedule
 from yurt.runtime.server.scheduler.plan import DesiredUpdates
 from yurt.runtime.structs import (
@@ -190,11 +191,12 @@ async def plan(ctx: Context, request: Request) -> Response:
         raise ApiError(400, 'request body must be {"Job": {...}}')
     want_diff = body_field(body, "Diff", bool, False)
     body_field(body, "PolicyOverride", bool, False)
+    namespace_for_body(request, body)  # the namespace a register of it would land in
     job = await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
                                    ctx.parse_limiter, filename="request", format="json")
     if job.id != job_id:
         raise ApiError(400, "Job ID does not match")
-    require_namespace(request, job.namespace, "submit-job")  # nomad/job_endpoint.go `Plan`
+    require_register(request, job, body, "plan-job")  # nomad/job_endpoint.go `Plan`
     server = ctx.server
     existing = server.jobs.get(job_id)
     index = server.index + 1
@@ -224,6 +226,12 @@ async def validate(ctx: Context, request: Request) -> Response:
     body = await body_json(request)
     if not isinstance(body.get("Job"), dict):
         raise ApiError(400, 'request body must be {"Job": {...}}')
+    # nomad/job_endpoint.go `Validate`: read-job in the job's own namespace (command/agent/
+    # job_endpoint.go `ValidateJobRequest` takes it from the job, `default` when it has none),
+    # checked before the job is, so that its errors are told only to a token that may read.
+    namespace = body["Job"].get("Namespace")
+    require_namespace(request, namespace if isinstance(namespace, str) and namespace
+                      else DEFAULT_NAMESPACE, "read-job")
     try:
         await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
                                  ctx.parse_limiter, filename="request", format="json")

@@ -14,10 +14,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.allocations import alloc_stub
-from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.job_lifecycle import job_summary
-from yurt.runtime.api.namespaces import check_register, in_namespace, job_in, namespace_for_body
+from yurt.runtime.api.namespaces import (
+    check_register,
+    in_namespace,
+    job_in,
+    namespace_for_body,
+    require_register,
+)
 from yurt.runtime.api.request import (
     MAX_HCL,
     ApiError,
@@ -45,7 +50,8 @@ async def jobs(ctx: Context, request: Request) -> Response:
     if request.method == "GET":
         prefix = request.query_params.get("prefix", "")
         listed = sorted((j for j in ctx.server.jobs.values()
-                         if j.id.startswith(prefix) and in_namespace(request, j.namespace)),
+                         if j.id.startswith(prefix)
+                         and in_namespace(request, j.namespace, "list-jobs")),
                         key=lambda j: j.id)
         by_job: dict[str, list[Allocation]] = {j.id: [] for j in listed}
         for alloc in ctx.server.allocs.values():  # one pass, not one per job
@@ -66,8 +72,8 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     if job_id is not None and job.id != job_id:
         raise ApiError(400, "Job ID does not match name")
     # The job's namespace is the body's (command/agent/job_endpoint.go `jobUpdate` sets the
-    # request's namespace from it; nomad/job_endpoint.go `Register` checks submit-job there).
-    require_namespace(request, job.namespace, "submit-job")
+    # request's namespace from it): nomad/job_endpoint.go `Register` checks it there.
+    require_register(request, job, body, "register-job")
     await check_register(ctx, job)
     result = await ctx.server.register_job(job)
     warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in

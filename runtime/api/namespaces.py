@@ -25,7 +25,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yurt.runtime.api.authz import allowed, namespace_visible, require
+from yurt.runtime.api.authz import allowed, namespace_visible, require_namespace
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_json, json_response
 from yurt.runtime.server.acl.acl import Acl
@@ -45,13 +45,14 @@ def request_namespace(request: Request) -> str:
     return request.query_params.get("namespace") or DEFAULT_NAMESPACE
 
 
-def in_namespace(request: Request, namespace: str) -> bool:
+def in_namespace(request: Request, namespace: str, *ops: str) -> bool:
     """Whether an object of `namespace` shows in a list for this request (`*`: all): of the
-    namespace asked for, and one the token may read jobs in (with `*`, Nomad's lists keep the
-    namespaces the token may read, e.g. nomad/job_endpoint.go `List`)."""
+    namespace asked for, and one where the token holds one of `ops` (read-job by default:
+    with `*`, Nomad's lists keep the namespaces the token may read, e.g.
+    nomad/alloc_endpoint.go `List`; nomad/job_endpoint.go `List` asks list-jobs)."""
     wanted = request_namespace(request)
     return wanted in (ALL_NAMESPACES, namespace) and namespace_visible(
-        request, namespace, "read-job", "list-jobs")
+        request, namespace, *(ops or ("read-job",)))
 
 
 def job_in(ctx: Context, request: Request, job_id: str) -> Job:
@@ -72,6 +73,16 @@ async def check_register(ctx: Context, job: Job) -> None:
     if existing is not None and existing.namespace != job.namespace:
         raise ApiError(400, f"job {go_quote(job.id)} already exists in namespace "
                             f"{go_quote(existing.namespace)}")
+
+
+def require_register(request: Request, job: Job, body: dict[str, Any], *ops: str) -> None:
+    """403 unless the token may submit `job` in its namespace (nomad/job_endpoint.go
+    `doRegister`): submit-job or one of `ops` (register-job for a register, plan-job for a
+    plan), and sentinel-override when the body asks `PolicyOverride` for a job with groups.
+    Nomad's volume and CSI plugin checks have nothing to look at: yurt's jobs carry neither."""
+    require_namespace(request, job.namespace, "submit-job", *ops)
+    if body.get("PolicyOverride") is True and job.task_groups:
+        require_namespace(request, job.namespace, "sentinel-override")
 
 
 def namespace_for_body(request: Request, body: dict[str, Any]) -> None:
@@ -101,7 +112,6 @@ async def namespace_item(ctx: Context, request: Request) -> Response:
     if not name:
         raise ApiError(400, "Missing Namespace Name")
     if request.method == "GET":
-        require(request, lambda acl: acl.allow_namespace(name))  # `GetNamespace`
         found = await (await ctx.agent.object_store()).namespace(name)
         if found is None:
             raise ApiError(404, "Namespace not found")

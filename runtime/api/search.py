@@ -16,20 +16,29 @@ matches sorted by where the text occurs, then by length, then by name.
 Jobs, allocations and evaluations are those of `?namespace=` (default `default`, `*` all).
 Evaluations are read from the server's `evals` when it keeps them (the evaluations work adds
 them); until then there are none to find.
+
+What the token may see is Nomad's (nomad/search_endpoint.go): a context it may not read in
+the namespace asked is left out of the answer (`filteredSearchContexts`), and naming one
+explicitly is 403 (`sufficientSearchPerms`; fuzzy search skips that check for `*`, and
+leaves every context in: its objects are filtered one by one); within a context, objects of
+a namespace where the token may not read jobs are left out (`nsCapFilter`), and so are node
+pools it may not read (`nodePoolCapFilter`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yurt.runtime.api.authz import allowed
+from yurt.runtime.api.authz import allowed, require
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.namespaces import in_namespace
+from yurt.runtime.api.namespaces import in_namespace, request_namespace
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
+from yurt.runtime.server.acl.acl import Acl
+from yurt.runtime.server.namespaces import ALL_NAMESPACES
 
 TRUNCATE_LIMIT: Final = 20
 FUZZY_LIMIT_QUERY: Final = 20
@@ -47,8 +56,50 @@ FUZZY_CONTEXTS: Final = ("allocs", "jobs", "groups", "tasks", "commands", "image
 
 def _namespace_filter(request: Request) -> Any:
     """The request's namespace (`*`: all), among those the token may read jobs in (nomad/
-    search_endpoint.go `sufficientSearchPerms` and its per-context filters)."""
+    search_endpoint.go `nsCapFilter`)."""
     return lambda ns: in_namespace(request, ns)
+
+
+#: Contexts read with read-job, a job's parts (fuzzy search) among them.
+_JOB_CONTEXTS: Final = frozenset({"allocs", "jobs", "evals", "deployment", "groups", "tasks",
+                                  "commands", "images", "classes", "services"})
+
+
+def _context_rule(context: str, namespace: str, *, explicit: bool) -> Callable[[Acl], bool]:
+    """nomad/search_endpoint.go: what `context` needs in `namespace`, when named explicitly
+    (`sufficientSearchPerms`) or as part of `all` (`filteredSearchContexts`)."""
+
+    def ns_op(*ops: str) -> Callable[[Acl], bool]:
+        return lambda acl: acl.allow_namespace_operation_any_of(namespace, *ops)
+
+    if context in _JOB_CONTEXTS:
+        return ns_op("read-job")
+    rules: dict[str, Callable[[Acl], bool]] = {
+        "scaling_policy": ns_op("read-job") if explicit else ns_op(
+            "list-scaling-policies", "read-job"),
+        "namespaces": lambda acl: acl.allow_namespace(namespace),
+        "vars": lambda acl: acl.allow_variable_search(namespace),
+        "nodes": Acl.allow_node_read,
+        "node_pools": Acl.allow_node_pool_search,
+        "volumes": ns_op("csi-list-volume", "csi-read-volume", "list-jobs", "read-job"),
+        "host_volumes": ns_op("host-volume-read"),
+        "plugins": Acl.allow_plugin_list,
+    }
+    return rules.get(context, lambda acl: False)
+
+
+def _permitted(request: Request, context: str, known: tuple[str, ...], *,
+               fuzzy: bool = False) -> tuple[str, ...]:
+    """The contexts to answer: 403 for one named that the token may not read, and those of
+    `all` it may read (see the header)."""
+    namespace = request_namespace(request)
+    wanted = _contexts(context, known)
+    if fuzzy and namespace == ALL_NAMESPACES:
+        return wanted
+    if context != "all":
+        require(request, _context_rule(context, namespace, explicit=True))
+    return tuple(c for c in wanted
+                 if allowed(request, _context_rule(c, namespace, explicit=False)))
 
 
 def _evals(ctx: Context) -> list[Any]:
@@ -68,12 +119,21 @@ def _ids(ctx: Context, context: str, request: Request) -> Iterator[str]:
         yield from sorted(str(e.id) for e in _evals(ctx)
                           if in_ns(getattr(e, "namespace", "default")))
     elif context == "nodes":
-        if allowed(request, lambda acl: acl.allow_node_read()):
+        if allowed(request, Acl.allow_node_read):
             yield ctx.agent.node.id
     elif context == "node_pools":
-        yield from sorted({"all", "default", ctx.agent.node.node_pool})
-    elif context == "namespaces":
+        yield from sorted(p for p in {"all", "default", ctx.agent.node.node_pool}
+                          if _pool_visible(request, p))
+    elif context == "namespaces" and allowed(request, _default_namespace):
         yield "default"
+
+
+def _default_namespace(acl: Acl) -> bool:
+    return acl.allow_namespace("default")
+
+
+def _pool_visible(request: Request, pool: str) -> bool:
+    return allowed(request, lambda acl: acl.allow_node_pool_operation(pool, "read"))
 
 
 def _first(ids: Iterable[str], limit: int) -> tuple[list[str], bool]:
@@ -103,7 +163,7 @@ async def search(ctx: Context, request: Request) -> Response:
                             + " or all")
     matches: dict[str, list[str]] = {}
     truncations: dict[str, bool] = {}
-    for c in _contexts(context, PREFIX_CONTEXTS):
+    for c in _permitted(request, context, PREFIX_CONTEXTS):
         matches[c], truncations[c] = _first(
             (i for i in _ids(ctx, c, request) if i.startswith(prefix)), TRUNCATE_LIMIT)
     return json_response({"Matches": matches, "Truncations": truncations,
@@ -134,11 +194,13 @@ def _fuzzy_candidates(ctx: Context, context: str, request: Request
             yield "allocs", alloc.name, [alloc.namespace, alloc.id]
     elif context == "nodes":
         node = ctx.agent.node
-        yield "nodes", node.name, [node.id]
+        if allowed(request, Acl.allow_node_read):
+            yield "nodes", node.name, [node.id]
     elif context == "node_pools":
         for pool in sorted({"all", "default", ctx.agent.node.node_pool}):
-            yield "node_pools", pool, [pool]
-    elif context == "namespaces":
+            if _pool_visible(request, pool):
+                yield "node_pools", pool, [pool]
+    elif context == "namespaces" and allowed(request, _default_namespace):
         yield "namespaces", "default", []
 
 
@@ -150,7 +212,7 @@ async def fuzzy(ctx: Context, request: Request) -> Response:
         raise ApiError(400, f"fuzzy search query must be at least {FUZZY_MIN_TERM} "
                             f"characters, got {len(text.encode())}")
     lowered = text.lower()
-    wanted = set(_contexts(context, FUZZY_CONTEXTS))
+    wanted = set(_permitted(request, context, FUZZY_CONTEXTS, fuzzy=True))
     # Nomad iterates jobs for jobs/groups/tasks/commands alike.
     roots = ["jobs"] if wanted & {"jobs", "groups", "tasks", "commands"} else []
     roots += [c for c in ("allocs", "nodes", "node_pools", "namespaces") if c in wanted]

@@ -11,6 +11,10 @@ agent answers RPC errors), a wrong method 405 "Invalid method", an empty name or
 `?tag=<t>` (repeatable) keeps registrations carrying every tag given: a yurt addition (Nomad
 filters with `?filter=`).
 
+Reading takes read-job in the namespace (with `*`, the list keeps the namespaces the token
+may read), a delete delete-service-registration or submit-job, and deletes only a registration
+of the namespace asked (authz_table.py; Nomad's `DeleteByID` looks it up there).
+
 Check results are Nomad's `map[checkID]QueryResult`, from the allocation's runner.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from yurt.runtime.api.authz import namespace_visible
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import request_namespace
 from yurt.runtime.api.request import ApiError, json_response
@@ -29,8 +34,11 @@ from yurt.runtime.structs.checks import CheckQueryResult
 
 async def services(ctx: Context, request: Request) -> Response:
     namespace = request_namespace(request)
-    return json_response(ctx.server.services.listing(
-        None if namespace == ALL_NAMESPACES else namespace))
+    listing = ctx.server.services.listing(None if namespace == ALL_NAMESPACES else namespace)
+    # nomad/service_registration_endpoint.go `listAllServiceRegistrations`: with `*`, the
+    # namespaces the token may read jobs in (one namespace was checked by the route's need).
+    return json_response([entry for entry in listing
+                          if namespace_visible(request, str(entry["Namespace"]), "read-job")])
 
 
 async def service(ctx: Context, request: Request) -> Response:
@@ -46,6 +54,11 @@ async def service(ctx: Context, request: Request) -> Response:
             raise ApiError(405, "Invalid method")
         if not parts[1]:
             raise ApiError(400, "missing service id")
+        # nomad/service_registration_endpoint.go `DeleteByID`: the registration of the
+        # request's namespace (whose token the route's need checked), none of another.
+        namespace = request_namespace(request)
+        if not any(r.id == parts[1] for r in await ctx.server.services.query(namespace, None)):
+            raise ApiError(500, "service registration not found")
         try:
             await ctx.server.services.delete(parts[1])
         except KeyError:

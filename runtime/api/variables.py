@@ -4,7 +4,9 @@ Shapes and statuses are Nomad's (command/agent/variable_endpoint.go): lists are
 `VariableMetadata` (never items), sorted by namespace then path, `?namespace=*` for all; a read
 is the `Variable` with its items, 404 `variable not found`; a write answers the stored variable
 (200), a delete 204; `?cas=N` makes either a check-and-set on ModifyIndex, whose conflict is a
-409 carrying what is stored (server/state/objects_sqlite.py and server/variables.py hold the rules).
+409 carrying what is stored, its items only to a token that may read it (server/state/
+objects_sqlite.py and server/variables.py hold the rules). The token needs, on the path, read
+to read, write to write, destroy to delete; a list shows the paths it may list.
 
 A write's namespace is the body's `Namespace`, else `?namespace=`, else `default`; its path is
 the URL's. The namespace need not exist: Nomad's Variables.Apply and its state store's
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -43,8 +46,14 @@ def _require_path(request: Request, namespace: str, path: str, op: str) -> None:
     require(request, lambda acl: acl.allow_variable_operation(namespace, path, op))
 
 
-def _conflict(conflict: Conflict) -> Response:
-    return json_response(conflict.current, status=409)
+def _conflict(request: Request, conflict: Conflict) -> Response:
+    """409 with what is stored: its items only to a token that may read it
+    (nomad/variables_endpoint.go `makeVariablesApplyResponse`: otherwise redacted)."""
+    current = conflict.current
+    if not allowed(request, lambda acl: acl.allow_variable_operation(
+            current.namespace, current.path, "read")):
+        current = msgspec.structs.replace(current, items=None)
+    return json_response(current, status=409)
 
 
 async def variables(ctx: Context, request: Request) -> Response:
@@ -92,7 +101,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
     stored = await (await ctx.agent.object_store()).put_variable(
         Variable(namespace=namespace, path=path, items=items), cas)
     if isinstance(stored, Conflict):
-        return _conflict(stored)
+        return _conflict(request, stored)
     return json_response(stored)
 
 
@@ -102,5 +111,5 @@ async def _delete(ctx: Context, request: Request, path: str) -> Response:
     conflict = await (await ctx.agent.object_store()).delete_variable(
         _namespace(request), path, cas)
     if conflict is not None:
-        return _conflict(conflict)
+        return _conflict(request, conflict)
     return Response(status_code=204)
