@@ -38,6 +38,7 @@ from yurt.runtime.agent.agent import Agent, AgentConfig
 from yurt.runtime.server.acl.acl import MANAGEMENT_ACL, compile_acl
 from yurt.runtime.server.acl.identity import AclTokenError, Identity, TokenResolver
 from yurt.runtime.server.acl.policy import parse_policy
+from yurt.runtime.server.acl.settings import BOOTSTRAP_MANUAL, AclSettings
 from yurt.runtime.structs.acl import AclToken
 
 #: What a refusal says (nomad/structs/errors.go): a need not met, a token that is not known.
@@ -95,7 +96,10 @@ class AclAgent:
 @asynccontextmanager
 async def acl_agent(data_dir: Path) -> AsyncIterator[AclAgent]:
     """An agent in dev mode whose API resolves tokens with a `PolicyResolver`."""
-    agent = Agent(AgentConfig(data_dir=data_dir, port=0, dev_mode=True))
+    # ACLs on, so that the ACL endpoints reach their own checks; never bootstrapped: every
+    # identity is the test resolver's.
+    agent = Agent(AgentConfig(data_dir=data_dir, port=0, dev_mode=True,
+                              acl=AclSettings(enabled=True, bootstrap=BOOTSTRAP_MANUAL)))
     resolver = PolicyResolver()
 
     async def acl_resolver() -> TokenResolver:

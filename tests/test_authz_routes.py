@@ -89,6 +89,8 @@ class Checked:
     message: str | None = None
     #: The path parameters this route is asked with, where not the walk's own.
     params: tuple[tuple[str, str], ...] = ()
+    #: With no `denies`: the anonymous token is refused all the same (any other is not).
+    anonymous_refused: bool = False
 
 
 _REGISTER: Final = Checked(namespace_policy("register-job"),
@@ -104,6 +106,15 @@ _FUZZY: Final = Checked(namespace_policy("read-job"), (_all_but("read-job"),),
                         {"Text": "wa", "Context": "jobs"})
 _VAR_WRITE: Final = Checked(_variables("write"), (_variables("read", "list", "destroy"),),
                             {"Items": {"k": "v"}})
+
+#: A `Checked.grants` that only a management token meets.
+MANAGEMENT_GRANT: Final = "<management>"
+#: The ACL endpoints' reads of one object: a management token, or a client token holding it
+#: (test_api_acl.py asks those with real tokens); a broad client token holding none is
+#: refused. The objects named do not exist: the granted ask answers 404.
+_ACL_OWN: Final = Checked(MANAGEMENT_GRANT, (MANAGEMENT.denies,),
+                          params=(("name", "walk-none"), ("accessor", NOT_A_TOKEN),
+                                  ("id", NOT_A_TOKEN)))
 
 #: Every route whose need is `IN_HANDLER`, by path and method (see the header).
 IN_HANDLER_ROUTES: Final[dict[tuple[str, str], Checked]] = {
@@ -128,6 +139,17 @@ IN_HANDLER_ROUTES: Final[dict[tuple[str, str], Checked]] = {
     # A plain GET of the exec path is 400 whatever the token, as Nomad's upgrader answers
     # it (exec.py `not_upgraded`): the websocket below is what is checked.
     ("/v1/client/allocation/{id}/exec", "GET"): Checked("", ()),
+    ("/v1/acl/policy/{name}", "GET"): _ACL_OWN,
+    ("/v1/acl/token/{accessor}", "GET"): _ACL_OWN,
+    ("/v1/acl/role/{id}", "GET"): _ACL_OWN,
+    ("/v1/acl/role/name/{name}", "GET"): _ACL_OWN,
+    # For the caller's own token: any stored one, never the anonymous one (the walk's
+    # identities are stored nowhere: test_api_acl.py makes one with a real token).
+    ("/v1/acl/token/onetime", "PUT"): Checked("", (), anonymous_refused=True),
+    ("/v1/acl/token/onetime", "POST"): Checked("", (), anonymous_refused=True),
+    # Every topic (none named) is management's alone (events.py `_subscription_allowed`);
+    # test_authz_lists.py has the namespaced topics.
+    ("/v1/event/stream", "GET"): Checked(MANAGEMENT_GRANT, (MANAGEMENT.denies,)),
     # The mock driver does not isolate its tasks: alloc-node-exec too (exec.py).
     ("/v1/client/allocation/{id}/exec", "WS"): Checked(
         namespace_policy("alloc-exec", "alloc-node-exec"),
@@ -182,10 +204,13 @@ class Walk:
             ids["id"] = "no-such-policy"
         if path == "/v1/service/{rest:path}":
             ids["rest"] = "walk-svc/no-such-id" if method == "DELETE" else "walk-svc"
+        if path.startswith("/v1/acl/"):  # tokens and roles by ID: none of the walk's
+            ids["alloc"] = ids.get("id", NOT_A_TOKEN)
         url = path
         for name, value in (("job_id:path", ids["job_id"]), ("path:path", "walk/x"),
                             ("rest:path", ids.get("rest", "index.html")), ("id", ids["alloc"]),
-                            ("alloc_id", ids["alloc"]), ("name", "default")):
+                            ("alloc_id", ids["alloc"]), ("name", ids.get("name", "default")),
+                            ("accessor", ids.get("accessor", NOT_A_TOKEN))):
             url = url.replace("{" + name + "}", quote(value, safe="/"))
         assert "{" not in url, f"{path}: a path parameter the walk does not know"
         return url
@@ -248,7 +273,10 @@ async def walk(at: AclAgent) -> list[str]:
                               "(tests/test_authz_routes.py) has no entry for it")
             continue
         if checked is not None and not checked.denies:
-            grants.append((path, method, "", checked))
+            if checked.anonymous_refused:
+                w.expect(await w.ask(path, method, "", checked), True, f"{what} (anonymous)")
+            else:
+                grants.append((path, method, "", checked))
             continue
         grant = checked.grants if checked else need.grants
         denies = checked.denies if checked else (need.denies,)
@@ -260,7 +288,8 @@ async def walk(at: AclAgent) -> list[str]:
             w.expect(await w.ask(path, method, resolver.token(policy), checked), True,
                      f"{what} (refused by {need.text}) with\n{policy}")
         w.expect(await w.ask(path, method, "", checked), True, f"{what} (anonymous)")
-        grants.append((path, method, resolver.token(grant), checked))
+        grants.append((path, method, resolver.management() if grant == MANAGEMENT_GRANT
+                       else resolver.token(grant), checked))
 
     def order(item: tuple[str, str, str, Checked | None]) -> tuple[int, int]:
         path, method = item[0], item[1]

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -74,7 +75,7 @@ from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.lib.logfields import fields
 from yurt.runtime.lib.nofile import raise_nofile_limit
 from yurt.runtime.server.acl.identity import TokenResolver
-from yurt.runtime.server.acl.settings import AclSettings
+from yurt.runtime.server.acl.settings import AclSettings, open_to_local_users
 from yurt.runtime.structs import (
     Allocation,
     DriverInfo,
@@ -253,6 +254,13 @@ class Agent:
         if self.config.servers:
             return replace(self.config.acl, enabled=False)
         return self.config.acl
+
+    def open_to_local_users(self, address: str) -> str | None:
+        """The warning owed when any local user can run commands as root through this agent
+        (runtime/server/acl/settings.py `open_to_local_users`), None when they cannot."""
+        healthy = [name for name, info in self.node.drivers.items() if info.healthy]
+        return open_to_local_users(self.effective_acl(), self.config.token, healthy,
+                                   os.geteuid(), address)
 
     async def acl_resolver(self) -> TokenResolver:
         """Who the API admits (runtime/agent/aclsetup.py), made on first use. With ACLs on,

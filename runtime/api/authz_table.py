@@ -15,10 +15,11 @@ the handler where Nomad checks both (an evaluation's: evaluations.py).
 Deliberate differences from Nomad, in how a refusal is told, not in what is required:
 - An allocation the token may not read is 403 `Permission denied`; Nomad's `Alloc.GetAlloc`
   answers it as an unknown allocation (500, from its RPC error).
-- The event stream refuses nothing: it leaves out what the token may not read (events.py),
-  where Nomad's `Event.stream` (nomad/event_endpoint.go `validateNsOp`) refuses a
-  subscription naming a topic the token may not read in every namespace asked, so that the
-  web UI's one socket for every topic serves a token limited to some namespaces.
+- `/v1/event/stream` refuses a subscription as Nomad's `Event.stream` does (nomad/
+  event_endpoint.go `validateNsOp`: a topic the token may not read in every namespace asked;
+  all topics for management only) and then leaves out what the token may not read (events.py);
+  yurt's own `/v1/event/ws`, the web UI's one socket for every topic, refuses nothing and
+  leaves out the same, so that a token limited to some namespaces sees their events.
 yurt's own routes (the event websocket, the node RPC of a yurt server) are declared here too:
 the websocket as the event stream is, the node RPC as `PUBLIC` to the ACL (it authenticates
 with the node's secret, noderpc.py).
@@ -209,7 +210,7 @@ NEEDS: Final[dict[str, Needs]] = {
     "/v1/deployment/allocation-health/{id}": {
         "*": deployment_action("set-alloc-health-deployment")},
     # ---- events (api-docs/events.mdx): each event shown by its topic's rule (events.py)
-    "/v1/event/stream": {"GET": FILTERED},
+    "/v1/event/stream": {"GET": IN_HANDLER},  # Nomad's subscription rule: events.py
     "/v1/event/ws": {"*": FILTERED},
     # ---- namespaces (api-docs/namespaces.mdx; nomad/namespace_endpoint.go)
     "/v1/namespaces": {"GET": FILTERED},
@@ -229,17 +230,23 @@ NEEDS: Final[dict[str, Needs]] = {
     # ---- ACL (api-docs/acl/*.mdx): each endpoint's own rules, in acl.py
     "/v1/acl/bootstrap": {"*": PUBLIC},
     "/v1/acl/token/onetime/exchange": {"*": PUBLIC},
+    # nomad/acl_endpoint.go: writes and the token list for management only; a client token
+    # lists and reads the policies and roles it holds, reads its own token, and makes
+    # one-time tokens for itself (never the anonymous one).
     "/v1/acl/token/onetime": {"*": IN_HANDLER},
-    "/v1/acl/policies": {"GET": IN_HANDLER},
-    "/v1/acl/policy/{name}": {"*": IN_HANDLER},
-    "/v1/acl/tokens": {"GET": IN_HANDLER},
-    "/v1/acl/token": {"*": IN_HANDLER},
-    "/v1/acl/token/self": {"GET": IN_HANDLER},
-    "/v1/acl/token/{accessor}": {"*": IN_HANDLER},
-    "/v1/acl/roles": {"GET": IN_HANDLER},
-    "/v1/acl/role": {"*": IN_HANDLER},
+    "/v1/acl/policies": {"GET": FILTERED},
+    "/v1/acl/policy/{name}": {"GET": IN_HANDLER, "PUT": MANAGEMENT, "POST": MANAGEMENT,
+                              "DELETE": MANAGEMENT},
+    "/v1/acl/tokens": {"GET": MANAGEMENT},
+    "/v1/acl/token": {"*": MANAGEMENT},
+    "/v1/acl/token/self": {"GET": FILTERED},
+    "/v1/acl/token/{accessor}": {"GET": IN_HANDLER, "PUT": MANAGEMENT, "POST": MANAGEMENT,
+                                 "DELETE": MANAGEMENT},
+    "/v1/acl/roles": {"GET": FILTERED},
+    "/v1/acl/role": {"*": MANAGEMENT},
     "/v1/acl/role/name/{name}": {"GET": IN_HANDLER},
-    "/v1/acl/role/{id}": {"*": IN_HANDLER},
+    "/v1/acl/role/{id}": {"GET": IN_HANDLER, "PUT": MANAGEMENT, "POST": MANAGEMENT,
+                          "DELETE": MANAGEMENT},
     # ---- a yurt server's node RPC and forwards (noderpc.py)
     "/v1/internal/node/register": {"*": PUBLIC},
     "/v1/internal/node/{id}/heartbeat": {"*": PUBLIC},

@@ -30,7 +30,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from yurt.runtime.api.authz import PERMISSION_DENIED, identity, refuse_websocket
+from yurt.runtime.api.authz import PERMISSION_DENIED, identity
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, no_head, query_duration, query_int
 from yurt.runtime.eventstream import Event, as_line, as_text, topic_filter
@@ -77,6 +77,7 @@ class Pacer:
 _NAMESPACE_TOPICS: Final = {
     "Deployment": "read-job", "Evaluation": "read-job", "Allocation": "read-job",
     "Job": "read-job", "Service": "read-job", "CSIPlugin": "read-job",
+    "Task": "read-job",  # yurt's: an allocation's task events
     "HostVolume": "host-volume-read", "CSIVolume": "csi-read-volume"}
 
 
@@ -86,8 +87,9 @@ def _acl_filter(conn: HTTPConnection) -> Callable[[Event], bool] | None:
     event's namespace (`_NAMESPACE_TOPICS`), node:read for `Node`, operator:read for
     `Operator`, list on the variable's path for `Variable` (`Event.stream`'s FilterFn), a
     management token for every other topic (`NodePool`, the ACL topics). Nomad refuses a
-    subscription that names a topic the token may not read; this leaves the events out (see
-    authz_table.py). None: everything (ACLs off, management)."""
+    subscription that names a topic the token may not read (`_subscription_allowed`); what
+    it may subscribe to can still hold events it may not see (another namespace's, with `*`).
+    None: everything (ACLs off, management)."""
     acl = identity(conn).acl
     if acl is None or acl.is_management():
         return None
@@ -109,12 +111,6 @@ def _acl_filter(conn: HTTPConnection) -> Callable[[Event], bool] | None:
     return visible
 
 
-#: Topics of a namespace's jobs: read-job in the namespace subscribed to (nomad/
-#: event_endpoint.go `validateNsOp`; `Task` is yurt's, an allocation's task events).
-_JOB_TOPICS: Final = frozenset({"Deployment", "Evaluation", "Allocation", "Job", "Service",
-                                "Task"})
-
-
 async def _subscription_allowed(ctx: Context, conn: HTTPConnection) -> bool:
     """nomad/event_endpoint.go `validateACL`: every topic asked for (none: all, which only a
     management token may follow) in the namespace asked for (`*`: in every namespace)."""
@@ -126,13 +122,18 @@ async def _subscription_allowed(ctx: Context, conn: HTTPConnection) -> bool:
     namespaces = [namespace] if namespace != ALL_NAMESPACES else [
         ns.name for ns in await (await ctx.agent.object_store()).namespaces()]
     for topic in topics:
-        if topic in _JOB_TOPICS:
-            if not all(acl.allow_namespace_operation(ns, "read-job") for ns in namespaces):
-                return False
-        elif topic in _NODE_TOPICS:
-            if not acl.allow_node_read():
-                return False
-        else:
+        op = _NAMESPACE_TOPICS.get(topic)
+        if op is not None:
+            allowed = all(acl.allow_namespace_operation(ns, op) for ns in namespaces)
+        elif topic == "Node":
+            allowed = acl.allow_node_read()
+        elif topic == "Operator":
+            allowed = acl.allow_operator_read()
+        elif topic == "Variable":
+            allowed = all(acl.allow_variable_search(ns) for ns in namespaces)
+        else:  # `*` and the rest: management only
+            allowed = False
+        if not allowed:
             return False
     return True
 
@@ -178,9 +179,9 @@ async def event_stream(ctx: Context, request: Request) -> Response:
 
 
 async def event_ws(ctx: Context, websocket: WebSocket) -> None:
-    if not await _subscription_allowed(ctx, websocket):
-        await refuse_websocket(websocket.scope, websocket.receive, websocket.send)
-        return
+    # yurt's own socket (the web UI's one socket for every topic) refuses nothing: a token
+    # limited to some namespaces sees their events (`_filters`), where Nomad's stream above
+    # refuses the subscription.
     matches = _filters(websocket)
     raw_index = websocket.query_params.get("index")
     # A browser that offers subprotocols (the web UI: its token rides in one, app.py) drops a

@@ -241,7 +241,6 @@ def _announce_acl(agent: Agent, config: AgentConfig, address: str) -> None:
     """What the operator must hear of the ACLs at start, once (runtime/agent/aclsetup.py)."""
     from yurt.runtime.agent.aclsetup import login_url
     from yurt.runtime.cli.output import echo
-    from yurt.runtime.server.acl.settings import open_to_local_users
 
     start = agent.acl_start
     if start.bootstrap_file is not None:
@@ -260,9 +259,7 @@ def _announce_acl(agent: Agent, config: AgentConfig, address: str) -> None:
     elif config.acl.enabled and config.servers:
         echo("ACLs: a client of servers admits with its token alone (the servers keep no "
              "ACL state yet)", err=True)
-    healthy = [name for name, info in agent.node.drivers.items() if info.healthy]
-    warning = open_to_local_users(agent.effective_acl(), config.token, healthy, os.geteuid(),
-                                  address)
+    warning = agent.open_to_local_users(address)
     if warning:
         echo(f"yurt: warning: {warning}", err=True)
         log.warning(warning)
