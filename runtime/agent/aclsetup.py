@@ -122,5 +122,5 @@ def write_secret_file(path: Path, secret: str) -> None:
 
 def login_url(address: str, one_time_secret: str) -> str:
     """The UI's address that signs in with a one-time token (command/ui.go `ott`)."""
-    return f"{address}/ui/?ott={one_time_secret}"
+    return f"{address}/ui/jobs?ott={one_time_secret}"
 
