@@ -2,9 +2,17 @@
 // parsed as HTML), the API client (token in session storage, sent as X-Nomad-Token), the one
 // event socket every page listens to, and the small widgets (relative times, short IDs with
 // copy buttons, badges, tables, empty states, confirmation dialogs, toasts). The sparkline and
-// the ANSI renderer live in sparkline.js and ansi.js.
+// the ANSI renderer live in sparkline.js and ansi.js; the token, the identity it stands for and
+// the one-time sign-in link in session.js.
+//
+// A refusal is one of two things, and the UI treats them apart: the token itself is refused
+// (none, unknown, expired): the token dialog asks for one; or a valid token may not do this
+// (`Permission denied`): the request fails with an ApiError whose `forbidden` is true, shown
+// where it happened (errorBox, failureToast) with a way to change the token, never asked again.
 
-const TOKEN_KEY = "yurt.token";
+import { identify, secretRefused, setToken, token } from "./session.js";
+
+export { setToken, token };
 
 // ---------- DOM ----------
 
@@ -58,21 +66,14 @@ export function jobHref(id, namespace) {
 
 // ---------- the API ----------
 
-export function token() {
-  return sessionStorage.getItem(TOKEN_KEY) || "";
-}
-
-export function setToken(value) {
-  if (value) sessionStorage.setItem(TOKEN_KEY, value);
-  else sessionStorage.removeItem(TOKEN_KEY);
-  window.dispatchEvent(new CustomEvent("yurt:token"));
-}
-
 export class ApiError extends Error {
-  constructor(status, text, path) {
+  constructor(status, text, path, { forbidden = false, tokenName = "" } = {}) {
     super(text || `HTTP ${status}`);
     this.status = status;
     this.path = path;
+    /** A valid token that may not do this (not a token refused), and that token's Name. */
+    this.forbidden = forbidden;
+    this.tokenName = tokenName || "";
   }
 }
 
@@ -104,19 +105,38 @@ async function request(method, path, body, { signal, raw } = {}) {
       throw new ApiError(0, "the agent did not answer: is it running, and reachable from here?", path);
     }
     // Sent with a token the person has replaced meanwhile (in another dialog): no need to ask,
-    // the one kept now is tried. Otherwise the token is asked for once per request.
+    // the one kept now is tried. Otherwise the token is asked for once per request, and only
+    // when the token itself was refused: a valid one that may not do this fails as forbidden.
     if (response.status === 403 && token() !== t) continue;
-    if (response.status === 403 && !asked) {
-      asked = true;
-      const given = await askToken(t ? "The token was refused." : "This agent needs a token.");
-      if (given) continue;
-      setLive("denied"); // refused, and no token given: the page says so, not "offline"
+    if (response.status === 403) {
+      const text = (await response.text()).trim();
+      if (token() !== t) continue; // replaced while the refusal was read
+      if (!await secretRefused(t, text)) {
+        const who = await identify(t); // known by now: secretRefused asked
+        throw new ApiError(403, text, path, { forbidden: true, tokenName: who.token && who.token.Name });
+      }
+      if (token() !== t) continue;
+      if (!asked) {
+        asked = true;
+        const given = await askToken(refusalReason(t, text));
+        if (given) continue;
+        setLive("denied"); // refused, and no token given: the page says so, not "offline"
+      }
+      throw new ApiError(403, text, path);
     }
     if (!response.ok) throw new ApiError(response.status, (await response.text()).trim(), path);
     if (raw) return response;
     const text = await response.text();
     return text ? JSON.parse(text) : null;
   }
+}
+
+/** What the token dialog says of a refused token: the agent's own words where they tell more. */
+function refusalReason(t, text) {
+  if (!t) return "This agent needs a token.";
+  if (text === "ACL token expired") return "The token has expired.";
+  if (text === "ACL token not found") return "The agent knows no such token.";
+  return "The token was refused.";
 }
 
 export const api = {
@@ -180,9 +200,13 @@ export function connectEvents() {
     if (socket !== ws) return;
     setLive("off");
     if (close.code === 1008) {
-      // Refused: the token is missing or wrong. A new token reconnects (app.js).
-      setLive("denied");
-      askToken(t ? "The token was refused." : "This agent needs a token.");
+      // Refused: a token missing or wrong is asked for; a valid one that may not read the
+      // events is told so, and the page lives without them. A new token reconnects (app.js).
+      secretRefused(t, close.reason).then((refused) => {
+        if (socket !== ws || token() !== t) return;
+        setLive(refused ? "denied" : "forbidden");
+        if (refused) askToken(refusalReason(t, close.reason));
+      });
       return;
     }
     // Down, restarting, or refused before the upgrade (a browser sees no reason then): one
@@ -317,15 +341,36 @@ export function emptyState(title, ...next) {
   return h("div", { class: "empty" }, h("strong", null, title), ...next);
 }
 
-/** An error as a person reads it: the agent's status and words, or what went wrong. */
+/** An error as a person reads it: the agent's status and words, or what went wrong; a
+ * forbidden one says whose token may not. */
 export function describe(err) {
+  if (err instanceof ApiError && err.forbidden) {
+    const whose = err.tokenName ? `the token “${err.tokenName}”` : "this tab's token";
+    return `not allowed: ${whose} may not do this (${err.status}: ${err.message})`;
+  }
   return err instanceof ApiError && err.status ? `${err.status}: ${err.message}`
     : String(err && err.message || err);
 }
 
+/** The way out of a forbidden error: a button opening the token dialog. */
+function changeTokenButton() {
+  return h("button", { type: "button", class: "small", "data-role": "change-token",
+    onclick: () => editToken("This token may not do that: enter another, or Cancel to keep it.") },
+  "Change token");
+}
+
 export function errorBox(err) {
   const text = describe(err);
-  return h("div", { class: "error-box", role: "alert" }, text);
+  const forbidden = err instanceof ApiError && err.forbidden;
+  return h("div", { class: forbidden ? "error-box forbidden" : "error-box", role: "alert" },
+    forbidden ? [text[0].toUpperCase() + text.slice(1), ". ", changeTokenButton()] : text);
+}
+
+/** An action that failed, told in a toast; a forbidden one offers to change the token. */
+export function failureToast(label, err) {
+  if (err && err.name === "AbortError") return;
+  const forbidden = err instanceof ApiError && err.forbidden;
+  toast(`${label} failed: ${describe(err)}`, "bad", forbidden ? changeTokenButton() : null);
 }
 
 /** A live page could not re-read what it shows: it keeps the last answer on screen, and this
@@ -343,11 +388,14 @@ export function markFresh() {
   el.textContent = "";
 }
 
-export function toast(text, kind = "info") {
+/** A passing message; `action`: a button kept in it (the toast then stays until it is used,
+ * or for 15 s). */
+export function toast(text, kind = "info", action = null) {
   const box = document.getElementById("toasts");
-  const el = h("div", { class: `toast ${kind}` }, text);
+  const el = h("div", { class: `toast ${kind}` }, text, action ? [" ", action] : null);
+  if (action) action.addEventListener("click", () => el.remove());
   box.appendChild(el);
-  setTimeout(() => el.remove(), kind === "bad" ? 8000 : 3500);
+  setTimeout(() => el.remove(), action ? 15000 : kind === "bad" ? 8000 : 3500);
 }
 
 function modal(build) {
@@ -400,6 +448,6 @@ async function tokenDialog(reason) {
   return Boolean(value);
 }
 
-export function editToken() {
-  return askToken("");
+export function editToken(reason = "") {
+  return askToken(reason);
 }
