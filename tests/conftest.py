@@ -13,7 +13,10 @@ import trio
 from tests.browser_support import browser, chromium_session, ui_agent  # noqa: F401 (fixtures)
 from tests.disk_support import small_fs  # noqa: F401 (a fixture, shared here)
 from tests.etcd_support import etcd_cluster, etcd_prefix, etcd_urls  # noqa: F401 (fixtures)
+from tests.token_support import install as install_suite_token
 from yurt.store import MemoryStateDB, StateDB, open_state_db
+
+install_suite_token()
 
 
 @pytest.fixture(params=["memory", "sqlite"])

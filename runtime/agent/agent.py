@@ -54,14 +54,14 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import trio
 
-from yurt.runtime.agent.aclsetup import open_resolver
+from yurt.runtime.agent.aclsetup import AclStart, end_dev_session, make_resolver, start_acl
 from yurt.runtime.agent.heap import Frozen, freeze_long_lived, freezing_survivors
 from yurt.runtime.agent.log import AllocEvents
 from yurt.runtime.client.allocdir import make_data_dir
@@ -74,6 +74,7 @@ from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.lib.logfields import fields
 from yurt.runtime.lib.nofile import raise_nofile_limit
 from yurt.runtime.server.acl.identity import TokenResolver
+from yurt.runtime.server.acl.settings import AclSettings
 from yurt.runtime.structs import (
     Allocation,
     DriverInfo,
@@ -177,6 +178,9 @@ class AgentConfig:
     #: Names requests may carry in `Host` besides the agent's own (config `[ui]
     #: allowed_hosts`; runtime/api/origin.py).
     allowed_hosts: tuple[str, ...] = ()
+    #: The `acl` block (runtime/server/acl/settings.py); off unless the CLI or the caller
+    #: turns it on.
+    acl: AclSettings = field(default_factory=AclSettings)
 
 
 @final
@@ -226,6 +230,10 @@ class Agent:
         self._objects: Objects | None = None
         self._objects_opening = trio.Lock()
         self._acl_resolver: TokenResolver | None = None
+        #: Set once the ACL state is loaded and the start's ACL work is done (aclsetup.py).
+        self._acl_loaded = trio.Event()
+        #: What that work did, for the operator (runtime/cli/agent.py prints it).
+        self.acl_start = AclStart()
 
     def stop(self) -> None:
         self._stop.set()
@@ -238,11 +246,25 @@ class Agent:
         restore, collector, devices, identity key and node control."""
         return self
 
+    def effective_acl(self) -> AclSettings:
+        """The `acl` block this agent acts on. A client-only agent (`--servers`) keeps no ACL
+        state: its servers' would be asked, and a `yurt server` has no ACL system yet, so it
+        admits as an agent with ACLs disabled does (its token, if one is configured)."""
+        if self.config.servers:
+            return replace(self.config.acl, enabled=False)
+        return self.config.acl
+
     async def acl_resolver(self) -> TokenResolver:
-        """Who the API admits (runtime/agent/aclsetup.py), made on first use."""
+        """Who the API admits (runtime/agent/aclsetup.py), made on first use. With ACLs on,
+        a request waits until the ACL state is loaded (with the server's, before `ready`)."""
         await trio.lowlevel.checkpoint()
         if self._acl_resolver is None:
-            self._acl_resolver = open_resolver(self.config.token)
+            settings = self.effective_acl()
+            if settings.enabled:
+                await self._acl_loaded.wait()
+            if self._acl_resolver is None:
+                store = await self.object_store() if settings.enabled else None
+                self._acl_resolver = make_resolver(settings, self.config.token, store)
         return self._acl_resolver
 
     async def object_store(self) -> Objects:
@@ -509,6 +531,11 @@ class Agent:
                         await self.node_control.load()
                         template_data = AgentTemplateData(self, local.services.query)
                         catalogue = local.services
+                        # Before `ready`: nobody reaches the bootstrap endpoint first.
+                        self.acl_start = await start_acl(
+                            self.config.acl, data, await self.object_store(),
+                            dev_mode=self.config.dev_mode)
+                    self._acl_loaded.set()
                     self.syncer = AllocSyncer(self.server.update_allocs, db,
                                               unix_clock=time.time_ns,
                                               on_acknowledged=lambda: self.gc.wake())
@@ -563,6 +590,10 @@ class Agent:
                                 await self.client.destroy_all()
                             else:
                                 await self.client.shutdown()
+                        if self.acl_start.session_secret:  # `--dev`'s token ends with it
+                            with trio.move_on_after(5, shield=True):
+                                await end_dev_session(await self.object_store(),
+                                                      self.acl_start.session_secret)
                         api_scope.cancel()
                         nursery.cancel_scope.cancel()
                     outer.cancel_scope.cancel()

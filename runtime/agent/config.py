@@ -40,6 +40,12 @@
     [ui]
     allowed_hosts = ["yurt.example.com"]  # names the agent is reached at, besides its own
 
+    [acl]                                 # Nomad's `acl` block: on unless enabled = false
+    enabled = true
+    bootstrap = "auto"                    # first start writes server/bootstrap.token; "manual":
+                                          # nobody until `yurt acl bootstrap`
+    token_ttl = "30s"                     # how long resolved tokens and policies are cached
+
 Command-line options override the file. Unknown keys and wrong types are errors that name the
 key, all of them at once and in words (`lib/structcheck.py`: "unknown key "prot"; did you mean
 "port"?", "must be a list of strings"), so a typo never silently falls back to a default.
@@ -60,6 +66,7 @@ from yurt.runtime.client.getter.config import ArtifactSettings
 from yurt.runtime.errors import YurtError
 from yurt.runtime.lib.durations import parse_duration
 from yurt.runtime.lib.structcheck import check
+from yurt.runtime.server.acl.settings import BOOTSTRAP_MODES, AclSettings
 
 _META_KEY = re.compile(r"[^.]+(\.[^.]+)*")
 
@@ -104,6 +111,19 @@ class _UI(msgspec.Struct, forbid_unknown_fields=True):
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
 
 
+class _Acl(msgspec.Struct, forbid_unknown_fields=True):
+    """Nomad's agent `acl` block (runtime/server/acl/settings.py says what each key does).
+    `enabled` unset: on for `yurt agent`."""
+
+    enabled: bool | None = None
+    bootstrap: str = "auto"
+    token_ttl: str = "30s"
+    policy_ttl: str = "30s"
+    role_ttl: str = "30s"
+    token_min_expiration_ttl: str = "1m"
+    token_max_expiration_ttl: str = "24h"
+
+
 class _Reserved(msgspec.Struct, forbid_unknown_fields=True):
     """Nomad's client `reserved` block: what placements may not use (ports only, here)."""
 
@@ -130,6 +150,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     max_dynamic_port: int = 32000
     reserved: _Reserved = msgspec.field(default_factory=_Reserved)
     ui: _UI = msgspec.field(default_factory=_UI)
+    acl: _Acl = msgspec.field(default_factory=_Acl)
     artifact: ArtifactSettings = msgspec.field(default_factory=ArtifactSettings)
     #: Nomad's agent `log_level` and `log_json` (runtime/agent/log.py); options override them.
     log_level: str = "info"
@@ -187,6 +208,33 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
             return tuple(parse_allowed_host(name) for name in self.ui.allowed_hosts)
         except ValueError as e:
             raise ValueError(f"ui.allowed_hosts: {e}") from None
+
+    def acl_settings(self) -> AclSettings:
+        """The `acl` block (ACLs on unless it says `enabled = false`).
+
+        Raises:
+            ValueError: the first key that is wrong, and why.
+        """
+        acl = self.acl
+        if acl.bootstrap not in BOOTSTRAP_MODES:
+            raise ValueError(f"acl.bootstrap must be one of {', '.join(BOOTSTRAP_MODES)}, "
+                             f"got {acl.bootstrap!r}")
+        seconds: dict[str, float] = {}
+        for key in ("token_ttl", "policy_ttl", "role_ttl", "token_min_expiration_ttl",
+                    "token_max_expiration_ttl"):
+            text = getattr(acl, key)
+            try:
+                value = parse_duration(text) / 1e9
+            except ValueError as e:
+                raise ValueError(f"acl.{key}: {e}") from None
+            if value <= 0:
+                raise ValueError(f"acl.{key} must be a positive duration, got {text!r}")
+            seconds[key] = value
+        if seconds["token_min_expiration_ttl"] > seconds["token_max_expiration_ttl"]:
+            raise ValueError("acl.token_min_expiration_ttl is longer than "
+                             "acl.token_max_expiration_ttl")
+        return AclSettings(enabled=acl.enabled is not False, bootstrap=acl.bootstrap,
+                           **seconds)
 
     def gc_config(self) -> GCConfig:
         return GCConfig(interval=parse_duration(self.gc.interval) / 1e9,
@@ -262,6 +310,7 @@ def load_config(path: Path) -> FileConfig:
         config.check_ports()
         config.check_meta()
         config.allowed_hosts()
+        config.acl_settings()
         for server in config.servers:
             check_server_url(server, "servers")
         try:

@@ -33,11 +33,12 @@ from urllib.parse import urlsplit
 import httpx2
 import trio
 
-from yurt.runtime.agent.aclsetup import open_resolver
+from yurt.runtime.agent.aclsetup import make_resolver
 from yurt.runtime.agent.agent import AgentConfig
 from yurt.runtime.api.origin import parse_allowed_host
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.server.acl.identity import TokenResolver
+from yurt.runtime.server.acl.settings import AclSettings
 from yurt.runtime.server.cluster.etcd.client import EtcdCompacted, EtcdError
 from yurt.runtime.server.cluster.server import ClusterServer, HeartbeatConfig
 from yurt.runtime.server.state.etcd import StoreConflict
@@ -73,6 +74,8 @@ class ServerConfig:
     #: Names requests may carry in Host besides the server's own (canonical: see
     #: runtime/api/origin.py `parse_allowed_host`), e.g. a DNS alias nodes reach it at.
     allowed_hosts: tuple[str, ...] = ()
+    #: Nomad's agent `acl` block, as `AgentConfig` has it (runtime/server/acl/settings.py).
+    acl: AclSettings = field(default_factory=AclSettings)
 
 
 @final
@@ -80,9 +83,9 @@ class ServerProcess:
     def __init__(self, config: ServerConfig) -> None:
         self.server_config = config
         #: What the API reads of an agent's configuration (runtime/api/view.py `ApiConfig`).
-        self.config = AgentConfig(data_dir=config.data_dir, bind=config.bind,
-                                  port=config.port, token=config.token,
-                                  node_name=config.name)
+        self.config = AgentConfig(
+            data_dir=config.data_dir, bind=config.bind, port=config.port, token=config.token,
+            node_name=config.name, acl=config.acl)
         self.broker = EventBroker()
         self.ready = trio.Event()
         #: What the API answers as this process's node: a server is none, so it has the
@@ -122,7 +125,9 @@ class ServerProcess:
         """Who the API admits (runtime/agent/aclsetup.py), made on first use."""
         await trio.lowlevel.checkpoint()
         if self._acl_resolver is None:
-            self._acl_resolver = open_resolver(self.config.token)
+            store = await self.object_store() if self.server_config.acl.enabled else None
+            self._acl_resolver = make_resolver(self.server_config.acl, self.config.token,
+                                               store)
         return self._acl_resolver
 
     async def object_store(self) -> Objects:
@@ -166,7 +171,7 @@ class ServerProcess:
         store = ClusterStore(self.kv, self.prefix)
         self.server = ClusterServer(self.broker, store, self.kv, self.prefix,
                                     heartbeat=self.server_config.heartbeat)
-        self.objects = ClusterObjectStore(self.server)
+        self.objects = ClusterObjectStore(self.server, self.server_config.data_dir)
         stop_api = trio.Event()
         try:
             async with trio.open_nursery() as nursery:

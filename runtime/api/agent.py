@@ -10,8 +10,10 @@ Nomad's `AgentMember` shape with Nomad's gossip port and tags) and one server, i
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
+from dataclasses import replace
 from typing import Any, Final
 
 import msgspec
@@ -23,6 +25,7 @@ from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.api.status import REGION, RPC_PORT, server_address
 from yurt.runtime.api.view import AgentView
+from yurt.runtime.server.acl.settings import open_to_local_users
 
 #: Nomad's serf (gossip) port, the `Port` of a member.
 SERF_PORT: Final = 4648
@@ -31,11 +34,19 @@ SERF_PORT: Final = 4648
 async def agent_self(ctx: Context, request: Request) -> Response:
     cfg = ctx.agent.config
     loaded = ctx.agent.ready.is_set()
+    node = ctx.agent.node
+    healthy = [name for name, info in node.drivers.items() if info.healthy]
+    # A client of servers keeps no ACL state (runtime/agent/agent.py `effective_acl`).
+    acl = replace(cfg.acl, enabled=cfg.acl.enabled and not cfg.servers)
+    warning = open_to_local_users(acl, cfg.token, healthy, os.geteuid(),
+                                  f"http://{cfg.bind}:{cfg.port}")
     return json_response({
         "config": {"Version": {"Version": __version__}, "DataDir": str(cfg.data_dir),
                    "Datacenter": cfg.datacenter, "NodeName": ctx.agent.node.name,
                    "Addresses": {"HTTP": cfg.bind}, "Ports": {"HTTP": cfg.port},
-                   "ACL": {"Enabled": bool(cfg.token)}},
+                   "ACL": {"Enabled": acl.enabled or bool(cfg.token)}},
+        # yurt's own: what an operator must hear of (runtime/cli/node.py prints them).
+        "Warnings": [warning] if warning else [],
         "member": {"Name": ctx.agent.node.name, "Addr": cfg.bind,
                    "Tags": {"build": __version__}},
         "stats": {"client": {"known_servers": ",".join(cfg.servers) or "embedded",

@@ -58,6 +58,7 @@ from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import periodic as periodic_api
 from yurt.runtime.api import services as services_api
 from yurt.runtime.api import variables as variables_api
+from yurt.runtime.api.acl import acl_routes
 from yurt.runtime.api.authz import guard
 from yurt.runtime.api.authz_table import NEEDS
 from yurt.runtime.api.context import Context
@@ -260,6 +261,7 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
         WebSocketRoute("/v1/client/allocation/{id}/exec", partial(alloc_exec.alloc_exec, ctx)),
         Route("/v1/client/allocation/{id}/exec", h(alloc_exec.not_upgraded), methods=["GET"]),
     ]
+    routes += acl_routes(h)
     _without_head(routes)
     routes += ui.ui_routes()
     _guard_routes(routes, agent, ctx)

@@ -38,6 +38,7 @@ import trio
 
 from yurt.runtime.client.restore import RestoreProgress
 from yurt.runtime.eventstream import EventBroker
+from yurt.runtime.server.acl.settings import AclSettings
 from yurt.runtime.structs import Allocation, Node
 
 if TYPE_CHECKING:  # loaded behind the API (the API binds first: tests/test_import_weight.py)
@@ -68,6 +69,10 @@ class ApiConfig(Protocol):
         ...
     @property
     def http_idle_timeout(self) -> float: ...
+    @property
+    def acl(self) -> AclSettings:
+        """The `acl` block: enabled, cache TTLs, token TTL bounds (server/acl/settings.py)."""
+        ...
 
 
 class ServerView(Protocol):

@@ -42,7 +42,7 @@ from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, StateError
 log = logging.getLogger("yurt.agent")
 
 if TYPE_CHECKING:
-    from yurt.runtime.agent.agent import AgentConfig
+    from yurt.runtime.agent.agent import Agent, AgentConfig
 
 #: The highest TCP port; 0 asks the kernel for a free one.
 MAX_PORT = 65535
@@ -172,7 +172,7 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
         reserved_ports=file.reserved.reserved_ports,
         artifact=file.artifact.to_config(), servers=servers, dev_mode=options.dev_mode,
-        allowed_hosts=file.allowed_hosts())
+        allowed_hosts=file.allowed_hosts(), acl=file.acl_settings())
     log_json = options.log_json if options.log_json is not None else file.log_json
     return config, level, log_json
 
@@ -241,6 +241,37 @@ def _os_error(error: OSError | OverflowError, config: AgentConfig) -> str:
 # --------------------------------------------------------------------------- the command
 
 
+def _announce_acl(agent: Agent, config: AgentConfig, address: str) -> None:
+    """What the operator must hear of the ACLs at start, once (runtime/agent/aclsetup.py)."""
+    from yurt.runtime.agent.aclsetup import login_url
+    from yurt.runtime.cli.output import echo
+    from yurt.runtime.server.acl.settings import open_to_local_users
+
+    start = agent.acl_start
+    if start.bootstrap_file is not None:
+        found = ("the yurt CLI of this user finds it" if config.data_dir ==
+                 default_data_dir().absolute() else
+                 f"for the CLI: export YURT_TOKEN_FILE={start.bootstrap_file}")
+        echo(f"ACLs are on: the management token is in {start.bootstrap_file} (readable by "
+             f"this user only; {found})", err=True)
+    if start.session_secret:
+        echo(f"dev session token (management; it ends with this agent): "
+             f"{start.session_secret}", err=True)
+        echo(f"UI: {login_url(address, start.login_secret)} (a one-time sign-in link)",
+             err=True)
+    elif agent.effective_acl().enabled:
+        echo(f"UI: {address}/ui/ (to sign in: yurt ui -authenticate)", err=True)
+    elif config.acl.enabled and config.servers:
+        echo("ACLs: a client of servers admits with its token alone (the servers keep no "
+             "ACL state yet)", err=True)
+    healthy = [name for name, info in agent.node.drivers.items() if info.healthy]
+    warning = open_to_local_users(agent.effective_acl(), config.token, healthy, os.geteuid(),
+                                  address)
+    if warning:
+        echo(f"yurt: warning: {warning}", err=True)
+        log.warning(warning)
+
+
 def run_agent(options: AgentOptions) -> int:
     """Run the agent until SIGINT or SIGTERM; the exit status (see the module header)."""
     import trio
@@ -272,6 +303,7 @@ def run_agent(options: AgentOptions) -> int:
                  f"(data dir {config.data_dir}{mode})", err=True)
             log.info("agent started", extra=fields(version=__version__, address=address,
                                                    data_dir=str(config.data_dir)))
+            _announce_acl(instance, config, address)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     echo("yurt agent stopping; " + (

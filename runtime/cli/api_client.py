@@ -332,7 +332,20 @@ def node_status(json_output: bool, template: str = "") -> None:
     with api() as client:
         nodes = call(client, "GET", "/v1/nodes")
         detail = [call(client, "GET", f"/v1/node/{n['ID']}") for n in nodes]
+        warnings = agent_warnings(client) if not (json_output or template) else []
+    for warning in warnings:  # on stderr: what is printed on stdout stays a listing
+        echo(f"Warning: {warning}", err=True)
     emit(detail, json_output, template, lambda: print_nodes(detail))
+
+
+def agent_warnings(client: AgentConnection) -> list[str]:
+    """What the agent says its operator must hear (`/v1/agent/self` `Warnings`: e.g. that
+    any local user can run commands as root through it); none when it may not be read."""
+    response = client.request("GET", "/v1/agent/self")
+    if response.status_code != 200:
+        return []
+    found = response.json().get("Warnings") or []
+    return [str(w) for w in found if isinstance(w, str)]
 
 
 def print_nodes(detail: list[dict[str, Any]]) -> None:

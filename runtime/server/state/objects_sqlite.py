@@ -1,4 +1,5 @@
-"""`ObjectStore`: namespaces and variables on disk, in `<data-dir>/server/objects.db`.
+"""`ObjectStore`: namespaces, variables and ACL objects on disk, in
+`<data-dir>/server/objects.db`.
 
 Its own SQLite file, beside the server's job and allocation state: the server core owns that
 one, and these objects change on their own (an operator writing a variable touches no job).
@@ -16,6 +17,12 @@ Each operation runs in a worker thread on a connection of its own, inside one tr
 limiter of one: writes are rare (an operator's command), and a connection per operation leaves
 nothing to close when the agent stops or is killed. Writes are serialised by the server's
 change lock, so indexes reach the file in the order they were taken.
+
+ACL objects (policies, tokens with their secrets, roles, one-time tokens: server/acl/state.py)
+live in the same file, hence its mode. A bootstrap is one transaction, its check and its
+token together, so of two at once exactly one wins. The read path of every request (the
+token resolver, server/acl/resolve.py) caches what it reads and drops it when
+`acl_generation` moves: this store moves it after each ACL write.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
@@ -34,9 +41,12 @@ import trio
 from yurt.runtime.server import keyring as keyring_mod
 from yurt.runtime.server import namespaces as ns_table
 from yurt.runtime.server import variables as var_table
+from yurt.runtime.server.acl import state as acl_table
+from yurt.runtime.server.acl.reset_file import read_bootstrap_reset
 from yurt.runtime.server.keyring import Keyring
 from yurt.runtime.server.namespaces import Namespace
 from yurt.runtime.server.variables import Conflict
+from yurt.runtime.structs.acl import AclPolicy, AclRole, AclToken, OneTimeToken
 from yurt.runtime.structs.variables import Variable, VariableMetadata
 
 DB_NAME: Final = "objects.db"
@@ -51,9 +61,39 @@ class IndexSource(Protocol):
         visible when it ends."""
 
 
-class Objects(Protocol):
-    """What the API reads and writes namespaces and variables through: this module's store
-    (one node), or a cluster's in etcd (runtime/server/state/objects_etcd.py)."""
+class AclObjects(Protocol):
+    """The ACL objects (server/acl/state.py has the rules each operation follows). Every
+    write refuses bad input with `AclRefused` (server/acl/validate.py) and, once committed,
+    moves `acl_generation`, which caches of what was read (server/acl/resolve.py) compare to
+    drop what any write made through this store may have changed."""
+
+    @property
+    def acl_generation(self) -> int: ...
+    async def acl_policies(self, prefix: str = "") -> list[AclPolicy]: ...
+    async def acl_policy(self, name: str) -> AclPolicy | None: ...
+    async def acl_policies_named(self, names: Collection[str]) -> list[AclPolicy]: ...
+    async def put_acl_policy(self, policy: AclPolicy) -> AclPolicy: ...
+    async def delete_acl_policy(self, name: str) -> None: ...
+    async def acl_tokens(self, prefix: str = "") -> list[AclToken]: ...
+    async def acl_token(self, accessor: str) -> AclToken | None: ...
+    async def acl_token_by_secret(self, secret: str) -> AclToken | None: ...
+    async def put_acl_token(self, token: AclToken, *, min_ttl_ns: int, max_ttl_ns: int
+                            ) -> AclToken: ...
+    async def delete_acl_token(self, accessor: str) -> None: ...
+    async def acl_roles(self, prefix: str = "") -> list[AclRole]: ...
+    async def acl_role(self, role_id: str) -> AclRole | None: ...
+    async def acl_role_by_name(self, name: str) -> AclRole | None: ...
+    async def acl_roles_by_id(self, ids: Collection[str]) -> list[AclRole]: ...
+    async def put_acl_role(self, role: AclRole) -> AclRole: ...
+    async def delete_acl_role(self, role_id: str) -> None: ...
+    async def acl_bootstrap(self, secret: str = "") -> AclToken: ...
+    async def create_one_time_token(self, accessor: str) -> OneTimeToken: ...
+    async def exchange_one_time_token(self, secret: str) -> AclToken: ...
+
+
+class Objects(AclObjects, Protocol):
+    """What the API reads and writes namespaces, variables and ACL objects through: this
+    module's store (one node), or a cluster's in etcd (runtime/server/state/objects_etcd.py)."""
 
     async def namespaces(self) -> list[Namespace]: ...
     async def namespace(self, name: str) -> Namespace | None: ...
@@ -75,6 +115,9 @@ class ObjectStore:
         self._keyring = keyring
         self._index = index
         self._limiter = trio.CapacityLimiter(1)
+        self._acl_generation = 0
+        #: The wall clock of token times and expiry (tests replace it).
+        self.now_ns: Callable[[], int] = time.time_ns
 
     @classmethod
     async def open(cls, directory: Path, index: IndexSource) -> ObjectStore:
@@ -92,6 +135,8 @@ class ObjectStore:
                 with conn:
                     conn.execute(ns_table.SCHEMA)
                     conn.execute(var_table.SCHEMA)
+                    for schema in acl_table.SCHEMAS:
+                        conn.execute(schema)
             finally:
                 conn.close()
             return path, keyring
@@ -160,6 +205,93 @@ class ObjectStore:
                               ) -> Conflict | None:
         return await self._write(lambda conn, index: var_table.delete(
             conn, self._keyring, namespace, path, cas=cas))
+
+    # ------------------------------------------------------------------ ACL
+
+    @property
+    def acl_generation(self) -> int:
+        return self._acl_generation
+
+    async def _acl_write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
+        try:
+            return await self._write(fn)
+        finally:
+            # Whether or not it committed: a cache never keeps what was read before.
+            self._acl_generation += 1
+
+    async def acl_policies(self, prefix: str = "") -> list[AclPolicy]:
+        return await self._run(partial(acl_table.list_policies, prefix=prefix))
+
+    async def acl_policy(self, name: str) -> AclPolicy | None:
+        return await self._run(partial(acl_table.get_policy, name=name))
+
+    async def acl_policies_named(self, names: Collection[str]) -> list[AclPolicy]:
+        return await self._run(partial(acl_table.get_policies, names=names))
+
+    async def put_acl_policy(self, policy: AclPolicy) -> AclPolicy:
+        return await self._acl_write(lambda conn, index: acl_table.put_policy(conn, policy,
+                                                                              index))
+
+    async def delete_acl_policy(self, name: str) -> None:
+        await self._acl_write(lambda conn, index: acl_table.delete_policy(conn, name))
+
+    async def acl_tokens(self, prefix: str = "") -> list[AclToken]:
+        return await self._run(partial(acl_table.list_tokens, prefix=prefix))
+
+    async def acl_token(self, accessor: str) -> AclToken | None:
+        return await self._run(partial(acl_table.get_token, accessor=accessor))
+
+    async def acl_token_by_secret(self, secret: str) -> AclToken | None:
+        return await self._run(partial(acl_table.token_by_secret, secret=secret))
+
+    async def put_acl_token(self, token: AclToken, *, min_ttl_ns: int, max_ttl_ns: int
+                            ) -> AclToken:
+        now = self.now_ns()
+        return await self._acl_write(lambda conn, index: acl_table.put_token(
+            conn, token, index, now_ns=now, min_ttl_ns=min_ttl_ns, max_ttl_ns=max_ttl_ns))
+
+    async def delete_acl_token(self, accessor: str) -> None:
+        now = self.now_ns()
+        await self._acl_write(lambda conn, index: acl_table.delete_token(conn, accessor, now))
+
+    async def acl_roles(self, prefix: str = "") -> list[AclRole]:
+        return await self._run(partial(acl_table.list_roles, prefix=prefix))
+
+    async def acl_role(self, role_id: str) -> AclRole | None:
+        return await self._run(partial(acl_table.get_role, role_id=role_id))
+
+    async def acl_role_by_name(self, name: str) -> AclRole | None:
+        return await self._run(partial(acl_table.role_by_name, name=name))
+
+    async def acl_roles_by_id(self, ids: Collection[str]) -> list[AclRole]:
+        return await self._run(partial(acl_table.get_roles, ids=ids))
+
+    async def put_acl_role(self, role: AclRole) -> AclRole:
+        return await self._acl_write(lambda conn, index: acl_table.put_role(conn, role, index))
+
+    async def delete_acl_role(self, role_id: str) -> None:
+        await self._acl_write(lambda conn, index: acl_table.delete_role(conn, role_id))
+
+    async def acl_bootstrap(self, secret: str = "") -> AclToken:
+        """One transaction: of two bootstraps at once, the second sees the first's mark."""
+        now = self.now_ns()
+        directory = self.path.parent
+
+        def bootstrap(conn: sqlite3.Connection, index: int) -> AclToken:
+            return acl_table.bootstrap(conn, index, now_ns=now, secret=secret,
+                                       reset_index=read_bootstrap_reset(directory))
+
+        return await self._acl_write(bootstrap)
+
+    async def create_one_time_token(self, accessor: str) -> OneTimeToken:
+        now = self.now_ns()
+        return await self._acl_write(lambda conn, index: acl_table.create_one_time(
+            conn, accessor, index, now_ns=now))
+
+    async def exchange_one_time_token(self, secret: str) -> AclToken:
+        now = self.now_ns()
+        return await self._acl_write(lambda conn, index: acl_table.exchange_one_time(
+            conn, secret, now_ns=now))
 
 
 def _connect(path: Path) -> sqlite3.Connection:
