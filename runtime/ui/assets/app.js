@@ -211,7 +211,7 @@ async function signInFromLink() {
   try {
     await exchangeOneTimeSecret(secret);
   } catch (err) {
-    editToken(err.message);
+    editToken(err.remedy ? [err.message, " ", h("code", { class: "nowrap" }, err.remedy), "."] : err.message);
   }
 }
 

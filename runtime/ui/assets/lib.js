@@ -111,10 +111,8 @@ async function request(method, path, body, { signal, raw } = {}) {
     if (response.status === 403) {
       const text = (await response.text()).trim();
       if (token() !== t) continue; // replaced while the refusal was read
-      if (!await secretRefused(t, text)) {
-        const who = await identify(t); // known by now: secretRefused asked
-        throw new ApiError(403, text, path, { forbidden: true, tokenName: who.token && who.token.Name });
-      }
+      const forbidden = await forbiddenError(t, text, path);
+      if (forbidden) throw forbidden;
       if (token() !== t) continue;
       if (!asked) {
         asked = true;
@@ -131,8 +129,17 @@ async function request(method, path, body, { signal, raw } = {}) {
   }
 }
 
+/** A 403 (or a 1008 close) with `text`, for a request sent with the token `t`: the error to
+ * show when `t` is a valid token that may not do this (its `forbidden` set, its Name known);
+ * null when the token itself is refused, and is to be asked for (session.js `secretRefused`). */
+export async function forbiddenError(t, text, path) {
+  if (await secretRefused(t, text)) return null;
+  const who = await identify(t); // known by now: secretRefused asked
+  return new ApiError(403, text, path, { forbidden: true, tokenName: who.token && who.token.Name });
+}
+
 /** What the token dialog says of a refused token: the agent's own words where they tell more. */
-function refusalReason(t, text) {
+export function refusalReason(t, text) {
   if (!t) return "This agent needs a token.";
   if (text === "ACL token expired") return "The token has expired.";
   if (text === "ACL token not found") return "The agent knows no such token.";

@@ -135,7 +135,14 @@ export function takeOneTimeSecret() {
   return secret.trim();
 }
 
-export class OneTimeError extends Error {}
+/** A failed one-time exchange: `message` says why; `remedy`, when set, is the command that
+ * makes a new link (the page shows it as code). */
+export class OneTimeError extends Error {
+  constructor(message, remedy = "") {
+    super(message);
+    this.remedy = remedy;
+  }
+}
 
 /**
  * Trades a one-time secret for the token it was made from (POST
@@ -154,8 +161,8 @@ export async function exchangeOneTimeSecret(secret) {
     throw new OneTimeError("The sign-in link could not be used: the agent did not answer.");
   }
   if (response.status === 403) {
-    throw new OneTimeError("This sign-in link was already used or has expired: a link from " +
-      "yurt ui -authenticate works once, within 10 minutes. Enter a token, or ask for a new link.");
+    throw new OneTimeError("This sign-in link was already used or has expired: a one-time link " +
+      "works once, within 10 minutes. Enter a token, or make a new link with", "yurt ui -authenticate");
   }
   const text = (await response.text()).trim();
   if (!response.ok) {
