@@ -145,6 +145,12 @@ def start_ui_agent(tmp: Path, token: str = "", *extra: str, dev: bool = True,
         extra = _acl_off_config(tmp, extra)
     args = [YURT, "agent", *(["--dev"] if dev else []), "--data-dir", str(data),
             "--port", str(free_port()), *extra]
+    if "--config" not in extra:
+        # The UI's pages, not its sign-in: an agent whose ACLs are off, where a token (if
+        # given) is the one all-powerful token (tests/test_ui_acl.py has the ACL's UI).
+        config = tmp / "agent-acl-off.toml"
+        config.write_text("[acl]\nenabled = false\n")
+        args += ["--config", str(config)]
     if token:
         token_file = tmp / "agent-token"
         token_file.write_text(token)

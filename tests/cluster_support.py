@@ -22,6 +22,7 @@ import httpx2
 import trio
 
 from tests.cli_proc_support import YURT
+from tests.token_support import without_suite_token
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from benchlib import procs
@@ -60,8 +61,10 @@ class Cluster:
         log = self.root / f"{name}.log"
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
+            # No token: a cluster's servers keep no ACL state yet, and its members admit all.
             process = await trio.lowlevel.open_process(
-                [YURT, *args], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                [YURT, *args], stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                env=without_suite_token())
         finally:
             os.close(out)
         member = Member(name, process, log, self.root / name)

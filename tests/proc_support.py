@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx2
 
+from tests.token_support import bootstrap_token
 from yurt.runtime.lib.procfs import stat_fields
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat field 9 (flags): a kernel thread
@@ -96,7 +97,9 @@ def spawned_agent(data: Path) -> Iterator[tuple[subprocess.Popen[str], httpx2.Cl
     try:
         assert process.stderr is not None
         assert "listening on" in process.stderr.readline()
-        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        auth = {"X-Nomad-Token": bootstrap_token(data)}
+        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", headers=auth,
+                           timeout=10) as client:
             yield process, client
     finally:
         process.send_signal(signal.SIGTERM)

@@ -29,6 +29,7 @@ from tests.proc_support import wait_for
 from tests.runtime_support import unix_clock
 from tests.test_agent_e2e import YURT, free_port
 from tests.test_driver_manager import Scripted
+from tests.token_support import bootstrap_token
 from yurt.runtime.agent.log import AllocEvents, configure
 from yurt.runtime.client.pluginmanager.drivers import DriverManager
 from yurt.runtime.lib.logfields import FIELDS, fields
@@ -174,7 +175,9 @@ class LoggedAgent:
         try:
             assert process.stderr is not None
             assert "listening on" in process.stderr.readline()
-            with httpx2.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10) as client:
+            auth = {"X-Nomad-Token": bootstrap_token(self.data)}
+            with httpx2.Client(base_url=f"http://127.0.0.1:{self.port}", headers=auth,
+                               timeout=10) as client:
                 yield client
         finally:
             process.send_signal(signal.SIGTERM)

@@ -27,7 +27,6 @@ import trio
 
 from tests.agent_support import Running, mock_job
 from yurt.runtime.agent.agent import Agent, AgentConfig
-from yurt.runtime.server.acl.resolve import AclResolver
 from yurt.runtime.server.acl.settings import BOOTSTRAP_MANUAL, AclSettings
 
 READ_DEFAULT = 'namespace "default" { policy = "read" }'
@@ -39,13 +38,11 @@ async def acl_agent(data_dir: Path, *, enabled: bool = True) -> AsyncIterator[Ru
     """An agent in dev mode whose ACLs are on (bootstrapped by the test) or off; its client
     sends no token (`as_token` for one)."""
     settings = AclSettings(enabled=enabled, bootstrap=BOOTSTRAP_MANUAL)
-    agent = Agent(AgentConfig(data_dir=data_dir, port=0, dev_mode=True, acl=settings))
+    # Not `dev_mode`: that makes a session token of its own (runtime/agent/aclsetup.py).
+    agent = Agent(AgentConfig(data_dir=data_dir, port=0, acl=settings))
     async with trio.open_nursery() as nursery:
         address = await nursery.start(agent.run)
         await agent.ready.wait()
-        if enabled and not isinstance(await agent.acl_resolver(), AclResolver):
-            # Until the agent builds the ACL resolver itself (runtime/agent/aclsetup.py).
-            agent._acl_resolver = AclResolver(await agent.object_store(), enabled=True)
         async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
             try:
                 yield Running(agent, address, client)

@@ -311,7 +311,7 @@ def test_a_rebound_page_cannot_drive_the_agent_through_the_browser(
 
 def test_the_ui_answers_at_a_name_the_config_lists(tmp_path: Path, browser: UiBrowser) -> None:
     config = tmp_path / "agent.toml"
-    config.write_text('[ui]\nallowed_hosts = ["yurt.localhost"]\n')
+    config.write_text('[ui]\nallowed_hosts = ["yurt.localhost"]\n[acl]\nenabled = false\n')
     with start_ui_agent(tmp_path, "", "--config", str(config)) as agent:
         port = agent.address.rsplit(":", 1)[1]
         listed = UiAgent(f"http://yurt.localhost:{port}", agent.data_dir, "", agent.api)

@@ -33,6 +33,7 @@ import pytest
 
 from tests.cli_proc_support import YURT
 from tests.test_cli_scripting import read_terminal
+from tests.token_support import bootstrap_token
 from yurt.runtime.lib.printable import printable
 
 EVIL = "evil\x1b]0;pwned\x07"
@@ -147,7 +148,9 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         assert found, line
         address = found.group(1)
         deadline = time.monotonic() + 60
-        with httpx2.Client(base_url=address, timeout=20) as api:
+        token = bootstrap_token(data)
+        with httpx2.Client(base_url=address, headers={"X-Nomad-Token": token},
+                           timeout=20) as api:
             for job in (_evil_job(), _files_job()):
                 assert api.post("/v1/jobs", json=job).status_code == 200
             assert api.put("/v1/var/app/evil", json={"Items": {"k": ITEM}}).status_code == 200
@@ -175,7 +178,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
             deployment = _wait_for("the deployment", lambda: api.get(
                 "/v1/deployments").json(), deadline)[0]
         yield {"address": address, "alloc": evil_alloc["ID"], "eval": evil_alloc["EvalID"],
-               "files_alloc": files_alloc, "deployment": deployment["ID"]}
+               "files_alloc": files_alloc, "deployment": deployment["ID"], "token": token}
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=60)
@@ -183,7 +186,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
 
 def run(attacked: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "YURT_ADDR": attacked["address"], "COLUMNS": "300"}
-    env.pop("YURT_TOKEN", None)
+    env["YURT_TOKEN"] = attacked["token"]
     return subprocess.run([YURT, *args], capture_output=True, timeout=60, check=False,
                           env=env)
 
@@ -226,7 +229,7 @@ def test_no_control_character_reaches_the_terminal(attacked: dict[str, str], com
 def test_a_terminal_gets_rich_tables_without_the_attackers_sequences(
         attacked: dict[str, str]) -> None:
     env = {**os.environ, "YURT_ADDR": attacked["address"], "COLUMNS": "200", "TERM": "xterm"}
-    env.pop("YURT_TOKEN", None)
+    env["YURT_TOKEN"] = attacked["token"]
     for args in (["job", "status", EVIL], ["alloc", "status", attacked["alloc"]]):
         code, output = read_terminal([YURT, *args], env)
         assert code == 0, output
@@ -239,7 +242,7 @@ def test_a_terminal_gets_rich_tables_without_the_attackers_sequences(
 @pytest.mark.slow
 def test_the_event_stream_shows_task_events_escaped(attacked: dict[str, str]) -> None:
     env = {**os.environ, "YURT_ADDR": attacked["address"]}
-    env.pop("YURT_TOKEN", None)
+    env["YURT_TOKEN"] = attacked["token"]
     events = subprocess.Popen([YURT, "events", "--index", "0"], stdout=subprocess.PIPE,
                               env=env)
     assert events.stdout is not None

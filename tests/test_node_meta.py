@@ -16,6 +16,7 @@ import httpx2
 import pytest
 
 from tests.test_cli_jobs import YURT, free_port, run
+from tests.token_support import AUTH
 
 pytestmark = pytest.mark.slow
 
@@ -71,9 +72,9 @@ def agent(tmp: Path) -> Iterator[dict[str, str]]:
 def test_meta_and_class_reach_the_node_and_its_constraints(tmp_path: Path) -> None:
     with agent(tmp_path) as env:
         address = env["YURT_ADDR"]
-        (stub,) = httpx2.get(f"{address}/v1/nodes", timeout=10).json()
+        (stub,) = httpx2.get(f"{address}/v1/nodes", headers=AUTH, timeout=10).json()
         assert stub["NodeClass"] == "gpu"
-        node = httpx2.get(f"{address}/v1/node/{stub['ID']}", timeout=10).json()
+        node = httpx2.get(f"{address}/v1/node/{stub['ID']}", headers=AUTH, timeout=10).json()
         assert node["NodeClass"] == "gpu"
         assert node["Meta"] == {"rack": "r1", "owner.team": "infra"}
         fits = tmp_path / "fits.hcl"

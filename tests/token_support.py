@@ -6,6 +6,8 @@ Tests of the ACL system itself start their agents without them (`without_suite_t
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from typing import Final
 
 #: A fixed UUID: the ACL system takes only UUIDs as secrets.
@@ -25,3 +27,16 @@ def without_suite_token() -> dict[str, str]:
     """This process's environment without the suite's token, for an agent or a command that
     must meet the ACL system as a fresh install does."""
     return {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+
+
+def bootstrap_token(data_dir: Path, timeout: float = 60.0) -> str:
+    """The management token a `yurt agent` started without a token wrote on its first start
+    (`<data dir>/server/bootstrap.token`), once it is there (the agent writes it after its API
+    is up, before it is ready), waiting at most `timeout` seconds."""
+    path = data_dir / "server" / "bootstrap.token"
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no bootstrap token at {path} after {timeout} s")
+        time.sleep(0.02)
+    return path.read_text().strip()

@@ -30,10 +30,11 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from yurt.runtime.api.authz import identity
+from yurt.runtime.api.authz import PERMISSION_DENIED, identity, refuse_websocket
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.request import no_head, query_duration, query_int
+from yurt.runtime.api.request import ApiError, no_head, query_duration, query_int
 from yurt.runtime.eventstream import Event, as_line, as_text, topic_filter
+from yurt.runtime.server.namespaces import ALL_NAMESPACES, DEFAULT_NAMESPACE
 
 HEARTBEAT: Final = 30.0
 #: Under sustained traffic a stream wakes once per this long, records piling up in between: a
@@ -94,6 +95,34 @@ def _acl_filter(conn: HTTPConnection) -> Callable[[Event], bool] | None:
     return visible
 
 
+#: Topics of a namespace's jobs: read-job in the namespace subscribed to (nomad/
+#: event_endpoint.go `validateNsOp`; `Task` is yurt's, an allocation's task events).
+_JOB_TOPICS: Final = frozenset({"Deployment", "Evaluation", "Allocation", "Job", "Service",
+                                "Task"})
+
+
+async def _subscription_allowed(ctx: Context, conn: HTTPConnection) -> bool:
+    """nomad/event_endpoint.go `validateACL`: every topic asked for (none: all, which only a
+    management token may follow) in the namespace asked for (`*`: in every namespace)."""
+    acl = identity(conn).acl
+    if acl is None or acl.is_management():
+        return True
+    topics = {spec.partition(":")[0] for spec in conn.query_params.getlist("topic")} or {"*"}
+    namespace = conn.query_params.get("namespace") or DEFAULT_NAMESPACE
+    namespaces = [namespace] if namespace != ALL_NAMESPACES else [
+        ns.name for ns in await (await ctx.agent.object_store()).namespaces()]
+    for topic in topics:
+        if topic in _JOB_TOPICS:
+            if not all(acl.allow_namespace_operation(ns, "read-job") for ns in namespaces):
+                return False
+        elif topic in _NODE_TOPICS:
+            if not acl.allow_node_read():
+                return False
+        else:
+            return False
+    return True
+
+
 def _filters(conn: HTTPConnection) -> Callable[[Event], bool] | None:
     """The topics asked for, within what the token may see."""
     topics = topic_filter(conn.query_params.getlist("topic"))
@@ -105,6 +134,8 @@ def _filters(conn: HTTPConnection) -> Callable[[Event], bool] | None:
 
 async def event_stream(ctx: Context, request: Request) -> Response:
     no_head(request)
+    if not await _subscription_allowed(ctx, request):
+        raise ApiError(403, PERMISSION_DENIED)
     matches = _filters(request)
     index = query_int(request, "index")
     heartbeat = query_duration(request, "heartbeat", HEARTBEAT)
@@ -133,6 +164,9 @@ async def event_stream(ctx: Context, request: Request) -> Response:
 
 
 async def event_ws(ctx: Context, websocket: WebSocket) -> None:
+    if not await _subscription_allowed(ctx, websocket):
+        await refuse_websocket(websocket.scope, websocket.receive, websocket.send)
+        return
     matches = _filters(websocket)
     raw_index = websocket.query_params.get("index")
     # A browser that offers subprotocols (the web UI: its token rides in one, app.py) drops a
