@@ -7,7 +7,7 @@ every wait bounded).
   ACLs off (its config says `[acl] enabled = false`; `token`: the one token it takes, as an
   agent before ACLs); `acl=True`: ACLs on as `yurt agent` has them by default, `token` the
   management token its first start bootstrapped (`<data dir>/server/bootstrap.token`), and
-  `UiAgent.acl_token(policy_hcl)` makes a client token of one policy.
+  `UiAgent.acl_token(name, rules)` makes a client token of one policy.
 - `ui_agent`: a fixture, one such agent (no token) per test module.
 - `browser`: a fixture, ONE Chromium for the whole test run (a start costs about a second);
   each test gets it at 1280 x 900, light theme, with the session storage of the origin it last
@@ -120,15 +120,18 @@ BOOTSTRAP_TOKEN_FILE = "server/bootstrap.token"
 
 def _acl_off_config(tmp: Path, extra: tuple[str, ...]) -> tuple[str, ...]:
     """`extra` with a `--config` whose `[acl]` says `enabled = false`: the caller's config
-    file, when `extra` names one, with that section added."""
+    file, when `extra` names one, with that section added unless it has its own."""
+    import tomllib
+
     args = list(extra)
     text = ""
     if "--config" in args:
-        at = args.index("--config")
-        text = Path(args[at + 1]).read_text() + "\n"
-        del args[at:at + 2]
+        text = Path(args[args.index("--config") + 1]).read_text()
+        if "acl" in tomllib.loads(text):
+            return extra
+        del args[args.index("--config"):args.index("--config") + 2]
     config = tmp / "ui-agent-acl-off.toml"
-    config.write_text(text + "[acl]\nenabled = false\n")
+    config.write_text(text + "\n[acl]\nenabled = false\n")
     return (*args, "--config", str(config))
 
 
@@ -142,15 +145,11 @@ def start_ui_agent(tmp: Path, token: str = "", *extra: str, dev: bool = True,
     if acl:
         assert not token, "an ACL agent's token is the one it bootstraps"
     else:
+        # The UI's pages, not its sign-in: an agent whose ACLs are off, where a token (if
+        # given) is the one all-powerful token (tests/test_ui_acl.py has the ACL's UI).
         extra = _acl_off_config(tmp, extra)
     args = [YURT, "agent", *(["--dev"] if dev else []), "--data-dir", str(data),
             "--port", str(free_port()), *extra]
-    if "--config" not in extra:
-        # The UI's pages, not its sign-in: an agent whose ACLs are off, where a token (if
-        # given) is the one all-powerful token (tests/test_ui_acl.py has the ACL's UI).
-        config = tmp / "agent-acl-off.toml"
-        config.write_text("[acl]\nenabled = false\n")
-        args += ["--config", str(config)]
     if token:
         token_file = tmp / "agent-token"
         token_file.write_text(token)

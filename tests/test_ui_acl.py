@@ -3,8 +3,9 @@ a `yurt ui -authenticate` link signs the tab in once and leaves the address bar 
 it says so in the token dialog); `yurt ui -authenticate` without `-show-url` hands the browser
 a page of its user's alone, never the secret on a command line; a read-only token sees the
 jobs, and a stop or a restart it may not do is told as "not allowed" where it was pressed,
-with a way to change the token, never a token dialog in a loop; a page and the logs a token
-may not read say so on the page; who is signed in shows beside the Token button, and signing
+with a way to change the token, never a token dialog in a loop; the event socket narrows to
+the topics a token may follow (none: "no live updates"); a page and the logs a token may not
+read say so on the page; who is signed in shows beside the Token button, and signing
 out forgets the token; a token deleted meanwhile is asked for again.
 One ACL agent for the module, one browser for the run (tests/browser_support.py); every wait
 is on the page's state, bounded.
@@ -28,6 +29,8 @@ from tests.token_support import without_suite_token
 READ_DEFAULT = 'namespace "default" { policy = "read" }\n'
 #: Reads the nodes, nothing of any namespace.
 NODE_ONLY = 'node { policy = "read" }\n'
+#: Reads the agent, no topic of the event stream.
+AGENT_ONLY = 'agent { policy = "read" }\n'
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +90,11 @@ def test_a_one_time_link_signs_in_once_and_leaves_the_address_bar(
     assert tab_token(browser) == reader["SecretID"]
     browser.wait_text("Signed in as reader", "#whoami")
     assert browser.text('#whoami [data-role="sign-out"]') == "Sign out"
+    # Every topic is a management token's only: the socket narrows to the job topics the
+    # token may follow, and the list still updates live.
     browser.wait(lambda: browser.text("#live") == "live", "the event socket with the token")
+    acl_agent.run_job(mock_job("acl-late"))
+    browser.wait(lambda: browser.find_all('tr[data-job="acl-late"]'), "a new job, live")
     browser.screenshot("acl-signed-in-by-link")
 
     # The same link again, in a tab without the token: used, and said so.
@@ -188,8 +195,16 @@ def test_what_a_token_may_not_read_is_said_on_the_page(
     assert browser.find_all('main .error-box [data-role="change-token"]')
     assert not token_dialog_open(browser)
     browser.screenshot("acl-page-not-allowed")
-    browser.open(acl_agent, "/ui/clients")  # what it may read, it reads
+    browser.open(acl_agent, "/ui/clients")  # what it may read, it reads, live
     assert not browser.find_all("main .error-box")
+    browser.wait(lambda: browser.text("#live") == "live", "the node events followed")
+
+    # A token that may follow no topic at all: the page says so, and asks nothing.
+    agent_only = acl_agent.acl_token("agent-only", AGENT_ONLY)
+    browser.set_token(agent_only["SecretID"])
+    browser.open(acl_agent, "/ui/jobs")
+    browser.wait(lambda: browser.text("#live") == "no live updates", "the socket refused")
+    assert not token_dialog_open(browser)
 
     # The logs of a task: a namespace reader may not read them (read-logs), and is told so
     # once, not asked for a token, not retried.

@@ -173,14 +173,31 @@ function setLive(state) {
 
 let everOpened = false;
 
+/** What the socket subscribes to, widest first. Every topic is a management token's only
+ * (runtime/api/events.py `_subscription_allowed`, Nomad's `validateACL`: each topic asked for,
+ * in the namespace asked for, `*` meaning every namespace); a token refused one is offered the
+ * next, so a reader of jobs still hears of them. */
+const JOB_TOPICS = "topic=Job&topic=Evaluation&topic=Allocation&topic=Deployment&topic=Task";
+const SUBSCRIPTIONS = [
+  "topic=*",
+  `${JOB_TOPICS}&topic=Node&namespace=*`,
+  `${JOB_TOPICS}&namespace=*`,
+  `${JOB_TOPICS}&topic=Node&namespace=default`,
+  `${JOB_TOPICS}&namespace=default`,
+  "topic=Node",
+];
+let subscription = { token: null, at: 0 }; // the widest one the token was not refused
+
 export function connectEvents() {
   if (socket) { socket.onclose = null; socket.close(); }
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const protocols = ["yurt-events"];
   const t = token();
   if (t) protocols.push("x-nomad-token." + b64url(t));
+  if (subscription.token !== t) subscription = { token: t, at: 0 };
+  const tier = subscription.at;
   // index=0 would replay everything kept; a page loads its state over HTTP and needs only news.
-  const ws = new WebSocket(`${scheme}//${location.host}/v1/event/ws?topic=*`, protocols);
+  const ws = new WebSocket(`${scheme}//${location.host}/v1/event/ws?${SUBSCRIPTIONS[tier]}`, protocols);
   socket = ws;
   ws.onopen = () => {
     retry = 0;
@@ -211,6 +228,11 @@ export function connectEvents() {
       // events is told so, and the page lives without them. A new token reconnects (app.js).
       secretRefused(t, close.reason).then((refused) => {
         if (socket !== ws || token() !== t) return;
+        if (!refused && tier + 1 < SUBSCRIPTIONS.length) {
+          subscription = { token: t, at: tier + 1 }; // a narrower subscription, at once
+          connectEvents();
+          return;
+        }
         setLive(refused ? "denied" : "forbidden");
         if (refused) askToken(refusalReason(t, close.reason));
       });
