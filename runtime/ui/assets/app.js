@@ -5,7 +5,8 @@
 // updates. An address with `?ott=` (`yurt ui -authenticate`, Nomad's command/ui.go) is a
 // one-time sign-in: the secret leaves the address bar and is exchanged before anything else.
 
-import { ApiError, connectEvents, editToken, errorBox, h, markFresh, markStale, onEvent, replace, toast } from "./lib.js";
+import { ApiError, editToken, errorBox, h, markFresh, markStale, onEvent, replace, toast } from "./lib.js";
+import { connectEvents } from "./live.js";
 import { exchangeOneTimeSecret, identify, setToken, takeOneTimeSecret, token } from "./session.js";
 
 const ROUTES = [

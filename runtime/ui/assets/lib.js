@@ -1,9 +1,9 @@
 // The UI's toolkit, shared by every page: DOM building (text is always set as text, never
-// parsed as HTML), the API client (token in session storage, sent as X-Nomad-Token), the one
-// event socket every page listens to, and the small widgets (relative times, short IDs with
-// copy buttons, badges, tables, empty states, confirmation dialogs, toasts). The sparkline and
-// the ANSI renderer live in sparkline.js and ansi.js; the token, the identity it stands for and
-// the one-time sign-in link in session.js.
+// parsed as HTML), the API client (token in session storage, sent as X-Nomad-Token), the
+// listeners of the one event socket (the socket itself is live.js's), and the small widgets
+// (relative times, short IDs with copy buttons, badges, tables, empty states, confirmation
+// dialogs, toasts). The sparkline and the ANSI renderer live in sparkline.js and ansi.js; the
+// token, the identity it stands for and the one-time sign-in link in session.js.
 //
 // A refusal is one of two things, and the UI treats them apart: the token itself is refused
 // (none, unknown, expired): the token dialog asks for one; or a valid token may not do this
@@ -154,100 +154,26 @@ export const api = {
   raw: (method, path, body, opts) => request(method, path, body, { ...opts, raw: true }),
 };
 
-// ---------- live events: one websocket for the whole page ----------
+// ---------- live events: what the socket (live.js) hears, handed to the pages ----------
 
 const listeners = new Set();
-let socket = null;
-let retry = 0; // reconnects since the socket was last open
 
-function b64url(text) {
-  const bytes = new TextEncoder().encode(text);
-  let bin = "";
-  for (const b of bytes) bin += String.fromCharCode(b);
-  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-function setLive(state) {
+/** The socket's state, for the header (app.js): on, off, denied, forbidden, connecting. */
+export function setLive(state) {
   window.dispatchEvent(new CustomEvent("yurt:live", { detail: state }));
 }
 
-let everOpened = false;
-
-/** What the socket subscribes to, widest first. Every topic is a management token's only
- * (runtime/api/events.py `_subscription_allowed`, Nomad's `validateACL`: each topic asked for,
- * in the namespace asked for, `*` meaning every namespace); a token refused one is offered the
- * next, so a reader of jobs still hears of them. */
-const JOB_TOPICS = "topic=Job&topic=Evaluation&topic=Allocation&topic=Deployment&topic=Task";
-const SUBSCRIPTIONS = [
-  "topic=*",
-  `${JOB_TOPICS}&topic=Node&namespace=*`,
-  `${JOB_TOPICS}&namespace=*`,
-  `${JOB_TOPICS}&topic=Node&namespace=default`,
-  `${JOB_TOPICS}&namespace=default`,
-  "topic=Node",
-];
-let subscription = { token: null, at: 0 }; // the widest one the token was not refused
-
-export function connectEvents() {
-  if (socket) { socket.onclose = null; socket.close(); }
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const protocols = ["yurt-events"];
-  const t = token();
-  if (t) protocols.push("x-nomad-token." + b64url(t));
-  if (subscription.token !== t) subscription = { token: t, at: 0 };
-  const tier = subscription.at;
-  // index=0 would replay everything kept; a page loads its state over HTTP and needs only news.
-  const ws = new WebSocket(`${scheme}//${location.host}/v1/event/ws?${SUBSCRIPTIONS[tier]}`, protocols);
-  socket = ws;
-  ws.onopen = () => {
-    retry = 0;
-    setLive("on");
-    // Whatever happened while the socket was down reached no page: each reads its state again.
-    if (everOpened) resync();
-    everOpened = true;
-  };
-  ws.onmessage = (message) => {
-    let record;
-    try { record = JSON.parse(message.data); } catch { return; }
-    if (record.Lost) resync(); // the agent dropped events this page was too slow to take
-    const events = record.Events || [];
-    if (!events.length) return;
-    const at = performance.now();
-    for (const event of events) {
-      event.receivedAt = at;
-      for (const fn of listeners) {
-        try { fn(event); } catch (err) { console.error(err); }
-      }
+/** Hands a record the socket received to every listener (live.js). */
+export function deliver(record) {
+  const events = record.Events || [];
+  if (!events.length) return;
+  const at = performance.now();
+  for (const event of events) {
+    event.receivedAt = at;
+    for (const fn of listeners) {
+      try { fn(event); } catch (err) { console.error(err); }
     }
-  };
-  ws.onclose = (close) => {
-    if (socket !== ws) return;
-    setLive("off");
-    if (close.code === 1008) {
-      // Refused: a token missing or wrong is asked for; a valid one that may not read the
-      // events is told so, and the page lives without them. A new token reconnects (app.js).
-      secretRefused(t, close.reason).then((refused) => {
-        if (socket !== ws || token() !== t) return;
-        if (!refused && tier + 1 < SUBSCRIPTIONS.length) {
-          subscription = { token: t, at: tier + 1 }; // a narrower subscription, at once
-          connectEvents();
-          return;
-        }
-        setLive(refused ? "denied" : "forbidden");
-        if (refused) askToken(refusalReason(t, close.reason));
-      });
-      return;
-    }
-    // Down, restarting, or refused before the upgrade (a browser sees no reason then): one
-    // plain request tells a refused token (it asks for it) from an agent away (it fails).
-    if (retry === 1) api.get("/v1/agent/self").catch(() => {});
-    const delay = Math.min(5000, 250 * 2 ** retry++);
-    setTimeout(() => { if (socket === ws) connectEvents(); }, delay);
-  };
-}
-
-function resync() {
-  window.dispatchEvent(new CustomEvent("yurt:resync"));
+  }
 }
 
 /** Calls fn(event) for every event until the returned function is called. */
