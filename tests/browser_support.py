@@ -4,6 +4,10 @@ every wait bounded).
 
 - `start_ui_agent(tmp, token=...)`: a context manager giving a `UiAgent` (address, a sync API
   client with the token, the data dir). `--dev`, so its stop kills every task it started.
+  ACLs off (its config says `[acl] enabled = false`; `token`: the one token it takes, as an
+  agent before ACLs); `acl=True`: ACLs on as `yurt agent` has them by default, `token` the
+  management token its first start bootstrapped (`<data dir>/server/bootstrap.token`), and
+  `UiAgent.acl_token(name, rules)` makes a client token of one policy.
 - `ui_agent`: a fixture, one such agent (no token) per test module.
 - `browser`: a fixture, ONE Chromium for the whole test run (a start costs about a second);
   each test gets it at 1280 x 900, light theme, with the session storage of the origin it last
@@ -63,6 +67,19 @@ class UiAgent:
     token: str
     api: httpx2.Client
 
+    def acl_token(self, name: str, rules: str, policy: str = "") -> dict[str, Any]:
+        """A client token `name` (Nomad's ACLToken, SecretID included) holding one new policy
+        of `rules`, named `policy` (default: `name`, when it is a valid policy name); made with
+        this agent's (management) token."""
+        policy = policy or name
+        made = self.api.post(f"/v1/acl/policy/{policy}", json={"Name": policy, "Rules": rules})
+        made.raise_for_status()
+        answer = self.api.post("/v1/acl/token", json={"Name": name, "Type": "client",
+                                                      "Policies": [policy]})
+        answer.raise_for_status()
+        token: dict[str, Any] = answer.json()
+        return token
+
     def run_job(self, job: dict[str, Any]) -> str:
         """Registers `{"Job": ...}` through the API; the job's ID."""
         answer = self.api.post("/v1/jobs", json=job)
@@ -96,20 +113,43 @@ def poll(predicate: Callable[[], T | None], timeout: float, what: str,
         time.sleep(interval)
 
 
+#: Where an ACL agent's first start writes its management token (runtime/server/acl/settings.py
+#: `BOOTSTRAP_TOKEN_FILE`).
+BOOTSTRAP_TOKEN_FILE = "server/bootstrap.token"
+
+
+def _acl_off_config(tmp: Path, extra: tuple[str, ...]) -> tuple[str, ...]:
+    """`extra` with a `--config` whose `[acl]` says `enabled = false`: the caller's config
+    file, when `extra` names one, with that section added unless it has its own."""
+    import tomllib
+
+    args = list(extra)
+    text = ""
+    if "--config" in args:
+        text = Path(args[args.index("--config") + 1]).read_text()
+        if "acl" in tomllib.loads(text):
+            return extra
+        del args[args.index("--config"):args.index("--config") + 2]
+    config = tmp / "ui-agent-acl-off.toml"
+    config.write_text(text + "\n[acl]\nenabled = false\n")
+    return (*args, "--config", str(config))
+
+
 @contextmanager
-def start_ui_agent(tmp: Path, token: str = "", *extra: str, dev: bool = True
-                   ) -> Iterator[UiAgent]:
-    """`dev=False`: a plain agent, whose stop leaves its tasks running."""
+def start_ui_agent(tmp: Path, token: str = "", *extra: str, dev: bool = True,
+                   acl: bool = False) -> Iterator[UiAgent]:
+    """`dev=False`: a plain agent, whose stop leaves its tasks running. `acl`: see the
+    module's header."""
     data = tmp / "agent-data"
     env = {k: v for k, v in os.environ.items() if k != "YURT_AGENT_TOKEN"}
-    args = [YURT, "agent", *(["--dev"] if dev else []), "--data-dir", str(data),
-            "--port", str(free_port()), *extra]
-    if "--config" not in extra:
+    if acl:
+        assert not token, "an ACL agent's token is the one it bootstraps"
+    else:
         # The UI's pages, not its sign-in: an agent whose ACLs are off, where a token (if
         # given) is the one all-powerful token (tests/test_ui_acl.py has the ACL's UI).
-        config = tmp / "agent-acl-off.toml"
-        config.write_text("[acl]\nenabled = false\n")
-        args += ["--config", str(config)]
+        extra = _acl_off_config(tmp, extra)
+    args = [YURT, "agent", *(["--dev"] if dev else []), "--data-dir", str(data),
+            "--port", str(free_port()), *extra]
     if token:
         token_file = tmp / "agent-token"
         token_file.write_text(token)
@@ -122,6 +162,8 @@ def start_ui_agent(tmp: Path, token: str = "", *extra: str, dev: bool = True
         line = process.stderr.readline()  # "yurt agent … listening on http://…": the API is up
         assert "listening on" in line, f"the agent did not start: {line}{process.stderr.read()}"
         address = line.split("listening on ", 1)[1].split()[0]
+        if acl:  # bootstrapped before the API answers anything (runtime/agent/aclsetup.py)
+            token = (data / BOOTSTRAP_TOKEN_FILE).read_text().strip()
         headers = {"X-Nomad-Token": token} if token else {}
         with httpx2.Client(base_url=address, headers=headers, timeout=20) as api:
             yield UiAgent(address, data, token, api)

@@ -44,6 +44,7 @@ from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
 from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
 from yurt.runtime.cli.secret_options import refuse_secret_options
+from yurt.runtime.cli.ui import register as register_ui_command
 from yurt.runtime.cli.vars import register as register_var_commands
 from yurt.runtime.errors import (
     EXIT_FAILED,
@@ -517,4 +518,5 @@ register_job_commands(cli, job)  # job/eval verbs
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
 cli_acl.register(cli)  # acl bootstrap, acl policy/token/role verbs
+register_ui_command(cli)  # ui
 refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

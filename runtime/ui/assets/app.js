@@ -1,9 +1,13 @@
 // The UI's entry point: the router (Nomad's UI paths, history navigation without reloads), the
-// header (current section, live indicator, token button) and the page lifecycle. A page is a
-// module in pages/ whose default export is `mount(view, params, ctx)`; on navigation its
-// ctx.signal is aborted and its event listeners dropped, so a left page never updates.
+// header (current section, live indicator, who is signed in, token button) and the page
+// lifecycle. A page is a module in pages/ whose default export is `mount(view, params, ctx)`; on
+// navigation its ctx.signal is aborted and its event listeners dropped, so a left page never
+// updates. An address with `?ott=` (`yurt ui -authenticate`, Nomad's command/ui.go) is a
+// one-time sign-in: the secret leaves the address bar and is exchanged before anything else.
 
-import { ApiError, connectEvents, editToken, errorBox, h, markFresh, markStale, onEvent, replace } from "./lib.js";
+import { ApiError, editToken, errorBox, h, markFresh, markStale, onEvent, replace, toast } from "./lib.js";
+import { connectEvents } from "./live.js";
+import { exchangeOneTimeSecret, identify, setToken, takeOneTimeSecret, token } from "./session.js";
 
 const ROUTES = [
   [/^\/ui\/jobs\/?$/, "jobs", []],
@@ -160,16 +164,64 @@ document.addEventListener("click", (e) => {
 window.addEventListener("popstate", route);
 window.addEventListener("yurt:navigate", (e) => navigate(e.detail));
 
+const LIVE_TITLES = {
+  denied: "The agent refused this tab's token: use the Token button",
+  forbidden: "This tab's token may not read the event stream: the page does not update by itself",
+};
+
 window.addEventListener("yurt:live", (e) => {
   const el = document.getElementById("live");
   el.className = `live ${e.detail}`;
-  el.textContent = { on: "live", off: "offline", denied: "token needed" }[e.detail] || "connecting";
-  el.title = e.detail === "denied" ? "The agent refused this tab's token: use the Token button" : "Live updates";
+  el.textContent = { on: "live", off: "offline", denied: "token needed", forbidden: "no live updates" }[e.detail] || "connecting";
+  el.title = LIVE_TITLES[e.detail] || "Live updates";
 });
 
-window.addEventListener("yurt:token", () => connectEvents());
+/** Who this tab is signed in as, beside the Token button: the token's Name when the agent has
+ * ACLs and the tab a valid token; nothing otherwise. */
+async function drawWhoami() {
+  const el = document.getElementById("whoami");
+  const t = token();
+  const who = t ? await identify(t) : { state: "none" };
+  if (token() !== t) return; // changed meanwhile: the newer call draws
+  if (who.state !== "token") {
+    el.hidden = true;
+    replace(el);
+    return;
+  }
+  const tok = who.token;
+  const name = tok.Name || "an unnamed token";
+  const what = [tok.Type === "management" ? "management token" : "client token",
+    tok.AccessorID ? `accessor ${tok.AccessorID}` : null].filter(Boolean).join(", ");
+  replace(el,
+    h("span", { class: "who", title: what }, "Signed in as ", h("strong", { "data-role": "token-name" }, name)),
+    h("button", { type: "button", class: "ghost small", "data-role": "sign-out", onclick: () => {
+      setToken("");
+      toast("Signed out: this tab keeps no token", "ok");
+    } }, "Sign out"));
+  el.hidden = false;
+}
 
 document.getElementById("token-button").addEventListener("click", () => editToken());
 
-connectEvents();
-route();
+/** A one-time sign-in link: the secret is out of the address before any await (a reload or a
+ * bookmark never carries it), then traded for the token; a failed trade says why in the token
+ * dialog, over the page, which loads with whatever token the tab had. */
+async function signInFromLink() {
+  const secret = takeOneTimeSecret();
+  if (!secret) return;
+  try {
+    await exchangeOneTimeSecret(secret);
+  } catch (err) {
+    editToken(err.remedy ? [err.message, " ", h("code", { class: "nowrap" }, err.remedy), "."] : err.message);
+  }
+}
+
+async function start() {
+  await signInFromLink();
+  window.addEventListener("yurt:token", () => { connectEvents(); drawWhoami(); });
+  connectEvents();
+  drawWhoami();
+  route();
+}
+
+start();

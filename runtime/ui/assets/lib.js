@@ -1,10 +1,18 @@
 // The UI's toolkit, shared by every page: DOM building (text is always set as text, never
-// parsed as HTML), the API client (token in session storage, sent as X-Nomad-Token), the one
-// event socket every page listens to, and the small widgets (relative times, short IDs with
-// copy buttons, badges, tables, empty states, confirmation dialogs, toasts). The sparkline and
-// the ANSI renderer live in sparkline.js and ansi.js.
+// parsed as HTML), the API client (token in session storage, sent as X-Nomad-Token), the
+// listeners of the one event socket (the socket itself is live.js's), and the small widgets
+// (relative times, short IDs with copy buttons, badges, tables, empty states, confirmation
+// dialogs, toasts). The sparkline and the ANSI renderer live in sparkline.js and ansi.js; the
+// token, the identity it stands for and the one-time sign-in link in session.js.
+//
+// A refusal is one of two things, and the UI treats them apart: the token itself is refused
+// (none, unknown, expired): the token dialog asks for one; or a valid token may not do this
+// (`Permission denied`): the request fails with an ApiError whose `forbidden` is true, shown
+// where it happened (errorBox, failureToast) with a way to change the token, never asked again.
 
-const TOKEN_KEY = "yurt.token";
+import { identify, secretRefused, setToken, token } from "./session.js";
+
+export { setToken, token };
 
 // ---------- DOM ----------
 
@@ -58,21 +66,14 @@ export function jobHref(id, namespace) {
 
 // ---------- the API ----------
 
-export function token() {
-  return sessionStorage.getItem(TOKEN_KEY) || "";
-}
-
-export function setToken(value) {
-  if (value) sessionStorage.setItem(TOKEN_KEY, value);
-  else sessionStorage.removeItem(TOKEN_KEY);
-  window.dispatchEvent(new CustomEvent("yurt:token"));
-}
-
 export class ApiError extends Error {
-  constructor(status, text, path) {
+  constructor(status, text, path, { forbidden = false, tokenName = "" } = {}) {
     super(text || `HTTP ${status}`);
     this.status = status;
     this.path = path;
+    /** A valid token that may not do this (not a token refused), and that token's Name. */
+    this.forbidden = forbidden;
+    this.tokenName = tokenName || "";
   }
 }
 
@@ -104,19 +105,45 @@ async function request(method, path, body, { signal, raw } = {}) {
       throw new ApiError(0, "the agent did not answer: is it running, and reachable from here?", path);
     }
     // Sent with a token the person has replaced meanwhile (in another dialog): no need to ask,
-    // the one kept now is tried. Otherwise the token is asked for once per request.
+    // the one kept now is tried. Otherwise the token is asked for once per request, and only
+    // when the token itself was refused: a valid one that may not do this fails as forbidden.
     if (response.status === 403 && token() !== t) continue;
-    if (response.status === 403 && !asked) {
-      asked = true;
-      const given = await askToken(t ? "The token was refused." : "This agent needs a token.");
-      if (given) continue;
-      setLive("denied"); // refused, and no token given: the page says so, not "offline"
+    if (response.status === 403) {
+      const text = (await response.text()).trim();
+      if (token() !== t) continue; // replaced while the refusal was read
+      const forbidden = await forbiddenError(t, text, path);
+      if (forbidden) throw forbidden;
+      if (token() !== t) continue;
+      if (!asked) {
+        asked = true;
+        const given = await askToken(refusalReason(t, text));
+        if (given) continue;
+        setLive("denied"); // refused, and no token given: the page says so, not "offline"
+      }
+      throw new ApiError(403, text, path);
     }
     if (!response.ok) throw new ApiError(response.status, (await response.text()).trim(), path);
     if (raw) return response;
     const text = await response.text();
     return text ? JSON.parse(text) : null;
   }
+}
+
+/** A 403 (or a 1008 close) with `text`, for a request sent with the token `t`: the error to
+ * show when `t` is a valid token that may not do this (its `forbidden` set, its Name known);
+ * null when the token itself is refused, and is to be asked for (session.js `secretRefused`). */
+export async function forbiddenError(t, text, path) {
+  if (await secretRefused(t, text)) return null;
+  const who = await identify(t); // known by now: secretRefused asked
+  return new ApiError(403, text, path, { forbidden: true, tokenName: who.token && who.token.Name });
+}
+
+/** What the token dialog says of a refused token: the agent's own words where they tell more. */
+export function refusalReason(t, text) {
+  if (!t) return "This agent needs a token.";
+  if (text === "ACL token expired") return "The token has expired.";
+  if (text === "ACL token not found") return "The agent knows no such token.";
+  return "The token was refused.";
 }
 
 export const api = {
@@ -127,74 +154,26 @@ export const api = {
   raw: (method, path, body, opts) => request(method, path, body, { ...opts, raw: true }),
 };
 
-// ---------- live events: one websocket for the whole page ----------
+// ---------- live events: what the socket (live.js) hears, handed to the pages ----------
 
 const listeners = new Set();
-let socket = null;
-let retry = 0; // reconnects since the socket was last open
 
-function b64url(text) {
-  const bytes = new TextEncoder().encode(text);
-  let bin = "";
-  for (const b of bytes) bin += String.fromCharCode(b);
-  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-function setLive(state) {
+/** The socket's state, for the header (app.js): on, off, denied, forbidden, connecting. */
+export function setLive(state) {
   window.dispatchEvent(new CustomEvent("yurt:live", { detail: state }));
 }
 
-let everOpened = false;
-
-export function connectEvents() {
-  if (socket) { socket.onclose = null; socket.close(); }
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const protocols = ["yurt-events"];
-  const t = token();
-  if (t) protocols.push("x-nomad-token." + b64url(t));
-  // index=0 would replay everything kept; a page loads its state over HTTP and needs only news.
-  const ws = new WebSocket(`${scheme}//${location.host}/v1/event/ws?topic=*`, protocols);
-  socket = ws;
-  ws.onopen = () => {
-    retry = 0;
-    setLive("on");
-    // Whatever happened while the socket was down reached no page: each reads its state again.
-    if (everOpened) resync();
-    everOpened = true;
-  };
-  ws.onmessage = (message) => {
-    let record;
-    try { record = JSON.parse(message.data); } catch { return; }
-    if (record.Lost) resync(); // the agent dropped events this page was too slow to take
-    const events = record.Events || [];
-    if (!events.length) return;
-    const at = performance.now();
-    for (const event of events) {
-      event.receivedAt = at;
-      for (const fn of listeners) {
-        try { fn(event); } catch (err) { console.error(err); }
-      }
+/** Hands a record the socket received to every listener (live.js). */
+export function deliver(record) {
+  const events = record.Events || [];
+  if (!events.length) return;
+  const at = performance.now();
+  for (const event of events) {
+    event.receivedAt = at;
+    for (const fn of listeners) {
+      try { fn(event); } catch (err) { console.error(err); }
     }
-  };
-  ws.onclose = (close) => {
-    if (socket !== ws) return;
-    setLive("off");
-    if (close.code === 1008) {
-      // Refused: the token is missing or wrong. A new token reconnects (app.js).
-      setLive("denied");
-      askToken(t ? "The token was refused." : "This agent needs a token.");
-      return;
-    }
-    // Down, restarting, or refused before the upgrade (a browser sees no reason then): one
-    // plain request tells a refused token (it asks for it) from an agent away (it fails).
-    if (retry === 1) api.get("/v1/agent/self").catch(() => {});
-    const delay = Math.min(5000, 250 * 2 ** retry++);
-    setTimeout(() => { if (socket === ws) connectEvents(); }, delay);
-  };
-}
-
-function resync() {
-  window.dispatchEvent(new CustomEvent("yurt:resync"));
+  }
 }
 
 /** Calls fn(event) for every event until the returned function is called. */
@@ -317,15 +296,36 @@ export function emptyState(title, ...next) {
   return h("div", { class: "empty" }, h("strong", null, title), ...next);
 }
 
-/** An error as a person reads it: the agent's status and words, or what went wrong. */
+/** An error as a person reads it: the agent's status and words, or what went wrong; a
+ * forbidden one says whose token may not. */
 export function describe(err) {
+  if (err instanceof ApiError && err.forbidden) {
+    const whose = err.tokenName ? `the token “${err.tokenName}”` : "this tab's token";
+    return `not allowed: ${whose} may not do this (${err.status}: ${err.message})`;
+  }
   return err instanceof ApiError && err.status ? `${err.status}: ${err.message}`
     : String(err && err.message || err);
 }
 
+/** The way out of a forbidden error: a button opening the token dialog. */
+function changeTokenButton() {
+  return h("button", { type: "button", class: "small", "data-role": "change-token",
+    onclick: () => editToken("This token may not do that: enter another, or Cancel to keep it.") },
+  "Change token");
+}
+
 export function errorBox(err) {
   const text = describe(err);
-  return h("div", { class: "error-box", role: "alert" }, text);
+  const forbidden = err instanceof ApiError && err.forbidden;
+  return h("div", { class: forbidden ? "error-box forbidden" : "error-box", role: "alert" },
+    forbidden ? [text[0].toUpperCase() + text.slice(1), ". ", changeTokenButton()] : text);
+}
+
+/** An action that failed, told in a toast; a forbidden one offers to change the token. */
+export function failureToast(label, err) {
+  if (err && err.name === "AbortError") return;
+  const forbidden = err instanceof ApiError && err.forbidden;
+  toast(`${label} failed: ${describe(err)}`, "bad", forbidden ? changeTokenButton() : null);
 }
 
 /** A live page could not re-read what it shows: it keeps the last answer on screen, and this
@@ -343,11 +343,14 @@ export function markFresh() {
   el.textContent = "";
 }
 
-export function toast(text, kind = "info") {
+/** A passing message; `action`: a button kept in it (the toast then stays until it is used,
+ * or for 15 s). */
+export function toast(text, kind = "info", action = null) {
   const box = document.getElementById("toasts");
-  const el = h("div", { class: `toast ${kind}` }, text);
+  const el = h("div", { class: `toast ${kind}` }, text, action ? [" ", action] : null);
+  if (action) action.addEventListener("click", () => el.remove());
   box.appendChild(el);
-  setTimeout(() => el.remove(), kind === "bad" ? 8000 : 3500);
+  setTimeout(() => el.remove(), action ? 15000 : kind === "bad" ? 8000 : 3500);
 }
 
 function modal(build) {
@@ -400,6 +403,6 @@ async function tokenDialog(reason) {
   return Boolean(value);
 }
 
-export function editToken() {
-  return askToken("");
+export function editToken(reason = "") {
+  return askToken(reason);
 }

@@ -9,7 +9,7 @@
 // module's closure: leaving the page drops them. With `:task`, only that task is shown, with a
 // link back to the whole allocation.
 
-import { api, badge, confirmAction, emptyState, errorBox, h, link, relative, replace, shortId, timeEl, toDate, toast, jobHref as jobPage, markStale } from "../lib.js";
+import { api, badge, confirmAction, emptyState, errorBox, failureToast, h, link, relative, replace, shortId, timeEl, toDate, toast, jobHref as jobPage, markStale } from "../lib.js";
 import { drawUsage, usageTracker } from "./alloc_usage.js";
 import { buttonCache, keepFocus } from "./alloc_widgets.js";
 
@@ -85,7 +85,7 @@ async function act(label, fn, refresh) {
   try {
     await fn();
   } catch (err) {
-    if (err.name !== "AbortError") toast(`${label} failed: ${err.message}`, "bad");
+    failureToast(label, err);
     return;
   }
   toast(label, "ok");

@@ -8,7 +8,7 @@
 // with their resources), not the node's whole allocations: the page shows none of the rest. The host's usage has no event: it is read with the node and again every
 // 10 s while the page is shown (slower than the UI's 5 s floor: it moves slowly).
 
-import { api, badge, bytes, confirmAction, emptyState, errorBox, h, link, replace, shortId, table, timeEl, toast, jobHref as jobPage, markStale } from "../lib.js";
+import { api, badge, bytes, confirmAction, emptyState, errorBox, failureToast, h, link, replace, shortId, table, timeEl, toast, jobHref as jobPage, markStale } from "../lib.js";
 import { buttonCache, keepFocus } from "./alloc_widgets.js";
 import { isLive } from "./node_common.js";
 
@@ -84,7 +84,7 @@ export default async function mount(view, params, ctx) {
   const put = (path, body) => api.put(path, body, { signal: ctx.signal });
   const run = async (label, fn) => {
     try { await fn(); } catch (err) {
-      if (err.name !== "AbortError") toast(`${label} failed: ${err.message}`, "bad");
+      failureToast(label, err);
       return;
     }
     toast(label, "ok");

@@ -1,7 +1,8 @@
 // /ui/clients — every node: name, short ID, status, eligibility, drain, datacenter, class, a
 // summary of its drivers (healthy of detected) and how many allocations it runs. Read again on
 // each Node event (a node's status, drain or eligibility changed) and each Allocation event
-// (the counts moved); the two reads run side by side.
+// (the counts moved); the two reads run side by side. A token that may not read allocations
+// sees the nodes without their counts.
 
 import { api, badge, emptyState, errorBox, h, link, replace, shortId, table } from "../lib.js";
 import { driversSummary, isLive, nodeHref } from "./node_common.js";
@@ -17,7 +18,9 @@ export default async function mount(view, params, ctx) {
     try {
       [nodes, allocs] = await Promise.all([
         api.get("/v1/nodes", { signal: ctx.signal }),
-        api.get("/v1/allocations?task_states=false&namespace=*", { signal: ctx.signal }),
+        // A token that reads nodes but no namespace's allocations still sees the nodes.
+        api.get("/v1/allocations?task_states=false&namespace=*", { signal: ctx.signal })
+          .catch((err) => { if (err.forbidden) return null; throw err; }),
       ]);
     } catch (err) {
       if (err.name === "AbortError" || drawn) throw err; // a list drawn before stays
@@ -25,7 +28,7 @@ export default async function mount(view, params, ctx) {
       return;
     }
     const running = new Map();
-    for (const a of allocs) if (isLive(a)) running.set(a.NodeID, (running.get(a.NodeID) || 0) + 1);
+    for (const a of allocs || []) if (isLive(a)) running.set(a.NodeID, (running.get(a.NodeID) || 0) + 1);
     nodes.sort((a, b) => (a.Name || "").localeCompare(b.Name || "") || a.ID.localeCompare(b.ID));
     replace(body, table([
       { label: "Name", cell: (n) => link(nodeHref(n.ID), n.Name || n.ID.slice(0, 8)) },
@@ -33,7 +36,8 @@ export default async function mount(view, params, ctx) {
       { label: "Status", cell: (n) => badge(n.Status) },
       { label: "Eligibility", cell: (n) => badge(n.SchedulingEligibility) },
       { label: "Drain", cell: (n) => n.Drain ? badge("draining") : h("span", { class: "muted" }, "no"), narrow: false },
-      { label: "Allocations", cell: (n) => String(running.get(n.ID) || 0) },
+      { label: "Allocations", cell: (n) => allocs ? String(running.get(n.ID) || 0)
+        : h("span", { class: "muted", title: "This tab's token may not read allocations" }, "–") },
       { label: "Drivers", cell: (n) => driversSummary(n.Drivers), narrow: false },
       { label: "Datacenter", cell: (n) => n.Datacenter, narrow: false },
       { label: "Class", cell: (n) => n.NodeClass || h("span", { class: "muted" }, "–"), narrow: false },

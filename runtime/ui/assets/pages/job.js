@@ -13,7 +13,7 @@
 // then: there is nothing here to poll. Every action asks first (confirmAction) and says how it
 // went (a toast, or the API's refusal).
 
-import { api, ApiError, badge, confirmAction, describe, emptyState, errorBox, eventJob, h, link, navigate, replace, shortId, table, timeEl, toast } from "../lib.js";
+import { api, ApiError, badge, confirmAction, emptyState, errorBox, failureToast, eventJob, h, link, navigate, replace, shortId, table, timeEl, toast } from "../lib.js";
 import {
   diffChanges, diffView, jobApi, jobPath, keepingFocus, placementFailures, splitJobParam,
 } from "./job_render.js";
@@ -134,7 +134,7 @@ export default async function mount(view, params, ctx) {
       const answer = await run();
       toast(done(answer), "ok");
     } catch (err) {
-      toast(`${title} failed: ${describe(err)}`, "bad");
+      failureToast(title, err);
     }
   };
 
@@ -190,7 +190,7 @@ export default async function mount(view, params, ctx) {
       toast(`Dispatched ${answer.DispatchedJobID}`, "ok");
       navigate(jobPath(answer.DispatchedJobID, namespace));
     } catch (err) {
-      toast(`Dispatch failed: ${describe(err)}`, "bad");
+      failureToast("Dispatch", err);
     }
   };
 
@@ -212,7 +212,7 @@ export default async function mount(view, params, ctx) {
         Count: count, Target: { Group: group }, Message: "scaled from the web UI" });
       toast(`Scaled ${group} to ${count}`, "ok");
     } catch (err) {
-      toast(`Scaling failed: ${describe(err)}`, "bad");
+      failureToast("Scaling", err);
     }
   };
 

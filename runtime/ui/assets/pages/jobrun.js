@@ -9,7 +9,7 @@
 // Invariants: Run is enabled only while the text is the one that was planned (an edit makes
 // the plan stale); the text lives in this tab's session storage, so a reload keeps it.
 
-import { api, ApiError, confirmAction, describe, errorBox, h, navigate, replace, toast } from "../lib.js";
+import { api, ApiError, confirmAction, errorBox, failureToast, h, navigate, replace, toast } from "../lib.js";
 import { diffView, jobApi, jobPath, placementFailures } from "./job_render.js";
 
 const TEXT_KEY = "yurt.jobrun.text";
@@ -233,7 +233,7 @@ export default async function mount(view, params, ctx) {
       toast(answer.Warnings ? `Registered ${job.ID}: ${answer.Warnings}` : `Registered ${job.ID}`, answer.Warnings ? "info" : "ok");
       navigate(jobPath(job.ID, job.Namespace));
     } catch (err) {
-      toast(`Run failed: ${describe(err)}`, "bad");
+      failureToast("Run", err);
     }
   };
 

@@ -14,7 +14,7 @@
 // through ctx.signal.
 
 import { ansiRenderer } from "../ansi.js";
-import { api, askToken, emptyState, h, jobHref, link, replace, token } from "../lib.js";
+import { api, askToken, emptyState, errorBox, forbiddenError, h, jobHref, link, refusalReason, replace, token } from "../lib.js";
 
 const MAX_CHARS = 1 << 20;
 const AT_BOTTOM_PX = 24;
@@ -171,13 +171,18 @@ export default async function mount(view, params, ctx) {
       offset: String(state.origin === "end" ? TAIL_BYTES : 0) });
     if (state.follow) q.set("follow", "true");
     const headers = {};
-    if (token()) headers["X-Nomad-Token"] = token();
+    const sent = token();
+    if (sent) headers["X-Nomad-Token"] = sent;
     setStatus(state.follow ? "connecting…" : "loading…");
-    const response = await fetch(`/v1/client/fs/logs/${encodeURIComponent(id)}?${q}`, { headers, signal: controller.signal });
+    const path = `/v1/client/fs/logs/${encodeURIComponent(id)}`;
+    const response = await fetch(`${path}?${q}`, { headers, signal: controller.signal });
     if (!response.ok) {
       const text = (await response.text()).trim();
       if (response.status === 403) {
-        const given = await askToken(token() ? "The token was refused." : "This agent needs a token.");
+        // A valid token that may not read logs: said on the page, never asked for again.
+        const forbidden = await forbiddenError(sent, text, path);
+        if (forbidden) throw forbidden;
+        const given = await askToken(refusalReason(sent, text));
         // Asked while the person may have left or switched: only this stream's own page and
         // choices start another (nothing would abort one started after the page is gone).
         if (given && !ctx.signal.aborted && !controller.signal.aborted) return restart();
@@ -237,7 +242,11 @@ export default async function mount(view, params, ctx) {
       await read(controller, opened);
     } catch (err) {
       if (err.name === "AbortError" || controller.signal.aborted) return;
-      if (err.status === 404 || err.status === 400) {
+      if (err.forbidden) { // no retry: the same token would be refused the same way
+        pre.hidden = true;
+        replace(note, errorBox(err));
+        setStatus("");
+      } else if (err.status === 404 || err.status === 400) {
         // Not in the dark log box: an empty state there would not read.
         pre.hidden = true;
         waiting = /not started/.test(err.message);
