@@ -13,6 +13,7 @@ import pytest
 from tests.proc_support import wait_for
 from tests.test_agent_e2e import JOB, YURT, User, stop_agent
 from tests.test_restart_e2e import alive
+from tests.token_support import AUTH
 from yurt.runtime.lib.procfs import stat_fields
 
 pytestmark = pytest.mark.slow
@@ -39,7 +40,8 @@ def test_exec_is_killed_with_its_agent(tmp_path: Path) -> None:
         command = int(session.stdout.readline())
         assert alive(command)
         stats_url = f"{user.env['YURT_ADDR']}/v1/client/allocation/{alloc['ID']}/stats"
-        with urllib.request.urlopen(stats_url, timeout=30) as response:
+        request = urllib.request.Request(stats_url, headers=AUTH)
+        with urllib.request.urlopen(request, timeout=30) as response:
             pids = set(map(int, json.load(response)["Tasks"]["web"]["Pids"]))
         # The task's process tree (its loop's short-lived `sleep`s too): the task is its root.
         (task,) = (p for p in pids if parent(p) not in (*pids, None))  # None: a sleep gone

@@ -197,6 +197,8 @@ async def token_self(ctx: Context, request: Request) -> Response:
 
 async def token_item(ctx: Context, request: Request) -> Response:
     accessor = request.path_params["accessor"]
+    if accessor in ("self", "onetime"):  # routes of their own (Nomad's exact paths): a
+        raise ApiError(405, "Method Not Allowed")  # method they do not take ends here
     if request.method == "GET":
         store = await _store(ctx)
         ident = identity(request)
