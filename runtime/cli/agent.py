@@ -296,8 +296,9 @@ def run_agent(options: AgentOptions) -> int:
                  f"(data dir {config.data_dir}{mode})", err=True)
             log.info("agent started", extra=fields(version=__version__, address=address,
                                                    data_dir=str(config.data_dir)))
-            _announce_acl(instance, config, address)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                # Once a stop is heard: whoever read these lines may stop the agent at once.
+                _announce_acl(instance, config, address)
                 async for signum in signals:
                     echo("yurt agent stopping; " + (
                         "stopping every task (--dev)" if config.dev_mode else
