@@ -1,5 +1,10 @@
 """Benchmark: the HTTP API under load, on loopback, against `yurt agent` as users start it.
 
+As users start it means ACLs on: every request (the load's, the blocking queries', the
+subscribers') carries the management token the agent's first start wrote
+(benchlib/agent_token.py), so each one pays the ACL check (token lookup, cached) and the
+numbers include it.
+
 Measured, in this order, on one agent holding `--allocs` (default 1,000) running allocations of
 mock-driver tasks (10 jobs; a mock task costs no process, so the load is the API's own):
 - `GET /v1/jobs` and `GET /v1/allocations`: requests/s and latency p50/p99, once with one
@@ -46,6 +51,7 @@ from bench_events import client as subscriber_client
 from bench_events import job as restarting_job
 from bench_events import quantile
 from bench_restore import YURT, request, wait_api
+from benchlib.agent_token import agent_env, header_line
 from benchlib.procs import stop_agent
 
 JOBS = 10
@@ -120,9 +126,10 @@ class Exchange:
 
 
 def load(port: int, path: str, conns: int, seconds: float,
-         out: multiprocessing.Queue[dict[str, Any]]) -> None:
+         out: multiprocessing.Queue[dict[str, Any]], token: str = "") -> None:
     """Closed loop over `conns` connections for `seconds`: every latency, and errors."""
-    raw = f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+    raw = (f"GET {path} HTTP/1.1\r\nHost: localhost\r\n".encode() + header_line(token)
+           + b"\r\n")
     selector = selectors.DefaultSelector()
     exchanges = [Exchange(port, raw) for _ in range(conns)]
     end = time.perf_counter() + seconds
@@ -157,10 +164,11 @@ def load(port: int, path: str, conns: int, seconds: float,
     out.put({"latencies": latencies, "errors": errors, "reconnects": reconnects})
 
 
-def throughput(port: int, path: str, conns: int, procs: int, seconds: float) -> dict[str, float]:
+def throughput(port: int, path: str, conns: int, procs: int, seconds: float,
+               token: str = "") -> dict[str, float]:
     out: multiprocessing.Queue[dict[str, Any]] = multiprocessing.Queue()
     shares = [conns // procs + (i < conns % procs) for i in range(procs)]
-    workers = [multiprocessing.Process(target=load, args=(port, path, n, seconds, out))
+    workers = [multiprocessing.Process(target=load, args=(port, path, n, seconds, out, token))
                for n in shares if n]
     start = time.perf_counter()
     for w in workers:
@@ -176,10 +184,11 @@ def throughput(port: int, path: str, conns: int, procs: int, seconds: float) -> 
             "reconnects": sum(r["reconnects"] for r in results)}
 
 
-def wakeups(port: int, n: int) -> dict[str, float]:
+def wakeups(port: int, n: int, token: str = "") -> dict[str, float]:
     """Park `GET /v1/jobs?index=N`, update a job, time until the parked query answers."""
+    auth = header_line(token)
     update = Exchange(port, b"")
-    probe = Exchange(port, b"GET /v1/jobs HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    probe = Exchange(port, b"GET /v1/jobs HTTP/1.1\r\nHost: localhost\r\n" + auth + b"\r\n")
     lat: list[float] = []
     early = 0
     for i in range(n):
@@ -188,7 +197,7 @@ def wakeups(port: int, n: int) -> dict[str, float]:
             pass
         index = int(probe.header(b"x-nomad-index"))
         parked = Exchange(port, f"GET /v1/jobs?index={index}&wait=60s HTTP/1.1\r\n"
-                                f"Host: localhost\r\n\r\n".encode())
+                                f"Host: localhost\r\n".encode() + auth + b"\r\n")
         parked.send()
         # Give the query time to reach the agent and park; one that answers meanwhile woke
         # for a change that is not ours.
@@ -199,7 +208,8 @@ def wakeups(port: int, n: int) -> dict[str, float]:
             continue
         body = json.dumps(mock_job("wake", 1, {"i": str(i)})).encode()
         update.raw = (b"PUT /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
-                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n" + auth
+                      + b"\r\n" + body)
         update.send()
         sent = update.sent
         while not parked.feed(parked.sock.recv(RECV)):
@@ -218,13 +228,13 @@ def wakeups(port: int, n: int) -> dict[str, float]:
 
 
 def fanout(port: int, subscribers: int, procs: int, seconds: float,
-           warmup: float) -> dict[str, float]:
+           warmup: float, token: str = "") -> dict[str, float]:
     out: multiprocessing.Queue[dict[str, Any]] = multiprocessing.Queue()
     start = time.time() + warmup
     end = start + seconds
     kinds = ["http"] * subscribers
     workers = [multiprocessing.Process(target=subscriber_client,
-                                       args=(kinds[i::procs], port, start, end, out))
+                                       args=(kinds[i::procs], port, start, end, out, token))
                for i in range(procs) if kinds[i::procs]]
     for w in workers:
         w.start()
@@ -240,8 +250,9 @@ def fanout(port: int, subscribers: int, procs: int, seconds: float,
             "fanout_dropped": sum(t["dropped"] for t in tallies)}
 
 
-def running(base: str) -> int:
-    return sum(a["ClientStatus"] == "running" for a in request(base, "GET", "/v1/allocations"))
+def running(base: str, token: str) -> int:
+    return sum(a["ClientStatus"] == "running"
+               for a in request(base, "GET", "/v1/allocations", token=token))
 
 
 def main() -> None:
@@ -263,27 +274,28 @@ def main() -> None:
         with open(Path(tmp) / "agent.log", "ab") as log:
             agent = subprocess.Popen([args.yurt_bin, "agent", "--data-dir", f"{tmp}/data",
                                       "--port", str(port)], stdout=subprocess.DEVNULL,
-                                     stderr=log, start_new_session=True)
+                                     stderr=log, start_new_session=True, env=agent_env())
         try:
-            wait_api(base, time.monotonic() + 60)
+            token = wait_api(base, Path(tmp) / "data", time.monotonic() + 60)
             per_job = [args.allocs // JOBS + (i < args.allocs % JOBS) for i in range(JOBS)]
             for i, count in enumerate(per_job):
-                request(base, "PUT", "/v1/jobs", mock_job(f"load-{i}", count))
+                request(base, "PUT", "/v1/jobs", mock_job(f"load-{i}", count), token=token)
             deadline = time.monotonic() + 600
-            while (n := running(base)) < args.allocs:
+            while (n := running(base, token)) < args.allocs:
                 if time.monotonic() > deadline:
                     raise SystemExit(f"only {n} of {args.allocs} allocations running")
                 time.sleep(0.5)
             rows: dict[str, dict[str, float]] = {}
             for path in ("/v1/jobs", "/v1/allocations"):
-                rows[f"GET {path}, 1 connection"] = throughput(port, path, 1, 1, args.seconds)
+                rows[f"GET {path}, 1 connection"] = throughput(port, path, 1, 1, args.seconds,
+                                                               token)
                 rows[f"GET {path}, {args.conns} connections"] = throughput(
-                    port, path, args.conns, args.procs, args.seconds)
+                    port, path, args.conns, args.procs, args.seconds, token)
             results["load1_gets"] = os.getloadavg()[0]
-            results.update(wakeups(port, args.wakeups))
-            request(base, "PUT", "/v1/jobs", restarting_job(20))
+            results.update(wakeups(port, args.wakeups, token))
+            request(base, "PUT", "/v1/jobs", restarting_job(20), token=token)
             results.update(fanout(port, args.subscribers, args.subscriber_procs, args.seconds,
-                                  warmup=3.0))
+                                  warmup=3.0, token=token))
             results["load1_end"] = os.getloadavg()[0]
         finally:
             stop_agent(agent)

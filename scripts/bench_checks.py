@@ -1,14 +1,16 @@
 """Benchmark: what a real `yurt agent` costs running N http service checks.
 
 The agent is started as users start it (`yurt agent` on a temporary data dir and a free
-loopback port). A local HTTP server (a trio process of its own, so its CPU is not counted)
-answers the checks. One job goes in through the HTTP API: one group, one raw_exec
-`sleep 3600` task, and N group services, each with one http check every `--interval`
-seconds against that server. Once every check has passed, and after `--settle` seconds, the
-agent's CPU (utime + stime of its process, from the kernel's per-process clock or
+loopback port, ACLs on: this script's requests carry the management token its first start
+wrote, benchlib/systems.py; the probes are the agent's own and no request is made during the
+measured window, so the ACLs add nothing to it). A local HTTP server (a trio process of its
+own, so its CPU is not counted) answers the checks. One job goes in through the HTTP API: one
+group, one raw_exec `sleep 3600` task, and N group services, each with one http check every
+`--interval` seconds against that server. Once every check has passed, and after `--settle`
+seconds, the agent's CPU (utime + stime of its process, from the kernel's per-process clock or
 /proc/<pid>/stat) is measured over `--window` seconds, as % of one core, with the probes the
-server saw meanwhile. The same is measured for the job without services (the baseline: an
-agent idling with one task).
+server saw meanwhile. The same is measured for the job without services (the baseline: an agent
+idling with one task).
 
 A table, then one JSON line (`{"bench": "checks", …}`). The target is well under 1 % of a
 core for 1,000 checks at 10 s (100 probes a second). Measured on the 2-core development VM:

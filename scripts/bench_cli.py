@@ -9,6 +9,9 @@ the machine falls on all of them alike), the median kept:
 - `yurt job status` and `yurt alloc status ID`: remote verbs over loopback HTTP, against a
   real `yurt agent` this script starts on a free port with a data dir in /tmp (one mock-driver
   job placed, so the listing and the allocation are real), stopped and removed afterwards.
+  ACLs are on, as users run the agent: each command reads the management token from the file
+  the agent's first start wrote (`YURT_TOKEN_FILE`, benchlib/agent_token.py) and the agent
+  checks it, so both are in the remote verbs' times.
 
 Each command's median is reported with its difference from bare Python and its ratio to it,
 and checked against the targets: --help/--version ≤ 0.10 s above bare Python, the remote
@@ -36,6 +39,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_restore import request, wait_api
+from benchlib.agent_token import agent_env, cli_env
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -66,9 +70,9 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
-def first_alloc(base: str, deadline: float) -> str:
+def first_alloc(base: str, token: str, deadline: float) -> str:
     while True:
-        allocs = request(base, "GET", "/v1/job/bench-cli/allocations")
+        allocs = request(base, "GET", "/v1/job/bench-cli/allocations", token=token)
         if allocs:
             return str(allocs[0]["ID"])
         if time.monotonic() > deadline:
@@ -79,17 +83,16 @@ def first_alloc(base: str, deadline: float) -> str:
 def measure(runs: int) -> dict[str, list[float]]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "YURT_ADDR": base}
-    env.pop("YURT_TOKEN", None)
     with tempfile.TemporaryDirectory(prefix="yurt-bench-cli-") as tmp:
+        env = {**cli_env(Path(tmp)), "YURT_ADDR": base}
         with open(Path(tmp) / "agent.log", "wb") as log:
             agent = subprocess.Popen([str(YURT), "agent", "--data-dir", tmp, "--port",
                                       str(port)], stdout=subprocess.DEVNULL, stderr=log,
-                                     start_new_session=True, env=env)
+                                     start_new_session=True, env=agent_env())
         try:
-            wait_api(base, time.monotonic() + 60)
-            request(base, "POST", "/v1/jobs", JOB)
-            alloc = first_alloc(base, time.monotonic() + 60)
+            token = wait_api(base, Path(tmp), time.monotonic() + 60)
+            request(base, "POST", "/v1/jobs", JOB, token=token)
+            alloc = first_alloc(base, token, time.monotonic() + 60)
             commands = {"python -c pass": [str(PYTHON), "-c", "pass"],
                         "--help": [str(YURT), "--help"],
                         "--version": [str(YURT), "--version"],

@@ -1,6 +1,8 @@
 """Benchmark: event-stream fan-out, many subscribers at a steady event rate.
 
-The agent is started the way users start it (`yurt agent`), and driven through its API: a job
+The agent is started the way users start it (`yurt agent`, ACLs on: every request and every
+subscription carries the management token its first start wrote, benchlib/agent_token.py, so
+each subscription passes the ACL check a user's does), and driven through its API: a job
 of `--allocs` allocations (default 100) of a mock-driver task that exits after a second and is
 restarted at once, so every allocation produces a steady stream of task events (Terminated,
 Restarting, Started) and allocation updates. Then, on loopback, `--subscribers` subscribers
@@ -53,6 +55,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_restore import YURT, request, wait_api
+from benchlib.agent_token import agent_env, header_line
 from benchlib.procs import cpu_seconds
 
 TIME = re.compile(rb'"Time":(\d+)')
@@ -113,8 +116,9 @@ class HttpReader:
         self.left = 0  # bytes of the current chunk's data still to come
 
     @staticmethod
-    def request() -> bytes:
-        return b"GET /v1/event/stream HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    def request(token: str = "") -> bytes:
+        return (b"GET /v1/event/stream HTTP/1.1\r\nHost: localhost\r\n" + header_line(token)
+                + b"\r\n")
 
     def feed(self, data: bytes, now: float) -> None:
         buf = self.buf
@@ -156,11 +160,11 @@ class WsReader:
         self.head = False
 
     @staticmethod
-    def request() -> bytes:
+    def request(token: str = "") -> bytes:
         key = base64.b64encode(os.urandom(16))
         return (b"GET /v1/event/ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
                 b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                b"Sec-WebSocket-Key: " + key + b"\r\n\r\n")
+                b"Sec-WebSocket-Key: " + key + b"\r\n" + header_line(token) + b"\r\n")
 
     def feed(self, data: bytes, now: float) -> None:
         buf = self.buf
@@ -192,14 +196,15 @@ class WsReader:
 
 
 def client(kinds: list[str], port: int, start: float, end: float,
-           out: multiprocessing.Queue[dict[str, Any]]) -> None:
-    """Follow the stream with one subscriber per item of `kinds` until `end` (+0.5 s)."""
+           out: multiprocessing.Queue[dict[str, Any]], token: str = "") -> None:
+    """Follow the stream with one subscriber per item of `kinds` until `end` (+0.5 s), each
+    sending `token`."""
     tallies = {kind: Tally(start, end) for kind in set(kinds)}
     selector = selectors.DefaultSelector()
     for kind in kinds:
         reader = HttpReader(tallies[kind]) if kind == "http" else WsReader(tallies[kind])
         sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(reader.request())
+        sock.sendall(reader.request(token))
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ, reader)
     cpu_start = cpu_end = 0.0
@@ -240,7 +245,7 @@ def start_agent(yurt: str, data_dir: Path, port: int) -> subprocess.Popen[bytes]
     with open(data_dir / "agent.log", "ab") as log:
         return subprocess.Popen([yurt, "agent", "--data-dir", str(data_dir), "--port",
                                  str(port)], stdout=subprocess.DEVNULL, stderr=log,
-                                start_new_session=True)
+                                start_new_session=True, env=agent_env())
 
 
 def split(args: argparse.Namespace) -> list[list[str]]:
@@ -256,8 +261,8 @@ def one_run(args: argparse.Namespace, yurt: str, port: int) -> dict[str, float]:
         agent = start_agent(yurt, Path(tmp), port)
         try:
             base = f"http://127.0.0.1:{port}"
-            wait_api(base, time.monotonic() + 60)
-            request(base, "POST", "/v1/jobs", job(args.allocs))
+            token = wait_api(base, Path(tmp), time.monotonic() + 60)
+            request(base, "POST", "/v1/jobs", job(args.allocs), token=token)
             time.sleep(args.warmup)  # the restart cycle reaches its steady rate
             c0, t0 = cpu_seconds(agent.pid), time.monotonic()
             time.sleep(args.seconds / 2)
@@ -266,7 +271,8 @@ def one_run(args: argparse.Namespace, yurt: str, port: int) -> dict[str, float]:
             out: multiprocessing.Queue[dict[str, Any]] = multiprocessing.Queue()
             start = time.time() + args.warmup
             end = start + args.seconds
-            procs = [multiprocessing.Process(target=client, args=(kinds, port, start, end, out))
+            procs = [multiprocessing.Process(target=client,
+                                             args=(kinds, port, start, end, out, token))
                      for kinds in split(args) if kinds]
             for p in procs:
                 p.start()

@@ -78,6 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import procs
+from benchlib.agent_token import agent_env
 
 from yurt.runtime.server.cluster.etcd.process import start_etcd
 
@@ -126,8 +127,10 @@ def spawn(args: list[str], out: Path, err: Path | None = None) -> subprocess.Pop
         if err is not None:
             stderr = err.open("wb")
         try:
+            # No token variable of the caller's: the server would demand it and this
+            # script's requests carry none (a `yurt server` keeps no ACL state yet).
             return subprocess.Popen([YURT, *args], stdout=stdout, stderr=stderr,
-                                    start_new_session=True)
+                                    start_new_session=True, env=agent_env())
         finally:
             if err is not None:
                 stderr.close()

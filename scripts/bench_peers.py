@@ -13,6 +13,10 @@ children of `sleep <unique duration>` each, counted from outside through /proc:
            until the API reports all N tasks running), the duplicates, and yurt's API delay
   crash    a task that exits at once (delay 0): the daemon's CPU time per spawn
 
+yurt runs as users run it, ACLs on: its requests carry the management token its first start
+wrote (benchlib/systems.py), so the spawn, stop and sigkill rows include the ACL check of
+each request (the sigkill row: the restarted agent loads its ACL state before it answers).
+
 A table with the median and range of every cell (and the load average of each run), then one
 JSON line with every value. Each run cleans up what it started, checked through /proc.
 """

@@ -1,12 +1,15 @@
 """Benchmark: restart after a SIGKILL of the agent, with N raw_exec tasks of `sleep` running.
 
-The agent is started the way users start it (`yurt agent`), the job goes in through the API,
-and everything is observed from outside: the API over loopback, the task processes in /proc.
+The agent is started the way users start it (`yurt agent`, ACLs on: every request carries the
+management token its first start wrote, benchlib/agent_token.py), the job goes in through the
+API, and everything is observed from outside: the API over loopback, the task processes in
+/proc.
 Steps: start the agent, run N allocations of one `sleep` task each, wait until all are
 running, `kill -9` the agent (the tasks live on), start it again and measure, from the moment
 the new agent process is spawned:
 
-- until the API answers (`GET /v1/agent/self`);
+- until the API answers (`GET /v1/agent/self` with the token: the restarted agent loads its
+  ACL state before it answers, as it does for every user);
 - until every allocation is re-attached (the API lists N allocations `running`, none of them
   still restoring) — the "all running again" of the issue;
 - the tasks counted in /proc: still exactly N, none started twice.
@@ -30,6 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchlib.agent_token import agent_env, headers, wait_token
 from benchlib.procs import children
 from rich.console import Console
 from rich.table import Table
@@ -60,15 +64,15 @@ job "restore" {
 
 
 def request(base: str, method: str, path: str, body: object | None = None,
-            timeout: float = 30.0) -> Any:
+            timeout: float = 30.0, token: str = "") -> Any:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers(token))
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read() or b"null")
 
 
 def start_agent(data_dir: Path, port: int, pythonpath: str | None) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
+    env = agent_env()
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     with open(data_dir / "agent.log", "ab") as log:
@@ -77,19 +81,22 @@ def start_agent(data_dir: Path, port: int, pythonpath: str | None) -> subprocess
                                 stderr=log, start_new_session=True, env=env)
 
 
-def wait_api(base: str, deadline: float) -> None:
+def wait_api(base: str, data_dir: Path, deadline: float) -> str:
+    """Once the agent of `data_dir` answers at `base`: the token to send it (the one its first
+    start wrote; "" for an agent that admits anonymous requests)."""
+    token = wait_token(base, data_dir, timeout=max(0.0, deadline - time.monotonic()))
     while True:
         try:
-            request(base, "GET", "/v1/agent/self", timeout=1.0)
-            return
+            request(base, "GET", "/v1/agent/self", timeout=1.0, token=token)
+            return token
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.005)
 
 
-def restored(base: str, n: int) -> bool:
-    allocs = request(base, "GET", "/v1/allocations")
+def restored(base: str, n: int, token: str) -> bool:
+    allocs = request(base, "GET", "/v1/allocations", token=token)
     running = [a for a in allocs if a["ClientStatus"] == "running"
                and "restoring" not in a["ClientDescription"].lower()]
     return len(running) >= n
@@ -101,13 +108,14 @@ def one_run(n: int, port: int, pythonpath: str | None = None) -> dict[str, float
     with tempfile.TemporaryDirectory(prefix="yurt-bench-restore-") as tmp:
         data_dir = Path(tmp)
         agent = start_agent(data_dir, port, pythonpath)
+        token = ""
         try:
-            wait_api(base, time.monotonic() + 60)
+            token = wait_api(base, data_dir, time.monotonic() + 60)
             job = request(base, "POST", "/v1/jobs/parse",
-                          {"JobHCL": JOB % {"n": n, "marker": marker}})
-            request(base, "POST", "/v1/jobs", {"Job": job})
+                          {"JobHCL": JOB % {"n": n, "marker": marker}}, token=token)
+            request(base, "POST", "/v1/jobs", {"Job": job}, token=token)
             deadline = time.monotonic() + 300
-            while not restored(base, n):
+            while not restored(base, n, token):
                 if time.monotonic() > deadline:
                     raise TimeoutError("the first start never had every task running")
                 time.sleep(0.2)
@@ -117,9 +125,9 @@ def one_run(n: int, port: int, pythonpath: str | None = None) -> dict[str, float
 
             t0 = time.monotonic()
             agent = start_agent(data_dir, port, pythonpath)
-            wait_api(base, t0 + 60)
+            wait_api(base, data_dir, t0 + 60)
             api_at = time.monotonic() - t0
-            while not restored(base, n):
+            while not restored(base, n, token):
                 if time.monotonic() > t0 + 120:
                     raise TimeoutError("the restart never re-attached every task")
                 time.sleep(0.01)
@@ -128,7 +136,7 @@ def one_run(n: int, port: int, pythonpath: str | None = None) -> dict[str, float
             load = os.getloadavg()[0]
         finally:
             try:
-                request(base, "DELETE", "/v1/job/restore?purge=true")
+                request(base, "DELETE", "/v1/job/restore?purge=true", token=token)
                 end = time.monotonic() + 120
                 while len(children(marker)) and time.monotonic() < end:
                     time.sleep(0.2)

@@ -1,7 +1,9 @@
 """Benchmark: what a real `yurt agent` costs while N raw_exec `sleep` tasks just run.
 
 The agent is started the way users start it (`yurt agent` on a temporary data dir and a free
-loopback port), one job of N allocations × one `sleep 3600` task goes in through the HTTP API,
+loopback port, ACLs on: this script's requests carry the management token its first start
+wrote, benchlib/agent_token.py; nobody asks anything in the measured window, so the ACLs cost
+nothing there), one job of N allocations × one `sleep 3600` task goes in through the HTTP API,
 and once every allocation is running and the start burst has settled, the agent is measured
 from outside through /proc, as the peers are:
 
@@ -27,6 +29,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchlib.agent_token import agent_env, headers, wait_token
 from benchlib.procs import cpu_seconds, memory
 from benchlib.systems import free_port, wait_for
 
@@ -51,16 +54,16 @@ job "idle" {
 """
 
 
-def call(base: str, method: str, path: str, body: bytes | None = None) -> Any:
+def call(base: str, token: str, method: str, path: str, body: bytes | None = None) -> Any:
     req = urllib.request.Request(base + path, data=body, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **headers(token)})
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"null")
 
 
-def running(base: str, n: int) -> bool:
+def running(base: str, token: str, n: int) -> bool:
     try:
-        allocs = call(base, "GET", "/v1/job/idle/allocations")
+        allocs = call(base, token, "GET", "/v1/job/idle/allocations")
     except OSError:
         return False
     return sum(a["ClientStatus"] == "running" for a in allocs) >= n
@@ -74,11 +77,13 @@ def measure(n: int, yurt_bin: str, settle: float, window: float) -> dict[str, An
     with tempfile.TemporaryDirectory(prefix="yurt-idle-") as data:
         agent = subprocess.Popen([yurt_bin, "agent", "--data-dir", data, "--port", str(port)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+                                 start_new_session=True, env=agent_env())
         try:
-            wait_for(lambda: _answers(base), 60, "the API", pause=0.5)
-            call(base, "POST", "/v1/jobs", encode_job(parse_job(JOB % n)))
-            wait_for(lambda: running(base, n), 600, f"{n} running allocations", pause=0.5)
+            token = wait_token(base, Path(data), 60, exited=agent.poll)
+            wait_for(lambda: _answers(base, token), 60, "the API", pause=0.5)
+            call(base, token, "POST", "/v1/jobs", encode_job(parse_job(JOB % n)))
+            wait_for(lambda: running(base, token, n), 600, f"{n} running allocations",
+                     pause=0.5)
             time.sleep(settle)
             before, t0 = cpu_seconds(agent.pid), time.monotonic()
             time.sleep(window)
@@ -88,9 +93,9 @@ def measure(n: int, yurt_bin: str, settle: float, window: float) -> dict[str, An
                 "tasks": n, "idle_cpu_pct": round(100 * (after - before) / (t1 - t0), 2),
                 "uss_kib": used.uss // 1024, "rss_kib": used.rss // 1024,
                 "pss_kib": used.pss // 1024, "loadavg": os.getloadavg()[0]}
-            call(base, "DELETE", "/v1/job/idle")
+            call(base, token, "DELETE", "/v1/job/idle")
             wait_for(lambda: all(a["ClientStatus"] != "running"
-                                 for a in call(base, "GET", "/v1/job/idle/allocations")),
+                                 for a in call(base, token, "GET", "/v1/job/idle/allocations")),
                      120, "the stop", pause=0.5)
             return row
         finally:
@@ -102,9 +107,9 @@ def measure(n: int, yurt_bin: str, settle: float, window: float) -> dict[str, An
                 agent.wait()
 
 
-def _answers(base: str) -> bool:
+def _answers(base: str, token: str) -> bool:
     try:
-        call(base, "GET", "/v1/agent/self")
+        call(base, token, "GET", "/v1/agent/self")
     except OSError:
         return False
     return True

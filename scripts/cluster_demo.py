@@ -10,6 +10,11 @@ and removes its files (also on Ctrl-C or a failure).
 
 Short heartbeat and leadership TTLs keep the demo under a minute; production defaults are
 Nomad's (10 s heartbeats plus 10 s grace, a 5 s leader lease).
+
+No token: a `yurt server` keeps no ACL state yet, so a cluster's servers and its client agents
+admit every request (runtime/agent/agent.py `effective_acl`). Every process starts without the
+token variables of the caller's environment (benchlib/agent_token.py `agent_env`), so that one
+exported in the shell does not make them demand it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchlib.agent_token import agent_env
 from benchlib.procs import carrying, kill_with_tasks
 
 from yurt.runtime.server.cluster.etcd.process import start_etcd
@@ -59,7 +65,8 @@ class Demo:
         log = self.root / f"{name}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen([YURT, *args], stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+                                       stdin=subprocess.DEVNULL, start_new_session=True,
+                                       env=agent_env())
         self.processes[name] = process
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

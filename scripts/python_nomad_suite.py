@@ -13,13 +13,29 @@ suite runs in:
   yurt has no docker driver; the `redis` task ignores SIGUSR1, which the suite sends it and
   expects it to survive, as redis does (a bare `sleep` would die of it);
 - `conftest.py` also records every HTTP exchange of every test (method, path, status, the start
-  of the answer) through `requests.Session.send`, so a failure names the endpoint and what yurt
-  answered; exchanges that the `responses` library mocked are marked and never reach the agent.
+  of the answer, secrets redacted) through `requests.Session.send`, so a failure names the
+  endpoint and what yurt answered; exchanges that the `responses` library mocked are marked and
+  never reach the agent.
 
-Tests are grouped as Nomad documents them: ACL (`test_acl.py`), Sentinel (`test_sentinel.py`),
-Quotas and enterprise features are excluded from the verdict (yurt is Nomad's open-source
-single-node agent); they still run and are shown. The three `test_base_*_connection_error`
-tests aim at a public address and are deselected.
+ACLs are on, as python-nomad's CI runs Nomad (`nomad agent -dev -acl-enabled`): the agent's
+config says `[acl] bootstrap = "manual"`, so nobody holds a token until python-nomad's first
+test, `test_acl.py::test_create_bootstrap`, bootstraps the ACL system and keeps the secret in
+`tests.common.NOMAD_TOKEN`, which every later test's client sends (the fixtures read it when
+each test starts, as python-nomad's own conftest does). Before the suite this harness asks only
+what anyone may (`/v1/agent/health`, until the agent and its node are ready): it registers
+nothing, as python-nomad's CI does not (the tests register the `example` job themselves). After
+the suite, conftest.py hands over the token python-nomad got (`common.NOMAD_TOKEN`, in a 0600
+file of the scratch directory); the harness's own requests carry it, and nomad-tools gets a
+token of its own, made with it, whose policy reads the default namespace and its logs only
+(what `watch alloc` needs). If python-nomad's bootstrap did not happen, the harness bootstraps
+then (the suite is over, nothing is pre-empted) and says so.
+
+Tests are grouped as Nomad documents them. ACL tests (`test_acl.py`, and
+`test_base_get_connnection_not_authorized`, which expects a 403 for a made-up token) count,
+and are also shown apart; Sentinel (`test_sentinel.py`), Quotas and enterprise features are
+excluded from the verdict (yurt is Nomad's open-source single-node agent); they still run and
+are shown. The three `test_base_*_connection_error` tests aim at a public address and are
+deselected.
 
 Then nomad-tools (`nomadtools watch alloc ID`) follows a short raw_exec batch allocation
 (sleep, a line of output, exit 0) to its end; the check passes when the watcher exits 0 on its
@@ -50,6 +66,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib.agent_token import agent_env, headers
+
 ROOT = Path(__file__).resolve().parent.parent
 YURT = ROOT / ".venv" / "bin" / "yurt"
 #: The files python-nomad's CI makes around its tests (see the module docstring).
@@ -75,9 +95,18 @@ SUITE_DEFECTS = {
 # What the tests' skipif markers compare against: a current Nomad, so that nothing is skipped
 # for being "too old".
 NOMAD_VERSION = "1.9.7"
+#: The categories left out of the verdict (shown, not counted); "ACL" counts.
+EXCLUDED = ("Sentinel", "Quotas", "enterprise")
+#: Where conftest.py leaves the token python-nomad's bootstrap got (scratch directory, 0600).
+TOKEN_FILE = "bootstrap.token"
+#: The policy of nomad-tools' token: what `watch alloc` reads (the allocation, its events and
+#: its task's logs), in the default namespace only. `read` alone does not read logs (Nomad's
+#: acl/policy.go `expandNamespacePolicy`: `read-logs` comes with `write`), so it is named.
+WATCH_POLICY = 'namespace "default" {\n  policy = "read"\n  capabilities = ["read-logs"]\n}\n'
 
 
 def category(nodeid: str) -> str:
+    """The group a test is shown in ("" for none); see `counted` for which ones count."""
     name = nodeid.lower()
     # python-nomad's CI runs Nomad with --acl-enabled; this test expects a 403 for a made-up
     # token, which only an agent with ACLs gives.
@@ -92,6 +121,11 @@ def category(nodeid: str) -> str:
     return ""
 
 
+def counted(row: dict[str, str]) -> bool:
+    """Whether a test's outcome is part of the verdict (every category but `EXCLUDED`)."""
+    return row["category"] not in EXCLUDED
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -99,21 +133,26 @@ def free_port() -> int:
 
 
 def request(base: str, method: str, path: str, body: object | None = None,
-            timeout: float = 30.0) -> Any:
+            timeout: float = 30.0, token: str = "") -> Any:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers(token))
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read() or b"null")
 
 
-def start_agent(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    # The node name of python-nomad's CI (`nomad agent -dev -node pynomad1`): tests look it up.
-    (data_dir / "agent.toml").write_text('node_name = "pynomad1"\n')
+def start_agent(yurt: str, data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    # The node name of python-nomad's CI (`nomad agent -dev -node pynomad1 -acl-enabled`):
+    # tests look it up; ACLs on, bootstrapped by the suite's first test (see the header).
+    (data_dir / "agent.toml").write_text(
+        'node_name = "pynomad1"\n\n[acl]\nenabled = true\nbootstrap = "manual"\n')
     with open(data_dir / "agent.log", "ab") as log:
-        return subprocess.Popen([str(YURT), "agent", "--config", str(data_dir / "agent.toml"),
+        # No token variable of the caller's: none may become a management token of this
+        # agent (the suite must meet the ACL system as python-nomad's CI does).
+        return subprocess.Popen([yurt, "agent", "--config", str(data_dir / "agent.toml"),
                                  "--data-dir", str(data_dir / "data"),
                                  "--bind", "127.0.0.1", "--port", str(port)],
-                                stdout=log, stderr=log, start_new_session=True)
+                                stdout=log, stderr=log, start_new_session=True,
+                                env=agent_env())
 
 
 def wait_until(what: str, check: Any, timeout: float) -> Any:
@@ -130,8 +169,34 @@ def wait_until(what: str, check: Any, timeout: float) -> Any:
         time.sleep(0.05)
 
 
-def job_allocs(base: str, job_id: str) -> list[dict[str, Any]]:
-    return request(base, "GET", f"/v1/job/{job_id}/allocations")  # type: ignore[no-any-return]
+def job_allocs(base: str, job_id: str, token: str) -> list[dict[str, Any]]:
+    return request(base, "GET", f"/v1/job/{job_id}/allocations",  # type: ignore[no-any-return]
+                   token=token)
+
+
+def harness_token(base: str, run: Path) -> tuple[str, str]:
+    """The management token for the harness's requests after the suite, and where it came
+    from: the one python-nomad's bootstrap got (conftest.py leaves it in `run`), else one
+    this harness bootstraps (the suite is over: nothing is pre-empted), else ""."""
+    path = run / TOKEN_FILE
+    if path.exists() and (token := path.read_text().strip()):
+        return token, "python-nomad's bootstrap"
+    try:
+        answer = request(base, "PUT", "/v1/acl/bootstrap", timeout=10)
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError) as e:
+        return "", f"none: python-nomad did not bootstrap and the harness could not ({e})"
+    return str(answer["SecretID"]), "the harness's bootstrap (python-nomad's did not happen)"
+
+
+def watch_token(base: str, token: str) -> str:
+    """A client token for nomad-tools, made with the management `token`: `WATCH_POLICY`."""
+    request(base, "PUT", "/v1/acl/policy/nomad-tools-watch",
+            {"Name": "nomad-tools-watch", "Description": "nomad-tools watch alloc",
+             "Rules": WATCH_POLICY}, token=token)
+    made = request(base, "PUT", "/v1/acl/token",
+                   {"Name": "nomad-tools", "Type": "client", "Policies": ["nomad-tools-watch"]},
+                   token=token)
+    return str(made["SecretID"])
 
 
 def prepare(suite: Path, run: Path, example: Path) -> None:
@@ -149,9 +214,10 @@ def run_suite(args: argparse.Namespace, run: Path, port: int) -> Path:
     # python-nomad reads NOMAD_ADDR, NOMAD_NAMESPACE, NOMAD_REGION, NOMAD_TOKEN and the TLS
     # variables as its defaults: none may leak in (tests/common.py has the namespace the
     # tests compare against).
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOMAD_", "VAULT_"))}
+    env = {k: v for k, v in agent_env().items() if not k.startswith(("NOMAD_", "VAULT_"))}
     env.update(NOMAD_IP="127.0.0.1", NOMAD_PORT=str(port), NOMAD_VERSION=NOMAD_VERSION,
-               PYNOMAD_EXCHANGES=str(run / "exchanges.jsonl"), PYTHONDONTWRITEBYTECODE="1")
+               PYNOMAD_EXCHANGES=str(run / "exchanges.jsonl"),
+               PYNOMAD_TOKEN_OUT=str(run / TOKEN_FILE), PYTHONDONTWRITEBYTECODE="1")
     cmd = [args.pytest, "-m", "pytest", "tests", "-p", "no:cacheprovider", "-q",
            f"--timeout={args.test_timeout}", f"--junitxml={junit}", "-o",
            "junit_family=xunit1", *[f"--deselect=tests/{t}" for t in DESELECT], *args.pytest_args]
@@ -201,7 +267,7 @@ def failure_list(rows: list[dict[str, str]], seen: dict[str, list[dict[str, Any]
     """Markdown: failed tests that count, grouped by the first endpoint yurt answered badly."""
     groups: dict[str, list[str]] = defaultdict(list)
     for row in rows:
-        if row["outcome"] != "failed" or row["category"]:
+        if row["outcome"] != "failed" or not counted(row):
             continue
         if row["test"] in SUITE_DEFECTS:
             groups["python-nomad's own defects (fail against Nomad too)"].append(
@@ -231,17 +297,45 @@ def failure_list(rows: list[dict[str, str]], seen: dict[str, list[dict[str, Any]
     return "\n".join(out)
 
 
-def watch_check(args: argparse.Namespace, base: str, data_dir: Path) -> dict[str, Any]:
-    """nomad-tools follows a short raw_exec batch allocation to its end."""
+def by_category(rows: list[dict[str, str]]) -> dict[str, dict[str, int]]:
+    """Outcomes per category ("general" for the tests of none)."""
+    out: dict[str, Counter[str]] = defaultdict(Counter)
+    for row in rows:
+        out[row["category"] or "general"][row["outcome"]] += 1
+    return {c: {o: counts[o] for o in ("passed", "failed", "skipped")}
+            for c, counts in out.items()}
+
+
+def summary_table(rows: list[dict[str, str]], live_ids: set[str]) -> str:
+    """Markdown: the verdict's outcomes (every counted test), then each category's."""
+    lines = ["", "| outcome | tests | of which talked to the agent |", "|---|---|---|"]
+    for outcome in ("passed", "failed", "skipped"):
+        sel = [r for r in rows if counted(r) and r["outcome"] == outcome]
+        lines.append(f"| {outcome} | {len(sel)} | {sum(r['test'] in live_ids for r in sel)} |")
+    lines += ["", "| category | counted | passed | failed | skipped |", "|---|---|---|---|---|"]
+    categories = by_category(rows)
+    for cat in ("general", "ACL", *EXCLUDED):
+        c = categories.get(cat, {"passed": 0, "failed": 0, "skipped": 0})
+        lines.append(f"| {cat} | {'no' if cat in EXCLUDED else 'yes'} | {c['passed']} | "
+                     f"{c['failed']} | {c['skipped']} |")
+    lines.append(f"| deselected (public address) | no | {len(DESELECT)} not run | | |")
+    return "\n".join(lines)
+
+
+def watch_check(args: argparse.Namespace, base: str, data_dir: Path,
+                token: str) -> dict[str, Any]:
+    """nomad-tools, with a read-only token of its own, follows a short raw_exec batch
+    allocation to its end (`token`: the harness's management token)."""
     job = {"Job": {"ID": "watched", "Type": "batch", "TaskGroups": [{
         "Name": "g", "Tasks": [{"Name": "t", "Driver": "raw_exec", "Config": {
             "command": "/bin/sh", "args": ["-c", "sleep 3; echo watched-done"]}}],
         "RestartPolicy": {"Attempts": 0, "Mode": "fail"}}]}}
-    request(base, "PUT", "/v1/jobs", job)
-    allocs = wait_until("the watched allocation", lambda: job_allocs(base, "watched"), 30)
+    watcher = watch_token(base, token)
+    request(base, "PUT", "/v1/jobs", job, token=token)
+    allocs = wait_until("the watched allocation", lambda: job_allocs(base, "watched", token), 30)
     alloc_id = allocs[0]["ID"]
-    env = dict(os.environ, NOMAD_ADDR=base)
-    env.pop("NOMAD_TOKEN", None)
+    # The token in the environment nomad-tools reads it from, never on its command line.
+    env = {**agent_env(), "NOMAD_ADDR": base, "NOMAD_TOKEN": watcher}
     start = time.monotonic()
     with open(data_dir / "watch.log", "wb") as log:
         # `--lines -1`: with the default (30), nomad-tools 0.5.8's `watch alloc` joins a log
@@ -257,23 +351,26 @@ def watch_check(args: argparse.Namespace, base: str, data_dir: Path) -> dict[str
             proc.wait()
     elapsed = time.monotonic() - start
     output = (data_dir / "watch.log").read_text(errors="replace")
-    status = job_allocs(base, "watched")[0]["ClientStatus"]
+    status = job_allocs(base, "watched", token)[0]["ClientStatus"]
     return {"ended": code is not None, "exit_code": code, "seconds": round(elapsed, 1),
             "alloc_status": status, "saw_output": "watched-done" in output,
             "saw_task_events": "Started" in output,
             "tail": output[-600:]}
 
 
-def stop_all(base: str) -> None:
-    """Tasks outlive an agent stop by design; this scratch agent's must not: stop every job and
-    wait (bounded) until its allocations are terminal before the agent goes."""
+def stop_all(base: str, token: str) -> None:
+    """Tasks outlive an agent stop by design; this scratch agent's must not: stop every job (of
+    every namespace) and wait (bounded) until its allocations are terminal before the agent
+    goes."""
     try:
-        for job in request(base, "GET", "/v1/jobs"):
-            request(base, "DELETE", f"/v1/job/{job['ID']}")
+        for job in request(base, "GET", "/v1/jobs?namespace=*", token=token):
+            request(base, "DELETE",
+                    f"/v1/job/{job['ID']}?namespace={job.get('Namespace') or 'default'}",
+                    token=token)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(
                 a["ClientStatus"] in ("pending", "running")
-                for a in request(base, "GET", "/v1/allocations")):
+                for a in request(base, "GET", "/v1/allocations?namespace=*", token=token)):
             time.sleep(0.2)
     except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError) as e:
         print(f"could not stop the scratch agent's jobs: {e}", file=sys.stderr)
@@ -291,6 +388,7 @@ def main() -> None:
                         "python-nomad's CI runs it (example.json: a minimal one)")
     p.add_argument("--failures", type=Path, help="also write the failure list (Markdown) here")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    p.add_argument("--yurt-bin", default=str(YURT), help=f"the `yurt` to start (default {YURT})")
     p.add_argument("--quiet", action="store_true", help="hide pytest's own output")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args()
@@ -300,21 +398,27 @@ def main() -> None:
     run = Path(tempfile.mkdtemp(prefix="yurt-pynomad-"))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    agent = start_agent(run, port)
+    agent = start_agent(args.yurt_bin, run, port)
+    token = ""
     try:
-        wait_until("the agent's API", lambda: request(base, "GET", "/v1/agent/self", timeout=2),
-                   60)
+        # Public: the agent and its node are ready (the client's health is its readiness).
+        wait_until("the agent's health", lambda: request(base, "GET", "/v1/agent/health",
+                                                         timeout=2), 60)
         prepare(args.suite, run, args.example)
-        # The job python-nomad's CI has running before most tests (they re-register it too).
-        request(base, "PUT", "/v1/jobs", json.loads(args.example.read_text()))
-        wait_until("job example running", lambda: any(
-            a["ClientStatus"] == "running" for a in job_allocs(base, "example")), 60)
         started = time.monotonic()
         junit = run_suite(args, run, port)
         suite_seconds = time.monotonic() - started
-        watch = watch_check(args, base, run)
+        token, token_source = harness_token(base, run)
+        print(f"the harness's token: {token_source}", file=sys.stderr)
+        watch: dict[str, Any] = {"ended": False, "exit_code": None, "seconds": 0.0,
+                                 "alloc_status": "not run", "saw_output": False,
+                                 "saw_task_events": False, "tail": token_source}
+        if token:
+            watch = watch_check(args, base, run, token)
     finally:
-        stop_all(base)
+        if not token:  # failed before the suite's end: a token to stop the jobs with
+            token = harness_token(base, run)[0]
+        stop_all(base, token)
         agent.send_signal(signal.SIGTERM)
         try:
             agent.wait(timeout=20)
@@ -328,40 +432,38 @@ def main() -> None:
         live = sum(1 for x in seen.get(row["test"], []) if not x["mocked"])
         tag = f" [{row['category']}]" if row["category"] else ""
         print(f"{row['outcome'].upper():8} {row['test']}{tag} (live requests: {live})")
-    counted = [r for r in rows if not r["category"]]
+    counting = [r for r in rows if counted(r)]
     live_ids = {t for t, xs in seen.items() if any(not x["mocked"] for x in xs)}
+    categories = by_category(rows)
     summary: dict[str, Any] = {
         "python_nomad": args.suite.parent.name, "deselected": len(DESELECT),
-        "total": len(rows), "passed": sum(r["outcome"] == "passed" for r in counted),
-        "failed": sum(r["outcome"] == "failed" for r in counted),
-        "skipped": sum(r["outcome"] == "skipped" for r in counted),
-        "excluded": dict(Counter(r["category"] for r in rows if r["category"])),
-        "live_total": sum(r["test"] in live_ids for r in counted),
-        "live_passed": sum(r["test"] in live_ids and r["outcome"] == "passed" for r in counted),
+        "total": len(rows), "passed": sum(r["outcome"] == "passed" for r in counting),
+        "failed": sum(r["outcome"] == "failed" for r in counting),
+        "skipped": sum(r["outcome"] == "skipped" for r in counting),
+        "categories": categories,
+        "excluded": {c: sum(v.values()) for c, v in categories.items() if c in EXCLUDED},
+        "live_total": sum(r["test"] in live_ids for r in counting),
+        "live_passed": sum(r["test"] in live_ids and r["outcome"] == "passed"
+                           for r in counting),
         "suite_seconds": round(suite_seconds, 1),
+        "harness_token": token_source,
         "nomad_tools_watch": {k: v for k, v in watch.items() if k != "tail"},
     }
-    print("\n| outcome | tests | of which talked to the agent |\n|---|---|---|")
-    for outcome in ("passed", "failed", "skipped"):
-        sel = [r for r in counted if r["outcome"] == outcome]
-        print(f"| {outcome} | {len(sel)} | {sum(r['test'] in live_ids for r in sel)} |")
-    for cat in ("ACL", "Sentinel", "Quotas", "enterprise"):
-        n = summary["excluded"].get(cat, 0)
-        ex_passed = sum(r["category"] == cat and r["outcome"] == "passed" for r in rows)
-        print(f"| excluded: {cat} | {n} | ({ex_passed} pass anyway) |")
-    print(f"| deselected (public address) | {len(DESELECT)} | |")
+    print(summary_table(rows, live_ids))
+    print(f"\nthe harness's token after the suite: {token_source}")
     print(f"\nnomad-tools watch alloc: ended={watch['ended']} exit={watch['exit_code']} "
           f"after {watch['seconds']} s, alloc {watch['alloc_status']}, "
           f"task events seen={watch['saw_task_events']}, output seen={watch['saw_output']}")
     if not watch["ended"]:
         print("watch output tail:\n" + watch["tail"])
     failures = failure_list(rows, seen)
-    print("\n## Failures by endpoint (excluded categories left out)\n" + failures)
+    print(f"\n## Failures by endpoint ({', '.join(EXCLUDED)} left out)\n" + failures)
     if args.failures:
         args.failures.write_text(
             f"# python-nomad {args.suite.parent.name} against yurt: failures by endpoint\n\n"
             f"{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} "
-            f"skipped (of {len(counted)} counted; {summary['live_passed']}/"
+            f"skipped (of {len(counting)} counted, ACL tests included: "
+            f"{categories.get('ACL', {})}; {summary['live_passed']}/"
             f"{summary['live_total']} of those that talk to the agent pass); excluded "
             f"{summary['excluded']}. nomad-tools watch: {summary['nomad_tools_watch']}\n"
             f"Generated by ./scripts/python_nomad_suite at "

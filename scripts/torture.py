@@ -7,7 +7,13 @@ picks the operations (register service/batch jobs, update env, scale, stop, purg
 stop an allocation) and the moment of each kill, so a failing seed can be replayed (timing
 still varies, so a replay is likely, not certain, to hit the same window).
 
-After each kill the two databases get `PRAGMA integrity_check` (read-only, while no agent runs),
+The agent runs as users run it, ACLs on: its first start writes the management token to
+`DATA/server/bootstrap.token` and every request of the torture carries it (a restart after a
+kill finds the bootstrap done and the file as it was; benchlib/agent_token.py).
+
+After each kill the three databases (the client's, the server's and its object store, which
+holds the ACL state every start loads) get `PRAGMA integrity_check` (read-only, while no agent
+runs),
 the agent is started again, and once it serves the API and has *settled* the processes are
 compared with what the API says. Settled means: for `SETTLE_QUIET` seconds in a row no
 allocation that should run is `pending`, no task is `pending`, and no allocation the server
@@ -58,6 +64,10 @@ from typing import Any
 
 import httpx2
 import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib.agent_token import HEADER, agent_env, read_token
 
 API_DEADLINE = 30.0  # a loaded 2-core machine can take several seconds to start Python
 # Below the 15 s restart delay on purpose: a task that waits that delay after a crash (instead
@@ -397,7 +407,7 @@ class AgentProcess:
             # A session of its own: a Ctrl-C at the terminal reaches us, not the agent.
             self.process = await trio.lowlevel.open_process(
                 [self.yurt, "agent", "--data-dir", str(self.data_dir), "--port", str(self.port)],
-                stdin=None, stdout=log, stderr=log, start_new_session=True)
+                stdin=None, stdout=log, stderr=log, start_new_session=True, env=agent_env())
         finally:
             os.close(log)
 
@@ -441,11 +451,15 @@ async def get_allocs(client: httpx2.AsyncClient) -> list[dict[str, Any]]:
 
 
 async def wait_api(client: httpx2.AsyncClient, agent: AgentProcess) -> str | None:
-    """None once the agent answers, else why not (by API_DEADLINE)."""
+    """None once the agent answers, else why not (by API_DEADLINE). The client sends the
+    token of the agent's first start from the moment it is written."""
     with trio.move_on_after(API_DEADLINE):
         while True:
             if agent.exited() is not None:
                 return f"agent exited with {agent.exited()} (see torture-agent.log)"
+            if HEADER not in client.headers and (
+                    token := await trio.to_thread.run_sync(read_token, agent.data_dir)):
+                client.headers[HEADER] = token
             with contextlib.suppress(httpx2.HTTPError):
                 if (await client.get("/v1/agent/self")).status_code == 200:
                     return None
@@ -517,7 +531,7 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
             for round_no in range(1, kills + 1):
                 last_op = await _operate_then_kill(client, agent, workload, rng)
                 result.kills += 1
-                for db in ("client/state.db", "server/server.db"):
+                for db in ("client/state.db", "server/server.db", "server/objects.db"):
                     verdict = integrity(data_dir / db)
                     if verdict != "ok":
                         result.failed_restarts += 1

@@ -1,27 +1,24 @@
-"""python-nomad's `dispatch_job` and `periodic_job` (force) against a running yurt agent."""
+"""python-nomad's `dispatch_job` and `periodic_job` (force) against a running yurt agent with
+ACLs on, bootstrapped by python-nomad (tests/test_python_nomad.py)."""
 
 from __future__ import annotations
 
 import base64
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-import nomad
 import pytest
 import trio
 
-from tests.agent_support import raw_job, running_agent
+from tests.agent_support import raw_job
+from tests.test_python_nomad import bootstrapped_by_python_nomad
 
 pytestmark = pytest.mark.slow
 
 
 async def test_python_nomad_dispatches_and_forces(tmp_path: Path) -> None:
     with trio.fail_after(30):
-        async with running_agent(tmp_path) as a:
-            port = urlparse(a.address).port
-            assert port is not None
-            client = nomad.Nomad(host="127.0.0.1", port=port, timeout=10)
+        async with bootstrapped_by_python_nomad(tmp_path) as (a, client):
             params = raw_job("params", "true", job_type="batch")
             params["Job"]["ParameterizedJob"] = {"MetaOptional": ["who"]}
             cron = raw_job("cron", "true", job_type="batch")

@@ -1,8 +1,10 @@
 """The systems the peer benchmark runs the same workloads against, behind one small interface.
 
 Each is started as its own process group in a private temporary directory, asked for children
-the way its users ask (yurt: a job through its HTTP API; supervisord: XML-RPC; circus: its
-ZeroMQ client; the floors: one line on stdin), and killed with its whole group at the end.
+the way its users ask (yurt: a job through its HTTP API, with ACLs on as users run it, each
+request carrying the management token its first start wrote, see agent_token.py; supervisord:
+XML-RPC; circus: its ZeroMQ client; the floors: one line on stdin), and killed with its whole
+group at the end.
 Nothing here counts children: scripts/bench_peers.py does that from /proc, the same way for all.
 """
 
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchlib import procs
+from benchlib.agent_token import agent_env, headers, read_token
 
 HERE = Path(__file__).resolve().parent
 #: Every daemon started in this process, checked once more at the very end.
@@ -359,15 +362,23 @@ class Yurt(System):
         super().__init__(workdir)
         self.yurt_bin = yurt_bin
         self.job_id = f"bench-{workdir.name[-8:]}".replace("_", "-")
+        self.data_dir = workdir / "data"
+        #: The management token of the data dir's first start ("" until it is written, and
+        #: for an agent that admits anonymous requests).
+        self.token = ""
 
     def http(self, method: str, path: str, body: object = None, timeout: float = 120) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data,
-                                         method=method)
+                                         method=method, headers=headers(self.token))
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return json.loads(answer.read())
 
     def api_ready(self) -> bool:
+        """The API answers this script's requests: with ACLs on, once the first start wrote
+        its token (until then the agent refuses a request without one)."""
+        if not self.token:
+            self.token = read_token(self.data_dir) or ""
         try:
             self.http("GET", "/v1/agent/self", timeout=1)
         except (OSError, urllib.error.URLError, ValueError):
@@ -376,8 +387,8 @@ class Yurt(System):
 
     def _start(self) -> None:
         self.port = free_port()
-        self._popen([str(self.yurt_bin), "agent", "--data-dir", str(self.workdir / "data"),
-                     "--port", str(self.port)])
+        self._popen([str(self.yurt_bin), "agent", "--data-dir", str(self.data_dir),
+                     "--port", str(self.port)], env=agent_env())
 
     def start(self) -> None:
         """Start the agent with no workload and wait for its API (for a benchmark that posts
