@@ -19,6 +19,14 @@ from yurt.store import MemoryStateDB, StateDB, open_state_db
 install_suite_token()
 
 
+@pytest.fixture(autouse=True)
+def suite_token() -> None:
+    """The suite's token in the environment before every test: an in-process `yurt agent`
+    start takes `$YURT_AGENT_TOKEN` out of it (runtime/cli/agent.py `agent_token`), which
+    would leave the agents of the tests after it, on the same worker, without one."""
+    install_suite_token()
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 async def state_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StateDB]:
     if request.param == "memory":

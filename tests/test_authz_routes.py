@@ -150,6 +150,7 @@ IN_HANDLER_ROUTES: Final[dict[tuple[str, str], Checked]] = {
     # Every topic (none named) is management's alone (events.py `_subscription_allowed`);
     # test_authz_lists.py has the namespaced topics.
     ("/v1/event/stream", "GET"): Checked(MANAGEMENT_GRANT, (MANAGEMENT.denies,)),
+    ("/v1/event/ws", "WS"): Checked(MANAGEMENT_GRANT, (MANAGEMENT.denies,)),
     # The mock driver does not isolate its tasks: alloc-node-exec too (exec.py).
     ("/v1/client/allocation/{id}/exec", "WS"): Checked(
         namespace_policy("alloc-exec", "alloc-node-exec"),

@@ -15,11 +15,10 @@ the handler where Nomad checks both (an evaluation's: evaluations.py).
 Deliberate differences from Nomad, in how a refusal is told, not in what is required:
 - An allocation the token may not read is 403 `Permission denied`; Nomad's `Alloc.GetAlloc`
   answers it as an unknown allocation (500, from its RPC error).
-- `/v1/event/stream` refuses a subscription as Nomad's `Event.stream` does (nomad/
-  event_endpoint.go `validateNsOp`: a topic the token may not read in every namespace asked;
-  all topics for management only) and then leaves out what the token may not read (events.py);
-  yurt's own `/v1/event/ws`, the web UI's one socket for every topic, refuses nothing and
-  leaves out the same, so that a token limited to some namespaces sees their events.
+- `/v1/event/stream` and yurt's own `/v1/event/ws` refuse a subscription as Nomad's
+  `Event.stream` does (nomad/event_endpoint.go `validateNsOp`: a topic the token may not read
+  in every namespace asked; all topics for management only), then leave out what the token
+  may not read (events.py); the web UI asks for narrower topics when refused.
 yurt's own routes (the event websocket, the node RPC of a yurt server) are declared here too:
 the websocket as the event stream is, the node RPC as `PUBLIC` to the ACL (it authenticates
 with the node's secret, noderpc.py).
@@ -211,7 +210,7 @@ NEEDS: Final[dict[str, Needs]] = {
         "*": deployment_action("set-alloc-health-deployment")},
     # ---- events (api-docs/events.mdx): each event shown by its topic's rule (events.py)
     "/v1/event/stream": {"GET": IN_HANDLER},  # Nomad's subscription rule: events.py
-    "/v1/event/ws": {"*": FILTERED},
+    "/v1/event/ws": {"*": IN_HANDLER},
     # ---- namespaces (api-docs/namespaces.mdx; nomad/namespace_endpoint.go)
     "/v1/namespaces": {"GET": FILTERED},
     "/v1/namespace": {"*": MANAGEMENT},

@@ -30,7 +30,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from yurt.runtime.api.authz import PERMISSION_DENIED, identity
+from yurt.runtime.api.authz import PERMISSION_DENIED, identity, refuse_websocket
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, no_head, query_duration, query_int
 from yurt.runtime.eventstream import Event, as_line, as_text, topic_filter
@@ -179,9 +179,10 @@ async def event_stream(ctx: Context, request: Request) -> Response:
 
 
 async def event_ws(ctx: Context, websocket: WebSocket) -> None:
-    # yurt's own socket (the web UI's one socket for every topic) refuses nothing: a token
-    # limited to some namespaces sees their events (`_filters`), where Nomad's stream above
-    # refuses the subscription.
+    # As Nomad's stream: the web UI asks for narrower topics when refused (ui/assets/live.js).
+    if not await _subscription_allowed(ctx, websocket):
+        await refuse_websocket(websocket.scope, websocket.receive, websocket.send)
+        return
     matches = _filters(websocket)
     raw_index = websocket.query_params.get("index")
     # A browser that offers subprotocols (the web UI: its token rides in one, app.py) drops a
