@@ -188,3 +188,27 @@ async def test_a_variable_conflict_shows_items_only_to_a_reader(tmp_path: Path) 
                 assert conflict.status_code == 409, conflict.text
                 assert conflict.json()["Path"] == "app/db"
                 assert conflict.json().get("Items") == items
+
+
+async def test_a_repeated_query_parameter_is_checked_as_it_is_acted_on(tmp_path: Path) -> None:
+    """The guard reads `?namespace=` and `?purge=` as the handlers do (a repeated parameter:
+    its last value): a token may not be checked in one namespace and act in another."""
+    with trio.fail_after(60):
+        async with acl_agent(tmp_path / "data") as at:
+            await _create_a(at)
+            client, token = at.admin, at.resolver.token
+            for doc in (mock_job("web"), in_namespace(mock_job("aweb"), "a")):
+                assert (await client.post("/v1/jobs", json=doc)).status_code == 200
+            reader = _as(token(namespace_policy("read-job")))
+            for query in ("namespace=default&namespace=a", "namespace=a&namespace="):
+                read = await client.get(f"/v1/job/aweb?{query}", headers=reader)
+                assert read.status_code in (403, 404), (query, read.text)
+            writer_a = _as(token(namespace_policy("submit-job", "read-job", namespace="a")))
+            stop = await client.delete("/v1/job/web?namespace=a&namespace=default",
+                                       headers=writer_a)
+            assert stop.status_code == 403, stop.text
+            deregister = _as(token(namespace_policy("deregister-job", "read-job")))
+            purge = await client.delete("/v1/job/web?purge=false&purge=true",
+                                        headers=deregister)
+            assert purge.status_code == 403, purge.text
+            assert (await client.get("/v1/job/web")).status_code == 200  # still there

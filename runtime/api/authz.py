@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from starlette.datastructures import QueryParams
 from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -163,24 +164,26 @@ BROAD_POLICY: Final = (
     + _EVERY_LEVEL + 'plugin { policy = "read" }\nnode_pool "*" { policy = "write" }\n')
 
 
-def _query_namespace(scope: Scope) -> str:
-    from urllib.parse import parse_qs
+def _query(scope: Scope) -> QueryParams:
+    """The query as the handlers read it (Starlette's `request.query_params`: a repeated
+    parameter is its last value), so that the guard checks the very namespace and flags the
+    handler then acts on."""
+    return QueryParams(scope.get("query_string", b""))
 
-    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("namespace")
-    return values[0] if values and values[0] else DEFAULT_NAMESPACE
+
+def _query_namespace(scope: Scope) -> str:
+    return _query(scope).get("namespace") or DEFAULT_NAMESPACE
 
 
 def _query_flag(scope: Scope, name: str) -> bool:
-    """A boolean query parameter as Nomad parses it (Go's `strconv.ParseBool`); one that
-    does not parse counts as set, the stricter reading (its handler answers it 400)."""
-    from urllib.parse import parse_qs
-
-    values = parse_qs(scope.get("query_string", b"").decode("latin-1"),
-                      keep_blank_values=True).get(name)
-    if not values or values[0] == "":
+    """A boolean query parameter as Nomad parses it (Go's `strconv.ParseBool`, request.py
+    `query_bool`); one that does not parse counts as set, the stricter reading (its handler
+    answers it 400)."""
+    value = _query(scope).get(name, "")
+    if value == "":
         return False
     try:
-        return parse_go_bool(values[0])
+        return parse_go_bool(value)
     except ValueError:
         return True
 
