@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,13 +29,26 @@ from yurt.runtime.lib.datadir import bootstrap_token_path, default_data_dir
 OTHER_USER = 4242
 
 
+@contextmanager
+def listening() -> Iterator[str]:
+    """A socket this process (root, as the agent and its token file) listens on: where the
+    bootstrap token may be sent (api_client.py `_served_by`). Its address."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
-    """No token in the environment; the default data dir under tmp_path."""
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[pytest.MonkeyPatch]:
+    """No token in the environment; the default data dir under tmp_path; `$YURT_ADDR` a
+    port root listens on."""
     for name in ("YURT_TOKEN", "NOMAD_TOKEN", "YURT_TOKEN_FILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    return monkeypatch
+    with listening() as address:
+        monkeypatch.setenv("YURT_ADDR", address)
+        yield monkeypatch
 
 
 def write_bootstrap(text: str) -> Path:
@@ -174,12 +189,40 @@ def test_another_user_skips_a_bootstrap_token_it_may_not_read(public_root: Path)
     # A directory it may not even enter: the same.
     token.parent.chmod(0o700)
     assert as_other_user(env) == ({"token": ""}, "")
-    # Once the file is the user's to read, it is the token.
+    # Once the file is the user's to read, it is the token (for the agent root runs).
     token.parent.chmod(0o711)
     token.chmod(0o644)
-    assert as_other_user(env) == ({"token": "root-secret"}, "")
+    with listening() as address:
+        assert as_other_user({**env, "YURT_ADDR": address}) == ({"token": "root-secret"}, "")
     # $YURT_TOKEN_FILE it may not read stays an error: the user asked for that file.
     token.chmod(0o600)
     found, err = as_other_user({**env, "YURT_TOKEN_FILE": str(token)})
     assert found == {"exit": 2}
     assert f"cannot read $YURT_TOKEN_FILE {token}: Permission denied" in err
+
+
+def test_the_bootstrap_token_goes_only_to_the_agents_own_listener(
+        env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Root's management token is never sent to another machine, nor to a port another local
+    user took while the agent was down: that user would be handed root."""
+    write_bootstrap("root-secret\n")
+    assert client_token() == "root-secret"  # root's own listener (the fixture's)
+    env.setenv("YURT_ADDR", "http://192.0.2.7:4646")
+    assert client_token() == ""
+    # uid 4242 listens on a loopback port; root's CLI pointed there sends nothing.
+    squatter = subprocess.Popen(
+        ["setpriv", f"--reuid={OTHER_USER}", f"--regid={OTHER_USER}", "--clear-groups",
+         sys.executable, "-I", "-c",
+         "import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+         "print(s.getsockname()[1], flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout is not None
+        port = int(squatter.stdout.readline())
+        env.setenv("YURT_ADDR", f"http://127.0.0.1:{port}")
+        capsys.readouterr()
+        assert client_token() == ""
+        assert "not sending the agent's bootstrap token to 127.0.0.1" in capsys.readouterr().err
+    finally:
+        squatter.kill()
+        squatter.wait(timeout=10)

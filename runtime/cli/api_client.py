@@ -20,7 +20,8 @@ only as the `X-Nomad-Token` header, the websocket's too (a query string ends up 
    `~/.local/share/yurt`), when this user may read it. The agent writes it 0600, so only its
    own user (or root) gets it; for anyone else it is missing or unreadable, and silently
    skipped: they are anonymous, and the agent answers 403 where its anonymous policy allows
-   nothing;
+   nothing. It is sent only to a loopback address whose listening socket that file's owner
+   holds (`_served_by`): never to another machine, nor to a port another local user took;
 5. none: the request is anonymous.
 """
 
@@ -38,6 +39,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from yurt.runtime.cli.http import (
+    AddressError,
     AgentConnection,
     ConnectError,
     ReadTimeout,
@@ -60,6 +62,7 @@ from yurt.runtime.cli.output import (
 )
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from yurt.runtime.lib.datadir import bootstrap_token_path, default_data_dir
+from yurt.runtime.lib.procfs import tcp_listener_uids
 
 __all__ = ["emit_json", "format_kv", "format_list", "output_options"]
 
@@ -98,16 +101,43 @@ def _bootstrap_token() -> str:
     except RuntimeError:  # no $HOME and no passwd entry: no default data dir either
         return ""
     try:
-        return path.read_text(encoding="utf-8").strip()
+        token = path.read_text(encoding="utf-8").strip()
+        owner = path.stat().st_uid
     except OSError as e:
         if e.errno in _ABSENT:  # no agent here, or another user's: anonymous
             return ""
         reason = e.strerror or str(e)
     except UnicodeDecodeError as e:
         reason = str(e)
+    else:
+        return token if _served_by(owner) else ""
     # Something is there but broken (a directory, an I/O error): say so, then go on without.
     echo(f"yurt: ignoring the bootstrap token file {path}: {reason}", err=True)
     return ""
+
+
+def _served_by(owner: int) -> bool:
+    """Whether the address the CLI talks to is served by `owner`, the agent's user, on this
+    machine: a loopback address whose listening socket that user holds (lib/procfs.py). The
+    management token is never sent anywhere else: not to another machine, and not to a port
+    another local user took while the agent was down (they would be handed root)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(agent_address())
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except (AddressError, ValueError):
+        return False
+    host = parts.hostname or ""
+    if not (host == "localhost" or host == "::1" or host.startswith("127.")):
+        return False
+    owners = tcp_listener_uids(port)
+    if owners and owners <= {owner}:
+        return True
+    if owners:  # somebody else listens there
+        echo(f"yurt: not sending the agent's bootstrap token to {parts.netloc}: the program "
+             "listening there is not run by the agent's user", err=True)
+    return False
 
 
 @contextmanager

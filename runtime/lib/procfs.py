@@ -29,3 +29,32 @@ def start_time(pid: int) -> int | None:
     """
     fields = stat_fields(pid)
     return int(fields[19]) if fields is not None else None
+
+
+#: /proc/net/tcp's state of a listening socket.
+_LISTEN = "0A"
+#: Local addresses, as /proc/net/tcp{,6} write them, that a loopback client reaches: the
+#: loopback ones and the wildcards.
+_LOOPBACK_OR_ANY = ("0100007F", "00000000", "00000000000000000000000001000000",
+                    "00000000000000000000000000000000")
+
+
+def tcp_listener_uids(port: int) -> set[int]:
+    """The owners (uids) of the TCP sockets listening on `port` at a loopback or wildcard
+    address, in this network namespace; empty when none (or /proc/net is not there)."""
+    owners: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 8 or fields[3] != _LISTEN:
+                continue
+            address, _, hex_port = fields[1].partition(":")
+            if int(hex_port, 16) == port and (
+                    address in _LOOPBACK_OR_ANY or address.startswith("7F")
+                    or address.endswith("7F")):
+                owners.add(int(fields[7]))
+    return owners
