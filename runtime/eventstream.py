@@ -221,8 +221,9 @@ class EventBroker:
             sub.close()
 
     def publish(self, topic: str, type_: str, key: str, payload: dict[str, Any],
-                filter_keys: list[str] | None = None, *, index: int | None = None) -> None:
-        self.publish_events([Event(topic=topic, type=type_, key=key,
+                filter_keys: list[str] | None = None, *, index: int | None = None,
+                namespace: str = "default") -> None:
+        self.publish_events([Event(topic=topic, type=type_, key=key, namespace=namespace,
                                    filter_keys=filter_keys or [], payload=payload)],
                             index=index)
 
@@ -258,7 +259,8 @@ class EventBroker:
     def task_event(self, alloc: Allocation, task: str, event: TaskEvent) -> None:
         self.publish("Task", "TaskEvent", alloc.id,
                      {"AllocID": alloc.id, "JobID": alloc.job_id, "TaskGroup": alloc.task_group,
-                      "Task": task, "Event": event}, [alloc.job_id, task])
+                      "Task": task, "Event": event}, [alloc.job_id, task],
+                     namespace=alloc.namespace)  # what the ACL filter reads (api/events.py)
 
 
 def job_event(type_: str, job: Job) -> Event:

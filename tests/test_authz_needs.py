@@ -267,3 +267,18 @@ def test_the_stream_shows_each_topic_by_nomads_rule_for_it() -> None:
     assert with_node(_event("Operator"))
     assert not with_node(_event("Job"))
     assert _visible(None) is None  # management: the shared stream, unfiltered
+
+
+def test_a_task_event_carries_its_allocations_namespace_to_the_filter() -> None:
+    """yurt's `Task` topic: an allocation's task events are its namespace's, so a reader of
+    another namespace does not see them (they name jobs, allocations, exit codes)."""
+    from yurt.runtime.eventstream import EventBroker
+    from yurt.runtime.structs import Allocation, TaskEvent
+
+    broker = EventBroker()
+    broker.task_event(Allocation(id="a1", name="w.g[0]", job_id="w", task_group="g",
+                                 namespace="other"), "t", TaskEvent(type="Received"))
+    (event,) = broker._history[-1].record.events
+    assert event.namespace == "other"
+    assert not _visible('namespace "default" { policy = "read" }')(event)
+    assert _visible('namespace "other" { policy = "read" }')(event)
