@@ -92,9 +92,14 @@ async def test_allocations_restart_signal_stats_stop_gc(tmp_path: Path) -> None:
                     break
                 await trio.sleep(0.05)
             assert types[-4:] == ["Restart Signaled", "Terminated", "Restarting", "Started"]
+            logs = {"task": "t", "type": "stdout", "plain": "True"}  # Go's ParseBool spelling
+            while True:  # until the restarted shell has set its trap (it ticks after that)
+                text = (await c.get(f"/v1/client/fs/logs/{alloc_id}", params=logs)).text
+                if text.count("line 1\n") >= 2:
+                    break
+                await trio.sleep(0.05)
             assert (await c.post(f"{base}/signal", json={"Task": "t",
                                                          "Signal": "SIGUSR1"})).status_code == 200
-            logs = {"task": "t", "type": "stdout", "plain": "True"}  # Go's ParseBool spelling
             while True:  # the trap ran: the signal reached the task
                 if "got-usr1" in (await c.get(f"/v1/client/fs/logs/{alloc_id}",
                                               params=logs)).text:

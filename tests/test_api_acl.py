@@ -290,6 +290,13 @@ async def test_a_one_time_token_is_exchanged_once(tmp_path: Path) -> None:
             again = await c.post("/v1/acl/token/onetime/exchange",
                                  json={"OneTimeSecretID": ott["OneTimeSecretID"]})
             assert (again.status_code, again.text) == (403, "Permission denied")
+            # Nomad's exact routes answer a method they do not take 405, whoever asks.
+            for method, path in (("POST", "/v1/acl/token/self"),
+                                 ("DELETE", "/v1/acl/token/self"),
+                                 ("GET", "/v1/acl/token/onetime")):
+                for headers in ({}, as_token(boot["SecretID"])):
+                    answer = await c.request(method, path, headers=headers)
+                    assert answer.status_code == 405, (method, path, headers)
 
 
 @pytest.mark.slow

@@ -141,6 +141,9 @@ IN_HANDLER_ROUTES: Final[dict[tuple[str, str], Checked]] = {
     ("/v1/client/allocation/{id}/exec", "GET"): Checked("", ()),
     ("/v1/acl/policy/{name}", "GET"): _ACL_OWN,
     ("/v1/acl/token/{accessor}", "GET"): _ACL_OWN,
+    ("/v1/acl/token/{accessor}", "PUT"): _ACL_OWN,
+    ("/v1/acl/token/{accessor}", "POST"): _ACL_OWN,
+    ("/v1/acl/token/{accessor}", "DELETE"): _ACL_OWN,
     ("/v1/acl/role/{id}", "GET"): _ACL_OWN,
     ("/v1/acl/role/name/{name}", "GET"): _ACL_OWN,
     # For the caller's own token: any stored one, never the anonymous one (the walk's

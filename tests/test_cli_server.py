@@ -32,8 +32,9 @@ from yurt.runtime.server.cluster.etcd.process import free_port
     (["--etcd", "http://127.0.0.1:2379", "--allowed-host", "http://yurt.example.com"],
      "--allowed-host 'http://yurt.example.com' is a URL; give the host name alone"),
 ])
-def test_options_that_can_never_work_exit_2(args: list[str], said: str, tmp_path: Path
-                                            ) -> None:
+def test_options_that_can_never_work_exit_2(args: list[str], said: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("YURT_AGENT_TOKEN", raising=False)  # the suite's (conftest.py)
     token = tmp_path / "token"
     token.write_text("t\n")
     result = CliRunner().invoke(cli, ["server", "--data-dir", str(tmp_path),

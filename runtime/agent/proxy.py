@@ -129,14 +129,12 @@ class ServerProxy:
 
     async def _relay_events(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The server's event socket, relayed to the caller (see above)."""
-        from yurt.runtime.api.authz import subprotocol_token
+        from yurt.runtime.api.authz import request_secret
         from yurt.runtime.api.events import UI_SUBPROTOCOL
 
         if (await receive())["type"] != "websocket.connect":
             return
-        headers = dict(scope.get("headers", []))
-        token = headers.get(b"x-nomad-token") or subprotocol_token(
-            headers.get(b"sec-websocket-protocol", b""))
+        token = request_secret(scope).encode()  # the header, a Bearer, or the subprotocol
         query = scope.get("query_string", b"").decode("latin-1")
         target = EVENT_SOCKET + (f"?{query}" if query else "")
         # The UI's subprotocol is asked for upstream too: the server paces the UI's socket

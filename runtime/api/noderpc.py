@@ -352,7 +352,7 @@ def parse_http_addr(addr: str) -> tuple[str, int]:
 #: judged them against its own address (api/origin.py `CrossOriginMiddleware`) before the
 #: route ran, so the forward is the server's own call, and the node's agent, which holds
 #: them against its address, would refuse every call the server's web UI makes.
-KEPT_HEADERS: Final = ("x-nomad-token", "accept", "content-type")
+KEPT_HEADERS: Final = ("x-nomad-token", "authorization", "accept", "content-type")
 
 
 async def to_node(proc: ClusterProcess, request: Request) -> Response:

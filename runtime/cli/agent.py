@@ -257,8 +257,9 @@ def _announce_acl(agent: Agent, config: AgentConfig, address: str) -> None:
     elif agent.effective_acl().enabled:
         echo(f"UI: {address}/ui/ (to sign in: yurt ui -authenticate)", err=True)
     elif config.acl.enabled and config.servers:
-        echo("ACLs: a client of servers admits with its token alone (the servers keep no "
-             "ACL state yet)", err=True)
+        echo("ACLs: a client of servers keeps no ACL state (its servers have none yet): it "
+             + ("admits its configured token alone" if config.token else
+                "admits every request; give it a token (--token-file)"), err=True)
     warning = agent.open_to_local_users(address)
     if warning:
         echo(f"yurt: warning: {warning}", err=True)
