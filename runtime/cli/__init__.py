@@ -368,8 +368,9 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
 @click.option("--bind", default=None, help="Address for the API (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port for the API (default 4646).")
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Require the token in this file as X-Nomad-Token on every request "
-                   "(or set $YURT_AGENT_TOKEN).")
+              help="A management token the agent accepts besides its ACL tokens (with "
+                   "[acl] enabled = false: the one token it accepts); or set "
+                   "$YURT_AGENT_TOKEN.")
 @click.option("--fake-device", "fake_devices", multiple=True, metavar="V/T/N=ID,ID",
               help="Declare devices for the fake device plugin (repeatable), e.g. "
                    "nvidia/gpu/T4=GPU-0,GPU-1.")
