@@ -154,7 +154,16 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
         await events.event_ws(ctx, websocket)
 
     JOB = "/v1/job/{job_id:path}"
+    # Node pools before every /v1/node/{id}… (a yurt server's front routes have them too),
+    # which would take "pools" and "pool" for node IDs.
     routes: list[BaseRoute] = [
+        Route("/v1/node/pools", h(nodepools.pools), methods=["GET", "PUT", "POST"]),
+        Route("/v1/node/pool/{name}", h(nodepools.pool_item),
+              methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/v1/node/pool/{name}/jobs", h(nodepools.pool_jobs), methods=["GET"]),
+        Route("/v1/node/pool/{name}/nodes", h(nodepools.pool_nodes), methods=["GET"]),
+    ]
+    routes += [
         Route(f.path, _handler(agent, f.endpoint, blocking=f.blocking), methods=list(f.methods))
         for f in front]
     routes += [
@@ -198,12 +207,6 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
         Route("/v1/client/fs/stream/{alloc_id}", stream(fs.fs_stream), methods=["GET"]),
         Route("/v1/client/stats", h(client.client_stats), methods=["GET"]),
         Route("/v1/nodes", h(nodes.nodes), methods=["GET"]),
-        # Before /v1/node/{id}…, which would take "pools" and "pool" for node IDs.
-        Route("/v1/node/pools", h(nodepools.pools), methods=["GET", "PUT", "POST"]),
-        Route("/v1/node/pool/{name}", h(nodepools.pool_item),
-              methods=["GET", "PUT", "POST", "DELETE"]),
-        Route("/v1/node/pool/{name}/jobs", h(nodepools.pool_jobs), methods=["GET"]),
-        Route("/v1/node/pool/{name}/nodes", h(nodepools.pool_nodes), methods=["GET"]),
         Route("/v1/node/{id}", h(nodes.node), methods=["GET"]),
         Route("/v1/node/{id}/allocations", h(nodes.node_allocations), methods=["GET"]),
         Route("/v1/node/{id}/eligibility", h(nodes.node_eligibility), methods=["PUT", "POST"]),

@@ -4,7 +4,8 @@
 Pools live in the server's object store beside namespaces (server/nodepools.py has the object
 and its rules; server/state/objects_sqlite.py, or a cluster's in etcd). A pool a node
 registered in exists as long as the node does, as Nomad's registration creates it; `all` and
-`default` always exist.
+`default` always exist. The nodes are the server's (`known_nodes`): in a cluster, every
+client's.
 
 ACLs are Nomad's (api/authz_table.py declares the path's need; the handlers filter lists and
 check the body's pool): a list shows the pools the token may read; a pool's jobs are those of
@@ -43,9 +44,9 @@ NOT_FOUND = "node pool not found"
 
 
 def known_nodes(ctx: Context) -> list[Node]:
-    """The nodes this agent knows (its own; a `yurt server` has none)."""
-    node = ctx.agent.node
-    return [node] if node.id else []
+    """The nodes the server knows: an agent's own, a cluster server's every client
+    (server/cluster/server.py `nodes`)."""
+    return [n for n in ctx.server.nodes() if n.id]
 
 
 async def all_pools(ctx: Context) -> list[NodePool]:
