@@ -107,6 +107,13 @@ _FUZZY: Final = Checked(namespace_policy("read-job"), (_all_but("read-job"),),
 _VAR_WRITE: Final = Checked(_variables("write"), (_variables("read", "list", "destroy"),),
                             {"Items": {"k": "v"}})
 
+#: `UpsertNodePools`: write on the body's pool.
+_POOL_UPSERT: Final = Checked('node_pool "walk-pool" { capabilities = ["write"] }\n',
+                              ('node_pool "walk-pool" { capabilities = ["read", "delete"] }\n'
+                               'node_pool "default" { policy = "write" }\n'
+                               'node { policy = "write" }\n',),
+                              {"Name": "walk-pool", "Description": "walked"})
+
 #: A `Checked.grants` that only a management token meets.
 MANAGEMENT_GRANT: Final = "<management>"
 #: The ACL endpoints' reads of one object: a management token, or a client token holding it
@@ -126,6 +133,8 @@ IN_HANDLER_ROUTES: Final[dict[tuple[str, str], Checked]] = {
     (f"{JOB}/plan", "POST"): _PLAN,
     ("/v1/validate/job", "PUT"): _VALIDATE,
     ("/v1/validate/job", "POST"): _VALIDATE,
+    ("/v1/node/pools", "PUT"): _POOL_UPSERT,
+    ("/v1/node/pools", "POST"): _POOL_UPSERT,
     ("/v1/search", "PUT"): _SEARCH,
     ("/v1/search", "POST"): _SEARCH,
     ("/v1/search/fuzzy", "PUT"): _FUZZY,

@@ -520,3 +520,30 @@ async def test_a_promote_that_meets_a_write_conflict_is_retried(
             assert server.deployments[d.id].task_groups["g"].promoted
             assert "other" in server.jobs
         nursery.cancel_scope.cancel()
+
+
+async def test_node_pools_are_the_clusters(autojump_clock: object) -> None:
+    """A pool written through one server is read, updated and deleted through the other,
+    its indexes on the cluster's one counter; the built-in pools are never stored."""
+    from yurt.runtime.server.nodepools import NodePool, delete_refusal
+    from yurt.runtime.server.state.objects_etcd import ClusterObjectStore
+
+    async with servers(2) as (s1, s2):
+        o1, o2 = ClusterObjectStore(s1), ClusterObjectStore(s2)
+        assert [p.name for p in await o2.node_pools()] == ["all", "default"]
+        made = await o1.put_node_pool(NodePool(name="gpu", description="GPUs"))
+        seen = await o2.node_pool("gpu")
+        assert seen is not None
+        assert (seen.description, seen.create_index) == ("GPUs", made.create_index)
+        assert [p.name for p in await o2.node_pools()] == ["all", "default", "gpu"]
+        again = await o2.put_node_pool(NodePool(name="gpu", description="more"))
+        assert (again.create_index, again.modify_index > made.modify_index) == (
+            made.create_index, True)
+        assert await o1.delete_node_pool("all", lambda exists: delete_refusal(
+            "all", live_jobs=False, nodes=False, exists=exists)) == (
+            'deleting node pool "all" is not allowed')
+        assert await o1.delete_node_pool("gpu", lambda exists: delete_refusal(
+            "gpu", live_jobs=False, nodes=False, exists=exists)) is None
+        assert await o2.node_pool("gpu") is None
+        kvs, _ = await s1.kv.get_prefix(PREFIX)
+        assert not any(b"node_pools/" in kv.key for kv in kvs)

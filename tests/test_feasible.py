@@ -1,6 +1,6 @@
 """Placement feasibility (layer 0): Nomad's target resolution and operator tables (the cases of
 scheduler/feasible/feasible_test.go), go-version and semver constraints, and the filter reason
-one node gets for constraints, `distinct_hosts` and `distinct_property`."""
+one node gets for constraints, drivers, `distinct_hosts` and `distinct_property`."""
 
 from __future__ import annotations
 
@@ -15,15 +15,17 @@ from yurt.runtime.lib.goversion import (
     version_constraint,
 )
 from yurt.runtime.server.scheduler.feasible import (
+    FILTER_MISSING_DRIVERS,
     check_constraint,
     check_order,
     check_regexp,
     filter_reason,
+    has_drivers,
     meets,
     resolve_target,
     set_contains_any,
 )
-from yurt.runtime.structs import Allocation, Job, Node, Task, TaskGroup
+from yurt.runtime.structs import Allocation, DriverInfo, Job, Node, Task, TaskGroup
 from yurt.runtime.structs.constraint import Constraint
 
 
@@ -232,9 +234,9 @@ def test_malformed_constraints_name_the_part() -> None:
 def job_with(job_constraints: list[Constraint] | None = None,
              group_constraints: list[Constraint] | None = None,
              task_constraints: list[Constraint] | None = None, count: int = 1) -> Job:
-    task = Task(name="t", driver="mock_driver", constraints=task_constraints or [])
+    task = Task(name="t", driver="exec", constraints=task_constraints or [])
     group = TaskGroup(name="g", count=count, tasks=[task], constraints=group_constraints or [])
-    other = TaskGroup(name="other", tasks=[Task(name="t", driver="mock_driver")])
+    other = TaskGroup(name="other", tasks=[Task(name="t", driver="exec")])
     return Job(id="web", task_groups=[group, other], constraints=job_constraints or [])
 
 
@@ -305,3 +307,41 @@ def test_distinct_property_on_a_group_counts_only_that_group() -> None:
     assert filter_reason(job, group, node(), [alloc_of(job, "other")]) is None
     assert filter_reason(job, group, node(), [alloc_of(job, "g")]) == (
         "distinct_property: ${node.datacenter}=dc1 used by 1 allocs")
+
+
+# --------------------------------------------------------------------------- drivers
+
+def test_a_node_without_the_groups_driver_is_filtered_as_missing_drivers() -> None:
+    job = job_with()
+    group = job.task_groups[0]
+    group.tasks.append(Task(name="side", driver="docker"))
+    assert filter_reason(job, group, node(), []) == FILTER_MISSING_DRIVERS == "missing drivers"
+    docker = node(attributes={"driver.exec": "1", "driver.docker": "true"})
+    assert filter_reason(job, group, docker, []) is None
+    off = node(attributes={"driver.exec": "1", "driver.docker": "0"})
+    assert filter_reason(job, group, off, []) == "missing drivers"
+
+
+def test_the_drivers_map_decides_before_the_attribute() -> None:
+    group = job_with().task_groups[0]
+    unhealthy = DriverInfo(detected=True, healthy=False)
+    assert not has_drivers(node(drivers={"exec": unhealthy}), group)
+    assert has_drivers(node(drivers={"exec": DriverInfo(detected=True, healthy=True)},
+                            attributes={}), group)
+    assert not has_drivers(node(drivers={"raw_exec": DriverInfo(detected=True, healthy=True)},
+                                attributes={}), group)
+
+
+def test_job_constraints_come_before_drivers_and_group_constraints_after() -> None:
+    wrong_dc = Constraint("${node.datacenter}", "dc9", "=")
+    job = job_with(job_constraints=[wrong_dc], group_constraints=[wrong_dc])
+    group = job.task_groups[0]
+    group.tasks[0].driver = "docker"
+    assert filter_reason(job, group, node(), []) == "${node.datacenter} = dc9"
+    job.constraints = []
+    assert filter_reason(job, group, node(), []) == "missing drivers"
+
+
+def test_a_node_that_reports_no_driver_has_not_fingerprinted_and_passes() -> None:
+    group = job_with().task_groups[0]
+    assert has_drivers(node(attributes={"kernel.name": "linux"}), group)

@@ -297,8 +297,7 @@ def test_many_problems_are_reported_together_in_line_order() -> None:
 """
     problems = problems_of(text)
     assert [(p.line, p.field.rsplit(".", 1)[-1]) for p in problems] == [
-        (2, "type"), (3, "priority"), (5, "count"), (7, "driver"), (9, "hook"),
-        (12, "memory"), (14, "logs"),
+        (2, "type"), (3, "priority"), (5, "count"), (9, "hook"), (12, "memory"), (14, "logs"),
     ]
     assert "log storage (40 × 10 MB = 400 MB)" in problems[-1].message
 

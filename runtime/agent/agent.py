@@ -160,7 +160,8 @@ class AgentConfig:
     driver_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     node_name: str | None = None
     datacenter: str = "dc1"
-    node_class: str = ""  # Nomad's client `node_class` and `meta`
+    node_class: str = ""  # Nomad's client `node_class`, `node_pool` and `meta`
+    node_pool: str = "default"
     meta: dict[str, str] = field(default_factory=dict)
     gc: GCConfig = field(default_factory=GCConfig)
     #: Seconds an idle keep-alive connection stays open. Nomad's HTTP server sets no idle
@@ -434,6 +435,7 @@ class Agent:
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile,
                                      node_class=self.config.node_class, meta=self.config.meta)
+        self.node.node_pool = self.config.node_pool
         self.node.node_resources.min_dynamic_port = self.config.min_dynamic_port
         self.node.node_resources.max_dynamic_port = self.config.max_dynamic_port
         self.node.reserved_resources.networks.reserved_host_ports = self.config.reserved_ports

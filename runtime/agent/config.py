@@ -6,6 +6,7 @@
     token = "…"                      # required when bind is not loopback
     datacenter = "dc1"
     node_class = "web"                   # Nomad's client `node_class`: `${node.class}`
+    node_pool = "gpu"                    # Nomad's client `node_pool` (default "default")
     http_idle_timeout = "5m"             # how long an idle keep-alive connection stays open
     servers = ["http://10.0.0.1:4646"]   # client mode: run no server, use these (--servers)
 
@@ -140,6 +141,8 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     #: Nomad's client `node_class` and `meta`: the node's, for constraints (`${node.class}`,
     #: `${meta.<key>}`), the node API and the computed class.
     node_class: str = ""
+    #: Nomad's client `node_pool`: the pool the node registers in (server/nodepools.py).
+    node_pool: str = "default"
     meta: dict[str, str] = msgspec.field(default_factory=dict)
     http_idle_timeout: str = "5m"
     drivers: _Drivers = msgspec.field(default_factory=_Drivers)
@@ -188,6 +191,18 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
             parse_port_ranges(self.reserved.reserved_ports)
         except ValueError as e:
             raise ValueError(f"reserved.reserved_ports: {e}") from None
+
+    def check_node_pool(self) -> None:
+        """Nomad's agent check of `client.node_pool` (command/agent/command.go
+        `IsValidConfig`): a valid name, and never `all`."""
+        from yurt.runtime.server.nodepools import NODE_POOL_ALL, name_problem
+
+        why = name_problem(self.node_pool)
+        if why is not None:
+            raise ValueError(f"Invalid node pool: {why}")
+        if self.node_pool == NODE_POOL_ALL:
+            raise ValueError("Invalid node pool: node is not allowed to register in node "
+                             f'pool "{NODE_POOL_ALL}"')
 
     def check_meta(self) -> None:
         """Nomad's agent check of its client meta keys (`helper.IsValidInterpVariable`):
@@ -309,6 +324,7 @@ def load_config(path: Path) -> FileConfig:
         config.idle_timeout()
         config.check_ports()
         config.check_meta()
+        config.check_node_pool()
         config.allowed_hosts()
         config.acl_settings()
         for server in config.servers:

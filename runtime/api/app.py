@@ -46,6 +46,7 @@ from yurt.runtime.api import (
     jobs,
     logs,
     metrics,
+    nodepools,
     nodes,
     operator,
     search,
@@ -153,7 +154,16 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
         await events.event_ws(ctx, websocket)
 
     JOB = "/v1/job/{job_id:path}"
+    # Node pools before every /v1/node/{id}… (a yurt server's front routes have them too),
+    # which would take "pools" and "pool" for node IDs.
     routes: list[BaseRoute] = [
+        Route("/v1/node/pools", h(nodepools.pools), methods=["GET", "PUT", "POST"]),
+        Route("/v1/node/pool/{name}", h(nodepools.pool_item),
+              methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/v1/node/pool/{name}/jobs", h(nodepools.pool_jobs), methods=["GET"]),
+        Route("/v1/node/pool/{name}/nodes", h(nodepools.pool_nodes), methods=["GET"]),
+    ]
+    routes += [
         Route(f.path, _handler(agent, f.endpoint, blocking=f.blocking), methods=list(f.methods))
         for f in front]
     routes += [

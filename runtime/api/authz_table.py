@@ -58,6 +58,28 @@ ALLOC_GC: Final = alloc_op("gc-allocation", "submit-job")
 READ_LOGS: Final = alloc_op("read-logs", "read-fs", param="alloc_id")
 READ_FS: Final = alloc_op("read-fs", param="alloc_id")
 NODE_READ: Final = level("node", "read")
+
+
+def _pool_op(op: str, *, node_read: bool = False) -> Need:
+    """`op` (read, write, delete) on the node pool the path names (acl/acl.go
+    `AllowNodePoolOperation`), and node:read too with `node_read`."""
+
+    def check(acl: Acl, scope: Scope, _: ObjectNamespace) -> bool:
+        pool = str(scope.get("path_params", {}).get("name", ""))
+        return acl.allow_node_pool_operation(pool, op) and (
+            not node_read or acl.allow_node_read())
+
+    node = 'node { policy = "read" }\n' if node_read else ""
+    below = {"read": "[]", "write": '["read", "delete"]', "delete": '["read", "write"]'}[op]
+    text = f"node_pool:{op}" + (" and node:read" if node_read else "")
+    return Need(text, check, f'node_pool "default" {{ capabilities = ["{op}"] }}\n' + node,
+                f'node_pool "default" {{ capabilities = {below} }}\n'
+                'node_pool "other" { policy = "write" }\n'
+                'node { policy = "write" }\n')
+
+
+POOL_READ: Final = _pool_op("read")
+POOL_WRITE: Final = _pool_op("write")
 NODE_WRITE: Final = level("node", "write")
 AGENT_READ: Final = level("agent", "read")
 AGENT_WRITE: Final = level("agent", "write")
@@ -162,6 +184,15 @@ NEEDS: Final[dict[str, Needs]] = {
     "/v1/node/{id}/drain": {"*": NODE_WRITE},
     "/v1/node/{id}/purge": {"*": NODE_WRITE},
     "/v1/node/{id}/evaluate": {"*": NODE_WRITE},
+    # ---- node pools (nomad/node_pool_endpoint.go): `ListNodePools` shows the pools the
+    # token may read; `UpsertNodePools` needs write on the body's pool (nodepools.py).
+    "/v1/node/pools": {"GET": FILTERED, "PUT": IN_HANDLER, "POST": IN_HANDLER},
+    "/v1/node/pool/{name}": {"GET": POOL_READ, "PUT": POOL_WRITE, "POST": POOL_WRITE,
+                             "DELETE": _pool_op("delete")},
+    # `ListJobs`: read on the pool, then the namespaces the token may list jobs in.
+    "/v1/node/pool/{name}/jobs": {"GET": POOL_READ},
+    # `ListNodes`: node:read and read on the pool.
+    "/v1/node/pool/{name}/nodes": {"GET": _pool_op("read", node_read=True)},
     # ---- agent, status, regions (api-docs/agent.mdx, status.mdx, regions.mdx)
     "/v1/agent/self": {"GET": AGENT_READ},
     # nomad/status_endpoint.go `Members`

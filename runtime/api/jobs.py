@@ -38,7 +38,8 @@ from yurt.runtime.structs import Allocation, Job
 def job_stub(job: Job) -> dict[str, Any]:
     return {"ID": job.id, "ParentID": job.parent_id, "Name": job.name,
             "Namespace": job.namespace, "Datacenters": job.datacenters, "Type": job.type,
-            "Priority": job.priority, "Periodic": job.periodic is not None,
+            "Priority": job.priority, "NodePool": job.node_pool,
+            "Periodic": job.periodic is not None,
             "ParameterizedJob": is_parameterized(job), "Stop": job.stop,
             "Status": job.status, "StatusDescription": job.status_description,
             "CreateIndex": job.create_index, "ModifyIndex": job.modify_index,

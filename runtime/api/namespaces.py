@@ -69,6 +69,12 @@ async def check_register(ctx: Context, job: Job) -> None:
     if await store.namespace(job.namespace) is None:
         raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent namespace "
                             f"{go_quote(job.namespace)}")
+    # nomad/job_endpoint_hook_node_pool.go `Validate`: the pool exists (api/nodepools.py).
+    from yurt.runtime.api.nodepools import find_pool
+
+    if await find_pool(ctx, job.node_pool) is None:
+        raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent node pool "
+                            f"{go_quote(job.node_pool)}")
     existing = ctx.server.jobs.get(job.id)
     if existing is not None and existing.namespace != job.namespace:
         raise ApiError(400, f"job {go_quote(job.id)} already exists in namespace "

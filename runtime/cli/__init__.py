@@ -36,6 +36,7 @@ import click
 from yurt.runtime.cli import acl as cli_acl
 from yurt.runtime.cli import deployment as cli_deployment
 from yurt.runtime.cli import node as cli_node
+from yurt.runtime.cli import node_pool as cli_node_pool
 from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
@@ -512,6 +513,7 @@ def main() -> None:
 
 register_var_commands(cli)
 cli_node.register(cli, node_group)  # node eligibility/drain, system, status
+cli_node_pool.register(node_group)  # node pool apply/list/info/delete/jobs/nodes
 register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec

@@ -160,7 +160,7 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
     config = AgentConfig(
         data_dir=directory.absolute(), bind=bind, port=port, token=token,
         node_name=options.node_name or file.node_name, datacenter=datacenter,
-        node_class=file.node_class, meta=meta,
+        node_class=file.node_class, node_pool=file.node_pool, meta=meta,
         fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
         driver_allow=options.driver_allow or tuple(file.drivers.allow),
         driver_block=options.driver_block or tuple(file.drivers.block),

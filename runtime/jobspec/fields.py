@@ -73,7 +73,8 @@ _PLACEMENT: Final = {"constraint": HclField("constraints"), "affinity": HclField
 #: The jobspec's HCL vocabulary, per struct. Anything not listed is an error.
 HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     Job: {
-        **_same("region", "namespace", "name", "type", "priority", "datacenters", "meta"),
+        **_same("region", "namespace", "name", "type", "priority", "datacenters", "meta",
+              "node_pool"),
         "group": HclField("task_groups", label="name"),
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
@@ -182,13 +183,13 @@ HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
 UNSUPPORTED: Final = frozenset({
     "all_at_once", "consul",
     "csi_plugin", "disconnect", "kind", "max_client_disconnect",
-    "multiregion", "network", "node_pool", "numa", "scaling",
+    "multiregion", "network", "numa", "scaling",
     "stop_after_client_disconnect",
     "vault", "volume", "volume_mount", "cores", "disk", "iops",
     "AllAtOnce", "CSIPluginConfig", "Consul",
     "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
     "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
-    "NUMA", "Networks", "NodePool", "Scaling", "ScalingPolicies",
+    "NUMA", "Networks", "Scaling", "ScalingPolicies",
     "StopAfterClientDisconnect", "Vault", "VaultNamespace",
     "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "VersionTag",
     # Consul-only parts of a service and its checks.
@@ -205,7 +206,7 @@ def _nomad(*pairs: str) -> frozenset[str]:
 #: structs do not have: valid Nomad, so "not supported yet" rather than "unknown field". Like
 #: `UNSUPPORTED`, a zero value is accepted (`nomad job run -output` writes them all).
 NOMAD_ONLY: Final[dict[type[msgspec.Struct], frozenset[str]]] = {
-    Job: _nomad("all_at_once AllAtOnce", "node_pool NodePool", "multiregion Multiregion",
+    Job: _nomad("all_at_once AllAtOnce", "multiregion Multiregion",
                 "vault_token VaultToken", "consul_token ConsulToken"),
     DisconnectStrategy: _nomad("replace Replace", "reconcile Reconcile",
                                "stop_on_client_after StopOnClientAfter"),

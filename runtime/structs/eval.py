@@ -44,6 +44,8 @@ class AllocMetric(Base):
     nodes_evaluated: int = 0
     nodes_filtered: int = 0
     nodes_in_pool: int = 0
+    #: The job's node pool (Nomad's AllocMetric.NodePool).
+    node_pool: str = ""
     nodes_available: dict[str, int] = field(default_factory=dict)
     class_filtered: dict[str, int] | None = None
     constraint_filtered: dict[str, int] | None = None

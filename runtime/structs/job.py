@@ -120,6 +120,8 @@ class Job(Base):
     type: str = "service"
     priority: int = 50
     datacenters: list[str] = field(default_factory=lambda: ["*"])
+    #: The node pool placement is confined to (`all`: any node); server/nodepools.py.
+    node_pool: str = "default"
     meta: dict[str, str] = field(default_factory=dict)
     task_groups: list[TaskGroup] = field(default_factory=list)
     # Server-side bookkeeping; never set from a jobspec.

@@ -127,10 +127,7 @@ class NodeStatusChange:
 
 
 def _job_pool(job: Job) -> str:
-    # yurt's Job has no NodePool yet (every job is in Nomad's default pool); read it when
-    # the scheduler adds it.
-    pool = getattr(job, "node_pool", "") or "default"
-    return str(pool)
+    return job.node_pool or "default"
 
 
 def _wants_eval(alloc: Allocation, job: Job) -> bool:

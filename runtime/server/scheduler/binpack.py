@@ -45,6 +45,7 @@ ALGORITHM_SPREAD: Final = "spread"
 #: Nomad's binPackingMaxFitScore: fitness scores lie in [0, 18].
 MAX_FIT_SCORE: Final = 18.0
 DEFAULT_POOL: Final = "default"
+ALL_POOL: Final = "all"
 
 
 def glob_match(pattern: str, value: str) -> bool:
@@ -90,14 +91,21 @@ class Candidates:
     refusal: str = ""
 
 
-def candidates(nodes: Iterable[Node], job: Job, pool: str = DEFAULT_POOL) -> Candidates:
-    """The job's candidate nodes among `nodes`, in their order."""
+def is_in_pool(node: Node, pool: str) -> bool:
+    """Nomad's Node.IsInPool: `all` (or no pool) holds every node."""
+    return pool in (ALL_POOL, "") or node.node_pool == pool
+
+
+def candidates(nodes: Iterable[Node], job: Job, pool: str | None = None) -> Candidates:
+    """The job's candidate nodes among `nodes`, in their order: those of its node pool
+    (`pool`, else the job's; Nomad's readyNodesInDCsAndPool) and datacenters."""
+    pool = job.node_pool if pool is None else pool
     ready: list[Node] = []
     in_pool = 0
     available: dict[str, int] = {}
     refusal = ""
     for node in nodes:
-        if node.node_pool != pool or not in_datacenters(node, job.datacenters):
+        if not is_in_pool(node, pool) or not in_datacenters(node, job.datacenters):
             continue
         in_pool += 1
         available.setdefault(node.datacenter, 0)

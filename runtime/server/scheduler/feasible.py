@@ -1,7 +1,8 @@
 """Feasibility: may this node take one more allocation of this group? Pure: no I/O, no clock.
 
-Nomad's scheduler/feasible: a node passes the job's constraints, then the group's and its
-tasks' constraints (ANDed, in that order), then `distinct_hosts`, then `distinct_property`. The
+Nomad's scheduler/feasible: a node passes the job's constraints, then has the group's
+drivers (`has_drivers`, else "missing drivers"), then the group's and its tasks' constraints
+(ANDed, in that order), then `distinct_hosts`, then `distinct_property`. The
 first that fails names the node's filter reason, the key of `AllocMetric.ConstraintFiltered`:
 the constraint as `"<attribute> <operator> <value>"`, `distinct_hosts`, `missing property
 "…"` or `distinct_property: <property>=<value> used by N allocs`.
@@ -62,6 +63,13 @@ from yurt.runtime.structs.constraint import (
     CONSTRAINT_SEMVER,
     Constraint,
 )
+
+#: The filter reason of a node lacking one of the group's drivers (Nomad's
+#: FilterConstraintDrivers, scheduler/feasible/feasible.go).
+FILTER_MISSING_DRIVERS: Final = "missing drivers"
+
+#: What Go's strconv.ParseBool takes as true.
+_GO_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 #: Compiled patterns kept: a job has a handful; the bound is on memory (see above).
 _CACHE_SIZE: Final = 64
@@ -205,6 +213,27 @@ def _filter_text(constraint: Constraint, node: Node) -> str:
     return text if why is None else f"{text} ({why})"
 
 
+def has_drivers(node: Node, group: TaskGroup) -> bool:
+    """Nomad's DriverChecker `hasDrivers` (scheduler/feasible/feasible.go): every driver of
+    the group's tasks is on `node`, detected and healthy; a driver the node does not report
+    in `Drivers` counts if its `driver.<name>` attribute parses as a true Go bool.
+
+    A node that reports no driver at all (no `Drivers`, no `driver.*` attribute) passes: it
+    has not fingerprinted (every yurt agent registers after its first driver fingerprint,
+    agent/agent.py, and simulated nodes report theirs), where Nomad would filter it."""
+    if not node.drivers and not any(k.startswith("driver.") for k in node.attributes):
+        return True
+    for driver in {t.driver for t in group.tasks}:
+        info = node.drivers.get(driver)
+        if info is not None:
+            if not (info.detected and info.healthy):
+                return False
+            continue
+        if node.attributes.get(f"driver.{driver}") not in _GO_TRUE:
+            return False
+    return True
+
+
 def group_constraints(group: TaskGroup) -> list[Constraint]:
     """The group's constraints, then each task's (Nomad's taskGroupConstraints)."""
     return [*group.constraints, *(c for t in group.tasks for c in t.constraints)]
@@ -236,7 +265,12 @@ def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[All
     `distinct_property` those on nodes with the same value of the property, as Nomad's
     propertySet does; without it every allocation counts as on `node` (one node).
     """
-    for constraint in (*job.constraints, *group_constraints(group)):
+    for constraint in job.constraints:
+        if not meets(constraint, node):
+            return _filter_text(constraint, node)
+    if not has_drivers(node, group):
+        return FILTER_MISSING_DRIVERS
+    for constraint in group_constraints(group):
         if not meets(constraint, node):
             return _filter_text(constraint, node)
     job_hosts, group_hosts = _distinct_hosts(job.constraints), _distinct_hosts(group.constraints)

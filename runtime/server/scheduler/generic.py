@@ -205,9 +205,10 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
     evicted: dict[str, Allocation] = {}
     outdated = [a for a in kept if a.job is not None
                 and a.job.job_modify_index != job.job_modify_index]
-    # Updated in place only where its node still fits the new job; else replaced
-    # (feasible.py).
+    # Updated in place only where its node is still in the job's pool (Nomad's
+    # inplaceUpdate: `IsInPool`) and fits the new job; else replaced (feasible.py).
     unfit = {a.id for a in outdated if (node := nodes_by_id.get(a.node_id)) is None
+             or not binpack.is_in_pool(node, job.node_pool)
              or filter_reason(job, wanted[a.name], node, (
                  b for b in live if b.id not in unneeded_ids and b.id != a.id),
                  nodes_by_id.get) is not None}

@@ -266,6 +266,7 @@ class Placer:
         penalty); `only`: the one candidate to try (the system scheduler's)."""
         evaluated = filtered = exhausted = 0
         constraint_filtered: dict[str, int] = {}
+        class_filtered: dict[str, int] = {}
         dimensions: dict[str, int] = {}
         first_filtered = first_exhausted = ""
         best: _Verdict | None = None
@@ -296,6 +297,8 @@ class Placer:
                 filtered += 1
                 constraint_filtered[verdict.reason] = (
                     constraint_filtered.get(verdict.reason, 0) + 1)
+                if node.node_class:  # Nomad's AllocMetric.FilterNode
+                    class_filtered[node.node_class] = class_filtered.get(node.node_class, 0) + 1
                 first_filtered = first_filtered or verdict.reason
             elif verdict.choice is None:
                 exhausted += 1
@@ -339,6 +342,7 @@ class Placer:
             nodes_evaluated=evaluated, nodes_filtered=filtered, nodes_exhausted=exhausted,
             nodes_in_pool=self.cands.in_pool, nodes_available=dict(self.cands.available),
             constraint_filtered=constraint_filtered or None,
+            class_filtered=class_filtered or None, node_pool=self.job.node_pool,
             dimension_exhausted=dimensions or None)
         return Selection(None, why, metric, preemption_failed=preempt and bool(full))
 

@@ -102,8 +102,9 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
         node = known.get(alloc.node_id)
         if alloc.id in lost_ids:
             stop.append((alloc, "alloc is being stopped"))  # mark_lost words it
-        elif group is None or (node is not None
-                               and not binpack.in_datacenters(node, job.datacenters)):
+        elif group is None or (node is not None and not (
+                binpack.in_datacenters(node, job.datacenters)
+                and binpack.is_in_pool(node, job.node_pool))):
             stop.append((alloc, "alloc not needed due to job update"))
         else:
             continue

@@ -1,4 +1,5 @@
-"""`ClusterObjectStore`: namespaces, variables and ACL objects of a cluster, in etcd.
+"""`ClusterObjectStore`: namespaces, node pools, variables and ACL objects of a cluster, in
+etcd.
 
 The embedded server keeps them in `objects.db` (runtime/server/state/objects_sqlite.py); a cluster
 keeps
@@ -13,6 +14,7 @@ between) runs the operation again on fresh rows.
 Keys, under the cluster's prefix:
 
     objects/namespaces/<name>          the namespace's JSON (the embedded table's `value`)
+    objects/node_pools/<name>          the node pool's JSON (likewise)
     objects/variables/<ns>/<path>      the variable's row: metadata in clear, items sealed
     objects/keyring                    the root key sealing variable items, created once
     objects/acl/policies/<name>        ACL rows (server/acl/state.py), each as the JSON list
@@ -48,11 +50,13 @@ import msgspec
 import trio
 
 from yurt.runtime.server import namespaces as ns_table
+from yurt.runtime.server import nodepools as pool_table
 from yurt.runtime.server import variables as var_table
 from yurt.runtime.server.acl import state as acl_table
 from yurt.runtime.server.acl.reset_file import read_bootstrap_reset
 from yurt.runtime.server.cluster.etcd.client import Compare, Op
 from yurt.runtime.server.namespaces import Namespace
+from yurt.runtime.server.nodepools import NodePool
 from yurt.runtime.server.variables import Conflict
 from yurt.runtime.structs.acl import AclPolicy, AclRole, AclToken, OneTimeToken
 from yurt.runtime.structs.variables import Variable, VariableMetadata
@@ -108,6 +112,9 @@ class ClusterObjectStore:
     def _ns_key(self, name: str) -> bytes:
         return self._prefix + b"namespaces/" + name.encode()
 
+    def _pool_key(self, name: str) -> bytes:
+        return self._prefix + b"node_pools/" + name.encode()
+
     def _var_key(self, namespace: str, path: str) -> bytes:
         return self._prefix + b"variables/" + namespace.encode() + b"/" + path.encode()
 
@@ -128,11 +135,17 @@ class ClusterObjectStore:
         return self._keyring
 
     async def _rows(self, namespaces: list[bytes], variables: list[bytes],
-                    acl: Sequence[bytes] = ()) -> sqlite3.Connection:
+                    acl: Sequence[bytes] = (), pools: Sequence[bytes] = ()
+                    ) -> sqlite3.Connection:
         """A private database holding the rows at these keys (a key ending in `/` stands
         for every key under it)."""
         conn = sqlite3.connect(":memory:", isolation_level=None)
         conn.execute(ns_table.SCHEMA)
+        conn.execute(pool_table.SCHEMA)
+        for key in pools:
+            for kv in await self._read(key):
+                conn.execute("INSERT INTO node_pools (name, value) VALUES (?, ?)",
+                             (kv.key[len(self._pool_key("")):].decode(), kv.value.decode()))
         conn.execute(var_table.SCHEMA)
         for schema in acl_table.SCHEMAS:
             conn.execute(schema)
@@ -166,6 +179,8 @@ class ClusterObjectStore:
     def _dump(self, conn: sqlite3.Connection) -> dict[bytes, bytes]:
         rows = {self._ns_key(name): value.encode()
                 for name, value in conn.execute("SELECT name, value FROM namespaces")}
+        rows.update({self._pool_key(name): value.encode()
+                     for name, value in conn.execute("SELECT name, value FROM node_pools")})
         for row in conn.execute("SELECT * FROM variables"):
             rows[self._var_key(row[0], row[1])] = msgspec.json.encode(
                 [*row[:7], base64.b64encode(row[7]).decode()])
@@ -176,17 +191,17 @@ class ClusterObjectStore:
         return rows
 
     async def _read_op(self, namespaces: list[bytes], variables: list[bytes],
-                       fn: Callable[[sqlite3.Connection], T], acl: Sequence[bytes] = ()
-                       ) -> T:
-        conn = await self._rows(namespaces, variables, acl)
+                       fn: Callable[[sqlite3.Connection], T], acl: Sequence[bytes] = (),
+                       pools: Sequence[bytes] = ()) -> T:
+        conn = await self._rows(namespaces, variables, acl, pools)
         try:
             return fn(conn)
         finally:
             conn.close()
 
     async def _write_op(self, namespaces: list[bytes], variables: list[bytes],
-                        fn: Callable[[sqlite3.Connection, int], T], acl: Sequence[bytes] = ()
-                        ) -> T:
+                        fn: Callable[[sqlite3.Connection, int], T], acl: Sequence[bytes] = (),
+                        pools: Sequence[bytes] = ()) -> T:
         """`fn(conn, index)` over the rows, the changed rows written with the index, as one
         change of the server (retried on a conflict). When `fn` raises, nothing is written
         and the index is not taken."""
@@ -194,7 +209,7 @@ class ClusterObjectStore:
 
         async def attempt() -> T:
             async with server._lock:
-                conn = await self._rows(namespaces, variables, acl)
+                conn = await self._rows(namespaces, variables, acl, pools)
                 try:
                     before = self._dump(conn)
                     index = server.take_index()
@@ -241,6 +256,29 @@ class ClusterObjectStore:
             return why
 
         return await self._write_op([self._ns_key(name)], [self._var_key(name, "")], delete)
+
+    # ------------------------------------------------------------------ node pools
+
+    async def node_pools(self) -> list[NodePool]:
+        return await self._read_op([], [], pool_table.list_all, pools=[self._pool_key("")])
+
+    async def node_pool(self, name: str) -> NodePool | None:
+        return await self._read_op([], [], lambda conn: pool_table.get(conn, name),
+                                   pools=[self._pool_key(name)])
+
+    async def put_node_pool(self, pool: NodePool) -> NodePool:
+        return await self._write_op([], [], lambda conn, index: pool_table.put(
+            conn, pool, index), pools=[self._pool_key(pool.name)])
+
+    async def delete_node_pool(self, name: str, refusal: Callable[[bool], str | None]
+                               ) -> str | None:
+        def delete(conn: sqlite3.Connection, index: int) -> str | None:
+            why = refusal(pool_table.get(conn, name) is not None)
+            if why is None:
+                pool_table.delete(conn, name)
+            return why
+
+        return await self._write_op([], [], delete, pools=[self._pool_key(name)])
 
     # ------------------------------------------------------------------ variables
 

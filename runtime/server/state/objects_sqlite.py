@@ -1,4 +1,4 @@
-"""`ObjectStore`: namespaces, variables and ACL objects on disk, in
+"""`ObjectStore`: namespaces, node pools, variables and ACL objects on disk, in
 `<data-dir>/server/objects.db`.
 
 Its own SQLite file, beside the server's job and allocation state: the server core owns that
@@ -40,11 +40,13 @@ import trio
 
 from yurt.runtime.server import keyring as keyring_mod
 from yurt.runtime.server import namespaces as ns_table
+from yurt.runtime.server import nodepools as pool_table
 from yurt.runtime.server import variables as var_table
 from yurt.runtime.server.acl import state as acl_table
 from yurt.runtime.server.acl.reset_file import read_bootstrap_reset
 from yurt.runtime.server.keyring import Keyring
 from yurt.runtime.server.namespaces import Namespace
+from yurt.runtime.server.nodepools import NodePool
 from yurt.runtime.server.variables import Conflict
 from yurt.runtime.structs.acl import AclPolicy, AclRole, AclToken, OneTimeToken
 from yurt.runtime.structs.variables import Variable, VariableMetadata
@@ -100,6 +102,11 @@ class Objects(AclObjects, Protocol):
     async def put_namespace(self, ns: Namespace) -> Namespace: ...
     async def delete_namespace(self, name: str, refusal: Callable[[bool], str | None]
                                ) -> str | None: ...
+    async def node_pools(self) -> list[NodePool]: ...
+    async def node_pool(self, name: str) -> NodePool | None: ...
+    async def put_node_pool(self, pool: NodePool) -> NodePool: ...
+    async def delete_node_pool(self, name: str, refusal: Callable[[bool], str | None]
+                               ) -> str | None: ...
     async def variables(self, namespace: str | None, prefix: str
                         ) -> list[VariableMetadata]: ...
     async def variable(self, namespace: str, path: str) -> Variable | None: ...
@@ -134,6 +141,7 @@ class ObjectStore:
             try:
                 with conn:
                     conn.execute(ns_table.SCHEMA)
+                    conn.execute(pool_table.SCHEMA)
                     conn.execute(var_table.SCHEMA)
                     for schema in acl_table.SCHEMAS:
                         conn.execute(schema)
@@ -182,6 +190,30 @@ class ObjectStore:
             why = refusal(var_table.any_in(conn, name))
             if why is None:
                 ns_table.delete(conn, name)
+            return why
+
+        return await self._write(delete)
+
+    # ------------------------------------------------------------------ node pools
+
+    async def node_pools(self) -> list[NodePool]:
+        """The stored and built-in pools (the API adds those of registered nodes)."""
+        return await self._run(pool_table.list_all)
+
+    async def node_pool(self, name: str) -> NodePool | None:
+        return await self._run(partial(pool_table.get, name=name))
+
+    async def put_node_pool(self, pool: NodePool) -> NodePool:
+        return await self._write(lambda conn, index: pool_table.put(conn, pool, index))
+
+    async def delete_node_pool(self, name: str, refusal: Callable[[bool], str | None]
+                               ) -> str | None:
+        """Delete `name` unless `refusal(stored)` says why not (then that text)."""
+
+        def delete(conn: sqlite3.Connection, index: int) -> str | None:
+            why = refusal(pool_table.get(conn, name) is not None)
+            if why is None:
+                pool_table.delete(conn, name)
             return why
 
         return await self._write(delete)
