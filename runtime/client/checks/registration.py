@@ -12,6 +12,10 @@ registrations with Nomad's IDs and addresses, and one `CheckJob` per check.
   with that label (`Allocation.allocated_shared.ports`); else, for a numeric label, that
   port on the node's address (Nomad accepts `port = "8080"`); with no port, the node's
   address and port 0.
+- Services and checks are registered and run as interpolated (`interpolated`,
+  `every_service`): `${NOMAD_JOB_NAME}`, `${NOMAD_ALLOC_INDEX}`, `${NOMAD_PORT_x}`… in names,
+  tags, meta, port labels and check fields, against the task's environment (without its task
+  directory variables) or, for a group service, the allocation's.
 - `expected_checks` is the number of checks allocation health waits for: every check of the
   group's and its tasks' Nomad services except readiness ones (`on_update = "ignore"`);
   `no_checks` stands in for it where the client runs no service checks.
@@ -26,6 +30,7 @@ from typing import Final, Protocol
 
 from yurt.runtime.client.checks.probes import HttpTarget, ScriptRunner
 from yurt.runtime.client.checks.runner import CheckJob, CheckRunner
+from yurt.runtime.client.taskenv import alloc_env, build_env, interpolate_service, node_values
 from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs import Allocation, Node, TaskGroup
 from yurt.runtime.structs.checks import (
@@ -96,6 +101,35 @@ def group_and_task_services(group: TaskGroup) -> list[Service]:
     return [*group.services, *(s for t in group.tasks for s in t.services)]
 
 
+def service_lookup(alloc: Allocation, group: TaskGroup, task: str | None, node: Node
+                   ) -> dict[str, str]:
+    """What a service's `${…}` read: the task's environment for a task's service, the
+    allocation's for a group's (Nomad's service hook and group service hook), with the node's
+    `${node.…}`/`${attr.…}`/`${meta.…}`."""
+    owner = next((t for t in group.tasks if t.name == task), None) if task else None
+    env = (build_env(alloc, owner, task_dir=None, node=node) if owner is not None
+           else alloc_env(alloc, node))
+    return {**node_values(node), **env}
+
+
+def interpolated(alloc: Allocation, group: TaskGroup, services: list[Service],
+                 task: str | None, node: Node) -> list[Service]:
+    """The Nomad services of `services` (the group's when `task` is None), interpolated as
+    Nomad's client/taskenv/services.go `InterpolateService` does."""
+    nomad = nomad_services(services)
+    if not nomad:
+        return []
+    lookup = service_lookup(alloc, group, task, node)
+    return [interpolate_service(s, lookup) for s in nomad]
+
+
+def every_service(alloc: Allocation, group: TaskGroup, node: Node) -> list[Service]:
+    """Every Nomad service of the group, interpolated: its own, then each task's."""
+    return [*interpolated(alloc, group, group.services, None, node),
+            *(s for t in group.tasks for s in interpolated(alloc, group, t.services, t.name,
+                                                             node))]
+
+
 def address_of(alloc: Allocation, node: Node, label: str,
                custom: str = "") -> tuple[str, int]:
     """(host, port) of a service or check (see the module header)."""
@@ -113,7 +147,7 @@ def registrations(alloc: Allocation, group: TaskGroup, services: list[Service],
                   task: str | None, node: Node) -> list[ServiceRegistration]:
     owner = owner_of(group, task)
     regs = []
-    for s in nomad_services(services):
+    for s in interpolated(alloc, group, services, task, node):
         host, port = address_of(alloc, node, s.port, s.address)
         regs.append(ServiceRegistration(
             id=service_id(alloc.id, owner, s), service_name=s.name,
