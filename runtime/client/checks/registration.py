@@ -16,6 +16,8 @@ registrations with Nomad's IDs and addresses, and one `CheckJob` per check.
   `every_service`): `${NOMAD_JOB_NAME}`, `${NOMAD_ALLOC_INDEX}`, `${NOMAD_PORT_x}`… in names,
   tags, meta, port labels and check fields, against the task's environment (without its task
   directory variables) or, for a group service, the allocation's.
+- A `provider = "consul"` service is registered in the native catalogue too (yurt runs no
+  Consul), with only the checks yurt runs (http, tcp, script).
 - `expected_checks` is the number of checks allocation health waits for: every check of the
   group's and its tasks' Nomad services except readiness ones (`on_update = "ignore"`);
   `no_checks` stands in for it where the client runs no service checks.
@@ -27,6 +29,8 @@ import hashlib
 import struct
 from dataclasses import dataclass
 from typing import Final, Protocol
+
+import msgspec
 
 from yurt.runtime.client.checks.probes import HttpTarget, ScriptRunner
 from yurt.runtime.client.checks.runner import CheckJob, CheckRunner
@@ -43,6 +47,7 @@ from yurt.runtime.structs.service import (
     CHECK_SCRIPT,
     CHECK_TCP,
     ON_UPDATE_IGNORE,
+    SERVICE_PROVIDER_CONSUL,
     SERVICE_PROVIDER_NOMAD,
     Service,
     ServiceCheck,
@@ -92,8 +97,18 @@ def check_id(alloc_id: str, group: str, check: ServiceCheck) -> str:
 
 
 def nomad_services(services: list[Service]) -> list[Service]:
-    return [s for s in services if (s.provider or SERVICE_PROVIDER_NOMAD)
-            == SERVICE_PROVIDER_NOMAD]
+    """The services the native catalogue holds: the Nomad provider's, and the Consul
+    provider's too (yurt runs no Consul, so its catalogue stands in for Consul's), each of the
+    latter with only the checks yurt runs (http, tcp, script)."""
+    out = []
+    for s in services:
+        provider = s.provider or SERVICE_PROVIDER_NOMAD
+        if provider == SERVICE_PROVIDER_NOMAD:
+            out.append(s)
+        elif provider == SERVICE_PROVIDER_CONSUL:
+            out.append(msgspec.structs.replace(s, checks=[
+                c for c in s.checks if c.type.lower() in (CHECK_HTTP, CHECK_TCP, CHECK_SCRIPT)]))
+    return out
 
 
 def group_and_task_services(group: TaskGroup) -> list[Service]:
