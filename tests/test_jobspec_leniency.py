@@ -95,3 +95,11 @@ def test_a_consul_service_goes_to_the_native_catalogue_with_the_checks_yurt_runs
     assert (service.name, [c.type for c in service.checks]) == ("web", ["http"])
     alloc = Allocation(id="a", name="c.g[0]", job_id="c", task_group="g", job=job)
     assert expected_checks(alloc) == 1
+
+
+def test_a_device_count_of_zero_is_valid_as_in_nomad() -> None:
+    job = parse_job('job "d" {\n  group "g" {\n    task "t" {\n      driver = "mock_driver"\n'
+                    '      resources {\n        device "nvidia/gpu" {\n          count = 0\n'
+                    '        }\n      }\n    }\n  }\n}\n')
+    (device,) = job.task_groups[0].tasks[0].resources.devices
+    assert device.count == 0

@@ -204,9 +204,9 @@ def _check_task(group: TaskGroup, task: Task, at: _At, problems: _Problems) -> N
         if not dev.name or len(parts) > 3 or not all(parts):
             problems.add(dev_at, f'device name must be "type", "vendor/type" or '
                                  f'"vendor/type/name", got "{dev.name}"')
-        if dev.count < 1:
+        if dev.count < 0:  # Nomad: a uint64, 0 accepted (RequestedDevice.Validate)
             problems.add(dev_at.field(RequestedDevice, "count"),
-                         f"must be at least 1, got {dev.count}")
+                         f"must be 0 or more, got {dev.count}")
 
     check_artifacts(task, at, problems)
     if task.dispatch_payload is not None:
