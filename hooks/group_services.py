@@ -41,6 +41,7 @@ from yurt.runtime.client.checks.registration import (
     ServiceDeps,
     check_job,
     check_template,
+    every_service,
     group_and_task_services,
     nomad_services,
     registrations,
@@ -127,7 +128,7 @@ class GroupServicesHook(AllocPrerunHook, AllocUpdateHook, AllocPrekillHook,
     def _observe(self, alloc: Allocation, group: TaskGroup) -> None:
         results = self._runner.check_results
         wanted = set()
-        for service in nomad_services(group_and_task_services(group)):
+        for service in every_service(alloc, group, self._deps.node):
             for check in service.checks:
                 template = check_template(alloc, group, service, check)
                 wanted.add(template.id)

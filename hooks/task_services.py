@@ -38,6 +38,7 @@ from yurt.hooks.group_services import GroupServicesHook
 from yurt.runtime.client.checks.registration import (
     ServiceDeps,
     check_id,
+    interpolated,
     nomad_services,
     registrations,
 )
@@ -99,7 +100,8 @@ class TaskServicesHook(TaskPoststartHook, TaskPrekillHook, TaskExitedHook, TaskS
             return
         nursery = ctx.nursery
         now = self._clock()
-        for service in nomad_services(ctx.task.services):
+        for service in interpolated(ctx.alloc, group, ctx.task.services, self._task,
+                                    self._deps.node):
             for check in service.checks:
                 restart = check.check_restart
                 if restart is None or not check.triggers_restarts():

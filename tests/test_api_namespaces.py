@@ -109,7 +109,8 @@ async def test_jobs_are_scoped_by_namespace(tmp_path: Path) -> None:
             assert (await c.put("/v1/jobs", json=mock_job("db"))).status_code == 200
 
             assert (await c.get("/v1/job/web")).status_code == 404
-            assert (await c.get("/v1/job/web/allocations")).status_code == 404
+            assert (await c.get("/v1/job/web/allocations")).json() == []  # another's
+            assert (await c.get("/v1/job/web/evaluations")).json() == []
             assert (await c.delete("/v1/job/web")).status_code == 404
             job = (await c.get("/v1/job/web", params={"namespace": "a"})).json()
             assert job["Namespace"] == "a"

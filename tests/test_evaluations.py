@@ -101,10 +101,12 @@ async def test_evaluation_endpoints_errors(tmp_path: Path) -> None:
             c = a.client
             await c.post("/v1/jobs", json=mock_job("web"))
             for path in ("/v1/evaluation/0b5e0000-0000-0000-0000-000000000000",
-                         "/v1/evaluation/0b5e0000-0000-0000-0000-000000000000/allocations",
-                         "/v1/job/nope/evaluations"):
+                         "/v1/evaluation/0b5e0000-0000-0000-0000-000000000000/allocations"):
                 r = await c.get(path)
                 assert r.status_code == 404, path
+            # Nomad's job_endpoint.go `Evaluations`: an unknown job has none, not an error.
+            nope = await c.get("/v1/job/nope/evaluations")
+            assert (nope.status_code, nope.json()) == (200, [])
             assert (await c.put("/v1/job/nope/evaluate")).status_code == 404
             assert (await c.get("/v1/job/web/evaluate")).status_code == 405
             assert (await c.delete("/v1/evaluations")).status_code == 405

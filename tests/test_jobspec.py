@@ -258,6 +258,17 @@ def test_task_restart_problem_inherited_from_group_is_reported_once() -> None:
     assert [p.field for p in problems] == ["job.web.group.api.restart"]
 
 
+def test_a_tasks_own_restart_block_is_not_refused() -> None:
+    """Nomad's `Task.Validate` checks no restart policy (HashiCorp's getting-started
+    pytechco-employee job has a task `restart` of 3 × 30s in a 1m interval)."""
+    text = (RESTART % (2, "15s", "30m", "fail")).replace(
+        'driver = "mock_driver"', 'driver = "mock_driver"\n      restart {\n'
+        '        attempts = 3\n        delay = "30s"\n        interval = "1m"\n      }')
+    task = parse_job(text).task_groups[0].tasks[0]
+    assert task.restart_policy is not None
+    assert (task.restart_policy.attempts, task.restart_policy.interval) == (3, 60 * SECOND)
+
+
 def test_syntax_error_has_line_and_column() -> None:
     p = only_problem('job "x" {\n  type = \n}\n')
     assert (p.line, p.column, p.field) == (2, 10, "syntax")

@@ -69,12 +69,15 @@ def test_an_unset_mode_is_host_and_dns_is_kept() -> None:
     assert network.dynamic_ports[0].to == -1
 
 
+def test_bridge_and_cni_modes_are_valid_as_in_nomad() -> None:
+    for mode in ("bridge", "cni/mynet", "none"):
+        (network,) = parse_job(hcl(f'network {{\n mode = "{mode}"\n port "http" {{ to = 8080 }}'
+                                   '\n }')).task_groups[0].networks
+        assert network.mode == mode
+
+
 CASES = [
     # (network block, line, field, message)
-    ('network {\n mode = "bridge"\n port "http" {}\n }', 4,
-     "job.web.group.api.network.0.mode",
-     'network mode "bridge" is not supported: yurt has no bridge or CNI networking; '
-     'use mode "host"'),
     ('network {\n port "http" {}\n port "http" { static = 80 }\n }', 5,
      "job.web.group.api.network.0.port.http", "Port label http already in use by taskgroup "
                                               "network"),

@@ -70,11 +70,12 @@ def test_service_names_interpolate_job_group_and_task() -> None:
     assert job.task_groups[0].tasks[0].services[0].name == "web-api-t-x"
 
 
-def test_consul_provider_is_a_clear_error_on_its_line() -> None:
-    (problem,) = problems_of(hcl('service { provider = "consul" }'))
-    assert problem.line == 3
-    assert problem.field == "job.web.group.api.service.web-api.provider"
-    assert "yurt does not run" in problem.message
+def test_consul_provider_is_valid_as_in_nomad() -> None:
+    """Nomad accepts it; yurt's native catalogue stands in for Consul's at run time."""
+    job = parse_job(hcl('service {\n provider = "consul"\n port = "1"\n check {\n'
+                        ' type = "grpc"\n interval = "10s"\n timeout = "1s"\n }\n }'))
+    (service,) = job.task_groups[0].services
+    assert service.provider == "consul"
 
 
 @pytest.mark.parametrize(("check", "message"), [

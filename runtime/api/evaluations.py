@@ -15,7 +15,7 @@ from starlette.responses import Response
 from yurt.runtime.api.allocations import alloc_stub
 from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.namespaces import in_namespace, job_in
+from yurt.runtime.api.namespaces import in_namespace, job_in, request_namespace
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.structs import TRIGGER_JOB_REGISTER, Evaluation
 
@@ -65,9 +65,11 @@ async def evaluation_allocations(ctx: Context, request: Request) -> Response:
 
 
 async def job_evaluations(ctx: Context, request: Request) -> Response:
+    """The job's evaluations in the request's namespace: `[]` for an unknown job, as Nomad's
+    nomad/job_endpoint.go `Evaluations` answers (EvalsByJob, never "not found")."""
     job_id = request.path_params["job_id"]
-    job_in(ctx, request, job_id)
-    return json_response(ctx.server.job_evals(job_id))
+    namespace = request_namespace(request)
+    return json_response([e for e in ctx.server.job_evals(job_id) if e.namespace == namespace])
 
 
 async def job_evaluate(ctx: Context, request: Request) -> Response:

@@ -21,6 +21,7 @@ from yurt.runtime.api.namespaces import (
     in_namespace,
     job_in,
     namespace_for_body,
+    request_namespace,
     require_register,
 )
 from yurt.runtime.api.request import (
@@ -120,7 +121,9 @@ async def job_item(ctx: Context, request: Request) -> Response:
 
 
 async def job_allocations(ctx: Context, request: Request) -> Response:
+    """The job's allocations in the request's namespace: `[]` for a job nobody registered, as
+    Nomad's nomad/job_endpoint.go `Allocations` answers (AllocsByJob, never "not found")."""
     job_id = request.path_params["job_id"]
-    job_in(ctx, request, job_id)
+    namespace = request_namespace(request)
     return json_response([alloc_stub(ctx.alloc_view(a.id))
-                          for a in ctx.server.job_allocs(job_id)])
+                          for a in ctx.server.job_allocs(job_id) if a.namespace == namespace])

@@ -6,6 +6,10 @@ them, `port_env`), then task meta as `NOMAD_META_*`, then the task's own `env` b
 interpolated), then hook-provided variables in hook order (applied by the task runner).
 `interpolate` replaces `${NOMAD_…}`, `${node.…}`, `${attr.…}` and `${meta.…}` in strings, lists
 and maps (driver config, args, env); an unknown reference is left as written, as Nomad does.
+`interpolate_service` applies it to a service's and its checks' fields as Nomad's
+client/taskenv/services.go does; `alloc_env` is the environment group services see (no task).
+Port labels and meta keys are cleaned in the variables' names (`product-api` → `product_api`),
+as Nomad's `buildEnv` does.
 
 `inherited_env` is what a task without isolation (raw_exec) takes from the agent's own
 environment. It is an allow-list, not a deny-list (Nomad's `env.denylist` has the same purpose):
@@ -23,7 +27,10 @@ from fnmatch import translate
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
 from yurt.runtime.structs import Allocation, Node, Task
+from yurt.runtime.structs.service import Service, ServiceCheck
 
 _REF: Final = re.compile(r"\$\{([^}]+)\}")
 _INDEX: Final = re.compile(r"\[(\d+)\]$")
@@ -101,18 +108,33 @@ def port_env(alloc: Allocation) -> dict[str, str]:
     return env
 
 
-def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Node | None
-              ) -> dict[str, str]:
-    """The task's environment before hook variables (those the task runner merges last)."""
+#: The prefixes whose variables Nomad's env builder cleans (client/taskenv/env.go `buildEnv`,
+#: "Clean keys"): a port label or meta key such as `product-api` becomes `product_api`.
+_CLEANED_PREFIXES: Final = ("NOMAD_ADDR_", "NOMAD_IP_", "NOMAD_PORT_", "NOMAD_HOST_PORT_",
+                            "NOMAD_META_")
+_INVALID_ENV_CHAR: Final = re.compile(r"[^A-Za-z0-9_.]")
+
+
+def clean_env_name(name: str) -> str:
+    """Nomad's helper/funcs.go `CleanEnvVar(name, '_')`: every character other than a letter,
+    `_`, `.` or a non-leading digit becomes `_`."""
+    cleaned = _INVALID_ENV_CHAR.sub("_", name)
+    return "_" + cleaned[1:] if cleaned[:1].isdigit() else cleaned
+
+
+def _clean_keys(env: dict[str, str]) -> dict[str, str]:
+    return {clean_env_name(k) if k.startswith(_CLEANED_PREFIXES) else k: v
+            for k, v in env.items()}
+
+
+def _identity_env(alloc: Allocation, node: Node | None) -> dict[str, str]:
     job = alloc.job
     assert job is not None
-    group = job.lookup_group(alloc.task_group)
     env: dict[str, str] = {
         "NOMAD_ALLOC_ID": alloc.id,
         "NOMAD_SHORT_ALLOC_ID": alloc.id[:8],
         "NOMAD_ALLOC_NAME": alloc.name,
         "NOMAD_ALLOC_INDEX": str(alloc_index(alloc.name)),
-        "NOMAD_TASK_NAME": task.name,
         "NOMAD_GROUP_NAME": alloc.task_group,
         "NOMAD_JOB_ID": job.id,
         "NOMAD_JOB_NAME": job.name,
@@ -120,21 +142,48 @@ def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Nod
         "NOMAD_NAMESPACE": alloc.namespace,
         "NOMAD_REGION": job.region,
         "NOMAD_DC": node.datacenter if node is not None else "dc1",
-        "NOMAD_CPU_LIMIT": str(task.resources.cpu),
-        "NOMAD_MEMORY_LIMIT": str(task.resources.memory),
     }
-    if task.resources.memory_max:
-        env["NOMAD_MEMORY_MAX_LIMIT"] = str(task.resources.memory_max)
-    if task_dir is not None:
-        env.update(task_dir_env(task_dir))
+    return env
+
+
+def alloc_env(alloc: Allocation, node: Node | None) -> dict[str, str]:
+    """The variables of the allocation alone (Nomad's builder without a task, as the group
+    service hook builds it): identity, job, namespace, region, datacenter, group meta and ports,
+    port and meta names cleaned."""
+    job = alloc.job
+    assert job is not None
+    group = job.lookup_group(alloc.task_group)
+    env = _identity_env(alloc, node)
     env.update(port_env(alloc))
-    meta = {**job.meta, **(group.meta if group else {}), **task.meta}
-    nodes = node_values(node)
+    _add_meta(env, {**job.meta, **(group.meta if group else {})}, node_values(node))
+    return _clean_keys(env)
+
+
+def _add_meta(env: dict[str, str], meta: dict[str, str], nodes: dict[str, str]) -> None:
     lookup = {**nodes, **env}
     for key, value in meta.items():  # interpolated as Nomad's env builder does (`${node.*}`)
         key, value = interpolate(key, lookup), interpolate(value, lookup)
         env[f"NOMAD_META_{key}"] = value
         env[f"NOMAD_META_{key.upper()}"] = value
+
+
+def build_env(alloc: Allocation, task: Task, *, task_dir: Path | None, node: Node | None
+              ) -> dict[str, str]:
+    """The task's environment before hook variables (those the task runner merges last)."""
+    job = alloc.job
+    assert job is not None
+    group = job.lookup_group(alloc.task_group)
+    env = _identity_env(alloc, node)
+    env.update({"NOMAD_TASK_NAME": task.name, "NOMAD_CPU_LIMIT": str(task.resources.cpu),
+                "NOMAD_MEMORY_LIMIT": str(task.resources.memory)})
+    if task.resources.memory_max:
+        env["NOMAD_MEMORY_MAX_LIMIT"] = str(task.resources.memory_max)
+    if task_dir is not None:
+        env.update(task_dir_env(task_dir))
+    env.update(port_env(alloc))
+    nodes = node_values(node)
+    _add_meta(env, {**job.meta, **(group.meta if group else {}), **task.meta}, nodes)
+    env = _clean_keys(env)
     lookup = {**nodes, **env}
     for key, value in task.env.items():
         env[key] = interpolate(value, lookup)
@@ -150,3 +199,32 @@ def interpolate(value: Any, lookup: dict[str, str]) -> Any:
     if isinstance(value, dict):
         return {k: interpolate(v, lookup) for k, v in value.items()}
     return value
+
+
+def interpolate_check(check: ServiceCheck, lookup: dict[str, str]) -> ServiceCheck:
+    """The check's fields Nomad's client/taskenv/services.go `InterpolateService` replaces."""
+    def sub(v: str) -> str:
+        return str(interpolate(v, lookup))
+    return msgspec.structs.replace(
+        check, name=sub(check.name), type=sub(check.type), command=sub(check.command),
+        args=[sub(a) for a in check.args], path=sub(check.path), protocol=sub(check.protocol),
+        port=sub(check.port), initial_status=sub(check.initial_status), notes=sub(check.notes),
+        method=sub(check.method), grpc_service=sub(check.grpc_service),
+        header={sub(k): [sub(v) for v in vs] for k, vs in check.header.items()})
+
+
+def interpolate_service(service: Service, lookup: dict[str, str]) -> Service:
+    """A copy of `service` with `${…}` replaced in the fields Nomad's client/taskenv/services.go
+    `InterpolateService` replaces (name, port label, address, tags, canary tags, meta, canary
+    meta, tagged addresses, and each check's), the rest as written."""
+    def sub(v: str) -> str:
+        return str(interpolate(v, lookup))
+
+    def sub_map(m: dict[str, str]) -> dict[str, str]:
+        return {sub(k): sub(v) for k, v in m.items()}
+    return msgspec.structs.replace(
+        service, name=sub(service.name), port=sub(service.port), address=sub(service.address),
+        tags=[sub(t) for t in service.tags], canary_tags=[sub(t) for t in service.canary_tags],
+        meta=sub_map(service.meta), canary_meta=sub_map(service.canary_meta),
+        tagged_addresses=sub_map(service.tagged_addresses),
+        checks=[interpolate_check(c, lookup) for c in service.checks])

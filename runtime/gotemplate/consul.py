@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Protocol
 
 from yurt.runtime.gotemplate.builtins import check_size
-from yurt.runtime.gotemplate.exec import ArgTypeError, FuncError
+from yurt.runtime.gotemplate.exec import ArgTypeError, FuncError, execute_template
 from yurt.runtime.gotemplate.gofmt import NO_VALUE, format_float, go_type, sprint_value
 from yurt.runtime.gotemplate.limits import ELEMENT_STEPS, charge
 from yurt.runtime.gotemplate.regexp_funcs import match_string, replace_all_string
@@ -402,6 +402,7 @@ def consul_funcs(env: Mapping[str, str], lookups: Lookups, namespace: str = "def
 
     return {
         "env": env_lookup,
+        "executeTemplate": execute_template,
         "nomadService": nomad_service,
         "nomadServices": nomad_services,
         "nomadVar": nomad_var,

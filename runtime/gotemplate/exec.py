@@ -49,6 +49,13 @@ class FuncError(Exception):
     """Raised by a template function; rendered as Go's "error calling <name>: <msg>"."""
 
 
+def execute_template(*args: Any) -> str:
+    """consul-template's `executeTemplate NAME [DATA]` (template/funcs.go
+    `executeTemplateFunc`): in a function table it stands for the executor's own
+    `Executor.execute_template`, which renders a template the text `define`d."""
+    raise FuncError("executeTemplate runs only inside a template")
+
+
 class ArgTypeError(Exception):
     """A function argument of the wrong type; rendered without "error calling" as Go does."""
 
@@ -424,7 +431,37 @@ class Executor:
             self.errorf(f'"{ident.name}" is not a defined function')
         if ident.name in ("and", "or"):
             return self.eval_and_or(dot, ident, args[1:], final)
+        if fn is execute_template:
+            fn = self.execute_template
         return self.eval_call(dot, fn, ident, ident.name, args, final)
+
+    def execute_template(self, *args: Any) -> str:
+        """The text of the defined template `args[0]` over `args[1]` (no value without it),
+        rendered with this execution's functions, budget and template depth."""
+        if not args:
+            raise FuncError("executeTemplate: missing template name")
+        if len(args) > 2:
+            raise FuncError(f"executeTemplate: wrong number of arguments, expected 1 or 2, "
+                            f"but got {len(args)}")
+        name = args[0]
+        if not isinstance(name, str):
+            raise ArgTypeError(f"wrong type for value; expected string; got {go_type(name)}")
+        tree = self.trees.get(name)
+        if tree is None:
+            raise FuncError(f'template: no template "{name}" associated with template '
+                            f'"{self.name}"')
+        if self.depth >= self.limits.depth:
+            self.errorf(f"exceeded maximum template depth ({self.limits.depth})")
+        dot = args[1] if len(args) == 2 else NO_VALUE
+        saved = self.out, self.names, self.values
+        self.out, self.names, self.values = [], ["$"], {"$": [dot]}
+        self.depth += 1
+        try:
+            self.walk(dot, tree)
+            return "".join(self.out)
+        finally:
+            self.depth -= 1
+            self.out, self.names, self.values = saved
 
     def eval_and_or(self, dot: Any, ident: n.Identifier, args: list[n.Node], final: Any) -> Any:
         count = len(args) + (final is not _NOFINAL)

@@ -13,8 +13,9 @@ A value that fails here is left out (`_INVALID`) and reported, never passed on.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -64,6 +65,30 @@ def _stringify(value: Any) -> Any:
     return value
 
 
+_NUMBER: Final = re.compile(r"\A-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
+
+
+def _convert_scalar(kind: str, value: Any) -> Any:
+    """HCL2's conversion of a value to its field's type (go-cty's `convert`, which Nomad's
+    jobspec2 decoding applies): a numeric string to a number (`cpu = "500"`), "true"/"false"
+    to a bool, a number or bool to a string (`port = 8080`). Anything else is returned as is,
+    for the shape check to refuse in the jobspec's words."""
+    if kind in ("int", "float") and isinstance(value, str) and _NUMBER.match(value):
+        number = float(value)
+        if kind == "float":
+            return number
+        if "." not in value and "e" not in value.lower():
+            return int(value)
+        return int(number) if number.is_integer() else value
+    if kind == "bool" and value in ("true", "false"):
+        return value == "true"
+    if kind == "str" and isinstance(value, bool):
+        return "true" if value else "false"
+    if kind == "str" and isinstance(value, int | float):
+        return _stringify(value)
+    return value
+
+
 @dataclass
 class _HclNormaliser:
     """Stage 2. Also builds `positions`, keyed by key path, from the structural HCL index."""
@@ -98,9 +123,35 @@ class _HclNormaliser:
         job_id, body = next(iter(jobs[0].items()))
         at = _At(("job", job_id), ())
         self._mark(at, ("job", 0))
+        if isinstance(body, dict) and "task" in body:
+            body = self._wrap_lone_tasks(body)
         out = self.body(Job, body if body is not None else {}, at, ("job", 0))
         out["ID"] = job_id
         return out, at
+
+    def _wrap_lone_tasks(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Job-level `task "x" { … }` blocks, each wrapped in a group of the same name placed
+        before the job's groups, as Nomad's jobspec2/parse_job.go `normalizeJob` does; the
+        source positions follow each task to its new place."""
+        body = dict(body)
+        tasks = [t for t in _as_blocks(body.pop("task")) if isinstance(t, dict) and len(t) == 1]
+        groups = _as_blocks(body.get("group", []))
+        n = len(tasks)
+        moved: dict[PathKey, Position] = {}
+        for key, pos in self.hcl_index.items():
+            if key[:3] == ("job", 0, "group") and len(key) > 3 and isinstance(key[3], int):
+                moved[("job", 0, "group", key[3] + n, *key[4:])] = pos
+            elif key[:3] == ("job", 0, "task") and len(key) > 3 and isinstance(key[3], int):
+                if len(key) == 4:
+                    moved.setdefault(("job", 0, "group", key[3]), pos)
+                moved[("job", 0, "group", key[3], "task", 0, *key[4:])] = pos
+                moved.setdefault(("job", 0, "group", key[3], "task"), pos)
+            else:
+                moved.setdefault(key, pos)
+        self.hcl_index = moved
+        body["group"] = [*({name: {"task": [{name: inner}]}} for t in tasks
+                           for name, inner in t.items()), *groups]
+        return body
 
     def body(self, struct: type[msgspec.Struct], body: Any, at: _At,
              spath: PathKey) -> dict[str, Any]:
@@ -191,4 +242,4 @@ class _HclNormaliser:
             except ValueError as e:
                 self.problems.add(here, str(e))
                 return _INVALID
-        return _unescape(value)
+        return _convert_scalar(spec.kind, _unescape(value))

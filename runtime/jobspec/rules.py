@@ -7,8 +7,9 @@ job-type-dependent restart policy, task restart blocks merged over their group's
 reschedule policy).
 
 Invariants: the checks read a `Job` that stage 3 made well-typed and never change it; they
-report every problem through `_Problems`. A restart problem a task merely inherits is reported
-once, on its group. `canonicalize` runs only on a job without problems and leaves no `None` in
+report every problem through `_Problems`. Only the group's restart policy is checked, as
+Nomad's `TaskGroup.Validate` does; a task's own restart block never is (Nomad's
+`Task.Validate`). `canonicalize` runs only on a job without problems and leaves no `None` in
 any restart policy field.
 """
 
@@ -159,8 +160,7 @@ def _check_driver_config(driver: str, config: dict[str, Any], at: _At,
         problems.add(where, msg[0].lower() + msg[1:])
 
 
-def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
-                at: _At, problems: _Problems) -> None:
+def _check_task(group: TaskGroup, task: Task, at: _At, problems: _Problems) -> None:
     name_problem = _file_name_problem(task.name)
     if name_problem:
         problems.add(at, f"task name {name_problem}")
@@ -175,13 +175,9 @@ def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
         problems.add(at.field(Task, "lifecycle").field(Lifecycle, "hook"),
                      f"expected one of {', '.join(map(json.dumps, LIFECYCLE_HOOKS))}, "
                      f'got "{task.lifecycle.hook}"')
-    if task.restart_policy is not None:
-        # Problems the task merely inherits are reported once, on the group.
-        inherited = {msg for _, msg in _check_restart(group_policy, at)}
-        for where, msg in _check_restart(merge_restart(group_policy, task.restart_policy),
-                                         at.field(Task, "restart_policy")):
-            if msg not in inherited:
-                problems.add(where, msg)
+    # A task's own `restart` block is not checked: Nomad's `Task.Validate` validates no
+    # restart policy (only `TaskGroup.Validate` does, the group's), so a task block whose
+    # attempts × delay exceed its interval runs under Nomad and here alike.
     for attr in ("kill_timeout", "shutdown_delay"):
         if getattr(task, attr) < 0:
             problems.add(at.field(Task, attr), "must not be negative")
@@ -208,9 +204,9 @@ def _check_task(group: TaskGroup, task: Task, group_policy: RestartPolicy,
         if not dev.name or len(parts) > 3 or not all(parts):
             problems.add(dev_at, f'device name must be "type", "vendor/type" or '
                                  f'"vendor/type/name", got "{dev.name}"')
-        if dev.count < 1:
+        if dev.count < 0:  # Nomad: a uint64, 0 accepted (RequestedDevice.Validate)
             problems.add(dev_at.field(RequestedDevice, "count"),
-                         f"must be at least 1, got {dev.count}")
+                         f"must be 0 or more, got {dev.count}")
 
     check_artifacts(task, at, problems)
     if task.dispatch_payload is not None:
@@ -313,7 +309,7 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
                          f'only one task may be marked as leader; "{group.tasks[leaders[0]].name}"'
                          " already is")
         for ti, task in enumerate(group.tasks):
-            _check_task(group, task, group_policy, task_at(ti), problems)
+            _check_task(group, task, task_at(ti), problems)
 
 
 _BATCH_TYPES: Final = ("batch", "sysbatch")

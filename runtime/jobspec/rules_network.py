@@ -2,14 +2,14 @@
 
 What lives here: `check_networks` (Nomad's `TaskGroup.validateNetworks` messages: duplicate
 port labels, a static port reserved twice, ports and `to` out of range, `ignore_collision`
-outside host mode; plus what yurt cannot do: a mode other than `host`, since it has no
-bridge or CNI networking, and more than one network block, since Nomad only ever assigns
-the first) and `fold_networks`, which `canonicalize` calls.
+outside host mode; plus more than one network block, since Nomad only ever assigns the
+first). A `bridge` or `cni/*` mode is valid, as in Nomad; placement asks for the CNI plugins
+no yurt node has. And `fold_networks`, which `canonicalize` calls.
 
 Invariants: the checks read the job and never change it. After `fold_networks` every port
 with a static value is in `reserved_ports` and every other in `dynamic_ports` (as Nomad's
 HCL parser splits `port` blocks, so HCL and `nomad job run -output` JSON give the same job),
-every port names its host network ("default" when unset) and the mode is "host".
+every port names its host network ("default" when unset) and an unset mode is "host".
 """
 
 from __future__ import annotations
@@ -50,10 +50,9 @@ def check_networks(group: TaskGroup, at: _At, problems: _Problems) -> None:
         if ni > 0:
             problems.add(n_at, "only one network block per group is supported (Nomad assigns "
                                "the first one only)")
-        if network.mode not in ("", HOST_MODE):
-            problems.add(n_at.field(NetworkResource, "mode"),
-                         f'network mode "{network.mode}" is not supported: yurt has no bridge '
-                         'or CNI networking; use mode "host"')
+        # Any mode is valid, as in Nomad's `TaskGroup.Validate`: a `bridge` or `cni/*` network
+        # needs CNI plugins on the node, which placement asks for (scheduler/feasible.py
+        # `filter_reason`: "missing network" on a yurt node, which has none).
         if (network.hostname and "${" not in network.hostname
                 and not _is_dns_name(network.hostname)):
             problems.add(n_at.field(NetworkResource, "hostname"),

@@ -8,7 +8,8 @@ What lives here: `canonicalize_services` (Nomad's `api.Service.Canonicalize` and
 `TaskGroup.validateServices` and the task's `validateServices`, with Nomad's messages).
 
 Deliberate differences from Nomad, because yurt has no Consul: `provider` defaults to
-`"nomad"` (Nomad's default is `"consul"`), `provider = "consul"` is an error that says so, and
+`"nomad"` (Nomad's default is `"consul"`), a `provider = "consul"` service is accepted and
+registered in yurt's native catalogue instead (client/checks/registration.py), and
 `script` checks are accepted with the Nomad provider (Nomad allows them only with Consul; yurt
 runs them through the task's exec path).
 
@@ -202,9 +203,9 @@ def _check_service(s: Service, at: _At, problems: _Problems) -> None:
                      f'Service on_update must be "require_healthy", "ignore_warnings", or '
                      f'"ignore"; not "{s.on_update}"')
     if s.provider == SERVICE_PROVIDER_CONSUL:
-        problems.add(at.field(Service, "provider"),
-                     'provider "consul" needs Consul, which yurt does not run; use '
-                     'provider = "nomad" (the default here)')
+        # Valid, as in Nomad. yurt has no Consul: the client registers such a service in its
+        # native catalogue instead (client/checks/registration.py `nomad_services`), where
+        # `nomadService` finds it; Consul's own checks (grpc, connect) are not run.
         return
     if s.provider != SERVICE_PROVIDER_NOMAD:
         problems.add(at.field(Service, "provider"),

@@ -12,6 +12,12 @@ registrations with Nomad's IDs and addresses, and one `CheckJob` per check.
   with that label (`Allocation.allocated_shared.ports`); else, for a numeric label, that
   port on the node's address (Nomad accepts `port = "8080"`); with no port, the node's
   address and port 0.
+- Services and checks are registered and run as interpolated (`interpolated`,
+  `every_service`): `${NOMAD_JOB_NAME}`, `${NOMAD_ALLOC_INDEX}`, `${NOMAD_PORT_x}`… in names,
+  tags, meta, port labels and check fields, against the task's environment (without its task
+  directory variables) or, for a group service, the allocation's.
+- A `provider = "consul"` service is registered in the native catalogue too (yurt runs no
+  Consul), with only the checks yurt runs (http, tcp, script).
 - `expected_checks` is the number of checks allocation health waits for: every check of the
   group's and its tasks' Nomad services except readiness ones (`on_update = "ignore"`);
   `no_checks` stands in for it where the client runs no service checks.
@@ -24,8 +30,11 @@ import struct
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+import msgspec
+
 from yurt.runtime.client.checks.probes import HttpTarget, ScriptRunner
 from yurt.runtime.client.checks.runner import CheckJob, CheckRunner
+from yurt.runtime.client.taskenv import alloc_env, build_env, interpolate_service, node_values
 from yurt.runtime.lib.durations import SECOND
 from yurt.runtime.structs import Allocation, Node, TaskGroup
 from yurt.runtime.structs.checks import (
@@ -38,6 +47,7 @@ from yurt.runtime.structs.service import (
     CHECK_SCRIPT,
     CHECK_TCP,
     ON_UPDATE_IGNORE,
+    SERVICE_PROVIDER_CONSUL,
     SERVICE_PROVIDER_NOMAD,
     Service,
     ServiceCheck,
@@ -87,13 +97,52 @@ def check_id(alloc_id: str, group: str, check: ServiceCheck) -> str:
 
 
 def nomad_services(services: list[Service]) -> list[Service]:
-    return [s for s in services if (s.provider or SERVICE_PROVIDER_NOMAD)
-            == SERVICE_PROVIDER_NOMAD]
+    """The services the native catalogue holds: the Nomad provider's, and the Consul
+    provider's too (yurt runs no Consul, so its catalogue stands in for Consul's), each of the
+    latter with only the checks yurt runs (http, tcp, script)."""
+    out = []
+    for s in services:
+        provider = s.provider or SERVICE_PROVIDER_NOMAD
+        if provider == SERVICE_PROVIDER_NOMAD:
+            out.append(s)
+        elif provider == SERVICE_PROVIDER_CONSUL:
+            out.append(msgspec.structs.replace(s, checks=[
+                c for c in s.checks if c.type.lower() in (CHECK_HTTP, CHECK_TCP, CHECK_SCRIPT)]))
+    return out
 
 
 def group_and_task_services(group: TaskGroup) -> list[Service]:
     """Every service of the group: its own, then each task's."""
     return [*group.services, *(s for t in group.tasks for s in t.services)]
+
+
+def service_lookup(alloc: Allocation, group: TaskGroup, task: str | None, node: Node
+                   ) -> dict[str, str]:
+    """What a service's `${…}` read: the task's environment for a task's service, the
+    allocation's for a group's (Nomad's service hook and group service hook), with the node's
+    `${node.…}`/`${attr.…}`/`${meta.…}`."""
+    owner = next((t for t in group.tasks if t.name == task), None) if task else None
+    env = (build_env(alloc, owner, task_dir=None, node=node) if owner is not None
+           else alloc_env(alloc, node))
+    return {**node_values(node), **env}
+
+
+def interpolated(alloc: Allocation, group: TaskGroup, services: list[Service],
+                 task: str | None, node: Node) -> list[Service]:
+    """The Nomad services of `services` (the group's when `task` is None), interpolated as
+    Nomad's client/taskenv/services.go `InterpolateService` does."""
+    nomad = nomad_services(services)
+    if not nomad:
+        return []
+    lookup = service_lookup(alloc, group, task, node)
+    return [interpolate_service(s, lookup) for s in nomad]
+
+
+def every_service(alloc: Allocation, group: TaskGroup, node: Node) -> list[Service]:
+    """Every Nomad service of the group, interpolated: its own, then each task's."""
+    return [*interpolated(alloc, group, group.services, None, node),
+            *(s for t in group.tasks for s in interpolated(alloc, group, t.services, t.name,
+                                                             node))]
 
 
 def address_of(alloc: Allocation, node: Node, label: str,
@@ -113,7 +162,7 @@ def registrations(alloc: Allocation, group: TaskGroup, services: list[Service],
                   task: str | None, node: Node) -> list[ServiceRegistration]:
     owner = owner_of(group, task)
     regs = []
-    for s in nomad_services(services):
+    for s in interpolated(alloc, group, services, task, node):
         host, port = address_of(alloc, node, s.port, s.address)
         regs.append(ServiceRegistration(
             id=service_id(alloc.id, owner, s), service_name=s.name,

@@ -32,15 +32,32 @@ from yurt.runtime.errors import DriverError
 
 
 def resolve_command(command: str, task_dir: Path, path: str) -> str | None:
-    """The executable file `command` names: looked up on PATH when it has no "/", relative
-    to the task dir when it is a relative path (as Nomad does); None if it is not an
-    executable regular file."""
-    if "/" not in command:
-        return shutil.which(command, path=path)
-    candidate = Path(command) if command.startswith("/") else task_dir / command
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    return None
+    """The executable file `command` names, looked up as Nomad's drivers/shared/executor/
+    executor.go `lookupBin` does: `<task dir>/local/<command>`, then `<task dir>/<command>`
+    (so an absolute `/local/run.sh` is the task's own `local/run.sh`), then an absolute path on
+    the host, then `$PATH` for a bare name. A file found in the task dir that is not executable
+    is made so (Nomad's `makeExecutable`: a script a template or artifact wrote with mode
+    0644 runs); one on the host is not touched. None when nothing executable is found."""
+    if not command:
+        return None
+    inside = command.lstrip("/")
+    root = task_dir.resolve()
+    for candidate in (task_dir / "local" / inside, task_dir / inside):
+        if candidate.is_file():
+            with contextlib.suppress(ValueError):
+                candidate.resolve().relative_to(root)  # not a link out of the task dir
+                if not os.access(candidate, os.X_OK):
+                    with contextlib.suppress(OSError):
+                        candidate.chmod(candidate.stat().st_mode | 0o555)
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+            return None
+    if command.startswith("/"):
+        host = Path(command)
+        return command if host.is_file() and os.access(host, os.X_OK) else None
+    if "/" in command:
+        return None
+    return shutil.which(command, path=path)
 
 
 def prepare_start(user: str, command: str, task_dir: Path, path: str, state_dir: Path,

@@ -51,6 +51,7 @@ from yurt.runtime.gotemplate.consul import (
     NomadVarMeta,
     consul_funcs,
 )
+from yurt.runtime.gotemplate.consul_helpers import helper_funcs
 from yurt.runtime.structs.service import ServiceRegistration
 from yurt.runtime.structs.template import Template
 from yurt.runtime.structs.variables import Variable, VariableMetadata
@@ -180,8 +181,8 @@ class CompiledTemplate:
         self.region = region
         self.clock = clock
         # The function names the parser checks against; executions bind their own.
-        funcs = consul_funcs({}, _Recorder(namespace), namespace=namespace, region=region,
-                             clock=clock)
+        funcs = {**consul_funcs({}, _Recorder(namespace), namespace=namespace, region=region,
+                                clock=clock), **helper_funcs()}
         self._template = GoTemplate(spec.destination, text, funcs,
                                     left=spec.left_delimiter, right=spec.right_delimiter,
                                     missing_key="error" if spec.error_on_missing_key else "zero")
@@ -194,8 +195,8 @@ class CompiledTemplate:
             TemplateError: the execution failed or exceeded `limits`.
         """
         recorder = _Recorder(self.namespace, snapshot)
-        funcs = consul_funcs(dict(env), recorder, namespace=self.namespace, region=self.region,
-                             clock=self.clock)
+        funcs = {**consul_funcs(dict(env), recorder, namespace=self.namespace,
+                                region=self.region, clock=self.clock), **helper_funcs()}
         text = self._template.execute(None, funcs=funcs, limits=limits)
         if recorder.missing:
             return Rendered(None, sorted(set(recorder.missing))), recorder

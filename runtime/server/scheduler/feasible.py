@@ -273,6 +273,10 @@ def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[All
     for constraint in group_constraints(group):
         if not meets(constraint, node):
             return _filter_text(constraint, node)
+    if any(n.mode not in ("", "host") for n in group.networks):
+        # Nomad's scheduler/feasible.go `NetworkChecker`: a bridge or CNI network needs the
+        # node's CNI plugins, which no yurt node has.
+        return "missing network"
     job_hosts, group_hosts = _distinct_hosts(job.constraints), _distinct_hosts(group.constraints)
     scoped = [(c, "") for c in job.constraints if c.operator == CONSTRAINT_DISTINCT_PROPERTY]
     scoped += [(c, group.name) for c in group.constraints
