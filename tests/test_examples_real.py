@@ -21,7 +21,6 @@ REAL: Final = Path(__file__).resolve().parent.parent / "examples" / "real"
 PENDING: Final = {
     "hcl2-variables.nomad.hcl": "HCL2 variables, node_pool and scaling",
     "homelab-host-volume.nomad.hcl": "group volume and task volume_mount",
-    "init-example-docker.nomad.hcl": "the docker driver's config (any-driver parsing)",
 }
 
 FILES: Final = sorted(p.name for p in REAL.glob("*.nomad.hcl"))
