@@ -1,0 +1,229 @@
+"""The variables-and-locals pass between parsing and normalising an HCL job.
+
+What lives here: `resolve(raw, index, filename, inputs)`, which takes python-hcl2's serialised
+file, gathers `variable` blocks and their values (variables.py), evaluates `locals` (in
+dependency order, as jobspec2/types.config.go `evaluateLocalVariables` retries until no
+progress), renders the `job` block with `var`/`local`/functions and returns the file without
+its `variable`/`locals` blocks, plus the variables' values (for the job's submission).
+
+Invariant: every problem found is reported together in one `JobSpecError`, each with the
+line of the attribute or block it concerns (0, 0 for values from the command line).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yurt.runtime.errors import JobSpecError, SpecProblem
+from yurt.runtime.jobspec.evaluate import EvalError, Scope, render, render_string
+from yurt.runtime.jobspec.functions import functions
+from yurt.runtime.jobspec.variables import (
+    ENV_PREFIX,
+    VarInputs,
+    _Declared,
+    _literal_or_expression,
+    _load_var_file,
+    convert,
+    parse_type,
+    type_text,
+)
+from yurt.runtime.lib.sourcemap import PathKey, Position
+
+
+def _locate(index: dict[PathKey, Position], path: tuple[Any, ...]) -> Position:
+    """The position of a serialised path; block labels are not part of the index's keys."""
+    prefixes = {key[:n] for key in index for n in range(1, len(key) + 1)}
+    spath: PathKey = ()
+    best = index.get(spath, (0, 0))
+    for part in path:
+        if (*spath, part) in prefixes:
+            spath = (*spath, part)
+            best = index.get(spath, best)
+    return best
+
+
+def _render_at(value: Any, scope: Scope, path: tuple[Any, ...], errors: list[Any]) -> Any:
+    """`render`, but an error is recorded with the path of the value that failed."""
+    try:
+        if isinstance(value, dict):
+            return {k: _render_at(v, scope, (*path, k), errors) for k, v in value.items()}
+        if isinstance(value, list):
+            return [_render_at(v, scope, (*path, i), errors) for i, v in enumerate(value)]
+        return render(value, scope)
+    except EvalError as e:
+        errors.append((path, str(e)))
+        return None
+
+
+def resolve(raw: dict[str, Any], index: dict[PathKey, Position], filename: str,
+            inputs: VarInputs) -> tuple[dict[str, Any], dict[str, Any]]:
+    problems: list[SpecProblem] = []
+
+    def fail(where: Position, path: str, message: str) -> None:
+        problems.append(SpecProblem(where[0], where[1], path, message))
+
+    declared: dict[str, _Declared] = {}
+    for i, block in enumerate(_blocks(raw.get("variable"))):
+        for name, body in block.items():
+            at = index.get(("variable", i), (0, 0))
+            body = body if isinstance(body, dict) else {}
+            if name in declared:
+                fail(at, f"variable.{name}", f'duplicate variable "{name}"')
+                continue
+            unknown = set(body) - {"type", "default", "description", "validation"}
+            for key in sorted(unknown):
+                fail(index.get(("variable", i, key), at), f"variable.{name}",
+                     f'unexpected "{key}": a variable takes type, default, description '
+                     "and validation")
+            t = None
+            if "type" in body:
+                try:
+                    t = parse_type(body["type"])
+                except EvalError as e:
+                    fail(index.get(("variable", i, "type"), at), f"variable.{name}.type", str(e))
+            d = _Declared(name, t, None, "default" in body, "default",
+                          _blocks(body.get("validation")), at)
+            if "default" in body:
+                try:
+                    d.value = render(body["default"], Scope())
+                    if t is not None:
+                        d.value = convert(d.value, t)
+                except EvalError as e:
+                    fail(index.get(("variable", i, "default"), at), f"variable.{name}.default",
+                         f"the default is not compatible with the type {type_text(t or ('any',))}"
+                         f": {e}")
+            declared[name] = d
+
+    def assign(name: str, value: Any, source: str, where: Position, literal: bool) -> None:
+        d = declared[name]
+        try:
+            if literal:
+                value = _literal_or_expression(value, d.type)
+            d.value = convert(value, d.type) if d.type is not None else value
+            d.has_value, d.source = True, source
+        except EvalError as e:
+            expected = type_text(d.type) if d.type else "a value"
+            fail(where, f"var.{name}", f"invalid value for var.{name} from {source}: "
+                                       f"{expected} required ({e})")
+
+    for key, value in inputs.env.items():
+        name = key.removeprefix(ENV_PREFIX)
+        if key.startswith(ENV_PREFIX) and name in declared:
+            assign(name, value, f"the environment ({key})", (0, 0), True)
+    for file_name, text in inputs.var_files:
+        try:
+            values, positions = _load_var_file(file_name, text)
+        except EvalError as e:
+            fail((0, 0), file_name, str(e))
+            continue
+        except JobSpecError as e:
+            problems.extend(SpecProblem(p.line, p.column, f"{file_name}: {p.field}", p.message)
+                            for p in e.problems)
+            continue
+        for name, value in values.items():
+            where = positions.get((name,), (0, 0))
+            if name not in declared:
+                if inputs.strict:
+                    fail(where, file_name, f'undefined variable: "{name}" is set in '
+                         f'{file_name} but not declared; declare it with variable "{name}" '
+                         "{ … } in the job file")
+                continue
+            assign(name, value, file_name, where, False)
+    for arg in inputs.args:
+        name, sep, value = arg.partition("=")
+        if not sep:
+            fail((0, 0), "-var", f'invalid -var "{arg}": expected name=value')
+            continue
+        if name not in declared:
+            if inputs.strict:
+                fail((0, 0), "-var", f'undefined -var variable: "{name}" was passed on the '
+                     f'command line but is not declared; declare it with variable "{name}" '
+                     "{ … } in the job file")
+            continue
+        assign(name, value, "-var", (0, 0), True)
+
+    variables: dict[str, Any] = {}
+    for name, d in declared.items():
+        if not d.has_value:
+            fail(d.at, f"variable.{name}", f'unset variable "{name}": a variable the job '
+                 "uses must be set (-var, -var-file, NOMAD_VAR_" + name + ") or have a "
+                 "default")
+        variables[name] = d.value
+    if problems:
+        raise JobSpecError(filename, problems)
+    _validate(declared, variables, index, fail)
+    base = Scope(variables, {}, {})
+    base.functions = functions(inputs.base_dir, inputs.allow_fs, base)
+    _locals(raw, index, base, fail)
+    if problems:
+        raise JobSpecError(filename, problems)
+    errors: list[Any] = []
+    job = _render_at(raw.get("job"), base, ("job",), errors)
+    for path, message in errors:
+        fail(_locate(index, path), _display(path), message)
+    if problems:
+        raise JobSpecError(filename, problems)
+    rest = {k: v for k, v in raw.items() if k not in ("variable", "locals", "job")}
+    if "job" in raw:
+        rest["job"] = job
+    return rest, variables
+
+
+def _display(path: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in path if not isinstance(p, int))
+
+
+def _blocks(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, dict):
+        return [value]
+    return [b for b in value if isinstance(b, dict)] if isinstance(value, list) else []
+
+
+def _validate(declared: dict[str, _Declared], variables: dict[str, Any],
+              index: dict[PathKey, Position], fail: Any) -> None:
+    for i, (name, d) in enumerate(declared.items()):
+        for rule in d.validations:
+            scope = Scope({name: variables[name]}, None, {})
+            scope.functions = functions(None, False, scope)
+            try:
+                ok = render(rule.get("condition"), scope)
+            except EvalError as e:
+                fail(d.at, f"variable.{name}.validation", f"invalid condition: {e}")
+                continue
+            if not isinstance(ok, bool):
+                fail(d.at, f"variable.{name}.validation", "the condition must be true or "
+                     f"false, got {ok!r}")
+            elif not ok:
+                message = str(rule.get("error_message") or "").strip()
+                fail(d.at, f"var.{name}", f"invalid value for variable ({d.source}): "
+                     f"{message}")
+        _ = i
+
+
+def _locals(raw: dict[str, Any], index: dict[PathKey, Position], scope: Scope,
+            fail: Any) -> None:
+    """Evaluate every local, retrying those that name a local not yet known."""
+    assert scope.locals is not None
+    pending: dict[str, tuple[Any, Position]] = {}
+    for i, block in enumerate(_blocks(raw.get("locals"))):
+        for name, expr in block.items():
+            where = index.get(("locals", i, name), (0, 0))
+            if name in pending:
+                fail(where, f"local.{name}", f'duplicate local "{name}"')
+            pending[name] = (expr, where)
+    while pending:
+        errors: dict[str, str] = {}
+        before = len(pending)
+        for name, (expr, _where) in list(pending.items()):
+            try:
+                scope.locals[name] = render(expr, scope)
+                del pending[name]
+            except EvalError as e:
+                errors[name] = str(e)
+        if errors and len(pending) == before:  # no progress: these errors are final
+            for name, message in errors.items():
+                fail(pending[name][1], f"local.{name}", message)
+            return
+
+
+__all__ = ["VarInputs", "render_string", "resolve"]
