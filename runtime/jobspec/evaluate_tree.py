@@ -162,6 +162,9 @@ def _call(node: Tree[Token], scope: Scope) -> Any:
     name = str(_trees(node)[0].children[0])
     args: list[Any] = []
     expand = False
+    if name in ("try", "can") and name in scope.functions:  # arguments evaluated lazily
+        return scope.functions[name](*[_Lazy(a, scope) for t in _trees(node)[1:]
+                                        for a in _trees(t)])
     for t in _trees(node)[1:]:
         if t.data == "arguments":
             args = [eval_node(a, scope) for a in _trees(t)]
@@ -175,8 +178,6 @@ def _call(node: Tree[Token], scope: Scope) -> Any:
     fn = scope.functions.get(name)
     if fn is None:
         raise EvalError(f'call to unknown function "{name}"')
-    if name in ("try", "can"):  # their arguments are evaluated lazily, inside the call
-        return fn(*[_Lazy(a, scope) for a in _trees(_trees(node)[1])])
     try:
         return fn(*args)
     except EvalError as e:

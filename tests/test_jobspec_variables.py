@@ -1,0 +1,185 @@
+"""HCL2 variables, locals, expressions and functions in job files (pure logic, layer 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from yurt.runtime.errors import JobSpecError
+from yurt.runtime.jobspec import VarInputs, load_job, parse_job
+from yurt.runtime.jobspec.evaluate import EvalError, Scope, evaluate, render_string
+from yurt.runtime.jobspec.functions import functions
+from yurt.runtime.jobspec.variables import convert, parse_type
+
+DATA = Path(__file__).parent / "data"
+
+
+def ev(text: str, variables: dict[str, Any] | None = None) -> Any:
+    scope = Scope(variables or {}, {}, {})
+    scope.functions = functions(None, False, scope)
+    return evaluate(text, scope)
+
+
+@pytest.mark.parametrize(("expr", "value"), [
+    ("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("10 / 4", 2.5), ("10 / 2", 5), ("7 % 3", 1),
+    ("-3 + 1", -2), ("!true || false", False), ("1 < 2 && 2 >= 2", True),
+    ('"a" == "a"', True), ('1 == "1"', False), ('true ? "y" : "n"', "y"),
+    ("[1, 2, 3][1]", 2), ('{ a = 1, "b" = 2 }.b', 2), ('{ a = { b = [5] } }.a.b.0', 5),
+    ("[for s in [\"a\", \"b\"] : upper(s)]", ["A", "B"]),
+    ('{for k, v in { a = 1, b = 2 } : v => k}', {"1": "a", "2": "b"}),
+    ('[for n in range(5) : n if n % 2 == 0]', [0, 2, 4]),
+    ('[{ id = 1 }, { id = 2 }][*].id', [1, 2]),
+    ('"x-${1 + 1}-${"y"}"', "x-2-y"),
+    ('format("%s-%03d", "web", 7)', "web-007"),
+    ('formatlist("%s:%d", ["a", "b"], 80)', ["a:80", "b:80"]),
+    ('join(",", split(" ", "a b c"))', "a,b,c"),
+    ('lookup({ a = 1 }, "b", 9)', 9), ('merge({ a = 1 }, { b = 2, a = 3 })', {"a": 3, "b": 2}),
+    ('concat([1], [2, 3])', [1, 2, 3]), ('title("hello world")', "Hello World"),
+    ('trimspace("  x ")', "x"), ('trim("--x--", "-")', "x"), ('trimprefix("ab", "a")', "b"),
+    ('trimsuffix("ab", "b")', "a"), ('replace("a.b.c", ".", "-")', "a-b-c"),
+    ('replace("a1b22", "/[0-9]+/", "#")', "a#b#"), ('regex("(\\\\d+)", "ab12")', ["12"]),
+    ('regexall("\\\\d", "a1b2")', ["1", "2"]), ('coalesce("", "x")', "x"),
+    ('coalescelist([], [1])', [1]), ('length("abc")', 3), ('keys({ b = 1, a = 2 })', ["a", "b"]),
+    ('values({ b = 1, a = 2 })', [2, 1]), ('contains(["a"], "a")', True),
+    ('distinct([1, 1, 2])', [1, 2]), ('flatten([[1], [2, [3]]])', [1, 2, 3]),
+    ('element(["a", "b"], 3)', "b"), ('index(["a", "b"], "b")', 1),
+    ('slice([1, 2, 3], 1, 3)', [2, 3]), ('range(1, 4)', [1, 2, 3]), ('min(3, 1, 2)', 1),
+    ('max(3, 1, 2)', 3), ('abs(-4)', 4), ('ceil(1.2)', 2), ('floor(1.8)', 1),
+    ('jsonencode({ a = [1, true] })', '{"a":[1,true]}'), ('jsondecode("[1]")', [1]),
+    ('base64decode(base64encode("hi"))', "hi"), ('basename("/a/b.txt")', "b.txt"),
+    ('dirname("/a/b.txt")', "/a"), ('tostring(5)', "5"), ('tonumber("5")', 5),
+    ('tobool("true")', True), ('tolist(["a"])', ["a"]), ('toset(["b", "a", "b"])', ["a", "b"]),
+    ('try(var.nope, "fallback")', "fallback"), ('can(var.nope)', False), ('can(var.x)', True),
+    ('upper(var.x)', "X"), ('lower("AB")', "ab"), ('length(uuidv4())', 36),
+])
+def test_expressions_and_functions_evaluate_as_hcl_does(expr: str, value: Any) -> None:
+    assert ev(expr, {"x": "x"}) == value
+
+
+@pytest.mark.parametrize(("expr", "message"), [
+    ("var.missing", 'no attribute "missing"'),
+    ('1 + "a"', "a number is required"),
+    ("nosuch(1)", 'unknown function "nosuch"'),
+    ('"${[1]}"', "string required"),
+    ("[1][5]", "out of range"),
+    ('lookup({}, "k")', 'no key "k"'),
+    ('file("x")', "filesystem function disabled"),
+])
+def test_bad_expressions_say_what_was_expected(expr: str, message: str) -> None:
+    with pytest.raises(EvalError, match=message):
+        ev(expr)
+
+
+def test_runtime_interpolations_stay_text_for_the_client() -> None:
+    scope = Scope({"x": "v"}, {}, {})
+    text = "${NOMAD_ALLOC_DIR}/${var.x}/${attr.unique.network.ip-address}/${env[\"HOME\"]}"
+    assert render_string(text, scope) == ("${NOMAD_ALLOC_DIR}/v/"
+                                          "${attr.unique.network.ip-address}/${env[\"HOME\"]}")
+    assert render_string("$${var.x}", scope) == "$${var.x}"
+    assert render_string("${node.datacenter}", scope) == "${node.datacenter}"
+
+
+def test_types_convert_as_cty_does() -> None:
+    assert convert("3", parse_type("number")) == 3
+    assert convert(3, parse_type("string")) == "3"
+    assert convert("true", parse_type("bool")) is True
+    assert convert([1, 2], parse_type("${list(string)}")) == ["1", "2"]
+    assert convert({"a": 1}, parse_type("${map(string)}")) == {"a": "1"}
+    assert convert({"a": 1, "x": 2}, parse_type("${object({a = number})}")) == {"a": 1}
+    with pytest.raises(EvalError, match='attribute "a" is required'):
+        convert({}, parse_type("${object({a = number})}"))
+    with pytest.raises(EvalError, match="list of string required"):
+        convert("x", parse_type("${list(string)}"))
+    with pytest.raises(EvalError, match="a type such as"):
+        parse_type("${list(strin)}")
+
+
+def _job(inputs: VarInputs | None = None) -> Any:
+    return load_job(DATA / "homelab_vars.nomad.hcl", inputs)
+
+
+def test_the_homelab_job_takes_defaults_and_locals() -> None:
+    job = _job(VarInputs())
+    group = job.task_groups[0]
+    task = group.tasks[0]
+    assert job.datacenters == ["home"]
+    assert group.count == 1
+    assert task.env == {"TZ": "Europe/Berlin", "APP_NAME": "MEDIA-1-2-3"}
+    assert task.config["args"][1] == "echo media-1-2-3 on ${attr.kernel.name}; sleep 3600"
+    assert task.meta == {"replicas": "01", "dcs": "home"}
+
+
+def test_precedence_is_env_then_var_files_then_var_flags() -> None:
+    inputs = VarInputs(env={"NOMAD_VAR_replicas": "2", "NOMAD_VAR_image_tag": "env",
+                            "NOMAD_VAR_undeclared": "ignored"},
+                       var_files=(("a.hcl", 'replicas = 3\ndatacenters = ["x", "y"]\n'),
+                                  ("b.json", '{"replicas": 4}')),
+                       args=("replicas=5",))
+    job = _job(inputs)
+    assert job.task_groups[0].count == 5
+    assert job.datacenters == ["x", "y"]
+    assert job.task_groups[0].tasks[0].env["APP_NAME"] == "MEDIA-ENV"
+    assert _job(VarInputs(var_files=(("b.json", '{"replicas": 4}'),),
+                          env={"NOMAD_VAR_replicas": "2"})).task_groups[0].count == 4
+
+
+def _problems(text: str, inputs: VarInputs | None = None) -> list[str]:
+    with pytest.raises(JobSpecError) as e:
+        parse_job(text, filename="j.hcl", variables=inputs)
+    return [f"{p.line}:{p.field}: {p.message}" for p in e.value.problems]
+
+
+JOB = '''variable "n" {
+  type = number
+  validation {
+    condition     = var.n < 3
+    error_message = "Too many."
+  }
+}
+job "j" {
+  group "g" {
+    count = var.n
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+'''
+
+
+def test_errors_name_the_line_and_what_was_expected() -> None:
+    assert _problems(JOB) == ['1:variable.n: unset variable "n": a variable the job uses must '
+                              "be set (-var, -var-file, NOMAD_VAR_n) or have a default"]
+    assert _problems(JOB, VarInputs(args=("n=7",))) == [
+        "1:var.n: invalid value for variable (-var): Too many."]
+    assert "number required" in _problems(JOB, VarInputs(args=("n=x",)))[0]
+    assert 'undefined -var variable: "m"' in _problems(JOB, VarInputs(args=("n=1", "m=2")))[0]
+    lenient = parse_job(JOB, variables=VarInputs(args=("n=1", "m=2"), strict=False))
+    assert lenient.task_groups[0].count == 1
+    undefined = JOB.replace("count = var.n", "count = var.q")
+    assert _problems(undefined, VarInputs(args=("n=1",))) == [
+        '10:job.j.group.g.count: unsupported attribute: the object has no attribute "q"']
+    bad_local = 'locals {\n  a = local.b\n}\n' + JOB
+    assert _problems(bad_local, VarInputs(args=("n=1",))) == [
+        '2:local.a: unsupported attribute: the object has no attribute "b"']
+
+
+def test_the_api_is_not_strict_about_undeclared_variables() -> None:
+    job = parse_job(JOB, variables=VarInputs(var_files=(("input.hcl", "n = 2\nm = 3\n"),),
+                                             strict=False))
+    assert job.task_groups[0].count == 2
+
+
+def test_file_functions_read_beside_the_job_only_when_allowed(tmp_path: Path) -> None:
+    (tmp_path / "motd.tpl").write_text("hello ${name}\n")
+    path = tmp_path / "job.hcl"
+    path.write_text(JOB.replace('command = "/bin/true"',
+                                'command = trimspace(templatefile("motd.tpl", '
+                                '{ name = "lab" }))'))
+    job = load_job(path, VarInputs(args=("n=1",), allow_fs=True))
+    assert job.task_groups[0].tasks[0].config["command"] == "hello lab"
+    with pytest.raises(JobSpecError, match="filesystem function disabled"):
+        load_job(path, VarInputs(args=("n=1",)))
