@@ -59,7 +59,9 @@ def test_expressions_and_functions_evaluate_as_hcl_does(expr: str, value: Any) -
 
 
 @pytest.mark.parametrize(("expr", "message"), [
-    ("var.missing", 'no attribute "missing"'),
+    ("var.missing", 'undefined variable "var.missing"'),
+    ("local.missing", 'undefined local "local.missing"'),
+    ('{ a = 1 }.b', 'no attribute "b"'),
     ('1 + "a"', "a number is required"),
     ("nosuch(1)", 'unknown function "nosuch"'),
     ('"${[1]}"', "string required"),
@@ -161,10 +163,11 @@ def test_errors_name_the_line_and_what_was_expected() -> None:
     assert lenient.task_groups[0].count == 1
     undefined = JOB.replace("count = var.n", "count = var.q")
     assert _problems(undefined, VarInputs(args=("n=1",))) == [
-        '10:job.j.group.g.count: unsupported attribute: the object has no attribute "q"']
+        '10:job.j.group.g.count: undefined variable "var.q": declare it with variable '
+        '"q" { … }']
     bad_local = 'locals {\n  a = local.b\n}\n' + JOB
     assert _problems(bad_local, VarInputs(args=("n=1",))) == [
-        '2:local.a: unsupported attribute: the object has no attribute "b"']
+        '2:local.a: undefined local "local.b": define it in a locals block']
 
 
 def test_the_api_is_not_strict_about_undeclared_variables() -> None:
@@ -183,3 +186,26 @@ def test_file_functions_read_beside_the_job_only_when_allowed(tmp_path: Path) ->
     assert job.task_groups[0].tasks[0].config["command"] == "hello lab"
     with pytest.raises(JobSpecError, match="filesystem function disabled"):
         load_job(path, VarInputs(args=("n=1",)))
+
+
+def test_dynamic_blocks_expand_as_hcl_dynblock_does() -> None:
+    text = '''variable "tasks" {
+  default = { web = "/bin/web", db = "/bin/db" }
+}
+job "j" {
+  group "g" {
+    dynamic "task" {
+      for_each = var.tasks
+      iterator = t
+      labels   = [t.key]
+      content {
+        driver = "raw_exec"
+        config { command = t.value }
+      }
+    }
+  }
+}
+'''
+    job = parse_job(text)
+    assert [(t.name, t.config["command"]) for t in job.task_groups[0].tasks] == [
+        ("web", "/bin/web"), ("db", "/bin/db")]

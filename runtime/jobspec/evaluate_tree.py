@@ -157,6 +157,15 @@ def _root(name: str, scope: Scope) -> Any:
     raise _Unknown(name)
 
 
+def _root_name(node: Tree[Token]) -> str | None:
+    """`var` for the expression `var` (an identifier alone in its term), else None."""
+    trees = _trees(node)
+    if node.data == "expr_term" and len(node.children) == 1 and trees and \
+            trees[0].data == "identifier":
+        return str(trees[0].children[0])
+    return None
+
+
 def _call(node: Tree[Token], scope: Scope) -> Any:
     kids = _kids(node)
     name = str(_trees(node)[0].children[0])
@@ -291,7 +300,18 @@ def eval_node(node: Tree[Token], scope: Scope) -> Any:
             body = "\n".join(s[indent:] for s in lines)
         return render_string(body, scope) if "${" in body else body
     if data in ("get_attr_expr_term", "index_expr_term"):
-        return _step(eval_node(kids[0], scope), kids[1], scope)
+        base = eval_node(kids[0], scope)
+        root = _root_name(kids[0])
+        if data == "get_attr_expr_term" and root in ("var", "local") and \
+                root not in scope.names:
+            name = str(_kids(kids[1])[-1].children[0])
+            if isinstance(base, dict) and name not in base:
+                if root == "var":
+                    raise EvalError(f'undefined variable "var.{name}": declare it with '
+                                    f'variable "{name}" {{ … }}')
+                raise EvalError(f'undefined local "local.{name}": define it in a locals '
+                                "block")
+        return _step(base, kids[1], scope)
     if data in ("attr_splat_expr_term", "full_splat_expr_term"):
         base = eval_node(kids[0], scope)
         items = [] if base is None else base if isinstance(base, list) else [base]

@@ -3,8 +3,9 @@
 What lives here: `resolve(raw, index, filename, inputs)`, which takes python-hcl2's serialised
 file, gathers `variable` blocks and their values (variables.py), evaluates `locals` (in
 dependency order, as jobspec2/types.config.go `evaluateLocalVariables` retries until no
-progress), renders the `job` block with `var`/`local`/functions and returns the file without
-its `variable`/`locals` blocks, plus the variables' values (for the job's submission).
+progress), renders the `job` block with `var`/`local`/functions (expanding `dynamic`
+blocks) and returns the file without its `variable`/`locals` blocks, plus the variables'
+values (meant for the job's submission, which is not recorded yet).
 
 Invariant: every problem found is reported together in one `JobSpecError`, each with the
 line of the attribute or block it concerns (0, 0 for values from the command line).
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from yurt.runtime.errors import JobSpecError, SpecProblem
-from yurt.runtime.jobspec.evaluate import EvalError, Scope, render, render_string
+from yurt.runtime.jobspec.evaluate import EvalError, Scope, render
 from yurt.runtime.jobspec.functions import functions
 from yurt.runtime.jobspec.variables import (
     ENV_PREFIX,
@@ -46,7 +47,14 @@ def _render_at(value: Any, scope: Scope, path: tuple[Any, ...], errors: list[Any
     """`render`, but an error is recorded with the path of the value that failed."""
     try:
         if isinstance(value, dict):
-            return {k: _render_at(v, scope, (*path, k), errors) for k, v in value.items()}
+            out = {k: _render_at(v, scope, (*path, k), errors) for k, v in value.items()
+                   if k != "dynamic"}
+            for i, block in enumerate(_blocks(value.get("dynamic"))):
+                for kind, spec in block.items():
+                    where = (*path, "dynamic", i, kind)
+                    expanded = _dynamic(kind, spec, scope, where, errors)
+                    out[kind] = [*_blocks(out.get(kind)), *expanded]
+            return out
         if isinstance(value, list):
             return [_render_at(v, scope, (*path, i), errors) for i, v in enumerate(value)]
         return render(value, scope)
@@ -169,6 +177,37 @@ def resolve(raw: dict[str, Any], index: dict[PathKey, Position], filename: str,
     return rest, variables
 
 
+def _dynamic(kind: str, spec: Any, scope: Scope, path: tuple[Any, ...],
+             errors: list[Any]) -> list[Any]:
+    """A `dynamic "kind" { for_each, iterator, labels, content }` block, expanded into
+    `kind` blocks as hcl's dynblock extension does (Nomad's jobspec2/parse_job.go
+    `decodeJob` runs `dynblock.Expand` over the job body)."""
+    if not isinstance(spec, dict) or "for_each" not in spec or "content" not in spec:
+        errors.append((path, f'a dynamic "{kind}" block needs for_each and a content block'))
+        return []
+    collection = render(spec["for_each"], scope)
+    if isinstance(collection, dict):
+        pairs: list[tuple[Any, Any]] = list(collection.items())
+    elif isinstance(collection, list):
+        pairs = list(enumerate(collection))
+    else:
+        errors.append(((*path, "for_each"), "for_each must be a list, set or map, got "
+                       f"{type(collection).__name__}"))
+        return []
+    iterator = spec.get("iterator", kind)
+    content = _blocks(spec["content"])
+    out: list[Any] = []
+    for key, item in pairs:
+        inner = scope.child({str(iterator): {"key": key, "value": item}})
+        labels = render(spec.get("labels", []), inner)
+        body: Any = _render_at(content[0] if content else {}, inner, (*path, "content"),
+                               errors)
+        for label in reversed(labels if isinstance(labels, list) else [labels]):
+            body = {str(label): body}
+        out.append(body)
+    return out
+
+
 def _display(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path if not isinstance(p, int))
 
@@ -181,7 +220,7 @@ def _blocks(value: Any) -> list[dict[str, Any]]:
 
 def _validate(declared: dict[str, _Declared], variables: dict[str, Any],
               index: dict[PathKey, Position], fail: Any) -> None:
-    for i, (name, d) in enumerate(declared.items()):
+    for name, d in declared.items():
         for rule in d.validations:
             scope = Scope({name: variables[name]}, None, {})
             scope.functions = functions(None, False, scope)
@@ -197,7 +236,6 @@ def _validate(declared: dict[str, _Declared], variables: dict[str, Any],
                 message = str(rule.get("error_message") or "").strip()
                 fail(d.at, f"var.{name}", f"invalid value for variable ({d.source}): "
                      f"{message}")
-        _ = i
 
 
 def _locals(raw: dict[str, Any], index: dict[PathKey, Position], scope: Scope,
@@ -225,5 +263,3 @@ def _locals(raw: dict[str, Any], index: dict[PathKey, Position], scope: Scope,
                 fail(pending[name][1], f"local.{name}", message)
             return
 
-
-__all__ = ["VarInputs", "render_string", "resolve"]
