@@ -209,3 +209,30 @@ job "j" {
     job = parse_job(text)
     assert [(t.name, t.config["command"]) for t in job.task_groups[0].tasks] == [
         ("web", "/bin/web"), ("db", "/bin/db")]
+
+
+def test_template_directives_render_as_hcl_does() -> None:
+    scope = Scope({"hosts": ["a", "b"], "tls": True}, {}, {})
+    scope.functions = functions(None, False, scope)
+    text = ("%{ for i, h in var.hosts ~}\nserver ${h}:${8000 + i}\n%{ endfor ~}\n"
+            "%{ if var.tls }tls on%{ else }tls off%{ endif } ${NOMAD_TASK_DIR} $${x} %%{y}")
+    assert render_string(text, scope) == ("server a:8000\nserver b:8001\n"
+                                          "tls on ${NOMAD_TASK_DIR} $${x} %%{y}")
+    with pytest.raises(EvalError, match="missing %\\{ endif \\}"):
+        render_string("%{ if true }x", scope)
+    with pytest.raises(EvalError, match="must be a bool"):
+        render_string("%{ if var.hosts }x%{ endif }", scope)
+
+
+def test_a_heredoc_with_directives_renders_in_a_job() -> None:
+    text = JOB.replace('config { command = "/bin/true" }', '''config {
+        command = "/bin/sh"
+        args = [<<EOT
+%{ for n in range(var.n) ~}
+echo ${n}
+%{ endfor ~}
+EOT
+        ]
+      }''')
+    job = parse_job(text, variables=VarInputs(args=("n=2",)))
+    assert job.task_groups[0].tasks[0].config["args"] == ["echo 0\necho 1\n"]

@@ -11,7 +11,7 @@ Invariants, as Nomad's jobspec2 (jobspec2/types.config.go `EvalContext`):
   `${NOMAD_ALLOC_DIR}`, `${meta.x}`, `${env["X"]}`) is not HCL's: it stays as the text
   `${…}` for the client to interpolate at run time (Nomad's `UndefinedVariable` callback).
 - `$${` is left verbatim here; the HCL normaliser (hcl.py `_unescape`) turns it into `${`.
-  `%{` template directives are left as text.
+  `%{` template directives are rendered by template.py.
 - The only exception out of `render`/`evaluate` is `EvalError`, with a message that names
   what was expected.
 """
@@ -136,7 +136,15 @@ def has_template(value: str) -> bool:
     return any(is_expr for is_expr, _ in _split_template(value))
 
 
+def _has_directive(text: str) -> bool:
+    return "%{" in text.replace("%%{", "")
+
+
 def render_string(text: str, scope: Scope) -> Any:
+    if _has_directive(text):
+        from yurt.runtime.jobspec.template import render_directives
+
+        return render_directives(text, scope)
     parts = list(_split_template(text))
     if len(parts) == 1 and parts[0][0]:
         try:
@@ -158,7 +166,7 @@ def render_string(text: str, scope: Scope) -> Any:
 def render(value: Any, scope: Scope) -> Any:
     """Every template in a serialised HCL value replaced by its value (keys too)."""
     if isinstance(value, str):
-        return render_string(value, scope) if "${" in value else value
+        return render_string(value, scope) if "${" in value or "%{" in value else value
     if isinstance(value, list):
         return [render(v, scope) for v in value]
     if isinstance(value, dict):

@@ -298,7 +298,7 @@ def eval_node(node: Tree[Token], scope: Scope) -> Any:
             lines = body.split("\n")
             indent = min((len(s) - len(s.lstrip()) for s in lines if s.strip()), default=0)
             body = "\n".join(s[indent:] for s in lines)
-        return render_string(body, scope) if "${" in body else body
+        return render_string(body, scope) if "${" in body or "%{" in body else body
     if data in ("get_attr_expr_term", "index_expr_term"):
         base = eval_node(kids[0], scope)
         root = _root_name(kids[0])
