@@ -236,3 +236,28 @@ EOT
       }''')
     job = parse_job(text, variables=VarInputs(args=("n=2",)))
     assert job.task_groups[0].tasks[0].config["args"] == ["echo 0\necho 1\n"]
+
+
+def test_an_untyped_variable_takes_its_defaults_type() -> None:
+    text = JOB.replace("  type = number\n", "  default = 1\n", 1)
+    assert parse_job(text, variables=VarInputs(args=("n=2",))).task_groups[0].count == 2
+    untyped_list = '''variable "dcs" {
+  default = ["a"]
+}
+''' + JOB.replace("  type = number\n", "  default = 1\n", 1).replace(
+        'job "j" {', 'job "j" {\n  datacenters = var.dcs')
+    job = parse_job(untyped_list, variables=VarInputs(args=('dcs=["x", "y"]',)))
+    assert job.datacenters == ["x", "y"]
+
+
+def test_a_variables_block_declares_untyped_variables() -> None:
+    text = 'variables {\n  n = 2\n}\n' + JOB[JOB.index('job "j"'):]
+    assert parse_job(text).task_groups[0].count == 2
+    assert parse_job(text, variables=VarInputs(args=("n=3",))).task_groups[0].count == 3
+
+
+def test_a_default_of_the_wrong_type_is_placed_on_its_line() -> None:
+    text = 'variable "n" {\n  type    = number\n  default = "many"\n}\n' + \
+        JOB[JOB.index('job "j"'):]
+    assert _problems(text) == ['3:variable.n.default: the default is not compatible with the '
+                               "type number: a number is required, got 'many'"]

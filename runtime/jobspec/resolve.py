@@ -13,6 +13,7 @@ line of the attribute or block it concerns (0, 0 for values from the command lin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from yurt.runtime.errors import JobSpecError, SpecProblem
@@ -20,6 +21,7 @@ from yurt.runtime.jobspec.evaluate import EvalError, Scope, render
 from yurt.runtime.jobspec.functions import functions
 from yurt.runtime.jobspec.variables import (
     ENV_PREFIX,
+    Type,
     VarInputs,
     _Declared,
     _literal_or_expression,
@@ -71,36 +73,22 @@ def resolve(raw: dict[str, Any], index: dict[PathKey, Position], filename: str,
         problems.append(SpecProblem(where[0], where[1], path, message))
 
     declared: dict[str, _Declared] = {}
-    for i, block in enumerate(_blocks(raw.get("variable"))):
-        for name, body in block.items():
-            at = index.get(("variable", i), (0, 0))
-            body = body if isinstance(body, dict) else {}
-            if name in declared:
-                fail(at, f"variable.{name}", f'duplicate variable "{name}"')
-                continue
-            unknown = set(body) - {"type", "default", "description", "validation"}
-            for key in sorted(unknown):
-                fail(index.get(("variable", i, key), at), f"variable.{name}",
-                     f'unexpected "{key}": a variable takes type, default, description '
-                     "and validation")
-            t = None
-            if "type" in body:
-                try:
-                    t = parse_type(body["type"])
-                except EvalError as e:
-                    fail(index.get(("variable", i, "type"), at), f"variable.{name}.type", str(e))
-            d = _Declared(name, t, None, "default" in body, "default",
-                          _blocks(body.get("validation")), at)
-            if "default" in body:
-                try:
-                    d.value = render(body["default"], Scope())
-                    if t is not None:
-                        d.value = convert(d.value, t)
-                except EvalError as e:
-                    fail(index.get(("variable", i, "default"), at), f"variable.{name}.default",
-                         f"the default is not compatible with the type {type_text(t or ('any',))}"
-                         f": {e}")
-            declared[name] = d
+    # `variables { name = default }` declares untyped variables (jobspec2/types.config.go
+    # `decodeInputVariables`), as a `variable "name" { default = … }` block each.
+    plain = [("variables", i, name, {"default": value})
+             for i, block in enumerate(_blocks(raw.get("variables")))
+             for name, value in block.items()]
+    blocks = [("variable", i, name, body)
+              for i, block in enumerate(_blocks(raw.get("variable")))
+              for name, body in block.items()]
+    for kind, i, name, body in [*blocks, *plain]:
+        at = index.get((kind, i, name) if kind == "variables" else (kind, i), (0, 0))
+        if name in declared:
+            fail(at, f"variable.{name}", f'duplicate variable "{name}"')
+            continue
+        prefix: PathKey = (kind, i) if kind == "variable" else (kind, i, name)
+        declared[name] = _declare(name, body if isinstance(body, dict) else {}, at,
+                                  {k[-1]: p for k, p in index.items() if k[:-1] == prefix}, fail)
 
     def assign(name: str, value: Any, source: str, where: Position, literal: bool) -> None:
         d = declared[name]
@@ -171,7 +159,8 @@ def resolve(raw: dict[str, Any], index: dict[PathKey, Position], filename: str,
         fail(_locate(index, path), _display(path), message)
     if problems:
         raise JobSpecError(filename, problems)
-    rest = {k: v for k, v in raw.items() if k not in ("variable", "locals", "job")}
+    rest = {k: v for k, v in raw.items()
+            if k not in ("variable", "variables", "locals", "job")}
     if "job" in raw:
         rest["job"] = job
     return rest, variables
@@ -206,6 +195,54 @@ def _dynamic(kind: str, spec: Any, scope: Scope, path: tuple[Any, ...],
             body = {str(label): body}
         out.append(body)
     return out
+
+
+def _declare(name: str, body: dict[str, Any], at: Position, attrs: dict[Any, Position],
+             fail: Callable[[Position, str, str], None]) -> _Declared:
+    """One `variable` block (`attrs`: its attributes' positions): its type, its default
+    converted to it, its validations."""
+
+    def where(key: str) -> Position:
+        return attrs.get(key, at)
+
+    for key in sorted(set(body) - {"type", "default", "description", "validation"}):
+        fail(where(key), f"variable.{name}", f'unexpected "{key}": a variable takes type, '
+             "default, description and validation")
+    t = None
+    if "type" in body:
+        try:
+            t = parse_type(body["type"])
+        except EvalError as e:
+            fail(where("type"), f"variable.{name}.type", str(e))
+    d = _Declared(name, t, None, "default" in body, "default",
+                  _blocks(body.get("validation")), at)
+    if "default" in body:
+        try:
+            d.value = render(body["default"], Scope())
+            if t is not None:
+                d.value = convert(d.value, t)
+        except EvalError as e:
+            fail(where("default"), f"variable.{name}.default", "the default is not "
+                 f"compatible with the type {type_text(t or ('any',))}: {e}")
+    if d.type is None and d.has_value:
+        d.type = _inferred(d.value)
+    return d
+
+
+def _inferred(default: Any) -> Type | None:
+    """An untyped variable takes its default's type (jobspec2 types.variables.go
+    `decodeVariableBlock`): a primitive converts what it is given; a collection default makes
+    given values HCL expressions, kept as written (cty's tuple type would also fix their
+    length, which no job file means)."""
+    if default is None:
+        return None
+    if isinstance(default, bool):
+        return ("bool",)
+    if isinstance(default, int | float):
+        return ("number",)
+    if isinstance(default, str):
+        return ("string",)
+    return ("any",)
 
 
 def _display(path: tuple[Any, ...]) -> str:
