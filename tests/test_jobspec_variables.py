@@ -261,3 +261,14 @@ def test_a_default_of_the_wrong_type_is_placed_on_its_line() -> None:
         JOB[JOB.index('job "j"'):]
     assert _problems(text) == ['3:variable.n.default: the default is not compatible with the '
                                "type number: a number is required, got 'many'"]
+
+
+@pytest.mark.parametrize(("expr", "message"), [
+    ("[for a in range(1000) : [for b in range(1000) : b]]", "iterate more than 100000 times"),
+    ('format("%9999999d", 1)', "format width"),
+    ('regex("(a|aa)+$", "${join("", [for i in range(40) : "a"])}b")', "regex\\(\\): .*time"),
+    ('regex("(", "x")', "invalid regular expression"),
+])
+def test_evaluation_is_bounded_for_untrusted_job_files(expr: str, message: str) -> None:
+    with pytest.raises(EvalError, match=message):
+        ev(expr)

@@ -21,12 +21,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from lark import Token, Tree
 
 Function = Callable[..., Any]
+
+#: Iterations all for expressions and template loops of one job file may take together.
+MAX_ITERATIONS: Final = 100_000
 
 
 class EvalError(Exception):
@@ -43,9 +46,18 @@ class Scope:
     locals: dict[str, Any] | None = None
     functions: dict[str, Function] = field(default_factory=dict)
     names: dict[str, Any] = field(default_factory=dict)  # for-expression iterators
+    #: Iterations left (for expressions, %{ for }): shared by child scopes, so a job file
+    #: (which the HTTP API takes from anyone) cannot make evaluation run unbounded.
+    budget: list[int] = field(default_factory=lambda: [MAX_ITERATIONS])
 
     def child(self, names: dict[str, Any]) -> Scope:
-        return Scope(self.variables, self.locals, self.functions, {**self.names, **names})
+        return Scope(self.variables, self.locals, self.functions, {**self.names, **names},
+                     self.budget)
+
+    def spend(self) -> None:
+        self.budget[0] -= 1
+        if self.budget[0] < 0:
+            raise EvalError(f"the job's expressions iterate more than {MAX_ITERATIONS} times")
 
 
 def type_name(v: Any) -> str:

@@ -193,7 +193,7 @@ def _call(node: Tree[Token], scope: Scope) -> Any:
         raise EvalError(f"{name}(): {e}") from None
     except TypeError as e:
         raise EvalError(f"{name}(): wrong number or kind of arguments ({e})") from None
-    except (ValueError, KeyError, IndexError, ArithmeticError) as e:
+    except (ValueError, KeyError, IndexError, ArithmeticError, TimeoutError) as e:
         raise EvalError(f"{name}(): {e}") from None
 
 
@@ -224,6 +224,7 @@ def _for(node: Tree[Token], scope: Scope) -> Any:
     tuple_out: list[Any] = []
     obj_out: dict[str, Any] = {}
     for k, v in pairs:
+        scope.spend()
         inner = scope.child({names[0]: v} if len(names) == 1 else {names[0]: k, names[1]: v})
         if cond is not None and not _bool(eval_node(_trees(cond)[0], inner), "if"):
             continue

@@ -20,14 +20,20 @@ import base64
 import json
 import math
 import os
-import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+import regex as re  # type: ignore[import-untyped]  # every match runs under REGEX_TIMEOUT
 
 from yurt.runtime.jobspec.evaluate import EvalError, Scope, number, render_string, to_string
+
+#: Seconds one regex function may run: Nomad's RE2 is linear, Python's engine may backtrack.
+REGEX_TIMEOUT: Final = 1.0
+#: The widest `format` field.
+MAX_WIDTH: Final = 4096
 
 
 def _str(v: Any) -> str:
@@ -94,6 +100,8 @@ def _format(fmt: Any, *args: Any) -> str:
             s = format(float(_num(arg)), f".{prec or 6}{verb}")
         else:
             raise EvalError(f"unsupported format verb %{verb}")
+        if width and int(width) > MAX_WIDTH:
+            raise EvalError(f"a format width of more than {MAX_WIDTH}")
         if width:
             s = s.ljust(int(width)) if "-" in flags else s.rjust(
                 int(width), "0" if "0" in flags else " ")
@@ -179,14 +187,14 @@ def _element(lst: Any, i: Any) -> Any:
 
 
 def _regex(pattern: Any, s: Any) -> Any:
-    rx = re.compile(_str(pattern))
-    m = rx.search(_str(s))
+    rx = _compile(pattern)
+    m = rx.search(_str(s), timeout=REGEX_TIMEOUT)
     if m is None:
         raise EvalError("pattern did not match any part of the given string")
     return _groups(rx, m)
 
 
-def _groups(rx: re.Pattern[str], m: re.Match[str]) -> Any:
+def _groups(rx: Any, m: Any) -> Any:
     if rx.groupindex:
         return {k: m.group(k) for k in rx.groupindex}
     if rx.groups:
@@ -195,14 +203,22 @@ def _groups(rx: re.Pattern[str], m: re.Match[str]) -> Any:
 
 
 def _regexall(pattern: Any, s: Any) -> list[Any]:
-    rx = re.compile(_str(pattern))
-    return [_groups(rx, m) for m in rx.finditer(_str(s))]
+    rx = _compile(pattern)
+    return [_groups(rx, m) for m in rx.finditer(_str(s), timeout=REGEX_TIMEOUT)]
+
+
+def _compile(pattern: Any) -> Any:
+    try:
+        return re.compile(_str(pattern))
+    except re.error as e:
+        raise EvalError(f"invalid regular expression: {e}") from None
 
 
 def _replace(s: Any, old: Any, new: Any) -> str:
     old = _str(old)
     if len(old) > 1 and old.startswith("/") and old.endswith("/"):
-        return re.sub(old[1:-1], re.sub(r"\$(\d+)", r"\\\1", _str(new)), _str(s))
+        return str(_compile(old[1:-1]).sub(re.sub(r"\$(\d+)", r"\\\1", _str(new)), _str(s),
+                                           timeout=REGEX_TIMEOUT))
     return _str(s).replace(old, _str(new))
 
 

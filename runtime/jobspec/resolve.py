@@ -187,6 +187,7 @@ def _dynamic(kind: str, spec: Any, scope: Scope, path: tuple[Any, ...],
     content = _blocks(spec["content"])
     out: list[Any] = []
     for key, item in pairs:
+        scope.spend()
         inner = scope.child({str(iterator): {"key": key, "value": item}})
         labels = render(spec.get("labels", []), inner)
         body: Any = _render_at(content[0] if content else {}, inner, (*path, "content"),

@@ -156,6 +156,7 @@ def _loop(tokens: list[Token], pos: int, scope: Scope) -> str:
                         f"{type_name(collection)}")
     out = []
     for key, value in pairs:
+        scope.spend()
         names = {first: value} if second is None else {first: key, second: value}
         body, _ = _render(tokens, pos + 1, scope.child(names), ("endfor",))
         out.append(body)
