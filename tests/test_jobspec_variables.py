@@ -272,3 +272,17 @@ def test_a_default_of_the_wrong_type_is_placed_on_its_line() -> None:
 def test_evaluation_is_bounded_for_untrusted_job_files(expr: str, message: str) -> None:
     with pytest.raises(EvalError, match=message):
         ev(expr)
+
+
+def test_doubling_through_locals_is_bounded() -> None:
+    chain = "\n".join(f'  l{i} = "${{local.l{i + 1}}}${{local.l{i + 1}}}"' for i in range(40))
+    text = "locals {\n" + chain + '\n  l40 = "abcdefghij"\n}\n' + JOB.replace(
+        "count = var.n", "count = length(local.l0)")
+    problems = _problems(text, VarInputs(args=("n=1",)))
+    assert any("too large a value" in p for p in problems), problems
+
+
+def test_a_local_that_refers_to_itself_is_an_error() -> None:
+    text = 'locals {\n  a = "${local.b}"\n  b = upper(local.a)\n}\n' + JOB
+    problems = _problems(text, VarInputs(args=("n=1",)))
+    assert problems[0] == "2:local.a: local.a refers to itself"

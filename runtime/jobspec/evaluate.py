@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 Function = Callable[..., Any]
 
-#: Iterations all for expressions and template loops of one job file may take together.
+#: Iterations all for expressions and template loops of one job file may take together; built
+#: values are charged against the same budget (`Scope.built`).
 MAX_ITERATIONS: Final = 100_000
 
 
@@ -54,10 +55,20 @@ class Scope:
         return Scope(self.variables, self.locals, self.functions, {**self.names, **names},
                      self.budget)
 
-    def spend(self) -> None:
-        self.budget[0] -= 1
+    def spend(self, units: int = 1) -> None:
+        self.budget[0] -= units
         if self.budget[0] < 0:
-            raise EvalError(f"the job's expressions iterate more than {MAX_ITERATIONS} times")
+            raise EvalError(f"the job's expressions iterate more than {MAX_ITERATIONS} times "
+                            "or build too large a value")
+
+    def built(self, value: Any) -> Any:
+        """Charge a built value to the budget (an element, or 100 characters, a unit), so
+        doubling it through locals or functions cannot grow it without bound."""
+        if isinstance(value, str):
+            self.spend(len(value) // 100)
+        elif isinstance(value, list | dict):
+            self.spend(len(value))
+        return value
 
 
 def type_name(v: Any) -> str:
@@ -172,7 +183,7 @@ def render_string(text: str, scope: Scope) -> Any:
             out.append(to_string(evaluate(part, scope)))
         except _Unknown:
             out.append("${" + part + "}")
-    return "".join(out)
+    return scope.built("".join(out))
 
 
 def render(value: Any, scope: Scope) -> Any:

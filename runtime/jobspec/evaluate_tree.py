@@ -188,7 +188,7 @@ def _call(node: Tree[Token], scope: Scope) -> Any:
     if fn is None:
         raise EvalError(f'call to unknown function "{name}"')
     try:
-        return fn(*args)
+        return scope.built(fn(*args))
     except EvalError as e:
         raise EvalError(f"{name}(): {e}") from None
     except TypeError as e:
@@ -257,7 +257,7 @@ def _string(node: Tree[Token], scope: Scope) -> Any:
             else:
                 raise EvalError("template directives (%{ … }) are not supported in "
                                 "expressions")
-    return "".join(raw)
+    return scope.built("".join(raw))
 
 
 def _unquote(text: str) -> str:

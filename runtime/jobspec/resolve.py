@@ -276,28 +276,53 @@ def _validate(declared: dict[str, _Declared], variables: dict[str, Any],
                      f"{message}")
 
 
+class _LazyLocals(dict[str, Any]):
+    """The locals, each evaluated when first named and only once (so their order in the file
+    does not matter and no chain of them costs more than its length); a local that names
+    itself, through others or not, is an error."""
+
+    def __init__(self, pending: dict[str, Any], scope: Scope) -> None:
+        super().__init__()
+        self.pending, self.scope = pending, scope
+        self.busy: set[str] = set()
+        self.failed: set[str] = set()
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self.pending
+
+    def __getitem__(self, name: str) -> Any:
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        if name in self.failed:
+            raise EvalError(f'local.{name} has an error of its own')
+        if name in self.busy:
+            raise EvalError(f'local.{name} refers to itself')
+        self.busy.add(name)
+        try:
+            value = render(self.pending[name], self.scope)
+        except EvalError:
+            self.failed.add(name)
+            raise
+        finally:
+            self.busy.discard(name)
+        dict.__setitem__(self, name, value)
+        return value
+
+
 def _locals(raw: dict[str, Any], index: dict[PathKey, Position], scope: Scope,
             fail: Any) -> None:
-    """Evaluate every local, retrying those that name a local not yet known."""
-    assert scope.locals is not None
-    pending: dict[str, tuple[Any, Position]] = {}
+    """Evaluate every local (jobspec2/types.config.go `evaluateLocalVariables`)."""
+    pending: dict[str, Any] = {}
+    where: dict[str, Position] = {}
     for i, block in enumerate(_blocks(raw.get("locals"))):
         for name, expr in block.items():
-            where = index.get(("locals", i, name), (0, 0))
+            where[name] = index.get(("locals", i, name), (0, 0))
             if name in pending:
-                fail(where, f"local.{name}", f'duplicate local "{name}"')
-            pending[name] = (expr, where)
-    while pending:
-        errors: dict[str, str] = {}
-        before = len(pending)
-        for name, (expr, _where) in list(pending.items()):
-            try:
-                scope.locals[name] = render(expr, scope)
-                del pending[name]
-            except EvalError as e:
-                errors[name] = str(e)
-        if errors and len(pending) == before:  # no progress: these errors are final
-            for name, message in errors.items():
-                fail(pending[name][1], f"local.{name}", message)
-            return
-
+                fail(where[name], f"local.{name}", f'duplicate local "{name}"')
+            pending[name] = expr
+    scope.locals = _LazyLocals(pending, scope)
+    for name in pending:
+        try:
+            scope.locals[name]
+        except EvalError as e:
+            fail(where[name], f"local.{name}", str(e))
