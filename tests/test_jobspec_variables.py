@@ -52,6 +52,13 @@ def ev(text: str, variables: dict[str, Any] | None = None) -> Any:
     ('dirname("/a/b.txt")', "/a"), ('tostring(5)', "5"), ('tonumber("5")', 5),
     ('tobool("true")', True), ('tolist(["a"])', ["a"]), ('toset(["b", "a", "b"])', ["a", "b"]),
     ('try(var.nope, "fallback")', "fallback"), ('can(var.nope)', False), ('can(var.x)', True),
+    ('sort(["b", "a"])', ["a", "b"]), ('reverse([1, 2])', [2, 1]), ('sum([1, 2.5])', 3.5),
+    ('zipmap(["a"], [1])', {"a": 1}), ('compact(["a", "", null])', ["a"]),
+    ('chunklist([1, 2, 3], 2)', [[1, 2], [3]]), ('substr("hello", 1, 3)', "ell"),
+    ('setunion(["a"], ["b", "a"])', ["a", "b"]), ('parseint("ff", 16)', 255),
+    ('pow(2, 10)', 1024), ('signum(-3)', -1), ('strrev("ab")', "ba"),
+    ('sha256("a")', "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"),
+    ('urlencode("a b")', "a%20b"), ('indent(2, "a\nb")', "a\n  b"),
     ('upper(var.x)', "X"), ('lower("AB")', "ab"), ('length(uuidv4())', 36),
 ])
 def test_expressions_and_functions_evaluate_as_hcl_does(expr: str, value: Any) -> None:
@@ -68,6 +75,8 @@ def test_expressions_and_functions_evaluate_as_hcl_does(expr: str, value: Any) -
     ("[1][5]", "out of range"),
     ('lookup({}, "k")', 'no key "k"'),
     ('file("x")', "filesystem function disabled"),
+    ('transpose("x")', "transpose\\(\\): "),
+    ('jsondecode("{")', "jsondecode\\(\\): "),
 ])
 def test_bad_expressions_say_what_was_expected(expr: str, message: str) -> None:
     with pytest.raises(EvalError, match=message):

@@ -193,7 +193,11 @@ def _call(node: Tree[Token], scope: Scope) -> Any:
         raise EvalError(f"{name}(): {e}") from None
     except TypeError as e:
         raise EvalError(f"{name}(): wrong number or kind of arguments ({e})") from None
-    except (ValueError, KeyError, IndexError, ArithmeticError, TimeoutError) as e:
+    except _Unknown:
+        raise
+    except RecursionError:
+        raise  # parse.py `parse_job` reports it as too deep a job
+    except Exception as e:  # a function failing on any input is the input's fault
         raise EvalError(f"{name}(): {e}") from None
 
 

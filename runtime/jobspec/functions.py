@@ -5,10 +5,10 @@ function over plain Python values (see evaluate.py). Arguments are checked and c
 cty's function specs do (a number given as a string is a number); a bad argument raises
 `EvalError` and the caller prefixes the function's name.
 
-Left out of Nomad's list: the crypto hashes (bcrypt, md5, rsadecrypt, sha*, filesha*, filemd5,
-filebase64sha*), cidr*, uuidv5, formatdate, timeadd, setproduct, setunion/intersection/
-subtract, chunklist, transpose, zipmap, reverse, sort, sum, parseint, pow, log, signum, strrev,
-substr, indent, chomp, compact, urlencode, yamldecode, convert, fileset, pathexpand, filebase64.
+functions_extra.py holds the rest of the pure ones (sort, zipmap, sha256, …). Left out of
+Nomad's list: bcrypt, rsadecrypt, base64gzip, base64sha*, filesha*, filemd5, filebase64*,
+cidrhost/cidrnetmask/cidrsubnet(s), formatdate, timeadd, setproduct, yamlencode, yamldecode,
+csvdecode, fileset, pathexpand.
 
 Invariant: file functions read only when `allow_fs` is true (the CLI reading a local job
 file; never the HTTP API, as Nomad's `AllowFS` is false there), relative to `base_dir`.
@@ -29,6 +29,7 @@ from typing import Any, Final
 import regex as re  # type: ignore[import-untyped]  # every match runs under REGEX_TIMEOUT
 
 from yurt.runtime.jobspec.evaluate import EvalError, Scope, number, render_string, to_string
+from yurt.runtime.jobspec.functions_extra import EXTRA
 
 #: Seconds one regex function may run: Nomad's RE2 is linear, Python's engine may backtrack.
 REGEX_TIMEOUT: Final = 1.0
@@ -238,12 +239,6 @@ def _tomap(v: Any) -> Any:
     return None if v is None else _map(v)
 
 
-def _yamlencode(v: Any) -> str:
-    import yaml  # type: ignore[import-untyped]
-
-    return str(yaml.safe_dump(v, default_flow_style=False, sort_keys=True))
-
-
 def _try(*lazies: Any) -> Any:
     for lazy in lazies:
         try:
@@ -337,8 +332,8 @@ def functions(base_dir: str | None, allow_fs: bool, scope: Scope | None = None
         "upper": lambda s: _str(s).upper(),
         "uuidv4": lambda: str(uuid.uuid4()),
         "values": lambda m: [_map(m)[k] for k in sorted(_map(m))],
-        "yamlencode": _yamlencode,
     }
+    table.update(EXTRA)
     return table
 
 
