@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from yurt.runtime.errors import JobSpecError
 from yurt.runtime.jobspec import VarInputs, load_job, parse_job
@@ -77,6 +79,7 @@ def test_expressions_and_functions_evaluate_as_hcl_does(expr: str, value: Any) -
     ('file("x")', "filesystem function disabled"),
     ('transpose("x")', "transpose\\(\\): "),
     ('jsondecode("{")', "jsondecode\\(\\): "),
+    ("[1][1e999]", "cannot evaluate"),
 ])
 def test_bad_expressions_say_what_was_expected(expr: str, message: str) -> None:
     with pytest.raises(EvalError, match=message):
@@ -295,3 +298,21 @@ def test_a_local_that_refers_to_itself_is_an_error() -> None:
     text = 'locals {\n  a = "${local.b}"\n  b = upper(local.a)\n}\n' + JOB
     problems = _problems(text, VarInputs(args=("n=1",)))
     assert problems[0] == "2:local.a: local.a refers to itself"
+
+
+ATOMS = ["1", "1e999", '"a"', "true", "null", "var.n", "local.l", "[1, 2]", '{ a = 1 }',
+         "range(3)", '"${var.n}"', "attr.x", "-1"]
+OPS = [" + ", " * ", " / ", " == ", " && ", "[0]", ".a", "", " ? 1 : ", "(", ")"]
+
+
+@given(st.lists(st.sampled_from(ATOMS) | st.sampled_from(OPS), min_size=1, max_size=8),
+       st.sampled_from(["length", "join", "upper", "merge", "element", "format", "tonumber"]))
+@settings(max_examples=150, deadline=None)
+def test_any_expression_yields_a_job_or_a_job_spec_error(parts: list[str], fn: str) -> None:
+    expr = "".join(parts)
+    text = (f'locals {{\n  l = {fn}({expr})\n}}\n' + JOB.replace("count = var.n",
+                                                                  "count = 1"))
+    try:
+        parse_job(text, variables=VarInputs(args=("n=1",)))
+    except JobSpecError:
+        pass

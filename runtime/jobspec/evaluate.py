@@ -223,4 +223,9 @@ def parse_expression(text: str) -> Tree[Token]:
 def evaluate(text: str, scope: Scope) -> Any:
     from yurt.runtime.jobspec.evaluate_tree import eval_node
 
-    return eval_node(parse_expression(text), scope)
+    try:
+        return eval_node(parse_expression(text), scope)
+    except (EvalError, _Unknown, RecursionError):
+        raise
+    except Exception as e:  # an operand no rule foresaw (1e999 as an index): still the input's
+        raise EvalError(f"cannot evaluate {text.strip()!r}: {e}") from None
