@@ -32,6 +32,7 @@ from yurt.runtime.api.request import (
     parse_job_off_loop,
     query_bool,
 )
+from yurt.runtime.jobspec import VarInputs
 from yurt.runtime.server.dispatch import is_parameterized
 from yurt.runtime.structs import Allocation, Job
 
@@ -93,8 +94,17 @@ async def parse(ctx: Context, request: Request) -> Response:
         raise ApiError(400, 'request body must be {"JobHCL": "..."}')
     if len(text) > MAX_HCL:
         raise ApiError(413, f"JobHCL is larger than {MAX_HCL} characters")
-    return json_response(await parse_job_off_loop(text, ctx.parse_limiter,
-                                                  filename="JobHCL"))
+    variables = body.get("Variables") or ""
+    if not isinstance(variables, str):
+        raise ApiError(400, '"Variables" must be a string of HCL variable values')
+    if len(variables) > MAX_HCL:
+        raise ApiError(413, f"Variables is larger than {MAX_HCL} characters")
+    # command/agent/job_endpoint.go `JobsParseRequest`: the values are one var file, read
+    # without the file functions and without refusing undeclared names (not Strict).
+    inputs = VarInputs(var_files=(("input.hcl", variables),) if variables.strip() else (),
+                       strict=False, allow_fs=False)
+    return json_response(await parse_job_off_loop(text, ctx.parse_limiter, filename="JobHCL",
+                                                  variables=inputs))
 
 
 #: A job's sub-resources, each with a route of its own (app.py). A job ID may hold a `/`, so a

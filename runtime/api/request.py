@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from yurt.runtime.errors import JobSpecError
-from yurt.runtime.jobspec import MAX_JOB_CHARS, json_value_trouble, parse_job
+from yurt.runtime.jobspec import MAX_JOB_CHARS, VarInputs, json_value_trouble, parse_job
 from yurt.runtime.lib.durations import parse_duration
 from yurt.runtime.lib.goparse import parse_go_bool, parse_go_uint
 from yurt.runtime.structs import Job
@@ -132,12 +132,13 @@ def body_field(body: dict[str, Any], name: str, kind: type[Any], default: Any) -
 
 
 async def parse_job_off_loop(text: str, limiter: trio.CapacityLimiter, *, filename: str,
-                             format: Any = None) -> Job:
+                             format: Any = None, variables: VarInputs | None = None) -> Job:
     """`parse_job` in a worker thread, so a large job never stalls the event loop; its
     `JobSpecError` as a 400."""
     try:
         return await trio.to_thread.run_sync(
-            partial(parse_job, text, filename=filename, format=format), limiter=limiter)
+            partial(parse_job, text, filename=filename, format=format, variables=variables),
+            limiter=limiter)
     except JobSpecError as e:
         raise ApiError(400, e.render()) from None
 

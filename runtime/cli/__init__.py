@@ -41,6 +41,7 @@ from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fs import register as register_fs_commands
+from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
 from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
@@ -159,18 +160,20 @@ def _print_task_table(job: Job) -> None:
 @job.command()
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--verbose", is_flag=True, help="Also show each job's tasks as they will run.")
+@var_options
 def validate(files: Sequence[str], verbose: bool) -> None:
     """Check job files; print one summary line per valid job.
 
     Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
     is 2 if any file has one.
     """
+    from yurt.runtime.cli.jobfile import variable_inputs
     from yurt.runtime.jobspec import load_job
 
     status = EXIT_OK
     for path in files:
         try:
-            parsed = load_job(path)
+            parsed = load_job(path, variable_inputs())
         except JobSpecError as e:
             echo(e.render(), err=True)
             status = EXIT_USAGE
@@ -183,6 +186,7 @@ def validate(files: Sequence[str], verbose: bool) -> None:
 
 @job.command()
 @click.argument("file", metavar="FILE")
+@var_options
 def parse(file: str) -> None:
     """Print the job as Nomad API JSON ({"Job": {...}}), defaults filled in."""
     from yurt.runtime.cli.jobfile import load_job_file
@@ -199,6 +203,7 @@ def parse(file: str) -> None:
 @click.option("--json", "json_output", is_flag=True,
               help="Print NDJSON event-stream records instead of human output.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not show the tasks' output.")
+@var_options
 def run_command(jobfile: str, data_dir: Path | None, json_output: bool, quiet: bool) -> None:
     """Run a job in the foreground on an embedded agent, printing what happens and each
     task's output, line by line behind the task's name.
@@ -225,6 +230,7 @@ def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
 @click.option("--detach", is_flag=True,
               help="Return once the job is registered, printing the evaluation ID.")
 @_json_flag
+@var_options
 def job_run_command(file: str, detach: bool, json_output: bool) -> None:
     """Register a job with the agent at $YURT_ADDR and wait for its allocations.
 

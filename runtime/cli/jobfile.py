@@ -4,20 +4,69 @@ One rule for every command that takes a job file: its problems end the command w
 (`EXIT_USAGE`), printed as `JobSpecError.render()` words them (`file:line:col: field:
 message`, runtime/errors.py), before anything is sent or started.
 
+Variables, as Nomad's `JobGetter` (command/helpers.go) passes them to jobspec2: the
+`-var KEY=VALUE` and `-var-file FILE` options (repeatable; `var_options` adds them to a
+command) and NOMAD_VAR_* from the environment; an undeclared -var or var-file variable is an
+error (Nomad's `-hcl2-strict`, on by default), and file functions read beside the job file.
+
 A leaf of the CLI: it imports the jobspec (and with it python-hcl2 and lark) only when a file
 is read, so the command tree stays light (tests/test_import_weight.py).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
 
 from yurt.runtime.cli.output import echo
 from yurt.runtime.errors import EXIT_USAGE
 
 if TYPE_CHECKING:
+    from yurt.runtime.jobspec import VarInputs
     from yurt.runtime.structs import Job
+
+#: The variables the running command was given (set by `var_options`).
+_GIVEN: dict[str, tuple[str, ...]] = {"vars": (), "var_files": ()}
+
+
+def var_options(f: Callable[..., None]) -> Callable[..., None]:
+    """`-var KEY=VALUE` and `-var-file FILE` (both repeatable), as Nomad's job commands."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, hcl_vars: tuple[str, ...] = (), hcl_var_files: tuple[str, ...] = (),
+                **kwargs: Any) -> None:
+        _GIVEN["vars"], _GIVEN["var_files"] = tuple(hcl_vars), tuple(hcl_var_files)
+        f(*args, **kwargs)
+
+    wrapper = click.option("-var", "--var", "hcl_vars", multiple=True, metavar="KEY=VALUE",
+                           help="A value for a variable of the job file (repeatable).")(wrapper)
+    return click.option("-var-file", "--var-file", "hcl_var_files", multiple=True,
+                        metavar="FILE", help="HCL or JSON file of variable values "
+                        "(repeatable).")(wrapper)
+
+
+def variable_inputs() -> VarInputs:
+    """The values the command was given, plus NOMAD_VAR_* (precedence env < files < -var)."""
+    from yurt.runtime.errors import JobSpecError, SpecProblem
+    from yurt.runtime.jobspec import VarInputs
+
+    files = []
+    for name in _GIVEN["var_files"]:
+        try:
+            with open(name, encoding="utf-8") as fh:
+                files.append((name, fh.read()))
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise JobSpecError(name, [SpecProblem(0, 0, "file", f"cannot read: {reason}")]
+                               ) from None
+    env = {k: v for k, v in os.environ.items() if k.startswith("NOMAD_VAR_")}
+    return VarInputs(env=env, var_files=tuple(files), args=_GIVEN["vars"], strict=True,
+                     allow_fs=True)
 
 
 def load_job_file(path: str) -> Job:
@@ -26,7 +75,7 @@ def load_job_file(path: str) -> Job:
     from yurt.runtime.jobspec import load_job
 
     try:
-        return load_job(path)
+        return load_job(path, variable_inputs())
     except JobSpecError as e:
         echo(e.render(), err=True)
         sys.exit(EXIT_USAGE)

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import click
 
+from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.output import echo, output_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
@@ -69,6 +70,7 @@ def register(cli: click.Group, job: click.Group) -> None:
     @job.command("plan")
     @click.argument("file", metavar="FILE")
     @_json_flag
+    @var_options
     def job_plan(file: str, json_output: bool) -> None:
         """Dry-run a job: what registering it would place, stop or update (changes nothing).
         Exit 0: no allocations created or destroyed; 1: some would be; 255: no plan."""

@@ -35,8 +35,11 @@ refused as JSON refuses them. The checks stop after `MAX_PROBLEMS`. Whatever the
 only exception out of `parse_job` is a `JobSpecError` with positions.
 
 Not supported (reported as such, never ignored silently): Nomad features that need a scheduler
-or network stack yurt does not have (`service`, `network`, `constraint`, `template`, …), HCL
-variables, locals and functions (`${var.x}` stays literal text).
+or network stack yurt does not have (`service`, `network`, `constraint`, `template`, …).
+
+HCL2 variables, locals and functions: between stages 1 and 2, `resolve` (resolve.py) reads the
+`variable` and `locals` blocks, takes values from `VarInputs` (NOMAD_VAR_*, var files, -var)
+and renders the job block (evaluate.py, evaluate_tree.py, functions.py, variables.py).
 
 Layout: one module per stage, in the order a job goes through them. `limits` (what a job file
 may be, checks that need no parse), `syntax` (stage 1), `fields` (the vocabulary and the
@@ -62,6 +65,7 @@ from yurt.runtime.jobspec.limits import (
 )
 from yurt.runtime.jobspec.parse import Format, detect_format, encode_job, load_job, parse_job
 from yurt.runtime.jobspec.rules import MIN_RESTART_INTERVAL, canonicalize, merge_restart
+from yurt.runtime.jobspec.variables import VarInputs
 
 __all__ = [
     "HCL_SCHEMA",
@@ -80,6 +84,7 @@ __all__ = [
     "Format",
     "HclField",
     "Kind",
+    "VarInputs",
     "canonicalize",
     "detect_format",
     "encode_job",

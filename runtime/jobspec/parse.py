@@ -10,6 +10,7 @@ stage found a problem.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -21,9 +22,11 @@ from yurt.runtime.jobspec.fields import _At, _Problems, _TooManyProblems
 from yurt.runtime.jobspec.hcl import _HclNormaliser
 from yurt.runtime.jobspec.heredoc import restore_heredoc_newlines
 from yurt.runtime.jobspec.limits import MAX_JOB_CHARS, MAX_PROBLEMS, _lone_surrogate
+from yurt.runtime.jobspec.resolve import resolve
 from yurt.runtime.jobspec.rules import _check_job, canonicalize
 from yurt.runtime.jobspec.shape import _check_shape
 from yurt.runtime.jobspec.syntax import _load_hcl, _load_json
+from yurt.runtime.jobspec.variables import VarInputs
 from yurt.runtime.lib.sourcemap import PathKey, Position, hcl_positions, json_positions, locate
 from yurt.runtime.structs import Job
 
@@ -41,13 +44,16 @@ def detect_format(filename: str, text: str) -> Format:
     return "hcl"
 
 
-def parse_job(text: str, *, filename: str = "<job>", format: Format | None = None) -> Job:
+def parse_job(text: str, *, filename: str = "<job>", format: Format | None = None,
+              variables: VarInputs | None = None) -> Job:
     """Parse, validate and canonicalise a job.
 
     Args:
         text: the job file's contents, Nomad HCL2 or Nomad JSON (`{"Job": {…}}`).
         filename: used in error messages.
         format: "hcl" or "json"; guessed by `detect_format` when omitted.
+        variables: values for the file's `variable` blocks (environment, var files, -var);
+            none but the defaults when omitted. JSON jobs have no variables.
 
     Returns:
         The canonical `Job`: defaults filled, restart policies merged.
@@ -56,7 +62,8 @@ def parse_job(text: str, *, filename: str = "<job>", format: Format | None = Non
         JobSpecError: listing every problem found, each with line, column and field path.
     """
     try:
-        return _parse_job(text, filename, format or detect_format(filename, text))
+        return _parse_job(text, filename, format or detect_format(filename, text),
+                          variables or VarInputs())
     except RecursionError:
         # The depth limits keep every stage far from the recursion limit; should one still be
         # reached, it is the input's fault and is reported as such, never as a traceback.
@@ -64,7 +71,7 @@ def parse_job(text: str, *, filename: str = "<job>", format: Format | None = Non
                                                   "deeply to be read")]) from None
 
 
-def _parse_job(text: str, filename: str, fmt: Format) -> Job:
+def _parse_job(text: str, filename: str, fmt: Format, variables: VarInputs) -> Job:
     if len(text) > MAX_JOB_CHARS:
         raise JobSpecError(filename, [SpecProblem(0, 0, "file", f"the job is larger than "
                                                   f"{MAX_JOB_CHARS >> 20} MiB")])
@@ -82,9 +89,11 @@ def _parse_job(text: str, filename: str, fmt: Format) -> Job:
         if fmt == "hcl":
             raw, tree = _load_hcl(text, filename)
             restore_heredoc_newlines(raw, tree)
+            hcl_index = hcl_positions(tree)
+            raw, _values = resolve(raw, hcl_index, filename, variables)
             hcl_keyed: dict[PathKey, Position] = {}
             positions = lambda: hcl_keyed  # noqa: E731 - same signature as the lazy JSON index
-            data, root = _HclNormaliser(hcl_positions(tree), problems, hcl_keyed).job(raw)
+            data, root = _HclNormaliser(hcl_index, problems, hcl_keyed).job(raw)
             if not data:  # no job block (only comments, say): that one problem says it all
                 raise _TooManyProblems
         else:
@@ -137,15 +146,18 @@ def _inherit_job_blocks(job: dict[str, Any]) -> dict[str, Any]:
     return job
 
 
-def load_job(path: str | Path) -> Job:
-    """Read and parse a job file; unreadable files are a `JobSpecError` too."""
+def load_job(path: str | Path, variables: VarInputs | None = None) -> Job:
+    """Read and parse a job file; unreadable files are a `JobSpecError` too. File functions
+    (`file`, `templatefile`) read relative to the job file's directory."""
     name = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise JobSpecError(name, [SpecProblem(0, 0, "file", f"cannot read: {reason}")]) from None
-    return parse_job(text, filename=name)
+    if variables is not None and variables.base_dir is None:
+        variables = dataclasses.replace(variables, base_dir=str(Path(path).parent))
+    return parse_job(text, filename=name, variables=variables)
 
 
 def encode_job(job: Job) -> bytes:
