@@ -79,8 +79,11 @@ def test_field_names_are_nomads() -> None:
     assert encoded["ID"] == "web"
     task = encoded["TaskGroups"][0]["Tasks"][0]
     assert task["KillTimeout"] == 5_000_000_000  # durations are nanoseconds
-    assert task["Resources"] == {"CPU": 100, "MemoryMB": 300, "MemoryMaxMB": 0, "Devices": []}
-    assert task["LogConfig"] == {"MaxFiles": 10, "MaxFileSizeMB": 10, "Disabled": False}
+    assert task["Resources"] == {"CPU": 100, "MemoryMB": 300, "MemoryMaxMB": 0, "Devices": [],
+                                 "Cores": 0, "DiskMB": 0, "IOPS": 0, "Networks": [],
+                                 "NUMA": None, "SecretsMB": 0}
+    assert task["LogConfig"] == {"MaxFiles": 10, "MaxFileSizeMB": 10, "Disabled": False,
+                                 "Enabled": None}
     assert encoded["TaskGroups"][0]["EphemeralDisk"] == {"Sticky": False, "Migrate": False,
                                                          "SizeMB": 300}
 

@@ -82,6 +82,13 @@ def _check_value(spec: _FieldSpec, value: Any, at: _At, problems: _Problems) -> 
             items.append(_check_shape(spec.struct, item, _At((*at.d, name), (*at.k, i)),
                                       problems))
         return items
+    if spec.kind == "struct_map":
+        assert spec.struct is not None
+        if not isinstance(value, dict):
+            problems.add(at, f"expected an object, got {_type_name(value)}")
+            return _INVALID
+        return {k: _check_shape(spec.struct, v, _At((*at.d, k), (*at.k, k)), problems)
+                for k, v in value.items()}
     if spec.kind == "duration":
         if isinstance(value, str):
             try:

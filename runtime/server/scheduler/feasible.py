@@ -205,6 +205,30 @@ def _filter_text(constraint: Constraint, node: Node) -> str:
     return text if why is None else f"{text} ({why})"
 
 
+#: scheduler/feasible/feasible.go `FilterConstraintHostVolumes`.
+FILTER_HOST_VOLUMES: Final = "missing compatible host volumes"
+
+
+def unplaceable_reason(group: TaskGroup) -> str | None:
+    """Why no yurt node can take `group` whatever its state, or None. yurt's nodes offer no
+    host volumes, CSI volumes, reservable cores, CSI plugins or secret providers, so a group
+    asking for one is filtered as Nomad's checkers filter a node lacking it (feasible.go
+    `HostVolumeChecker`: "missing compatible host volumes"; `CSIVolumeChecker`: "missing CSI
+    Volume <id>"; the cores dimension of `AllocsFit`: "cores")."""
+    for vol in group.volumes.values():
+        if vol.type == "host":
+            return FILTER_HOST_VOLUMES
+        return f"missing CSI Volume {vol.source}"
+    for task in group.tasks:
+        if task.resources.cores > 0:
+            return "cores"
+        if task.csi_plugin_config:
+            return "missing CSI plugin"
+        if task.secrets:
+            return "missing secrets provider"
+    return None
+
+
 def group_constraints(group: TaskGroup) -> list[Constraint]:
     """The group's constraints, then each task's (Nomad's taskGroupConstraints)."""
     return [*group.constraints, *(c for t in group.tasks for c in t.constraints)]
@@ -236,6 +260,9 @@ def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[All
     `distinct_property` those on nodes with the same value of the property, as Nomad's
     propertySet does; without it every allocation counts as on `node` (one node).
     """
+    unplaceable = unplaceable_reason(group)
+    if unplaceable is not None:
+        return unplaceable
     for constraint in (*job.constraints, *group_constraints(group)):
         if not meets(constraint, node):
             return _filter_text(constraint, node)
