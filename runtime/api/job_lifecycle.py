@@ -1,6 +1,6 @@
 """A job's lifecycle beyond register and stop, as Nomad's HTTP API has it: versions (with
 diffs), revert, stable, summary, plan (a dry run), scale (GET status, POST count, within the
-group's scaling policy), and `/v1/validate/job`.
+group's scaling policy), the tasks' actions, and `/v1/validate/job`.
 
 A plan runs the pure scheduler (server/scheduler/) over the server's state as it is (the
 job's latest deployment included, so a rollout in progress limits it as it limits the server),
@@ -325,3 +325,13 @@ def _scale_status(ctx: Context, job: Job) -> Response:
                           "JobCreateIndex": job.create_index,
                           "JobModifyIndex": job.job_modify_index, "JobStopped": job.stop,
                           "TaskGroups": groups, "Index": server.visible_index, **_meta})
+
+
+async def actions(ctx: Context, request: Request) -> Response:
+    """/v1/job/:id/actions (nomad/job_endpoint.go `GetActions`): every task's actions, with
+    the task and group they belong to."""
+    job = job_in(ctx, request, request.path_params["job_id"])
+    return json_response([
+        {"Name": a.name, "Command": a.command, "Args": a.args or None, "TaskName": t.name,
+         "TaskGroupName": g.name}
+        for g in job.task_groups for t in g.tasks for a in t.actions])

@@ -99,7 +99,8 @@ async def parse(ctx: Context, request: Request) -> Response:
 #: method one of them does not take reaches the job's route instead: answered 405 there.
 _SUB_RESOURCES: Final = tuple(f"/{name}" for name in (
     "allocations", "deployments", "deployment", "periodic/force", "dispatch", "evaluations",
-    "evaluate", "versions", "revert", "stable", "summary", "plan", "scale"))
+    "evaluate", "versions", "revert", "stable", "summary", "plan", "scale", "actions",
+    "action"))
 
 
 async def job_item(ctx: Context, request: Request) -> Response:
