@@ -230,9 +230,18 @@ def fold_extras(job: Job) -> None:
                 target.mbits = max(target.mbits, network.mbits)
 
 
-def moved_task_networks(job: Job) -> list[str]:
-    """The warnings for tasks whose deprecated `resources { network { … } }` `fold_extras`
-    moves to their group's network (read before folding)."""
-    return [f'group "{g.name}" task "{t.name}": resources.network is deprecated; its ports '
-            f"were moved to the group's network" for g in job.task_groups for t in g.tasks
-            if t.resources.networks]
+def task_network_warnings(raw_job: object) -> list[str]:
+    """The warnings for a Nomad JSON job (`{"ID", "TaskGroups": …}`, before parsing) whose
+    tasks use the deprecated `resources { network { … } }`, which `fold_extras` moves to
+    their group's network. Anything not shaped as a job gives none: parsing reports it."""
+    out: list[str] = []
+    groups = raw_job.get("TaskGroups") if isinstance(raw_job, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        tasks = group.get("Tasks") if isinstance(group, dict) else None
+        for task in tasks if isinstance(tasks, list) else []:
+            resources = task.get("Resources") if isinstance(task, dict) else None
+            if isinstance(resources, dict) and resources.get("Networks"):
+                out.append(f'group "{group.get("Name")}" task "{task.get("Name")}": '
+                           "resources.network is deprecated; its ports were moved to the "
+                           "group's network")
+    return out
