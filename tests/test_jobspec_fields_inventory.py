@@ -8,6 +8,7 @@ instead."""
 
 from __future__ import annotations
 
+import json
 from typing import Final
 
 import pytest
@@ -197,3 +198,40 @@ def test_the_inventory_covers_every_hcl_field_of_nomads_api() -> None:
     listed = {(b, n) for b, n, *_ in INVENTORY}
     missing = {(b, n) for b, names in nomad.items() for n in names} - listed - elsewhere
     assert not missing
+
+
+def test_the_json_spellings_parse_too() -> None:
+    # `nomad job run -output` and the API speak JSON: each field above by its JSON name.
+    job = {"ID": "j", "Type": "batch", "AllAtOnce": True,
+           "Multiregion": {"Regions": [{"Name": "west"}]},
+           "TaskGroups": [{
+               "Name": "g", "ShutdownDelay": 5 * 10**9, "MaxRunDuration": 10**9,
+               "StopAfterClientDisconnect": 10**9, "PreventRescheduleOnLost": True,
+               "Volumes": {"v": {"Type": "host", "Source": "v", "PerAlloc": False}},
+               "Scaling": {"Min": 1, "Max": 2, "Policy": {"a": 1}},
+               "Disconnect": {"Replace": True, "Reconcile": "keep_original"},
+               "Tasks": [{
+                   "Name": "t", "Driver": "mock_driver",
+                   "VolumeMounts": [{"Volume": "v", "Destination": "/v",
+                                     "PropagationMode": "private", "SELinuxLabel": "z"}],
+                   "Actions": [{"Name": "a", "Command": "/bin/true", "Args": ["x"]}],
+                   "ScalingPolicies": [{"Type": "vertical_cpu", "Max": 4}],
+                   "LogConfig": {"Enabled": True},
+                   "Resources": {"CPU": 100, "MemoryMB": 128, "IOPS": 10, "SecretsMB": 10,
+                                 "Networks": [{"DynamicPorts": [{"Label": "x"}],
+                                               "CNI": {"Args": {"a": "b"}}}]}}]}]}
+    parsed = parse_job(json.dumps({"Job": job}), filename="j.json")
+    group = parsed.task_groups[0]
+    task = group.tasks[0]
+    assert parsed.all_at_once
+    assert (group.shutdown_delay, group.max_run_duration) == (5 * 10**9, 10**9)
+    assert group.disconnect is not None
+    assert group.disconnect.stop_on_client_after == 10**9  # the deprecated field, moved
+    assert group.volumes["v"].name == "v"
+    assert group.scaling is not None
+    assert (group.scaling.min, group.scaling.max, group.scaling.type) == (1, 2, "horizontal")
+    assert task.volume_mounts[0].selinux_label == "z"
+    assert task.actions[0].args == ["x"]
+    assert task.scaling_policies[0].type == "vertical_cpu"
+    assert [p.label for p in group.networks[0].dynamic_ports] == ["x"]
+    assert group.networks[0].cni == {"Args": {"a": "b"}}

@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+import msgspec
+
 from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.structs import Job, Resources, Task, TaskGroup
 from yurt.runtime.structs.job import DisconnectStrategy
-from yurt.runtime.structs.network import NetworkResource
 from yurt.runtime.structs.volume import (
     HOST_VOLUME_ACCESS_MODES,
     PROPAGATION_MODES,
@@ -221,8 +222,9 @@ def fold_extras(job: Job) -> None:
                 task.log_config.disabled = task.log_config.disabled or not task.log_config.enabled
                 task.log_config.enabled = None
         if moved:
-            if not group.networks:
-                group.networks = [NetworkResource()]
+            if not group.networks:  # the first task network becomes the group's
+                group.networks = [msgspec.structs.replace(moved[0], reserved_ports=[],
+                                                          dynamic_ports=[])]
             target = group.networks[0]
             for network in moved:
                 target.reserved_ports += network.reserved_ports
