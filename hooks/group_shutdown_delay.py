@@ -2,10 +2,12 @@
 killing its tasks (Nomad's group_service_hook.go `PreKill`, whose delay follows the
 deregistration).
 
-Runs as the allocation's last prekill hook, after group_services has deregistered, and only
-for a group with a delay. Skipped when the server asked for no delay
-(`DesiredTransition.NoShutdownDelay`, `nomad alloc stop -no-shutdown-delay`), as Nomad's
-`ShouldIgnoreShutdownDelay`. Nomad logs the wait and emits no event; so does this hook.
+Runs as the allocation's last prekill hook, after group_services has deregistered, for a
+group that has a delay when the allocation starts; the delay is read from the allocation's
+job when the kill comes (an update in place may have changed it). Skipped when the server
+asked for no delay (`DesiredTransition.NoShutdownDelay`, `nomad alloc stop
+-no-shutdown-delay`), as Nomad's `ShouldIgnoreShutdownDelay`. Nomad logs the wait and emits
+no event; so does this hook.
 
 Invariant: it waits at most the delay, on the real clock, and changes nothing.
 """
@@ -26,14 +28,15 @@ log = logging.getLogger("yurt.allocrunner")
 class GroupShutdownDelayHook(AllocPrekillHook):
     name = "group_shutdown_delay"
 
-    def __init__(self, alloc: Callable[[], Allocation], delay_ns: int) -> None:
+    def __init__(self, alloc: Callable[[], Allocation]) -> None:
         self._alloc = alloc
-        self._delay_ns = delay_ns
 
     async def prekill(self) -> None:
-        alloc = self._alloc()
-        if alloc.desired_transition.no_shutdown_delay:
+        alloc = self._alloc()  # the job as it is now: an update in place may change the delay
+        group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+        delay = group.shutdown_delay if group is not None else None
+        if not delay or alloc.desired_transition.no_shutdown_delay:
             return
         log.debug("alloc %s: waiting for the group's shutdown_delay of %d ns before killing "
-                  "its tasks", alloc.id, self._delay_ns)
-        await trio.sleep(self._delay_ns / 1e9)
+                  "its tasks", alloc.id, delay)
+        await trio.sleep(delay / 1e9)
