@@ -9,17 +9,25 @@ from pathlib import Path
 import trio
 
 from tests.agent_support import mock_job, running_agent, stop_job, wait_status
-from yurt.runtime.jobspec.rules_volume import task_network_warnings
+from yurt.runtime.jobspec.rules_volume import job_warnings
 
 
 def test_the_warning_names_the_group_and_task() -> None:
     job = {"TaskGroups": [{"Name": "g", "Tasks": [
         {"Name": "t", "Resources": {"Networks": [{"DynamicPorts": [{"Label": "http"}]}]}},
         {"Name": "u", "Resources": {"Networks": []}}]}]}
-    assert task_network_warnings(job) == [
+    assert job_warnings(job) == [
         'group "g" task "t": resources.network is deprecated; its ports were moved to the '
         "group's network"]
-    assert task_network_warnings({"TaskGroups": "nonsense"}) == []
+    assert job_warnings({"TaskGroups": "nonsense"}) == []
+    # Nomad 1.10's deprecated group fields, ignored with its warning.
+    assert job_warnings({"TaskGroups": [{"Name": "g", "PreventRescheduleOnLost": True,
+                                         "StopAfterClientDisconnect": 10**9}]}) == [
+        'Group "g" has warnings: StopAfterClientDisconnect is deprecated and ignored favor '
+        "of Disconnect.StopOnClientAfter",
+        'Group "g" has warnings: PreventRescheduleOnLost is deprecated and ignored in favor '
+        "of Disconnect.Replace"]
+    assert job_warnings({"TaskGroups": [{"Name": "g", "PreventRescheduleOnLost": False}]}) == []
 
 
 async def test_a_task_network_registers_with_a_warning_and_its_ports_are_allocated(

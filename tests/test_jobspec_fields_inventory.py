@@ -226,7 +226,8 @@ def test_the_json_spellings_parse_too() -> None:
     assert parsed.all_at_once
     assert (group.shutdown_delay, group.max_run_duration) == (5 * 10**9, 10**9)
     assert group.disconnect is not None
-    assert group.disconnect.stop_on_client_after == 10**9  # the deprecated field, moved
+    assert group.disconnect.reconcile == "keep_original"
+    assert group.stop_after_client_disconnect == 10**9  # kept, and ignored as in Nomad 1.10
     assert group.volumes["v"].name == "v"
     assert group.scaling is not None
     assert (group.scaling.min, group.scaling.max, group.scaling.type) == (1, 2, "horizontal")

@@ -31,7 +31,7 @@ from yurt.runtime.api.request import (
     parse_job_off_loop,
     query_bool,
 )
-from yurt.runtime.jobspec.rules_volume import task_network_warnings
+from yurt.runtime.jobspec.rules_volume import job_warnings
 from yurt.runtime.server.dispatch import is_parameterized
 from yurt.runtime.structs import Allocation, Job
 
@@ -77,7 +77,7 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     require_register(request, job, body, "register-job")
     await check_register(ctx, job)
     result = await ctx.server.register_job(job)
-    warnings = "; ".join([*task_network_warnings(body["Job"]),
+    warnings = "; ".join([*job_warnings(body["Job"]),
                           *(f"group {g!r} not placed: {why}" for g, why in
                             result.failed.items())])
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,

@@ -11,9 +11,11 @@ job_endpoint_hook_numa_ce.go), which refuse a task `schedule` or a `numa` block 
 
 Invariants: `check_job_extras` never changes the job. After `fold_extras` every volume's
 `name` is its key, every group scaling policy has Nomad's defaults (type "horizontal",
-enabled, min = count), the deprecated `stop_after_client_disconnect` lives in
-`disconnect.stop_on_client_after`, and no task has `resources.networks`: their ports are on
-the group's network, as the deprecated task network's ports were reachable in Nomad.
+enabled, min = count), and no task has `resources.networks`: their ports are on the group's
+network, as the deprecated task network's ports were reachable in Nomad. The deprecated
+`stop_after_client_disconnect` and `prevent_reschedule_on_lost` are kept as given and mean
+nothing, as in Nomad 1.10 (structs.go `TaskGroup.Warnings`: "deprecated and ignored");
+registering them draws Nomad's warning (`job_warnings`).
 """
 
 from __future__ import annotations
@@ -207,10 +209,6 @@ def fold_extras(job: Job) -> None:
             policy.type = policy.type or SCALING_HORIZONTAL
             policy.enabled = True if policy.enabled is None else policy.enabled
             policy.min = group.count if policy.min is None else policy.min
-        if group.stop_after_client_disconnect is not None:
-            group.disconnect = group.disconnect or DisconnectStrategy()
-            if group.disconnect.stop_on_client_after is None:
-                group.disconnect.stop_on_client_after = group.stop_after_client_disconnect
         moved = [n for t in group.tasks for n in t.resources.networks]
         for task in group.tasks:
             task.resources.networks = []
@@ -232,14 +230,29 @@ def fold_extras(job: Job) -> None:
                 target.mbits = max(target.mbits, network.mbits)
 
 
-def task_network_warnings(raw_job: object) -> list[str]:
-    """The warnings for a Nomad JSON job (`{"ID", "TaskGroups": …}`, before parsing) whose
-    tasks use the deprecated `resources { network { … } }`, which `fold_extras` moves to
-    their group's network. Anything not shaped as a job gives none: parsing reports it."""
+#: structs.go `TaskGroup.Warnings`: Nomad 1.10's deprecated group fields, by JSON name.
+_IGNORED: Final = {
+    "StopAfterClientDisconnect": "StopAfterClientDisconnect is deprecated and ignored favor of "
+                                 "Disconnect.StopOnClientAfter",
+    "PreventRescheduleOnLost": "PreventRescheduleOnLost is deprecated and ignored in favor of "
+                               "Disconnect.Replace",
+}
+
+
+def job_warnings(raw_job: object) -> list[str]:
+    """The warnings for a Nomad JSON job (`{"ID", "TaskGroups": …}`, before parsing): its
+    groups' deprecated fields, in Nomad's words (structs.go `Job.Warnings`), and tasks that
+    use the deprecated `resources { network { … } }`, which `fold_extras` moves to their
+    group's network. Anything not shaped as a job gives none: parsing reports it."""
     out: list[str] = []
     groups = raw_job.get("TaskGroups") if isinstance(raw_job, dict) else None
     for group in groups if isinstance(groups, list) else []:
-        tasks = group.get("Tasks") if isinstance(group, dict) else None
+        if not isinstance(group, dict):
+            continue
+        for key, message in _IGNORED.items():
+            if group.get(key) not in (None, False):
+                out.append(f'Group "{group.get("Name")}" has warnings: {message}')
+        tasks = group.get("Tasks")
         for task in tasks if isinstance(tasks, list) else []:
             resources = task.get("Resources") if isinstance(task, dict) else None
             if isinstance(resources, dict) and resources.get("Networks"):

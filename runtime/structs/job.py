@@ -139,7 +139,8 @@ class TaskGroup(Base):
     shutdown_delay: Duration | None = None
     #: Nomad 1.10: how long a batch allocation may run before the client stops it.
     max_run_duration: Duration | None = None
-    #: Deprecated spelling of `disconnect.stop_on_client_after`.
+    #: Deprecated and ignored in Nomad 1.10 (for `disconnect.stop_on_client_after` and
+    #: `disconnect.replace`); kept so a job round-trips, and warned about at registration.
     stop_after_client_disconnect: Duration | None = None
     prevent_reschedule_on_lost: bool = False
 
