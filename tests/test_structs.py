@@ -27,7 +27,8 @@ NOMAD_ALLOCATION: dict[str, Any] = {
     "JobID": "web", "Job": None, "TaskGroup": "frontend",
     "TaskResources": {"server": {"CpuShares": 500, "MemoryMB": 256, "MemoryMaxMB": 0,
                                  "Devices": [{"Vendor": "nvidia", "Type": "gpu",
-                                              "Name": "T4", "DeviceIDs": ["GPU-1"]}]}},
+                                              "Name": "T4", "DeviceIDs": ["GPU-1"]}],
+                                 "ReservedCores": [2]}},
     "DesiredStatus": "run", "DesiredDescription": "", "ClientStatus": "running",
     "ClientDescription": "Tasks are running",
     "TaskStates": {"server": {

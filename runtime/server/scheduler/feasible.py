@@ -211,17 +211,15 @@ FILTER_HOST_VOLUMES: Final = "missing compatible host volumes"
 
 def unplaceable_reason(group: TaskGroup) -> str | None:
     """Why no yurt node can take `group` whatever its state, or None. yurt's nodes offer no
-    host volumes, CSI volumes, reservable cores, CSI plugins or secret providers, so a group
-    asking for one is filtered as Nomad's checkers filter a node lacking it (feasible.go
-    `HostVolumeChecker`: "missing compatible host volumes"; `CSIVolumeChecker`: "missing CSI
-    Volume <id>"; the cores dimension of `AllocsFit`: "cores")."""
+    host volumes, CSI volumes, CSI plugins or secret providers, so a group asking for one is
+    filtered as Nomad's checkers filter a node lacking it (feasible.go `HostVolumeChecker`:
+    "missing compatible host volumes"; `CSIVolumeChecker`: "missing CSI Volume <id>").
+    Cores are reserved at placement (placement.py `_assign_cores`)."""
     for vol in group.volumes.values():
         if vol.type == "host":
             return FILTER_HOST_VOLUMES
         return f"missing CSI Volume {vol.source}"
     for task in group.tasks:
-        if task.resources.cores > 0:
-            return "cores"
         if task.csi_plugin_config:
             return "missing CSI plugin"
         if task.secrets:
