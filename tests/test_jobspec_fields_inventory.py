@@ -24,6 +24,7 @@ CONSUL_VAULT: Final = "Consul/Vault: yurt's alternative named"
 
 # (block, field, sample HCL, status, the expected message for refusals)
 INVENTORY: Final[list[tuple[str, str, str, str, str]]] = [
+    ("job", "id", 'id = "j"', SUPPORTED, ""),
     ("job", "region", 'region = "global"', SUPPORTED, ""),
     ("job", "namespace", 'namespace = "default"', SUPPORTED, ""),
     ("job", "name", 'name = "j"', SUPPORTED, ""),
@@ -170,10 +171,10 @@ def test_nomads_field_is_never_unknown(block: str, name: str, sample: str, statu
 
 def test_the_inventory_covers_every_hcl_field_of_nomads_api() -> None:
     # The HCL names of api/jobs.go `Job`, api/tasks.go `TaskGroup` and `Task`, and
-    # api/resources.go `Resources` (labels and the job's `id`, `type`, `group`, and the
-    # group's `task` and the task's `driver`, `resources` aside: every job has them).
+    # api/resources.go `Resources` (labels and the job's `type`, `group`, and the group's
+    # `task` and the task's `driver`, `resources` aside: every job has them).
     nomad = {
-        "job": {"region", "namespace", "name", "priority", "all_at_once", "datacenters",
+        "job": {"id", "region", "namespace", "name", "priority", "all_at_once", "datacenters",
                 "node_pool", "constraint", "affinity", "update", "multiregion", "spread",
                 "periodic", "parameterized", "reschedule", "migrate", "meta", "ui",
                 "consul_token", "vault_token"},
@@ -192,7 +193,8 @@ def test_the_inventory_covers_every_hcl_field_of_nomads_api() -> None:
     }
     # `update`, `affinity` on a task, `dispatch_payload` and `device` have their own tests
     # (test_jobspec_update.py, test_jobspec_constraint.py, test_jobspec_periodic.py,
-    # test_jobspec.py): their samples need more than one line of context.
+    # test_scheduler_device_constraints.py): their samples need more than one line of
+    # context.
     elsewhere = {("job", "update"), ("group", "update"), ("task", "affinity"),
                  ("task", "dispatch_payload"), ("resources", "device")}
     listed = {(b, n) for b, n, *_ in INVENTORY}
@@ -236,3 +238,9 @@ def test_the_json_spellings_parse_too() -> None:
     assert task.scaling_policies[0].type == "vertical_cpu"
     assert [p.label for p in group.networks[0].dynamic_ports] == ["x"]
     assert group.networks[0].cni == {"Args": {"a": "b"}}
+
+
+def test_an_id_in_the_job_block_wins_over_its_label() -> None:
+    # jobspec2 `decode`: the label is the ID only when the body has none.
+    job = parse_job(_job("job", 'id = "other"'), filename="j.nomad.hcl")
+    assert job.id == "other"

@@ -74,7 +74,8 @@ _PLACEMENT: Final = {"constraint": HclField("constraints"), "affinity": HclField
 #: The jobspec's HCL vocabulary, per struct. Anything not listed is an error.
 HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     Job: {
-        **_same("region", "namespace", "name", "type", "priority", "datacenters", "meta"),
+        **_same("region", "namespace", "id", "name", "type", "priority", "datacenters",
+                "meta"),
         "group": HclField("task_groups", label="name"),
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
@@ -121,7 +122,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     Resources: {**_same("cpu", "memory", "memory_max", "cores", "disk", "iops", "numa",
                         "secrets"),
                 "device": HclField("devices", "name"), "network": HclField("networks")},
-    RequestedDevice: _same("count"),
+    RequestedDevice: {**_same("count"), **_PLACEMENT},
     LogConfig: _same("max_files", "max_file_size", "disabled", "enabled"),
     EphemeralDisk: _same("sticky", "migrate", "size"),
     RestartPolicy: _same("attempts", "interval", "delay", "mode", "render_templates"),

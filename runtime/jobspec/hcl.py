@@ -99,7 +99,7 @@ class _HclNormaliser:
         at = _At(("job", job_id), ())
         self._mark(at, ("job", 0))
         out = self.body(Job, body if body is not None else {}, at, ("job", 0))
-        out["ID"] = job_id
+        out.setdefault("ID", job_id)  # jobspec2 `decode`: an `id` in the body wins
         return out, at
 
     def body(self, struct: type[msgspec.Struct], body: Any, at: _At,

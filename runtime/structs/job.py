@@ -41,10 +41,14 @@ class Lifecycle(Base):
 
 
 class RequestedDevice(Base):
-    """`device "vendor/type/name" { count = N }` — the label is `Name`."""
+    """`device "vendor/type/name" { count = N }` — the label is `Name`. Its constraints
+    choose among the node's device groups (server/scheduler/feasible.py `device_meets`); its
+    affinities are kept, and do not rank them."""
 
     name: str = ""
     count: int = 1
+    constraints: list[Constraint] = field(default_factory=list)
+    affinities: list[Affinity] = field(default_factory=list)
 
 
 class Resources(Base):

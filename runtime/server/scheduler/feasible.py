@@ -54,7 +54,7 @@ from yurt.runtime.lib.goregexp import (
     regexp_refusal,
 )
 from yurt.runtime.lib.goversion import go_int, satisfies
-from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
+from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, NodeDeviceResource, TaskGroup
 from yurt.runtime.structs.constraint import (
     CONSTRAINT_DISTINCT_HOSTS,
     CONSTRAINT_DISTINCT_PROPERTY,
@@ -225,6 +225,34 @@ def unplaceable_reason(group: TaskGroup) -> str | None:
         if task.secrets:
             return "missing secrets provider"
     return None
+
+
+def resolve_device_target(target: str, device: NodeDeviceResource) -> tuple[str, bool]:
+    """Nomad's resolveDeviceTarget: a literal, or `${device.ids}`, `${device.model}`,
+    `${device.vendor}`, `${device.type}`, `${device.attr.<name>}` of `device`. Attributes are
+    compared as the strings the node reports (Nomad parses units, e.g. "11 GiB")."""
+    if not target.startswith("${"):
+        return target, True
+    exact = {"${device.ids}": ",".join(i.id for i in device.instances),
+             "${device.model}": device.name, "${device.vendor}": device.vendor,
+             "${device.type}": device.type}
+    if target in exact:
+        return exact[target], True
+    if target.startswith("${device.attr."):
+        key = target.removeprefix("${device.attr.").removesuffix("}")
+        return (device.attributes[key], True) if key in device.attributes else ("", False)
+    return "", False
+
+
+def device_meets(constraints: Iterable[Constraint], device: NodeDeviceResource) -> bool:
+    """Whether `device` meets every constraint of a device request (Nomad's
+    nodeDeviceMatches, past the name)."""
+    for c in constraints:
+        left, left_found = resolve_device_target(c.attribute, device)
+        right, right_found = resolve_device_target(c.value, device)
+        if not check_constraint(c.operator, left, right, left_found, right_found):
+            return False
+    return True
 
 
 def group_constraints(group: TaskGroup) -> list[Constraint]:

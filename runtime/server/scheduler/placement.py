@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from yurt.runtime.server.scheduler import binpack, ports
 from yurt.runtime.server.scheduler.binpack import Candidates
 from yurt.runtime.server.scheduler.drain import node_refusal
-from yurt.runtime.server.scheduler.feasible import filter_reason
+from yurt.runtime.server.scheduler.feasible import device_meets, filter_reason
 from yurt.runtime.server.scheduler.ports import alloc_ports
 from yurt.runtime.structs import (
     AllocatedDevice,
@@ -127,7 +127,8 @@ def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
         for request in task.resources.devices:
             found = False
             for device in node.node_resources.devices:
-                if not device.matches(request.name):
+                if not (device.matches(request.name)
+                        and device_meets(request.constraints, device)):
                     continue
                 free = [i.id for i in device.instances
                         if i.healthy and i.id not in used and i.id not in taken]
@@ -141,7 +142,8 @@ def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
                     break
             if not found:
                 healthy_free = sum(1 for d in node.node_resources.devices
-                                   if d.matches(request.name) for i in d.instances
+                                   if d.matches(request.name)
+                                   and device_meets(request.constraints, d) for i in d.instances
                                    if i.healthy and i.id not in used and i.id not in taken)
                 return {}, (f"Resources exhausted: devices (task {task.name!r} needs "
                             f"{request.count} × {request.name}, {healthy_free} healthy and "
