@@ -201,7 +201,7 @@ HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
 #: the job's `node_pool`, which the node pool work adds.
 UNSUPPORTED: Final = frozenset({
     "consul", "vault", "node_pool", "NodePool", "Consul", "Vault", "ConsulNamespace",
-    "ConsulToken", "VaultNamespace", "VaultToken", "NomadTokenID", "Stable", "VersionTag",
+    "ConsulToken", "VaultNamespace", "VaultToken", "Stable", "VersionTag",
     # Consul-only parts of a service and its checks.
     "connect", "weights", "advertise", "Connect", "Weights", "Advertise",
 })
@@ -218,6 +218,12 @@ CONSUL_VAULT: Final[dict[str, str]] = {
     **dict.fromkeys(("vault", "Vault", "vault_token", "VaultToken", "VaultNamespace"),
                     _VAULT),
 }
+
+
+#: JSON fields of a job the server sets and a register ignores (command/agent/job_endpoint.go
+#: `ApiJobToStructJob` does not copy them): dropped wherever they appear, as `nomad job
+#: inspect` output carries them.
+SERVER_SET: Final = frozenset({"NomadTokenID"})
 
 
 def _nomad(*pairs: str) -> frozenset[str]:

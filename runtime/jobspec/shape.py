@@ -19,6 +19,7 @@ import msgspec
 
 from yurt.runtime.jobspec.fields import (
     _INVALID,
+    SERVER_SET,
     _At,
     _field_specs,
     _FieldSpec,
@@ -45,6 +46,8 @@ def _check_shape(struct: type[msgspec.Struct], data: Any, at: _At,
             continue
         spec = specs.get(key)
         if spec is None:
+            if key in SERVER_SET:
+                continue
             if not (_nomad_only(struct, key) and _is_zero(value)):
                 problems.add(_At((*at.d, key), (*at.k, key)),
                              _unknown_message(key, sorted(specs), struct))
