@@ -170,6 +170,15 @@ IN_HANDLER_ROUTES: Final[dict[tuple[str, str], Checked]] = {
         query="task=t&command=%5B%22showinput%22%5D",
         # The mock's `showinput` echoes its stdin once that closes (drivers/mock.py).
         message='{"stdin": {"close": true}}'),
+    # A plain GET of the action path is 400 whatever the token (exec.py `not_upgraded`).
+    (f"{JOB}/action", "GET"): Checked("", ()),
+    # Nomad 1.7's job action is an exec: alloc-exec (and alloc-node-exec for the mock) in
+    # the allocation's namespace. The walk's job has no action, so a granted session ends
+    # with Nomad's "action … not found", after the alloc-exec check and before the
+    # alloc-node-exec one (client/alloc_endpoint.go `execImpl`'s order).
+    (f"{JOB}/action", "WS"): Checked(
+        namespace_policy("alloc-exec", "alloc-node-exec"), (_all_but("alloc-exec"),),
+        query="task=t&action=hello&allocID={alloc}", message="{}"),
 }
 
 #: Grants that take the fixture apart, asked last, in this order.
@@ -233,7 +242,7 @@ class Walk:
         url = self.url(path, method, checked.params if checked else ())
         if method == "WS":
             host, port = self.at.host_port
-            query = checked.query if checked else ""
+            query = checked.query.replace("{alloc}", self.ids["alloc"]) if checked else ""
             return await ws_answer(host, port, url + (f"?{query}" if query else ""), secret,
                                    checked.message if checked else None)
         body = None

@@ -168,10 +168,11 @@ def test_unknown_field_suggests_the_close_one() -> None:
     assert p.message == 'unknown field "kill_timout"; did you mean "kill_timeout"?'
 
 
-def test_unsupported_nomad_feature_is_named_as_such() -> None:
+def test_a_vault_block_says_what_yurt_offers_instead() -> None:
     p = only_problem(BAD_FIELD.replace('colour = "blue"', 'vault { role = "x" }'))
     assert p.field == "job.web.group.api.task.server.vault"
-    assert p.message == '"vault" is a Nomad task field yurt does not support yet'
+    assert p.message == ('"vault" is Vault\'s: yurt has no Vault; keep secrets in Nomad '
+                         "Variables and read them with a template's nomadVar instead")
     assert p.line == 5
 
 
@@ -360,7 +361,7 @@ def test_json_errors_have_lines_and_jobspec_field_paths() -> None:
     {"Name": "g", "Count": "3",
      "Tasks": [{"Name": "t", "Driver": "mock_driver",
                 "KillTimeout": "abc",
-                "VolumeMounts": [{"Volume": "s"}]}]}
+                "VolumeMounts": [{"Volume": 5}]}]}
   ]
 }}
 """
@@ -368,7 +369,10 @@ def test_json_errors_have_lines_and_jobspec_field_paths() -> None:
     assert [(p.line, p.field) for p in problems] == [
         (4, "job.x.group.g.count"),
         (6, "job.x.group.g.task.t.kill_timeout"),
-        (7, "job.x.group.g.task.t.VolumeMounts"),
+        # The mount's volume is dropped as invalid, so Nomad's mount checks see none.
+        (7, "job.x.group.g.task.t.volume_mount.0"),
+        (7, "job.x.group.g.task.t.volume_mount.0"),
+        (7, "job.x.group.g.task.t.volume_mount.0.volume"),
     ]
     assert problems[0].message == 'expected a whole number, got a string "3"'
 

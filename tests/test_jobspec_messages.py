@@ -114,17 +114,19 @@ GROUP_FIELDS = '''job "w" {
 '''
 
 
-def test_valid_nomad_fields_yurt_lacks_are_not_supported_yet() -> None:
+def test_valid_nomad_fields_parse_and_meet_nomads_rules() -> None:
+    # shutdown_delay, secret and cores are accepted; max_run_duration is Nomad's batch-only
+    # field (structs.go `TaskGroup.Validate`), refused on this service job in Nomad's words.
     assert [(p.line, p.field, p.message) for p in problems_of(GROUP_FIELDS)] == [
-        (3, "job.w.group.g.shutdown_delay",
-         '"shutdown_delay" is a Nomad group field yurt does not support yet'),
         (4, "job.w.group.g.max_run_duration",
-         '"max_run_duration" is a Nomad group field yurt does not support yet'),
-        (7, "job.w.group.g.task.t.secret",
-         '"secret" is a Nomad task field yurt does not support yet'),
-        (11, "job.w.group.g.task.t.resources.cores",
-         '"cores" is a Nomad resources field yurt does not support yet'),
+         'Job type "service" does not allow max_run_duration'),
     ]
+    batch = parse_job(GROUP_FIELDS.replace('job "w" {', 'job "w" {\n  type = "batch"'),
+                      filename="w.nomad.hcl")
+    group = batch.task_groups[0]
+    assert (group.shutdown_delay, group.max_run_duration) == (5 * 10**9, 3600 * 10**9)
+    assert group.tasks[0].resources.cores == 2
+    assert group.tasks[0].resources.cpu == 0  # cores without cpu: api/resources.go
 
 
 def test_a_misspelt_field_is_still_unknown() -> None:
@@ -140,10 +142,11 @@ def test_json_spellings_of_nomad_only_fields_and_their_zero_values() -> None:
         return json.dumps({"Job": {"ID": "w", "TaskGroups": [
             {"Name": "g", **group, "Tasks": [{"Name": "t", "Driver": "mock_driver"}]}]}})
 
-    (problem,) = problems_of(job({"ShutdownDelay": 5_000_000_000}), "job.json")
+    (problem,) = problems_of(job({"ShutdownDelay": -1}), "job.json")
     assert (problem.field, problem.message) == (
-        "job.w.group.g.ShutdownDelay",
-        '"ShutdownDelay" is a Nomad group field yurt does not support yet')
+        "job.w.group.g.shutdown_delay", "ShutdownDelay must be a positive value")
+    (problem,) = problems_of(job({"Consul": {"Namespace": "x"}}), "job.json")
+    assert problem.message.startswith('"Consul" is Consul\'s: yurt has no Consul')
     # `nomad job run -output` writes every field: unset ones (zero) are accepted.
     parse_job(job({"ShutdownDelay": 0, "PreventRescheduleOnLost": False}), filename="job.json")
 

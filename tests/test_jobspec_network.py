@@ -129,18 +129,23 @@ def test_json_problems_are_named_in_the_jobspecs_words() -> None:
     assert problem.line > 1
 
 
-def test_a_task_level_network_stays_refused() -> None:
-    (problem,) = problems_of('''job "web" {
+def test_a_task_level_network_moves_to_the_group() -> None:
+    job = parse_job('''job "web" {
   group "api" {
     task "t" {
       driver = "mock_driver"
       resources {
         network {
           port "http" {}
+          port "admin" { static = 8081 }
         }
       }
     }
   }
 }
-''')
-    assert problem.message == '"network" is a Nomad resources field yurt does not support yet'
+''', filename="web.nomad.hcl")
+    group = job.task_groups[0]
+    assert group.tasks[0].resources.networks == []
+    (network,) = group.networks
+    assert [p.label for p in network.dynamic_ports] == ["http"]
+    assert [(p.label, p.value) for p in network.reserved_ports] == [("admin", 8081)]

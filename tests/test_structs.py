@@ -27,7 +27,8 @@ NOMAD_ALLOCATION: dict[str, Any] = {
     "JobID": "web", "Job": None, "TaskGroup": "frontend",
     "TaskResources": {"server": {"CpuShares": 500, "MemoryMB": 256, "MemoryMaxMB": 0,
                                  "Devices": [{"Vendor": "nvidia", "Type": "gpu",
-                                              "Name": "T4", "DeviceIDs": ["GPU-1"]}]}},
+                                              "Name": "T4", "DeviceIDs": ["GPU-1"]}],
+                                 "ReservedCores": [2]}},
     "DesiredStatus": "run", "DesiredDescription": "", "ClientStatus": "running",
     "ClientDescription": "Tasks are running",
     "TaskStates": {"server": {
@@ -79,8 +80,11 @@ def test_field_names_are_nomads() -> None:
     assert encoded["ID"] == "web"
     task = encoded["TaskGroups"][0]["Tasks"][0]
     assert task["KillTimeout"] == 5_000_000_000  # durations are nanoseconds
-    assert task["Resources"] == {"CPU": 100, "MemoryMB": 300, "MemoryMaxMB": 0, "Devices": []}
-    assert task["LogConfig"] == {"MaxFiles": 10, "MaxFileSizeMB": 10, "Disabled": False}
+    assert task["Resources"] == {"CPU": 100, "MemoryMB": 300, "MemoryMaxMB": 0, "Devices": [],
+                                 "Cores": 0, "DiskMB": 0, "IOPS": 0, "Networks": [],
+                                 "NUMA": None, "SecretsMB": 0}
+    assert task["LogConfig"] == {"MaxFiles": 10, "MaxFileSizeMB": 10, "Disabled": False,
+                                 "Enabled": None}
     assert encoded["TaskGroups"][0]["EphemeralDisk"] == {"Sticky": False, "Migrate": False,
                                                          "SizeMB": 300}
 

@@ -70,6 +70,7 @@ from yurt.runtime.client.allocrunner.health import restored_alloc
 from yurt.runtime.client.fingerprint import advertise, computed_class, fingerprint_node
 from yurt.runtime.client.gc import AllocGarbageCollector, GCConfig
 from yurt.runtime.client.getter.config import ArtifactConfig
+from yurt.runtime.client.heartbeatstop import watch_heartbeat_stop
 from yurt.runtime.client.restore import RestoreProgress, reattach_all
 from yurt.runtime.eventstream import EventBroker
 from yurt.runtime.lib.logfields import fields
@@ -577,6 +578,10 @@ class Agent:
                             # Registers, heartbeats and pulls; what was restored runs on
                             # whether or not a server answers.
                             await nursery.start(self.remote.run)
+                            # disconnect { stop_on_client_after }: without servers, stop
+                            # what asks for it (Nomad's heartbeatStop).
+                            nursery.start_soon(watch_heartbeat_stop, self.client,
+                                               self._last_server_contact)
                         elif local is not None:
                             # Pending evaluations left by an earlier agent, then blocked
                             # ones retried as capacity frees up.
@@ -613,6 +618,9 @@ class Agent:
             if self.proxy is not None:
                 with trio.CancelScope(shield=True), trio.move_on_after(1):
                     await self.proxy.aclose()
+
+    def _last_server_contact(self) -> float | None:
+        return self.remote.last_contact if self.remote is not None else None
 
     async def _open_remote(self) -> RemoteServer:
         """Client mode: the servers, as the `Server` the client side syncs with."""

@@ -147,6 +147,11 @@ NEEDS: Final[dict[str, Needs]] = {
     f"{JOB}/scale": {"GET": namespace_op("read-job-scaling", "read-job"),
                      "PUT": namespace_op("scale-job", "submit-job"),
                      "POST": namespace_op("scale-job", "submit-job")},
+    # `GetActions`
+    f"{JOB}/actions": {"GET": READ_JOB},
+    # Nomad 1.7's job action: an exec (client/alloc_endpoint.go `execImpl`), alloc-exec in
+    # the allocation's namespace, checked as exec's is (exec.py)
+    f"{JOB}/action": {"*": IN_HANDLER},
     JOB: {"GET": READ_JOB, "PUT": IN_HANDLER, "POST": IN_HANDLER,
           # `Deregister`
           "DELETE": namespace_op_unless("purge", ("submit-job", "purge-job"),

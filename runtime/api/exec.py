@@ -1,4 +1,5 @@
-"""/v1/client/allocation/:id/exec: Nomad's `alloc exec` websocket.
+"""/v1/client/allocation/:id/exec: Nomad's `alloc exec` websocket; /v1/job/:id/action, Nomad
+1.7's job action, the same session running a task's `action` block's command.
 
 The protocol is Nomad's (command/agent/alloc_endpoint.go, api/allocations_exec.go): the query
 names the `task`, the `command` (a JSON array) and `tty`; the client sends JSON frames
@@ -134,10 +135,24 @@ def exit_frame(code: int) -> str:
     return json.dumps({"exited": True, "result": {"exit_code": code}})
 
 
-async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[str], tty: bool
+@dataclass(frozen=True)
+class _Wanted:
+    """What a session asks for: the allocation, task and command, or for a job action
+    (Nomad 1.7) the job and the action whose command runs."""
+
+    alloc_id: str
+    task: str
+    command: list[str]
+    tty: bool
+    job_id: str = ""
+    action: str = ""
+
+
+async def _target(ctx: Context, websocket: WebSocket, wanted: _Wanted
                   ) -> tuple[ExecDriver, str, ExecRequest]:
-    """The driver, task id and request of this exec, checked in Nomad's order."""
-    alloc_id = websocket.path_params["id"]
+    """The driver, task id and request of this exec, checked in Nomad's order
+    (client/alloc_endpoint.go `execImpl`)."""
+    alloc_id, task, command, tty = wanted.alloc_id, wanted.task, wanted.command, wanted.tty
     await ctx.wait_restored(alloc_id)
     from yurt.runtime.client.allocrunner.runner import real
 
@@ -152,6 +167,18 @@ async def _target(ctx: Context, websocket: WebSocket, task: str, command: list[s
         raise _Refused(403, PERMISSION_DENIED)
     if not task:
         raise _Refused(400, "must provide task name")
+    if wanted.job_id and wanted.job_id != runner.alloc.job_id:
+        raise _Refused(400, f"job {wanted.job_id} does not have allocation {alloc_id}")
+    if wanted.action:
+        group = (runner.alloc.job.lookup_group(runner.alloc.task_group)
+                 if runner.alloc.job is not None else None)
+        spec = next((t for t in group.tasks if t.name == task), None) if group else None
+        if spec is None:
+            raise _Refused(400, f"task {task} not found in allocation {alloc_id}")
+        action = next((a for a in spec.actions if a.name == wanted.action), None)
+        if action is None:
+            raise _Refused(400, f"action {wanted.action} not found in task {task}")
+        command = [action.command, *action.args]
     if not command:
         raise _Refused(400, "command is not present")
     tr = runner.task_runners.get(task)
@@ -185,17 +212,32 @@ async def not_upgraded(ctx: Context, request: Request) -> Response:
 
 
 async def alloc_exec(ctx: Context, websocket: WebSocket) -> None:
+    await _serve(ctx, websocket, action=False)
+
+
+async def job_action(ctx: Context, websocket: WebSocket) -> None:
+    """/v1/job/:id/action (Nomad 1.7, command/agent/job_endpoint.go `jobRunAction`): the
+    query's `action` of `task` in the allocation `allocID` of the job, run as an exec."""
+    await _serve(ctx, websocket, action=True)
+
+
+async def _serve(ctx: Context, websocket: WebSocket, *, action: bool) -> None:
     await websocket.accept()
     try:
         query = websocket.query_params
         tty = _bool(query.get("tty"), "tty")
-        command = _command(query.get("command"))
+        if action:
+            wanted = _Wanted(query.get("allocID", ""), query.get("task", ""), [], tty,
+                             job_id=websocket.path_params["job_id"],
+                             action=query.get("action", ""))
+        else:
+            wanted = _Wanted(websocket.path_params["id"], query.get("task", ""),
+                             _command(query.get("command")), tty)
         if _bool(query.get("ws_handshake"), "ws_handshake"):
             await _read_handshake(websocket)
         if not ctx.agent.ready.is_set():
             await ctx.agent.ready.wait()  # the API is up before the agent's state is loaded
-        driver, task_id, request = await _target(ctx, websocket, query.get("task", ""),
-                                                 command, tty)
+        driver, task_id, request = await _target(ctx, websocket, wanted)
     except _Refused as e:
         await _close(websocket, e.status, str(e))
         return

@@ -1,6 +1,6 @@
 """A job's lifecycle beyond register and stop, as Nomad's HTTP API has it: versions (with
-diffs), revert, stable, summary, plan (a dry run), scale (GET status, POST count), and
-`/v1/validate/job`.
+diffs), revert, stable, summary, plan (a dry run), scale (GET status, POST count, within the
+group's scaling policy), the tasks' actions, and `/v1/validate/job`.
 
 A plan runs the pure scheduler (server/scheduler/) over the server's state as it is (the
 job's latest deployment included, so a rollout in progress limits it as it limits the server),
@@ -264,6 +264,15 @@ async def scale(ctx: Context, request: Request) -> Response:
     if previous is None:
         raise ApiError(400, f"task group {group!r} specified for scaling does not exist "
                             "in job")
+    policy = previous.scaling
+    if count is not None and policy is not None:  # nomad/job_endpoint.go `Scale`
+        low, high = policy.min or 0, -1 if policy.max is None else policy.max
+        if count < low:
+            raise ApiError(400, f"group count was less than scaling policy minimum: "
+                                f"{count} < {low}")
+        if high < count:
+            raise ApiError(400, f"group count was greater than scaling policy maximum: "
+                                f"{count} > {high}")
     server = ctx.server
     if count is None:  # only a scaling event to record
         server.scaling.record(job_id, group, {
@@ -316,3 +325,13 @@ def _scale_status(ctx: Context, job: Job) -> Response:
                           "JobCreateIndex": job.create_index,
                           "JobModifyIndex": job.job_modify_index, "JobStopped": job.stop,
                           "TaskGroups": groups, "Index": server.visible_index, **_meta})
+
+
+async def actions(ctx: Context, request: Request) -> Response:
+    """/v1/job/:id/actions (nomad/job_endpoint.go `GetActions`): every task's actions, with
+    the task and group they belong to."""
+    job = job_in(ctx, request, request.path_params["job_id"])
+    return json_response([
+        {"Name": a.name, "Command": a.command, "Args": a.args or None, "TaskName": t.name,
+         "TaskGroupName": g.name}
+        for g in job.task_groups for t in g.tasks for a in t.actions])

@@ -33,6 +33,7 @@ from yurt.runtime.api.request import (
     query_bool,
 )
 from yurt.runtime.jobspec import VarInputs
+from yurt.runtime.jobspec.rules_volume import job_warnings
 from yurt.runtime.server.dispatch import is_parameterized
 from yurt.runtime.structs import Allocation, Job
 
@@ -79,8 +80,9 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     require_register(request, job, body, "register-job")
     await check_register(ctx, job)
     result = await ctx.server.register_job(job)
-    warnings = "; ".join(f"group {g!r} not placed: {why}" for g, why in
-                         result.failed.items())
+    warnings = "; ".join([*job_warnings(body["Job"]),
+                          *(f"group {g!r} not placed: {why}" for g, why in
+                            result.failed.items())])
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
                           "JobModifyIndex": result.job_modify_index,
                           "Warnings": warnings, "Index": result.index, "LastContact": 0,
@@ -111,7 +113,8 @@ async def parse(ctx: Context, request: Request) -> Response:
 #: method one of them does not take reaches the job's route instead: answered 405 there.
 _SUB_RESOURCES: Final = tuple(f"/{name}" for name in (
     "allocations", "deployments", "deployment", "periodic/force", "dispatch", "evaluations",
-    "evaluate", "versions", "revert", "stable", "summary", "plan", "scale"))
+    "evaluate", "versions", "revert", "stable", "summary", "plan", "scale", "actions",
+    "action"))
 
 
 async def job_item(ctx: Context, request: Request) -> Response:

@@ -1,5 +1,5 @@
 """/v1/operator/raft/configuration, /v1/operator/scheduler/configuration, /v1/system/gc,
-/v1/system/reconcile/summaries and /v1/scaling/policies: operator endpoints, in Nomad's shapes.
+/v1/system/reconcile/summaries: operator endpoints, in Nomad's shapes.
 
 - Raft: one voter, this agent, the leader (the embedded server has no peers).
 - Scheduler configuration: GET answers `{SchedulerConfig, Index, …}`; PUT/POST takes Nomad's
@@ -11,8 +11,7 @@
   all finished) and whose allocations are all client-terminal are purged with their
   allocations. Reconcile summaries (PUT only): summaries are computed from the allocations
   when read, so there is nothing to reconcile; 200, as Nomad.
-- Scaling policies: none exist until jobs can carry `scaling` blocks (the jobspec refuses them
-  today), so the list is empty and every policy ID is a 404.
+- Scaling policies live in runtime/api/scaling.py.
 """
 
 from __future__ import annotations
@@ -106,11 +105,3 @@ async def system_gc(ctx: Context, request: Request) -> Response:
 
 async def reconcile_summaries(ctx: Context, request: Request) -> Response:
     return Response(status_code=200)
-
-
-async def scaling_policies(ctx: Context, request: Request) -> Response:
-    return json_response([])
-
-
-async def scaling_policy(ctx: Context, request: Request) -> Response:
-    raise ApiError(404, "policy not found")

@@ -37,6 +37,7 @@ from yurt.runtime.cli import acl as cli_acl
 from yurt.runtime.cli import deployment as cli_deployment
 from yurt.runtime.cli import node as cli_node
 from yurt.runtime.cli import node_pool as cli_node_pool
+from yurt.runtime.cli.action import register as register_action_command
 from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
@@ -528,4 +529,5 @@ cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
 cli_acl.register(cli)  # acl bootstrap, acl policy/token/role verbs
 register_ui_command(cli)  # ui
+register_action_command(cli)  # action
 refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

@@ -280,6 +280,12 @@ class RemoteServer:
         #: default grace: by then the servers had (most likely) marked the node down.
         self.heartbeat_misses = 0
 
+    @property
+    def last_contact(self) -> float | None:
+        """When (trio clock) a server last answered a registration or heartbeat; None
+        before any did (client/heartbeatstop.py reads it)."""
+        return self._answered_at
+
     # ------------------------------------------------------------------ Server contract
 
     @property

@@ -52,6 +52,7 @@ from yurt.runtime.structs.network import DNSConfig, NetworkResource, Port
 from yurt.runtime.structs.service import CheckRestart, Service, ServiceCheck
 from yurt.runtime.structs.template import ChangeScript, Template, WaitConfig
 from yurt.runtime.structs.update import UpdateStrategy
+from yurt.runtime.structs.volume import ScalingPolicy, TaskAction, VolumeMount, VolumeRequest
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ _PLACEMENT: Final = {"constraint": HclField("constraints"), "affinity": HclField
 #: The jobspec's HCL vocabulary, per struct. Anything not listed is an error.
 HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     Job: {
-        **_same("region", "namespace", "name", "type", "priority", "datacenters", "meta",
-              "node_pool"),
+        **_same("region", "namespace", "id", "name", "type", "priority", "datacenters",
+                "meta", "node_pool"),
         "group": HclField("task_groups", label="name"),
         "periodic": HclField("periodic"),
         "parameterized": HclField("parameterized"),
@@ -84,6 +85,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         **_PLACEMENT,
         "spread": HclField("spreads"),
         "ui": HclField("ui"),
+        **_same("all_at_once", "multiregion"),
     },
     TaskGroup: {
         **_same("count", "meta", "ephemeral_disk", "migrate", "update",
@@ -95,6 +97,9 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         **_PLACEMENT,
         "spread": HclField("spreads"),
         "service": HclField("services"),
+        **_same("shutdown_delay", "max_run_duration", "scaling",
+                "stop_after_client_disconnect", "prevent_reschedule_on_lost"),
+        "volume": HclField("volumes"),
     },
     Task: {
         **_same("driver", "user", "config", "env", "meta", "leader", "lifecycle",
@@ -107,10 +112,18 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
         "template": HclField("templates"),
         "artifact": HclField("artifacts"),
         "service": HclField("services"),
+        "volume_mount": HclField("volume_mounts"),
+        "action": HclField("actions", label="name"),
+        "scaling": HclField("scaling_policies", label="type"),
+        "csi_plugin": HclField("csi_plugin_config"),
+        "secret": HclField("secrets"),
+        "schedule": HclField("schedule"),
     },
-    Resources: {**_same("cpu", "memory", "memory_max"), "device": HclField("devices", "name")},
-    RequestedDevice: _same("count"),
-    LogConfig: _same("max_files", "max_file_size", "disabled"),
+    Resources: {**_same("cpu", "memory", "memory_max", "cores", "disk", "iops", "numa",
+                        "secrets"),
+                "device": HclField("devices", "name"), "network": HclField("networks")},
+    RequestedDevice: {**_same("count"), **_PLACEMENT},
+    LogConfig: _same("max_files", "max_file_size", "disabled", "enabled"),
     EphemeralDisk: _same("sticky", "migrate", "size"),
     RestartPolicy: _same("attempts", "interval", "delay", "mode", "render_templates"),
     ReschedulePolicy: _same("attempts", "interval", "delay", "delay_function", "max_delay",
@@ -121,7 +134,13 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     DispatchPayloadConfig: _same("file"),
     MigrateStrategy: _same("max_parallel", "health_check", "min_healthy_time",
                            "healthy_deadline"),
-    DisconnectStrategy: _same("lost_after"),
+    DisconnectStrategy: _same("lost_after", "stop_on_client_after", "replace", "reconcile"),
+    VolumeRequest: _same("type", "source", "read_only", "sticky", "access_mode",
+                         "attachment_mode", "mount_options", "per_alloc"),
+    VolumeMount: _same("volume", "destination", "read_only", "propagation_mode",
+                       "selinux_label"),
+    ScalingPolicy: _same("min", "max", "policy", "enabled", "type"),
+    TaskAction: _same("command", "args"),
     Service: {**_same("name", "task", "port", "address_mode", "address", "enable_tag_override",
                       "tags", "canary_tags", "check_restart", "meta", "canary_meta",
                       "tagged_addresses", "on_update", "provider", "cluster", "kind"),
@@ -144,7 +163,7 @@ HCL_SCHEMA: Final[dict[type[msgspec.Struct], dict[str, HclField]]] = {
     # `port "http" { static = 80 }`: every port block lands in dynamic_ports; a static one
     # moves to reserved_ports when the job is canonicalized (rules_network.py), as Nomad's
     # HCL parser does.
-    NetworkResource: {**_same("mode", "hostname", "mbits", "cidr", "device", "ip"),
+    NetworkResource: {**_same("mode", "hostname", "mbits", "cidr", "device", "ip", "cni"),
                       "dns": HclField("dns"),
                       "port": HclField("dynamic_ports", label="label"),
                       "reserved_ports": HclField("reserved_ports", label="label")},
@@ -177,24 +196,33 @@ HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
 
 #: Nomad jobspec features yurt knows of but does not implement (HCL and JSON spellings).
 #: Left unset (or at Nomad's zero value, as `nomad job run -output` writes them) they are
-#: accepted; set to anything else they are an error, never silently ignored. A name only
-#: counts where the struct has no such field: `network` is known on a group, and stays here
-#: for the task's `resources { network { … } }`, which Nomad deprecated long ago.
+#: accepted; set to anything else they are an error, never silently ignored. Only Consul- and
+#: Vault-only parts remain (their message says what yurt offers instead, `CONSUL_VAULT`).
 UNSUPPORTED: Final = frozenset({
-    "all_at_once", "consul",
-    "csi_plugin", "disconnect", "kind", "max_client_disconnect",
-    "multiregion", "network", "numa", "scaling",
-    "stop_after_client_disconnect",
-    "vault", "volume", "volume_mount", "cores", "disk", "iops",
-    "AllAtOnce", "CSIPluginConfig", "Consul",
-    "ConsulNamespace", "ConsulToken", "Cores", "DiskMB", "Disconnect",
-    "IOPS", "Kind", "MaxClientDisconnect", "Multiregion",
-    "NUMA", "Networks", "Scaling", "ScalingPolicies",
-    "StopAfterClientDisconnect", "Vault", "VaultNamespace",
-    "VaultToken", "VolumeMounts", "Volumes", "NomadTokenID", "Stable", "VersionTag",
+    "consul", "vault", "Consul", "Vault", "ConsulNamespace",
+    "ConsulToken", "VaultNamespace", "VaultToken", "Stable", "VersionTag",
     # Consul-only parts of a service and its checks.
     "connect", "weights", "advertise", "Connect", "Weights", "Advertise",
 })
+
+#: What yurt offers instead of a Consul- or Vault-only field (its message in full).
+_CONSUL: Final = ("is Consul's: yurt has no Consul; register services with yurt's native "
+                  'service discovery (service { provider = "nomad" }) instead')
+_VAULT: Final = ("is Vault's: yurt has no Vault; keep secrets in Nomad Variables and read them "
+                 "with a template's nomadVar instead")
+CONSUL_VAULT: Final[dict[str, str]] = {
+    **dict.fromkeys(("consul", "Consul", "consul_token", "ConsulToken", "ConsulNamespace",
+                     "connect", "Connect", "weights", "Weights", "advertise", "Advertise",
+                     "kind", "Kind", "identity", "Identity"), _CONSUL),
+    **dict.fromkeys(("vault", "Vault", "vault_token", "VaultToken", "VaultNamespace"),
+                    _VAULT),
+}
+
+
+#: JSON fields of a job the server sets and a register ignores (command/agent/job_endpoint.go
+#: `ApiJobToStructJob` does not copy them): dropped wherever they appear, as `nomad job
+#: inspect` output carries them.
+SERVER_SET: Final = frozenset({"NomadTokenID"})
 
 
 def _nomad(*pairs: str) -> frozenset[str]:
@@ -203,24 +231,12 @@ def _nomad(*pairs: str) -> frozenset[str]:
 
 
 #: Nomad's own fields of each block (HCL and JSON names, from Nomad's `api` package) that yurt's
-#: structs do not have: valid Nomad, so "not supported yet" rather than "unknown field". Like
-#: `UNSUPPORTED`, a zero value is accepted (`nomad job run -output` writes them all).
+#: structs do not have: valid Nomad, so never "unknown field". Like `UNSUPPORTED`, a zero value
+#: is accepted (`nomad job run -output` writes them all).
 NOMAD_ONLY: Final[dict[type[msgspec.Struct], frozenset[str]]] = {
-    Job: _nomad("all_at_once AllAtOnce", "multiregion Multiregion",
-                "vault_token VaultToken", "consul_token ConsulToken"),
-    DisconnectStrategy: _nomad("replace Replace", "reconcile Reconcile",
-                               "stop_on_client_after StopOnClientAfter"),
-    TaskGroup: _nomad("volume Volumes", "shutdown_delay ShutdownDelay",
-                      "max_run_duration MaxRunDuration", "scaling Scaling", "consul Consul",
-                      "stop_after_client_disconnect StopAfterClientDisconnect",
-                      "prevent_reschedule_on_lost PreventRescheduleOnLost"),
-    Task: _nomad("vault Vault", "consul Consul", "volume_mount VolumeMounts",
-                 "csi_plugin CSIPluginConfig", "kind Kind", "scaling ScalingPolicies",
-                 "secret Secrets", "action Actions", "schedule Schedule"),
-    Resources: _nomad("cores Cores", "disk DiskMB", "network Networks", "numa NUMA",
-                      "secrets SecretsMB", "iops IOPS"),
-    LogConfig: _nomad("enabled Enabled"),
-    NetworkResource: _nomad("cni CNI"),
+    Job: _nomad("vault_token VaultToken", "consul_token ConsulToken"),
+    TaskGroup: _nomad("consul Consul"),
+    Task: _nomad("vault Vault", "consul Consul", "kind Kind"),
     Service: _nomad("connect Connect", "identity Identity", "weights Weights"),
 }
 
@@ -244,8 +260,8 @@ def _is_zero(value: Any) -> bool:
 
 # --------------------------------------------------------------------------- field specs
 
-Kind = Literal["struct", "struct_list", "str_map", "any_map", "duration", "int", "float", "str",
-               "bool", "str_list", "any"]
+Kind = Literal["struct", "struct_list", "struct_map", "str_map", "any_map", "duration", "int",
+               "float", "str", "bool", "str_list", "any"]
 
 
 @dataclass(frozen=True)
@@ -277,6 +293,8 @@ def _classify(tp: Any) -> tuple[Kind, type[msgspec.Struct] | None]:
         return "str_list", None
     if origin is dict:
         _, value = typing.get_args(tp)
+        if isinstance(value, type) and issubclass(value, msgspec.Struct):
+            return "struct_map", value  # labelled blocks keyed by label (`volume "x" {}`)
         return ("str_map" if value is str else "any_map"), None
     simple: dict[Any, Kind] = {int: "int", float: "float", str: "str", bool: "bool"}
     return simple.get(tp, "any"), None
@@ -338,6 +356,9 @@ class _Problems:
 
 def _unknown_message(key: str, valid: list[str],
                      struct: type[msgspec.Struct] | None = None) -> str:
+    only = NOMAD_ONLY.get(struct, frozenset()) if struct is not None else frozenset()
+    if key in CONSUL_VAULT and (key in UNSUPPORTED or key in only):
+        return f'"{key}" {CONSUL_VAULT[key]}'
     if struct is not None and key in NOMAD_ONLY.get(struct, ()):
         return (f'"{key}" is a Nomad {_BLOCK_NAMES.get(struct, "block")} field yurt does not '
                 f"support yet")

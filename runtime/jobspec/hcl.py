@@ -126,7 +126,7 @@ class _HclNormaliser:
         if isinstance(body, dict) and "task" in body:
             body = self._wrap_lone_tasks(body)
         out = self.body(Job, body if body is not None else {}, at, ("job", 0))
-        out["ID"] = job_id
+        out.setdefault("ID", job_id)  # jobspec2 `decode`: an `id` in the body wins
         return out, at
 
     def _wrap_lone_tasks(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +220,22 @@ class _HclNormaliser:
                 item[spec.label_json] = label
                 items.append(item)
             return items
+        if spec.kind == "struct_map":  # `volume "x" { … }`: keyed by label, as Nomad's JSON
+            assert spec.struct is not None
+            keyed: dict[str, Any] = {}
+            for i, block in enumerate(_as_blocks(value)):
+                if not (isinstance(block, dict) and len(block) == 1):
+                    bad = _At(here.d, here.k)
+                    self._mark(bad, (*spath, key, i))
+                    self.problems.add(bad, f'{key} blocks need one label, as in '
+                                           f'{key} "name" {{ … }}')
+                    continue
+                label, inner = next(iter(block.items()))
+                item_at = _At((*here.d, label), (*here.k, label))
+                self._mark(item_at, (*spath, key, i))
+                keyed[label] = self.body(spec.struct, inner if inner is not None else {},
+                                         item_at, (*spath, key, i))
+            return keyed
         if spec.kind in ("str_map", "any_map"):
             merged: dict[str, Any] = {}
             for block in _as_blocks(value):

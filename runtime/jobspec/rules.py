@@ -34,6 +34,7 @@ from yurt.runtime.jobspec.rules_network import check_job_networks, fold_networks
 from yurt.runtime.jobspec.rules_service import canonicalize_services, check_services
 from yurt.runtime.jobspec.rules_template import check_job_templates
 from yurt.runtime.jobspec.rules_update import check_job_update, fold_update
+from yurt.runtime.jobspec.rules_volume import check_job_extras, fold_extras
 from yurt.runtime.lib.cron import CronError, check_spec, load_zone
 from yurt.runtime.lib.durations import SECOND, format_duration, parse_duration
 from yurt.runtime.lib.structcheck import Problem, Vocabulary, check
@@ -189,7 +190,7 @@ def _check_task(group: TaskGroup, task: Task, at: _At, problems: _Problems) -> N
                          f'unknown signal "{task.kill_signal}"; expected a name such as "SIGTERM"')
 
     res, res_at = task.resources, at.field(Task, "resources")
-    if res.cpu < 1:
+    if res.cpu < 1 and res.cores == 0:  # structs.go `MeetsMinResources`
         problems.add(res_at.field(Resources, "cpu"), f"minimum CPU value is 1, got {res.cpu}")
     if res.memory < 10:
         problems.add(res_at.field(Resources, "memory"),
@@ -273,6 +274,7 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     check_job_placement(job, root, group_at, problems)
     check_job_identities(job, root, group_at, problems)
     check_job_networks(job, group_at, problems)
+    check_job_extras(job, group_at, problems)
     check_job_templates(job, group_at, problems)
     check_services(job, group_at, problems)
     too_many = job_count_problem(sum(max(g.count, 0) for g in job.task_groups))
@@ -409,6 +411,7 @@ def canonicalize(job: Job) -> Job:
         job.parameterized.payload = "optional"
     fold_reschedule(job)
     fold_update(job)
+    fold_extras(job)
     fold_networks(job)
     canonicalize_artifacts(job)
     canonicalize_services(job)

@@ -19,6 +19,7 @@ import msgspec
 
 from yurt.runtime.jobspec.fields import (
     _INVALID,
+    SERVER_SET,
     _At,
     _field_specs,
     _FieldSpec,
@@ -45,6 +46,8 @@ def _check_shape(struct: type[msgspec.Struct], data: Any, at: _At,
             continue
         spec = specs.get(key)
         if spec is None:
+            if key in SERVER_SET:
+                continue
             if not (_nomad_only(struct, key) and _is_zero(value)):
                 problems.add(_At((*at.d, key), (*at.k, key)),
                              _unknown_message(key, sorted(specs), struct))
@@ -82,6 +85,13 @@ def _check_value(spec: _FieldSpec, value: Any, at: _At, problems: _Problems) -> 
             items.append(_check_shape(spec.struct, item, _At((*at.d, name), (*at.k, i)),
                                       problems))
         return items
+    if spec.kind == "struct_map":
+        assert spec.struct is not None
+        if not isinstance(value, dict):
+            problems.add(at, f"expected an object, got {_type_name(value)}")
+            return _INVALID
+        return {k: _check_shape(spec.struct, v, _At((*at.d, k), (*at.k, k)), problems)
+                for k, v in value.items()}
     if spec.kind == "duration":
         if isinstance(value, str):
             try:

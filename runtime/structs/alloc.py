@@ -82,6 +82,8 @@ class AllocatedTaskResources(Base):
     memory_mb: int = field(default=0, name="MemoryMB")
     memory_max_mb: int = field(default=0, name="MemoryMaxMB")
     devices: list[AllocatedDevice] = field(default_factory=list)
+    #: The node's CPU cores the task holds alone (`resources { cores }`).
+    reserved_cores: list[int] = field(default_factory=list)
 
 
 class AllocDeploymentStatus(Base):

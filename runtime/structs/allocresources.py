@@ -8,7 +8,7 @@ and ports. The group's `network` gets its ports at placement (`Allocation.alloca
 server/scheduler/ports.py): `Shared.Networks` is the group's network with every port's host
 value and the node's address, `Shared.Ports` the label → host port mappings; both null for a
 group with no network. Per task `Networks` is null, as Nomad's is for a group network (only the long
-deprecated task-level network fills it); nor reserved cores (null).
+deprecated task-level network fills it); `ReservedCores` the cores a `cores` task holds.
 Derived on every answer, never stored: it cannot drift from the placement it describes.
 
 It is the allocation's wire encoding, not an API handler: the HTTP API (runtime/api/) and the
@@ -35,7 +35,7 @@ def _group(alloc: Allocation) -> TaskGroup | None:
 def allocated_resources(alloc: Allocation) -> dict[str, Any]:
     group = _group(alloc)
     tasks = {
-        name: {"Cpu": {"CpuShares": r.cpu_shares, "ReservedCores": None},
+        name: {"Cpu": {"CpuShares": r.cpu_shares, "ReservedCores": r.reserved_cores or None},
                "Memory": {"MemoryMB": r.memory_mb, "MemoryMaxMB": r.memory_max_mb},
                "Networks": None,
                "Devices": [{"Vendor": d.vendor, "Type": d.type, "Name": d.name,

@@ -18,6 +18,7 @@ from yurt.runtime.structs.network import NetworkResource
 from yurt.runtime.structs.service import Service
 from yurt.runtime.structs.template import Template
 from yurt.runtime.structs.update import UpdateStrategy
+from yurt.runtime.structs.volume import ScalingPolicy, TaskAction, VolumeMount, VolumeRequest
 
 # --------------------------------------------------------------------------- jobspec structs
 
@@ -40,10 +41,14 @@ class Lifecycle(Base):
 
 
 class RequestedDevice(Base):
-    """`device "vendor/type/name" { count = N }` — the label is `Name`."""
+    """`device "vendor/type/name" { count = N }` — the label is `Name`. Its constraints
+    choose among the node's device groups (server/scheduler/feasible.py `device_meets`); its
+    affinities are kept, and do not rank them."""
 
     name: str = ""
     count: int = 1
+    constraints: list[Constraint] = field(default_factory=list)
+    affinities: list[Affinity] = field(default_factory=list)
 
 
 class Resources(Base):
@@ -51,12 +56,26 @@ class Resources(Base):
     memory: int = field(default=300, name="MemoryMB")
     memory_max: int = field(default=0, name="MemoryMaxMB")
     devices: list[RequestedDevice] = field(default_factory=list, name="Devices")
+    #: Whole cores reserved for the task (feasible.py `unplaceable_reason`: yurt's nodes
+    #: offer none to reserve, so a task asking for cores is not placed).
+    cores: int = 0
+    #: Deprecated in Nomad and ignored by it: `disk` (the group's ephemeral_disk decides) and
+    #: `iops`. `network` here is Nomad's deprecated task network; the jobspec moves its ports
+    #: to the group's network (rules_volume.py `fold_task_networks`), so it is empty after.
+    disk: int = field(default=0, name="DiskMB")
+    iops: int = field(default=0, name="IOPS")
+    networks: list[NetworkResource] = field(default_factory=list)
+    #: Nomad Enterprise's NUMA-aware scheduling and 1.11's in-memory secrets size.
+    numa: dict[str, Any] | None = field(default=None, name="NUMA")
+    secrets: int = field(default=0, name="SecretsMB")
 
 
 class LogConfig(Base):
     max_files: int = 10
     max_file_size: int = field(default=10, name="MaxFileSizeMB")
     disabled: bool = False
+    #: Nomad's older spelling of `disabled` (inverted); the jobspec folds it into `disabled`.
+    enabled: bool | None = None
 
 
 class EphemeralDisk(Base):
@@ -88,6 +107,14 @@ class Task(Base):
     templates: list[Template] = field(default_factory=list)
     artifacts: list[TaskArtifact] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
+    volume_mounts: list[VolumeMount] = field(default_factory=list)
+    actions: list[TaskAction] = field(default_factory=list)
+    scaling_policies: list[ScalingPolicy] = field(default_factory=list)
+    #: Blocks stored but not placed (feasible.py `unplaceable_reason` says why): Nomad
+    #: Enterprise's `schedule`, a CSI plugin task, 1.11's `secret` blocks.
+    schedule: dict[str, Any] | None = None
+    csi_plugin_config: dict[str, Any] | None = field(default=None, name="CSIPluginConfig")
+    secrets: Any = None
 
 
 class TaskGroup(Base):
@@ -110,6 +137,16 @@ class TaskGroup(Base):
     #: spelling.
     max_client_disconnect: Duration | None = None
     disconnect: DisconnectStrategy | None = None
+    volumes: dict[str, VolumeRequest] = field(default_factory=dict)
+    scaling: ScalingPolicy | None = None
+    #: The group's delay between deregistering its services and killing its tasks.
+    shutdown_delay: Duration | None = None
+    #: Nomad 1.10: how long a batch allocation may run before the client stops it.
+    max_run_duration: Duration | None = None
+    #: Deprecated and ignored in Nomad 1.10 (for `disconnect.stop_on_client_after` and
+    #: `disconnect.replace`); kept so a job round-trips, and warned about at registration.
+    stop_after_client_disconnect: Duration | None = None
+    prevent_reschedule_on_lost: bool = False
 
 
 class Job(Base):
@@ -146,6 +183,10 @@ class Job(Base):
     affinities: list[Affinity] = field(default_factory=list)
     spreads: list[Spread] = field(default_factory=list)
     ui: JobUIConfig | None = field(default=None, name="UI")
+    #: Deprecated and without effect in Nomad (api/jobs.go); kept so a job round-trips.
+    all_at_once: bool = False
+    #: Nomad Enterprise's multi-region deployment (feasible.py `unplaceable_reason`).
+    multiregion: dict[str, Any] | None = None
     # Only while parsing: the jobspec folds a job-level block into every group.
     migrate: MigrateStrategy | None = None
 
@@ -168,10 +209,14 @@ DEFAULT_RESTART_POLICY["sysbatch"] = DEFAULT_RESTART_POLICY["batch"]
 
 
 class DisconnectStrategy(Base):
-    """A group's `disconnect {}` (Nomad's DisconnectStrategy); only `lost_after` is
-    modelled, so the block's other fields are refused by the jobspec, not ignored."""
+    """A group's `disconnect {}` (Nomad's DisconnectStrategy). The scheduler acts on
+    `lost_after` (server/scheduler/disconnect.py); `stop_on_client_after`, `replace` and
+    `reconcile` are validated and stored as Nomad's api/tasks.go has them."""
 
     lost_after: Duration = 0
+    stop_on_client_after: Duration | None = None
+    replace: bool | None = None
+    reconcile: str = ""
 
 
 class MigrateStrategy(Base):

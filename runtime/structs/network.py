@@ -9,6 +9,8 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import Any
+
 from msgspec import field
 
 from yurt.runtime.structs.base import Base
@@ -38,6 +40,9 @@ class NetworkResource(Base):
     dns: DNSConfig | None = field(default=None, name="DNS")
     reserved_ports: list[Port] = field(default_factory=list)
     dynamic_ports: list[Port] = field(default_factory=list)
+    #: Nomad 1.8's `cni { args = {…} }`, passed to CNI plugins: stored; yurt's networks are
+    #: host mode, whose validation (rules_network.py) refuses a CNI mode.
+    cni: dict[str, Any] | None = field(default=None, name="CNI")
 
 
 class PortMapping(Base):

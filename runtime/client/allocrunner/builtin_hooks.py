@@ -8,7 +8,8 @@ in list order, so the order here is the order of execution:
 
 - alloc runner: alloc_dir (with an alloc dir), await_previous_allocations, migrate_disk (with an
   alloc dir), alloc_health_watcher, the client's own alloc hooks (`AllocRunnerConfig.
-  alloc_hooks`), group_services (with Nomad services in the group);
+  alloc_hooks`), group_services (with Nomad services in the group), group_shutdown_delay (with
+  a group `shutdown_delay` when the allocation starts);
 - task runner: task_dir, dispatch_payload (with a payload), identity (with an exposed identity
   and a signer), artifacts (with artifacts), logmon, devices (with a device manager),
   template (with templates), task_services (with Nomad services in the task), the client's own
@@ -39,6 +40,7 @@ from yurt.hooks.base import Hook
 from yurt.hooks.devices import DevicesHook
 from yurt.hooks.dispatch_payload import DispatchPayloadHook
 from yurt.hooks.group_services import GroupServicesHost, group_service_hooks
+from yurt.hooks.group_shutdown_delay import GroupShutdownDelayHook
 from yurt.hooks.identity import IdentityHook, Signer, wants_token
 from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
@@ -119,6 +121,9 @@ def alloc_runner_hooks(runner: HookHost, config: HookConfig, *, nursery: trio.Nu
                         unix_clock=config.unix_clock, expected_checks=config.expected_checks),
         *config.alloc_hooks,
         *group_service_hooks(runner, config.services),
+        # Only with a delay: any alloc prekill hook stops the first kill wave going at once
+        # (teardown.py `signal_first_wave`).
+        *([GroupShutdownDelayHook(lambda: runner.alloc)] if group.shutdown_delay else []),
     ]
 
 

@@ -51,7 +51,7 @@ from yurt.hooks.base import (
     Hook,
 )
 from yurt.runtime.client.allocdir import AllocDir
-from yurt.runtime.client.allocrunner import builtin_hooks, interface, teardown
+from yurt.runtime.client.allocrunner import builtin_hooks, interface, maxrun, teardown
 from yurt.runtime.client.allocrunner.broadcaster import AllocBroadcaster
 from yurt.runtime.client.allocrunner.checkresults import CheckResults
 from yurt.runtime.client.allocrunner.gate import Gate
@@ -74,6 +74,7 @@ from yurt.runtime.client.taskrunner.runner import TaskRunner
 from yurt.runtime.client.templating.data import TemplateData
 from yurt.runtime.errors import TaskNotRunningError, YurtError
 from yurt.runtime.structs import (
+    ALLOC_CLIENT_COMPLETE,
     TASK_STATE_DEAD,
     ZERO_TIME,
     Allocation,
@@ -147,6 +148,8 @@ class AllocRunner:
     _pending_update: Allocation | None = None
     _services: trio.Nursery | None = None  # the run loop's, while it runs
     _runners_started = False
+    #: The group's max_run_duration passed and the runner killed its tasks (maxrun.py).
+    max_run_exceeded = False
 
     def __init__(self, alloc: Allocation, config: AllocRunnerConfig, *, nursery: trio.Nursery,
                  on_alloc_state_updated: Callable[[Allocation], None] = lambda a: None,
@@ -178,6 +181,7 @@ class AllocRunner:
         self._handler_done = trio.Event()
         self._state_dirty = trio.Event()
         self._update_wake = trio.Event()
+        self.alloc_changed = trio.Event()  # set, then replaced, on every server copy
         self._kill_lock = trio.Lock()
         self._run_scope = trio.CancelScope()
         self._prerun_scope = trio.CancelScope()
@@ -240,10 +244,27 @@ class AllocRunner:
             description = self.alloc.desired_description  # e.g. "Preempted by …"
         elif self.watcher.waiting:
             description = "Waiting for previous or preempted allocations to stop"
+        status = state.client_status
+        if self.max_run_exceeded and is_client_terminal(status):  # alloc_runner.go
+            status, description = ALLOC_CLIENT_COMPLETE, maxrun.MAX_RUN_EXCEEDED
         return msgspec.structs.replace(
-            self.alloc, client_status=state.client_status, client_description=description,
+            self.alloc, client_status=status, client_description=description,
             task_states=state.task_states,
             deployment_status=self.health.status(self.alloc, state.client_status))
+
+    @property
+    def stopping(self) -> bool:
+        """An agent shutdown or a destroy is under way."""
+        return self._shutdown_launched or self._destroy_launched
+
+    def unix_now(self) -> int:
+        return self._config.unix_clock()
+
+    async def enforce_max_run_duration(self) -> None:
+        """The group's max_run_duration passed: kill the tasks (maxrun.py)."""
+        log.debug("alloc %s exceeded max_run_duration, killing its tasks", self.id)
+        self.max_run_exceeded = True
+        await teardown.kill_tasks(self)
 
     def _hooks(self, phase: type[H]) -> list[H]:
         return [h for h in self.hooks if isinstance(h, phase)]
@@ -319,6 +340,7 @@ class AllocRunner:
             self._services = services
             services.start_soon(self._run_task_state_handler)
             services.start_soon(self._run_alloc_update_handler)
+            services.start_soon(maxrun.watch_max_run_duration, self)
             task_status.started()
             if self._should_run():
                 with self._prerun_scope:  # a shutdown or destroy may end the waiting
@@ -456,6 +478,8 @@ class AllocRunner:
     async def _handle_alloc_update(self, new: Allocation) -> None:
         stopping = not self.alloc.is_terminal() and new.is_terminal()
         self.alloc = new
+        self.alloc_changed.set()
+        self.alloc_changed = trio.Event()
         if stopping:
             # The stop is durable before any task is signalled: an agent (or `yurt run`,
             # whose server lives in memory) killed in the middle resumes it after restore.

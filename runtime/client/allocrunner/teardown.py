@@ -41,6 +41,7 @@ import trio
 
 from yurt.hooks.base import AllocDestroyHook, AllocPrekillHook, AllocShutdownHook, Hook
 from yurt.runtime.client.allocrunner.broadcaster import AllocBroadcaster
+from yurt.runtime.client.allocrunner.maxrun import MAX_RUN_EXCEEDED
 from yurt.runtime.client.taskrunner import events
 from yurt.runtime.errors import TaskNotFoundError, YurtError
 from yurt.runtime.structs import TASK_STATE_DEAD, ZERO_TIME, Allocation, TaskEvent, TaskState
@@ -96,6 +97,8 @@ class TeardownHost(Protocol):
     @property
     def _shutdown_launched(self) -> bool: ...
     @property
+    def max_run_exceeded(self) -> bool: ...
+    @property
     def _runners_started(self) -> bool: ...
     @property
     def _kill_lock(self) -> trio.Lock: ...
@@ -144,8 +147,11 @@ def _killing(ar: TeardownHost, tr: TaskRunner) -> TaskEvent | None:
     if tr.state.finished_at != ZERO_TIME or tr.stop_begun:
         return None
     reason = ar.alloc.desired_description if ar.alloc.desired_status == "evict" else ""
-    return events.new_event(events.KILLING, ar._config.unix_clock(),
-                            kill_timeout=tr.kill_timeout, kill_reason=reason)
+    event = events.new_event(events.KILLING, ar._config.unix_clock(),
+                             kill_timeout=tr.kill_timeout, kill_reason=reason)
+    if ar.max_run_exceeded:  # alloc_runner.go `killTasks`
+        event.display_message = MAX_RUN_EXCEEDED
+    return event
 
 
 def _waves(ar: TeardownHost) -> tuple[list[TaskRunner], list[TaskRunner], list[TaskRunner]]:

@@ -18,9 +18,14 @@ of their node; yurt keeps the cases it has:
   holds no name (its replacement does).
 - **reconnecting**: on a ready node again while a replacement it got runs too (its
   direct replacement, or the replacement of one that failed or was lost meanwhile). Nomad's
-  picker with its default `best_score` strategy decides: the replacement of a newer job
-  version wins, else the original (yurt keeps no scores, and with none Nomad keeps the
-  original). The loser is stopped, so exactly one runs.
+  picker (reconnecting_picker.go `pickReconnectingAlloc`) decides: the replacement of a
+  newer job version wins; else the group's `disconnect { reconcile }`: `keep_original`,
+  `keep_replacement`, `longest_running` (the one whose leader, or oldest main task, started
+  first; with neither started, as best_score), or `best_score`, the default (yurt keeps no
+  scores, and with none Nomad keeps the original). The loser is stopped, so exactly one runs.
+
+`disconnect { replace = false }` (`replaces_disconnected`): an allocation that goes unknown
+is not replaced while it waits; only once it is lost.
 
 When an allocation went unknown is its `ModifyTime` as the scheduler set it (Nomad reads
 the last `unknown` entry of `AllocStates`, which yurt does not keep): the client of a
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Final
 
 from yurt.runtime.structs import (
@@ -38,9 +44,11 @@ from yurt.runtime.structs import (
     ALLOC_CLIENT_UNKNOWN,
     NODE_STATUS_DISCONNECTED,
     NODE_STATUS_DOWN,
+    ZERO_TIME,
     Allocation,
     Job,
     Node,
+    TaskGroup,
 )
 
 #: Nomad's StatusAllocLost, StatusAllocUnknown, StatusAllocReconnected, StatusAllocNotNeeded.
@@ -51,6 +59,13 @@ ALLOC_NOT_NEEDED: Final = "alloc not needed due to job update"
 #: Nomad's EvalTriggerMaxDisconnectTimeout and DescDisconnectTimeoutFollowupEval.
 TRIGGER_DISCONNECT_TIMEOUT: Final = "max-disconnect-timeout"
 DISCONNECT_FOLLOW_UP: Final = "created for delayed disconnect timeout"
+
+
+def replaces_disconnected(alloc: Allocation) -> bool:
+    """Whether an unknown allocation gets a replacement at once (`disconnect.replace`,
+    Nomad's default true)."""
+    group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+    return group is None or group.disconnect is None or group.disconnect.replace is not False
 
 
 def lost_after(alloc: Allocation) -> int:
@@ -112,6 +127,9 @@ def classify(live: Iterable[Allocation], nodes: dict[str, Node], now: int,
         if _newer(replacement.job, original.job):
             out.stop.append((original, ALLOC_NOT_NEEDED))
             out.aside.add(original.id)
+        elif _keeps_replacement(original, replacement):
+            out.stop.append((original, ALLOC_RECONNECTED))
+            out.aside.add(original.id)
         else:
             out.stop.append((replacement, ALLOC_RECONNECTED))
             out.aside.add(replacement.id)
@@ -140,3 +158,34 @@ def _newer(replacement: Job | None, original: Job | None) -> bool:
         return False
     return (replacement.version > original.version
             or replacement.create_index > original.create_index)
+
+
+def _keeps_replacement(original: Allocation, replacement: Allocation) -> bool:
+    """The group's `reconcile` strategy between an original and its replacement of the same
+    job version (reconnecting_picker.go)."""
+    group = original.job.lookup_group(original.task_group) if original.job else None
+    strategy = group.disconnect.reconcile if group and group.disconnect else ""
+    if strategy == "keep_replacement":
+        return True
+    if strategy == "longest_running" and group is not None:
+        first, second = _started(original, group), _started(replacement, group)
+        if first is None or second is None:
+            return first is None and second is not None
+        return second < first
+    return False  # keep_original; best_score without scores keeps the original
+
+
+def _started(alloc: Allocation, group: TaskGroup) -> datetime | None:
+    """Nomad's `startOfLeaderOrOldestTaskInMain`: the leader's last start, else the oldest
+    last start of the group's tasks; None when none started."""
+    starts: list[datetime] = []
+    for task in group.tasks:
+        state = alloc.task_states.get(task.name)
+        start = None
+        if state is not None:
+            start = state.last_restart if state.last_restart != ZERO_TIME else state.started_at
+        if task.leader:
+            return start if start is not None and start != ZERO_TIME else None
+        if start is not None and start != ZERO_TIME:
+            starts.append(start)
+    return min(starts, default=None)

@@ -55,7 +55,7 @@ from yurt.runtime.lib.goregexp import (
     regexp_refusal,
 )
 from yurt.runtime.lib.goversion import go_int, satisfies
-from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, TaskGroup
+from yurt.runtime.structs import Allocation, AllocMetric, Job, Node, NodeDeviceResource, TaskGroup
 from yurt.runtime.structs.constraint import (
     CONSTRAINT_DISTINCT_HOSTS,
     CONSTRAINT_DISTINCT_PROPERTY,
@@ -234,6 +234,56 @@ def has_drivers(node: Node, group: TaskGroup) -> bool:
     return True
 
 
+#: scheduler/feasible/feasible.go `FilterConstraintHostVolumes`.
+FILTER_HOST_VOLUMES: Final = "missing compatible host volumes"
+
+
+def unplaceable_reason(group: TaskGroup) -> str | None:
+    """Why no yurt node can take `group` whatever its state, or None. yurt's nodes offer no
+    host volumes, CSI volumes, CSI plugins or secret providers, so a group asking for one is
+    filtered as Nomad's checkers filter a node lacking it (feasible.go `HostVolumeChecker`:
+    "missing compatible host volumes"; `CSIVolumeChecker`: "missing CSI Volume <id>").
+    Cores are reserved at placement (placement.py `_assign_cores`)."""
+    for vol in group.volumes.values():
+        if vol.type == "host":
+            return FILTER_HOST_VOLUMES
+        return f"missing CSI Volume {vol.source}"
+    for task in group.tasks:
+        if task.csi_plugin_config:
+            return "missing CSI plugin"
+        if task.secrets:
+            return "missing secrets provider"
+    return None
+
+
+def resolve_device_target(target: str, device: NodeDeviceResource) -> tuple[str, bool]:
+    """Nomad's resolveDeviceTarget: a literal, or `${device.ids}`, `${device.model}`,
+    `${device.vendor}`, `${device.type}`, `${device.attr.<name>}` of `device`. Attributes are
+    compared as the strings the node reports (Nomad parses units, e.g. "11 GiB")."""
+    if not target.startswith("${"):
+        return target, True
+    exact = {"${device.ids}": ",".join(i.id for i in device.instances),
+             "${device.model}": device.name, "${device.vendor}": device.vendor,
+             "${device.type}": device.type}
+    if target in exact:
+        return exact[target], True
+    if target.startswith("${device.attr."):
+        key = target.removeprefix("${device.attr.").removesuffix("}")
+        return (device.attributes[key], True) if key in device.attributes else ("", False)
+    return "", False
+
+
+def device_meets(constraints: Iterable[Constraint], device: NodeDeviceResource) -> bool:
+    """Whether `device` meets every constraint of a device request (Nomad's
+    nodeDeviceMatches, past the name)."""
+    for c in constraints:
+        left, left_found = resolve_device_target(c.attribute, device)
+        right, right_found = resolve_device_target(c.value, device)
+        if not check_constraint(c.operator, left, right, left_found, right_found):
+            return False
+    return True
+
+
 def group_constraints(group: TaskGroup) -> list[Constraint]:
     """The group's constraints, then each task's (Nomad's taskGroupConstraints)."""
     return [*group.constraints, *(c for t in group.tasks for c in t.constraints)]
@@ -265,6 +315,9 @@ def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[All
     `distinct_property` those on nodes with the same value of the property, as Nomad's
     propertySet does; without it every allocation counts as on `node` (one node).
     """
+    unplaceable = unplaceable_reason(group)
+    if unplaceable is not None:
+        return unplaceable
     for constraint in job.constraints:
         if not meets(constraint, node):
             return _filter_text(constraint, node)

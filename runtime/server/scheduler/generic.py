@@ -53,7 +53,7 @@ import msgspec
 
 from yurt.runtime.server.scheduler import binpack, deployments
 from yurt.runtime.server.scheduler.deployments import Rollout
-from yurt.runtime.server.scheduler.disconnect import NodeStates
+from yurt.runtime.server.scheduler.disconnect import NodeStates, replaces_disconnected
 from yurt.runtime.server.scheduler.feasible import filter_reason
 from yurt.runtime.server.scheduler.placement import Choice, Placer
 from yurt.runtime.server.scheduler.plan import (
@@ -118,6 +118,11 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
     # two and keeps one (disconnect.classify follows `previous_allocation`).
     waiting_unknown = {a.name: a.id for a in live
                        if a.id in states.aside and a.client_status == ALLOC_CLIENT_UNKNOWN}
+    # `disconnect { replace = false }`: an unknown allocation keeps its name until it is
+    # lost (disconnect.py `replaces_disconnected`); nothing is placed for it meanwhile.
+    unreplaced = {a.name for a in live if not replaces_disconnected(a) and (
+        a.id in {d.id for d in states.disconnecting}
+        or (a.id in states.aside and a.client_status == ALLOC_CLIENT_UNKNOWN))}
     live = [a for a in live if a.id not in states.aside]
     for alloc, why in states.stop:
         plan.stop.append(stopped(alloc, index, now, why))
@@ -174,6 +179,8 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
     canary_retries = {name: failures.now.pop(name) for name, (failed, _) in
                       list(failures.now.items()) if failed.id in failed_canaries}
     for alloc in live:
+        if alloc.id in disconnecting and alloc.name in unreplaced:
+            continue  # marked unknown below, and not replaced
         if (alloc.id in lost_ids or alloc.id in disconnecting) and alloc not in unneeded:
             # Its node is down, gone or disconnected: lost (stopped) or unknown, and
             # replaced at once elsewhere (Nomad's reconciler: not paced by the rollout nor
@@ -249,7 +256,7 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
                 desired.ignore += 1
             continue
         prev = previous.get(name)
-        if (prev is None and name in done) or name in failures.later:
+        if (prev is None and name in done) or name in failures.later or name in unreplaced:
             desired.ignore += 1
             continue
         if not deployments.admit(rollout, rolling, group.name, destructive=prev is not None,

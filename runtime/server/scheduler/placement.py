@@ -5,12 +5,15 @@ schedulers: the generic one (generic.py) asks `Placer.select` for the best of al
 nodes, the system one (system.py) for one given node at a time.
 
 - **Usage** (`Usage`): what live allocations hold on a node: CPU MHz, memory MB, device
-  instance IDs, host ports. `Placer` starts from the live allocations of every node and follows
-  the plan as it is made (`commit`: the placement holds its node, the allocation it replaces
-  frees its own).
+  instance IDs, host ports, reserved CPU cores. `Placer` starts from the live allocations of
+  every node and follows the plan as it is made (`commit`: the placement holds its node, the
+  allocation it replaces frees its own).
 - **Fit** (`fit`): the node is eligible and not draining (drain.py), its CPU and memory less
-  the usage fit the group, its free host ports take the group's network (ports.py), and it has
-  enough healthy unused device instances (`assign_devices`).
+  the usage fit the group, its free host ports take the group's network (ports.py), it has
+  enough healthy unused device instances (`assign_devices`) and, for tasks asking for
+  `cores`, enough of its `TotalCpuCores` no other task holds (`_assign_cores`, the lowest
+  free IDs; Nomad's "cores" dimension when short). Cores are held exclusively among the
+  tasks that reserve them; their MHz are not taken from the shared CPU.
 - **Select** (`Placer.select`): feasibility (feasible.py), then fit, then rank (binpack.py:
   fitness, job anti-affinity, rescheduling penalty, affinities, spreads); where nothing fits,
   preemption (`_preemption`: allocations of jobs at least `PREEMPTION_DELTA` priority lower,
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from yurt.runtime.server.scheduler import binpack, ports
 from yurt.runtime.server.scheduler.binpack import Candidates
 from yurt.runtime.server.scheduler.drain import node_refusal
-from yurt.runtime.server.scheduler.feasible import filter_reason
+from yurt.runtime.server.scheduler.feasible import device_meets, filter_reason
 from yurt.runtime.server.scheduler.ports import alloc_ports
 from yurt.runtime.structs import (
     AllocatedDevice,
@@ -48,31 +51,56 @@ PREEMPTION_DELTA = 10
 
 @dataclass(frozen=True)
 class Usage:
-    """What live allocations hold: CPU MHz, memory MB, device instance IDs, host ports."""
+    """What live allocations hold: CPU MHz, memory MB, device instance IDs, host ports,
+    reserved core IDs."""
 
     cpu: int
     mem: int
     devices: frozenset[str]
     ports: frozenset[int] = frozenset()
+    cores: frozenset[int] = frozenset()
 
     def plus(self, alloc: Allocation) -> Usage:
         c, m = alloc_needs(alloc)
         return Usage(self.cpu + c, self.mem + m, self.devices | _device_ids(alloc),
-                     self.ports | alloc_ports(alloc))
+                     self.ports | alloc_ports(alloc), self.cores | _core_ids(alloc))
 
     def without(self, *allocs: Allocation) -> Usage:
         cpu, mem, devices, held = self.cpu, self.mem, set(self.devices), set(self.ports)
+        cores = set(self.cores)
         for alloc in allocs:
             c, m = alloc_needs(alloc)
             cpu, mem = cpu - c, mem - m
             devices -= _device_ids(alloc)
             held -= alloc_ports(alloc)
-        return Usage(cpu, mem, frozenset(devices), frozenset(held))
+            cores -= _core_ids(alloc)
+        return Usage(cpu, mem, frozenset(devices), frozenset(held), frozenset(cores))
 
 
 def _device_ids(alloc: Allocation) -> frozenset[str]:
     return frozenset(i for res in alloc.task_resources.values() for d in res.devices
                      for i in d.device_ids)
+
+
+def _core_ids(alloc: Allocation) -> frozenset[int]:
+    return frozenset(c for res in alloc.task_resources.values() for c in res.reserved_cores)
+
+
+def _assign_cores(group: TaskGroup, node: Node, used: frozenset[int],
+                  resources: dict[str, AllocatedTaskResources]) -> str:
+    """The lowest free core IDs for every task of `group` asking for `cores`, written into
+    `resources`; or why there are not enough (Nomad's "cores" dimension)."""
+    total = node.node_resources.cpu.total_cpu_cores
+    free = [c for c in range(total) if c not in used]
+    for task in group.tasks:
+        wanted = task.resources.cores
+        if wanted <= 0:
+            continue
+        if len(free) < wanted:
+            return (f"Resources exhausted: cores (task {task.name!r} needs {wanted}, "
+                    f"{len(free)} of {total} free)")
+        resources[task.name].reserved_cores, free = free[:wanted], free[wanted:]
+    return ""
 
 
 def group_needs(group: TaskGroup) -> tuple[int, int]:
@@ -99,7 +127,8 @@ def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
         for request in task.resources.devices:
             found = False
             for device in node.node_resources.devices:
-                if not device.matches(request.name):
+                if not (device.matches(request.name)
+                        and device_meets(request.constraints, device)):
                     continue
                 free = [i.id for i in device.instances
                         if i.healthy and i.id not in used and i.id not in taken]
@@ -113,7 +142,8 @@ def assign_devices(group: TaskGroup, node: Node, used: frozenset[str] | set[str]
                     break
             if not found:
                 healthy_free = sum(1 for d in node.node_resources.devices
-                                   if d.matches(request.name) for i in d.instances
+                                   if d.matches(request.name)
+                                   and device_meets(request.constraints, d) for i in d.instances
                                    if i.healthy and i.id not in used and i.id not in taken)
                 return {}, (f"Resources exhausted: devices (task {task.name!r} needs "
                             f"{request.count} × {request.name}, {healthy_free} healthy and "
@@ -148,12 +178,14 @@ def fit(node: Node, group: TaskGroup, usage: Usage
     if why:
         return {}, None, f"{ports.EXHAUSTED_PREFIX}{why}"
     resources, why = assign_devices(group, node, usage.devices)
-    return resources, shared if not why else None, why
+    if not why:
+        why = _assign_cores(group, node, usage.cores, resources)
+    return (resources if not why else {}), shared if not why else None, why
 
 
 def _dimension(why: str) -> str:
     """Nomad's DimensionExhausted key for one of `try_place`'s reasons."""
-    for dim in ("cpu", "memory", "devices"):
+    for dim in ("cpu", "memory", "devices", "cores"):
         if why.startswith(f"Resources exhausted: {dim}"):
             return dim
     return why  # as Nomad's "network: reserved port collision db=6379"

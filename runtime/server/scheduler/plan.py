@@ -99,15 +99,21 @@ class Plan:
 
 def group_spec(group: TaskGroup) -> bytes:
     """What makes a group's allocations replaceable: everything but the count (a count
-    change adds or stops allocations, it does not restart the others) and the reschedule
-    policy (it only says what happens after a failure: Nomad updates it in place)."""
+    change adds or stops allocations, it does not restart the others), the reschedule
+    policy (it only says what happens after a failure: Nomad updates it in place) and the
+    fields below."""
     group = without_placement(group)
     # The default identity gives the task nothing (no token) and jobs stored before it existed
     # lack it: the same job file run again after an upgrade must not replace allocations.
     tasks = [msgspec.structs.replace(t, default_identity=None)
              if t.default_identity == default_identity() else t for t in group.tasks]
-    return msgspec.json.encode(msgspec.structs.replace(group, count=0, tasks=tasks,
-                                                       reschedule_policy=None))
+    # Nor what the running allocation reads afresh from its job (scheduler/util.go
+    # `tasksUpdated` compares none of them): the scaling policy, the shutdown delay and
+    # max_run_duration, the tasks' actions and vertical scaling policies.
+    tasks = [msgspec.structs.replace(t, actions=[], scaling_policies=[]) for t in tasks]
+    return msgspec.json.encode(msgspec.structs.replace(
+        group, count=0, tasks=tasks, reschedule_policy=None, scaling=None, shutdown_delay=None,
+        max_run_duration=None))
 
 
 def stopped(alloc: Allocation, index: int, now: int, why: str,

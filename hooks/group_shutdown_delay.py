@@ -1,0 +1,42 @@
+"""A group's `shutdown_delay`: the wait between deregistering the group's services and
+killing its tasks (Nomad's group_service_hook.go `PreKill`, whose delay follows the
+deregistration).
+
+Runs as the allocation's last prekill hook, after group_services has deregistered, for a
+group that has a delay when the allocation starts; the delay is read from the allocation's
+job when the kill comes (an update in place may have changed it). Skipped when the server
+asked for no delay (`DesiredTransition.NoShutdownDelay`, `nomad alloc stop
+-no-shutdown-delay`), as Nomad's `ShouldIgnoreShutdownDelay`. Nomad logs the wait and emits
+no event; so does this hook.
+
+Invariant: it waits at most the delay, on the real clock, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from yurt.hooks.base import AllocPrekillHook
+from yurt.runtime.structs import Allocation
+
+log = logging.getLogger("yurt.allocrunner")
+
+
+class GroupShutdownDelayHook(AllocPrekillHook):
+    name = "group_shutdown_delay"
+
+    def __init__(self, alloc: Callable[[], Allocation]) -> None:
+        self._alloc = alloc
+
+    async def prekill(self) -> None:
+        alloc = self._alloc()  # the job as it is now: an update in place may change the delay
+        group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
+        delay = group.shutdown_delay if group is not None else None
+        if not delay or alloc.desired_transition.no_shutdown_delay:
+            return
+        log.debug("alloc %s: waiting for the group's shutdown_delay of %d ns before killing "
+                  "its tasks", alloc.id, delay)
+        await trio.sleep(delay / 1e9)

@@ -1,0 +1,189 @@
+"""`yurt action`: Nomad 1.7's `nomad action`, running a task's `action "name" { … }` block
+over the agent's job action websocket (/v1/job/:id/action, an exec session).
+
+    yurt action -job JOB [-alloc ALLOC | -group GROUP -task TASK] [-task TASK] [-i] [-t]
+                [-e CHAR] ACTION
+
+Flags are Nomad's (command/job_action.go `Run`), parsed as Go's `flag` package parses them,
+before ACTION. Without -alloc, one allocation of the job's GROUP is picked at random (Nomad's
+`getRandomJobAlloc`) and -task is needed; with it, the allocation is found by ID prefix and
+its only task is used when -task is not given. The session is exec's (exec.py `_session`):
+stdin, a terminal with -t, the action's output, and its exit code as ours. Usage errors exit
+2, as `yurt alloc exec`'s do; a failed session exits 1 with "failed to exec into task: …".
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import click
+
+from yurt.runtime.cli.exec import (
+    UsageError,
+    _Escaped,
+    _Failed,
+    _session,
+    choose_task,
+    raw_terminal,
+)
+from yurt.runtime.cli.secret_options import REFUSED, refusal
+from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.lib.goparse import parse_go_bool
+
+
+@dataclass
+class ActionFlags:
+    job: str = ""
+    alloc: str = ""
+    group: str = ""
+    task: str = ""
+    stdin: bool = True
+    tty: bool | None = None  # None: a terminal on both stdin and stdout decides
+    escape: str = "~"
+
+
+def parse_flags(args: Sequence[str]) -> tuple[ActionFlags, list[str]]:
+    """Go `flag` parsing of `nomad action`'s flags: (the flags, the positional arguments)."""
+    flags = ActionFlags()
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if not arg.startswith("-") or arg == "-":
+            break
+        name, has_value, value = arg.lstrip("-").partition("=")
+        if name in ("i", "t"):
+            try:
+                on = parse_go_bool(value) if has_value else True
+            except ValueError:
+                raise UsageError(f'invalid boolean value "{value}" for -{name}') from None
+            if name == "i":
+                flags.stdin = on
+            else:
+                flags.tty = on
+        elif name in ("job", "alloc", "group", "task", "e"):
+            if not has_value:
+                i += 1
+                if i == len(args):
+                    raise UsageError(f"flag needs an argument: -{name}")
+                value = args[i]
+            if name == "e":
+                if value != "none" and len(value.encode()) != 1:
+                    raise UsageError("-e requires 'none' or a single character")
+                flags.escape = "" if value == "none" else value
+            else:
+                setattr(flags, name, value)
+        elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
+            raise UsageError(refusal(f"-{name}", daemon=False))
+        else:
+            raise UsageError(f"flag provided but not defined: -{name}")
+        i += 1
+    return flags, list(args[i:])
+
+
+def _resolve_alloc(flags: ActionFlags) -> tuple[str, dict[str, Any]]:
+    """The job's ID and the allocation the action runs in."""
+    from yurt.runtime.cli.api_client import api, call, resolve_job
+    from yurt.runtime.cli.output import fail
+
+    with api() as client:
+        job_id = resolve_job(client, flags.job)
+        if not flags.alloc:
+            if not flags.group:
+                raise UsageError("A group name is required if no allocation is provided")
+            if not flags.task:
+                raise UsageError("A task name is required if no allocation is provided")
+            allocs = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/allocations")
+            if not allocs:
+                fail(f'Error fetching allocations: job "{job_id}" doesn\'t exist or it has no '
+                     "allocations")
+            in_group = [a for a in allocs if a["TaskGroup"] == flags.group]
+            if not in_group:
+                fail(f'Error fetching allocations: task group "{flags.group}" doesn\'t exist '
+                     "or it has no allocations")
+            stub = random.choice(in_group)  # Nomad's getRandomJobAlloc
+        else:
+            allocs = call(client, "GET", "/v1/allocations", params={"prefix": flags.alloc})
+            if not allocs:
+                fail(f'No allocation(s) with prefix or id "{flags.alloc}" found')
+            if len(allocs) > 1:
+                ids = "\n".join(a["ID"] for a in allocs)
+                fail(f"Prefix matched multiple allocations\n\n{ids}")
+            stub = allocs[0]
+        alloc: dict[str, Any] = call(client, "GET", f"/v1/allocation/{stub['ID']}",
+                                     params={"namespace": stub.get("Namespace", "default")})
+        return job_id, alloc
+
+
+def run_action(args: Sequence[str]) -> int:
+    """`yurt action ARGS`: the action's exit code."""
+    import trio
+
+    from yurt.runtime.cli.api_client import client_token
+    from yurt.runtime.cli.http import agent_address
+    from yurt.runtime.cli.output import echo, fail
+
+    try:
+        flags, rest = parse_flags(args)
+        if not rest:
+            raise UsageError("An action name is required")
+        if not flags.job:
+            raise UsageError("A job ID is required")
+        is_tty = sys.stdin.isatty() and sys.stdout.isatty()
+        tty = is_tty if flags.tty is None else flags.tty
+        if tty and not flags.stdin:
+            raise UsageError("-i must be enabled if running with tty")
+        job_id, alloc = _resolve_alloc(flags)
+        task = choose_task(alloc, flags.task)
+    except UsageError as e:
+        fail(str(e), EXIT_USAGE)
+    if tty and not sys.stdin.isatty():
+        fail("failed to exec into task: not a terminal")
+    query = urlencode({"action": rest[0], "allocID": alloc["ID"], "task": task,
+                       "tty": "true" if tty else "false",
+                       "namespace": alloc.get("Namespace", "default")})
+    url = (agent_address().replace("http", "ws", 1)
+           + f"/v1/job/{quote(job_id, safe='')}/action?{query}")
+    token = client_token()
+    headers = [(b"X-Nomad-Token", token.encode())] if token else []
+    session = partial(_session, url, headers, tty=tty, stdin=flags.stdin, escape=flags.escape)
+    try:
+        if tty:
+            with raw_terminal(sys.stdin.fileno()):
+                return trio.run(session)
+        return trio.run(session)
+    except _Failed as e:
+        fail(f"failed to exec into task: {e}", EXIT_FAILED)
+    except _Escaped:
+        echo("\nConnection closed", err=True)
+        return EXIT_FAILED
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is not None:
+            raise KeyboardInterrupt from None
+        raise
+
+
+def register(cli: click.Group) -> None:
+    """Attach `action` to the top-level group."""
+
+    @cli.command("action", options_metavar="", context_settings={
+        "ignore_unknown_options": True, "allow_interspersed_args": False,
+        "help_option_names": ["-h", "--help"]})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED,
+                    metavar="-job JOB [-alloc ALLOC] [-group GROUP] [-task TASK] [-i] [-t] "
+                            "[-e CHAR] ACTION")
+    def action(args: tuple[str, ...]) -> None:
+        """Run an action of a task (its action "name" { command, args } block).
+
+        -job names the job (required). -alloc picks the allocation by ID prefix; without it
+        one allocation of -group is picked at random and -task is required. -i, -t and -e
+        are alloc exec's. Exits with the action's code."""
+        sys.exit(run_action(args))
