@@ -200,7 +200,7 @@ HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
 #: Vault-only parts remain (their message says what yurt offers instead, `CONSUL_VAULT`).
 UNSUPPORTED: Final = frozenset({
     "consul", "vault", "Consul", "Vault", "ConsulNamespace",
-    "ConsulToken", "VaultNamespace", "VaultToken", "Stable", "VersionTag",
+    "ConsulToken", "VaultNamespace", "VaultToken", "VersionTag",
     # Consul-only parts of a service and its checks.
     "connect", "weights", "advertise", "Connect", "Weights", "Advertise",
 })
@@ -222,7 +222,7 @@ CONSUL_VAULT: Final[dict[str, str]] = {
 #: JSON fields of a job the server sets and a register ignores (command/agent/job_endpoint.go
 #: `ApiJobToStructJob` does not copy them): dropped wherever they appear, as `nomad job
 #: inspect` output carries them.
-SERVER_SET: Final = frozenset({"NomadTokenID"})
+SERVER_SET: Final = frozenset({"NomadTokenID", "Stable"})
 
 
 def _nomad(*pairs: str) -> frozenset[str]:
