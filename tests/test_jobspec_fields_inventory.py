@@ -205,6 +205,7 @@ def test_the_inventory_covers_every_hcl_field_of_nomads_api() -> None:
 def test_the_json_spellings_parse_too() -> None:
     # `nomad job run -output` and the API speak JSON: each field above by its JSON name.
     job = {"ID": "j", "Type": "batch", "AllAtOnce": True, "NomadTokenID": "abc", "Stable": True,
+           "VersionTag": {"Name": "v1", "Description": "first"},
            "Multiregion": {"Regions": [{"Name": "west"}]},
            "TaskGroups": [{
                "Name": "g", "ShutdownDelay": 5 * 10**9, "MaxRunDuration": 10**9,

@@ -200,7 +200,7 @@ HCL_REWRITES: Final[dict[type[msgspec.Struct], Callable[[dict[str, Any]], tuple[
 #: Vault-only parts remain (their message says what yurt offers instead, `CONSUL_VAULT`).
 UNSUPPORTED: Final = frozenset({
     "consul", "vault", "Consul", "Vault", "ConsulNamespace",
-    "ConsulToken", "VaultNamespace", "VaultToken", "VersionTag",
+    "ConsulToken", "VaultNamespace", "VaultToken",
     # Consul-only parts of a service and its checks.
     "connect", "weights", "advertise", "Connect", "Weights", "Advertise",
 })

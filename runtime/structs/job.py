@@ -187,6 +187,9 @@ class Job(Base):
     all_at_once: bool = False
     #: Nomad Enterprise's multi-region deployment (feasible.py `unplaceable_reason`).
     multiregion: dict[str, Any] | None = None
+    #: Nomad 1.9's version tag (`{Name, Description, TaggedTime}`), kept with the version as
+    #: given; yurt has no `job tag` command yet.
+    version_tag: dict[str, Any] | None = None
     # Only while parsing: the jobspec folds a job-level block into every group.
     migrate: MigrateStrategy | None = None
 
