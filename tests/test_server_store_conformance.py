@@ -30,6 +30,7 @@ from yurt.runtime.server.state.etcd import (
 )
 from yurt.runtime.server.state.sqlite import ServerStateStore, ServerStore
 from yurt.runtime.structs import Allocation, Evaluation, Job, Node
+from yurt.runtime.structs.submission import JobSubmission
 from yurt.runtime.structs.update import Deployment
 
 Store = ServerStateStore  # the interface both stores share (what LocalServer uses)
@@ -174,6 +175,26 @@ async def test_forget_versions(open_store: Opener) -> None:
     await again.load()
     assert sorted((j.id, j.version) for j in await again.load_versions()) == [
         (job_id, 0), (job_id, 2), ("web", 1)]
+
+
+async def test_a_submission_is_kept_and_dropped_with_its_version(open_store: Opener) -> None:
+    store: Store = await open_store()
+    await store.load()
+    job_id = "periodic/periodic-1700000000"  # a slash in the id, as version keys have
+    subs = [JobSubmission(source=f"job v{v}", format="hcl2", variable_flags={"x": str(v)},
+                          variables="y = 1\n", namespace="default", job_id=job_id,
+                          version=v, job_modify_index=10 + v) for v in range(2)]
+    await store.save(1, [_job(job_id, 1)], [], versions=[_job(job_id, 0), _job(job_id, 1)],
+                     submissions=subs)
+    await store.save(2, [], [], forget_versions=[(job_id, 0)])
+    await store.aclose()
+    again: Store = await open_store()
+    await again.load()
+    assert await again.load_submission(job_id, 0) is None  # forgotten with its version
+    assert await again.load_submission(job_id, 1) == subs[1]
+    assert await again.load_submission("other", 1) is None
+    # Nothing else reads them: they are not versions, nor anything a snapshot decodes.
+    assert [j.version for j in await again.load_versions()] == [1]
 
 
 async def test_services_written_and_deleted(open_store: Opener) -> None:

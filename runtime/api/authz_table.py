@@ -138,6 +138,8 @@ NEEDS: Final[dict[str, Needs]] = {
     f"{JOB}/evaluations": {"GET": READ_JOB},
     f"{JOB}/evaluate": {"*": namespace_op("evaluate-job", "submit-job")},
     f"{JOB}/versions": {"GET": READ_JOB},
+    # `GetJobSubmission`: read-job in the request's namespace
+    f"{JOB}/submission": {"GET": READ_JOB},
     f"{JOB}/revert": {"*": namespace_op("revert-job", "submit-job")},
     f"{JOB}/stable": {"*": namespace_op("stable-job", "submit-job")},
     f"{JOB}/summary": {"GET": READ_JOB},

@@ -1,8 +1,14 @@
-"""/v1/jobs, /v1/jobs/parse, /v1/job/<id> and its allocations: register, read, parse, stop.
+"""/v1/jobs, /v1/jobs/parse, /v1/job/<id>, its allocations and its submission: register, read,
+parse, stop.
 
 Job bodies are parsed by the jobspec in a worker thread behind the context's limiter
 (request.py `parse_job_off_loop`), so a large job never stalls the event loop; a job the jobspec
 refuses is a 400 naming the field. Lists are Nomad's stubs, sorted by ID.
+
+A register's `Submission` (the job file it came from, command/job_run.go sends it) is kept with
+the version it stores (server/local.py `register_job`); one over Nomad's size limit is dropped
+with Nomad's warning. `GET /v1/job/<id>/submission?version=N` answers it, or 404 "job source
+not found" (command/agent/job_endpoint.go `jobSubmissionQuery`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from yurt.runtime.jobspec import VarInputs
 from yurt.runtime.jobspec.rules_volume import job_warnings
 from yurt.runtime.server.dispatch import is_parameterized
 from yurt.runtime.structs import Allocation, Job
+from yurt.runtime.structs.submission import oversize_warning, submission_from_body
 
 
 def job_stub(job: Job) -> dict[str, Any]:
@@ -71,6 +78,10 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     if not isinstance(body.get("Job"), dict):
         raise ApiError(400, 'request body must be {"Job": {...}}')
     namespace_for_body(request, body)
+    try:
+        submission = submission_from_body(body.get("Submission"))
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
     job = await parse_job_off_loop(msgspec.json.encode({"Job": body["Job"]}).decode(),
                                    ctx.parse_limiter, filename="request", format="json")
     if job_id is not None and job.id != job_id:
@@ -79,8 +90,9 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     # request's namespace from it): nomad/job_endpoint.go `Register` checks it there.
     require_register(request, job, body, "register-job")
     await check_register(ctx, job)
-    result = await ctx.server.register_job(job)
-    warnings = "; ".join([*job_warnings(body["Job"]),
+    result = await ctx.server.register_job(job, submission)
+    dropped = oversize_warning(submission) if submission is not None else None
+    warnings = "; ".join([*job_warnings(body["Job"]), *([dropped] if dropped else []),
                           *(f"group {g!r} not placed: {why}" for g, why in
                             result.failed.items())])
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
@@ -114,7 +126,7 @@ async def parse(ctx: Context, request: Request) -> Response:
 _SUB_RESOURCES: Final = tuple(f"/{name}" for name in (
     "allocations", "deployments", "deployment", "periodic/force", "dispatch", "evaluations",
     "evaluate", "versions", "revert", "stable", "summary", "plan", "scale", "actions",
-    "action"))
+    "action", "submission"))
 
 
 async def job_item(ctx: Context, request: Request) -> Response:
@@ -140,3 +152,19 @@ async def job_allocations(ctx: Context, request: Request) -> Response:
     namespace = request_namespace(request)
     return json_response([alloc_stub(ctx.alloc_view(a.id))
                           for a in ctx.server.job_allocs(job_id) if a.namespace == namespace])
+
+
+async def job_submission(ctx: Context, request: Request) -> Response:
+    """The source `version` of the job was registered from (nomad/job_endpoint.go
+    `GetJobSubmission`, looked up by namespace, job and version): 404 when none is kept."""
+    job_id = request.path_params["job_id"]
+    try:
+        version = int(request.query_params.get("version", ""))
+        if version < 0:
+            raise ValueError(version)
+    except ValueError:
+        raise ApiError(400, "Unable to parse job submission version parameter") from None
+    sub = await ctx.server.job_submission(job_id, version)
+    if sub is None or sub.namespace != request_namespace(request):
+        raise ApiError(404, "job source not found")
+    return json_response(sub)

@@ -63,13 +63,17 @@ def _finished_eval(client: AgentConnection, eval_id: str) -> dict[str, Any]:
 
 def job_run(path: str, detach: bool, json_output: bool) -> None:
     """`yurt job run` (see the module docstring)."""
-    from yurt.runtime.cli.api_client import ALLOC_HEADER, alloc_rows, api, call, emit_json
-    from yurt.runtime.cli.jobfile import load_job_file
-    from yurt.runtime.jobspec import encode_job
+    import msgspec
 
-    job = load_job_file(path)
+    from yurt.runtime.cli.api_client import ALLOC_HEADER, alloc_rows, api, call, emit_json
+    from yurt.runtime.cli.jobfile import load_job_with_submission
+
+    job, submission = load_job_with_submission(path)
     with api() as client:
-        result = call(client, "POST", "/v1/jobs", content=encode_job(job))
+        # The job and the file it came from, as Nomad's `job run` registers (api/jobs.go
+        # `RegisterOpts`, Submission): kept with the version, read back by /submission.
+        result = call(client, "POST", "/v1/jobs",
+                      content=msgspec.json.encode({"Job": job, "Submission": submission}))
         eval_id = result.get("EvalID") or ""
         templated = job.periodic is not None or (
             job.parameterized is not None and not job.dispatched

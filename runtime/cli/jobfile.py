@@ -9,6 +9,12 @@ Variables, as Nomad's `JobGetter` (command/helpers.go) passes them to jobspec2: 
 command) and NOMAD_VAR_* from the environment; an undeclared -var or var-file variable is an
 error (Nomad's `-hcl2-strict`, on by default), and file functions read beside the job file.
 
+`yurt job run` also sends the job's submission (`load_job_with_submission`), as Nomad's
+`JobGetter.Get` (command/helpers.go) and jobspec2 `submissionFromJob` build it: the file as read,
+its format ("json" when it starts with `{`, else "hcl2"), the NOMAD_VAR_* and `-var` values as
+`VariableFlags` (-var wins), and the var files' contents, each followed by a newline, as
+`Variables`.
+
 A leaf of the CLI: it imports the jobspec (and with it python-hcl2 and lark) only when a file
 is read, so the command tree stays light (tests/test_import_weight.py).
 """
@@ -67,6 +73,42 @@ def variable_inputs() -> VarInputs:
     env = {k: v for k, v in os.environ.items() if k.startswith("NOMAD_VAR_")}
     return VarInputs(env=env, var_files=tuple(files), args=_GIVEN["vars"], strict=True,
                      allow_fs=True)
+
+
+def load_job_with_submission(path: str) -> tuple[Job, dict[str, Any]]:
+    """The job in the file at `path` and its submission (Nomad's api/jobs.go `JobSubmission`
+    JSON); its problems, if any, end the command (exit 2)."""
+    from pathlib import Path
+
+    from yurt.runtime.errors import JobSpecError, SpecProblem
+    from yurt.runtime.jobspec import load_job
+    from yurt.runtime.jobspec.parse import detect_format
+
+    try:
+        inputs = variable_inputs()
+        job = load_job(path, inputs)
+        try:
+            source = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:  # changed since it was parsed
+            raise JobSpecError(path, [SpecProblem(0, 0, "file", f"cannot read: {e}")]
+                               ) from None
+    except JobSpecError as e:
+        echo(e.render(), err=True)
+        sys.exit(EXIT_USAGE)
+    flags = {k.removeprefix("NOMAD_VAR_"): v for k, v in inputs.env.items()}
+    flags.update(_flag(arg) for arg in inputs.args)
+    return job, {
+        "Source": source,
+        "Format": "json" if detect_format(path, source) == "json" else "hcl2",
+        "VariableFlags": flags or None,
+        "Variables": "".join(f"{text}\n" for _, text in inputs.var_files),
+    }
+
+
+def _flag(arg: str) -> tuple[str, str]:
+    """`-var NAME=VALUE` as jobspec2's `extractVarFlags` splits it (no `=`: an empty value)."""
+    name, _, value = arg.partition("=")
+    return name, value
 
 
 def load_job_file(path: str) -> Job:

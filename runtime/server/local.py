@@ -89,6 +89,7 @@ from yurt.runtime.structs import (
     is_client_terminal,
     merge_client_health,
 )
+from yurt.runtime.structs.submission import JobSubmission, oversize_warning
 from yurt.runtime.structs.update import DEPLOYMENT_STATUS_SUCCESSFUL, Deployment
 
 
@@ -285,12 +286,14 @@ class LocalServer:
                       deployments: list[Deployment] | None = None,
                       deployment_type: str = "DeploymentStatusUpdate",
                       versions: list[Job] | None = None,
-                      nodes: list[Node] | None = None) -> None:
+                      nodes: list[Node] | None = None,
+                      submission: JobSubmission | None = None) -> None:
         """Persist, then make visible, then publish, one change numbered `self.index`.
         With `new_version`, `jobs` are new versions, kept for their history; `versions`:
         history entries changed (a version marked stable). `deployments`
         are written with the counts the written allocations change (deployments.settle).
-        `nodes` (a cluster's: their status changed) are written in the same transaction."""
+        `nodes` (a cluster's: their status changed) and `submission` (the new version's
+        source) are written in the same transaction."""
         evals = evals or []
         deployments = settle(self.deployments, deployments or [], self.allocs, allocs,
                              self.index, self._clock())
@@ -303,7 +306,8 @@ class LocalServer:
                 forget += [(job.id, version) for version in dropped]
         marked = versions or []
         await self._persist(jobs, allocs, evals, [v[0] for v in kept.values()] + marked,
-                            forget, deployments, nodes or [])
+                            forget, deployments, nodes or [],
+                            [submission] if submission is not None else [])
         self.versions.update(kept)
         self._nodes_written(nodes or [])
         for v in marked:
@@ -349,14 +353,14 @@ class LocalServer:
     async def _persist(self, jobs: list[Job], allocs: list[Allocation],
                        evals: list[Evaluation], versions: list[Job],
                        forget: list[tuple[str, int]], deployments: list[Deployment],
-                       nodes: list[Node]) -> None:
+                       nodes: list[Node], submissions: list[JobSubmission]) -> None:
         """Write one commit, numbered `self.index`, to the store (a cluster server writes
         the nodes too: runtime/server/cluster/server.py)."""
         if nodes:
             raise ValueError("the embedded server keeps its node outside server.db")
         if self.store is not None:
             await self.store.save(self.index, jobs, allocs, evals, versions, forget,
-                                  deployments)
+                                  deployments, submissions)
         else:
             await trio.lowlevel.checkpoint()
 
@@ -485,15 +489,19 @@ class LocalServer:
 
     # ------------------------------------------------------------------ jobs
 
-    async def register_job(self, job: Job) -> Registration:
-        """Register (or update) `job` and place its allocations on this node."""
+    async def register_job(self, job: Job, submission: JobSubmission | None = None
+                           ) -> Registration:
+        """Register (or update) `job` and place its allocations on this node. `submission`
+        (its source) is kept with the version the register stores; a register that changes
+        nothing stores no version, and no submission (nomad/state/state_store.go
+        `updateJobSubmission` keeps the first one of a version)."""
         async with self._lock:
-            return await self._register(job)
+            return await self._register(job, submission=submission)
 
-    async def _register(self, job: Job, triggered_by: str = TRIGGER_JOB_REGISTER
-                        ) -> Registration:
+    async def _register(self, job: Job, triggered_by: str = TRIGGER_JOB_REGISTER,
+                        submission: JobSubmission | None = None) -> Registration:
         if is_template(job):  # periodic/parameterized parent: stored, never placed (Nomad)
-            return await self._register_template(job)
+            return await self._register_template(job, submission)
         existing = self.jobs.get(job.id)
         live = [a for a in self.job_allocs(job.id) if not a.is_terminal()]
         wanted = {f"{job.id}.{g.name}[{i}]" for g in job.task_groups for i in range(g.count)}
@@ -513,10 +521,13 @@ class LocalServer:
         ev = self._new_eval(job, triggered_by, index)
         # The job and its evaluation in one commit (one index), as Nomad's Raft apply.
         await self._commit([job], [], [job_event("JobRegistered", job)], [ev],
-                           new_version=job is not existing)
+                           new_version=job is not existing,
+                           submission=_submitted(job, submission, index)
+                           if job is not existing else None)
         return self._registration(await self._process(ev), index, job)
 
-    async def _register_template(self, job: Job) -> Registration:
+    async def _register_template(self, job: Job, submission: JobSubmission | None = None
+                                 ) -> Registration:
         """A periodic or parameterized parent is stored with no evaluation and no allocation
         of its own, as Nomad's register does (its children are the jobs that run);
         allocations it had as an ordinary job are stopped."""
@@ -531,7 +542,8 @@ class LocalServer:
         now = self._clock()
         gone = [stopped(a, index, now, "alloc not needed due to job update")
                 for a in self.job_allocs(job.id) if not a.is_terminal()]
-        await self._commit([job], gone, [job_event("JobRegistered", job)], new_version=True)
+        await self._commit([job], gone, [job_event("JobRegistered", job)], new_version=True,
+                           submission=_submitted(job, submission, index))
         return Registration(eval_id="", index=index, stopped=gone,
                             job_modify_index=job.job_modify_index)
 
@@ -557,6 +569,16 @@ class LocalServer:
             if check is not None:
                 job = check(self.jobs.get(job.id)) or job
             return await self._register(job, triggered_by)
+
+    async def job_submission(self, job_id: str, version: int) -> JobSubmission | None:
+        """The submission kept with `version` of the job; None when the version is not in
+        the history or was registered without one (nomad/job_endpoint.go
+        `GetJobSubmission`)."""
+        if self.store is None or not any(v.version == version
+                                         for v in self.versions.get(job_id, [])):
+            await trio.lowlevel.checkpoint()
+            return None
+        return await self.store.load_submission(job_id, version)
 
     async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
         """Mark one version of the job (un)stable; the index of the change."""
@@ -760,3 +782,13 @@ def _changes(alloc: Allocation, update: Allocation) -> bool:
             or update.network_status != alloc.network_status
             or merge_client_health(alloc.deployment_status, health, alloc.modify_index)
             is not alloc.deployment_status)
+
+
+def _submitted(job: Job, submission: JobSubmission | None, index: int
+               ) -> JobSubmission | None:
+    """`submission` as the version `job` stores it: the server's fields set, and nothing when
+    it is over the size Nomad keeps (nomad/job_endpoint_hooks.go `submissionController`)."""
+    if submission is None or oversize_warning(submission) is not None:
+        return None
+    return msgspec.structs.replace(submission, namespace=job.namespace, job_id=job.id,
+                                   version=job.version, job_modify_index=index)

@@ -108,6 +108,7 @@ from yurt.runtime.structs import (
     Node,
 )
 from yurt.runtime.structs.noderpc import HEARTBEAT_GRACE
+from yurt.runtime.structs.submission import JobSubmission
 from yurt.runtime.structs.update import Deployment
 
 log = logging.getLogger("yurt.cluster.server")
@@ -343,9 +344,9 @@ class ClusterServer(LocalServer):
     async def _persist(self, jobs: list[Job], allocs: list[Allocation],
                        evals: list[Evaluation], versions: list[Job],
                        forget: list[tuple[str, int]], deployments: list[Deployment],
-                       nodes: list[Node]) -> None:
+                       nodes: list[Node], submissions: list[JobSubmission]) -> None:
         await self.cluster_store.save(self.index, jobs, allocs, evals, versions, forget,
-                                      deployments, nodes=nodes)
+                                      deployments, nodes=nodes, submissions=submissions)
 
     def _nodes_written(self, nodes: list[Node]) -> None:
         for node in nodes:
@@ -454,8 +455,9 @@ class ClusterServer(LocalServer):
             while self.applied_revision < revision:
                 await self._applied.wait()
 
-    async def register_job(self, job: Job) -> Registration:
-        return await self._retrying(lambda: LocalServer.register_job(self, job))
+    async def register_job(self, job: Job, submission: JobSubmission | None = None
+                           ) -> Registration:
+        return await self._retrying(lambda: LocalServer.register_job(self, job, submission))
 
     async def register_as(self, job: Job, triggered_by: str,
                           check: Callable[[Job | None], Job | None] | None = None

@@ -17,6 +17,10 @@ Key layout, under the configured prefix (default "/yurt/"); every value is the J
                                        that runs it
     evals/<eval id>                    Evaluation
     versions/<job id>/<version:020d>   Job, one per version kept for the history
+    submissions/<job id>/<version:020d>
+                                       JobSubmission of that version, if it had one;
+                                       dropped with it, read only when asked (neither
+                                       the snapshot nor the watch decodes them)
     deployments/<deployment id>        Deployment
     services/<registration id>         the service catalogue's row, as server/services.py
                                        encodes it (the alloc id column of SQLite is not kept:
@@ -78,6 +82,7 @@ from yurt.runtime.server.cluster.etcd.client import Compare, EtcdError, KeyValue
 from yurt.runtime.server.cluster.etcd.kv import KV
 from yurt.runtime.server.cluster.etcd.process import MAX_REQUEST_BYTES, MAX_TXN_OPS
 from yurt.runtime.structs import Allocation, Evaluation, Job, Node
+from yurt.runtime.structs.submission import JobSubmission
 from yurt.runtime.structs.update import Deployment
 
 log = logging.getLogger("yurt.server.etcdstore")
@@ -276,6 +281,11 @@ class ClusterStore:
     async def load_deployments(self) -> list[Deployment]:
         return (await self._current()).deployments
 
+    async def load_submission(self, job_id: str, version: int) -> JobSubmission | None:
+        """The submission stored with the job's `version`, read from etcd when asked."""
+        kv, _ = await self._kv.get(self._key("submissions", _version_tail(job_id, version)))
+        return None if kv is None else msgspec.json.decode(kv.value, type=JobSubmission)
+
     async def load_services(self) -> list[bytes]:
         """The service catalogue's rows (server/services.py decodes them)."""
         return list((await self._current()).services.values())
@@ -302,10 +312,12 @@ class ClusterStore:
                    evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
                    forget_versions: list[tuple[str, int]] | None = None,
                    deployments: list[Deployment] | None = None,
+                   submissions: list[JobSubmission] | None = None,
                    nodes: list[Node] | None = None) -> None:
         """One change: rows written (jobs, allocations, evaluations, job versions kept for
-        the history, deployments, nodes) and job versions dropped from it, with the index,
-        in one transaction (`StoreConflict` if the state moved on since this store saw it)."""
+        the history and their submissions, deployments, nodes) and job versions dropped from
+        it (with their submissions), with the index, in one transaction (`StoreConflict` if
+        the state moved on since this store saw it)."""
         rows: dict[bytes, bytes | None] = {}
         for n in nodes or ():
             rows[self._key("nodes", n.id)] = _encoder.encode(n)
@@ -314,8 +326,12 @@ class ClusterStore:
             rows[self._key("deployments", d.id)] = _encoder.encode(d)
         for v in versions or ():
             rows[self._key("versions", _version_tail(v.id, v.version))] = _encoder.encode(v)
+        for sub in submissions or ():
+            rows[self._key("submissions", _version_tail(sub.job_id, sub.version))] = (
+                _encoder.encode(sub))
         for job_id, version in forget_versions or ():
             rows[self._key("versions", _version_tail(job_id, version))] = None
+            rows[self._key("submissions", _version_tail(job_id, version))] = None
         for j in jobs:
             rows[self._key("jobs", j.id)] = _encoder.encode(j)
         bodies: dict[str, Job] = {}

@@ -31,6 +31,7 @@ import sqlite_utils
 import trio
 
 from yurt.runtime.structs import Allocation, Evaluation, Job
+from yurt.runtime.structs.submission import JobSubmission
 from yurt.runtime.structs.update import Deployment
 from yurt.store.sqlite_file import connect_wal, out_of_space
 
@@ -51,12 +52,14 @@ class ServerStateStore(Protocol):
     async def load_evals(self) -> list[Evaluation]: ...
     async def load_versions(self) -> list[Job]: ...
     async def load_deployments(self) -> list[Deployment]: ...
+    async def load_submission(self, job_id: str, version: int) -> JobSubmission | None: ...
     async def load_services(self) -> list[bytes]: ...
     async def save_services(self, rows: dict[str, tuple[str, bytes] | None]) -> None: ...
     async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
                    evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
                    forget_versions: list[tuple[str, int]] | None = None,
-                   deployments: list[Deployment] | None = None) -> None: ...
+                   deployments: list[Deployment] | None = None,
+                   submissions: list[JobSubmission] | None = None) -> None: ...
     async def delete(self, job_id: str, alloc_ids: list[str], index: int | None = None,
                      deployment_ids: list[str] | None = None) -> None: ...
     async def delete_evals(self, eval_ids: list[str], index: int,
@@ -81,6 +84,8 @@ class ServerStore:
         self._evals: dict[str, tuple[str, str] | None] = {}
         self._versions: dict[str, tuple[str, str] | None] = {}
         self._deployments: dict[str, tuple[str, str] | None] = {}
+        #: A submission's row is its version's key: dropped with the version.
+        self._submissions: dict[str, tuple[str, str] | None] = {}
         self._index: int | None = None
         #: Why writes are not reaching the disk right now; None when they are.
         self.degraded: str | None = None
@@ -99,7 +104,7 @@ class ServerStore:
             db = sqlite_utils.Database(conn)
             tables = set(db.table_names())
             if not {"jobs", "allocs", "evals", "job_versions", "deployments", "meta",
-                    "services"} <= tables:
+                    "services", "job_submissions"} <= tables:
                 with conn:
                     db.table("jobs").create({"id": str, "value": str}, pk="id",
                                             if_not_exists=True)
@@ -108,6 +113,10 @@ class ServerStore:
                     db.table("evals").create({"id": str, "job_id": str, "value": str},
                                              pk="id", if_not_exists=True)
                     db.table("job_versions").create(
+                        {"id": str, "job_id": str, "value": str}, pk="id", if_not_exists=True)
+                    # A job version's submission (structs/submission.py), keyed as the
+                    # version is.
+                    db.table("job_submissions").create(
                         {"id": str, "job_id": str, "value": str}, pk="id", if_not_exists=True)
                     db.table("deployments").create(
                         {"id": str, "job_id": str, "value": str}, pk="id", if_not_exists=True)
@@ -152,6 +161,23 @@ class ServerStore:
 
         return await trio.to_thread.run_sync(read, limiter=self._limiter)
 
+    async def load_submission(self, job_id: str, version: int) -> JobSubmission | None:
+        """The submission stored with the job's `version`, if any (read when asked: sources
+        are large and rarely read, so they are not kept in memory)."""
+        key = _version_key(job_id, version)
+        if key in self._submissions:  # not on disk yet (a full disk)
+            pending = self._submissions[key]
+            await trio.lowlevel.checkpoint()
+            return None if pending is None else msgspec.json.decode(pending[1],
+                                                                    type=JobSubmission)
+
+        def read() -> JobSubmission | None:
+            row = self._conn.execute("SELECT value FROM job_submissions WHERE id = ?",
+                                     (key,)).fetchone()
+            return None if row is None else msgspec.json.decode(row[0], type=JobSubmission)
+
+        return await trio.to_thread.run_sync(read, limiter=self._limiter)
+
     async def load_services(self) -> list[bytes]:
         """The service catalogue's rows (server/services.py decodes them)."""
         def read() -> list[bytes]:
@@ -177,16 +203,21 @@ class ServerStore:
     async def save(self, index: int, jobs: list[Job], allocs: list[Allocation],
                    evals: list[Evaluation] | None = None, versions: list[Job] | None = None,
                    forget_versions: list[tuple[str, int]] | None = None,
-                   deployments: list[Deployment] | None = None) -> None:
+                   deployments: list[Deployment] | None = None,
+                   submissions: list[JobSubmission] | None = None) -> None:
         """One change: rows written (jobs, allocations, evaluations, job versions kept for
-        the history, deployments) and job versions dropped from it, with the index, in one
-        transaction."""
+        the history and their submissions, deployments) and job versions dropped from it
+        (with their submissions), with the index, in one transaction."""
         for d in deployments or ():
             self._deployments[d.id] = (d.job_id, _encoder.encode(d).decode())
         for v in versions or ():
             self._versions[_version_key(v.id, v.version)] = (v.id, _encoder.encode(v).decode())
+        for sub in submissions or ():
+            self._submissions[_version_key(sub.job_id, sub.version)] = (
+                sub.job_id, _encoder.encode(sub).decode())
         for job_id, version in forget_versions or ():
             self._versions[_version_key(job_id, version)] = None
+            self._submissions[_version_key(job_id, version)] = None
         for j in jobs:
             self._jobs[j.id] = _encoder.encode(j).decode()
         for a in allocs:
@@ -224,8 +255,15 @@ class ServerStore:
     def _write(self, jobs: dict[str, str | None], allocs: dict[str, tuple[str, str] | None],
                evals: dict[str, tuple[str, str] | None],
                versions: dict[str, tuple[str, str] | None], index: int | None,
-               deployments: dict[str, tuple[str, str] | None]) -> None:
+               deployments: dict[str, tuple[str, str] | None],
+               submissions: dict[str, tuple[str, str] | None]) -> None:
         with self._conn:
+            self._conn.executemany(
+                "INSERT INTO job_submissions (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT "
+                "(id) DO UPDATE SET value = excluded.value",
+                [(k, *v) for k, v in submissions.items() if v is not None])
+            self._conn.executemany("DELETE FROM job_submissions WHERE id = ?",
+                                   [(k,) for k, v in submissions.items() if v is None])
             self._conn.executemany(
                 "INSERT INTO deployments (id, job_id, value) VALUES (?, ?, ?) ON CONFLICT "
                 "(id) DO UPDATE SET value = excluded.value",
@@ -264,11 +302,12 @@ class ServerStore:
         """Write everything not yet on disk in one transaction; on a full disk keep it."""
         jobs, allocs, evals, index = self._jobs, self._allocs, self._evals, self._index
         versions, deployments = self._versions, self._deployments
+        submissions = self._submissions
         self._jobs, self._allocs, self._evals, self._index = {}, {}, {}, None
-        self._versions, self._deployments = {}, {}
+        self._versions, self._deployments, self._submissions = {}, {}, {}
         try:
             await trio.to_thread.run_sync(self._write, jobs, allocs, evals, versions, index,
-                                          deployments, limiter=self._limiter)
+                                          deployments, submissions, limiter=self._limiter)
         except BaseException as e:
             # Not written: back in front of whatever was queued meanwhile (newer wins).
             self._jobs = {**jobs, **self._jobs}
@@ -276,6 +315,7 @@ class ServerStore:
             self._evals = {**evals, **self._evals}
             self._versions = {**versions, **self._versions}
             self._deployments = {**deployments, **self._deployments}
+            self._submissions = {**submissions, **self._submissions}
             self._index = self._index if self._index is not None else index
             if isinstance(e, Exception) and out_of_space(e):
                 if self.degraded is None:
@@ -292,7 +332,8 @@ class ServerStore:
         with trio.CancelScope(shield=True):
             try:
                 if (self._jobs or self._allocs or self._evals or self._versions
-                        or self._deployments or self._index is not None):
+                        or self._deployments or self._submissions
+                        or self._index is not None):
                     with trio.move_on_after(CLOSE_TIMEOUT):
                         await self._flush()
             finally:
