@@ -211,3 +211,17 @@ async def test_job_run_sends_the_file_and_its_variables(tmp_path: Path) -> None:
                                 "Variables": 'region = "eu"\n', "Namespace": "default",
                                 "JobID": "cli", "Version": 0,
                                 "JobModifyIndex": job["JobModifyIndex"]}
+            out = await yurt(a.address, "job", "inspect", "-hcl", "-with-vars", "cli")
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.decode() == JOB_FILE + "\n"  # Nomad's Output adds a newline
+            assert "$ yurt job inspect -namespace default -hcl cli > cli.nomad.hcl\n" \
+                   "$ yurt job run -var=x=1 '-var=region = \"eu\"' cli.nomad.hcl" in \
+                   out.stderr.decode()
+            out = await yurt(a.address, "job", "inspect", "-with-vars", "cli")
+            assert (out.returncode, out.stderr) == (
+                2, b"yurt: can only use -with-vars with -hcl\n")
+            # Registered through the API without its source: nothing to show.
+            assert (await a.client.post("/v1/jobs", json=mock_job("bare"))).status_code == 200
+            out = await yurt(a.address, "job", "inspect", "-hcl", "bare")
+            assert out.returncode == 1
+            assert b"job 'bare' with version 0 couldn't be found" in out.stderr

@@ -200,14 +200,25 @@ def register(cli: click.Group, job: click.Group) -> None:
     @click.option("--version", "version", type=int, default=None, help="An earlier version.")
     @click.option("-t", "template", default="", metavar="TEMPLATE",
                   help="Format the job with a Go template (Nomad's -t) instead of JSON.")
-    def job_inspect(job_id: str, version: int | None, template: str) -> None:
-        """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it)."""
+    @click.option("-hcl", "--hcl", "hcl", is_flag=True,
+                  help="The job file the version was registered from (its submission).")
+    @click.option("-with-vars", "--with-vars", "with_vars", is_flag=True,
+                  help="With -hcl: how to run it again with the variables it was given.")
+    def job_inspect(job_id: str, version: int | None, template: str, hcl: bool,
+                    with_vars: bool) -> None:
+        """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it); with
+        -hcl, the source it was registered from (command/job_inspect.go `getJobHCL`)."""
         from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
         from yurt.runtime.cli.output import emit_template, fail
 
+        if with_vars and not hcl:
+            fail("can only use -with-vars with -hcl", EXIT_USAGE)
         with api() as client:
             job_id = resolve_job(client, job_id)
             path = f"/v1/job/{quote(job_id, safe='')}"
+            if hcl:
+                _inspect_hcl(client, job_id, path, version, with_vars)
+                return
             if version is None:
                 spec = call(client, "GET", path)
             else:
@@ -220,6 +231,36 @@ def register(cli: click.Group, job: click.Group) -> None:
             emit_template(template, spec)
             return
         emit_json({"Job": spec})
+
+    def _inspect_hcl(client: Any, job_id: str, path: str, version: int | None,
+                     with_vars: bool) -> None:
+        """`job inspect -hcl [-with-vars]`: the version's submitted source on stdout, and
+        with -with-vars, on stderr, how to run it again (command/job_inspect.go
+        `getWithVarsOutput`: the -var flags sorted, then each line of the variables)."""
+        import shlex
+
+        from yurt.runtime.cli.api_client import call, fail_on_error
+        from yurt.runtime.cli.output import echo_raw, fail
+
+        if version is None:
+            version = int(call(client, "GET", path)["Version"])
+        response = client.request("GET", f"{path}/submission", params={"version": version})
+        if response.status_code == 404:
+            fail(f"Error inspecting job: job {job_id!r} with version {version} couldn't be "
+                 "found (registered without its source?)")
+        fail_on_error(response)
+        sub = response.json()
+        echo_raw(sub["Source"])
+        if with_vars:
+            args = [f"-var={k}={v}" for k, v in sorted((sub.get("VariableFlags") or {}).items())]
+            args += [f"-var={line.strip()}" for line in sub.get("Variables", "").split("\n")
+                     if line.strip()]
+            file = f"{job_id.replace('/', '_')}.nomad.hcl"
+            ns = f" -namespace {shlex.quote(sub['Namespace'])}" if sub.get("Namespace") else ""
+            run = " ".join(shlex.quote(a) for a in args)
+            echo(f"\nTo run this job as originally submitted:\n\n"
+                 f"$ yurt job inspect{ns} -hcl {shlex.quote(job_id)} > {shlex.quote(file)}\n"
+                 f"$ yurt job run {run + ' ' if run else ''}{shlex.quote(file)}", err=True)
 
     @job.command("eval")
     @click.argument("job_id", metavar="JOB")
