@@ -107,7 +107,7 @@ async def test_a_submission_round_trips_through_the_agents_sqlite_file(tmp_path:
             assert "job source size of 1.0 MB exceeds maximum of 1.0 MB and will be " \
                    "discarded" in r.json()["Warnings"]
             assert (await _submission(c, "web", "2")).status_code == 404
-            for bad in ("", "x", "-1"):
+            for bad in ("", "x", "-1", "+1", " 1", "١"):
                 r = await _submission(c, "web", bad)
                 assert (r.status_code, r.text) == (
                     400, "Unable to parse job submission version parameter")

@@ -158,13 +158,10 @@ async def job_submission(ctx: Context, request: Request) -> Response:
     """The source `version` of the job was registered from (nomad/job_endpoint.go
     `GetJobSubmission`, looked up by namespace, job and version): 404 when none is kept."""
     job_id = request.path_params["job_id"]
-    try:
-        version = int(request.query_params.get("version", ""))
-        if version < 0:
-            raise ValueError(version)
-    except ValueError:
-        raise ApiError(400, "Unable to parse job submission version parameter") from None
-    sub = await ctx.server.job_submission(job_id, version)
+    text = request.query_params.get("version", "")
+    if not (text.isascii() and text.isdigit()):  # Go's strconv.ParseUint: digits only
+        raise ApiError(400, "Unable to parse job submission version parameter")
+    sub = await ctx.server.job_submission(job_id, int(text))
     if sub is None or sub.namespace != request_namespace(request):
         raise ApiError(404, "job source not found")
     return json_response(sub)
