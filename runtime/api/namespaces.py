@@ -7,7 +7,9 @@ behind the API, not before it binds (tests/test_import_weight.py).
 
 Jobs are scoped the way Nomad scopes them: `?namespace=` (default `default`, `*` for every
 namespace on lists) filters lists, and a job looked up by ID in another namespace than its own
-is not found. A job may only be registered into a namespace that exists. The server keys jobs
+is not found. A job may only be registered into a namespace that exists, and lands in the
+node pool it names or else its namespace's default one, which must exist and which the
+namespace must allow (`admit_node_pool`; a plan sees the job the same way). The server keys jobs
 by ID alone, so one ID cannot live in two namespaces at once: registering it into a second one
 is refused (Nomad would keep both).
 
