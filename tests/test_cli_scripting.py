@@ -85,7 +85,7 @@ async def test_piped_tables_are_plain_whole_and_keep_8_character_ids(tmp_path: P
             assert listing[0].split() == ["ID", "Type", "Priority", "Status", "Submitted"]
             assert listing[1].split()[:2] == [LONG_JOB, "service"]
             detail = (await yurt(a, "job", "status", LONG_JOB, columns=20)).stdout
-            assert f"ID       = {LONG_JOB}\n" in detail
+            assert f"ID        = {LONG_JOB}\n" in detail
             rows = detail.split("\nAllocations\n", 1)[1].splitlines()
             assert rows[0].split()[:2] == ["ID", "Name"]
             assert sorted(r.split()[0] for r in rows[1:]) == sorted(x["ID"][:8] for x in allocs)

@@ -1,5 +1,6 @@
 """Node pools in placement (layer 0, the pure scheduler over an in-memory state): a job's
-`node_pool` (default `default`) confines its placements to that pool's nodes, `all` places
+`node_pool` (unset: the register fills in the namespace's default pool; a job that skipped it
+is in `default`) confines its placements to that pool's nodes, `all` places
 anywhere, and nodes outside the pool are not evaluated at all (Nomad's
 readyNodesInDCsAndPool), so a pool without nodes says "No nodes were eligible"; a job moved
 to another pool is replaced there, never updated in place on a node outside it (Nomad's
@@ -13,8 +14,8 @@ from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.scheduler import binpack
 
 
-def test_the_jobspec_reads_node_pool_and_defaults_to_default() -> None:
-    assert job().node_pool == "default"
+def test_the_jobspec_reads_node_pool_and_leaves_it_unset_for_the_register() -> None:
+    assert job().node_pool == ""  # as Nomad's api Job.Canonicalize: the server decides
     assert job(job_block='node_pool = "gpu"').node_pool == "gpu"
     as_json = parse_job('{"Job": {"ID": "j", "NodePool": "gpu", "TaskGroups": [{"Name": "g", '
                         '"Tasks": [{"Name": "t", "Driver": "mock_driver"}]}]}}')
@@ -25,8 +26,9 @@ def test_a_job_is_placed_only_on_nodes_of_its_pool() -> None:
     state = SchedulerState(node("a"), node("b", node_pool="gpu"), node("c", node_pool="gpu"))
     plan = run(state, job("web", count=2, job_block='node_pool = "gpu"'))
     assert sorted(a.node_id for a in plan.place) == ["b", "c"]
-    plan = run(state, job("api", count=1))
+    plan = run(state, job("api", count=1))  # no pool: `default`, never `gpu`
     assert [a.node_id for a in plan.place] == ["a"]
+    assert not binpack.is_in_pool(node("b", node_pool="gpu"), "")
 
 
 def test_the_all_pool_places_anywhere() -> None:

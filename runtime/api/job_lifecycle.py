@@ -23,7 +23,12 @@ from starlette.responses import Response
 
 from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
-from yurt.runtime.api.namespaces import job_in, namespace_for_body, require_register
+from yurt.runtime.api.namespaces import (
+    admit_node_pool,
+    job_in,
+    namespace_for_body,
+    require_register,
+)
 from yurt.runtime.api.request import (
     ApiError,
     body_field,
@@ -197,6 +202,7 @@ async def plan(ctx: Context, request: Request) -> Response:
     if job.id != job_id:
         raise ApiError(400, "Job ID does not match")
     require_register(request, job, body, "plan-job")  # nomad/job_endpoint.go `Plan`
+    job = await admit_node_pool(ctx, job)  # `Plan` runs the admission hooks too
     server = ctx.server
     existing = server.jobs.get(job_id)
     index = server.index + 1

@@ -89,7 +89,7 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     # The job's namespace is the body's (command/agent/job_endpoint.go `jobUpdate` sets the
     # request's namespace from it): nomad/job_endpoint.go `Register` checks it there.
     require_register(request, job, body, "register-job")
-    await check_register(ctx, job)
+    job = await check_register(ctx, job)
     result = await ctx.server.register_job(job, submission)
     dropped = oversize_warning(submission) if submission is not None else None
     warnings = "; ".join([*job_warnings(body["Job"]), *([dropped] if dropped else []),

@@ -7,7 +7,9 @@ behind the API, not before it binds (tests/test_import_weight.py).
 
 Jobs are scoped the way Nomad scopes them: `?namespace=` (default `default`, `*` for every
 namespace on lists) filters lists, and a job looked up by ID in another namespace than its own
-is not found. A job may only be registered into a namespace that exists. The server keys jobs
+is not found. A job may only be registered into a namespace that exists, and lands in the
+node pool it names or else its namespace's default one, which must exist and which the
+namespace must allow (`admit_node_pool`; a plan sees the job the same way). The server keys jobs
 by ID alone, so one ID cannot live in two namespaces at once: registering it into a second one
 is refused (Nomad would keep both).
 
@@ -35,6 +37,8 @@ from yurt.runtime.server.namespaces import (
     Namespace,
     delete_refusal,
     go_quote,
+    job_node_pool,
+    node_pool_refusal,
     validate,
 )
 from yurt.runtime.structs import Job
@@ -63,22 +67,39 @@ def job_in(ctx: Context, request: Request, job_id: str) -> Job:
     return job
 
 
-async def check_register(ctx: Context, job: Job) -> None:
-    """Refuse a job for a namespace that does not exist, or an ID another namespace holds."""
-    store = await ctx.agent.object_store()
-    if await store.namespace(job.namespace) is None:
-        raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent namespace "
-                            f"{go_quote(job.namespace)}")
-    # nomad/job_endpoint_hook_node_pool.go `Validate`: the pool exists (api/nodepools.py).
-    from yurt.runtime.api.nodepools import find_pool
-
-    if await find_pool(ctx, job.node_pool) is None:
-        raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent node pool "
-                            f"{go_quote(job.node_pool)}")
+async def check_register(ctx: Context, job: Job) -> Job:
+    """`job` with its node pool filled in (`admit_node_pool`); refuse a job for a namespace
+    that does not exist, or an ID another namespace holds."""
+    job = await admit_node_pool(ctx, job)
     existing = ctx.server.jobs.get(job.id)
     if existing is not None and existing.namespace != job.namespace:
         raise ApiError(400, f"job {go_quote(job.id)} already exists in namespace "
                             f"{go_quote(existing.namespace)}")
+    return job
+
+
+async def admit_node_pool(ctx: Context, job: Job) -> Job:
+    """Nomad's node pool admission hooks (nomad/job_endpoint_hook_node_pool*.go): `job` in
+    its namespace's default pool when it names none (`jobNodePoolMutatingHook`), refused
+    (400) when its namespace does not exist, its pool does not
+    (`jobNodePoolValidatingHook`), or its namespace does not allow the pool
+    (server/namespaces.py `node_pool_refusal`)."""
+    ns = await (await ctx.agent.object_store()).namespace(job.namespace)
+    if ns is None:
+        raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent namespace "
+                            f"{go_quote(job.namespace)}")
+    pool = job_node_pool(ns, job.node_pool)
+    if pool != job.node_pool:
+        job = msgspec.structs.replace(job, node_pool=pool)
+    from yurt.runtime.api.nodepools import find_pool
+
+    if await find_pool(ctx, pool) is None:
+        raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent node pool "
+                            f"{go_quote(pool)}")
+    why = node_pool_refusal(ns, job.id, pool)
+    if why is not None:
+        raise ApiError(400, why)
+    return job
 
 
 def require_register(request: Request, job: Job, body: dict[str, Any], *ops: str) -> None:

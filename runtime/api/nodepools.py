@@ -11,6 +11,12 @@ ACLs are Nomad's (api/authz_table.py declares the path's need; the handlers filt
 check the body's pool): a list shows the pools the token may read; a pool's jobs are those of
 the namespaces the token may list jobs in; its nodes need node:read besides.
 
+Events: an upsert publishes `NodePool`/`NodePoolUpserted` with the stored pool, a delete
+`NodePoolDeleted` with the pool as it was, both keyed by the pool's name and carrying
+`{"NodePool": pool}` (nomad/state/events.go, `eventFromChange`); only a management token may
+subscribe to the topic (api/events.py). In a cluster the event reaches the subscribers of the
+server that made the change.
+
 Refusals: Nomad answers its RPC errors (invalid pool, modifying a built-in one, a pool in use)
 with a 500 and the error text; yurt keeps the text and answers 400, as api/namespaces.py does,
 since a 5xx here means a bug. A pool not found is Nomad's 404 `node pool not found`.
@@ -93,7 +99,7 @@ async def pool_jobs(ctx: Context, request: Request) -> Response:
         raise ApiError(400, "prefix argument not allowed")
     if await find_pool(ctx, name) is None:
         return json_response([])
-    jobs = sorted((j for j in ctx.server.jobs.values() if j.node_pool == name
+    jobs = sorted((j for j in ctx.server.jobs.values() if (j.node_pool or "default") == name
                    and in_namespace(request, j.namespace, "list-jobs")),
                   key=lambda j: (j.namespace, j.id))
     return json_response([job_stub(j) for j in jobs])
@@ -121,17 +127,25 @@ async def _upsert(ctx: Context, request: Request, name: str | None) -> Response:
     why = upsert_refusal(pool)
     if why is not None:
         raise ApiError(400, why)
-    await (await ctx.agent.object_store()).put_node_pool(pool)
+    stored = await (await ctx.agent.object_store()).put_node_pool(pool)
+    _publish(ctx, "NodePoolUpserted", stored, index=stored.modify_index)
     return Response(status_code=200)
 
 
+def _publish(ctx: Context, type_: str, pool: NodePool, *, index: int | None = None) -> None:
+    ctx.agent.broker.publish("NodePool", type_, pool.name, {"NodePool": pool}, index=index,
+                             namespace="")
+
+
 async def _delete(ctx: Context, name: str) -> Response:
-    live_jobs = any(j.node_pool == name and j.status != "dead"
+    live_jobs = any((j.node_pool or "default") == name and j.status != "dead"
                     for j in ctx.server.jobs.values())
     nodes = any(n.node_pool == name for n in known_nodes(ctx))
     store = await ctx.agent.object_store()
+    before = await store.node_pool(name)
     why = await store.delete_node_pool(name, lambda exists: delete_refusal(
         name, live_jobs=live_jobs, nodes=nodes, exists=exists))
     if why is not None:
         raise ApiError(404 if why.endswith(" not found") else 400, why)
+    _publish(ctx, "NodePoolDeleted", before or NodePool(name=name))
     return Response(status_code=200)

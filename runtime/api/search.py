@@ -23,6 +23,9 @@ explicitly is 403 (`sufficientSearchPerms`; fuzzy search skips that check for `*
 leaves every context in: its objects are filtered one by one); within a context, objects of
 a namespace where the token may not read jobs are left out (`nsCapFilter`), and so are node
 pools it may not read (`nodePoolCapFilter`).
+
+Node pools are every pool the server knows (api/nodepools.py `all_pools`: stored, built in,
+and those its nodes registered in), read once per request when the context is answered.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from starlette.responses import Response
 from yurt.runtime.api.authz import allowed, require
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace, request_namespace
+from yurt.runtime.api.nodepools import all_pools
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
@@ -107,8 +111,15 @@ def _evals(ctx: Context) -> list[Any]:
     return list(evals.values()) if isinstance(evals, dict) else []
 
 
-def _ids(ctx: Context, context: str, request: Request) -> Iterator[str]:
-    """IDs of `context`, sorted as Nomad's indexes are (by ID)."""
+async def _pools(ctx: Context, wanted: Iterable[str]) -> list[str]:
+    """The names of every known pool when `wanted` holds `node_pools`, sorted; else none."""
+    if "node_pools" not in wanted:
+        return []
+    return sorted(p.name for p in await all_pools(ctx))
+
+
+def _ids(ctx: Context, context: str, request: Request, pools: list[str]) -> Iterator[str]:
+    """IDs of `context`, sorted as Nomad's indexes are (by ID); `pools`: `_pools`."""
     in_ns = _namespace_filter(request)
     server = ctx.server
     if context == "jobs":
@@ -122,8 +133,7 @@ def _ids(ctx: Context, context: str, request: Request) -> Iterator[str]:
         if allowed(request, Acl.allow_node_read):
             yield ctx.agent.node.id
     elif context == "node_pools":
-        yield from sorted(p for p in {"all", "default", ctx.agent.node.node_pool}
-                          if _pool_visible(request, p))
+        yield from (p for p in pools if _pool_visible(request, p))
     elif context == "namespaces" and allowed(request, _default_namespace):
         yield "default"
 
@@ -163,15 +173,18 @@ async def search(ctx: Context, request: Request) -> Response:
                             + " or all")
     matches: dict[str, list[str]] = {}
     truncations: dict[str, bool] = {}
-    for c in _permitted(request, context, PREFIX_CONTEXTS):
+    permitted = _permitted(request, context, PREFIX_CONTEXTS)
+    pools = await _pools(ctx, permitted)
+    for c in permitted:
         matches[c], truncations[c] = _first(
-            (i for i in _ids(ctx, c, request) if i.startswith(prefix)), TRUNCATE_LIMIT)
+            (i for i in _ids(ctx, c, request, pools) if i.startswith(prefix)),
+            TRUNCATE_LIMIT)
     return json_response({"Matches": matches, "Truncations": truncations,
                           "Index": ctx.server.visible_index, "LastContact": 0,
                           "KnownLeader": True, "NextToken": ""})
 
 
-def _fuzzy_candidates(ctx: Context, context: str, request: Request
+def _fuzzy_candidates(ctx: Context, context: str, request: Request, pools: list[str]
                       ) -> Iterator[tuple[str, str, list[str]]]:
     """(context, searchable name, scope) of each object examined for `context`."""
     in_ns = _namespace_filter(request)
@@ -197,7 +210,7 @@ def _fuzzy_candidates(ctx: Context, context: str, request: Request
         if allowed(request, Acl.allow_node_read):
             yield "nodes", node.name, [node.id]
     elif context == "node_pools":
-        for pool in sorted({"all", "default", ctx.agent.node.node_pool}):
+        for pool in pools:
             if _pool_visible(request, pool):
                 yield "node_pools", pool, [pool]
     elif context == "namespaces" and allowed(request, _default_namespace):
@@ -213,6 +226,7 @@ async def fuzzy(ctx: Context, request: Request) -> Response:
                             f"characters, got {len(text.encode())}")
     lowered = text.lower()
     wanted = set(_permitted(request, context, FUZZY_CONTEXTS, fuzzy=True))
+    pools = await _pools(ctx, wanted)
     # Nomad iterates jobs for jobs/groups/tasks/commands alike.
     roots = ["jobs"] if wanted & {"jobs", "groups", "tasks", "commands"} else []
     roots += [c for c in ("allocs", "nodes", "node_pools", "namespaces") if c in wanted]
@@ -220,7 +234,7 @@ async def fuzzy(ctx: Context, request: Request) -> Response:
     truncations: dict[str, bool] = {}
     for root in roots:
         examined = 0
-        for c, name, scope in _fuzzy_candidates(ctx, root, request):
+        for c, name, scope in _fuzzy_candidates(ctx, root, request, pools):
             if c == root:
                 examined += 1
                 if examined > FUZZY_LIMIT_QUERY:
@@ -234,7 +248,7 @@ async def fuzzy(ctx: Context, request: Request) -> Response:
                 continue
             found[c].append((where, name, scope))
     if "evals" in wanted:  # UUIDs: by prefix, as Nomad
-        ids, cut = _first((i for i in _ids(ctx, "evals", request) if i.startswith(text)),
+        ids, cut = _first((i for i in _ids(ctx, "evals", request, pools) if i.startswith(text)),
                           FUZZY_LIMIT_RESULTS)
         if ids:
             found["evals"] = [(0, i, []) for i in ids]

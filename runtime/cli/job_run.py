@@ -182,6 +182,8 @@ def job_status(job_id: str | None, json_output: bool, template: str = "") -> Non
     def human() -> None:
         echo(format_kv([("ID", job["ID"]), ("Type", job["Type"]),
                               ("Priority", str(job["Priority"])),
+                              # command/job_status.go `Run`: "" when the job has none
+                              ("Node Pool", job.get("NodePool") or ""),
                               ("Status", job_status_text(job)),
                               ("Version", str(job["Version"]))]))
         failures = placement_failure_section(evals)

@@ -7,6 +7,12 @@ cannot be deleted either; the refusal names each reason the way Nomad's multierr
 so scripts that match Nomad's text keep working. Quotas are an Enterprise feature: `Quota` is
 kept as given and enforces nothing.
 
+A namespace's `NodePoolConfiguration` (Nomad Enterprise's node pool governance; Nomad's
+open-source server refuses it, nomad/structs/structs_ce.go) is applied: a job registered
+without a node pool takes the namespace's `Default` (`job_node_pool`), and a pool `Allowed`
+does not match, or `Denied` does, is refused (`node_pool_refusal`); the namespace's default
+pool is always allowed. `Allowed` and `Denied` globs match `*` as any run of characters.
+
 The SQL helpers take an open connection and run inside the caller's transaction
 (server/state/objects_sqlite.py owns the file, the thread and the index); nothing here does I/O
 of its own.
@@ -30,6 +36,9 @@ MAX_DESCRIPTION: Final = 256
 
 
 class NodePoolConfiguration(msgspec.Struct, rename="pascal"):
+    """Nomad's `NamespaceNodePoolConfiguration`: `allowed` None allows every pool, an empty
+    list only `default`; `denied` allows every pool but those it matches."""
+
     default: str = "default"
     allowed: list[str] | None = None
     denied: list[str] | None = None
@@ -76,9 +85,40 @@ def validate(ns: Namespace) -> str | None:
         errors.append(f"invalid name {go_quote(ns.name)}. Must match regex {_NAME_REGEX_TEXT}")
     if len(ns.description) > MAX_DESCRIPTION:
         errors.append(f"description longer than {MAX_DESCRIPTION}")
+    config = ns.node_pool_configuration
+    if config.allowed is not None and config.denied is not None:
+        errors.append("invalid node pool configuration: only one of Allowed and Denied may "
+                      "be set")
     if not errors:
         return None
     return f"Invalid namespace {go_quote(ns.name)}: {multierror(errors)}"
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """A node pool glob (`*`: any run of characters, nothing else special)."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+
+
+def job_node_pool(ns: Namespace, given: str) -> str:
+    """The pool a job registered in `ns` with node pool `given` ("": none) is in:
+    nomad/job_endpoint_hook_node_pool_ce.go `jobNodePoolMutatingHook` sets `default`; with
+    node pool governance, the namespace's default."""
+    return given or ns.node_pool_configuration.default or "default"
+
+
+def node_pool_refusal(ns: Namespace, job_id: str, pool: str) -> str | None:
+    """Why a job `job_id` may not be in `pool` in namespace `ns`, or None (see the header)."""
+    config = ns.node_pool_configuration
+    if pool == (config.default or "default"):
+        return None
+    if config.allowed is not None:
+        refused = not any(_glob(p).fullmatch(pool) for p in config.allowed)
+    else:
+        refused = any(_glob(p).fullmatch(pool) for p in config.denied or ())
+    if not refused:
+        return None
+    return (f"job {go_quote(job_id)} is in node pool {go_quote(pool)}, which namespace "
+            f"{go_quote(ns.name)} does not allow")
 
 
 def delete_refusal(name: str, *, live_jobs: bool, live_allocs: bool, variables: bool

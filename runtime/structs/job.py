@@ -157,8 +157,10 @@ class Job(Base):
     type: str = "service"
     priority: int = 50
     datacenters: list[str] = field(default_factory=lambda: ["*"])
-    #: The node pool placement is confined to (`all`: any node); server/nodepools.py.
-    node_pool: str = "default"
+    #: The node pool placement is confined to (`all`: any node); server/nodepools.py. ""
+    #: until the register fills it in (the namespace's default pool, api/namespaces.py
+    #: `check_register`), as Nomad's api `Job.Canonicalize` leaves it for the server.
+    node_pool: str = ""
     meta: dict[str, str] = field(default_factory=dict)
     task_groups: list[TaskGroup] = field(default_factory=list)
     # Server-side bookkeeping; never set from a jobspec.

@@ -92,8 +92,9 @@ class Candidates:
 
 
 def is_in_pool(node: Node, pool: str) -> bool:
-    """Nomad's Node.IsInPool: `all` (or no pool) holds every node."""
-    return pool in (ALL_POOL, "") or node.node_pool == pool
+    """Nomad's Node.IsInPool: `all` holds every node; no pool is `default` (a job the
+    register did not fill in, as nomad/job_endpoint_hook_node_pool_ce.go would)."""
+    return pool == ALL_POOL or node.node_pool == (pool or "default")
 
 
 def candidates(nodes: Iterable[Node], job: Job, pool: str | None = None) -> Candidates:

@@ -374,7 +374,7 @@ class Placer:
             nodes_evaluated=evaluated, nodes_filtered=filtered, nodes_exhausted=exhausted,
             nodes_in_pool=self.cands.in_pool, nodes_available=dict(self.cands.available),
             constraint_filtered=constraint_filtered or None,
-            class_filtered=class_filtered or None, node_pool=self.job.node_pool,
+            class_filtered=class_filtered or None, node_pool=self.job.node_pool or "default",
             dimension_exhausted=dimensions or None)
         return Selection(None, why, metric, preemption_failed=preempt and bool(full))
 
