@@ -6,8 +6,10 @@ Invariants: reads a well-typed `Job` and never changes it; every problem goes th
 `_Problems`. Nomad prefixes each message with "Constraint <n> validation failed: "; here the
 path (`job.web.constraint.0`) says which block, and the message is Nomad's own text.
 A `regexp` pattern is compiled as the scheduler compiles it (lib/goregexp.py: Go's RE2),
-so registration refuses what would never match, with Go's message; when the attribute is a
-literal too, a match the scheduler would refuse as too costly is refused here already.
+so registration refuses what would never compile, with Go's message. A match yurt's scheduler
+will not run (too costly, runtime/lib/goregexp.py `regexp_refusal`) is not refused here, even
+with a literal attribute: Nomad registers such a job, and yurt's placement reports the node
+filtered with the reason (runtime/server/scheduler/feasible.py `_filter_text`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from yurt.runtime.jobspec.fields import _At, _Problems
-from yurt.runtime.lib.goregexp import GoRegexpError, compile_regexp, regexp_refusal
+from yurt.runtime.lib.goregexp import GoRegexpError, compile_regexp
 from yurt.runtime.lib.goversion import VersionError, semver_constraint, version_constraint
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.constraint import (
@@ -58,15 +60,13 @@ def _attribute_problem(target: str) -> str | None:
     return f'unsupported attribute "{target}"'
 
 
-def _regexp_problem(pattern: str, literal: str | None = None) -> str | None:
-    """Why `pattern` fails validation: it does not compile, or it is too costly to match
-    against `literal`, the constraint's attribute when that is not a `${...}` target."""
+def _regexp_problem(pattern: str) -> str | None:
+    """Why `pattern` fails validation: it does not compile (Nomad's Constraint.Validate)."""
     try:
-        compiled = compile_regexp(pattern)
+        compile_regexp(pattern)
     except GoRegexpError as e:
         return f"Regular expression failed to compile: {e}"
-    why = None if literal is None else regexp_refusal(literal, compiled)
-    return None if why is None else f"Regular expression would never be matched: {why}"
+    return None
 
 
 def _version_problem(kind: str, what: str, value: str) -> str | None:
@@ -91,8 +91,7 @@ def constraint_problems(c: Constraint) -> list[str]:
         if not value:
             out.append("Set contains constraint requires an RTarget")
     elif op == CONSTRAINT_REGEX:
-        literal = None if c.attribute.startswith("${") or value.startswith("${") else c.attribute
-        out += filter(None, [_regexp_problem(value, literal)])
+        out += filter(None, [_regexp_problem(value)])
     elif op == CONSTRAINT_VERSION:
         out += filter(None, [_version_problem(op, "Version constraint", value)])
     elif op == CONSTRAINT_SEMVER:
