@@ -486,7 +486,26 @@ def test_migrate_stanza_is_read_with_nomads_rules() -> None:
     assert (migrate.min_healthy_time, migrate.healthy_deadline) == (15 * SECOND, 10 * MINUTE)
     p = only_problem(MIGRATE % "10s")
     assert (p.line, p.field) == (6, "job.web.group.api.migrate.min_healthy_time")
-    assert p.message == "must be less than healthy_deadline"
+    assert p.message == "MinHealthyTime must be less than HealthyDeadline"
+
+
+def test_migrate_follows_nomads_bounds() -> None:
+    # nomad/structs/structs.go `MigrateStrategy.Validate`: a zero deadline (with a zero
+    # minimum) is allowed, and no health check is needed when nothing migrates at once.
+    zero = MIGRATE.replace('"15s"', '"0s"') % "0s"
+    assert parse_job(zero).task_groups[0].migrate.healthy_deadline == 0  # type: ignore[union-attr]
+    none = MIGRATE.replace("3", "0").replace('"task_states"', '""') % "1m"
+    assert parse_job(none).task_groups[0].migrate.health_check == ""  # type: ignore[union-attr]
+    p = only_problem(MIGRATE.replace('"task_states"', '""') % "1m")
+    assert (p.field, p.message) == ("job.web.group.api.migrate.health_check",
+                                    "Missing HealthCheck")
+
+
+@pytest.mark.parametrize("job_type", ["batch", "system", "sysbatch"])
+def test_only_service_jobs_have_a_migrate_block(job_type: str) -> None:
+    p = only_problem((MIGRATE % "1m").replace('job "web" {', f'job "web" {{ type = "{job_type}"'))
+    assert (p.line, p.field, p.message) == (
+        3, "job.web.group.api.migrate", f'Job type "{job_type}" does not allow migrate block')
 
 
 JOB_MIGRATE = """\

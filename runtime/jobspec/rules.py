@@ -293,7 +293,8 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
             problems.add(g_at.field(TaskGroup, "ephemeral_disk").field(EphemeralDisk, "size"),
                          f"minimum ephemeral_disk size is 10 MB, got {group.ephemeral_disk.size}")
         if group.migrate is not None:
-            _check_migrate(group.migrate, g_at.field(TaskGroup, "migrate"), problems)
+            _check_migrate(job.type, group.migrate, g_at.field(TaskGroup, "migrate"),
+                           problems)
         group_policy = merge_restart(_default_restart(job), group.restart_policy)
         if group.restart_policy is not None:
             for where, msg in _check_restart(group_policy, g_at.field(TaskGroup, "restart_policy")):
@@ -318,21 +319,33 @@ _BATCH_TYPES: Final = ("batch", "sysbatch")
 _MIGRATE_HEALTH_CHECKS: Final = ("checks", "task_states")
 
 
-def _check_migrate(migrate: MigrateStrategy, at: _At, problems: _Problems) -> None:
-    """Nomad's `MigrateStrategy.Validate`."""
+def _check_migrate(job_type: str, migrate: MigrateStrategy, at: _At,
+                   problems: _Problems) -> None:
+    """Nomad's `TaskGroup.Validate` for `migrate` (service jobs only) and
+    `MigrateStrategy.Validate`, with Nomad's messages (nomad/structs/structs.go)."""
+    if job_type != "service":
+        problems.add(at, f'Job type "{job_type}" does not allow migrate block')
+        return
     if migrate.max_parallel < 0:
         problems.add(at.field(MigrateStrategy, "max_parallel"),
-                     f"must be >= 0 but found {migrate.max_parallel}")
-    if migrate.health_check not in _MIGRATE_HEALTH_CHECKS:
+                     f"MaxParallel must be >= 0 but found {migrate.max_parallel}")
+    if not migrate.health_check:
+        if migrate.max_parallel > 0:
+            problems.add(at.field(MigrateStrategy, "health_check"), "Missing HealthCheck")
+    elif migrate.health_check not in _MIGRATE_HEALTH_CHECKS:
         problems.add(at.field(MigrateStrategy, "health_check"),
-                     f'must be "checks" or "task_states", got "{migrate.health_check}"')
+                     f"Invalid HealthCheck: {json.dumps(migrate.health_check)}")
     if migrate.min_healthy_time < 0:
-        problems.add(at.field(MigrateStrategy, "min_healthy_time"), "must be >= 0")
-    if migrate.healthy_deadline <= 0:
-        problems.add(at.field(MigrateStrategy, "healthy_deadline"), "must be > 0")
-    elif migrate.min_healthy_time > migrate.healthy_deadline:
         problems.add(at.field(MigrateStrategy, "min_healthy_time"),
-                     "must be less than healthy_deadline")
+                     f"MinHealthyTime is {format_duration(migrate.min_healthy_time)} and must "
+                     "be >= 0")
+    if migrate.healthy_deadline < 0:
+        problems.add(at.field(MigrateStrategy, "healthy_deadline"),
+                     f"HealthyDeadline is {format_duration(migrate.healthy_deadline)} and must "
+                     "be >= 0")
+    if migrate.min_healthy_time > migrate.healthy_deadline:
+        problems.add(at.field(MigrateStrategy, "min_healthy_time"),
+                     "MinHealthyTime must be less than HealthyDeadline")
 
 
 def _check_periodic(job: Job, root: _At, problems: _Problems) -> None:

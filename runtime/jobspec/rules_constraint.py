@@ -1,6 +1,7 @@
 """Stage 4 rules for placement blocks: `constraint`, `affinity` and `spread` at job, group and
 task level, with the messages of Nomad's Constraint.Validate, Affinity.Validate and
-Spread.Validate (nomad/structs/structs.go), each problem on the block it is about.
+Spread.Validate (nomad/structs/structs.go), each problem on the block it is about; a system
+job may have no affinity or spread at all (Job, TaskGroup and Task `Validate`).
 
 Invariants: reads a well-typed `Job` and never changes it; every problem goes through
 `_Problems`. Nomad prefixes each message with "Constraint <n> validation failed: "; here the
@@ -174,7 +175,7 @@ def spread_problems(s: Spread) -> list[str]:
     return out
 
 
-def _check_blocks(owner: type[Job] | type[TaskGroup] | type[Task], at: _At,
+def _check_blocks(owner: type[Job] | type[TaskGroup] | type[Task], at: _At, job_type: str,
                   constraints: Sequence[Constraint], affinities: Sequence[Affinity],
                   problems: _Problems) -> None:
     for i, c in enumerate(constraints):
@@ -186,14 +187,22 @@ def _check_blocks(owner: type[Job] | type[TaskGroup] | type[Task], at: _At,
             problems.add(c_at.field(Constraint, "operator"),
                          f"Constraint {i + 1} has disallowed Operand at task level: "
                          f"{c.operator}")
+    if job_type == "system" and affinities:
+        # Job.Validate, TaskGroup.Validate and Task.Validate: not validated, refused.
+        problems.add(at.item(owner, "affinities", 0, "0"),
+                     "System jobs may not have an affinity block")
+        return
     for i, a in enumerate(affinities):
         a_at = at.item(owner, "affinities", i, str(i))
         for message in affinity_problems(a):
             problems.add(a_at, message)
 
 
-def _check_spreads(owner: type[Job] | type[TaskGroup], at: _At, spreads: Sequence[Spread],
-                   problems: _Problems) -> None:
+def _check_spreads(owner: type[Job] | type[TaskGroup], at: _At, job_type: str,
+                   spreads: Sequence[Spread], problems: _Problems) -> None:
+    if job_type == "system" and spreads:
+        problems.add(at.item(owner, "spreads", 0, "0"), "System jobs may not have a spread block")
+        return
     for i, s in enumerate(spreads):
         s_at = at.item(owner, "spreads", i, str(i))
         for message in spread_problems(s):
@@ -203,12 +212,12 @@ def _check_spreads(owner: type[Job] | type[TaskGroup], at: _At, spreads: Sequenc
 def check_job_placement(job: Job, root: _At, group_at: Callable[[int], _At],
                         problems: _Problems) -> None:
     """Validate every constraint, affinity and spread of `job`, its groups and tasks."""
-    _check_blocks(Job, root, job.constraints, job.affinities, problems)
-    _check_spreads(Job, root, job.spreads, problems)
+    _check_blocks(Job, root, job.type, job.constraints, job.affinities, problems)
+    _check_spreads(Job, root, job.type, job.spreads, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
-        _check_blocks(TaskGroup, g_at, group.constraints, group.affinities, problems)
-        _check_spreads(TaskGroup, g_at, group.spreads, problems)
+        _check_blocks(TaskGroup, g_at, job.type, group.constraints, group.affinities, problems)
+        _check_spreads(TaskGroup, g_at, job.type, group.spreads, problems)
         for ti, task in enumerate(group.tasks):
             t_at = g_at.item(TaskGroup, "tasks", ti, task.name or str(ti))
-            _check_blocks(Task, t_at, task.constraints, task.affinities, problems)
+            _check_blocks(Task, t_at, job.type, task.constraints, task.affinities, problems)
