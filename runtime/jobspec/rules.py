@@ -195,16 +195,23 @@ def _check_task(group: TaskGroup, task: Task, at: _At, problems: _Problems) -> N
     if res.memory < 10:
         problems.add(res_at.field(Resources, "memory"),
                      f"minimum memory value is 10 MB, got {res.memory}")
-    if res.memory_max and res.memory_max < res.memory:
+    # structs.go `Resources.Validate`: 0 and -1 (`MemoryNoLimit`) are sentinels, not sizes.
+    if res.memory_max not in (0, -1) and res.memory_max < res.memory:
         problems.add(res_at.field(Resources, "memory_max"),
                      f"memory_max ({res.memory_max} MB) must be at least memory "
                      f"({res.memory} MB)")
+    if res.secrets > res.memory:
+        problems.add(res_at.field(Resources, "secrets"), f"SecretsMB value ({res.secrets}) "
+                                                         "cannot be larger than MemoryMB value "
+                                                         f"({res.memory})")
+    if res.secrets < 0:
+        problems.add(res_at.field(Resources, "secrets"),
+                     f"SecretsMB value ({res.secrets}) cannot be negative")
     for i, dev in enumerate(res.devices):
         dev_at = res_at.item(Resources, "devices", i, dev.name)
-        parts = dev.name.split("/")
-        if not dev.name or len(parts) > 3 or not all(parts):
-            problems.add(dev_at, f'device name must be "type", "vendor/type" or '
-                                 f'"vendor/type/name", got "{dev.name}"')
+        if not dev.name:  # structs.go `RequestedDevice.Validate`: any other name is kept
+            problems.add(dev_at, "device name must be given as one of the following: type, "
+                                 "vendor/type, or vendor/type/name")
         if dev.count < 0:  # Nomad: a uint64, 0 accepted (RequestedDevice.Validate)
             problems.add(dev_at.field(RequestedDevice, "count"),
                          f"must be 0 or more, got {dev.count}")
