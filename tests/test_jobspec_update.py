@@ -133,3 +133,16 @@ def test_unknown_field_in_the_block_is_named() -> None:
     (problem,) = problems_of(hcl(group_block="update { max_paralel = 1 }"))
     assert problem.field == "job.web.group.api.update.max_paralel"
     assert 'did you mean "max_parallel"' in problem.message
+
+
+def test_a_kill_timeout_past_the_progress_deadline_is_refused_in_service_jobs() -> None:
+    # nomad/structs/structs.go `Task.Validate` (its message's spelling is Nomad's).
+    block = 'update { healthy_deadline = "30s"\n progress_deadline = "1m" }'
+    text = hcl(group_block=block).replace(
+        'driver = "mock_driver"', 'driver = "mock_driver"\n      kill_timeout = "2m"', 1)
+    (problem,) = problems_of(text)
+    assert (problem.field, problem.message) == (
+        "job.web.group.api.task.t.kill_timeout",
+        "KillTimout (2m0s) longer than the group's ProgressDeadline (1m0s)")
+    parse_job(text.replace('"1m"', '"0s"'))  # no deadline
+    parse_job(text.replace('"1m"', '"2m"'))  # equal is fine

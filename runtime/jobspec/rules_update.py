@@ -30,7 +30,7 @@ import msgspec
 
 from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.lib.durations import format_duration
-from yurt.runtime.structs import Job, TaskGroup
+from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.update import UPDATE_HEALTH_MODES, UpdateStrategy
 
 #: Job types that may roll out through deployments (Nomad: service and system).
@@ -108,6 +108,21 @@ def update_problems(u: UpdateStrategy) -> list[tuple[str, str]]:
     return out
 
 
+def _check_kill_timeouts(job: Job, group: TaskGroup, merged: UpdateStrategy, g_at: _At,
+                         problems: _Problems) -> None:
+    """structs.go `Task.Validate`: in a service job, no task may take longer to stop than its
+    group's progress deadline (0: no deadline). Nomad's message, its spelling included."""
+    deadline = merged.progress_deadline
+    if job.type != "service" or deadline <= 0:
+        return
+    for ti, task in enumerate(group.tasks):
+        if task.kill_timeout > deadline:
+            t_at = g_at.item(TaskGroup, "tasks", ti, task.name or str(ti))
+            problems.add(t_at.field(Task, "kill_timeout"),
+                         f"KillTimout ({format_duration(task.kill_timeout)}) longer than the "
+                         f"group's ProgressDeadline ({format_duration(deadline)})")
+
+
 def check_job_update(job: Job, root: _At, group_at: Callable[[int], _At],
                      problems: _Problems) -> None:
     """Every strategy the job's groups end with (nomad/structs/structs.go
@@ -123,6 +138,7 @@ def check_job_update(job: Job, root: _At, group_at: Callable[[int], _At],
         if merged is None:
             continue
         at = group_at(gi).field(TaskGroup, "update")
+        _check_kill_timeouts(job, group, merged, group_at(gi), problems)
         if wrong_type:
             if group.update is None:
                 inherited = True
