@@ -309,8 +309,9 @@ def test_many_problems_are_reported_together_in_line_order() -> None:
 """
     problems = problems_of(text)
     assert [(p.line, p.field.rsplit(".", 1)[-1]) for p in problems] == [
-        (2, "type"), (3, "priority"), (5, "count"), (9, "hook"), (12, "memory"), (14, "logs"),
-    ]
+        (2, "type"), (3, "priority"), (4, "api"), (5, "count"), (9, "hook"), (12, "memory"),
+        (14, "logs"),
+    ]  # "api": its one task, with a (wrong) lifecycle hook, is no main task, as in Nomad
     assert "log storage (40 × 10 MB = 400 MB)" in problems[-1].message
 
 
@@ -543,3 +544,23 @@ def test_a_job_level_migrate_block_is_every_groups_default_field_by_field() -> N
     assert job.migrate is None
     same = parse_job(encode_job(job).decode(), filename="job.json")
     assert [g.migrate for g in same.task_groups] == [api, db]
+
+
+def test_a_group_of_lifecycle_tasks_only_is_refused_as_in_nomad() -> None:
+    # nomad/structs/structs.go `TaskGroup.Validate`: no main task, nothing to run.
+    text = """job "web" {
+  group "api" {
+    task "init" {
+      driver = "mock_driver"
+      lifecycle {
+        hook = "prestart"
+      }
+    }
+  }
+}
+"""
+    p = only_problem(text)
+    assert (p.line, p.field, p.message) == (
+        2, "job.web.group.api", "Task group api must have at least one main task")
+    parse_job(text.replace("}\n  }\n}", '}\n    task "main" {\n      driver = "mock_driver"\n'
+                                        "    }\n  }\n}"))

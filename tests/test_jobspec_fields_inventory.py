@@ -74,7 +74,8 @@ INVENTORY: Final[list[tuple[str, str, str, str, str]]] = [
     ("group", "prevent_reschedule_on_lost", "prevent_reschedule_on_lost = true", SUPPORTED, ""),
     ("group", "consul", 'consul {\nnamespace = "x"\n}', CONSUL_VAULT, "yurt has no Consul"),
     ("task", "user", 'user = "nobody"', SUPPORTED, ""),
-    ("task", "lifecycle", 'lifecycle {\nhook = "prestart"\n}', SUPPORTED, ""),
+    ("task", "lifecycle", 'lifecycle {\nhook = "prestart"\n}', NOMAD_RULE,
+     "Task group g must have at least one main task"),  # the sample's only task
     ("task", "config", "config {\n}", SUPPORTED, ""),
     ("task", "constraint", 'constraint {\nattribute = "${attr.kernel.name}"\n'
                            'value = "linux"\n}', SUPPORTED, ""),

@@ -318,6 +318,9 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
             problems.add(task_at(i).field(Task, "leader"),
                          f'only one task may be marked as leader; "{group.tasks[leaders[0]].name}"'
                          " already is")
+        if group.tasks and all(t.lifecycle is not None and t.lifecycle.hook
+                               for t in group.tasks):  # structs.go `TaskGroup.Validate`
+            problems.add(g_at, f"Task group {group.name} must have at least one main task")
         for ti, task in enumerate(group.tasks):
             _check_task(group, task, task_at(ti), problems)
 
