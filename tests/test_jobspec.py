@@ -564,3 +564,14 @@ def test_a_group_of_lifecycle_tasks_only_is_refused_as_in_nomad() -> None:
         2, "job.web.group.api", "Task group api must have at least one main task")
     parse_job(text.replace("}\n  }\n}", '}\n    task "main" {\n      driver = "mock_driver"\n'
                                         "    }\n  }\n}"))
+
+
+def test_a_system_group_runs_once_per_node_and_counts_at_most_one() -> None:
+    # nomad/structs/structs.go `Job.Validate`.
+    text = 'job "x" {\n  type = "system"\n  group "g" {\n    count = 3\n' \
+           '    task "t" {\n      driver = "mock_driver"\n    }\n  }\n}\n'
+    p = only_problem(text)
+    assert (p.line, p.field, p.message) == (
+        4, "job.x.group.g.count",
+        "Job task group g has count 3. Count cannot exceed 1 with system scheduler")
+    assert parse_job(text.replace("count = 3", "count = 0")).task_groups[0].count == 0

@@ -294,6 +294,10 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
                          f"must be 0 or more, got {group.count}")
         elif too_many and running > MAX_JOB_COUNT >= running - group.count:
             problems.add(g_at.field(TaskGroup, "count"), too_many)
+        if job.type == "system" and group.count > 1:  # structs.go `Job.Validate`
+            problems.add(g_at.field(TaskGroup, "count"),
+                         f"Job task group {group.name} has count {group.count}. Count cannot "
+                         "exceed 1 with system scheduler")
         if len(group.name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
             problems.add(g_at, f"group name must be at most {MAX_NAME_BYTES} bytes")
         if group.ephemeral_disk.size < 10:
