@@ -575,3 +575,14 @@ def test_a_system_group_runs_once_per_node_and_counts_at_most_one() -> None:
         4, "job.x.group.g.count",
         "Job task group g has count 3. Count cannot exceed 1 with system scheduler")
     assert parse_job(text.replace("count = 3", "count = 0")).task_groups[0].count == 0
+
+
+def test_datacenters_may_not_be_empty_as_in_nomad() -> None:
+    # nomad/structs/structs.go `Job.Validate`; without the field, Nomad's default ["*"].
+    text = 'job "x" {\n  datacenters = %s\n  group "g" {\n' \
+           '    task "t" {\n      driver = "mock_driver"\n    }\n  }\n}\n'
+    for value, message in (("[]", "Missing job datacenters"),
+                            ('["dc1", ""]', "Job datacenter must be non-empty string")):
+        p = only_problem(text % value)
+        assert (p.line, p.field, p.message) == (2, "job.x.datacenters", message)
+    assert parse_job(text.replace("  datacenters = %s\n", "")).datacenters == ["*"]

@@ -267,6 +267,10 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     if not 1 <= job.priority <= 100:
         problems.add(root.field(Job, "priority"), f"must be between 1 and 100, got "
                                                   f"{job.priority}")
+    if not job.datacenters:  # structs.go `Job.Validate` (no multiregion here)
+        problems.add(root.field(Job, "datacenters"), "Missing job datacenters")
+    elif "" in job.datacenters:
+        problems.add(root.field(Job, "datacenters"), "Job datacenter must be non-empty string")
     if not job.task_groups:
         problems.add(root, 'a job needs at least one group "<name>" { … }')
     _check_periodic(job, root, problems)
