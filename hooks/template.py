@@ -33,6 +33,7 @@ with a driver handle).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import random
@@ -78,6 +79,7 @@ from yurt.runtime.client.templating.render import (
 from yurt.runtime.client.templating.script import run_change_script
 from yurt.runtime.errors import TaskNotRunningError
 from yurt.runtime.gotemplate import TemplateError
+from yurt.runtime.lib.signames import parse_signal_name
 from yurt.runtime.structs import TaskEvent
 from yurt.runtime.structs.template import Template
 
@@ -133,6 +135,15 @@ class TemplateHook(TaskPrestartHook, TaskStopHook, TaskShutdownHook):
                 await trio.lowlevel.checkpoint()
                 return PrestartResponse(env=dict(self._env))
             self._stop_watch()
+        for tmpl in ctx.task.templates:
+            # Nomad's `newTaskTemplateManager` (client/allocrunner/taskrunner/template/
+            # template.go): a signal it cannot parse fails the task before any render.
+            if tmpl.change_mode == "signal":
+                try:
+                    parse_signal_name(tmpl.change_signal)
+                except ValueError:
+                    raise TemplateHookError(
+                        f"Failed to parse signal {json.dumps(tmpl.change_signal)}") from None
         try:
             compiled = await self._compile(ctx)
             render, index = await self._first_render(ctx, compiled)

@@ -309,8 +309,9 @@ def test_many_problems_are_reported_together_in_line_order() -> None:
 """
     problems = problems_of(text)
     assert [(p.line, p.field.rsplit(".", 1)[-1]) for p in problems] == [
-        (2, "type"), (3, "priority"), (5, "count"), (9, "hook"), (12, "memory"), (14, "logs"),
-    ]
+        (2, "type"), (3, "priority"), (4, "api"), (5, "count"), (9, "hook"), (12, "memory"),
+        (14, "logs"),
+    ]  # "api": its one task, with a (wrong) lifecycle hook, is no main task, as in Nomad
     assert "log storage (40 × 10 MB = 400 MB)" in problems[-1].message
 
 
@@ -486,7 +487,26 @@ def test_migrate_stanza_is_read_with_nomads_rules() -> None:
     assert (migrate.min_healthy_time, migrate.healthy_deadline) == (15 * SECOND, 10 * MINUTE)
     p = only_problem(MIGRATE % "10s")
     assert (p.line, p.field) == (6, "job.web.group.api.migrate.min_healthy_time")
-    assert p.message == "must be less than healthy_deadline"
+    assert p.message == "MinHealthyTime must be less than HealthyDeadline"
+
+
+def test_migrate_follows_nomads_bounds() -> None:
+    # nomad/structs/structs.go `MigrateStrategy.Validate`: a zero deadline (with a zero
+    # minimum) is allowed, and no health check is needed when nothing migrates at once.
+    zero = MIGRATE.replace('"15s"', '"0s"') % "0s"
+    assert parse_job(zero).task_groups[0].migrate.healthy_deadline == 0  # type: ignore[union-attr]
+    none = MIGRATE.replace("3", "0").replace('"task_states"', '""') % "1m"
+    assert parse_job(none).task_groups[0].migrate.health_check == ""  # type: ignore[union-attr]
+    p = only_problem(MIGRATE.replace('"task_states"', '""') % "1m")
+    assert (p.field, p.message) == ("job.web.group.api.migrate.health_check",
+                                    "Missing HealthCheck")
+
+
+@pytest.mark.parametrize("job_type", ["batch", "system", "sysbatch"])
+def test_only_service_jobs_have_a_migrate_block(job_type: str) -> None:
+    p = only_problem((MIGRATE % "1m").replace('job "web" {', f'job "web" {{ type = "{job_type}"'))
+    assert (p.line, p.field, p.message) == (
+        3, "job.web.group.api.migrate", f'Job type "{job_type}" does not allow migrate block')
 
 
 JOB_MIGRATE = """\
@@ -524,3 +544,45 @@ def test_a_job_level_migrate_block_is_every_groups_default_field_by_field() -> N
     assert job.migrate is None
     same = parse_job(encode_job(job).decode(), filename="job.json")
     assert [g.migrate for g in same.task_groups] == [api, db]
+
+
+def test_a_group_of_lifecycle_tasks_only_is_refused_as_in_nomad() -> None:
+    # nomad/structs/structs.go `TaskGroup.Validate`: no main task, nothing to run.
+    text = """job "web" {
+  group "api" {
+    task "init" {
+      driver = "mock_driver"
+      lifecycle {
+        hook = "prestart"
+      }
+    }
+  }
+}
+"""
+    p = only_problem(text)
+    assert (p.line, p.field, p.message) == (
+        2, "job.web.group.api", "Task group api must have at least one main task")
+    parse_job(text.replace("}\n  }\n}", '}\n    task "main" {\n      driver = "mock_driver"\n'
+                                        "    }\n  }\n}"))
+
+
+def test_a_system_group_runs_once_per_node_and_counts_at_most_one() -> None:
+    # nomad/structs/structs.go `Job.Validate`.
+    text = 'job "x" {\n  type = "system"\n  group "g" {\n    count = 3\n' \
+           '    task "t" {\n      driver = "mock_driver"\n    }\n  }\n}\n'
+    p = only_problem(text)
+    assert (p.line, p.field, p.message) == (
+        4, "job.x.group.g.count",
+        "Job task group g has count 3. Count cannot exceed 1 with system scheduler")
+    assert parse_job(text.replace("count = 3", "count = 0")).task_groups[0].count == 0
+
+
+def test_datacenters_may_not_be_empty_as_in_nomad() -> None:
+    # nomad/structs/structs.go `Job.Validate`; without the field, Nomad's default ["*"].
+    text = 'job "x" {\n  datacenters = %s\n  group "g" {\n' \
+           '    task "t" {\n      driver = "mock_driver"\n    }\n  }\n}\n'
+    for value, message in (("[]", "Missing job datacenters"),
+                            ('["dc1", ""]', "Job datacenter must be non-empty string")):
+        p = only_problem(text % value)
+        assert (p.line, p.field, p.message) == (2, "job.x.datacenters", message)
+    assert parse_job(text.replace("  datacenters = %s\n", "")).datacenters == ["*"]

@@ -198,6 +198,20 @@ def test_distinct_constraints_are_refused_at_task_level() -> None:
          "Constraint 2 has disallowed Operand at task level: distinct_property")]
 
 
+def test_system_jobs_have_no_affinity_or_spread() -> None:
+    # nomad/structs/structs.go Job, TaskGroup and Task `Validate`: refused, not validated.
+    affinity = 'affinity {\n attribute = "${node.class}"\n value = "a"\n }'
+    spread = 'spread { attribute = "${node.datacenter}" }'
+    text = hcl(job_block=f'type = "system"\n {affinity}', group_block=spread,
+               task_block=affinity)
+    assert [(f, m) for _, f, m in messages(text)] == [
+        ("job.web.affinity.0", "System jobs may not have an affinity block"),
+        ("job.web.group.api.spread.0", "System jobs may not have a spread block"),
+        ("job.web.group.api.task.t.affinity.0", "System jobs may not have an affinity block")]
+    job = parse_job(text.replace('"system"', '"sysbatch"'))
+    assert len(job.affinities) == len(job.task_groups[0].spreads) == 1
+
+
 def test_bad_shorthand_values_and_unknown_fields() -> None:
     found = messages(hcl(group_block='constraint { distinct_hosts = "maybe" }\n'
                                      '    constraint { attribute = "${attr.a}"\n'

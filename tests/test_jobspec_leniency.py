@@ -11,6 +11,7 @@ from yurt.runtime.client.checks.registration import expected_checks, nomad_servi
 from yurt.runtime.errors import JobSpecError
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.structs import Allocation
+from yurt.runtime.structs.node import NodeDeviceResource
 
 
 def test_a_job_level_task_becomes_a_group_of_its_name_before_the_groups() -> None:
@@ -103,3 +104,42 @@ def test_a_device_count_of_zero_is_valid_as_in_nomad() -> None:
                     '        }\n      }\n    }\n  }\n}\n')
     (device,) = job.task_groups[0].tasks[0].resources.devices
     assert device.count == 0
+
+
+def _resources(body: str) -> str:
+    return ('job "r" {\n  group "g" {\n    task "t" {\n      driver = "mock_driver"\n'
+            f'      resources {{\n        {body}\n      }}\n    }}\n  }}\n}}\n')
+
+
+def test_memory_max_minus_one_means_no_limit_as_in_nomad() -> None:
+    # structs.go `Resources.Validate`: -1 is `MemoryNoLimit`, not a size below `memory`.
+    job = parse_job(_resources("memory = 256\n        memory_max = -1"))
+    assert job.task_groups[0].tasks[0].resources.memory_max == -1
+    with pytest.raises(JobSpecError) as info:
+        parse_job(_resources("memory = 256\n        memory_max = -2"))
+    (problem,) = info.value.problems
+    assert problem.message == "memory_max (-2 MB) must be at least memory (256 MB)"
+
+
+@pytest.mark.parametrize(("secrets", "message"), [
+    (300, "SecretsMB value (300) cannot be larger than MemoryMB value (256)"),
+    (-1, "SecretsMB value (-1) cannot be negative"),
+])
+def test_secrets_size_follows_nomads_bounds(secrets: int, message: str) -> None:
+    with pytest.raises(JobSpecError) as info:
+        parse_job(_resources(f"memory = 256\n        secrets = {secrets}"))
+    (problem,) = info.value.problems
+    assert (problem.field, problem.message) == ("job.r.group.g.task.t.resources.secrets",
+                                                message)
+    assert parse_job(_resources("memory = 256\n        secrets = 256"))
+
+
+def test_any_device_name_registers_and_splits_in_three_as_in_nomad() -> None:
+    # structs.go `RequestedDevice.Validate` refuses only an empty name; `ID` splits the
+    # name in at most three parts, so the device's own name may hold a "/".
+    job = parse_job(_resources('device "nvidia/gpu/a100/80g" {}\n        device "x//y" {}'))
+    wanted, odd = job.task_groups[0].tasks[0].resources.devices
+    device = NodeDeviceResource(vendor="nvidia", type="gpu", name="a100/80g")
+    assert device.matches(wanted.name)
+    assert not device.matches("nvidia/gpu/a100")
+    assert not device.matches(odd.name)

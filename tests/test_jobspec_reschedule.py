@@ -142,6 +142,13 @@ def test_job_block_problem_is_reported_once_on_the_job() -> None:
     assert p.message == "must be at least 5s, got 1s"
 
 
+def test_a_job_block_problem_every_group_overrides_is_not_reported() -> None:
+    # nomad/structs/structs.go `TaskGroup.Validate` checks each group's merged policy only.
+    text = hcl("batch", 'reschedule { delay = "1s" }', 'reschedule { delay = "10s" }')
+    text = text.replace('group "other" {', 'group "other" {\n reschedule { delay = "20s" }')
+    assert [p.delay if p else None for p in policies(text)] == [10 * SECOND, 20 * SECOND]
+
+
 def test_sysbatch_jobs_may_not_have_a_reschedule_block() -> None:
     problems = problems_of(hcl("sysbatch", 'reschedule { attempts = 1 }',
                                'reschedule { attempts = 1 }'))

@@ -84,6 +84,8 @@ def test_consul_provider_is_valid_as_in_nomad() -> None:
     ('type = "http" interval = "10s" timeout = "1s"', "http type must have http path"),
     ('type = "http" path = "http://x/y" interval = "10s" timeout = "1s"',
      "http type must have relative http path"),
+    ('type = "http" path = "//[x" interval = "10s" timeout = "1s"',
+     "http type must have valid http path"),
     ('type = "script" interval = "10s" timeout = "1s"',
      "script type must have a valid script path"),
     ('type = "tcp" timeout = "1s"',

@@ -65,6 +65,14 @@ def test_signal_mode_defaults_to_sighup_and_upper_cases() -> None:
     assert (a.change_signal, b.change_signal) == ("SIGHUP", "SIGUSR1")
 
 
+def test_an_unknown_signal_registers_as_in_nomad() -> None:
+    # Nomad parses the name when the task's template manager starts, not at registration
+    # (tests/test_template_hook.py: the task then fails).
+    (tmpl,) = templates(hcl('        data = "x"\n        destination = "a"\n'
+                            '        change_mode = "signal"\n        change_signal = "SIGFOO"'))
+    assert tmpl.change_signal == "SIGFOO"
+
+
 def test_every_field_from_hcl() -> None:
     (tmpl,) = templates(hcl('''        source = "local/in.tpl"
         destination = "local/out"

@@ -47,8 +47,31 @@ def test_the_job_block_is_merged_under_the_groups() -> None:
 
 
 def test_max_parallel_zero_at_job_level_leaves_groups_without_rollout() -> None:
-    api, other = strategies(hcl(job_block="update { max_parallel = 0 }"))
-    assert api == other == UpdateStrategy(max_parallel=0)
+    # api/jobs.go `UpdateStrategy.Empty`: an empty job block is not inherited at all.
+    assert strategies(hcl(job_block="update { max_parallel = 0 }")) == [None, None]
+    assert strategies(hcl(job_block="update { max_parallel = 0 }",
+                          group_block="update { canary = 1 }")) == [
+        UpdateStrategy(max_parallel=0, canary=1), None]
+
+
+@pytest.mark.parametrize("job_type", ["batch", "sysbatch"])
+def test_an_empty_job_block_is_accepted_on_a_batch_job(job_type: str) -> None:
+    job = parse_job(hcl(job_type, job_block="update { max_parallel = 0 }"))
+    assert [g.update for g in job.task_groups] == [None, None]
+
+
+def test_a_job_block_problem_every_group_overrides_is_not_reported() -> None:
+    # nomad/structs/structs.go `TaskGroup.Validate` checks the merged strategies only.
+    text = hcl(job_block='update { min_healthy_time = "6m" }',
+               group_block='update { healthy_deadline = "8m" }')
+    (problem,) = problems_of(text)  # the group "other" inherits the job's block as it is
+    assert (problem.line, problem.field, problem.message) == (
+        3, "job.web.update.min_healthy_time",
+        "Minimum healthy time must be less than healthy deadline: 6m0s > 5m0s")
+    text = text.replace('group "other" {', 'group "other" {\n update { healthy_deadline = "9m" }')
+    api, other = strategies(text)
+    assert api == UpdateStrategy(min_healthy_time=6 * MINUTE, healthy_deadline=8 * MINUTE)
+    assert other == UpdateStrategy(min_healthy_time=6 * MINUTE, healthy_deadline=9 * MINUTE)
 
 
 def test_json_from_nomad_job_run_output_parses_to_the_same_job() -> None:
@@ -110,3 +133,16 @@ def test_unknown_field_in_the_block_is_named() -> None:
     (problem,) = problems_of(hcl(group_block="update { max_paralel = 1 }"))
     assert problem.field == "job.web.group.api.update.max_paralel"
     assert 'did you mean "max_parallel"' in problem.message
+
+
+def test_a_kill_timeout_past_the_progress_deadline_is_refused_in_service_jobs() -> None:
+    # nomad/structs/structs.go `Task.Validate` (its message's spelling is Nomad's).
+    block = 'update { healthy_deadline = "30s"\n progress_deadline = "1m" }'
+    text = hcl(group_block=block).replace(
+        'driver = "mock_driver"', 'driver = "mock_driver"\n      kill_timeout = "2m"', 1)
+    (problem,) = problems_of(text)
+    assert (problem.field, problem.message) == (
+        "job.web.group.api.task.t.kill_timeout",
+        "KillTimout (2m0s) longer than the group's ProgressDeadline (1m0s)")
+    parse_job(text.replace('"1m"', '"0s"'))  # no deadline
+    parse_job(text.replace('"1m"', '"2m"'))  # equal is fine

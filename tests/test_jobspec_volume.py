@@ -133,3 +133,26 @@ def test_max_run_duration_is_for_batch_jobs() -> None:
     assert p.message == 'Job type "service" does not allow max_run_duration'
     job = parse_job(_job('max_run_duration = "1h"', job_type="batch"), filename="j.hcl")
     assert job.task_groups[0].max_run_duration == 3600 * 10**9
+
+
+def test_csi_access_modes_limit_the_count_as_nomads() -> None:
+    # nomad/structs/volumes.go `VolumeRequest.Validate`: a volume one node may use, shared by
+    # several allocations, is refused unless each allocation has its own (`per_alloc`).
+    def csi(name: str, mode: str, extra: str = "") -> str:
+        return (f'volume "{name}" {{\n type = "csi"\n source = "{name}"\n'
+                f' attachment_mode = "file-system"\n access_mode = "{mode}"\n{extra}}}')
+
+    group = "count = 2\n" + "\n".join([
+        csi("r", "single-node-reader-only", "read_only = true\n"),
+        csi("w", "single-node-writer"),
+        csi("m", "multi-node-single-writer"),
+        csi("ok", "multi-node-single-writer", "read_only = true\n"),
+        csi("each", "single-node-writer", "per_alloc = true\n")])
+    found = sorted((p.field, p.message) for p in problems_of(_job(group)))
+    assert found == [
+        ("job.j.group.g.volume.m",
+         "volume with multi-node-single-writer access mode allows only one writer"),
+        ("job.j.group.g.volume.r",
+         "volume with single-node-reader-only access mode allows only one reader"),
+        ("job.j.group.g.volume.w",
+         "volume with single-node-writer access mode allows only one reader or writer")]

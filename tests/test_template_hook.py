@@ -312,6 +312,24 @@ async def test_a_template_that_does_not_parse_fails_the_task(autojump_clock: Moc
         ar.destroy()
 
 
+async def test_an_unknown_change_signal_fails_the_task(autojump_clock: MockClock) -> None:
+    # Nomad's `newTaskTemplateManager` refuses the name before anything renders.
+    template = '''        data = "x"
+        destination = "local/x"
+        change_mode = "signal"
+        change_signal = "SIGFOO"'''
+    async with harness() as h:
+        ar = h.start(job_alloc(job(template, restart='restart {\n        attempts = 0\n'
+                                                     '        mode = "fail"\n      }')))
+        tr = ar.task_runners["t"]
+        with trio.fail_after(60):
+            await until(ar, lambda a: a.client_status == "failed")
+        (failed,) = [e for e in tr.state.events if e.type == "Task hook failed"]
+        assert failed.display_message == 'template: Failed to parse signal "SIGFOO"'
+        assert hook_of(tr).renders == 0
+        ar.destroy()
+
+
 async def test_once_templates_are_not_watched(autojump_clock: MockClock) -> None:
     data = variable_data({"user": "a"})
     async with templated(data) as h:

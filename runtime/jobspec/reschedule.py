@@ -175,19 +175,21 @@ def check_job_reschedule(job: Job, root: _At, group_at: Callable[[int], _At],
             if group.reschedule_policy is not None:
                 problems.add(group_at(gi).field(TaskGroup, "reschedule_policy"), refused)
         return
-    inherited: set[str] = set()
+    # nomad/structs/structs.go `TaskGroup.Validate` checks each group's merged policy, never
+    # the job's block alone: a problem of the job's block that every group overrides is none.
+    own: dict[str, _At] = {}
     if job.reschedule is not None:
         job_policy = merge_reschedule(default_reschedule(job.type), job.reschedule)
-        for where, msg in check_reschedule(job_policy, job_at):
-            inherited.add(msg)
-            problems.add(where, msg)
+        own = {msg: where for where, msg in check_reschedule(job_policy, job_at)}
+    reported: set[str] = set()
     for gi, group in enumerate(job.task_groups):
-        if group.reschedule_policy is None:
-            continue
         policy = group_reschedule(job, group)
         if policy is None:  # pragma: no cover - only the types refused above have none
             continue
         for where, msg in check_reschedule(
                 policy, group_at(gi).field(TaskGroup, "reschedule_policy")):
-            if msg not in inherited:
+            if msg not in own:
                 problems.add(where, msg)
+            elif msg not in reported:
+                reported.add(msg)
+                problems.add(own[msg], msg)

@@ -195,16 +195,23 @@ def _check_task(group: TaskGroup, task: Task, at: _At, problems: _Problems) -> N
     if res.memory < 10:
         problems.add(res_at.field(Resources, "memory"),
                      f"minimum memory value is 10 MB, got {res.memory}")
-    if res.memory_max and res.memory_max < res.memory:
+    # structs.go `Resources.Validate`: 0 and -1 (`MemoryNoLimit`) are sentinels, not sizes.
+    if res.memory_max not in (0, -1) and res.memory_max < res.memory:
         problems.add(res_at.field(Resources, "memory_max"),
                      f"memory_max ({res.memory_max} MB) must be at least memory "
                      f"({res.memory} MB)")
+    if res.secrets > res.memory:
+        problems.add(res_at.field(Resources, "secrets"), f"SecretsMB value ({res.secrets}) "
+                                                         "cannot be larger than MemoryMB value "
+                                                         f"({res.memory})")
+    if res.secrets < 0:
+        problems.add(res_at.field(Resources, "secrets"),
+                     f"SecretsMB value ({res.secrets}) cannot be negative")
     for i, dev in enumerate(res.devices):
         dev_at = res_at.item(Resources, "devices", i, dev.name)
-        parts = dev.name.split("/")
-        if not dev.name or len(parts) > 3 or not all(parts):
-            problems.add(dev_at, f'device name must be "type", "vendor/type" or '
-                                 f'"vendor/type/name", got "{dev.name}"')
+        if not dev.name:  # structs.go `RequestedDevice.Validate`: any other name is kept
+            problems.add(dev_at, "device name must be given as one of the following: type, "
+                                 "vendor/type, or vendor/type/name")
         if dev.count < 0:  # Nomad: a uint64, 0 accepted (RequestedDevice.Validate)
             problems.add(dev_at.field(RequestedDevice, "count"),
                          f"must be 0 or more, got {dev.count}")
@@ -260,6 +267,10 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
     if not 1 <= job.priority <= 100:
         problems.add(root.field(Job, "priority"), f"must be between 1 and 100, got "
                                                   f"{job.priority}")
+    if not job.datacenters:  # structs.go `Job.Validate` (no multiregion here)
+        problems.add(root.field(Job, "datacenters"), "Missing job datacenters")
+    elif "" in job.datacenters:
+        problems.add(root.field(Job, "datacenters"), "Job datacenter must be non-empty string")
     if not job.task_groups:
         problems.add(root, 'a job needs at least one group "<name>" { … }')
     _check_periodic(job, root, problems)
@@ -287,13 +298,18 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
                          f"must be 0 or more, got {group.count}")
         elif too_many and running > MAX_JOB_COUNT >= running - group.count:
             problems.add(g_at.field(TaskGroup, "count"), too_many)
+        if job.type == "system" and group.count > 1:  # structs.go `Job.Validate`
+            problems.add(g_at.field(TaskGroup, "count"),
+                         f"Job task group {group.name} has count {group.count}. Count cannot "
+                         "exceed 1 with system scheduler")
         if len(group.name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
             problems.add(g_at, f"group name must be at most {MAX_NAME_BYTES} bytes")
         if group.ephemeral_disk.size < 10:
             problems.add(g_at.field(TaskGroup, "ephemeral_disk").field(EphemeralDisk, "size"),
                          f"minimum ephemeral_disk size is 10 MB, got {group.ephemeral_disk.size}")
         if group.migrate is not None:
-            _check_migrate(group.migrate, g_at.field(TaskGroup, "migrate"), problems)
+            _check_migrate(job.type, group.migrate, g_at.field(TaskGroup, "migrate"),
+                           problems)
         group_policy = merge_restart(_default_restart(job), group.restart_policy)
         if group.restart_policy is not None:
             for where, msg in _check_restart(group_policy, g_at.field(TaskGroup, "restart_policy")):
@@ -310,6 +326,9 @@ def _check_job(job: Job, root: _At, problems: _Problems) -> None:
             problems.add(task_at(i).field(Task, "leader"),
                          f'only one task may be marked as leader; "{group.tasks[leaders[0]].name}"'
                          " already is")
+        if group.tasks and all(t.lifecycle is not None and t.lifecycle.hook
+                               for t in group.tasks):  # structs.go `TaskGroup.Validate`
+            problems.add(g_at, f"Task group {group.name} must have at least one main task")
         for ti, task in enumerate(group.tasks):
             _check_task(group, task, task_at(ti), problems)
 
@@ -318,21 +337,33 @@ _BATCH_TYPES: Final = ("batch", "sysbatch")
 _MIGRATE_HEALTH_CHECKS: Final = ("checks", "task_states")
 
 
-def _check_migrate(migrate: MigrateStrategy, at: _At, problems: _Problems) -> None:
-    """Nomad's `MigrateStrategy.Validate`."""
+def _check_migrate(job_type: str, migrate: MigrateStrategy, at: _At,
+                   problems: _Problems) -> None:
+    """Nomad's `TaskGroup.Validate` for `migrate` (service jobs only) and
+    `MigrateStrategy.Validate`, with Nomad's messages (nomad/structs/structs.go)."""
+    if job_type != "service":
+        problems.add(at, f'Job type "{job_type}" does not allow migrate block')
+        return
     if migrate.max_parallel < 0:
         problems.add(at.field(MigrateStrategy, "max_parallel"),
-                     f"must be >= 0 but found {migrate.max_parallel}")
-    if migrate.health_check not in _MIGRATE_HEALTH_CHECKS:
+                     f"MaxParallel must be >= 0 but found {migrate.max_parallel}")
+    if not migrate.health_check:
+        if migrate.max_parallel > 0:
+            problems.add(at.field(MigrateStrategy, "health_check"), "Missing HealthCheck")
+    elif migrate.health_check not in _MIGRATE_HEALTH_CHECKS:
         problems.add(at.field(MigrateStrategy, "health_check"),
-                     f'must be "checks" or "task_states", got "{migrate.health_check}"')
+                     f"Invalid HealthCheck: {json.dumps(migrate.health_check)}")
     if migrate.min_healthy_time < 0:
-        problems.add(at.field(MigrateStrategy, "min_healthy_time"), "must be >= 0")
-    if migrate.healthy_deadline <= 0:
-        problems.add(at.field(MigrateStrategy, "healthy_deadline"), "must be > 0")
-    elif migrate.min_healthy_time > migrate.healthy_deadline:
         problems.add(at.field(MigrateStrategy, "min_healthy_time"),
-                     "must be less than healthy_deadline")
+                     f"MinHealthyTime is {format_duration(migrate.min_healthy_time)} and must "
+                     "be >= 0")
+    if migrate.healthy_deadline < 0:
+        problems.add(at.field(MigrateStrategy, "healthy_deadline"),
+                     f"HealthyDeadline is {format_duration(migrate.healthy_deadline)} and must "
+                     "be >= 0")
+    if migrate.min_healthy_time > migrate.healthy_deadline:
+        problems.add(at.field(MigrateStrategy, "min_healthy_time"),
+                     "MinHealthyTime must be less than HealthyDeadline")
 
 
 def _check_periodic(job: Job, root: _At, problems: _Problems) -> None:

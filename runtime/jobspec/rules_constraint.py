@@ -1,13 +1,16 @@
 """Stage 4 rules for placement blocks: `constraint`, `affinity` and `spread` at job, group and
 task level, with the messages of Nomad's Constraint.Validate, Affinity.Validate and
-Spread.Validate (nomad/structs/structs.go), each problem on the block it is about.
+Spread.Validate (nomad/structs/structs.go), each problem on the block it is about; a system
+job may have no affinity or spread at all (Job, TaskGroup and Task `Validate`).
 
 Invariants: reads a well-typed `Job` and never changes it; every problem goes through
 `_Problems`. Nomad prefixes each message with "Constraint <n> validation failed: "; here the
 path (`job.web.constraint.0`) says which block, and the message is Nomad's own text.
 A `regexp` pattern is compiled as the scheduler compiles it (lib/goregexp.py: Go's RE2),
-so registration refuses what would never match, with Go's message; when the attribute is a
-literal too, a match the scheduler would refuse as too costly is refused here already.
+so registration refuses what would never compile, with Go's message. A match yurt's scheduler
+will not run (too costly, runtime/lib/goregexp.py `regexp_refusal`) is not refused here, even
+with a literal attribute: Nomad registers such a job, and yurt's placement reports the node
+filtered with the reason (runtime/server/scheduler/feasible.py `_filter_text`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from yurt.runtime.jobspec.fields import _At, _Problems
-from yurt.runtime.lib.goregexp import GoRegexpError, compile_regexp, regexp_refusal
+from yurt.runtime.lib.goregexp import GoRegexpError, compile_regexp
 from yurt.runtime.lib.goversion import VersionError, semver_constraint, version_constraint
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.constraint import (
@@ -58,15 +61,13 @@ def _attribute_problem(target: str) -> str | None:
     return f'unsupported attribute "{target}"'
 
 
-def _regexp_problem(pattern: str, literal: str | None = None) -> str | None:
-    """Why `pattern` fails validation: it does not compile, or it is too costly to match
-    against `literal`, the constraint's attribute when that is not a `${...}` target."""
+def _regexp_problem(pattern: str) -> str | None:
+    """Why `pattern` fails validation: it does not compile (Nomad's Constraint.Validate)."""
     try:
-        compiled = compile_regexp(pattern)
+        compile_regexp(pattern)
     except GoRegexpError as e:
         return f"Regular expression failed to compile: {e}"
-    why = None if literal is None else regexp_refusal(literal, compiled)
-    return None if why is None else f"Regular expression would never be matched: {why}"
+    return None
 
 
 def _version_problem(kind: str, what: str, value: str) -> str | None:
@@ -91,8 +92,7 @@ def constraint_problems(c: Constraint) -> list[str]:
         if not value:
             out.append("Set contains constraint requires an RTarget")
     elif op == CONSTRAINT_REGEX:
-        literal = None if c.attribute.startswith("${") or value.startswith("${") else c.attribute
-        out += filter(None, [_regexp_problem(value, literal)])
+        out += filter(None, [_regexp_problem(value)])
     elif op == CONSTRAINT_VERSION:
         out += filter(None, [_version_problem(op, "Version constraint", value)])
     elif op == CONSTRAINT_SEMVER:
@@ -175,7 +175,7 @@ def spread_problems(s: Spread) -> list[str]:
     return out
 
 
-def _check_blocks(owner: type[Job] | type[TaskGroup] | type[Task], at: _At,
+def _check_blocks(owner: type[Job] | type[TaskGroup] | type[Task], at: _At, job_type: str,
                   constraints: Sequence[Constraint], affinities: Sequence[Affinity],
                   problems: _Problems) -> None:
     for i, c in enumerate(constraints):
@@ -187,14 +187,22 @@ def _check_blocks(owner: type[Job] | type[TaskGroup] | type[Task], at: _At,
             problems.add(c_at.field(Constraint, "operator"),
                          f"Constraint {i + 1} has disallowed Operand at task level: "
                          f"{c.operator}")
+    if job_type == "system" and affinities:
+        # Job.Validate, TaskGroup.Validate and Task.Validate: not validated, refused.
+        problems.add(at.item(owner, "affinities", 0, "0"),
+                     "System jobs may not have an affinity block")
+        return
     for i, a in enumerate(affinities):
         a_at = at.item(owner, "affinities", i, str(i))
         for message in affinity_problems(a):
             problems.add(a_at, message)
 
 
-def _check_spreads(owner: type[Job] | type[TaskGroup], at: _At, spreads: Sequence[Spread],
-                   problems: _Problems) -> None:
+def _check_spreads(owner: type[Job] | type[TaskGroup], at: _At, job_type: str,
+                   spreads: Sequence[Spread], problems: _Problems) -> None:
+    if job_type == "system" and spreads:
+        problems.add(at.item(owner, "spreads", 0, "0"), "System jobs may not have a spread block")
+        return
     for i, s in enumerate(spreads):
         s_at = at.item(owner, "spreads", i, str(i))
         for message in spread_problems(s):
@@ -204,12 +212,12 @@ def _check_spreads(owner: type[Job] | type[TaskGroup], at: _At, spreads: Sequenc
 def check_job_placement(job: Job, root: _At, group_at: Callable[[int], _At],
                         problems: _Problems) -> None:
     """Validate every constraint, affinity and spread of `job`, its groups and tasks."""
-    _check_blocks(Job, root, job.constraints, job.affinities, problems)
-    _check_spreads(Job, root, job.spreads, problems)
+    _check_blocks(Job, root, job.type, job.constraints, job.affinities, problems)
+    _check_spreads(Job, root, job.type, job.spreads, problems)
     for gi, group in enumerate(job.task_groups):
         g_at = group_at(gi)
-        _check_blocks(TaskGroup, g_at, group.constraints, group.affinities, problems)
-        _check_spreads(TaskGroup, g_at, group.spreads, problems)
+        _check_blocks(TaskGroup, g_at, job.type, group.constraints, group.affinities, problems)
+        _check_spreads(TaskGroup, g_at, job.type, group.spreads, problems)
         for ti, task in enumerate(group.tasks):
             t_at = g_at.item(TaskGroup, "tasks", ti, task.name or str(ti))
-            _check_blocks(Task, t_at, task.constraints, task.affinities, problems)
+            _check_blocks(Task, t_at, job.type, task.constraints, task.affinities, problems)

@@ -129,7 +129,11 @@ def _check_problem(check: ServiceCheck) -> str | None:
     if kind == CHECK_HTTP:
         if not check.path:
             return "http type must have http path"
-        if urllib.parse.urlsplit(check.path).scheme:
+        try:
+            scheme = urllib.parse.urlsplit(check.path).scheme
+        except ValueError:  # Go's url.Parse fails too (an unclosed "[" host)
+            return "http type must have valid http path"
+        if scheme:
             return "http type must have relative http path"
     if kind == CHECK_SCRIPT and not check.command:
         return "script type must have a valid script path"

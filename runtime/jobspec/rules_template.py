@@ -3,8 +3,8 @@ templates do not render to one destination), on a well-typed job.
 
 Messages are Nomad's (`nomad/structs/structs.go`), each placed on the template field it is
 about. What Nomad checks only at render time (the template's syntax, its functions, a source
-file that does not exist) is left to the template hook, as in Nomad: a job whose template
-does not parse registers, and its task fails with "Template failed: …".
+file that does not exist, a change signal's name) is left to the template hook, as in Nomad:
+a job whose template does not parse registers, and its task fails with "Template failed: …".
 
 Invariant: the checks read the job and never change it (the struct's `__post_init__` already
 applied `api/tasks.go`'s canonical defaults, SIGHUP for a signal template included).
@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.lib.durations import format_duration
-from yurt.runtime.lib.signames import SIGNAL_NAMES
 from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.template import TEMPLATE_CHANGE_MODES, Template, WaitConfig
 
@@ -60,11 +59,12 @@ def check_template(tmpl: Template, at: _At, problems: _Problems) -> None:
     if mode not in TEMPLATE_CHANGE_MODES:
         problems.add(field("change_mode"), INVALID_CHANGE_MODE)
     elif mode == "signal":
-        signame = tmpl.change_signal if tmpl.change_signal.startswith("SIG") \
-            else "SIG" + tmpl.change_signal
-        if signame not in SIGNAL_NAMES:
-            problems.add(field("change_signal"), f'unknown signal "{tmpl.change_signal}"; '
-                                                 'expected a name such as "SIGHUP"')
+        # Nomad checks the signal's name only when the task's template manager starts
+        # (client/allocrunner/taskrunner/template/template.go `newTaskTemplateManager`):
+        # the job registers, the task fails (hooks/template.py `TemplateHook.prestart`).
+        if not tmpl.change_signal:
+            problems.add(field("change_signal"),
+                         "Must specify signal value when change mode is signal")
         if tmpl.env:
             problems.add(field("env"), "cannot use signals with env var templates")
     elif mode == "script":

@@ -30,13 +30,15 @@ import msgspec
 
 from yurt.runtime.jobspec.fields import _At, _Problems
 from yurt.runtime.lib.durations import format_duration
-from yurt.runtime.structs import Job, TaskGroup
+from yurt.runtime.structs import Job, Task, TaskGroup
 from yurt.runtime.structs.update import UPDATE_HEALTH_MODES, UpdateStrategy
 
 #: Job types that may roll out through deployments (Nomad: service and system).
 UPDATE_JOB_TYPES: Final = ("service", "system")
 
 _DEFAULT: Final = UpdateStrategy()
+_ZERO: Final = UpdateStrategy(max_parallel=0, stagger=0, health_check="", min_healthy_time=0,
+                              healthy_deadline=0, progress_deadline=0)
 
 
 def merge_update(base: UpdateStrategy | None, override: UpdateStrategy | None
@@ -51,12 +53,18 @@ def merge_update(base: UpdateStrategy | None, override: UpdateStrategy | None
     return msgspec.structs.replace(base, **changes)
 
 
+def _is_empty(u: UpdateStrategy) -> bool:
+    """Nomad's api `UpdateStrategy.Empty`: no field set to anything but zero. The struct
+    carries defaults, so a field at its default counts as unset too (HCL `update {
+    max_parallel = 0 }` and JSON's all-zero block are both empty)."""
+    return u.max_parallel == 0 and all(getattr(u, f) in (getattr(_ZERO, f), getattr(_DEFAULT, f))
+                                       for f in u.__struct_fields__)
+
+
 def group_update(job: Job, group: TaskGroup) -> UpdateStrategy | None:
     """The strategy `group` ends with: its block over the job's; the job's alone only when it
-    is not empty (Nomad's `UpdateStrategy.Empty`: max_parallel 0 and nothing else set)."""
-    if group.update is None and (job.update is None or job.update == UpdateStrategy(
-            max_parallel=0, stagger=0, health_check="", min_healthy_time=0,
-            healthy_deadline=0, progress_deadline=0)):
+    is not empty (api/tasks.go `TaskGroup.Canonicalize`, api/jobs.go `UpdateStrategy.Empty`)."""
+    if group.update is None and (job.update is None or _is_empty(job.update)):
         return None
     return merge_update(job.update, group.update)
 
@@ -100,28 +108,47 @@ def update_problems(u: UpdateStrategy) -> list[tuple[str, str]]:
     return out
 
 
+def _check_kill_timeouts(job: Job, group: TaskGroup, merged: UpdateStrategy, g_at: _At,
+                         problems: _Problems) -> None:
+    """structs.go `Task.Validate`: in a service job, no task may take longer to stop than its
+    group's progress deadline (0: no deadline). Nomad's message, its spelling included."""
+    deadline = merged.progress_deadline
+    if job.type != "service" or deadline <= 0:
+        return
+    for ti, task in enumerate(group.tasks):
+        if task.kill_timeout > deadline:
+            t_at = g_at.item(TaskGroup, "tasks", ti, task.name or str(ti))
+            problems.add(t_at.field(Task, "kill_timeout"),
+                         f"KillTimout ({format_duration(task.kill_timeout)}) longer than the "
+                         f"group's ProgressDeadline ({format_duration(deadline)})")
+
+
 def check_job_update(job: Job, root: _At, group_at: Callable[[int], _At],
                      problems: _Problems) -> None:
-    """Every strategy the job's groups end with, each problem on the block that causes it."""
+    """Every strategy the job's groups end with (nomad/structs/structs.go
+    `TaskGroup.Validate`: Nomad never checks the job's own block), each problem on the block
+    that causes it: one the job's block has too is reported once, there."""
     job_at = root.field(Job, "update")
-    own = update_problems(job.update) if job.update is not None else []
-    for attr, message in own:
-        problems.add(job_at.field(UpdateStrategy, attr), message)
-    reported = set(own)  # a group's merged block repeats these: said once, on the job's
+    own = set(update_problems(job.update)) if job.update is not None else set()
+    reported: set[tuple[str, str]] = set()
     wrong_type = job.type not in UPDATE_JOB_TYPES
     inherited = False
     for gi, group in enumerate(job.task_groups):
         merged = group_update(job, group)
         if merged is None:
             continue
-        if group.update is None:
-            inherited = True
-            continue
         at = group_at(gi).field(TaskGroup, "update")
+        _check_kill_timeouts(job, group, merged, group_at(gi), problems)
         if wrong_type:
-            problems.add(at, f'Job type "{job.type}" does not allow update block')
+            if group.update is None:
+                inherited = True
+            else:
+                problems.add(at, f'Job type "{job.type}" does not allow update block')
         for attr, message in update_problems(merged):
-            if (attr, message) not in reported:
+            if (attr, message) not in own:
                 problems.add(at.field(UpdateStrategy, attr), message)
+            elif (attr, message) not in reported:
+                reported.add((attr, message))
+                problems.add(job_at.field(UpdateStrategy, attr), message)
     if wrong_type and inherited:
         problems.add(job_at, f'Job type "{job.type}" does not allow update block')

@@ -74,11 +74,17 @@ def volume_problems(vol: VolumeRequest, job_type: str, count: int, canaries: int
         out.append("CSI volumes must have an attachment mode")
     elif vol.attachment_mode == "block-device" and vol.mount_options is not None:
         out.append("block devices cannot have mount options")
-    if not vol.access_mode:
+    mode, shared = vol.access_mode, count > 1 and not vol.per_alloc
+    if not mode:
         out.append("CSI volumes must have an access mode")
-    elif vol.access_mode in ("single-node-reader-only", "multi-node-reader-only") and (
-            not vol.read_only):
-        out.append(f"{vol.access_mode} volumes must be read-only")
+    elif mode in ("single-node-reader-only", "multi-node-reader-only") and not vol.read_only:
+        out.append(f"{mode} volumes must be read-only")
+    if mode == "single-node-reader-only" and shared:
+        out.append(f"volume with {mode} access mode allows only one reader")
+    elif mode == "single-node-writer" and shared:
+        out.append(f"volume with {mode} access mode allows only one reader or writer")
+    elif mode == "multi-node-single-writer" and shared and not vol.read_only:
+        out.append(f"volume with {mode} access mode allows only one writer")
     return out
 
 

@@ -48,8 +48,9 @@ class NodeDeviceResource(Base):
     attributes: dict[str, str] = field(default_factory=dict)
 
     def matches(self, requested: str) -> bool:
-        """Whether a request `type`, `vendor/type` or `vendor/type/name` names this group."""
-        parts = requested.split("/")
+        """Whether a request `type`, `vendor/type` or `vendor/type/name` names this group
+        (structs.go `RequestedDevice.ID`: split in at most three, the name keeps any `/`)."""
+        parts = requested.split("/", 2)
         if len(parts) == 1:
             return parts[0] == self.type
         if len(parts) == 2:
