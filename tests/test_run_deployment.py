@@ -33,7 +33,8 @@ JOB = '''job "web" {
       progress_deadline = "3s"
     }
     task "t" {
-      driver = "mock_driver"
+      driver       = "mock_driver"
+      kill_timeout = "1s"  # within the progress deadline, as Nomad's Task.Validate wants
       config { run_for = "1h" }
       resources {
         cpu    = 1
