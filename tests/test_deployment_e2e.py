@@ -55,7 +55,9 @@ MIN_HEALTHY = timedelta(milliseconds=500)
 
 def job(script: str, health: str = "manual", *, deadline: str = "10s",
         progress: str = "30s", reschedule: bool = False) -> dict[str, Any]:
-    task = {"Name": "t", "Driver": "raw_exec",
+    # KillTimeout within the shortest progress deadline here (4 s): Nomad's Task.Validate
+    # refuses a longer one.
+    task = {"Name": "t", "Driver": "raw_exec", "KillTimeout": 2 * 10**9,
             "Config": {"command": "/bin/sh", "args": ["-c", script]},
             "Resources": {"CPU": 10, "MemoryMB": 10}}
     group = {"Name": "g", "Count": 3, "Tasks": [task],
