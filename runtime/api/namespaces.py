@@ -29,6 +29,7 @@ from starlette.responses import Response
 
 from yurt.runtime.api.authz import allowed, namespace_visible, require_namespace
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.poolset import find_pool
 from yurt.runtime.api.request import ApiError, body_json, json_response
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.namespaces import (
@@ -91,8 +92,6 @@ async def admit_node_pool(ctx: Context, job: Job) -> Job:
     pool = job_node_pool(ns, job.node_pool)
     if pool != job.node_pool:
         job = msgspec.structs.replace(job, node_pool=pool)
-    from yurt.runtime.api.nodepools import find_pool
-
     if await find_pool(ctx, pool) is None:
         raise ApiError(400, f"job {go_quote(job.id)} is in nonexistent node pool "
                             f"{go_quote(pool)}")

@@ -35,34 +35,17 @@ from yurt.runtime.api.context import Context
 from yurt.runtime.api.jobs import job_stub
 from yurt.runtime.api.namespaces import in_namespace
 from yurt.runtime.api.nodes import node_stub
+from yurt.runtime.api.poolset import all_pools, find_pool, known_nodes
 from yurt.runtime.api.request import ApiError, body_json, json_response
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.nodepools import (
     NodePool,
     delete_refusal,
     upsert_refusal,
-    with_node_pools,
 )
 from yurt.runtime.server.scheduler.binpack import is_in_pool
-from yurt.runtime.structs import Node
 
 NOT_FOUND = "node pool not found"
-
-
-def known_nodes(ctx: Context) -> list[Node]:
-    """The nodes the server knows: an agent's own, a cluster server's every client
-    (server/cluster/server.py `nodes`)."""
-    return [n for n in ctx.server.nodes() if n.id]
-
-
-async def all_pools(ctx: Context) -> list[NodePool]:
-    """Every pool: stored, built in, and those the known nodes registered in."""
-    store = await ctx.agent.object_store()
-    return with_node_pools(await store.node_pools(), (n.node_pool for n in known_nodes(ctx)))
-
-
-async def find_pool(ctx: Context, name: str) -> NodePool | None:
-    return next((p for p in await all_pools(ctx) if p.name == name), None)
 
 
 def _can(op: str, pool: str) -> partial[bool]:

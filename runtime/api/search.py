@@ -24,7 +24,7 @@ leaves every context in: its objects are filtered one by one); within a context,
 a namespace where the token may not read jobs are left out (`nsCapFilter`), and so are node
 pools it may not read (`nodePoolCapFilter`).
 
-Node pools are every pool the server knows (api/nodepools.py `all_pools`: stored, built in,
+Node pools are every pool the server knows (api/poolset.py `all_pools`: stored, built in,
 and those its nodes registered in), read once per request when the context is answered.
 """
 
@@ -39,7 +39,7 @@ from starlette.responses import Response
 from yurt.runtime.api.authz import allowed, require
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace, request_namespace
-from yurt.runtime.api.nodepools import all_pools
+from yurt.runtime.api.poolset import all_pools
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.namespaces import ALL_NAMESPACES

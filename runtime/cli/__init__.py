@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, final
 import click
 
 from yurt.runtime.cli import acl as cli_acl
+from yurt.runtime.cli import acl_policy, acl_role, acl_token
 from yurt.runtime.cli import deployment as cli_deployment
 from yurt.runtime.cli import node as cli_node
 from yurt.runtime.cli import node_pool as cli_node_pool
@@ -527,7 +528,10 @@ register_exec_commands(alloc)  # alloc exec
 register_job_commands(cli, job)  # job/eval verbs
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
-cli_acl.register(cli)  # acl bootstrap, acl policy/token/role verbs
+# acl bootstrap (cli/acl.py, which the verb modules share), acl policy/token/role verbs
+for acl_verbs in (acl_policy.policy_group, acl_token.token_group, acl_role.role_group):
+    cli_acl.acl_group.add_command(acl_verbs)
+cli.add_command(cli_acl.acl_group)
 register_ui_command(cli)  # ui
 register_action_command(cli)  # action
 refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

@@ -42,16 +42,6 @@ _RFC3339: Final = re.compile(
 _NS: Final = 1_000_000_000
 
 
-def register(cli: click.Group) -> None:
-    """Attach `acl` and its verbs to the root group."""
-    from yurt.runtime.cli import acl_policy, acl_role, acl_token
-
-    acl_group.add_command(acl_policy.policy_group)
-    acl_group.add_command(acl_token.token_group)
-    acl_group.add_command(acl_role.role_group)
-    cli.add_command(acl_group)
-
-
 @click.group("acl")
 def acl_group() -> None:
     """Nomad's ACLs: bootstrap, policies, tokens and roles."""
