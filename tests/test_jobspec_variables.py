@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from yurt.runtime.errors import JobSpecError
 from yurt.runtime.jobspec import VarInputs, load_job, parse_job
-from yurt.runtime.jobspec.evaluate import EvalError, Scope, evaluate, render_string
+from yurt.runtime.jobspec.evaluate import EvalError, Scope
+from yurt.runtime.jobspec.evaluate_tree import evaluate, render_string
 from yurt.runtime.jobspec.functions import functions
 from yurt.runtime.jobspec.variables import convert, parse_type
 

@@ -1,8 +1,11 @@
 """HCL2 expressions and string templates, evaluated over python-hcl2's lark tree.
 
 What lives here: `Scope` (the variables an expression sees: `var`, `local`, for-expression
-iterators, and the function table) and `render`, which walks python-hcl2's serialised job
-(strings that hold `${…}` are HCL templates) and replaces every template by its value.
+iterators, and the function table), `EvalError`, the value helpers (`to_string`, `number`,
+`type_name`), template splitting and `parse_expression`: the parts. The entry points that
+walk python-hcl2's serialised job (`render`, `render_string`, `evaluate`: strings that hold
+`${…}` are HCL templates, replaced by their values) are in evaluate_tree.py, beside the
+evaluator they call, so that no module here imports one that imports it back.
 Values are plain Python: str, int or float (HCL's number), bool, None, list, dict.
 
 Invariants, as Nomad's jobspec2 (jobspec2/types.config.go `EvalContext`):
@@ -163,44 +166,6 @@ def _has_directive(text: str) -> bool:
     return "%{" in text.replace("%%{", "")
 
 
-def render_string(text: str, scope: Scope) -> Any:
-    if _has_directive(text):
-        from yurt.runtime.jobspec.template import render_directives
-
-        return render_directives(text, scope)
-    parts = list(_split_template(text))
-    if len(parts) == 1 and parts[0][0]:
-        try:
-            return evaluate(parts[0][1], scope)
-        except _Unknown:
-            return text
-    out: list[str] = []
-    for is_expr, part in parts:
-        if not is_expr:
-            out.append(part)
-            continue
-        try:
-            out.append(to_string(evaluate(part, scope)))
-        except _Unknown:
-            out.append("${" + part + "}")
-    return scope.built("".join(out))
-
-
-def render(value: Any, scope: Scope) -> Any:
-    """Every template in a serialised HCL value replaced by its value (keys too)."""
-    if isinstance(value, str):
-        return render_string(value, scope) if "${" in value or "%{" in value else value
-    if isinstance(value, list):
-        return [render(v, scope) for v in value]
-    if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        for k, v in value.items():
-            key = render(k, scope) if isinstance(k, str) else k
-            out[key if isinstance(key, str) else to_string(key)] = render(v, scope)
-        return out
-    return value
-
-
 # --- expressions -------------------------------------------------------------------------------
 
 @lru_cache(maxsize=512)
@@ -218,14 +183,3 @@ def parse_expression(text: str) -> Tree[Token]:
     body = tree.children[0]
     attr = body.children[0]  # type: ignore[union-attr]
     return attr.children[-1]  # type: ignore[union-attr,return-value]
-
-
-def evaluate(text: str, scope: Scope) -> Any:
-    from yurt.runtime.jobspec.evaluate_tree import eval_node
-
-    try:
-        return eval_node(parse_expression(text), scope)
-    except (EvalError, _Unknown, RecursionError):
-        raise
-    except Exception as e:  # an operand no rule foresaw (1e999 as an index): still the input's
-        raise EvalError(f"cannot evaluate {text.strip()!r}: {e}") from None

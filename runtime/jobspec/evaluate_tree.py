@@ -8,7 +8,7 @@ Invariants: the tree has been bounded in depth by the parser's caller (syntax.py
 `hcl_trouble` checks the whole file before any expression is evaluated); operators check their
 operands' types as HCL does (arithmetic on numbers, `&&`/`||`/`!` on bools) and raise
 `EvalError` otherwise; a root reference that is not `var`, `local` or an iterator raises
-`_Unknown`, which `evaluate.render_string` turns back into text.
+`_Unknown`, which `render_string` below turns back into text.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from typing import TYPE_CHECKING, Any
 from yurt.runtime.jobspec.evaluate import (
     EvalError,
     Scope,
+    _has_directive,
+    _split_template,
     _Unknown,
     number,
-    render_string,
+    parse_expression,
     to_string,
     type_name,
 )
+from yurt.runtime.jobspec.template import render_directives
 
 if TYPE_CHECKING:
     from lark import Token, Tree
@@ -363,3 +366,50 @@ def eval_node(node: Tree[Token], scope: Scope) -> Any:
     if data in ("for_tuple_expr", "for_object_expr"):
         return _for(node, scope)
     raise EvalError(f"unsupported expression ({data})")
+
+
+# --- templates and expressions from text: the entry points (evaluate.py holds the parts)
+
+def render_string(text: str, scope: Scope) -> Any:
+    if _has_directive(text):
+        return render_directives(text, scope, evaluate)
+    parts = list(_split_template(text))
+    if len(parts) == 1 and parts[0][0]:
+        try:
+            return evaluate(parts[0][1], scope)
+        except _Unknown:
+            return text
+    out: list[str] = []
+    for is_expr, part in parts:
+        if not is_expr:
+            out.append(part)
+            continue
+        try:
+            out.append(to_string(evaluate(part, scope)))
+        except _Unknown:
+            out.append("${" + part + "}")
+    return scope.built("".join(out))
+
+
+def render(value: Any, scope: Scope) -> Any:
+    """Every template in a serialised HCL value replaced by its value (keys too)."""
+    if isinstance(value, str):
+        return render_string(value, scope) if "${" in value or "%{" in value else value
+    if isinstance(value, list):
+        return [render(v, scope) for v in value]
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            key = render(k, scope) if isinstance(k, str) else k
+            out[key if isinstance(key, str) else to_string(key)] = render(v, scope)
+        return out
+    return value
+
+
+def evaluate(text: str, scope: Scope) -> Any:
+    try:
+        return eval_node(parse_expression(text), scope)
+    except (EvalError, _Unknown, RecursionError):
+        raise
+    except Exception as e:  # an operand no rule foresaw (1e999 as an index): still the input's
+        raise EvalError(f"cannot evaluate {text.strip()!r}: {e}") from None

@@ -28,7 +28,8 @@ from typing import Any, Final
 
 import regex as re  # type: ignore[import-untyped]  # every match runs under REGEX_TIMEOUT
 
-from yurt.runtime.jobspec.evaluate import EvalError, Scope, number, render_string, to_string
+from yurt.runtime.jobspec.evaluate import EvalError, Scope, number, to_string
+from yurt.runtime.jobspec.evaluate_tree import render_string
 from yurt.runtime.jobspec.functions_extra import EXTRA
 
 #: Seconds one regex function may run: Nomad's RE2 is linear, Python's engine may backtrack.

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from yurt.runtime.errors import JobSpecError, SpecProblem
-from yurt.runtime.jobspec.evaluate import EvalError, Scope, render
+from yurt.runtime.jobspec.evaluate import EvalError, Scope
+from yurt.runtime.jobspec.evaluate_tree import render
 from yurt.runtime.jobspec.functions import functions
 from yurt.runtime.jobspec.variables import (
     ENV_PREFIX,

@@ -1,8 +1,9 @@
 """HCL string templates with directives: `%{ if }`/`%{ else }`/`%{ endif }`, `%{ for }`/
 `%{ endfor }`, and the `~` strip markers on `${…}` and `%{…}`.
 
-What lives here: `render_directives(text, scope)`, used by evaluate.py `render_string` for a
-template that holds a `%{`. Interpolations are evaluated by evaluate.py `evaluate`.
+What lives here: `render_directives(text, scope, evaluate)`, used by evaluate_tree.py
+`render_string` for a template that holds a `%{`. Interpolations are evaluated by the
+`evaluate` it is given (evaluate_tree.py's).
 
 Invariants: `$${` and `%%{` stay verbatim (hcl.py `_unescape` turns them into `${`, `%{`); an
 unknown root reference in an interpolation stays as its `${…}` text (for the client), but in a
@@ -13,6 +14,7 @@ directive is an `EvalError` naming what was expected.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from yurt.runtime.jobspec.evaluate import (
@@ -20,10 +22,14 @@ from yurt.runtime.jobspec.evaluate import (
     Scope,
     _matching_brace,
     _Unknown,
-    evaluate,
     to_string,
     type_name,
 )
+
+#: How an interpolation or a directive's expression is evaluated (evaluate_tree.py
+#: `evaluate`), passed in: the evaluator renders templates with this module, which may not
+#: import it back.
+Evaluate = Callable[[str, Scope], Any]
 
 _FOR = re.compile(r"for\s+([A-Za-z_][\w-]*)(?:\s*,\s*([A-Za-z_][\w-]*))?\s+in\s+(.+)$", re.S)
 
@@ -73,16 +79,16 @@ def _tokens(text: str) -> list[Token]:
     return out
 
 
-def render_directives(text: str, scope: Scope) -> str:
+def render_directives(text: str, scope: Scope, evaluate: Evaluate) -> str:
     tokens = _tokens(text)
-    out, pos = _render(tokens, 0, scope, ())
+    out, pos = _render(tokens, 0, scope, (), evaluate)
     if pos != len(tokens):
         raise EvalError(f"unexpected %{{{tokens[pos][1]}}}")
     return out
 
 
-def _render(tokens: list[Token], pos: int, scope: Scope, until: tuple[str, ...]
-            ) -> tuple[str, int]:
+def _render(tokens: list[Token], pos: int, scope: Scope, until: tuple[str, ...],
+            evaluate: Evaluate) -> tuple[str, int]:
     """Render from `pos` up to (not past) a token whose kind is in `until`."""
     parts: list[str] = []
     while pos < len(tokens):
@@ -98,15 +104,15 @@ def _render(tokens: list[Token], pos: int, scope: Scope, until: tuple[str, ...]
                 parts.append("${" + body + "}")
         elif kind == "if":
             cond = _decide(evaluate(body[2:], scope))
-            then, pos = _render(tokens, pos + 1, scope, ("else", "endif"))
+            then, pos = _render(tokens, pos + 1, scope, ("else", "endif"), evaluate)
             other = ""
             if pos < len(tokens) and tokens[pos][0] == "else":
-                other, pos = _render(tokens, pos + 1, scope, ("endif",))
+                other, pos = _render(tokens, pos + 1, scope, ("endif",), evaluate)
             if pos >= len(tokens):
                 raise EvalError("%{ if } without %{ endif }")
             parts.append(then if cond else other)
         elif kind == "for":
-            parts.append(_loop(tokens, pos, scope))
+            parts.append(_loop(tokens, pos, scope, evaluate))
             pos = _skip(tokens, pos + 1)
             if pos >= len(tokens):
                 raise EvalError("%{ for } without %{ endfor }")
@@ -141,7 +147,7 @@ def _skip(tokens: list[Token], pos: int) -> int:
     return pos
 
 
-def _loop(tokens: list[Token], pos: int, scope: Scope) -> str:
+def _loop(tokens: list[Token], pos: int, scope: Scope, evaluate: Evaluate) -> str:
     m = _FOR.match(tokens[pos][1])
     if m is None:
         raise EvalError("expected %{ for NAME in EXPR } or %{ for KEY, VALUE in EXPR }")
@@ -158,6 +164,6 @@ def _loop(tokens: list[Token], pos: int, scope: Scope) -> str:
     for key, value in pairs:
         scope.spend()
         names = {first: value} if second is None else {first: key, second: value}
-        body, _ = _render(tokens, pos + 1, scope.child(names), ("endfor",))
+        body, _ = _render(tokens, pos + 1, scope.child(names), ("endfor",), evaluate)
         out.append(body)
     return "".join(out)

@@ -27,12 +27,11 @@ from typing import Any, Final
 from yurt.runtime.jobspec.evaluate import (
     EvalError,
     Scope,
-    evaluate,
     parse_expression,
-    render,
     to_string,
     type_name,
 )
+from yurt.runtime.jobspec.evaluate_tree import evaluate, render
 from yurt.runtime.lib.sourcemap import PathKey, Position
 
 ENV_PREFIX: Final = "NOMAD_VAR_"
