@@ -2,7 +2,9 @@
 
 What lives here: `eval_node`, a recursive walk over the rules of `hcl2.lark` that can appear in
 an expression (literals, strings and heredocs with interpolations, references, indexes and
-splats, operators, conditionals, tuples, objects, for-expressions, function calls).
+splats, operators, conditionals, tuples, objects, for-expressions, function calls); and the
+entry points from text, `render` (a serialised job), `render_string` (one template, its
+`%{…}` directives through template.py) and `evaluate` (one expression).
 
 Invariants: the tree has been bounded in depth by the parser's caller (syntax.py
 `hcl_trouble` checks the whole file before any expression is evaluated); operators check their
