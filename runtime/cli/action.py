@@ -18,22 +18,14 @@ import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import click
 
-from yurt.runtime.cli.exec import (
-    UsageError,
-    _Escaped,
-    _Failed,
-    _session,
-    choose_task,
-    raw_terminal,
-)
+from yurt.runtime.cli.exec import UsageError, choose_task, run_session
 from yurt.runtime.cli.secret_options import REFUSED, refusal
-from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
+from yurt.runtime.errors import EXIT_USAGE
 from yurt.runtime.lib.goparse import parse_go_bool
 
 
@@ -125,11 +117,9 @@ def _resolve_alloc(flags: ActionFlags) -> tuple[str, dict[str, Any]]:
 
 def run_action(args: Sequence[str]) -> int:
     """`yurt action ARGS`: the action's exit code."""
-    import trio
 
-    from yurt.runtime.cli.api_client import client_token
     from yurt.runtime.cli.http import agent_address
-    from yurt.runtime.cli.output import echo, fail
+    from yurt.runtime.cli.output import fail
 
     try:
         flags, rest = parse_flags(args)
@@ -152,23 +142,7 @@ def run_action(args: Sequence[str]) -> int:
                        "namespace": alloc.get("Namespace", "default")})
     url = (agent_address().replace("http", "ws", 1)
            + f"/v1/job/{quote(job_id, safe='')}/action?{query}")
-    token = client_token()
-    headers = [(b"X-Nomad-Token", token.encode())] if token else []
-    session = partial(_session, url, headers, tty=tty, stdin=flags.stdin, escape=flags.escape)
-    try:
-        if tty:
-            with raw_terminal(sys.stdin.fileno()):
-                return trio.run(session)
-        return trio.run(session)
-    except _Failed as e:
-        fail(f"failed to exec into task: {e}", EXIT_FAILED)
-    except _Escaped:
-        echo("\nConnection closed", err=True)
-        return EXIT_FAILED
-    except BaseExceptionGroup as group:
-        if group.subgroup(KeyboardInterrupt) is not None:
-            raise KeyboardInterrupt from None
-        raise
+    return run_session(url, tty=tty, stdin=flags.stdin, escape=flags.escape)
 
 
 def register(cli: click.Group) -> None:

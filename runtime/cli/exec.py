@@ -273,11 +273,9 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
 
 def run_exec(args: Sequence[str]) -> int:
     """`yurt alloc exec ARGS`: the command's exit code."""
-    import trio
 
-    from yurt.runtime.cli.api_client import client_token
     from yurt.runtime.cli.http import agent_address
-    from yurt.runtime.cli.output import echo, fail
+    from yurt.runtime.cli.output import fail
 
     try:
         flags, rest = parse_flags(args)
@@ -300,10 +298,20 @@ def run_exec(args: Sequence[str]) -> int:
     query = urlencode({"task": task, "command": json.dumps(rest[1:]),
                        "tty": "true" if tty else "false"})
     url = addr.replace("http", "ws", 1) + f"/v1/client/allocation/{alloc['ID']}/exec?{query}"
+    return run_session(url, tty=tty, stdin=flags.stdin, escape=flags.escape)
+
+
+def run_session(url: str, *, tty: bool, stdin: bool, escape: str) -> int:
+    """An exec-shaped websocket session at `url` (alloc exec, job actions) run to its end:
+    the command's exit code; the terminal in raw mode while it runs with `tty`."""
+    import trio
+
+    from yurt.runtime.cli.api_client import client_token
+    from yurt.runtime.cli.output import echo, fail
+
     token = client_token()
     headers = [(b"X-Nomad-Token", token.encode())] if token else []
-    session = partial(_session, url, headers, tty=tty, stdin=flags.stdin,
-                      escape=flags.escape)
+    session = partial(_session, url, headers, tty=tty, stdin=stdin, escape=escape)
     try:
         if tty:
             with raw_terminal(sys.stdin.fileno()):
