@@ -68,7 +68,7 @@ def nomad_spelling(root: click.Group, args: Sequence[str]) -> list[str]:
             return out
         if token == "-" or not token.startswith("-"):
             if isinstance(command, click.Group):
-                sub = command.commands.get(token)
+                sub = command.get_command(None, token)  # type: ignore[arg-type]
                 if sub is None:  # click will say "No such command"
                     return out
                 command = sub
