@@ -6,13 +6,26 @@ its own output unchanged, and a job file must parse to the same job before and a
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
 from yurt.runtime.errors import JobSpecError
 from yurt.runtime.jobspec import encode_job, parse_job
-from yurt.runtime.lib.hclfmt import HclFormatError, format_hcl, lex
+from yurt.runtime.lib.hclfmt import format_hcl
+from yurt.runtime.lib.hcltokens import (
+    CHEREDOC,
+    CONTROL,
+    CQUOTE,
+    INTERP,
+    OHEREDOC,
+    OQUOTE,
+    QUOTEDLIT,
+    STRINGLIT,
+    HclSyntaxError,
+    lex,
+)
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").rglob("*.hcl"))
 
@@ -104,7 +117,7 @@ def test_byte_order_mark_dropped() -> None:
     ('a = "${x"\n', (1, 10), "cannot span lines"),
 ])
 def test_errors_name_line_and_column(text: str, where: tuple[int, int], words: str) -> None:
-    with pytest.raises(HclFormatError) as info:
+    with pytest.raises(HclSyntaxError) as info:
         format_hcl(text)
     assert (info.value.line, info.value.column) == where
     assert words in info.value.message
@@ -133,3 +146,20 @@ def test_examples_are_mostly_canonical_already() -> None:
     for path in real:
         text = path.read_text(encoding="utf-8")
         assert format_hcl(text) == text, path.name
+
+
+def test_scrambled_spacing_formats_back() -> None:
+    """Extra spaces between the tokens of a canonical file (where spaces may go: not inside
+    string or heredoc literals) are all taken out again, indentation and alignment included."""
+    rnd = random.Random(30)
+    literal = {QUOTEDLIT, STRINGLIT, CQUOTE, CHEREDOC, INTERP, CONTROL}
+    after_literal = {OQUOTE, QUOTEDLIT, STRINGLIT, OHEREDOC, CHEREDOC}
+    for path in EXAMPLES:
+        text = format_hcl(path.read_text(encoding="utf-8"))
+        tokens = lex(text)
+        for before, token in zip([None, *tokens], tokens, strict=False):
+            if token.type not in literal and (before is None or before.type not in after_literal):
+                token.spaces += rnd.choice((0, 1, 3))
+        scrambled = "".join(" " * t.spaces + t.text for t in tokens)
+        assert scrambled != text
+        assert format_hcl(scrambled) == text, path.name

@@ -17,10 +17,10 @@ Exit status, Nomad's: 0 all well, 1 a parse error, an unreadable or unwritable f
 `-check` a file that would change; 2 a usage error (yurt's exit for bad flags; Nomad's own
 fmt exits 1 there).
 
-The layout is runtime/lib/hclfmt.py's (hclwrite's `Format`, byte for byte); a file is
-parsed first, by hclfmt's scanner and then by the jobspec's HCL parser (python-hcl2, as
-Nomad's parses with hclsyntax before it formats), so a file that is not HCL is never
-rewritten. The flags are Go's (`-list=false`, `-write=false`): the command parses its own
+The layout is runtime/lib/hclfmt.py's (hclwrite's `Format`, byte for byte). A file is
+parsed first, by runtime/lib/hcltokens.py's scanner and then by the jobspec's HCL parser
+(python-hcl2; Nomad's parses with hclsyntax before it formats), so a file that is not HCL is
+never rewritten. The flags are Go's (`-list=false`, `-write=false`): the command parses its own
 arguments, as `alloc exec` does, since a click flag cannot take `=false` and a click option
 with a value would swallow the path after `-list`. The parser loads only when a file is read.
 """
@@ -96,11 +96,11 @@ def parse_flags(args: Sequence[str]) -> tuple[FmtFlags, list[str]]:
 
 def syntax_problem(text: str) -> tuple[int, int, str] | None:
     """(line, column, message) of the first reason `text` is not HCL, or None."""
-    from yurt.runtime.lib.hclfmt import HclFormatError, lex
+    from yurt.runtime.lib.hcltokens import HclSyntaxError, lex
 
     try:
         lex(text.removeprefix("\ufeff"))
-    except HclFormatError as e:
+    except HclSyntaxError as e:
         return e.line, e.column, e.message
     import lark
 
