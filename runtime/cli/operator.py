@@ -14,10 +14,11 @@ Nomad's command/operator_*.go print them.
   single agent is its own one voter. `raft remove-peer` is refused (exit 1): a single agent has
   no peer to remove, and removing itself would leave no server.
 - `api [-X M] [-H 'K: V'] [-filter F] [-dryrun] [-verbose] PATH`: a curl of the agent
-  (operator_api.go): the body from stdin when stdin is no terminal (then POST by default) or
+  (operator_api.go): the body from stdin when stdin is no terminal and not empty (then POST by
+  default; Nomad POSTs an empty stdin's nothing too) or
   from `-d` (a yurt addition), the token of the CLI sent as `X-Nomad-Token` unless `-H` sets
   one; the answer's body on stdout whatever its status (0, as Nomad's). `-dryrun` prints the
-  curl command, never the token (`${NOMAD_TOKEN}` stands for it).
+  curl command, never the token (`${NOMAD_TOKEN}` or `${YURT_TOKEN}` stands for it).
 """
 
 from __future__ import annotations
@@ -194,14 +195,17 @@ def remove_peer(peer_id: str, peer_address: str) -> None:
 
 def _stdin_body() -> bytes | None:
     """stdin's bytes unless it is a character device (a terminal, /dev/null), as Nomad's
-    operator_api.go checks `os.ModeCharDevice`."""
+    operator_api.go checks `os.ModeCharDevice`, or empty."""
     import stat
 
     try:
         mode = os.fstat(sys.stdin.fileno()).st_mode
     except (OSError, ValueError):
         return None
-    return None if stat.S_ISCHR(mode) else sys.stdin.buffer.read()
+    if stat.S_ISCHR(mode):
+        return None
+    # An empty stdin (a script's, a CI job's) is no body: a GET stays a GET.
+    return sys.stdin.buffer.read() or None
 
 
 @operator_group.command("api")
@@ -250,8 +254,10 @@ def api_command(method: str, headers: tuple[str, ...], data: str | None, filter_
             parts_.append("--data-binary @-")
         parts_ += [f"-H {shlex.quote(f'{k}: {v}')}" for k, v in extra.items()
                    if k.lower() != "x-nomad-token"]
-        if os.environ.get("NOMAD_TOKEN") or os.environ.get("YURT_TOKEN"):
-            parts_.append('-H "X-Nomad-Token: ${NOMAD_TOKEN}"')
+        for variable in ("YURT_TOKEN", "NOMAD_TOKEN"):  # api_client.py `client_token`'s order
+            if os.environ.get(variable, "").strip():
+                parts_.append(f'-H "X-Nomad-Token: ${{{variable}}}"')
+                break
         parts_.append(shlex.quote(base.rstrip("/") + path))
         echo(" \\\n  ".join(parts_))
         return
