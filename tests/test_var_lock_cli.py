@@ -136,3 +136,30 @@ async def test_var_init_writes_the_example_once(tmp_path: Path) -> None:
             js = await yurt(a, "var", "init", "-out", "json", cwd=tmp_path)
             assert js.returncode == 0
             assert '"Path": "path/to/variable"' in (tmp_path / "spec.nv.json").read_text()
+
+
+async def test_a_lost_lock_stops_the_child_and_exits_1(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    with trio.fail_after(60):
+        async with running_agent(tmp_path / "agent") as a:
+            env = {**os.environ, "YURT_ADDR": a.address}
+            proc = await trio.lowlevel.open_process(
+                [YURT, "var", "lock", "-shell=false", "-ttl", "10s", "app/lost", "sh", "-c",
+                 f"touch {started}; exec sleep 30"], env=env, stderr=subprocess.PIPE)
+            try:
+                while not started.exists():
+                    await trio.sleep(0.05)
+                held = (await a.client.get("/v1/var/app/lost")).json()
+                # Only management sees the lock on a read (ACLs off here: everyone is).
+                released = await a.client.put("/v1/var/app/lost",
+                                              params={"lock-release": ""},
+                                              json={"Lock": {"ID": held["Lock"]["ID"]}})
+                assert released.status_code == 200
+                # The next renewal (at TTL/2) is refused: the child is stopped.
+                assert await proc.wait() == 1
+                assert proc.stderr is not None
+                err = (await proc.stderr.receive_some(65536)).decode()
+                assert "Lock error: the lock was lost" in err
+            finally:
+                proc.kill()
+                await proc.wait()

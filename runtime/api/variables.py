@@ -32,6 +32,7 @@ from yurt.runtime.api.namespaces import request_namespace
 from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
 from yurt.runtime.api.varlocks import handle as handle_lock
 from yurt.runtime.api.varlocks import lock_operation, refuse_if_locked
+from yurt.runtime.api.varlocks import shown as shown_with_lock
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
 from yurt.runtime.server.variables import Conflict, items_error, path_error
@@ -76,10 +77,11 @@ async def variable(ctx: Context, request: Request) -> Response:
         raise ApiError(400, "missing variable path")
     if request.method == "GET":
         _require_path(request, _namespace(request), path, "read")
-        found = await (await ctx.agent.object_store()).variable(_namespace(request), path)
+        store = await ctx.agent.object_store()
+        found = await store.variable(_namespace(request), path)
         if found is None:
             raise ApiError(404, "variable not found")
-        return json_response(found)
+        return json_response(shown_with_lock(request, store, found))
     if request.method == "DELETE":
         return await _delete(ctx, request, path)
     return await _put(ctx, request, path)

@@ -6,7 +6,8 @@ Shapes are Nomad's: the body is a `Variable` whose `Lock` is `{ID, TTL, LockDela
 duration strings, 15s each by default); acquire answers the variable with its `Lock` (the new
 ID the holder renews and releases with), renew and release its metadata; a lock held by
 another is a 409 whose body is the variable's zero value (namespace and path, never items).
-The token needs `write` on the path for all three, as Nomad's.
+The token needs `write` on the path for all three, as Nomad's; a read shows a variable's
+`Lock` (its holder's ID included) to a management token only (`shown`).
 
 Acquiring creates the variable if it does not exist (with the body's items, possibly none:
 Nomad's `ValidateForLock` allows an empty one); on an existing variable it writes the body's
@@ -24,7 +25,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yurt.runtime.api.authz import require
+from yurt.runtime.api.authz import allowed, require
 from yurt.runtime.api.request import ApiError, body_json, json_response
 from yurt.runtime.lib.durations import format_duration, parse_duration
 from yurt.runtime.server.state.objects_sqlite import Objects, ObjectStore
@@ -159,3 +160,13 @@ def refuse_if_locked(store: Objects, namespace: str, path: str) -> None:
     table = table_of(store)
     if table is not None and table.current(namespace, path) is not None:
         raise ApiError(409, VAR_IS_LOCKED)
+
+
+def shown(request: Request, store: Objects, var: Variable) -> Variable | dict[str, Any]:
+    """`var` as a read answers it: with its `Lock` to a management token (Nomad's
+    variables_endpoint.go `Read`: only management sees a lock; with ACLs off, everyone)."""
+    table = table_of(store)
+    lock = table.current(var.namespace, var.path) if table is not None else None
+    if lock is None or not allowed(request, lambda _acl: False):
+        return var
+    return _with_lock(var, lock)

@@ -11,7 +11,8 @@ The shape follows Nomad's helper/snapshot archive (a gzipped tar of `meta.json`,
   online backup API (each a consistent database; the caller holds the server's change lock
   so the two are of one index), the scheduler configuration and node state, and the root key
   `keyring` that seals the variables in objects.db (left out with `redact`: then the variables
-  cannot be read after a restore on another data dir);
+  cannot be read after a restore on another data dir). The workload identity signing key
+  (`workload-key`) and the bootstrap token file stay the data dir's own: not carried;
 - `SHA256SUMS`: `<sha256>  <name>` for every other member, checked before anything is used.
 
 Invariants: a snapshot that does not verify (a missing or extra member, a checksum, an
