@@ -147,7 +147,9 @@ async def test_a_lost_lock_stops_the_child_and_exits_1(tmp_path: Path) -> None:
                 [YURT, "var", "lock", "-shell=false", "-ttl", "10s", "app/lost", "sh", "-c",
                  f"touch {started}; exec sleep 30"], env=env, stderr=subprocess.PIPE)
             try:
-                while not started.exists():
+                while True:  # the child runs once the lock is held (bounded: fail_after)
+                    if started.exists():
+                        break
                     await trio.sleep(0.05)
                 held = (await a.client.get("/v1/var/app/lost")).json()
                 # Only management sees the lock on a read (ACLs off here: everyone is).
