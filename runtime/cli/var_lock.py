@@ -21,8 +21,6 @@ or spec.nv.json) and never overwrites a file (exit 1 if it exists).
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from typing import Any
@@ -161,6 +159,8 @@ class _Holder:
 
 def _run_while_held(holder: _Holder, args: list[str], renew_every: float) -> int:
     """Run the child, renewing the lock; its exit status (1 if the lock was lost)."""
+    import signal
+    import subprocess  # here: `yurt --help` and every other verb do without it
     try:
         proc = subprocess.Popen(args)  # stdin, stdout and stderr are ours
     except OSError as e:
