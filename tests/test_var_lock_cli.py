@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from tests.agent_support import Running, running_agent
+from tests.authz_support import acl_agent
 from tests.cli_proc_support import YURT
 
 pytestmark = pytest.mark.slow
@@ -165,3 +166,31 @@ async def test_a_lost_lock_stops_the_child_and_exits_1(tmp_path: Path) -> None:
             finally:
                 proc.kill()
                 await proc.wait()
+
+
+async def test_lock_operations_need_write_and_only_management_sees_the_lock(
+        tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with acl_agent(tmp_path) as a:
+            reader = a.resolver.token(
+                'namespace "default" { variables { path "*" { capabilities = ["read"] } } }')
+            writer = a.resolver.token(
+                'namespace "default" { variables { path "*" { capabilities = '
+                '["read", "write"] } } }')
+
+            def as_(secret: str) -> dict[str, str]:
+                return {"X-Nomad-Token": secret}
+
+            refused = await a.admin.put("/v1/var/app/l", params={"lock-acquire": ""},
+                                        json={}, headers=as_(reader))
+            assert refused.status_code == 403
+            held = await a.admin.put("/v1/var/app/l", params={"lock-acquire": ""},
+                                     json={}, headers=as_(writer))
+            assert held.status_code == 200, held.text
+            lock_id = held.json()["Lock"]["ID"]
+            assert (await a.admin.get("/v1/var/app/l")).json()["Lock"]["ID"] == lock_id
+            plain = (await a.admin.get("/v1/var/app/l", headers=as_(reader))).json()
+            assert "Lock" not in plain
+            renew = await a.admin.put("/v1/var/app/l", params={"lock-renew": ""},
+                                      json={"Lock": {"ID": lock_id}}, headers=as_(reader))
+            assert renew.status_code == 403
