@@ -111,7 +111,3 @@ class LockTable:
             return VAR_IS_LOCKED
         del self._locks[(namespace, path)]
         return None
-
-    def forget(self, namespace: str, path: str) -> None:
-        """The variable is gone: so is its lock."""
-        self._locks.pop((namespace, path), None)
