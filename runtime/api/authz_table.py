@@ -219,6 +219,8 @@ NEEDS: Final[dict[str, Needs]] = {
     "/v1/operator/raft/configuration": {"GET": MANAGEMENT},
     "/v1/operator/scheduler/configuration": {"GET": OPERATOR_READ, "PUT": OPERATOR_WRITE,
                                              "POST": OPERATOR_WRITE},
+    # nomad/operator_endpoint.go `snapshotSave`, `snapshotRestore`: management
+    "/v1/operator/snapshot": {"GET": MANAGEMENT, "PUT": MANAGEMENT},
     "/v1/system/gc": {"*": MANAGEMENT},
     "/v1/system/reconcile/summaries": {"*": MANAGEMENT},
     # nomad/scaling_endpoint.go `ListPolicies` (with `*`: `listAllNamespaces`), `GetPolicy`

@@ -11,6 +11,13 @@
   all finished) and whose allocations are all client-terminal are purged with their
   allocations. Reconcile summaries (PUT only): summaries are computed from the allocations
   when read, so there is nothing to reconcile; 200, as Nomad.
+- Snapshot (`GET /v1/operator/snapshot`, management): the embedded server's state as one
+  archive (runtime/lib/snapshot.py), taken under the server's change lock so the job state and
+  the objects (variables, namespaces, ACL) are of one index; `?redact` leaves the root key out.
+  `PUT` (Nomad's live restore, through raft) answers 501: a running agent's state lives in
+  its memory as much as in the files, so yurt restores offline, with the agent stopped
+  (`yurt operator snapshot restore`, runtime/cli/operator_snapshot.py). A cluster's servers
+  keep their state in etcd: 501 there too (etcd has its own snapshots).
 - Scaling policies live in runtime/api/scaling.py.
 """
 
@@ -21,14 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import trio
 from starlette.requests import Request
 from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
 from yurt.runtime.api.status import server_address
+from yurt.runtime.lib import snapshot as snapshot_archive
 from yurt.runtime.server import schedconfig
 from yurt.runtime.server.serial import serialized
+from yurt.runtime.server.state.objects_sqlite import ObjectStore
 from yurt.runtime.structs import is_client_terminal
 
 
@@ -105,3 +115,20 @@ async def system_gc(ctx: Context, request: Request) -> Response:
 
 async def reconcile_summaries(ctx: Context, request: Request) -> Response:
     return Response(status_code=200)
+
+
+async def snapshot(ctx: Context, request: Request) -> Response:
+    if request.method != "GET":
+        raise ApiError(501, "a live restore is not supported: stop the agent, then run "
+                            "`yurt operator snapshot restore -data-dir DIR FILE`")
+    if not isinstance(await ctx.agent.object_store(), ObjectStore):
+        raise ApiError(501, "a cluster's state lives in etcd: take an etcd snapshot "
+                            "(`etcdctl snapshot save`) instead")
+    redact = "redact" in request.query_params
+    server_dir = ctx.agent.config.data_dir / "server"
+    # Under the change lock: no job, allocation or object write lands between the copies.
+    async with ctx.server.change() as index:
+        data = await trio.to_thread.run_sync(
+            lambda: snapshot_archive.create(server_dir, index, redact=redact))
+    return Response(data, media_type="application/octet-stream",
+                    headers={"X-Nomad-Index": str(index)})

@@ -13,7 +13,9 @@ the URL's. The namespace need not exist: Nomad's Variables.Apply and its state s
 varSetTxn check none (only Enterprise quotas look at it), so neither does yurt. Nomad
 answers an invalid path or item set with a 500 and the validation text; yurt keeps the text
 and answers 400, a 5xx here being a bug. One more difference: rewriting a variable with the
-items it already has answers that variable, where Nomad answers `null`.
+items it already has answers that variable, where Nomad answers `null`. Nomad's variable
+locks (`?lock-acquire`, `?lock-renew`, `?lock-release`) are api/varlocks.py's; a plain write or
+delete of a variable whose lock is on answers 409.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from yurt.runtime.api.authz import allowed, require
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import request_namespace
 from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
+from yurt.runtime.api.varlocks import handle as handle_lock
+from yurt.runtime.api.varlocks import lock_operation, refuse_if_locked
+from yurt.runtime.api.varlocks import shown as shown_with_lock
 from yurt.runtime.server.acl.acl import Acl
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
 from yurt.runtime.server.variables import Conflict, items_error, path_error
@@ -72,16 +77,21 @@ async def variable(ctx: Context, request: Request) -> Response:
         raise ApiError(400, "missing variable path")
     if request.method == "GET":
         _require_path(request, _namespace(request), path, "read")
-        found = await (await ctx.agent.object_store()).variable(_namespace(request), path)
+        store = await ctx.agent.object_store()
+        found = await store.variable(_namespace(request), path)
         if found is None:
             raise ApiError(404, "variable not found")
-        return json_response(found)
+        return json_response(shown_with_lock(request, store, found))
     if request.method == "DELETE":
         return await _delete(ctx, request, path)
     return await _put(ctx, request, path)
 
 
 async def _put(ctx: Context, request: Request, path: str) -> Response:
+    operation = lock_operation(request)
+    if operation is not None:  # ?lock-acquire, ?lock-renew, ?lock-release: api/varlocks.py
+        return await handle_lock(request, await ctx.agent.object_store(),
+                                 _namespace(request), path, operation)
     body = await body_json(request)
     items = body.get("Items")
     if not items:
@@ -98,6 +108,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
     if why is not None:
         raise ApiError(400, why)
     cas = query_cas(request, "can not parse cas", empty_is_absent=True)
+    refuse_if_locked(await ctx.agent.object_store(), namespace, path)
     stored = await (await ctx.agent.object_store()).put_variable(
         Variable(namespace=namespace, path=path, items=items), cas)
     if isinstance(stored, Conflict):
@@ -108,6 +119,7 @@ async def _put(ctx: Context, request: Request, path: str) -> Response:
 async def _delete(ctx: Context, request: Request, path: str) -> Response:
     _require_path(request, _namespace(request), path, "destroy")
     cas = query_cas(request, "can not parse cas", empty_is_absent=True)
+    refuse_if_locked(await ctx.agent.object_store(), _namespace(request), path)
     conflict = await (await ctx.agent.object_store()).delete_variable(
         _namespace(request), path, cas)
     if conflict is not None:

@@ -47,6 +47,7 @@ from yurt.runtime.cli.fs import register as register_fs_commands
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
+from yurt.runtime.cli.operator import register as register_operator_commands
 from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
 from yurt.runtime.cli.secret_options import refuse_secret_options
 from yurt.runtime.cli.ui import register as register_ui_command
@@ -536,4 +537,5 @@ cli.add_command(cli_acl.acl_group)
 register_ui_command(cli)  # ui
 register_action_command(cli)  # action
 register_fmt_command(cli)  # fmt
+register_operator_commands(cli)  # operator scheduler|raft|snapshot|api
 refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

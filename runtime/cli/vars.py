@@ -1,4 +1,5 @@
-"""`yurt var get|put|list|purge` and `yurt namespace list|apply|delete|status`.
+"""`yurt var get|put|list|purge` (`var lock|init`: var_lock.py) and
+`yurt namespace list|apply|delete|status`.
 
 Thin clients of /v1/var(s) and /v1/namespace(s), in Nomad's spelling: flags take one dash as
 Nomad's do (`-check-index`, `-namespace`), or two as the rest of yurt's. Messages are Nomad's
@@ -27,6 +28,9 @@ from yurt.runtime.lib.printable import printable
 
 def register(cli: click.Group) -> None:
     """Attach the `var` and `namespace` groups to the top-level group."""
+    from yurt.runtime.cli.var_lock import register as register_lock_and_init
+
+    register_lock_and_init(var)  # var lock, var init
     cli.add_command(var)
     cli.add_command(namespace)
 
@@ -81,7 +85,9 @@ def _send(client: Any, method: str, path: str, **kw: Any) -> Any:
     from yurt.runtime.cli.api_client import fail_on_error
 
     response = client.request(method, path, **kw)
-    if response.status_code != 409:
+    # A 409 with a text body is no check-and-set conflict: the variable is locked
+    # (api/varlocks.py `refuse_if_locked`, Nomad's "attempting to modify locked variable").
+    if response.status_code != 409 or not response.content.lstrip().startswith(b"{"):
         fail_on_error(response)
     return response
 
