@@ -17,7 +17,6 @@ line is the job author's text.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
 
@@ -34,6 +33,8 @@ def decode_frames(chunks: Iterator[bytes]) -> Iterator[bytes]:
     Raises:
         ValueError: the stream holds something that is not a JSON object.
     """
+    import base64
+
     decoder = json.JSONDecoder()
     pending = ""
     for chunk in chunks:
