@@ -261,7 +261,8 @@ async def test_monitor_streams_the_agents_log_at_the_level_asked(tmp_path: Path)
             assert out.returncode == 2
             assert b"Cannot target node and server simultaneously" in out.stderr
             before = LOG_FANOUT.subscribers
-            async with spawned(a.address, "monitor", "-log-level=debug") as proc:
+            async with spawned(a.address, "monitor", "-log-level=debug",
+                               "-log-include-location") as proc:
                 assert proc.stdout is not None
                 # Subscribed: what is logged from now on reaches it.
                 await until(lambda: LOG_FANOUT.subscribers > before)
@@ -271,6 +272,7 @@ async def test_monitor_streams_the_agents_log_at_the_level_asked(tmp_path: Path)
                     chunk = await proc.stdout.receive_some(65536)
                     assert chunk, "the monitor ended"
                     seen += chunk
+                assert b".py:" in seen  # hclog's caller, file:line
                 proc.send_signal(signal.SIGINT)
                 assert await proc.wait() == 130
             await until(lambda: LOG_FANOUT.subscribers == before)  # the agent saw it leave

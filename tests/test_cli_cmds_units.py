@@ -116,3 +116,15 @@ async def test_a_follower_takes_only_its_level_and_the_json_format_is_hclogs() -
             lines, _ = await sub.take()
     assert [json.loads(line)["@message"] for line in lines] == ["loud"]
     assert json.loads(lines[0])["@level"] == "warn"
+
+
+def test_location_is_hclogs_caller() -> None:
+    from yurt.runtime.lib.logformat import JsonFormatter
+
+    record = logging.LogRecord("yurt.alloc", logging.INFO, "/x/yurt/runtime/agent/agent.py",
+                               12, "started", None, None)
+    assert " [INFO]  runtime/agent/agent.py:12: alloc: started" in HumanFormatter(
+        include_location=True).format(record)
+    assert "agent.py" not in HumanFormatter().format(record)
+    assert json.loads(JsonFormatter(include_location=True).format(record))[
+        "@caller"] == "runtime/agent/agent.py:12"

@@ -7,8 +7,9 @@ loaded, and `health` answers Nomad's 500 with the client not ok until then.
 
 `monitor` is Nomad's `AgentMonitor` (command/agent/agent_endpoint.go): the agent's log lines
 at `log_level` (default info; may be below the agent's own level) as they are logged, hclog
-text or JSON (`log_json`), in Nomad's stream frames (`{"Data": base64}`, `{}` heartbeats while
-idle) or as plain text (`plain=true`), until the client goes away. It follows
+text or JSON (`log_json`; `log_include_location` adds the caller's file and line), in Nomad's
+stream frames (`{"Data": base64}`, `{}` heartbeats while idle) or as plain text
+(`plain=true`), until the client goes away. It follows
 runtime/lib/logmonitor.py's fan-out: a reader that falls behind loses lines (it is told how
 many, in a `monitor:` line), and never slows the agent. `node_id` and `server_id` may only
 name this agent (its node, `leader`, or its server's name): it is a node and a server of one.
@@ -184,7 +185,7 @@ async def agent_monitor(ctx: Context, request: Request) -> Response:
         raise ApiError(400, f"Unknown log level: {level_name}")
     log_json = _go_bool(request, "log_json", "log json")
     plain = _go_bool(request, "plain", "plain")
-    _go_bool(request, "log_include_location", "log_include_location")  # accepted, unused
+    location = _go_bool(request, "log_include_location", "log_include_location")
     node_id = request.query_params.get("node_id", "")
     server_id = request.query_params.get("server_id", "")
     if node_id and server_id:
@@ -195,7 +196,7 @@ async def agent_monitor(ctx: Context, request: Request) -> Response:
     if server_id and server_id not in ("leader", node.name, node.id, f"{node.name}.{REGION}"):
         raise ApiError(404, f"Unknown server {server_id!r}: this agent's server is "
                             f"{node.name}.{REGION}")
-    return MonitorResponse(LEVELS[level_name.lower()], log_json, plain)
+    return MonitorResponse(LEVELS[level_name.lower()], log_json, plain, location)
 
 
 class MonitorResponse(StreamingResponse):
@@ -204,10 +205,11 @@ class MonitorResponse(StreamingResponse):
     As runtime/api/logs.py `FramedLogResponse`: the stream runs in a nursery this response owns
     while it is sent, beside a task that ends it on the client's `http.disconnect`."""
 
-    def __init__(self, level: int, log_json: bool, plain: bool) -> None:
+    def __init__(self, level: int, log_json: bool, plain: bool, location: bool) -> None:
         super().__init__(iter(()), media_type="text/plain" if plain else "application/json")
         self._level = level
-        self._formatter = JsonFormatter() if log_json else HumanFormatter()
+        self._formatter: logging.Formatter = (JsonFormatter(location) if log_json
+                                              else HumanFormatter(location))
         self._plain = plain
 
     def _body(self, lines: list[str]) -> bytes:

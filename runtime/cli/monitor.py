@@ -10,8 +10,8 @@ slowly loses lines (the agent says how many, in a `monitor:` line) and never slo
 
 Errors are Nomad's: `==> Error starting monitor: <the agent's answer>`, exit 1 (2 for a 400:
 a bad level, both -node-id and -server-id). `-node-id` takes a prefix, as Nomad's
-`lookupNodeID`; `-log-include-location` is accepted and has no effect (hclog's caller field
-is not recorded). The lines are made printable (runtime/cli/output.py): a job's name in a log
+`lookupNodeID`; `-log-include-location` adds each line's caller (file:line), as hclog does.
+The lines are made printable (runtime/cli/output.py): a job's name in a log
 line is the job author's text.
 """
 
@@ -65,7 +65,7 @@ def _fail(message: str, code: int = EXIT_FAILED) -> None:
 @click.option("-log-level", "--log-level", "log_level", default="", metavar="LEVEL",
               help="The level to follow: trace, debug, info (default), warn or error.")
 @click.option("-log-include-location", "--log-include-location", "include_location",
-              is_flag=True, help="Accepted for Nomad's scripts; lines carry no location.")
+              is_flag=True, help="Include the file and line of each log call.")
 @click.option("-node-id", "--node-id", "node_id", default="", metavar="NODE",
               help="The node to follow (this agent's node; an ID prefix).")
 @click.option("-server-id", "--server-id", "server_id", default="", metavar="SERVER",

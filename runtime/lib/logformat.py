@@ -60,13 +60,30 @@ def _scalar(value: Any) -> str:
     return json.dumps(text) if (not text or any(c in text for c in ' "=\n')) else text
 
 
+def _caller(record: logging.LogRecord) -> str:
+    """hclog's caller (`IncludeLocation`): the logging call's file, from the package's root
+    (`runtime/agent/agent.py`), and line."""
+    path = record.pathname.replace("\\", "/")
+    at = max(path.rfind(root) for root in ("/runtime/", "/hooks/", "/store/"))
+    if at >= 0:
+        path = path[at + 1:]
+    return f"{path}:{record.lineno}"
+
+
 @final
 class HumanFormatter(logging.Formatter):
-    """hclog's text lines: time, level, module, message, then `key=value` fields."""
+    """hclog's text lines: time, level, module, message, then `key=value` fields; with
+    `include_location`, the caller after the level, as hclog writes it."""
+
+    def __init__(self, include_location: bool = False) -> None:
+        super().__init__()
+        self.include_location = include_location
 
     def format(self, record: logging.LogRecord) -> str:
         level = f"[{_NAMES.get(record.levelno, 'info').upper()}]"
-        line = f"{_timestamp(record.created)} {level:<7} {_module(record)}: {record.getMessage()}"
+        where = f"{_caller(record)}: " if self.include_location else ""
+        line = (f"{_timestamp(record.created)} {level:<7} {where}{_module(record)}: "
+                f"{record.getMessage()}")
         values = _fields_of(record)
         if values:
             line += ": " + " ".join(f"{k}={_scalar(v)}" for k, v in values.items())
@@ -78,12 +95,18 @@ class HumanFormatter(logging.Formatter):
 @final
 class JsonFormatter(logging.Formatter):
     """hclog's JSON lines (`log_json`): `@timestamp`, `@level`, `@module`, `@message`, and the
-    fields at the top level, one object per line."""
+    fields at the top level, one object per line; with `include_location`, `@caller`."""
+
+    def __init__(self, include_location: bool = False) -> None:
+        super().__init__()
+        self.include_location = include_location
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {"@timestamp": _timestamp(record.created),
                                "@level": _NAMES.get(record.levelno, "info"),
                                "@module": _module(record), "@message": record.getMessage()}
+        if self.include_location:
+            out["@caller"] = _caller(record)
         for key, value in _fields_of(record).items():
             out.setdefault(key, value)
         if record.exc_info:
