@@ -44,7 +44,9 @@ log = logging.getLogger("yurt.cluster.clientmode")
 #: What the client answers itself, what concerns this node only: these paths, and every
 #: path under `/v1/client/`.
 NODE_LOCAL_PATHS: Final = frozenset({"/v1/agent/self", "/v1/agent/health", "/v1/metrics",
-                                     "/.well-known/jwks.json"})
+                                     "/.well-known/jwks.json",
+                                     # this agent's own log (api/agent.py `agent_monitor`)
+                                     "/v1/agent/monitor"})
 NODE_LOCAL_PREFIX: Final = "/v1/client/"
 
 

@@ -21,6 +21,9 @@ the newest one already seen (task events are a ring of ten, so counting them wou
 once the ring is full; their times only grow). A restored allocation is first `known`, so a
 restart of the agent does not repeat an allocation's history.
 
+The formats live in lib/logformat.py, shared with `/v1/agent/monitor`, which follows this log
+live through lib/logmonitor.py's fan-out (a slow follower loses lines, never slows the agent).
+
 Rejected: deriving lines from the event broker (the server publishes allocation updates as it
 commits them, after batching, and drops them for slow subscribers by design); a logging
 library (structlog and the like): the stdlib does this in a page.
@@ -28,75 +31,14 @@ library (structlog and the like): the stdlib does this in a page.
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Final, final
 
-from yurt.runtime.lib.logfields import FIELDS
+from yurt.runtime.lib.logformat import LEVELS, HumanFormatter, JsonFormatter, level_number
 from yurt.runtime.structs import Allocation, TaskEvent
 
-#: `--log-level` values, Nomad's names (case-insensitive); trace is debug here.
-LEVELS: Final[dict[str, int]] = {
-    "trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
-    "warn": logging.WARNING, "error": logging.ERROR,
-}
-
-_NAMES: Final = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn",
-                 logging.ERROR: "error", logging.CRITICAL: "error"}
-
-
-def _timestamp(created: float) -> str:
-    millis = int(created * 1000) % 1000
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{millis:03d}Z"
-
-
-def _module(record: logging.LogRecord) -> str:
-    return record.name.removeprefix("yurt.").removeprefix("yurt") or "agent"
-
-
-def _fields_of(record: logging.LogRecord) -> dict[str, Any]:
-    values = getattr(record, FIELDS, None)
-    return dict(values) if isinstance(values, dict) else {}
-
-
-def _scalar(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    # hclog quotes a value with spaces, so `key=value` pairs split on spaces stay pairs.
-    return json.dumps(text) if (not text or any(c in text for c in ' "=\n')) else text
-
-
-@final
-class HumanFormatter(logging.Formatter):
-    """hclog's text lines: time, level, module, message, then `key=value` fields."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        level = f"[{_NAMES.get(record.levelno, 'info').upper()}]"
-        line = f"{_timestamp(record.created)} {level:<7} {_module(record)}: {record.getMessage()}"
-        values = _fields_of(record)
-        if values:
-            line += ": " + " ".join(f"{k}={_scalar(v)}" for k, v in values.items())
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-@final
-class JsonFormatter(logging.Formatter):
-    """hclog's JSON lines (`log_json`): `@timestamp`, `@level`, `@module`, `@message`, and the
-    fields at the top level, one object per line."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {"@timestamp": _timestamp(record.created),
-                               "@level": _NAMES.get(record.levelno, "info"),
-                               "@module": _module(record), "@message": record.getMessage()}
-        for key, value in _fields_of(record).items():
-            out.setdefault(key, value)
-        if record.exc_info:
-            out["error"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, ensure_ascii=False)
-
+__all__ = ["LEVELS", "AllocEvents", "HumanFormatter", "JsonFormatter", "configure"]
 
 def configure(level: str, json_lines: bool, stream: IO[str]) -> logging.Handler:
     """Send every `yurt.*` logger's records at `level` or above to `stream`, one line each.
@@ -112,12 +54,11 @@ def configure(level: str, json_lines: bool, stream: IO[str]) -> logging.Handler:
     Raises:
         ValueError: `level` is not one of `LEVELS`.
     """
-    try:
-        threshold = LEVELS[level.lower()]
-    except KeyError:
-        raise ValueError(f"unknown log level {level!r}; expected one of "
-                         f"{', '.join(LEVELS)}") from None
+    threshold = level_number(level)
     handler = logging.StreamHandler(stream)
+    # Its own level too: `yurt monitor -log-level=debug` lowers the logger's while it follows
+    # (lib/logmonitor.py), and this stream must not grow with it.
+    handler.setLevel(threshold)
     handler.setFormatter(JsonFormatter() if json_lines else HumanFormatter())
     root = logging.getLogger("yurt")
     for old in [h for h in root.handlers if getattr(h, "yurt_agent_log", False)]:

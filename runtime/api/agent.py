@@ -1,8 +1,18 @@
-"""/v1/agent/self, /members, /servers, /health: the agent's configuration, member and stats.
+"""/v1/agent/self, /members, /servers, /health, /monitor: the agent's configuration, member
+and stats, and its log followed live.
 
 `self` and `health` need no loaded state (app.py routes them with `needs_state=False`): they
 are up as soon as the agent listens; `self` says `state_loaded: "false"` until the state is
 loaded, and `health` answers Nomad's 500 with the client not ok until then.
+
+`monitor` is Nomad's `AgentMonitor` (command/agent/agent_endpoint.go): the agent's log lines
+at `log_level` (default info; may be below the agent's own level) as they are logged, hclog
+text or JSON (`log_json`; `log_include_location` adds the caller's file and line), in Nomad's
+stream frames (`{"Data": base64}`, `{}` heartbeats while idle) or as plain text
+(`plain=true`), until the client goes away. It follows
+runtime/lib/logmonitor.py's fan-out: a reader that falls behind loses lines (it is told how
+many, in a `monitor:` line), and never slows the agent. `node_id` and `server_id` may only
+name this agent (its node, `leader`, or its server's name): it is a node and a server of one.
 
 The agent is its own cluster of one: one member (this agent, as the server it embeds, in
 Nomad's `AgentMember` shape with Nomad's gossip port and tags) and one server, itself.
@@ -10,6 +20,8 @@ Nomad's `AgentMember` shape with Nomad's gossip port and tags) and one server, i
 
 from __future__ import annotations
 
+import base64
+import logging
 import os
 import time
 import weakref
@@ -17,14 +29,18 @@ from dataclasses import replace
 from typing import Any, Final
 
 import msgspec
+import trio
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from yurt.runtime import __version__
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.api.status import REGION, RPC_PORT, server_address
 from yurt.runtime.api.view import AgentView
+from yurt.runtime.lib.logformat import LEVELS, HumanFormatter, JsonFormatter
+from yurt.runtime.lib.logmonitor import LOG_FANOUT
 from yurt.runtime.server.acl.settings import open_to_local_users
 
 #: Nomad's serf (gossip) port, the `Port` of a member.
@@ -143,3 +159,88 @@ async def agent_health(ctx: Context, request: Request) -> Response:
     # Nomad answers an unhealthy agent with a 500 whose body is the same JSON.
     return Response(msgspec.json.encode(health), status_code=500,
                     media_type="application/json")
+
+
+#: How long a framed monitor stream may stay silent before a `{}` heartbeat goes out.
+MONITOR_HEARTBEAT: Final = 10.0
+_GO_BOOLS: Final = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+                    "0": False, "f": False, "F": False, "FALSE": False, "false": False,
+                    "False": False}
+
+
+def _go_bool(request: Request, name: str, what: str) -> bool:
+    """Go's `strconv.ParseBool` of `?name=` ("" absent: false); 400 in Nomad's words."""
+    text = request.query_params.get(name, "")
+    if not text:
+        return False
+    if text not in _GO_BOOLS:
+        raise ApiError(400, f'Unknown option for {what}: strconv.ParseBool: parsing '
+                            f'"{text}": invalid syntax')
+    return _GO_BOOLS[text]
+
+
+async def agent_monitor(ctx: Context, request: Request) -> Response:
+    level_name = request.query_params.get("log_level", "") or "INFO"
+    if level_name.lower() not in LEVELS:
+        raise ApiError(400, f"Unknown log level: {level_name}")
+    log_json = _go_bool(request, "log_json", "log json")
+    plain = _go_bool(request, "plain", "plain")
+    location = _go_bool(request, "log_include_location", "log_include_location")
+    node_id = request.query_params.get("node_id", "")
+    server_id = request.query_params.get("server_id", "")
+    if node_id and server_id:
+        raise ApiError(400, "Cannot target node and server simultaneously")
+    node = ctx.agent.node
+    if node_id and node_id != node.id:
+        raise ApiError(404, f"Unknown node {node_id!r}: this agent is node {node.id}")
+    if server_id and server_id not in ("leader", node.name, node.id, f"{node.name}.{REGION}"):
+        raise ApiError(404, f"Unknown server {server_id!r}: this agent's server is "
+                            f"{node.name}.{REGION}")
+    return MonitorResponse(LEVELS[level_name.lower()], log_json, plain, location)
+
+
+class MonitorResponse(StreamingResponse):
+    """The log lines of one monitor request, streamed until the client goes away.
+
+    As runtime/api/logs.py `FramedLogResponse`: the stream runs in a nursery this response owns
+    while it is sent, beside a task that ends it on the client's `http.disconnect`."""
+
+    def __init__(self, level: int, log_json: bool, plain: bool, location: bool) -> None:
+        super().__init__(iter(()), media_type="text/plain" if plain else "application/json")
+        self._level = level
+        self._formatter: logging.Formatter = (JsonFormatter(location) if log_json
+                                              else HumanFormatter(location))
+        self._plain = plain
+
+    def _body(self, lines: list[str]) -> bytes:
+        data = "".join(line + "\n" for line in lines).encode()
+        if self._plain:
+            return data
+        return msgspec.json.encode({"Data": base64.b64encode(data).decode()})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def watch_disconnect(cancel: trio.CancelScope) -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            cancel.cancel(reason="the monitor's client went away")
+
+        with LOG_FANOUT.subscribe(self._level, self._formatter) as subscription:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch_disconnect, nursery.cancel_scope)
+                await send({"type": "http.response.start", "status": self.status_code,
+                            "headers": self.raw_headers})
+                while True:
+                    with trio.move_on_after(MONITOR_HEARTBEAT) as idle:
+                        lines, lost = await subscription.take()
+                    if idle.cancelled_caught:
+                        if not self._plain:
+                            await send({"type": "http.response.body", "body": b"{}",
+                                        "more_body": True})
+                        continue
+                    if lost:
+                        lines.insert(0, self._formatter.format(logging.LogRecord(
+                            "yurt.monitor", logging.WARNING, __file__, 0,
+                            f"{lost} log lines dropped: this monitor fell behind", None,
+                            None)))
+                    await send({"type": "http.response.body", "body": self._body(lines),
+                                "more_body": True})

@@ -208,6 +208,8 @@ NEEDS: Final[dict[str, Needs]] = {
     "/v1/agent/join": {"*": AGENT_WRITE},
     "/v1/agent/force-leave": {"*": AGENT_WRITE},
     "/v1/agent/health": {"GET": PUBLIC},
+    # command/agent/agent_endpoint.go `AgentMonitor`: agent:read
+    "/v1/agent/monitor": {"GET": AGENT_READ},
     # nomad/status_endpoint.go `Leader`, `Peers`; regions_endpoint.go `List`: no check
     "/v1/status/leader": {"GET": PUBLIC},
     "/v1/status/peers": {"GET": PUBLIC},
@@ -234,7 +236,9 @@ NEEDS: Final[dict[str, Needs]] = {
     # ---- evaluations, deployments (api-docs/evaluations.mdx, deployments.mdx)
     # nomad/eval_endpoint.go `List`, `GetEval`, `Allocations`: read-job in the request's
     # namespace, then in the evaluation's (evaluations.py)
-    "/v1/evaluations": {"GET": READ_JOB},
+    "/v1/evaluations": {"GET": READ_JOB,
+                        # nomad/eval_endpoint.go `Delete`: a management token only
+                        "DELETE": MANAGEMENT},
     "/v1/evaluation/{id}": {"GET": READ_JOB},
     "/v1/evaluation/{id}/allocations": {"GET": READ_JOB},
     # nomad/deployment_endpoint.go `List`, `GetDeployment`, `Allocations`: as evaluations

@@ -5,6 +5,14 @@ Evaluations are whole objects in lists too (Nomad has no evaluation stub), oldes
 of `?namespace=` (`*`: of every namespace the token may read jobs in). An evaluation ID may be a
 unique prefix, as with allocations; an unknown one is a 404. One of a namespace the token may
 not read jobs in is refused (403), as Nomad's `GetEval` refuses it.
+
+DELETE /v1/evaluations is Nomad's operator delete (command/agent/eval_endpoint.go
+`evalsDeleteRequest`, nomad/eval_endpoint.go `Delete`): a management token (authz_table.py),
+`EvalIDs` or `Filter` but not both (400), at most `MAX_UUIDS_PER_WRITE` IDs (400), only while
+the scheduler configuration's `PauseEvalBroker` is set, each ID known and safe to delete
+(`delete_safe`, Nomad's `isEvalDeleteSafe`): else the RPC's error as Nomad's agent answers it,
+500 with Nomad's text, and nothing is deleted. `Filter` (a go-bexpr expression) is refused
+with 400: yurt has no bexpr evaluator; IDs are the way.
 """
 
 from __future__ import annotations
@@ -17,7 +25,11 @@ from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace, job_in, request_namespace
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
-from yurt.runtime.structs import TRIGGER_JOB_REGISTER, Evaluation
+from yurt.runtime.server.scheduler.reschedule import policy_for
+from yurt.runtime.structs import TRIGGER_JOB_REGISTER, Allocation, Evaluation, Job
+
+#: nomad/structs/uuid.go `MaxUUIDsPerWriteRequest`.
+MAX_UUIDS_PER_WRITE = 7281
 
 
 def _sorted(evals: list[Evaluation]) -> list[Evaluation]:
@@ -37,6 +49,8 @@ def find_eval(ctx: Context, prefix: str) -> Evaluation:
 
 
 async def evaluations(ctx: Context, request: Request) -> Response:
+    if request.method == "DELETE":
+        return await delete_evaluations(ctx, request)
     prefix = request.query_params.get("prefix", "")
     job = request.query_params.get("job", "")
     status = request.query_params.get("status", "")
@@ -88,3 +102,56 @@ async def job_evaluate(ctx: Context, request: Request) -> Response:
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
                           "JobModifyIndex": result.job_modify_index, "Warnings": "",
                           "Index": result.index, "LastContact": 0, "KnownLeader": True})
+
+
+def delete_safe(allocs: list[Allocation], job: Job | None) -> bool:
+    """nomad/state/state_store.go `isEvalDeleteSafe`: an evaluation may go unless one of its
+    allocations may still run, or failed and still awaits the replacement its policy owes."""
+    if job is None or job.stop or job.status == "dead":
+        return True
+    for alloc in allocs:
+        if alloc.client_status in ("running", "unknown"):
+            return False
+        if alloc.client_status != "failed":
+            continue
+        policy = policy_for(job, alloc.task_group)
+        if policy is None or (not policy.unlimited and not policy.attempts):
+            continue
+        if not alloc.next_allocation or policy.unlimited:
+            return False
+        if alloc.reschedule_tracker is None or not alloc.reschedule_tracker.events:
+            return False
+    return True
+
+
+async def delete_evaluations(ctx: Context, request: Request) -> Response:
+    body = await body_json(request)
+    ids = body_field(body, "EvalIDs", list, [])
+    expression = body_field(body, "Filter", str, "")
+    if expression and ids:
+        raise ApiError(400, "evals cannot be deleted by both ID and filter")
+    if not expression and not ids:
+        raise ApiError(400, "evals must be deleted by either ID or filter")
+    if len(ids) > MAX_UUIDS_PER_WRITE:
+        raise ApiError(400, f"request includes {len(ids)} evaluation IDs, must be "
+                            f"{MAX_UUIDS_PER_WRITE} or fewer")
+    if any(not isinstance(i, str) for i in ids):
+        raise ApiError(400, '"EvalIDs" must be a list of strings')
+    server = ctx.server
+    if not server.scheduler_config.pause_eval_broker:
+        raise ApiError(500, "eval broker is enabled; eval broker must be paused to delete "
+                            "evals")
+    if expression:
+        raise ApiError(400, "deleting evaluations by filter is not supported by this agent: "
+                            "give their IDs")
+    for eval_id in ids:
+        ev = server.evals.get(eval_id)
+        if ev is None:
+            raise ApiError(500, "eval not found")
+        # The client's live view: the server's copy trails it until the next alloc sync.
+        allocs = [ctx.alloc_view(a.id) for a in server.allocs.values()
+                  if a.eval_id == eval_id]
+        if not delete_safe(allocs, server.jobs.get(ev.job_id)):
+            raise ApiError(500, f"eval {eval_id} is not safe to delete")
+    index = await server.delete_evals(list(dict.fromkeys(ids)))
+    return json_response({"Count": len(ids), "Index": index})

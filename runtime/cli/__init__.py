@@ -39,6 +39,7 @@ from yurt.runtime.cli import deployment as cli_deployment
 from yurt.runtime.cli import node as cli_node
 from yurt.runtime.cli import node_pool as cli_node_pool
 from yurt.runtime.cli.action import register as register_action_command
+from yurt.runtime.cli.cmds import register as register_cmds
 from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
@@ -50,6 +51,7 @@ from yurt.runtime.cli.nodesim import register as register_nodesim_command
 from yurt.runtime.cli.operator import register as register_operator_commands
 from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
 from yurt.runtime.cli.secret_options import refuse_secret_options
+from yurt.runtime.cli.server import register as register_server_group
 from yurt.runtime.cli.ui import register as register_ui_command
 from yurt.runtime.cli.vars import register as register_var_commands
 from yurt.runtime.errors import (
@@ -424,61 +426,6 @@ def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | N
         meta=meta, dev_mode=dev_mode)))
 
 
-@cli.command("server")
-@click.option("--etcd", required=True, metavar="URL[,URL...]",
-              help="The etcd cluster holding the cluster's state.")
-@click.option("--bind", default="127.0.0.1", show_default=True, help="Address for the API.")
-@click.option("--port", type=int, default=4646, show_default=True, help="Port for the API.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Local files of this server (its state lives in etcd).")
-@click.option("--name", default=None, help="This server's name (default: the host name).")
-@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Require the token in this file as X-Nomad-Token (or set "
-                   "$YURT_AGENT_TOKEN).")
-@click.option("--advertise", default=None, metavar="URL",
-              help="The URL nodes and other servers reach this one at (needed with a "
-                   "wildcard --bind).")
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
-              help="A name requests may carry in Host besides this server's own names and "
-                   "--advertise host (repeatable), e.g. a DNS alias nodes reach it at.")
-@click.option("--prefix", default="/yurt/", show_default=True,
-              help="The etcd key prefix of this cluster.")
-@click.option("--leader-ttl", type=int, default=5, show_default=True,
-              help="Seconds a dead leader keeps leadership before another server takes over.")
-@click.option("--min-heartbeat-ttl", type=float, default=10.0, show_default=True,
-              help="Nomad's min_heartbeat_ttl, seconds.")
-@click.option("--heartbeat-grace", type=float, default=10.0, show_default=True,
-              help="Nomad's heartbeat_grace, seconds.")
-@click.option("--max-heartbeats-per-second", type=float, default=50.0, show_default=True,
-              help="Nomad's max_heartbeats_per_second.")
-@click.option("--failover-heartbeat-ttl", type=float, default=300.0, show_default=True,
-              help="Nomad's failover_heartbeat_ttl, seconds: how long a new leader waits "
-                   "for nodes nobody heard from while no server led.")
-@click.option("--log-level", default="info", metavar="LEVEL",
-              help="trace, debug, info, warn, error.")
-def server_command(etcd: str, bind: str, port: int, data_dir: Path | None, name: str | None,
-                   token_file: Path | None, advertise: str | None,
-                   allowed_hosts: tuple[str, ...], prefix: str, leader_ttl: int,
-                   min_heartbeat_ttl: float, heartbeat_grace: float,
-                   max_heartbeats_per_second: float, failover_heartbeat_ttl: float,
-                   log_level: str) -> None:
-    """Run a cluster server: the Nomad API and the scheduler over state kept in etcd.
-
-    Any number may run against one etcd; one leads (schedules), the others answer the API
-    and take over when it dies. Exit status: 0 stopped by a signal, 1 could not serve,
-    2 bad options.
-    """
-    from yurt.runtime.cli import server as cli_server
-
-    sys.exit(cli_server.run_server(cli_server.ServerOptions(
-        etcd=etcd, bind=bind, port=port, data_dir=data_dir, name=name, token_file=token_file,
-        advertise=advertise, prefix=prefix, leader_ttl=leader_ttl,
-        min_heartbeat_ttl=min_heartbeat_ttl, heartbeat_grace=heartbeat_grace,
-        max_heartbeats_per_second=max_heartbeats_per_second,
-        failover_heartbeat_ttl=failover_heartbeat_ttl, log_level=log_level,
-        allowed_hosts=allowed_hosts)))
-
-
 @cli.command("sim")
 @click.option("--seed", type=int, default=None,
               help="The first scenario's seed (default: a random one, printed).")
@@ -538,4 +485,6 @@ register_ui_command(cli)  # ui
 register_action_command(cli)  # action
 register_fmt_command(cli)  # fmt
 register_operator_commands(cli)  # operator scheduler|raft|snapshot|api
+register_server_group(cli)  # server (run one; members, join, force-leave)
+register_cmds(cli)  # service, alloc checks, agent-info, version, monitor, eval delete
 refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

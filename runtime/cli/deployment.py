@@ -1,5 +1,5 @@
-"""`yurt deployment list|status|promote|fail`: a job version's rollout, through the agent at
-`$YURT_ADDR`, in the shape of Nomad's `command/deployment_*.go`.
+"""`yurt deployment list|status|promote|fail|pause|resume|unblock`: a job version's rollout,
+through the agent at `$YURT_ADDR`, in the shape of Nomad's `command/deployment_*.go`.
 
 `register(cli)` adds the `deployment` group (called once from runtime/cli/__init__.py). IDs are
 shown
@@ -8,6 +8,12 @@ prefix (an ambiguous one lists the candidates, as Nomad does). runtime/cli/api_c
 HTTP client, Nomad's formatList and formatKV) is imported inside the functions, so `yurt
 agent` never loads it. Exit codes: 0 ok, 1 the request failed (unknown deployment, a
 refusal, agent unreachable), 2 bad input.
+
+`resume` and `unblock` then follow the evaluation the server created, as Nomad's
+command/monitor.go does (`monitor_eval`: its status changes and placements, until it is
+terminal; exit 2 when it left placements undone, as Nomad's monitor), unless `-detach`, which
+prints `Evaluation ID: <id>`. The server finishes an evaluation within the action's call, so the
+wait is short; it is bounded all the same (`EVAL_WAIT`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,52 @@ from yurt.runtime.cli.output import check_format, echo, emit
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 SHORT = 8
+#: How long `monitor_eval` follows an evaluation before it gives up (exit 1).
+EVAL_WAIT = 30.0
+EVAL_TERMINAL = frozenset({"complete", "failed", "canceled", "cancelled"})
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def monitor_eval(client: Any, eval_id: str, length: int) -> int:
+    """Nomad's `monitor.monitor` in short: follow an evaluation to its end and say what it
+    placed; the exit status Nomad's monitor gives (0 done, 2 placements failed or blocked,
+    1 the evaluation failed or could not be read in `EVAL_WAIT`)."""
+    import time
+
+    from yurt.runtime.cli.api_client import call
+
+    echo(f'==> {_now()}: Monitoring evaluation "{eval_id[:length]}"')
+    deadline = time.monotonic() + EVAL_WAIT
+    status = ""
+    while True:
+        ev = call(client, "GET", f"/v1/evaluation/{quote(eval_id, safe='')}")
+        if ev["Status"] != status:
+            if status:
+                echo(f'    {_now()}: Evaluation status changed: "{status}" -> '
+                     f'"{ev["Status"]}"')
+            else:
+                echo(f'    {_now()}: Evaluation triggered by job "{ev["JobID"]}"')
+                if ev.get("DeploymentID"):
+                    echo(f'    {_now()}: Evaluation within deployment: '
+                         f'"{ev["DeploymentID"][:length]}"')
+            status = ev["Status"]
+        if status in EVAL_TERMINAL:
+            break
+        if time.monotonic() > deadline:
+            echo(f'==> {_now()}: Evaluation "{eval_id[:length]}" did not finish within '
+                 f"{EVAL_WAIT:.0f}s", err=True)
+            return EXIT_FAILED
+        time.sleep(0.2)
+    for alloc in call(client, "GET", f"/v1/evaluation/{quote(eval_id, safe='')}/allocations"):
+        echo(f'    {_now()}: Allocation "{alloc["ID"][:length]}" created: node '
+             f'"{alloc["NodeID"][:length]}", group "{alloc["TaskGroup"]}"')
+    echo(f'==> {_now()}: Evaluation "{eval_id[:length]}" finished with status "{status}"')
+    if status != "complete":
+        return EXIT_FAILED
+    return EXIT_USAGE if ev.get("FailedTGAllocs") or ev.get("BlockedEval") else 0
 
 
 def _time(rfc3339: str) -> str:
@@ -172,6 +224,56 @@ def register(cli: click.Group) -> None:
                         "promoting")
         if out.get("EvalID"):
             echo("Evaluation ID: " + out["EvalID"])
+
+    def _act(deployment_id: str, verbose: bool, path: str, body: dict[str, Any] | None,
+             doing: str, done: str, detach: bool | None) -> None:
+        """pause/resume/unblock: resolve, act, say so; then monitor (`detach` False) or
+        print the evaluation (`detach` True); `detach` None never monitors."""
+        import sys
+
+        from yurt.runtime.cli.api_client import api
+
+        length = 36 if verbose else SHORT
+        with api() as client:
+            d = _resolve(client, deployment_id, length)
+            out = _post(client, f"/v1/deployment/{path}/{quote(d['ID'], safe='')}",
+                        {"DeploymentID": d["ID"], **(body or {})}, doing)
+            echo(f'Deployment "{d["ID"]}" {done}')
+            if not out.get("EvalID") or detach is None:
+                return
+            if detach:
+                echo("Evaluation ID: " + out["EvalID"])
+                return
+            echo()
+            sys.exit(monitor_eval(client, out["EvalID"], length))
+
+    detach_flag = click.option(
+        "-detach", "--detach", "detach", is_flag=True,
+        help="Return at once, printing the evaluation ID, instead of monitoring it.")
+
+    @deployment.command("pause")
+    @click.argument("deployment_id", metavar="DEPLOYMENT")
+    @verbose_flag
+    def deployment_pause(deployment_id: str, verbose: bool) -> None:
+        """Pause a deployment: no new allocations are placed for its rollout."""
+        _act(deployment_id, verbose, "pause", {"Pause": True}, "pausing", "paused", None)
+
+    @deployment.command("resume")
+    @click.argument("deployment_id", metavar="DEPLOYMENT")
+    @detach_flag
+    @verbose_flag
+    def deployment_resume(deployment_id: str, detach: bool, verbose: bool) -> None:
+        """Resume a paused deployment, then monitor the evaluation it makes."""
+        _act(deployment_id, verbose, "pause", {"Pause": False}, "resuming", "resumed",
+             detach)
+
+    @deployment.command("unblock")
+    @click.argument("deployment_id", metavar="DEPLOYMENT")
+    @detach_flag
+    @verbose_flag
+    def deployment_unblock(deployment_id: str, detach: bool, verbose: bool) -> None:
+        """Unblock a multiregion deployment waiting for its peer regions."""
+        _act(deployment_id, verbose, "unblock", None, "unblocking", "unblocked", detach)
 
     @deployment.command("fail")
     @click.argument("deployment_id", metavar="DEPLOYMENT")

@@ -1,4 +1,13 @@
-"""`yurt server`: from command-line options to a running cluster server.
+"""`yurt server`: from command-line options to a running cluster server; and Nomad's
+`server members|join|force-leave` (command/server_members.go, server_join.go,
+server_force_leave.go), which ask the agent at `$YURT_ADDR` about the servers it knows.
+
+`server` is one click group for both: `yurt server --etcd URL ...` with no subcommand runs a
+server exactly as before (`--etcd` is required only then, with click's usage error, exit 2);
+`yurt server members` and the others are remote verbs and ignore the group's options.
+`members` prints Nomad's columns (Name, Address, Port, Status, Leader, Raft Version, Build,
+Datacenter, Region; `-verbose`/`-detailed` add Protocol and Tags); a member leads when its
+`rpc_addr:port` is its region's `/v1/status/leader` (command/server_members.go `isLeader`).
 
 The same failure rules as `yurt agent` (cli/agent.py): one line on stderr for what the operator
 can fix, exit 2 for options that can never work (no etcd URL, a non-loopback bind without a
@@ -12,16 +21,14 @@ line, where every local user would read it (cli/secret_options.py refuses `--tok
 
 from __future__ import annotations
 
-import logging
-import signal
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import click
 
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-
-log = logging.getLogger("yurt.server")
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,9 @@ class ServerOptions:
 
 
 def run_server(options: ServerOptions) -> int:
+    import signal
+    import socket
+
     import trio
 
     from yurt.runtime import __version__
@@ -143,3 +153,179 @@ def run_server(options: ServerOptions) -> int:
                 return EXIT_FAILED
         raise
     return EXIT_OK
+
+
+@click.group("server", invoke_without_command=True)
+@click.option("--etcd", default=None, metavar="URL[,URL...]",
+              help="The etcd cluster holding the cluster's state.")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="Address for the API.")
+@click.option("--port", type=int, default=4646, show_default=True, help="Port for the API.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Local files of this server (its state lives in etcd).")
+@click.option("--name", default=None, help="This server's name (default: the host name).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Require the token in this file as X-Nomad-Token (or set "
+                   "$YURT_AGENT_TOKEN).")
+@click.option("--advertise", default=None, metavar="URL",
+              help="The URL nodes and other servers reach this one at (needed with a "
+                   "wildcard --bind).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="A name requests may carry in Host besides this server's own names and "
+                   "--advertise host (repeatable), e.g. a DNS alias nodes reach it at.")
+@click.option("--prefix", default="/yurt/", show_default=True,
+              help="The etcd key prefix of this cluster.")
+@click.option("--leader-ttl", type=int, default=5, show_default=True,
+              help="Seconds a dead leader keeps leadership before another server takes over.")
+@click.option("--min-heartbeat-ttl", type=float, default=10.0, show_default=True,
+              help="Nomad's min_heartbeat_ttl, seconds.")
+@click.option("--heartbeat-grace", type=float, default=10.0, show_default=True,
+              help="Nomad's heartbeat_grace, seconds.")
+@click.option("--max-heartbeats-per-second", type=float, default=50.0, show_default=True,
+              help="Nomad's max_heartbeats_per_second.")
+@click.option("--failover-heartbeat-ttl", type=float, default=300.0, show_default=True,
+              help="Nomad's failover_heartbeat_ttl, seconds: how long a new leader waits "
+                   "for nodes nobody heard from while no server led.")
+@click.option("--log-level", default="info", metavar="LEVEL",
+              help="trace, debug, info, warn, error.")
+@click.pass_context
+def server_group(ctx: click.Context, etcd: str | None, bind: str, port: int,
+                 data_dir: Path | None, name: str | None, token_file: Path | None,
+                 advertise: str | None, allowed_hosts: tuple[str, ...], prefix: str,
+                 leader_ttl: int, min_heartbeat_ttl: float, heartbeat_grace: float,
+                 max_heartbeats_per_second: float, failover_heartbeat_ttl: float,
+                 log_level: str) -> None:
+    """Run a cluster server (with --etcd): the Nomad API and the scheduler over state kept
+    in etcd; or, with a subcommand, ask the agent about its servers.
+
+    Any number may run against one etcd; one leads (schedules), the others answer the API
+    and take over when it dies. Exit status: 0 stopped by a signal, 1 could not serve,
+    2 bad options.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if etcd is None:
+        raise click.MissingParameter(ctx=ctx, param_hint="'--etcd'", param_type="option")
+    sys.exit(run_server(ServerOptions(
+        etcd=etcd, bind=bind, port=port, data_dir=data_dir, name=name, token_file=token_file,
+        advertise=advertise, prefix=prefix, leader_ttl=leader_ttl,
+        min_heartbeat_ttl=min_heartbeat_ttl, heartbeat_grace=heartbeat_grace,
+        max_heartbeats_per_second=max_heartbeats_per_second,
+        failover_heartbeat_ttl=failover_heartbeat_ttl, log_level=log_level,
+        allowed_hosts=allowed_hosts)))
+
+
+def is_leader(member: dict[str, Any], leaders: dict[str, str]) -> bool:
+    """command/server_members.go `isLeader`: the member's `Addr:Tags.port` is its region's
+    leader address. A yurt cluster server names itself by its API URL (`Tags.http_addr`,
+    runtime/api/noderpc.py `members`) and so does its leader answer: that matches too."""
+    tags = member.get("Tags") or {}
+    leader = leaders.get(str(tags.get("region", "")))
+    if not leader:
+        return False
+    host, port = str(member.get("Addr", "")), tags.get("port", "")
+    own = {f"[{host}]:{port}" if ":" in host else f"{host}:{port}"}
+    if tags.get("http_addr"):
+        own.add(_without_scheme(str(tags["http_addr"])))
+    return _without_scheme(leader) in own
+
+
+def _without_scheme(address: str) -> str:
+    return address.removeprefix("http://").removeprefix("https://").rstrip("/")
+
+
+def members_rows(members: list[dict[str, Any]], leaders: dict[str, str],
+                 verbose: bool) -> list[list[str]]:
+    """Nomad's `standardOutput` / `verboseOutput` rows, the header first."""
+    rows = [["Name", "Address", "Port", "Status", "Leader", *(["Protocol"] if verbose else []),
+             "Raft Version", "Build", "Datacenter", "Region", *(["Tags"] if verbose else [])]]
+    for m in members:
+        tags = m.get("Tags") or {}
+        row = [str(m["Name"]), str(m["Addr"]), str(m["Port"]), str(m["Status"]),
+               str(is_leader(m, leaders)).lower()]
+        if verbose:
+            row.append(str(m.get("ProtocolCur", 0)))
+        row += [tags.get("raft_vsn", ""), tags.get("build", ""), tags.get("dc", ""),
+                tags.get("region", "")]
+        if verbose:
+            row.append(",".join(f"{k}={v}" for k, v in sorted(tags.items())))
+        rows.append(row)
+    return rows
+
+
+@server_group.command("members")
+@click.option("-detailed", "--detailed", is_flag=True, help="The same as -verbose (Nomad's "
+              "older name).")
+@click.option("-verbose", "--verbose", is_flag=True,
+              help="Also show each member's protocol and raw tags.")
+@click.option("-json", "--json", "json_output", is_flag=True,
+              help="Print the members as JSON, with Tags.Leader set.")
+@click.option("-t", "template", default="", metavar="TEMPLATE",
+              help="Format the members with a Go template (Nomad's -t).")
+def server_members(detailed: bool, verbose: bool, json_output: bool, template: str) -> None:
+    """List the servers the agent knows and their status (/v1/agent/members)."""
+    from yurt.runtime.cli.api_client import api, call
+    from yurt.runtime.cli.output import check_format, echo, emit, format_list
+
+    check_format(json_output, template)
+    with api() as client:
+        found = call(client, "GET", "/v1/agent/members")
+        members = sorted((found or {}).get("Members") or [], key=lambda m: str(m["Name"]))
+        regions = {str((m.get("Tags") or {}).get("region", "")) for m in members
+                   if m.get("Status") != "left"}
+        leaders: dict[str, str] = {}
+        errors: list[str] = []
+        for region in sorted(regions):
+            response = client.request("GET", "/v1/status/leader", params={"region": region})
+            if response.status_code >= 400:
+                errors.append(f'Region "{region}": {response.text.strip()}')
+            else:
+                leaders[region] = str(response.json())
+    if json_output or template:
+        for m in members:
+            m.setdefault("Tags", {})["Leader"] = str(is_leader(m, leaders)).lower()
+    emit(members, json_output, template,
+         lambda: echo(format_list(members_rows(members, leaders, verbose or detailed))))
+    if errors and not (json_output or template):
+        echo("")
+        echo("Error determining leaders: " + "; ".join(errors), err=True)
+        sys.exit(EXIT_FAILED)
+
+
+@server_group.command("join")
+@click.argument("addresses", nargs=-1, required=True, metavar="ADDRESS...")
+def server_join(addresses: tuple[str, ...]) -> None:
+    """Join the agent's server to other servers (Nomad's gossip join)."""
+    from yurt.runtime.cli.api_client import api, call
+    from yurt.runtime.cli.output import echo, fail
+
+    with api() as client:
+        out = call(client, "PUT", "/v1/agent/join", params=[("address", a) for a in addresses])
+    joined = int(out.get("num_joined", 0))
+    if out.get("error"):
+        fail(f"Error joining: failed joining: {out['error']}")
+    if out.get("warning"):
+        echo(f"Joined {joined} servers successfully but got warning: {out['warning']}",
+             err=True)
+        return
+    echo(f"Joined {joined} servers successfully")
+
+
+@server_group.command("force-leave")
+@click.argument("node", metavar="NODE")
+@click.option("-prune", "--prune", is_flag=True,
+              help="Remove the member from the member list altogether.")
+def server_force_leave(node: str, prune: bool) -> None:
+    """Force a server into the `left` state."""
+    from yurt.runtime.cli.api_client import api
+    from yurt.runtime.cli.output import fail
+
+    with api() as client:
+        params = {"node": node, **({"prune": "true"} if prune else {})}
+        response = client.request("PUT", "/v1/agent/force-leave", params=params)
+    if response.status_code >= 400:
+        fail(f"Error force-leaving server {node}: {response.text.strip()}")
+
+
+def register(cli: click.Group) -> None:
+    """Add the `server` group (run a server; members, join, force-leave) to `yurt`."""
+    cli.add_command(server_group)

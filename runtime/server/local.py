@@ -207,6 +207,21 @@ class LocalServer:
         self._notify_changed()
         return ids
 
+    async def delete_evals(self, eval_ids: list[str]) -> int:
+        """Forget these evaluations at an operator's request (nomad/eval_endpoint.go
+        `Delete`, which reaps them as the GC does): their allocations stay. The caller
+        checked each exists and is safe to delete (api/evaluations.py). Returns the index."""
+        async with self._lock:
+            index = self.take_index()
+            if self.store is not None:
+                await self.store.delete_evals(list(eval_ids), index)
+            for eval_id in eval_ids:
+                ev = self.evals.pop(eval_id, None)
+                if ev is not None:
+                    self._open_evals.get(ev.job_id, set()).discard(eval_id)
+            self._notify_changed()
+        return index
+
     async def _evaluate_when_needed(self) -> None:
         while True:
             await self._capacity.wait()
