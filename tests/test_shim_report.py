@@ -41,7 +41,8 @@ def run_shim(tmp_path: Path, *, reader: bool) -> tuple[str, str, str]:
         with os.fdopen(read_end, "rb") as report:
             lines = report.read().decode().splitlines()
         # "TASK_PID START_TIME", then the exit status (no subreaper here).
-        assert len(lines[0].split()) == 2 and lines[1] == "0", lines
+        assert len(lines[0].split()) == 2, lines
+        assert lines[1] == "0", lines
     log = (state / "shim.log").read_text() if (state / "shim.log").exists() else ""
     assert (state / "exit").read_text().strip() == "0"
     return out.read_text(), err.read_text(), log
