@@ -22,7 +22,6 @@ from __future__ import annotations
 import sys
 from functools import partial
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from yurt.runtime.cli.output import echo
