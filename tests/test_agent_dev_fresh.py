@@ -5,7 +5,8 @@ removed when the agent stops) and everything it advertises is loopback, as Nomad
 (command/agent/config.go `DevConfig`: bind 127.0.0.1, network_interface "lo"): the node's
 HTTP address, its `unique.network.ip-address`, the allocation's network, the task's
 `NOMAD_IP_<label>`, the service's address. `network_interface` in the config file picks the
-interface; an unknown one is refused (exit 2) with the names of those there are.
+interface (an unknown one is refused, exit 2, with the names of those there are), and
+`advertise` the node's HTTP address and the server's RPC name.
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ def test_a_data_dir_given_to_a_dev_agent_is_kept(tmp_path: Path) -> None:
 
 def test_network_interface_lo_gives_the_node_a_loopback_address(tmp_path: Path) -> None:
     config = tmp_path / "agent.toml"
-    config.write_text('network_interface = "lo"\n[advertise]\nhttp = "localhost"\n')
+    config.write_text('network_interface = "lo"\n[advertise]\nhttp = "localhost"\n'
+                      'rpc = "127.0.0.1:4999"\n')
     with dev_agent(tmp_path / "home", "-config", str(config)) as agent:
         (node,) = agent.api.get("/v1/nodes").json()
         detail = agent.api.get(f"/v1/node/{node['ID']}").json()
@@ -159,6 +161,9 @@ def test_network_interface_lo_gives_the_node_a_loopback_address(tmp_path: Path) 
         assert detail["HTTPAddr"] == f"localhost:{port}"
         assert httpx2.get(f"http://localhost:{port}/v1/agent/health",
                           timeout=10).status_code == 200
+        # advertise.rpc is the name the embedded server gives itself.
+        assert agent.api.get("/v1/status/leader").json() == "127.0.0.1:4999"
+        assert agent.api.get("/v1/status/peers").json() == ["127.0.0.1:4999"]
 
 
 def test_an_unknown_interface_is_refused_with_the_names_there_are(tmp_path: Path) -> None:

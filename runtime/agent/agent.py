@@ -189,8 +189,9 @@ class AgentConfig:
     #: with `--dev` (runtime/cli/agent.py). Empty: the default route's interface's.
     node_ip: str = ""
     #: Nomad's `advertise` block, each `host:port` (runtime/agent/config.py): `http` is the
-    #: node's `HTTPAddr` (empty: where the API listens); `rpc` and `serf` are checked and
-    #: kept, as yurt has no RPC or gossip port of its own to advertise.
+    #: node's `HTTPAddr` (empty: where the API listens); `rpc` the name the embedded server
+    #: gives itself (/v1/status/leader, peers, members: runtime/api/status.py); `serf` is
+    #: checked and kept, as yurt has no gossip.
     advertise_http: str = ""
     advertise_rpc: str = ""
     advertise_serf: str = ""

@@ -14,8 +14,8 @@
 
     [advertise]                          # Nomad's `advertise`: "host" or "host:port"
     http = "10.0.0.5:4646"               # the node's HTTPAddr (default: where the API listens)
-    rpc = "10.0.0.5"                     # checked and kept: yurt has no RPC or gossip port
-    serf = "10.0.0.5"
+    rpc = "10.0.0.5"                     # the server's name in /v1/status/leader and peers
+    serf = "10.0.0.5"                    # checked and kept: yurt has no gossip
 
     [meta]                               # Nomad's client `meta`: `${meta.rack}`, NOMAD_META_*
     rack = "r1"
