@@ -184,6 +184,20 @@ class AgentConfig:
     #: The `acl` block (runtime/server/acl/settings.py); off unless the CLI or the caller
     #: turns it on.
     acl: AclSettings = field(default_factory=AclSettings)
+    #: The node's address (`attr.unique.network.ip-address`: the address task ports are
+    #: bound on and services, checks and templates see): the `network_interface`'s, loopback
+    #: with `--dev` (runtime/cli/agent.py). Empty: the default route's interface's.
+    node_ip: str = ""
+    #: Nomad's `advertise` block, each `host:port` (runtime/agent/config.py): `http` is the
+    #: node's `HTTPAddr` (empty: where the API listens); `rpc` the name the embedded server
+    #: gives itself (/v1/status/leader, peers, members: runtime/api/status.py); `serf` is
+    #: checked and kept, as yurt has no gossip.
+    advertise_http: str = ""
+    advertise_rpc: str = ""
+    advertise_serf: str = ""
+    #: `--dev` without a data dir: `data_dir` is a new temporary directory, removed when the
+    #: agent stops (runtime/cli/agent.py).
+    temporary_data_dir: bool = False
 
 
 @final
@@ -435,7 +449,8 @@ class Agent:
         nofile = raise_nofile_limit()
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile,
-                                     node_class=self.config.node_class, meta=self.config.meta)
+                                     node_class=self.config.node_class, meta=self.config.meta,
+                                     ip_address=self.config.node_ip or None)
         self.node.node_pool = self.config.node_pool
         self.node.node_resources.min_dynamic_port = self.config.min_dynamic_port
         self.node.node_resources.max_dynamic_port = self.config.max_dynamic_port
@@ -458,7 +473,7 @@ class Agent:
             # requests that need the loaded state wait for `ready` (runtime/api/app.py).
             try:
                 self.address = await front.start(serve)
-                advertise(self.node, self.address)
+                advertise(self.node, self.address, self.config.advertise_http)
                 self.api_up.set()
                 await self._run_behind_api(stop_api, api_scope, task_status)
             except Exception as e:  # raised as itself below, not inside the API's group

@@ -9,6 +9,13 @@
     node_pool = "gpu"                    # Nomad's client `node_pool` (default "default")
     http_idle_timeout = "5m"             # how long an idle keep-alive connection stays open
     servers = ["http://10.0.0.1:4646"]   # client mode: run no server, use these (--servers)
+    network_interface = "eth1"           # Nomad's client `network_interface`: the node's
+                                         # address is this interface's (task ports, services)
+
+    [advertise]                          # Nomad's `advertise`: "host" or "host:port"
+    http = "10.0.0.5:4646"               # the node's HTTPAddr (default: where the API listens)
+    rpc = "10.0.0.5"                     # the server's name in /v1/status/leader and peers
+    serf = "10.0.0.5"                    # checked and kept: yurt has no gossip
 
     [meta]                               # Nomad's client `meta`: `${meta.rack}`, NOMAD_META_*
     rack = "r1"
@@ -125,6 +132,61 @@ class _Acl(msgspec.Struct, forbid_unknown_fields=True):
     token_max_expiration_ttl: str = "24h"
 
 
+class _Advertise(msgspec.Struct, forbid_unknown_fields=True):
+    """Nomad's agent `advertise` block: the addresses others reach this agent at, each
+    "host" or "host:port" (the port defaults to the service's: `normalize_advertise`)."""
+
+    http: str = ""
+    rpc: str = ""
+    serf: str = ""
+
+
+#: The ports an `advertise` address without one gets (Nomad's defaults; http: the agent's).
+ADVERTISE_PORTS = {"rpc": 4647, "serf": 4648}
+
+
+def normalize_advertise(value: str, default_port: int, where: str) -> str:
+    """`value` ("host", "host:port", "[v6]:port" or a bare IPv6 address) as `host:port`, the
+    port `default_port` when it names none (command/agent/config.go `normalizeAdvertise`).
+
+    Raises:
+        ValueError: `where`, the value, and what was expected.
+    """
+    import ipaddress
+
+    text = value.strip()
+    expected = f'{where}: {value!r} is not an address; give "host" or "host:port"'
+    if not text or "/" in text or " " in text:
+        raise ValueError(expected)
+    unreachable = (f"{where}: {value!r} is no address others can reach; give this machine's "
+                   "address or name")
+    try:  # a bare IPv6 address: its colons are no port
+        bare = ipaddress.IPv6Address(text)
+    except ValueError:
+        pass
+    else:
+        if bare.is_unspecified:
+            raise ValueError(unreachable)
+        return f"[{bare}]:{default_port}"
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(expected)
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(expected) from None
+        port, shown = rest[1:] if rest else str(default_port), f"[{host}]"
+    else:
+        host, colon, port = text.partition(":")
+        port, shown = port if colon else str(default_port), host
+    if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ValueError(expected)
+    if host in ("0.0.0.0", "::"):
+        raise ValueError(unreachable)
+    return f"{shown}:{int(port)}"
+
+
 class _Reserved(msgspec.Struct, forbid_unknown_fields=True):
     """Nomad's client `reserved` block: what placements may not use (ports only, here)."""
 
@@ -160,6 +222,10 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     log_json: bool = False
     #: Client mode: the servers' URLs (`--servers`); empty runs the embedded server.
     servers: list[str] = msgspec.field(default_factory=list)
+    #: Nomad's client `network_interface`: the interface whose address the node advertises
+    #: (runtime/lib/netif.py); empty: the default route's (loopback with `--dev`).
+    network_interface: str = ""
+    advertise: _Advertise = msgspec.field(default_factory=_Advertise)
 
     def fake_devices(self) -> tuple[DeviceGroup, ...]:
         return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
@@ -220,9 +286,16 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
         from yurt.runtime.api.origin import parse_allowed_host
 
         try:
-            return tuple(parse_allowed_host(name) for name in self.ui.allowed_hosts)
+            names = tuple(parse_allowed_host(name) for name in self.ui.allowed_hosts)
         except ValueError as e:
             raise ValueError(f"ui.allowed_hosts: {e}") from None
+        if self.advertise.http:  # the name others reach the agent at is its own
+            host = normalize_advertise(self.advertise.http, 4646, "advertise.http")
+            try:
+                names += (parse_allowed_host(host.rpartition(":")[0].strip("[]")),)
+            except ValueError as e:
+                raise ValueError(f"advertise.http: {e}") from None
+        return names
 
     def acl_settings(self) -> AclSettings:
         """The `acl` block (ACLs on unless it says `enabled = false`).
@@ -250,6 +323,13 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
                              "acl.token_max_expiration_ttl")
         return AclSettings(enabled=acl.enabled is not False, bootstrap=acl.bootstrap,
                            **seconds)
+
+    def check_advertise(self) -> None:
+        """Each `advertise` address's syntax (the http port is the agent's: 4646 here)."""
+        for key in ("http", "rpc", "serf"):
+            value = getattr(self.advertise, key)
+            if value:
+                normalize_advertise(value, ADVERTISE_PORTS.get(key, 4646), f"advertise.{key}")
 
     def gc_config(self) -> GCConfig:
         return GCConfig(interval=parse_duration(self.gc.interval) / 1e9,
@@ -327,6 +407,7 @@ def load_config(path: Path) -> FileConfig:
         config.check_node_pool()
         config.allowed_hosts()
         config.acl_settings()
+        config.check_advertise()
         for server in config.servers:
             check_server_url(server, "servers")
         try:

@@ -23,6 +23,14 @@ Human output is in time order: each line carries the time since the start at whi
 reports happened, and a line never shows an earlier time than the line above it (an event
 stamped before one printed earlier shows the earlier line's time).
 
+Addresses: the node is this machine with loopback as its address, as `nomad agent -dev`'s
+(command/agent/config.go `DevConfig`): task ports, `NOMAD_IP_*`, services and checks aim at
+127.0.0.1, never at an interface other machines reach.
+
+Workload identities: a task whose `identity` sets `env` or `file` gets its token as under the
+agent (hooks/identity.py), signed by a key of the run's own (`<data dir>/identity`, made on
+first use: only jobs that ask pay for an RSA key).
+
 Resuming: on a data dir that holds unfinished allocations of the same job (an earlier `yurt
 run` was killed), they are re-attached instead of placing new ones: running tasks keep their
 processes, tasks that ended meanwhile report how they ended.
@@ -62,7 +70,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 import trio
@@ -213,10 +221,15 @@ def _final_table(allocs: list[Allocation]) -> str:
     return buffer.getvalue()
 
 
+#: The node's address in the foreground (see the module header).
+LOOPBACK: Final = "127.0.0.1"
+
+
 def local_node(data_dir: Path, drivers: list[str]) -> Node:
-    """This machine as a node that has `drivers`, detected and healthy."""
+    """This machine, at the loopback address, as a node that has `drivers`, detected and
+    healthy."""
     now = datetime_of(time.time_ns())
-    node = fingerprint_node(data_dir)
+    node = fingerprint_node(data_dir, ip_address=LOOPBACK)
     node.drivers = {d: DriverInfo(detected=True, healthy=True, health_description="Healthy",
                                   update_time=now) for d in drivers}
     return node
@@ -320,6 +333,20 @@ async def _report_health(server: LocalServer,
             current, deployment_status=alloc.deployment_status)])
 
 
+async def _signer(job: Job, root: Path) -> Callable[[dict[str, Any]], str] | None:
+    """What signs the job's workload identities (the agent's is its server's key: runtime/
+    agent/agent.py), or None when no task exposes one (hooks/identity.py `wants_token`):
+    without it the identity hook is never added and `NOMAD_TOKEN` stays empty."""
+    from yurt.hooks.identity import wants_token
+    from yurt.runtime.server import workload_keys
+
+    if not any(wants_token(task) for group in job.task_groups for task in group.tasks):
+        await trio.lowlevel.checkpoint()
+        return None
+    signer = await trio.to_thread.run_sync(workload_keys.load_or_create, root / "identity")
+    return signer.sign
+
+
 async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output, json_output: bool,
                quiet: bool, note: Callable[[str], Awaitable[None]],
                announce: Callable[[list[Allocation]], Awaitable[None]]
@@ -335,8 +362,9 @@ async def _run(job: Job, *, db: StateDB, alloc_root: Path, out: _Output, json_ou
     server = LocalServer(node, broker)
     health_send, health_receive = trio.open_memory_channel[Allocation](math.inf)
     client = Client(AllocRunnerConfig(state_db=db, drivers=drivers, unix_clock=unix_clock,
-                                      alloc_root=alloc_root, node=node), broker,
-                    on_alloc_update=_health_forwarder(health_send))
+                                      alloc_root=alloc_root, node=node,
+                                      sign_identity=await _signer(job, alloc_root.parent)),
+                    broker, on_alloc_update=_health_forwarder(health_send))
     interrupted = False
     by_sigint = False
     forced = False

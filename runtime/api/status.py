@@ -3,8 +3,8 @@ agent that is its own single server.
 
 The embedded server has no RPC listener; Nomad's answers name a server by its RPC address
 (`host:4647`), so this agent names itself by the host its API listens on (the node's address
-when it listens on every interface) and Nomad's default RPC port. One region, `global`; one
-peer, the leader.
+when it listens on every interface) and Nomad's default RPC port, or by the agent's
+`advertise.rpc` when configured. One region, `global`; one peer, the leader.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ REGION: Final = "global"
 
 
 def server_address(ctx: Context) -> str:
-    """This agent's name as a server: `host:4647`."""
+    """This agent's name as a server: its `advertise.rpc` if configured (Nomad's servers
+    name themselves by their advertised RPC address), else `host:4647`."""
+    if ctx.agent.config.advertise_rpc:
+        return ctx.agent.config.advertise_rpc
     host = ctx.agent.config.bind
     if host in ("0.0.0.0", "::", ""):  # every interface: the one the node is reached on
         host = ctx.agent.node.attributes.get("unique.network.ip-address", "127.0.0.1")

@@ -70,6 +70,10 @@ class ApiConfig(Protocol):
     @property
     def http_idle_timeout(self) -> float: ...
     @property
+    def advertise_rpc(self) -> str:
+        """The agent's `advertise.rpc` (`host:port`), "" when not configured."""
+        ...
+    @property
     def acl(self) -> AclSettings:
         """The `acl` block: enabled, cache TTLs, token TTL bounds (server/acl/settings.py)."""
         ...

@@ -216,7 +216,8 @@ def run_command(jobfile: str, data_dir: Path | None, json_output: bool, quiet: b
 
     A batch job returns when every allocation has finished: exit 0 if all are complete,
     1 otherwise. A service job runs until Ctrl-C, SIGTERM or SIGHUP, then stops its
-    allocations gracefully (poststop tasks run). Invalid job files exit 2.
+    allocations gracefully (poststop tasks run). Invalid job files exit 2, and so do
+    periodic and parameterized jobs, which run under an agent (the message says how).
     """
     from yurt.runtime.cli import run as cli_run
 
@@ -377,7 +378,8 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Agent settings in TOML (options below override it).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="State, allocation directories and logs (default ~/.local/share/yurt).")
+              help="State, allocation directories and logs (default ~/.local/share/yurt; "
+                   "with --dev, a temporary directory removed when the agent stops).")
 @click.option("--bind", default=None, help="Address for the API (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port for the API (default 4646).")
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -401,8 +403,9 @@ def events(topics: tuple[str, ...], index: int | None, json_output: bool) -> Non
 @click.option("--meta", multiple=True, metavar="KEY=VALUE",
               help="Node metadata for constraints (repeatable).")
 @click.option("--dev", "dev_mode", is_flag=True, default=False,
-              help="Dev mode, as Nomad's `-dev`: stopping the agent stops every allocation "
-                   "and kills its tasks, leaving nothing to re-attach to.")
+              help="Dev mode, as Nomad's `-dev`: bound to and advertising loopback, state "
+                   "in a temporary data dir unless one is given; stopping the agent stops "
+                   "every allocation and kills its tasks, leaving nothing to re-attach to.")
 def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | None,
           port: int | None, token_file: Path | None, fake_devices: tuple[str, ...],
           driver_allow: tuple[str, ...], driver_block: tuple[str, ...],

@@ -44,6 +44,7 @@ log = logging.getLogger("yurt.agent")
 
 if TYPE_CHECKING:
     from yurt.runtime.agent.agent import Agent, AgentConfig
+    from yurt.runtime.agent.config import FileConfig
 
 #: The highest TCP port; 0 asks the kernel for a free one.
 MAX_PORT = 65535
@@ -155,8 +156,11 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
     datacenter = options.datacenter if options.datacenter is not None else file.datacenter
     if not datacenter:
         raise UsageError("--datacenter must not be empty")
-    directory = options.data_dir or (Path(file.data_dir) if file.data_dir else
-                                     default_data_dir())
+    node_ip, advertised = _network(options, file, port)
+    given = options.data_dir or (Path(file.data_dir) if file.data_dir else None)
+    # Last, once nothing can be refused: a temporary dir is never left behind by a refusal.
+    temporary = given is None and options.dev_mode
+    directory = given or (make_dev_data_dir() if temporary else default_data_dir())
     config = AgentConfig(
         data_dir=directory.absolute(), bind=bind, port=port, token=token,
         node_name=options.node_name or file.node_name, datacenter=datacenter,
@@ -168,9 +172,79 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
         reserved_ports=file.reserved.reserved_ports,
         artifact=file.artifact.to_config(), servers=servers, dev_mode=options.dev_mode,
-        allowed_hosts=file.allowed_hosts(), acl=file.acl_settings())
+        allowed_hosts=file.allowed_hosts(), acl=file.acl_settings(), node_ip=node_ip,
+        advertise_http=advertised["http"], advertise_rpc=advertised["rpc"],
+        advertise_serf=advertised["serf"], temporary_data_dir=temporary)
     log_json = options.log_json if options.log_json is not None else file.log_json
     return config, level, log_json
+
+
+def _network(options: AgentOptions, file: FileConfig, port: int
+             ) -> tuple[str, dict[str, str]]:
+    """The node's address and the `advertise` addresses (`host:port`, "" when not given).
+
+    The node's address is the `network_interface`'s first (runtime/lib/netif.py); with
+    `--dev` and no interface configured, loopback, as Nomad's `-dev` uses "lo"
+    (command/agent/config.go `networkConfig`): a dev agent advertises nothing another
+    machine could reach. Neither: "" (the default route's interface, client/fingerprint.py).
+
+    Raises:
+        UsageError: an unknown interface (the message names those there are), or an
+            `advertise` address that is none.
+    """
+    from yurt.runtime.agent.config import ADVERTISE_PORTS, normalize_advertise
+    from yurt.runtime.lib.netif import interface_address
+
+    where = f"{options.config_file}: " if options.config_file else ""
+    node_ip = "127.0.0.1" if options.dev_mode else ""
+    if file.network_interface:
+        try:
+            node_ip = interface_address(file.network_interface)
+        except ValueError as e:
+            raise UsageError(f"{where}network_interface: {e}") from None
+    advertised = {}
+    for key in ("http", "rpc", "serf"):
+        value = getattr(file.advertise, key)
+        try:
+            advertised[key] = normalize_advertise(
+                value, ADVERTISE_PORTS.get(key, port or 4646), f"{where}advertise.{key}"
+            ) if value else ""
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    return node_ip, advertised
+
+
+def make_dev_data_dir() -> Path:
+    """`--dev`'s data dir when none is given: a new temporary directory, removed when the
+    agent stops (Nomad's -dev keeps its client state in `os.MkdirTemp` dirs: client/client.go
+    `init`). 0711, as that alloc dir and `make_data_dir`'s: tasks running as other users
+    reach their allocation's directory, nobody lists it.
+
+    Raises:
+        OSError: the temporary directory cannot be created.
+    """
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="yurt-dev-")).absolute()
+    os.chmod(path, 0o711)
+    return path
+
+
+def remove_dev_data_dir(path: Path) -> str | None:
+    """Remove `--dev`'s temporary data dir; what went wrong, or None."""
+    import shutil
+
+    failures: list[str] = []
+
+    def failed(_function: object, name: str, info: tuple[type, BaseException, object]
+               ) -> None:
+        failures.append(f"{name}: {info[1]}")
+
+    shutil.rmtree(path, onerror=failed)  # `onexc` from Python 3.12 on
+    if failures:
+        return (f"the temporary data dir {path} was not removed whole ({failures[0]}"
+                f"{f' and {len(failures) - 1} more' if len(failures) > 1 else ''})")
+    return None
 
 
 # --------------------------------------------------------------------------- failures
@@ -267,14 +341,9 @@ def _announce_acl(agent: Agent, config: AgentConfig, address: str) -> None:
 
 
 def run_agent(options: AgentOptions) -> int:
-    """Run the agent until SIGINT or SIGTERM; the exit status (see the module header)."""
-    import trio
-
-    from yurt.runtime import __version__
-    from yurt.runtime.agent.agent import Agent
-    from yurt.runtime.agent.log import configure
+    """Run the agent until SIGINT or SIGTERM; the exit status (see the module header).
+    `--dev`'s temporary data dir is removed once it has stopped."""
     from yurt.runtime.cli.output import echo
-    from yurt.runtime.lib.logfields import fields
 
     try:
         config, level, log_json = build_config(options)
@@ -282,6 +351,35 @@ def run_agent(options: AgentOptions) -> int:
         for line in str(e).splitlines():  # a config file's problems, one line each
             echo(f"yurt: {line}", err=True)
         return EXIT_USAGE
+    except OSError as e:  # `--dev`'s temporary data dir
+        echo(f"yurt: cannot create a temporary data dir for --dev ({e.strerror or e}: "
+             f"{e.filename}); give --data-dir", err=True)
+        return EXIT_FAILED
+    try:
+        return _run(config, level, log_json)
+    finally:
+        if config.temporary_data_dir:
+            problem = remove_dev_data_dir(config.data_dir)
+            if problem:
+                echo(f"yurt: warning: {problem}", err=True)
+
+
+def _run(config: AgentConfig, level: str, log_json: bool) -> int:
+    import trio
+
+    from yurt.runtime import __version__
+    from yurt.runtime.agent.agent import Agent
+    from yurt.runtime.agent.log import configure
+    from yurt.runtime.cli.output import echo
+    from yurt.runtime.lib.datadir import make_private_parents
+    from yurt.runtime.lib.logfields import fields
+
+    if config.data_dir == default_data_dir().absolute():
+        try:  # a fresh machine has no ~/.local/share: made 0700, not as the umask says
+            make_private_parents(config.data_dir)
+        except OSError as e:
+            echo(f"yurt: cannot start the agent: {_os_error(e, config)}", err=True)
+            return EXIT_FAILED
     configure(level, log_json, sys.stdout)
 
     listening = False
@@ -293,8 +391,10 @@ def run_agent(options: AgentOptions) -> int:
             address = await nursery.start(instance.run)
             listening = True
             mode = f", client of {','.join(config.servers)}" if config.servers else ""
+            kept = (", temporary: removed when the agent stops" if config.temporary_data_dir
+                    else "")
             echo(f"yurt agent {__version__} listening on {address} "
-                 f"(data dir {config.data_dir}{mode})", err=True)
+                 f"(data dir {config.data_dir}{kept}{mode})", err=True)
             log.info("agent started", extra=fields(version=__version__, address=address,
                                                    data_dir=str(config.data_dir)))
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

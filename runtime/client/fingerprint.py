@@ -101,8 +101,10 @@ def _ip_address() -> str:
 
 
 def nomad_attributes(data_dir: Path, stat: os.statvfs_result, cores: int, mhz: int,
-                     memory_mb: int) -> dict[str, str]:
-    """The attributes Nomad's fingerprinters report, under Nomad's names."""
+                     memory_mb: int, ip_address: str | None = None) -> dict[str, str]:
+    """The attributes Nomad's fingerprinters report, under Nomad's names; `ip_address` the
+    node's address (the configured interface's: runtime/lib/netif.py), else the default
+    route's."""
     os_name, os_version = _os_release()
     machine = platform.machine()
     return {
@@ -112,7 +114,7 @@ def nomad_attributes(data_dir: Path, stat: os.statvfs_result, cores: int, mhz: i
         "kernel.name": platform.system().lower(), "kernel.arch": machine,
         "kernel.version": platform.release(), "os.name": os_name, "os.version": os_version,
         "unique.hostname": socket.gethostname(),
-        "unique.network.ip-address": _ip_address(),
+        "unique.network.ip-address": ip_address or _ip_address(),
         "memory.totalbytes": str(memory_mb * 1024 * 1024),
         "unique.storage.volume": str(data_dir),
         "unique.storage.bytestotal": str(stat.f_blocks * stat.f_frsize),
@@ -161,16 +163,19 @@ def node_id(data_dir: Path) -> str:
 
 def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str = "dc1",
                      node_class: str = "", nofile: int | None = None,
-                     meta: dict[str, str] | None = None) -> Node:
+                     meta: dict[str, str] | None = None, ip_address: str | None = None
+                     ) -> Node:
     """What this machine offers; `nofile` (the agent's descriptor limit, default the current
-    soft limit) becomes `yurt.nofile` and `yurt.max_tasks`."""
+    soft limit) becomes `yurt.nofile` and `yurt.max_tasks`; `ip_address` the node's address
+    (`attr.unique.network.ip-address`: task ports, services, checks), default the default
+    route's."""
     if nofile is None:
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     cores = os.cpu_count() or 1
     stat = os.statvfs(data_dir if data_dir.exists() else data_dir.parent)
     disk_mb = stat.f_bavail * stat.f_frsize // (1024 * 1024)
     mhz, memory_mb = _cpu_mhz(), _memory_mb()
-    attributes = nomad_attributes(data_dir, stat, cores, mhz, memory_mb)
+    attributes = nomad_attributes(data_dir, stat, cores, mhz, memory_mb, ip_address)
     attributes.update({"yurt.nofile": str(nofile), "yurt.max_tasks": str(max_tasks(nofile))})
     node = Node(
         id=node_id(data_dir), name=name or socket.gethostname(), datacenter=datacenter,
@@ -184,12 +189,13 @@ def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str
     return node
 
 
-def advertise(node: Node, address: str) -> None:
-    """Record where the agent's API listens (`http://host:port`): Nomad's `HTTPAddr` and
+def advertise(node: Node, address: str, configured: str = "") -> None:
+    """Record where the agent's API is reached: `configured` (the agent's `advertise.http`,
+    `host:port`) if given, else where it listens (`http://host:port`). Nomad's `HTTPAddr` and
     `nomad.advertise.address` are `host:port`."""
-    host_port = address.split("://", 1)[-1]
+    host_port = configured or address.split("://", 1)[-1]
     host, _, port = host_port.rpartition(":")
-    if host in ("0.0.0.0", "[::]", "::"):
+    if not configured and host in ("0.0.0.0", "[::]", "::"):
         # Listening on every interface: others reach it at the node's own address (the
         # servers of a cluster forward a node's routes there), as Nomad advertises it.
         ip = node.attributes.get("unique.network.ip-address", "127.0.0.1")

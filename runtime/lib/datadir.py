@@ -7,12 +7,18 @@ the command. So the CLI finds the bootstrap token of an agent its own user start
 default data dir, and nothing else: another user's agent keeps its file in that user's home,
 0600 (runtime/ARCHITECTURE.md, DESIGN.md's security model).
 
-Pure path arithmetic, read from the environment at each call (tests change it): no I/O, no
-imports beyond the standard library, so the CLI may import it without loading the agent.
+Path arithmetic, read from the environment at each call (tests change it), and one I/O
+helper, `make_private_parents`: no imports beyond the standard library, so the CLI may import
+it without loading the agent.
+
+A fresh machine has no `~/.local/share`: the agent creates what is missing of the default's
+parents 0700 (XDG's rule for its base directories), where `mkdir -p` would leave them as the
+umask makes them, readable by every user.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Final
@@ -31,3 +37,21 @@ def default_data_dir() -> Path:
 def bootstrap_token_path(data_dir: Path) -> Path:
     """Where the agent whose data dir is `data_dir` writes its bootstrap (management) token."""
     return data_dir / "server" / BOOTSTRAP_TOKEN_FILE
+
+
+def make_private_parents(path: Path) -> None:
+    """Create the missing ancestors of `path` (not `path` itself), each 0700, from the top
+    down. Blocking.
+
+    Raises:
+        OSError: one cannot be created (its `filename` says which).
+    """
+    missing: list[Path] = []
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        # One made meanwhile by another process is theirs, as it is.
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)

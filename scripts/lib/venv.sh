@@ -28,8 +28,16 @@ ensure_venv() {
   hash="$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)"
   if [ "$(cat ".venv/.yurt-stamp-${extras:-base}" 2>/dev/null)" != "$hash" ]; then
     echo "==> installing yurt${extras:+ with [$extras]} into .venv" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >&2
+    # pip relays the build backend's notices even with --quiet (setuptools' ten-line
+    # "Editable installation" note, for one): they go to a log shown only when pip fails.
+    local log=.venv/.yurt-install.log
+    if ! { .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip &&
+           .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec"; } >"$log" 2>&1
+    then
+      cat "$log" >&2
+      echo "installing yurt into .venv failed (the output above is in $log)" >&2
+      return 1
+    fi
     echo "$hash" > ".venv/.yurt-stamp-${extras:-base}"
     echo "$hash" > .venv/.yurt-stamp-base
   fi

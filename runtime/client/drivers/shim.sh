@@ -32,7 +32,7 @@ if ! cd "$dir"; then
     echo "cannot enter work dir $dir" >&2
     printf '127\n' >"$state/exit"
     trap '' PIPE
-    echo "0 0" >&5
+    echo "0 0" >&5 2>/dev/null
     exit 127
 fi
 # The task runs in the FOREGROUND: a non-interactive shell starts background (`&`) commands
@@ -44,7 +44,10 @@ fi
 # - it writes its pid and start time (field 22 of its stat, read with builtins only) to
 #   $state/pid, the task's identity for an agent that finds this start without a handle;
 # - it reports the same on fd 5, ignoring SIGPIPE meanwhile: the agent that reads it may have
-#   died, and the task must run anyway (the shim supervises it);
+#   died, and the task must run anyway (the shim supervises it). That write's failure is not
+#   reported either: its stderr is already the task's, and a report nobody reads (the agent
+#   gave up on this start, a `yurt run` stopping) is no news for the task's log, where dash's
+#   "echo: I/O error" would reach the operator as if the task had said it;
 # - it joins the task's cgroup (runtime/client/drivers/cgroups.py), before the command can fork;
 # - it execs the command (as `exec "$@"`, so a path containing "=" is a command, not a
 #   variable assignment) with fd 5 closed. Every step execs: the task's pid stays this one.
@@ -57,7 +60,7 @@ status=$?
 # task's leftovers. It waits for the shim's exit and reads the file instead.
 if [ -z "$reaper" ]; then
     trap '' PIPE
-    echo "$status" >&5
+    echo "$status" >&5 2>/dev/null
 else
     "$reaper_py" -I -S "$reaper" kill "$$"
 fi

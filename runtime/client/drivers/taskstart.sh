@@ -8,7 +8,7 @@ read -r _yurt_stat <"/proc/$$/stat"
 _yurt_id() { shift 19; echo "$$ $1"; }
 _yurt_id ${_yurt_stat##*) } >"$1/pid"
 trap "" PIPE
-_yurt_id ${_yurt_stat##*) } >&5
+_yurt_id ${_yurt_stat##*) } >&5 2>/dev/null
 trap - PIPE
 if [ -n "$2" ] && ! echo 0 >"$2/cgroup.procs"; then
     echo "yurt: cannot join cgroup $2" >&2
