@@ -39,11 +39,13 @@ from yurt.runtime.cli import deployment as cli_deployment
 from yurt.runtime.cli import node as cli_node
 from yurt.runtime.cli import node_pool as cli_node_pool
 from yurt.runtime.cli.action import register as register_action_command
+from yurt.runtime.cli.alloc_status import register as register_alloc_status
 from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fs import register as register_fs_commands
 from yurt.runtime.cli.jobfile import var_options
+from yurt.runtime.cli.job_status import register as register_job_status
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
 from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
@@ -255,30 +257,9 @@ def job_stop(job_id: str, purge: bool, json_output: bool) -> None:
     api_client.job_stop(job_id, json_output, purge=purge)
 
 
-@job.command("status")
-@click.argument("job_id", metavar="[JOB]", required=False)
-@output_options
-def job_status(job_id: str | None, json_output: bool, template: str) -> None:
-    """List jobs, or show one job (an ID or a unique prefix of one), its placement failures
-    and its allocations."""
-    from yurt.runtime.cli import job_run as cli_jobrun
-
-    cli_jobrun.job_status(job_id, json_output, template)
-
-
 @cli.group()
 def alloc() -> None:
     """Inspect and act on allocations (IDs may be abbreviated)."""
-
-
-@alloc.command("status")
-@click.argument("alloc_id", metavar="ALLOC")
-@output_options
-def alloc_status(alloc_id: str, json_output: bool, template: str) -> None:
-    """An allocation, its tasks and their recent events."""
-    from yurt.runtime.cli import api_client
-
-    api_client.alloc_status(alloc_id, json_output, template)
 
 
 @alloc.command("logs")
@@ -525,7 +506,9 @@ cli_node_pool.register(node_group)  # node pool apply/list/info/delete/jobs/node
 register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
+register_alloc_status(alloc)  # alloc status
 register_job_commands(cli, job)  # job/eval verbs
+register_job_status(job)  # job status
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
 # acl bootstrap (cli/acl.py, which the verb modules share), acl policy/token/role verbs
