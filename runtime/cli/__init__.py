@@ -47,6 +47,7 @@ from yurt.runtime.cli.fs import register as register_fs_commands
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.job_status import register as register_job_status
 from yurt.runtime.cli.jobs import register as register_job_commands
+from yurt.runtime.cli.node_status import register as register_node_status
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
 from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
 from yurt.runtime.cli.secret_options import refuse_secret_options
@@ -327,15 +328,6 @@ def node_group() -> None:
     """This node."""
 
 
-@node_group.command("status")
-@output_options
-def node_status(json_output: bool, template: str) -> None:
-    """Resources and driver health of the node."""
-    from yurt.runtime.cli import api_client
-
-    api_client.node_status(json_output, template)
-
-
 @cli.command()
 @click.option("--topic", "topics", multiple=True,
               help="Topic filter such as Allocation, Task or Job:web (repeatable).")
@@ -503,6 +495,7 @@ def main() -> None:
 register_var_commands(cli)
 cli_node.register(cli, node_group)  # node eligibility/drain, system, status
 cli_node_pool.register(node_group)  # node pool apply/list/info/delete/jobs/nodes
+register_node_status(node_group)  # node status
 register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
