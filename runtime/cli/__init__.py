@@ -51,6 +51,7 @@ from yurt.runtime.cli.node_status import register as register_node_status
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
 from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
 from yurt.runtime.cli.secret_options import refuse_secret_options
+from yurt.runtime.cli.status import register as register_status_command
 from yurt.runtime.cli.ui import register as register_ui_command
 from yurt.runtime.cli.vars import register as register_var_commands
 from yurt.runtime.errors import (
@@ -266,6 +267,12 @@ def alloc() -> None:
 @alloc.command("logs")
 @click.argument("alloc_id", metavar="ALLOC")
 @click.argument("task", required=False)
+@click.option("-job", "--job", "job_flag", is_flag=True,
+              help="ALLOC names a job: read one of its allocations, a running one if any.")
+@click.option("-task", "--task", "task_flag", default="", metavar="TASK",
+              help="The task (wins over the TASK argument).")
+@click.option("-group", "--group", default="", metavar="GROUP",
+              help="With -job: pick among this task group's allocations.")
 @click.option("-f", "--follow", is_flag=True,
               help="Keep printing new output until the allocation is over.")
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
@@ -276,13 +283,16 @@ def alloc() -> None:
               help="The last N lines (implies --tail).")
 @click.option("-c", "--bytes", "nbytes", type=int, default=None, metavar="BYTES",
               help="The last BYTES bytes (implies --tail).")
-def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool,
-               all_streams: bool, tail: bool, lines: int | None, nbytes: int | None) -> None:
-    """Print a task's output (the only task's, if the allocation has one)."""
+def alloc_logs(alloc_id: str, task: str | None, job_flag: bool, task_flag: str, group: str,
+               follow: bool, stderr: bool, all_streams: bool, tail: bool, lines: int | None,
+               nbytes: int | None) -> None:
+    """Print a task's output (the only task's, if the allocation has one); with -job, of
+    one of the job's allocations (ALLOC is then the job)."""
     from yurt.runtime.cli import logs as cli_logs
 
     cli_logs.alloc_logs(alloc_id, task, follow=follow, stderr=stderr, all_streams=all_streams,
-                        tail=tail, lines=lines, nbytes=nbytes)
+                        tail=tail, lines=lines, nbytes=nbytes, job=job_flag,
+                        task_flag=task_flag, group=group)
 
 
 @alloc.command("restart")
@@ -493,7 +503,8 @@ def main() -> None:
 
 
 register_var_commands(cli)
-cli_node.register(cli, node_group)  # node eligibility/drain, system, status
+cli_node.register(cli, node_group)  # node eligibility/drain, system, tasks
+register_status_command(cli)  # status [ID]
 cli_node_pool.register(node_group)  # node pool apply/list/info/delete/jobs/nodes
 register_node_status(node_group)  # node status
 register_dispatch_commands(job)
