@@ -44,12 +44,12 @@ from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fs import register as register_fs_commands
-from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.job_status import register as register_job_status
+from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.node_status import register as register_node_status
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
-from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
+from yurt.runtime.cli.output import echo, echo_raw, fail, print_table
 from yurt.runtime.cli.secret_options import refuse_secret_options
 from yurt.runtime.cli.status import register as register_status_command
 from yurt.runtime.cli.ui import register as register_ui_command

@@ -122,8 +122,8 @@ def addresses_text(alloc: dict[str, Any]) -> str:
 
 
 def _lifecycles(alloc: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
-    group = next((g for g in (alloc.get("Job") or {}).get("TaskGroups") or []
-                  if g.get("Name") == alloc.get("TaskGroup")), {})
+    group: dict[str, Any] = next((g for g in (alloc.get("Job") or {}).get("TaskGroups") or []
+                                  if g.get("Name") == alloc.get("TaskGroup")), {})
     return {t["Name"]: t.get("Lifecycle") for t in group.get("Tasks") or []}
 
 
@@ -131,7 +131,7 @@ def lifecycle_name(lifecycle: dict[str, Any] | None) -> str:
     """Nomad's `lifecycleDisplayName`: "main", or the hook (and " sidecar")."""
     if not lifecycle or not lifecycle.get("Hook"):
         return "main"
-    return lifecycle["Hook"] + (" sidecar" if lifecycle.get("Sidecar") else "")
+    return str(lifecycle["Hook"]) + (" sidecar" if lifecycle.get("Sidecar") else "")
 
 
 def task_order(alloc: dict[str, Any]) -> list[str]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -136,8 +136,8 @@ def node_header(node: dict[str, Any], host: dict[str, Any] | None, *, short: boo
                                   (node.get("Attributes") or {}).items()
                                   if k.count(".") == 1 and k.startswith("driver.")
                                   and v in ("1", "true")))
-        return pairs + [("Host Volumes", volumes), ("Host Networks", networks),
-                        ("CSI Volumes", ""), ("Drivers", drivers)]
+        return [*pairs, ("Host Volumes", volumes), ("Host Networks", networks),
+                ("CSI Volumes", ""), ("Drivers", drivers)]
     if host is not None:
         pairs.append(("Uptime", _go_seconds(int(host.get("Uptime", 0)))))
     if not verbose:
@@ -383,7 +383,8 @@ def node_status(node_id: str | None, *, self_: bool = False, json_output: bool =
 def register(node_group: click.Group) -> None:
     """Add `node status` to the `node` group (called from runtime/cli/__init__.py)."""
 
-    def flag(name: str, dest: str, text: str) -> Any:
+    def flag(name: str, dest: str, text: str
+             ) -> Callable[[Callable[..., None]], Callable[..., None]]:
         return click.option(f"-{name}", f"--{name}", dest, is_flag=True, help=text)
 
     @node_group.command("status")

@@ -109,7 +109,7 @@ def ibytes(n: int | float) -> str:
     size = int(n)
     if size < 10:
         return f"{max(size, 0)} B"
-    exponent = min(int(math.floor(math.log(size, 1024))), len(_IEC) - 1)
+    exponent = min(math.floor(math.log(size, 1024)), len(_IEC) - 1)
     value = math.floor(size / 1024**exponent * 10 + 0.5) / 10
     return f"{value:.1f} {_IEC[exponent]}" if value < 10 else f"{value:.0f} {_IEC[exponent]}"
 
