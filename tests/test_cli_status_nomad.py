@@ -58,7 +58,7 @@ async def running_allocs(a: Running, job_id: str, n: int) -> list[dict[str, Any]
 def headings(text: str) -> list[str]:
     """The lines that open a section: after a blank line, not `key = value`."""
     lines = text.splitlines()
-    return [line for prev, line in zip(lines, lines[1:], strict=False)
+    return [line for prev, line in itertools.pairwise(lines)
             if not prev and line and " = " not in line]
 
 
