@@ -110,12 +110,26 @@ async def test_job_status_and_status_by_id_as_nomad_prints_them(tmp_path: Path) 
             assert allocs[0]["ID"] in verbose.stdout  # whole IDs
             evals = await yurt(a, "job", "status", "-evals", "-all-allocs", "web")
             assert headings(evals.stdout) == ["Summary", "Evaluations", "Allocations"]
+            rolling = mock_job("rollout", 1)
+            rolling["Job"]["TaskGroups"][0]["Update"] = {"MaxParallel": 1,
+                                                         "HealthCheck": "manual"}
+            assert (await a.client.post("/v1/jobs", json=rolling)).is_success
+            deployed = await yurt(a, "job", "status", "rollout")
+            assert headings(deployed.stdout) == ["Summary", "Latest Deployment", "Deployed",
+                                                 "Allocations"], deployed.stdout
+            out = deployed.stdout.splitlines()
+            i = out.index("Latest Deployment")
+            assert [line.split(" = ")[0].strip() for line in out[i + 1:i + 4]] == [
+                "ID", "Status", "Description"]
+            assert out[out.index("Deployed") + 1].split()[:4] == ["Task", "Group", "Desired",
+                                                                   "Placed"]
             data = json.loads((await yurt(a, "job", "status", "-json", "web")).stdout)
             assert set(data) == {"Job", "Summary", "Allocations", "LatestDeployment",
                                  "Evaluations"}
             assert data["Summary"]["Summary"]["g"]["Running"] == 2
 
             # `yurt status`: the job list without an ID; with one, the object's own status.
+            listing = await yurt(a, "job", "status")
             assert (await yurt(a, "status")).stdout == listing.stdout
             by_job = await yurt(a, "status", "web")
             assert (by_job.returncode, keys(by_job.stdout)) == (0, JOB_KEYS)
