@@ -109,7 +109,7 @@ def test_a_local_user_can_read_nothing_and_change_nothing(tmp_path: Path) -> Non
         # The same local user with the CLI: refused in words, no traceback.
         cli = subprocess.run(
             ["setpriv", f"--reuid={ATTACKER}", f"--regid={ATTACKER}", "--clear-groups",
-             sys.executable, YURT, "status"], capture_output=True, text=True, timeout=60,
+             sys.executable, YURT, "tasks"], capture_output=True, text=True, timeout=60,
             check=False,
             env={"PATH": os.environ["PATH"], "YURT_ADDR": address, "HOME": "/nonexistent"})
         assert cli.returncode != 0

@@ -165,15 +165,15 @@ def test_node_status_shows_drivers_and_devices(tmp_path: Path) -> None:
     try:
         assert agent.stderr is not None
         assert "listening on" in agent.stderr.readline()
-        human = user.yurt("node", "status").stdout
+        human = user.yurt("node", "status", "-self").stdout
         assert "raw_exec" in human
         assert "nvidia/gpu/T4" in human
         assert "2/2" in human  # healthy / instances
-        (node,) = user.json("node", "status")
+        node = user.json("node", "status", "-self")
         # How many tasks the open-file limit allows, from the node's attributes.
         max_tasks = node["Attributes"]["yurt.max_tasks"]
         assert int(max_tasks) > 0
-        assert f"Tasks  = up to {max_tasks} (open-file limit" in human
+        assert f"\nTasks           = up to {max_tasks} (open-file limit" in human
         assert node["Drivers"]["mock_driver"]["Healthy"] is True
         (group,) = node["NodeResources"]["Devices"]
         assert [i["ID"] for i in group["Instances"]] == ["GPU-0", "GPU-1"]

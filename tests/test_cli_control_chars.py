@@ -194,12 +194,14 @@ def run(attacked: dict[str, str], *args: str) -> subprocess.CompletedProcess[byt
 #: (command, the exit status, what it shows of the attacker's names, escaped)
 COMMANDS = {
     "job status": (["job", "status"], 0, SHOWN),
-    "job status JOB": (["job", "status", EVIL], 0, rb"t\x1b[2J=dead"),
+    "job status JOB": (["job", "status", EVIL], 0, rb"g\x1b]0;group\a"),
     "job status PREFIX (ambiguous)": (["job", "status", "evil"], 2, rb"evil\x1b]0;files\a"),
     "alloc status": (["alloc", "status", "{alloc}"], 0, rb"boom \x1b]0;event\a"),
     "eval list": (["eval", "list"], 0, SHOWN),
     "eval status": (["eval", "status", "{eval}"], 0, SHOWN),
-    "status": (["status"], 0, rb"g\x1b]0;group\a"),
+    "tasks": (["tasks"], 0, rb"g\x1b]0;group\a"),
+    "status": (["status"], 0, SHOWN),
+    "status ID": (["status", EVIL], 0, rb"g\x1b]0;group\a"),
     "node status": (["node", "status"], 0, rb"node\x1b]0;node\a"),
     "deployment list": (["deployment", "list"], 0, SHOWN),
     "deployment status": (["deployment", "status", "{deployment}"], 0, rb"g\x1b]0;group\a"),

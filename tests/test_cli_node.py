@@ -1,4 +1,4 @@
-"""`yurt node eligibility|drain`, `yurt system gc|reconcile summaries` and `yurt status`, run as
+"""`yurt node eligibility|drain`, `yurt system gc|reconcile summaries` and `yurt tasks`, run as
 a user runs them (a real `yurt` process) against an agent on a real socket."""
 
 from __future__ import annotations
@@ -85,14 +85,15 @@ async def test_system_gc_and_status_overview(tmp_path: Path) -> None:
                 if states == {("web", "running"), ("old", "complete")}:
                     break
                 await trio.sleep(0.05)
-            out = await yurt(a.address, "status")
+            out = await yurt(a.address, "tasks")
             assert out.returncode == 0, out.stderr
             text = out.stdout.decode()
+            assert text.splitlines()[0].split() == ["Name", "State", "Alloc", "Detail"]
             assert "web.g[0]:t" in text
             assert "web.g[1]:t" in text
             assert "RUNNING" in text
             assert "old" in text  # a stopped job with nothing left running: one line
-            data = json.loads((await yurt(a.address, "status", "--json")).stdout)
+            data = json.loads((await yurt(a.address, "tasks", "-json")).stdout)
             assert {j["ID"] for j in data["Jobs"]} == {"web", "old"}
             out = await yurt(a.address, "system", "gc")
             assert out.returncode == 0, out.stderr

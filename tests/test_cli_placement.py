@@ -145,7 +145,7 @@ async def test_job_status_shows_the_placement_failure(tmp_path: Path) -> None:
             status = await yurt(a.address, "job", "status", "huge")
             assert status.returncode == 0, status.stderr
             text = status.stdout.decode()
-            assert "Status    = pending" in text
+            assert "Status        = pending" in text
             assert (
                 'Placement Failure\nTask Group "g":\n  * Resources exhausted on 1 nodes\n'
                 '  * Dimension "memory" exhausted on 1 nodes\n'
@@ -154,7 +154,7 @@ async def test_job_status_shows_the_placement_failure(tmp_path: Path) -> None:
             assert (await yurt(a.address, "job", "stop", "huge")).returncode == 0
             stopped = (await yurt(a.address, "job", "status", "huge")).stdout.decode()
             assert "Placement Failure" not in stopped
-            assert "Status    = dead (stopped)" in stopped  # Nomad's getStatusString
+            assert "Status        = dead (stopped)" in stopped  # Nomad's getStatusString
             listed = (await yurt(a.address, "job", "status")).stdout.decode()
             assert "dead (stopped)" in listed
             # Nomad's `job stop -purge`: the job is gone from the server.
@@ -214,7 +214,7 @@ async def test_batch_jobs_with_every_allocation_terminal_are_dead(tmp_path: Path
             assert failed.returncode == 1, failed.stderr
             for job_id in ("ok", "bad"):
                 shown = (await yurt(a.address, "job", "status", job_id)).stdout.decode()
-                assert "Status    = dead" in shown, shown
+                assert "Status        = dead" in shown, shown
             listed = (await yurt(a.address, "job", "status", "--json")).stdout.decode()
 
             assert {j["ID"]: j["Status"] for j in json.loads(listed)} == {

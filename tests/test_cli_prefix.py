@@ -71,7 +71,7 @@ async def test_ambiguous_allocation_prefix_lists_the_matches(tmp_path: Path) -> 
             assert 'No allocation(s) with prefix or id "zz" found' in missing.stderr
             unique = await yurt(a, "alloc", "status", first[:8])
             assert unique.returncode == 0, unique.stderr
-            assert f"ID            = {first}\n" in unique.stdout
+            assert f"ID                  = {first}\n" in unique.stdout
 
 
 async def test_job_ids_match_by_prefix_and_exact_ids_win(tmp_path: Path) -> None:
@@ -81,10 +81,10 @@ async def test_job_ids_match_by_prefix_and_exact_ids_win(tmp_path: Path) -> None
                 assert (await a.client.post("/v1/jobs", json=mock_job(job_id))).is_success
             out = await yurt(a, "job", "status", "wor")
             assert out.returncode == 0, out.stderr
-            assert out.stdout.startswith("ID        = worker\n")
+            assert out.stdout.startswith("ID            = worker\n")
             out = await yurt(a, "job", "status", "web")  # also the start of "web-api"
             assert out.returncode == 0, out.stderr
-            assert out.stdout.startswith("ID        = web\n")
+            assert out.stdout.startswith("ID            = web\n")
             out = await yurt(a, "job", "status", "we")
             assert out.returncode == 2
             lines = out.stderr.splitlines()

@@ -82,7 +82,8 @@ def test_the_command_tree_loads_nothing_heavy() -> None:
 
 
 @pytest.mark.parametrize("args", [["job", "status"], ["alloc", "status", "0123abcd"],
-                                  ["node", "status"], ["status"]])
+                                  ["node", "status"], ["status"], ["tasks"],
+                                  ["status", "ab12"]])
 def test_remote_verbs_take_the_light_http_path(args: list[str]) -> None:
     # Against an address where nothing listens: the verb runs its whole client path, up to
     # the connection, in a piped (not terminal) stdout.

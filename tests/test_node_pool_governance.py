@@ -146,8 +146,8 @@ async def test_yurt_job_run_and_status_show_the_namespaces_pool(tmp_path: Path) 
             status = await yurt(a.address, "job", "status", "web")
             assert status.returncode == 0, status.stderr
             text = status.stdout.decode()
-            assert "\nNode Pool = gpu\n" in text, text
-            assert text.startswith("ID        = web\n")
+            assert "\nNode Pool     = gpu\n" in text, text
+            assert text.startswith("ID            = web\n")
 
 
 async def _search(client: httpx2.AsyncClient, secret: str, path: str,

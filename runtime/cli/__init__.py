@@ -39,19 +39,23 @@ from yurt.runtime.cli import deployment as cli_deployment
 from yurt.runtime.cli import node as cli_node
 from yurt.runtime.cli import node_pool as cli_node_pool
 from yurt.runtime.cli.action import register as register_action_command
+from yurt.runtime.cli.alloc_status import register as register_alloc_status
 from yurt.runtime.cli.cmds import register as register_cmds
 from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fmt import register as register_fmt_command
 from yurt.runtime.cli.fs import register as register_fs_commands
+from yurt.runtime.cli.job_status import register as register_job_status
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.jobs import register as register_job_commands
+from yurt.runtime.cli.node_status import register as register_node_status
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
 from yurt.runtime.cli.operator import register as register_operator_commands
-from yurt.runtime.cli.output import echo, echo_raw, fail, output_options, print_table
+from yurt.runtime.cli.output import echo, echo_raw, fail, print_table
 from yurt.runtime.cli.secret_options import refuse_secret_options
 from yurt.runtime.cli.server import register as register_server_group
+from yurt.runtime.cli.status import register as register_status_command
 from yurt.runtime.cli.ui import register as register_ui_command
 from yurt.runtime.cli.vars import register as register_var_commands
 from yurt.runtime.errors import (
@@ -260,35 +264,20 @@ def job_stop(job_id: str, purge: bool, json_output: bool) -> None:
     api_client.job_stop(job_id, json_output, purge=purge)
 
 
-@job.command("status")
-@click.argument("job_id", metavar="[JOB]", required=False)
-@output_options
-def job_status(job_id: str | None, json_output: bool, template: str) -> None:
-    """List jobs, or show one job (an ID or a unique prefix of one), its placement failures
-    and its allocations."""
-    from yurt.runtime.cli import job_run as cli_jobrun
-
-    cli_jobrun.job_status(job_id, json_output, template)
-
-
 @cli.group()
 def alloc() -> None:
     """Inspect and act on allocations (IDs may be abbreviated)."""
 
 
-@alloc.command("status")
-@click.argument("alloc_id", metavar="ALLOC")
-@output_options
-def alloc_status(alloc_id: str, json_output: bool, template: str) -> None:
-    """An allocation, its tasks and their recent events."""
-    from yurt.runtime.cli import api_client
-
-    api_client.alloc_status(alloc_id, json_output, template)
-
-
 @alloc.command("logs")
 @click.argument("alloc_id", metavar="ALLOC")
 @click.argument("task", required=False)
+@click.option("-job", "--job", "job_flag", is_flag=True,
+              help="ALLOC names a job: read one of its allocations, a running one if any.")
+@click.option("-task", "--task", "task_flag", default="", metavar="TASK",
+              help="The task (wins over the TASK argument).")
+@click.option("-group", "--group", default="", metavar="GROUP",
+              help="With -job: pick among this task group's allocations.")
 @click.option("-f", "--follow", is_flag=True,
               help="Keep printing new output until the allocation is over.")
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
@@ -299,13 +288,16 @@ def alloc_status(alloc_id: str, json_output: bool, template: str) -> None:
               help="The last N lines (implies --tail).")
 @click.option("-c", "--bytes", "nbytes", type=int, default=None, metavar="BYTES",
               help="The last BYTES bytes (implies --tail).")
-def alloc_logs(alloc_id: str, task: str | None, follow: bool, stderr: bool,
-               all_streams: bool, tail: bool, lines: int | None, nbytes: int | None) -> None:
-    """Print a task's output (the only task's, if the allocation has one)."""
+def alloc_logs(alloc_id: str, task: str | None, job_flag: bool, task_flag: str, group: str,
+               follow: bool, stderr: bool, all_streams: bool, tail: bool, lines: int | None,
+               nbytes: int | None) -> None:
+    """Print a task's output (the only task's, if the allocation has one); with -job, of
+    one of the job's allocations (ALLOC is then the job)."""
     from yurt.runtime.cli import logs as cli_logs
 
     cli_logs.alloc_logs(alloc_id, task, follow=follow, stderr=stderr, all_streams=all_streams,
-                        tail=tail, lines=lines, nbytes=nbytes)
+                        tail=tail, lines=lines, nbytes=nbytes, job=job_flag,
+                        task_flag=task_flag, group=group)
 
 
 @alloc.command("restart")
@@ -349,15 +341,6 @@ def alloc_stop(alloc_id: str) -> None:
 @cli.group("node")
 def node_group() -> None:
     """This node."""
-
-
-@node_group.command("status")
-@output_options
-def node_status(json_output: bool, template: str) -> None:
-    """Resources and driver health of the node."""
-    from yurt.runtime.cli import api_client
-
-    api_client.node_status(json_output, template)
 
 
 @cli.command()
@@ -472,12 +455,16 @@ def main() -> None:
 
 
 register_var_commands(cli)
-cli_node.register(cli, node_group)  # node eligibility/drain, system, status
+cli_node.register(cli, node_group)  # node eligibility/drain, system, tasks
+register_status_command(cli)  # status [ID]
 cli_node_pool.register(node_group)  # node pool apply/list/info/delete/jobs/nodes
+register_node_status(node_group)  # node status
 register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
+register_alloc_status(alloc)  # alloc status
 register_job_commands(cli, job)  # job/eval verbs
+register_job_status(job)  # job status
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
 # acl bootstrap (cli/acl.py, which the verb modules share), acl policy/token/role verbs

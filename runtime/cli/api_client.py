@@ -33,7 +33,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -48,10 +47,8 @@ from yurt.runtime.cli.http import (
 )
 from yurt.runtime.cli.output import (
     SHORT_ID,
-    check_format,
     echo,
     echo_raw,
-    emit,
     emit_json,
     fail,
     format_kv,
@@ -216,10 +213,6 @@ def print_allocs(allocs: list[dict[str, Any]]) -> None:
     print_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
 
 
-def _event_time(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).astimezone().strftime("%H:%M:%S")
-
-
 # --------------------------------------------------------------------------- prefixes
 
 
@@ -309,68 +302,6 @@ def print_jobs(jobs: list[dict[str, Any]]) -> None:
 # --------------------------------------------------------------------------- alloc
 
 
-def alloc_status(alloc_id: str, json_output: bool, template: str = "") -> None:
-    check_format(json_output, template)
-    with api() as client:
-        alloc_id = resolve_alloc(client, alloc_id)
-        alloc = call(client, "GET", f"/v1/allocation/{alloc_id}")
-    emit(alloc, json_output, template, lambda: print_alloc(alloc))
-
-
-def print_alloc(alloc: dict[str, Any]) -> None:
-    echo(format_kv(alloc_basic_info(alloc)))
-    addresses = alloc_addresses(alloc)
-    if addresses:
-        echo(f"\n{addresses}")
-    for name, state in sorted((alloc.get("TaskStates") or {}).items()):
-        title = (f'Task "{name}" is "{state["State"]}"{" (failed)" if state["Failed"] else ""}'
-                 f', {state["Restarts"]} restarts')
-        rows = [[_event_time(event["Time"]), event["Type"], event["DisplayMessage"]]
-                for event in reversed(state.get("Events") or [])]
-        echo()
-        print_table(("Time", "Type", "Description"), rows, title=title, id_columns=())
-
-
-def alloc_basic_info(alloc: dict[str, Any]) -> list[tuple[str, str]]:
-    """`alloc status`'s header; with a deployment, Nomad's `Deployment ID`, `Deployment
-    Health` (healthy, unhealthy or unset) and `Canary` lines (command/alloc_status.go)."""
-    pairs = [("ID", alloc["ID"]), ("Name", alloc["Name"]), ("Job ID", alloc["JobID"]),
-             ("Desired", alloc["DesiredStatus"]),
-             ("Client Status", f"{alloc['ClientStatus']} ({alloc['ClientDescription']})")]
-    if alloc.get("DeploymentID"):
-        status = alloc.get("DeploymentStatus") or {}
-        healthy = status.get("Healthy")
-        pairs += [("Deployment ID", alloc["DeploymentID"][:8]),
-                  ("Deployment Health", "unset" if healthy is None
-                   else "healthy" if healthy else "unhealthy")]
-        if status.get("Canary"):
-            pairs.append(("Canary", "true"))
-    return pairs
-
-
-def alloc_addresses(alloc: dict[str, Any]) -> str:
-    """Nomad's "Allocation Addresses" section (`formatAllocNetworkInfo`): every port the
-    group holds, `*label`, "yes", `host:port` (`-> to` when mapped); "" without ports."""
-    shared = (alloc.get("AllocatedResources") or {}).get("Shared") or {}
-    networks = shared.get("Networks") or []
-    if not networks or not (networks[0].get("DynamicPorts") or networks[0].get("ReservedPorts")):
-        return ""
-    nw = networks[0]
-
-    def row(label: str, value: int, to: int, host: str) -> list[str]:
-        return [label, "yes", f"{host}:{value}" + (f" -> {to}" if to > 0 else "")]
-
-    rows = [["Label", "Dynamic", "Address"]]
-    if shared.get("Ports"):
-        rows += [row("*" + p["Label"], p["Value"], p["To"], p["HostIP"])
-                 for p in shared["Ports"]]
-    else:
-        rows += [row(p["Label"], p["Value"], p["To"], nw["IP"])
-                 for p in (nw.get("DynamicPorts") or []) + (nw.get("ReservedPorts") or [])]
-    mode = f' (mode = "{nw["Mode"]}")' if nw.get("Mode") else ""
-    return f"Allocation Addresses{mode}:\n{format_list(rows)}"
-
-
 def _only_task(client: AgentConnection, alloc_id: str, task: str | None) -> tuple[str, str]:
     alloc = call(client, "GET", f"/v1/allocation/{resolve_alloc(client, alloc_id)}")
     if task:
@@ -408,17 +339,6 @@ def alloc_stop(alloc_id: str) -> None:
 # --------------------------------------------------------------------------- node, events
 
 
-def node_status(json_output: bool, template: str = "") -> None:
-    check_format(json_output, template)
-    with api() as client:
-        nodes = call(client, "GET", "/v1/nodes")
-        detail = [call(client, "GET", f"/v1/node/{n['ID']}") for n in nodes]
-        warnings = agent_warnings(client) if not (json_output or template) else []
-    for warning in warnings:  # on stderr: what is printed on stdout stays a listing
-        echo(f"Warning: {warning}", err=True)
-    emit(detail, json_output, template, lambda: print_nodes(detail))
-
-
 def agent_warnings(client: AgentConnection) -> list[str]:
     """What the agent says its operator must hear (`/v1/agent/self` `Warnings`: e.g. that
     any local user can run commands as root through it); none when it may not be read."""
@@ -427,37 +347,6 @@ def agent_warnings(client: AgentConnection) -> list[str]:
         return []
     found = response.json().get("Warnings") or []
     return [str(w) for w in found if isinstance(w, str)]
-
-
-def print_nodes(detail: list[dict[str, Any]]) -> None:
-    if not detail:
-        echo("No nodes registered")
-    for node in detail:
-        res = node["NodeResources"]
-        pairs = [("ID", node["ID"]), ("Name", node["Name"]), ("DC", node["Datacenter"]),
-                 ("Status", node["Status"]), ("CPU", f"{res['Cpu']['CpuShares']} MHz"),
-                 ("Memory", f"{res['Memory']['MemoryMB']} MB")]
-        attrs = node.get("Attributes") or {}
-        if "yurt.max_tasks" in attrs:  # what the agent's open-file limit leaves room for
-            pairs.append(("Tasks", f"up to {attrs['yurt.max_tasks']} "
-                                   f"(open-file limit {attrs.get('yurt.nofile', '?')})"))
-        echo(format_kv(pairs))
-        echo()
-        print_table(("Driver", "Detected", "Healthy", "Description"),
-                    [[name, str(info["Detected"]).lower(), str(info["Healthy"]).lower(),
-                      info["HealthDescription"]]
-                     for name, info in sorted(node["Drivers"].items())],
-                    title="Drivers", id_columns=())
-        devices = [[f"{g['Vendor']}/{g['Type']}/{g['Name']}",
-                    f"{sum(1 for i in g['Instances'] if i['Healthy'])}/{len(g['Instances'])}",
-                    ", ".join(i["ID"] for i in g["Instances"])]
-                   for g in res.get("Devices") or []]
-        echo()
-        if devices:
-            print_table(("Device", "Healthy", "Instances"), devices, title="Devices",
-                        id_columns=())
-        else:
-            echo("No devices")
 
 
 def events(topics: list[str], index: int | None, json_output: bool) -> None:

@@ -24,6 +24,13 @@ that goes away (`| head`) ends the command quietly with exit 0, as `cat` does, a
 reported as an unreachable agent; an agent that cannot be reached or breaks the stream off
 exits 1; an unknown allocation or task exits 1 or 2 as the API's status says.
 
+Which allocation and task (Nomad's command/alloc_logs.go): ALLOC is an ID or a prefix; with
+`-job`, the argument is a job (ID or prefix) and one of its allocations is picked at random,
+a running one if there is any (`-group` narrows the pick to a task group: Nomad's
+`getRandomJobAlloc`). The task is `-task TASK`, else the second argument, else the
+allocation's only task; a `-task` the allocation's group does not have is refused with its
+tasks listed (`validateTaskExistsInAllocation`), exit 1.
+
 Streaming runs under Trio with the async HTTP client (two streams at once with `--all`); the
 allocation is resolved first with the same synchronous client the other remote verbs use.
 """
@@ -128,6 +135,46 @@ def only_task(alloc: dict[str, Any]) -> str:
     )
 
 
+def pick_job_alloc(job_id: str, allocs: list[dict[str, Any]], group: str,
+                   choose: Callable[[list[dict[str, Any]]], dict[str, Any]]) -> str:
+    """The allocation `-job` reads (Nomad's `getRandomJobAlloc`): among the job's
+    allocations (of `group`, when given), a running one if any, else any, as `choose` picks
+    (random.choice; a test passes its own). Pure.
+
+    Raises:
+        LogsError: the job has no allocations, or none of that group (exit 1).
+    """
+    if not allocs:
+        raise LogsError(f'Error fetching allocations: job "{job_id}" doesn\'t exist or '
+                        "it has no allocations")
+    if group:
+        allocs = [a for a in allocs if a.get("TaskGroup") == group]
+        if not allocs:
+            raise LogsError(f'Error fetching allocations: task group "{group}" '
+                            "doesn't exist or it has no allocations")
+    running = [a for a in allocs if a.get("ClientStatus") == "running"]
+    return str(choose(running or allocs)["ID"])
+
+
+def check_task(alloc: dict[str, Any], task: str) -> str:
+    """`task` if the allocation's group has it (Nomad's `validateTaskExistsInAllocation`).
+    Pure.
+
+    Raises:
+        LogsError: no such task; the group's tasks are listed (exit 1).
+    """
+    group = next((g for g in ((alloc.get("Job") or {}).get("TaskGroups") or [])
+                  if g.get("Name") == alloc.get("TaskGroup")), None)
+    if group is None:
+        return task  # no job to check against: the agent answers for the task
+    names = [t["Name"] for t in group.get("Tasks") or []]
+    if task in names:
+        return task
+    listed = "\n".join(names)
+    raise LogsError(f"Failed to validate task: Could not find task named: {task}, "
+                    f"found:\n{listed}")
+
+
 def last_lines(data: bytes, n: int) -> bytes:
     """The last `n` lines of `data` (a last line without its newline counts). Pure."""
     if n == 0:
@@ -203,8 +250,21 @@ def alloc_logs(
     tail: bool,
     lines: int | None,
     nbytes: int | None,
+    job: bool = False,
+    task_flag: str = "",
+    group: str = "",
 ) -> None:
-    """`yurt alloc logs`: resolve the allocation and task, then stream (module docstring)."""
+    """`yurt alloc logs`: resolve the allocation and task, then stream (module docstring).
+
+    Args:
+        alloc_id: the allocation (ID or prefix), or with `job` the job.
+        task: the second argument, if given.
+        job: Nomad's `-job`: `alloc_id` names a job; one of its allocations is read.
+        task_flag: Nomad's `-task`, which wins over `task`.
+        group: Nomad's `-group`: with `job`, pick among this group's allocations.
+    """
+    import random
+
     from yurt.runtime.cli import api_client
 
     try:
@@ -218,12 +278,26 @@ def alloc_logs(
         )
     except LogsError as e:
         fail(str(e), e.code)
+    if group and not job:
+        fail("-group is only valid with -job", EXIT_USAGE)
     with api_client.api() as client:
-        full_id = api_client.resolve_alloc(client, alloc_id)
+        if job:
+            from urllib.parse import quote
+
+            job_id = api_client.resolve_job(client, alloc_id)
+            allocs = api_client.call(client, "GET",
+                                     f"/v1/job/{quote(job_id, safe='')}/allocations")
+            try:
+                full_id = pick_job_alloc(job_id, allocs, group, random.choice)
+            except LogsError as e:
+                fail(str(e), e.code)
+        else:
+            full_id = api_client.resolve_alloc(client, alloc_id)
         alloc = api_client.call(client, "GET", f"/v1/allocation/{full_id}")
     full_id = alloc["ID"]
     try:
-        task_name = task or only_task(alloc)
+        task_name = (check_task(alloc, task_flag) if task_flag
+                     else task or only_task(alloc))
     except LogsError as e:
         fail(str(e), e.code)
     addr = agent_address()

@@ -1,12 +1,12 @@
-"""CLI verbs for the node, the system and the overview, in Nomad's spelling.
+"""CLI verbs for the node, the system and the task list, in Nomad's spelling.
 
     yurt node eligibility -enable|-disable [-self | NODE]
     yurt node drain -enable|-disable [-deadline 1h] [-force] [-no-deadline]
                     [-ignore-system] [-keep-ineligible] [-detach] [-yes] [-self | NODE]
     yurt system gc
     yurt system reconcile summaries
-    yurt status [--json]          every job and allocation, one line per task, like
-                                  `supervisorctl status`
+    yurt tasks [-json] [-t TMPL]  every job and allocation, one line per task, like
+                                  `supervisorctl status` (`yurt status` is Nomad's: status.py)
 
 Nomad's flags have one dash (`-enable`); the two-dash spelling works too. NODE is an ID or a
 unique prefix of one. A drain is followed until it is done, as `nomad node drain` does, unless
@@ -197,7 +197,8 @@ def overview_rows(jobs: list[dict[str, Any]], allocs: list[dict[str, Any]]
     return rows
 
 
-def status(json_output: bool, template: str = "") -> None:
+def task_list(json_output: bool, template: str = "") -> None:
+    """`yurt tasks`: one line per task of each live allocation (`overview_rows`)."""
     from yurt.runtime.cli.api_client import api, call
     from yurt.runtime.cli.output import check_format, emit, format_list
 
@@ -274,9 +275,13 @@ def register(cli: click.Group, node: click.Group) -> None:
         """Reconcile job summaries."""
         system_reconcile_summaries()
 
-    @cli.command("status")
+    # Named `tasks`, not `status`: `yurt status` is Nomad's (runtime/cli/status.py), and
+    # what this lists is tasks, one line each, as `supervisorctl status` does; a top-level
+    # word because it spans every job and node (`node tasks` would promise one node's).
+    @cli.command("tasks")
     @output_options
     def overview(json_output: bool, template: str) -> None:
-        """Every job and what its allocations' tasks are doing, one line each (the data
-        for -json/-t: {"Jobs": [...], "Allocations": [...]})."""
-        status(json_output, template)
+        """Every job and what its allocations' tasks are doing, one line each, like
+        `supervisorctl status` (the data for -json/-t: {"Jobs": [...], "Allocations":
+        [...]})."""
+        task_list(json_output, template)
