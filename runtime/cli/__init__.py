@@ -43,6 +43,7 @@ from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fs import register as register_fs_commands
+from yurt.runtime.cli.general import attach_general_options
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
@@ -534,4 +535,5 @@ for acl_verbs in (acl_policy.policy_group, acl_token.token_group, acl_role.role_
 cli.add_command(cli_acl.acl_group)
 register_ui_command(cli)  # ui
 register_action_command(cli)  # action
+attach_general_options(cli)  # Nomad's -address, -namespace, TLS... on every remote verb
 refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

@@ -19,11 +19,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import click
 
 from yurt.runtime.cli.exec import UsageError, choose_task, run_session
+from yurt.runtime.cli.general import take_go_flag
 from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_USAGE
 from yurt.runtime.lib.goparse import parse_go_bool
@@ -75,6 +76,9 @@ def parse_flags(args: Sequence[str]) -> tuple[ActionFlags, list[str]]:
                 setattr(flags, name, value)
         elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
             raise UsageError(refusal(f"-{name}", daemon=False))
+        elif (after := take_go_flag(args, i)) is not None:  # -address=..., general.py
+            i = after
+            continue
         else:
             raise UsageError(f"flag provided but not defined: -{name}")
         i += 1
@@ -118,7 +122,7 @@ def _resolve_alloc(flags: ActionFlags) -> tuple[str, dict[str, Any]]:
 def run_action(args: Sequence[str]) -> int:
     """`yurt action ARGS`: the action's exit code."""
 
-    from yurt.runtime.cli.http import agent_address
+    from yurt.runtime.cli.http import websocket_url
     from yurt.runtime.cli.output import fail
 
     try:
@@ -137,11 +141,10 @@ def run_action(args: Sequence[str]) -> int:
         fail(str(e), EXIT_USAGE)
     if tty and not sys.stdin.isatty():
         fail("failed to exec into task: not a terminal")
-    query = urlencode({"action": rest[0], "allocID": alloc["ID"], "task": task,
-                       "tty": "true" if tty else "false",
-                       "namespace": alloc.get("Namespace", "default")})
-    url = (agent_address().replace("http", "ws", 1)
-           + f"/v1/job/{quote(job_id, safe='')}/action?{query}")
+    url = websocket_url(f"/v1/job/{quote(job_id, safe='')}/action",
+                        {"action": rest[0], "allocID": alloc["ID"], "task": task,
+                         "tty": "true" if tty else "false",
+                         "namespace": alloc.get("Namespace", "default")})
     return run_session(url, tty=tty, stdin=flags.stdin, escape=flags.escape)
 
 
