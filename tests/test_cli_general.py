@@ -170,3 +170,14 @@ def test_a_malformed_address_names_where_it_came_from(variable: str, flag: tuple
     assert result.exit_code == 2
     assert result.output.startswith(f"yurt: {variable or '-address'}='notaurl' is not an "
                                     "http(s) address"), result.output
+
+
+@pytest.mark.parametrize("verb", [["alloc", "exec"], ["action", "-job", "web"]], ids=" ".join)
+def test_go_style_verbs_take_an_address_with_an_h_in_it(verb: list[str]) -> None:
+    # `-address=http://…` holds an `h`: never read as click's `-h`, it reaches the agent.
+    result = CliRunner().invoke(cli, [*verb, "-address=http://127.0.0.1:1", "abcd", "ls"])
+    assert result.exit_code == 1, result.output
+    assert "cannot reach the agent at http://127.0.0.1:1" in result.output
+    helped = CliRunner().invoke(cli, [*verb, "-h"])
+    assert helped.exit_code == 0
+    assert helped.output.startswith(f"Usage: cli {verb[0]}")

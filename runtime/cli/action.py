@@ -74,6 +74,10 @@ def parse_flags(args: Sequence[str]) -> tuple[ActionFlags, list[str]]:
                 flags.escape = "" if value == "none" else value
             else:
                 setattr(flags, name, value)
+        elif name in ("h", "help"):  # Go's flag package: usage, and nothing else
+            ctx = click.get_current_context()
+            click.echo(ctx.get_help())
+            ctx.exit(0)
         elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
             raise UsageError(refusal(f"-{name}", daemon=False))
         elif (after := take_go_flag(args, i)) is not None:  # -address=..., general.py
@@ -153,7 +157,9 @@ def register(cli: click.Group) -> None:
 
     @cli.command("action", options_metavar="", context_settings={
         "ignore_unknown_options": True, "allow_interspersed_args": False,
-        "help_option_names": ["-h", "--help"]})
+        # `-h` is read by parse_flags: as a short option of click's, the `h` of any
+        # `-flag=value` (`-address=http://…`) would be taken for it.
+        "help_option_names": ["--help"]})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED,
                     metavar="-job JOB [-alloc ALLOC] [-group GROUP] [-task TASK] [-i] [-t] "
                             "[-e CHAR] ACTION")
@@ -162,5 +168,6 @@ def register(cli: click.Group) -> None:
 
         -job names the job (required). -alloc picks the allocation by ID prefix; without it
         one allocation of -group is picked at random and -task is required. -i, -t and -e
-        are alloc exec's. Exits with the action's code."""
+        are alloc exec's, as are Nomad's general options (-address, -namespace, ...).
+        Exits with the action's code."""
         sys.exit(run_action(args))

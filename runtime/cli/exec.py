@@ -100,6 +100,10 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
                 raise UsageError("-e requires 'none' or a single character")
             else:
                 flags.escape = value
+        elif name in ("h", "help"):  # Go's flag package: usage, and nothing else
+            ctx = click.get_current_context()
+            click.echo(ctx.get_help())
+            ctx.exit(0)
         elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
             raise UsageError(refusal(f"-{name}", daemon=False))
         elif (after := take_go_flag(args, i)) is not None:  # -address=..., general.py
@@ -345,7 +349,9 @@ def register(alloc: click.Group) -> None:
 
     @alloc.command("exec", options_metavar="", context_settings={
         "ignore_unknown_options": True, "allow_interspersed_args": False,
-        "help_option_names": ["-h", "--help"]})
+        # `-h` is read by parse_flags: as a short option of click's, the `h` of any
+        # `-flag=value` (`-address=http://…`) would be taken for it.
+        "help_option_names": ["--help"]})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED,
                     metavar="[-i] [-t] [-task TASK] [-job] [-e CHAR] ALLOC COMMAND [ARGS]...")
     def alloc_exec(args: tuple[str, ...]) -> None:
@@ -356,5 +362,6 @@ def register(alloc: click.Group) -> None:
         -task names the task (needed when the allocation has several). -job takes ALLOC as
         a job ID and uses one of its running allocations. -e sets the escape character of
         a -t session (default ~; "none" for none): ~. at the start of a line closes it.
-        Exits with the command's code."""
+        Nomad's general options (-address, -namespace, -region, -ca-cert, ...) as every
+        remote verb takes them (`yurt job status --help`). Exits with the command's code."""
         sys.exit(run_exec(args))
