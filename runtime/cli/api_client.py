@@ -49,9 +49,6 @@ from yurt.runtime.cli.http import (
     TLSError,
     TransportError,
     agent_address,
-    socket_failure,
-    tls_context,
-    tls_hint,
     websocket_context,
     websocket_url,
 )
@@ -69,6 +66,7 @@ from yurt.runtime.cli.output import (
     print_table,
     short,
 )
+from yurt.runtime.cli.tls import socket_failure, tls_context, tls_hint
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from yurt.runtime.lib.datadir import bootstrap_token_path, default_data_dir
 from yurt.runtime.lib.procfs import tcp_listener_uids

@@ -201,7 +201,7 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
     import trio
     from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-    from yurt.runtime.cli.http import socket_failure, tls_cause
+    from yurt.runtime.cli.tls import socket_failure, tls_cause
 
     send_lock = trio.Lock()
     escapes = EscapeFilter(ord(escape)) if tty and escape else None

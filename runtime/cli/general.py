@@ -111,6 +111,8 @@ LOCAL: Final = frozenset({
 
 #: What the flags of the running command said (None: not given).
 _FLAGS: dict[str, Any] = {}
+#: The unusable variables already said to be ignored (name, value).
+_WARNED: set[tuple[str, str]] = set()
 
 
 class GeneralOptionError(click.ClickException):
@@ -164,8 +166,11 @@ def _truthy(spec: _Spec, raw: str) -> bool:
     except ValueError:
         from yurt.runtime.cli.output import echo
 
-        echo(f"yurt: ignoring {spec.yurt_env if os.environ.get(spec.yurt_env) else spec.nomad_env}"
-             f"={raw!r}: not a boolean (true, false, 1, 0)", err=True)
+        name = spec.yurt_env if os.environ.get(spec.yurt_env) else spec.nomad_env
+        if (name, raw) not in _WARNED:  # once, however often the settings are read
+            _WARNED.add((name, raw))
+            echo(f"yurt: ignoring {name}={raw!r}: not a boolean (true, false, 1, 0)",
+                 err=True)
         return False
 
 

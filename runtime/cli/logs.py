@@ -274,7 +274,7 @@ async def _run_streams(
     import trio
 
     from yurt.runtime.cli.general import settings
-    from yurt.runtime.cli.http import tls_context
+    from yurt.runtime.cli.tls import tls_context
 
     timeout = httpx2.Timeout(30, read=None)  # a followed stream may be quiet for hours
     current = settings()  # the general options' TLS and namespace, as api_client.api's
