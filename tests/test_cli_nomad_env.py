@@ -114,6 +114,11 @@ async def test_a_nomad_shell_drives_yurt_with_no_change(tmp_path: Path) -> None:
             assert "$NOMAD_TOKEN" in refused.stderr
             assert SUITE_TOKEN not in refused.stderr + refused.stdout
 
+            tls = await yurt(env, "job", "status",
+                             "-address=" + agent.address.replace("http:", "https:"))
+            assert tls.returncode == 1
+            assert "the agent does not speak TLS there: is its address http://" in tls.stderr
+
             elsewhere = await yurt(env, "job", "status", "-region=eu-west")
             assert elsewhere.returncode == 1
             assert 'No path to region "eu-west" (-region)' in elsewhere.stderr, elsewhere

@@ -1,6 +1,6 @@
-"""The CLI over TLS (runtime/cli/http.py `tls_context`, Nomad's api/api.go `ConfigureTLS`):
+"""The CLI over TLS (runtime/cli/tls.py `tls_context`, Nomad's api/api.go `ConfigureTLS`):
 `yurt` as a real process against a real https server on loopback (tests/http_support.py)
-with certificates made here: a CA file, a wrong CA, a server that requires a client
+with certificates made here: a CA file or directory, a wrong CA, a server that requires a client
 certificate, a certificate for a name other than the address's, and the event websocket over
 the same settings (layer 2; the agent itself serves no TLS yet).
 """
@@ -90,7 +90,10 @@ def server_context(cert: Path, *, client_ca: Path | None = None,
         context.verify_mode = ssl.CERT_REQUIRED
         context.load_verify_locations(client_ca)
     if names is not None:
-        context.sni_callback = lambda _obj, name, _ctx: names.append(name or "")  # type: ignore[assignment,misc,func-returns-value]
+        def record(_obj: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
+            names.append(name or "")
+
+        context.sni_callback = record  # type: ignore[assignment]
     return context
 
 
@@ -128,6 +131,17 @@ async def test_the_ca_file_verifies_the_agent_and_a_wrong_or_missing_one_is_said
 
             flag = await yurt(env, "job", "status", f"-ca-cert={pki.ca_file}")
             assert flag.returncode == 0, flag
+            # A directory of CA certificates, named by their hashes (`openssl rehash`).
+            ca_dir = tmp_path / "cas"
+            ca_dir.mkdir()
+            (ca_dir / "ca.pem").write_bytes(pki.ca_file.read_bytes())
+            await trio.run_process(["openssl", "rehash", str(ca_dir)])
+            by_dir = await yurt({**env, "NOMAD_CAPATH": str(ca_dir)}, "job", "status")
+            assert by_dir.returncode == 0, by_dir
+            wrong_dir = await yurt({**env, "NOMAD_CAPATH": str(ca_dir)}, "job", "status",
+                                   f"-ca-cert={other.ca_file}")  # -ca-cert wins, as Nomad's
+            assert wrong_dir.returncode == 1
+            assert "is -ca-cert the CA that signed" in wrong_dir.stderr, wrong_dir.stderr
 
             wrong = await yurt({**env, "NOMAD_CACERT": str(other.ca_file)}, "job", "status")
             assert wrong.returncode == 1

@@ -83,6 +83,9 @@ def tls_hint(reason: str, current: Settings | None = None) -> str:
     """What to change after a TLS failure worded `reason` (appended to it): the CA for a
     certificate the CLI could not verify, else a client certificate when none was given."""
     current = current or settings()
+    if "wrong version number" in reason:  # a plain HTTP answer to our hello
+        return ("; the agent does not speak TLS there: is its address http://, not "
+                "https://?")
     if "mismatch" in reason and not current.skip_verify:
         name = current.source_of("tls-server-name")
         return (f"; is {name} a name the agent's certificate holds?" if name else
