@@ -156,7 +156,7 @@ def test_authenticate_without_a_good_token_says_why(acl_agent: UiAgent) -> None:
                       "-show-url")
     assert (unknown.returncode, unknown.stdout) == (1, "")
     assert unknown.stderr.startswith(
-        "yurt: Could not get one-time token: ACL token not found (set YURT_TOKEN")
+        "yurt: Could not get one-time token: ACL token not found (set NOMAD_TOKEN, YURT_TOKEN")
     anonymous = yurt_ui(acl_agent, "", "-authenticate", "-show-url")
     assert anonymous.returncode == 1
     assert "Could not get one-time token: Permission denied" in anonymous.stderr

@@ -46,6 +46,7 @@ from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fmt import register as register_fmt_command
 from yurt.runtime.cli.fs import register as register_fs_commands
+from yurt.runtime.cli.general import attach_general_options
 from yurt.runtime.cli.job_status import register as register_job_status
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.jobs import register as register_job_commands
@@ -477,4 +478,5 @@ register_fmt_command(cli)  # fmt
 register_operator_commands(cli)  # operator scheduler|raft|snapshot|api
 register_server_group(cli)  # server (run one; members, join, force-leave)
 register_cmds(cli)  # service, alloc checks, agent-info, version, monitor, eval delete
+attach_general_options(cli)  # Nomad's -address, -namespace, TLS... on every remote verb
 refuse_secret_options(cli)  # last: every command above gets the refusal of `--token`

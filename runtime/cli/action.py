@@ -19,11 +19,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import click
 
 from yurt.runtime.cli.exec import UsageError, choose_task, run_session
+from yurt.runtime.cli.general import take_go_flag
 from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_USAGE
 from yurt.runtime.lib.goparse import parse_go_bool
@@ -73,8 +74,15 @@ def parse_flags(args: Sequence[str]) -> tuple[ActionFlags, list[str]]:
                 flags.escape = "" if value == "none" else value
             else:
                 setattr(flags, name, value)
+        elif name in ("h", "help"):  # Go's flag package: usage, and nothing else
+            ctx = click.get_current_context()
+            click.echo(ctx.get_help())
+            ctx.exit(0)
         elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
             raise UsageError(refusal(f"-{name}", daemon=False))
+        elif (after := take_go_flag(args, i)) is not None:  # -address=..., general.py
+            i = after
+            continue
         else:
             raise UsageError(f"flag provided but not defined: -{name}")
         i += 1
@@ -118,7 +126,7 @@ def _resolve_alloc(flags: ActionFlags) -> tuple[str, dict[str, Any]]:
 def run_action(args: Sequence[str]) -> int:
     """`yurt action ARGS`: the action's exit code."""
 
-    from yurt.runtime.cli.http import agent_address
+    from yurt.runtime.cli.http import websocket_url
     from yurt.runtime.cli.output import fail
 
     try:
@@ -137,11 +145,10 @@ def run_action(args: Sequence[str]) -> int:
         fail(str(e), EXIT_USAGE)
     if tty and not sys.stdin.isatty():
         fail("failed to exec into task: not a terminal")
-    query = urlencode({"action": rest[0], "allocID": alloc["ID"], "task": task,
-                       "tty": "true" if tty else "false",
-                       "namespace": alloc.get("Namespace", "default")})
-    url = (agent_address().replace("http", "ws", 1)
-           + f"/v1/job/{quote(job_id, safe='')}/action?{query}")
+    url = websocket_url(f"/v1/job/{quote(job_id, safe='')}/action",
+                        {"action": rest[0], "allocID": alloc["ID"], "task": task,
+                         "tty": "true" if tty else "false",
+                         "namespace": alloc.get("Namespace", "default")})
     return run_session(url, tty=tty, stdin=flags.stdin, escape=flags.escape)
 
 
@@ -150,7 +157,9 @@ def register(cli: click.Group) -> None:
 
     @cli.command("action", options_metavar="", context_settings={
         "ignore_unknown_options": True, "allow_interspersed_args": False,
-        "help_option_names": ["-h", "--help"]})
+        # `-h` is read by parse_flags: as a short option of click's, the `h` of any
+        # `-flag=value` (`-address=http://…`) would be taken for it.
+        "help_option_names": ["--help"]})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED,
                     metavar="-job JOB [-alloc ALLOC] [-group GROUP] [-task TASK] [-i] [-t] "
                             "[-e CHAR] ACTION")
@@ -159,5 +168,6 @@ def register(cli: click.Group) -> None:
 
         -job names the job (required). -alloc picks the allocation by ID prefix; without it
         one allocation of -group is picked at random and -task is required. -i, -t and -e
-        are alloc exec's. Exits with the action's code."""
+        are alloc exec's, as are Nomad's general options (-address, -namespace, ...).
+        Exits with the action's code."""
         sys.exit(run_action(args))

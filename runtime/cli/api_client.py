@@ -1,4 +1,5 @@
-"""The CLI verbs that talk to a running agent over its HTTP API (`$YURT_ADDR`).
+"""The CLI verbs that talk to a running agent over its HTTP API (at `-address`, `$YURT_ADDR` or
+`$NOMAD_ADDR`, with Nomad's other general options: runtime/cli/general.py).
 
 Each command is a thin client: it calls Nomad's API paths through runtime/cli/http.py (a small
 `http.client` client: start-up is most of a verb's cost), then prints through
@@ -11,7 +12,8 @@ The token is never taken from the command line (every user can read it in /proc)
 only as the `X-Nomad-Token` header, the websocket's too (a query string ends up in logs).
 `client_token` looks for it in this order, the first found wins:
 
-1. `$YURT_TOKEN` (when set and not blank);
+1. `$YURT_TOKEN` (when set and not blank), yurt's name beating Nomad's as every general
+   setting's does (runtime/cli/general.py);
 2. `$NOMAD_TOKEN`, as Nomad's CLI reads it, so a Nomad user's environment works unchanged;
 3. the file named by `$YURT_TOKEN_FILE`: one that cannot be read, or is empty, is an error
    (exit 2), since the user asked for it;
@@ -35,15 +37,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
+from yurt.runtime.cli.general import check_region, settings
 from yurt.runtime.cli.http import (
     AddressError,
     AgentConnection,
     ConnectError,
     ReadTimeout,
+    TLSError,
     TransportError,
     agent_address,
+    websocket_context,
+    websocket_url,
 )
 from yurt.runtime.cli.output import (
     SHORT_ID,
@@ -57,6 +63,7 @@ from yurt.runtime.cli.output import (
     print_table,
     short,
 )
+from yurt.runtime.cli.tls import socket_failure, tls_context, tls_hint
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from yurt.runtime.lib.datadir import bootstrap_token_path, default_data_dir
 from yurt.runtime.lib.procfs import tcp_listener_uids
@@ -137,19 +144,32 @@ def _served_by(owner: int) -> bool:
     return False
 
 
+#: How a user points the CLI elsewhere, in the messages that say it cannot reach an agent.
+ADDRESS_HINT = "set NOMAD_ADDR, YURT_ADDR or -address to another address"
+#: How a user gives the CLI a token, in the messages of a refused request.
+TOKEN_HINT = "set NOMAD_TOKEN, YURT_TOKEN or YURT_TOKEN_FILE"
+
+
 @contextmanager
 def api() -> Iterator[AgentConnection]:
-    """A client of the agent at `$YURT_ADDR`; an agent that cannot be reached, or a
-    connection that breaks, ends the command with exit 1 (never a traceback)."""
-    addr = agent_address()
+    """A client of the agent the general options name (runtime/cli/general.py: address,
+    TLS, and the namespace and region every request carries unless it sets its own); an
+    agent that cannot be reached, a failed TLS handshake, or a connection that breaks, ends
+    the command with exit 1 (never a traceback)."""
+    current = settings()
+    addr = agent_address(current)
+    check_region(current)
+    tls = tls_context(current) if addr.startswith("https:") else None
     token = client_token()
     headers = {"X-Nomad-Token": token} if token else {}
     try:
-        with AgentConnection(addr, headers=headers, timeout=30) as client:
+        with AgentConnection(addr, headers=headers, timeout=30, tls=tls,
+                             query=current.query()) as client:
             yield client
+    except TLSError as e:
+        fail(f"TLS with the agent at {addr} failed: {e}{tls_hint(str(e), current)}")
     except ConnectError:
-        fail(f"cannot reach the agent at {addr}: is `yurt agent` running? "
-              "(set YURT_ADDR to another address)")
+        fail(f"cannot reach the agent at {addr}: is `yurt agent` running? ({ADDRESS_HINT})")
     except ReadTimeout:
         fail(f"the agent at {addr} did not answer in time")
     except TransportError as e:
@@ -169,8 +189,8 @@ def fail_on_error(response: Any, context: str = "") -> None:
         fail(lead + (text or "not found"))
     if response.status_code == 403:
         detail = f" ({text})" if text and text.lower() != "permission denied" else ""
-        fail(f"{lead}permission denied{detail}: set YURT_TOKEN (or NOMAD_TOKEN, or "
-             "YURT_TOKEN_FILE) to a token the agent accepts for this")
+        fail(f"{lead}permission denied{detail}: {TOKEN_HINT} to a token the agent accepts "
+             "for this")
     fail(lead + text, EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
 
 
@@ -358,17 +378,18 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
     import trio
     from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-    from yurt.runtime.cli.http import agent_address
     from yurt.runtime.cli.output import quiet_broken_pipe
 
-    addr = agent_address()
+    current = settings()
+    addr = agent_address(current)
+    check_region(current)
     params: list[tuple[str, str]] = [("topic", t) for t in topics]
     if index is not None:
         params.append(("index", str(index)))
     token = client_token()
     headers = [(b"X-Nomad-Token", token.encode())] if token else []
-    query = urlencode(params)
-    url = addr.replace("http", "ws", 1) + "/v1/event/ws" + (f"?{query}" if query else "")
+    url = websocket_url("/v1/event/ws", params, current)
+    tls = websocket_context(url, current)
     reader_gone = False
 
     def say(line: str, *, raw: bool = False) -> bool:
@@ -383,7 +404,7 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
 
     async def follow() -> None:
         try:
-            async with open_websocket_url(url, extra_headers=headers) as ws:
+            async with open_websocket_url(url, extra_headers=headers, ssl_context=tls) as ws:
                 while True:
                     record = json.loads(await ws.get_message())
                     if json_output:
@@ -406,10 +427,9 @@ def events(topics: list[str], index: int | None, json_output: bool) -> None:
         except ConnectionClosed:
             return
         except HandshakeError as e:  # the connection failed (its cause says why) or was refused
-            why = e.__cause__ if isinstance(e.__cause__, OSError) else None
-            fail(f"cannot reach the agent at {addr}" + (f": {why}" if why else ""))
+            fail(socket_failure(addr, e.__cause__, current))
         except OSError as e:
-            fail(f"cannot reach the agent at {addr}: {e}")
+            fail(socket_failure(addr, e, current))
 
     try:
         trio.run(follow)

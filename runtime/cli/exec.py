@@ -32,16 +32,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlencode
 
 import click
 
 from yurt.runtime.cli.escape import EscapeFilter
+from yurt.runtime.cli.general import take_go_flag
 from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 from yurt.runtime.lib.goparse import parse_go_bool
 
 if TYPE_CHECKING:
+    import ssl
+
     from trio_websocket import WebSocketConnection
 
 HEARTBEAT: Final = 10.0  # Nomad's client sends `{}` this often
@@ -98,8 +100,15 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
                 raise UsageError("-e requires 'none' or a single character")
             else:
                 flags.escape = value
+        elif name in ("h", "help"):  # Go's flag package: usage, and nothing else
+            ctx = click.get_current_context()
+            click.echo(ctx.get_help())
+            ctx.exit(0)
         elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
             raise UsageError(refusal(f"-{name}", daemon=False))
+        elif (after := take_go_flag(args, i)) is not None:  # -address=..., general.py
+            i = after
+            continue
         else:
             raise UsageError(f"flag provided but not defined: -{name}")
         i += 1
@@ -186,11 +195,13 @@ class _Escaped(Exception):
 
 
 async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
-                   stdin: bool, escape: str) -> int:
+                   stdin: bool, escape: str, tls: ssl.SSLContext | None = None) -> int:
     import base64
 
     import trio
     from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
+
+    from yurt.runtime.cli.tls import socket_failure, tls_cause
 
     send_lock = trio.Lock()
     escapes = EscapeFilter(ord(escape)) if tty and escape else None
@@ -251,7 +262,7 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
                 return int(frame["result"].get("exit_code", 0))
 
     try:
-        async with open_websocket_url(url, extra_headers=headers) as ws, \
+        async with open_websocket_url(url, extra_headers=headers, ssl_context=tls) as ws, \
                 trio.open_nursery() as nursery:
             if tty:  # the size first: before any input, so a command reading sees it
                 await nursery.start(follow_size, ws)
@@ -261,8 +272,10 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
             code = await receive(ws)
             nursery.cancel_scope.cancel()
     except OSError as e:
-        raise _Failed(str(e)) from None
+        raise _Failed(socket_failure(url, e) if tls_cause(e) else str(e)) from None
     except HandshakeError as e:  # no connection (its cause says why), or the upgrade refused
+        if tls_cause(e) is not None:  # said with what to set (http.py `tls_hint`)
+            raise _Failed(socket_failure(url, e)) from None
         raise _Failed(str(e.__cause__ or "the websocket handshake failed")) from None
     if escapes is not None and escapes.closed:
         raise _Escaped
@@ -274,7 +287,7 @@ async def _session(url: str, headers: list[tuple[bytes, bytes]], *, tty: bool,
 def run_exec(args: Sequence[str]) -> int:
     """`yurt alloc exec ARGS`: the command's exit code."""
 
-    from yurt.runtime.cli.http import agent_address
+    from yurt.runtime.cli.http import websocket_url
     from yurt.runtime.cli.output import fail
 
     try:
@@ -294,10 +307,9 @@ def run_exec(args: Sequence[str]) -> int:
         fail(str(e), EXIT_USAGE)
     if tty and not sys.stdin.isatty():
         fail("failed to exec into task: not a terminal")
-    addr = agent_address()
-    query = urlencode({"task": task, "command": json.dumps(rest[1:]),
-                       "tty": "true" if tty else "false"})
-    url = addr.replace("http", "ws", 1) + f"/v1/client/allocation/{alloc['ID']}/exec?{query}"
+    url = websocket_url(f"/v1/client/allocation/{alloc['ID']}/exec",
+                        {"task": task, "command": json.dumps(rest[1:]),
+                         "tty": "true" if tty else "false"})
     return run_session(url, tty=tty, stdin=flags.stdin, escape=flags.escape)
 
 
@@ -307,11 +319,13 @@ def run_session(url: str, *, tty: bool, stdin: bool, escape: str) -> int:
     import trio
 
     from yurt.runtime.cli.api_client import client_token
+    from yurt.runtime.cli.http import websocket_context
     from yurt.runtime.cli.output import echo, fail
 
     token = client_token()
     headers = [(b"X-Nomad-Token", token.encode())] if token else []
-    session = partial(_session, url, headers, tty=tty, stdin=stdin, escape=escape)
+    session = partial(_session, url, headers, tty=tty, stdin=stdin, escape=escape,
+                      tls=websocket_context(url))
     try:
         if tty:
             with raw_terminal(sys.stdin.fileno()):
@@ -335,7 +349,9 @@ def register(alloc: click.Group) -> None:
 
     @alloc.command("exec", options_metavar="", context_settings={
         "ignore_unknown_options": True, "allow_interspersed_args": False,
-        "help_option_names": ["-h", "--help"]})
+        # `-h` is read by parse_flags: as a short option of click's, the `h` of any
+        # `-flag=value` (`-address=http://…`) would be taken for it.
+        "help_option_names": ["--help"]})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED,
                     metavar="[-i] [-t] [-task TASK] [-job] [-e CHAR] ALLOC COMMAND [ARGS]...")
     def alloc_exec(args: tuple[str, ...]) -> None:
@@ -346,5 +362,6 @@ def register(alloc: click.Group) -> None:
         -task names the task (needed when the allocation has several). -job takes ALLOC as
         a job ID and uses one of its running allocations. -e sets the escape character of
         a -t session (default ~; "none" for none): ~. at the start of a line closes it.
-        Exits with the command's code."""
+        Nomad's general options (-address, -namespace, -region, -ca-cert, ...) as every
+        remote verb takes them (`yurt job status --help`). Exits with the command's code."""
         sys.exit(run_exec(args))

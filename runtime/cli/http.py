@@ -12,9 +12,19 @@ What lives here: `AgentConnection` (one keep-alive connection to the agent, `req
 arrives) and the transport errors, split by when they happen: `ConnectError` (nobody
 answered: the agent is not running there), `ReadTimeout`, `TransportError` (the connection
 broke mid-way). HTTP error statuses are not exceptions: callers read `status_code`.
-`agent_address` reads `$YURT_ADDR` and `AddressError` refuses a malformed one (bad input,
-exit 2, one line): the address is checked here, where every client is built, so no verb can
-turn `http://127.0.0.1:99999` into a traceback or `notaurl` into "cannot reach the agent".
+`agent_address` reads the address of runtime/cli/general.py's settings (`-address`,
+`$YURT_ADDR`, `$NOMAD_ADDR`) and `AddressError` refuses a malformed one (bad input, exit 2, one
+line, naming the flag or variable it came from): the address is checked here, where every
+client is built, so no verb can turn `http://127.0.0.1:99999` into a traceback or `notaurl`
+into "cannot reach the agent".
+
+TLS: an `https` address is spoken to with the context runtime/cli/tls.py builds from the
+general TLS options. A TLS failure is a `TLSError`, worded to say which option to set, never
+"is the agent running?". The websockets (events, exec, actions) take the same address, context
+and query parameters (`websocket_url`, `websocket_context`).
+
+Every request carries the settings' `namespace` and `region` query parameters unless the
+request sets them itself (Nomad's api/api.go `newRequest`, then `setQueryOptions`).
 
 Invariants: at most one response is open on the connection; a streamed response not read to
 its end closes the connection (the next request opens a new one), so a later request never
@@ -27,12 +37,19 @@ from __future__ import annotations
 
 import http.client
 import json as jsonlib
+import ssl  # loaded by http.client already: no start-up cost
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 from urllib.parse import quote, urlencode, urlsplit
 
 import click
+
+from yurt.runtime.cli.general import DEFAULT_ADDR, settings
+from yurt.runtime.cli.tls import tls_context, tls_hint, tls_reason
+
+if TYPE_CHECKING:
+    from yurt.runtime.cli.general import Settings
 
 #: The default per-operation socket timeout, as the CLI has always used.
 DEFAULT_TIMEOUT: Final = 30.0
@@ -53,8 +70,12 @@ class ReadTimeout(TransportError):
     """The agent accepted the request but did not answer within the timeout."""
 
 
+class TLSError(TransportError):
+    """The TLS handshake with the agent failed (its certificate, ours, or plain HTTP there)."""
+
+
 class AddressError(click.ClickException):
-    """`$YURT_ADDR` (or the address given) is not `http(s)://HOST[:PORT]`: the user's input is
+    """`-address`, `$YURT_ADDR` or `$NOMAD_ADDR` is not `http(s)://HOST[:PORT]`: the user's input is
     wrong, not the agent, so it is exit 2 and one line, shown by the CLI's `main()`."""
 
     exit_code = 2  # EXIT_USAGE, spelled here so the module needs nothing of runtime.errors
@@ -65,12 +86,9 @@ class AddressError(click.ClickException):
         echo(f"yurt: {self.message}", err=True)
 
 
-#: The agent's address when `$YURT_ADDR` is not set, as Nomad's 4646.
-DEFAULT_ADDR: Final = "http://127.0.0.1:4646"
-
-
-def check_address(addr: str) -> tuple[str, str, int, str]:
-    """Split an agent address into scheme, host, port and path prefix.
+def check_address(addr: str, source: str = "address") -> tuple[str, str, int, str]:
+    """Split an agent address into scheme, host, port and path prefix; `source` names where
+    it came from in the message (`-address`, `NOMAD_ADDR`).
 
     Raises:
         AddressError: not http(s), no host, or a port outside 1-65535.
@@ -80,26 +98,76 @@ def check_address(addr: str) -> tuple[str, str, int, str]:
         parts = urlsplit(addr)
         port = parts.port  # urllib raises ValueError for a port out of range or not a number
     except ValueError as e:
-        raise AddressError(f"YURT_ADDR={addr!r}: {e}; {expected}") from None
+        raise AddressError(f"{source}={addr!r}: {e}; {expected}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise AddressError(f"YURT_ADDR={addr!r} is not an http(s) address; {expected}")
+        raise AddressError(f"{source}={addr!r} is not an http(s) address; {expected}")
     if port == 0:
-        raise AddressError(f"YURT_ADDR={addr!r}: port 0 cannot be reached; {expected}")
+        raise AddressError(f"{source}={addr!r}: port 0 cannot be reached; {expected}")
     https = parts.scheme == "https"
     return parts.scheme, parts.hostname, port or (443 if https else 80), parts.path.rstrip("/")
 
 
-def agent_address() -> str:
-    """`$YURT_ADDR` (default `DEFAULT_ADDR`), checked.
+def agent_address(current: Settings | None = None) -> str:
+    """The agent's address (general.py `settings`: `-address`, `$YURT_ADDR`, `$NOMAD_ADDR`,
+    default `DEFAULT_ADDR`), checked.
 
     Raises:
         AddressError: it is malformed.
     """
-    import os
+    current = current or settings()
+    check_address(current.address, current.source_of("address") or "address")
+    return current.address
 
-    addr = os.environ.get("YURT_ADDR", DEFAULT_ADDR)
-    check_address(addr)
-    return addr
+
+def websocket_url(path: str, params: Params | None = None,
+                  current: Settings | None = None) -> str:
+    """The `ws://` or `wss://` URL of `path` at the agent, with `params` and the settings'
+    namespace and region where `params` does not set them.
+
+    Raises:
+        AddressError: the address is malformed.
+    """
+    current = current or settings()
+    addr = agent_address(current).rstrip("/")
+    pairs = list(params.items()) if isinstance(params, Mapping) else list(params or ())
+    given = {k for k, _ in pairs}
+    pairs += [(k, v) for k, v in current.query() if k not in given]
+    query = urlencode([(k, _param_value(v)) for k, v in pairs])
+    return addr.replace("http", "ws", 1) + path + (f"?{query}" if query else "")
+
+
+class TLSFailure(click.ClickException):
+    """A TLS failure found before a websocket was opened: exit 1, `yurt: ...` on stderr."""
+
+    def show(self, file: Any = None) -> None:
+        from yurt.runtime.cli.output import echo
+
+        echo(f"yurt: {self.message}", err=True)
+
+
+def websocket_context(url: str, current: Settings | None = None) -> ssl.SSLContext | None:
+    """The TLS context for a `wss://` URL (None for `ws://`), tried first with one plain
+    request: trio_websocket reports a failed TLS handshake only as a timeout, a minute
+    later, and never says why; here it is said at once, as for any other verb.
+
+    Raises:
+        TLSFailure: the handshake failed (said with what to set, `tls_hint`).
+    """
+    if not url.startswith("wss:"):
+        return None
+    current = current or settings()
+    context = tls_context(current)
+    addr = agent_address(current)
+    try:
+        with AgentConnection(addr, tls=context) as probe:
+            probe.request("GET", "/v1/status/leader")
+    except TLSError as e:
+        reason = str(e)
+        raise TLSFailure(f"TLS with the agent at {addr} failed: {reason}"
+                         f"{tls_hint(reason, current)}") from None
+    except TransportError:
+        pass  # not a TLS matter: the websocket says what it is
+    return context
 
 
 class _Unset:
@@ -198,18 +266,23 @@ class AgentConnection:
     """Requests to one agent (`base_url`, e.g. http://127.0.0.1:4646) over one connection.
 
     Args:
-        base_url: scheme, host and port; `https` uses the system's trust store.
+        base_url: scheme, host and port.
         headers: sent with every request (the token).
         timeout: seconds each socket operation may take; None waits forever.
+        tls: the context of an `https` address (default: the system's trust store).
+        query: parameters every request carries unless it sets them (`namespace`, `region`).
 
     Raises:
         AddressError: `base_url` is malformed.
     """
 
     def __init__(self, base_url: str, headers: Mapping[str, str] | None = None,
-                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT, *, tls: ssl.SSLContext | None = None,
+                 query: Sequence[tuple[str, str]] = ()) -> None:
         scheme, self._host, self._port, self._prefix = check_address(base_url)
         self._https = scheme == "https"
+        self._tls = tls
+        self._query = list(query)
         self._headers = dict(headers or {})
         self._timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
@@ -238,11 +311,15 @@ class AgentConnection:
             return self._conn, True
         conn: http.client.HTTPConnection
         if self._https:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
+                                               context=self._tls)
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         try:
             conn.connect()
+        except ssl.SSLError as e:  # before OSError: it is one
+            conn.close()
+            raise TLSError(tls_reason(e)) from None
         except (OSError, http.client.HTTPException) as e:
             conn.close()
             where = f"{self._host}:{self._port}"
@@ -254,6 +331,8 @@ class AgentConnection:
         path, _, query = path.partition("?")
         target = quote(self._prefix + path, safe="/%:@!$&'()*+,;=-._~")
         pairs = list(params.items()) if isinstance(params, Mapping) else list(params or ())
+        given = {k for k, _ in pairs} | {q.partition("=")[0] for q in query.split("&")}
+        pairs += [(k, v) for k, v in self._query if k not in given]
         extra = urlencode([(k, _param_value(v)) for k, v in pairs])
         query = "&".join(q for q in (query, extra) if q)
         return f"{target}?{query}" if query else target
@@ -279,11 +358,17 @@ class AgentConnection:
             except TimeoutError as e:
                 self.close()
                 raise ReadTimeout(str(e) or "timed out") from None
+            except ssl.SSLError as e:  # a TLS 1.3 server refusing our certificate says so here
+                self.close()
+                raise TLSError(tls_reason(e)) from None
             except (http.client.RemoteDisconnected, ConnectionResetError,
                     BrokenPipeError) as e:
                 self.close()
                 if reused and attempt == 1:
                     continue  # the agent closed the idle connection: once more, on a new one
+                if self._https and not reused:  # as a TLS 1.3 server refusing our certificate
+                    raise TLSError("the agent closed the connection without an answer"
+                                   ) from None
                 raise TransportError(str(e) or type(e).__name__) from None
             except (OSError, http.client.HTTPException) as e:
                 self.close()

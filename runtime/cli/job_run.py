@@ -66,9 +66,11 @@ def job_run(path: str, detach: bool, json_output: bool) -> None:
     import msgspec
 
     from yurt.runtime.cli.api_client import ALLOC_HEADER, alloc_rows, api, call, emit_json
+    from yurt.runtime.cli.general import into_namespace
     from yurt.runtime.cli.jobfile import load_job_with_submission
 
     job, submission = load_job_with_submission(path)
+    job = into_namespace(job)  # -namespace, NOMAD_NAMESPACE: unless the file names one
     with api() as client:
         # The job and the file it came from, as Nomad's `job run` registers (api/jobs.go
         # `RegisterOpts`, Submission): kept with the version, read back by /submission.

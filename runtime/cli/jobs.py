@@ -80,7 +80,9 @@ def register(cli: click.Group, job: click.Group) -> None:
         from yurt.runtime.jobspec import encode_job
 
         try:
-            spec = load_job_file(file)
+            from yurt.runtime.cli.general import into_namespace
+
+            spec = into_namespace(load_job_file(file))  # unless the file names one
             body = {**json.loads(encode_job(spec)), "Diff": True}
             with api() as client:
                 result = call(client, "PUT", f"/v1/job/{spec.id}/plan", json=body)

@@ -347,9 +347,15 @@ async def _run_streams(
     import httpx2
     import trio
 
+    from yurt.runtime.cli.general import settings
+    from yurt.runtime.cli.tls import tls_context
+
     timeout = httpx2.Timeout(30, read=None)  # a followed stream may be quiet for hours
+    current = settings()  # the general options' TLS and namespace, as api_client.api's
+    tls = tls_context(current) if addr.startswith("https:") else True
     try:
-        async with httpx2.AsyncClient(base_url=addr, headers=headers, timeout=timeout) as client:
+        async with httpx2.AsyncClient(base_url=addr, headers=headers, timeout=timeout,
+                                      verify=tls, params=dict(current.query())) as client:
             if len(req.streams) == 1:
                 await _print_stream(client, alloc_id, task, req.streams[0], req, write)
             elif not req.follow:
@@ -403,7 +409,8 @@ async def _read_all(client: httpx2.AsyncClient, path: str, params: dict[str, str
 def _check(status: int, text: str) -> None:
     if status == 403:
         raise LogsError(
-            "permission denied: set YURT_TOKEN (or YURT_TOKEN_FILE) to the agent's token"
+            "permission denied: set NOMAD_TOKEN, YURT_TOKEN or YURT_TOKEN_FILE to the agent's "
+            "token"
         )
     if status >= 400:
         raise LogsError(

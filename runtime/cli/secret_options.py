@@ -4,8 +4,8 @@ Every local user can read every process's command line (`/proc/PID/cmdline`, `ps
 token given as an argument is given to all of them, for as long as the process runs. The token
 therefore comes from a file or the environment (readable by its owner alone): `--token-file
 FILE` or `$YURT_AGENT_TOKEN` for the daemons (`yurt agent`, `yurt server`, `yurt nodesim`),
-`$YURT_TOKEN` or `$YURT_TOKEN_FILE` for the verbs that speak to an agent
-(runtime/cli/api_client.py `client_token`).
+`$NOMAD_TOKEN` (Nomad's, as a Nomad user's shell has it), `$YURT_TOKEN` or `$YURT_TOKEN_FILE` for
+the verbs that speak to an agent (runtime/cli/api_client.py `client_token`).
 
 Nomad's CLI takes `-token` on every command, so a Nomad user will type it. Rather than
 click's "No such option" (or, worse, `-t oken` read as a template where a command has `-t`),
@@ -36,7 +36,7 @@ REFUSED: Final = ("--token",)
 #: Where the daemons read their token from (runtime/cli/agent.py `agent_token`).
 DAEMON_SOURCES: Final = "--token-file FILE or $YURT_AGENT_TOKEN"
 #: Where the verbs that speak to an agent read theirs from (api_client.py `client_token`).
-CLIENT_SOURCES: Final = "$YURT_TOKEN or $YURT_TOKEN_FILE"
+CLIENT_SOURCES: Final = "$NOMAD_TOKEN, $YURT_TOKEN or $YURT_TOKEN_FILE"
 
 
 def refusal(option: str, *, daemon: bool) -> str:

@@ -92,7 +92,7 @@ def one_time_secret(client: AgentConnection) -> str:
     if not response.is_success:
         text = response.text.strip() or f"HTTP {response.status_code}"
         if response.status_code == 403:
-            text += " (set YURT_TOKEN or YURT_TOKEN_FILE to your ACL token)"
+            text += " (set NOMAD_TOKEN, YURT_TOKEN or YURT_TOKEN_FILE to your ACL token)"
         elif response.status_code == 400:
             text += " (without ACLs the UI needs no sign-in: leave out -authenticate)"
         fail(f"Could not get one-time token: {text}")
