@@ -18,7 +18,6 @@ ambiguous prefix, `-json` with `-t`). Heavy imports (the HTTP client) stay insid
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -33,13 +32,11 @@ ALL_NAMESPACES = "*"
 
 
 def request_namespace() -> str:
-    """The namespace the command asks in: `$YURT_NAMESPACE`, else `$NOMAD_NAMESPACE`, else
-    "" (the agent's default)."""
-    for variable in ("YURT_NAMESPACE", "NOMAD_NAMESPACE"):
-        value = os.environ.get(variable, "").strip()
-        if value:
-            return value
-    return ""
+    """The namespace the command asks in: the general `-namespace`, `$YURT_NAMESPACE` or
+    `$NOMAD_NAMESPACE` (runtime/cli/general.py `settings`), else "" (the agent's default)."""
+    from yurt.runtime.cli.general import settings
+
+    return settings().namespace
 
 
 def _params(namespace: str) -> dict[str, str]:
