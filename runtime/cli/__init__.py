@@ -43,6 +43,7 @@ from yurt.runtime.cli.dispatch import register as register_dispatch_commands
 from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fs import register as register_fs_commands
+from yurt.runtime.cli.job_run import register as register_job_run_command
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.nodesim import register as register_nodesim_command
@@ -169,13 +170,12 @@ def validate(files: Sequence[str], verbose: bool) -> None:
     Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
     is 2 if any file has one.
     """
-    from yurt.runtime.cli.jobfile import variable_inputs
-    from yurt.runtime.jobspec import load_job
+    from yurt.runtime.cli.jobfile import parse_job_file
 
     status = EXIT_OK
     for path in files:
         try:
-            parsed = load_job(path, variable_inputs())
+            parsed = parse_job_file(path)  # `-`: stdin
         except JobSpecError as e:
             echo(e.render(), err=True)
             status = EXIT_USAGE
@@ -225,22 +225,6 @@ def run_command(jobfile: str, data_dir: Path | None, json_output: bool, quiet: b
 def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
     return click.option("--json", "json_output", is_flag=True,
                         help="Print the API's JSON instead of tables.")(f)
-
-
-@job.command("run")
-@click.argument("file", metavar="FILE")
-@click.option("--detach", is_flag=True,
-              help="Return once the job is registered, printing the evaluation ID.")
-@_json_flag
-@var_options
-def job_run_command(file: str, detach: bool, json_output: bool) -> None:
-    """Register a job with the agent at $YURT_ADDR and wait for its allocations.
-
-    A job that cannot be placed prints why (Nomad's placement failure) and exits 2.
-    """
-    from yurt.runtime.cli import job_run as cli_jobrun
-
-    cli_jobrun.job_run(file, detach, json_output)
 
 
 @job.command("stop")
@@ -526,6 +510,7 @@ register_dispatch_commands(job)
 register_fs_commands(alloc)  # alloc fs
 register_exec_commands(alloc)  # alloc exec
 register_job_commands(cli, job)  # job/eval verbs
+register_job_run_command(job)  # job run
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
 # acl bootstrap (cli/acl.py, which the verb modules share), acl policy/token/role verbs
