@@ -1,0 +1,229 @@
+"""`yurt job run` as Nomad's monitor, `job plan` as Nomad prints it, and `job init|allocs|
+deployments|promote`, through real `yurt` processes against one real `yurt agent` (layer 3).
+
+What is held: `job run` returns once the job is placed (a 120 s batch job in seconds), exits
+2 with Nomad's placement failure, follows a service job's deployment to "successful";
+`-check-index` refuses a stale index with Nomad's text; `-` reads stdin; `job plan` of a new
+job is Nomad's three lines, its exit codes and its `-check-index` hint; the new verbs' columns
+and exit codes are Nomad's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_agent_e2e import YURT
+from tests.test_cli_jobs import agent
+
+pytestmark = pytest.mark.slow
+
+BATCH = '''job "%s" {
+  type = "batch"
+  group "g" {
+    task "t" {
+      driver = "mock_driver"
+      config { run_for = "120s" }
+      resources {
+        cpu    = 1
+        memory = 10
+      }
+    }
+  }
+}
+'''
+
+SERVICE = '''job "svc" {
+  update {
+    min_healthy_time = "1s"
+    healthy_deadline = "30s"
+  }
+  group "web" {
+    count = 2
+    task "t" {
+      driver = "mock_driver"
+      config { run_for = "1h" }
+      resources {
+        cpu    = 1
+        memory = 10
+      }
+    }
+  }
+}
+'''
+
+IMPOSSIBLE = '''job "nowhere" {
+  type = "batch"
+  constraint {
+    attribute = "${attr.kernel.name}"
+    value     = "plan9"
+  }
+  group "g" {
+    task "t" {
+      driver = "mock_driver"
+      config { run_for = "1s" }
+    }
+  }
+}
+'''
+
+#: Nomad's `job allocs` and `deployment list` columns.
+ALLOC_COLUMNS = ["ID", "Node ID", "Task Group", "Version", "Desired", "Status", "Created",
+                 "Modified"]
+DEPLOYMENT_COLUMNS = ["ID", "Job ID", "Job Version", "Status", "Description"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    with agent(tmp_path_factory.mktemp("agent")) as e:
+        yield e
+
+
+def yurt(env: dict[str, str], *args: str, stdin: str | None = None,
+         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([YURT, *args], capture_output=True, text=True, env=env,
+                          input=stdin, cwd=cwd, timeout=60, check=False)
+
+
+def columns(line: str) -> list[str]:
+    """A plain table's header cells (two or more spaces apart)."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+def write(tmp: Path, name: str, text: str) -> str:
+    path = tmp / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_batch_job_returns_once_placed(env: dict[str, str], tmp_path: Path) -> None:
+    started = time.monotonic()
+    out = yurt(env, "job", "run", write(tmp_path, "b.hcl", BATCH % "long"))
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert time.monotonic() - started < 15  # the task runs 120 s: never waited for
+    lines = out.stdout.splitlines()
+    assert re.fullmatch(r'==> \S+: Monitoring evaluation "[0-9a-f]{8}"', lines[0]), lines
+    assert any(re.fullmatch(r'    \S+: Allocation "[0-9a-f]{8}" created: node "[0-9a-f]{8}", '
+                            r'group "g"', line) for line in lines), lines
+    assert '    ' in out.stdout and 'Evaluation triggered by job "long"' in out.stdout
+    assert re.search(r'==> \S+: Evaluation "[0-9a-f]{8}" finished with status "complete"$',
+                     out.stdout.rstrip()), out.stdout
+    assert "Monitoring deployment" not in out.stdout  # a batch job has none
+    # job allocs: Nomad's columns; -verbose adds the full IDs and absolute times.
+    allocs = yurt(env, "job", "allocs", "long")
+    assert allocs.returncode == 0, allocs.stderr
+    header, row = allocs.stdout.splitlines()
+    assert columns(header) == ALLOC_COLUMNS
+    assert columns(row)[2:6] == ["g", "0", "run", "running"]
+    verbose = yurt(env, "job", "allocs", "-verbose", "long").stdout.splitlines()
+    assert columns(verbose[0]) == ["ID", "Eval ID", "Node ID", "Node Name", *ALLOC_COLUMNS[2:]]
+    assert re.match(r"[0-9a-f-]{36}  [0-9a-f-]{36}", verbose[1])
+    assert yurt(env, "job", "allocs", "-json", "long").stdout.lstrip().startswith("[")
+    assert yurt(env, "job", "deployments", "long").stdout.strip() == "No deployments found"
+    missing = yurt(env, "job", "allocs", "nosuchjob")
+    assert missing.returncode == 1
+    assert 'No job(s) with prefix or ID "nosuchjob" found' in missing.stderr
+
+
+def test_placement_failure_exits_2(env: dict[str, str], tmp_path: Path) -> None:
+    out = yurt(env, "job", "run", write(tmp_path, "n.hcl", IMPOSSIBLE))
+    assert out.returncode == 2, out.stderr + out.stdout
+    assert re.search(r'==> \S+: Evaluation "[0-9a-f]{8}" finished with status "complete" but '
+                     "failed to place all allocations:", out.stdout), out.stdout
+    assert re.search(r'    \S+: Task Group "g" \(failed to place 1 allocation\):',
+                     out.stdout), out.stdout
+    assert '      * Constraint "${attr.kernel.name} = plan9": 1 nodes excluded by filter' \
+        in out.stdout, out.stdout
+    assert "waiting for additional capacity to place remainder" in out.stdout
+
+
+def test_service_deployment_followed(env: dict[str, str], tmp_path: Path) -> None:
+    out = yurt(env, "job", "run", write(tmp_path, "s.hcl", SERVICE))
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert re.search(r'Evaluation within deployment: "[0-9a-f]{8}"', out.stdout), out.stdout
+    assert re.search(r'==> \S+: Monitoring deployment "[0-9a-f]{8}"', out.stdout)
+    assert "\nDeployed\n" in out.stdout
+    blocks = out.stdout.split("\nDeployed\n")[1:]
+    assert columns(blocks[0].splitlines()[0]) == [
+        "Task Group", "Desired", "Placed", "Healthy", "Unhealthy", "Progress Deadline"]
+    assert re.search(r"Status\s+= successful\nDescription = Deployment completed successfully",
+                     out.stdout), out.stdout
+    latest = yurt(env, "job", "deployments", "-latest", "svc")
+    assert latest.returncode == 0 and re.search(r"Status\s+= successful", latest.stdout)
+    listed = yurt(env, "job", "deployments", "svc").stdout.splitlines()
+    assert columns(listed[0]) == DEPLOYMENT_COLUMNS
+    assert columns(listed[1])[1:4] == ["svc", "0", "successful"]
+    # A deployment without canaries has nothing to promote: Nomad's refusal, exit 1.
+    promote = yurt(env, "job", "promote", "svc")
+    assert promote.returncode == 1, promote.stdout
+    assert "Error promoting deployment" in promote.stderr
+    none = yurt(env, "job", "promote", "nowhere")
+    assert none.returncode == 1 and 'Job "nowhere" has no deployment to promote' in none.stderr
+
+
+def test_check_index_and_stdin(env: dict[str, str], tmp_path: Path) -> None:
+    text = BATCH % "indexed"
+    # `-` reads stdin for validate, plan and run.
+    valid = yurt(env, "job", "validate", "-", stdin=text)
+    assert valid.returncode == 0 and 'job "indexed"' in valid.stdout, valid.stderr
+    plan = yurt(env, "job", "plan", "-", stdin=text)
+    assert plan.returncode == 1, plan.stderr  # allocations would be created
+    assert plan.stdout.splitlines()[:3] == ['+ Job: "indexed"', '+ Task Group: "g" (1 create)',
+                                           '  + Task: "t" (forces create)']
+    assert "\nScheduler dry-run:\n- All tasks successfully allocated.\n" in plan.stdout
+    assert "Job Modify Index: 0\nTo submit the job with version verification run:\n\n" \
+        "yurt job run -check-index 0 -\n" in plan.stdout, plan.stdout
+    run = yurt(env, "job", "run", "-detach", "-check-index", "0", "-", stdin=text)
+    assert run.returncode == 0, run.stderr
+    assert re.fullmatch(r"Job registration successful\nEvaluation ID: [0-9a-f-]{36}\n",
+                        run.stdout), run.stdout
+    # The job exists now: index 0 is refused, and so is a stale one, with Nomad's texts.
+    again = yurt(env, "job", "run", "-check-index", "0", "-", stdin=text)
+    assert again.returncode == 1
+    assert again.stderr == ("Enforcing job modify index 0: job already exists\n"
+                            "Job not updated\n"), again.stderr
+    path = write(tmp_path, "i.hcl", text.replace("120s", "60s"))
+    replan = yurt(env, "job", "plan", path)
+    found = re.search(r"Job Modify Index: (\d+)", replan.stdout)
+    assert found is not None, replan.stdout
+    index = int(found.group(1))
+    assert f"yurt job run -check-index {index} {path}\n" in replan.stdout
+    stale = yurt(env, "job", "run", "-check-index", str(index + 1000), path)
+    assert stale.returncode == 1
+    assert stale.stderr.startswith(
+        f"Enforcing job modify index {index + 1000}: job exists with conflicting job modify "
+        f"index: {index}\n"), stale.stderr
+    fresh = yurt(env, "job", "run", "-check-index", str(index), path)
+    assert fresh.returncode == 0, fresh.stderr + fresh.stdout
+    unchanged = yurt(env, "job", "plan", path)
+    assert unchanged.returncode == 0, unchanged.stdout  # nothing created or destroyed
+    verbose = yurt(env, "job", "plan", "-verbose", write(tmp_path, "v.hcl", BATCH % "fresh"))
+    assert verbose.returncode == 1
+    assert re.search(r'\n  \+ Task: "t" \(forces create\)\n    \+ Driver: +"mock_driver"\n',
+                     verbose.stdout), verbose.stdout
+
+
+def test_job_init(env: dict[str, str], tmp_path: Path) -> None:
+    first = yurt(env, "job", "init", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "Example job file written to example.nomad.hcl\n"
+    again = yurt(env, "job", "init", cwd=tmp_path)
+    assert again.returncode == 1
+    assert "Job 'example.nomad.hcl' already exists" in again.stderr
+    short = yurt(env, "job", "init", "-short", "short.nomad.hcl", cwd=tmp_path)
+    assert short.returncode == 0, short.stderr
+    assert "#" not in (tmp_path / "short.nomad.hcl").read_text()
+    for name in ("example.nomad.hcl", "short.nomad.hcl"):
+        valid = yurt(env, "job", "validate", name, cwd=tmp_path)
+        assert valid.returncode == 0, valid.stderr
+        assert 'job "example" (service' in valid.stdout
+    connect = yurt(env, "job", "init", "-connect", "c.hcl", cwd=tmp_path)
+    assert connect.returncode == 2 and "Consul Connect" in connect.stderr
+    assert not (tmp_path / "c.hcl").exists()
+    assert os.path.getsize(tmp_path / "example.nomad.hcl") > 1000  # the commented one
