@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -78,9 +79,14 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
     job_file.write_text(JOB)
     agent = user.start_agent()
     try:
-        run = user.yurt("job", "run", str(job_file))
-        assert "e2e.g[0]" in run.stdout
-        assert "running" in run.stdout
+        run = user.yurt("job", "run", str(job_file))  # returns once placed, as Nomad's
+        assert re.search(r'Allocation "[0-9a-f]{8}" created: node "[0-9a-f]{8}", group "g"',
+                         run.stdout), run.stdout
+        deadline = time.monotonic() + 30
+        while (user.json("job", "status", "e2e")["Allocations"][0]["ClientStatus"]
+               != "running"):
+            assert time.monotonic() < deadline, "the allocation never ran"
+            time.sleep(0.05)
         (alloc,) = user.json("job", "status", "e2e")["Allocations"]
         alloc_id = alloc["ID"]
         registered_index = alloc["ModifyIndex"]

@@ -111,7 +111,8 @@ def test_batch_job_returns_once_placed(env: dict[str, str], tmp_path: Path) -> N
     assert re.fullmatch(r'==> \S+: Monitoring evaluation "[0-9a-f]{8}"', lines[0]), lines
     assert any(re.fullmatch(r'    \S+: Allocation "[0-9a-f]{8}" created: node "[0-9a-f]{8}", '
                             r'group "g"', line) for line in lines), lines
-    assert '    ' in out.stdout and 'Evaluation triggered by job "long"' in out.stdout
+
+    assert 'Evaluation triggered by job "long"' in out.stdout
     assert re.search(r'==> \S+: Evaluation "[0-9a-f]{8}" finished with status "complete"$',
                      out.stdout.rstrip()), out.stdout
     assert "Monitoring deployment" not in out.stdout  # a batch job has none
@@ -155,7 +156,8 @@ def test_service_deployment_followed(env: dict[str, str], tmp_path: Path) -> Non
     assert re.search(r"Status\s+= successful\nDescription = Deployment completed successfully",
                      out.stdout), out.stdout
     latest = yurt(env, "job", "deployments", "-latest", "svc")
-    assert latest.returncode == 0 and re.search(r"Status\s+= successful", latest.stdout)
+    assert latest.returncode == 0
+    assert re.search(r"Status\s+= successful", latest.stdout)
     listed = yurt(env, "job", "deployments", "svc").stdout.splitlines()
     assert columns(listed[0]) == DEPLOYMENT_COLUMNS
     assert columns(listed[1])[1:4] == ["svc", "0", "successful"]
@@ -164,14 +166,16 @@ def test_service_deployment_followed(env: dict[str, str], tmp_path: Path) -> Non
     assert promote.returncode == 1, promote.stdout
     assert "Error promoting deployment" in promote.stderr
     none = yurt(env, "job", "promote", "nowhere")
-    assert none.returncode == 1 and 'Job "nowhere" has no deployment to promote' in none.stderr
+    assert none.returncode == 1
+    assert 'Job "nowhere" has no deployment to promote' in none.stderr
 
 
 def test_check_index_and_stdin(env: dict[str, str], tmp_path: Path) -> None:
     text = BATCH % "indexed"
     # `-` reads stdin for validate, plan and run.
     valid = yurt(env, "job", "validate", "-", stdin=text)
-    assert valid.returncode == 0 and 'job "indexed"' in valid.stdout, valid.stderr
+    assert valid.returncode == 0, valid.stderr
+    assert 'job "indexed"' in valid.stdout
     plan = yurt(env, "job", "plan", "-", stdin=text)
     assert plan.returncode == 1, plan.stderr  # allocations would be created
     assert plan.stdout.splitlines()[:3] == ['+ Job: "indexed"', '+ Task Group: "g" (1 create)',
@@ -224,6 +228,7 @@ def test_job_init(env: dict[str, str], tmp_path: Path) -> None:
         assert valid.returncode == 0, valid.stderr
         assert 'job "example" (service' in valid.stdout
     connect = yurt(env, "job", "init", "-connect", "c.hcl", cwd=tmp_path)
-    assert connect.returncode == 2 and "Consul Connect" in connect.stderr
+    assert connect.returncode == 2
+    assert "Consul Connect" in connect.stderr
     assert not (tmp_path / "c.hcl").exists()
     assert os.path.getsize(tmp_path / "example.nomad.hcl") > 1000  # the commented one

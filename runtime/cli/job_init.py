@@ -163,13 +163,13 @@ def register(job: click.Group) -> None:
 
     @job.command("init")
     @click.argument("filename", metavar="[FILE]", required=False, default=DEFAULT_NAME)
-    @click.option("-short", "--short", is_flag=True, help="A minimal job file, no comments.")
-    @click.option("-connect", "--connect", is_flag=True,
+    @click.option("--short", is_flag=True, help="A minimal job file, no comments.")
+    @click.option("--connect", is_flag=True,
                   help="Refused: yurt has no Consul Connect.")
-    @click.option("-template", "--template", "template", default="", metavar="NAME",
+    @click.option("--template", "template", default="", metavar="NAME",
                   help="Write the job template kept in the variable "
                        "nomad/job-templates/NAME.")
-    @click.option("-list-templates", "--list-templates", "list_templates", is_flag=True,
+    @click.option("--list-templates", "list_templates", is_flag=True,
                   help="List the job templates in nomad/job-templates/.")
     def job_init(filename: str, short: bool, connect: bool, template: str,
                  list_templates: bool) -> None:

@@ -56,30 +56,30 @@ def register(job: click.Group) -> None:
 
     @job.command("run")
     @click.argument("file", metavar="FILE")
-    @click.option("-detach", "--detach", is_flag=True,
+    @click.option("--detach", is_flag=True,
                   help="Return once the job is registered, printing the evaluation ID.")
-    @click.option("-check-index", "--check-index", "check_index", default=None,
+    @click.option("--check-index", "check_index", default=None,
                   metavar="INDEX", help="Register only if the job's modify index is INDEX "
                   "(0: only if the job does not exist yet).")
-    @click.option("-verbose", "--verbose", is_flag=True, help="Show full IDs.")
-    @click.option("-json", "--json", "as_json", is_flag=True,
+    @click.option("--verbose", is_flag=True, help="Show full IDs.")
+    @click.option("--json", "as_json", is_flag=True,
                   help="Parse the job file as JSON (a {\"Job\": …} wrapper is taken).")
-    @click.option("-output", "--output", is_flag=True,
+    @click.option("--output", is_flag=True,
                   help="Print the JSON that would be submitted, and submit nothing.")
-    @click.option("-hcl2-strict", "--hcl2-strict", "strict", default=True, is_flag=False,
+    @click.option("--hcl2-strict", "strict", default=True, is_flag=False,
                   flag_value=True, type=click.BOOL, metavar="[=BOOL]",
                   help="Refuse -var values for variables the file does not declare.")
-    @click.option("-policy-override", "--policy-override", is_flag=True,
+    @click.option("--policy-override", is_flag=True,
                   help="Accepted for Nomad's scripts (yurt has no Sentinel policies).")
-    @click.option("-preserve-counts", "--preserve-counts", is_flag=True,
+    @click.option("--preserve-counts", is_flag=True,
                   help="Keep the task groups' current counts when updating the job.")
-    @click.option("-eval-priority", "--eval-priority", type=click.IntRange(0, 100),
+    @click.option("--eval-priority", type=click.IntRange(0, 100),
                   default=0, help="The priority of the register's evaluation (1-100).")
-    @click.option("-consul-namespace", "--consul-namespace", default="", expose_value=False,
+    @click.option("--consul-namespace", default="", expose_value=False,
                   callback=_refuse("consul-namespace", "yurt has no Consul"))
-    @click.option("-vault-namespace", "--vault-namespace", default="", expose_value=False,
+    @click.option("--vault-namespace", default="", expose_value=False,
                   callback=_refuse("vault-namespace", "yurt has no Vault"))
-    @click.option("-ui", "--ui", is_flag=True, expose_value=False,
+    @click.option("--ui", is_flag=True, expose_value=False,
                   callback=_refuse("ui", "open the web UI with `yurt ui`"))
     @var_options
     def job_run_command(file: str, detach: bool, check_index: str | None, verbose: bool,
@@ -101,6 +101,13 @@ def register(job: click.Group) -> None:
         job_run(file, detach=detach, verbose=verbose, as_json=as_json, output=output,
                 strict=strict, check_index=index, preserve_counts=preserve_counts,
                 eval_priority=eval_priority)
+
+
+def _job_warnings(text: str) -> str:
+    """The register's warnings about the job itself: yurt's register also warns of each
+    group it could not place (runtime/api/jobs.py), which the monitor explains as Nomad does."""
+    return "; ".join(w for w in text.split("; ")
+                     if not (w.startswith("group '") and " not placed: " in w))
 
 
 def _templated(job: Job) -> bool:
@@ -145,8 +152,9 @@ def job_run(path: str, *, detach: bool = False, verbose: bool = False, as_json: 
         if response.status_code >= 400:
             fail_on_error(response, "Error submitting job")
         result = response.json()
-        if result.get("Warnings"):
-            echo(f"Job Warnings:\n{result['Warnings']}\n")
+        warnings = _job_warnings(result.get("Warnings") or "")
+        if warnings:
+            echo(f"Job Warnings:\n{warnings}\n")
         if detach or _templated(job):
             echo("Job registration successful")
             if job.periodic is not None and job.parameterized is None:

@@ -77,7 +77,7 @@ def format_alloc_list(allocs: list[dict[str, Any]], verbose: bool, length: int) 
 
 
 def _verbose_flag(f: Any) -> Any:
-    return click.option("-verbose", "--verbose", is_flag=True, help="Show full IDs.")(f)
+    return click.option("--verbose", is_flag=True, help="Show full IDs.")(f)
 
 
 def register(job: click.Group) -> None:
@@ -85,7 +85,7 @@ def register(job: click.Group) -> None:
 
     @job.command("allocs")
     @click.argument("job_id", metavar="JOB")
-    @click.option("-all", "--all", "every", is_flag=True,
+    @click.option("--all", "every", is_flag=True,
                   help="Also the allocations of an older instance of the job.")
     @output_options
     @_verbose_flag
@@ -106,8 +106,8 @@ def register(job: click.Group) -> None:
 
     @job.command("deployments")
     @click.argument("job_id", metavar="JOB")
-    @click.option("-latest", "--latest", is_flag=True, help="Only the latest deployment.")
-    @click.option("-all", "--all", "every", is_flag=True,
+    @click.option("--latest", is_flag=True, help="Only the latest deployment.")
+    @click.option("--all", "every", is_flag=True,
                   help="Also the deployments of an older instance of the job.")
     @output_options
     @_verbose_flag
@@ -134,9 +134,9 @@ def register(job: click.Group) -> None:
 
     @job.command("promote")
     @click.argument("job_id", metavar="JOB")
-    @click.option("-group", "--group", "groups", multiple=True, metavar="GROUP",
+    @click.option("--group", "groups", multiple=True, metavar="GROUP",
                   help="Promote only this group's canaries (repeatable; default all).")
-    @click.option("-detach", "--detach", is_flag=True,
+    @click.option("--detach", is_flag=True,
                   help="Return once promoted, printing the evaluation ID.")
     @_verbose_flag
     def job_promote(job_id: str, groups: tuple[str, ...], detach: bool,

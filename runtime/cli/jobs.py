@@ -114,21 +114,21 @@ def register(cli: click.Group, job: click.Group) -> None:
 
     @job.command("plan")
     @click.argument("file", metavar="FILE")
-    @click.option("-diff", "--diff", "show_diff", default=True, is_flag=False, flag_value=True,
+    @click.option("--diff", "show_diff", default=True, is_flag=False, flag_value=True,
                   type=click.BOOL, metavar="[=BOOL]",
                   help="Show the diff between the job and the server's (default true).")
-    @click.option("-verbose", "--verbose", is_flag=True,
+    @click.option("--verbose", is_flag=True,
                   help="Show every field of added and deleted groups and tasks.")
-    @click.option("-json", "--json", "as_json", is_flag=True,
+    @click.option("--json", "as_json", is_flag=True,
                   help="Parse the job file as JSON (Nomad's -json; -json-output prints JSON).")
-    @click.option("-json-output", "--json-output", "json_output", is_flag=True,
+    @click.option("--json-output", "json_output", is_flag=True,
                   help="Print the plan result as JSON.")
     @click.option("-t", "template", default="", metavar="TEMPLATE",
                   help="Format the plan result with a Go template.")
-    @click.option("-hcl2-strict", "--hcl2-strict", "strict", default=True, is_flag=False,
+    @click.option("--hcl2-strict", "strict", default=True, is_flag=False,
                   flag_value=True, type=click.BOOL, metavar="[=BOOL]",
                   help="Refuse -var values for variables the file does not declare.")
-    @click.option("-policy-override", "--policy-override", is_flag=True,
+    @click.option("--policy-override", is_flag=True,
                   help="Accepted for Nomad's scripts (yurt has no Sentinel policies).")
     @var_options
     def job_plan(file: str, show_diff: bool, verbose: bool, as_json: bool, json_output: bool,
