@@ -44,6 +44,7 @@ from yurt.runtime.cli.exec import register as register_exec_commands
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fs import register as register_fs_commands
 from yurt.runtime.cli.job_init import register as register_job_init
+from yurt.runtime.cli.job_restart import register as register_job_restart
 from yurt.runtime.cli.job_run import register as register_job_run_command
 from yurt.runtime.cli.job_verbs import register as register_job_verbs
 from yurt.runtime.cli.jobfile import var_options
@@ -515,6 +516,7 @@ register_job_commands(cli, job)  # job/eval verbs
 register_job_run_command(job)  # job run
 register_job_verbs(job)  # job allocs/deployments/promote
 register_job_init(job)  # job init
+register_job_restart(job)  # job restart
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
 # acl bootstrap (cli/acl.py, which the verb modules share), acl policy/token/role verbs
