@@ -232,3 +232,95 @@ def test_job_init(env: dict[str, str], tmp_path: Path) -> None:
     assert "Consul Connect" in connect.stderr
     assert not (tmp_path / "c.hcl").exists()
     assert os.path.getsize(tmp_path / "example.nomad.hcl") > 1000  # the commented one
+
+
+def test_job_restart(env: dict[str, str], tmp_path: Path) -> None:
+    job = write(tmp_path, "r.hcl", SERVICE.replace('"svc"', '"restarted"'))
+    assert yurt(env, "job", "run", job).returncode == 0
+    # Nomad's rule: `ask` (the -on-error default) needs a terminal; this is no terminal.
+    asked = yurt(env, "job", "restart", "restarted")
+    assert asked.returncode == 2
+    assert ('Invalid -on-error value "ask": "ask" cannot be used when terminal is not '
+            "interactive") in asked.stderr
+    done = yurt(env, "job", "restart", "-yes", "-batch-size", "100%", "restarted")
+    assert done.returncode == 0, done.stderr + done.stdout
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(r"==> \S+: Restarting 2 allocations", lines[0]), lines
+    assert re.fullmatch(r"==> \S+: Restarting 1st batch of 2 allocations", lines[1]), lines
+    assert sum(bool(re.fullmatch(r'    \S+: Restarting running tasks in allocation '
+                                 r'"[0-9a-f]{8}" for group "web"', line))
+               for line in lines) == 2, lines
+    assert done.stdout.endswith("Job restart finished\n\nJob restarted successfully!\n")
+    none = yurt(env, "job", "restart", "-yes", "-task", "nosuch", "restarted")
+    assert none.returncode == 0
+    assert none.stdout == "No allocations to restart\n"
+    conflict = yurt(env, "job", "restart", "-yes", "-reschedule", "-task", "t", "restarted")
+    assert conflict.returncode == 2
+    assert "The -reschedule option cannot be used with -task" in conflict.stderr
+    before = {row.split()[0] for row in yurt(env, "job", "allocs", "restarted")
+              .stdout.splitlines()[1:]}
+    moved = yurt(env, "job", "restart", "-yes", "-reschedule", "restarted")
+    assert moved.returncode == 0, moved.stderr + moved.stdout
+    assert re.search(r'Rescheduling allocation "[0-9a-f]{8}" for group "web"', moved.stdout)
+    assert re.search(r'Allocation "[0-9a-f]{8}" replaced by "([0-9a-f]{8})", waiting for '
+                     r'"\1" to start running', moved.stdout), moved.stdout
+    running = [row.split() for row in yurt(env, "job", "allocs", "restarted")
+               .stdout.splitlines()[1:]]
+    assert {r[0] for r in running if r[5] == "running"}.isdisjoint(before)
+
+
+def test_output_then_json_input(env: dict[str, str], tmp_path: Path) -> None:
+    """`-output` prints the API payload and registers nothing; `-json` reads it back."""
+    path = write(tmp_path, "o.hcl", BATCH % "printed")
+    printed = yurt(env, "job", "run", "-output", path)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.startswith('{\n    "Job": {\n')
+    assert yurt(env, "job", "allocs", "printed").returncode == 1  # nothing registered
+    again = yurt(env, "job", "run", "-json", "-detach", "-", stdin=printed.stdout)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("Job registration successful\n")
+    not_json = yurt(env, "job", "run", "-json", path)
+    assert not_json.returncode == 2  # an HCL file read as JSON: a bad job file
+    assert f"{path}:1:1: syntax:" in not_json.stderr
+
+
+CANARY = '''job "canary" {
+  update {
+    canary           = 1
+    min_healthy_time = "1s"
+    healthy_deadline = "30s"
+  }
+  group "web" {
+    task "t" {
+      driver = "mock_driver"
+      config { run_for = "%s" }
+      resources {
+        cpu    = 1
+        memory = 10
+      }
+    }
+  }
+}
+'''
+
+
+def test_job_promote_monitors_the_rollout(env: dict[str, str], tmp_path: Path) -> None:
+    import json
+
+    assert yurt(env, "job", "run", write(tmp_path, "c0.hcl", CANARY % "1h")).returncode == 0
+    assert yurt(env, "job", "run", "-detach",
+                write(tmp_path, "c1.hcl", CANARY % "2h")).returncode == 0
+    deadline = time.monotonic() + 30
+    while True:  # until the canary is healthy (promotion needs it)
+        latest = json.loads(yurt(env, "job", "deployments", "-latest", "-json",
+                                 "canary").stdout)
+        if latest["TaskGroups"]["web"]["HealthyAllocs"] >= 1:
+            break
+        assert time.monotonic() < deadline, latest
+        time.sleep(0.2)
+    promoted = yurt(env, "job", "promote", "canary")
+    assert promoted.returncode == 0, promoted.stderr + promoted.stdout
+    assert re.match(r'==> \S+: Monitoring evaluation "[0-9a-f]{8}"', promoted.stdout)
+    assert re.search(r'==> \S+: Monitoring deployment "[0-9a-f]{8}"', promoted.stdout)
+    assert re.search(r"Promoted\s+Desired\s+Canaries\s+Placed", promoted.stdout)
+    assert re.search(r"Status\s+= successful", promoted.stdout), promoted.stdout
