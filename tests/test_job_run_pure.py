@@ -10,7 +10,7 @@ import pytest
 from yurt.runtime.api.jobs import _register_check, enforce_index
 from yurt.runtime.api.request import ApiError
 from yurt.runtime.cli.job_diff import format_job_diff
-from yurt.runtime.cli.job_restart import Options, parse_options, select
+from yurt.runtime.cli.job_restart_run import Options, parse_options, select
 from yurt.runtime.cli.job_verbs import pretty_time_diff
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.jobdiff import annotate_plan, job_diff
