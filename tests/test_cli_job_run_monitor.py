@@ -324,3 +324,19 @@ def test_job_promote_monitors_the_rollout(env: dict[str, str], tmp_path: Path) -
     assert re.search(r'==> \S+: Monitoring deployment "[0-9a-f]{8}"', promoted.stdout)
     assert re.search(r"Promoted\s+Desired\s+Canaries\s+Placed", promoted.stdout)
     assert re.search(r"Status\s+= successful", promoted.stdout), promoted.stdout
+
+
+def test_job_init_from_a_template_variable(env: dict[str, str], tmp_path: Path) -> None:
+    put = yurt(env, "var", "put", "nomad/job-templates/mine", 'template=job "t" {}')
+    assert put.returncode == 0, put.stderr
+    listed = yurt(env, "job", "init", "-list-templates", cwd=tmp_path)
+    assert listed.stdout == ("Use yurt job init -template=<template> with any of the "
+                             "following:\n  mine\n"), listed.stderr
+    made = yurt(env, "job", "init", "-template", "mine", "t.hcl", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == ("Initializing a job template from mine\n"
+                           "Example job file written to t.hcl\n")
+    assert (tmp_path / "t.hcl").read_text() == 'job "t" {}'
+    missing = yurt(env, "job", "init", "-template", "nosuch", "u.hcl", cwd=tmp_path)
+    assert missing.returncode == 1
+    assert not (tmp_path / "u.hcl").exists()

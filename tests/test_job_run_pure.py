@@ -49,6 +49,16 @@ def test_preserve_counts_keeps_the_current_counts() -> None:
     assert kept is not None
     assert kept.task_groups[0].count == 4
     assert check(None) is None  # a new job: as given
+    bigger = msgspec.structs.replace(current, task_groups=[msgspec.structs.replace(
+        current.task_groups[0], tasks=[msgspec.structs.replace(
+            current.task_groups[0].tasks[0], resources=msgspec.structs.replace(
+                current.task_groups[0].tasks[0].resources, memory=999))])])
+    resources = _register_check({"PreserveResources": True}, new)
+    assert resources is not None
+    kept_resources = resources(bigger)
+    assert kept_resources is not None
+    assert kept_resources.task_groups[0].tasks[0].resources.memory == 999
+    assert kept_resources.task_groups[0].count == 1  # counts only with PreserveCounts
     assert _register_check({}, new) is None
     with pytest.raises(ApiError, match="eval priority must be between 1 and 100"):
         _register_check({"EvalPriority": 101}, new)

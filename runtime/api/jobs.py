@@ -15,8 +15,8 @@ against the job as it is under the server's lock, with Nomad's texts (nomad/stru
 `Job.EnforceIndex`, prefixed "Enforcing job modify index"), answered 400 (Nomad's agent
 answers every RPC error 500; routes here keep a user's mistake below 500). `PreserveCounts`
 keeps the current count of every group the job already has (nomad/job_endpoint.go
-`Register`). `EvalPriority` is checked (1-100) and otherwise has no effect: one node runs
-one evaluation at a time.
+`Register`), `PreserveResources` each existing task's resources. `EvalPriority` is checked
+(1-100) and otherwise has no effect: one node runs one evaluation at a time.
 """
 
 from __future__ import annotations
@@ -137,26 +137,36 @@ def _flag(body: dict[str, Any], name: str) -> bool:
 def _register_check(body: dict[str, Any], job: Job
                     ) -> Callable[[Job | None], Job | None] | None:
     """What a register asks to be checked under the server's lock: `EnforceIndex`
-    (`JobModifyIndex`) and `PreserveCounts`; None when it asks neither."""
+    (`JobModifyIndex`), `PreserveCounts` and `PreserveResources`; None when it asks none."""
     enforce, preserve = _flag(body, "EnforceIndex"), _flag(body, "PreserveCounts")
+    keep_resources = _flag(body, "PreserveResources")
     index = body.get("JobModifyIndex") or 0
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         raise ApiError(400, '"JobModifyIndex" must be a non-negative integer')
     priority = body.get("EvalPriority") or 0
     if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100:
         raise ApiError(400, "eval priority must be between 1 and 100 inclusively")
-    if not (enforce or preserve):
+    if not (enforce or preserve or keep_resources):
         return None
 
     def check(current: Job | None) -> Job | None:
         if enforce:
             enforce_index(current, index)
-        if not preserve or current is None:
+        if current is None or not (preserve or keep_resources):
             return None
-        counts = {g.name: g.count for g in current.task_groups}
-        return msgspec.structs.replace(job, task_groups=[
-            msgspec.structs.replace(g, count=counts[g.name]) if g.name in counts else g
-            for g in job.task_groups])
+        before = {g.name: g for g in current.task_groups}
+        groups = []
+        for g in job.task_groups:
+            old = before.get(g.name)
+            if old is not None and preserve:
+                g = msgspec.structs.replace(g, count=old.count)
+            if old is not None and keep_resources:
+                kept = {t.name: t.resources for t in old.tasks}
+                g = msgspec.structs.replace(g, tasks=[
+                    msgspec.structs.replace(t, resources=kept[t.name]) if t.name in kept else t
+                    for t in g.tasks])
+            groups.append(g)
+        return msgspec.structs.replace(job, task_groups=groups)
 
     return check
 

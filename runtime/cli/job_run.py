@@ -13,7 +13,8 @@ not exist; the agent refuses with Nomad's "Enforcing job modify index …", prin
 not updated", exit 1), `-verbose` (full IDs), `-json` (the input is JSON), `-output` (print
 the API payload `{"Job": …}` and register nothing), `-hcl2-strict`, `-var`, `-var-file`,
 `-policy-override` (accepted: yurt has no Sentinel), `-preserve-counts` (keep the groups'
-current counts), `-eval-priority` (1-100, for the register's evaluation). Refused, with a
+current counts), `-preserve-resources` (keep the tasks' current resources),
+`-eval-priority` (1-100, checked; one node runs one evaluation at a time). Refused, with a
 message: `-consul-namespace` and `-vault-namespace` (yurt has neither Consul nor Vault), `-ui`
 (use `yurt ui`). A periodic or parameterized job is registered and said so, as Nomad's.
 
@@ -73,18 +74,24 @@ def register(job: click.Group) -> None:
                   help="Accepted for Nomad's scripts (yurt has no Sentinel policies).")
     @click.option("--preserve-counts", is_flag=True,
                   help="Keep the task groups' current counts when updating the job.")
+    @click.option("--preserve-resources", is_flag=True,
+                  help="Keep the tasks' current resources when updating the job.")
     @click.option("--eval-priority", type=click.IntRange(0, 100),
                   default=0, help="The priority of the register's evaluation (1-100).")
-    @click.option("--consul-namespace", default="", expose_value=False,
-                  callback=_refuse("consul-namespace", "yurt has no Consul"))
-    @click.option("--vault-namespace", default="", expose_value=False,
-                  callback=_refuse("vault-namespace", "yurt has no Vault"))
+    @click.option("--consul-namespace", default="", expose_value=False, metavar="NAMESPACE",
+                  callback=_refuse("consul-namespace", "yurt has no Consul"),
+                  help="Refused: yurt has no Consul.")
+    @click.option("--vault-namespace", default="", expose_value=False, metavar="NAMESPACE",
+                  callback=_refuse("vault-namespace", "yurt has no Vault"),
+                  help="Refused: yurt has no Vault.")
     @click.option("--ui", is_flag=True, expose_value=False,
-                  callback=_refuse("ui", "open the web UI with `yurt ui`"))
+                  callback=_refuse("ui", "open the web UI with `yurt ui`"),
+                  help="Refused: open the web UI with `yurt ui`.")
     @var_options
     def job_run_command(file: str, detach: bool, check_index: str | None, verbose: bool,
                         as_json: bool, output: bool, strict: bool, policy_override: bool,
-                        preserve_counts: bool, eval_priority: int) -> None:
+                        preserve_counts: bool, preserve_resources: bool,
+                        eval_priority: int) -> None:
         """Register a job with the agent and monitor it until it is placed (Nomad's
         `job run`). FILE `-` reads the job from stdin.
 
@@ -100,7 +107,7 @@ def register(job: click.Group) -> None:
             index = int(check_index)
         job_run(file, detach=detach, verbose=verbose, as_json=as_json, output=output,
                 strict=strict, check_index=index, preserve_counts=preserve_counts,
-                eval_priority=eval_priority)
+                preserve_resources=preserve_resources, eval_priority=eval_priority)
 
 
 def _job_warnings(text: str) -> str:
@@ -117,7 +124,8 @@ def _templated(job: Job) -> bool:
 
 def job_run(path: str, *, detach: bool = False, verbose: bool = False, as_json: bool = False,
             output: bool = False, strict: bool = True, check_index: int | None = None,
-            preserve_counts: bool = False, eval_priority: int = 0) -> None:
+            preserve_counts: bool = False, preserve_resources: bool = False,
+            eval_priority: int = 0) -> None:
     """`yurt job run` (see the module docstring); exits with Nomad's code."""
     import json
 
@@ -140,6 +148,8 @@ def job_run(path: str, *, detach: bool = False, verbose: bool = False, as_json: 
         body.update(EnforceIndex=True, JobModifyIndex=check_index)
     if preserve_counts:
         body["PreserveCounts"] = True
+    if preserve_resources:
+        body["PreserveResources"] = True
     if eval_priority:
         body["EvalPriority"] = eval_priority
     length = FULL_ID if verbose else SHORT_ID

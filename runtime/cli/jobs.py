@@ -130,9 +130,12 @@ def register(cli: click.Group, job: click.Group) -> None:
                   help="Refuse -var values for variables the file does not declare.")
     @click.option("--policy-override", is_flag=True,
                   help="Accepted for Nomad's scripts (yurt has no Sentinel policies).")
+    @click.option("--vault-namespace", default="", metavar="NAMESPACE",
+                  help="Refused: yurt has no Vault.")
     @var_options
     def job_plan(file: str, show_diff: bool, verbose: bool, as_json: bool, json_output: bool,
-                 template: str, strict: bool, policy_override: bool) -> None:
+                 template: str, strict: bool, policy_override: bool,
+                 vault_namespace: str) -> None:
         """Dry-run a job: what registering it would place, stop or update (changes nothing).
         FILE `-` reads stdin. Exit 0: no allocations created or destroyed; 1: some would
         be; 255: no plan could be made (Nomad's codes)."""
@@ -142,6 +145,9 @@ def register(cli: click.Group, job: click.Group) -> None:
 
         if json_output and template:
             echo("yurt: Both -json-output and -t formatting are not allowed", err=True)
+            sys.exit(EXIT_PLAN_ERROR)
+        if vault_namespace:
+            echo("yurt: -vault-namespace is not supported: yurt has no Vault", err=True)
             sys.exit(EXIT_PLAN_ERROR)
         read_options(as_json=as_json, strict=strict)
         try:
