@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.proc_support import wait_for
+
 pytestmark = pytest.mark.slow
 
 YURT = str(Path(sys.executable).parent / "yurt")
@@ -82,11 +84,8 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
         run = user.yurt("job", "run", str(job_file))  # returns once placed, as Nomad's
         assert re.search(r'Allocation "[0-9a-f]{8}" created: node "[0-9a-f]{8}", group "g"',
                          run.stdout), run.stdout
-        deadline = time.monotonic() + 30
-        while (user.json("job", "status", "e2e")["Allocations"][0]["ClientStatus"]
-               != "running"):
-            assert time.monotonic() < deadline, "the allocation never ran"
-            time.sleep(0.05)
+        wait_for(lambda: user.json("job", "status", "e2e")["Allocations"][0]["ClientStatus"]
+                 == "running")
         (alloc,) = user.json("job", "status", "e2e")["Allocations"]
         alloc_id = alloc["ID"]
         registered_index = alloc["ModifyIndex"]
