@@ -7,6 +7,9 @@ runtime/cli/evalfmt.py.
 Exit codes: 0 ok, 1 failed, 2 bad input (and a group that cannot be placed: evalfmt.py's
 `evaluation_failures`). `job plan` has Nomad's: 0 no change, 1 allocations would be created,
 destroyed, migrated, replaced or canaried (or fail to place), 255 no plan could be made.
+Its text is Nomad's `job plan`'s (`print_plan`): the diff (runtime/cli/job_diff.py: three lines
+for a new job unless `-verbose`), "Scheduler dry-run:", and the `job run -check-index N` hint;
+`-json` means the input is JSON, as Nomad's, and `-json-output`/`-t` print the result.
 """
 
 from __future__ import annotations
