@@ -9,7 +9,8 @@ triggered by job", "Evaluation within deployment", "Allocation … created: node
 left unplaced, Nomad's placement failure, worded by runtime/cli/evalfmt.py). It follows the
 evaluation's `NextEval`. When the evaluation belongs to a deployment (a service job's update)
 and placed everything, it then follows the deployment, printing its status and group table
-(runtime/cli/deployment.py `status_text`) each time it changes, until it is terminal.
+(runtime/cli/deployment.py `status_text`) each time it changes (redrawn in place at a
+terminal, runtime/cli/output.py `live_block`), until it is terminal.
 
 It never waits for an allocation to *run* or *end*: a batch job's `job run` returns once the
 job is placed. Exit codes (Nomad's `monitor`): 0 placed (and the deployment successful),
@@ -25,6 +26,7 @@ each with Nomad's `formatTime` stamp (local time, ISO 8601, to the second).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
@@ -170,11 +172,30 @@ def monitor(client: AgentConnection, eval_id: str, length: int = SHORT_ID) -> in
 
 
 def monitor_deployment(client: AgentConnection, deployment_id: str, length: int) -> str:
-    """Follow a deployment until it is terminal, printing its status and groups each time
-    they change (Nomad's `defaultMonitor`); its final status ("" if it cannot be read)."""
+    """Follow a deployment until it is terminal; its final status ("" if it cannot be read).
+    At a terminal its status and groups are redrawn in place under a progress line (Nomad's
+    `ttyMonitor`), elsewhere printed anew each time they change (`defaultMonitor`)."""
+    if not stdout_is_terminal():
+        status, d = _follow_deployment(client, deployment_id, length, None)
+    else:
+        from yurt.runtime.cli.output import live_block
+
+        with live_block() as show:
+            status, d = _follow_deployment(client, deployment_id, length, show)
+    if status == "failed" and any(g.get("AutoRevert")
+                                  for g in (d.get("TaskGroups") or {}).values()):
+        _follow_rollback(client, d, length)
+    return status
+
+
+def _follow_deployment(client: AgentConnection, deployment_id: str, length: int,
+                       show: Callable[[str], None] | None) -> tuple[str, dict[str, Any]]:
+    """The deployment's final status and JSON ("" and {} when it cannot be read), shown
+    through `show` at a terminal, else printed each time it changes."""
     from yurt.runtime.cli.deployment import status_text
 
     index, shown = 0, ""
+    name = f'Deployment "{limit(deployment_id, length)}"'
     path = f"/v1/deployment/{quote(deployment_id, safe='')}"
     while True:
         response = client.request("GET", path, params={"index": str(index),
@@ -182,23 +203,24 @@ def monitor_deployment(client: AgentConnection, deployment_id: str, length: int)
         if response.status_code >= 400:
             echo(f"{now_stamp()}: Error fetching deployment: {response.text.strip()}",
                  err=True)
-            return ""
+            return "", {}
         d: dict[str, Any] = response.json()
         index = int(response.headers.get("X-Nomad-Index", index) or index)
         text = status_text(d, length)
-        if text != shown:
+        status = str(d.get("Status", ""))
+        done = status in DEPLOYMENT_TERMINAL
+        if show is not None:
+            mark = ("✓ " if status == "successful" else "! ") if done else ""
+            head = f"  {mark}{name} {status if done else 'in progress...'}"
+            block = "\n".join("    " + line if line else "" for line in
+                              [now_stamp(), *text.splitlines()])
+            show(f"{head}\n\n{block}\n")
+        elif text != shown:
             # Nomad's leading newline keeps the block clear of the monitor's indentation.
             echo(f"    \n{now_stamp()}\n{text}")
             shown = text
-        status = str(d.get("Status", ""))
-        if status in DEPLOYMENT_TERMINAL:
-            if stdout_is_terminal():  # Nomad's closing line at a terminal (`ttyMonitor`)
-                mark = "✓" if status == "successful" else "!"
-                echo(f'  {mark} Deployment "{limit(deployment_id, length)}" {status}')
-            if status == "failed" and any(g.get("AutoRevert")
-                                          for g in (d.get("TaskGroups") or {}).values()):
-                _follow_rollback(client, d, length)
-            return status
+        if done:
+            return status, d
 
 
 def _follow_rollback(client: AgentConnection, failed: dict[str, Any], length: int) -> None:
