@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.proc_support import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -78,9 +81,11 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
     job_file.write_text(JOB)
     agent = user.start_agent()
     try:
-        run = user.yurt("job", "run", str(job_file))
-        assert "e2e.g[0]" in run.stdout
-        assert "running" in run.stdout
+        run = user.yurt("job", "run", str(job_file))  # returns once placed, as Nomad's
+        assert re.search(r'Allocation "[0-9a-f]{8}" created: node "[0-9a-f]{8}", group "g"',
+                         run.stdout), run.stdout
+        wait_for(lambda: user.json("job", "status", "e2e")["Allocations"][0]["ClientStatus"]
+                 == "running")
         (alloc,) = user.json("job", "status", "e2e")["Allocations"]
         alloc_id = alloc["ID"]
         registered_index = alloc["ModifyIndex"]

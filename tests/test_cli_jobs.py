@@ -74,7 +74,7 @@ def test_job_lifecycle_verbs(tmp_path: Path) -> None:
         assert bigger.returncode == 1, bigger.stderr
         assert 'Task Group: "g" (2 create, 1 in-place update)' in bigger.stdout, bigger.stdout
         assert '  +/- Count: "1" => "3"' in bigger.stdout, bigger.stdout  # the field diff
-        plan_json = json.loads(run(env, "job", "plan", "--json",
+        plan_json = json.loads(run(env, "job", "plan", "-json-output",
                                    job_file(tmp_path, "v1.hcl", count=3)).stdout)
         assert plan_json["Annotations"]["DesiredTGUpdates"]["g"]["Place"] == 2
         huge = run(env, "job", "plan", job_file(tmp_path, "huge.hcl", memory=1 << 30))

@@ -30,7 +30,9 @@ def test_exec_is_killed_with_its_agent(tmp_path: Path) -> None:
     job_file.write_text(JOB)
     agent = user.start_agent()
     try:
-        user.yurt("job", "run", str(job_file))
+        user.yurt("job", "run", str(job_file))  # returns once placed, as Nomad's
+        wait_for(lambda: user.json("job", "status", "e2e")["Allocations"][0]["ClientStatus"]
+                 == "running")
         (alloc,) = user.json("job", "status", "e2e")["Allocations"]
         session = subprocess.Popen(
             [YURT, "alloc", "exec", "-i=false", alloc["ID"], "/bin/sh", "-c",

@@ -40,7 +40,7 @@ from yurt.runtime.api.request import (
 from yurt.runtime.jobspec.limits import job_count_problem
 from yurt.runtime.server.deploymentbook import latest_deployment
 from yurt.runtime.server.dispatch import is_template
-from yurt.runtime.server.jobdiff import job_diff
+from yurt.runtime.server.jobdiff import annotate_plan, job_diff
 from yurt.runtime.server.namespaces import DEFAULT_NAMESPACE
 from yurt.runtime.server.scheduler import schedule
 from yurt.runtime.server.scheduler.plan import DesiredUpdates
@@ -219,7 +219,8 @@ async def plan(ctx: Context, request: Request) -> Response:
                       algorithm=server.scheduler_config.scheduler_algorithm)
     return json_response({
         "Index": server.visible_index,
-        "Diff": job_diff(existing, candidate, _updates(result.desired)) if want_diff else None,
+        "Diff": annotate_plan(job_diff(existing, candidate, _updates(result.desired)))
+        if want_diff else None,
         "Annotations": {"DesiredTGUpdates": _annotations(result.desired),
                         "PreemptedAllocs": None},
         "FailedTGAllocs": result.eval.failed_tg_allocs,

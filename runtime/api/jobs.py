@@ -9,10 +9,19 @@ A register's `Submission` (the job file it came from, command/job_run.go sends i
 the version it stores (server/local.py `register_job`); one over Nomad's size limit is dropped
 with Nomad's warning. `GET /v1/job/<id>/submission?version=N` answers it, or 404 "job source
 not found" (command/agent/job_endpoint.go `jobSubmissionQuery`).
+
+A register's `EnforceIndex` with `JobModifyIndex` (`nomad job run -check-index`) is checked
+against the job as it is under the server's lock, with Nomad's texts (nomad/structs/job.go
+`Job.EnforceIndex`, prefixed "Enforcing job modify index"), answered 400 (Nomad's agent
+answers every RPC error 500; routes here keep a user's mistake below 500). `PreserveCounts`
+keeps the current count of every group the job already has (nomad/job_endpoint.go
+`Register`), `PreserveResources` each existing task's resources. `EvalPriority` is checked
+(1-100) and otherwise has no effect: one node runs one evaluation at a time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -90,7 +99,7 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
     # request's namespace from it): nomad/job_endpoint.go `Register` checks it there.
     require_register(request, job, body, "register-job")
     job = await check_register(ctx, job)
-    result = await ctx.server.register_job(job, submission)
+    result = await ctx.server.register_job(job, submission, _register_check(body, job))
     dropped = oversize_warning(submission) if submission is not None else None
     warnings = "; ".join([*job_warnings(body["Job"]), *([dropped] if dropped else []),
                           *(f"group {g!r} not placed: {why}" for g, why in
@@ -99,6 +108,67 @@ async def register(ctx: Context, request: Request, job_id: str | None) -> Respon
                           "JobModifyIndex": result.job_modify_index,
                           "Warnings": warnings, "Index": result.index, "LastContact": 0,
                           "KnownLeader": True})
+
+
+#: api/jobs.go `RegisterEnforceIndexErrPrefix`: `nomad job run` recognises the refusal by it.
+ENFORCE_INDEX_PREFIX: Final = "Enforcing job modify index"
+
+
+def enforce_index(current: Job | None, index: int) -> None:
+    """nomad/structs/job.go `Job.EnforceIndex`: a 400 unless the job's modify index is
+    `index` (0: unless the job does not exist)."""
+    if current is not None:
+        if index == 0:
+            raise ApiError(400, f"{ENFORCE_INDEX_PREFIX} 0: job already exists")
+        if index != current.job_modify_index:
+            raise ApiError(400, f"{ENFORCE_INDEX_PREFIX} {index}: job exists with "
+                                f"conflicting job modify index: {current.job_modify_index}")
+    elif index != 0:
+        raise ApiError(400, f"{ENFORCE_INDEX_PREFIX} {index}: job does not exist")
+
+
+def _flag(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise ApiError(400, f'"{name}" must be a boolean')
+    return value
+
+
+def _register_check(body: dict[str, Any], job: Job
+                    ) -> Callable[[Job | None], Job | None] | None:
+    """What a register asks to be checked under the server's lock: `EnforceIndex`
+    (`JobModifyIndex`), `PreserveCounts` and `PreserveResources`; None when it asks none."""
+    enforce, preserve = _flag(body, "EnforceIndex"), _flag(body, "PreserveCounts")
+    keep_resources = _flag(body, "PreserveResources")
+    index = body.get("JobModifyIndex") or 0
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise ApiError(400, '"JobModifyIndex" must be a non-negative integer')
+    priority = body.get("EvalPriority") or 0
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100:
+        raise ApiError(400, "eval priority must be between 1 and 100 inclusively")
+    if not (enforce or preserve or keep_resources):
+        return None
+
+    def check(current: Job | None) -> Job | None:
+        if enforce:
+            enforce_index(current, index)
+        if current is None or not (preserve or keep_resources):
+            return None
+        before = {g.name: g for g in current.task_groups}
+        groups = []
+        for g in job.task_groups:
+            old = before.get(g.name)
+            if old is not None and preserve:
+                g = msgspec.structs.replace(g, count=old.count)
+            if old is not None and keep_resources:
+                kept = {t.name: t.resources for t in old.tasks}
+                g = msgspec.structs.replace(g, tasks=[
+                    msgspec.structs.replace(t, resources=kept[t.name]) if t.name in kept else t
+                    for t in g.tasks])
+            groups.append(g)
+        return msgspec.structs.replace(job, task_groups=groups)
+
+    return check
 
 
 async def parse(ctx: Context, request: Request) -> Response:

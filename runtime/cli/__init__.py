@@ -47,7 +47,11 @@ from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.fmt import register as register_fmt_command
 from yurt.runtime.cli.fs import register as register_fs_commands
 from yurt.runtime.cli.general import attach_general_options
+from yurt.runtime.cli.job_init import register as register_job_init
+from yurt.runtime.cli.job_restart import register as register_job_restart
+from yurt.runtime.cli.job_run import register as register_job_run_command
 from yurt.runtime.cli.job_status import register as register_job_status
+from yurt.runtime.cli.job_verbs import register as register_job_verbs
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.jobs import register as register_job_commands
 from yurt.runtime.cli.node_status import register as register_node_status
@@ -178,13 +182,12 @@ def validate(files: Sequence[str], verbose: bool) -> None:
     Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
     is 2 if any file has one.
     """
-    from yurt.runtime.cli.jobfile import variable_inputs
-    from yurt.runtime.jobspec import load_job
+    from yurt.runtime.cli.jobfile import parse_job_file
 
     status = EXIT_OK
     for path in files:
         try:
-            parsed = load_job(path, variable_inputs())
+            parsed = parse_job_file(path)  # `-`: stdin
         except JobSpecError as e:
             echo(e.render(), err=True)
             status = EXIT_USAGE
@@ -235,22 +238,6 @@ def run_command(jobfile: str, data_dir: Path | None, json_output: bool, quiet: b
 def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
     return click.option("--json", "json_output", is_flag=True,
                         help="Print the API's JSON instead of tables.")(f)
-
-
-@job.command("run")
-@click.argument("file", metavar="FILE")
-@click.option("--detach", is_flag=True,
-              help="Return once the job is registered, printing the evaluation ID.")
-@_json_flag
-@var_options
-def job_run_command(file: str, detach: bool, json_output: bool) -> None:
-    """Register a job with the agent at $YURT_ADDR and wait for its allocations.
-
-    A job that cannot be placed prints why (Nomad's placement failure) and exits 2.
-    """
-    from yurt.runtime.cli import job_run as cli_jobrun
-
-    cli_jobrun.job_run(file, detach, json_output)
 
 
 @job.command("stop")
@@ -466,6 +453,10 @@ register_exec_commands(alloc)  # alloc exec
 register_alloc_status(alloc)  # alloc status
 register_job_commands(cli, job)  # job/eval verbs
 register_job_status(job)  # job status
+register_job_run_command(job)  # job run
+register_job_verbs(job)  # job allocs/deployments/promote
+register_job_init(job)  # job init
+register_job_restart(job)  # job restart
 cli_deployment.register(cli)  # deployment list/status/promote/fail
 register_nodesim_command(cli)  # nodesim
 # acl bootstrap (cli/acl.py, which the verb modules share), acl policy/token/role verbs

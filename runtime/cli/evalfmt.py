@@ -1,7 +1,8 @@
-"""How `yurt` words an evaluation's placement failures, as Nomad's CLI does: `job run`'s
-monitor, `job plan`'s dry-run, `job eval`, `eval status` (`evaluation_failures`) and `job
-status`'s "Placement Failure" section (`placement_failure_section`), each from the API's
-evaluation JSON.
+"""How `yurt` words an evaluation's placement failures, as Nomad's CLI does: `job eval`,
+`eval status` (`evaluation_failures`), `job status`'s "Placement Failure" section
+(`placement_failure_section`), each from the API's evaluation JSON; `job run`'s monitor
+(runtime/cli/job_monitor.py) and `job plan`'s dry-run put `format_alloc_metrics`'s lines
+under their own (timestamped, indented) headings.
 
 The server fills the same `AllocMetric` as Nomad's (runtime/server/scheduler/generic.py), and
 `format_alloc_metrics` is Nomad's `formatAllocMetrics` (command/monitor.go), so the words are

@@ -1,156 +1,185 @@
-"""`yurt job run` and `yurt job status` against the agent, with Nomad's placement failures.
+"""`yurt job run` as Nomad's (command/job_run.go), and `yurt job status`.
 
-A job that cannot be placed must say why and end, never wait for allocations that will not
-come. Nomad's `job run` monitors the registration's evaluation until it is terminal; if it
-left task groups unplaced (`FailedTGAllocs`), it prints "Evaluation … finished with status …
-but failed to place all allocations", each group's metrics as `formatAllocMetrics` words them
-(no eligible node, constraints and classes that filtered nodes, exhausted resources and
-dimensions), names the blocked evaluation that waits for capacity, and exits 2. The server
-here fills the same `AllocMetric` (runtime/server/scheduler/placement.py), and
-runtime/cli/evalfmt.py words it as Nomad does.
+`job run FILE` (`-` reads stdin) registers the job and its submission, then enters Nomad's
+monitor (runtime/cli/job_monitor.py): the evaluation until the job is placed, then a service
+job's deployment until it is terminal. It never waits for a task to run or end. Exit codes,
+Nomad's: 0 placed (deployment successful), 2 placement failures, 1 anything else (a failed
+deployment, a refused register, an unreachable agent); a bad job file is 2 (yurt's rule for
+every job file, runtime/cli/jobfile.py) where Nomad says 1.
 
-`--detach` prints Nomad's "Job registration successful" and the evaluation's ID (for `yurt
-eval status ID`) and, as Nomad's, neither waits for nor judges the outcome: exit 0 once the
-job is registered.
-
-Without `--detach`, once the evaluation placed everything the command waits (bounded by
-`SETTLE_TIMEOUT`) until each allocation has settled: complete or failed, or running for a
-service, and exits 1 if one failed.
+Flags, Nomad's: `-detach` (print "Job registration successful" and the evaluation ID, judge
+nothing), `-check-index N` (register only if the job's modify index is N, 0: only if it does
+not exist; the agent refuses with Nomad's "Enforcing job modify index …", printed with "Job
+not updated", exit 1), `-verbose` (full IDs), `-json` (the input is JSON), `-output` (print
+the API payload `{"Job": …}` and register nothing), `-hcl2-strict`, `-var`, `-var-file`,
+`-policy-override` (accepted: yurt has no Sentinel), `-preserve-counts` (keep the groups'
+current counts), `-preserve-resources` (keep the tasks' current resources),
+`-eval-priority` (1-100, checked; one node runs one evaluation at a time). Refused, with a
+message: `-consul-namespace` and `-vault-namespace` (yurt has neither Consul nor Vault), `-ui`
+(use `yurt ui`). A periodic or parameterized job is registered and said so, as Nomad's.
 
 `job status JOB` shows Nomad's "Placement Failure" section whenever the job has a blocked
 evaluation: the failures of its latest evaluation that had any, so the reason is visible long
 after `job run` returned. A batch job whose allocations are all terminal is `dead` (the
 server's status, Nomad's `getJobStatus`).
-
-Exit codes: 0 placed (and settled), 1 an allocation failed or the agent cannot be reached,
-2 a bad job file or a placement failure.
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from yurt.runtime.cli.evalfmt import evaluation_failures, placement_failure_section
-from yurt.runtime.cli.output import echo, print_table
+import click
+
+from yurt.runtime.cli.evalfmt import placement_failure_section
+from yurt.runtime.cli.output import echo, fail
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
-    from yurt.runtime.cli.http import AgentConnection
+    from yurt.runtime.structs import Job
 
-#: Evaluation statuses after which it changes no more (Nomad's monitor stops on these).
-EVAL_TERMINAL: Final = frozenset({"complete", "failed", "canceled", "cancelled"})
-#: How long `job run` waits for its evaluation to finish (the embedded server finishes it
-#: within the register call; this bounds a wait that should never happen).
-EVAL_TIMEOUT: Final = 30.0
-#: How long `job run` waits for placed allocations to settle.
-SETTLE_TIMEOUT: Final = 60.0
-POLL: Final = 0.25
+#: The register's refusal of a stale `-check-index` (api/jobs.go `RegisterEnforceIndexErrPrefix`).
+ENFORCE_PREFIX = "Enforcing job modify index"
 
 
-def _finished_eval(client: AgentConnection, eval_id: str) -> dict[str, Any]:
-    """The evaluation once terminal (or as it is after `EVAL_TIMEOUT`)."""
-    from yurt.runtime.cli.api_client import call
-
-    deadline = time.monotonic() + EVAL_TIMEOUT
-    while True:
-        ev: dict[str, Any] = call(client, "GET", f"/v1/evaluation/{eval_id}")
-        if ev.get("Status") in EVAL_TERMINAL or time.monotonic() > deadline:
-            return ev
-        time.sleep(POLL)
+def _refuse(flag: str, why: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def check(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value:
+            fail(f"-{flag} is not supported: {why}", EXIT_USAGE)
+        return value
+    return check
 
 
-def job_run(path: str, detach: bool, json_output: bool) -> None:
-    """`yurt job run` (see the module docstring)."""
+def register(job: click.Group) -> None:
+    """Attach `job run` to yurt's `job` group."""
+    from yurt.runtime.cli.jobfile import var_options
+
+    @job.command("run")
+    @click.argument("file", metavar="FILE")
+    @click.option("--detach", is_flag=True,
+                  help="Return once the job is registered, printing the evaluation ID.")
+    @click.option("--check-index", "check_index", default=None,
+                  metavar="INDEX", help="Register only if the job's modify index is INDEX "
+                  "(0: only if the job does not exist yet).")
+    @click.option("--verbose", is_flag=True, help="Show full IDs.")
+    @click.option("--json", "as_json", is_flag=True,
+                  help="Parse the job file as JSON (a {\"Job\": …} wrapper is taken).")
+    @click.option("--output", is_flag=True,
+                  help="Print the JSON that would be submitted, and submit nothing.")
+    @click.option("--hcl2-strict", "strict", default=True, is_flag=False,
+                  flag_value=True, type=click.BOOL, metavar="[=BOOL]",
+                  help="Refuse -var values for variables the file does not declare.")
+    @click.option("--policy-override", is_flag=True,
+                  help="Accepted for Nomad's scripts (yurt has no Sentinel policies).")
+    @click.option("--preserve-counts", is_flag=True,
+                  help="Keep the task groups' current counts when updating the job.")
+    @click.option("--preserve-resources", is_flag=True,
+                  help="Keep the tasks' current resources when updating the job.")
+    @click.option("--eval-priority", type=click.IntRange(0, 100),
+                  default=0, help="The priority of the register's evaluation (1-100).")
+    @click.option("--consul-namespace", default="", expose_value=False, metavar="NAMESPACE",
+                  callback=_refuse("consul-namespace", "yurt has no Consul"),
+                  help="Refused: yurt has no Consul.")
+    @click.option("--vault-namespace", default="", expose_value=False, metavar="NAMESPACE",
+                  callback=_refuse("vault-namespace", "yurt has no Vault"),
+                  help="Refused: yurt has no Vault.")
+    @click.option("--ui", is_flag=True, expose_value=False,
+                  callback=_refuse("ui", "open the web UI with `yurt ui`"),
+                  help="Refused: open the web UI with `yurt ui`.")
+    @var_options
+    def job_run_command(file: str, detach: bool, check_index: str | None, verbose: bool,
+                        as_json: bool, output: bool, strict: bool, policy_override: bool,
+                        preserve_counts: bool, preserve_resources: bool,
+                        eval_priority: int) -> None:
+        """Register a job with the agent and monitor it until it is placed (Nomad's
+        `job run`). FILE `-` reads the job from stdin.
+
+        Exit 0: placed (and a service job's deployment successful); 2: placement
+        failures (or a bad job file); 1: any other error.
+        """
+        del policy_override  # no Sentinel: nothing to override
+        index: int | None = None
+        if check_index is not None:
+            if not (check_index.isascii() and check_index.isdigit()):
+                fail(f'Error parsing check-index value "{check_index}": strconv.ParseUint: '
+                     f'parsing "{check_index}": invalid syntax')
+            index = int(check_index)
+        job_run(file, detach=detach, verbose=verbose, as_json=as_json, output=output,
+                strict=strict, check_index=index, preserve_counts=preserve_counts,
+                preserve_resources=preserve_resources, eval_priority=eval_priority)
+
+
+def _job_warnings(text: str) -> str:
+    """The register's warnings about the job itself: yurt's register also warns of each
+    group it could not place (runtime/api/jobs.py), which the monitor explains as Nomad does."""
+    return "; ".join(w for w in text.split("; ")
+                     if not (w.startswith("group '") and " not placed: " in w))
+
+
+def _templated(job: Job) -> bool:
+    """A periodic or parameterized parent: nothing of its own runs (its children do)."""
+    return job.periodic is not None or (job.parameterized is not None and not job.dispatched)
+
+
+def job_run(path: str, *, detach: bool = False, verbose: bool = False, as_json: bool = False,
+            output: bool = False, strict: bool = True, check_index: int | None = None,
+            preserve_counts: bool = False, preserve_resources: bool = False,
+            eval_priority: int = 0) -> None:
+    """`yurt job run` (see the module docstring); exits with Nomad's code."""
+    import json
+
     import msgspec
 
-    from yurt.runtime.cli.api_client import ALLOC_HEADER, alloc_rows, api, call, emit_json
+    from yurt.runtime.cli.api_client import api, fail_on_error
     from yurt.runtime.cli.general import into_namespace
-    from yurt.runtime.cli.jobfile import load_job_with_submission
+    from yurt.runtime.cli.job_monitor import FULL_ID, SHORT_ID, monitor
+    from yurt.runtime.cli.jobfile import load_job_with_submission, read_options
+    from yurt.runtime.cli.output import echo_raw
 
+    read_options(as_json=as_json, strict=strict)
     job, submission = load_job_with_submission(path)
     job = into_namespace(job)  # -namespace, NOMAD_NAMESPACE: unless the file names one
+    body: dict[str, Any] = {"Job": job}
+    if output:  # command/job_run.go: the request's Job, indented, nothing submitted
+        encoded = json.loads(msgspec.json.encode(body))
+        echo_raw(json.dumps(encoded, indent=4))
+        return
+    body["Submission"] = submission
+    if check_index is not None:
+        body.update(EnforceIndex=True, JobModifyIndex=check_index)
+    if preserve_counts:
+        body["PreserveCounts"] = True
+    if preserve_resources:
+        body["PreserveResources"] = True
+    if eval_priority:
+        body["EvalPriority"] = eval_priority
+    length = FULL_ID if verbose else SHORT_ID
     with api() as client:
-        # The job and the file it came from, as Nomad's `job run` registers (api/jobs.go
-        # `RegisterOpts`, Submission): kept with the version, read back by /submission.
-        result = call(client, "POST", "/v1/jobs",
-                      content=msgspec.json.encode({"Job": job, "Submission": submission}))
-        eval_id = result.get("EvalID") or ""
-        templated = job.periodic is not None or (
-            job.parameterized is not None and not job.dispatched
-        )
-        if (templated or detach) and result.get("Warnings"):
-            echo(f"warning: {result['Warnings']}", err=True)
-        if templated:
-            # Nothing of its own runs: its children do (periodic launches, dispatches).
-            if json_output:
-                emit_json(result)
-                return
+        response = client.request("PUT", "/v1/jobs", content=msgspec.json.encode(body))
+        if response.status_code >= 400 and ENFORCE_PREFIX in response.text:
+            echo(response.text.strip(), err=True)
+            echo("Job not updated", err=True)
+            sys.exit(EXIT_FAILED)
+        if response.status_code >= 400:
+            fail_on_error(response, "Error submitting job")
+        result = response.json()
+        warnings = _job_warnings(result.get("Warnings") or "")
+        if warnings:
+            echo(f"Job Warnings:\n{warnings}\n")
+        if detach or _templated(job):
             echo("Job registration successful")
-            if job.periodic is not None:
-                echo(
-                    f'Periodic job: children launch on "{", ".join(job.periodic.specs())}" '
-                    f"({job.periodic.time_zone}); `yurt job periodic force {job.id}` "
-                    "launches one now"
-                )
-            else:
+            if job.periodic is not None and job.parameterized is None:
+                echo(f'Periodic job: children launch on "{", ".join(job.periodic.specs())}" '
+                     f"({job.periodic.time_zone}); `yurt job periodic force {job.id}` "
+                     "launches one now")
+            elif job.parameterized is not None and not job.dispatched:
                 echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
-            return
-        if detach:
-            # Nomad's `-detach`: the registration and its evaluation, nothing waited for or
-            # judged (`yurt eval status ID` and `yurt job status` tell the outcome).
-            if json_output:
-                emit_json(result)
             else:
-                echo(f"Job registration successful\nEvaluation ID: {eval_id}")
+                echo(f"Evaluation ID: {result.get('EvalID') or ''}")
             return
-        if not json_output:
-            echo(f'==> Job "{job.id}" registered; evaluation "{eval_id[:8]}"')
-        # A group that cannot be placed ends the run with Nomad's explanation (its blocked
-        # evaluation places it once capacity frees up), not with a wait for nothing.
-        ev = _finished_eval(client, eval_id) if eval_id else {}
-        explanation = evaluation_failures(ev)
-        if explanation:
-            if json_output:  # stdout stays JSON; the explanation is for the reader
-                emit_json(ev)
-                echo(explanation, err=True)
-            else:  # on stdout, as Nomad's monitor prints it
-                echo(explanation)
-            sys.exit(EXIT_USAGE)
-        if result.get("Warnings"):  # a placement failure's warning repeats the explanation
-            echo(f"warning: {result['Warnings']}", err=True)
-        if not json_output:
-            echo("==> Waiting for its allocations")
-        deadline = time.monotonic() + SETTLE_TIMEOUT
-        while True:
-            allocs = [
-                a
-                for a in call(client, "GET", f"/v1/job/{job.id}/allocations")
-                if a["DesiredStatus"] == "run"
-            ]
-            expected = sum(g.count for g in job.task_groups)  # a count of 0 waits for none
-            settled = (bool(allocs) or expected == 0) and all(
-                a["ClientStatus"] in ("complete", "failed", "lost")
-                or (job.type in ("service", "system") and a["ClientStatus"] == "running")
-                for a in allocs
-            )
-            if settled or time.monotonic() > deadline:
-                break
-            time.sleep(POLL)
-    if json_output:
-        emit_json(allocs)
-    else:
-        print_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
-    if any(a["ClientStatus"] in ("failed", "lost") for a in allocs):
-        sys.exit(EXIT_FAILED)
-    if not settled:
-        echo(
-            f"yurt: allocations did not settle within {SETTLE_TIMEOUT:.0f}s; "
-            f"see `yurt job status {job.id}`",
-            err=True,
-        )
-        sys.exit(EXIT_FAILED)
+        code = monitor(client, result.get("EvalID") or "", length)
+    sys.exit(code)
 
 
 def job_status(job_id: str | None, json_output: bool, template: str = "") -> None:

@@ -15,6 +15,10 @@ its format ("json" when it starts with `{`, else "hcl2"), the NOMAD_VAR_* and `-
 `VariableFlags` (-var wins), and the var files' contents, each followed by a newline, as
 `Variables`.
 
+A path of `-` reads the job from stdin (Nomad's `JobGetter.Get`), its file functions relative
+to the working directory; `read_options(as_json=..., strict=...)` sets Nomad's `-json` (the
+input is JSON, whatever it looks like) and `-hcl2-strict` for the command in hand.
+
 A leaf of the CLI: it imports the jobspec (and with it python-hcl2 and lark) only when a file
 is read, so the command tree stays light (tests/test_import_weight.py).
 """
@@ -38,6 +42,20 @@ if TYPE_CHECKING:
 
 #: The variables the running command was given (set by `var_options`).
 _GIVEN: dict[str, tuple[str, ...]] = {"vars": (), "var_files": ()}
+#: Nomad's `-json` and `-hcl2-strict` for the running command (set by `read_options`).
+_READ: dict[str, bool] = {"json": False, "strict": True}
+#: How a job read from stdin is named in messages.
+STDIN_NAME = "<stdin>"
+
+
+def given_variables() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The `-var` and `-var-file` values the running command was given."""
+    return _GIVEN["vars"], _GIVEN["var_files"]
+
+
+def read_options(*, as_json: bool = False, strict: bool = True) -> None:
+    """Nomad's `-json` (parse the input as JSON) and `-hcl2-strict` for this command."""
+    _READ["json"], _READ["strict"] = as_json, strict
 
 
 def var_options(f: Callable[..., None]) -> Callable[..., None]:
@@ -71,27 +89,41 @@ def variable_inputs() -> VarInputs:
             raise JobSpecError(name, [SpecProblem(0, 0, "file", f"cannot read: {reason}")]
                                ) from None
     env = {k: v for k, v in os.environ.items() if k.startswith("NOMAD_VAR_")}
-    return VarInputs(env=env, var_files=tuple(files), args=_GIVEN["vars"], strict=True,
-                     allow_fs=True)
+    return VarInputs(env=env, var_files=tuple(files), args=_GIVEN["vars"],
+                     strict=_READ["strict"], allow_fs=True)
+
+
+def _parse(path: str, inputs: VarInputs) -> tuple[Job, str]:
+    """The job at `path` (`-`: stdin) and its text; a `JobSpecError` for any problem."""
+    import dataclasses
+    from pathlib import Path
+
+    from yurt.runtime.errors import JobSpecError, SpecProblem
+    from yurt.runtime.jobspec.parse import parse_job
+
+    name = STDIN_NAME if path == "-" else path
+    try:
+        source = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise JobSpecError(name, [SpecProblem(0, 0, "file", f"cannot read: {reason}")]
+                           ) from None
+    base = os.getcwd() if path == "-" else str(Path(path).parent)
+    inputs = dataclasses.replace(inputs, base_dir=inputs.base_dir or base)
+    job = parse_job(source, filename=name, format="json" if _READ["json"] else None,
+                    variables=inputs)
+    return job, source
 
 
 def load_job_with_submission(path: str) -> tuple[Job, dict[str, Any]]:
     """The job in the file at `path` and its submission (Nomad's api/jobs.go `JobSubmission`
     JSON); its problems, if any, end the command (exit 2)."""
-    from pathlib import Path
-
-    from yurt.runtime.errors import JobSpecError, SpecProblem
-    from yurt.runtime.jobspec import load_job
+    from yurt.runtime.errors import JobSpecError
     from yurt.runtime.jobspec.parse import detect_format
 
     try:
         inputs = variable_inputs()
-        job = load_job(path, inputs)
-        try:
-            source = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:  # changed since it was parsed
-            raise JobSpecError(path, [SpecProblem(0, 0, "file", f"cannot read: {e}")]
-                               ) from None
+        job, source = _parse(path, inputs)
     except JobSpecError as e:
         echo(e.render(), err=True)
         sys.exit(EXIT_USAGE)
@@ -99,7 +131,8 @@ def load_job_with_submission(path: str) -> tuple[Job, dict[str, Any]]:
     flags.update(_flag(arg) for arg in inputs.args)
     return job, {
         "Source": source,
-        "Format": "json" if detect_format(path, source) == "json" else "hcl2",
+        "Format": "json" if _READ["json"] or detect_format(path, source) == "json"
+        else "hcl2",
         "VariableFlags": flags or None,
         "Variables": "".join(f"{text}\n" for _, text in inputs.var_files),
     }
@@ -111,13 +144,17 @@ def _flag(arg: str) -> tuple[str, str]:
     return name, value
 
 
+def parse_job_file(path: str) -> Job:
+    """The job at `path` (`-`: stdin), with the command's variables; raises `JobSpecError`."""
+    return _parse(path, variable_inputs())[0]
+
+
 def load_job_file(path: str) -> Job:
     """The job in the file at `path`; its problems, if any, end the command (exit 2)."""
     from yurt.runtime.errors import JobSpecError
-    from yurt.runtime.jobspec import load_job
 
     try:
-        return load_job(path, variable_inputs())
+        return _parse(path, variable_inputs())[0]
     except JobSpecError as e:
         echo(e.render(), err=True)
         sys.exit(EXIT_USAGE)

@@ -7,6 +7,9 @@ runtime/cli/evalfmt.py.
 Exit codes: 0 ok, 1 failed, 2 bad input (and a group that cannot be placed: evalfmt.py's
 `evaluation_failures`). `job plan` has Nomad's: 0 no change, 1 allocations would be created,
 destroyed, migrated, replaced or canaried (or fail to place), 255 no plan could be made.
+Its text is Nomad's `job plan`'s (`print_plan`): the diff (runtime/cli/job_diff.py: three lines
+for a new job unless `-verbose`), "Scheduler dry-run:", and the `job run -check-index N` hint;
+`-json` means the input is JSON, as Nomad's, and `-json-output`/`-t` print the result.
 """
 
 from __future__ import annotations
@@ -64,56 +67,112 @@ def print_evals(evals: list[dict[str, Any]]) -> None:
                   "true" if e.get("FailedTGAllocs") else "false"] for e in evals])
 
 
+def print_plan(spec: Any, result: dict[str, Any], path: str, *, show_diff: bool,
+               verbose: bool, strict: bool) -> None:
+    """`job plan`'s text as Nomad's `outputPlannedJob` and `formatJobModifyIndex` print it:
+    the diff (runtime/cli/job_diff.py), "Scheduler dry-run:", warnings, and the
+    `-check-index` hint naming the -var/-var-file flags the plan was given."""
+    import shlex
+
+    from yurt.runtime.cli.evalfmt import format_alloc_metrics
+    from yurt.runtime.cli.job_diff import format_job_diff
+    from yurt.runtime.cli.jobfile import given_variables
+
+    if show_diff:
+        diff = result.get("Diff") or {"Type": "None", "ID": spec.id}
+        echo(format_job_diff(diff, verbose) + "\n")
+    echo("Scheduler dry-run:")
+    failed = result.get("FailedTGAllocs") or {}
+    if not failed:
+        echo("- All tasks successfully allocated.")
+    else:
+        lines = ["- WARNING: Failed to place allocations on all nodes." if spec.type == "system"
+                 else "- WARNING: Failed to place all allocations."]
+        for group, metric in sorted(failed.items()):
+            count = 1 + (metric.get("CoalescedFailures") or 0)
+            noun = "allocation" if count == 1 else "allocations"
+            lines.append(f'  Task Group "{group}" (failed to place {count} {noun}):')
+            lines += format_alloc_metrics(metric, "    ")
+            lines.append("")
+        echo("\n".join(lines).rstrip("\n"))
+    echo()
+    if result.get("Warnings"):
+        echo(f"Job Warnings:\n{result['Warnings']}\n")
+    variables, var_files = given_variables()
+    args = "".join([*(f"-var={shlex.quote(v)} " for v in variables),
+                    *(f"-var-file={shlex.quote(f)} " for f in var_files),
+                    "" if strict else "-hcl2-strict=false "])
+    index = result.get("JobModifyIndex", 0)
+    echo(f"Job Modify Index: {index}\n"
+         "To submit the job with version verification run:\n\n"
+         f"yurt job run -check-index {index} {args}{shlex.quote(path)}\n\n"
+         "When running the job with the check-index flag, the job will only be run if the\n"
+         "job modify index given matches the server-side version. If the index has\n"
+         "changed, another user has modified the job and the plan's results are\n"
+         "potentially invalid.")
+
+
 def register(cli: click.Group, job: click.Group) -> None:
     """Attach the verbs to yurt's `job` group and a new `eval` group under `cli`."""
 
     @job.command("plan")
     @click.argument("file", metavar="FILE")
-    @_json_flag
+    @click.option("--diff", "show_diff", default=True, is_flag=False, flag_value=True,
+                  type=click.BOOL, metavar="[=BOOL]",
+                  help="Show the diff between the job and the server's (default true).")
+    @click.option("--verbose", is_flag=True,
+                  help="Show every field of added and deleted groups and tasks.")
+    @click.option("--json", "as_json", is_flag=True,
+                  help="Parse the job file as JSON (Nomad's -json; -json-output prints JSON).")
+    @click.option("--json-output", "json_output", is_flag=True,
+                  help="Print the plan result as JSON.")
+    @click.option("-t", "template", default="", metavar="TEMPLATE",
+                  help="Format the plan result with a Go template.")
+    @click.option("--hcl2-strict", "strict", default=True, is_flag=False,
+                  flag_value=True, type=click.BOOL, metavar="[=BOOL]",
+                  help="Refuse -var values for variables the file does not declare.")
+    @click.option("--policy-override", is_flag=True,
+                  help="Accepted for Nomad's scripts (yurt has no Sentinel policies).")
+    @click.option("--vault-namespace", default="", metavar="NAMESPACE",
+                  help="Refused: yurt has no Vault.")
     @var_options
-    def job_plan(file: str, json_output: bool) -> None:
+    def job_plan(file: str, show_diff: bool, verbose: bool, as_json: bool, json_output: bool,
+                 template: str, strict: bool, policy_override: bool,
+                 vault_namespace: str) -> None:
         """Dry-run a job: what registering it would place, stop or update (changes nothing).
-        Exit 0: no allocations created or destroyed; 1: some would be; 255: no plan."""
-        from yurt.runtime.cli.api_client import api, call, emit_json
-        from yurt.runtime.cli.evalfmt import evaluation_failures
-        from yurt.runtime.cli.jobfile import load_job_file
+        FILE `-` reads stdin. Exit 0: no allocations created or destroyed; 1: some would
+        be; 255: no plan could be made (Nomad's codes)."""
+        from yurt.runtime.cli.api_client import api, call
+        from yurt.runtime.cli.jobfile import load_job_file, read_options
         from yurt.runtime.jobspec import encode_job
 
+        if json_output and template:
+            echo("yurt: Both -json-output and -t formatting are not allowed", err=True)
+            sys.exit(EXIT_PLAN_ERROR)
+        if vault_namespace:
+            echo("yurt: -vault-namespace is not supported: yurt has no Vault", err=True)
+            sys.exit(EXIT_PLAN_ERROR)
+        read_options(as_json=as_json, strict=strict)
         try:
             from yurt.runtime.cli.general import into_namespace
 
             spec = into_namespace(load_job_file(file))  # unless the file names one
-            body = {**json.loads(encode_job(spec)), "Diff": True}
+            body = {**json.loads(encode_job(spec)), "Diff": True,
+                    "PolicyOverride": policy_override}
             with api() as client:
-                result = call(client, "PUT", f"/v1/job/{spec.id}/plan", json=body)
+                result = call(client, "PUT", f"/v1/job/{quote(spec.id, safe='')}/plan",
+                              json=body)
         except SystemExit as e:
             # Nomad's plan: 255 when the plan could not be made (job file, agent, request).
             sys.exit(EXIT_PLAN_ERROR if e.code not in (0, None) else 0)
-        updates = (result.get("Annotations") or {}).get("DesiredTGUpdates") or {}
-        changes = plan_changes(result)
-        if json_output:
-            emit_json(result)
-        else:
-            # Nomad's update types, in its (alphabetical) order.
-            counts = {group: ", ".join(f"{n} {name}" for name, n in sorted((
-                ("canary", u.get("Canary", 0)), ("create", u["Place"]),
-                ("destroy", u["Stop"]), ("migrate", u.get("Migrate", 0)),
-                ("in-place update", u["InPlaceUpdate"]),
-                ("create/destroy update", u["DestructiveUpdate"]), ("ignore", u["Ignore"]),
-                ("preemptions", u["Preemptions"]))) if n) or "no change"
-                for group, u in updates.items()}
-            diff = result.get("Diff") or {"Type": "None", "ID": spec.id}
-            for line in diff_lines(diff, counts):
-                echo(line)
-            explanation = evaluation_failures({"ID": "plan", "Status": "complete",
-                                               "FailedTGAllocs": result.get("FailedTGAllocs")})
-            if explanation:
-                echo("\nScheduler dry-run:\n- WARNING: Failed to place all allocations.")
-                echo(explanation.split("\n", 1)[1])
-            else:
-                echo("\nScheduler dry-run:\n- All tasks successfully allocated.")
-            echo(f"\nJob Modify Index: {result['JobModifyIndex']}")
-        sys.exit(EXIT_FAILED if changes else 0)
+        code = EXIT_FAILED if plan_changes(result) else 0
+        if json_output or template:
+            from yurt.runtime.cli.output import emit
+
+            emit(result, json_output, template, lambda: None)
+            sys.exit(code)
+        print_plan(spec, result, file, show_diff=show_diff, verbose=verbose, strict=strict)
+        sys.exit(code)
 
     @job.command("history")
     @click.argument("job_id", metavar="JOB")

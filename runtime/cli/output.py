@@ -32,7 +32,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, NoReturn, TypeVar
 
 import click
@@ -177,6 +178,22 @@ def rich_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, title: s
     for row in rows:
         table.add_row(*(Text(printable(cell)) for cell in row))
     return table
+
+
+@contextmanager
+def live_block() -> Iterator[Callable[[str], None]]:
+    """At a terminal, a block of text redrawn in place (rich's `Live`): each call of the
+    function it gives replaces the block (made printable, as `echo`); the last one stays."""
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    with Live(Text(""), console=Console(highlight=False), auto_refresh=False) as live:
+
+        def show(text: str) -> None:
+            live.update(Text(printable(text, lines=True)), refresh=True)
+
+        yield show
 
 
 def quiet_broken_pipe() -> NoReturn:

@@ -141,3 +141,39 @@ def job_diff(old: Job | None, new: Job | None,
         kind = _kind(o, n)
     return {"Type": kind, "ID": (n or o or {}).get("ID", ""), "Fields": fields or None,
             "Objects": objects or None, "TaskGroups": groups or None}
+
+
+#: A task's fields and blocks that change nothing of a running task (scheduler/annotate.go
+#: `annotateTask`): a change of only these is an in-place update.
+_IN_PLACE_FIELDS: Final = frozenset({"KillTimeout"})
+_IN_PLACE_OBJECTS: Final = frozenset({"Service", "Services", "Constraint", "Constraints",
+                                      "Affinity", "Affinities", "Spread", "Spreads"})
+
+
+def annotate_plan(diff: dict[str, Any]) -> dict[str, Any]:
+    """A plan's diff with Nomad's annotations (scheduler/annotate.go `Annotate`): a group's
+    `Count` change "forces create" or "forces destroy"; each changed task "forces create" or
+    "forces destroy" (added or deleted with its group), else "forces create/destroy update" or
+    "forces in-place update". Changes `diff` in place and returns it."""
+    for group in diff.get("TaskGroups") or []:
+        for field in group.get("Fields") or []:
+            if field["Name"] == "Count":
+                old, new = int(field["Old"] or 0), int(field["New"] or 0)
+                if old != new:
+                    field["Annotations"] = ["forces create" if old < new else "forces destroy"]
+        for task in group.get("Tasks") or []:
+            if task["Type"] == NONE:
+                continue
+            if group["Type"] in (ADDED, DELETED) and task["Type"] in (ADDED, DELETED):
+                task["Annotations"] = ["forces create" if task["Type"] == ADDED
+                                       else "forces destroy"]
+                continue
+            destructive = any(f["Name"] not in _IN_PLACE_FIELDS
+                              for f in task.get("Fields") or []) or any(
+                o["Name"] not in _IN_PLACE_OBJECTS
+                and not (o["Name"] == "LogConfig" and not any(
+                    f["Name"] == "Disabled" for f in o.get("Fields") or []))
+                for o in task.get("Objects") or [])
+            task["Annotations"] = ["forces create/destroy update" if destructive
+                                   else "forces in-place update"]
+    return diff

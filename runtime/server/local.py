@@ -504,13 +504,17 @@ class LocalServer:
 
     # ------------------------------------------------------------------ jobs
 
-    async def register_job(self, job: Job, submission: JobSubmission | None = None
+    async def register_job(self, job: Job, submission: JobSubmission | None = None,
+                           check: Callable[[Job | None], Job | None] | None = None
                            ) -> Registration:
         """Register (or update) `job` and place its allocations on this node. `submission`
         (its source) is kept with the version the register stores; a register that changes
         nothing stores no version, and no submission (nomad/state/state_store.go
-        `updateJobSubmission` keeps the first one of a version)."""
+        `updateJobSubmission` keeps the first one of a version). `check`, as `register_as`'s:
+        sees the current job under the lock, may refuse or give the job to register."""
         async with self._lock:
+            if check is not None:
+                job = check(self.jobs.get(job.id)) or job
             return await self._register(job, submission=submission)
 
     async def _register(self, job: Job, triggered_by: str = TRIGGER_JOB_REGISTER,

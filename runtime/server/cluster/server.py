@@ -455,9 +455,11 @@ class ClusterServer(LocalServer):
             while self.applied_revision < revision:
                 await self._applied.wait()
 
-    async def register_job(self, job: Job, submission: JobSubmission | None = None
+    async def register_job(self, job: Job, submission: JobSubmission | None = None,
+                           check: Callable[[Job | None], Job | None] | None = None
                            ) -> Registration:
-        return await self._retrying(lambda: LocalServer.register_job(self, job, submission))
+        return await self._retrying(lambda: LocalServer.register_job(self, job, submission,
+                                                                     check))
 
     async def register_as(self, job: Job, triggered_by: str,
                           check: Callable[[Job | None], Job | None] | None = None

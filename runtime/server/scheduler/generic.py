@@ -357,7 +357,13 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
             rolling.left[group_name] = True
     rollout.finish(rolling.left)
     plan.deployments += rollout.writes
-    plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None)
+    # scheduler/util.go `setStatus`: the evaluation names the deployment it worked within
+    # (what `job run`'s monitor follows), while that deployment is still under way.
+    within = rollout.current if rollout.current is not None and rollout.current.active() \
+        else None
+    plan.eval = msgspec.structs.replace(ev, failed_tg_allocs=metrics or None,
+                                        deployment_id=within.id if within
+                                        else ev.deployment_id)
     mark_lost(plan, lost_ids)
     mark_unknown(plan, states.disconnecting, ev, index, now, new_id)
     finish(state, plan, index, now, new_id)
