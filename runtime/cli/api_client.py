@@ -212,27 +212,6 @@ def _ago(ns: int) -> str:
     return f"{seconds / 3600:.1f}h ago"
 
 
-ALLOC_HEADER = ("ID", "Name", "Desired", "Status", "Tasks", "Created")
-
-
-def alloc_rows(allocs: list[dict[str, Any]]) -> list[list[str]]:
-    rows = []
-    for a in allocs:
-        tasks = ", ".join(f"{name}={state['State']}"
-                          for name, state in sorted((a.get("TaskStates") or {}).items()))
-        rows.append([short(a["ID"]), a["Name"], a["DesiredStatus"], a["ClientStatus"], tasks,
-                     _ago(a.get("CreateTime", 0))])
-    return rows
-
-
-def print_allocs(allocs: list[dict[str, Any]]) -> None:
-    """The allocations table, or Nomad's "No allocations placed"."""
-    if not allocs:
-        echo("No allocations placed")
-        return
-    print_table(ALLOC_HEADER, alloc_rows(allocs), title="Allocations")
-
-
 # --------------------------------------------------------------------------- prefixes
 
 

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from yurt.runtime.cli.evalfmt import placement_failure_section
 from yurt.runtime.cli.output import echo, fail
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
@@ -180,47 +179,3 @@ def job_run(path: str, *, detach: bool = False, verbose: bool = False, as_json: 
             return
         code = monitor(client, result.get("EvalID") or "", length)
     sys.exit(code)
-
-
-def job_status(job_id: str | None, json_output: bool, template: str = "") -> None:
-    """`yurt job status [JOB]`: the jobs, or one job (an ID or a unique prefix of one), its
-    placement failures and allocations; `--json` or `-t TEMPLATE` for scripts."""
-    from urllib.parse import quote
-
-    from yurt.runtime.cli.api_client import (
-        api,
-        call,
-        format_kv,
-        job_status_text,
-        print_allocs,
-        print_jobs,
-        resolve_job,
-    )
-    from yurt.runtime.cli.output import check_format, emit
-
-    check_format(json_output, template)
-    with api() as client:
-        if job_id is None:
-            jobs = call(client, "GET", "/v1/jobs")
-            emit(jobs, json_output, template, lambda: print_jobs(jobs))
-            return
-        job_id = resolve_job(client, job_id)
-        path = f"/v1/job/{quote(job_id, safe='')}"
-        job = call(client, "GET", path)
-        allocs = call(client, "GET", f"{path}/allocations")
-        evals = call(client, "GET", f"{path}/evaluations")
-
-    def human() -> None:
-        echo(format_kv([("ID", job["ID"]), ("Type", job["Type"]),
-                              ("Priority", str(job["Priority"])),
-                              # command/job_status.go `Run`: "" when the job has none
-                              ("Node Pool", job.get("NodePool") or ""),
-                              ("Status", job_status_text(job)),
-                              ("Version", str(job["Version"]))]))
-        failures = placement_failure_section(evals)
-        if failures:
-            echo(f"\n{failures}")
-        echo()
-        print_allocs(allocs)
-
-    emit({"Job": job, "Allocations": allocs, "Evaluations": evals}, json_output, template, human)
