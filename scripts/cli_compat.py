@@ -40,6 +40,8 @@ from typing import Any, Final
 
 import click
 
+from yurt.runtime.cli.lazy import subcommands
+
 HERE = Path(__file__).resolve().parent
 NOMAD_FILE: Final = HERE / "cli_compat_nomad.json"
 NOTES_FILE: Final = HERE / "cli_compat_notes.json"
@@ -83,9 +85,13 @@ def load_notes(path: Path = NOTES_FILE) -> dict[str, tuple[str, str]]:
 
 
 def _flags_of(command: click.Command) -> set[str]:
-    """Every flag name the command accepts, without dashes."""
+    """Every flag name the command accepts, without dashes. An option that only refuses (its
+    help starts "Refused:", the message says why) is not counted: yurt does not do what it
+    asks, so the row needs an annotation that says why, like an absent flag."""
     found: set[str] = set()
     for param in command.params:
+        if isinstance(param, click.Option) and (param.help or "").startswith("Refused:"):
+            continue
         if isinstance(param, click.Option):
             found |= {o.lstrip("-") for o in (*param.opts, *param.secondary_opts)}
         elif isinstance(param, click.Argument) and param.metavar:
@@ -100,7 +106,7 @@ def yurt_commands(root: click.Group) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
 
     def walk(group: click.Group, path: tuple[str, ...], inherited: set[str]) -> None:
-        for name, command in group.commands.items():
+        for name, command in subcommands(group).items():
             here = (*path, name)
             flags = _flags_of(command) | inherited
             found[" ".join(here)] = flags

@@ -34,6 +34,7 @@ from yurt.runtime.cli.acl_policy import policy_text
 from yurt.runtime.cli.acl_role import role_text
 from yurt.runtime.cli.acl_token import _expired
 from yurt.runtime.cli.flags import nomad_spelling
+from yurt.runtime.cli.lazy import subcommand
 from yurt.runtime.lib.datadir import bootstrap_token_path
 from yurt.runtime.server.acl.settings import BOOTSTRAP_MANUAL, AclSettings
 
@@ -156,7 +157,7 @@ def parsed(typed: str) -> dict[str, object]:
     args = nomad_spelling(cli, typed.split())
     command: click.Command = cli
     while isinstance(command, click.Group):
-        command = command.commands[args.pop(0)]
+        command = subcommand(command, args.pop(0))
     return command.make_context("yurt", args).params
 
 

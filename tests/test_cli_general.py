@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from yurt.runtime.cli import cli, general
 from yurt.runtime.cli.flags import nomad_spelling
 from yurt.runtime.cli.general import LOCAL, OPTIONS, GeneralOption, settings, take_go_flag
+from yurt.runtime.cli.lazy import subcommand, subcommands
 
 #: Every variable a setting may come from: scrubbed before each test.
 ALL_VARS = [name for spec in OPTIONS for name in (spec.nomad_env, spec.yurt_env)]
@@ -85,7 +86,7 @@ def test_skip_verify_reads_gos_booleans_and_ignores_others(
 
 def _leaves(group: click.Group, path: tuple[str, ...] = ()
             ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    for name, sub in group.commands.items():
+    for name, sub in subcommands(group).items():
         if isinstance(sub, click.Group):
             yield from _leaves(sub, (*path, name))
         else:
@@ -107,7 +108,7 @@ def test_every_remote_verb_has_the_general_options_and_no_local_one_does() -> No
 
 
 def test_a_commands_own_namespace_option_is_kept() -> None:
-    var_put = cli.commands["var"].commands["put"]  # type: ignore[attr-defined]
+    var_put = subcommand(subcommand(cli, "var"), "put")  # type: ignore[arg-type]
     own = [p for p in var_put.params if "--namespace" in p.opts]
     assert len(own) == 1
     assert not isinstance(own[0], GeneralOption)

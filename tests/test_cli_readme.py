@@ -19,6 +19,7 @@ import pytest
 
 from yurt.runtime.cli import cli
 from yurt.runtime.cli.jobs import EXIT_PLAN_ERROR
+from yurt.runtime.cli.lazy import subcommands
 from yurt.runtime.errors import EXIT_CODES
 
 README = Path(__file__).parent.parent / "README.md"
@@ -46,7 +47,7 @@ def _section_table(title: str) -> list[list[str]]:
 def _leaves(group: click.Group, path: tuple[str, ...] = ()) -> dict[tuple[str, ...],
                                                                         click.Command]:
     found: dict[tuple[str, ...], click.Command] = {}
-    for name, command in group.commands.items():
+    for name, command in subcommands(group).items():
         if command.hidden:
             continue
         if isinstance(command, click.Group):
@@ -87,11 +88,11 @@ def documented(span: str) -> tuple[list[tuple[str, ...]], list[str]]:
             if names[0].startswith("-") and len(paths) == 1 and paths == [()]:
                 flags.append(word)  # `yurt --version`: an option of the root group
                 continue
-            missing = [n for n in names if n not in node.commands]
+            missing = [n for n in names if n not in subcommands(node)]
             assert not missing, f"{span!r}: no command {missing} under {paths[0] or 'yurt'}"
             paths = [(*p, n) for p in paths for n in names]
             # Alternatives are leaves, or groups whose next word applies to the last one.
-            node = node.commands[names[-1]]
+            node = subcommands(node)[names[-1]]
             continue
         flags += [f for f in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", word)]
     return paths, flags
@@ -110,7 +111,7 @@ def _command_at(path: tuple[str, ...]) -> click.Command:
     command: click.Command = cli
     for name in path:
         assert isinstance(command, click.Group)
-        command = command.commands[name]
+        command = subcommands(command)[name]
     return command
 
 
@@ -124,7 +125,7 @@ def test_every_documented_command_and_flag_exists() -> None:
             command = cli
             for name in path:
                 assert isinstance(command, click.Group)
-                command = command.commands[name]
+                command = subcommands(command)[name]
             if isinstance(command, click.Group):
                 continue  # `yurt job plan|…|dispatch …`: its leaves are listed below it
             assert path in leaves

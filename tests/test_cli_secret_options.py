@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from tests.cli_proc_support import YURT
 from yurt.runtime.cli import cli
 from yurt.runtime.cli.flags import nomad_spelling
+from yurt.runtime.cli.lazy import subcommands
 from yurt.runtime.cli.secret_options import refuse_secret_options
 from yurt.runtime.errors import EXIT_USAGE
 from yurt.runtime.server.cluster.etcd.process import free_port
@@ -31,7 +32,7 @@ DAEMONS = {("agent",), ("server",), ("nodesim",)}
 def _paths(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     yield path
     if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
+        for name, sub in sorted(subcommands(command).items()):
             yield from _paths(sub, (*path, name))
 
 

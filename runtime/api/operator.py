@@ -14,9 +14,10 @@
 - Snapshot (`GET /v1/operator/snapshot`, management): the embedded server's state as one
   archive (runtime/lib/snapshot.py), taken under the server's change lock so the job state and
   the objects (variables, namespaces, ACL) are of one index; `?redact` leaves the root key out.
-  `PUT` (Nomad's live restore, through raft) answers 501: a running agent's state lives in
-  its memory as much as in the files, so yurt restores offline, with the agent stopped
-  (`yurt operator snapshot restore`, runtime/cli/operator_snapshot.py). A cluster's servers
+  `PUT` (Nomad's live restore, through raft) answers 405 (only GET is offered here): a
+  running agent's state lives in its memory as much as in the files, so yurt restores
+  offline, with the agent stopped (`yurt operator snapshot restore`,
+  runtime/cli/operator_snapshot.py). A cluster's servers
   keep their state in etcd: 501 there too (etcd has its own snapshots).
 - Scaling policies live in runtime/api/scaling.py.
 """
@@ -119,7 +120,7 @@ async def reconcile_summaries(ctx: Context, request: Request) -> Response:
 
 async def snapshot(ctx: Context, request: Request) -> Response:
     if request.method != "GET":
-        raise ApiError(501, "a live restore is not supported: stop the agent, then run "
+        raise ApiError(405, "a live restore is not offered: stop the agent, then run "
                             "`yurt operator snapshot restore -data-dir DIR FILE`")
     if not isinstance(await ctx.agent.object_store(), ObjectStore):
         raise ApiError(501, "a cluster's state lives in etcd: take an etcd snapshot "

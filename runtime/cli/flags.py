@@ -32,6 +32,8 @@ from collections.abc import Sequence
 
 import click
 
+from yurt.runtime.cli.lazy import subcommand
+
 
 def _options(command: click.Command, help_names: Sequence[str]) -> dict[str, bool]:
     """Every spelling of the command's options, mapped to whether it takes a value."""
@@ -68,7 +70,7 @@ def nomad_spelling(root: click.Group, args: Sequence[str]) -> list[str]:
             return out
         if token == "-" or not token.startswith("-"):
             if isinstance(command, click.Group):
-                sub = command.get_command(None, token)  # type: ignore[arg-type]
+                sub = subcommand(command, token)
                 if sub is None:  # click will say "No such command"
                     return out
                 command = sub

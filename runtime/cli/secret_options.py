@@ -72,7 +72,7 @@ def _commands(command: click.Command, seen: set[int]) -> Iterator[click.Command]
             yield from _commands(sub, seen)
 
 
-def refuse_secret_options(root: click.Group) -> None:
+def refuse_secret_options(root: click.Command) -> None:
     """Give every command under `root` (itself included) the hidden refusing options.
 
     Raises:

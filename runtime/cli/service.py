@@ -18,6 +18,7 @@ ambiguous prefix, `-json` with `-t`). Heavy imports (the HTTP client) stay insid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -121,12 +122,19 @@ def checks_text(checks: dict[str, dict[str, Any]]) -> str:
     return "\n".join(out).rstrip("\n")
 
 
+def _json_flag() -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return click.option("-json", "--json", "json_output", is_flag=True,
+                        help="Print the API's JSON instead of text.")
+
+
+def _template_flag() -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return click.option("-t", "template", default="", metavar="TEMPLATE",
+                        help="Format the API's data with a Go template (Nomad's -t).")
+
+
 def register(cli: click.Group) -> None:
-    """Add `service list|info|delete` and `alloc checks` to `yurt`."""
-    json_flag = click.option("-json", "--json", "json_output", is_flag=True,
-                             help="Print the API's JSON instead of text.")
-    template_flag = click.option("-t", "template", default="", metavar="TEMPLATE",
-                                 help="Format the API's data with a Go template (Nomad's -t).")
+    """Add `service list|info|delete` to `yurt`."""
+    json_flag, template_flag = _json_flag(), _template_flag()
 
     @cli.group("service")
     def service() -> None:
@@ -201,8 +209,11 @@ def register(cli: click.Group) -> None:
                  EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
         echo("Successfully deleted service registration")
 
-    alloc = cli.commands["alloc"]
-    assert isinstance(alloc, click.Group)
+
+
+def register_alloc_checks(alloc: click.Group) -> None:
+    """Add `alloc checks` to the `alloc` group (runtime/cli/alloc_group.py)."""
+    json_flag, template_flag = _json_flag(), _template_flag()
 
     @alloc.command("checks")
     @click.argument("alloc_id", metavar="ALLOC")
