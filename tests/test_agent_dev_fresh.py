@@ -43,11 +43,16 @@ class DevAgent:
 
 
 def fresh_env(home: Path) -> dict[str, str]:
-    """A user with an empty home: no `.local`, no XDG_DATA_HOME, no token of the caller's."""
-    home.mkdir()
+    """A user with an empty home: no `.local`, no XDG_DATA_HOME, no token of the caller's,
+    and a runtime dir of its own (lib/datadir.py `private_runtime_dir`)."""
+    run = home.with_name(home.name + "-run")  # beside the home: the home stays empty
+    if not home.exists():
+        home.mkdir()
+        run.mkdir(mode=0o700)
     drop = {"XDG_DATA_HOME", "YURT_AGENT_TOKEN", "YURT_TOKEN", "NOMAD_TOKEN",
-            "YURT_TOKEN_FILE"}
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, "HOME": str(home)}
+            "YURT_TOKEN_FILE", "YURT_ADDR", "NOMAD_ADDR"}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "HOME": str(home),
+            "XDG_RUNTIME_DIR": str(run)}
 
 
 @contextmanager
@@ -189,3 +194,48 @@ def test_a_bad_advertise_address_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (f"yurt: {config}: advertise.rpc: 'http://10.0.0.1:4647' "
                                    'is not an address; give "host" or "host:port"')
+
+
+def test_this_users_cli_finds_a_dev_agents_token_with_no_setting(tmp_path: Path) -> None:
+    """`yurt agent -dev` in one terminal, `yurt job status` in another: the temporary data
+    dir's token is found through the runtime dir's pointer, and the pointer goes with the
+    agent."""
+    home = tmp_path / "home"
+    with dev_agent(home) as agent:
+        port = agent.address.rsplit(":", 1)[1]
+        pointer = tmp_path / "home-run" / "yurt" / f"agent-{port}.datadir"
+        assert pointer.read_text() == str(agent.data_dir)
+        assert stat.S_IMODE(pointer.parent.stat().st_mode) == 0o700
+        assert not any("export YURT_TOKEN_FILE" in line for line in agent.lines)
+        done = subprocess.run([YURT, "job", "status", "-address", agent.address],
+                              env=fresh_env(home), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        stranger = {**fresh_env(home), "XDG_RUNTIME_DIR": str(tmp_path)}  # no pointer there
+        refused = subprocess.run([YURT, "job", "status", "-address", agent.address],
+                                 env=stranger, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1
+        assert "permission denied" in refused.stderr
+    assert not pointer.exists()
+
+
+def test_a_runtime_dir_open_to_others_is_not_trusted(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from yurt.runtime.lib.datadir import (
+        UnsafeRuntimeDir,
+        pointed_data_dir,
+        private_runtime_dir,
+        write_agent_pointer,
+    )
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    write_agent_pointer(4999, tmp_path / "data")
+    assert pointed_data_dir(4999) == tmp_path / "data"
+    (tmp_path / "yurt").chmod(0o755)  # another user could have put the pointer there
+    with pytest.raises(UnsafeRuntimeDir, match="open to other users"):
+        private_runtime_dir(create=False)
+    assert pointed_data_dir(4999) is None
+    (tmp_path / "yurt").chmod(0o700)
+    (tmp_path / "yurt").rename(tmp_path / "real")
+    (tmp_path / "yurt").symlink_to(tmp_path / "real")  # a link is refused, wherever it points
+    with pytest.raises(UnsafeRuntimeDir, match="not a directory"):
+        private_runtime_dir(create=False)

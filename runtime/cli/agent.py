@@ -311,14 +311,15 @@ def _os_error(error: OSError | OverflowError, config: AgentConfig) -> str:
 # --------------------------------------------------------------------------- the command
 
 
-def _announce_acl(agent: Agent, config: AgentConfig, address: str) -> None:
-    """What the operator must hear of the ACLs at start, once (runtime/agent/aclsetup.py)."""
+def _announce_acl(agent: Agent, config: AgentConfig, address: str, *, pointed: bool) -> None:
+    """What the operator must hear of the ACLs at start, once (runtime/agent/aclsetup.py);
+    `pointed`: this user's CLI finds the token through the runtime dir's pointer."""
     from yurt.runtime.agent.aclsetup import login_url
     from yurt.runtime.cli.output import echo
 
     start = agent.acl_start
     if start.bootstrap_file is not None:
-        found = ("the yurt CLI of this user finds it" if config.data_dir ==
+        found = ("the yurt CLI of this user finds it" if pointed or config.data_dir ==
                  default_data_dir().absolute() else
                  f"for the CLI: export YURT_TOKEN_FILE={start.bootstrap_file}")
         echo(f"ACLs are on: the management token is in {start.bootstrap_file} (readable by "
@@ -364,6 +365,50 @@ def run_agent(options: AgentOptions) -> int:
                 echo(f"yurt: warning: {problem}", err=True)
 
 
+def _name_data_dir(agent: Agent, config: AgentConfig, address: str) -> Path | None:
+    """Name the data dir in this user's runtime dir, so this user's CLI finds the bootstrap
+    token of an agent whose data dir is not the default (runtime/lib/datadir.py); the
+    pointer's path, or None when there is nothing to find (ACLs off, a client of servers) or
+    the runtime dir is unusable (said once: the CLI then needs YURT_TOKEN_FILE)."""
+    from urllib.parse import urlsplit
+
+    from yurt.runtime.cli.output import echo
+    from yurt.runtime.lib.datadir import UnsafeRuntimeDir, write_agent_pointer
+
+    if not agent.effective_acl().enabled or config.servers:
+        return None
+    port = urlsplit(address).port
+    if port is None:
+        return None
+    try:
+        return write_agent_pointer(port, config.data_dir)
+    except (OSError, UnsafeRuntimeDir) as e:
+        echo(f"yurt: warning: the CLI will not find this agent's token by itself ({e}); "
+             f"export YURT_TOKEN_FILE={config.data_dir / 'server' / 'bootstrap.token'}",
+             err=True)
+        return None
+
+
+async def _serve_until_signal(agent: Agent, config: AgentConfig, address: str, *,
+                              pointed: bool) -> None:
+    """Announce the ACLs, then wait for SIGINT or SIGTERM and stop the agent."""
+    import trio
+
+    from yurt.runtime.cli.output import echo
+    from yurt.runtime.lib.logfields import fields
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        # Once a stop is heard: whoever read these lines may stop the agent at once.
+        _announce_acl(agent, config, address, pointed=pointed)
+        async for signum in signals:
+            echo("yurt agent stopping; " + (
+                "stopping every task (--dev)" if config.dev_mode else
+                "tasks keep running"), err=True)
+            log.info("agent stopping", extra=fields(signal=signal.Signals(signum).name))
+            agent.stop()
+            break
+
+
 def _run(config: AgentConfig, level: str, log_json: bool) -> int:
     import trio
 
@@ -371,7 +416,7 @@ def _run(config: AgentConfig, level: str, log_json: bool) -> int:
     from yurt.runtime.agent.agent import Agent
     from yurt.runtime.agent.log import configure
     from yurt.runtime.cli.output import echo
-    from yurt.runtime.lib.datadir import make_private_parents
+    from yurt.runtime.lib.datadir import make_private_parents, remove_agent_pointer
     from yurt.runtime.lib.logfields import fields
 
     if config.data_dir == default_data_dir().absolute():
@@ -397,16 +442,13 @@ def _run(config: AgentConfig, level: str, log_json: bool) -> int:
                  f"(data dir {config.data_dir}{kept}{mode})", err=True)
             log.info("agent started", extra=fields(version=__version__, address=address,
                                                    data_dir=str(config.data_dir)))
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                # Once a stop is heard: whoever read these lines may stop the agent at once.
-                _announce_acl(instance, config, address)
-                async for signum in signals:
-                    echo("yurt agent stopping; " + (
-                        "stopping every task (--dev)" if config.dev_mode else
-                        "tasks keep running"), err=True)
-                    log.info("agent stopping", extra=fields(signal=signal.Signals(signum).name))
-                    instance.stop()
-                    break
+            pointer = _name_data_dir(instance, config, address)
+            try:
+                await _serve_until_signal(instance, config, address,
+                                          pointed=pointer is not None)
+            finally:
+                if pointer is not None:
+                    remove_agent_pointer(pointer, config.data_dir)
 
     try:
         trio.run(main)

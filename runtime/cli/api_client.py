@@ -17,9 +17,10 @@ only as the `X-Nomad-Token` header, the websocket's too (a query string ends up 
 2. `$NOMAD_TOKEN`, as Nomad's CLI reads it, so a Nomad user's environment works unchanged;
 3. the file named by `$YURT_TOKEN_FILE`: one that cannot be read, or is empty, is an error
    (exit 2), since the user asked for it;
-4. the bootstrap token of an agent run with the default data dir
-   (`<data dir>/server/bootstrap.token`, runtime/lib/datadir.py: `$XDG_DATA_HOME/yurt` or
-   `~/.local/share/yurt`), when this user may read it. The agent writes it 0600, so only its
+4. the bootstrap token of the agent at the CLI's address (`<data dir>/server/bootstrap.token`):
+   its data dir is the one it named in this user's runtime dir while it runs (`-dev`'s
+   temporary one, a `--data-dir`: runtime/lib/datadir.py `pointed_data_dir`), else the default
+   (`$XDG_DATA_HOME/yurt` or `~/.local/share/yurt`), when this user may read it. The agent writes it 0600, so only its
    own user (or root) gets it; for anyone else it is missing or unreadable, and silently
    skipped: they are anonymous, and the agent answers 403 where its anonymous policy allows
    nothing. It is sent only to a loopback address whose listening socket that file's owner
@@ -65,7 +66,7 @@ from yurt.runtime.cli.output import (
 )
 from yurt.runtime.cli.tls import socket_failure, tls_context, tls_hint
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
-from yurt.runtime.lib.datadir import bootstrap_token_path, default_data_dir
+from yurt.runtime.lib.datadir import bootstrap_token_path, default_data_dir, pointed_data_dir
 from yurt.runtime.lib.procfs import tcp_listener_uids
 
 __all__ = ["emit_json", "format_kv", "format_list", "output_options"]
@@ -99,9 +100,12 @@ def client_token() -> str:
 
 
 def _bootstrap_token() -> str:
-    """The default agent's bootstrap token, if this user may read it; else ""."""
+    """The bootstrap token of the agent at the CLI's address, if this user may read it: the
+    data dir that agent named in this user's runtime dir (lib/datadir.py `pointed_data_dir`:
+    `-dev`'s temporary one, a `--data-dir`), else the default one; "" when there is none."""
+    pointed = _pointed_data_dir()
     try:
-        path = bootstrap_token_path(default_data_dir())
+        path = bootstrap_token_path(pointed or default_data_dir())
     except RuntimeError:  # no $HOME and no passwd entry: no default data dir either
         return ""
     try:
@@ -118,6 +122,21 @@ def _bootstrap_token() -> str:
     # Something is there but broken (a directory, an I/O error): say so, then go on without.
     echo(f"yurt: ignoring the bootstrap token file {path}: {reason}", err=True)
     return ""
+
+
+def _pointed_data_dir() -> Path | None:
+    """The data dir the agent at the CLI's loopback address named (see `_bootstrap_token`)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(agent_address())
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except (AddressError, ValueError):
+        return None
+    host = parts.hostname or ""
+    if not (host == "localhost" or host == "::1" or host.startswith("127.")):
+        return None
+    return pointed_data_dir(port)
 
 
 def _served_by(owner: int) -> bool:
