@@ -26,6 +26,7 @@ from starlette.responses import Response
 from yurt.runtime.api.authz import namespace_visible
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import request_namespace
+from yurt.runtime.api.paging import NEXT_TOKEN_HEADER, by_namespace_id, page
 from yurt.runtime.api.request import ApiError, json_response
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
 from yurt.runtime.server.services import choose
@@ -72,13 +73,20 @@ def _get(ctx: Context, request: Request, name: str) -> Response:
     wanted = set(request.query_params.getlist("tag"))
     if wanted:
         regs = [r for r in regs if wanted <= set(r.tags)]
+    # nomad/service_registration_endpoint.go `GetService`: a page ("<namespace>.<ID>"
+    # tokens), then `?choose` picks among it.
+    result = page(request, regs, by_namespace_id(lambda r: r.namespace, lambda r: r.id))
+    regs = result.items
     parameter = request.query_params.get("choose", "")
     if parameter:
         try:
             regs = choose(regs, parameter)
         except ValueError as e:
             raise ApiError(400, f"failed to choose services: {e}") from None
-    return json_response(regs)
+    response = json_response(regs)
+    if result.next_token:
+        response.headers[NEXT_TOKEN_HEADER] = result.next_token
+    return response
 
 
 def result_json(r: CheckQueryResult) -> dict[str, object]:
