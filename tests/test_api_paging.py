@@ -201,7 +201,8 @@ async def test_acl_filtering_comes_before_pagination(tmp_path: Path) -> None:
                              "/v1/deployments"):
                     every = (await admin.get(path, params={"namespace": "*"})).json()
                     mine = [o for o in every if o["Namespace"] == "a"]
-                    assert len(mine) == 3 and len(every) == 6, (path, every)
+                    assert len(mine) == 3, (path, every)
+                    assert len(every) == 6, (path, every)
                     items, tokens = await _pages(reader, path, 1, namespace="*")
                     assert _ids(items) == _ids(mine), path
                     assert len(tokens) == 2  # never a page for what the reader cannot see

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from yurt.runtime.lib.bexpr import Binary, BexprError, Collection, Match, Not, Selector, parse
+from yurt.runtime.lib.bexpr import BexprError, Binary, Collection, Match, Not, Selector, parse
 from yurt.runtime.lib.bexpr_eval import BexprEvalError, compile_filter
 
 #: go-bexpr's grammar_test.go error cases.
@@ -68,15 +68,20 @@ def test_selectors_values_and_operators_build_go_bexprs_tree() -> None:
     # `not not X` folds away, as grammar.peg's action does.
     assert parse("not not a == b") == Match(Selector(("a",)), "==", "b")
     tree = parse("(a == 1 or b == 2) and not c is empty")
-    assert isinstance(tree, Binary) and tree.op == "and"
-    assert isinstance(tree.left, Binary) and tree.left.op == "or"
+    assert isinstance(tree, Binary)
+    assert tree.op == "and"
+    assert isinstance(tree.left, Binary)
+    assert tree.left.op == "or"
     assert isinstance(tree.right, Not)
     # and binds tighter than or
     tree = parse("a == 1 or b == 2 and c == 3")
-    assert isinstance(tree, Binary) and tree.op == "or"
-    assert isinstance(tree.right, Binary) and tree.right.op == "and"
+    assert isinstance(tree, Binary)
+    assert tree.op == "or"
+    assert isinstance(tree.right, Binary)
+    assert tree.right.op == "and"
     tree = parse("all Tags as t { t != x }")
-    assert isinstance(tree, Collection) and (tree.op, tree.default) == ("all", "t")
+    assert isinstance(tree, Collection)
+    assert (tree.op, tree.default) == ("all", "t")
 
 
 def test_deep_nesting_parses_in_linear_time() -> None:
