@@ -212,3 +212,30 @@ async def test_acl_filtering_comes_before_pagination(tmp_path: Path) -> None:
                     answer = await reader.get(path, params={"namespace": "*",
                                                             "filter": 'Namespace == default'})
                     assert answer.json() == []
+
+
+async def test_acl_tokens_page_by_create_index_and_filter_their_stubs(tmp_path: Path) -> None:
+    from tests.test_api_acl import acl_agent as bootstrappable, as_token, bootstrap
+
+    with trio.fail_after(60):
+        async with bootstrappable(tmp_path) as a:
+            c = a.client
+            root = as_token((await bootstrap(c))["SecretID"])
+            for name in ("t1", "t2", "t3"):
+                made = await c.post("/v1/acl/token", headers=root, json={
+                    "Name": name, "Type": "client", "Policies": ["p"]})
+                assert made.status_code == 200, made.text
+            c.headers.update(root)
+            whole = (await c.get("/v1/acl/tokens")).json()
+            assert [t["Name"] for t in whole][1:] == ["t1", "t2", "t3"]
+            items, tokens = await _pages(c, "/v1/acl/tokens", 2)
+            assert _ids(items, "AccessorID") == _ids(whole, "AccessorID")
+            assert tokens == [f"{whole[2]['CreateIndex']}.{whole[2]['AccessorID']}"]
+            backwards = (await c.get("/v1/acl/tokens", params={"reverse": "true"})).json()
+            assert _ids(backwards, "AccessorID") == _ids(whole, "AccessorID")[::-1]
+            answer = await c.get("/v1/acl/tokens", params={"filter": 'Name matches "^t[13]"'})
+            assert [t["Name"] for t in answer.json()] == ["t1", "t3"]
+            # the filter sees the stub: no secret to probe
+            answer = await c.get("/v1/acl/tokens", params={"filter": 'SecretID == x'})
+            assert answer.status_code == 400
+            assert "SecretID" in answer.text
