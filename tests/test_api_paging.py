@@ -215,7 +215,8 @@ async def test_acl_filtering_comes_before_pagination(tmp_path: Path) -> None:
 
 
 async def test_acl_tokens_page_by_create_index_and_filter_their_stubs(tmp_path: Path) -> None:
-    from tests.test_api_acl import acl_agent as bootstrappable, as_token, bootstrap
+    from tests.test_api_acl import acl_agent as bootstrappable
+    from tests.test_api_acl import as_token, bootstrap
 
     with trio.fail_after(60):
         async with bootstrappable(tmp_path) as a:
