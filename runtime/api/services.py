@@ -8,8 +8,9 @@ service is its registrations ordered by ID (`[]` when none), `?choose=<n>|<key>`
 stable subset by rendezvous hashing (400 "failed to choose services: …" when malformed), a
 delete of an unknown ID is the RPC error "service registration not found" (500, as Nomad's
 agent answers RPC errors), a wrong method 405 "Invalid method", an empty name or ID 400.
-`?tag=<t>` (repeatable) keeps registrations carrying every tag given: a yurt addition (Nomad
-filters with `?filter=`).
+`?tag=<t>` (repeatable) keeps registrations carrying every tag given: a yurt addition beside
+Nomad's `?filter=`. A service's registrations take Nomad's `?filter=`, `?per_page=` and
+`?next_token=` ("<namespace>.<ID>" tokens, api/paging.py); `?choose` picks within the page.
 
 Reading takes read-job in the namespace (with `*`, the list keeps the namespaces the token
 may read), a delete delete-service-registration or submit-job, and deletes only a registration
