@@ -11,65 +11,39 @@ the grammar writes them, sorted, `EOF` last), or `1:COL (OFFSET): rule "string":
 string literal` for the grammar's own errors. Rules are memoised per position (packrat), so
 nesting costs linear time; nesting deeper than Python's stack allows is refused.
 
-Evaluation against Nomad's JSON objects lives in `bexpr_eval.py`. Invariants: pure (no I/O, no
+The tree's types live in `bexpr_ast.py`, evaluation against Nomad's JSON objects in
+`bexpr_eval.py`. Invariants: pure (no I/O, no
 clock), immutable trees, no import beyond the standard library.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
-#: go-bexpr's MatchOperator, as yurt spells it (`contains` is `in`, reversed: grammar.peg).
-MatchOp = Literal["==", "!=", "in", "not in", "is empty", "is not empty", "matches",
-                  "not matches", "is nil", "is not nil"]
+from yurt.runtime.lib.bexpr_ast import (
+    BexprError,
+    Binary,
+    Collection,
+    Expr,
+    Match,
+    MatchOp,
+    Not,
+    Selector,
+)
+from yurt.runtime.lib.goparse import go_unquote
 
-
-class BexprError(ValueError):
-    """A filter that does not parse; `str()` is go-bexpr's message."""
-
-
-@dataclass(frozen=True, slots=True)
-class Selector:
-    path: tuple[str, ...]
-    pointer: bool = False  # written as a quoted JSON pointer
-
-    def __str__(self) -> str:  # grammar/ast.go `Selector.String`
-        return ("/" if self.pointer else ".").join(self.path)
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    selector: Selector
-    op: MatchOp
-    value: str | None  # the raw text; None for the `is …` operators
-
-
-@dataclass(frozen=True, slots=True)
-class Not:
-    operand: Expr
-
-
-@dataclass(frozen=True, slots=True)
-class Binary:
-    op: Literal["and", "or"]
-    left: Expr
-    right: Expr
-
-
-@dataclass(frozen=True, slots=True)
-class Collection:
-    """`any|all SELECTOR as BINDING { EXPR }`: `index`/`value` name what each item binds."""
-    op: Literal["any", "all"]
-    selector: Selector
-    index: str
-    value: str
-    default: str
-    inner: Expr
-
-
-Expr = Match | Not | Binary | Collection
+__all__ = [
+    "BexprError",
+    "Binary",
+    "Collection",
+    "Expr",
+    "Match",
+    "MatchOp",
+    "Not",
+    "Selector",
+    "parse",
+]
 
 _WS: Final = " \t\r\n"
 _FAIL: Final = -1
@@ -409,7 +383,7 @@ class _Parser:
             if quote == "`":
                 return close + 1, body.replace("\r", "")
             try:
-                return close + 1, _go_unquote(body)
+                return close + 1, go_unquote(body)
             except ValueError:
                 self.error(pos, "string", "invalid syntax")  # strconv.Unquote's
                 return _FAIL, ""
@@ -459,42 +433,6 @@ class _Parser:
                 if second != _FAIL:
                     return second, ("", self.text[self.ows(comma):second], "")
         return _FAIL, ("", "", "")
-
-
-_ESCAPES: Final = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
-                   "v": "\v", "\\": "\\", "'": "'"}
-
-
-def _go_unquote(body: str) -> str:
-    """Go's `strconv.Unquote` of a double-quoted literal's body (no `"` inside: the grammar
-    ends the literal at the first one). Raises ValueError for a bad escape."""
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\n":
-            raise ValueError("newline in string")
-        if ch != "\\":
-            out.append(ch)
-            i += 1
-            continue
-        if i + 1 >= len(body):
-            raise ValueError("trailing backslash")
-        esc = body[i + 1]
-        if esc in _ESCAPES:
-            out.append(_ESCAPES[esc])
-            i += 2
-        elif esc in "xuU" or esc in "01234567":
-            width = {"x": 2, "u": 4, "U": 8}.get(esc, 3)
-            digits = body[i + 2:i + 2 + width] if esc in "xuU" else body[i + 1:i + 4]
-            base = 8 if esc in "01234567" else 16
-            if len(digits) != width:
-                raise ValueError("short escape")
-            out.append(chr(int(digits, base)))
-            i += (2 if esc in "xuU" else 1) + width
-        else:
-            raise ValueError("unknown escape")
-    return "".join(out)
 
 
 def parse(text: str) -> Expr:
