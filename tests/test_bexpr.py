@@ -195,3 +195,10 @@ def test_and_or_short_circuit_before_an_error() -> None:
     assert compile_filter("Status == running or Foo == x")(JOB) is True
     with pytest.raises(BexprEvalError):
         compile_filter("Status == running and Foo == x")(JOB)
+
+
+def test_double_quoted_strings_unquote_as_go_does() -> None:
+    assert parse('a == "x\\u00e9\\x41\\101\\n"') == Match(Selector(("a",)), "==", "xéAA\n")
+    with pytest.raises(BexprError) as caught:
+        parse('Name == "a\\qb"')
+    assert str(caught.value) == '1:9 (8): rule "string": invalid syntax'
