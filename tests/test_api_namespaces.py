@@ -122,8 +122,9 @@ async def test_jobs_are_scoped_by_namespace(tmp_path: Path) -> None:
             assert ids((await c.get("/v1/jobs")).json()) == ["db"]
             assert ids((await c.get("/v1/jobs", params={"namespace": "a"})).json()) == [
                 "api", "web"]
+            # by namespace, then ID (nomad/job_endpoint.go `List`: "<namespace>.<id>" order)
             assert ids((await c.get("/v1/jobs", params={"namespace": "*"})).json()) == [
-                "api", "db", "web"]
+                "api", "web", "db"]
             allocs = (await c.get("/v1/allocations")).json()
             assert {a["JobID"] for a in allocs} == {"db"}
             every = (await c.get("/v1/allocations", params={"namespace": "*"})).json()

@@ -245,9 +245,16 @@ async def test_eval_delete_needs_a_paused_broker_and_a_safe_eval(tmp_path: Path)
             out = await yurt(a.address, "eval", "delete")
             assert out.returncode == 2
             assert b"evaluation ID or filter flag required" in out.stderr
-            out = await yurt(a.address, "eval", "delete", "-filter", "Status == \"complete\"",
-                             "-yes")
+            # By filter: every safe evaluation it matches (the stopped job's are).
+            left = [e["ID"] for e in (await a.client.get("/v1/evaluations")).json()]
+            assert left
+            out = await yurt(a.address, "eval", "delete", "-filter", "JobID == web", "-yes")
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.decode().startswith(f"Successfully deleted {len(left)} evaluation")
+            assert (await a.client.get("/v1/evaluations")).json() == []
+            out = await yurt(a.address, "eval", "delete", "-filter", "JobID ==", "-yes")
             assert out.returncode == 2
+            assert b"failed to read filter expression: 1:9 (8): no match found" in out.stderr
 
 
 async def test_monitor_streams_the_agents_log_at_the_level_asked(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from starlette.routing import BaseRoute, Route
 
 from yurt.runtime.api.authz import PERMISSION_DENIED, identity
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.paging import by_create_index, by_id, nomad_json, paged_response
 from yurt.runtime.api.request import ApiError, body_json, json_response
 from yurt.runtime.server.acl.identity import Identity
 from yurt.runtime.server.acl.validate import (
@@ -174,8 +175,19 @@ async def policy(ctx: Context, request: Request) -> Response:
 async def tokens(ctx: Context, request: Request) -> Response:
     store = await _store(ctx)
     _management(request)
-    found = await store.acl_tokens(request.query_params.get("prefix", ""))
-    return json_response([token_to_json(t, stub=True) for t in found])
+    prefix = request.query_params.get("prefix", "")
+    found = await store.acl_tokens(prefix)
+    # nomad/acl_endpoint.go `ListTokens`: by create index and accessor ID ("<CreateIndex>.<ID>"
+    # tokens), by accessor ID with a prefix; `?reverse=true` flips the order. The filter sees
+    # the stub: a secret is never something a filter can probe.
+    found = sorted(found, key=(lambda t: t.accessor_id) if prefix
+                   else (lambda t: (t.create_index, t.accessor_id)))
+    tokens_by = (by_id(lambda t: t.accessor_id) if prefix
+                 else by_create_index(lambda t: t.create_index, lambda t: t.accessor_id))
+    return paged_response(request, found, tokens_by, reversible=True,
+                          subject=lambda t: nomad_json(token_to_json(t, stub=True)),
+                          shown=lambda page_tokens: [token_to_json(t, stub=True)
+                                                     for t in page_tokens])
 
 
 async def token_create(ctx: Context, request: Request) -> Response:

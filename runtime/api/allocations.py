@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace
+from yurt.runtime.api.paging import NEXT_TOKEN_HEADER, by_create_index, by_id, nomad_json, page
 from yurt.runtime.api.request import ApiError, json_response, query_bool
 from yurt.runtime.structs import Allocation
 from yurt.runtime.structs.allocresources import alloc_json, allocated_resources
@@ -43,11 +44,17 @@ def alloc_stub(alloc: Allocation) -> dict[str, Any]:
 
 
 async def allocations(ctx: Context, request: Request) -> Response:
+    # nomad/alloc_endpoint.go `List`: by create index and ID ("<CreateIndex>.<ID>" tokens),
+    # by ID with a prefix; `?reverse=true` flips the order.
     prefix = request.query_params.get("prefix", "")
-    allocs = sorted(ctx.server.allocs.values(),
-                    key=lambda a: (a.create_index, a.name))
-    views = [ctx.alloc_view(a.id) for a in allocs
-             if a.id.startswith(prefix) and in_namespace(request, a.namespace)]
+    allocs = sorted((a for a in ctx.server.allocs.values()
+                     if a.id.startswith(prefix) and in_namespace(request, a.namespace)),
+                    key=(lambda a: a.id) if prefix else (lambda a: (a.create_index, a.id)))
+    tokens = (by_id(lambda a: a.id) if prefix
+              else by_create_index(lambda a: a.create_index, lambda a: a.id))
+    result = page(request, allocs, tokens, reversible=True,
+                  subject=lambda a: nomad_json(alloc_json(ctx.alloc_view(a.id))))
+    views = [ctx.alloc_view(a.id) for a in result.items]
     stubs = [alloc_stub(v) for v in views]
     # Nomad's ?task_states=false leaves them out; absent, they are in.
     if "task_states" in request.query_params and not query_bool(request, "task_states"):
@@ -56,7 +63,10 @@ async def allocations(ctx: Context, request: Request) -> Response:
     if query_bool(request, "resources"):  # Nomad's ?resources=true
         for stub, view in zip(stubs, views, strict=True):
             stub["AllocatedResources"] = allocated_resources(view)
-    return json_response(stubs)
+    response = json_response(stubs)
+    if result.next_token:
+        response.headers[NEXT_TOKEN_HEADER] = result.next_token
+    return response
 
 
 async def allocation(ctx: Context, request: Request) -> Response:

@@ -38,6 +38,7 @@ from yurt.runtime.api.allocations import alloc_stub
 from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace, request_namespace
+from yurt.runtime.api.paging import by_create_index, by_id, paged_response
 from yurt.runtime.api.request import (
     ApiError,
     body_field,
@@ -69,11 +70,16 @@ def find_deployment(server: LocalServer, prefix: str) -> Deployment | None:
 
 async def deployments(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
+    # nomad/deployment_endpoint.go `List`: by create index and ID ("<CreateIndex>.<ID>"
+    # tokens), by ID with a prefix; `?reverse=true` flips the order.
     found = [d for d in _sorted(list(ctx.server.deployments.values()))
              if d.id.startswith(prefix) and in_namespace(request, d.namespace)]
-    if query_bool(request, "reverse"):
-        found.reverse()
-    return json_response(found)
+    if prefix:
+        found.sort(key=lambda d: d.id)
+    tokens = (by_id(lambda d: d.id) if prefix
+              else by_create_index(lambda d: d.create_index, lambda d: d.id))
+    query_bool(request, "reverse")  # a malformed value is still a 400
+    return paged_response(request, found, tokens, reversible=True)
 
 
 async def deployment(ctx: Context, request: Request) -> Response:

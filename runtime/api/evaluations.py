@@ -24,12 +24,17 @@ from yurt.runtime.api.allocations import alloc_stub
 from yurt.runtime.api.authz import require_namespace
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import in_namespace, job_in, request_namespace
+from yurt.runtime.api.paging import by_create_index, by_id, nomad_json, paged_response
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
+from yurt.runtime.lib.bexpr import BexprError
+from yurt.runtime.lib.bexpr_eval import BexprEvalError, compile_filter
 from yurt.runtime.server.scheduler.reschedule import policy_for
 from yurt.runtime.structs import TRIGGER_JOB_REGISTER, Allocation, Evaluation, Job
 
 #: nomad/structs/uuid.go `MaxUUIDsPerWriteRequest`.
 MAX_UUIDS_PER_WRITE = 7281
+#: nomad/structs/errors.go `errIncompatibleFiltering`.
+ERR_INCOMPATIBLE_FILTERING = "Filter expression cannot be used with other filter parameters"
 
 
 def _sorted(evals: list[Evaluation]) -> list[Evaluation]:
@@ -54,11 +59,18 @@ async def evaluations(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
     job = request.query_params.get("job", "")
     status = request.query_params.get("status", "")
-    # nomad/eval_endpoint.go `List`: the request's namespace (`*`: those the token may read).
-    return json_response([
-        e for e in _sorted(list(ctx.server.evals.values()))
-        if e.id.startswith(prefix) and (not job or e.job_id == job)
-        and (not status or e.status == status) and in_namespace(request, e.namespace)])
+    if request.query_params.get("filter") and (job or status):
+        raise ApiError(400, ERR_INCOMPATIBLE_FILTERING)
+    # nomad/eval_endpoint.go `List`: the request's namespace (`*`: those the token may read),
+    # by create index and ID ("<CreateIndex>.<ID>" tokens), by ID with a prefix.
+    found = [e for e in _sorted(list(ctx.server.evals.values()))
+             if e.id.startswith(prefix) and (not job or e.job_id == job)
+             and (not status or e.status == status) and in_namespace(request, e.namespace)]
+    if prefix:
+        found.sort(key=lambda e: e.id)
+    tokens = (by_id(lambda e: e.id) if prefix
+              else by_create_index(lambda e: e.create_index, lambda e: e.id))
+    return paged_response(request, found, tokens, reversible=True)
 
 
 async def evaluation(ctx: Context, request: Request) -> Response:
@@ -124,6 +136,30 @@ def delete_safe(allocs: list[Allocation], job: Job | None) -> bool:
     return True
 
 
+def _ids_by_filter(ctx: Context, expression: str) -> list[str]:
+    """nomad/eval_endpoint.go `deleteEvalsByFilter`: every evaluation, in create order, that
+    is safe to delete and that the filter matches (one it cannot be evaluated against is
+    passed over, as Nomad's is)."""
+    try:
+        matches = compile_filter(expression)
+    except BexprError as e:
+        raise ApiError(400, f"failed to read filter expression: {e}") from None
+    server = ctx.server
+    by_eval: dict[str, list[Allocation]] = {}
+    for alloc in server.allocs.values():  # one pass, not one per evaluation
+        by_eval.setdefault(alloc.eval_id, []).append(ctx.alloc_view(alloc.id))
+    chosen: list[str] = []
+    for ev in _sorted(list(server.evals.values())):
+        if not delete_safe(by_eval.get(ev.id, []), server.jobs.get(ev.job_id)):
+            continue
+        try:
+            if matches(nomad_json(ev)):
+                chosen.append(ev.id)
+        except BexprEvalError:
+            continue
+    return chosen
+
+
 async def delete_evaluations(ctx: Context, request: Request) -> Response:
     body = await body_json(request)
     ids = body_field(body, "EvalIDs", list, [])
@@ -142,8 +178,9 @@ async def delete_evaluations(ctx: Context, request: Request) -> Response:
         raise ApiError(500, "eval broker is enabled; eval broker must be paused to delete "
                             "evals")
     if expression:
-        raise ApiError(400, "deleting evaluations by filter is not supported by this agent: "
-                            "give their IDs")
+        ids = _ids_by_filter(ctx, expression)
+        if not ids:
+            return json_response({"Count": 0, "Index": 0})
     for eval_id in ids:
         ev = server.evals.get(eval_id)
         if ev is None:

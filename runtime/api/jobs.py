@@ -39,6 +39,7 @@ from yurt.runtime.api.namespaces import (
     request_namespace,
     require_register,
 )
+from yurt.runtime.api.paging import by_namespace_id, paged_response
 from yurt.runtime.api.request import (
     MAX_HCL,
     ApiError,
@@ -69,16 +70,21 @@ def job_stub(job: Job) -> dict[str, Any]:
 async def jobs(ctx: Context, request: Request) -> Response:
     if request.method == "GET":
         prefix = request.query_params.get("prefix", "")
+        # nomad/job_endpoint.go `List`: by namespace and ID, "<namespace>.<id>" tokens.
         listed = sorted((j for j in ctx.server.jobs.values()
                          if j.id.startswith(prefix)
                          and in_namespace(request, j.namespace, "list-jobs")),
-                        key=lambda j: j.id)
-        by_job: dict[str, list[Allocation]] = {j.id: [] for j in listed}
-        for alloc in ctx.server.allocs.values():  # one pass, not one per job
-            if alloc.job_id in by_job:
-                by_job[alloc.job_id].append(alloc)
-        return json_response([{**job_stub(j), "JobSummary": job_summary(ctx, j, by_job[j.id])}
-                              for j in listed])
+                        key=lambda j: (j.namespace, j.id))
+
+        def shown(jobs_page: list[Job]) -> list[dict[str, object]]:
+            by_job: dict[str, list[Allocation]] = {j.id: [] for j in jobs_page}
+            for alloc in ctx.server.allocs.values():  # one pass, not one per job
+                if alloc.job_id in by_job:
+                    by_job[alloc.job_id].append(alloc)
+            return [{**job_stub(j), "JobSummary": job_summary(ctx, j, by_job[j.id])}
+                    for j in jobs_page]
+        return paged_response(request, listed, by_namespace_id(lambda j: j.namespace,
+                                                               lambda j: j.id), shown=shown)
     return await register(ctx, request, None)
 
 

@@ -35,6 +35,7 @@ from yurt.runtime.api.context import Context
 from yurt.runtime.api.jobs import job_stub
 from yurt.runtime.api.namespaces import in_namespace
 from yurt.runtime.api.nodes import node_stub
+from yurt.runtime.api.paging import by_id, by_namespace_id, paged_response
 from yurt.runtime.api.poolset import all_pools, find_pool, known_nodes
 from yurt.runtime.api.request import ApiError, body_json, json_response
 from yurt.runtime.server.acl.acl import Acl
@@ -58,8 +59,10 @@ async def pools(ctx: Context, request: Request) -> Response:
     if request.method != "GET":
         return await _upsert(ctx, request, None)
     prefix = request.query_params.get("prefix", "")
-    return json_response([p for p in await all_pools(ctx) if p.name.startswith(prefix)
-                          and allowed(request, _can("read", p.name))])
+    # nomad/node_pool_endpoint.go `List`: by name, name tokens, after the ACL check.
+    found = sorted((p for p in await all_pools(ctx) if p.name.startswith(prefix)
+                    and allowed(request, _can("read", p.name))), key=lambda p: p.name)
+    return paged_response(request, found, by_id(lambda p: p.name))
 
 
 async def pool_item(ctx: Context, request: Request) -> Response:
@@ -85,7 +88,8 @@ async def pool_jobs(ctx: Context, request: Request) -> Response:
     jobs = sorted((j for j in ctx.server.jobs.values() if (j.node_pool or "default") == name
                    and in_namespace(request, j.namespace, "list-jobs")),
                   key=lambda j: (j.namespace, j.id))
-    return json_response([job_stub(j) for j in jobs])
+    return paged_response(request, jobs, by_namespace_id(lambda j: j.namespace, lambda j: j.id),
+                          shown=lambda page_jobs: [job_stub(j) for j in page_jobs])
 
 
 async def pool_nodes(ctx: Context, request: Request) -> Response:
@@ -95,7 +99,9 @@ async def pool_nodes(ctx: Context, request: Request) -> Response:
         raise ApiError(400, "prefix argument not allowed")
     if await find_pool(ctx, name) is None:
         return json_response([])
-    return json_response([node_stub(n) for n in known_nodes(ctx) if is_in_pool(n, name)])
+    found = sorted((n for n in known_nodes(ctx) if is_in_pool(n, name)), key=lambda n: n.id)
+    return paged_response(request, found, by_id(lambda n: n.id),
+                          shown=lambda nodes: [node_stub(n) for n in nodes])
 
 
 async def _upsert(ctx: Context, request: Request, name: str | None) -> Response:

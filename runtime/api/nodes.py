@@ -22,6 +22,7 @@ from starlette.responses import Response
 from yurt.runtime import __version__
 from yurt.runtime.api.authz import namespace_visible
 from yurt.runtime.api.context import Context
+from yurt.runtime.api.paging import by_id, paged_response
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response, query_bool
 from yurt.runtime.server.dispatch import is_template
 from yurt.runtime.structs import TRIGGER_NODE_UPDATE, Node
@@ -64,7 +65,10 @@ async def nodes(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
     node = ctx.agent.node
     found = [node] if node.id.startswith(prefix) else []
-    return json_response([node_stub(n, resources=resources, os=os) for n in found])
+    # nomad/node_endpoint.go `List`: by ID, ID tokens; the filter sees the whole node.
+    return paged_response(request, sorted(found, key=lambda n: n.id), by_id(lambda n: n.id),
+                          shown=lambda nodes: [node_stub(n, resources=resources, os=os)
+                                               for n in nodes])
 
 
 async def node(ctx: Context, request: Request) -> Response:

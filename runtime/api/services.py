@@ -8,8 +8,9 @@ service is its registrations ordered by ID (`[]` when none), `?choose=<n>|<key>`
 stable subset by rendezvous hashing (400 "failed to choose services: …" when malformed), a
 delete of an unknown ID is the RPC error "service registration not found" (500, as Nomad's
 agent answers RPC errors), a wrong method 405 "Invalid method", an empty name or ID 400.
-`?tag=<t>` (repeatable) keeps registrations carrying every tag given: a yurt addition (Nomad
-filters with `?filter=`).
+`?tag=<t>` (repeatable) keeps registrations carrying every tag given: a yurt addition beside
+Nomad's `?filter=`. A service's registrations take Nomad's `?filter=`, `?per_page=` and
+`?next_token=` ("<namespace>.<ID>" tokens, api/paging.py); `?choose` picks within the page.
 
 Reading takes read-job in the namespace (with `*`, the list keeps the namespaces the token
 may read), a delete delete-service-registration or submit-job, and deletes only a registration
@@ -26,6 +27,7 @@ from starlette.responses import Response
 from yurt.runtime.api.authz import namespace_visible
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import request_namespace
+from yurt.runtime.api.paging import NEXT_TOKEN_HEADER, by_namespace_id, page
 from yurt.runtime.api.request import ApiError, json_response
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
 from yurt.runtime.server.services import choose
@@ -72,13 +74,20 @@ def _get(ctx: Context, request: Request, name: str) -> Response:
     wanted = set(request.query_params.getlist("tag"))
     if wanted:
         regs = [r for r in regs if wanted <= set(r.tags)]
+    # nomad/service_registration_endpoint.go `GetService`: a page ("<namespace>.<ID>"
+    # tokens), then `?choose` picks among it.
+    result = page(request, regs, by_namespace_id(lambda r: r.namespace, lambda r: r.id))
+    regs = result.items
     parameter = request.query_params.get("choose", "")
     if parameter:
         try:
             regs = choose(regs, parameter)
         except ValueError as e:
             raise ApiError(400, f"failed to choose services: {e}") from None
-    return json_response(regs)
+    response = json_response(regs)
+    if result.next_token:
+        response.headers[NEXT_TOKEN_HEADER] = result.next_token
+    return response
 
 
 def result_json(r: CheckQueryResult) -> dict[str, object]:

@@ -29,6 +29,7 @@ from starlette.responses import Response
 from yurt.runtime.api.authz import allowed, require
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.namespaces import request_namespace
+from yurt.runtime.api.paging import by_namespace_id, paged_response
 from yurt.runtime.api.request import ApiError, body_json, json_response, query_cas
 from yurt.runtime.api.varlocks import handle as handle_lock
 from yurt.runtime.api.varlocks import lock_operation, refuse_if_locked
@@ -66,9 +67,13 @@ async def variables(ctx: Context, request: Request) -> Response:
     prefix = request.query_params.get("prefix", "")
     store = await ctx.agent.object_store()
     found = await store.variables(None if namespace == ALL_NAMESPACES else namespace, prefix)
-    # nomad/variables_endpoint.go `List`: the variables whose path the token may list.
-    return json_response([v for v in found if allowed(request, partial(
-        Acl.allow_variable_operation, ns=v.namespace, path=v.path, op="list"))])
+    # nomad/variables_endpoint.go `List`: the variables whose path the token may list, by
+    # namespace and path ("<namespace>.<path>" tokens).
+    listed = sorted((v for v in found if allowed(request, partial(
+        Acl.allow_variable_operation, ns=v.namespace, path=v.path, op="list"))),
+        key=lambda v: (v.namespace, v.path))
+    return paged_response(request, listed, by_namespace_id(lambda v: v.namespace,
+                                                           lambda v: v.path))
 
 
 async def variable(ctx: Context, request: Request) -> Response:

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import click
 
 from yurt.runtime.cli.output import check_format, echo, emit
+from yurt.runtime.cli.paging import filter_option
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 SHORT = 8
@@ -177,13 +178,16 @@ def register(cli: click.Group) -> None:
     @json_flag
     @template_flag
     @verbose_flag
-    def deployment_list(json_output: bool, template: str, verbose: bool) -> None:
+    @filter_option
+    def deployment_list(json_output: bool, template: str, verbose: bool,
+                        filter_expr: str) -> None:
         """List deployments, oldest first."""
         from yurt.runtime.cli.api_client import api, call
+        from yurt.runtime.cli.paging import page_params
 
         check_format(json_output, template)
         with api() as client:
-            found = call(client, "GET", "/v1/deployments")
+            found = call(client, "GET", "/v1/deployments", params=page_params(filter_expr))
         emit(found, json_output, template,
              lambda: echo(list_table(found, 36 if verbose else SHORT)))
 

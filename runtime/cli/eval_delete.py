@@ -7,7 +7,9 @@ group; this module only adds a verb to it, from runtime/cli/cmds.py after jobs.p
 As Nomad's: the scheduler's eval broker must be paused first (`PauseEvalBroker` in the
 scheduler configuration); when it is not, the command says how to pause it and exits 1
 without deleting anything. An ID (or a unique prefix) deletes that one evaluation; `-filter`
-sends Nomad's filter expression instead (this agent refuses expressions: 400, exit 2). Output:
+deletes every evaluation the filter expression matches that is safe to delete (Nomad's
+`deleteEvalsByFilter`, runtime/api/evaluations.py; a filter that does not parse: 400, exit 2),
+after asking unless `-yes`. Output:
 `Successfully deleted N evaluation(s)`, or `No evaluations were deleted`. Exit codes: 0 ok,
 1 refused or failed (not paused, unknown, not safe to delete), 2 bad input.
 """

@@ -23,6 +23,7 @@ import click
 
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.output import echo, output_options
+from yurt.runtime.cli.paging import filter_option, page_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 
@@ -351,19 +352,32 @@ def register(cli: click.Group, job: click.Group) -> None:
     @eval_group.command("list")
     @click.option("--job", "job_id", default="", help="Only this job's.")
     @click.option("--status", default="", help="Only with this status.")
+    @filter_option
+    @page_options
     @output_options
-    def eval_list(job_id: str, status: str, json_output: bool, template: str) -> None:
+    def eval_list(job_id: str, status: str, filter_expr: str, per_page: int, page_token: str,
+                  json_output: bool, template: str) -> None:
         """List evaluations, newest first."""
-        from yurt.runtime.cli.api_client import api, call
+        from yurt.runtime.cli.api_client import api
         from yurt.runtime.cli.output import check_format, emit
+        from yurt.runtime.cli.paging import get_page, next_page_hint, page_params
 
         check_format(json_output, template)
         params = {k: v for k, v in (("job", job_id), ("status", status)) if v}
         with api() as client:
-            evals = call(client, "GET", "/v1/evaluations", params=params)
+            paging = page_params("", per_page, page_token)
+            # Pages go newest first too: the API's order, reversed.
+            evals, next_token = get_page(client, "/v1/evaluations", {
+                **params, **page_params(filter_expr), **paging,
+                **({"reverse": "true"} if paging else {})})
         # Newest first, as Nomad lists them.
         evals = sorted(evals, key=lambda e: -e.get("CreateIndex", 0))
-        emit(evals, json_output, template, lambda: print_evals(evals))
+
+        def human() -> None:
+            print_evals(evals)
+            if next_token:
+                echo(next_page_hint(next_token))
+        emit(evals, json_output, template, human)
 
     @eval_group.command("status")
     @click.argument("eval_id", metavar="EVAL")

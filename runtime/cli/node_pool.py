@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from yurt.runtime.cli.output import echo, emit, fail, format_kv, format_list, output_options
+from yurt.runtime.cli.paging import filter_option, page_options
 from yurt.runtime.errors import EXIT_USAGE
 
 SHORT_ID = 8
@@ -148,13 +149,20 @@ def register(node: click.Group) -> None:
 
     @pool_group.command("list")
     @output_options
-    def list_pools(json_output: bool, template: str) -> None:
+    @filter_option
+    @page_options
+    def list_pools(json_output: bool, template: str, filter_expr: str, per_page: int,
+                   page_token: str) -> None:
         """The node pools."""
-        from yurt.runtime.cli.api_client import api, call
+        from yurt.runtime.cli.api_client import api
+        from yurt.runtime.cli.paging import get_page, next_page_hint, page_params
 
         with api() as client:
-            pools = call(client, "GET", "/v1/node/pools")
-        emit(pools, json_output, template, lambda: echo(format_pool_list(pools)))
+            pools, next_token = get_page(client, "/v1/node/pools",
+                                         page_params(filter_expr, per_page, page_token))
+        emit(pools, json_output, template,
+             lambda: echo("\n".join(filter(None, (format_pool_list(pools),
+                                                  next_page_hint(next_token))))))
 
     @pool_group.command("info")
     @output_options
@@ -182,37 +190,53 @@ def register(node: click.Group) -> None:
 
     @pool_group.command("jobs")
     @output_options
+    @filter_option
+    @page_options
     @click.argument("name", metavar="POOL")
-    def jobs(json_output: bool, template: str, name: str) -> None:
+    def jobs(json_output: bool, template: str, filter_expr: str, per_page: int,
+             page_token: str, name: str) -> None:
         """The jobs of a node pool."""
         from urllib.parse import quote
 
-        from yurt.runtime.cli.api_client import api, call, print_jobs
+        from yurt.runtime.cli.api_client import api, print_jobs
+        from yurt.runtime.cli.paging import get_page, next_page_hint, page_params
 
         with api() as client:
             pool = _find(client, name)
-            found = call(client, "GET", f"/v1/node/pool/{quote(pool['Name'], safe='')}/jobs")
+            found, next_token = get_page(
+                client, f"/v1/node/pool/{quote(pool['Name'], safe='')}/jobs",
+                page_params(filter_expr, per_page, page_token))
 
         def human() -> None:
             if found:
                 print_jobs(found)
             else:
                 echo("No jobs")
+            if next_token:
+                echo(next_page_hint(next_token))
 
         emit(found, json_output, template, human)
 
     @pool_group.command("nodes")
     @output_options
     @click.option("-verbose", "--verbose", is_flag=True, help="Full node IDs.")
+    @filter_option
+    @page_options
     @click.argument("name", metavar="POOL")
-    def nodes(json_output: bool, template: str, verbose: bool, name: str) -> None:
+    def nodes(json_output: bool, template: str, verbose: bool, filter_expr: str,
+              per_page: int, page_token: str, name: str) -> None:
         """The nodes of a node pool."""
         from urllib.parse import quote
 
-        from yurt.runtime.cli.api_client import api, call
+        from yurt.runtime.cli.api_client import api
+        from yurt.runtime.cli.paging import get_page, next_page_hint, page_params
 
         with api() as client:
             pool = _find(client, name)
-            found = call(client, "GET", f"/v1/node/pool/{quote(pool['Name'], safe='')}/nodes")
+            found, next_token = get_page(
+                client, f"/v1/node/pool/{quote(pool['Name'], safe='')}/nodes",
+                page_params(filter_expr, per_page, page_token))
         emit(found, json_output, template,
-             lambda: echo(format_node_stubs(found, verbose) if found else "No nodes"))
+             lambda: echo("\n".join(filter(None, (
+                 format_node_stubs(found, verbose) if found else "No nodes",
+                 next_page_hint(next_token))))))

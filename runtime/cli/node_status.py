@@ -14,8 +14,9 @@ the node has devices, and `Allocations`. `-verbose` moves the host volumes and d
 sections of their own (`Host Volumes`, `Drivers`: Driver, Detected, Healthy, Message, Time)
 and ends with `Attributes` and `Meta`; `-stats` adds `CPU Stats`, `Memory Stats` and `Disk
 Stats`; `-short` stops after the header (with the drivers' names) and the allocations.
-`-json`/`-t` format the node. Nomad's `-per-page`, `-page-token`, `-filter` and `-ui` are not
-offered (one machine's list needs no pages).
+`-json`/`-t` format the node. The list takes Nomad's `-filter`, `-per-page` and `-page-token`
+(runtime/cli/paging.py), and ends with Nomad's "Results have been paginated" footer when a
+next page exists.
 
 What the agent says its operator must hear (`/v1/agent/self` `Warnings`) goes to stderr
 before human output, so a listing on stdout stays a listing.
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from yurt.runtime.cli.output import format_kv, format_list, output_options
+from yurt.runtime.cli.paging import filter_option, page_options
 from yurt.runtime.cli.statusfmt import (
     alloc_table,
     format_rfc3339,
@@ -333,7 +335,8 @@ def _usages(client: AgentConnection, running: Sequence[dict[str, Any]]
 def node_status(node_id: str | None, *, self_: bool = False, json_output: bool = False,
                 template: str = "", short: bool = False, verbose: bool = False,
                 stats: bool = False, allocs: bool = False, show_os: bool = False,
-                quiet: bool = False) -> None:
+                quiet: bool = False, filter_expr: str = "", per_page: int = 0,
+                page_token: str = "") -> None:
     """`yurt node status [-self | NODE]` (see the module docstring)."""
     from yurt.runtime.cli.api_client import agent_warnings, api, call
     from yurt.runtime.cli.output import check_format, echo, emit, fail
@@ -349,14 +352,19 @@ def node_status(node_id: str | None, *, self_: bool = False, json_output: bool =
         for warning in agent_warnings(client) if human else []:
             echo(f"Warning: {warning}", err=True)  # stderr: stdout stays a listing
         if node_id is None and not self_:
-            nodes = call(client, "GET", "/v1/nodes", params={"os": "true"} if show_os else None)
+            from yurt.runtime.cli.paging import get_page, next_page_hint, page_params
+
+            nodes, next_token = get_page(client, "/v1/nodes", {
+                **({"os": "true"} if show_os else {}),
+                **page_params(filter_expr, per_page, page_token)})
             running = None
             if allocs and human:
                 running = {n["ID"]: sum(1 for a in call(client, "GET",
                                                         f"/v1/node/{n['ID']}/allocations")
                                         if a.get("ClientStatus") == "running") for n in nodes}
-            emit(nodes, json_output, template, lambda: echo(node_list_text(
-                nodes, verbose=verbose, running=running, show_os=show_os, quiet=quiet)))
+            emit(nodes, json_output, template, lambda: echo("\n".join(filter(None, (
+                node_list_text(nodes, verbose=verbose, running=running, show_os=show_os,
+                               quiet=quiet), next_page_hint(next_token))))))
             return
         if self_:
             node_id = str(call(client, "GET", "/v1/agent/self")["stats"]["client"]["node_id"])
@@ -396,12 +404,16 @@ def register(node_group: click.Group) -> None:
     @flag("allocs", "allocs", "In the list: each node's running allocations.")
     @flag("os", "show_os", "In the list: each node's operating system.")
     @flag("quiet", "quiet", "In the list: only the node IDs.")
+    @filter_option
+    @page_options
     @output_options
     def node_status_command(node_id: str | None, self_: bool, short: bool, verbose: bool,
                             stats: bool, allocs: bool, show_os: bool, quiet: bool,
+                            filter_expr: str, per_page: int, page_token: str,
                             json_output: bool, template: str) -> None:
         """List the nodes, or show one (`-self`, or an ID or a unique prefix): its drivers,
         events, resources and allocations, as Nomad's `node status`."""
         node_status(node_id, self_=self_, json_output=json_output, template=template,
                     short=short, verbose=verbose, stats=stats, allocs=allocs,
-                    show_os=show_os, quiet=quiet)
+                    show_os=show_os, quiet=quiet, filter_expr=filter_expr, per_page=per_page,
+                    page_token=page_token)

@@ -18,6 +18,7 @@ ambiguous prefix, `-json` with `-t`). Heavy imports (the HTTP client) stay insid
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,7 @@ from urllib.parse import quote
 import click
 
 from yurt.runtime.cli.output import check_format, echo, emit, fail, format_kv, format_list
+from yurt.runtime.cli.paging import filter_option, page_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 #: api.AllNamespacesNamespace: every namespace the token may read.
@@ -159,22 +161,17 @@ def register(cli: click.Group) -> None:
     @service.command("info")
     @click.argument("name", metavar="SERVICE_NAME")
     @click.option("-verbose", "--verbose", is_flag=True, help="Display full information.")
-    @click.option("-per-page", "--per-page", "per_page", type=int, default=0,
-                  help="Accepted for Nomad's scripts; every registration is shown.")
-    @click.option("-page-token", "--page-token", "page_token", default="",
-                  help="Accepted for Nomad's scripts; there is one page.")
-    @click.option("-filter", "--filter", "filter_expr", default="",
-                  help="Refused: yurt's API filters by ?tag=, not by expression.")
+    @page_options
+    @filter_option
     @json_flag
     @template_flag
     def service_info(name: str, verbose: bool, per_page: int, page_token: str,
                      filter_expr: str, json_output: bool, template: str) -> None:
         """Show the registrations of one service (its name, or a unique prefix)."""
         from yurt.runtime.cli.api_client import api, call
+        from yurt.runtime.cli.paging import args_with_new_page_token, get_page, page_params
 
         check_format(json_output, template)
-        if filter_expr:
-            fail("-filter is not supported by this agent", EXIT_USAGE)
         namespace = request_namespace()
         with api() as client:
             listing = call(client, "GET", "/v1/services", params=_params(namespace))
@@ -185,13 +182,18 @@ def register(cli: click.Group) -> None:
             if possible:
                 fail("Prefix matched multiple services\n\n" + list_table(possible, namespace),
                      EXIT_USAGE)
-            regs = call(client, "GET", f"/v1/service/{quote(found, safe='')}",
-                        params=_params(ns))
+            regs, next_token = get_page(client, f"/v1/service/{quote(found, safe='')}", {
+                **_params(ns), **page_params(filter_expr, per_page, page_token)})
         if not regs:
             echo("No service registrations found")
             return
-        emit(regs, json_output, template,
-             lambda: echo(info_verbose(regs) if verbose else info_table(regs)))
+
+        def human() -> None:
+            echo(info_verbose(regs) if verbose else info_table(regs))
+            if next_token:  # command/service_info.go's footer
+                echo("\nResults have been paginated. To get the next page run: \n\n"
+                     f"{args_with_new_page_token(sys.argv, next_token)} ")
+        emit(regs, json_output, template, human)
 
     @service.command("delete")
     @click.argument("name", metavar="SERVICE_NAME")

@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from yurt.runtime.cli.output import echo
+from yurt.runtime.cli.paging import filter_option, page_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 from yurt.runtime.lib.printable import printable
 
@@ -214,15 +215,27 @@ def var_put(ns: str, check_index: str | None, force: bool, out: str, path: str,
 @var.command("list")
 @_namespace_option
 @_json_option
+@filter_option
+@page_options
 @click.argument("prefix", default="")
-def var_list(ns: str, json_output: bool, template: str, prefix: str) -> None:
+def var_list(ns: str, json_output: bool, template: str, filter_expr: str, per_page: int,
+             page_token: str, prefix: str) -> None:
     """List variables (their metadata, never their items) under a prefix."""
-    from yurt.runtime.cli.api_client import api, call
-    from yurt.runtime.cli.output import check_format, emit, format_list
+    from yurt.runtime.cli.api_client import api
+    from yurt.runtime.cli.output import check_format, emit, emit_json, format_list
+    from yurt.runtime.cli.paging import get_page, page_params
 
     check_format(json_output, template)
+    if filter_expr:  # command/var_list.go `msgWarnFilterPerformance`, on stderr
+        echo("Filter queries require a full scan of the data; use prefix searching where "
+             "possible", err=True)
     with api() as client:
-        found = call(client, "GET", "/v1/vars", params=_params(ns, prefix=prefix))
+        found, next_token = get_page(client, "/v1/vars", {
+            **_params(ns, prefix=prefix), **page_params(filter_expr, per_page, page_token)})
+    if json_output and per_page > 0:
+        # command/var_list.go: a paged answer is wrapped so its next token reaches scripts.
+        emit_json({"Data": found, "QueryMeta": {"NextToken": next_token}})
+        return
 
     def human() -> None:
         if not found:
@@ -233,6 +246,8 @@ def var_list(ns: str, json_output: bool, template: str, prefix: str) -> None:
                                   for v in found)]))
 
     emit(found, json_output, template, human)
+    if next_token:  # on stderr, so scripts reading paths from stdout need no special case
+        echo(f"Next page token: {next_token}", err=True)
 
 
 @var.command("purge")
