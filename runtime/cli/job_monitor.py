@@ -166,7 +166,8 @@ def monitor(client: AgentConnection, eval_id: str, length: int = SHORT_ID) -> in
         break
     if state.deployment:
         _info(f'Monitoring deployment "{limit(state.deployment, length)}"')
-        status = monitor_deployment(client, state.deployment, length)
+        status = monitor_deployment(client, state.deployment, length,
+                                    verbose=length == FULL_ID)  # Nomad's, with -verbose
         return EXIT_OK if status == "successful" else EXIT_ERROR
     return EXIT_OK
 

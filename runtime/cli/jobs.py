@@ -10,6 +10,9 @@ destroyed, migrated, replaced or canaried (or fail to place), 255 no plan could 
 Its text is Nomad's `job plan`'s (`print_plan`): the diff (runtime/cli/job_diff.py: three lines
 for a new job unless `-verbose`), "Scheduler dry-run:", and the `job run -check-index N` hint;
 `-json` means the input is JSON, as Nomad's, and `-json-output`/`-t` print the result.
+The commands' bodies live beside it: `job history` in runtime/cli/job_history.py, `job
+revert|scale|eval` (which monitor their evaluation unless `-detach`) in job_actions.py,
+`eval status` and `eval list`'s table in eval_status.py.
 """
 
 from __future__ import annotations
@@ -24,14 +27,6 @@ import click
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.output import echo, output_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
-
-
-def _submit_date(unix_ns: int) -> str:
-    """Nomad's `job history` date: local time, to the second, with the zone."""
-    from datetime import datetime
-
-    return datetime.fromtimestamp(unix_ns / 1e9).astimezone().strftime("%Y-%m-%dT%H:%M:%S%z")
-
 
 #: `job plan`'s exit code when no plan could be made, Nomad's.
 EXIT_PLAN_ERROR = 255
@@ -194,50 +189,10 @@ def register(cli: click.Group, job: click.Group) -> None:
     def job_history(job_id: str, diffs: bool, diff_tag: str, diff_version: str, full: bool,
                     version: int | None, json_output: bool, template: str) -> None:
         """The job's versions, newest first (with -p, what each changed)."""
-        from yurt.runtime.cli.api_client import api, emit_json, resolve_job
-        from yurt.runtime.cli.output import check_format, emit_template, fail
+        from yurt.runtime.cli.job_history import show
 
-        check_format(json_output, template)
-        # command/job_history.go's checks, with its texts.
-        if (json_output or template) and (diffs or full):
-            fail("-json and -t are exclusive with -p and -full", EXIT_USAGE)
-        if (diff_tag or diff_version) and not diffs:
-            fail("-diff-tag and -diff-version can only be used with -p", EXIT_USAGE)
-        if diff_tag and diff_version:
-            fail("-diff-tag and -diff-version are mutually exclusive", EXIT_USAGE)
-        if diff_version and not (diff_version.isascii() and diff_version.isdigit()):
-            fail(f'Error parsing -diff-version: strconv.ParseUint: parsing "{diff_version}": '
-                 "invalid syntax", EXIT_USAGE)
-        params = {k: v for k, v in (("diffs", "true" if diffs else ""), ("diff_tag", diff_tag),
-                                    ("diff_version", diff_version)) if v}
-        with api() as client:
-            job_id = resolve_job(client, job_id)
-            response = client.request("GET", f"/v1/job/{quote(job_id, safe='')}/versions",
-                                      params=params)
-            if response.status_code >= 400:
-                fail(f"Error retrieving job versions: {response.text.strip()}",
-                     EXIT_USAGE if response.status_code == 400 else EXIT_FAILED)
-            result = response.json()
-        versions = result["Versions"]
-        changes = result.get("Diffs") or []
-        rows = [(v, changes[i] if i < len(changes) else None) for i, v in enumerate(versions)
-                if version is None or v["Version"] == version]
-        if version is not None and not rows:
-            fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
-        if template:
-            emit_template(template, [v for v, _ in rows])
-            return
-        if json_output:
-            emit_json([v for v, _ in rows])
-            return
-        for v, diff in rows:
-            echo(f"Version     = {v['Version']}\nStable      = "
-                      f"{str(v['Stable']).lower()}\nSubmit Date = {_submit_date(v['SubmitTime'])}")
-            if diff is not None and diff.get("Type") != "None":
-                echo(_diff_text(diff))
-            if full:  # Nomad's "Full|JSON Job:" row, the job indented as its formatter does
-                echo("Full        = JSON Job:\n" + json.dumps(v, indent=4))
-            echo()
+        show(job_id, diffs=diffs, diff_tag=diff_tag, diff_version=diff_version, full=full,
+             version=version, json_output=json_output, template=template)
 
     @job.command("revert")
     @click.argument("job_id", metavar="JOB")
@@ -459,8 +414,3 @@ def diff_lines(diff: dict[str, Any], updates: dict[str, str] | None = None) -> l
             lines += _field_lines(task.get("Fields"), "    ")
             lines += _object_lines(task.get("Objects"), "    ")
     return lines
-
-
-def _diff_text(diff: dict[str, Any], indent: str = "") -> str:
-    """A version's diff from the one before it, as `job history -p` shows it."""
-    return "\n".join([f"{indent}Diff        ="] + [indent + line for line in diff_lines(diff)])
