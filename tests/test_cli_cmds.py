@@ -238,10 +238,25 @@ async def test_eval_delete_needs_a_paused_broker_and_a_safe_eval(tmp_path: Path)
             r = await a.client.request("DELETE", "/v1/evaluations", json={})
             assert (r.status_code, r.text) == (400, "evals must be deleted by either ID or "
                                                     "filter")
-            await stop_job(a.client, "web")
+            # Paused, the stop's evaluation waits: the job is stopped, its allocation runs
+            # on; the register's evaluation is safe to delete now (its job is stopped).
+            stopping = (await a.client.delete("/v1/job/web")).json()["EvalID"]
             out = await yurt(a.address, "eval", "delete", eval_id)
             assert (out.returncode, out.stdout) == (0, b"Successfully deleted 1 evaluation\n")
             assert (await a.client.get(f"/v1/evaluation/{eval_id}")).status_code == 404
+            assert (await a.client.get(f"/v1/evaluation/{stopping}")).json()["Status"] == \
+                "pending"
+            allocs = (await a.client.get("/v1/job/web/allocations")).json()
+            assert [x["DesiredStatus"] for x in allocs] == ["run"]
+            # Unpaused: the pending stop is processed, the allocation stops.
+            r = await a.client.put("/v1/operator/scheduler/configuration",
+                                   json={"PauseEvalBroker": False})
+            assert r.status_code == 200, r.text
+            await stop_job(a.client, "web")  # waits for it
+            assert (await a.client.get(f"/v1/evaluation/{stopping}")).json()["Status"] == \
+                "complete"
+            r = await a.client.put("/v1/operator/scheduler/configuration",
+                                   json={"PauseEvalBroker": True})
             out = await yurt(a.address, "eval", "delete")
             assert out.returncode == 2
             assert b"evaluation ID or filter flag required" in out.stderr

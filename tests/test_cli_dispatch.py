@@ -58,11 +58,61 @@ async def test_dispatch_and_periodic_force_verbs(tmp_path: Path) -> None:
             assert first["DispatchedJobID"] == again["DispatchedJobID"]
             assert a.agent.server.jobs[first["DispatchedJobID"]].priority == 70
 
+            # Nomad's periodic force: the launch's evaluation monitored.
             r = await yurt(a.address, "job", "periodic", "force", "cron")
             assert r.exit_code == 0, r.output
-            assert r.output.startswith('Job "cron" forced')
+            assert 'Monitoring evaluation "' in r.output, r.output
+            assert 'finished with status "complete"' in r.output
             (forced,) = [j.id for j in a.agent.server.jobs.values() if j.parent_id == "cron"]
             assert forced.startswith("cron/periodic-")
+            # Another job: a second launch within the same second would be the same child.
+            await a.client.put("/v1/jobs", json=template("cron2", Periodic={"Spec": "@yearly"}))
+            r = await yurt(a.address, "job", "periodic", "force", "-detach", "cron2")
+            assert r.exit_code == 0, r.output
+            done, ident = r.output.splitlines()
+            assert done == "Force periodic successful"
+            assert ident.startswith("Evaluation ID: ")
+            assert len(ident) == len(
+                "Evaluation ID: ") + 36
+
+
+async def test_dispatch_monitors_waits_and_names_with_a_prefix(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path) as a:
+            await a.client.put("/v1/jobs", json=template(
+                "p", ParameterizedJob={"Payload": "optional"}))
+            # -detach: the two lines only; the evaluation ID shortened unless -verbose.
+            r = await yurt(a.address, "job", "dispatch", "-detach", "p")
+            assert r.exit_code == 0, r.output
+            child, ev = r.output.splitlines()
+            assert child.startswith("Dispatched Job ID = p/dispatch-")
+            assert ev.startswith("Evaluation ID     = ")
+            assert len(ev.split()[-1]) == 8
+            # Monitored, -verbose: full IDs; -wait: until the child is dead, its summary.
+            r = await yurt(a.address, "job", "dispatch", "-id-prefix-template", "nightly",
+                           "-verbose", "-wait", "p")
+            assert r.exit_code == 0, r.output
+            lines = r.output.splitlines()
+            assert lines[0].startswith("Dispatched Job ID = p/dispatch-nightly-"), lines
+            assert len(lines[1].split()[-1]) == 36
+            assert 'Monitoring evaluation "' in r.output
+            assert "Monitoring allocations for job" in r.output
+            deployed = r.output[r.output.rindex("Deployed"):].splitlines()
+            assert deployed[1].split() == ["Task", "Group", "Queued", "Complete", "Failed",
+                                           "Running", "Starting", "Lost", "Unknown"]
+            assert deployed[2].split()[:4] == ["g", "0", "1", "0"]
+            assert "Allocations" in r.output  # -verbose's section
+            child_id = lines[0].split()[-1]
+            assert a.agent.server.jobs[child_id].status == "dead"
+            # A child whose task fails: -wait exits 2, as Nomad's.
+            await a.client.put("/v1/jobs", json=template(
+                "bad", ParameterizedJob={"Payload": "optional"}))
+            failing = raw_job("bad", "exit 3", job_type="batch")["Job"]
+            failing["ParameterizedJob"] = {"Payload": "optional"}
+            failing["TaskGroups"][0]["ReschedulePolicy"] = {"Attempts": 0, "Unlimited": False}
+            await a.client.put("/v1/jobs", json={"Job": failing})
+            r = await yurt(a.address, "job", "dispatch", "-wait", "bad")
+            assert r.exit_code == 2, r.output
 
 
 async def test_dispatch_verbs_exit_codes(tmp_path: Path) -> None:

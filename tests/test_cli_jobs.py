@@ -117,7 +117,10 @@ def test_job_lifecycle_verbs(tmp_path: Path) -> None:
         assert {e["TriggeredBy"] for e in evals} == {"job-register", "job-scaling"}
         shown = run(env, "eval", "status", evals[-1]["ID"])
         assert shown.returncode == 0, shown.stderr
-        assert f"ID                 = {evals[-1]['ID']}" in shown.stdout
+        assert f"ID                 = {evals[-1]['ID'][:8]}\n" in shown.stdout
+        assert "Placed Allocations" in shown.stdout  # Nomad's formatEvalStatus sections
+        wide = run(env, "eval", "status", "-verbose", evals[-1]["ID"][:6])
+        assert f"ID                 = {evals[-1]['ID']}\n" in wide.stdout, wide
         assert run(env, "eval", "status", "ffffffff-0000").returncode == 1  # unknown: 404
         table = run(env, "eval", "list").stdout
         newest_first = sorted(evals, key=lambda e: -e["CreateIndex"])

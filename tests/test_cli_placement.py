@@ -160,7 +160,8 @@ async def test_job_status_shows_the_placement_failure(tmp_path: Path) -> None:
             # Nomad's `job stop -purge`: the job is gone from the server.
             purged = await yurt(a.address, "job", "stop", "-purge", "huge")
             assert purged.returncode == 0, purged.stderr
-            assert b'Job "huge" stopped and purged' in purged.stdout
+            assert b'==> ' in purged.stdout
+            assert b'Monitoring evaluation "' in purged.stdout
             assert (await a.client.get("/v1/job/huge")).status_code == 404
 
 

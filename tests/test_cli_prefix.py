@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 async def yurt(a: Running, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "YURT_ADDR": a.address}
     done = await trio.run_process([YURT, *args], capture_stdout=True, capture_stderr=True,
-                                  check=False, env=env)
+                                  check=False, env=env, stdin=b"")
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(),
                                        done.stderr.decode())
 
@@ -95,7 +95,15 @@ async def test_job_ids_match_by_prefix_and_exact_ids_win(tmp_path: Path) -> None
             assert out.stderr == 'yurt: No job(s) with prefix or ID "nope" found\n'
             out = await yurt(a, "job", "history", "-t", "{{range .}}{{.ID}}{{end}}", "web-")
             assert (out.returncode, out.stdout) == (0, "web-api")
+            # A prefix match asks first (Nomad's job stop); stdin closed: no answer, exit 1.
             out = await yurt(a, "job", "stop", "work")
-            assert (out.returncode, out.stdout) == (0, 'Job "worker" stopped\n')
+            assert out.returncode == 1, out
+            assert out.stdout == 'Are you sure you want to stop job "worker"? [y/N] '
+            assert "Failed to parse answer: EOF" in out.stderr
+            assert (await a.client.get("/v1/job/worker")).json()["Stop"] is False
+            out = await yurt(a, "job", "stop", "-yes", "work")
+            assert out.returncode == 0, out
+            assert 'Evaluation "' in out.stdout
+            assert 'finished with status "complete"' in out.stdout
             assert (await a.client.get("/v1/job/worker")).json()["Stop"] is True
             assert (await a.client.get("/v1/job/web")).json()["Stop"] is False

@@ -99,16 +99,22 @@ async def job_evaluations(ctx: Context, request: Request) -> Response:
 
 
 async def job_evaluate(ctx: Context, request: Request) -> Response:
-    """Nomad's forced evaluation: a new evaluation of the job as it is (`job-register`)."""
+    """Nomad's forced evaluation: a new evaluation of the job as it is (`job-register`);
+    `EvalOptions.ForceReschedule` marks its failed allocations to be replaced now
+    (server/local.py `evaluate`)."""
     job_id = request.path_params["job_id"]
     body = await body_json(request)
     named = body_field(body, "JobID", str, job_id)
     if named != job_id:
         raise ApiError(400, "JobID parameter does not match")
-    body_field(body, "EvalOptions", dict, {})
+    options = body_field(body, "EvalOptions", dict, {})
+    force = options.get("ForceReschedule") or False
+    if not isinstance(force, bool):
+        raise ApiError(400, '"EvalOptions.ForceReschedule" must be a boolean')
     job_in(ctx, request, job_id)
     try:
-        result = await ctx.server.evaluate(job_id, TRIGGER_JOB_REGISTER)
+        result = await ctx.server.evaluate(job_id, TRIGGER_JOB_REGISTER,
+                                           force_reschedule=force)
     except ValueError as e:  # a periodic or parameterized parent
         raise ApiError(400, str(e)) from None
     return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,

@@ -83,10 +83,34 @@ async def versions(ctx: Context, request: Request) -> Response:
     history = ctx.server.versions.get(job_id, [])
     diffs = None
     if query_bool(request, "diffs"):
-        # Nomad: each version's diff from the one before it; the oldest has none.
-        diffs = [job_diff(older, newer) for newer, older in itertools.pairwise(history)]
+        reference = _diff_reference(request, history)
+        if reference is not None:  # each version's diff from the one asked for
+            diffs = [job_diff(reference, newer) for newer in history]
+        else:  # each version's diff from the one before it; the oldest has none
+            diffs = [job_diff(older, newer) for newer, older in itertools.pairwise(history)]
     return json_response({"Versions": history, "Diffs": diffs,
                           "Index": ctx.server.visible_index, **_meta})
+
+
+def _diff_reference(request: Request, history: list[Job]) -> Job | None:
+    """The version `?diff_tag=NAME` or `?diff_version=N` names (nomad/job_endpoint.go
+    `GetJobVersions`, with its texts), or None when neither is given."""
+    tag = request.query_params.get("diff_tag", "")
+    text = request.query_params.get("diff_version", "")
+    if text and not (text.isascii() and text.isdigit()):
+        raise ApiError(400, f'Failed to parse value of "diff_version" ({text}) as a uint64')
+    if tag:
+        found = next((v for v in history
+                      if (v.version_tag or {}).get("Name") == tag), None)
+        if found is None:
+            raise ApiError(400, f'tag "{tag}" not found')
+        return found
+    if text:
+        found = next((v for v in history if v.version == int(text)), None)
+        if found is None:
+            raise ApiError(400, f"version {text} not found")
+        return found
+    return None
 
 
 async def _version_request(request: Request) -> tuple[str, dict[str, Any], int]:
@@ -266,6 +290,7 @@ async def scale(ctx: Context, request: Request) -> Response:
     message = body_field(body, "Message", str, "")
     failed = body_field(body, "Error", bool, False)
     meta = body_field(body, "Meta", dict, {})
+    check_index = _int_field(body, "JobModifyIndex") or 0  # `job scale -check-index`
     job = job_in(ctx, request, job_id)
     previous = job.lookup_group(group)
     if previous is None:
@@ -292,6 +317,10 @@ async def scale(ctx: Context, request: Request) -> Response:
         # The count set on the job as it is now: a register committed meanwhile stays.
         if current is None or current.lookup_group(group) is None:
             raise ApiError(404, "job not found")
+        if check_index > 0 and check_index != current.job_modify_index:
+            # nomad/job_endpoint.go `Scale`: checked against the job as it is.
+            raise ApiError(400, f"Enforcing job modify index {check_index}: job exists with "
+                                f"conflicting job modify index: {current.job_modify_index}")
         too_many = job_count_problem(  # as Nomad's Job.Scale
             sum(count if g.name == group else g.count for g in current.task_groups))
         if too_many:

@@ -212,13 +212,34 @@ async def job_item(ctx: Context, request: Request) -> Response:
     if request.method == "GET":
         return json_response(job_in(ctx, request, job_id))
     if request.method == "DELETE":
+        # command/agent/job_endpoint.go `jobDelete`: purge, global (one region here: nothing
+        # to stop elsewhere, as Nomad for a single-region job), eval_priority (1-100),
+        # no_shutdown_delay.
+        purge, no_delay = query_bool(request, "purge"), query_bool(request, "no_shutdown_delay")
+        query_bool(request, "global")
+        priority = _eval_priority(request)
         job_in(ctx, request, job_id)
-        result = await ctx.server.deregister_job(job_id,
-                                                       purge=query_bool(request, "purge"))
+        result = await ctx.server.deregister_job(job_id, purge=purge, eval_priority=priority,
+                                                 no_shutdown_delay=no_delay)
         return json_response({"EvalID": result.eval_id, "EvalCreateIndex": result.index,
                               "JobModifyIndex": result.job_modify_index,
                               "Index": ctx.server.visible_index})
     return await register(ctx, request, job_id)
+
+
+def _eval_priority(request: Request) -> int:
+    """`?eval_priority=N` (0 when absent), Nomad's `validateEvalPriorityOpt` range."""
+    text = request.query_params.get("eval_priority", "")
+    if not text:
+        return 0
+    try:
+        priority = int(text)
+    except ValueError:
+        raise ApiError(400, f'failed to parse value of "eval_priority" as an integer: '
+                            f"{text!r}") from None
+    if priority > 100:  # Nomad validates only a positive one
+        raise ApiError(400, "Eval priority must be between 1 and 100 inclusively")
+    return max(priority, 0)
 
 
 async def job_allocations(ctx: Context, request: Request) -> Response:

@@ -151,6 +151,28 @@ def _resolve(client: Any, prefix: str, length: int) -> dict[str, Any]:
     return found[0]  # type: ignore[no-any-return]
 
 
+def _wait_duration(text: str) -> str:
+    """`-wait` as Nomad's flag.Duration reads it, for the blocking query's `wait`."""
+    from yurt.runtime.cli.output import fail
+    from yurt.runtime.lib.durations import parse_duration
+
+    try:
+        ns = parse_duration(text)
+    except ValueError:
+        fail(f'invalid value "{text}" for flag -wait: parse error', EXIT_USAGE)
+    return f"{max(ns // 1_000_000, 1)}ms"
+
+
+def _monitor(client: Any, deployment_id: str, length: int, wait: str, verbose: bool) -> None:
+    """Nomad's `deployment status -monitor`: the headline, then the deployment monitor
+    (runtime/cli/job_monitor.py `monitor_deployment`) until it ends; exit 0 however it
+    ends, as Nomad's."""
+    from yurt.runtime.cli.job_monitor import monitor_deployment, now_stamp
+
+    echo(f'{now_stamp()}: Monitoring deployment "{deployment_id[:length]}"')
+    monitor_deployment(client, deployment_id, length, wait=wait, verbose=verbose)
+
+
 def _post(client: Any, path: str, body: dict[str, Any] | None, what: str) -> Any:
     from yurt.runtime.cli.output import fail
 
@@ -196,15 +218,27 @@ def register(cli: click.Group) -> None:
     @json_flag
     @template_flag
     @verbose_flag
+    @click.option("-monitor", "--monitor", "monitor", is_flag=True,
+                  help="Follow the deployment until it ends, printing each change.")
+    @click.option("-wait", "--wait", "wait", default="2s", metavar="DURATION",
+                  help="With -monitor: how long each poll waits for a change (default 2s).")
     def deployment_status(deployment_id: str, json_output: bool, template: str,
-                          verbose: bool) -> None:
-        """Show a deployment's status, per task group."""
+                          verbose: bool, monitor: bool, wait: str) -> None:
+        """Show a deployment's status, per task group (with -monitor, until it ends)."""
         from yurt.runtime.cli.api_client import api, call
 
+        if monitor and (json_output or template):
+            from yurt.runtime.cli.output import fail
+
+            fail("The monitor flag cannot be used with the '-json' or '-t' flags", EXIT_USAGE)
         check_format(json_output, template)
+        wait = _wait_duration(wait)
         length = 36 if verbose else SHORT
         with api() as client:
             d = _resolve(client, deployment_id, length)
+            if monitor:
+                _monitor(client, d["ID"], length, wait, verbose)
+                return
             d = call(client, "GET", f"/v1/deployment/{quote(d['ID'], safe='')}")
         emit(d, json_output, template, lambda: echo(status_text(d, length)))
 

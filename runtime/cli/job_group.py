@@ -1,5 +1,6 @@
-"""`yurt job` and `yurt eval`: the job group, its local verbs (`validate`, `parse`) and
-`stop`, and where every other job verb joins it (the modules named in `register`).
+"""`yurt job` and `yurt eval`: the job group, its local verbs (`validate`, `parse`), and
+where every other job verb joins it (the modules named in `register`; `stop` is
+runtime/cli/job_stop.py's).
 
 Loaded only when a `job` or `eval` command runs (runtime/cli/lazy.py): `yurt --help` imports
 none of it. Like every module here it imports only click and the command tree at module
@@ -9,7 +10,7 @@ level (tests/test_import_weight.py).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -66,15 +67,22 @@ def _print_task_table(job: Job) -> None:
 @job.command()
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--verbose", is_flag=True, help="Also show each job's tasks as they will run.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Parse the job files as JSON (a {\"Job\": ...} wrapper is unwrapped).")
+@click.option("--hcl2-strict", "strict", default=True, is_flag=False, flag_value=True,
+              type=click.BOOL, metavar="[=BOOL]",
+              help="Refuse -var values for variables the file does not declare (default "
+                   "true).")
 @var_options
-def validate(files: Sequence[str], verbose: bool) -> None:
+def validate(files: Sequence[str], verbose: bool, as_json: bool, strict: bool) -> None:
     """Check job files; print one summary line per valid job.
 
     Every problem is printed as FILE:LINE:COL: FIELD: MESSAGE on stderr, and the exit status
-    is 2 if any file has one.
+    is 2 if any file has one. -json and -hcl2-strict are Nomad's (command/job_validate.go).
     """
-    from yurt.runtime.cli.jobfile import parse_job_file
+    from yurt.runtime.cli.jobfile import parse_job_file, read_options
 
+    read_options(as_json=as_json, strict=strict)
     status = EXIT_OK
     for path in files:
         try:
@@ -100,23 +108,6 @@ def parse(file: str) -> None:
     echo_raw(encode_job(load_job_file(file)).decode())  # JSON, as `job inspect` prints it
 
 
-def _json_flag(f: Callable[..., None]) -> Callable[..., None]:
-    return click.option("--json", "json_output", is_flag=True,
-                        help="Print the API's JSON instead of tables.")(f)
-
-
-@job.command("stop")
-@click.argument("job_id", metavar="JOB")
-@click.option("--purge", is_flag=True, default=False,
-              help="Also remove the job and its history from the server (Nomad's -purge).")
-@_json_flag
-def job_stop(job_id: str, purge: bool, json_output: bool) -> None:
-    """Stop a job: every allocation is stopped (poststop tasks run)."""
-    from yurt.runtime.cli import api_client
-
-    api_client.job_stop(job_id, json_output, purge=purge)
-
-
 def register(root: click.Group) -> None:
     """Add `job` and `eval` (jobs.py makes it) with every verb of theirs to `root`."""
     from yurt.runtime.cli import eval_delete
@@ -125,6 +116,7 @@ def register(root: click.Group) -> None:
     from yurt.runtime.cli.job_restart import register as register_job_restart
     from yurt.runtime.cli.job_run import register as register_job_run_command
     from yurt.runtime.cli.job_status import register as register_job_status
+    from yurt.runtime.cli.job_stop import register as register_job_stop
     from yurt.runtime.cli.job_verbs import register as register_job_verbs
     from yurt.runtime.cli.jobs import register as register_job_commands
 
@@ -132,6 +124,7 @@ def register(root: click.Group) -> None:
     register_dispatch_commands(job)
     register_job_commands(root, job)  # job plan/history/…, and the `eval` group
     register_job_status(job)
+    register_job_stop(job)
     register_job_run_command(job)
     register_job_verbs(job)  # job allocs/deployments/promote
     register_job_init(job)

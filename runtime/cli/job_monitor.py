@@ -166,30 +166,36 @@ def monitor(client: AgentConnection, eval_id: str, length: int = SHORT_ID) -> in
         break
     if state.deployment:
         _info(f'Monitoring deployment "{limit(state.deployment, length)}"')
-        status = monitor_deployment(client, state.deployment, length)
+        status = monitor_deployment(client, state.deployment, length,
+                                    verbose=length == FULL_ID)  # Nomad's, with -verbose
         return EXIT_OK if status == "successful" else EXIT_ERROR
     return EXIT_OK
 
 
-def monitor_deployment(client: AgentConnection, deployment_id: str, length: int) -> str:
+def monitor_deployment(client: AgentConnection, deployment_id: str, length: int, *,
+                       wait: str = DEPLOYMENT_WAIT, verbose: bool = False) -> str:
     """Follow a deployment until it is terminal; its final status ("" if it cannot be read).
     At a terminal its status and groups are redrawn in place under a progress line (Nomad's
-    `ttyMonitor`), elsewhere printed anew each time they change (`defaultMonitor`)."""
+    `ttyMonitor`), elsewhere printed anew each time they change (`defaultMonitor`). `wait`:
+    how long one blocking query waits (`deployment status -wait`); `verbose` adds the
+    deployment's "Allocations" (`deployment status -monitor -verbose`)."""
     if not stdout_is_terminal():
-        status, d = _follow_deployment(client, deployment_id, length, None)
+        status, d = _follow_deployment(client, deployment_id, length, None, wait, verbose)
     else:
         from yurt.runtime.cli.output import live_block
 
         with live_block() as show:
-            status, d = _follow_deployment(client, deployment_id, length, show)
+            status, d = _follow_deployment(client, deployment_id, length, show, wait,
+                                           verbose)
     if status == "failed" and any(g.get("AutoRevert")
                                   for g in (d.get("TaskGroups") or {}).values()):
-        _follow_rollback(client, d, length)
+        _follow_rollback(client, d, length, wait, verbose)
     return status
 
 
 def _follow_deployment(client: AgentConnection, deployment_id: str, length: int,
-                       show: Callable[[str], None] | None) -> tuple[str, dict[str, Any]]:
+                       show: Callable[[str], None] | None, wait: str, verbose: bool
+                       ) -> tuple[str, dict[str, Any]]:
     """The deployment's final status and JSON ("" and {} when it cannot be read), shown
     through `show` at a terminal, else printed each time it changes."""
     from yurt.runtime.cli.deployment import status_text
@@ -198,8 +204,7 @@ def _follow_deployment(client: AgentConnection, deployment_id: str, length: int,
     name = f'Deployment "{limit(deployment_id, length)}"'
     path = f"/v1/deployment/{quote(deployment_id, safe='')}"
     while True:
-        response = client.request("GET", path, params={"index": str(index),
-                                                       "wait": DEPLOYMENT_WAIT})
+        response = client.request("GET", path, params={"index": str(index), "wait": wait})
         if response.status_code >= 400:
             echo(f"{now_stamp()}: Error fetching deployment: {response.text.strip()}",
                  err=True)
@@ -207,6 +212,8 @@ def _follow_deployment(client: AgentConnection, deployment_id: str, length: int,
         d: dict[str, Any] = response.json()
         index = int(response.headers.get("X-Nomad-Index", index) or index)
         text = status_text(d, length)
+        if verbose:
+            text += "\n\nAllocations\n" + _deployment_allocs(client, deployment_id, length)
         status = str(d.get("Status", ""))
         done = status in DEPLOYMENT_TERMINAL
         if show is not None:
@@ -223,7 +230,19 @@ def _follow_deployment(client: AgentConnection, deployment_id: str, length: int,
             return status, d
 
 
-def _follow_rollback(client: AgentConnection, failed: dict[str, Any], length: int) -> None:
+def _deployment_allocs(client: AgentConnection, deployment_id: str, length: int) -> str:
+    """The deployment's allocations as Nomad's verbose monitor lists them."""
+    from yurt.runtime.cli.job_verbs import format_alloc_list
+
+    response = client.request(
+        "GET", f"/v1/deployment/allocations/{quote(deployment_id, safe='')}")
+    if response.status_code >= 400:
+        return f"Error fetching allocations: {response.text.strip()}"
+    return format_alloc_list(response.json() or [], True, length)
+
+
+def _follow_rollback(client: AgentConnection, failed: dict[str, Any], length: int,
+                     wait: str = DEPLOYMENT_WAIT, verbose: bool = False) -> None:
     """After an auto-reverting deployment failed, follow the rollback's deployment (Nomad
     waits a second for it to be created); the failed one still decides the exit code."""
     time.sleep(1)
@@ -233,4 +252,4 @@ def _follow_rollback(client: AgentConnection, failed: dict[str, Any], length: in
         return
     rollback = response.json()
     if rollback and rollback.get("ID") != failed["ID"]:
-        monitor_deployment(client, rollback["ID"], length)
+        monitor_deployment(client, rollback["ID"], length, wait=wait, verbose=verbose)

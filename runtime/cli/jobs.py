@@ -10,6 +10,9 @@ destroyed, migrated, replaced or canaried (or fail to place), 255 no plan could 
 Its text is Nomad's `job plan`'s (`print_plan`): the diff (runtime/cli/job_diff.py: three lines
 for a new job unless `-verbose`), "Scheduler dry-run:", and the `job run -check-index N` hint;
 `-json` means the input is JSON, as Nomad's, and `-json-output`/`-t` print the result.
+The commands' bodies live beside it: `job history` in runtime/cli/job_history.py, `job
+revert|scale|eval` (which monitor their evaluation unless `-detach`) in job_actions.py,
+`eval status` and `eval list`'s table in eval_status.py.
 """
 
 from __future__ import annotations
@@ -25,14 +28,6 @@ from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.output import echo, output_options
 from yurt.runtime.cli.paging import filter_option, page_options
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
-
-
-def _submit_date(unix_ns: int) -> str:
-    """Nomad's `job history` date: local time, to the second, with the zone."""
-    from datetime import datetime
-
-    return datetime.fromtimestamp(unix_ns / 1e9).astimezone().strftime("%Y-%m-%dT%H:%M:%S%z")
-
 
 #: `job plan`'s exit code when no plan could be made, Nomad's.
 EXIT_PLAN_ERROR = 255
@@ -56,16 +51,21 @@ def _json_flag(f: Any) -> Any:
                         help="Print the API's JSON instead of text.")(f)
 
 
-def print_evals(evals: list[dict[str, Any]]) -> None:
-    """Nomad's `eval list` table, or its "No evals found"."""
-    from yurt.runtime.cli.output import print_table
+def _detach_flag(f: Any) -> Any:
+    return click.option("--detach", is_flag=True,
+                        help="Return at once, printing the evaluation ID, instead of "
+                             "monitoring it.")(f)
 
-    if not evals:
-        echo("No evals found")
-        return
-    print_table(("ID", "Priority", "Triggered By", "Job ID", "Status", "Placement Failures"),
-                [[e["ID"][:8], str(e["Priority"]), e["TriggeredBy"], e["JobID"], e["Status"],
-                  "true" if e.get("FailedTGAllocs") else "false"] for e in evals])
+
+def _verbose_flag(f: Any) -> Any:
+    return click.option("--verbose", is_flag=True, help="Show full IDs.")(f)
+
+
+def print_evals(evals: list[dict[str, Any]], verbose: bool = False) -> None:
+    """Nomad's `eval list` table (`formatEvalList`), or its "No evals found"."""
+    from yurt.runtime.cli.eval_status import format_eval_list
+
+    echo(format_eval_list(evals, verbose) if evals else "No evals found")
 
 
 def print_plan(spec: Any, result: dict[str, Any], path: str, *, show_diff: bool,
@@ -177,88 +177,57 @@ def register(cli: click.Group, job: click.Group) -> None:
 
     @job.command("history")
     @click.argument("job_id", metavar="JOB")
-    @click.option("-p", "diffs", is_flag=True, help="Show the diff of each version.")
+    @click.option("-p", "diffs", is_flag=True,
+                  help="Show each version's diff from the one before it (or the reference "
+                       "-diff-tag or -diff-version names).")
+    @click.option("--diff-tag", "diff_tag", default="", metavar="TAG",
+                  help="With -p: diff against the version with this tag.")
+    @click.option("--diff-version", "diff_version", default="", metavar="VERSION",
+                  help="With -p: diff against this version.")
+    @click.option("--full", is_flag=True, help="Show each version's whole job as JSON.")
     @click.option("--version", "version", type=int, default=None, help="Only this version.")
     @output_options
-    def job_history(job_id: str, diffs: bool, version: int | None, json_output: bool,
-                    template: str) -> None:
+    def job_history(job_id: str, diffs: bool, diff_tag: str, diff_version: str, full: bool,
+                    version: int | None, json_output: bool, template: str) -> None:
         """The job's versions, newest first (with -p, what each changed)."""
-        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
-        from yurt.runtime.cli.output import check_format, emit_template, fail
+        from yurt.runtime.cli.job_history import show
 
-        check_format(json_output, template)
-        with api() as client:
-            job_id = resolve_job(client, job_id)
-            result = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/versions",
-                          params={"diffs": "true"} if diffs else {})
-        versions = result["Versions"]
-        changes = result.get("Diffs") or []
-        rows = [(v, changes[i] if i < len(changes) else None) for i, v in enumerate(versions)
-                if version is None or v["Version"] == version]
-        if version is not None and not rows:
-            fail(f"job {job_id!r} has no version {version}", EXIT_USAGE)
-        if template:
-            emit_template(template, [v for v, _ in rows])
-            return
-        if json_output:
-            emit_json([v for v, _ in rows])
-            return
-        for v, diff in rows:
-            echo(f"Version     = {v['Version']}\nStable      = "
-                      f"{str(v['Stable']).lower()}\nSubmit Date = {_submit_date(v['SubmitTime'])}")
-            if diff is not None:
-                echo(_diff_text(diff))
-            echo()
+        show(job_id, diffs=diffs, diff_tag=diff_tag, diff_version=diff_version, full=full,
+             version=version, json_output=json_output, template=template)
 
     @job.command("revert")
     @click.argument("job_id", metavar="JOB")
     @click.argument("version", type=int)
+    @_detach_flag
+    @_verbose_flag
     @_json_flag
-    def job_revert(job_id: str, version: int, json_output: bool) -> None:
-        """Register an earlier version of the job again, as a new version."""
-        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
+    def job_revert(job_id: str, version: int, detach: bool, verbose: bool,
+                   json_output: bool) -> None:
+        """Register an earlier version of the job again, as a new version, then monitor
+        its evaluation (runtime/cli/job_actions.py)."""
+        from yurt.runtime.cli.job_actions import revert
 
-        with api() as client:
-            job_id = resolve_job(client, job_id)
-            result = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/revert",
-                          json={"JobID": job_id, "JobVersion": version})
-        if json_output:
-            emit_json(result)
-        else:
-            echo(f'Job "{job_id}" reverted to version {version} '
-                       f'(evaluation {result["EvalID"]})')
+        revert(job_id, version, detach=detach, verbose=verbose, json_output=json_output)
 
     @job.command("scale")
     @click.argument("job_id", metavar="JOB")
     @click.argument("args", nargs=-1, metavar="[GROUP] COUNT")
+    @click.option("--check-index", "check_index", type=click.IntRange(0), default=0,
+                  help="Scale only if the job's modify index is this (0: no check).")
+    @_detach_flag
+    @_verbose_flag
     @_json_flag
-    def job_scale(job_id: str, args: tuple[str, ...], json_output: bool) -> None:
-        """Set a group's count (the group may be left out when the job has only one)."""
-        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
-        from yurt.runtime.cli.output import fail
+    def job_scale(job_id: str, args: tuple[str, ...], check_index: int, detach: bool,
+                  verbose: bool, json_output: bool) -> None:
+        """Set a group's count (the group may be left out when the job has only one), then
+        monitor the evaluation (runtime/cli/job_actions.py)."""
+        from yurt.runtime.cli.job_actions import scale
 
-        if len(args) not in (1, 2) or not args[-1].lstrip("-").isdigit():
-            fail("usage: yurt job scale JOB [GROUP] COUNT", EXIT_USAGE)
-        count = int(args[-1])
-        with api() as client:
-            job_id = resolve_job(client, job_id)
-            if len(args) == 2:
-                group = args[0]
-            else:
-                groups = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}")["TaskGroups"]
-                if len(groups) != 1:
-                    fail("the job has several groups: name the one to scale", EXIT_USAGE)
-                group = groups[0]["Name"]
-            result = call(client, "POST", f"/v1/job/{quote(job_id, safe='')}/scale",
-                          json={"Count": count, "Target": {"Group": group}})
-        if json_output:
-            emit_json(result)
-        else:
-            echo(f'Group "{group}" of job "{job_id}" scaled to {count} '
-                       f'(evaluation {result["EvalID"]})')
+        scale(job_id, args, check_index=check_index, detach=detach, verbose=verbose,
+              json_output=json_output)
 
     @job.command("inspect")
-    @click.argument("job_id", metavar="JOB")
+    @click.argument("job_id", metavar="[JOB]", required=False)
     @click.option("--version", "version", type=int, default=None, help="An earlier version.")
     @click.option("-t", "template", default="", metavar="TEMPLATE",
                   help="Format the job with a Go template (Nomad's -t) instead of JSON.")
@@ -266,15 +235,28 @@ def register(cli: click.Group, job: click.Group) -> None:
                   help="The job file the version was registered from (its submission).")
     @click.option("-with-vars", "--with-vars", "with_vars", is_flag=True,
                   help="With -hcl: how to run it again with the variables it was given.")
-    def job_inspect(job_id: str, version: int | None, template: str, hcl: bool,
-                    with_vars: bool) -> None:
+    @click.option("--json", "as_json", is_flag=True,
+                  help="The job itself as JSON, without the {\"Job\": ...} wrapper "
+                       "(Nomad's -json); without JOB, every job.")
+    def job_inspect(job_id: str | None, version: int | None, template: str, hcl: bool,
+                    with_vars: bool, as_json: bool) -> None:
         """The job as the server has it, as JSON (`{"Job": ...}`, as Nomad prints it); with
         -hcl, the source it was registered from (command/job_inspect.go `getJobHCL`)."""
         from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
-        from yurt.runtime.cli.output import emit_template, fail
+        from yurt.runtime.cli.output import check_format, emit_template, fail
 
+        if hcl and as_json:
+            fail("can only use one of -hcl or -json", EXIT_USAGE)
         if with_vars and not hcl:
             fail("can only use -with-vars with -hcl", EXIT_USAGE)
+        check_format(as_json, template)
+        if job_id is None:
+            if not (as_json or template):
+                fail("This command takes one argument: <job>", EXIT_USAGE)
+            with api() as client:  # Nomad: every job's stub, formatted
+                jobs = call(client, "GET", "/v1/jobs")
+            emit_template(template, jobs) if template else emit_json(jobs)
+            return
         with api() as client:
             job_id = resolve_job(client, job_id)
             path = f"/v1/job/{quote(job_id, safe='')}"
@@ -292,7 +274,7 @@ def register(cli: click.Group, job: click.Group) -> None:
         if template:  # Nomad's -t sees the job itself, not the {"Job": ...} wrapper
             emit_template(template, spec)
             return
-        emit_json({"Job": spec})
+        emit_json(spec if as_json else {"Job": spec})
 
     def _inspect_hcl(client: Any, job_id: str, path: str, version: int | None,
                      with_vars: bool) -> None:
@@ -326,24 +308,19 @@ def register(cli: click.Group, job: click.Group) -> None:
 
     @job.command("eval")
     @click.argument("job_id", metavar="JOB")
+    @click.option("--force-reschedule", "force_reschedule", is_flag=True,
+                  help="Replace failed allocations now, even those their reschedule policy "
+                       "would not replace yet.")
+    @_detach_flag
+    @_verbose_flag
     @_json_flag
-    def job_eval(job_id: str, json_output: bool) -> None:
-        """Force a new evaluation of the job (places what is missing)."""
-        from yurt.runtime.cli.api_client import api, call, emit_json, resolve_job
-        from yurt.runtime.cli.evalfmt import evaluation_failures
+    def job_eval(job_id: str, force_reschedule: bool, detach: bool, verbose: bool,
+                 json_output: bool) -> None:
+        """Force a new evaluation of the job (places what is missing), then monitor it."""
+        from yurt.runtime.cli.job_actions import evaluate
 
-        with api() as client:
-            job_id = resolve_job(client, job_id)
-            result = call(client, "PUT", f"/v1/job/{quote(job_id, safe='')}/evaluate",
-                          json={"JobID": job_id})
-            ev = call(client, "GET", f"/v1/evaluation/{result['EvalID']}")
-        if json_output:
-            emit_json(ev)
-            return
-        echo(f'Evaluation "{ev["ID"]}" {ev["Status"]}')
-        explanation = evaluation_failures(ev)
-        if explanation:
-            echo(explanation)
+        evaluate(job_id, force_reschedule=force_reschedule, detach=detach, verbose=verbose,
+                 json_output=json_output)
 
     @cli.group("eval")
     def eval_group() -> None:
@@ -354,9 +331,10 @@ def register(cli: click.Group, job: click.Group) -> None:
     @click.option("--status", default="", help="Only with this status.")
     @filter_option
     @page_options
+    @_verbose_flag
     @output_options
     def eval_list(job_id: str, status: str, filter_expr: str, per_page: int, page_token: str,
-                  json_output: bool, template: str) -> None:
+                  verbose: bool, json_output: bool, template: str) -> None:
         """List evaluations, newest first."""
         from yurt.runtime.cli.api_client import api
         from yurt.runtime.cli.output import check_format, emit
@@ -374,39 +352,26 @@ def register(cli: click.Group, job: click.Group) -> None:
         evals = sorted(evals, key=lambda e: -e.get("CreateIndex", 0))
 
         def human() -> None:
-            print_evals(evals)
+            print_evals(evals, verbose)
             if next_token:
                 echo(next_page_hint(next_token))
         emit(evals, json_output, template, human)
 
     @eval_group.command("status")
     @click.argument("eval_id", metavar="EVAL")
+    @click.option("--monitor", is_flag=True,
+                  help="Follow the evaluation until it is done, as `job run` does.")
+    @click.option("--verbose", is_flag=True,
+                  help="Full IDs, exact times, and every plan annotation column.")
     @output_options
-    def eval_status(eval_id: str, json_output: bool, template: str) -> None:
-        """One evaluation: status, trigger, placement failures."""
-        from yurt.runtime.cli.api_client import api, call, emit_json
-        from yurt.runtime.cli.evalfmt import evaluation_failures
-        from yurt.runtime.cli.output import check_format, emit_template
+    def eval_status(eval_id: str, monitor: bool, verbose: bool, json_output: bool,
+                    template: str) -> None:
+        """One evaluation: status, trigger, placements and placement failures (Nomad's
+        `eval status`; runtime/cli/eval_status.py)."""
+        from yurt.runtime.cli.eval_status import show
 
-        check_format(json_output, template)
-        with api() as client:
-            ev = call(client, "GET", f"/v1/evaluation/{eval_id}")
-        if template:
-            emit_template(template, ev)
-            return
-        if json_output:
-            emit_json(ev)
-            return
-        echo(f"ID                 = {ev['ID']}\nStatus             = {ev['Status']}\n"
-                   f"Status Description = {ev['StatusDescription'] or '-'}\n"
-                   f"Type               = {ev['Type']}\n"
-                   f"TriggeredBy        = {ev['TriggeredBy']}\n"
-                   f"Job ID             = {ev['JobID']}\n"
-                   f"Priority           = {ev['Priority']}\n"
-                   f"Placement Failures = {str(bool(ev.get('FailedTGAllocs'))).lower()}")
-        explanation = evaluation_failures(ev)
-        if explanation:
-            echo(explanation)
+        show(eval_id, monitor=monitor, verbose=verbose, json_output=json_output,
+             template=template)
 
 
 _MARK = {"Added": "+", "Deleted": "-", "Edited": "+/-", "None": ""}
@@ -462,8 +427,3 @@ def diff_lines(diff: dict[str, Any], updates: dict[str, str] | None = None) -> l
             lines += _field_lines(task.get("Fields"), "    ")
             lines += _object_lines(task.get("Objects"), "    ")
     return lines
-
-
-def _diff_text(diff: dict[str, Any], indent: str = "") -> str:
-    """A version's diff from the one before it, as `job history -p` shows it."""
-    return "\n".join([f"{indent}Diff        ="] + [indent + line for line in diff_lines(diff)])

@@ -97,7 +97,7 @@ def _bool_option(name: str, help_text: str) -> Callable[[F], F]:
 _SWITCHES = {
     "memory_oversubscription": ("MemoryOversubscriptionEnabled", False, False),
     "reject_job_registration": ("RejectJobRegistration", False, False),
-    "pause_eval_broker": ("PauseEvalBroker", False, False),
+    "pause_eval_broker": ("PauseEvalBroker", False, True),
     "preempt_batch_scheduler": ("BatchSchedulerEnabled", True, True),
     "preempt_service_scheduler": ("ServiceSchedulerEnabled", True, True),
     "preempt_sysbatch_scheduler": ("SysBatchSchedulerEnabled", True, True),
@@ -112,7 +112,8 @@ _SWITCHES = {
               type=click.Choice(["", "binpack", "spread"]), help="binpack or spread.")
 @_bool_option("memory-oversubscription", "Stored; yurt does not oversubscribe memory.")
 @_bool_option("reject-job-registration", "Stored; yurt does not act on it.")
-@_bool_option("pause-eval-broker", "Stored; yurt does not act on it.")
+@_bool_option("pause-eval-broker", "Pause the eval broker: evaluations stay pending "
+              "until it is unpaused.")
 @_bool_option("preempt-batch-scheduler", "Preemption for batch jobs.")
 @_bool_option("preempt-service-scheduler", "Preemption for service jobs.")
 @_bool_option("preempt-sysbatch-scheduler", "Preemption for sysbatch jobs.")

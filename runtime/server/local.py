@@ -69,7 +69,11 @@ from yurt.runtime.server.records import (
 from yurt.runtime.server.schedconfig import SchedulerConfiguration
 from yurt.runtime.server.scheduler import schedule
 from yurt.runtime.server.scheduler.plan import Plan, stopped
-from yurt.runtime.server.scheduler.reschedule import needs_reschedule, unix_ns
+from yurt.runtime.server.scheduler.reschedule import (
+    force_reschedulable,
+    needs_reschedule,
+    unix_ns,
+)
 from yurt.runtime.server.services import ServiceCatalogue
 from yurt.runtime.server.state.sqlite import ServerStateStore
 from yurt.runtime.structs import (
@@ -240,9 +244,11 @@ class LocalServer:
         """Follow-up evaluations (a failed allocation's replacement) when their time comes."""
         while True:
             self._delayed = trio.Event()
-            waits = [unix_ns(e.wait_until) for ids in self._open_evals.values() for i in ids
-                     if (e := self.evals[i]).status == EVAL_STATUS_PENDING
-                     and e.wait_until > ZERO_TIME]
+            # Paused (`PauseEvalBroker`): nothing is due until the unpause sets `_delayed`.
+            waits = [] if self.scheduler_config.pause_eval_broker else [
+                unix_ns(e.wait_until) for ids in self._open_evals.values() for i in ids
+                if (e := self.evals[i]).status == EVAL_STATUS_PENDING
+                and e.wait_until > ZERO_TIME]
             with trio.move_on_after(max(min(waits) - self._clock(), 0) / 1e9
                                     if waits else math.inf):
                 await self._delayed.wait()
@@ -290,8 +296,9 @@ class LocalServer:
             try:
                 yield index
             finally:
-                if capacity:
+                if capacity:  # and the delayed ones' waits (the eval broker unpaused)
                     self._capacity.set()
+                    self._delayed.set()
                 self._notify_changed()
 
     async def _commit(self, jobs: list[Job], allocs: list[Allocation],
@@ -456,7 +463,14 @@ class LocalServer:
 
     async def _process(self, ev: Evaluation, *, keep_if_unchanged: bool = False) -> Plan:
         """Run the scheduler for `ev` and apply its plan in one commit. With
-        `keep_if_unchanged` (a blocked retry), a plan that changes nothing is not applied."""
+        `keep_if_unchanged` (a blocked retry), a plan that changes nothing is not applied.
+        While the scheduler configuration's `PauseEvalBroker` is set, nothing is scheduled:
+        the evaluation stays as it is (pending, or blocked) until the broker is unpaused,
+        when `run` processes what is pending and retries what is blocked (nomad/leader.go
+        `handleEvalBrokerStateChange` disables the eval broker and the blocked evals)."""
+        if self.scheduler_config.pause_eval_broker:
+            await trio.lowlevel.checkpoint()
+            return Plan(eval=ev)
         job = self.jobs.get(ev.job_id)
         plan = schedule(self, ev, job, index=self.index + 1, now=self._clock(), new_id=new_id,
                         can_preempt=job is not None
@@ -483,8 +497,14 @@ class LocalServer:
             if self.evals.get(ev.id) is ev:  # not canceled by an earlier one meanwhile
                 await self._process(ev, keep_if_unchanged=True)
 
-    async def evaluate(self, job_id: str, triggered_by: str) -> Registration:
-        """A new evaluation of the job as it is (Nomad's `/v1/job/:id/evaluate`)."""
+    async def evaluate(self, job_id: str, triggered_by: str, *,
+                       force_reschedule: bool = False) -> Registration:
+        """A new evaluation of the job as it is (Nomad's `/v1/job/:id/evaluate`). With
+        `force_reschedule` (`EvalOptions.ForceReschedule`), every failed allocation not
+        replaced yet, of a group whose reschedule policy is enabled, is marked
+        `DesiredTransition.ForceReschedule` in the evaluation's commit: the scheduler
+        replaces it now, whatever its policy's attempts and delay (nomad/job_endpoint.go
+        `Evaluate`)."""
         async with self._lock:
             job = self.jobs.get(job_id)
             if job is None:
@@ -494,7 +514,13 @@ class LocalServer:
                 raise ValueError(f"can't evaluate {kind} job")
             index = self.take_index()
             ev = self._new_eval(job, triggered_by, index)
-            await self._commit([], [], evals=[ev])
+            forced = [msgspec.structs.replace(
+                a, desired_transition=msgspec.structs.replace(a.desired_transition,
+                                                              force_reschedule=True),
+                modify_index=index, modify_time=self._clock())
+                for a in force_reschedulable(job, self.job_allocs(job_id))
+            ] if force_reschedule else []
+            await self._commit([], forced, evals=[ev])
             return self._registration(await self._process(ev), index, job)
 
     def _registration(self, plan: Plan, index: int, job: Job) -> Registration:
@@ -628,8 +654,13 @@ class LocalServer:
         (with `purge`, the job and its allocations are forgotten once stopped)."""
         return (await self.deregister_job(job_id, purge=purge)).stopped
 
-    async def deregister_job(self, job_id: str, *, purge: bool = False) -> Registration:
-        """Stop `job_id` through an evaluation (its ID is what Nomad's deregister answers)."""
+    async def deregister_job(self, job_id: str, *, purge: bool = False, eval_priority: int = 0,
+                             no_shutdown_delay: bool = False) -> Registration:
+        """Stop `job_id` through an evaluation (its ID is what Nomad's deregister answers).
+        `eval_priority` (1-100, 0: the job's) is the evaluation's priority; with
+        `no_shutdown_delay` every allocation of the job is marked
+        `DesiredTransition.NoShutdownDelay` in the same commit, so its client kills it without
+        the group's and tasks' `shutdown_delay` (nomad/fsm.go `handleJobDeregister`)."""
         async with self._lock:
             job = self.jobs.get(job_id)
             if job is None:
@@ -640,7 +671,14 @@ class LocalServer:
                                           job_modify_index=index, version=job.version + 1,
                                           stable=False, submit_time=self._clock())
             ev = self._new_eval(job, TRIGGER_JOB_DEREGISTER, index)
-            await self._commit([job], [], [job_event("JobDeregistered", job)], [ev],
+            if eval_priority > 0:
+                ev = msgspec.structs.replace(ev, priority=eval_priority)
+            marked = [msgspec.structs.replace(
+                a, desired_transition=msgspec.structs.replace(a.desired_transition,
+                                                              no_shutdown_delay=True),
+                modify_index=index, alloc_modify_index=index, modify_time=self._clock())
+                for a in self.job_allocs(job_id)] if no_shutdown_delay else []
+            await self._commit([job], marked, [job_event("JobDeregistered", job)], [ev],
                                new_version=True)
             result = self._registration(await self._process(ev), index, job)
             if purge:

@@ -2,9 +2,12 @@
 
 `/v1/operator/scheduler/configuration` reads and sets it; the embedded server's placement
 honours `PreemptionConfig`: for a job type whose switch is off, placement never evicts anything
-(runtime/server/local.py asks `preemption_enabled`). yurt's default differs from Nomad's on
-purpose: Nomad preempts only for system jobs by default, yurt has always preempted for every
-job type on its one node, and keeps doing so until an operator turns a switch off.
+(runtime/server/local.py asks `preemption_enabled`), and `PauseEvalBroker`: while it is set,
+no evaluation is processed (they stay pending, blocked ones stay blocked) until it is cleared,
+as Nomad's paused eval broker (local.py `_process`; `yurt eval delete` needs it). yurt's
+default differs from Nomad's on purpose: Nomad preempts only for system jobs by default, yurt
+has always preempted for every job type on its one node, and keeps doing so until an
+operator turns a switch off.
 
 Stored in `<data-dir>/server/scheduler-config.json`, written atomically before a change is
 answered, so an agent restart keeps it. `ModifyIndex` is the server index the change took, and

@@ -255,7 +255,8 @@ class ClusterServer(LocalServer):
                     self._undo_index()
                     raise
                 self.scheduler_config = stored
-                self._capacity.set()  # preemption switched on may place what waits
+                self._capacity.set()  # preemption switched on may place what waits,
+                self._delayed.set()  # the eval broker unpaused processes what is pending
                 self._notify_changed()
                 return True, index
 
@@ -336,6 +337,7 @@ class ClusterServer(LocalServer):
                 if event.kv.key == self._config_key and event.type == "PUT":
                     self.scheduler_config = _config.decode(event.kv.value)
                     self._capacity.set()
+                    self._delayed.set()
             self._apply(self.cluster_store.decode(revision, events))
             self.applied_revision = revision
             self._fresh()
@@ -467,12 +469,16 @@ class ClusterServer(LocalServer):
         return await self._retrying(lambda: LocalServer.register_as(self, job, triggered_by,
                                                                     check))
 
-    async def deregister_job(self, job_id: str, *, purge: bool = False) -> Registration:
-        return await self._retrying(lambda: LocalServer.deregister_job(self, job_id,
-                                                                       purge=purge))
+    async def deregister_job(self, job_id: str, *, purge: bool = False, eval_priority: int = 0,
+                             no_shutdown_delay: bool = False) -> Registration:
+        return await self._retrying(lambda: LocalServer.deregister_job(
+            self, job_id, purge=purge, eval_priority=eval_priority,
+            no_shutdown_delay=no_shutdown_delay))
 
-    async def evaluate(self, job_id: str, triggered_by: str) -> Registration:
-        return await self._retrying(lambda: LocalServer.evaluate(self, job_id, triggered_by))
+    async def evaluate(self, job_id: str, triggered_by: str, *,
+                       force_reschedule: bool = False) -> Registration:
+        return await self._retrying(lambda: LocalServer.evaluate(
+            self, job_id, triggered_by, force_reschedule=force_reschedule))
 
     async def set_stable(self, job_id: str, version: int, stable: bool) -> int:
         return await self._retrying(lambda: LocalServer.set_stable(self, job_id, version,

@@ -11,6 +11,8 @@
   Until then the failed allocation waits on a follow-up evaluation (`FollowupEvalID`,
   `WaitUntil`); its replacement names it in `PreviousAllocation` and carries its tracker
   with one more event.
+- **Forced**: a register, or a failed allocation marked `DesiredTransition.ForceReschedule`
+  (`job eval -force-reschedule`), is replaced now, whatever the policy's attempts and delay.
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def decide(job: Job, allocs: list[Allocation], now: int, *, user_asked: bool) ->
         if not needs_reschedule(alloc):
             continue
         policy = policy_for(job, alloc.task_group)
-        if user_asked:
+        if user_asked or alloc.desired_transition.force_reschedule:
+            # A register, or `job eval -force-reschedule`: now, whatever the policy says.
             decision.now[name] = (alloc, alloc.reschedule_tracker)
         elif policy is None or not eligible(policy, alloc, now):
             decision.never.add(name)
@@ -134,6 +137,21 @@ def decide(job: Job, allocs: list[Allocation], now: int, *, user_asked: bool) ->
         else:
             decision.later[name] = (alloc, when)
     return decision
+
+
+def force_reschedulable(job: Job, allocs: list[Allocation]) -> list[Allocation]:
+    """The allocations `job eval -force-reschedule` marks (nomad/job_endpoint.go
+    `Evaluate`): failed, not replaced yet, not marked already, of a group whose reschedule
+    policy is enabled (attempts or unlimited)."""
+    found = []
+    for alloc in allocs:
+        policy = policy_for(job, alloc.task_group)
+        if policy is None or not (policy.unlimited or (policy.attempts or 0) > 0):
+            continue
+        if (not alloc.next_allocation and alloc.client_status == ALLOC_CLIENT_FAILED
+                and not alloc.desired_transition.force_reschedule):
+            found.append(alloc)
+    return found
 
 
 def as_time(unix_ns: int) -> datetime:
