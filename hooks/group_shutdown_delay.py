@@ -35,7 +35,7 @@ class GroupShutdownDelayHook(AllocPrekillHook):
         alloc = self._alloc()  # the job as it is now: an update in place may change the delay
         group = alloc.job.lookup_group(alloc.task_group) if alloc.job is not None else None
         delay = group.shutdown_delay if group is not None else None
-        if not delay or alloc.desired_transition.no_shutdown_delay:
+        if not delay or alloc.desired_transition.should_ignore_shutdown_delay():
             return
         log.debug("alloc %s: waiting for the group's shutdown_delay of %d ns before killing "
                   "its tasks", alloc.id, delay)
