@@ -70,7 +70,8 @@ async def test_alloc_stop_monitors_the_evaluation(tmp_path: Path) -> None:
             out = await yurt_cli(a.address, "alloc", "stop", "-verbose", alloc["ID"])
             assert out.exit_code == 0, out.output
             lines = out.output.splitlines()
-            assert lines[0].startswith("==> ") and "Monitoring evaluation" in lines[0]
+            assert lines[0].startswith("==> ")
+            assert "Monitoring evaluation" in lines[0]
             eval_id = lines[0].split('"')[1]
             assert len(eval_id) == 36  # -verbose: whole IDs
             assert any('Evaluation triggered by job "b"' in x for x in lines), out.output
@@ -110,7 +111,8 @@ async def test_restart_signal_logs_fs_exec_flags(tmp_path: Path) -> None:
             if common >= 2:
                 prefix = g["ID"][:common]
                 out = await yurt_cli(a.address, "alloc", "restart", "-verbose", prefix)
-                assert out.exit_code == 2 and g["ID"] in out.output
+                assert out.exit_code == 2
+                assert g["ID"] in out.output
             out = await yurt_cli(a.address, "alloc", "logs", "-stdout", "-verbose", g["ID"])
             assert out.exit_code == 0, out.output
             out = await yurt_cli(a.address, "alloc", "logs", "-stdout", "--stderr", g["ID"])
@@ -120,7 +122,8 @@ async def test_restart_signal_logs_fs_exec_flags(tmp_path: Path) -> None:
             out = await yurt_cli(a.address, "alloc", "fs", "-job", "-group", "other", "web")
             assert out.exit_code == 0, out.output
             assert out.output.split()[:4] == ["Mode", "Size", "Modified", "Time"]
-            assert "o/" in out.output.split() and "t/" not in out.output.split()
+            assert "o/" in out.output.split()
+            assert "t/" not in out.output.split()
             out = await yurt_cli(a.address, "alloc", "fs", "-job", "-group", "nosuch", "web")
             assert out.exit_code == 1
             assert 'task group "nosuch" doesn\'t exist or it has no allocations' in out.output
