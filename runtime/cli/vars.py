@@ -153,7 +153,9 @@ def _print_pairs(pairs: dict[str, str]) -> None:
         echo(f"{shown.ljust(width)} = {pairs[keys[shown]]}")
 
 
-def _items(args: tuple[str, ...]) -> dict[str, str]:
+def _items(args: tuple[str, ...], *, keep_empty: bool = False) -> dict[str, str]:
+    """The `key=value` items; `key=` removes the key (with `keep_empty`, it is kept with an
+    empty value, for the caller to remove from what it holds)."""
     from yurt.runtime.cli.output import fail
 
     items: dict[str, str] = {}
@@ -168,7 +170,7 @@ def _items(args: tuple[str, ...]) -> dict[str, str]:
                 value = Path(value[1:]).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 fail(f"error reading {value[1:]!r}: {e}", EXIT_USAGE)
-        if value:
+        if value or keep_empty:
             items[key] = value
         else:
             items.pop(key, None)
@@ -180,47 +182,50 @@ def _items(args: tuple[str, ...]) -> dict[str, str]:
 @click.option("-check-index", "--check-index", "check_index", default=None,
               help="Write only if the variable's ModifyIndex is this (0: only if new).")
 @click.option("-force", "--force", is_flag=True, help="Write whatever is stored now.")
-@click.option("-out", "--out", "out", type=click.Choice(["none", "table", "json"]),
-              default="none")
-@click.argument("path")
-@click.argument("items", nargs=-1, required=True)
-def var_put(ns: str, check_index: str | None, force: bool, out: str, path: str,
-            items: tuple[str, ...]) -> None:
-    """Create or update a variable from key=value items."""
-    from yurt.runtime.cli.api_client import api, emit_json
+@click.option("-in", "--in", "in_fmt", default="json", metavar="hcl|json",
+              help="The format of a specification read from stdin (`-`) or from a file "
+                   "whose extension does not say.")
+@click.option("-out", "--out", "out", default="none",
+              metavar="go-template|hcl|json|none|table", help="How to print the variable.")
+@click.option("-template", "--template", "template", default="", metavar="TEMPLATE",
+              help="With -out go-template: the Go template.")
+@click.option("-verbose", "--verbose", is_flag=True, help="Say each step on stderr.")
+@click.argument("args", nargs=-1, required=True, metavar="PATH|@SPEC|- [@SPEC|-] [K=V]...")
+def var_put(ns: str, check_index: str | None, force: bool, in_fmt: str, out: str,
+            template: str, verbose: bool, args: tuple[str, ...]) -> None:
+    """Create or update a variable from a specification (@file or - for stdin) and/or
+    key=value items."""
     from yurt.runtime.cli.output import fail
+    from yurt.runtime.cli.var_put import put
 
     if ns == "*":
         fail("Cannot use the '*' wildcard namespace", EXIT_USAGE)
-    index = _check_index(check_index)
-    cas = None if force else (index if index is not None else 0)
-    body = {"Path": path, "Items": _items(items), **({"Namespace": ns} if ns else {})}
-    with api() as client:
-        response = _send(client, "PUT", f"/v1/var/{path}",
-                         params=_params(ns, **({} if cas is None else {"cas": str(cas)})),
-                         json=body)
-    if response.status_code == 409:
-        _cas_conflict(response, cas or 0)
-    written = response.json()
-    if out == "json":
-        emit_json(written)
-    elif out == "table":
-        _print_variable(written)
-    else:
-        echo(f'Created variable "{written["Path"]}" with modify index '
-                   f'{written["ModifyIndex"]}')
+    put(args, ns=ns, check_index=_check_index(check_index), force=force, in_fmt=in_fmt,
+        out=out, template=template, verbose=verbose)
 
 
 @var.command("list")
 @_namespace_option
 @_json_option
+@click.option("-out", "--out", "out", default="", metavar="go-template|json|table|terse",
+              help="How to print the list (default table; terse: the paths alone).")
+@click.option("-template", "--template", "go_template", default="", metavar="TEMPLATE",
+              help="With -out go-template: the Go template.")
 @click.argument("prefix", default="")
-def var_list(ns: str, json_output: bool, template: str, prefix: str) -> None:
+def var_list(ns: str, json_output: bool, template: str, out: str, go_template: str,
+             prefix: str) -> None:
     """List variables (their metadata, never their items) under a prefix."""
     from yurt.runtime.cli.api_client import api, call
-    from yurt.runtime.cli.output import check_format, emit, format_list
+    from yurt.runtime.cli.output import check_format, emit, fail, format_list
+    from yurt.runtime.cli.var_put import LIST_FORMATS, list_out, output_problem
 
     check_format(json_output, template)
+    if out or go_template:  # Nomad's -out/-template (command/var_list.go)
+        problem = output_problem(out or "table", go_template, LIST_FORMATS)
+        if problem is None and (json_output or template):
+            problem = "-out cannot be used with -json or -t"
+        if problem is not None:
+            fail(problem, EXIT_USAGE)
     with api() as client:
         found = call(client, "GET", "/v1/vars", params=_params(ns, prefix=prefix))
 
@@ -232,6 +237,9 @@ def var_list(ns: str, json_output: bool, template: str, prefix: str) -> None:
                                 *([v["Namespace"], v["Path"], _time(v["ModifyTime"])]
                                   for v in found)]))
 
+    if out and out != "table":
+        list_out(found, out, go_template, ns)
+        return
     emit(found, json_output, template, human)
 
 
