@@ -297,13 +297,32 @@ def namespace_list(json_output: bool, template: str) -> None:
 @click.option("-description", "--description", default=None, help="A description.")
 @click.option("-quota", "--quota", default=None, help="Kept, not enforced (Enterprise).")
 @click.option("-meta", "--meta", "meta", multiple=True, help="key=value (repeatable).")
-@click.argument("name")
+@click.option("-json", "--json", "json_input", is_flag=True,
+              help="Read the specification file as JSON (the API's Namespace), not HCL.")
+@click.argument("name", metavar="NAME|FILE|-")
 def namespace_apply(description: str | None, quota: str | None, meta: tuple[str, ...],
-                    name: str) -> None:
-    """Create or update a namespace (flags not given keep their current value)."""
+                    json_input: bool, name: str) -> None:
+    """Create or update a namespace (flags not given keep their current value), or apply a
+    specification file (`-`: stdin; HCL, or JSON with -json)."""
     from yurt.runtime.cli.api_client import api, call
+    from yurt.runtime.cli.namespace_spec import NamespaceSpecError, is_spec_argument, read_spec
     from yurt.runtime.cli.output import fail
 
+    if is_spec_argument(name):  # Nomad's command/namespace_apply.go: a file wins over flags
+        if description is not None or quota is not None or meta:
+            echo("Flags are ignored when a file is specified!", err=True)
+        try:
+            spec = read_spec(name, json_input)
+        except NamespaceSpecError as e:
+            fail(str(e), EXIT_USAGE)
+        if not isinstance(spec.get("Name"), str) or not spec["Name"]:
+            fail("Namespace name required", EXIT_USAGE)
+        with api() as client:
+            call(client, "PUT", f"/v1/namespace/{spec['Name']}", json=spec)
+        echo(f'Successfully applied namespace "{spec["Name"]}"!')
+        return
+    if json_input:
+        fail(f"-json reads a specification file, and {name!r} is none", EXIT_USAGE)
     with api() as client:
         existing = client.get(f"/v1/namespace/{name}")
         body: dict[str, Any] = existing.json() if existing.status_code == 200 else {}
