@@ -166,7 +166,7 @@ def test_nomads_flags_are_read() -> None:
                   "-policy b -role-id R -role-name N -json") == {
         "name": "ci", "token_type": "management", "is_global": True, "ttl": "1h",
         "policies": ("a", "b"), "role_ids": ("R",), "role_names": ("N",),
-        "json_output": True, "template": ""}
+        "json_output": True, "template": "", "accessor": "", "secret_path": None}
     assert parsed("acl token create -t {{.SecretID}}")["template"] == "{{.SecretID}}"
     assert parsed("acl token update -policy p -type=client ACC") == {
         "name": "", "policies": ("p",), "role_ids": (), "role_names": (),

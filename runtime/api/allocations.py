@@ -78,7 +78,9 @@ async def allocation_stop(ctx: Context, request: Request) -> Response:
     if alloc_id not in ctx.server.allocs:
         raise ApiError(404, "alloc not found")
     try:
-        stopped, ev = await ctx.server.stop_alloc_eval(alloc_id)
+        # Nomad's ?no_shutdown_delay (command/agent/alloc_endpoint.go `allocStop`).
+        stopped, ev = await ctx.server.stop_alloc_eval(
+            alloc_id, no_shutdown_delay=query_bool(request, "no_shutdown_delay"))
     except KeyError:  # collected while this waited for the server's lock
         raise ApiError(404, "alloc not found") from None
     return json_response({"EvalID": ev.id, "Index": stopped.modify_index})

@@ -65,15 +65,23 @@ def _token_options(f: Any) -> Any:
               help="Replicate the token to every region (kept for Nomad's sake).")
 @click.option("-ttl", "--ttl", default="", metavar="DURATION",
               help='How long the token lives, e.g. "5m" or "1h" (default: forever).')
+@click.option("-accessor", "--accessor", "accessor", default="", metavar="UUID",
+              help="Upload (restore) a client token with this AccessorID; its SecretID is "
+                   "read from PATH (a file, or - for stdin).")
 @output_options
+@click.argument("secret_path", metavar="[PATH]", required=False)
 def token_create_command(name: str, policies: tuple[str, ...], role_ids: tuple[str, ...],
                          role_names: tuple[str, ...], token_type: str, is_global: bool,
-                         ttl: str, json_output: bool, template: str) -> None:
-    """Create a token; its Secret ID is printed. Needs a management token."""
+                         ttl: str, accessor: str, json_output: bool, template: str,
+                         secret_path: str | None) -> None:
+    """Create a token; its Secret ID is printed. Needs a management token. With -accessor,
+    upload a client token with both IDs given (the SecretID from PATH, never the command
+    line)."""
     from yurt.runtime.cli.api_client import api
     from yurt.runtime.lib.durations import format_duration, parse_duration
 
     check_format(json_output, template)
+    secret = _uploaded_secret(accessor, secret_path, token_type)
     token: dict[str, Any] = {"Name": name, "Type": token_type, "Policies": list(policies),
                              "Roles": _role_links(role_names, role_ids), "Global": is_global}
     if ttl:
@@ -89,8 +97,47 @@ def token_create_command(name: str, policies: tuple[str, ...], role_ids: tuple[s
             if not found.is_success:
                 echo(f"Error fetching info on {policy} policy: "
                      f"{found.text.strip() or found.status_code}", err=True)
-        created = send(client, "POST", "/v1/acl/token", "Error creating token", json=token)
+        if accessor:  # Nomad's `ACLTokens().Upload`: PUT at the new accessor
+            token.update(AccessorID=accessor, SecretID=secret)
+            created = send(client, "PUT", f"/v1/acl/token/{segment(accessor)}",
+                           "Error uploading token", json=token)
+        else:
+            created = send(client, "POST", "/v1/acl/token", "Error creating token",
+                           json=token)
     print_token(created, json_output, template)
+
+
+def _uploaded_secret(accessor: str, path: str | None, token_type: str) -> str:
+    """The SecretID of a token `-accessor` uploads, read from `path` (`-`: stdin), checked as
+    Nomad's command/acl_token_create.go `Run` and api/acl.go `Upload` check it (exit 2); ""
+    when nothing is uploaded."""
+    import re
+    import sys
+    from pathlib import Path
+
+    def is_uuid(text: str) -> bool:  # helper/funcs.go `IsUUID`
+        return re.fullmatch(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}",
+                            text) is not None
+
+    if accessor and path is None:
+        fail('-accessor requires a SecretID supplied as a file path or "-" for stdin',
+             EXIT_USAGE)
+    if not accessor and path is not None:
+        fail("A SecretID file path was provided but -accessor was not set", EXIT_USAGE)
+    if not accessor or path is None:
+        return ""
+    if not is_uuid(accessor):
+        fail("-accessor value must be a valid UUID", EXIT_USAGE)
+    if token_type == "management":
+        fail("Error uploading token: cannot upload management tokens", EXIT_USAGE)
+    try:
+        raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"Error reading SecretID: {getattr(e, 'strerror', None) or e}", EXIT_USAGE)
+    secret = raw.strip()
+    if not is_uuid(secret):
+        fail("SecretID must be a valid UUID", EXIT_USAGE)
+    return secret
 
 
 @token_group.command("info")

@@ -30,6 +30,10 @@ def alloc() -> None:
 @click.option("-f", "--follow", is_flag=True,
               help="Keep printing new output until the allocation is over.")
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
+@click.option("-stdout", "--stdout", is_flag=True,
+              help="Show stdout (the default; cannot be used with --stderr or --all).")
+@click.option("-verbose", "--verbose", is_flag=True,
+              help="Whole IDs (in the list of an ambiguous prefix's matches).")
 @click.option("--all", "all_streams", is_flag=True,
               help="Show stdout and stderr together (with -f, line by line as they come).")
 @click.option("--tail", is_flag=True, help="Only the end: the last 10 lines unless -n or -c.")
@@ -38,26 +42,31 @@ def alloc() -> None:
 @click.option("-c", "--bytes", "nbytes", type=int, default=None, metavar="BYTES",
               help="The last BYTES bytes (implies --tail).")
 def alloc_logs(alloc_id: str, task: str | None, job_flag: bool, task_flag: str, group: str,
-               follow: bool, stderr: bool, all_streams: bool, tail: bool, lines: int | None,
-               nbytes: int | None) -> None:
+               follow: bool, stderr: bool, stdout: bool, verbose: bool, all_streams: bool,
+               tail: bool, lines: int | None, nbytes: int | None) -> None:
     """Print a task's output (the only task's, if the allocation has one); with -job, of
     one of the job's allocations (ALLOC is then the job)."""
     from yurt.runtime.cli import logs as cli_logs
 
     cli_logs.alloc_logs(alloc_id, task, follow=follow, stderr=stderr, all_streams=all_streams,
                         tail=tail, lines=lines, nbytes=nbytes, job=job_flag,
-                        task_flag=task_flag, group=group)
+                        task_flag=task_flag, group=group, stdout=stdout, verbose=verbose)
 
 
 @alloc.command("restart")
 @click.argument("alloc_id", metavar="ALLOC")
 @click.argument("task", required=False)
+@click.option("-task", "--task", "task_flag", default="", metavar="TASK",
+              help="The task to restart (wins over the TASK argument).")
 @click.option("--all-tasks", is_flag=True, help="Restart every task, dead ones included.")
-def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
+@click.option("-verbose", "--verbose", is_flag=True,
+              help="Whole IDs (in the list of an ambiguous prefix's matches).")
+def alloc_restart(alloc_id: str, task: str | None, task_flag: str, all_tasks: bool,
+                  verbose: bool) -> None:
     """Restart one task, the running tasks, or all tasks."""
-    from yurt.runtime.cli import api_client
+    from yurt.runtime.cli import alloc_verbs
 
-    api_client.alloc_restart(alloc_id, task, all_tasks)
+    alloc_verbs.restart(alloc_id, task_flag or task or "", all_tasks, verbose)
 
 
 @alloc.command("signal")
@@ -65,7 +74,12 @@ def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
 @click.argument("task", required=False)
 @click.option("-s", "--signal", "sig", default="SIGINT", show_default=True,
               help="A signal name such as SIGHUP or SIGUSR1.")
-def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
+@click.option("-task", "--task", "task_flag", default="", metavar="TASK",
+              help="The task to signal (wins over the TASK argument).")
+@click.option("-verbose", "--verbose", is_flag=True,
+              help="Whole IDs (in the list of an ambiguous prefix's matches).")
+def alloc_signal(alloc_id: str, task: str | None, sig: str, task_flag: str,
+                 verbose: bool) -> None:
     """Send a signal to one task or to every task."""
     from yurt.runtime.lib.signames import parse_signal_name
 
@@ -73,18 +87,26 @@ def alloc_signal(alloc_id: str, task: str | None, sig: str) -> None:
         canonical = parse_signal_name(sig)
     except ValueError as e:  # refused here: the agent would refuse it too
         fail(str(e), EXIT_USAGE)
-    from yurt.runtime.cli import api_client
+    from yurt.runtime.cli import alloc_verbs
 
-    api_client.alloc_signal(alloc_id, task, canonical)
+    alloc_verbs.signal(alloc_id, task_flag or task or "", canonical, verbose)
 
 
 @alloc.command("stop")
 @click.argument("alloc_id", metavar="ALLOC")
-def alloc_stop(alloc_id: str) -> None:
-    """Stop one allocation."""
-    from yurt.runtime.cli import api_client
+@click.option("-detach", "--detach", is_flag=True,
+              help="Print the stop's evaluation ID and return instead of monitoring it.")
+@click.option("-no-shutdown-delay", "--no-shutdown-delay", is_flag=True,
+              help="Kill the tasks without waiting for the group's and tasks' shutdown_delay.")
+@click.option("-verbose", "--verbose", is_flag=True, help="Whole IDs in the monitor's lines.")
+def alloc_stop(alloc_id: str, detach: bool, no_shutdown_delay: bool, verbose: bool) -> None:
+    """Stop one allocation (its replacement is placed), then monitor the evaluation."""
+    from yurt.runtime.cli import alloc_verbs
 
-    api_client.alloc_stop(alloc_id)
+    code = alloc_verbs.stop(alloc_id, detach=detach, no_shutdown_delay=no_shutdown_delay,
+                            verbose=verbose)
+    if code:
+        raise SystemExit(code)
 
 
 def register(root: click.Group) -> None:

@@ -62,7 +62,6 @@ from yurt.runtime.cli.output import (
     format_list,
     output_options,
     print_table,
-    short,
 )
 from yurt.runtime.cli.tls import socket_failure, tls_context, tls_hint
 from yurt.runtime.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
@@ -272,9 +271,10 @@ def resolve_job(client: AgentConnection, prefix: str, *, kind: str = "",
 FULL_ID_LENGTH = 36
 
 
-def resolve_alloc(client: AgentConnection, prefix: str) -> str:
+def resolve_alloc(client: AgentConnection, prefix: str, *, full_ids: bool = False) -> str:
     """The allocation ID `prefix` names (Nomad's rules and messages): at least two
-    characters (exit 2); none found: exit 1; several: they are listed, exit 2."""
+    characters (exit 2); none found: exit 1; several: they are listed, exit 2 (with whole
+    IDs when `full_ids`, a verb's `-verbose`)."""
     if len(prefix) == FULL_ID_LENGTH:
         return prefix  # a whole ID: no listing needed (an unknown one is the API's 404)
     if len(prefix) < 2:
@@ -285,7 +285,8 @@ def resolve_alloc(client: AgentConnection, prefix: str) -> str:
     if len(allocs) > 1:
         # Nomad's 8 characters; whole IDs when the prefix is that long already, since the
         # matches then share their first 8 and short IDs would not tell them apart.
-        rows = [[a["ID"][:FULL_ID_LENGTH if len(prefix) >= SHORT_ID else SHORT_ID], a["Name"],
+        length = FULL_ID_LENGTH if full_ids or len(prefix) >= SHORT_ID else SHORT_ID
+        rows = [[a["ID"][:length], a["Name"],
                  a.get("TaskGroup", ""), a["DesiredStatus"], a["ClientStatus"]]
                 for a in allocs]
         fail("Prefix matched multiple allocations\n\n"
@@ -318,40 +319,6 @@ def print_jobs(jobs: list[dict[str, Any]]) -> None:
 
 
 # --------------------------------------------------------------------------- alloc
-
-
-def _only_task(client: AgentConnection, alloc_id: str, task: str | None) -> tuple[str, str]:
-    alloc = call(client, "GET", f"/v1/allocation/{resolve_alloc(client, alloc_id)}")
-    if task:
-        return alloc["ID"], task
-    tasks = sorted(alloc.get("TaskStates") or {})
-    if len(tasks) != 1:
-        fail(f"allocation has tasks {', '.join(tasks)}: name one", EXIT_USAGE)
-    return alloc["ID"], tasks[0]
-
-
-def alloc_restart(alloc_id: str, task: str | None, all_tasks: bool) -> None:
-    with api() as client:
-        alloc_id = resolve_alloc(client, alloc_id)
-        body = {"TaskName": task or "", "AllTasks": all_tasks}
-        call(client, "POST", f"/v1/client/allocation/{alloc_id}/restart", json=body)
-    echo(f"Allocation {short(alloc_id)} restarted")
-
-
-def alloc_signal(alloc_id: str, task: str | None, signal: str) -> None:
-    with api() as client:
-        alloc_id = resolve_alloc(client, alloc_id)
-        call(client, "POST", f"/v1/client/allocation/{alloc_id}/signal",
-             json={"Task": task or "", "Signal": signal})
-    echo(f"Sent {signal} to allocation {short(alloc_id)}"
-               f"{f' task {task}' if task else ''}")
-
-
-def alloc_stop(alloc_id: str) -> None:
-    with api() as client:
-        alloc_id = resolve_alloc(client, alloc_id)
-        call(client, "POST", f"/v1/allocation/{alloc_id}/stop")
-    echo(f"Allocation {short(alloc_id)} is stopping")
 
 
 # --------------------------------------------------------------------------- node, events

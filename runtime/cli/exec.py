@@ -1,12 +1,13 @@
 """`yurt alloc exec`: Nomad's `nomad alloc exec`, over the agent's exec websocket.
 
-    yurt alloc exec [-i] [-t] [-task TASK] [-job] [-e CHAR] ALLOC COMMAND [ARGS...]
+    yurt alloc exec [-i] [-t] [-task TASK] [-job] [-group GROUP] [-e CHAR] ALLOC COMMAND ...
 
 Flags are Nomad's, parsed as Go's `flag` package parses them (what Nomad users type):
 `-task NAME` or `-task=NAME`, one or two dashes, booleans as `-t` or `-t=false`, and flags
 only before ALLOC, so that everything after it is the command's own. `-i` (stdin passed to
 the command) is on by default; `-t` (a pseudo-terminal) is on when stdin and stdout are both
-terminals. With `-job`, ALLOC is a job ID and one of its running allocations is used.
+terminals. With `-job`, ALLOC is a job ID and one of its allocations is used (of
+`-group`'s, at random, a running one if any, as Nomad's `getRandomJobAlloc`).
 `-e` is the escape character of a `-t` session (escape.py: `~.` closes it).
 
 With `-t` the local terminal is put in raw mode for the session (every key, Ctrl-C included,
@@ -60,6 +61,7 @@ class ExecFlags:
     tty: bool | None = None  # None: a terminal on both stdin and stdout decides
     task: str = ""
     job: bool = False
+    group: str = ""  # with -job: pick among this task group's allocations
     escape: str = "~"  # "" (`-e none`): no escape sequence
 
 
@@ -86,7 +88,7 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
                 flags.tty = on
             else:
                 flags.job = on
-        elif name in ("task", "e"):
+        elif name in ("task", "e", "group"):
             if not has_value:
                 i += 1
                 if i == len(args):
@@ -94,6 +96,8 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
                 value = args[i]
             if name == "task":
                 flags.task = value
+            elif name == "group":
+                flags.group = value
             elif value == "none":
                 flags.escape = ""
             elif len(value.encode()) != 1:
@@ -112,6 +116,8 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
         else:
             raise UsageError(f"flag provided but not defined: -{name}")
         i += 1
+    if flags.group and not flags.job:
+        raise UsageError("-group is only valid with -job")
     return flags, list(args[i:])
 
 
@@ -139,20 +145,23 @@ def choose_task(alloc: dict[str, Any], task: str) -> str:
 
 
 def _resolve_alloc(flags: ExecFlags, ident: str) -> dict[str, Any]:
-    """The allocation to exec in, by ID prefix or (`-job`) a running one of the job's."""
+    """The allocation to exec in, by ID prefix or (`-job`) one of the job's (of `-group`'s)
+    at random, a running one if any (Nomad's `getRandomJobAlloc`)."""
+    import random
     from urllib.parse import quote
 
     from yurt.runtime.cli.api_client import api, call, resolve_job
+    from yurt.runtime.cli.logs import LogsError, pick_job_alloc
     from yurt.runtime.cli.output import fail
 
     with api() as client:
         if flags.job:
             ident = resolve_job(client, ident)
             allocs = call(client, "GET", f"/v1/job/{quote(ident, safe='')}/allocations")
-            running = [a for a in allocs if a["ClientStatus"] == "running"]
-            if not running:
-                fail(f'No running allocations found for job "{ident}"')
-            stub = running[0]
+            try:
+                stub = {"ID": pick_job_alloc(ident, allocs, flags.group, random.choice)}
+            except LogsError as e:
+                fail(str(e), e.code)
         else:
             if len(ident) == 1:
                 fail("Alloc ID must contain at least two characters", EXIT_USAGE)
@@ -353,14 +362,16 @@ def register(alloc: click.Group) -> None:
         # `-flag=value` (`-address=http://…`) would be taken for it.
         "help_option_names": ["--help"]})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED,
-                    metavar="[-i] [-t] [-task TASK] [-job] [-e CHAR] ALLOC COMMAND [ARGS]...")
+                    metavar="[-i] [-t] [-task TASK] [-job] [-group GROUP] [-e CHAR] ALLOC "
+                            "COMMAND [ARGS]...")
     def alloc_exec(args: tuple[str, ...]) -> None:
         """Run a command in a task's environment, directory and cgroup, as its user.
 
         -i passes stdin to the command (default; -i=false to disable). -t allocates a
         pseudo-terminal (default when stdin and stdout are terminals; -t=false to disable).
         -task names the task (needed when the allocation has several). -job takes ALLOC as
-        a job ID and uses one of its running allocations. -e sets the escape character of
+        a job ID and uses one of its allocations at random, a running one if any (-group: of
+        that task group). -e sets the escape character of
         a -t session (default ~; "none" for none): ~. at the start of a line closes it.
         Nomad's general options (-address, -namespace, -region, -ca-cert, ...) as every
         remote verb takes them (`yurt job status --help`). Exits with the command's code."""

@@ -4,11 +4,12 @@
 when it is a directory, prints it when it is a file (`cat`); `-stat` prints the stat line only;
 `-f` follows the file (the framed stream); `-tail` starts near the end: `-c N` bytes before it,
 or `-n N` lines (10 without either), as Nomad does: it reads about 120 bytes a line back and
-keeps the last N lines of that; `-job` takes a job ID for ALLOC and picks one of its running
-allocations at random. Tables are Nomad's (`Mode Size Modified Time Name`, sizes in
-IEC units, `-H` for bytes). A reader that leaves (`| head`) ends it quietly with 0. Exit
-codes: 0 ok, 1 a failed request (unknown allocation, missing file), 2 bad input (a bad flag, a
-path the agent refuses with 400).
+keeps the last N lines of that; `-job` takes a job ID for ALLOC and picks one of its
+allocations at random (of `-group`'s, a running one if any, as Nomad's `getRandomJobAlloc`);
+`-verbose` lists an ambiguous prefix's matches with whole IDs. Tables are Nomad's (`Mode Size
+Modified Time Name`, sizes in IEC units, `-H` for bytes). A reader that leaves (`| head`)
+ends it quietly with 0. Exit codes: 0 ok, 1 a failed request (unknown allocation, missing
+file), 2 bad input (a bad flag, a path the agent refuses with 400).
 
 The module is imported with the CLI, also by `yurt agent`: the HTTP client and rich are
 imported inside the command (tests/test_import_weight.py), as runtime/cli/__init__.py does.
@@ -50,9 +51,14 @@ def register(alloc: click.Group) -> None:
 @click.option("-c", "count", type=int, default=-1, help="With -tail: the last N bytes.")
 @click.option("-H", "machine", is_flag=True, help="Sizes in bytes, for scripts.")
 @click.option("-job", "--job", "job", is_flag=True,
-              help="ALLOC is a job ID: use one of its running allocations, at random.")
+              help="ALLOC is a job ID: use one of its allocations at random, a running one "
+                   "if any.")
+@click.option("-group", "--group", "group", default="", metavar="GROUP",
+              help="With -job: pick among this task group's allocations.")
+@click.option("-verbose", "--verbose", "verbose", is_flag=True,
+              help="Whole IDs (in the list of an ambiguous prefix's matches).")
 def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lines: int,
-             count: int, machine: bool, job: bool) -> None:
+             count: int, machine: bool, job: bool, group: str, verbose: bool) -> None:
     """List a directory or print a file of an allocation (paths from its directory)."""
     from yurt.runtime.cli.api_client import api, call, resolve_alloc
     from yurt.runtime.cli.output import fail, quiet_broken_pipe
@@ -62,8 +68,11 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
         fail("Both -n and -c are not allowed", EXIT_USAGE)
     if lines < -1 or count < -1:
         fail("Invalid size is specified", EXIT_USAGE)
+    if group and not job:
+        fail("-group is only valid with -job", EXIT_USAGE)
     with api() as client:
-        full_id = _job_alloc(client, alloc_id) if job else resolve_alloc(client, alloc_id)
+        full_id = (_job_alloc(client, alloc_id, group) if job
+                   else resolve_alloc(client, alloc_id, full_ids=verbose))
         info = call(client, "GET", f"/v1/client/fs/stat/{full_id}", params={"path": path})
         if stat:
             _table(["Mode", "Size", "Modified Time", "Content Type", "Name"],
@@ -90,22 +99,22 @@ def alloc_fs(alloc_id: str, path: str, stat: bool, follow: bool, tail: bool, lin
             quiet_broken_pipe()  # TransportError, so this is the reader, and that is fine
 
 
-def _job_alloc(client: AgentConnection, job_id: str) -> str:
-    """One of the job's running allocations, at random, as Nomad's `-job` picks it."""
+def _job_alloc(client: AgentConnection, job_id: str, group: str) -> str:
+    """One of the job's allocations (of `group`, when given), at random, a running one if
+    any: Nomad's command/alloc_fs.go `getRandomJobAlloc`, shared with `alloc logs`."""
     import random
     from urllib.parse import quote
 
     from yurt.runtime.cli.api_client import call, resolve_job
+    from yurt.runtime.cli.logs import LogsError, pick_job_alloc
     from yurt.runtime.cli.output import fail
 
     job_id = resolve_job(client, job_id)
     allocs = call(client, "GET", f"/v1/job/{quote(job_id, safe='')}/allocations")
-    if not allocs:
-        fail(f"job \"{job_id}\" doesn't exist or it has no allocations")
-    running: list[str] = [a["ID"] for a in allocs if a["ClientStatus"] == "running"]
-    if not running:
-        fail(f"job \"{job_id}\" doesn't have any running allocations")
-    return random.choice(running)
+    try:
+        return pick_job_alloc(job_id, allocs, group, random.choice)
+    except LogsError as e:
+        fail(str(e), e.code)
 
 
 def _read(client: AgentConnection, alloc_id: str, path: str, offset: int, follow: bool

@@ -85,12 +85,19 @@ def request(
     tail: bool,
     lines: int | None,
     nbytes: int | None,
+    stdout: bool = False,
 ) -> LogsRequest:
-    """The request the flags make. Pure.
+    """The request the flags make (`stdout`: Nomad's `-stdout`, the default stream named
+    explicitly). Pure.
 
     Raises:
         LogsError: contradictory flags (exit 2).
     """
+    if stdout and stderr:  # Nomad's text (command/alloc_logs.go `Run`)
+        raise LogsError("Unable to support both stdout and stderr", EXIT_USAGE)
+    if stdout and all_streams:
+        raise LogsError("-stdout and --all cannot be used together (--all includes stdout)",
+                        EXIT_USAGE)
     if lines is not None and nbytes is not None:
         raise LogsError("-n and -c cannot be used together: choose lines or bytes", EXIT_USAGE)
     if stderr and all_streams:
@@ -253,6 +260,8 @@ def alloc_logs(
     job: bool = False,
     task_flag: str = "",
     group: str = "",
+    stdout: bool = False,
+    verbose: bool = False,
 ) -> None:
     """`yurt alloc logs`: resolve the allocation and task, then stream (module docstring).
 
@@ -262,6 +271,8 @@ def alloc_logs(
         job: Nomad's `-job`: `alloc_id` names a job; one of its allocations is read.
         task_flag: Nomad's `-task`, which wins over `task`.
         group: Nomad's `-group`: with `job`, pick among this group's allocations.
+        stdout: Nomad's `-stdout` (stdout, which is the default; refused with `stderr`).
+        verbose: Nomad's `-verbose`: an ambiguous prefix's matches with whole IDs.
     """
     import random
 
@@ -275,6 +286,7 @@ def alloc_logs(
             tail=tail,
             lines=lines,
             nbytes=nbytes,
+            stdout=stdout,
         )
     except LogsError as e:
         fail(str(e), e.code)
@@ -292,7 +304,7 @@ def alloc_logs(
             except LogsError as e:
                 fail(str(e), e.code)
         else:
-            full_id = api_client.resolve_alloc(client, alloc_id)
+            full_id = api_client.resolve_alloc(client, alloc_id, full_ids=verbose)
         alloc = api_client.call(client, "GET", f"/v1/allocation/{full_id}")
     full_id = alloc["ID"]
     try:

@@ -2,7 +2,9 @@
 
     yurt node eligibility -enable|-disable [-self | NODE]
     yurt node drain -enable|-disable [-deadline 1h] [-force] [-no-deadline]
-                    [-ignore-system] [-keep-ineligible] [-detach] [-yes] [-self | NODE]
+                    [-ignore-system] [-keep-ineligible] [-detach] [-yes] [-m MESSAGE]
+                    [-meta KEY=VALUE]... [-self | NODE]
+    yurt node drain -monitor [-self | NODE]
     yurt system gc
     yurt system reconcile summaries
     yurt tasks [-json] [-t TMPL]  every job and allocation, one line per task, like
@@ -114,25 +116,69 @@ def _monitor(client: Any, node_id: str, since: int) -> None:
             return
 
 
+def drain_meta(on: bool, last_drain: dict[str, Any] | None, message: str,
+               pairs: tuple[str, ...]) -> dict[str, str]:
+    """The drain metadata Nomad's command/node_drain.go `Run` sends: a cancel carries the
+    last drain's over; `-m` is "message" when enabling, "cancel_message" when disabling;
+    each `-meta key=value` (a bare key: "") is added. Pure."""
+    meta: dict[str, str] = {}
+    if not on and last_drain is not None:
+        meta.update(last_drain.get("Meta") or {})
+    if message:
+        meta["message" if on else "cancel_message"] = message
+    for pair in pairs:
+        if pair:
+            key, _, value = pair.partition("=")
+            meta[key] = value
+    return meta
+
+
+def monitor_only(self_: bool, node: str | None) -> None:
+    """Nomad's `node drain -monitor`: follow a drain already under way, changing nothing
+    (no drain: Nomad's warning, exit 0)."""
+    from yurt.runtime.cli.api_client import api, call
+    from yurt.runtime.cli.job_monitor import now_stamp
+
+    with api() as client:
+        node_id = _node_id(client, node, self_)
+        current = call(client, "GET", f"/v1/node/{node_id}")
+        if current.get("DrainStrategy") is None:
+            echo("No drain strategy set", err=True)
+            return
+        echo(f'==> {now_stamp()}: Monitoring node "{node_id}": Ctrl-C to detach monitoring')
+        seen = max((e.get("CreateIndex", 0) for e in current.get("Events") or []), default=0)
+        _monitor(client, node_id, seen)
+
+
 def drain(enable: bool, disable: bool, deadline: str | None, force: bool, no_deadline: bool,
           ignore_system: bool, keep_ineligible: bool, detach: bool, self_: bool,
-          node: str | None) -> None:
+          node: str | None, *, message: str = "", meta: tuple[str, ...] = (),
+          monitor: bool = False) -> None:
     from yurt.runtime.cli.api_client import api, call
 
+    if monitor:
+        if enable or disable:  # Nomad's text
+            fail("The -monitor flag cannot be used with the '-enable' or '-disable' flags",
+                 EXIT_USAGE)
+        monitor_only(self_, node)
+        return
     on = _either(enable, disable)
     if not on and (deadline is not None or force or no_deadline or ignore_system):
         fail("drain options are only valid with -enable", EXIT_USAGE)
     ns = _deadline_ns(deadline, force, no_deadline) if on else 0
     with api() as client:
         node_id = _node_id(client, node, self_)
+        last = call(client, "GET", f"/v1/node/{node_id}").get("LastDrain") if not on else None
+        sent = drain_meta(on, last, message, meta)
         if not on:
             call(client, "PUT", f"/v1/node/{node_id}/drain",
-                 json={"DrainSpec": None, "MarkEligible": not keep_ineligible})
+                 json={"DrainSpec": None, "MarkEligible": not keep_ineligible,
+                       "Meta": sent or None})
             echo(f'Node "{node_id}" drain strategy unset')
             return
         result = call(client, "PUT", f"/v1/node/{node_id}/drain", json={
             "DrainSpec": {"Deadline": ns, "IgnoreSystemJobs": ignore_system},
-            "MarkEligible": False})
+            "MarkEligible": False, "Meta": sent or None})
         echo(f'Node "{node_id}" drain strategy set')
         if not detach:
             _monitor(client, node_id, int(result["NodeModifyIndex"]) - 1)
@@ -248,14 +294,22 @@ def register(cli: click.Group, node: click.Group) -> None:
     @dual("keep-ineligible", help="With -disable, keep the node ineligible.")
     @dual("detach", help="Return at once instead of following the drain.")
     @dual("yes", help="Accepted for Nomad compatibility (no prompt is asked).")
+    @dual("monitor", help="Follow the drain under way, changing nothing.")
+    @click.option("-m", "message", default="", metavar="MESSAGE",
+                  help='Stored in the drain\'s metadata as "message" (with -disable: '
+                       '"cancel_message").')
+    @click.option("-meta", "--meta", "meta", multiple=True, metavar="KEY=VALUE",
+                  help="Metadata stored with the drain (repeatable).")
     @click.option("-self", "--self", "self_", is_flag=True, help="This agent's node.")
     @click.argument("node_id", metavar="[NODE]", required=False)
     def node_drain(enable: bool, disable: bool, deadline: str | None, force: bool,
                    no_deadline: bool, ignore_system: bool, keep_ineligible: bool,
-                   detach: bool, yes: bool, self_: bool, node_id: str | None) -> None:
-        """Drain a node: stop its allocations in waves, within a deadline."""
+                   detach: bool, yes: bool, monitor: bool, message: str,
+                   meta: tuple[str, ...], self_: bool, node_id: str | None) -> None:
+        """Drain a node: stop its allocations in waves, within a deadline (-monitor:
+        follow a drain under way)."""
         drain(enable, disable, deadline, force, no_deadline, ignore_system, keep_ineligible,
-              detach, self_, node_id)
+              detach, self_, node_id, message=message, meta=meta, monitor=monitor)
 
     @cli.group("system")
     def system() -> None:

@@ -12,7 +12,10 @@ Nomad's command/operator_*.go print them.
   field to store it in: refused (exit 2).
 - `raft list-peers`: Nomad's columns (Node ID Address State Voter RaftProtocol); the
   single agent is its own one voter. `raft remove-peer` is refused (exit 1): a single agent has
-  no peer to remove, and removing itself would leave no server.
+  no peer to remove, and removing itself would leave no server. `raft transfer-leadership
+  -peer-id|-peer-address` names the agent itself (its ID or address in list-peers): it is
+  the leader already, Nomad's no-op, "Transferred leadership to peer with id …" (0); any
+  other peer is Nomad's "… was not found in the Raft configuration" (1).
 - `api [-X M] [-H 'K: V'] [-filter F] [-dryrun] [-verbose] PATH`: a curl of the agent
   (operator_api.go): the body from stdin when stdin is no terminal and not empty (then POST by
   default; Nomad POSTs an empty stdin's nothing too) or
@@ -192,6 +195,46 @@ def remove_peer(peer_id: str, peer_address: str) -> None:
         fail("Missing peer id required", EXIT_USAGE)
     fail("Error removing peer: a single yurt agent is its own only raft peer; removing it "
          "would leave no server (there is nothing else to remove)")
+
+
+def transfer_target(servers: list[dict[str, Any]], peer_id: str, peer_address: str
+                    ) -> tuple[dict[str, Any] | None, str]:
+    """The raft peer a transfer names (nomad/operator_endpoint.go `TransferLeadershipToPeer`
+    and command/operator_raft_leadership_transfer.go): (the peer, "") or (None, Nomad's
+    error text). Pure."""
+    if not peer_id and not peer_address:
+        return None, "an address or id is required for the destination peer"
+    if peer_id and peer_address:
+        return None, "cannot give both an address and id"
+    for server in servers:
+        if (peer_id and server.get("ID") == peer_id) or (
+                peer_address and server.get("Address") == peer_address):
+            return server, ""
+    kind, value = ("id", peer_id) if peer_id else ("address", peer_address)
+    return None, f'{kind} "{value}" was not found in the Raft configuration'
+
+
+@raft_group.command("transfer-leadership")
+@click.option("-peer-id", "--peer-id", "peer_id", default="", help="The new leader's raft ID.")
+@click.option("-peer-address", "--peer-address", "peer_address", default="",
+              metavar="IP:PORT", help="The new leader's raft address.")
+def transfer_leadership(peer_id: str, peer_address: str) -> None:
+    """Transfer leadership to a raft peer: the single agent is its own one peer and leader,
+    so naming it is Nomad's no-op, and naming another is Nomad's "not found"."""
+    from yurt.runtime.cli.api_client import api, call
+
+    with api() as client:
+        found = call(client, "GET", "/v1/operator/raft/configuration")
+    target, problem = transfer_target(list(found.get("Servers") or []), peer_id, peer_address)
+    if target is None:
+        fail(f"Error transferring leadership to peer: {problem}")
+    if not target.get("Leader"):  # a cluster's servers meet through etcd: no raft to move
+        fail("Error transferring leadership to peer: yurt's leadership is not raft's: it "
+             "cannot be handed to a peer")
+    if peer_address:
+        echo(f'Transferred leadership to peer with address "{peer_address}"')
+    else:
+        echo(f'Transferred leadership to peer with id "{peer_id}"')
 
 
 def _stdin_body() -> bytes | None:

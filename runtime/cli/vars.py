@@ -154,7 +154,9 @@ def _print_pairs(pairs: dict[str, str]) -> None:
         echo(f"{shown.ljust(width)} = {pairs[keys[shown]]}")
 
 
-def _items(args: tuple[str, ...]) -> dict[str, str]:
+def _items(args: tuple[str, ...], *, keep_empty: bool = False) -> dict[str, str]:
+    """The `key=value` items; `key=` removes the key (with `keep_empty`, it is kept with an
+    empty value, for the caller to remove from what it holds)."""
     from yurt.runtime.cli.output import fail
 
     items: dict[str, str] = {}
@@ -169,7 +171,7 @@ def _items(args: tuple[str, ...]) -> dict[str, str]:
                 value = Path(value[1:]).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 fail(f"error reading {value[1:]!r}: {e}", EXIT_USAGE)
-        if value:
+        if value or keep_empty:
             items[key] = value
         else:
             items.pop(key, None)
@@ -181,35 +183,26 @@ def _items(args: tuple[str, ...]) -> dict[str, str]:
 @click.option("-check-index", "--check-index", "check_index", default=None,
               help="Write only if the variable's ModifyIndex is this (0: only if new).")
 @click.option("-force", "--force", is_flag=True, help="Write whatever is stored now.")
-@click.option("-out", "--out", "out", type=click.Choice(["none", "table", "json"]),
-              default="none")
-@click.argument("path")
-@click.argument("items", nargs=-1, required=True)
-def var_put(ns: str, check_index: str | None, force: bool, out: str, path: str,
-            items: tuple[str, ...]) -> None:
-    """Create or update a variable from key=value items."""
-    from yurt.runtime.cli.api_client import api, emit_json
+@click.option("-in", "--in", "in_fmt", default="json", metavar="hcl|json",
+              help="The format of a specification read from stdin (`-`) or from a file "
+                   "whose extension does not say.")
+@click.option("-out", "--out", "out", default="none",
+              metavar="go-template|hcl|json|none|table", help="How to print the variable.")
+@click.option("-template", "--template", "template", default="", metavar="TEMPLATE",
+              help="With -out go-template: the Go template.")
+@click.option("-verbose", "--verbose", is_flag=True, help="Say each step on stderr.")
+@click.argument("args", nargs=-1, required=True, metavar="PATH|@SPEC|- [@SPEC|-] [K=V]...")
+def var_put(ns: str, check_index: str | None, force: bool, in_fmt: str, out: str,
+            template: str, verbose: bool, args: tuple[str, ...]) -> None:
+    """Create or update a variable from a specification (@file or - for stdin) and/or
+    key=value items."""
     from yurt.runtime.cli.output import fail
+    from yurt.runtime.cli.var_put import put
 
     if ns == "*":
         fail("Cannot use the '*' wildcard namespace", EXIT_USAGE)
-    index = _check_index(check_index)
-    cas = None if force else (index if index is not None else 0)
-    body = {"Path": path, "Items": _items(items), **({"Namespace": ns} if ns else {})}
-    with api() as client:
-        response = _send(client, "PUT", f"/v1/var/{path}",
-                         params=_params(ns, **({} if cas is None else {"cas": str(cas)})),
-                         json=body)
-    if response.status_code == 409:
-        _cas_conflict(response, cas or 0)
-    written = response.json()
-    if out == "json":
-        emit_json(written)
-    elif out == "table":
-        _print_variable(written)
-    else:
-        echo(f'Created variable "{written["Path"]}" with modify index '
-                   f'{written["ModifyIndex"]}')
+    put(args, ns=ns, check_index=_check_index(check_index), force=force, in_fmt=in_fmt,
+        out=out, template=template, verbose=verbose)
 
 
 @var.command("list")
@@ -217,15 +210,26 @@ def var_put(ns: str, check_index: str | None, force: bool, out: str, path: str,
 @_json_option
 @filter_option
 @page_options
+@click.option("-out", "--out", "out", default="", metavar="go-template|json|table|terse",
+              help="How to print the list (default table; terse: the paths alone).")
+@click.option("-template", "--template", "go_template", default="", metavar="TEMPLATE",
+              help="With -out go-template: the Go template.")
 @click.argument("prefix", default="")
 def var_list(ns: str, json_output: bool, template: str, filter_expr: str, per_page: int,
-             page_token: str, prefix: str) -> None:
+             page_token: str, out: str, go_template: str, prefix: str) -> None:
     """List variables (their metadata, never their items) under a prefix."""
     from yurt.runtime.cli.api_client import api
-    from yurt.runtime.cli.output import check_format, emit, emit_json, format_list
+    from yurt.runtime.cli.output import check_format, emit, emit_json, fail, format_list
     from yurt.runtime.cli.paging import get_page, page_params
+    from yurt.runtime.cli.var_put import LIST_FORMATS, list_out, output_problem
 
     check_format(json_output, template)
+    if out or go_template:  # Nomad's -out/-template (command/var_list.go)
+        problem = output_problem(out or "table", go_template, LIST_FORMATS)
+        if problem is None and (json_output or template):
+            problem = "-out cannot be used with -json or -t"
+        if problem is not None:
+            fail(problem, EXIT_USAGE)
     if filter_expr:  # command/var_list.go `msgWarnFilterPerformance`, on stderr
         echo("Filter queries require a full scan of the data; use prefix searching where "
              "possible", err=True)
@@ -245,10 +249,12 @@ def var_list(ns: str, json_output: bool, template: str, filter_expr: str, per_pa
                                 *([v["Namespace"], v["Path"], _time(v["ModifyTime"])]
                                   for v in found)]))
 
-    emit(found, json_output, template, human)
+    if out and out != "table":
+        list_out(found, out, go_template, ns)
+    else:
+        emit(found, json_output, template, human)
     if next_token:  # on stderr, so scripts reading paths from stdout need no special case
         echo(f"Next page token: {next_token}", err=True)
-
 
 @var.command("purge")
 @_namespace_option
@@ -304,13 +310,32 @@ def namespace_list(json_output: bool, template: str) -> None:
 @click.option("-description", "--description", default=None, help="A description.")
 @click.option("-quota", "--quota", default=None, help="Kept, not enforced (Enterprise).")
 @click.option("-meta", "--meta", "meta", multiple=True, help="key=value (repeatable).")
-@click.argument("name")
+@click.option("-json", "--json", "json_input", is_flag=True,
+              help="Read the specification file as JSON (the API's Namespace), not HCL.")
+@click.argument("name", metavar="NAME|FILE|-")
 def namespace_apply(description: str | None, quota: str | None, meta: tuple[str, ...],
-                    name: str) -> None:
-    """Create or update a namespace (flags not given keep their current value)."""
+                    json_input: bool, name: str) -> None:
+    """Create or update a namespace (flags not given keep their current value), or apply a
+    specification file (`-`: stdin; HCL, or JSON with -json)."""
     from yurt.runtime.cli.api_client import api, call
+    from yurt.runtime.cli.namespace_spec import NamespaceSpecError, is_spec_argument, read_spec
     from yurt.runtime.cli.output import fail
 
+    if is_spec_argument(name):  # Nomad's command/namespace_apply.go: a file wins over flags
+        if description is not None or quota is not None or meta:
+            echo("Flags are ignored when a file is specified!", err=True)
+        try:
+            spec = read_spec(name, json_input)
+        except NamespaceSpecError as e:
+            fail(str(e), EXIT_USAGE)
+        if not isinstance(spec.get("Name"), str) or not spec["Name"]:
+            fail("Namespace name required", EXIT_USAGE)
+        with api() as client:
+            call(client, "PUT", f"/v1/namespace/{spec['Name']}", json=spec)
+        echo(f'Successfully applied namespace "{spec["Name"]}"!')
+        return
+    if json_input:
+        fail(f"-json reads a specification file, and {name!r} is none", EXIT_USAGE)
     with api() as client:
         existing = client.get(f"/v1/namespace/{name}")
         body: dict[str, Any] = existing.json() if existing.status_code == 200 else {}

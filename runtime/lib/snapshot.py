@@ -93,6 +93,20 @@ def create(server_dir: Path, index: int, *, redact: bool = False) -> bytes:
     meta = {"ID": f"1-{index}-{now_ms}", "Size": sum(len(b) for b in files.values()),
             "Index": index, "Term": 1, "Version": VERSION, "Format": FORMAT,
             "Redacted": redact}
+    return _archive(meta, files, now_ms // 1000)
+
+
+def redact(snapshot: Snapshot) -> bytes:
+    """The snapshot's archive again without the root key (Nomad's helper/raftutil
+    `RedactSnapshot`, for `operator snapshot redact`): the same state, ID and index, `Size`
+    and `Redacted` updated; a redacted snapshot stays one."""
+    files = {name: data for name, data in snapshot.files.items() if name != "keyring"}
+    meta = {**snapshot.meta, "Size": sum(len(b) for b in files.values()), "Redacted": True}
+    return _archive(meta, files, int(time.time()))
+
+
+def _archive(meta: dict[str, Any], files: dict[str, bytes], mtime: int) -> bytes:
+    """The gzipped tar of `meta.json`, `files` and their `SHA256SUMS`."""
     members = {_META: json.dumps(meta, indent=2).encode(), **files}
     sums = "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\n"
                    for name, data in members.items())
@@ -100,7 +114,7 @@ def create(server_dir: Path, index: int, *, redact: bool = False) -> bytes:
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
         for name, data in {**members, _SUMS: sums.encode()}.items():
             info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o600, now_ms // 1000
+            info.size, info.mode, info.mtime = len(data), 0o600, mtime
             tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
 
@@ -187,6 +201,49 @@ def stats(snapshot: Snapshot) -> list[tuple[str, int, int]]:
             finally:
                 conn.close()
     return sorted(found, key=lambda s: (-s[2], s[0]))
+
+
+#: Table → its key in `state_map` (Nomad's helper/raftutil/fsm.go `StateAsMap` names, and
+#: the API's for yurt's tables Nomad keeps elsewhere). Variables are left out, as Nomad
+#: leaves them out: sealed, they say nothing; the one-time tokens are short-lived secrets.
+STATE_KEYS: Final = {
+    "jobs": "Jobs", "job_versions": "JobVersions", "allocs": "Allocs", "evals": "Evals",
+    "deployments": "Deployments", "job_submissions": "JobSubmissions",
+    "services": "ServiceRegistrations", "namespaces": "Namespaces",
+    "node_pools": "NodePools", "acl_policies": "ACLPolicies", "acl_tokens": "ACLTokens",
+    "acl_roles": "ACLRoles",
+}
+
+
+def state_map(snapshot: Snapshot) -> dict[str, list[Any]]:
+    """The snapshot's state as Nomad's `operator snapshot state` prints it: each kind of
+    object a list of its API JSON (in its table's key order), the node (yurt's one node:
+    its registration state), the index counter as `Indexes`, and the archive's meta as
+    `SnapshotMeta` (a list of one, as Nomad's). Root keys appear by their presence only:
+    `RootKeys` lists `{"Redacted": …}` and never key material."""
+    out: dict[str, list[Any]] = {key: [] for key in STATE_KEYS.values()}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in DATABASES:
+            path = Path(tmp) / name
+            path.write_bytes(snapshot.files[name])
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                tables = {r[0] for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                for table, key in STATE_KEYS.items():
+                    if table in tables:
+                        out[key] = [json.loads(row[0]) for row in conn.execute(
+                            f'SELECT value FROM "{table}" ORDER BY rowid')]
+                if "meta" in tables:
+                    out["Indexes"] = [{"Key": str(k), "Value": v} for k, v in
+                                      conn.execute("SELECT key, value FROM meta")]
+            finally:
+                conn.close()
+    node = snapshot.files.get("node-state.json")
+    out["Nodes"] = [json.loads(node)] if node else []
+    out["RootKeys"] = [] if "keyring" not in snapshot.files else [{"Redacted": False}]
+    out["SnapshotMeta"] = [snapshot.meta]
+    return dict(sorted(out.items()))
 
 
 def _index_of(db: Path) -> int:

@@ -708,11 +708,14 @@ class LocalServer:
                          ) -> Allocation:
         return (await self.stop_alloc_eval(alloc_id, triggered_by=triggered_by))[0]
 
-    async def stop_alloc_eval(self, alloc_id: str, *, triggered_by: str = TRIGGER_ALLOC_STOP
+    async def stop_alloc_eval(self, alloc_id: str, *, triggered_by: str = TRIGGER_ALLOC_STOP,
+                              no_shutdown_delay: bool = False
                               ) -> tuple[Allocation, Evaluation]:
         """Nomad's `alloc stop` (and a drain's): the allocation is marked to migrate
         (`DesiredTransition.Migrate`) and evaluated, which stops it and places a replacement
-        (blocked if it does not fit, on an ineligible node say). The allocation as stopped
+        (blocked if it does not fit, on an ineligible node say). `no_shutdown_delay` marks it
+        `DesiredTransition.NoShutdownDelay` too (nomad/alloc_endpoint.go `Stop`): its client
+        kills it without the group's and tasks' `shutdown_delay`. The allocation as stopped
         and the evaluation are returned."""
         async with self._lock:
             alloc = self.allocs.get(alloc_id)
@@ -723,7 +726,8 @@ class LocalServer:
             marked = alloc
             if not alloc.is_terminal():
                 marked = msgspec.structs.replace(
-                    alloc, desired_transition=DesiredTransition(migrate=True),
+                    alloc, desired_transition=DesiredTransition(
+                        migrate=True, no_shutdown_delay=True if no_shutdown_delay else None),
                     modify_index=index, modify_time=self._clock())
             ev = msgspec.structs.replace(self._new_eval(job, triggered_by, index),
                                          job_id=alloc.job_id)

@@ -198,14 +198,20 @@ class NodeControl:
                 if node.last_drain is not None and previous is not None:
                     node.last_drain.status = "canceled"
                     node.last_drain.updated_at = from_unix_ns(now)
+                    if meta:  # the canceller's (`-m`: "cancel_message"); else kept
+                        node.last_drain.meta = meta
             else:
                 node.drain_strategy = start_strategy(deadline, ignore_system_jobs, now,
                                                      previous)
                 node.scheduling_eligibility = NODE_INELIGIBLE
                 message = DRAIN_SET if previous is None else DRAIN_UPDATED
+                # An update of a running drain keeps its metadata unless it brings its own
+                # (nomad/state/state_store.go `updateNodeDrainImpl`).
+                kept = (node.last_drain.meta if previous is not None
+                        and node.last_drain is not None else None)
                 node.last_drain = DrainMetadata(
                     started_at=node.drain_strategy.started_at, updated_at=from_unix_ns(now),
-                    status="draining", meta=meta or None)
+                    status="draining", meta=meta or kept or None)
             node.drain = node.drain_strategy is not None
             event = self._event(message, "Drain") if message else None
             return await self._commit(event, "NodeDrain", index)

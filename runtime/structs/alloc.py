@@ -175,3 +175,11 @@ class DesiredTransition(Base):
     reschedule: bool | None = None
     force_reschedule: bool | None = None
     no_shutdown_delay: bool | None = None
+
+    def should_ignore_shutdown_delay(self) -> bool:
+        """Whether the client skips the group's and the tasks' `shutdown_delay` when it
+        stops this allocation (`alloc stop -no-shutdown-delay`, `job stop
+        -no-shutdown-delay`): Nomad's nomad/structs/alloc.go `ShouldIgnoreShutdownDelay`.
+        The one test the client makes (hooks/group_shutdown_delay.py, the task runner's
+        runtime/client/taskrunner/stopping.py `handle_kill`)."""
+        return bool(self.no_shutdown_delay)

@@ -69,6 +69,8 @@ class HookHost(HealthHost, GroupServicesHost, TaskServicesHost, Protocol):
     def watcher(self) -> GroupWatcher: ...
     @property
     def task_runners(self) -> Mapping[str, TaskRunner]: ...
+    @property
+    def shutdown_delay_skipped(self) -> trio.Event: ...
 
 
 class HookConfig(Protocol):
@@ -123,7 +125,8 @@ def alloc_runner_hooks(runner: HookHost, config: HookConfig, *, nursery: trio.Nu
         *group_service_hooks(runner, config.services),
         # Only with a delay: any alloc prekill hook stops the first kill wave going at once
         # (teardown.py `signal_first_wave`).
-        *([GroupShutdownDelayHook(lambda: runner.alloc)] if group.shutdown_delay else []),
+        *([GroupShutdownDelayHook(lambda: runner.alloc, runner.shutdown_delay_skipped)]
+          if group.shutdown_delay else []),
     ]
 
 

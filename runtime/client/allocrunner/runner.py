@@ -168,6 +168,9 @@ class AllocRunner:
         self.health = ClientHealth.of(alloc)  # DeploymentStatus's Healthy and Timestamp
         self.alloc_dir = AllocDir(config.alloc_root, alloc.id) if config.alloc_root else None
         self.watcher = watcher or GroupWatcher()
+        # Set by the first server copy that asks for no shutdown_delay (Nomad's
+        # alloc_runner.go `shutdownDelayCtx`): it ends any shutdown_delay wait under way.
+        self.shutdown_delay_skipped = trio.Event()
         self.hooks: list[Hook] = builtin_hooks.alloc_runner_hooks(
             self, config, nursery=nursery, publish=self._task_state_updated)
         self.coordinator = Coordinator(group.tasks)
@@ -459,6 +462,12 @@ class AllocRunner:
         one with a higher AllocModifyIndex is kept. Never blocks."""
         if self.wait_done.is_set():
             return
+        if alloc.desired_transition.should_ignore_shutdown_delay():
+            # At once, as Nomad's `Update` cancels `shutdownDelayCtx` before queuing: the
+            # update handler may be busy with the very kill that waits out the delay.
+            self.shutdown_delay_skipped.set()
+            for tr in self.task_runners.values():
+                tr.skip_shutdown_delay()
         queued = self._pending_update
         if queued is not None and queued.alloc_modify_index > alloc.alloc_modify_index:
             return

@@ -159,6 +159,10 @@ class TaskRunner:
         self._ended: TaskHandle | None = None
         self._kill_requested = False
         self._stop_begun = False  # the stop signal went out at once (`stopping.stop_at_once`)
+        # The wait of the task's shutdown_delay while it runs (`stopping.handle_kill`), and
+        # whether a server copy asked for no delay (`skip_shutdown_delay`).
+        self._shutdown_delay_scope: trio.CancelScope | None = None
+        self._skip_shutdown_delay = False
         self._shutdown_requested = False
         self._kill_scopes: set[trio.CancelScope] = set()
         self._shutdown_scopes: set[trio.CancelScope] = set()
@@ -772,6 +776,13 @@ class TaskRunner:
     async def mark_failed_kill(self, reason: str) -> None:
         """The alloc could not be set up: fail the task and send it down the kill path."""
         await ops.mark_failed_kill(self, reason)
+
+    def skip_shutdown_delay(self) -> None:
+        """A server copy of the allocation asked for no shutdown_delay
+        (`DesiredTransition.NoShutdownDelay`): a wait under way ends, none starts."""
+        self._skip_shutdown_delay = True
+        if self._shutdown_delay_scope is not None:
+            self._shutdown_delay_scope.cancel()
 
     async def update(self, alloc: Allocation) -> TaskEvent | None:
         """A new server copy of the allocation: run update hooks; the event to kill the

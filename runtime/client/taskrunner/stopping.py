@@ -121,13 +121,24 @@ async def handle_kill(tr: TaskRunner, handle: TaskHandle) -> ExitResult:
     """
     await tr._run_hooks(TaskPrekillHook, "prekill")
     delay = tr.task.shutdown_delay
-    if delay > 0:
+    if delay > 0 and (tr._skip_shutdown_delay
+                      or tr.alloc.desired_transition.should_ignore_shutdown_delay()):
+        # Asked for no delay (`alloc stop -no-shutdown-delay`): Nomad says so in an event.
+        await tr.update_state(TASK_STATE_PENDING, events.new_event(
+            events.SKIPPING_SHUTDOWN_DELAY, tr._unix_clock(),
+            display=f"Skipping shutdown_delay of {format_duration(delay)} before "
+                    "killing the task."))
+    elif delay > 0:
         await tr.update_state(TASK_STATE_PENDING, events.new_event(
             events.WAITING_SHUTDOWN_DELAY, tr._unix_clock(),
             display=f"Waiting for shutdown_delay of {format_duration(delay)} before "
                     "killing the task."))
-        with tr._interruptible(kill=False), trio.move_on_after(delay / 1e9):
-            await tr._wait_driver(handle)
+        with tr._interruptible(kill=False), trio.move_on_after(delay / 1e9) as scope:
+            tr._shutdown_delay_scope = scope  # cancelled by `skip_shutdown_delay`
+            try:
+                await tr._wait_driver(handle)
+            finally:
+                tr._shutdown_delay_scope = None
         tr._check_shutdown()
     tr.tracker.set_killed()
     with tr._interruptible(kill=False):

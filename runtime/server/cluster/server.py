@@ -484,10 +484,11 @@ class ClusterServer(LocalServer):
         return await self._retrying(lambda: LocalServer.set_stable(self, job_id, version,
                                                                    stable))
 
-    async def stop_alloc_eval(self, alloc_id: str, *, triggered_by: str = TRIGGER_ALLOC_STOP
+    async def stop_alloc_eval(self, alloc_id: str, *, triggered_by: str = TRIGGER_ALLOC_STOP,
+                              no_shutdown_delay: bool = False
                               ) -> tuple[Allocation, Evaluation]:
         return await self._retrying(lambda: LocalServer.stop_alloc_eval(
-            self, alloc_id, triggered_by=triggered_by))
+            self, alloc_id, triggered_by=triggered_by, no_shutdown_delay=no_shutdown_delay))
 
     # The user's deployment actions (deploymentwatcher.py). Unblock writes nothing, so it has
     # no conflict to retry. Setting health may commit twice (the health with its evaluation,
