@@ -25,6 +25,7 @@ from urllib.parse import quote
 import click
 
 from yurt.runtime.cli.output import check_format, echo, emit
+from yurt.runtime.cli.ui_hint import job_ref, ui_hint, ui_option
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 SHORT = 8
@@ -192,6 +193,7 @@ def register(cli: click.Group) -> None:
     @json_flag
     @template_flag
     @verbose_flag
+    @ui_option
     def deployment_status(deployment_id: str, json_output: bool, template: str,
                           verbose: bool) -> None:
         """Show a deployment's status, per task group."""
@@ -203,6 +205,8 @@ def register(cli: click.Group) -> None:
             d = _resolve(client, deployment_id, length)
             d = call(client, "GET", f"/v1/deployment/{quote(d['ID'], safe='')}")
         emit(d, json_output, template, lambda: echo(status_text(d, length)))
+        if not (json_output or template):
+            ui_hint("deployment status", job=job_ref(d["JobID"], d.get("Namespace")))
 
     @deployment.command("promote")
     @click.argument("deployment_id", metavar="DEPLOYMENT")

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import click
 
 from yurt.runtime.cli.output import echo
+from yurt.runtime.cli.ui_hint import ui_option
 from yurt.runtime.errors import EXIT_USAGE
 
 
@@ -64,6 +65,16 @@ def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
         return
     echo(f"Dispatched Job ID = {out['DispatchedJobID']}")
     echo(f"Evaluation ID     = {out['EvalID'] or '-'}")
+    _ui_hint(out["DispatchedJobID"])
+
+
+def _ui_hint(child: str) -> None:
+    """Nomad's hint and `-ui` (command/job_dispatch.go): the child, in the namespace asked."""
+    from yurt.runtime.cli.general import settings
+    from yurt.runtime.cli.ui_hint import job_ref, ui_hint
+
+    namespace = settings().namespace
+    ui_hint("job dispatch", job=job_ref(child, "" if namespace == "*" else namespace))
 
 
 def periodic_force(job_id: str, json_output: bool) -> None:
@@ -95,6 +106,7 @@ def register(job: click.Group) -> None:
                   help="Dispatch at most once for this token (a retry answers the same job).")
     @click.option("-detach", "detach", is_flag=True,
                   help="Return once dispatched (yurt never waits here).")
+    @ui_option
     @json_flag
     def job_dispatch(job_id: str, payload: str | None, meta: tuple[str, ...],
                      priority: int | None, token: str, detach: bool, json_output: bool) -> None:

@@ -23,6 +23,7 @@ import click
 
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.output import echo, output_options
+from yurt.runtime.cli.ui_hint import ui_hint, ui_option
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 
@@ -351,6 +352,7 @@ def register(cli: click.Group, job: click.Group) -> None:
     @eval_group.command("list")
     @click.option("--job", "job_id", default="", help="Only this job's.")
     @click.option("--status", default="", help="Only with this status.")
+    @ui_option
     @output_options
     def eval_list(job_id: str, status: str, json_output: bool, template: str) -> None:
         """List evaluations, newest first."""
@@ -364,9 +366,12 @@ def register(cli: click.Group, job: click.Group) -> None:
         # Newest first, as Nomad lists them.
         evals = sorted(evals, key=lambda e: -e.get("CreateIndex", 0))
         emit(evals, json_output, template, lambda: print_evals(evals))
+        if not (json_output or template):
+            ui_hint("eval list")
 
     @eval_group.command("status")
     @click.argument("eval_id", metavar="EVAL")
+    @ui_option
     @output_options
     def eval_status(eval_id: str, json_output: bool, template: str) -> None:
         """One evaluation: status, trigger, placement failures."""
@@ -393,6 +398,7 @@ def register(cli: click.Group, job: click.Group) -> None:
         explanation = evaluation_failures(ev)
         if explanation:
             echo(explanation)
+        ui_hint("eval status", evalID=ev["ID"])
 
 
 _MARK = {"Added": "+", "Deleted": "-", "Edited": "+/-", "None": ""}

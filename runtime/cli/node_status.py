@@ -14,7 +14,7 @@ the node has devices, and `Allocations`. `-verbose` moves the host volumes and d
 sections of their own (`Host Volumes`, `Drivers`: Driver, Detected, Healthy, Message, Time)
 and ends with `Attributes` and `Meta`; `-stats` adds `CPU Stats`, `Memory Stats` and `Disk
 Stats`; `-short` stops after the header (with the drivers' names) and the allocations.
-`-json`/`-t` format the node. Nomad's `-per-page`, `-page-token`, `-filter` and `-ui` are not
+`-json`/`-t` format the node. Nomad's `-per-page`, `-page-token` and `-filter` are not
 offered (one machine's list needs no pages).
 
 What the agent says its operator must hear (`/v1/agent/self` `Warnings`) goes to stderr
@@ -46,6 +46,7 @@ from yurt.runtime.cli.statusfmt import (
     parse_rfc3339,
     section,
 )
+from yurt.runtime.cli.ui_hint import ui_option
 
 if TYPE_CHECKING:
     from yurt.runtime.cli.http import AgentConnection
@@ -337,6 +338,7 @@ def node_status(node_id: str | None, *, self_: bool = False, json_output: bool =
     """`yurt node status [-self | NODE]` (see the module docstring)."""
     from yurt.runtime.cli.api_client import agent_warnings, api, call
     from yurt.runtime.cli.output import check_format, echo, emit, fail
+    from yurt.runtime.cli.ui_hint import ui_hint
     from yurt.runtime.errors import EXIT_USAGE
 
     check_format(json_output, template)
@@ -357,6 +359,8 @@ def node_status(node_id: str | None, *, self_: bool = False, json_output: bool =
                                         if a.get("ClientStatus") == "running") for n in nodes}
             emit(nodes, json_output, template, lambda: echo(node_list_text(
                 nodes, verbose=verbose, running=running, show_os=show_os, quiet=quiet)))
+            if human:
+                ui_hint("node status")
             return
         if self_:
             node_id = str(call(client, "GET", "/v1/agent/self")["stats"]["client"]["node_id"])
@@ -378,6 +382,7 @@ def node_status(node_id: str | None, *, self_: bool = False, json_output: bool =
                                       if a.get("ClientStatus") == "running"])
     echo(node_detail_text(node, node_allocs, host, usages, short=short, verbose=verbose,
                           stats=stats))
+    ui_hint("node status single", nodeID=full_id)
 
 
 def register(node_group: click.Group) -> None:
@@ -396,6 +401,7 @@ def register(node_group: click.Group) -> None:
     @flag("allocs", "allocs", "In the list: each node's running allocations.")
     @flag("os", "show_os", "In the list: each node's operating system.")
     @flag("quiet", "quiet", "In the list: only the node IDs.")
+    @ui_option
     @output_options
     def node_status_command(node_id: str | None, self_: bool, short: bool, verbose: bool,
                             stats: bool, allocs: bool, show_os: bool, quiet: bool,

@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from yurt.runtime.cli.output import echo
+from yurt.runtime.cli.ui_hint import refuse_ui
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 from yurt.runtime.lib.printable import printable
 
@@ -102,6 +103,7 @@ def var() -> None:
 
 @var.command("get")
 @_namespace_option
+@refuse_ui("variables")
 @click.option("-item", "--item", default="", help="Print only this item's value.")
 @click.option("-out", "--out", "out", type=click.Choice(["table", "json", "go-template"]),
               default="table", help="The output format (go-template: with -template).")
@@ -177,6 +179,7 @@ def _items(args: tuple[str, ...]) -> dict[str, str]:
 
 @var.command("put")
 @_namespace_option
+@refuse_ui("variables")
 @click.option("-check-index", "--check-index", "check_index", default=None,
               help="Write only if the variable's ModifyIndex is this (0: only if new).")
 @click.option("-force", "--force", is_flag=True, help="Write whatever is stored now.")
@@ -213,6 +216,7 @@ def var_put(ns: str, check_index: str | None, force: bool, out: str, path: str,
 
 @var.command("list")
 @_namespace_option
+@refuse_ui("variables")
 @_json_option
 @click.argument("prefix", default="")
 def var_list(ns: str, json_output: bool, template: str, prefix: str) -> None:
