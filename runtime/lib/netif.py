@@ -53,19 +53,45 @@ def _ipv6(name: str) -> str | None:
     return str(usable[0]) if usable else None
 
 
-def interface_address(name: str) -> str:
-    """The address a node on interface `name` advertises: its IPv4 address, else its first
-    IPv6 one.
+def interface_address(name: str, family: str = "") -> str:
+    """The address a node on interface `name` advertises: in `family` ("ipv4" or "ipv6",
+    Nomad's client `preferred_address_family`) when given, else its IPv4 address, else its
+    first IPv6 one.
 
     Raises:
         ValueError: no interface of that name (the message names the ones there are), or it
-            has no address.
+            has no address (in `family`).
     """
     names = interface_names()
     if name not in names:
         raise ValueError(f"no network interface {name!r} on this machine; its interfaces "
                          f"are {', '.join(names) or 'none'}")
-    address = _ipv4(name) or _ipv6(name)
+    if family == "ipv4":
+        address = _ipv4(name)
+    elif family == "ipv6":
+        address = _ipv6(name)
+    else:
+        address = _ipv4(name) or _ipv6(name)
     if address is None:
-        raise ValueError(f"the network interface {name!r} has no IP address")
+        kind = {"ipv4": "IPv4 ", "ipv6": "IPv6 "}.get(family, "IP ")
+        raise ValueError(f"the network interface {name!r} has no {kind}address")
+    return address
+
+
+def default_route_address(family: str) -> str:
+    """This machine's address in `family` ("ipv4" or "ipv6") on its default route: the source
+    address of a UDP `connect` (which sends nothing) to a documentation address.
+
+    Raises:
+        ValueError: no route in that family.
+    """
+    inet, target = ((socket.AF_INET6, "2001:db8::1") if family == "ipv6"
+                    else (socket.AF_INET, "192.0.2.1"))  # never routed anywhere real
+    try:
+        with socket.socket(inet, socket.SOCK_DGRAM) as s:
+            s.connect((target, 9))
+            address: str = s.getsockname()[0]
+    except OSError as e:
+        raise ValueError(f"this machine has no {family} default route ({e.strerror or e}); "
+                         "give -network-interface") from None
     return address
