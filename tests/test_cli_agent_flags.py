@@ -87,10 +87,14 @@ def test_node_flags_and_directories(tmp_path: Path) -> None:
     with agent(tmp_path, "-region=global", "-node-class", "web", "-node-pool", "pool-x",
                "-network-interface", "lo", "-preferred-address-family", "ipv6",
                "-state-dir", str(state), "-alloc-dir", str(allocs),
-               "-acl-enabled=false", "-log-include-location") as running:
+               "-network-speed", "2500", "-acl-enabled=false",
+               "-log-include-location") as running:
         node = running.node()
         assert (node["NodeClass"], node["NodePool"]) == ("web", "pool-x")
         assert node["Attributes"]["unique.network.ip-address"] == "::1"
+        network = node["NodeResources"]["Networks"][0]
+        assert (network["Device"], network["IP"], network["CIDR"], network["MBits"]) == (
+            "lo", "::1", "::1/128", 2500)
 
         job = mock_job("classy")
         job["Job"]["Constraints"] = [{"LTarget": "${node.class}", "RTarget": "web",
@@ -130,6 +134,11 @@ def test_acl_enabled_overrides_the_config_file(tmp_path: Path) -> None:
 def test_acls_on_by_default_and_off_when_told(tmp_path: Path) -> None:
     with agent(tmp_path / "on") as running:
         assert running.api.get("/v1/jobs").status_code == 403
+        token = (running.data / "server" / "bootstrap.token").read_text().strip()
+        running.api.headers["X-Nomad-Token"] = token
+        network = running.node()["NodeResources"]["Networks"][0]
+        # Loopback reports no speed of its own: Nomad's default.
+        assert (network["Device"], network["IP"], network["MBits"]) == ("lo", "127.0.0.1", 1000)
     with agent(tmp_path / "off", "-acl-enabled=false") as running:
         assert running.api.get("/v1/jobs").status_code == 200
 
@@ -144,6 +153,7 @@ def test_acls_on_by_default_and_off_when_told(tmp_path: Path) -> None:
     (("-node-pool", "all"), 'node is not allowed to register in node pool "all"'),
     (("-network-interface", "nosuch0"), "-network-interface: no network interface 'nosuch0'"),
     (("-preferred-address-family", "ipx"), "'ipx' is not one of 'ipv4', 'ipv6'"),
+    (("-network-speed", "-5"), "-5 is not in the range x>=0"),
 ])
 def test_refusals_name_the_flag(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
     assert words in refused(tmp_path, *args)

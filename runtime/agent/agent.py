@@ -203,6 +203,9 @@ class AgentConfig:
     #: `client/` and `alloc/`.
     state_dir: Path | None = None
     alloc_dir: Path | None = None
+    #: Nomad's client `network_speed` (`-network-speed`): the link speed in Mbit/s the node
+    #: reports; 0: the kernel's (client/fingerprint.py).
+    network_speed: int = 0
 
     @property
     def client_state_dir(self) -> Path:
@@ -465,7 +468,8 @@ class Agent:
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile,
                                      node_class=self.config.node_class, meta=self.config.meta,
-                                     ip_address=self.config.node_ip or None)
+                                     ip_address=self.config.node_ip or None,
+                                     network_speed=self.config.network_speed)
         self.node.node_pool = self.config.node_pool
         self.node.node_resources.min_dynamic_port = self.config.min_dynamic_port
         self.node.node_resources.max_dynamic_port = self.config.max_dynamic_port

@@ -77,6 +77,7 @@ class AgentOptions:
     node_pool: str | None = None
     network_interface: str | None = None
     preferred_address_family: str | None = None  # "ipv4" | "ipv6"
+    network_speed: int | None = None  # Mbit/s
     acl_enabled: bool | None = None
     log_include_location: bool | None = None
 
@@ -201,7 +202,8 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         advertise_http=advertised["http"], advertise_rpc=advertised["rpc"],
         advertise_serf=advertised["serf"], temporary_data_dir=temporary,
         state_dir=options.state_dir.absolute() if options.state_dir else None,
-        alloc_dir=options.alloc_dir.absolute() if options.alloc_dir else None)
+        alloc_dir=options.alloc_dir.absolute() if options.alloc_dir else None,
+        network_speed=options.network_speed or 0)
     log_json = options.log_json if options.log_json is not None else file.log_json
     return config, level, log_json
 

@@ -8,7 +8,8 @@ the meaning Nomad's have over the config file:
   the data dir's `client/` and `alloc/` (Nomad's `client.state_dir`/`client.alloc_dir`).
 - `-node-class`, `-node-pool`: the node's class (`${node.class}`) and pool, over the file's.
 - `-network-interface`, `-preferred-address-family` (ipv4|ipv6): which interface, and which
-  of its addresses, the node advertises (runtime/lib/netif.py).
+  of its addresses, the node advertises (runtime/lib/netif.py); `-network-speed` the link
+  speed it reports (`NodeResources.Networks[].MBits`, client/fingerprint.py).
 - `-acl-enabled[=BOOL]`: the `[acl] enabled` setting (`=false` turns ACLs off).
 - `-log-include-location[=BOOL]`: each log line names its caller (runtime/lib/logformat.py).
 
@@ -70,6 +71,10 @@ def nomad_agent_options(f: F) -> F:
         click.option("--preferred-address-family", default=None,
                      type=click.Choice(ADDRESS_FAMILIES),
                      help="The address family the node's address is taken in."),
+        click.option("--network-speed", type=click.IntRange(min=0), default=None,
+                     metavar="MBITS",
+                     help="The link speed the node reports, in Mbit/s (default: the "
+                          "kernel's, else 1000)."),
         click.option("--acl-enabled", "acl_enabled", default=None, is_flag=False,
                      flag_value=True, type=click.BOOL, metavar="[=BOOL]",
                      help="ACLs on or (=false) off: the config's [acl] enabled."),

@@ -24,6 +24,7 @@ from typing import Final
 #: linux/sockios.h: get an interface's (primary) IPv4 address.
 SIOCGIFADDR: Final = 0x8915
 _IF_INET6: Final = Path("/proc/net/if_inet6")
+_SYS_NET: Final = Path("/sys/class/net")
 
 
 def interface_names() -> list[str]:
@@ -95,3 +96,34 @@ def default_route_address(family: str) -> str:
         raise ValueError(f"this machine has no {family} default route ({e.strerror or e}); "
                          "give -network-interface") from None
     return address
+
+
+def interface_of(address: str) -> str | None:
+    """The interface that holds `address` (its primary IPv4 address, or one of its IPv6
+    addresses), or None."""
+    try:
+        wanted = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    try:
+        lines = _IF_INET6.read_text().splitlines() if wanted.version == 6 else []
+    except OSError:
+        lines = []
+    for fields in (line.split() for line in lines):
+        if len(fields) == 6 and ipaddress.IPv6Address(bytes.fromhex(fields[0])) == wanted:
+            return fields[5]
+    if wanted.version == 4:
+        for name in interface_names():
+            if _ipv4(name) == address:
+                return name
+    return None
+
+
+def link_speed(name: str) -> int:
+    """Interface `name`'s link speed in Mbit/s as the kernel reports it, 0 when it does not
+    (a virtual interface, loopback: client/fingerprint/network_linux.go `linkSpeedSys`)."""
+    try:
+        speed = int((_SYS_NET / name / "speed").read_text().strip())
+    except (OSError, ValueError):  # EINVAL for interfaces without a link
+        return 0
+    return max(speed, 0)
