@@ -471,6 +471,7 @@ class Agent:
                                      ip_address=self.config.node_ip or None,
                                      network_speed=self.config.network_speed)
         self.node.node_pool = self.config.node_pool
+        self.node.computed_class = computed_class(self.node)  # the pool is part of it
         self.node.node_resources.min_dynamic_port = self.config.min_dynamic_port
         self.node.node_resources.max_dynamic_port = self.config.max_dynamic_port
         self.node.reserved_resources.networks.reserved_host_ports = self.config.reserved_ports
