@@ -158,3 +158,47 @@ def test_acls_on_by_default_and_off_when_told(tmp_path: Path) -> None:
 def test_refusals_name_the_flag(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
     assert words in refused(tmp_path, *args)
     assert not (tmp_path / "never").exists()
+
+
+# ---------------------------------------------------------------------- the config file's keys
+
+
+def test_config_keys_and_the_flags_over_them(tmp_path: Path) -> None:
+    from yurt.runtime.cli.agent import AgentOptions, build_config
+
+    file = tmp_path / "agent.toml"
+    file.write_text('network_interface = "lo"\npreferred_address_family = "ipv6"\n'
+                    'network_speed = 100\nstate_dir = "st"\nalloc_dir = "/srv/allocs"\n'
+                    'region = "global"\nlog_include_location = true\nnode_class = "file"\n')
+    config, _, _ = build_config(AgentOptions(config_file=file, data_dir=tmp_path))
+    assert (config.node_ip, config.network_speed, config.log_include_location) == (
+        "::1", 100, True)
+    assert (config.state_dir, config.alloc_dir) == (Path("st").absolute(), Path("/srv/allocs"))
+    assert (config.client_state_dir, config.alloc_root, config.node_class) == (
+        Path("st").absolute(), Path("/srv/allocs"), "file")
+
+    config, _, _ = build_config(AgentOptions(
+        config_file=file, data_dir=tmp_path, preferred_address_family="ipv4", network_speed=7,
+        state_dir=tmp_path / "s", log_include_location=False, node_class="flag"))
+    assert (config.node_ip, config.network_speed, config.log_include_location) == (
+        "127.0.0.1", 7, False)
+    assert (config.client_state_dir, config.alloc_root, config.node_class) == (
+        tmp_path / "s", Path("/srv/allocs"), "flag")
+
+    config, _, _ = build_config(AgentOptions(data_dir=tmp_path))  # neither: the data dir's
+    assert (config.client_state_dir, config.alloc_root) == (
+        tmp_path.absolute() / "client", tmp_path.absolute() / "alloc")
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ('region = "eu"', "region 'eu': yurt has one region"),
+    ('preferred_address_family = "ipx"', 'preferred_address_family must be "ipv4" or "ipv6"'),
+    ("network_speed = -1", "network_speed must be 0 or more"),
+])
+def test_config_keys_are_checked(tmp_path: Path, text: str, words: str) -> None:
+    from yurt.runtime.cli.agent import AgentOptions, UsageError, build_config
+
+    file = tmp_path / "agent.toml"
+    file.write_text(text + "\n")
+    with pytest.raises(UsageError, match=re.escape(words)):
+        build_config(AgentOptions(config_file=file, data_dir=tmp_path))

@@ -206,6 +206,9 @@ class AgentConfig:
     #: Nomad's client `network_speed` (`-network-speed`): the link speed in Mbit/s the node
     #: reports; 0: the kernel's (client/fingerprint.py).
     network_speed: int = 0
+    #: Nomad's `log_include_location`: the agent's log lines name their caller (read where
+    #: the log is set up, runtime/cli/agent.py).
+    log_include_location: bool = False
 
     @property
     def client_state_dir(self) -> Path:

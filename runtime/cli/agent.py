@@ -201,11 +201,20 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         allowed_hosts=file.allowed_hosts(), acl=acl, node_ip=node_ip,
         advertise_http=advertised["http"], advertise_rpc=advertised["rpc"],
         advertise_serf=advertised["serf"], temporary_data_dir=temporary,
-        state_dir=options.state_dir.absolute() if options.state_dir else None,
-        alloc_dir=options.alloc_dir.absolute() if options.alloc_dir else None,
-        network_speed=options.network_speed or 0)
+        state_dir=_directory(options.state_dir, file.state_dir),
+        alloc_dir=_directory(options.alloc_dir, file.alloc_dir),
+        network_speed=(file.network_speed if options.network_speed is None
+                       else options.network_speed),
+        log_include_location=(file.log_include_location if options.log_include_location
+                              is None else options.log_include_location))
     log_json = options.log_json if options.log_json is not None else file.log_json
     return config, level, log_json
+
+
+def _directory(given: Path | None, configured: str | None) -> Path | None:
+    """A directory the option gives, else the config file's; absolute; None: neither."""
+    found = given or (Path(configured) if configured else None)
+    return found.absolute() if found else None
 
 
 def _check_region(region: str | None) -> None:
@@ -236,7 +245,7 @@ def _network(options: AgentOptions, file: FileConfig, port: int
     from yurt.runtime.lib.netif import default_route_address, interface_address
 
     where = f"{options.config_file}: " if options.config_file else ""
-    family = options.preferred_address_family or ""
+    family = options.preferred_address_family or file.preferred_address_family
     interface = file.network_interface
     key = f"{where}network_interface"
     if options.network_interface is not None:
@@ -406,7 +415,7 @@ def run_agent(options: AgentOptions) -> int:
              f"{e.filename}); give --data-dir", err=True)
         return EXIT_FAILED
     try:
-        return _run(config, level, log_json, bool(options.log_include_location))
+        return _run(config, level, log_json)
     finally:
         if config.temporary_data_dir:
             problem = remove_dev_data_dir(config.data_dir)
@@ -414,7 +423,7 @@ def run_agent(options: AgentOptions) -> int:
                 echo(f"yurt: warning: {problem}", err=True)
 
 
-def _run(config: AgentConfig, level: str, log_json: bool, log_location: bool = False) -> int:
+def _run(config: AgentConfig, level: str, log_json: bool) -> int:
     import trio
 
     from yurt.runtime import __version__
@@ -430,7 +439,7 @@ def _run(config: AgentConfig, level: str, log_json: bool, log_location: bool = F
         except OSError as e:
             echo(f"yurt: cannot start the agent: {_os_error(e, config)}", err=True)
             return EXIT_FAILED
-    configure(level, log_json, sys.stdout, include_location=log_location)
+    configure(level, log_json, sys.stdout, include_location=config.log_include_location)
 
     listening = False
 
