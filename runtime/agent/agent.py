@@ -198,6 +198,25 @@ class AgentConfig:
     #: `--dev` without a data dir: `data_dir` is a new temporary directory, removed when the
     #: agent stops (runtime/cli/agent.py).
     temporary_data_dir: bool = False
+    #: Nomad's client `state_dir` and `alloc_dir` (`-state-dir`, `-alloc-dir`): where the
+    #: client's state database and the allocations' directories live; None: the data dir's
+    #: `client/` and `alloc/`.
+    state_dir: Path | None = None
+    alloc_dir: Path | None = None
+    #: Nomad's client `network_speed` (`-network-speed`): the link speed in Mbit/s the node
+    #: reports; 0: the kernel's (client/fingerprint.py).
+    network_speed: int = 0
+    #: Nomad's `log_include_location`: the agent's log lines name their caller (read where
+    #: the log is set up, runtime/cli/agent.py).
+    log_include_location: bool = False
+
+    @property
+    def client_state_dir(self) -> Path:
+        return self.state_dir or self.data_dir / "client"
+
+    @property
+    def alloc_root(self) -> Path:
+        return self.alloc_dir or self.data_dir / "alloc"
 
 
 @final
@@ -444,14 +463,18 @@ class Agent:
 
         data = self.config.data_dir
         make_data_dir(data)  # 0711: every local user reaches it, none lists or reads it
+        if self.config.alloc_dir is not None:  # as the data dir: tasks of other users enter
+            make_data_dir(self.config.alloc_dir)
         # Before anything is opened: trio holds a pidfd and the log pumps four FIFO ends per
         # task, and running out of descriptors fails starts (see client/fingerprint.py).
         nofile = raise_nofile_limit()
         self.node = fingerprint_node(data, name=self.config.node_name,
                                      datacenter=self.config.datacenter, nofile=nofile,
                                      node_class=self.config.node_class, meta=self.config.meta,
-                                     ip_address=self.config.node_ip or None)
+                                     ip_address=self.config.node_ip or None,
+                                     network_speed=self.config.network_speed)
         self.node.node_pool = self.config.node_pool
+        self.node.computed_class = computed_class(self.node)  # the pool is part of it
         self.node.node_resources.min_dynamic_port = self.config.min_dynamic_port
         self.node.node_resources.max_dynamic_port = self.config.max_dynamic_port
         self.node.reserved_resources.networks.reserved_host_ports = self.config.reserved_ports
@@ -519,7 +542,8 @@ class Agent:
         try:
             # Inside a burst of starts, full collections traverse only what is new.
             with freezing_survivors():
-                async with open_state_db(data / "client") as db, trio.open_nursery() as outer:
+                async with (open_state_db(self.config.client_state_dir) as db,
+                            trio.open_nursery() as outer):
                     self.drivers = DriverManager(
                         self.config.driver_factories or discover(), state_db=db,
                         unix_clock=time.time_ns, on_info=self._driver_info,
@@ -570,7 +594,8 @@ class Agent:
                     await outer.start(self.checks.run)
                     self.client = Client(AllocRunnerConfig(
                         state_db=db, drivers=self.drivers.drivers, unix_clock=time.time_ns,
-                        alloc_root=data / "alloc", node=self.node, device_manager=self.devices,
+                        alloc_root=self.config.alloc_root, node=self.node,
+                        device_manager=self.devices,
                         sign_identity=self.workload_signer.sign,
                         template_data=template_data, artifact=self.config.artifact,
                         services=ServiceDeps(catalogue, self.checks, self.node),
@@ -581,7 +606,7 @@ class Agent:
                         # index they took, the one the API answers.
                         publish_alloc_updates=False)
                     self.gc = AllocGarbageCollector(
-                        self._destroy, lambda: len(self.client.runners), data / "alloc",
+                        self._destroy, lambda: len(self.client.runners), self.config.alloc_root,
                         self.config.gc, ready=self.syncer.acknowledged_terminal)
                     async with trio.open_nursery() as nursery:
                         await nursery.start(self.client.run)
@@ -690,6 +715,6 @@ class Agent:
         from yurt.runtime.client.drivers.protocol import reconcile_drivers
 
         if reaped := await reconcile_drivers(self.drivers.drivers.values(),
-                                             self.config.data_dir / "alloc"):
+                                             self.config.alloc_root):
             log.warning("stopped %d task(s) that an interrupted start had left behind", reaped)
         self.restoring.done.set()

@@ -11,6 +11,12 @@
     servers = ["http://10.0.0.1:4646"]   # client mode: run no server, use these (--servers)
     network_interface = "eth1"           # Nomad's client `network_interface`: the node's
                                          # address is this interface's (task ports, services)
+    preferred_address_family = "ipv6"    # which of its addresses (default: IPv4 first)
+    network_speed = 1000                 # the link speed it reports, Mbit/s (default: kernel's)
+    state_dir = "/var/lib/yurt-state"    # the client's state (default: data_dir/client)
+    alloc_dir = "/srv/allocs"            # allocation directories (default: data_dir/alloc)
+    region = "global"                    # the one region yurt has
+    log_include_location = true          # log lines name their caller (file:line)
 
     [advertise]                          # Nomad's `advertise`: "host" or "host:port"
     http = "10.0.0.5:4646"               # the node's HTTPAddr (default: where the API listens)
@@ -217,9 +223,21 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     ui: _UI = msgspec.field(default_factory=_UI)
     acl: _Acl = msgspec.field(default_factory=_Acl)
     artifact: ArtifactSettings = msgspec.field(default_factory=ArtifactSettings)
-    #: Nomad's agent `log_level` and `log_json` (runtime/agent/log.py); options override them.
+    #: Nomad's agent `log_level`, `log_json` and `log_include_location` (runtime/agent/log.py);
+    #: options override them.
     log_level: str = "info"
     log_json: bool = False
+    log_include_location: bool = False
+    #: Nomad's agent `region`: yurt has one, "global" (`check_region`).
+    region: str = "global"
+    #: Nomad's client `state_dir` and `alloc_dir`: the client's state database and the
+    #: allocations' directories (default: the data dir's `client/` and `alloc/`).
+    state_dir: str | None = None
+    alloc_dir: str | None = None
+    #: Nomad's client `preferred_address_family` ("ipv4" or "ipv6", "": IPv4 first) and
+    #: `network_speed` (Mbit/s, 0: the kernel's): the node's address and link speed.
+    preferred_address_family: str = ""
+    network_speed: int = 0
     #: Client mode: the servers' URLs (`--servers`); empty runs the embedded server.
     servers: list[str] = msgspec.field(default_factory=list)
     #: Nomad's client `network_interface`: the interface whose address the node advertises
@@ -269,6 +287,20 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
         if self.node_pool == NODE_POOL_ALL:
             raise ValueError("Invalid node pool: node is not allowed to register in node "
                              f'pool "{NODE_POOL_ALL}"')
+
+    def check_region(self) -> None:
+        """yurt has one region (Nomad's default, `global`): naming another is refused."""
+        if self.region != "global":
+            raise ValueError(f'region {self.region!r}: yurt has one region, "global"')
+
+    def check_network(self) -> None:
+        """`preferred_address_family` is ipv4, ipv6 or empty; `network_speed` not negative."""
+        if self.preferred_address_family not in ("", "ipv4", "ipv6"):
+            raise ValueError("preferred_address_family must be \"ipv4\" or \"ipv6\", got "
+                             f"{self.preferred_address_family!r}")
+        if self.network_speed < 0:
+            raise ValueError(f"network_speed must be 0 or more (Mbit/s), got "
+                             f"{self.network_speed}")
 
     def check_meta(self) -> None:
         """Nomad's agent check of its client meta keys (`helper.IsValidInterpVariable`):
@@ -404,6 +436,8 @@ def load_config(path: Path) -> FileConfig:
         config.idle_timeout()
         config.check_ports()
         config.check_meta()
+        config.check_region()
+        config.check_network()
         config.check_node_pool()
         config.allowed_hosts()
         config.acl_settings()

@@ -40,13 +40,16 @@ from yurt.runtime.structs import Allocation, TaskEvent
 
 __all__ = ["LEVELS", "AllocEvents", "HumanFormatter", "JsonFormatter", "configure"]
 
-def configure(level: str, json_lines: bool, stream: IO[str]) -> logging.Handler:
+def configure(level: str, json_lines: bool, stream: IO[str], *,
+              include_location: bool = False) -> logging.Handler:
     """Send every `yurt.*` logger's records at `level` or above to `stream`, one line each.
 
     Args:
         level: one of `LEVELS` (any case).
         json_lines: hclog's JSON format instead of its text format.
         stream: where the lines go (the agent's stdout, as Nomad's agent logs).
+        include_location: each line names its caller, `file:line` (Nomad's agent
+            `log_include_location`, hclog's `IncludeLocation`).
 
     Returns:
         The handler installed (tests remove it again).
@@ -59,7 +62,8 @@ def configure(level: str, json_lines: bool, stream: IO[str]) -> logging.Handler:
     # Its own level too: `yurt monitor -log-level=debug` lowers the logger's while it follows
     # (lib/logmonitor.py), and this stream must not grow with it.
     handler.setLevel(threshold)
-    handler.setFormatter(JsonFormatter() if json_lines else HumanFormatter())
+    handler.setFormatter(JsonFormatter(include_location) if json_lines
+                         else HumanFormatter(include_location))
     root = logging.getLogger("yurt")
     for old in [h for h in root.handlers if getattr(h, "yurt_agent_log", False)]:
         root.removeHandler(old)

@@ -69,6 +69,17 @@ class AgentOptions:
     datacenter: str | None = None
     meta: tuple[str, ...] = ()  # `--meta KEY=VALUE`, over the config file's
     dev_mode: bool = False  # `--dev`: a stop kills every task (AgentConfig.dev_mode)
+    # Nomad's flags of runtime/cli/agent_flags.py (None: not given).
+    region: str | None = None  # one region: "global"
+    state_dir: Path | None = None
+    alloc_dir: Path | None = None
+    node_class: str | None = None
+    node_pool: str | None = None
+    network_interface: str | None = None
+    preferred_address_family: str | None = None  # "ipv4" | "ipv6"
+    network_speed: int | None = None  # Mbit/s
+    acl_enabled: bool | None = None
+    log_include_location: bool | None = None
 
 
 class UsageError(Exception):
@@ -104,11 +115,15 @@ def agent_token(token_file: Path | None) -> str:
 
 def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
     """The agent's settings from the options over the config file over the defaults, and the
-    log level and format.
+    log level and format (`log_settings` adds the caller's location).
 
     Raises:
         UsageError: what is wrong with the options or the file, in one line.
     """
+    import dataclasses
+
+    import msgspec
+
     from yurt.runtime.agent.agent import AgentConfig
     from yurt.runtime.agent.config import (
         ConfigError,
@@ -156,6 +171,16 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
     datacenter = options.datacenter if options.datacenter is not None else file.datacenter
     if not datacenter:
         raise UsageError("--datacenter must not be empty")
+    _check_region(options.region)
+    node_pool = options.node_pool if options.node_pool is not None else file.node_pool
+    try:
+        msgspec.structs.replace(file, node_pool=node_pool).check_node_pool()
+        acl = file.acl_settings()
+    except ValueError as e:
+        raise UsageError(f"{'-node-pool: ' if options.node_pool is not None else ''}{e}"
+                         ) from None
+    if options.acl_enabled is not None:  # over the file's `[acl] enabled`
+        acl = dataclasses.replace(acl, enabled=options.acl_enabled)
     node_ip, advertised = _network(options, file, port)
     given = options.data_dir or (Path(file.data_dir) if file.data_dir else None)
     # Last, once nothing can be refused: a temporary dir is never left behind by a refusal.
@@ -164,7 +189,8 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
     config = AgentConfig(
         data_dir=directory.absolute(), bind=bind, port=port, token=token,
         node_name=options.node_name or file.node_name, datacenter=datacenter,
-        node_class=file.node_class, node_pool=file.node_pool, meta=meta,
+        node_class=file.node_class if options.node_class is None else options.node_class,
+        node_pool=node_pool, meta=meta,
         fake_devices=tuple(groups) or file.fake_devices(), gc=file.gc_config(),
         driver_allow=options.driver_allow or tuple(file.drivers.allow),
         driver_block=options.driver_block or tuple(file.drivers.block),
@@ -172,36 +198,69 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
         reserved_ports=file.reserved.reserved_ports,
         artifact=file.artifact.to_config(), servers=servers, dev_mode=options.dev_mode,
-        allowed_hosts=file.allowed_hosts(), acl=file.acl_settings(), node_ip=node_ip,
+        allowed_hosts=file.allowed_hosts(), acl=acl, node_ip=node_ip,
         advertise_http=advertised["http"], advertise_rpc=advertised["rpc"],
-        advertise_serf=advertised["serf"], temporary_data_dir=temporary)
+        advertise_serf=advertised["serf"], temporary_data_dir=temporary,
+        state_dir=_directory(options.state_dir, file.state_dir),
+        alloc_dir=_directory(options.alloc_dir, file.alloc_dir),
+        network_speed=(file.network_speed if options.network_speed is None
+                       else options.network_speed),
+        log_include_location=(file.log_include_location if options.log_include_location
+                              is None else options.log_include_location))
     log_json = options.log_json if options.log_json is not None else file.log_json
     return config, level, log_json
+
+
+def _directory(given: Path | None, configured: str | None) -> Path | None:
+    """A directory the option gives, else the config file's; absolute; None: neither."""
+    found = given or (Path(configured) if configured else None)
+    return found.absolute() if found else None
+
+
+def _check_region(region: str | None) -> None:
+    """`-region`: yurt has one region, Nomad's default `global` (command/agent/config.go
+    `DefaultConfig`); naming another would split nothing, so it is refused."""
+    if region is not None and region != "global":
+        raise UsageError(f'-region {region!r}: yurt has one region, "global"; leave -region '
+                         "out or give -region=global")
 
 
 def _network(options: AgentOptions, file: FileConfig, port: int
              ) -> tuple[str, dict[str, str]]:
     """The node's address and the `advertise` addresses (`host:port`, "" when not given).
 
-    The node's address is the `network_interface`'s first (runtime/lib/netif.py); with
-    `--dev` and no interface configured, loopback, as Nomad's `-dev` uses "lo"
-    (command/agent/config.go `networkConfig`): a dev agent advertises nothing another
-    machine could reach. Neither: "" (the default route's interface, client/fingerprint.py).
+    The node's address is the `network_interface`'s (`-network-interface` over the file's)
+    in the `-preferred-address-family` when given, else its IPv4 address, else its first IPv6
+    one (runtime/lib/netif.py); with `--dev` and no interface configured, loopback, as
+    Nomad's `-dev` uses "lo" (command/agent/config.go `networkConfig`): a dev agent
+    advertises nothing another machine could reach. Neither: "" (the default route's
+    interface, client/fingerprint.py), or with a preferred family the default route's
+    address in that family.
 
     Raises:
-        UsageError: an unknown interface (the message names those there are), or an
-            `advertise` address that is none.
+        UsageError: an unknown interface (the message names those there are), one without
+            an address in the family asked for, or an `advertise` address that is none.
     """
     from yurt.runtime.agent.config import ADVERTISE_PORTS, normalize_advertise
-    from yurt.runtime.lib.netif import interface_address
+    from yurt.runtime.lib.netif import default_route_address, interface_address
 
     where = f"{options.config_file}: " if options.config_file else ""
-    node_ip = "127.0.0.1" if options.dev_mode else ""
-    if file.network_interface:
-        try:
-            node_ip = interface_address(file.network_interface)
-        except ValueError as e:
-            raise UsageError(f"{where}network_interface: {e}") from None
+    family = options.preferred_address_family or file.preferred_address_family
+    interface = file.network_interface
+    key = f"{where}network_interface"
+    if options.network_interface is not None:
+        interface, key = options.network_interface, "-network-interface"
+    node_ip = ""
+    try:
+        if not interface and options.dev_mode:  # loopback, in the family asked for
+            node_ip = "::1" if family == "ipv6" else "127.0.0.1"
+        elif interface:
+            node_ip = interface_address(interface, family)
+        elif family:
+            node_ip = default_route_address(family)
+    except ValueError as e:
+        raise UsageError(f"{key if interface else '-preferred-address-family'}: {e}"
+                         ) from None
     advertised = {}
     for key in ("http", "rpc", "serf"):
         value = getattr(file.advertise, key)
@@ -425,7 +484,7 @@ def _run(config: AgentConfig, level: str, log_json: bool) -> int:
         except OSError as e:
             echo(f"yurt: cannot start the agent: {_os_error(e, config)}", err=True)
             return EXIT_FAILED
-    configure(level, log_json, sys.stdout)
+    configure(level, log_json, sys.stdout, include_location=config.log_include_location)
 
     listening = False
 

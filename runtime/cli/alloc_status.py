@@ -15,7 +15,7 @@ rule for those two flags).
 
 One deliberate difference: Nomad's `formatAllocNetworkInfo` says "yes" under `Dynamic` for
 every port; here a static port (the network's `ReservedPorts`) says "no", since that is the
-question the column asks. Nomad's `-ui` is not offered.
+question the column asks. `-ui` opens the allocation's web UI page (runtime/cli/ui_hint.py).
 
 Exit codes: 0 shown; 1 no such allocation, a refused request or no agent; 2 bad input or an
 ambiguous prefix (api_client.py `resolve_alloc`, yurt's rule for every prefix). Stats that
@@ -44,6 +44,7 @@ from yurt.runtime.cli.statusfmt import (
     pretty_time_diff,
     section,
 )
+from yurt.runtime.cli.ui_hint import ui_option
 
 
 def _go_duration(ns: int) -> str:
@@ -277,6 +278,7 @@ def alloc_status(alloc_id: str | None, *, json_output: bool = False, template: s
     """`yurt alloc status [ALLOC]` (see the module docstring)."""
     from yurt.runtime.cli.api_client import api, call, resolve_alloc
     from yurt.runtime.cli.output import check_format, echo, emit, fail
+    from yurt.runtime.cli.ui_hint import ui_hint
     from yurt.runtime.errors import EXIT_USAGE
 
     check_format(json_output, template)
@@ -300,6 +302,8 @@ def alloc_status(alloc_id: str | None, *, json_output: bool = False, template: s
                 echo(f"Couldn't retrieve stats: {response.text.strip()}", err=True)
     emit(alloc, json_output, template, lambda: echo(alloc_detail_text(
         alloc, stats, short=short, verbose=verbose, show_stats=show_stats)))
+    if not (json_output or template):
+        ui_hint("alloc status", allocID=full_id)
 
 
 def register(alloc_group: click.Group) -> None:
@@ -313,6 +317,7 @@ def register(alloc_group: click.Group) -> None:
                   help="Full IDs and times, and the placement metrics.")
     @click.option("-stats", "--stats", "show_stats", is_flag=True,
                   help="Each task's detailed memory and CPU usage.")
+    @ui_option
     @output_options
     def alloc_status_command(alloc_id: str | None, short: bool, verbose: bool,
                              show_stats: bool, json_output: bool, template: str) -> None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
+from yurt.runtime.cli.agent_flags import nomad_agent_options
 from yurt.runtime.cli.jobfile import var_options
 
 
@@ -70,12 +72,13 @@ def run_command(jobfile: str, data_dir: Path | None, json_output: bool, quiet: b
               help="Dev mode, as Nomad's `-dev`: bound to and advertising loopback, state "
                    "in a temporary data dir unless one is given; stopping the agent stops "
                    "every allocation and kills its tasks, leaving nothing to re-attach to.")
+@nomad_agent_options  # runtime/cli/agent_flags.py: -region, -state-dir, -node-class, ...
 def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | None,
           port: int | None, token_file: Path | None, fake_devices: tuple[str, ...],
           driver_allow: tuple[str, ...], driver_block: tuple[str, ...],
           log_level: str | None, log_json: bool | None, servers: str | None,
           node_name: str | None, datacenter: str | None, meta: tuple[str, ...],
-          dev_mode: bool) -> None:
+          dev_mode: bool, **nomad: Any) -> None:
     """Run the agent: an embedded server and client with Nomad's HTTP API.
 
     SIGINT or SIGTERM stop the agent and leave tasks running; the next start re-attaches
@@ -90,7 +93,7 @@ def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | N
         token_file=token_file, fake_devices=fake_devices,
         driver_allow=driver_allow, driver_block=driver_block, log_level=log_level,
         log_json=log_json, servers=servers, node_name=node_name, datacenter=datacenter,
-        meta=meta, dev_mode=dev_mode)))
+        meta=meta, dev_mode=dev_mode, **nomad)))
 
 
 @click.command("sim")

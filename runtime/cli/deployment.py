@@ -26,6 +26,7 @@ import click
 
 from yurt.runtime.cli.output import check_format, echo, emit
 from yurt.runtime.cli.paging import filter_option
+from yurt.runtime.cli.ui_hint import job_ref, ui_hint, ui_option
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 SHORT = 8
@@ -222,6 +223,7 @@ def register(cli: click.Group) -> None:
                   help="Follow the deployment until it ends, printing each change.")
     @click.option("-wait", "--wait", "wait", default="2s", metavar="DURATION",
                   help="With -monitor: how long each poll waits for a change (default 2s).")
+    @ui_option
     def deployment_status(deployment_id: str, json_output: bool, template: str,
                           verbose: bool, monitor: bool, wait: str) -> None:
         """Show a deployment's status, per task group (with -monitor, until it ends)."""
@@ -241,6 +243,8 @@ def register(cli: click.Group) -> None:
                 return
             d = call(client, "GET", f"/v1/deployment/{quote(d['ID'], safe='')}")
         emit(d, json_output, template, lambda: echo(status_text(d, length)))
+        if not (json_output or template):
+            ui_hint("deployment status", job=job_ref(d["JobID"], d.get("Namespace")))
 
     @deployment.command("promote")
     @click.argument("deployment_id", metavar="DEPLOYMENT")

@@ -21,6 +21,7 @@ from urllib.parse import quote
 import click
 
 from yurt.runtime.cli.output import echo
+from yurt.runtime.cli.ui_hint import ui_option
 from yurt.runtime.errors import EXIT_USAGE
 
 
@@ -78,6 +79,7 @@ def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
         if out.get("EvalID"):
             rows.append(("Evaluation ID", out["EvalID"][:length]))
         echo(format_kv(rows))
+        _ui_hint(out["DispatchedJobID"])
         if detach or not out.get("EvalID"):
             return
         echo()
@@ -87,6 +89,15 @@ def dispatch(job_id: str, source: str | None, meta_pairs: tuple[str, ...],
             from yurt.runtime.cli.dispatch_wait import follow_child
 
             sys.exit(follow_child(client, out["DispatchedJobID"], verbose, length))
+
+
+def _ui_hint(child: str) -> None:
+    """Nomad's hint and `-ui` (command/job_dispatch.go): the child, in the namespace asked."""
+    from yurt.runtime.cli.general import settings
+    from yurt.runtime.cli.ui_hint import job_ref, ui_hint
+
+    namespace = settings().namespace
+    ui_hint("job dispatch", job=job_ref(child, "" if namespace == "*" else namespace))
 
 
 def periodic_force(job_id: str, json_output: bool, *, detach: bool = False,
@@ -131,6 +142,7 @@ def register(job: click.Group) -> None:
     @click.option("-wait", "wait", is_flag=True,
                   help="After the evaluation, wait until every allocation of the "
                        "dispatched job is terminal (exit 2 if one failed).")
+    @ui_option
     @json_flag
     def job_dispatch(job_id: str, payload: str | None, meta: tuple[str, ...],
                      priority: int | None, token: str, prefix_template: str, detach: bool,

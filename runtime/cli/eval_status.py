@@ -145,3 +145,7 @@ def show(eval_id: str, *, monitor: bool, verbose: bool, json_output: bool,
         placed = [] if json_output or template else call(
             client, "GET", f"/v1/evaluation/{quote(ident, safe='')}/allocations")
     emit(ev, json_output, template, lambda: echo(status_text(ev, placed, verbose)))
+    if not (json_output or template):
+        from yurt.runtime.cli.ui_hint import ui_hint
+
+        ui_hint("eval status", evalID=ev["ID"])

@@ -15,8 +15,9 @@ the API payload `{"Job": …}` and register nothing), `-hcl2-strict`, `-var`, `-
 `-policy-override` (accepted: yurt has no Sentinel), `-preserve-counts` (keep the groups'
 current counts), `-preserve-resources` (keep the tasks' current resources),
 `-eval-priority` (1-100, checked; one node runs one evaluation at a time). Refused, with a
-message: `-consul-namespace` and `-vault-namespace` (yurt has neither Consul nor Vault), `-ui`
-(use `yurt ui`). A periodic or parameterized job is registered and said so, as Nomad's.
+message: `-consul-namespace` and `-vault-namespace` (yurt has neither Consul nor Vault). `-ui`
+opens the job's web UI page (runtime/cli/ui_hint.py). A periodic or parameterized job is
+registered and said so, as Nomad's.
 
 `job status JOB` shows Nomad's "Placement Failure" section whenever the job has a blocked
 evaluation: the failures of its latest evaluation that had any, so the reason is visible long
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from yurt.runtime.cli.output import echo, fail
+from yurt.runtime.cli.ui_hint import ui_option
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -83,9 +85,7 @@ def register(job: click.Group) -> None:
     @click.option("--vault-namespace", default="", expose_value=False, metavar="NAMESPACE",
                   callback=_refuse("vault-namespace", "yurt has no Vault"),
                   help="Refused: yurt has no Vault.")
-    @click.option("--ui", is_flag=True, expose_value=False,
-                  callback=_refuse("ui", "open the web UI with `yurt ui`"),
-                  help="Refused: open the web UI with `yurt ui`.")
+    @ui_option
     @var_options
     def job_run_command(file: str, detach: bool, check_index: str | None, verbose: bool,
                         as_json: bool, output: bool, strict: bool, policy_override: bool,
@@ -135,6 +135,7 @@ def job_run(path: str, *, detach: bool = False, verbose: bool = False, as_json: 
     from yurt.runtime.cli.job_monitor import FULL_ID, SHORT_ID, monitor
     from yurt.runtime.cli.jobfile import load_job_with_submission, read_options
     from yurt.runtime.cli.output import echo_raw
+    from yurt.runtime.cli.ui_hint import hints_setting, job_ref, ui_hint
 
     read_options(as_json=as_json, strict=strict)
     job, submission = load_job_with_submission(path)
@@ -176,6 +177,9 @@ def job_run(path: str, *, detach: bool = False, verbose: bool = False, as_json: 
                 echo(f"Parameterized job: run it with `yurt job dispatch {job.id}`")
             else:
                 echo(f"Evaluation ID: {result.get('EvalID') or ''}")
+            ui_hint("job run", job=job_ref(job.id, job.namespace))
             return
+        if ui_hint("job run", job=job_ref(job.id, job.namespace)) and hints_setting() is not False:
+            echo("", err=True)  # command/job_run.go: apart from the monitor's lines
         code = monitor(client, result.get("EvalID") or "", length)
     sys.exit(code)

@@ -17,7 +17,8 @@ job, as Nomad's `outputJobInfo`, `outputPeriodicInfo` and `outputParameterizedIn
 "Evaluations"}`: Nomad's `JobJson` keys (its Summary, Allocations, LatestDeployment and
 Evaluations), plus the job itself, which yurt's scripts read (`.Job.ID`); the list's data is
 the job list, as before. `-all-allocs` is accepted and asks for every allocation of the job
-ID, which is what yurt's API lists in any case. Nomad's `-ui` is not offered.
+ID, which is what yurt's API lists in any case. `-ui` opens the job's (or the list's) web UI
+page (runtime/cli/ui_hint.py).
 
 Exit codes (Nomad's): 0 shown; 1 no such job, a refused request or no agent; 2 an ambiguous
 prefix (yurt's rule for every prefix, api_client.py `resolve_job`) or bad flags.
@@ -43,6 +44,7 @@ from yurt.runtime.cli.statusfmt import (
     limit,
     section,
 )
+from yurt.runtime.cli.ui_hint import ui_option
 
 if TYPE_CHECKING:
     from yurt.runtime.cli.http import AgentConnection
@@ -307,6 +309,7 @@ def job_status(job_id: str | None, *, json_output: bool = False, template: str =
     """`yurt job status [JOB]` (see the module docstring)."""
     from yurt.runtime.cli.api_client import api, call, resolve_job
     from yurt.runtime.cli.output import check_format, echo, emit
+    from yurt.runtime.cli.ui_hint import job_ref, ui_hint
 
     check_format(json_output, template)
     with api() as client:
@@ -316,12 +319,17 @@ def job_status(job_id: str | None, *, json_output: bool = False, template: str =
             # way a listing holds jobs of several namespaces, which is what is looked at here.
             all_namespaces = any(j.get("Namespace") != jobs[0].get("Namespace") for j in jobs)
             emit(jobs, json_output, template, lambda: echo(job_list_text(jobs, all_namespaces)))
+            if not (json_output or template):
+                ui_hint("job status")
             return
         data = fetch_job(client, resolve_job(client, job_id.strip()), all_allocs=all_allocs)
     machine = {k: data.get(k) for k in ("Job", "Summary", "Allocations", "LatestDeployment",
                                         "Evaluations")}
     emit(machine, json_output, template, lambda: echo(job_detail_text(
         data, short=short, verbose=verbose, evals=evals)))
+    if not (json_output or template):
+        job = data.get("Job") or {}
+        ui_hint("job status single", job=job_ref(job.get("ID", ""), job.get("Namespace")))
 
 
 def status_flags(f: Any) -> Any:
@@ -346,6 +354,7 @@ def register(job_group: click.Group) -> None:
     @job_group.command("status")
     @click.argument("job_id", metavar="[JOB]", required=False)
     @status_flags
+    @ui_option
     @output_options
     def job_status_command(job_id: str | None, short: bool, verbose: bool, all_allocs: bool,
                            evals: bool, json_output: bool, template: str) -> None:

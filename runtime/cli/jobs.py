@@ -27,6 +27,7 @@ import click
 from yurt.runtime.cli.jobfile import var_options
 from yurt.runtime.cli.output import echo, output_options
 from yurt.runtime.cli.paging import filter_option, page_options
+from yurt.runtime.cli.ui_hint import ui_hint, ui_option
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 #: `job plan`'s exit code when no plan could be made, Nomad's.
@@ -332,6 +333,7 @@ def register(cli: click.Group, job: click.Group) -> None:
     @filter_option
     @page_options
     @_verbose_flag
+    @ui_option
     @output_options
     def eval_list(job_id: str, status: str, filter_expr: str, per_page: int, page_token: str,
                   verbose: bool, json_output: bool, template: str) -> None:
@@ -356,6 +358,8 @@ def register(cli: click.Group, job: click.Group) -> None:
             if next_token:
                 echo(next_page_hint(next_token))
         emit(evals, json_output, template, human)
+        if not (json_output or template):
+            ui_hint("eval list")
 
     @eval_group.command("status")
     @click.argument("eval_id", metavar="EVAL")
@@ -363,6 +367,7 @@ def register(cli: click.Group, job: click.Group) -> None:
                   help="Follow the evaluation until it is done, as `job run` does.")
     @click.option("--verbose", is_flag=True,
                   help="Full IDs, exact times, and every plan annotation column.")
+    @ui_option
     @output_options
     def eval_status(eval_id: str, monitor: bool, verbose: bool, json_output: bool,
                     template: str) -> None:

@@ -48,6 +48,7 @@ from yurt.runtime.cli.statusfmt import (
     parse_rfc3339,
     section,
 )
+from yurt.runtime.cli.ui_hint import ui_option
 
 if TYPE_CHECKING:
     from yurt.runtime.cli.http import AgentConnection
@@ -340,6 +341,7 @@ def node_status(node_id: str | None, *, self_: bool = False, json_output: bool =
     """`yurt node status [-self | NODE]` (see the module docstring)."""
     from yurt.runtime.cli.api_client import agent_warnings, api, call
     from yurt.runtime.cli.output import check_format, echo, emit, fail
+    from yurt.runtime.cli.ui_hint import ui_hint
     from yurt.runtime.errors import EXIT_USAGE
 
     check_format(json_output, template)
@@ -365,6 +367,8 @@ def node_status(node_id: str | None, *, self_: bool = False, json_output: bool =
             emit(nodes, json_output, template, lambda: echo("\n".join(filter(None, (
                 node_list_text(nodes, verbose=verbose, running=running, show_os=show_os,
                                quiet=quiet), next_page_hint(next_token))))))
+            if human:
+                ui_hint("node status")
             return
         if self_:
             node_id = str(call(client, "GET", "/v1/agent/self")["stats"]["client"]["node_id"])
@@ -386,6 +390,7 @@ def node_status(node_id: str | None, *, self_: bool = False, json_output: bool =
                                       if a.get("ClientStatus") == "running"])
     echo(node_detail_text(node, node_allocs, host, usages, short=short, verbose=verbose,
                           stats=stats))
+    ui_hint("node status single", nodeID=full_id)
 
 
 def register(node_group: click.Group) -> None:
@@ -406,6 +411,7 @@ def register(node_group: click.Group) -> None:
     @flag("quiet", "quiet", "In the list: only the node IDs.")
     @filter_option
     @page_options
+    @ui_option
     @output_options
     def node_status_command(node_id: str | None, self_: bool, short: bool, verbose: bool,
                             stats: bool, allocs: bool, show_os: bool, quiet: bool,

@@ -28,6 +28,7 @@ from typing import Any
 
 import click
 
+from yurt.runtime.cli.ui_hint import ui_option
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
@@ -261,10 +262,12 @@ def members_rows(members: list[dict[str, Any]], leaders: dict[str, str],
               help="Print the members as JSON, with Tags.Leader set.")
 @click.option("-t", "template", default="", metavar="TEMPLATE",
               help="Format the members with a Go template (Nomad's -t).")
+@ui_option
 def server_members(detailed: bool, verbose: bool, json_output: bool, template: str) -> None:
     """List the servers the agent knows and their status (/v1/agent/members)."""
     from yurt.runtime.cli.api_client import api, call
     from yurt.runtime.cli.output import check_format, echo, emit, format_list
+    from yurt.runtime.cli.ui_hint import ui_hint
 
     check_format(json_output, template)
     with api() as client:
@@ -285,6 +288,8 @@ def server_members(detailed: bool, verbose: bool, json_output: bool, template: s
             m.setdefault("Tags", {})["Leader"] = str(is_leader(m, leaders)).lower()
     emit(members, json_output, template,
          lambda: echo(format_list(members_rows(members, leaders, verbose or detailed))))
+    if not (json_output or template):
+        ui_hint("server members")  # yurt's UI has no servers page: its clients list
     if errors and not (json_output or template):
         echo("")
         echo("Error determining leaders: " + "; ".join(errors), err=True)

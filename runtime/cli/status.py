@@ -26,6 +26,8 @@ from typing import Any, Final
 
 import click
 
+from yurt.runtime.cli.ui_hint import ui_option, ui_requested
+
 #: The status verb for each search context (Nomad's switch in `StatusCommand.Run`; quotas,
 #: plugins and volumes have no verb here).
 STATUS_VERBS: Final = {
@@ -96,13 +98,19 @@ def status(ctx: click.Context, ident: str | None, verbose: bool) -> None:
 
 
 def _run(ctx: click.Context, verb: tuple[str, str], args: list[str]) -> None:
-    """Run `yurt <group> <command> <args>` within this invocation."""
+    """Run `yurt <group> <command> <args>` within this invocation (`-ui` is handed on in the
+    context's meta: runtime/cli/ui_hint.py)."""
+    from yurt.runtime.cli.output import fail
+    from yurt.runtime.errors import EXIT_USAGE
+
     root = ctx.find_root().command
     assert isinstance(root, click.Group)
     group = root.get_command(ctx, verb[0])
     assert isinstance(group, click.Group)
     command = group.get_command(ctx, verb[1])
     assert command is not None
+    if ui_requested(ctx) and not any(p.name == "ui" for p in command.params):
+        fail(f"-ui: yurt's web UI has no page for `{' '.join(verb)}`", EXIT_USAGE)
     if "--verbose" in args and not any(p.name == "verbose" for p in command.params):
         args = [a for a in args if a != "--verbose"]
     with command.make_context(" ".join(verb), args, parent=ctx) as sub:
@@ -116,6 +124,7 @@ def register(cli: click.Group) -> None:
     @click.argument("ident", metavar="[ID]", required=False)
     @click.option("-verbose", "--verbose", "verbose", is_flag=True,
                   help="Full IDs and the details the object's status verb adds with it.")
+    @ui_option
     @click.pass_context
     def status_command(ctx: click.Context, ident: str | None, verbose: bool) -> None:
         """Any object's status by its ID or a prefix (a job, an allocation, a node, an

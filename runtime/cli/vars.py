@@ -23,6 +23,7 @@ import click
 
 from yurt.runtime.cli.output import echo
 from yurt.runtime.cli.paging import filter_option, page_options
+from yurt.runtime.cli.ui_hint import refuse_ui
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 from yurt.runtime.lib.printable import printable
 
@@ -103,6 +104,7 @@ def var() -> None:
 
 @var.command("get")
 @_namespace_option
+@refuse_ui("variables")
 @click.option("-item", "--item", default="", help="Print only this item's value.")
 @click.option("-out", "--out", "out", type=click.Choice(["table", "json", "go-template"]),
               default="table", help="The output format (go-template: with -template).")
@@ -180,6 +182,7 @@ def _items(args: tuple[str, ...], *, keep_empty: bool = False) -> dict[str, str]
 
 @var.command("put")
 @_namespace_option
+@refuse_ui("variables")
 @click.option("-check-index", "--check-index", "check_index", default=None,
               help="Write only if the variable's ModifyIndex is this (0: only if new).")
 @click.option("-force", "--force", is_flag=True, help="Write whatever is stored now.")
@@ -207,6 +210,7 @@ def var_put(ns: str, check_index: str | None, force: bool, in_fmt: str, out: str
 
 @var.command("list")
 @_namespace_option
+@refuse_ui("variables")
 @_json_option
 @filter_option
 @page_options

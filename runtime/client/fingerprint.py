@@ -32,7 +32,9 @@ import uuid
 from pathlib import Path
 
 from yurt.runtime import __version__
+from yurt.runtime.lib.netif import interface_of, link_speed
 from yurt.runtime.structs import (
+    NetworkResource,
     Node,
     NodeCpuResources,
     NodeDiskResources,
@@ -41,6 +43,9 @@ from yurt.runtime.structs import (
 )
 
 DEFAULT_MHZ = 1000
+#: The link speed a node reports when neither the kernel nor `-network-speed` gives one
+#: (client/fingerprint/network.go `defaultNetworkSpeed`).
+DEFAULT_NETWORK_SPEED = 1000
 
 #: Descriptors one running task costs the agent (five measured, plus one for a start in flight).
 FDS_PER_TASK = 6
@@ -163,12 +168,13 @@ def node_id(data_dir: Path) -> str:
 
 def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str = "dc1",
                      node_class: str = "", nofile: int | None = None,
-                     meta: dict[str, str] | None = None, ip_address: str | None = None
-                     ) -> Node:
+                     meta: dict[str, str] | None = None, ip_address: str | None = None,
+                     network_speed: int = 0) -> Node:
     """What this machine offers; `nofile` (the agent's descriptor limit, default the current
     soft limit) becomes `yurt.nofile` and `yurt.max_tasks`; `ip_address` the node's address
     (`attr.unique.network.ip-address`: task ports, services, checks), default the default
-    route's."""
+    route's; `network_speed` its link speed in Mbit/s (Nomad's client `network_speed`),
+    default the interface's as the kernel reports it, else `DEFAULT_NETWORK_SPEED`."""
     if nofile is None:
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     cores = os.cpu_count() or 1
@@ -177,6 +183,12 @@ def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str
     mhz, memory_mb = _cpu_mhz(), _memory_mb()
     attributes = nomad_attributes(data_dir, stat, cores, mhz, memory_mb, ip_address)
     attributes.update({"yurt.nofile": str(nofile), "yurt.max_tasks": str(max_tasks(nofile))})
+    address = attributes["unique.network.ip-address"]
+    device = interface_of(address) or ""
+    network = NetworkResource(  # client/fingerprint/network.go `createNetworkResources`
+        mode="host", device=device, ip=address,
+        cidr=f"{address}/{128 if ':' in address else 32}",
+        mbits=network_speed or (link_speed(device) if device else 0) or DEFAULT_NETWORK_SPEED)
     node = Node(
         id=node_id(data_dir), name=name or socket.gethostname(), datacenter=datacenter,
         node_class=node_class, status="ready", attributes=attributes, meta=dict(meta or {}),
@@ -184,7 +196,7 @@ def fingerprint_node(data_dir: Path, *, name: str | None = None, datacenter: str
         node_resources=NodeResources(
             cpu=NodeCpuResources(cpu_shares=cores * mhz, total_cpu_cores=cores),
             memory=NodeMemoryResources(memory_mb=memory_mb),
-            disk=NodeDiskResources(disk_mb=disk_mb)))
+            disk=NodeDiskResources(disk_mb=disk_mb), networks=[network]))
     node.computed_class = computed_class(node)
     return node
 

@@ -24,6 +24,7 @@ from typing import Final
 #: linux/sockios.h: get an interface's (primary) IPv4 address.
 SIOCGIFADDR: Final = 0x8915
 _IF_INET6: Final = Path("/proc/net/if_inet6")
+_SYS_NET: Final = Path("/sys/class/net")
 
 
 def interface_names() -> list[str]:
@@ -53,19 +54,76 @@ def _ipv6(name: str) -> str | None:
     return str(usable[0]) if usable else None
 
 
-def interface_address(name: str) -> str:
-    """The address a node on interface `name` advertises: its IPv4 address, else its first
-    IPv6 one.
+def interface_address(name: str, family: str = "") -> str:
+    """The address a node on interface `name` advertises: in `family` ("ipv4" or "ipv6",
+    Nomad's client `preferred_address_family`) when given, else its IPv4 address, else its
+    first IPv6 one.
 
     Raises:
         ValueError: no interface of that name (the message names the ones there are), or it
-            has no address.
+            has no address (in `family`).
     """
     names = interface_names()
     if name not in names:
         raise ValueError(f"no network interface {name!r} on this machine; its interfaces "
                          f"are {', '.join(names) or 'none'}")
-    address = _ipv4(name) or _ipv6(name)
+    if family == "ipv4":
+        address = _ipv4(name)
+    elif family == "ipv6":
+        address = _ipv6(name)
+    else:
+        address = _ipv4(name) or _ipv6(name)
     if address is None:
-        raise ValueError(f"the network interface {name!r} has no IP address")
+        kind = {"ipv4": "IPv4 ", "ipv6": "IPv6 "}.get(family, "IP ")
+        raise ValueError(f"the network interface {name!r} has no {kind}address")
     return address
+
+
+def default_route_address(family: str) -> str:
+    """This machine's address in `family` ("ipv4" or "ipv6") on its default route: the source
+    address of a UDP `connect` (which sends nothing) to a documentation address.
+
+    Raises:
+        ValueError: no route in that family.
+    """
+    inet, target = ((socket.AF_INET6, "2001:db8::1") if family == "ipv6"
+                    else (socket.AF_INET, "192.0.2.1"))  # never routed anywhere real
+    try:
+        with socket.socket(inet, socket.SOCK_DGRAM) as s:
+            s.connect((target, 9))
+            address: str = s.getsockname()[0]
+    except OSError as e:
+        raise ValueError(f"this machine has no {family} default route ({e.strerror or e}); "
+                         "give -network-interface") from None
+    return address
+
+
+def interface_of(address: str) -> str | None:
+    """The interface that holds `address` (its primary IPv4 address, or one of its IPv6
+    addresses), or None."""
+    try:
+        wanted = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    try:
+        lines = _IF_INET6.read_text().splitlines() if wanted.version == 6 else []
+    except OSError:
+        lines = []
+    for fields in (line.split() for line in lines):
+        if len(fields) == 6 and ipaddress.IPv6Address(bytes.fromhex(fields[0])) == wanted:
+            return fields[5]
+    if wanted.version == 4:
+        for name in interface_names():
+            if _ipv4(name) == address:
+                return name
+    return None
+
+
+def link_speed(name: str) -> int:
+    """Interface `name`'s link speed in Mbit/s as the kernel reports it, 0 when it does not
+    (a virtual interface, loopback: client/fingerprint/network_linux.go `linkSpeedSys`)."""
+    try:
+        speed = int((_SYS_NET / name / "speed").read_text().strip())
+    except (OSError, ValueError):  # EINVAL for interfaces without a link
+        return 0
+    return max(speed, 0)

@@ -9,6 +9,7 @@ from typing import Final
 from msgspec import field
 
 from yurt.runtime.structs.base import ZERO_TIME, Base, Duration
+from yurt.runtime.structs.network import NetworkResource
 
 
 class DriverInfo(Base):
@@ -65,6 +66,10 @@ class NodeResources(Base):
     memory: NodeMemoryResources = field(default_factory=NodeMemoryResources)
     disk: NodeDiskResources = field(default_factory=NodeDiskResources)
     devices: list[NodeDeviceResource] = field(default_factory=list)
+    #: The node's address as Nomad's network fingerprint reports it (its device, IP, CIDR
+    #: and link speed, `MBits`: client/fingerprint/network.go); informational, as Nomad's
+    #: scheduler no longer places on bandwidth.
+    networks: list[NetworkResource] = field(default_factory=list)
     min_dynamic_port: int = 0  # 0: Nomad's default range (server/scheduler/ports.py)
     max_dynamic_port: int = 0
 
