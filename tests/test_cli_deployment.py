@@ -12,7 +12,7 @@ import trio
 
 from tests.agent_support import Running, mock_job, running_agent
 from tests.cli_proc_support import yurt
-from yurt.runtime.cli.deployment import groups_table, list_table
+from yurt.runtime.cli.deployfmt import groups_table, list_table
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from yurt.runtime.api.jobs import _register_check, enforce_index
 from yurt.runtime.api.request import ApiError
 from yurt.runtime.cli.job_diff import format_job_diff
 from yurt.runtime.cli.job_restart_run import Options, parse_options, select
-from yurt.runtime.cli.job_verbs import pretty_time_diff
+from yurt.runtime.cli.statusfmt import pretty_time_diff
 from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.jobdiff import annotate_plan, job_diff
 
@@ -88,7 +88,7 @@ def test_plan_annotations_and_short_diff() -> None:
     (-30, "30s from now"), (40 * 86400, "1mo10d ago")])
 def test_pretty_time_diff(seconds: int, text: str) -> None:
     now = 1_700_000_000.0
-    assert pretty_time_diff(int((now - seconds) * 1e9), now) == text
+    assert pretty_time_diff(int((now - seconds) * 1e9), int(now * 1e9)) == text
 
 
 def test_restart_picks_running_unreplaced_allocations_of_the_groups_asked() -> None:

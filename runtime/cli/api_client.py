@@ -22,9 +22,10 @@ only as the `X-Nomad-Token` header, the websocket's too (a query string ends up 
    temporary one, a `--data-dir`: runtime/lib/datadir.py `pointed_data_dir`), else the default
    (`$XDG_DATA_HOME/yurt` or `~/.local/share/yurt`), when this user may read it. The agent
    writes it 0600, so only its own user (or root) gets it; for anyone else it is missing or
-   unreadable, and silently skipped: they are anonymous, and the agent answers 403 where its anonymous policy allows
-   nothing. It is sent only to a loopback address whose listening socket that file's owner
-   holds (`_served_by`): never to another machine, nor to a port another local user took;
+   unreadable, and silently skipped: they are anonymous, and the agent answers 403 where its
+   anonymous policy allows nothing. It is sent only to a loopback address whose listening
+   socket that file's owner holds (`_served_by`): never to another machine, nor to a port
+   another local user took;
 5. none: the request is anonymous.
 """
 

@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import click
 
+from yurt.runtime.cli.deployfmt import list_table, status_text
 from yurt.runtime.cli.output import check_format, echo, emit
 from yurt.runtime.cli.paging import filter_option
 from yurt.runtime.cli.ui_hint import job_ref, ui_hint, ui_option
@@ -76,66 +77,6 @@ def monitor_eval(client: Any, eval_id: str, length: int) -> int:
     if status != "complete":
         return EXIT_FAILED
     return EXIT_USAGE if ev.get("FailedTGAllocs") or ev.get("BlockedEval") else 0
-
-
-def _time(rfc3339: str) -> str:
-    try:
-        when = datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
-    except ValueError:
-        return rfc3339
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def list_table(deployments: list[dict[str, Any]], length: int) -> str:
-    from yurt.runtime.cli.api_client import format_list
-
-    if not deployments:
-        return "No deployments found"
-    rows = [["ID", "Job ID", "Job Version", "Status", "Description"]]
-    rows += [[d["ID"][:length], d["JobID"], str(d["JobVersion"]), d["Status"],
-              d["StatusDescription"]] for d in deployments]
-    return format_list(rows)
-
-
-def groups_table(groups: dict[str, dict[str, Any]]) -> str:
-    """Nomad's `formatDeploymentGroups`: optional columns only when a group needs them."""
-    from yurt.runtime.cli.api_client import format_list
-
-    autorevert = any(s["AutoRevert"] for s in groups.values())
-    canaries = any(s["DesiredCanaries"] > 0 for s in groups.values())
-    deadline = any(s["ProgressDeadline"] != 0 for s in groups.values())
-    header = ["Task Group", *(["Auto Revert"] if autorevert else []),
-              *(["Promoted"] if canaries else []), "Desired",
-              *(["Canaries"] if canaries else []), "Placed", "Healthy", "Unhealthy",
-              *(["Progress Deadline"] if deadline else [])]
-    rows = [header]
-    for name in sorted(groups):
-        s = groups[name]
-        row = [name]
-        if autorevert:
-            row.append(str(s["AutoRevert"]).lower())
-        if canaries:
-            row.append(str(s["Promoted"]).lower() if s["DesiredCanaries"] > 0 else "N/A")
-        row.append(str(s["DesiredTotal"]))
-        if canaries:
-            row.append(str(s["DesiredCanaries"]))
-        row += [str(s["PlacedAllocs"]), str(s["HealthyAllocs"]), str(s["UnhealthyAllocs"])]
-        if deadline:
-            by = s["RequireProgressBy"]
-            row.append("N/A" if by.startswith("0001-01-01") else _time(by))
-        rows.append(row)
-    return format_list(rows)
-
-
-def status_text(d: dict[str, Any], length: int) -> str:
-    from yurt.runtime.cli.api_client import format_kv
-
-    text = format_kv([("ID", d["ID"][:length]), ("Job ID", d["JobID"]),
-                ("Job Version", str(d["JobVersion"])), ("Status", d["Status"]),
-                ("Description", d["StatusDescription"])])
-    if d["TaskGroups"]:
-        text += "\n\nDeployed\n" + groups_table(d["TaskGroups"])
-    return text
 
 
 def _resolve(client: Any, prefix: str, length: int) -> dict[str, Any]:

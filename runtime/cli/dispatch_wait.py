@@ -33,7 +33,7 @@ def follow_child(client: Any, job_id: str, verbose: bool, length: int) -> int:
     """Follow `job_id` until it is dead; the exit code (module header)."""
     from yurt.runtime.cli.api_client import call
     from yurt.runtime.cli.job_monitor import now_stamp
-    from yurt.runtime.cli.job_verbs import format_alloc_list
+    from yurt.runtime.cli.statusfmt import alloc_list
 
     path = f"/v1/job/{quote(job_id, safe='')}"
     echo(f'  Monitoring allocations for job "{job_id[:length]}"...')
@@ -51,7 +51,7 @@ def follow_child(client: Any, job_id: str, verbose: bool, length: int) -> int:
         if verbose:
             allocs = call(client, "GET", f"{path}/allocations", params={"all": "true"})
             block += ["", "Allocations",
-                      format_alloc_list(allocs, True, length) if allocs
+                      alloc_list(allocs, True, length) if allocs
                       else "No allocations created"]
         text = "\n".join(block)
         if text != shown:

@@ -62,13 +62,16 @@ def format_plan_annotations(updates: dict[str, dict[str, int]], verbose: bool) -
 def status_text(ev: dict[str, Any], placed: list[dict[str, Any]], verbose: bool,
                 now: float | None = None) -> str:
     """Nomad's `formatEvalStatus`."""
+    import time
+
     from yurt.runtime.cli.evalfmt import format_alloc_metrics
-    from yurt.runtime.cli.job_verbs import format_alloc_list, format_time_ns, pretty_time_diff
+    from yurt.runtime.cli.statusfmt import alloc_list, format_time_ns, pretty_time_diff
 
     length = 36 if verbose else 8
 
     def when(ns: int) -> str:
-        return format_time_ns(ns) if verbose else pretty_time_diff(ns, now)
+        return format_time_ns(ns) if verbose else pretty_time_diff(
+            ns, time.time_ns() if now is None else int(now * 1e9))
 
     rows = [("ID", ev["ID"][:length]), ("Create Time", when(ev.get("CreateTime", 0))),
             ("Modify Time", when(ev.get("ModifyTime", 0))), ("Status", ev.get("Status", "")),
@@ -103,7 +106,7 @@ def status_text(ev: dict[str, Any], placed: list[dict[str, Any]], verbose: bool,
     if updates:
         out += ["\nPlan Annotations", format_plan_annotations(updates, verbose)]
     if placed:
-        out += ["\nPlaced Allocations", format_alloc_list(placed, False, length)]
+        out += ["\nPlaced Allocations", alloc_list(placed, False, length)]
     failed = ev.get("FailedTGAllocs") or {}
     if failed:
         out.append("\nFailed Placements")

@@ -42,7 +42,7 @@ def show(job_id: str, *, diffs: bool, diff_tag: str, diff_version: str, full: bo
          version: int | None, json_output: bool, template: str) -> None:
     """`yurt job history` (module header)."""
     from yurt.runtime.cli.api_client import api, emit_json, resolve_job
-    from yurt.runtime.cli.jobs import diff_lines
+    from yurt.runtime.cli.history_diff import diff_lines
 
     check_format(json_output, template)
     check_flags(diffs=diffs, diff_tag=diff_tag, diff_version=diff_version, full=full,

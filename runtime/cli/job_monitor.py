@@ -198,7 +198,7 @@ def _follow_deployment(client: AgentConnection, deployment_id: str, length: int,
                        ) -> tuple[str, dict[str, Any]]:
     """The deployment's final status and JSON ("" and {} when it cannot be read), shown
     through `show` at a terminal, else printed each time it changes."""
-    from yurt.runtime.cli.deployment import status_text
+    from yurt.runtime.cli.deployfmt import status_text
 
     index, shown = 0, ""
     name = f'Deployment "{limit(deployment_id, length)}"'
@@ -232,13 +232,13 @@ def _follow_deployment(client: AgentConnection, deployment_id: str, length: int,
 
 def _deployment_allocs(client: AgentConnection, deployment_id: str, length: int) -> str:
     """The deployment's allocations as Nomad's verbose monitor lists them."""
-    from yurt.runtime.cli.job_verbs import format_alloc_list
+    from yurt.runtime.cli.statusfmt import alloc_list
 
     response = client.request(
         "GET", f"/v1/deployment/allocations/{quote(deployment_id, safe='')}")
     if response.status_code >= 400:
         return f"Error fetching allocations: {response.text.strip()}"
-    return format_alloc_list(response.json() or [], True, length)
+    return alloc_list(response.json() or [], True, length)
 
 
 def _follow_rollback(client: AgentConnection, failed: dict[str, Any], length: int,

@@ -205,7 +205,7 @@ def placement_failures(evals: Sequence[dict[str, Any]]) -> str:
 def deployment_text(d: dict[str, Any], length: int) -> str:
     """Nomad's `formatDeployment` (job_status.go): ID, Status, Description, and the
     `Deployed` groups table (deployment.py `groups_table`, Nomad's `formatDeploymentGroups`)."""
-    from yurt.runtime.cli.deployment import groups_table
+    from yurt.runtime.cli.deployfmt import groups_table
 
     text = format_kv([("ID", limit(d["ID"], length)), ("Status", d.get("Status", "")),
                       ("Description", d.get("StatusDescription", ""))])

@@ -17,63 +17,13 @@ promotion); promote's monitor returns the monitor's (2 placement failures).
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 from urllib.parse import quote
 
 import click
 
 from yurt.runtime.cli.output import check_format, echo, emit, fail, output_options
-
-
-def pretty_time_diff(ns: int, now: float | None = None) -> str:
-    """Nomad's `prettyTimeDiff`: "1h5m ago", "3s ago", "from now" for the future; the two
-    largest units (y, mo, d, h, m, s); "" for a zero time."""
-    if not ns:
-        return ""
-    seconds = round((time.time() if now is None else now) - ns / 1e9)
-    suffix = "ago" if seconds >= 0 else "from now"
-    left = abs(seconds)
-    parts = []
-    for unit, size in (("s", 60), ("m", 60), ("h", 24), ("d", 30), ("mo", 12)):
-        parts.append((left % size, unit))
-        left //= size
-    parts.append((left, "y"))
-    shown = [f"{n}{unit}" for n, unit in reversed(parts) if n]
-    return f"{''.join(shown[:2]) or '0s'} {suffix}"
-
-
-def format_time_ns(ns: int) -> str:
-    """Nomad's `formatUnixNanoTime`: local ISO 8601 to the second ("" for zero)."""
-    from datetime import datetime
-
-    from yurt.runtime.cli.job_monitor import now_stamp
-
-    return now_stamp(datetime.fromtimestamp(ns / 1e9)) if ns else ""
-
-
-def format_alloc_list(allocs: list[dict[str, Any]], verbose: bool, length: int) -> str:
-    """Nomad's `formatAllocListStubs`, or "No allocations placed"."""
-    from yurt.runtime.cli.output import format_list
-
-    if not allocs:
-        return "No allocations placed"
-    if verbose:
-        rows = [["ID", "Eval ID", "Node ID", "Node Name", "Task Group", "Version", "Desired",
-                 "Status", "Created", "Modified"]]
-        rows += [[a["ID"][:length], a.get("EvalID", "")[:length], a.get("NodeID", "")[:length],
-                  a.get("NodeName", ""), a.get("TaskGroup", ""), str(a.get("JobVersion", 0)),
-                  a["DesiredStatus"], a["ClientStatus"], format_time_ns(a.get("CreateTime", 0)),
-                  format_time_ns(a.get("ModifyTime", 0))] for a in allocs]
-    else:
-        now = time.time()
-        rows = [["ID", "Node ID", "Task Group", "Version", "Desired", "Status", "Created",
-                 "Modified"]]
-        rows += [[a["ID"][:length], a.get("NodeID", "")[:length], a.get("TaskGroup", ""),
-                  str(a.get("JobVersion", 0)), a["DesiredStatus"], a["ClientStatus"],
-                  pretty_time_diff(a.get("CreateTime", 0), now),
-                  pretty_time_diff(a.get("ModifyTime", 0), now)] for a in allocs]
-    return format_list(rows)
+from yurt.runtime.cli.statusfmt import alloc_list
 
 
 def _verbose_flag(f: Any) -> Any:
@@ -102,7 +52,7 @@ def register(job: click.Group) -> None:
                           params={"all": "true"} if every else {})
         length = FULL_ID if verbose else SHORT_ID
         emit(allocs, json_output, template,
-             lambda: echo(format_alloc_list(allocs, verbose, length)))
+             lambda: echo(alloc_list(allocs, verbose, length)))
 
     @job.command("deployments")
     @click.argument("job_id", metavar="JOB")
@@ -115,7 +65,7 @@ def register(job: click.Group) -> None:
                         template: str, verbose: bool) -> None:
         """The job's deployments, newest first (Nomad's `job deployments`)."""
         from yurt.runtime.cli.api_client import api, call, resolve_job
-        from yurt.runtime.cli.deployment import list_table, status_text
+        from yurt.runtime.cli.deployfmt import list_table, status_text
         from yurt.runtime.cli.job_monitor import FULL_ID, SHORT_ID
 
         check_format(json_output, template)

@@ -152,6 +152,13 @@ def alloc_table(allocs: Sequence[dict[str, Any]], *, verbose: bool, length: int,
     return format_list([header, *rows])
 
 
+def alloc_list(allocs: Sequence[dict[str, Any]], verbose: bool, length: int) -> str:
+    """`alloc_table` as of now: the monitors' and the job verbs' allocation list."""
+    import time
+
+    return alloc_table(allocs, verbose=verbose, length=length, now_ns=time.time_ns())
+
+
 def section(title: str, body: str) -> str:
     """A status section as Nomad prints it, to append to the text before it: a blank line,
     the heading, the body."""

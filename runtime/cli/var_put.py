@@ -220,7 +220,13 @@ def put(args: tuple[str, ...], *, ns: str, check_index: int | None, force: bool,
     variable = make_variable(spec, path, ns)
     if not variable.get("Path"):
         fail("Failed to parse variable data: the variable has no path", EXIT_USAGE)
-    from yurt.runtime.cli.vars import _cas_conflict, _items, _params, _print_variable, _send
+    from yurt.runtime.cli.var_common import (
+        _cas_conflict,
+        _items,
+        _params,
+        _print_variable,
+        _send,
+    )
 
     for key, value in _items(tuple(rest), keep_empty=True).items():
         if value:
