@@ -18,7 +18,7 @@ import pytest
 
 from tests.agent_support import mock_job
 from tests.browser_support import YURT, UiAgent, start_ui_agent
-from tests.token_support import without_suite_token
+from tests.token_support import stranger_env
 from yurt.runtime.cli.ui import ONE_TIME_LIFE_S, redirect_html, redirect_page, resolve_match
 
 # ---------------------------------------------------------------------------- plain logic
@@ -101,7 +101,7 @@ def yurt_ui(agent: UiAgent, token: str, *args: str, **env: str
             ) -> subprocess.CompletedProcess[str]:
     """`yurt ui <args>` with `token` as $YURT_TOKEN; `env` over the environment (a variable
     given as "" is removed from it)."""
-    environment = {**without_suite_token(), "YURT_ADDR": agent.address, **env}
+    environment = {**stranger_env(), "YURT_ADDR": agent.address, **env}
     environment = {k: v for k, v in environment.items() if v != "" or k not in env}
     if token:
         environment["YURT_TOKEN"] = token

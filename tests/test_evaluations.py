@@ -109,7 +109,7 @@ async def test_evaluation_endpoints_errors(tmp_path: Path) -> None:
             assert (nope.status_code, nope.json()) == (200, [])
             assert (await c.put("/v1/job/nope/evaluate")).status_code == 404
             assert (await c.get("/v1/job/web/evaluate")).status_code == 405
-            assert (await c.delete("/v1/evaluations")).status_code == 405
+            assert (await c.post("/v1/evaluations")).status_code == 405
             assert (await c.post("/v1/evaluation/x")).status_code == 405
             mismatch = await c.put("/v1/job/web/evaluate", json={"JobID": "other"})
             assert mismatch.status_code == 400

@@ -1,11 +1,17 @@
 """The token of the suite's agents. `yurt agent` has ACLs on by default; every agent a test
 starts as a process inherits `$YURT_AGENT_TOKEN` (set by conftest.py), which makes this secret a
 management token of that agent, and every `yurt` command a test runs inherits `$YURT_TOKEN`.
-Tests of the ACL system itself start their agents without them (`without_suite_token`)."""
+Tests of the ACL system itself start their agents without them (`without_suite_token`).
+
+Agents name their data dir in the user's runtime dir while they run, and the CLI of that user
+finds their bootstrap token through it (runtime/lib/datadir.py): the suite gives its processes
+a runtime dir of its own (`RUNTIME_DIR`), so it writes nothing into the machine's, and a
+command that must be a stranger to every agent gets an empty one (`stranger_env`)."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Final
@@ -17,10 +23,25 @@ AUTH: Final = {"X-Nomad-Token": SUITE_TOKEN}
 ENV_NAMES: Final = ("YURT_AGENT_TOKEN", "YURT_TOKEN", "NOMAD_TOKEN")
 
 
+#: The suite's runtime dir (0700, this process's user's), shared by its agents and commands.
+RUNTIME_DIR: Final = tempfile.mkdtemp(prefix="yurt-suite-run-")
+
+
 def install() -> None:
-    """Give every process the suite starts the suite's token (conftest.py, at import)."""
+    """Give every process the suite starts the suite's token and runtime dir (conftest.py,
+    at import and before every test)."""
     for name in ENV_NAMES:
         os.environ.setdefault(name, SUITE_TOKEN)
+    os.environ["XDG_RUNTIME_DIR"] = RUNTIME_DIR
+
+
+def stranger_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (this process's by default) for a `yurt` command that knows no agent: no token
+    in the environment, and an empty runtime dir, so it finds no agent's data dir either."""
+    empty = tempfile.mkdtemp(prefix="yurt-stranger-run-")
+    base = os.environ if env is None else env
+    return {**{k: v for k, v in base.items() if k not in ENV_NAMES},
+            "XDG_RUNTIME_DIR": empty}
 
 
 def without_suite_token() -> dict[str, str]:

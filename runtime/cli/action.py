@@ -25,6 +25,7 @@ import click
 
 from yurt.runtime.cli.exec import UsageError, choose_task, run_session
 from yurt.runtime.cli.general import take_go_flag
+from yurt.runtime.cli.output import echo_raw
 from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_USAGE
 from yurt.runtime.lib.goparse import parse_go_bool
@@ -76,7 +77,7 @@ def parse_flags(args: Sequence[str]) -> tuple[ActionFlags, list[str]]:
                 setattr(flags, name, value)
         elif name in ("h", "help"):  # Go's flag package: usage, and nothing else
             ctx = click.get_current_context()
-            click.echo(ctx.get_help())
+            echo_raw(ctx.get_help())  # yurt's own text
             ctx.exit(0)
         elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
             raise UsageError(refusal(f"-{name}", daemon=False))

@@ -35,6 +35,7 @@ from typing import Final
 
 import click
 
+from yurt.runtime.cli.output import echo, echo_bytes, echo_raw
 from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from yurt.runtime.lib.goparse import parse_go_bool
@@ -154,7 +155,7 @@ class _Run:
         out = format_hcl(text)
         if out != text:
             if self.flags.list:
-                click.echo(path)
+                echo(path)
             if self.flags.check:
                 self.check_failed = True
             if self.flags.write:
@@ -165,7 +166,7 @@ class _Run:
                     self.errors.append(f"Failed to write file {path}: {e.strerror}")
                     return
         if self.write_stdout:
-            click.echo(out.encode(), nl=False)  # bytes: exactly the text, any locale
+            echo_bytes(out.encode())  # bytes: exactly the text, any locale
 
     def process_file(self, path: str) -> None:
         try:
@@ -196,10 +197,10 @@ def run_fmt(args: Sequence[str], help_text: str = "") -> int:
     try:
         flags, paths = parse_flags(args)
     except HelpRequested:
-        click.echo(help_text)
+        echo_raw(help_text)
         return EXIT_OK
     except FmtUsageError as e:
-        click.echo(f"yurt: {e}\nUsage: yurt fmt {USAGE}", err=True)
+        echo(f"yurt: {e}\nUsage: yurt fmt {USAGE}", err=True)
         return EXIT_USAGE
     run = _Run(flags)
     stdin = bool(paths) and paths[0] == "-"
@@ -222,7 +223,7 @@ def run_fmt(args: Sequence[str], help_text: str = "") -> int:
             run.errors.append(f"Only .nomad and .hcl files can be processed using yurt fmt: "
                               f"{path}")
     for line in run.problems + [f"yurt: {e}" for e in run.errors]:
-        click.echo(line, err=True)
+        echo(line, err=True)
     if run.problems or run.errors or run.check_failed:
         return EXIT_FAILED
     return EXIT_OK

@@ -59,6 +59,12 @@ def echo_raw(text: str, *, nl: bool = True) -> None:
     click.echo(text, nl=nl)
 
 
+def echo_bytes(data: bytes) -> None:
+    """Bytes for a script, on stdout exactly as given, whatever the locale (`fmt -`'s
+    formatted file)."""
+    click.echo(data, nl=False)
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     """End the command: `yurt: message` on stderr (made printable, as `echo`), exit `code`."""
     echo(f"yurt: {message}", err=True)
