@@ -202,3 +202,20 @@ def test_config_keys_are_checked(tmp_path: Path, text: str, words: str) -> None:
     file.write_text(text + "\n")
     with pytest.raises(UsageError, match=re.escape(words)):
         build_config(AgentOptions(config_file=file, data_dir=tmp_path))
+
+
+def test_nomads_short_spellings_of_datacenter_and_node_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """command/agent/command.go: `-dc` and `-node`, beside yurt's `--datacenter`/`--node-name`."""
+    from click.testing import CliRunner
+
+    from yurt.runtime.cli import agent as cli_agent
+    from yurt.runtime.cli import cli
+    from yurt.runtime.cli.flags import nomad_spelling
+
+    seen: list[cli_agent.AgentOptions] = []
+    monkeypatch.setattr(cli_agent, "run_agent", lambda options: seen.append(options) or 0)
+    result = CliRunner().invoke(cli, nomad_spelling(cli, ["agent", "-dc", "east", "-node", "n1",
+                                                          "-node-class", "gpu"]))
+    assert result.exit_code == 0, result.output
+    assert (seen[0].datacenter, seen[0].node_name) == ("east", "n1")

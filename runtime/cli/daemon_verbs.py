@@ -64,8 +64,8 @@ def run_command(jobfile: str, data_dir: Path | None, json_output: bool, quiet: b
               help="Log JSON lines (@timestamp, @level, @module, @message and fields).")
 @click.option("--servers", default=None, metavar="URL[,URL...]",
               help="Run as a client of these servers (yurt server), with no embedded server.")
-@click.option("--node-name", default=None, help="This node's name (default: the host name).")
-@click.option("--datacenter", default=None, help="This node's datacenter (default dc1).")
+@click.option("--node-name", "-node", "node_name", default=None, help="This node's name (default: the host name).")
+@click.option("--datacenter", "-dc", "datacenter", default=None, help="This node's datacenter (default dc1).")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE",
               help="Node metadata for constraints (repeatable).")
 @click.option("--dev", "dev_mode", is_flag=True, default=False,

@@ -10,8 +10,8 @@ command/operator_snapshot_*.go.
 - `redact FILE`: the file rewritten without the root key (verified first; written beside it
   and renamed over it, so it is never half rewritten): "Snapshot redacted".
 - `state FILE`: the snapshot's state as JSON, keyed as Nomad's `StateAsMap` (Jobs, Allocs,
-  Evals, ..., SnapshotMeta): runtime/lib/snapshot.py `state_map`. Its `-filter` is refused
-  until yurt has a filter-expression evaluator.
+  Evals, ..., SnapshotMeta): runtime/lib/snapshot.py `state_map`; `-filter` keeps the objects
+  a filter expression matches (runtime/lib/bexpr_eval.py), as nomad/fsm.go `FSMFilter` does.
 - `restore [-data-dir DIR] FILE`: offline. Nomad restores into a running server through raft;
   a yurt agent holds its state in memory as well as in its files, so a live swap would leave
   the two apart. The restore takes the agent's lock on DIR (default: the default data dir), so
@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,7 @@ def snapshot_redact(file: str) -> None:
 
 @snapshot_group.command("state")
 @click.option("-filter", "--filter", "filter_expr", default="", metavar="EXPR",
-              help="Refused: filter expressions are not available yet.")
+              help="Keep only the objects this filter expression (Nomad's) matches.")
 @click.argument("file")
 def snapshot_state(filter_expr: str, file: str) -> None:
     """Display a JSON representation of the state in a snapshot file."""
@@ -165,11 +166,33 @@ def snapshot_state(filter_expr: str, file: str) -> None:
     from yurt.runtime.errors import EXIT_USAGE
     from yurt.runtime.lib.snapshot import state_map
 
-    if filter_expr:  # Nomad's go-bexpr filter: yurt's filter module is not merged yet
-        fail("-filter is not supported yet: yurt has no filter-expression evaluator; "
-             "filter the JSON instead (jq)", EXIT_USAGE)
+    keep = None
+    if filter_expr:
+        from yurt.runtime.lib.bexpr import BexprError
+        from yurt.runtime.lib.bexpr_eval import compile_filter
+
+        try:
+            keep = compile_filter(filter_expr)
+        except BexprError as e:
+            fail(f"Invalid filter expression {filter_expr!r}: {e}", EXIT_USAGE)
     snap = _read(file)
-    echo_raw(json.dumps(state_map(snap), indent=2))
+    state = state_map(snap)
+    if keep is not None:
+        state = {kind: items if kind == "SnapshotMeta" else
+                 [item for item in items if _included(keep, item)]
+                 for kind, items in state.items()}
+    echo_raw(json.dumps(state, indent=2))
+
+
+def _included(keep: Callable[[Any], bool], item: Any) -> bool:
+    """nomad/fsm.go `FSMFilter.Include`: an object the expression cannot be evaluated on
+    (a selector it lacks) is left out, as one it does not match."""
+    from yurt.runtime.lib.bexpr_eval import BexprEvalError
+
+    try:
+        return keep(item)
+    except BexprEvalError:
+        return False
 
 
 def _hold_agent_lock(data_dir: Path) -> int:
