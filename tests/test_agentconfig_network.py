@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from yurt.runtime.agent.config import ConfigError, load_config, normalize_advertise
-from yurt.runtime.cli.agent import AgentOptions, UsageError, build_config, remove_dev_data_dir
+from yurt.runtime.cli.agent_options import (
+    AgentOptions,
+    UsageError,
+    build_config,
+    remove_dev_data_dir,
+)
 from yurt.runtime.lib.datadir import make_private_parents
 from yurt.runtime.lib.netif import interface_address, interface_names
 

@@ -164,7 +164,7 @@ def test_refusals_name_the_flag(tmp_path: Path, args: tuple[str, ...], words: st
 
 
 def test_config_keys_and_the_flags_over_them(tmp_path: Path) -> None:
-    from yurt.runtime.cli.agent import AgentOptions, build_config
+    from yurt.runtime.cli.agent_options import AgentOptions, build_config
 
     file = tmp_path / "agent.toml"
     file.write_text('network_interface = "lo"\npreferred_address_family = "ipv6"\n'
@@ -196,7 +196,7 @@ def test_config_keys_and_the_flags_over_them(tmp_path: Path) -> None:
     ("network_speed = -1", "network_speed must be 0 or more"),
 ])
 def test_config_keys_are_checked(tmp_path: Path, text: str, words: str) -> None:
-    from yurt.runtime.cli.agent import AgentOptions, UsageError, build_config
+    from yurt.runtime.cli.agent_options import AgentOptions, UsageError, build_config
 
     file = tmp_path / "agent.toml"
     file.write_text(text + "\n")
@@ -211,9 +211,10 @@ def test_nomads_short_spellings_of_datacenter_and_node_name(
 
     from yurt.runtime.cli import agent as cli_agent
     from yurt.runtime.cli import cli
+    from yurt.runtime.cli.agent_options import AgentOptions
     from yurt.runtime.cli.flags import nomad_spelling
 
-    seen: list[cli_agent.AgentOptions] = []
+    seen: list[AgentOptions] = []
     monkeypatch.setattr(cli_agent, "run_agent", lambda options: seen.append(options) or 0)
     result = CliRunner().invoke(cli, nomad_spelling(cli, ["agent", "-dc", "east", "-node", "n1",
                                                           "-node-class", "gpu"]))

@@ -71,7 +71,7 @@ def test_the_default_data_dir_is_xdg_then_home(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_the_agent_uses_the_same_default_data_dir(env: pytest.MonkeyPatch) -> None:
-    from yurt.runtime.cli.agent import AgentOptions, build_config
+    from yurt.runtime.cli.agent_options import AgentOptions, build_config
 
     config = build_config(AgentOptions())[0]
     assert config.data_dir == default_data_dir().absolute()

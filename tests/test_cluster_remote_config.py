@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from yurt.runtime.cli import cli
-from yurt.runtime.cli.agent import AgentOptions, UsageError, build_config
+from yurt.runtime.cli.agent_options import AgentOptions, UsageError, build_config
 from yurt.runtime.errors import EXIT_USAGE
 
 

@@ -40,7 +40,8 @@ RULES: dict[str, tuple[str, ...]] = {
 #: Nomad's `initRunnerHooks`: the one client module that builds the hooks, so imports them.
 HOOK_FACTORY = R + "client.allocrunner.builtin_hooks"
 #: The CLI commands that start an agent, a server or simulated nodes in this process.
-CLI_ROOTS = {R + "cli.agent", R + "cli.server", R + "cli.run", R + "cli.nodesim", R + "cli.sim"}
+CLI_ROOTS = {R + "cli.agent", R + "cli.agent_options", R + "cli.server", R + "cli.run",
+             R + "cli.nodesim", R + "cli.sim"}
 
 
 def modules() -> dict[str, Path]:

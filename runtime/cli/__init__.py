@@ -6,14 +6,17 @@ README.md's, checked against it): 0 ok, 1 failed (a job, a request, or no agent 
 lines so editors and CI annotate them; results go to stdout, machine-readable where a command
 says so.
 
-Commands that need the agent arrive with it; this module only parses and dispatches, the work
-lives in the modules it calls: one module per verb group (Nomad's command/), the API verbs'
-helpers in api_client.py, job files read by jobfile.py, placement failures worded by
+This module only parses and dispatches: the root group, `main`, and the table of top-level
+commands, each loaded from its module only when used (runtime/cli/lazy.py). The work lives in
+the modules it calls: one module per verb group (Nomad's command/), the API verbs' helpers in
+api_client.py, Nomad's general options (`-address`, `-namespace`, TLS…) in general.py, given
+to every remote verb as it loads, job files read by jobfile.py, placement failures worded by
 evalfmt.py.
 
 Which way imports point (tests/test_layers.py): the CLI speaks to the agent over HTTP only, so
 no module here imports `client`, `server` or `api`. The commands that run an agent, a server or
-simulated nodes in this process (agent.py, server.py, run.py, nodesim.py, sim.py) alone import
+simulated nodes in this process (agent.py, agent_options.py, server.py, run.py, nodesim.py,
+sim.py) alone import
 `agent` or `sim`, and at run time only inside the functions that run the command (import
 weight: tests/test_import_weight.py). `yurt run`'s open-file limit is the agent's one policy,
 runtime/lib/nofile.py.

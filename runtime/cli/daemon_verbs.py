@@ -64,8 +64,10 @@ def run_command(jobfile: str, data_dir: Path | None, json_output: bool, quiet: b
               help="Log JSON lines (@timestamp, @level, @module, @message and fields).")
 @click.option("--servers", default=None, metavar="URL[,URL...]",
               help="Run as a client of these servers (yurt server), with no embedded server.")
-@click.option("--node-name", "-node", "node_name", default=None, help="This node's name (default: the host name).")
-@click.option("--datacenter", "-dc", "datacenter", default=None, help="This node's datacenter (default dc1).")
+@click.option("--node-name", "-node", "node_name", default=None,
+              help="This node's name (default: the host name).")
+@click.option("--datacenter", "-dc", "datacenter", default=None,
+              help="This node's datacenter (default dc1).")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE",
               help="Node metadata for constraints (repeatable).")
 @click.option("--dev", "dev_mode", is_flag=True, default=False,
@@ -86,9 +88,10 @@ def agent_command(config_file: Path | None, data_dir: Path | None, bind: str | N
     Exit status: 0 stopped by a signal, 1 could not start (port in use, data dir locked or
     not writable), 2 bad options or config file.
     """
-    from yurt.runtime.cli import agent as cli_agent
+    from yurt.runtime.cli.agent import run_agent
+    from yurt.runtime.cli.agent_options import AgentOptions
 
-    sys.exit(cli_agent.run_agent(cli_agent.AgentOptions(
+    sys.exit(run_agent(AgentOptions(
         config_file=config_file, data_dir=data_dir, bind=bind, port=port,
         token_file=token_file, fake_devices=fake_devices,
         driver_allow=driver_allow, driver_block=driver_block, log_level=log_level,

@@ -94,7 +94,7 @@ def run_nodesim(command: NodeSimCommand) -> int:
     import trio
 
     from yurt.runtime.agent.log import configure
-    from yurt.runtime.cli.agent import agent_token
+    from yurt.runtime.cli.agent_options import agent_token
     from yurt.runtime.sim.nodesim import NodeSimOptions, NodeSimulator, format_summary
     from yurt.runtime.sim.nodesim_profile import Profile, ProfileError, load_profile
 

@@ -66,7 +66,8 @@ def run_server(options: ServerOptions) -> int:
         ServerProcess,
         parse_allowed_host,
     )
-    from yurt.runtime.cli.agent import UsageError, agent_token, leaves
+    from yurt.runtime.cli.agent import leaves
+    from yurt.runtime.cli.agent_options import UsageError, agent_token
     from yurt.runtime.cli.output import echo
     from yurt.runtime.lib.datadir import default_data_dir
 
