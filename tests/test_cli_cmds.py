@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -202,12 +203,31 @@ async def test_deployment_pause_resume_unblock(tmp_path: Path) -> None:
             assert all(line.startswith("Evaluation ID: ") for line in rest)
             assert await status() == "running"
             await yurt(a.address, "deployment", "pause", d["ID"])
-            out = await yurt(a.address, "deployment", "resume", d["ID"])  # then monitors
+            # Without -detach, `job run`'s monitor follows the evaluation, then the
+            # deployment (command/deployment_resume.go): here until the test has marked
+            # every allocation healthy (the group's health check is manual).
+            async with trio.open_nursery() as nursery:
+                done: list[subprocess.CompletedProcess[bytes]] = []
+
+                async def resume() -> None:
+                    done.append(await yurt(a.address, "deployment", "resume", d["ID"]))
+
+                nursery.start_soon(resume)
+                while not done:
+                    allocs = (await a.client.get(f"/v1/deployment/allocations/{d['ID']}")).json()
+                    fresh = [x["ID"] for x in allocs if not x.get("DeploymentStatus")]
+                    if fresh and await status() == "running":  # resumed: not before
+                        await a.client.post(f"/v1/deployment/allocation-health/{d['ID']}", json={
+                            "DeploymentID": d["ID"], "HealthyAllocationIDs": fresh})
+                    await trio.sleep(0.2)
+            out = done[0]
             assert out.returncode == 0, out.stderr
             text = out.stdout.decode()
             assert "Evaluation ID" not in text
             assert 'Monitoring evaluation "' in text
             assert 'finished with status "complete"' in text
+            assert f'Monitoring deployment "{d["ID"][:8]}"' in text
+            assert await status() == "successful"
             out = await yurt(a.address, "deployment", "unblock", d["ID"])
             assert out.returncode == 1
             assert b"Error unblocking deployment: " in out.stderr

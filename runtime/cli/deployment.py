@@ -1,24 +1,18 @@
 """`yurt deployment list|status|promote|fail|pause|resume|unblock`: a job version's rollout,
-through the agent at `$YURT_ADDR`, in the shape of Nomad's `command/deployment_*.go`.
+through the agent, in the shape of Nomad's `command/deployment_*.go`.
 
-`register(cli)` adds the `deployment` group (called once from runtime/cli/__init__.py). IDs are
-shown
-shortened to 8 characters unless `-verbose`; a deployment is named by its ID or a unique
-prefix (an ambiguous one lists the candidates, as Nomad does). runtime/cli/api_client.py (the
-HTTP client, Nomad's formatList and formatKV) is imported inside the functions, so `yurt
-agent` never loads it. Exit codes: 0 ok, 1 the request failed (unknown deployment, a
-refusal, agent unreachable), 2 bad input.
+`register(cli)` adds the `deployment` group. IDs are shown shortened to 8 characters unless
+`-verbose`; a deployment is named by its ID or a unique prefix (an ambiguous one lists the
+candidates, as Nomad does). How a deployment prints lives in deployfmt.py. Exit codes: 0 ok,
+1 the request failed (unknown deployment, a refusal, agent unreachable), 2 bad input.
 
-`resume` and `unblock` then follow the evaluation the server created, as Nomad's
-command/monitor.go does (`monitor_eval`: its status changes and placements, until it is
-terminal; exit 2 when it left placements undone, as Nomad's monitor), unless `-detach`, which
-prints `Evaluation ID: <id>`. The server finishes an evaluation within the action's call, so the
-wait is short; it is bounded all the same (`EVAL_WAIT`).
+`resume` and `unblock` then follow the evaluation the server created with `job run`'s monitor
+(runtime/cli/job_monitor.py, as Nomad's deployment_resume.go uses command/monitor.go), unless
+`-detach`, which prints `Evaluation ID: <id>`.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -31,52 +25,6 @@ from yurt.runtime.cli.ui_hint import job_ref, ui_hint, ui_option
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 SHORT = 8
-#: How long `monitor_eval` follows an evaluation before it gives up (exit 1).
-EVAL_WAIT = 30.0
-EVAL_TERMINAL = frozenset({"complete", "failed", "canceled", "cancelled"})
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def monitor_eval(client: Any, eval_id: str, length: int) -> int:
-    """Nomad's `monitor.monitor` in short: follow an evaluation to its end and say what it
-    placed; the exit status Nomad's monitor gives (0 done, 2 placements failed or blocked,
-    1 the evaluation failed or could not be read in `EVAL_WAIT`)."""
-    import time
-
-    from yurt.runtime.cli.api_client import call
-
-    echo(f'==> {_now()}: Monitoring evaluation "{eval_id[:length]}"')
-    deadline = time.monotonic() + EVAL_WAIT
-    status = ""
-    while True:
-        ev = call(client, "GET", f"/v1/evaluation/{quote(eval_id, safe='')}")
-        if ev["Status"] != status:
-            if status:
-                echo(f'    {_now()}: Evaluation status changed: "{status}" -> '
-                     f'"{ev["Status"]}"')
-            else:
-                echo(f'    {_now()}: Evaluation triggered by job "{ev["JobID"]}"')
-                if ev.get("DeploymentID"):
-                    echo(f'    {_now()}: Evaluation within deployment: '
-                         f'"{ev["DeploymentID"][:length]}"')
-            status = ev["Status"]
-        if status in EVAL_TERMINAL:
-            break
-        if time.monotonic() > deadline:
-            echo(f'==> {_now()}: Evaluation "{eval_id[:length]}" did not finish within '
-                 f"{EVAL_WAIT:.0f}s", err=True)
-            return EXIT_FAILED
-        time.sleep(0.2)
-    for alloc in call(client, "GET", f"/v1/evaluation/{quote(eval_id, safe='')}/allocations"):
-        echo(f'    {_now()}: Allocation "{alloc["ID"][:length]}" created: node '
-             f'"{alloc["NodeID"][:length]}", group "{alloc["TaskGroup"]}"')
-    echo(f'==> {_now()}: Evaluation "{eval_id[:length]}" finished with status "{status}"')
-    if status != "complete":
-        return EXIT_FAILED
-    return EXIT_USAGE if ev.get("FailedTGAllocs") or ev.get("BlockedEval") else 0
 
 
 def _resolve(client: Any, prefix: str, length: int) -> dict[str, Any]:
@@ -228,7 +176,9 @@ def register(cli: click.Group) -> None:
                 echo("Evaluation ID: " + out["EvalID"])
                 return
             echo()
-            sys.exit(monitor_eval(client, out["EvalID"], length))
+            from yurt.runtime.cli.job_monitor import monitor
+
+            sys.exit(monitor(client, out["EvalID"], length))  # deployment_resume.go's monitor
 
     detach_flag = click.option(
         "-detach", "--detach", "detach", is_flag=True,
