@@ -99,12 +99,17 @@ async def test_job_eval_revert_scale_flags(tmp_path: Path) -> None:
                 "DelayFunction": "constant", "Unlimited": False}
             assert (await a.client.post("/v1/jobs", json=failing)).status_code == 200
             first = await wait_status(a.client, "b", "failed")
-            out = await yurt(a, "job", "eval", "-force-reschedule", "-verbose", "b")
-            assert out.returncode == 0, out
-            assert re.search(r'Monitoring evaluation "[0-9a-f-]{36}"', out.stdout), out.stdout
-            assert 'finished with status "complete"' in out.stdout
-            forced = await get(a, f"/v1/allocation/{first['ID']}")
-            assert forced["DesiredTransition"]["ForceReschedule"] is True
+            # The API shows the client's status at once; the server learns of the failure
+            # from the client's next update (client/allocsync.py), as a Nomad server does.
+            # Until it has, there is nothing failed to force: evaluate again.
+            while True:
+                out = await yurt(a, "job", "eval", "-force-reschedule", "-verbose", "b")
+                assert out.returncode == 0, out
+                assert re.search(r'Monitoring evaluation "[0-9a-f-]{36}"', out.stdout), out.stdout
+                assert 'finished with status "complete"' in out.stdout
+                forced = await get(a, f"/v1/allocation/{first['ID']}")
+                if forced["DesiredTransition"]["ForceReschedule"]:
+                    break
             assert forced["NextAllocation"]  # replaced now, not in an hour
             out = await yurt(a, "job", "eval", "-detach", "b")
             assert out.returncode == 0, out
