@@ -7,6 +7,7 @@ stopped job stays stopped and nothing is resent to the server or restarted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -159,6 +160,15 @@ def test_agent_and_cli_verbs(tmp_path: Path) -> None:
         assert "No allocation(s) with prefix or id \"ffffffff\" found" in missing.stderr
     finally:
         if agent.poll() is None:
+            # A failure above may leave the task running, and an agent's stop leaves its
+            # tasks running (for the next start): stop the job first, so none outlives us.
+            with contextlib.suppress(Exception):  # the test's own failure is what to report
+                user.yurt("job", "stop", "-yes", "e2e", check=False)
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and any(
+                        a["ClientStatus"] == "running"
+                        for a in user.json("job", "status", "e2e").get("Allocations") or []):
+                    time.sleep(0.1)
             stop_agent(agent)
 
 
