@@ -24,11 +24,9 @@ from urllib.parse import quote
 import click
 
 from yurt.runtime.cli.exec import UsageError, choose_task, run_session
-from yurt.runtime.cli.general import take_go_flag
+from yurt.runtime.cli.goflags import GoFlagError, HelpRequested, escape_char, parse_go_flags
 from yurt.runtime.cli.output import echo_raw
-from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_USAGE
-from yurt.runtime.lib.goparse import parse_go_bool
 
 
 @dataclass
@@ -43,51 +41,25 @@ class ActionFlags:
 
 
 def parse_flags(args: Sequence[str]) -> tuple[ActionFlags, list[str]]:
-    """Go `flag` parsing of `nomad action`'s flags: (the flags, the positional arguments)."""
-    flags = ActionFlags()
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            i += 1
-            break
-        if not arg.startswith("-") or arg == "-":
-            break
-        name, has_value, value = arg.lstrip("-").partition("=")
-        if name in ("i", "t"):
-            try:
-                on = parse_go_bool(value) if has_value else True
-            except ValueError:
-                raise UsageError(f'invalid boolean value "{value}" for -{name}') from None
-            if name == "i":
-                flags.stdin = on
-            else:
-                flags.tty = on
-        elif name in ("job", "alloc", "group", "task", "e"):
-            if not has_value:
-                i += 1
-                if i == len(args):
-                    raise UsageError(f"flag needs an argument: -{name}")
-                value = args[i]
-            if name == "e":
-                if value != "none" and len(value.encode()) != 1:
-                    raise UsageError("-e requires 'none' or a single character")
-                flags.escape = "" if value == "none" else value
-            else:
-                setattr(flags, name, value)
-        elif name in ("h", "help"):  # Go's flag package: usage, and nothing else
-            ctx = click.get_current_context()
-            echo_raw(ctx.get_help())  # yurt's own text
-            ctx.exit(0)
-        elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
-            raise UsageError(refusal(f"-{name}", daemon=False))
-        elif (after := take_go_flag(args, i)) is not None:  # -address=..., general.py
-            i = after
-            continue
-        else:
-            raise UsageError(f"flag provided but not defined: -{name}")
-        i += 1
-    return flags, list(args[i:])
+    """Go `flag` parsing of `nomad action`'s flags (runtime/cli/goflags.py): (the flags, the
+    positional arguments). `-h` prints the usage and ends the command."""
+    try:
+        given, rest = parse_go_flags(args, booleans=("i", "t"),
+                                     valued=("job", "alloc", "group", "task", "e"),
+                                     general=True)
+        escape = escape_char(str(given["e"])) if "e" in given else "~"
+    except HelpRequested:
+        ctx = click.get_current_context()
+        echo_raw(ctx.get_help())  # yurt's own text
+        ctx.exit(0)
+    except GoFlagError as e:
+        raise UsageError(str(e)) from None
+    flags = ActionFlags(escape=escape)
+    for name, field in (("i", "stdin"), ("t", "tty"), ("job", "job"), ("alloc", "alloc"),
+                        ("group", "group"), ("task", "task")):
+        if name in given:
+            setattr(flags, field, given[name])
+    return flags, rest
 
 
 def _resolve_alloc(flags: ActionFlags) -> tuple[str, dict[str, Any]]:

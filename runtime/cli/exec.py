@@ -37,11 +37,9 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from yurt.runtime.cli.escape import EscapeFilter
-from yurt.runtime.cli.general import take_go_flag
+from yurt.runtime.cli.goflags import GoFlagError, HelpRequested, escape_char, parse_go_flags
 from yurt.runtime.cli.output import echo_raw
-from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
-from yurt.runtime.lib.goparse import parse_go_bool
 
 if TYPE_CHECKING:
     import ssl
@@ -67,59 +65,26 @@ class ExecFlags:
 
 
 def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
-    """Go `flag` parsing of Nomad's exec flags: (the flags, the positional arguments)."""
-    flags = ExecFlags()
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            i += 1
-            break
-        if not arg.startswith("-") or arg == "-":
-            break
-        name, has_value, value = arg.lstrip("-").partition("=")
-        if name in ("i", "t", "job"):
-            try:
-                on = parse_go_bool(value) if has_value else True  # Go's flag package
-            except ValueError:
-                raise UsageError(f'invalid boolean value "{value}" for -{name}') from None
-            if name == "i":
-                flags.stdin = on
-            elif name == "t":
-                flags.tty = on
-            else:
-                flags.job = on
-        elif name in ("task", "e", "group"):
-            if not has_value:
-                i += 1
-                if i == len(args):
-                    raise UsageError(f"flag needs an argument: -{name}")
-                value = args[i]
-            if name == "task":
-                flags.task = value
-            elif name == "group":
-                flags.group = value
-            elif value == "none":
-                flags.escape = ""
-            elif len(value.encode()) != 1:
-                raise UsageError("-e requires 'none' or a single character")
-            else:
-                flags.escape = value
-        elif name in ("h", "help"):  # Go's flag package: usage, and nothing else
-            ctx = click.get_current_context()
-            echo_raw(ctx.get_help())  # yurt's own text
-            ctx.exit(0)
-        elif f"--{name}" in REFUSED:  # Nomad's -token: never on a command line
-            raise UsageError(refusal(f"-{name}", daemon=False))
-        elif (after := take_go_flag(args, i)) is not None:  # -address=..., general.py
-            i = after
-            continue
-        else:
-            raise UsageError(f"flag provided but not defined: -{name}")
-        i += 1
+    """Go `flag` parsing of Nomad's exec flags (runtime/cli/goflags.py): (the flags, the
+    positional arguments). `-h` prints the usage and ends the command."""
+    try:
+        given, rest = parse_go_flags(args, booleans=("i", "t", "job"),
+                                     valued=("task", "e", "group"), general=True)
+        escape = escape_char(str(given["e"])) if "e" in given else "~"
+    except HelpRequested:
+        ctx = click.get_current_context()
+        echo_raw(ctx.get_help())  # yurt's own text
+        ctx.exit(0)
+    except GoFlagError as e:
+        raise UsageError(str(e)) from None
+    flags = ExecFlags(escape=escape)
+    for name, field in (("i", "stdin"), ("t", "tty"), ("job", "job"), ("task", "task"),
+                        ("group", "group")):
+        if name in given:
+            setattr(flags, field, given[name])
     if flags.group and not flags.job:
         raise UsageError("-group is only valid with -job")
-    return flags, list(args[i:])
+    return flags, rest
 
 
 def _group_tasks(alloc: dict[str, Any]) -> list[str]:

@@ -35,10 +35,9 @@ from typing import Final
 
 import click
 
+from yurt.runtime.cli.goflags import GoFlagError, HelpRequested, parse_go_flags
 from yurt.runtime.cli.output import echo, echo_bytes, echo_raw
-from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from yurt.runtime.lib.goparse import parse_go_bool
 
 STDIN_PATH: Final = "<stdin>"
 EXTENSIONS: Final = (".nomad", ".hcl")  # command/fmt.go `isNomadFile`: the last extension
@@ -47,10 +46,6 @@ USAGE: Final = "[-check] [-list=true|false] [-write=true|false] [-recursive] [PA
 
 class FmtUsageError(Exception):
     """A flag Nomad's fmt would refuse, with Go's `flag` package wording."""
-
-
-class HelpRequested(Exception):
-    """`-h` or `-help`, which Go's `flag` package answers with the usage."""
 
 
 @dataclass
@@ -70,29 +65,14 @@ def parse_flags(args: Sequence[str]) -> tuple[FmtFlags, list[str]]:
         FmtUsageError: an unknown flag, a bad boolean, or Nomad's `-token`.
         HelpRequested: `-h`, `-help` (`--help` is click's).
     """
+    try:
+        given, rest = parse_go_flags(args, booleans=("check", "write", "list", "recursive"))
+    except GoFlagError as e:
+        raise FmtUsageError(str(e)) from None
     flags = FmtFlags()
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            i += 1
-            break
-        if not arg.startswith("-") or arg == "-":
-            break
-        name, has_value, value = arg.lstrip("-").partition("=")
-        if name in ("h", "help"):
-            raise HelpRequested
-        if name in ("check", "write", "list", "recursive"):
-            try:
-                setattr(flags, name, parse_go_bool(value) if has_value else True)
-            except ValueError:
-                raise FmtUsageError(f'invalid boolean value "{value}" for -{name}') from None
-        elif f"--{name}" in REFUSED:
-            raise FmtUsageError(refusal(f"-{name}", daemon=False))
-        else:
-            raise FmtUsageError(f"flag provided but not defined: -{name}")
-        i += 1
-    return flags, list(args[i:])
+    for name, on in given.items():
+        setattr(flags, name, on)
+    return flags, rest
 
 
 def syntax_problem(text: str) -> tuple[int, int, str] | None:
