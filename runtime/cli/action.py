@@ -24,7 +24,13 @@ from urllib.parse import quote
 import click
 
 from yurt.runtime.cli.exec import UsageError, choose_task, run_session
-from yurt.runtime.cli.goflags import GoFlagError, HelpRequested, escape_char, parse_go_flags
+from yurt.runtime.cli.goflags import (
+    GO_FLAG_COMMAND,
+    GoFlagError,
+    HelpRequested,
+    escape_char,
+    parse_go_flags,
+)
 from yurt.runtime.cli.output import echo_raw
 from yurt.runtime.errors import EXIT_USAGE
 
@@ -128,11 +134,7 @@ def run_action(args: Sequence[str]) -> int:
 def register(cli: click.Group) -> None:
     """Attach `action` to the top-level group."""
 
-    @cli.command("action", options_metavar="", context_settings={
-        "ignore_unknown_options": True, "allow_interspersed_args": False,
-        # `-h` is read by parse_flags: as a short option of click's, the `h` of any
-        # `-flag=value` (`-address=http://…`) would be taken for it.
-        "help_option_names": ["--help"]})
+    @cli.command("action", options_metavar="", context_settings=GO_FLAG_COMMAND)
     @click.argument("args", nargs=-1, type=click.UNPROCESSED,
                     metavar="-job JOB [-alloc ALLOC] [-group GROUP] [-task TASK] [-i] [-t] "
                             "[-e CHAR] ACTION")

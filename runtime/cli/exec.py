@@ -37,7 +37,13 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from yurt.runtime.cli.escape import EscapeFilter
-from yurt.runtime.cli.goflags import GoFlagError, HelpRequested, escape_char, parse_go_flags
+from yurt.runtime.cli.goflags import (
+    GO_FLAG_COMMAND,
+    GoFlagError,
+    HelpRequested,
+    escape_char,
+    parse_go_flags,
+)
 from yurt.runtime.cli.output import echo_raw
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
@@ -322,11 +328,7 @@ def run_session(url: str, *, tty: bool, stdin: bool, escape: str) -> int:
 def register(alloc: click.Group) -> None:
     """Attach `exec` to the `alloc` group."""
 
-    @alloc.command("exec", options_metavar="", context_settings={
-        "ignore_unknown_options": True, "allow_interspersed_args": False,
-        # `-h` is read by parse_flags: as a short option of click's, the `h` of any
-        # `-flag=value` (`-address=http://…`) would be taken for it.
-        "help_option_names": ["--help"]})
+    @alloc.command("exec", options_metavar="", context_settings=GO_FLAG_COMMAND)
     @click.argument("args", nargs=-1, type=click.UNPROCESSED,
                     metavar="[-i] [-t] [-task TASK] [-job] [-group GROUP] [-e CHAR] ALLOC "
                             "COMMAND [ARGS]...")

@@ -35,7 +35,12 @@ from typing import Final
 
 import click
 
-from yurt.runtime.cli.goflags import GoFlagError, HelpRequested, parse_go_flags
+from yurt.runtime.cli.goflags import (
+    GO_FLAG_COMMAND,
+    GoFlagError,
+    HelpRequested,
+    parse_go_flags,
+)
 from yurt.runtime.cli.output import echo, echo_bytes, echo_raw
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -212,11 +217,7 @@ def run_fmt(args: Sequence[str], help_text: str = "") -> int:
 def register(cli: click.Group) -> None:
     """Attach `fmt` to the root."""
 
-    # Only `--help` for click: a short `-h` would be found inside `-check` (click reads an
-    # unknown `-check` as the cluster -c -h -e -c -k); `-h` and `-help` are parse_flags'.
-    @cli.command("fmt", options_metavar="", context_settings={
-        "ignore_unknown_options": True, "allow_interspersed_args": False,
-        "help_option_names": ["--help"]})
+    @cli.command("fmt", options_metavar="", context_settings=GO_FLAG_COMMAND)
     @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar=USAGE)
     def fmt_command(args: tuple[str, ...]) -> None:
         """Rewrite Nomad job and agent files (.nomad, .hcl) in HCL's canonical layout, as

@@ -16,9 +16,17 @@ Pure apart from that last hand-off; the callers turn `GoFlagError` into their us
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any, Final
 
 from yurt.runtime.cli.secret_options import REFUSED, refusal
 from yurt.runtime.lib.goparse import parse_go_bool
+
+#: click's settings for such a command: everything after its name reaches `parse_go_flags`.
+#: Only `--help` is click's own: as a short option, the `h` of any `-flag=value`
+#: (`-address=http://…`, `-check`) would be taken for it; `-h` and `-help` are ours.
+GO_FLAG_COMMAND: Final[dict[str, Any]] = {
+    "ignore_unknown_options": True, "allow_interspersed_args": False,
+    "help_option_names": ["--help"]}
 
 
 class GoFlagError(Exception):
