@@ -33,6 +33,7 @@
     enabled = true
     env_allow = ["PATH", "LANG", "LC_*"]  # what tasks inherit of the agent's environment
     tree_tracking = "auto"                # or "cgroup2", "cgroup1", "subreaper"
+    enforce_resource_limits = false       # true: memory/memory_max/cpu through cgroups
 
     [[devices.fake]]                      # devices of the fake device plugin
     id = "nvidia/gpu/T4"

@@ -68,6 +68,11 @@ class TaskConfig:
     #: raw_exec has no isolation and ignores them, as Nomad's does; isolating drivers apply them.
     mounts: list[TaskMount] = field(default_factory=list)
     devices: list[TaskDeviceNode] = field(default_factory=list)
+    #: The task's `resources`: MiB of `memory` and `memory_max` (0: none, -1: no hard limit)
+    #: and `cpu` MHz (Nomad's cpu shares); drivers that enforce limits apply them (limits.py).
+    memory_mb: int = 0
+    memory_max_mb: int = 0
+    cpu_shares: int = 0
 
 
 class Driver(Protocol):

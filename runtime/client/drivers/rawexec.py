@@ -51,6 +51,7 @@ only the allow-listed variables of the agent's (client/taskenv.py `inherited_env
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import shutil
@@ -64,7 +65,7 @@ from typing import Any, Final, final
 import msgspec
 import trio
 
-from yurt.runtime.client.drivers import cgroups, execstream, orphans, reaper, starts
+from yurt.runtime.client.drivers import cgroups, execstream, limits, orphans, reaper, starts
 from yurt.runtime.client.drivers.configs import RawExecTaskConfig
 from yurt.runtime.client.drivers.orphans import StartKey
 from yurt.runtime.client.drivers.protocol import (
@@ -105,6 +106,10 @@ class RawExecPluginConfig(msgspec.Struct, forbid_unknown_fields=True):
     tree_tracking: str = "auto"
     #: The agent's environment variables a task inherits (shell patterns such as `LC_*`).
     env_allow: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_ENV_ALLOW))
+    #: Enforce the tasks' `resources` (memory, memory_max, cpu) through cgroups and report
+    #: OOM kills (limits.py). Off by default: Nomad 1.7 enforcing them on raw_exec silently
+    #: broke users (hashicorp/nomad#19588); Nomad's raw_exec has no such option.
+    enforce_resource_limits: bool = False
 
     def __post_init__(self) -> None:
         if self.tree_tracking not in cgroups.TRACKING_MODES:
@@ -159,6 +164,8 @@ class _RawTask:
     pidfd: int | None  # on the shim; None once it exited
     cgroup: Path | None  # None: the shim is the tree's subreaper
     result: ExitResult | None = None
+    #: The start's limit cgroups' name (limits.py), "" without limits.
+    limits: str = ""
     #: The shim's report pipe, kept open for its exit status line (tasks this driver
     #: started, until that line or EOF), and what was read from it past the last line.
     report: trio.lowlevel.FdStream | None = None
@@ -170,7 +177,8 @@ class _RawTask:
     def handle_state(self) -> dict[str, object]:
         return {"pid": self.pid, "pgid": self.pid, "start_time": self.start_time,
                 "shim_pid": self.shim_pid, "shim_start_time": self.shim_start_time,
-                "state_dir": str(self.state_dir), "cgroup": str(self.cgroup or "")}
+                "state_dir": str(self.state_dir), "cgroup": str(self.cgroup or ""),
+                "limits": self.limits}
 
     def task_alive(self) -> bool:
         return self.result is None and same_process(self.pid, self.start_time)
@@ -228,6 +236,17 @@ class RawExecDriver:
         self._tasks: dict[str, _RawTask] = {}
         #: Where the tasks' cgroups go; None: the subreaper fallback.
         self.cgroup_root = cgroups.select_root(self.config.tree_tracking)
+        #: The resource limits' cgroups, where the plugin config opts in (limits.py).
+        self.limits: limits.LimitCgroups | None = None
+        if self.config.enforce_resource_limits:
+            self.limits = limits.select_limits()
+            if self.limits is None:
+                raise DriverError("enforce_resource_limits = true, but the agent cannot create "
+                                  "cgroup v1 memory and cpu cgroups here (not mounted, or not "
+                                  "root; cgroup v2 limits are not supported yet)")
+        #: Names of the limit cgroups of this driver's starts, made or being made: what an
+        #: orphan sweep must keep (added before the cgroup is made, as `_mine`).
+        self._limited: set[str] = set()
         # Every start this driver made or recovered whose state dir still exists. A state dir
         # on disk and not in here is an orphan start (orphans.py). Worker threads
         # test membership while the event loop adds to it, which is safe: a start is added
@@ -296,10 +315,44 @@ class RawExecDriver:
         stderr = config.stderr_path or "/dev/null"
         argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir,
                 str(cgroup or ""), *prefix, command, *cfg.args]
+        limit_name = ""
+        if self.limits is not None:
+            limit_name = f"{config.alloc_id}.{start_id}"
+            self._limited.add(limit_name)
+            try:
+                joins = self.limits.create(limit_name, limits.limits_for(
+                    config.memory_mb, config.memory_max_mb, config.cpu_shares))
+            except BaseException:
+                self._limited.discard(limit_name)
+                raise
+            # The task joins them with its freezer cgroup, before its command (taskstart.sh).
+            argv[6] = ":".join([str(c) for c in ([cgroup] if cgroup else []) + joins])
         if cgroup is None:  # the subreaper fallback: the shim starts through reaper.py
             argv = [sys.executable, "-I", "-S", str(REAPER), "exec", *argv]
             env.update(YURT_REAPER=str(REAPER), YURT_REAPER_PY=sys.executable)
-        return await self._launch(config, argv, env, state_dir, cgroup, work_dir)
+        try:
+            task = await self._launch(config, argv, env, state_dir, cgroup, work_dir)
+        except BaseException:
+            self._drop_limits(limit_name)  # its processes were stopped by `_launch`
+            raise
+        self._tasks[config.id].limits = limit_name
+        task.driver_state["limits"] = limit_name
+        return task
+
+    def _drop_limits(self, name: str) -> None:
+        """Remove a start's limit cgroups (empty once its processes are gone)."""
+        if self.limits is not None and name:
+            with contextlib.suppress(DriverError):
+                self.limits.remove(name)
+            self._limited.discard(name)
+
+    def _with_oom(self, task: _RawTask, result: ExitResult) -> ExitResult:
+        """`result`, marked OOM-killed if the start's memory cgroup recorded a kill: as Nomad's
+        taskrunner reports `ExitResult.OOMKilled` (the `Terminated` event's `oom_killed`), with
+        the docker driver's exit message (drivers/docker/handle.go `run`)."""
+        if self.limits is None or not task.limits or not self.limits.oom_killed(task.limits):
+            return result
+        return dataclasses.replace(result, oom_killed=True, err=result.err or "OOM Killed")
 
     async def _launch(self, config: TaskConfig, argv: list[str], env: dict[str, str],
                       state_dir: Path, cgroup: Path | None, work_dir: str) -> TaskHandle:
@@ -409,7 +462,7 @@ class RawExecDriver:
                     task.result = ExitResult(exit_code=-1, err="the task's shim died; the "
                                                                "task was killed")
                 else:
-                    task.result = exit_result(status)
+                    task.result = self._with_oom(task, exit_result(status))
                 # What the task left behind (a daemon it forked) ends with it, as in Nomad.
                 # The pidfd stays: `destroy_task` waits on it for the shim's last write.
                 await _kill_tree(task)
@@ -545,6 +598,7 @@ class RawExecDriver:
         self._let_go(task)
         del self._tasks[task_id]
         await trio.to_thread.run_sync(starts.remove_start, task.cgroup, task.state_dir)
+        self._drop_limits(task.limits)  # emptied with its freezer cgroup just above
         self._mine.discard(orphans.start_key(task.state_dir))
         self._reap_exited()  # its shim has likely finished meanwhile
 
@@ -599,8 +653,20 @@ class RawExecDriver:
         and persisting its handle leaves one), and remove its state dir; return how many had
         processes. Call after the restore: starts made meanwhile are this driver's, so they
         are safe (orphans.py)."""
-        return await trio.to_thread.run_sync(orphans.reap_alloc_root, alloc_root, self._mine,
-                                             self.cgroup_root, alloc_ids)
+        reaped = await trio.to_thread.run_sync(orphans.reap_alloc_root, alloc_root, self._mine,
+                                               self.cgroup_root, alloc_ids)
+        if self.limits is not None:  # the orphans' limit cgroups, emptied just above
+            await trio.to_thread.run_sync(self._sweep_limits, alloc_root, alloc_ids)
+        return reaped
+
+    def _sweep_limits(self, alloc_root: Path, alloc_ids: Collection[str] | None) -> None:
+        """Remove the empty limit cgroups of starts of the allocations under `alloc_root`
+        that this driver does not know; other agents' on this host are left alone."""
+        assert self.limits is not None
+        with contextlib.suppress(OSError):
+            allocs = {p.name for p in alloc_root.iterdir()
+                      if alloc_ids is None or p.name in alloc_ids}
+            self.limits.sweep(self._limited, allocs)
 
     async def recover_task(self, handle: TaskHandle) -> None:
         if handle.task_id in self._tasks:
@@ -617,7 +683,10 @@ class RawExecDriver:
         task = _RawTask(task_id=handle.task_id, pid=pid, start_time=start_time,
                         shim_pid=shim_pid, shim_start_time=shim_start, state_dir=state_dir,
                         pidfd=self._open_pidfd(shim_pid, shim_start),
-                        cgroup=Path(cgroup) if cgroup else None)
+                        cgroup=Path(cgroup) if cgroup else None,
+                        limits=str(state.get("limits") or ""))
+        if task.limits:
+            self._limited.add(task.limits)
         if task.pidfd is None:
             status = _read_exit(state_dir)
             if status is None:
@@ -625,7 +694,7 @@ class RawExecDriver:
                 await _kill_tree(task)
                 raise DriverError(f"task {handle.task_id} lost its shim"
                                   + ("; the task was killed" if killed else " and is gone"))
-            task.result = exit_result(status)
+            task.result = self._with_oom(task, exit_result(status))
             await _kill_tree(task)  # it ended while the agent was away: so does its tree
         else:
             await trio.lowlevel.checkpoint()

@@ -10,9 +10,16 @@ _yurt_id ${_yurt_stat##*) } >"$1/pid"
 trap "" PIPE
 _yurt_id ${_yurt_stat##*) } >&5 2>/dev/null
 trap - PIPE
-if [ -n "$2" ] && ! echo 0 >"$2/cgroup.procs"; then
-    echo "yurt: cannot join cgroup $2" >&2
-    exit 125
-fi
+# CGROUP is one directory, or several joined by ":" (the resource limits' v1 hierarchies,
+# runtime/client/drivers/limits.py), each joined here.
+_yurt_ifs=$IFS
+IFS=:
+for _yurt_cg in $2; do
+    if ! echo 0 >"$_yurt_cg/cgroup.procs"; then
+        echo "yurt: cannot join cgroup $_yurt_cg" >&2
+        exit 125
+    fi
+done
+IFS=$_yurt_ifs
 shift 2
 exec "$@" 5>&-

@@ -241,7 +241,8 @@ class TaskRunner:
             driver_config=interpolate(dict(self.task.config), {**node_values(self._node), **env}),
             user=self.task.user, env=env,
             alloc_dir=self._task_dir.parent if self._task_dir is not None else None,
-            task_dir=self._task_dir)
+            task_dir=self._task_dir, memory_mb=self.task.resources.memory,
+            memory_max_mb=self.task.resources.memory_max, cpu_shares=self.task.resources.cpu)
 
     def _log_paths(self) -> tuple[str | None, str | None]:
         if self._task_dir is None or self.task.log_config.disabled:
