@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -19,7 +20,7 @@ import trio
 from tests.agent_support import wait_status
 from tests.runtime_support import eventually
 from yurt.runtime.agent.agent import Agent, AgentConfig
-from yurt.runtime.client.drivers import limits
+from yurt.runtime.client.drivers import cgroups, limits
 from yurt.runtime.client.drivers.limits import MIB, V1Limits
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.client.drivers.rawexec import plugin
@@ -29,6 +30,21 @@ pytestmark = pytest.mark.slow
 ALLOC = "limi0000-0000-4000-8000-" + uuid.uuid4().hex[:12]
 #: Touches 100 MiB: surely past a 32 MiB hard limit (bytes multiplication writes every page).
 HOG = 'b = b"x" * (100 << 20); print(len(b))'
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers() -> Iterator[None]:
+    """Whatever a failing test leaves running is killed and its cgroups removed, so it cannot
+    disturb other tests."""
+    yield
+    for root in ("cgroup2", "cgroup1"):
+        found = cgroups.select_root(root)
+        for cgroup in found.path.glob(f"{ALLOC}.*") if found else ():
+            cgroups.destroy_blocking(cgroup)
+    host = host_limits()
+    for hierarchy in (host.memory, host.cpu):
+        for cgroup in (hierarchy / "yurt").glob(f"{ALLOC}.*"):
+            cgroups.destroy_blocking(cgroup)
 
 
 def host_limits() -> V1Limits:

@@ -46,6 +46,11 @@ a subreaper shim (`reaper.py`). When the task ends, is stopped or destroyed, or
 is found ended on re-attach, everything left in its tree is killed, as Nomad's executor does.
 A task with `user` runs as that user (`users.py`); a task's environment inherits
 only the allow-listed variables of the agent's (client/taskenv.py `inherited_env`).
+
+Resource limits only where the plugin config sets `enforce_resource_limits` (limits.py): each
+start's memory and cpu cgroups (named `<alloc id>.<start id>`, in the handle as `limits`) are
+joined with its tree's cgroup before the command runs (taskstart.sh), read for an OOM kill
+when the task exits, removed on destroy, and swept by `reconcile` when no handle names them.
 """
 
 from __future__ import annotations
