@@ -40,7 +40,7 @@ def test_a_relative_path_is_made_absolute_against_the_working_directory(
     file = load_config(_write(tmp_path, '[host_volume.r]\npath = "rel"\n'))
     assert file.host_volumes()["r"].path == str(tmp_path / "rel")
     (tmp_path / "elsewhere").mkdir()
-    with pytest.raises(ValueError, match="host_volume.r.path: failed to validate volume r"):
+    with pytest.raises(ValueError, match=r"host_volume\.r\.path: failed to validate volume r"):
         file.host_volumes(cwd=tmp_path / "elsewhere")
 
 
