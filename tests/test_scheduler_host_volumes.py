@@ -1,9 +1,10 @@
-"""Static host volumes at placement (layer 1, pure): a group's `volume { type = "host" }` is
-feasible only on a node whose `HostVolumes` has its source, read-write only where the node's
-volume is not read-only, and `per_alloc` sources carry the allocation's index, as Nomad's
-HostVolumeChecker (scheduler/feasible/feasible.go `nodeIsFeasibleForRequest`); a filtered
-node is counted under "missing compatible host volumes" (runtime/server/scheduler/feasible.py
-`host_volume_reason`)."""
+"""Static host volumes at placement and the mounts they resolve to (layer 1, pure): a
+group's `volume { type = "host" }` is feasible only on a node whose `HostVolumes` has its
+source, read-write only where the node's volume is not read-only, and `per_alloc` sources
+carry the allocation's index, as Nomad's HostVolumeChecker (scheduler/feasible/feasible.go
+`nodeIsFeasibleForRequest`); a filtered node is counted under "missing compatible host
+volumes" (runtime/server/scheduler/feasible.py `host_volume_reason`). A task's mounts resolve
+as Nomad's volume hook resolves them (runtime/structs/hostvolumes.py `host_volume_mounts`)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,19 @@ import pytest
 
 from tests.scheduler_support import SchedulerState
 from tests.test_scheduler_multinode import job, node, on, run
+from yurt.runtime.jobspec import parse_job
 from yurt.runtime.server.scheduler.feasible import (
     FILTER_HOST_VOLUMES,
-    alloc_suffix,
     filter_reason,
     host_volume_reason,
 )
 from yurt.runtime.structs import ClientHostVolumeConfig, Node
+from yurt.runtime.structs.hostvolumes import (
+    HostVolumeError,
+    MountConfig,
+    alloc_suffix,
+    host_volume_mounts,
+)
 
 
 def _volumes(**read_only: bool) -> dict[str, ClientHostVolumeConfig]:
@@ -97,3 +104,49 @@ def test_csi_volumes_stay_refused_with_their_own_reason() -> None:
     j = job(group_block=_volume_block(kind="csi"))
     n: Node = node("n1", host_volumes=_volumes(data=False))
     assert filter_reason(j, j.task_groups[0], n, []) == "missing CSI Volume data"
+
+
+MOUNTS = '''job "web" {
+  group "g" {
+    volume "ro" {
+      type      = "host"
+      source    = "logs"
+      read_only = true
+    }
+    volume "rw" {
+      type      = "host"
+      source    = "data"
+      per_alloc = true
+    }
+    task "t" {
+      driver = "mock_driver"
+      volume_mount {
+        volume      = "ro"
+        destination = "/logs"
+      }
+      volume_mount {
+        volume           = "rw"
+        destination      = "/data"
+        propagation_mode = "host-to-task"
+      }
+    }
+  }
+}'''
+
+
+def test_a_tasks_mounts_resolve_against_the_nodes_volumes_as_nomads_volume_hook() -> None:
+    group = parse_job(MOUNTS).task_groups[0]
+    offered = _volumes(logs=False, **{"data[1]": False})
+    mounts = host_volume_mounts(group.volumes, group.tasks[0].volume_mounts, offered,
+                                "web.g[1]")
+    assert mounts == [
+        MountConfig(task_path="/logs", host_path="/srv/logs", readonly=True),
+        MountConfig(task_path="/data", host_path="/srv/data[1]", readonly=False,
+                    propagation_mode="host-to-task")]
+    # A read-only node volume makes the mount read-only whatever the job says.
+    offered["data[1]"] = ClientHostVolumeConfig(name="data[1]", path="/d", read_only=True)
+    assert host_volume_mounts(group.volumes, group.tasks[0].volume_mounts, offered,
+                              "web.g[1]")[1].readonly
+    with pytest.raises(HostVolumeError, match=r"^host volume validation error: missing "
+                                              r"data\[0\]$"):
+        host_volume_mounts(group.volumes, group.tasks[0].volume_mounts, offered, "web.g[0]")

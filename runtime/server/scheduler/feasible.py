@@ -63,7 +63,8 @@ from yurt.runtime.structs.constraint import (
     CONSTRAINT_SEMVER,
     Constraint,
 )
-from yurt.runtime.structs.volume import VOLUME_TYPE_HOST, VolumeRequest
+from yurt.runtime.structs.hostvolumes import host_volume_source
+from yurt.runtime.structs.volume import VOLUME_TYPE_HOST
 
 #: The filter reason of a node lacking one of the group's drivers (Nomad's
 #: FilterConstraintDrivers, scheduler/feasible/feasible.go).
@@ -256,25 +257,13 @@ def unplaceable_reason(group: TaskGroup) -> str | None:
     return None
 
 
-def alloc_suffix(alloc_name: str) -> str:
-    """nomad/structs/funcs.go `AllocSuffix`: "[2]" of "job.group[2]", "" without an index."""
-    at = alloc_name.rfind("[")
-    return "" if at < 0 else alloc_name[at:]
-
-
-def host_volume_source(vol: VolumeRequest, alloc_name: str) -> str:
-    """The node host volume a request names: its `source`, with the allocation's index
-    appended when `per_alloc` (feasible.go `HostVolumeChecker.SetVolumes`: "data" becomes
-    "data[0]" for "job.group[0]"). The client resolves a mount's host path the same way."""
-    return vol.source + alloc_suffix(alloc_name) if vol.per_alloc else vol.source
-
-
 def host_volume_reason(group: TaskGroup, node: Node, alloc_name: str = "") -> str | None:
     """Nomad's HostVolumeChecker for static host volumes (scheduler/feasible/feasible.go
     `nodeIsFeasibleForRequest`): every host volume request names one of the node's
     `HostVolumes`, is not `sticky` (dynamic volumes only), and asks read-write only of a
     volume that is not read-only; else `FILTER_HOST_VOLUMES`. `alloc_name` is the
-    allocation's name, for `per_alloc` sources."""
+    allocation's name, for `per_alloc` sources (structs/hostvolumes.py: the client mounts
+    the volume the same rule names)."""
     for vol in group.volumes.values():
         if vol.type != VOLUME_TYPE_HOST:
             continue
