@@ -26,6 +26,7 @@ from yurt.runtime.server.scheduler.drain import from_unix_ns
 from yurt.runtime.structs import (
     TRIGGER_NODE_UPDATE,
     Allocation,
+    ClientHostVolumeConfig,
     Evaluation,
     Job,
     Node,
@@ -323,3 +324,16 @@ def test_registering_keeps_a_known_nodes_status_and_operator_state() -> None:
     moved = node_register_changes(ready, node("ready", attributes={"kernel.name": "linux"}),
                                   allocs, jobs, index=62, wall_ns=WALL, new_id=ids())
     assert moved.evaluations == expected_evals(62)
+
+
+def test_a_registration_that_changes_host_volumes_is_evaluated_again() -> None:
+    # Nomad's nomad/node_endpoint.go `shouldCreateNodeEval` compares HostVolumes.
+    allocs, jobs = scene()
+    ready = node("ready")
+    offered = node("ready", host_volumes={
+        "data": ClientHostVolumeConfig(name="data", path="/srv/data")})
+    moved = node_register_changes(ready, offered, allocs, jobs, index=63, wall_ns=WALL,
+                                  new_id=ids())
+    assert moved.evaluations == expected_evals(63)
+    assert moved.node is not None
+    assert "data" in moved.node.host_volumes

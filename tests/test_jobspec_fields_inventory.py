@@ -53,8 +53,8 @@ INVENTORY: Final[list[tuple[str, str, str, str, str]]] = [
     ("group", "affinity", 'affinity {\nattribute = "${node.datacenter}"\nvalue = "dc1"\n'
                           "weight = 50\n}", SUPPORTED, ""),
     ("group", "spread", 'spread {\nattribute = "${node.datacenter}"\n}', SUPPORTED, ""),
-    ("group", "volume", 'volume "v" {\ntype = "host"\nsource = "v"\n}', PLACEMENT,
-     "missing compatible host volumes"),
+    # Host volumes: placed where a node offers them (test_scheduler_host_volumes.py).
+    ("group", "volume", 'volume "v" {\ntype = "host"\nsource = "v"\n}', SUPPORTED, ""),
     ("group", "restart", "restart {\nattempts = 1\n}", SUPPORTED, ""),
     ("group", "disconnect", 'disconnect {\nlost_after = "1h"\nreplace = true\n'
                             'reconcile = "best_score"\n}', SUPPORTED, ""),
@@ -88,7 +88,7 @@ INVENTORY: Final[list[tuple[str, str, str, str, str]]] = [
     ("task", "artifact", 'artifact {\nsource = "https://example.com/x"\n}', SUPPORTED, ""),
     ("task", "template", 'template {\ndata = "x"\ndestination = "local/x"\n}', SUPPORTED, ""),
     ("task", "volume_mount", 'volume_mount {\nvolume = "v"\ndestination = "/v"\n}',
-     PLACEMENT, "missing compatible host volumes"),
+     SUPPORTED, ""),
     ("task", "csi_plugin", 'csi_plugin {\nid = "p"\ntype = "node"\nmount_dir = "/csi"\n}',
      PLACEMENT, "missing CSI plugin"),
     ("task", "leader", "leader = true", SUPPORTED, ""),

@@ -79,6 +79,7 @@ from yurt.runtime.server.acl.identity import TokenResolver
 from yurt.runtime.server.acl.settings import AclSettings, open_to_local_users
 from yurt.runtime.structs import (
     Allocation,
+    ClientHostVolumeConfig,
     DriverInfo,
     Node,
     NodeDeviceInstance,
@@ -175,6 +176,9 @@ class AgentConfig:
     min_dynamic_port: int = 20000
     max_dynamic_port: int = 32000
     reserved_ports: str = ""
+    #: Nomad's client `host_volume` blocks (config.py `FileConfig.host_volumes`): the node's
+    #: `HostVolumes`, paths absolute and checked to exist.
+    host_volumes: dict[str, ClientHostVolumeConfig] = field(default_factory=dict)
     artifact: ArtifactConfig = field(default_factory=ArtifactConfig)  # the client's limits
     #: Client mode (`--servers`): the servers' node RPC URLs. Empty: the embedded server.
     servers: tuple[str, ...] = ()
@@ -478,6 +482,7 @@ class Agent:
         self.node.node_resources.min_dynamic_port = self.config.min_dynamic_port
         self.node.node_resources.max_dynamic_port = self.config.max_dynamic_port
         self.node.reserved_resources.networks.reserved_host_ports = self.config.reserved_ports
+        self.node.host_volumes = dict(self.config.host_volumes)
         stop_api = trio.Event()
         # Cancelled once the tasks are shut down, before the state stores close: an open
         # event stream or log follow would otherwise hold the server's graceful shutdown

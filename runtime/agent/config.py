@@ -35,6 +35,10 @@
     tree_tracking = "auto"                # or "cgroup2", "cgroup1", "subreaper"
     enforce_resource_limits = false       # true: memory/memory_max/cpu through cgroups
 
+    [host_volume.data]                    # Nomad's client `host_volume "data" { … }`
+    path = "/srv/data"                    # must exist (a directory or a file), made absolute
+    read_only = false                     # true: jobs may only mount it read-only
+
     [[devices.fake]]                      # devices of the fake device plugin
     id = "nvidia/gpu/T4"
     instances = ["GPU-0", "GPU-1"]
@@ -82,6 +86,7 @@ from yurt.runtime.errors import YurtError
 from yurt.runtime.lib.durations import parse_duration
 from yurt.runtime.lib.structcheck import check
 from yurt.runtime.server.acl.settings import BOOTSTRAP_MODES, AclSettings
+from yurt.runtime.structs.node import ClientHostVolumeConfig
 
 _META_KEY = re.compile(r"[^.]+(\.[^.]+)*")
 
@@ -200,6 +205,14 @@ class _Reserved(msgspec.Struct, forbid_unknown_fields=True):
     reserved_ports: str = ""  # Nomad's syntax: "22,80,8000-8100"
 
 
+class _HostVolume(msgspec.Struct, forbid_unknown_fields=True):
+    """Nomad's client `host_volume "name" { path, read_only }` (nomad/structs/volumes.go
+    `ClientHostVolumeConfig`)."""
+
+    path: str = ""
+    read_only: bool = False
+
+
 class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     data_dir: str | None = None
     bind: str | None = None
@@ -245,6 +258,8 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     #: (runtime/lib/netif.py); empty: the default route's (loopback with `--dev`).
     network_interface: str = ""
     advertise: _Advertise = msgspec.field(default_factory=_Advertise)
+    #: Nomad's client `host_volume` blocks, keyed by name (`host_volumes`).
+    host_volume: dict[str, _HostVolume] = msgspec.field(default_factory=dict)
 
     def fake_devices(self) -> tuple[DeviceGroup, ...]:
         return tuple(parse_fake_device(f"{f.id}={','.join(f.instances)}")
@@ -357,6 +372,31 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
         return AclSettings(enabled=acl.enabled is not False, bootstrap=acl.bootstrap,
                            **seconds)
 
+    def host_volumes(self, cwd: Path | None = None) -> dict[str, ClientHostVolumeConfig]:
+        """The node's host volumes, paths made absolute against `cwd` (default: the current
+        directory). Raises ValueError naming the volume when its path is missing (Nomad's
+        command/agent/command.go `isValidConfig`: "Missing path in host_volume config") or
+        does not exist (client/client.go `setupNode` stats each path; a file, such as a
+        socket, is a valid host volume there as here)."""
+        base = Path.cwd() if cwd is None else cwd
+        volumes: dict[str, ClientHostVolumeConfig] = {}
+        for name, vol in sorted(self.host_volume.items()):
+            where = f"host_volume.{name}.path"
+            if not name:
+                raise ValueError("host_volume: a host volume needs a name")
+            if not vol.path:
+                raise ValueError(f"{where}: Missing path in host_volume config")
+            path = base / vol.path
+            try:
+                path.stat()
+            except OSError as e:
+                raise ValueError(f"{where}: failed to validate volume {name}: {vol.path!r}: "
+                                 f"{e.strerror}; expected an existing directory or file"
+                                 ) from None
+            volumes[name] = ClientHostVolumeConfig(name=name, path=str(path),
+                                                   read_only=vol.read_only)
+        return volumes
+
     def check_advertise(self) -> None:
         """Each `advertise` address's syntax (the http port is the agent's: 4646 here)."""
         for key in ("http", "rpc", "serf"):
@@ -443,6 +483,7 @@ def load_config(path: Path) -> FileConfig:
         config.allowed_hosts()
         config.acl_settings()
         config.check_advertise()
+        config.host_volumes()
         for server in config.servers:
             check_server_url(server, "servers")
         try:

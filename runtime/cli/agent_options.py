@@ -109,8 +109,11 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
     try:
         file = load_config(options.config_file) if options.config_file else FileConfig()
         groups = [parse_fake_device(spec) for spec in options.fake_devices]
+        host_volumes = file.host_volumes()
     except ConfigError as e:
         raise UsageError(str(e)) from None
+    except ValueError as e:  # a volume's path went away since the file was read
+        raise UsageError(f"{options.config_file}: {e}") from None
     try:
         token = agent_token(options.token_file) or file.token or ""
     except ValueError as e:
@@ -168,7 +171,7 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         driver_block=options.driver_block or tuple(file.drivers.block),
         driver_config=file.drivers.config, http_idle_timeout=file.idle_timeout(),
         min_dynamic_port=file.min_dynamic_port, max_dynamic_port=file.max_dynamic_port,
-        reserved_ports=file.reserved.reserved_ports,
+        reserved_ports=file.reserved.reserved_ports, host_volumes=host_volumes,
         artifact=file.artifact.to_config(), servers=servers, dev_mode=options.dev_mode,
         allowed_hosts=file.allowed_hosts(), acl=acl, node_ip=node_ip,
         advertise_http=advertised["http"], advertise_rpc=advertised["rpc"],

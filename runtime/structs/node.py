@@ -1,4 +1,5 @@
-"""The node: Node, its resources, drivers and devices, and its drain and eligibility state.
+"""The node: Node, its resources, drivers, devices and host volumes, and its drain and
+eligibility state.
 """
 
 from __future__ import annotations
@@ -59,6 +60,17 @@ class NodeDeviceResource(Base):
         return (parts[0], parts[1], parts[2]) == (self.vendor, self.type, self.name)
 
 
+class ClientHostVolumeConfig(Base):
+    """Nomad's `structs.ClientHostVolumeConfig` (nomad/structs/volumes.go): a host volume the
+    node offers, from the agent config's `host_volume` (runtime/agent/config.py). `ID` is set
+    for Nomad's dynamic host volumes only (yurt has none yet: always "")."""
+
+    name: str = ""
+    path: str = ""
+    read_only: bool = False
+    id: str = field(default="", name="ID")
+
+
 class NodeResources(Base):
     """What the node offers (Nomad's `NodeResources`, the parts placement uses)."""
 
@@ -98,6 +110,8 @@ class Node(Base):
     reserved_resources: NodeReservedResources = field(
         default_factory=lambda: NodeReservedResources())
     last_drain: DrainMetadata | None = None
+    #: Nomad's `Node.HostVolumes`, keyed by name (scheduler/feasible.py `host_volume_reason`).
+    host_volumes: dict[str, ClientHostVolumeConfig] = field(default_factory=dict)
 
 
 

@@ -320,7 +320,7 @@ def node_up_changes(node: Node, allocs: Iterable[Allocation],
 #: The node fields the scheduler's feasibility checks read: a registration that changes one
 #: of them is re-evaluated even without a status change (Nomad's shouldCreateNodeEval).
 _FEASIBILITY_FIELDS: Final = ("id", "datacenter", "name", "node_class", "attributes", "meta",
-                              "drivers")
+                              "drivers", "host_volumes")
 
 
 def node_register_changes(original: Node | None, registered: Node,

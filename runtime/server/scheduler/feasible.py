@@ -63,6 +63,8 @@ from yurt.runtime.structs.constraint import (
     CONSTRAINT_SEMVER,
     Constraint,
 )
+from yurt.runtime.structs.hostvolumes import host_volume_source
+from yurt.runtime.structs.volume import VOLUME_TYPE_HOST
 
 #: The filter reason of a node lacking one of the group's drivers (Nomad's
 #: FilterConstraintDrivers, scheduler/feasible/feasible.go).
@@ -240,19 +242,34 @@ FILTER_HOST_VOLUMES: Final = "missing compatible host volumes"
 
 def unplaceable_reason(group: TaskGroup) -> str | None:
     """Why no yurt node can take `group` whatever its state, or None. yurt's nodes offer no
-    host volumes, CSI volumes, CSI plugins or secret providers, so a group asking for one is
-    filtered as Nomad's checkers filter a node lacking it (feasible.go `HostVolumeChecker`:
-    "missing compatible host volumes"; `CSIVolumeChecker`: "missing CSI Volume <id>").
-    Cores are reserved at placement (placement.py `_assign_cores`)."""
+    CSI volumes, CSI plugins or secret providers, so a group asking for one is filtered as
+    Nomad's checkers filter a node lacking it (feasible.go `CSIVolumeChecker`: "missing CSI
+    Volume <id>"). Host volumes are the node's (`host_volume_reason`); cores are reserved at
+    placement (placement.py `_assign_cores`)."""
     for vol in group.volumes.values():
-        if vol.type == "host":
-            return FILTER_HOST_VOLUMES
-        return f"missing CSI Volume {vol.source}"
+        if vol.type != VOLUME_TYPE_HOST:
+            return f"missing CSI Volume {vol.source}"
     for task in group.tasks:
         if task.csi_plugin_config:
             return "missing CSI plugin"
         if task.secrets:
             return "missing secrets provider"
+    return None
+
+
+def host_volume_reason(group: TaskGroup, node: Node, alloc_name: str = "") -> str | None:
+    """Nomad's HostVolumeChecker for static host volumes (scheduler/feasible/feasible.go
+    `nodeIsFeasibleForRequest`): every host volume request names one of the node's
+    `HostVolumes`, is not `sticky` (dynamic volumes only), and asks read-write only of a
+    volume that is not read-only; else `FILTER_HOST_VOLUMES`. `alloc_name` is the
+    allocation's name, for `per_alloc` sources (structs/hostvolumes.py: the client mounts
+    the volume the same rule names)."""
+    for vol in group.volumes.values():
+        if vol.type != VOLUME_TYPE_HOST:
+            continue
+        offered = node.host_volumes.get(host_volume_source(vol, alloc_name))
+        if offered is None or vol.sticky or (offered.read_only and not vol.read_only):
+            return FILTER_HOST_VOLUMES
     return None
 
 
@@ -305,7 +322,8 @@ def _allowed(constraint: Constraint) -> int:
 
 
 def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[Allocation],
-                  node_of: Callable[[str], Node | None] | None = None) -> str | None:
+                  node_of: Callable[[str], Node | None] | None = None,
+                  alloc_name: str = "") -> str | None:
     """Why `node` cannot take one more allocation of `group`, or None if it can.
 
     `proposed` are the allocations the cluster would hold once the plan so far is applied
@@ -314,6 +332,7 @@ def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[All
     With `node_of` (a node by ID), `distinct_hosts` counts those on `node` and
     `distinct_property` those on nodes with the same value of the property, as Nomad's
     propertySet does; without it every allocation counts as on `node` (one node).
+    `alloc_name`: the allocation's name, for `per_alloc` host volumes (`host_volume_reason`).
     """
     unplaceable = unplaceable_reason(group)
     if unplaceable is not None:
@@ -330,6 +349,11 @@ def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[All
         # Nomad's scheduler/feasible.go `NetworkChecker`: a bridge or CNI network needs the
         # node's CNI plugins, which no yurt node has.
         return "missing network"
+    # Nomad's stack checks host volumes among the "available" checkers, after the group's
+    # drivers, constraints and network (scheduler/feasible/stack.go `NewGenericStack`).
+    volumes = host_volume_reason(group, node, alloc_name)
+    if volumes is not None:
+        return volumes
     job_hosts, group_hosts = _distinct_hosts(job.constraints), _distinct_hosts(group.constraints)
     scoped = [(c, "") for c in job.constraints if c.operator == CONSTRAINT_DISTINCT_PROPERTY]
     scoped += [(c, group.name) for c in group.constraints

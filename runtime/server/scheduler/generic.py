@@ -218,7 +218,7 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
              or not binpack.is_in_pool(node, job.node_pool)
              or filter_reason(job, wanted[a.name], node, (
                  b for b in live if b.id not in unneeded_ids and b.id != a.id),
-                 nodes_by_id.get) is not None}
+                 nodes_by_id.get, a.name) is not None}
     previous.update({a.name: a for a in outdated if a.id in unfit})
     kept = [a for a in kept if a.id not in unfit]
     outdated = [a for a in outdated if a.id not in unfit]
@@ -269,7 +269,7 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
             group, prev,
             penalized=frozenset({failed.node_id}) if failed is not None else frozenset(),
             preempt=can_preempt and group.name not in hopeless,
-            protected=protected | set(evicted))
+            protected=protected | set(evicted), name=name)
         if selection.preemption_failed:
             hopeless.add(group.name)
         choice = selection.choice
@@ -320,7 +320,7 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
     fresh = [(g, n) for g, names in rolling.canaries.items() for n in names]
     for group_name, name in fresh + retried:
         group = wanted[name]
-        selection = placer.select(group)
+        selection = placer.select(group, name=name)
         if selection.choice is None:
             plan.failed.setdefault(group.name, selection.why)
             continue

@@ -292,10 +292,13 @@ class Placer:
 
     def select(self, group: TaskGroup, prev: Allocation | None = None, *,
                penalized: frozenset[str] = frozenset(), preempt: bool = False,
-               protected: set[str] | None = None, only: Node | None = None) -> Selection:
+               protected: set[str] | None = None, only: Node | None = None,
+               name: str = "") -> Selection:
         """The best node for one allocation of `group`, replacing `prev` if any.
         `penalized`: nodes a failed allocation being replaced ran on (Nomad's rescheduling
-        penalty); `only`: the one candidate to try (the system scheduler's)."""
+        penalty); `only`: the one candidate to try (the system scheduler's); `name`: the
+        allocation's name, which picks `per_alloc` host volumes (feasible.py
+        `host_volume_source`)."""
         evaluated = filtered = exhausted = 0
         constraint_filtered: dict[str, int] = {}
         class_filtered: dict[str, int] = {}
@@ -306,10 +309,11 @@ class Placer:
         ready = self.cands.ready if only is None else [only]
         # Verdicts are reused unless this placement is special for some node: it replaces
         # an allocation there, or its feasibility counts allocations across nodes
-        # (distinct_property).
+        # (distinct_property), or depends on its name (per_alloc volumes).
         reuse = prev is None and not any(
             c.operator == CONSTRAINT_DISTINCT_PROPERTY
-            for c in (*self.job.constraints, *group.constraints))
+            for c in (*self.job.constraints, *group.constraints)) and not any(
+            v.per_alloc for v in group.volumes.values())
         verdicts = self._verdicts.setdefault(group.name, {}) if reuse else {}
         spreads = [*group.spreads, *self.job.spreads]
         spread_use = binpack.spread_counts(
@@ -322,7 +326,7 @@ class Placer:
             evaluated += 1
             verdict = verdicts.get(node.id)
             if verdict is None:
-                verdict = self._evaluate(node, group, prev)
+                verdict = self._evaluate(node, group, prev, name)
                 if reuse:
                     verdicts[node.id] = verdict
             if verdict.reason is not None:  # constraints and distinct_*: no eviction helps
@@ -378,10 +382,11 @@ class Placer:
             dimension_exhausted=dimensions or None)
         return Selection(None, why, metric, preemption_failed=preempt and bool(full))
 
-    def _evaluate(self, node: Node, group: TaskGroup, prev: Allocation | None) -> _Verdict:
+    def _evaluate(self, node: Node, group: TaskGroup, prev: Allocation | None,
+                  name: str = "") -> _Verdict:
         """Whether `node` passes the constraints and fits one allocation of `group`."""
         reason = filter_reason(self.job, group, node, (a for a in self.mine if a is not prev),
-                               self.nodes.get)
+                               self.nodes.get, name)
         if reason is not None:
             return _Verdict(reason=reason)
         trial = self.trial(node, prev)

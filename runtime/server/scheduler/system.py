@@ -129,7 +129,7 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
                 old = current.job.lookup_group(group.name) if current.job else None
                 mine = [a for a in live if a.node_id == node.id and a.id != current.id
                         and a.id not in stopping]
-                if filter_reason(job, group, node, mine, known.get) is not None:
+                if filter_reason(job, group, node, mine, known.get, name) is not None:
                     stop.append((current, "alloc not needed due to job update"))
                     desired.stop += 1
                     continue
@@ -212,7 +212,7 @@ def _select(placer: Placer, node: Node, group: TaskGroup, prev: Allocation | Non
     """One allocation of `group` on `node`, or None (recorded in `metrics`: filtered nodes
     are merged, an exhausted one makes the group fail, its reason in `failed`)."""
     selection = placer.select(group, prev, preempt=can_preempt, protected=protected,
-                              only=node)
+                              only=node, name=alloc_name(placer.job, group))
     if selection.choice is not None:
         return selection.choice
     got = selection.metric
