@@ -65,7 +65,7 @@ import sys
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, ClassVar, Final
 
 import msgspec
 import trio
@@ -232,9 +232,15 @@ async def _kill_tree(task: _RawTask) -> None:
         await trio.to_thread.run_sync(_kill_tree_now, task)
 
 
-@final
 class RawExecDriver:
-    """The raw_exec driver; `fingerprint` is healthy where `sh` and `setsid` exist."""
+    """The raw_exec driver; `fingerprint` is healthy where `sh` and `setsid` exist.
+
+    The exec driver (execdriver.py) is this supervision with its task wrapped in namespaces:
+    it overrides `DRIVER_NAME`, `TASK_CONFIG` and `_task_argv`, and nothing else of a start.
+    """
+
+    DRIVER_NAME: ClassVar[str] = NAME
+    TASK_CONFIG: ClassVar[type[RawExecTaskConfig]] = RawExecTaskConfig
 
     def __init__(self, config: RawExecPluginConfig | None = None) -> None:
         self.config = config or RawExecPluginConfig()
@@ -266,7 +272,13 @@ class RawExecDriver:
 
     @property
     def name(self) -> str:
-        return NAME
+        return self.DRIVER_NAME
+
+    def _task_argv(self, config: TaskConfig, cfg: RawExecTaskConfig, state_dir: Path,
+                   prefix: list[str], command: str) -> tuple[str, list[str]]:
+        """The directory the shim enters and the task's words (taskstart.sh execs them)."""
+        assert config.task_dir is not None
+        return cfg.work_dir or str(config.task_dir), [*prefix, command, *cfg.args]
 
     def _task(self, task_id: str) -> _RawTask:
         try:
@@ -280,15 +292,14 @@ class RawExecDriver:
         if config.id in self._tasks:
             raise DriverError(f"task {config.id} is already started")
         try:
-            cfg = msgspec.convert(config.driver_config, RawExecTaskConfig)
+            cfg = msgspec.convert(config.driver_config, self.TASK_CONFIG)
         except msgspec.ValidationError as e:
-            raise DriverError(f"invalid raw_exec config: {e}") from None
+            raise DriverError(f"invalid {self.DRIVER_NAME} config: {e}") from None
         if config.task_dir is None:
-            raise DriverError("raw_exec needs a task directory")
+            raise DriverError(f"{self.DRIVER_NAME} needs a task directory")
         if self._inherited is None:
             self._inherited = inherited_env(os.environ, self.config.env_allow)
         env = dict(self._inherited)
-        work_dir = cfg.work_dir or str(config.task_dir)
         # One state dir per start, so nothing an earlier start left can be misread.
         start_id = config.id.rsplit("/", 1)[-1]
         state_dir = config.task_dir / orphans.STATE_DIRS / start_id
@@ -318,8 +329,9 @@ class RawExecDriver:
         env.setdefault("PATH", path)
         stdout = config.stdout_path or "/dev/null"
         stderr = config.stderr_path or "/dev/null"
+        work_dir, task_argv = self._task_argv(config, cfg, state_dir, prefix, command)
         argv = ["/bin/sh", str(SHIM), str(state_dir), stdout, stderr, work_dir,
-                str(cgroup or ""), *prefix, command, *cfg.args]
+                str(cgroup or ""), *task_argv]
         limit_name = ""
         if self.limits is not None:
             limit_name = f"{config.alloc_id}.{start_id}"
@@ -388,7 +400,7 @@ class RawExecDriver:
         if os.environ.get(CRASH_AFTER_SPAWN) == config.name:
             os.kill(os.getpid(), signals.SIGKILL)  # see CRASH_AFTER_SPAWN
         self._tasks[config.id] = task
-        return TaskHandle(driver=NAME, task_id=config.id, state="running",
+        return TaskHandle(driver=self.DRIVER_NAME, task_id=config.id, state="running",
                           driver_state=task.handle_state())
 
     async def _abandon(self, shim_pid: int, pidfd: int | None, state_dir: Path) -> None:
