@@ -74,7 +74,26 @@ class RawExecTaskConfig(_Config):
     work_dir: str = ""
 
 
+class ExecTaskConfig(RawExecTaskConfig):
+    """exec's task config (drivers/exec/driver.go `TaskConfig`): raw_exec's, where `work_dir`
+    is a path inside the task's root, plus the namespace and capability options."""
+
+    #: "private" (the default) or "host": the task's PID / IPC namespace.
+    pid_mode: str = ""
+    ipc_mode: str = ""
+    cap_add: list[str] = msgspec.field(default_factory=list)
+    cap_drop: list[str] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("pid_mode", "ipc_mode"):
+            if getattr(self, name) not in ("", "private", "host"):
+                raise ValueError(f'{name} must be "private" or "host", '
+                                 f"got {getattr(self, name)!r}")
+
+
 TASK_CONFIG: Final[dict[str, type[msgspec.Struct]]] = {
     "mock_driver": MockTaskConfig,
     "raw_exec": RawExecTaskConfig,
+    "exec": ExecTaskConfig,
 }

@@ -1,0 +1,62 @@
+#!/bin/sh
+# The first moments of a yurt exec task inside its namespaces: run by
+# runtime/client/drivers/execdriver.py as pid 1 of a new PID namespace, in new mount, IPC and
+# UTS namespaces (`unshare --mount --pid --ipc --uts`, then a fork: mounts private to the task),
+# after taskstart.sh has joined the task's cgroups. It builds the task's root and execs the
+# command chrooted into it, so the command stays pid 1 (Nomad's executor_linux_cgo.go
+# `newLibcontainerConfig`: the task is its container's init).
+#
+# Usage: sh execstart.sh ROOTFS ROOT ALLOC LOCAL SECRETS HOSTNAME WORKDIR N \
+#            [HOST_PATH TASK_PATH ro|rw]*N -- COMMAND [ARG...]
+#
+# The root is a tmpfs at ROOT (an empty dir in the start's state dir) holding: the host's
+# chroot_env (ROOTFS, built once per host by chroot.py), each of its top-level directories
+# bind-mounted read-only and its symlinks copied; the alloc dir's ALLOC, LOCAL and SECRETS at
+# /alloc, /local, /secrets (read-write, as Nomad's task_dir_hook); a private /tmp, /proc of the
+# task's PID namespace, a small /dev (null, zero, full, random, urandom, tty, shm); and the
+# N host volume mounts (read-only when "ro"). The tmpfs itself is then made read-only.
+# Any failure ends the task with status 126 and the reason on its stderr.
+set -e
+rootfs=$1 root=$2 alloc=$3 local=$4 secrets=$5 name=$6 wd=$7 n=$8
+shift 8
+trap 'echo "yurt: exec: cannot build the task root" >&2; exit 126' EXIT
+hostname "$name"
+mkdir -p "$root"
+mount -t tmpfs -o mode=0755 yurt-root "$root"
+for entry in "$rootfs"/*; do
+    base=${entry##*/}
+    if [ -L "$entry" ]; then
+        cp -P "$entry" "$root/$base"
+    elif [ -d "$entry" ]; then
+        mkdir "$root/$base"
+        mount --bind -o ro "$entry" "$root/$base"
+    fi
+done
+mkdir "$root/alloc" "$root/local" "$root/secrets" "$root/tmp" "$root/proc" "$root/dev"
+mount --bind "$alloc" "$root/alloc"
+mount --bind "$local" "$root/local"
+mount --bind "$secrets" "$root/secrets"
+mount -t tmpfs -o mode=1777 yurt-tmp "$root/tmp"
+mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+mount -t tmpfs -o mode=0755,nosuid yurt-dev "$root/dev"
+for dev in null zero full random urandom tty; do
+    : >"$root/dev/$dev"
+    mount --bind "/dev/$dev" "$root/dev/$dev"
+done
+ln -s /proc/self/fd "$root/dev/fd"
+ln -s /proc/self/fd/0 "$root/dev/stdin"
+ln -s /proc/self/fd/1 "$root/dev/stdout"
+ln -s /proc/self/fd/2 "$root/dev/stderr"
+mkdir "$root/dev/shm"
+mount -t tmpfs -o mode=1777,nosuid,nodev yurt-shm "$root/dev/shm"
+while [ "$n" -gt 0 ]; do
+    target=$root$2
+    if [ -d "$1" ]; then mkdir -p "$target"; else mkdir -p "${target%/*}"; : >"$target"; fi
+    if [ "$3" = ro ]; then mount --bind -o ro "$1" "$target"; else mount --bind "$1" "$target"; fi
+    shift 3
+    n=$((n - 1))
+done
+shift  # --
+mount -o remount,ro yurt-root "$root"
+trap - EXIT
+exec unshare --root="$root" --wd="$wd" -- "$@"
