@@ -13,10 +13,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 import trio
 
+from tests.agent_support import wait_status
 from tests.runtime_support import eventually
+from yurt.runtime.agent.agent import Agent, AgentConfig
 from yurt.runtime.client.drivers import cgroups, chroot, limits
 from yurt.runtime.client.drivers.execdriver import (
     REQUIRES_ROOT,
@@ -215,3 +218,49 @@ def test_plugin_config_errors_name_the_option() -> None:
     with pytest.raises(Exception, match="rootfs_dir"):
         plugin({"rootfs_dir": 3})
     assert ExecPluginConfig().default_pid_mode == "private"
+
+
+async def run_job(tmp_path: Path, job_id: str, script: str, status: str,
+                  memory_max: int = 0) -> dict[str, object]:
+    """`script` as a batch job's exec task through a real agent with the exec driver; the
+    allocation once it reaches `status`."""
+    agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
+                              driver_factories={"exec": plugin},
+                              driver_config={"exec": {"rootfs_dir": str(ROOTFS)}}))
+    job = {"Job": {"ID": job_id, "Type": "batch", "TaskGroups": [{
+        "Name": "g", "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
+        "Tasks": [{"Name": "t", "Driver": "exec",
+                   "Config": {"command": "/bin/sh", "args": ["-c", script]},
+                   "Resources": {"CPU": 100, "MemoryMB": 16, "MemoryMaxMB": memory_max}}]}]}}
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(agent.run)
+            try:
+                async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+                    assert (await client.post("/v1/jobs", json=job)).status_code == 200
+                    first = await wait_status(client, job_id, status)
+                    alloc: dict[str, object] = (
+                        await client.get(f"/v1/allocation/{first['ID']}")).json()
+                    if status == "complete":
+                        cat = await client.get(f"/v1/client/fs/cat/{first['ID']}",
+                                               params={"path": "alloc/out"})
+                        alloc["out"] = cat.text
+            finally:
+                agent.stop()
+    return alloc
+
+
+async def test_a_job_runs_its_exec_task_isolated(tmp_path: Path) -> None:
+    alloc = await run_job(tmp_path, "iso", 'echo "pid=$$ host=$(hostname)" >/alloc/out; '
+                          'ls -d /local /secrets >>/alloc/out', "complete")
+    assert str(alloc["out"]).split() == ["pid=1", "host=t", "/local", "/secrets"]
+
+
+async def test_a_job_reports_the_oom_kill_of_its_exec_task(tmp_path: Path) -> None:
+    alloc = await run_job(tmp_path, "oom", "exec /usr/bin/python3 -c "
+                          "'b = b\"x\" * (100 << 20)'", "failed", memory_max=32)
+    state = alloc["TaskStates"]["t"]  # type: ignore[index]
+    terminated = [e for e in state["Events"] if e["Type"] == "Terminated"]
+    assert terminated, state["Events"]
+    assert terminated[-1]["Details"]["oom_killed"] == "true"
+    assert terminated[-1]["Details"]["exit_message"] == "OOM Killed"
