@@ -232,6 +232,23 @@ async def _kill_tree(task: _RawTask) -> None:
         await trio.to_thread.run_sync(_kill_tree_now, task)
 
 
+class _AgentStarts:
+    """What every driver of this family in this process knows (the latest instance of each
+    name: an agent has one), for an orphan sweep: raw_exec and exec share the `.shim` state
+    dirs and the limit cgroups' naming, so each one's `reconcile` must keep the other's
+    starts (`_mine`) and limit cgroups (`_limited`), not take them for orphans."""
+
+    def __init__(self, attribute: str) -> None:
+        self._attribute = attribute
+
+    def __contains__(self, item: object) -> bool:
+        return any(item in getattr(driver, self._attribute) for driver in _CURRENT.values())
+
+
+#: The latest driver of each name (`RawExecDriver.__init__`).
+_CURRENT: Final[dict[str, RawExecDriver]] = {}
+
+
 class RawExecDriver:
     """The raw_exec driver; `fingerprint` is healthy where `sh` and `setsid` exist.
 
@@ -269,6 +286,7 @@ class RawExecDriver:
         #: environment does not change while it runs, and filtering it (every variable
         #: decoded, matched) was a tenth of a start's CPU, paid again by every restart.
         self._inherited: dict[str, str] | None = None
+        _CURRENT[self.DRIVER_NAME] = self
 
     @property
     def name(self) -> str:
@@ -666,11 +684,12 @@ class RawExecDriver:
     async def reconcile(self, alloc_root: Path,
                         alloc_ids: Collection[str] | None = None) -> int:
         """Stop every start under `alloc_root` (in the allocations `alloc_ids`, if given)
-        that this driver neither made nor recovered (an agent killed between spawning a task
-        and persisting its handle leaves one), and remove its state dir; return how many had
-        processes. Call after the restore: starts made meanwhile are this driver's, so they
-        are safe (orphans.py)."""
-        reaped = await trio.to_thread.run_sync(orphans.reap_alloc_root, alloc_root, self._mine,
+        that neither this driver nor its sibling (exec, `_AgentStarts`) made or recovered (an
+        agent killed between spawning a task and persisting its handle leaves one), and remove
+        its state dir; return how many had processes. Call after the restore: starts made
+        meanwhile are known, so they are safe (orphans.py)."""
+        reaped = await trio.to_thread.run_sync(orphans.reap_alloc_root, alloc_root,
+                                               _AgentStarts("_mine"),
                                                self.cgroup_root, alloc_ids)
         if self.limits is not None:  # the orphans' limit cgroups, emptied just above
             await trio.to_thread.run_sync(self._sweep_limits, alloc_root, alloc_ids)
@@ -683,7 +702,7 @@ class RawExecDriver:
         with contextlib.suppress(OSError):
             allocs = {p.name for p in alloc_root.iterdir()
                       if alloc_ids is None or p.name in alloc_ids}
-            self.limits.sweep(self._limited, allocs)
+            self.limits.sweep(_AgentStarts("_limited"), allocs)
 
     async def recover_task(self, handle: TaskHandle) -> None:
         if handle.task_id in self._tasks:
