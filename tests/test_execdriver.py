@@ -29,7 +29,7 @@ from yurt.runtime.client.drivers.execdriver import (
     in_task_root,
     plugin,
 )
-from yurt.runtime.client.drivers.protocol import TaskConfig
+from yurt.runtime.client.drivers.protocol import ExecInput, ExecOutput, ExecRequest, TaskConfig
 from yurt.runtime.structs.hostvolumes import host_volume_mounts
 from yurt.runtime.structs.local import TaskMount
 from yurt.runtime.structs.node import ClientHostVolumeConfig
@@ -264,3 +264,29 @@ async def test_a_job_reports_the_oom_kill_of_its_exec_task(tmp_path: Path) -> No
     assert terminated, state["Events"]
     assert terminated[-1]["Details"]["oom_killed"] == "true"
     assert terminated[-1]["Details"]["exit_message"] == "OOM Killed"
+
+
+async def test_alloc_exec_runs_inside_the_tasks_namespaces(tmp_path: Path) -> None:
+    d, cfg = driver(), task(tmp_path, "echo ready >/local/r; exec sleep 1000")
+    send_in, inputs = trio.open_memory_channel[ExecInput](0)
+    outputs, received = trio.open_memory_channel[ExecOutput](100)
+    send_in.close()
+    with trio.fail_after(30):
+        await d.start_task(cfg)
+        await eventually(lambda: (tmp_path / "alloc" / "web" / "local" / "r").exists())
+        code = await d.exec_task(cfg.id, ExecRequest(
+            command=["/bin/sh", "-c", 'echo "$(hostname) $(cat /proc/1/cmdline | tr "\\0" " ")"'
+                     "; cat /local/r; test -e /root || echo hidden"], tty=False, task=cfg),
+            inputs, outputs)
+        await d.stop_task(cfg.id, kill_timeout=0, signal="SIGKILL")
+        await d.wait_task(cfg.id)
+        await d.destroy_task(cfg.id, force=True)
+    out = b""
+    while True:
+        try:
+            got = received.receive_nowait()
+        except trio.WouldBlock:
+            break
+        out += got.data if got.stream == "stdout" else b""
+    assert code == 0
+    assert out.decode().split("\n")[:3] == ["web sleep 1000 ", "ready", "hidden"]

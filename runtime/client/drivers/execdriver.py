@@ -16,7 +16,8 @@ Invariants: resource limits are always enforced (drivers/exec/driver.go: exec al
 configures cgroups), so a host without the v1 memory and cpu cgroups cannot run exec; the
 chroot is built once per host (`rootfs_dir`) before the first start, under a lock; mounts live
 in the task's mount namespace only (util-linux `unshare` makes them private) and vanish
-with it. Not yet: `cap_add`/`cap_drop` (refused with a clear error), device mounts.
+with it. `alloc exec` enters the task's namespaces and root (`exec_task`). Not yet:
+`cap_add`/`cap_drop` (refused with a clear error), device mounts.
 """
 
 from __future__ import annotations
@@ -33,9 +34,15 @@ from typing import Any, ClassVar, Final
 import msgspec
 import trio
 
-from yurt.runtime.client.drivers import chroot, limits
+from yurt.runtime.client.drivers import chroot, execstream, limits
 from yurt.runtime.client.drivers.configs import ExecTaskConfig, RawExecTaskConfig
-from yurt.runtime.client.drivers.protocol import Fingerprint, TaskConfig
+from yurt.runtime.client.drivers.protocol import (
+    ExecInput,
+    ExecOutput,
+    ExecRequest,
+    Fingerprint,
+    TaskConfig,
+)
 from yurt.runtime.client.drivers.rawexec import RawExecDriver, RawExecPluginConfig
 from yurt.runtime.errors import DriverError
 from yurt.runtime.structs import TaskHandle
@@ -85,6 +92,15 @@ def _namespaces_usable() -> str:
     if done.returncode != 0:
         return f"cannot create namespaces: {done.stderr.decode(errors='replace').strip()}"
     return ""
+
+
+def _first_child(pid: int) -> int | None:
+    """The first child of `pid` (the wrapper's: the task's pid 1), from /proc."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
 
 
 def in_task_root(path: str, task_dir: Path, alloc_dir: Path | None) -> str:
@@ -163,6 +179,39 @@ class ExecDriver(RawExecDriver):
                 config.name, cfg.work_dir or "/", str(len(config.mounts)), *volumes, "--",
                 *prefix, in_task_root(command, config.task_dir, config.alloc_dir), *cfg.args]
         return str(config.task_dir), argv
+
+    async def exec_task(self, task_id: str, request: ExecRequest,
+                        inputs: trio.abc.ReceiveChannel[ExecInput],
+                        outputs: trio.abc.SendChannel[ExecOutput]) -> int:
+        """`alloc exec`: raw_exec's session (execstream.py: the task's environment, user and
+        cgroup), entered into the task's namespaces and root with `nsenter`, as Nomad's
+        executor runs it in the container (executor_linux_cgo.go `ExecStreaming`)."""
+        task = self._task(task_id)
+        if not task.task_alive():
+            raise DriverError("task is not running")
+        init = _first_child(task.pid)
+        if init is None:
+            raise DriverError("task is not running")
+        config = request.task
+        assert config.task_dir is not None
+        cfg = msgspec.convert(config.driver_config, ExecTaskConfig)
+        nsenter = shutil.which("nsenter") or "nsenter"
+
+        def enter(words: list[str], work_dir: str) -> tuple[list[str], str]:
+            assert config.task_dir is not None
+            command = in_task_root(words[-1], config.task_dir, config.alloc_dir)
+            return [nsenter, f"--target={init}", "--mount", "--uts", "--ipc", "--pid",
+                    "--root", f"--wd={cfg.work_dir or '/'}", "--", *words[:-1],
+                    command], str(config.task_dir)
+
+        plain = dict(config.driver_config)
+        for option in ("pid_mode", "ipc_mode", "cap_add", "cap_drop"):
+            plain.pop(option, None)  # raw_exec's session reads only command, args, work_dir
+        request = dataclasses.replace(request, task=dataclasses.replace(config,
+                                                                        driver_config=plain))
+        return await execstream.exec_beside(request, env_allow=self.config.env_allow,
+                                            cgroup=task.cgroup, inputs=inputs,
+                                            outputs=outputs, enter=enter)
 
     async def fingerprint(self) -> AsyncIterator[Fingerprint]:
         """Healthy while the agent is root and can make the namespaces and limit cgroups;

@@ -41,7 +41,7 @@ import shutil
 import signal
 import struct
 import termios
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -308,12 +308,18 @@ def _prepare(request: ExecRequest, env_allow: Sequence[str]
 
 async def exec_beside(request: ExecRequest, *, env_allow: Sequence[str], cgroup: Path | None,
                       inputs: trio.abc.ReceiveChannel[ExecInput],
-                      outputs: trio.abc.SendChannel[ExecOutput]) -> int:
+                      outputs: trio.abc.SendChannel[ExecOutput],
+                      enter: Callable[[list[str], str], tuple[list[str], str]] | None = None
+                      ) -> int:
     """raw_exec's `exec_task`: `request.command` in its task's environment, working directory,
-    user and `cgroup` (None: none). Returns the exit code. Raises DriverError."""
+    user and `cgroup` (None: none). `enter`, given the command's words (user switch and
+    resolved command) and working directory, returns those to run instead (the exec driver's
+    way into the task's namespaces). Returns the exit code. Raises DriverError."""
     if not request.command:
         raise DriverError("command is not present")
     words, env, work_dir = await trio.to_thread.run_sync(_prepare, request, env_allow)
+    if enter is not None:
+        words, work_dir = enter(words, work_dir)
     argv = [SHELL, "-c", ENTER, "yurt-exec", work_dir, str(cgroup or ""), *words,
             *request.command[1:]]
     return await run_session(argv, env, tty=request.tty, inputs=inputs, outputs=outputs)
