@@ -1,9 +1,6 @@
 """An exec task survives `kill -9` of its agent, and the agent that starts next re-attaches to
 the one running copy and stops it cleanly (layer 3: real `yurt agent` processes, the real
 clock; the agent is root here, as exec needs).
-
-Until the installed package's metadata lists the `exec` entry point (pyproject.toml; a
-reinstall), the agents find it through a dist-info made in the test's own directory.
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ import os
 import signal
 import subprocess
 import uuid
-from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -22,20 +18,6 @@ from tests.test_agent_e2e import YURT, User
 from tests.test_execdriver import ROOTFS
 
 pytestmark = pytest.mark.slow
-
-
-def exec_plugin_path(tmp: Path) -> dict[str, str]:
-    """The environment that makes the agents see the exec driver's entry point."""
-    if any(ep.name == "exec" for ep in entry_points(group="yurt.drivers")):
-        return {}
-    info = tmp / "ep" / "yurt_exec_entry-0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: yurt-exec-entry\n"
-                                   "Version: 0\n")
-    (info / "entry_points.txt").write_text(
-        "[yurt.drivers]\nexec = yurt.runtime.client.drivers.execdriver:plugin\n")
-    paths = [p for p in (os.environ.get("PYTHONPATH", ""), str(tmp / "ep")) if p]
-    return {"PYTHONPATH": ":".join(paths)}
 
 
 def sleeps(marker: str) -> int:
@@ -56,10 +38,10 @@ def sleep_pids(marker: str) -> list[int]:
             == [b"/bin/sleep", marker.encode()]]
 
 
-def start_agent(user: User, config: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+def start_agent(user: User, config: Path) -> subprocess.Popen[str]:
     agent = subprocess.Popen([YURT, "agent", "--data-dir", str(user.data), "--port",
                               str(user.port), "--config", str(config)],
-                             stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+                             stderr=subprocess.PIPE, text=True)
     assert agent.stderr is not None
     line = agent.stderr.readline()
     assert "listening on" in line, line
@@ -69,7 +51,6 @@ def start_agent(user: User, config: Path, env: dict[str, str]) -> subprocess.Pop
 def test_exec_task_survives_kill_9_of_its_agent_with_one_copy(tmp_path: Path) -> None:
     marker = str(4000 + int(uuid.uuid4().hex[:4], 16))
     user = User(tmp_path)
-    env = exec_plugin_path(tmp_path)
     config = tmp_path / "agent.toml"
     config.write_text(f'[drivers.config.exec]\nrootfs_dir = "{ROOTFS}"\n')
     job = tmp_path / "x.nomad.hcl"
@@ -77,7 +58,7 @@ def test_exec_task_survives_kill_9_of_its_agent_with_one_copy(tmp_path: Path) ->
                    f'      config {{\n        command = "/bin/sleep"\n'
                    f'        args = ["{marker}"]\n      }}\n      kill_timeout = "1s"\n'
                    f'    }}\n  }}\n}}\n')
-    agent = start_agent(user, config, env)
+    agent = start_agent(user, config)
     try:
         user.yurt("job", "run", str(job))
         wait_for(lambda: user.json("job", "status", "x")["Allocations"][0]["ClientStatus"]
@@ -87,7 +68,7 @@ def test_exec_task_survives_kill_9_of_its_agent_with_one_copy(tmp_path: Path) ->
         agent.send_signal(signal.SIGKILL)
         agent.wait(timeout=30)
         assert sleeps(marker) == 1  # the task outlives its agent
-        agent = start_agent(user, config, env)
+        agent = start_agent(user, config)
         wait_for(lambda: user.json("job", "status", "x")["Allocations"][0]["ClientStatus"]
                  == "running")
         (alloc,) = user.json("job", "status", "x")["Allocations"]
