@@ -24,14 +24,7 @@ from urllib.parse import quote
 import click
 
 from yurt.runtime.cli.exec import UsageError, choose_task, run_session
-from yurt.runtime.cli.goflags import (
-    GO_FLAG_COMMAND,
-    GoFlagError,
-    HelpRequested,
-    escape_char,
-    parse_go_flags,
-)
-from yurt.runtime.cli.output import echo_raw
+from yurt.runtime.cli.goflags import GO_FLAG_COMMAND, GoFlagError, parse_session_flags
 from yurt.runtime.errors import EXIT_USAGE
 
 
@@ -50,14 +43,8 @@ def parse_flags(args: Sequence[str]) -> tuple[ActionFlags, list[str]]:
     """Go `flag` parsing of `nomad action`'s flags (runtime/cli/goflags.py): (the flags, the
     positional arguments). `-h` prints the usage and ends the command."""
     try:
-        given, rest = parse_go_flags(args, booleans=("i", "t"),
-                                     valued=("job", "alloc", "group", "task", "e"),
-                                     general=True)
-        escape = escape_char(str(given["e"])) if "e" in given else "~"
-    except HelpRequested:
-        ctx = click.get_current_context()
-        echo_raw(ctx.get_help())  # yurt's own text
-        ctx.exit(0)
+        given, rest, escape = parse_session_flags(
+            args, booleans=("i", "t"), valued=("job", "alloc", "group", "task", "e"))
     except GoFlagError as e:
         raise UsageError(str(e)) from None
     flags = ActionFlags(escape=escape)

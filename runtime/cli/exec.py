@@ -37,14 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from yurt.runtime.cli.escape import EscapeFilter
-from yurt.runtime.cli.goflags import (
-    GO_FLAG_COMMAND,
-    GoFlagError,
-    HelpRequested,
-    escape_char,
-    parse_go_flags,
-)
-from yurt.runtime.cli.output import echo_raw
+from yurt.runtime.cli.goflags import GO_FLAG_COMMAND, GoFlagError, parse_session_flags
 from yurt.runtime.errors import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -74,13 +67,8 @@ def parse_flags(args: Sequence[str]) -> tuple[ExecFlags, list[str]]:
     """Go `flag` parsing of Nomad's exec flags (runtime/cli/goflags.py): (the flags, the
     positional arguments). `-h` prints the usage and ends the command."""
     try:
-        given, rest = parse_go_flags(args, booleans=("i", "t", "job"),
-                                     valued=("task", "e", "group"), general=True)
-        escape = escape_char(str(given["e"])) if "e" in given else "~"
-    except HelpRequested:
-        ctx = click.get_current_context()
-        echo_raw(ctx.get_help())  # yurt's own text
-        ctx.exit(0)
+        given, rest, escape = parse_session_flags(
+            args, booleans=("i", "t", "job"), valued=("task", "e", "group"))
     except GoFlagError as e:
         raise UsageError(str(e)) from None
     flags = ExecFlags(escape=escape)

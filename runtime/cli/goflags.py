@@ -91,6 +91,29 @@ def parse_go_flags(args: Sequence[str], *, booleans: Collection[str],
     return given, list(args[i:])
 
 
+def parse_session_flags(args: Sequence[str], *, booleans: Collection[str],
+                        valued: Collection[str]) -> tuple[dict[str, bool | str], list[str], str]:
+    """`parse_go_flags` for the commands that open an exec session (`alloc exec`, `action`):
+    their flags, the arguments after them, and `-e`'s escape character ("~" by default).
+    `-h` prints the running command's usage and ends it (exit 0).
+
+    Raises:
+        GoFlagError: as `parse_go_flags`, or a bad `-e`.
+    """
+    import click
+
+    from yurt.runtime.cli.output import echo_raw
+
+    try:
+        given, rest = parse_go_flags(args, booleans=booleans, valued=valued, general=True)
+    except HelpRequested:
+        ctx = click.get_current_context()
+        echo_raw(ctx.get_help())  # yurt's own text
+        ctx.exit(0)
+    escape = escape_char(str(given["e"])) if "e" in given else "~"
+    return given, rest, escape
+
+
 def escape_char(value: str) -> str:
     """`-e`'s value (Nomad's exec and action): "" for `none`, else one character."""
     if value == "none":
