@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import ClassVar, final
 
+import msgspec
 import trio
 
 from yurt.hooks.base import PrestartResponse, TaskHookContext, TaskPrestartHook
 from yurt.runtime.client.drivers.protocol import supports_mounts
+from yurt.runtime.client.taskenv import interpolate, node_values
 from yurt.runtime.errors import HookError
 from yurt.runtime.structs import Node, TaskMount
 from yurt.runtime.structs.hostvolumes import HostVolumeError, host_volume_mounts
@@ -38,9 +40,17 @@ class VolumesHook(TaskPrestartHook):
         job = ctx.alloc.job
         group = job.lookup_group(ctx.alloc.task_group) if job is not None else None
         offered = self.node.host_volumes if self.node is not None else {}
+        # volume_hook.go `interpolateVolumeMounts`: the volume, destination and propagation
+        # mode may name the task's env and the node (`${NOMAD_ALLOC_INDEX}`).
+        lookup = {**node_values(self.node),
+                  **(ctx.lifecycle.env if ctx.lifecycle is not None else {})}
+        wanted = [msgspec.structs.replace(
+            m, volume=interpolate(m.volume, lookup), destination=interpolate(m.destination, lookup),
+            propagation_mode=interpolate(m.propagation_mode, lookup))
+            for m in ctx.task.volume_mounts]
         try:
             mounts = host_volume_mounts(group.volumes if group is not None else {},
-                                        ctx.task.volume_mounts, offered, ctx.alloc.name)
+                                        wanted, offered, ctx.alloc.name)
         except HostVolumeError as e:
             raise HookError(str(e)) from e
         # volume_hook.go `prepareHostVolumes`: the capability check only when there are mounts.

@@ -3,7 +3,8 @@ config offers a host volume, real exec tasks, namespaces and bind mounts, the re
 exec task's read-write `volume_mount` writes into the host directory, its read-only one
 refuses the write; a raw_exec task asking for a host volume fails its start as Nomad's
 (`MountConfigSupportNone`) with `Task hook failed`. The hook alone (layer 1): a node that lost
-the volume fails the start with Nomad's "host volume validation error"."""
+the volume fails the start with Nomad's "host volume validation error"; mounts are
+interpolated with the node's values and the task's env."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ async def test_exec_mounts_the_host_volume_and_raw_exec_refuses_it(tmp_path: Pat
 
 def _ctx(offered: dict[str, ClientHostVolumeConfig]) -> tuple[VolumesHook, TaskHookContext]:
     task = Task(name="t", driver="exec",
-                volume_mounts=[VolumeMount(volume="v", destination="/srv")])
+                volume_mounts=[VolumeMount(volume="v", destination="/srv/${node.unique.name}")])
     group = TaskGroup(name="g", tasks=[task], volumes={
         "v": VolumeRequest(name="v", type="host", source="data", per_alloc=True)})
     alloc = Allocation(id="a", name="j.g[3]", task_group="g",
@@ -94,7 +95,7 @@ def _ctx(offered: dict[str, ClientHostVolumeConfig]) -> tuple[VolumesHook, TaskH
 
     ctx = TaskHookContext(alloc=alloc, task=task, task_dir=None, emit_event=emit,
                           unix_clock=lambda: 0)
-    return VolumesHook(Node(id="n", host_volumes=offered)), ctx
+    return VolumesHook(Node(id="n", name="box", host_volumes=offered)), ctx
 
 
 async def test_a_node_without_the_volume_fails_the_start_in_nomads_words() -> None:
@@ -103,10 +104,10 @@ async def test_a_node_without_the_volume_fails_the_start_in_nomads_words() -> No
         await hook.prestart(ctx, {})
 
 
-async def test_mounts_follow_per_alloc_and_are_revalidated_each_start() -> None:
+async def test_mounts_follow_per_alloc_interpolate_and_are_revalidated_each_start() -> None:
     hook, ctx = _ctx({"data[3]": ClientHostVolumeConfig(name="data[3]", path="/x",
                                                         read_only=True)})
     response = await hook.prestart(ctx, {})
     assert [(m.task_path, m.host_path, m.readonly) for m in response.mounts] == [
-        ("/srv", "/x", True)]
+        ("/srv/box", "/x", True)]
     assert not response.done
