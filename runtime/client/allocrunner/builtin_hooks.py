@@ -46,6 +46,7 @@ from yurt.hooks.logmon import LogmonHook, log_fifos
 from yurt.hooks.task_dir import TaskDirHook
 from yurt.hooks.task_services import TaskServicesHost, task_service_hooks
 from yurt.hooks.template import TemplateHook
+from yurt.hooks.volumes import VolumesHook
 from yurt.runtime.client.allocdir import AllocDir
 from yurt.runtime.client.allocwatcher import GroupWatcher
 from yurt.runtime.client.checks.registration import ServiceDeps
@@ -139,6 +140,7 @@ def task_runner_hooks(runner: HookHost, task: Task, config: HookConfig) -> list[
             *([ArtifactHook(config.artifact, node=config.node, resolve_owner=owner_of)]
               if task.artifacts else []),
             LogmonHook(alloc_dir=runner.alloc_dir),
+            *([VolumesHook(config.node)] if task.volume_mounts else []),
             *([DevicesHook(config.device_manager)] if config.device_manager else []),
             *([TemplateHook(config.template_data, rng=config.rng)]
               if task.templates else []),

@@ -123,6 +123,8 @@ class ExecDriver(RawExecDriver):
     DRIVER_NAME: ClassVar[str] = NAME
     TASK_CONFIG: ClassVar[type[RawExecTaskConfig]] = ExecTaskConfig
     fs_isolation: ClassVar[str] = "chroot"
+    #: Host volume mounts are bound into the task root (protocol.py `supports_mounts`).
+    supports_mounts: ClassVar[bool] = True
 
     def __init__(self, config: ExecPluginConfig | None = None) -> None:
         self.exec_config = config or ExecPluginConfig()

@@ -66,6 +66,7 @@ class TaskConfig:
     stderr_path: str | None = None
     #: What the task hooks asked for (the device hook, from the plugins' reservations).
     #: raw_exec has no isolation and ignores them, as Nomad's does; isolating drivers apply them.
+    #: Host volume mounts (hooks/volumes.py) reach only drivers that `supports_mounts`.
     mounts: list[TaskMount] = field(default_factory=list)
     devices: list[TaskDeviceNode] = field(default_factory=list)
     #: The task's `resources`: MiB of `memory` and `memory_max` (0: none, -1: no hard limit)
@@ -95,6 +96,14 @@ class Driver(Protocol):
 
     async def recover_task(self, handle: TaskHandle) -> None:
         """Re-attach to a task started earlier (after an agent or plugin restart)."""
+
+
+def supports_mounts(driver: object) -> bool:
+    """Whether `driver` applies `TaskConfig.mounts` (Nomad's `Capabilities.MountConfigs`,
+    plugins/drivers/driver.go): a driver says so with a true `supports_mounts` attribute;
+    any other is Nomad's `MountConfigSupportNone` (raw_exec, mock_driver), for which the
+    volume hook (hooks/volumes.py) refuses host volumes."""
+    return getattr(driver, "supports_mounts", False) is True
 
 
 @dataclass(frozen=True)
