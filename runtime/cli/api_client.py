@@ -124,8 +124,9 @@ def _bootstrap_token() -> str:
     return ""
 
 
-def _pointed_data_dir() -> Path | None:
-    """The data dir the agent at the CLI's loopback address named (see `_bootstrap_token`)."""
+def _loopback_agent() -> tuple[str, int] | None:
+    """(host:port, port) of the address the CLI talks to when it is a loopback one, the only
+    kind a token found on this machine is ever sent to; None for any other address."""
     from urllib.parse import urlsplit
 
     try:
@@ -136,7 +137,13 @@ def _pointed_data_dir() -> Path | None:
     host = parts.hostname or ""
     if not (host == "localhost" or host == "::1" or host.startswith("127.")):
         return None
-    return pointed_data_dir(port)
+    return parts.netloc, port
+
+
+def _pointed_data_dir() -> Path | None:
+    """The data dir the agent at the CLI's loopback address named (see `_bootstrap_token`)."""
+    agent = _loopback_agent()
+    return None if agent is None else pointed_data_dir(agent[1])
 
 
 def _served_by(owner: int) -> bool:
@@ -144,21 +151,15 @@ def _served_by(owner: int) -> bool:
     machine: a loopback address whose listening socket that user holds (lib/procfs.py). The
     management token is never sent anywhere else: not to another machine, and not to a port
     another local user took while the agent was down (they would be handed root)."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(agent_address())
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except (AddressError, ValueError):
+    agent = _loopback_agent()
+    if agent is None:
         return False
-    host = parts.hostname or ""
-    if not (host == "localhost" or host == "::1" or host.startswith("127.")):
-        return False
+    netloc, port = agent
     owners = tcp_listener_uids(port)
     if owners and owners <= {owner}:
         return True
     if owners:  # somebody else listens there
-        echo(f"yurt: not sending the agent's bootstrap token to {parts.netloc}: the program "
+        echo(f"yurt: not sending the agent's bootstrap token to {netloc}: the program "
              "listening there is not run by the agent's user", err=True)
     return False
 
