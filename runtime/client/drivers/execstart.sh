@@ -6,7 +6,7 @@
 # command chrooted into it, so the command stays pid 1 (Nomad's executor_linux_cgo.go
 # `newLibcontainerConfig`: the task is its container's init).
 #
-# Usage: sh execstart.sh ROOTFS ROOT ALLOC LOCAL SECRETS HOSTNAME WORKDIR N \
+# Usage: sh execstart.sh ROOTFS ROOT ALLOC LOCAL SECRETS HOSTNAME WORKDIR DEVCG N \
 #            [HOST_PATH TASK_PATH ro|rw]*N -- COMMAND [ARG...]
 #
 # The root is a tmpfs at ROOT (an empty dir in the start's state dir) holding: the host's
@@ -14,12 +14,19 @@
 # bind-mounted read-only and its symlinks copied; the alloc dir's ALLOC, LOCAL and SECRETS at
 # /alloc, /local, /secrets (read-write, as Nomad's task_dir_hook); a private /tmp, /proc of the
 # task's PID namespace, a small /dev (null, zero, full, random, urandom, tty, shm); and the
-# N host volume mounts (read-only when "ro"). The tmpfs itself is then made read-only.
+# N binds: the host volume mounts, then the device nodes of the device hook (each
+# read-only when "ro"; their destinations checked by execdriver.py `check_destination`).
+# A read-only mount does not stop writes to a device node, so a "ro" device is also denied
+# writes in DEVCG, the task's own v1 devices cgroup ("" where there is none), as Nomad's
+# executor does with libcontainer's device rules (executor_linux_cgo.go `cmdDevices`).
+# The tmpfs itself is then made read-only. COMMAND starts with setpriv, which leaves the
+# task its capability set (and switches its user).
 # Any failure ends the task with status 126 and the reason on its stderr.
 set -e
-rootfs=$1 root=$2 alloc=$3 local=$4 secrets=$5 name=$6 wd=$7 n=$8
-shift 8
-trap 'echo "yurt: exec: cannot build the task root" >&2; exit 126' EXIT
+rootfs=$1 root=$2 alloc=$3 local=$4 secrets=$5 name=$6 wd=$7 devcg=$8 n=$9
+shift 9
+step="build the task root"
+trap 'echo "yurt: exec: cannot $step" >&2; exit 126' EXIT
 hostname "$name"
 mkdir -p "$root"
 mount -t tmpfs -o mode=0755 yurt-root "$root"
@@ -50,13 +57,20 @@ ln -s /proc/self/fd/2 "$root/dev/stderr"
 mkdir "$root/dev/shm"
 mount -t tmpfs -o mode=1777,nosuid,nodev yurt-shm "$root/dev/shm"
 while [ "$n" -gt 0 ]; do
-    target=$root$2
+    target=$root$2 step="mount $1 at $2"
     if [ -d "$1" ]; then mkdir -p "$target"; else mkdir -p "${target%/*}"; : >"$target"; fi
     if [ "$3" = ro ]; then mount --bind -o ro "$1" "$target"; else mount --bind "$1" "$target"; fi
+    if [ "$3" = ro ] && [ -n "$devcg" ] && { [ -c "$1" ] || [ -b "$1" ]; }; then
+        kind=c
+        if [ -b "$1" ]; then kind=b; fi
+        numbers=$(stat -L -c '%t %T' "$1")
+        echo "$kind $((0x${numbers% *})):$((0x${numbers#* })) w" >"$devcg/devices.deny"
+    fi
     shift 3
     n=$((n - 1))
 done
 shift  # --
+step="make the task root read-only"
 mount -o remount,ro yurt-root "$root"
 trap - EXIT
 exec unshare --root="$root" --wd="$wd" -- "$@"
