@@ -13,7 +13,7 @@ signal it has no handler for (SIGINT, SIGTERM) does not end it: the stop then SI
 at `kill_timeout`.
 
 Invariants: resource limits are always enforced (drivers/exec/driver.go: exec always
-configures cgroups), so a host without the v1 memory and cpu cgroups cannot run exec; the
+configures cgroups), so a host without memory and cpu cgroups (limits.py) cannot run exec; the
 chroot is built once per host (`rootfs_dir`) before the first start, under a lock; mounts live
 in the task's mount namespace only (util-linux `unshare` makes them private) and vanish
 with it. `alloc exec` enters the task's namespaces and root (`exec_task`).
@@ -27,8 +27,10 @@ and ambient sets too, so it keeps them across the switch (executor_linux_cgo.go
 `configureCapabilities`). Unlike Nomad, whose root tasks get the legacy full set, a root task
 (yurt's default user, where Nomad's is "nobody") is bounded by the same set, so `cap_drop`
 holds for it. Device nodes from the device hook (`TaskConfig.devices`) are bound into the task
-root (read-only without "w" in their permissions), and every mount and device destination is
-checked before the start (`check_destination`): a bad one fails it, not recoverable.
+root; one without "w" in its permissions is bound read-only and, on v1, denied writes in the
+start's devices cgroup (limits.py `devices_cgroup`; a v2 host would need an eBPF device
+program: there, only the read-only bind). Every mount and device destination is checked
+before the start (`check_destination`): a bad one fails it, not recoverable.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ WRAPPER: Final = 'trap : INT TERM; /bin/sh "$0" "$@"; exit $?'
 REQUIRES_ROOT: Final = "Driver must run as root"
 #: plugins/drivers/driver.go `NoCgroupMountMessage`, and why here.
 NO_CGROUPS: Final = ("Failed to discover cgroup mount point: the v1 memory and cpu "
-                     "hierarchies are needed for the resource limits")
+                     "hierarchies, or a cgroup v2 tree with both controllers, are needed "
+                     "for the resource limits")
 FINGERPRINT_PERIOD: Final = 30.0
 log = logging.getLogger("yurt.drivers.exec")
 
