@@ -12,11 +12,13 @@ import os
 import stat
 from pathlib import Path
 
+import msgspec
 import pytest
 import trio
 
 from tests.test_execdriver import ROOTFS, driver, no_leftovers, task
 from yurt.runtime.client.drivers import chroot, orphans
+from yurt.runtime.client.drivers.configs import ExecTaskConfig
 from yurt.runtime.client.drivers.execdriver import _host_places, check_destination
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError
@@ -106,3 +108,11 @@ async def test_a_bad_destination_fails_the_start_before_it_begins(tmp_path: Path
         TaskDeviceNode(task_path="/proc/x", host_path="/dev/null")])
     with trio.fail_after(30), pytest.raises(DriverError, match=r'^device /dev/null: invalid'):
         await driver().start_task(device)
+
+
+def test_work_dir_must_be_absolute() -> None:
+    with pytest.raises(msgspec.ValidationError, match='work_dir must be absolute but got '
+                       'relative path "srv"'):
+        msgspec.convert({"command": "/bin/true", "work_dir": "srv"}, ExecTaskConfig)
+    assert msgspec.convert({"command": "/bin/true", "work_dir": "/srv"},
+                           ExecTaskConfig).work_dir == "/srv"
