@@ -3,7 +3,7 @@ and mounts as root): the device hook's nodes (`TaskConfig.devices`), read-only w
 their permissions, including a node made with mknod; and the destinations it refuses before
 the start (relative, "..", /proc, through a symlink, under the read-only host part of the
 root), each a non-recoverable DriverError naming the mount and the destination — in a real
-agent, a Driver Failure event.
+agent (layer 3, in process), a Driver Failure event; and exec's `work_dir` must be absolute.
 """
 
 from __future__ import annotations
@@ -12,18 +12,23 @@ import os
 import stat
 from pathlib import Path
 
+import httpx2
 import msgspec
 import pytest
 import trio
 
+from tests.agent_support import wait_status
 from tests.test_execdriver import ROOTFS, driver, no_leftovers, task
-from yurt.runtime.client.drivers import chroot, orphans
+from yurt.runtime.agent.agent import Agent, AgentConfig
+from yurt.runtime.client.drivers import chroot, execdriver, orphans
 from yurt.runtime.client.drivers.configs import ExecTaskConfig
 from yurt.runtime.client.drivers.execdriver import _host_places, check_destination
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError
 from yurt.runtime.structs.local import TaskDeviceNode, TaskMount
+from yurt.runtime.structs.node import ClientHostVolumeConfig
 
+pytestmark = pytest.mark.slow
 __all__ = ["no_leftovers"]  # the autouse fixture, shared with test_execdriver.py
 
 
@@ -116,3 +121,34 @@ def test_work_dir_must_be_absolute() -> None:
         msgspec.convert({"command": "/bin/true", "work_dir": "srv"}, ExecTaskConfig)
     assert msgspec.convert({"command": "/bin/true", "work_dir": "/srv"},
                            ExecTaskConfig).work_dir == "/srv"
+
+
+async def test_a_job_with_a_bad_volume_destination_reports_a_driver_failure(
+        tmp_path: Path) -> None:
+    host = tmp_path / "volume"
+    host.mkdir()
+    agent = Agent(AgentConfig(
+        data_dir=tmp_path / "data", port=0, dev_mode=True,
+        driver_factories={"exec": execdriver.plugin},
+        driver_config={"exec": {"rootfs_dir": str(ROOTFS)}},
+        host_volumes={"data": ClientHostVolumeConfig(name="data", path=str(host))}))
+    job = {"Job": {"ID": "baddest", "Type": "batch", "TaskGroups": [{
+        "Name": "g", "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
+        "Volumes": {"v": {"Name": "v", "Type": "host", "Source": "data"}},
+        "Tasks": [{"Name": "t", "Driver": "exec", "Config": {"command": "/bin/true"},
+                   "VolumeMounts": [{"Volume": "v", "Destination": "/usr/yurt-none"}],
+                   "Resources": {"CPU": 100, "MemoryMB": 16}}]}]}}
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(agent.run)
+            try:
+                async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+                    assert (await client.post("/v1/jobs", json=job)).status_code == 200
+                    failed = await wait_status(client, "baddest", "failed")
+            finally:
+                agent.stop()
+    events = failed["TaskStates"]["t"]["Events"]
+    assert [e["DisplayMessage"] for e in events if e["Type"] == "Driver Failure"] == [
+        f'volume mount of {host}: invalid destination "/usr/yurt-none": /usr is read-only '
+        "in the task root and /usr/yurt-none does not exist there"]
+    assert "Started" not in [e["Type"] for e in events]

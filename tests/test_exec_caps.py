@@ -21,6 +21,7 @@ from yurt.runtime.client.drivers.execdriver import plugin, with_capabilities
 from yurt.runtime.client.drivers.protocol import ExecInput, ExecOutput, ExecRequest, TaskConfig
 from yurt.runtime.errors import DriverError
 
+pytestmark = pytest.mark.slow
 __all__ = ["no_leftovers"]  # the autouse fixture, shared with test_execdriver.py
 SYSTEM = caps.supported(40)
 ALLOW = sorted(c.upper() for c in caps.NOMAD_DEFAULTS)
