@@ -42,25 +42,43 @@ def _read(path: str | None) -> str:
 
 
 async def test_device_nodes_are_bound_with_their_permissions(tmp_path: Path) -> None:
-    node = tmp_path / "devs" / "zero9"
-    node.parent.mkdir()
-    # a char device made for the test, the way a device plugin's node is: 1,5 is /dev/zero
-    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+    zero, fuse = tmp_path / "devs" / "zero9", tmp_path / "devs" / "fuse9"
+    zero.parent.mkdir()
+    # char devices made for the test, the way a device plugin's node is: 1:5 is /dev/zero
+    # (in runc's default list), 10:229 is /dev/fuse (not in it; opened without privileges)
+    os.mknod(zero, 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+    os.mknod(fuse, 0o666 | stat.S_IFCHR, os.makedev(10, 229))
     script = ("head -c 4 /dev/gpu/zero9 | od -An -tx1; echo x >/dev/nul0 && echo w=ok; "
               "echo x 2>/dev/null >/dev/gpu/zero9 && echo ro=written || echo ro=refused; "
-              "ls -l /dev/nul0 | cut -c1")
+              "ls -l /dev/nul0 | cut -c1; "
+              "(exec 3</dev/fuse9) && echo listed=opened || echo listed=denied; "
+              "mknod /tmp/lc c 10 237 && echo made; "  # /dev/loop-control's number
+              "(exec 3</tmp/lc) 2>/tmp/e && echo made=opened || cat /tmp/e")
     # The device's node is read-only ("r", or "rm" as Nomad's device plugins say it); the
-    # devices cgroup refuses writes to its number (1:5) wherever it is bound.
+    # devices cgroup refuses writes to its number (1:5) wherever it is bound, and opens only
+    # the default devices and the task's own: not a node the task made itself.
     cfg = _with(task(tmp_path, script), devices=[
-        TaskDeviceNode(task_path="/dev/gpu/zero9", host_path=str(node), permissions="rm"),
-        TaskDeviceNode(task_path="/dev/nul0", host_path="/dev/null")])
+        TaskDeviceNode(task_path="/dev/gpu/zero9", host_path=str(zero), permissions="rm"),
+        TaskDeviceNode(task_path="/dev/nul0", host_path="/dev/null"),
+        TaskDeviceNode(task_path="/dev/fuse9", host_path=str(fuse), permissions="r")])
     d = driver()
     with trio.fail_after(30):
         await d.start_task(cfg)
         result = await d.wait_task(cfg.id)
         await d.destroy_task(cfg.id, force=True)
     assert result.exit_code == 0, _read(cfg.stderr_path)
-    assert _read(cfg.stdout_path).split() == ["00", "00", "00", "00", "w=ok", "ro=refused", "c"]
+    lines = _read(cfg.stdout_path).splitlines()
+    assert lines[0].split() == ["00", "00", "00", "00"]
+    assert lines[1:6] == ["w=ok", "ro=refused", "c", "listed=opened", "made"]
+    assert "Operation not permitted" in lines[6]
+
+
+async def test_device_permissions_are_checked(tmp_path: Path) -> None:
+    cfg = _with(task(tmp_path, "true"), devices=[
+        TaskDeviceNode(task_path="/dev/x", host_path="/dev/null", permissions="r w")])
+    with trio.fail_after(30), pytest.raises(DriverError, match=r'^device /dev/null: invalid '
+                                            r'permissions "r w": expected some of "rwm"$'):
+        await driver().start_task(cfg)
 
 
 def test_destinations_are_checked(tmp_path: Path) -> None:

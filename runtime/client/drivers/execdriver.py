@@ -27,10 +27,12 @@ and ambient sets too, so it keeps them across the switch (executor_linux_cgo.go
 `configureCapabilities`). Unlike Nomad, whose root tasks get the legacy full set, a root task
 (yurt's default user, where Nomad's is "nobody") is bounded by the same set, so `cap_drop`
 holds for it. Device nodes from the device hook (`TaskConfig.devices`) are bound into the task
-root; one without "w" in its permissions is bound read-only and, on v1, denied writes in the
-start's devices cgroup (limits.py `devices_cgroup`; a v2 host would need an eBPF device
-program: there, only the read-only bind). Every mount and device destination is checked
-before the start (`check_destination`): a bad one fails it, not recoverable.
+root; one without "w" in its permissions is bound read-only. On v1 the start's devices cgroup
+(limits.py `devices_cgroup`) opens to the task only runc's default devices and its own, with
+their permissions (execstart.sh), as Nomad's executor; a v2 host would need an eBPF device
+program, which yurt lacks: there, a task with CAP_MKNOD can open any device it makes. Every
+mount and device destination is checked before the start (`check_destination`): a bad one
+fails it, not recoverable.
 """
 
 from __future__ import annotations
@@ -258,6 +260,9 @@ class ExecDriver(RawExecDriver):
                               Path(mount.host_path).is_dir())
         for device in config.devices:
             check_destination(places, f"device {device.host_path}", device.task_path, False)
+            if not device.permissions or set(device.permissions) - set("rwm"):
+                raise DriverError(f"device {device.host_path}: invalid permissions "
+                                  f'"{device.permissions}": expected some of "rwm"')
 
     async def start_task(self, config: TaskConfig) -> TaskHandle:
         if config.task_dir is None or config.alloc_dir is None:
@@ -290,8 +295,7 @@ class ExecDriver(RawExecDriver):
         for mount in config.mounts:
             binds += [mount.host_path, mount.task_path, "ro" if mount.readonly else "rw"]
         for device in config.devices:
-            binds += [device.host_path, device.task_path,
-                      "rw" if "w" in device.permissions else "ro"]
+            binds += [device.host_path, device.task_path, f"dev-{device.permissions}"]
         prefix = with_capabilities(prefix, self._capabilities(cfg), ambient=bool(config.user))
         devices = (self.limits.devices_cgroup(f"{config.alloc_id}.{state_dir.name}")
                    if isinstance(self.limits, limits.V1Limits) else None)

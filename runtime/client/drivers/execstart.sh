@@ -16,9 +16,12 @@
 # task's PID namespace, a small /dev (null, zero, full, random, urandom, tty, shm); and the
 # N binds: the host volume mounts, then the device nodes of the device hook (each
 # read-only when "ro"; their destinations checked by execdriver.py `check_destination`).
-# A read-only mount does not stop writes to a device node, so a "ro" device is also denied
-# writes in DEVCG, the task's own v1 devices cgroup ("" where there is none), as Nomad's
-# executor does with libcontainer's device rules (executor_linux_cgo.go `cmdDevices`).
+# Devices: DEVCG is the task's own v1 devices cgroup ("" where there is none). As Nomad's
+# executor (executor_linux_cgo.go `configureIsolation`: runc's specconv `AllowedDevices`, plus
+# `cmdDevices`), the task may create any node but open only null, zero, full, random,
+# urandom, tty, console, ptmx, pts/* and net/tun, and its device nodes with their
+# permissions (a device's mode is "dev-PERMS", e.g. "dev-rwm"; without "w" it is also bound
+# read-only, and its writes denied: a read-only mount does not stop writes to a device).
 # The tmpfs itself is then made read-only. COMMAND starts with setpriv, which leaves the
 # task its capability set (and switches its user).
 # Any failure ends the task with status 126 and the reason on its stderr.
@@ -26,6 +29,15 @@ set -e
 rootfs=$1 root=$2 alloc=$3 local=$4 secrets=$5 name=$6 wd=$7 devcg=$8 n=$9
 shift 9
 step="build the task root"
+if [ -n "$devcg" ]; then
+    step="limit the task's devices in $devcg"
+    echo a >"$devcg/devices.deny"
+    for rule in 'c *:* m' 'b *:* m' 'c 1:3 rwm' 'c 1:5 rwm' 'c 1:7 rwm' 'c 1:8 rwm' \
+            'c 1:9 rwm' 'c 5:0 rwm' 'c 5:1 rwm' 'c 5:2 rwm' 'c 136:* rwm' 'c 10:200 rwm'; do
+        echo "$rule" >"$devcg/devices.allow"
+    done
+    step="build the task root"
+fi
 trap 'echo "yurt: exec: cannot $step" >&2; exit 126' EXIT
 hostname "$name"
 mkdir -p "$root"
@@ -59,13 +71,17 @@ mount -t tmpfs -o mode=1777,nosuid,nodev yurt-shm "$root/dev/shm"
 while [ "$n" -gt 0 ]; do
     target=$root$2 step="mount $1 at $2"
     if [ -d "$1" ]; then mkdir -p "$target"; else mkdir -p "${target%/*}"; : >"$target"; fi
-    if [ "$3" = ro ]; then mount --bind -o ro "$1" "$target"; else mount --bind "$1" "$target"; fi
-    if [ "$3" = ro ] && [ -n "$devcg" ] && { [ -c "$1" ] || [ -b "$1" ]; }; then
+    mode=$3
+    case $mode in dev-*w*) mode=rw ;; dev-*) mode=ro ;; esac
+    if [ "$mode" = ro ]; then mount --bind -o ro "$1" "$target"; else mount --bind "$1" "$target"; fi
+    case $3 in dev-*) if [ -n "$devcg" ] && { [ -c "$1" ] || [ -b "$1" ]; }; then
         kind=c
         if [ -b "$1" ]; then kind=b; fi
         numbers=$(stat -L -c '%t %T' "$1")
-        echo "$kind $((0x${numbers% *})):$((0x${numbers#* })) w" >"$devcg/devices.deny"
-    fi
+        rule="$kind $((0x${numbers% *})):$((0x${numbers#* }))"
+        echo "$rule ${3#dev-}" >"$devcg/devices.allow"
+        if [ "$mode" = ro ]; then echo "$rule w" >"$devcg/devices.deny"; fi
+    fi ;; esac
     shift 3
     n=$((n - 1))
 done
