@@ -53,7 +53,8 @@ async def test_device_nodes_are_bound_with_their_permissions(tmp_path: Path) -> 
               "ls -l /dev/nul0 | cut -c1; "
               "(exec 3</dev/fuse9) && echo listed=opened || echo listed=denied; "
               "mknod /tmp/lc c 10 237 && echo made; "  # /dev/loop-control's number
-              "(exec 3</tmp/lc) 2>/tmp/e && echo made=opened || cat /tmp/e")
+              "(exec 3</tmp/lc) 2>/tmp/e && echo made=opened || cat /tmp/e; "
+              "echo $(ls -A /dev); head -c 3 /dev/urandom | wc -c; echo out >>/dev/stdout")
     # The device's node is read-only ("r", or "rm" as Nomad's device plugins say it); the
     # devices cgroup refuses writes to its number (1:5) wherever it is bound, and opens only
     # the default devices and the task's own: not a node the task made itself.
@@ -71,6 +72,10 @@ async def test_device_nodes_are_bound_with_their_permissions(tmp_path: Path) -> 
     assert lines[0].split() == ["00", "00", "00", "00"]
     assert lines[1:6] == ["w=ok", "ro=refused", "c", "listed=opened", "made"]
     assert "Operation not permitted" in lines[6]
+    assert set(lines[7].split()) == {"fd", "full", "fuse9", "gpu", "nul0", "null", "random",
+                                     "shm", "stderr", "stdin", "stdout", "tty", "urandom",
+                                     "zero"}
+    assert lines[8:] == ["3", "out"]
 
 
 async def test_device_permissions_are_checked(tmp_path: Path) -> None:
