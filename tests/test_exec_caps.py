@@ -53,6 +53,16 @@ def test_calculate_is_nomads() -> None:
         caps.calculate(ALLOW, ["all"], [], SYSTEM)
 
 
+def test_delta_is_nomads_for_docker() -> None:
+    docker_allow = sorted(caps.DOCKER_DEFAULTS)
+    assert caps.delta(docker_allow, [], [], SYSTEM) == ([], [])
+    # the exec default allow list: Docker's NET_RAW is dropped
+    assert caps.delta(ALLOW, ["CAP_KILL"], ["chown"], SYSTEM) == (["kill"], ["chown", "net_raw"])
+    assert caps.delta(["all"], ["ALL"], ["all"], SYSTEM) == (["all"], ["all"])
+    with pytest.raises(DriverError, match=r"following capabilities: sys_admin$"):
+        caps.delta(ALLOW, ["sys_admin"], [], SYSTEM)
+
+
 def test_setpriv_words() -> None:
     assert caps.setpriv_options({"kill", "chown"}, ambient=False) == [
         "--bounding-set=-all,+chown,+kill", "--inh-caps=-all"]

@@ -6,8 +6,10 @@ lower-cased, without a `cap_` prefix; `"all"` means every capability the kernel 
 an add) or none left (in a drop). `calculate` is set.go's `Calculate` (exec): the basis
 (`NOMAD_DEFAULTS`) intersected with the plugin's `allow_caps`, minus `cap_drop`, plus
 `cap_add`, where a `cap_add` outside `allow_caps` is refused with Nomad's message.
-`setpriv_options` turns a set into util-linux `setpriv` options (bounding, inheritable and
-ambient sets: what executor_linux_cgo.go `configureCapabilities` gives a non-root task).
+`delta` is set.go's `Delta` (docker): the `--cap-add`/`--cap-drop` lists relative to Docker's
+defaults. `setpriv_options` turns a set into util-linux `setpriv` options (bounding,
+inheritable and ambient sets: what executor_linux_cgo.go `configureCapabilities` gives a
+non-root task).
 Invariants: every set is a frozenset of normalised names; results are sorted.
 """
 
@@ -34,6 +36,8 @@ KNOWN: Final = (
 NOMAD_DEFAULTS: Final = frozenset((
     "audit_write", "chown", "dac_override", "fowner", "fsetid", "kill", "mknod",
     "net_bind_service", "setfcap", "setgid", "setpcap", "setuid", "sys_chroot"))
+#: defaults_default.go `DockerDefaults`: Nomad's defaults plus NET_RAW.
+DOCKER_DEFAULTS: Final = NOMAD_DEFAULTS | {"net_raw"}
 CAP_LAST_CAP: Final = Path("/proc/sys/kernel/cap_last_cap")
 
 
@@ -91,6 +95,28 @@ def calculate(allow_caps: Iterable[str], cap_add: Iterable[str], cap_drop: Itera
     drops = [normalize(name) for name in cap_drop]
     result = frozenset() if "all" in drops else result - set(drops)
     return result | adds
+
+
+def delta(allow_caps: Iterable[str], cap_add: Iterable[str], cap_drop: Iterable[str],
+          system: frozenset[str], basis: frozenset[str] = DOCKER_DEFAULTS
+          ) -> tuple[list[str], list[str]]:
+    """set.go `Delta`: the (add, drop) lists for a container whose runtime starts from
+    `basis`: the task's adds (["all"] if it says so), and its drops plus what the basis has
+    beyond `allow_caps` (["all"] if it says so); sorted, lower case, no `cap_` prefix.
+
+    Raises:
+        DriverError: (not recoverable) `cap_add` asks for a capability outside `allow_caps`.
+    """
+    cap_add, cap_drop = list(cap_add), list(cap_drop)
+    allow = new(allow_caps, system)
+    missing = new(cap_add, system) - allow
+    if missing:
+        raise DriverError(
+            f"driver does not allow the following capabilities: {text(missing)}")
+    add = ["all"] if "all" in map(normalize, cap_add) else sorted(new(cap_add, system))
+    drop = (["all"] if "all" in map(normalize, cap_drop)
+            else sorted((basis - allow) | new(cap_drop, system)))
+    return add, drop
 
 
 def setpriv_options(caps: Iterable[str], *, ambient: bool) -> list[str]:
