@@ -12,6 +12,9 @@ children of `sleep <unique duration>` each, counted from outside through /proc:
   sigkill  kill -9 the daemon, start it again: time until it runs N children again (yurt:
            until the API reports all N tasks running), the duplicates, and yurt's API delay
   crash    a task that exits at once (delay 0): the daemon's CPU time per spawn
+  exec     yurt only: N tasks on the exec driver until all are live, beside the floor of the
+           same N as `unshare ... chroot ROOTFS sleep`, and the host chroot's build time
+           (cold, warm, found), measured once (benchlib/isolation.py)
 
 yurt runs as users run it, ACLs on: its requests carry the management token its first start
 wrote (benchlib/systems.py), so the spawn, stop and sigkill rows include the ACL check of
@@ -41,15 +44,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import procs
+from benchlib import isolation, procs
 from benchlib.systems import STARTED, SYSTEMS, System, Timeout, Workload, make, wait_for
 from rich.console import Console
 from rich.table import Table
 
-ROWS = ("spawn", "memory", "idle", "restart", "stop", "sigkill", "crash")
+ROWS = ("spawn", "memory", "idle", "restart", "stop", "sigkill", "crash", "exec")
 ROOT = Path(__file__).resolve().parent.parent
 #: Markers of every workload of this benchmark, swept once more at the end.
 MARKERS: list[str] = []
+#: The exec row's chroot, built on its first use and removed at the end.
+EXEC_ROOTFS = isolation.Rootfs()
 MIB = 2**20
 
 err = Console(stderr=True, highlight=False)
@@ -91,10 +96,12 @@ def new_marker() -> str:
 
 
 @contextmanager
-def session(name: str, yurt_bin: Path) -> Iterator[System]:
-    """One system in its own temporary directory; everything it started is gone afterwards."""
+def session(name: str, yurt_bin: Path,
+            factory: Callable[[Path], System] | None = None) -> Iterator[System]:
+    """One system in its own temporary directory (made by `factory` from it, or by `make`);
+    everything it started is gone afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix=f"peers-{name}-"))
-    system = make(name, workdir, yurt_bin)
+    system = factory(workdir) if factory else make(name, workdir, yurt_bin)
     try:
         yield system
     finally:
@@ -359,6 +366,7 @@ ROW_KEYS: dict[str, tuple[str, ...]] = {
     "stop": ("stop_s",),
     "sigkill": ("sigkill_all_s", "sigkill_duplicates"),
     "crash": ("crash_ms_per_spawn",),
+    "exec": isolation.KEYS,
 }
 
 
@@ -434,7 +442,38 @@ def run_cell(name: str, n: int, rows: set[str], args: argparse.Namespace,
             except Timeout as e:
                 results.fail(name, n, ROW_KEYS["crash"], f"crash: timeout ({e})")
                 progress(f"[yellow]{name}: crash timeout: {e}")
+    if "exec" in rows and name == "yurt":
+        exec_row(n, args, results, timeout)
     results.loads.setdefault((name, n), []).append(round(max(load, procs.loadavg()), 2))
+
+
+def exec_row(n: int, args: argparse.Namespace, results: Results, timeout: float) -> None:
+    """The exec row at one N (benchlib/isolation.py): yurt's exec tasks, then the unshare
+    floor, each in its own session; the chroot's build the first time."""
+    problem = isolation.why_not()
+    if problem:
+        results.fail("yurt", n, isolation.KEYS, f"exec: {problem}")
+        return
+    if EXEC_ROOTFS.timings is None:
+        built = EXEC_ROOTFS.build()
+        results.add("yurt", n, built)
+        progress(f"exec: chroot built at {EXEC_ROOTFS.path} {fmt_values(built)}")
+    rootfs = EXEC_ROOTFS.path
+    values: dict[str, Any] = {}
+    cells: list[tuple[str, str, Callable[[Path], System]]] = [
+        ("exec_all_s", "yurt-exec", lambda w: isolation.exec_yurt(w, args.yurt_bin, rootfs)),
+        ("exec_floor_s", "unshare", lambda w: isolation.UnshareFloor(w, rootfs))]
+    for key, label, factory in cells:
+        with session(label, args.yurt_bin, factory) as system:
+            try:
+                values[key] = spawn(system, sleep_workload(n), timeout)["spawn_all_s"]
+            except Timeout as e:
+                results.fail("yurt", n, isolation.KEYS, f"exec: {label} timeout ({e})")
+                progress(f"[yellow]{label} N={n}: spawn timeout: {e}")
+                return
+    values = isolation.ratio(values)
+    results.add("yurt", n, values)
+    progress(f"exec N={n}: {fmt_values(values)}")
 
 
 def fmt_values(values: dict[str, Any]) -> str:
@@ -460,6 +499,12 @@ TABLE = [
     ("after SIGKILL: API answers (s)", "sigkill_api_s", "{:.2f}", "all"),
     ("crash loop: CPU per spawn (ms)", "crash_ms_per_spawn", "{:.2f}", "first"),
     ("crash loop: spawns/s", "crash_spawns_per_s", "{:.0f}", "first"),
+    ("exec tasks: all live (s)", "exec_all_s", "{:.2f}", "all"),
+    ("  unshare + chroot floor (s)", "exec_floor_s", "{:.2f}", "all"),
+    ("  ÷ that floor, same run", "exec_vs_floor", "{:.1f}", "all"),
+    ("exec chroot build, cold (s)", "chroot_cold_s", "{:.2f}", "first"),
+    ("exec chroot build, warm (s)", "chroot_warm_s", "{:.2f}", "first"),
+    ("exec chroot found built (ms)", "chroot_found_ms", "{:.2f}", "first"),
 ]
 
 
@@ -630,6 +675,7 @@ def main() -> None:
     finally:
         with procs_shielded():
             verify_clean()
+            EXEC_ROOTFS.cleanup()
     progress(f"done in {time.monotonic() - started:.0f} s")
     report(results, list(args.systems), list(args.n), args.runs,
            (args.settle_seconds, args.idle_seconds))

@@ -10,12 +10,15 @@ the script's own final /proc check that nothing it started is left.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.test_agent_e2e import YURT
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -164,3 +167,38 @@ def test_a_short_run_of_both_floors_measures_every_cell_and_leaves_nothing() -> 
     assert len(report["markers"]) == 4
     for marker in report["markers"]:  # checked here too, not only by the script itself
         assert procs.carrying(marker) == []
+
+
+@pytest.mark.slow
+def test_the_exec_row_measures_exec_tasks_their_floor_and_the_chroot_build() -> None:
+    argv = [sys.executable, str(SCRIPTS / "bench_peers.py"), "--systems", "yurt",
+            "--rows", "exec", "--n", "3", "--runs", "1", "--yurt-bin", YURT]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as run:
+        try:
+            stdout, stderr = run.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            run.terminate()
+            stdout, stderr = run.communicate(timeout=60)
+            pytest.fail(f"bench_peers did not finish in 120 s:\n{stderr}")
+    assert run.returncode == 0, stderr
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert report["errors"] == []
+    cells = {k: v["median"] for k, v in report["results"]["yurt"]["3"].items()
+             if k != "loadavg"}
+    assert set(cells) == {"exec_all_s", "exec_floor_s", "exec_vs_floor", "chroot_cold_s",
+                          "chroot_warm_s", "chroot_found_ms"}
+    assert cells["exec_all_s"] > 0
+    assert cells["exec_floor_s"] > 0
+    assert cells["exec_vs_floor"] == pytest.approx(
+        cells["exec_all_s"] / cells["exec_floor_s"], rel=0.05)  # each rounded to 4 places
+    assert cells["chroot_cold_s"] > 0
+    assert cells["chroot_warm_s"] > 0
+    assert cells["chroot_found_ms"] < 100  # a marker's stat, not a build
+    assert "exec tasks: all live (s)" in stdout
+    assert "unshare + chroot floor (s)" in stdout
+    assert "clean: no daemon and no child of 2 workloads left in /proc" in stderr
+    for marker in report["markers"]:
+        assert procs.carrying(marker) == []
+    (built,) = re.findall(r"exec: chroot built at (\S+)", stderr)
+    assert not Path(built).exists()  # removed with the benchmark's end

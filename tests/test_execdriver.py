@@ -52,7 +52,7 @@ def no_leftovers() -> Iterator[None]:
             cgroups.destroy_blocking(cgroup)
     host = limits.select_limits()
     assert isinstance(host, limits.V1Limits)
-    for hierarchy in (host.memory, host.cpu):
+    for hierarchy in (h for h in (host.memory, host.cpu, host.devices) if h is not None):
         for cgroup in (hierarchy / "yurt").glob(f"{ALLOC}.*"):
             cgroups.destroy_blocking(cgroup)
 
@@ -221,7 +221,7 @@ def test_plugin_config_errors_name_the_option() -> None:
 
 
 async def run_job(tmp_path: Path, job_id: str, script: str, status: str,
-                  memory_max: int = 0) -> dict[str, object]:
+                  memory_max: int = 0, **options: object) -> dict[str, object]:
     """`script` as a batch job's exec task through a real agent with the exec driver; the
     allocation once it reaches `status`."""
     agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
@@ -230,7 +230,7 @@ async def run_job(tmp_path: Path, job_id: str, script: str, status: str,
     job = {"Job": {"ID": job_id, "Type": "batch", "TaskGroups": [{
         "Name": "g", "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
         "Tasks": [{"Name": "t", "Driver": "exec",
-                   "Config": {"command": "/bin/sh", "args": ["-c", script]},
+                   "Config": {"command": "/bin/sh", "args": ["-c", script], **options},
                    "Resources": {"CPU": 100, "MemoryMB": 16, "MemoryMaxMB": memory_max}}]}]}}
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:

@@ -42,7 +42,7 @@ def no_leftovers() -> Iterator[None]:
         for cgroup in found.path.glob(f"{ALLOC}.*") if found else ():
             cgroups.destroy_blocking(cgroup)
     host = host_limits()
-    for hierarchy in (host.memory, host.cpu):
+    for hierarchy in (h for h in (host.memory, host.cpu, host.devices) if h is not None):
         for cgroup in (hierarchy / "yurt").glob(f"{ALLOC}.*"):
             cgroups.destroy_blocking(cgroup)
 

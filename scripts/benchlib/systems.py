@@ -335,7 +335,7 @@ job "{job}" {{
       mode     = "delay"
     }}
     task "t" {{
-      driver       = "raw_exec"
+      driver       = "{driver}"
       kill_timeout = "10s"
       kill_signal  = "SIGTERM"
       config {{
@@ -358,9 +358,12 @@ job "{job}" {{
 class Yurt(System):
     name = "yurt"
 
-    def __init__(self, workdir: Path, yurt_bin: Path) -> None:
+    def __init__(self, workdir: Path, yurt_bin: Path, driver: str = "raw_exec",
+                 config: Path | None = None) -> None:
         super().__init__(workdir)
         self.yurt_bin = yurt_bin
+        #: The task driver of the benchmark's job, and the agent's config file (if any).
+        self.driver, self.config = driver, config
         self.job_id = f"bench-{workdir.name[-8:]}".replace("_", "-")
         self.data_dir = workdir / "data"
         #: The management token of the data dir's first start ("" until it is written, and
@@ -387,8 +390,9 @@ class Yurt(System):
 
     def _start(self) -> None:
         self.port = free_port()
+        config = ["--config", str(self.config)] if self.config is not None else []
         self._popen([str(self.yurt_bin), "agent", "--data-dir", str(self.data_dir),
-                     "--port", str(self.port)], env=agent_env())
+                     "--port", str(self.port), *config], env=agent_env())
 
     def start(self) -> None:
         """Start the agent with no workload and wait for its API (for a benchmark that posts
@@ -402,7 +406,7 @@ class Yurt(System):
         wait_for(self.api_ready, 60, "yurt's API")
         command, *args = workload.argv
         hcl = JOB.format(job=self.job_id, count=workload.count, command=json.dumps(command),
-                         args=json.dumps(args))
+                         args=json.dumps(args), driver=self.driver)
         self.job = self.http("POST", "/v1/jobs/parse", {"JobHCL": hcl})
         if autostart:
             self.request()

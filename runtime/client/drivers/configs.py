@@ -90,6 +90,9 @@ class ExecTaskConfig(RawExecTaskConfig):
             if getattr(self, name) not in ("", "private", "host"):
                 raise ValueError(f'{name} must be "private" or "host", '
                                  f"got {getattr(self, name)!r}")
+        # drivers/exec/driver.go `TaskConfig.validate`
+        if self.work_dir and not self.work_dir.startswith("/"):
+            raise ValueError(f'work_dir must be absolute but got relative path "{self.work_dir}"')
 
 
 TASK_CONFIG: Final[dict[str, type[msgspec.Struct]]] = {

@@ -13,11 +13,26 @@ signal it has no handler for (SIGINT, SIGTERM) does not end it: the stop then SI
 at `kill_timeout`.
 
 Invariants: resource limits are always enforced (drivers/exec/driver.go: exec always
-configures cgroups), so a host without the v1 memory and cpu cgroups cannot run exec; the
+configures cgroups), so a host without memory and cpu cgroups (limits.py) cannot run exec; the
 chroot is built once per host (`rootfs_dir`) before the first start, under a lock; mounts live
 in the task's mount namespace only (util-linux `unshare` makes them private) and vanish
-with it. `alloc exec` enters the task's namespaces and root (`exec_task`). Not yet:
-`cap_add`/`cap_drop` (refused with a clear error), device mounts.
+with it. `alloc exec` enters the task's namespaces and root (`exec_task`).
+
+Capabilities (capabilities.py, Nomad's `Calculate`): the task's set is Nomad's defaults within
+the plugin's `allow_caps`, minus `cap_drop`, plus `cap_add`; a `cap_add` outside `allow_caps`
+fails the start. They are applied by util-linux `setpriv` (already the user switch, users.py;
+no libcap `capsh` needed), as the last step before the command, for the task and its `alloc
+exec` sessions alike: the bounding set always, and for a task with a `user` the inheritable
+and ambient sets too, so it keeps them across the switch (executor_linux_cgo.go
+`configureCapabilities`). Unlike Nomad, whose root tasks get the legacy full set, a root task
+(yurt's default user, where Nomad's is "nobody") is bounded by the same set, so `cap_drop`
+holds for it. Device nodes from the device hook (`TaskConfig.devices`) are bound into the task
+root; one without "w" in its permissions is bound read-only. On v1 the start's devices cgroup
+(limits.py `devices_cgroup`) opens to the task only runc's default devices and its own, with
+their permissions (execstart.sh), as Nomad's executor; a v2 host would need an eBPF device
+program, which yurt lacks: there, a task with CAP_MKNOD can open any device it makes. Every
+mount and device destination is checked before the start (`check_destination`): a bad one
+fails it, not recoverable.
 """
 
 from __future__ import annotations
@@ -34,7 +49,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 import trio
 
-from yurt.runtime.client.drivers import chroot, execstream, limits
+from yurt.runtime.client.drivers import capabilities, chroot, execstream, limits
 from yurt.runtime.client.drivers.configs import ExecTaskConfig, RawExecTaskConfig
 from yurt.runtime.client.drivers.protocol import (
     ExecInput,
@@ -44,6 +59,7 @@ from yurt.runtime.client.drivers.protocol import (
     TaskConfig,
 )
 from yurt.runtime.client.drivers.rawexec import RawExecDriver, RawExecPluginConfig
+from yurt.runtime.client.drivers.users import SETPRIV
 from yurt.runtime.errors import DriverError
 from yurt.runtime.structs import TaskHandle
 
@@ -60,7 +76,8 @@ WRAPPER: Final = 'trap : INT TERM; /bin/sh "$0" "$@"; exit $?'
 REQUIRES_ROOT: Final = "Driver must run as root"
 #: plugins/drivers/driver.go `NoCgroupMountMessage`, and why here.
 NO_CGROUPS: Final = ("Failed to discover cgroup mount point: the v1 memory and cpu "
-                     "hierarchies are needed for the resource limits")
+                     "hierarchies, or a cgroup v2 tree with both controllers, are needed "
+                     "for the resource limits")
 FINGERPRINT_PERIOD: Final = 30.0
 log = logging.getLogger("yurt.drivers.exec")
 
@@ -78,6 +95,10 @@ class ExecPluginConfig(msgspec.Struct, forbid_unknown_fields=True):
     default_ipc_mode: str = "private"
     #: Accepted: yurt enters the task root with chroot, never pivot_root.
     no_pivot_root: bool = False
+    #: The capabilities a task may have (drivers/exec/driver.go `allow_caps`, Nomad's
+    #: default: capabilities.go `NOMAD_DEFAULTS`); names as Nomad accepts them.
+    allow_caps: list[str] = msgspec.field(
+        default_factory=lambda: sorted(c.upper() for c in capabilities.NOMAD_DEFAULTS))
 
 
 def _namespaces_usable() -> str:
@@ -117,6 +138,73 @@ def in_task_root(path: str, task_dir: Path, alloc_dir: Path | None) -> str:
     return path
 
 
+def with_capabilities(prefix: list[str], caps: frozenset[str], *, ambient: bool) -> list[str]:
+    """`prefix` (a setpriv user switch ending in "--", or nothing) made to leave the command
+    exactly `caps` (capabilities.py `setpriv_options`): one setpriv does both, so the switch
+    of user and the ambient set happen in the order that keeps the capabilities."""
+    options = capabilities.setpriv_options(caps, ambient=ambient)
+    if prefix and Path(prefix[0]).name == SETPRIV and "--" in prefix:
+        end = prefix.index("--")
+        return [*prefix[:end], *options, *prefix[end:]]
+    return [shutil.which(SETPRIV) or SETPRIV, *options, "--", *prefix]
+
+
+def _host_places(rootfs: Path, task_dir: Path, alloc_dir: Path) -> dict[str, Path | None]:
+    """The task root's top-level names and the host directories behind them (None: a fresh
+    tmpfs of the task, where any path can be made)."""
+    places: dict[str, Path | None] = {"alloc": alloc_dir / "alloc", "local": task_dir / "local",
+                                      "secrets": task_dir / "secrets", "tmp": None, "dev": None}
+    try:
+        for entry in rootfs.iterdir():
+            if not entry.name.startswith("."):
+                places.setdefault(entry.name, entry)
+    except OSError:
+        pass
+    return places
+
+
+def check_destination(places: dict[str, Path | None], what: str, destination: str,
+                      is_dir: bool) -> None:
+    """Refuse a mount or device destination execstart.sh could not make safely: relative,
+    with "..", the root or /proc, through a symlink (it would leave the task root), or
+    missing under the read-only host part of the root (`places`, from `_host_places`).
+    Blocking (lstat): cheap, and only at a start.
+
+    Raises:
+        DriverError: (not recoverable) naming `what` and the destination.
+    """
+    def refuse(why: str) -> DriverError:
+        return DriverError(f'{what}: invalid destination "{destination}": {why}')
+
+    if not destination.startswith("/"):
+        raise refuse("must be an absolute path inside the task")
+    parts = [p for p in destination.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise refuse('must not contain ".."')
+    if not parts or parts[0] == "proc":
+        raise refuse("cannot mount over the task's root or /proc")
+    if parts[0] not in places:
+        return  # a new top-level directory on the task root's tmpfs
+    host = places[parts[0]]
+    if host is None:
+        return
+    if host.is_symlink():
+        raise refuse(f"/{parts[0]} is a symbolic link in the task root")
+    writable = parts[0] in ("alloc", "local", "secrets")
+    for depth in range(1, len(parts)):
+        host = host / parts[depth]
+        if host.is_symlink():
+            raise refuse(f"/{'/'.join(parts[:depth + 1])} is a symbolic link")
+        if not host.exists():
+            if writable:
+                return
+            raise refuse(f"/{parts[0]} is read-only in the task root and "
+                         f"/{'/'.join(parts[:depth + 1])} does not exist there")
+    if host.is_dir() != is_dir:
+        kind = "a directory" if host.is_dir() else "a file"
+        raise refuse(f"it is {kind} in the task root")
+
+
 class ExecDriver(RawExecDriver):
     """The exec driver: healthy when the agent is root and can make the namespaces."""
 
@@ -149,14 +237,45 @@ class ExecDriver(RawExecDriver):
                              self.build_seconds)
                 self._rootfs_ready = True
 
+    def _capabilities(self, cfg: ExecTaskConfig) -> frozenset[str]:
+        """The task's capability set (capabilities.py `calculate`). Raises DriverError."""
+        system = capabilities.supported()
+        for option in ("cap_add", "cap_drop"):
+            bad = capabilities.unsupported(getattr(cfg, option), system)
+            if bad:  # drivers/exec/driver.go `TaskConfig.validate`
+                raise DriverError(f"failed driver config validation: {option} configured with "
+                                  "capabilities not supported by system: "
+                                  f"{capabilities.text(bad)}")
+        return capabilities.calculate(self.exec_config.allow_caps, cfg.cap_add, cfg.cap_drop,
+                                      system)
+
+    def _check_binds(self, config: TaskConfig) -> None:
+        """`check_destination` of every mount and device. Blocking (lstat). Raises
+        DriverError."""
+        assert config.task_dir is not None
+        assert config.alloc_dir is not None
+        places = _host_places(self.rootfs, config.task_dir, config.alloc_dir)
+        for mount in config.mounts:
+            check_destination(places, f"volume mount of {mount.host_path}", mount.task_path,
+                              Path(mount.host_path).is_dir())
+        for device in config.devices:
+            check_destination(places, f"device {device.host_path}", device.task_path, False)
+            if not device.permissions or set(device.permissions) - set("rwm"):
+                raise DriverError(f"device {device.host_path}: invalid permissions "
+                                  f'"{device.permissions}": expected some of "rwm"')
+
     async def start_task(self, config: TaskConfig) -> TaskHandle:
         if config.task_dir is None or config.alloc_dir is None:
             raise DriverError("exec needs a task directory and an alloc directory")
         if self.limits is None:
             raise DriverError(f"exec: {NO_CGROUPS}")
-        if config.driver_config.get("cap_add") or config.driver_config.get("cap_drop"):
-            raise DriverError("exec: cap_add and cap_drop are not supported by this agent yet")
+        try:
+            cfg = msgspec.convert(config.driver_config, ExecTaskConfig)
+        except msgspec.ValidationError as e:
+            raise DriverError(f"invalid exec config: {e}") from None
+        self._capabilities(cfg)  # refused here, before anything of the start exists
         await self._ensure_rootfs()
+        await trio.to_thread.run_sync(self._check_binds, config)
         # The task's directories where it sees them (Nomad's taskenv for FSIsolationChroot).
         env = dict(config.env, NOMAD_ALLOC_DIR="/alloc", NOMAD_TASK_DIR="/local",
                    NOMAD_SECRETS_DIR="/secrets")
@@ -172,14 +291,21 @@ class ExecDriver(RawExecDriver):
             namespaces.append("--pid")
         if (cfg.ipc_mode or self.exec_config.default_ipc_mode) != "host":
             namespaces.append("--ipc")
-        volumes: list[str] = []
+        binds: list[str] = []
         for mount in config.mounts:
-            volumes += [mount.host_path, mount.task_path, "ro" if mount.readonly else "rw"]
+            binds += [mount.host_path, mount.task_path, "ro" if mount.readonly else "rw"]
+        for device in config.devices:
+            binds += [device.host_path, device.task_path, f"dev-{device.permissions}"]
+        prefix = with_capabilities(prefix, self._capabilities(cfg), ambient=bool(config.user))
+        devices = (self.limits.devices_cgroup(f"{config.alloc_id}.{state_dir.name}")
+                   if isinstance(self.limits, limits.V1Limits) else None)
         argv = [self.unshare, *namespaces, "--", "/bin/sh", "-c", WRAPPER, str(EXECSTART),
                 str(self.rootfs), str(state_dir / "root"), str(config.alloc_dir / "alloc"),
                 str(config.task_dir / "local"), str(config.task_dir / "secrets"),
-                config.name, cfg.work_dir or "/", str(len(config.mounts)), *volumes, "--",
-                *prefix, in_task_root(command, config.task_dir, config.alloc_dir), *cfg.args]
+                config.name, cfg.work_dir or "/", str(devices or ""),
+                str(len(config.mounts) + len(config.devices)),
+                *binds, "--", *prefix, in_task_root(command, config.task_dir, config.alloc_dir),
+                *cfg.args]
         return str(config.task_dir), argv
 
     async def exec_task(self, task_id: str, request: ExecRequest,
@@ -197,13 +323,15 @@ class ExecDriver(RawExecDriver):
         config = request.task
         assert config.task_dir is not None
         cfg = msgspec.convert(config.driver_config, ExecTaskConfig)
+        caps = self._capabilities(cfg)
         nsenter = shutil.which("nsenter") or "nsenter"
 
         def enter(words: list[str], work_dir: str) -> tuple[list[str], str]:
             assert config.task_dir is not None
             command = in_task_root(words[-1], config.task_dir, config.alloc_dir)
+            prefix = with_capabilities(words[:-1], caps, ambient=bool(config.user))
             return [nsenter, f"--target={init}", "--mount", "--uts", "--ipc", "--pid",
-                    "--root", f"--wd={cfg.work_dir or '/'}", "--", *words[:-1],
+                    "--root", f"--wd={cfg.work_dir or '/'}", "--", *prefix,
                     command], str(config.task_dir)
 
         plain = dict(config.driver_config)
@@ -238,4 +366,8 @@ def plugin(config: dict[str, Any]) -> ExecDriver:
         raise DriverError(f"invalid exec plugin config: {e}") from None
     if not options.enabled:
         raise DriverError("exec is disabled")
+    bad = capabilities.unsupported(options.allow_caps, capabilities.supported())
+    if bad:  # drivers/exec/driver.go `Config.validate`
+        raise DriverError("invalid exec plugin config: allow_caps configured with "
+                          f"capabilities not supported by system: {capabilities.text(bad)}")
     return ExecDriver(options)

@@ -1,10 +1,12 @@
 """Resource limits through cgroups (`memory`, `memory_max`, `cpu`), and the OOM kills they cause.
 
-What lives here: the limit arithmetic (pure: `limits_for`), the `LimitCgroups` protocol the
-drivers consume, and its cgroup v1 implementation (`V1Limits`). cgroup v2 is not implemented
-yet: `select_limits` returns None on a host without the v1 memory and cpu hierarchies, and a
-`V2Limits` (one directory, `memory.max`/`memory.low`/`cpu.weight`, `memory.events`'
-`oom_kill`) would implement the same protocol.
+What lives here: the limit arithmetic (pure: `limits_for`, `cpu_weight`), the `LimitCgroups`
+protocol the drivers consume, and its two implementations: cgroup v1 (`V1Limits`, proven on a
+real v1 host by tests/test_execdriver.py and tests/test_rawexec_limits.py) and cgroup v2
+(`V2Limits`: one directory with `memory.max`, `memory.low`, `cpu.weight`, OOM kills from
+`memory.events`; tested against a fake cgroupfs only — UNPROVEN on a real v2 host).
+`select_limits` picks v1 where the v1 memory and cpu hierarchies are mounted (a hybrid host's
+v2 tree holds no controllers), else v2 where a cgroup2 mount offers memory and cpu, else None.
 
 The rules are Nomad's (drivers/shared/executor/utils.go `memoryLimits`, and
 executor_universal_linux.go `configureCG1`): the hard limit is `memory_max`, with `memory` as
@@ -19,15 +21,26 @@ parent. The task joins them itself before it execs its command (`taskstart.sh`),
 forks escapes them. Invariants: a name is made only by `create`, and a directory is removed only
 when empty (the kernel refuses otherwise), so `sweep` can never take a running task's limits.
 
-OOM: on v1, `memory.oom_control`'s `oom_kill` counter (Linux 4.13+) counts the kills the
-memory cgroup's limit caused; read once the task has exited. cgroupfs lives in kernel memory,
-so reads and writes never wait on a disk (see `cgroups.py`).
+v1 also makes the start a `devices` cgroup (where that hierarchy is mounted), unrestricted
+as its parent: the exec driver denies writes to its read-only device nodes there
+(`devices_cgroup`, execstart.sh), as Nomad's executor does with libcontainer's device rules.
+
+v2 (executor_universal_linux.go `configureCG2`): `<mount>/yurt/<alloc id>.<start id>`, the same
+directory raw_exec's tree tracking uses on a v2 host (cgroups.py), with `memory` and `cpu`
+enabled in `cgroup.subtree_control` of the mount's root and of `yurt`; `memory.max` ("max"
+without a hard limit), `memory.low` (the soft limit, when set), `cpu.weight` from the shares.
+
+OOM: on v1, `memory.oom_control`'s `oom_kill` counter (Linux 4.13+), on v2 `memory.events`'
+`oom_kill`, counts the kills the memory cgroup's limit caused; read once the task has
+exited. cgroupfs lives in kernel memory, so reads and writes never wait on a disk (see
+`cgroups.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
@@ -81,8 +94,22 @@ class LimitCgroups(Protocol):
         (left by an agent that crashed); return their names."""
 
 
+def cpu_weight(shares: int) -> int:
+    """cgroup v2's `cpu.weight` [1, 10000] for v1 `cpu.shares` [2, 262144], as Nomad's executor
+    converts them (executor_universal_linux.go `computeCPU`: opencontainers/cgroups
+    `ConvertCPUSharesToCgroupV2Value` of Nomad's go.mod, the curve through 2 → 1,
+    1024 → 100 and 262144 → 10000)."""
+    if shares <= MIN_CPU_SHARES:
+        return 1
+    if shares >= MAX_CPU_SHARES:
+        return 10_000
+    log = math.log2(shares)
+    return math.ceil(10 ** ((log * log + 125 * log) / 612.0 - 7.0 / 34.0))
+
+
 def v1_mounts(mountinfo: str) -> dict[str, Path]:
-    """The v1 hierarchies of the `memory` and `cpu` controllers in /proc/self/mountinfo text."""
+    """The v1 hierarchies of the `memory`, `cpu` and `devices` controllers in
+    /proc/self/mountinfo text."""
     found: dict[str, Path] = {}
     for line in mountinfo.splitlines():
         left, sep, right = line.partition(" - ")
@@ -90,7 +117,7 @@ def v1_mounts(mountinfo: str) -> dict[str, Path]:
         if not sep or len(fields) < 5 or len(tail) < 3 or tail[0] != "cgroup":
             continue
         for controller in tail[2].split(","):
-            if controller in ("memory", "cpu"):
+            if controller in ("memory", "cpu", "devices"):
                 found.setdefault(controller, Path(fields[4].replace("\\040", " ")))
     return found
 
@@ -106,14 +133,22 @@ class V1Limits:
     memory: Path
     cpu: Path
     rmdir: Callable[[Path], None] = field(default=os.rmdir)
+    #: The `devices` hierarchy, where mounted and writable.
+    devices: Path | None = None
 
-    def _dirs(self, name: str) -> tuple[Path, Path]:
-        return self.memory / PARENT / name, self.cpu / PARENT / name
+    def _dirs(self, name: str) -> tuple[Path, ...]:
+        found = (self.memory / PARENT / name, self.cpu / PARENT / name)
+        return found if self.devices is None else (*found, self.devices / PARENT / name)
+
+    def devices_cgroup(self, name: str) -> Path | None:
+        """The start's `devices` cgroup (None without that hierarchy)."""
+        return None if self.devices is None else self.devices / PARENT / name
 
     def create(self, name: str, limits: Limits) -> list[Path]:
-        mem, cpu = self._dirs(name)
+        dirs = self._dirs(name)
+        mem, cpu = dirs[0], dirs[1]
         try:
-            for d in (mem, cpu):
+            for d in dirs:
                 d.parent.mkdir(exist_ok=True)
                 d.mkdir(exist_ok=True)
             # The soft limit first: the kernel refuses none of these, whatever the order.
@@ -125,7 +160,7 @@ class V1Limits:
             self.remove(name)
             raise DriverError(f"cannot set the task's resource limits in {e.filename}: "
                               f"{e.strerror}", recoverable=True) from None
-        return [mem, cpu]
+        return list(dirs)
 
     def oom_killed(self, name: str) -> bool:
         try:
@@ -135,35 +170,91 @@ class V1Limits:
         return oom_kills(text) > 0
 
     def remove(self, name: str) -> bool:
-        gone = True
-        for d in self._dirs(name):
-            try:
-                self.rmdir(d)
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                if e.errno not in (errno.EBUSY, errno.ENOTEMPTY):
-                    raise DriverError(f"cannot remove the task's cgroup {d}: "
-                                      f"{e.strerror}") from None
-                gone = False
-        return gone
+        return _remove(self._dirs(name), self.rmdir)
 
     def sweep(self, known: Container[str], allocs: Container[str]) -> list[str]:
-        names: set[str] = set()
-        for hierarchy in (self.memory, self.cpu):
-            with contextlib.suppress(OSError):
-                names.update(p.name for p in (hierarchy / PARENT).iterdir() if p.is_dir())
-        removed = []
-        for name in sorted(n for n in names
-                           if n.partition(".")[0] in allocs and n not in known):
-            with contextlib.suppress(DriverError):
-                if self.remove(name):
-                    removed.append(name)
-        return removed
+        parents = [h / PARENT for h in (self.memory, self.cpu, self.devices) if h is not None]
+        return _sweep(parents, known, allocs, self.remove)
+
+
+@dataclass(frozen=True)
+class V2Limits:
+    """Limits in the cgroup v2 tree mounted at `mount` (see the module header; unproven on a
+    real v2 host). `rmdir` as `V1Limits`'."""
+
+    mount: Path
+    rmdir: Callable[[Path], None] = field(default=os.rmdir)
+
+    def _dir(self, name: str) -> Path:
+        return self.mount / PARENT / name
+
+    def create(self, name: str, limits: Limits) -> list[Path]:
+        cgroup = self._dir(name)
+        try:
+            cgroup.parent.mkdir(exist_ok=True)
+            # Controllers reach a cgroup only through its parents' subtree_control.
+            for parent in (self.mount, cgroup.parent):
+                (parent / "cgroup.subtree_control").write_text("+memory +cpu")
+            cgroup.mkdir(exist_ok=True)
+            if limits.memory_soft_bytes > 0:
+                (cgroup / "memory.low").write_text(str(limits.memory_soft_bytes))
+            (cgroup / "memory.max").write_text(
+                "max" if limits.memory_bytes < 0 else str(limits.memory_bytes))
+            (cgroup / "cpu.weight").write_text(str(cpu_weight(limits.cpu_shares)))
+        except OSError as e:
+            self.remove(name)
+            raise DriverError(f"cannot set the task's resource limits in {e.filename}: "
+                              f"{e.strerror}", recoverable=True) from None
+        return [cgroup]
+
+    def oom_killed(self, name: str) -> bool:
+        try:
+            text = (self._dir(name) / "memory.events").read_text()
+        except OSError:
+            return False
+        return oom_kills(text) > 0
+
+    def remove(self, name: str) -> bool:
+        return _remove((self._dir(name),), self.rmdir)
+
+    def sweep(self, known: Container[str], allocs: Container[str]) -> list[str]:
+        return _sweep([self.mount / PARENT], known, allocs, self.remove)
+
+
+def _remove(dirs: tuple[Path, ...], rmdir: Callable[[Path], None]) -> bool:
+    """rmdir each of `dirs` unless it holds processes; True once all are gone."""
+    gone = True
+    for d in dirs:
+        try:
+            rmdir(d)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                raise DriverError(f"cannot remove the task's cgroup {d}: "
+                                  f"{e.strerror}") from None
+            gone = False
+    return gone
+
+
+def _sweep(parents: list[Path], known: Container[str], allocs: Container[str],
+           remove: Callable[[str], bool]) -> list[str]:
+    """`remove` the starts under `parents` of `allocs` not in `known`; their names."""
+    names: set[str] = set()
+    for parent in parents:
+        with contextlib.suppress(OSError):
+            names.update(p.name for p in parent.iterdir() if p.is_dir())
+    removed = []
+    for name in sorted(n for n in names if n.partition(".")[0] in allocs and n not in known):
+        with contextlib.suppress(DriverError):
+            if remove(name):
+                removed.append(name)
+    return removed
 
 
 def oom_kills(oom_control: str) -> int:
-    """The `oom_kill` counter in `memory.oom_control` text (0 on kernels before 4.13)."""
+    """The `oom_kill` counter in v1 `memory.oom_control` or v2 `memory.events` text (0 on
+    kernels before 4.13)."""
     for line in oom_control.splitlines():
         key, _, value = line.partition(" ")
         if key == "oom_kill" and value.strip().isdigit():
@@ -171,21 +262,50 @@ def oom_kills(oom_control: str) -> int:
     return 0
 
 
+def v2_mount(mountinfo: str) -> Path | None:
+    """The first cgroup2 mount in /proc/self/mountinfo text."""
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if sep and len(fields) >= 5 and tail and tail[0] == "cgroup2":
+            return Path(fields[4].replace("\\040", " "))
+    return None
+
+
 def select_limits(mountinfo: str | None = None) -> LimitCgroups | None:
-    """The host's limit cgroups; None where the v1 memory and cpu hierarchies are missing or
-    not writable (a v2-only host, for now, or an agent that is not root)."""
+    """The host's limit cgroups (see the module header); None where neither v1's memory and
+    cpu hierarchies nor a v2 tree with both controllers are there and writable (an agent
+    that is not root)."""
     if mountinfo is None:
         try:
             mountinfo = Path("/proc/self/mountinfo").read_text()
         except OSError:
             return None
     found = v1_mounts(mountinfo)
-    if "memory" not in found or "cpu" not in found:
+    if "memory" in found and "cpu" in found:
+        for hierarchy in (found["memory"], found["cpu"]):
+            if not _writable_parent(hierarchy):
+                return None
+        devices = found.get("devices")
+        if devices is not None and not _writable_parent(devices):
+            devices = None
+        return V1Limits(found["memory"], found["cpu"], devices=devices)
+    mount = v2_mount(mountinfo)
+    if mount is None:
         return None
-    limits = V1Limits(found["memory"], found["cpu"])
-    for hierarchy in (limits.memory, limits.cpu):
-        try:
-            (hierarchy / PARENT).mkdir(exist_ok=True)
-        except OSError:
-            return None
-    return limits
+    try:
+        controllers = (mount / "cgroup.controllers").read_text().split()
+    except OSError:
+        return None
+    if "memory" not in controllers or "cpu" not in controllers or not _writable_parent(mount):
+        return None
+    return V2Limits(mount)
+
+
+def _writable_parent(hierarchy: Path) -> bool:
+    """Whether `<hierarchy>/yurt` exists or can be made."""
+    try:
+        (hierarchy / PARENT).mkdir(exist_ok=True)
+    except OSError:
+        return False
+    return True
