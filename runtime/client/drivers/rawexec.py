@@ -270,8 +270,8 @@ class RawExecDriver:
             self.limits = limits.select_limits()
             if self.limits is None:
                 raise DriverError("enforce_resource_limits = true, but the agent cannot create "
-                                  "cgroup v1 memory and cpu cgroups here (not mounted, or not "
-                                  "root; cgroup v2 limits are not supported yet)")
+                                  "memory and cpu cgroups here (neither the v1 hierarchies "
+                                  "nor a v2 tree with both controllers, or not root)")
         #: Names of the limit cgroups of this driver's starts, made or being made: what an
         #: orphan sweep must keep (added before the cgroup is made, as `_mine`).
         self._limited: set[str] = set()
