@@ -263,6 +263,14 @@ NEEDS: Final[dict[str, Needs]] = {
     # ---- variables (api-docs/variables.mdx; nomad/variables_endpoint.go): per path
     "/v1/vars": {"GET": FILTERED},
     "/v1/var/{path:path}": {"*": IN_HANDLER},
+    # ---- dynamic host volumes (api-docs/volumes.mdx; nomad/host_volume_endpoint.go): the
+    # request's namespace here; a body naming another is checked there too (hostvolumes.py)
+    "/v1/volumes": {"GET": namespace_op("host-volume-read", "csi-list-volume",
+                                        wildcard_filters=True)},
+    "/v1/volume/host/create": {"*": namespace_op("host-volume-create")},
+    "/v1/volume/host/register": {"*": namespace_op("host-volume-register")},
+    "/v1/volume/host/{id}": {"GET": namespace_op("host-volume-read"),
+                             "DELETE": namespace_op("host-volume-delete")},
     # ---- services (api-docs/services.mdx; nomad/service_registration_endpoint.go)
     "/v1/services": {"GET": namespace_op("read-job", wildcard_filters=True)},
     # `GetService`; `DeleteByID`. Nomad answers any other method 405 before a token is

@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
@@ -96,6 +97,9 @@ from yurt.runtime.structs import (
 from yurt.runtime.structs.submission import JobSubmission, oversize_warning
 from yurt.runtime.structs.update import DEPLOYMENT_STATUS_SUCCESSFUL, Deployment
 
+if TYPE_CHECKING:
+    from yurt.runtime.server.hostvolumes import HostVolumeBook
+
 
 class LocalServer:
     def __init__(self, node: Node, broker: EventBroker, store: ServerStateStore | None = None,
@@ -147,6 +151,9 @@ class LocalServer:
         self.deployments_changed = trio.Event()
         #: Nomad-provider service registrations (server/services.py).
         self.services = ServiceCatalogue(self)
+        #: Dynamic host volumes (server/hostvolumes.py): the agent's embedded server sets
+        #: it once its node's plugins are up; None elsewhere (the API answers 501).
+        self.host_volumes: HostVolumeBook | None = None
 
     async def load(self) -> None:
         """Take back what an earlier agent's server had."""

@@ -1,0 +1,146 @@
+"""Dynamic host volumes against a real agent (layer 2): /v1/volume/host/create, register,
+read, delete and /v1/volumes?type=host, as Nomad's (nomad/host_volume_endpoint.go); the mkdir
+plugin's directory on disk; the node's `HostVolumes` gaining and losing the volume; an agent
+restart keeping it ready."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from tests.agent_support import running_agent
+
+
+def _spec(**extra: Any) -> dict[str, Any]:
+    return {"Volume": {"Name": "data", "PluginID": "mkdir", **extra}}
+
+
+async def test_create_read_list_delete(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as r:
+            c = r.client
+            resp = await c.put("/v1/volume/host/create",
+                               json=_spec(Parameters={"mode": "0750"}))
+            assert resp.status_code == 200, resp.text
+            vol = resp.json()["Volume"]
+            assert vol["State"] == "ready"
+            assert vol["NodeID"] == r.agent.node.id
+            assert vol["NodePool"] == "default"
+            assert vol["Namespace"] == "default"
+            assert vol["PluginID"] == "mkdir"
+            assert vol["RequestedCapabilities"] == [
+                {"AttachmentMode": "file-system", "AccessMode": "single-node-writer"}]
+            assert resp.json()["Index"] == vol["ModifyIndex"] == vol["CreateIndex"]
+            path = Path(vol["HostPath"])
+            assert path == tmp_path / "host_volumes" / vol["ID"]
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o750
+
+            node = (await c.get(f"/v1/node/{r.agent.node.id}")).json()
+            assert node["HostVolumes"]["data"] == {
+                "Name": "data", "Path": str(path), "ReadOnly": False, "ID": vol["ID"]}
+
+            got = await c.get(f"/v1/volume/host/{vol['ID']}")
+            assert got.status_code == 200
+            assert got.json()["Allocations"] == []
+            assert got.json()["HostPath"] == str(path)
+            listed = (await c.get("/v1/volumes", params={"type": "host"})).json()
+            assert [v["ID"] for v in listed] == [vol["ID"]]
+            assert set(listed[0]) == {"Namespace", "ID", "Name", "PluginID", "NodePool",
+                                      "NodeID", "CapacityBytes", "State", "CreateIndex",
+                                      "CreateTime", "ModifyIndex", "ModifyTime"}
+            assert (await c.get("/v1/volumes")).json() == []
+            assert (await c.get("/v1/volumes", params={"type": "nfs"})).status_code == 404
+
+            # A second volume of the same name has no node left to go to.
+            again = await c.put("/v1/volume/host/create", json=_spec())
+            assert again.status_code == 500
+            assert again.text == ('could not place volume "data": no node meets constraints: '
+                                  "1 nodes had existing volume, 0 nodes filtered by node pool "
+                                  "governance, 0 nodes were infeasible")
+
+            gone = await c.delete(f"/v1/volume/host/{vol['ID']}")
+            assert gone.status_code == 200
+            assert gone.json()["Index"] > vol["ModifyIndex"]
+            assert not await trio.Path(path).exists()
+            node = (await c.get(f"/v1/node/{r.agent.node.id}")).json()
+            assert "data" not in (node["HostVolumes"] or {})
+            missing = await c.get(f"/v1/volume/host/{vol['ID']}")
+            assert (missing.status_code, missing.text) == (404, "volume not found")
+            again = await c.delete(f"/v1/volume/host/{vol['ID']}")
+            assert (again.status_code, again.text) == (500, f"no such volume: {vol['ID']}")
+
+
+async def test_refusals_in_nomads_words(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as r:
+            c = r.client
+
+            async def create(body: dict[str, Any]) -> tuple[int, str]:
+                resp = await c.put("/v1/volume/host/create", json=body)
+                return resp.status_code, resp.text
+
+            assert await create(_spec(PluginID="nfs")) == (
+                500, 'could not place volume "data": no node meets constraints: 0 nodes had '
+                     "existing volume, 0 nodes filtered by node pool governance, 1 nodes were "
+                     "infeasible")
+            assert await create(_spec(Name="")) == (
+                500, "volume validation failed: missing name")
+            assert await create(_spec(RequestedCapacityMinBytes=10,
+                                      RequestedCapacityMaxBytes=5)) == (
+                500, "volume validation failed: capacity_max (5) must be larger than "
+                     "capacity_min (10)")
+            assert await create(_spec(Namespace="nope")) == (
+                500, 'volume validation failed: no such namespace "nope"')
+            assert await create(_spec(NodeID="0000")) == (
+                500, 'validating volume "data" against state failed: node "0000" does not '
+                     "exist")
+            status, text = await create(_spec(Parameters={"color": "red"}))
+            assert (status, text) == (
+                500, 'invalid value for "color": unknown mkdir parameter: "color"')
+            assert await create({}) == (500, "missing volume definition")
+            # Nothing of the refused creates is left behind.
+            assert (await c.get("/v1/volumes", params={"type": "host"})).json() == []
+            volumes_dir = trio.Path(tmp_path / "host_volumes")
+            assert not await volumes_dir.exists() or not await volumes_dir.iterdir()
+
+
+async def test_register_an_existing_directory(tmp_path: Path) -> None:
+    existing = tmp_path / "shared"
+    existing.mkdir()
+    with trio.fail_after(30):
+        async with running_agent(tmp_path / "data") as r:
+            c = r.client
+            refused = await c.put("/v1/volume/host/register",
+                                  json={"Volume": {"Name": "shared", "HostPath": str(existing)}})
+            assert (refused.status_code, refused.text) == (
+                500, "cannot register volume: node ID is required")
+            resp = await c.put("/v1/volume/host/register", json={"Volume": {
+                "Name": "shared", "HostPath": str(existing), "NodeID": r.agent.node.id}})
+            assert resp.status_code == 200, resp.text
+            vol = resp.json()["Volume"]
+            assert vol["State"] == "ready"
+            assert vol["HostPath"] == str(existing)
+            assert (await c.delete(f"/v1/volume/host/{vol['ID']}")).status_code == 200
+            assert existing.is_dir()  # a registered volume's directory is the operator's
+
+
+async def test_restart_keeps_the_volume_ready(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            vol = (await r.client.put("/v1/volume/host/create", json=_spec())).json()["Volume"]
+        path = Path(vol["HostPath"])
+        (path / "kept").write_text("x")
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            got = (await r.client.get(f"/v1/volume/host/{vol['ID']}")).json()
+            assert got["State"] == "ready"
+            assert got["CreateIndex"] == vol["CreateIndex"]
+            node = (await r.client.get(f"/v1/node/{r.agent.node.id}")).json()
+            assert node["HostVolumes"]["data"]["ID"] == vol["ID"]
+            assert (path / "kept").read_text() == "x"
+            # The index counter never goes back below what the volume carries.
+            fresh = await r.client.put("/v1/volume/host/create", json=_spec(Name="more"))
+            assert fresh.json()["Volume"]["CreateIndex"] > vol["ModifyIndex"]
