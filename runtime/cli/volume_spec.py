@@ -46,7 +46,7 @@ class VolumeSpecError(Exception):
 
 def _line_of(text: str, key: str) -> int:
     """The first line where `key` is set or opens a block (0: not found)."""
-    pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*[:={{]', re.MULTILINE)
+    pattern = re.compile(rf'^[ \t]*"?{re.escape(key)}"?[ \t]*[:={{]', re.MULTILINE)
     found = pattern.search(text)
     return text.count("\n", 0, found.start()) + 1 if found else 0
 

@@ -94,6 +94,7 @@ from yurt.runtime.structs import (
     is_client_terminal,
     merge_client_health,
 )
+from yurt.runtime.structs.hostvolume import HostVolume
 from yurt.runtime.structs.submission import JobSubmission, oversize_warning
 from yurt.runtime.structs.update import DEPLOYMENT_STATUS_SUCCESSFUL, Deployment
 
@@ -439,6 +440,9 @@ class LocalServer:
 
     def allocs_for_node(self) -> list[Allocation]:
         return [a for a in self.allocs.values() if a.node_id == self.node.id]
+
+    def host_volume(self, vol_id: str) -> HostVolume | None:
+        return self.host_volumes.volumes.get(vol_id) if self.host_volumes is not None else None
 
     def nodes(self) -> list[Node]:
         return [self.node]

@@ -195,3 +195,25 @@ def canonicalize_for_register(vol: HostVolume, existing: HostVolume | None, now:
             node_pool=vol.node_pool or existing.node_pool, node_id=existing.node_id,
             constraints=existing.constraints, create_time=existing.create_time)
     return msgspec.structs.replace(vol, state=STATE_PENDING, modify_time=now, allocations=None)
+
+
+def claimable(vol: HostVolume, namespace: str, access_mode: str, attachment_mode: str,
+              read_only: bool) -> bool:
+    """scheduler/feasible/feasible.go `HostVolumeChecker.nodeIsFeasibleForRequest` for a
+    dynamic volume (`hostVolumeIsAvailable`): of the job's namespace, ready, offering the
+    requested capability (by default single-node-writer, or single-node-reader-only when
+    read-only; file-system), a reader mode asked read-only and a writer mode not.
+    single-node-single-writer is taken as single-node-multi-writer: the other writers on the
+    node are not counted (yurt keeps no volume claims)."""
+    if vol.namespace != namespace or vol.state != STATE_READY:
+        return False
+    access = access_mode or ("single-node-reader-only" if read_only else "single-node-writer")
+    attachment = attachment_mode or "file-system"
+    if not any(c.access_mode == access and c.attachment_mode == attachment
+               for c in vol.requested_capabilities):
+        return False
+    if access == "single-node-reader-only":
+        return read_only
+    if access == "single-node-writer":
+        return not read_only
+    return True
