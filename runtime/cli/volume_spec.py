@@ -5,9 +5,9 @@ command/volume_create_host.go `decodeHostVolume`, `parseConstraints`,
 
 HCL, or JSON (HCL v1, which Nomad parses these files with, reads both; a file whose first
 character is `{` is JSON). Keys are the spec's: `type`, `namespace`, `name`, `id`,
-`plugin_id`, `node_id`, `node_pool`, `capacity`, `capacity_min`, `capacity_max` (bytes, or
-"10GiB"/"1GB" as go-humanize's `ParseBytes` reads them), `constraint {}` blocks,
-`capability {}` blocks and `parameters {}`.
+`plugin_id`, `node_id`, `node_pool`, `host_path` (a registered volume's), `capacity`,
+`capacity_min`, `capacity_max` (bytes, or "10GiB"/"1GB" as go-humanize's `ParseBytes` reads
+them), `constraint {}` blocks, `capability {}` blocks and `parameters {}`.
 
 One difference, deliberate: an unknown key is refused with its file and line, where Nomad's
 mapstructure decode ignores it (a misspelt `plugin-id` would otherwise create a volume with
@@ -22,10 +22,11 @@ from typing import Any, Final
 
 #: Top-level keys a host volume specification may have.
 _KEYS: Final = frozenset({"type", "namespace", "name", "id", "plugin_id", "node_id",
-                          "node_pool", "capacity", "capacity_min", "capacity_max",
-                          "constraint", "capability", "parameters"})
+                          "node_pool", "host_path", "capacity", "capacity_min",
+                          "capacity_max", "constraint", "capability", "parameters"})
 _PLAIN: Final = {"namespace": "Namespace", "name": "Name", "id": "ID",
-                 "plugin_id": "PluginID", "node_id": "NodeID", "node_pool": "NodePool"}
+                 "plugin_id": "PluginID", "node_id": "NodeID", "node_pool": "NodePool",
+                 "host_path": "HostPath"}
 #: command/volume_create_host.go `parseConstraints`: its valid keys.
 _CONSTRAINT_KEYS: Final = frozenset({"attribute", "distinct_hosts", "distinct_property",
                                      "operator", "regexp", "set_contains", "value",
