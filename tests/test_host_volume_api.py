@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from tests.agent_support import running_agent
+from tests.agent_support import running_agent, wait_status
 
 
 def _spec(**extra: Any) -> dict[str, Any]:
@@ -130,17 +130,52 @@ async def test_register_an_existing_directory(tmp_path: Path) -> None:
 
 async def test_restart_keeps_the_volume_ready(tmp_path: Path) -> None:
     with trio.fail_after(60):
+        shared = trio.Path(tmp_path / "shared")
+        await shared.mkdir()
         async with running_agent(tmp_path, dev_mode=False) as r:
             vol = (await r.client.put("/v1/volume/host/create", json=_spec())).json()["Volume"]
+            lost = (await r.client.put("/v1/volume/host/register", json={"Volume": {
+                "Name": "lost", "HostPath": str(shared), "NodeID": r.agent.node.id}})
+            ).json()["Volume"]
+            assert lost["State"] == "ready"
         path = Path(vol["HostPath"])
-        (path / "kept").write_text("x")
+        await trio.Path(path / "kept").write_text("x")
+        await shared.rmdir()  # a registered volume's directory gone while the agent was down
         async with running_agent(tmp_path, dev_mode=False) as r:
             got = (await r.client.get(f"/v1/volume/host/{vol['ID']}")).json()
             assert got["State"] == "ready"
             assert got["CreateIndex"] == vol["CreateIndex"]
             node = (await r.client.get(f"/v1/node/{r.agent.node.id}")).json()
             assert node["HostVolumes"]["data"]["ID"] == vol["ID"]
-            assert (path / "kept").read_text() == "x"
+            assert await trio.Path(path / "kept").read_text() == "x"
+            # Nomad's upsertHostVolumeForNode: ready, then missing from the node.
+            gone = (await r.client.get(f"/v1/volume/host/{lost['ID']}")).json()
+            assert gone["State"] == "unavailable"
+            assert "lost" not in node["HostVolumes"]
+            assert gone["ModifyIndex"] > lost["ModifyIndex"]
             # The index counter never goes back below what the volume carries.
             fresh = await r.client.put("/v1/volume/host/create", json=_spec(Name="more"))
             assert fresh.json()["Volume"]["CreateIndex"] > vol["ModifyIndex"]
+
+
+async def test_a_job_waiting_for_a_volume_is_placed_once_it_is_ready(tmp_path: Path) -> None:
+    job = {"Job": {"ID": "waits", "Type": "service", "TaskGroups": [{
+        "Name": "g", "Volumes": {"v": {"Name": "v", "Type": "host", "Source": "late"}},
+        "Tasks": [{"Name": "t", "Driver": "mock_driver", "Config": {"run_for": "1h"},
+                   "Resources": {"CPU": 1, "MemoryMB": 10}}]}]}}
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as r:
+            c = r.client
+            assert (await c.post("/v1/jobs", json=job)).status_code == 200
+            while True:  # blocked: the node lacks the volume
+                evals = (await c.get("/v1/job/waits/evaluations")).json()
+                if any(e["Status"] == "blocked" for e in evals):
+                    break
+                await trio.sleep(0.05)
+            assert (await c.get("/v1/job/waits/allocations")).json() == []
+            made = await c.put("/v1/volume/host/create", json=_spec(Name="late"))
+            assert made.status_code == 200, made.text
+            alloc = await wait_status(c, "waits", "running")
+            assert alloc["NodeID"] == r.agent.node.id
+            got = (await c.get(f"/v1/volume/host/{made.json()['Volume']['ID']}")).json()
+            assert [a["ID"] for a in got["Allocations"]] == [alloc["ID"]]
