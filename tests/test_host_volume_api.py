@@ -179,3 +179,37 @@ async def test_a_job_waiting_for_a_volume_is_placed_once_it_is_ready(tmp_path: P
             assert alloc["NodeID"] == r.agent.node.id
             got = (await c.get(f"/v1/volume/host/{made.json()['Volume']['ID']}")).json()
             assert [a["ID"] for a in got["Allocations"]] == [alloc["ID"]]
+
+
+async def test_acl_host_volume_capabilities_in_the_volumes_namespace(tmp_path: Path) -> None:
+    from tests.authz_support import acl_agent
+
+    with trio.fail_after(30):
+        async with acl_agent(tmp_path) as at:
+            assert (await at.admin.put("/v1/namespace/prod", json={"Name": "prod"})
+                    ).status_code == 200
+            creator = at.resolver.token('namespace "default" { capabilities = '
+                                        '["host-volume-create"] }')
+            reader = at.resolver.token('namespace "*" { capabilities = ["host-volume-read"] }')
+
+            async def put(secret: str, body: dict[str, Any]) -> int:
+                resp = await at.admin.put("/v1/volume/host/create", json=body,
+                                          headers={"X-Nomad-Token": secret})
+                return resp.status_code
+
+            # The route checks the request's namespace, the handler the body's.
+            assert await put(creator, _spec(Namespace="prod")) == 403
+            assert await put(reader, _spec()) == 403
+            assert await put(creator, _spec()) == 200
+            assert await put(at.admin.headers["X-Nomad-Token"], _spec(
+                Name="other", Namespace="prod")) == 200
+            listed = await at.admin.get("/v1/volumes", params={
+                "type": "host", "namespace": "*"}, headers={"X-Nomad-Token": reader})
+            assert sorted(v["Namespace"] for v in listed.json()) == ["default", "prod"]
+            only = await at.admin.get("/v1/volumes", params={
+                "type": "host", "namespace": "*"}, headers={"X-Nomad-Token": creator})
+            assert [v["Namespace"] for v in only.json()] == ["default"]  # create implies read
+            vol_id = only.json()[0]["ID"]
+            refused = await at.admin.delete(f"/v1/volume/host/{vol_id}",
+                                            headers={"X-Nomad-Token": reader})
+            assert refused.status_code == 403
