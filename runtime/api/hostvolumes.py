@@ -33,7 +33,7 @@ from yurt.runtime.api.namespaces import request_namespace
 from yurt.runtime.api.request import ApiError, body_json, json_response
 from yurt.runtime.server.hostvolumes import HostVolumeBook, VolumeRefused
 from yurt.runtime.server.namespaces import ALL_NAMESPACES
-from yurt.runtime.structs import Allocation
+from yurt.runtime.structs import Allocation, is_client_terminal
 from yurt.runtime.structs.hostvolume import HostVolume, stub
 from yurt.runtime.structs.hostvolumes import alloc_suffix
 from yurt.runtime.structs.volume import VOLUME_TYPE_HOST
@@ -51,13 +51,14 @@ def _book(ctx: Context) -> HostVolumeBook:
 
 
 def claims(vol: HostVolume, allocs: list[Allocation]) -> list[Allocation]:
-    """The live allocations on the volume's node whose group asks for it by name
-    (structs/host_volumes.go `MatchesRequestSource`, `per_alloc` included)."""
+    """The allocations on the volume's node, not client-terminal (one being stopped still
+    has it mounted), whose group asks for it by name (nomad/state/state_store_host_volumes.go
+    `HostVolumeByID` with its allocations; structs/host_volumes.go `MatchesRequestSource`,
+    `per_alloc` included)."""
     found = []
     for alloc in allocs:
-        if alloc.is_terminal() or alloc.node_id != vol.node_id or alloc.job is None:
-            continue
-        if alloc.namespace != vol.namespace:
+        if is_client_terminal(alloc.client_status) or alloc.node_id != vol.node_id \
+                or alloc.job is None:
             continue
         group = next((g for g in alloc.job.task_groups if g.name == alloc.task_group), None)
         for req in (group.volumes.values() if group is not None else ()):

@@ -149,11 +149,10 @@ class HostVolumeBook:
     # ------------------------------------------------------------------ reads
 
     def get(self, namespace: str, vol_id: str) -> HostVolume | None:
-        """`HostVolumeByID`: the volume of that ID in `namespace` ("*": any)."""
+        """`HostVolumeByID`: the volume of that ID in `namespace` (exactly: "*" finds
+        none, as Nomad's index by namespace and ID)."""
         vol = self.volumes.get(vol_id)
-        if vol is None or namespace not in ("*", vol.namespace):
-            return None
-        return vol
+        return vol if vol is not None and vol.namespace == namespace else None
 
     def matching(self, namespace: str, prefix: str = "", node_id: str = "",
              node_pool: str = "") -> list[HostVolume]:
