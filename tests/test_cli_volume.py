@@ -90,6 +90,18 @@ def test_volume_verbs_and_a_restart(tmp_path: Path) -> None:
         templated = run(env, "volume", "status", "-t", "{{.Name}}:{{.State}}", vol_id)
         assert templated.stdout == "data:ready"
 
+        both = run(env, "volume", "status")
+        assert both.stdout.splitlines()[0] == "Dynamic Host Volumes"
+        assert both.stdout.splitlines()[-2:] == ["", "Container Storage Interface"]
+        assert both.stderr.strip() == "No CSI volumes"
+
+        # -id updates the volume in place: same ID, same directory, state ready again.
+        updated = run(env, "volume", "create", "-id", vol_id[:5], _spec(tmp_path, "data"))
+        assert updated.returncode == 0, updated.stderr
+        assert updated.stdout.strip() == f"Created host volume data with ID {vol_id}"
+        assert json.loads(run(env, "volume", "status", "-json", vol_id).stdout)[
+            "ModifyIndex"] > as_json["ModifyIndex"]
+
         bad = run(env, "volume", "create", _spec(tmp_path, "bad", 'type = "host"\n'
                                                  'name = "x"\nplugin-id = "mkdir"\n'))
         assert bad.returncode == 2
