@@ -147,7 +147,6 @@ def test_acls_on_by_default_and_off_when_told(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "words"), [
     (("-region", "eu-west"), "-region 'eu-west': yurt has one region, \"global\""),
     (("-plugin-dir", "/opt/plugins"), "-plugin-dir is not supported: yurt loads no external"),
-    (("-host-volume-plugin-dir", "/x"), "-host-volume-plugin-dir is not supported"),
     (("-client-intro-token", "x"), "-client-intro-token is not supported"),
     (("-node-pool", "all"), 'node is not allowed to register in node pool "all"'),
     (("-network-interface", "nosuch0"), "-network-interface: no network interface 'nosuch0'"),

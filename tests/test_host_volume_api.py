@@ -1,7 +1,8 @@
 """Dynamic host volumes against a real agent (layer 2): /v1/volume/host/create, register,
 read, delete and /v1/volumes?type=host, as Nomad's (nomad/host_volume_endpoint.go); the mkdir
-plugin's directory on disk; the node's `HostVolumes` gaining and losing the volume; an agent
-restart keeping it ready."""
+plugin's directory on disk and external plugins run with Nomad's `DHV_*` protocol; the node's
+`HostVolumes` gaining and losing the volume; an agent restart keeping it ready; a blocked job
+placed once its volume is; the host-volume ACL capabilities."""
 
 from __future__ import annotations
 
@@ -213,3 +214,61 @@ async def test_acl_host_volume_capabilities_in_the_volumes_namespace(tmp_path: P
             refused = await at.admin.delete(f"/v1/volume/host/{vol_id}",
                                             headers={"X-Nomad-Token": reader})
             assert refused.status_code == 403
+
+
+PLUGIN = """#!/bin/sh
+case "$1" in
+fingerprint) echo '{"version": "1.2.3"}' ;;
+create)
+  dir="$DHV_VOLUMES_DIR/ext-$DHV_VOLUME_ID"
+  /bin/mkdir -p "$dir" || exit 1
+  echo "$DHV_OPERATION $DHV_NAMESPACE $DHV_VOLUME_NAME $DHV_PARAMETERS" >"$dir/seen"
+  printf '{"path": "%s", "bytes": 42}' "$dir" ;;
+delete) /bin/rm -rf "$DHV_CREATED_PATH" ;;
+esac
+"""
+BROKEN = """#!/bin/sh
+if [ "$1" = fingerprint ]; then echo '{"version": "0.1"}'; exit 0; fi
+echo '{"error": "disk full"}'; exit 3
+"""
+NO_FINGERPRINT = "#!/bin/sh\nexit 1\n"
+
+
+async def test_external_plugins_speak_nomads_protocol(tmp_path: Path) -> None:
+    plugins = trio.Path(tmp_path / "host_volume_plugins")
+    await plugins.mkdir()
+    for name, text in (("ext", PLUGIN), ("broken", BROKEN), ("nofp", NO_FINGERPRINT)):
+        await (plugins / name).write_text(text)
+        await (plugins / name).chmod(0o755)
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as r:
+            c = r.client
+            attrs = (await c.get(f"/v1/node/{r.agent.node.id}")).json()["Attributes"]
+            assert {k: v for k, v in attrs.items() if k.startswith("plugins.host_volume")} == {
+                "plugins.host_volume.ext.version": "1.2.3",
+                "plugins.host_volume.broken.version": "0.1",
+                "plugins.host_volume.mkdir.version": "0.0.1"}
+
+            made = await c.put("/v1/volume/host/create", json=_spec(
+                PluginID="ext", Parameters={"size": "big"}))
+            assert made.status_code == 200, made.text
+            vol = made.json()["Volume"]
+            path = trio.Path(vol["HostPath"])
+            assert (vol["State"], vol["CapacityBytes"]) == ("ready", 42)
+            assert str(path) == str(tmp_path / "host_volumes" / f"ext-{vol['ID']}")
+            assert await (path / "seen").read_text() == (
+                'create default data {"size":"big"}\n')
+
+            broken = await c.put("/v1/volume/host/create", json=_spec(
+                Name="b", PluginID="broken"))
+            failed_id = broken.text.split('"')[1]
+            assert (broken.status_code, broken.text) == (
+                500, f'error creating volume "{failed_id}" with plugin "broken": exit status 3: '
+                     "disk full")
+            listed = (await c.get("/v1/volumes", params={"type": "host"})).json()
+            assert [v["Name"] for v in listed] == ["data"]  # nothing of the failed create
+            nofp = await c.put("/v1/volume/host/create", json=_spec(Name="n", PluginID="nofp"))
+            assert "1 nodes were infeasible" in nofp.text
+
+            assert (await c.delete(f"/v1/volume/host/{vol['ID']}")).status_code == 200
+            assert not await path.exists()

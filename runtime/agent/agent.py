@@ -210,6 +210,9 @@ class AgentConfig:
     #: Nomad's client `host_volumes_dir` (`-host-volumes-dir`): where the `mkdir` plugin makes
     #: dynamic host volumes; None: the data dir's `host_volumes/`.
     host_volumes_dir: Path | None = None
+    #: Nomad's client `host_volume_plugin_dir` (`-host-volume-plugin-dir`): the external
+    #: host volume plugins' executables; None: the data dir's `host_volume_plugins/`.
+    host_volume_plugin_dir: Path | None = None
     #: Nomad's client `network_speed` (`-network-speed`): the link speed in Mbit/s the node
     #: reports; 0: the kernel's (client/fingerprint.py).
     network_speed: int = 0
@@ -228,6 +231,10 @@ class AgentConfig:
     @property
     def host_volumes_root(self) -> Path:
         return self.host_volumes_dir or self.data_dir / "host_volumes"
+
+    @property
+    def host_volume_plugins_root(self) -> Path:
+        return self.host_volume_plugin_dir or self.data_dir / "host_volume_plugins"
 
 
 @final
@@ -348,12 +355,15 @@ class Agent:
         """Dynamic host volumes (Nomad's client/hostvolumemanager/, nomad/
         host_volume_endpoint.go): the node's plugins fingerprinted, the volumes it made before
         offered again, then the server's book of them, reconciled with the node."""
+        from yurt.runtime.client.hostvolume_plugins import discover
         from yurt.runtime.client.hostvolumes import HostVolumeManager
         from yurt.runtime.server.hostvolumes import HostVolumeBook
 
+        external = await discover(self.config.host_volume_plugins_root,
+                                  self.config.host_volumes_root, self.node.node_pool)
         manager = HostVolumeManager(self.config.host_volumes_root,
                                     self.config.client_state_dir / "host_volumes",
-                                    self._host_volume_changed)
+                                    self._host_volume_changed, external)
         for plugin, version in manager.plugins.items():
             self.node.attributes[f"plugins.host_volume.{plugin}.version"] = version
         await manager.restore()

@@ -46,6 +46,7 @@ class AgentOptions:
     state_dir: Path | None = None
     alloc_dir: Path | None = None
     host_volumes_dir: Path | None = None
+    host_volume_plugin_dir: Path | None = None
     node_class: str | None = None
     node_pool: str | None = None
     network_interface: str | None = None
@@ -180,6 +181,8 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         state_dir=_directory(options.state_dir, file.state_dir),
         alloc_dir=_directory(options.alloc_dir, file.alloc_dir),
         host_volumes_dir=_directory(options.host_volumes_dir, file.host_volumes_dir),
+        host_volume_plugin_dir=_directory(options.host_volume_plugin_dir,
+                                          file.host_volume_plugin_dir),
         network_speed=(file.network_speed if options.network_speed is None
                        else options.network_speed),
         log_include_location=(file.log_include_location if options.log_include_location

@@ -23,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -33,13 +34,15 @@ from typing import Final, final
 import msgspec
 import trio
 
+from yurt.runtime.client.hostvolume_plugins import PLUGIN_TIMEOUT, ExternalPlugin
 from yurt.runtime.structs.hostvolume import (
-    DEFAULT_PLUGIN,
     MKDIR_PLUGIN,
     HostVolume,
     HostVolumeNodeError,
 )
 from yurt.runtime.structs.node import ClientHostVolumeConfig
+
+log = logging.getLogger("yurt.client.hostvolumes")
 
 #: client/hostvolumemanager/host_volume_plugin.go `HostVolumePluginMkdirVersion`: the node's
 #: `plugins.host_volume.mkdir.version` attribute, which placement requires.
@@ -106,6 +109,25 @@ class VolumeRecord(msgspec.Struct, frozen=True):
     plugin_id: str
     host_path: str
     parameters: dict[str, str] = msgspec.field(default_factory=dict)
+    node_id: str = ""
+    capacity_min: int = 0
+    capacity_max: int = 0
+
+    def volume(self) -> HostVolume:
+        """The volume as a plugin is handed it again (a restore's create)."""
+        return HostVolume(id=self.id, name=self.name, namespace=self.namespace,
+                          plugin_id=self.plugin_id, host_path=self.host_path,
+                          parameters=dict(self.parameters), node_id=self.node_id,
+                          requested_capacity_min_bytes=self.capacity_min,
+                          requested_capacity_max_bytes=self.capacity_max)
+
+
+def record_of(vol: HostVolume, host_path: str) -> VolumeRecord:
+    return VolumeRecord(id=vol.id, name=vol.name, namespace=vol.namespace,
+                        plugin_id=vol.plugin_id, host_path=host_path,
+                        parameters=dict(vol.parameters), node_id=vol.node_id,
+                        capacity_min=vol.requested_capacity_min_bytes,
+                        capacity_max=vol.requested_capacity_max_bytes)
 
 
 def node_volume(record: VolumeRecord) -> ClientHostVolumeConfig:
@@ -120,17 +142,20 @@ class HostVolumeManager:
     (None) the volume `name`."""
 
     def __init__(self, volumes_dir: Path, state_dir: Path,
-                 on_change: Callable[[str, ClientHostVolumeConfig | None], None]) -> None:
+                 on_change: Callable[[str, ClientHostVolumeConfig | None], None],
+                 external: dict[str, ExternalPlugin] | None = None) -> None:
         self.volumes_dir = volumes_dir
         self.state_dir = state_dir
         self._on_change = on_change
+        self._external = dict(external or {})
         self._names: dict[str, str] = {}  # name → the ID holding it
         self._limiter = trio.CapacityLimiter(1)
 
     @property
     def plugins(self) -> dict[str, str]:
         """Plugin ID → version, the node's `plugins.host_volume.<id>.version` attributes."""
-        return {MKDIR_PLUGIN: MKDIR_VERSION}
+        return {**{p.id: p.version for p in self._external.values()},
+                MKDIR_PLUGIN: MKDIR_VERSION}
 
     def _lock_name(self, name: str, vol_id: str) -> bool:
         """host_volumes.go `volLocker.lock`: True when the name is new here."""
@@ -153,10 +178,31 @@ class HostVolumeManager:
     async def _thread(self, fn: Callable[[], None]) -> None:
         await trio.to_thread.run_sync(fn, limiter=self._limiter)
 
-    def _plugin_path(self, plugin_id: str, vol_id: str) -> Path:
-        if plugin_id not in (MKDIR_PLUGIN, DEFAULT_PLUGIN):
-            raise HostVolumeNodeError(f'no such plugin: "{plugin_id}"')
-        return self.volumes_dir / vol_id
+    async def _run_create(self, vol: HostVolume) -> tuple[str, int]:
+        """The plugin's create: the built-in mkdir (`<volumes dir>/<ID>`, 0 bytes) or an
+        external one (client/hostvolume_plugins.py); any other ID is Nomad's `getPlugin`
+        refusal."""
+        external = self._external.get(vol.plugin_id)
+        if external is not None:
+            return await external.create(vol)
+        if vol.plugin_id != MKDIR_PLUGIN:
+            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"')
+        path = self.volumes_dir / vol.id
+        await self._thread(partial(_mkdir, path, vol.parameters))
+        return str(path), 0
+
+    async def _run_delete(self, vol: HostVolume) -> None:
+        external = self._external.get(vol.plugin_id)
+        if external is not None:
+            await external.delete(vol)
+            return
+        if vol.plugin_id != MKDIR_PLUGIN:
+            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"')
+        path = self.volumes_dir / vol.id
+        try:
+            await self._thread(lambda: shutil.rmtree(path) if path.exists() else None)
+        except OSError as e:
+            raise HostVolumeNodeError(str(e)) from e
 
     async def create(self, vol: HostVolume) -> tuple[str, int]:
         """Run the volume's plugin and record the volume: its host path and capacity (the
@@ -165,26 +211,26 @@ class HostVolumeManager:
         Raises:
             HostVolumeNodeError: an unknown plugin, a name taken, or the plugin failed.
         """
-        path = self._plugin_path(vol.plugin_id, vol.id)
+        if vol.plugin_id not in self.plugins:
+            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"')
         first = self._lock_name(vol.name, vol.id)
-        record = VolumeRecord(id=vol.id, name=vol.name, namespace=vol.namespace,
-                              plugin_id=vol.plugin_id, host_path=str(path),
-                              parameters=dict(vol.parameters))
         try:
-            await self._thread(lambda: _mkdir(path, vol.parameters))
+            path, size = await self._run_create(vol)
+            record = record_of(vol, path)
             try:
                 await self._thread(lambda: self._write_record(record))
             except OSError as e:
-                if first:  # never leave a directory yurt does not know of
-                    await self._thread(lambda: shutil.rmtree(path, ignore_errors=True))
+                if first:  # never leave a volume yurt does not know of
+                    with trio.move_on_after(PLUGIN_TIMEOUT, shield=True):
+                        await self._run_delete(msgspec.structs.replace(vol, host_path=path))
                 raise HostVolumeNodeError(f"failed to save volume in client state: {e}"
-                                            ) from e
+                                          ) from e
         except HostVolumeNodeError:
             if first:
                 self._names.pop(vol.name, None)
             raise
         self._on_change(vol.name, node_volume(record))
-        return str(path), 0
+        return path, size
 
     async def register(self, vol: HostVolume) -> None:
         """Record a volume whose directory exists already (`HostVolumeManager.Register`).
@@ -193,9 +239,7 @@ class HostVolumeManager:
             HostVolumeNodeError: a name taken, or the path is not there.
         """
         first = self._lock_name(vol.name, vol.id)
-        record = VolumeRecord(id=vol.id, name=vol.name, namespace=vol.namespace,
-                              plugin_id=vol.plugin_id, host_path=vol.host_path,
-                              parameters=dict(vol.parameters))
+        record = record_of(vol, vol.host_path)
         try:
             if not await trio.Path(vol.host_path).exists():
                 raise HostVolumeNodeError(
@@ -216,11 +260,7 @@ class HostVolumeManager:
             HostVolumeNodeError: an unknown plugin or the directory could not go.
         """
         if vol.plugin_id:
-            path = self._plugin_path(vol.plugin_id, vol.id)
-            try:
-                await self._thread(lambda: shutil.rmtree(path) if path.exists() else None)
-            except OSError as e:
-                raise HostVolumeNodeError(str(e)) from e
+            await self._run_delete(vol)
         await self._thread(lambda: self._record_path(vol.id).unlink(missing_ok=True))
         if self._names.get(vol.name) == vol.id:
             del self._names[vol.name]
@@ -246,12 +286,13 @@ class HostVolumeManager:
         restored = []
         for record in records:
             try:
-                if record.plugin_id in (MKDIR_PLUGIN, DEFAULT_PLUGIN):
-                    await self._thread(partial(_mkdir, Path(record.host_path),
-                                               record.parameters))
+                if record.plugin_id:  # Nomad's restore runs the plugin's create again
+                    path, _ = await self._run_create(record.volume())
+                    record = msgspec.structs.replace(record, host_path=path)
                 elif not await trio.Path(record.host_path).exists():
                     continue
-            except HostVolumeNodeError:
+            except HostVolumeNodeError as e:
+                log.warning("host volume %s (%s) not restored: %s", record.name, record.id, e)
                 continue
             self._names[record.name] = record.id
             self._on_change(record.name, node_volume(record))
