@@ -1,22 +1,24 @@
-"""The node's side of dynamic host volumes: the `mkdir` plugin, the record of what this node
-made, and the node's `HostVolumes` kept in step (Nomad's client/hostvolumemanager/).
+"""The node's side of dynamic host volumes: the built-in `mkdir` plugin (external ones are
+client/hostvolume_plugins.py's), the record of what this node made, and the node's
+`HostVolumes` kept in step (Nomad's client/hostvolumemanager/).
 
 What lives here: `HostVolumeManager`, which the agent owns and the server calls (in one
 process: runtime/agent/agent.py hands it to server/hostvolumes.py as its `NodeVolumes`).
 `create` runs the plugin, records the volume and tells the agent the node gained it;
 `register` records a directory that exists already; `delete` runs the plugin's delete, drops
 the record and tells the agent the node lost it; `restore`, at the agent's start, runs
-`create` again for every record (the mkdir plugin leaves an existing directory alone), so a
-restarted agent offers what it offered before (Nomad's `restoreFromState`).
+the plugin's create again for every record (plugins are idempotent: mkdir leaves an
+existing directory alone), so a restarted agent offers what it offered before (Nomad's
+`restoreFromState`).
 
 Invariants:
 - One volume per name on a node (`volLocker`): a create or register of a name held by
   another ID is refused with Nomad's "volume name already exists on this node".
 - The record is written (atomically: a temporary file renamed) after the plugin succeeded
   and before the node is told; a record that cannot be written undoes a first create.
-- Only the built-in `mkdir` plugin runs. Nomad also runs executables from the
-  `host_volume_plugin_dir`; yurt has none yet, so any other ID is Nomad's
-  `no such plugin: "ID"`.
+- A plugin is `mkdir` or one of the external plugins fingerprinted at the start; any other
+  ID is Nomad's `no such plugin: "ID"` (placement refuses it first: the node has no
+  `plugins.host_volume.<ID>.version` attribute).
 - Files are touched in a worker thread behind a limiter of one: operations are rare and an
   operator's, and one at a time keeps name checks and records in order.
 """
@@ -268,8 +270,9 @@ class HostVolumeManager:
 
     async def restore(self) -> list[VolumeRecord]:
         """Offer again every volume recorded here (`restoreFromState`): a created one's
-        directory is made again if it went; a record that cannot be read, or a registered
-        volume whose path is gone, is skipped (and kept, as Nomad keeps it)."""
+        plugin runs its create again (mkdir makes the directory again if it went); a record
+        that cannot be read, a plugin that fails, or a registered volume whose path is gone,
+        is skipped (and kept, as Nomad keeps it)."""
 
         def read() -> list[VolumeRecord]:
             if not self.state_dir.is_dir():
