@@ -46,6 +46,9 @@ async def test_create_read_list_delete(tmp_path: Path) -> None:
 
             got = await c.get(f"/v1/volume/host/{vol['ID']}")
             assert got.status_code == 200
+            found = (await c.put("/v1/search", json={"Prefix": vol["ID"][:4],
+                                                     "Context": "host_volumes"})).json()
+            assert found["Matches"] == {"host_volumes": [vol["ID"]]}
             assert got.json()["Allocations"] == []
             assert got.json()["HostPath"] == str(path)
             listed = (await c.get("/v1/volumes", params={"type": "host"})).json()
