@@ -366,6 +366,7 @@ class Agent:
                                     self._host_volume_changed, external)
         for plugin, version in manager.plugins.items():
             self.node.attributes[f"plugins.host_volume.{plugin}.version"] = version
+        self.node.computed_class = computed_class(self.node)  # attributes are part of it
         await manager.restore()
         store = await self.object_store()
 

@@ -141,6 +141,9 @@ async def discover(plugin_dir: Path, volumes_dir: Path, node_pool: str
             entries = sorted(os.scandir(plugin_dir), key=lambda e: e.name)
         except FileNotFoundError:
             return []
+        except OSError as e:  # unreadable: no external plugins, the agent still starts
+            log.warning("host volume plugin dir %s not read: %s", plugin_dir, e)
+            return []
         return [e.name for e in entries
                 if e.is_file() and os.access(e.path, os.X_OK) and not e.name.startswith(".")]
 
