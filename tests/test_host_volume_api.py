@@ -61,7 +61,7 @@ async def test_create_read_list_delete(tmp_path: Path) -> None:
 
             # A second volume of the same name has no node left to go to.
             again = await c.put("/v1/volume/host/create", json=_spec())
-            assert again.status_code == 500
+            assert again.status_code == 409
             assert again.text == ('could not place volume "data": no node meets constraints: '
                                   "1 nodes had existing volume, 0 nodes filtered by node pool "
                                   "governance, 0 nodes were infeasible")
@@ -72,10 +72,12 @@ async def test_create_read_list_delete(tmp_path: Path) -> None:
             assert not await trio.Path(path).exists()
             node = (await c.get(f"/v1/node/{r.agent.node.id}")).json()
             assert "data" not in (node["HostVolumes"] or {})
+            wrong = await c.delete("/v1/volume/host/create")
+            assert wrong.status_code == 405  # as every method create does not take
             missing = await c.get(f"/v1/volume/host/{vol['ID']}")
             assert (missing.status_code, missing.text) == (404, "volume not found")
             again = await c.delete(f"/v1/volume/host/{vol['ID']}")
-            assert (again.status_code, again.text) == (500, f"no such volume: {vol['ID']}")
+            assert (again.status_code, again.text) == (404, f"no such volume: {vol['ID']}")
 
 
 async def test_refusals_in_nomads_words(tmp_path: Path) -> None:
@@ -88,24 +90,24 @@ async def test_refusals_in_nomads_words(tmp_path: Path) -> None:
                 return resp.status_code, resp.text
 
             assert await create(_spec(PluginID="nfs")) == (
-                500, 'could not place volume "data": no node meets constraints: 0 nodes had '
+                409, 'could not place volume "data": no node meets constraints: 0 nodes had '
                      "existing volume, 0 nodes filtered by node pool governance, 1 nodes were "
                      "infeasible")
             assert await create(_spec(Name="")) == (
-                500, "volume validation failed: missing name")
+                400, "volume validation failed: missing name")
             assert await create(_spec(RequestedCapacityMinBytes=10,
                                       RequestedCapacityMaxBytes=5)) == (
-                500, "volume validation failed: capacity_max (5) must be larger than "
+                400, "volume validation failed: capacity_max (5) must be larger than "
                      "capacity_min (10)")
             assert await create(_spec(Namespace="nope")) == (
-                500, 'volume validation failed: no such namespace "nope"')
+                400, 'volume validation failed: no such namespace "nope"')
             assert await create(_spec(NodeID="0000")) == (
-                500, 'validating volume "data" against state failed: node "0000" does not '
+                400, 'validating volume "data" against state failed: node "0000" does not '
                      "exist")
             status, text = await create(_spec(Parameters={"color": "red"}))
             assert (status, text) == (
-                500, 'invalid value for "color": unknown mkdir parameter: "color"')
-            assert await create({}) == (500, "missing volume definition")
+                400, 'invalid value for "color": unknown mkdir parameter: "color"')
+            assert await create({}) == (400, "missing volume definition")
             # Nothing of the refused creates is left behind.
             assert (await c.get("/v1/volumes", params={"type": "host"})).json() == []
             volumes_dir = trio.Path(tmp_path / "host_volumes")
@@ -121,7 +123,7 @@ async def test_register_an_existing_directory(tmp_path: Path) -> None:
             refused = await c.put("/v1/volume/host/register",
                                   json={"Volume": {"Name": "shared", "HostPath": str(existing)}})
             assert (refused.status_code, refused.text) == (
-                500, "cannot register volume: node ID is required")
+                400, "cannot register volume: node ID is required")
             resp = await c.put("/v1/volume/host/register", json={"Volume": {
                 "Name": "shared", "HostPath": str(existing), "NodeID": r.agent.node.id}})
             assert resp.status_code == 200, resp.text

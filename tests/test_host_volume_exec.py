@@ -63,7 +63,7 @@ async def test_an_exec_task_writes_into_a_dynamic_volume(tmp_path: Path) -> None
                     assert [a["ID"] for a in got["Allocations"]] == [alloc["ID"]]
                     refused = await c.delete(f"/v1/volume/host/{vol['ID']}")
                     assert (refused.status_code, refused.text) == (
-                        500, f"volume {vol['ID']} in use by allocations: [{alloc['ID']}]")
+                        409, f"volume {vol['ID']} in use by allocations: [{alloc['ID']}]")
 
                     # Another namespace does not see it: not placed, Nomad's reason.
                     ns = await c.put("/v1/namespace/other", json={"Name": "other"})

@@ -5,8 +5,12 @@ Shapes and statuses are Nomad's: a create or register answers `{"Volume", "Warni
 "Index"}`; a read is the `HostVolume` with its `Allocations` (the live allocations whose group
 asks for the volume by name), 404 `volume not found`; a delete answers `{"Index"}`; a list is
 `HostVolumeStub`s, `?type=` absent answering `[]` and an unknown type 404. The server's
-refusals (validation, placement, the node's plugin) are 500 with Nomad's text, as its RPC
-errors are; a body that does not decode is 400.
+refusals keep Nomad's texts; their statuses are yurt's, as everywhere in its API (Nomad answers
+every RPC error 500): 400 what the request is to blame for (a body that does not decode, an
+invalid volume), 404 an unknown volume, 409 what the state refuses (no node can take it, in
+use), 500 only a node or plugin failing (server/hostvolumes.py `VolumeRefused`). A
+`DELETE /v1/volume/host/create` (or `register`) reaches the volume route and is 405, as the
+router answers every other method those two paths do not take.
 
 ACL (nomad/host_volume_endpoint.go): create needs host-volume-create, register
 host-volume-register, in the volume's namespace (the body's, else `?namespace=`: the route
@@ -72,7 +76,7 @@ def claims(vol: HostVolume, allocs: list[Allocation]) -> list[Allocation]:
 def _decode(body: dict[str, Any]) -> HostVolume:
     raw = body.get("Volume")
     if raw is None:
-        raise ApiError(500, "missing volume definition")
+        raise ApiError(400, "missing volume definition")
     try:
         return msgspec.convert(raw, HostVolume)
     except msgspec.ValidationError as e:
@@ -104,8 +108,10 @@ async def register(ctx: Context, request: Request) -> Response:
 
 
 async def volume(ctx: Context, request: Request) -> Response:
-    book = _book(ctx)
     vol_id = request.path_params["id"]
+    if vol_id in ("create", "register"):  # their own routes take PUT and POST only
+        raise ApiError(405, "Method Not Allowed")
+    book = _book(ctx)
     namespace = request_namespace(request)
     if request.method == "DELETE":
         force = request.query_params.get("force", "")

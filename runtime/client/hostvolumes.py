@@ -75,11 +75,11 @@ def mkdir_params(params: dict[str, str]) -> MkdirParams:
                 out = msgspec.structs.replace(out, **{name: int(value, 10)})
             else:
                 raise HostVolumeNodeError(
-                    f'invalid value for "{name}": unknown mkdir parameter: "{name}"')
+                    f'invalid value for "{name}": unknown mkdir parameter: "{name}"', 400)
         except ValueError:
             raise HostVolumeNodeError(
-                f'invalid value for "{name}": strconv.Parse: parsing "{value}": invalid syntax'
-            ) from None
+                f'invalid value for "{name}": strconv.Parse: parsing "{value}": invalid syntax',
+                400) from None
     return out
 
 
@@ -163,7 +163,7 @@ class HostVolumeManager:
         """host_volumes.go `volLocker.lock`: True when the name is new here."""
         holder = self._names.get(name)
         if holder is not None and holder != vol_id:
-            raise HostVolumeNodeError("volume name already exists on this node")
+            raise HostVolumeNodeError("volume name already exists on this node", 409)
         self._names[name] = vol_id
         return holder is None
 
@@ -188,7 +188,7 @@ class HostVolumeManager:
         if external is not None:
             return await external.create(vol)
         if vol.plugin_id != MKDIR_PLUGIN:
-            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"')
+            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"', 400)
         path = self.volumes_dir / vol.id
         await self._thread(partial(_mkdir, path, vol.parameters))
         return str(path), 0
@@ -199,7 +199,7 @@ class HostVolumeManager:
             await external.delete(vol)
             return
         if vol.plugin_id != MKDIR_PLUGIN:
-            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"')
+            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"', 400)
         path = self.volumes_dir / vol.id
         try:
             await self._thread(lambda: shutil.rmtree(path) if path.exists() else None)
@@ -214,7 +214,7 @@ class HostVolumeManager:
             HostVolumeNodeError: an unknown plugin, a name taken, or the plugin failed.
         """
         if vol.plugin_id not in self.plugins:
-            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"')
+            raise HostVolumeNodeError(f'no such plugin: "{vol.plugin_id}"', 400)
         first = self._lock_name(vol.name, vol.id)
         try:
             path, size = await self._run_create(vol)
@@ -246,7 +246,7 @@ class HostVolumeManager:
             if not await trio.Path(vol.host_path).exists():
                 raise HostVolumeNodeError(
                     f'could not verify host path for "{vol.name}": stat {vol.host_path}: '
-                    "no such file or directory")
+                    "no such file or directory", 400)
             await self._thread(lambda: self._write_record(record))
         except BaseException:
             if first:

@@ -65,10 +65,13 @@ class NodeVolumes(Protocol):
 
 
 class VolumeRefused(Exception):
-    """A request Nomad refuses, with the status its HTTP layer answers (500 for its RPC
-    errors) and its text."""
+    """A request Nomad refuses, in its words. Nomad's HTTP layer answers every RPC error 500;
+    yurt answers what the request is to blame for 400 (invalid, unknown namespace, node or
+    pool), an unknown volume 404, what the state refuses 409 (no node can take it, a volume
+    in use, a name taken on the node), keeping 500 for a node or plugin failing: a 5xx from
+    yurt's API is never the caller's fault (runtime/api/__init__.py)."""
 
-    def __init__(self, message: str, status: int = 500) -> None:
+    def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -210,7 +213,7 @@ class HostVolumeBook:
         if vol.node_id:
             if not feasible:
                 raise VolumeRefused(f'could not place volume "{vol.name}": node '
-                                    f"{vol.node_id} is not feasible for volume")
+                                    f"{vol.node_id} is not feasible for volume", 409)
             return msgspec.structs.replace(vol, node_pool=node.node_pool)
         existing = vol.name in node.host_volumes
         in_pool = not vol.node_pool or vol.node_pool == node.node_pool
@@ -220,7 +223,7 @@ class HostVolumeBook:
         raise VolumeRefused(
             f'could not place volume "{vol.name}": no node meets constraints: {counts[0]} '
             "nodes had existing volume, 0 nodes filtered by node pool governance, "
-            f"{counts[1]} nodes were infeasible")
+            f"{counts[1]} nodes were infeasible", 409)
 
     async def _store(self, vol: HostVolume, existing: HostVolume | None) -> HostVolume:
         """`UpsertHostVolume` at the next index: ready when the node offers the volume."""
@@ -275,10 +278,10 @@ class HostVolumeBook:
                 raise VolumeRefused("missing volume ID to delete")
             vol = self.get(namespace, vol_id)
             if vol is None:
-                raise VolumeRefused(f"no such volume: {vol_id}")
+                raise VolumeRefused(f"no such volume: {vol_id}", 404)
             if claimed:
                 raise VolumeRefused(f"volume {vol_id} in use by allocations: "
-                                    f"[{' '.join(claimed)}]")
+                                    f"[{' '.join(claimed)}]", 409)
             await self._node_call(self._node.delete(vol))
             async with self._server.change(capacity=True) as index:
                 del self.volumes[vol.id]
@@ -290,4 +293,4 @@ class HostVolumeBook:
         try:
             return await call
         except HostVolumeNodeError as e:  # the node's plugin, in its words (as Nomad's)
-            raise VolumeRefused(str(e)) from e
+            raise VolumeRefused(str(e), e.status) from e

@@ -41,8 +41,14 @@ _UUID: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 
 
 class HostVolumeNodeError(Exception):
-    """A node's plugin or record failure, in Nomad's words (runtime/client/hostvolumes.py
-    raises it; the server answers it 500, as an error of Nomad's client RPC)."""
+    """A node's refusal or plugin failure, in Nomad's words (runtime/client/hostvolumes.py
+    raises it). `status` is what the API answers: 400 for what the request is to blame for
+    (a bad parameter, an unknown plugin, a path not there), 409 for a name taken on the
+    node, 500 for a plugin or the node failing."""
+
+    def __init__(self, message: str, status: int = 500) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class HostVolumeCapability(Base):
