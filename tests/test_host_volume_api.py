@@ -80,6 +80,23 @@ async def test_create_read_list_delete(tmp_path: Path) -> None:
             assert (again.status_code, again.text) == (404, f"no such volume: {vol['ID']}")
 
 
+async def test_changes_are_host_volume_events(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as r:
+            events = r.agent.broker.subscribe()
+            vol = (await r.client.put("/v1/volume/host/create", json=_spec())).json()["Volume"]
+            assert (await r.client.delete(f"/v1/volume/host/{vol['ID']}")).status_code == 200
+            seen = []
+            while len(seen) < 2:
+                record = await events.receive()
+                seen += [(e.type, e.key, e.index) for e in record.events
+                         if e.topic == "HostVolume"]
+            assert seen[0] == ("HostVolumeRegistered", vol["ID"], vol["ModifyIndex"])
+            assert seen[1][:2] == ("HostVolumeDeleted", vol["ID"])
+            assert seen[1][2] > vol["ModifyIndex"]
+            events.close()
+
+
 async def test_refusals_in_nomads_words(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with running_agent(tmp_path) as r:
