@@ -14,6 +14,7 @@ from typing import Any
 import trio
 
 from tests.agent_support import running_agent, wait_status
+from yurt.runtime.lib import snapshot as snapshot_archive
 
 
 def _spec(**extra: Any) -> dict[str, Any]:
@@ -176,6 +177,14 @@ async def test_restart_keeps_the_volume_ready(tmp_path: Path) -> None:
             assert gone["State"] == "unavailable"
             assert "lost" not in node["HostVolumes"]
             assert gone["ModifyIndex"] > lost["ModifyIndex"]
+            # A snapshot of the server carries the book (its directories stay the node's).
+            snap = await r.client.get("/v1/operator/snapshot")
+            assert snap.status_code == 200
+            archive = trio.Path(tmp_path / "snap.tar.gz")
+            await archive.write_bytes(snap.content)
+            state = snapshot_archive.state_map(snapshot_archive.read(Path(archive)))
+            assert sorted(v["ID"] for v in state["HostVolumes"]) == sorted(
+                [vol["ID"], lost["ID"]])
             # The index counter never goes back below what the volume carries.
             fresh = await r.client.put("/v1/volume/host/create", json=_spec(Name="more"))
             assert fresh.json()["Volume"]["CreateIndex"] > vol["ModifyIndex"]
