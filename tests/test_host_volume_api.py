@@ -303,3 +303,20 @@ async def test_external_plugins_speak_nomads_protocol(tmp_path: Path) -> None:
 
             assert (await c.delete(f"/v1/volume/host/{vol['ID']}")).status_code == 200
             assert not await path.exists()
+
+
+async def test_an_unreadable_book_is_kept_aside_and_the_agent_starts(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            vol = (await r.client.put("/v1/volume/host/create", json=_spec())).json()["Volume"]
+        book = trio.Path(tmp_path / "server" / "host-volumes.json")
+        await book.write_text("{not json")
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            missing = await r.client.get(f"/v1/volume/host/{vol['ID']}")
+            assert missing.status_code == 404
+            aside = [p.name for p in await trio.Path(tmp_path / "server").iterdir()
+                     if p.name.startswith("host-volumes.json.unreadable-")]
+            assert len(aside) == 1
+            # The node still offers what it made; placement finds no volume of that ID.
+            node = (await r.client.get(f"/v1/node/{r.agent.node.id}")).json()
+            assert node["HostVolumes"]["data"]["ID"] == vol["ID"]

@@ -4,7 +4,10 @@ nomad/state/state_store_host_volumes.go).
 
 What state lives here: every volume, by ID, in memory and in
 `<data-dir>/server/host-volumes.json` (written atomically before a change is answered, as
-node-state.json is: server/nodestate.py `write_atomically`). The book is the embedded server's
+node-state.json is: server/nodestate.py `write_atomically`; a failed write is logged and the
+next change writes the whole book; an unreadable file is kept aside and the agent starts
+without it). Rejected: a table in objects.db, whose etcd twin (state/objects_etcd.py) would
+have to hold volumes a cluster cannot create (below). The book is the embedded server's
 only: a cluster (`yurt server`, state in etcd) has no way to call a node's plugin (yurt's node
 RPC, structs/noderpc.py, only flows from clients to servers), so the API answers 501 there.
 
@@ -22,6 +25,9 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -50,6 +56,8 @@ from yurt.runtime.structs.hostvolume import (
 
 if TYPE_CHECKING:
     from yurt.runtime.server.local import LocalServer
+
+log = logging.getLogger("yurt.server.hostvolumes")
 
 FILE_NAME: Final = "host-volumes.json"
 T = TypeVar("T")
@@ -111,6 +119,14 @@ class HostVolumeBook:
                 return msgspec.json.decode(path.read_bytes(), type=_Stored)
             except FileNotFoundError:
                 return _Stored()
+            except (msgspec.DecodeError, OSError) as e:
+                # Unreadable: kept aside for the operator, and the agent starts without it
+                # (the node's volumes are then unknown to placement, never mounted wrongly).
+                aside = path.with_name(f"{path.name}.unreadable-{time.time_ns()}")
+                log.error("host volumes %s unreadable (%s): kept as %s", path, e, aside)
+                with contextlib.suppress(OSError):
+                    os.replace(path, aside)
+                return _Stored()
 
         stored = await trio.to_thread.run_sync(read)
         self.volumes = {v.id: v for v in stored.volumes}
@@ -119,10 +135,16 @@ class HostVolumeBook:
         await self.reconcile()
 
     async def _save(self) -> None:
+        """Every volume, written before the change is answered. A write that fails (a full
+        disk) is logged and the change holds in memory: the next change writes the whole
+        book again (as server/nodestate.py does)."""
         if self._path is None:
             return
         data = msgspec.json.encode(_Stored(sorted(self.volumes.values(), key=lambda v: v.id)))
-        await trio.to_thread.run_sync(write_atomically, self._path, data)
+        try:
+            await trio.to_thread.run_sync(write_atomically, self._path, data)
+        except OSError as e:
+            log.warning("host volumes %s not written: %s", self._path, e)
 
     def _state_on_node(self, vol: HostVolume) -> str:
         offered = self._server.node.host_volumes.get(vol.name)
