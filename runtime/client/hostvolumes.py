@@ -281,7 +281,8 @@ class HostVolumeManager:
             for file in sorted(self.state_dir.glob("*.json")):
                 try:
                     found.append(msgspec.json.decode(file.read_bytes(), type=VolumeRecord))
-                except (OSError, msgspec.DecodeError):
+                except (OSError, msgspec.DecodeError) as e:
+                    log.warning("host volume record %s unreadable: %s", file, e)
                     continue
             return found
 
