@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from yurt.runtime.server.scheduler.plan import Plan
 from yurt.runtime.structs import Allocation, Evaluation, Node
+from yurt.runtime.structs.hostvolume import HostVolume
 
 
 class SchedulerState:
@@ -15,6 +16,8 @@ class SchedulerState:
         self.node = node
         self.more: list[Node] = list(more)
         self.allocs: dict[str, Allocation] = {}
+        #: Dynamic host volumes by ID (the server's `HostVolumeBook`).
+        self.volumes: dict[str, HostVolume] = {}
 
     def nodes(self) -> list[Node]:
         return [self.node, *self.more]
@@ -27,6 +30,9 @@ class SchedulerState:
 
     def blocked_evals(self, job_id: str) -> list[Evaluation]:
         return []
+
+    def host_volume(self, vol_id: str) -> HostVolume | None:
+        return self.volumes.get(vol_id)
 
     def apply(self, plan: Plan) -> None:
         for alloc in plan.place + plan.stop + plan.update:

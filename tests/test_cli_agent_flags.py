@@ -147,8 +147,6 @@ def test_acls_on_by_default_and_off_when_told(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "words"), [
     (("-region", "eu-west"), "-region 'eu-west': yurt has one region, \"global\""),
     (("-plugin-dir", "/opt/plugins"), "-plugin-dir is not supported: yurt loads no external"),
-    (("-host-volume-plugin-dir", "/x"), "-host-volume-plugin-dir is not supported"),
-    (("-host-volumes-dir", "/x"), "-host-volumes-dir is not supported"),
     (("-client-intro-token", "x"), "-client-intro-token is not supported"),
     (("-node-pool", "all"), 'node is not allowed to register in node pool "all"'),
     (("-network-interface", "nosuch0"), "-network-interface: no network interface 'nosuch0'"),
@@ -188,6 +186,19 @@ def test_config_keys_and_the_flags_over_them(tmp_path: Path) -> None:
     config, _, _ = build_config(AgentOptions(data_dir=tmp_path))  # neither: the data dir's
     assert (config.client_state_dir, config.alloc_root) == (
         tmp_path.absolute() / "client", tmp_path.absolute() / "alloc")
+    assert config.host_volumes_root == tmp_path.absolute() / "host_volumes"
+
+
+def test_host_volumes_dir_from_the_file_or_the_flag(tmp_path: Path) -> None:
+    from yurt.runtime.cli.agent_options import AgentOptions, build_config
+
+    file = tmp_path / "agent.toml"
+    file.write_text('host_volumes_dir = "/srv/volumes"\n')
+    config, _, _ = build_config(AgentOptions(config_file=file, data_dir=tmp_path))
+    assert config.host_volumes_root == Path("/srv/volumes")
+    config, _, _ = build_config(AgentOptions(config_file=file, data_dir=tmp_path,
+                                             host_volumes_dir=tmp_path / "v"))
+    assert config.host_volumes_root == tmp_path / "v"
 
 
 @pytest.mark.parametrize(("text", "words"), [

@@ -73,6 +73,9 @@ class World:
     def blocked_evals(self, job_id: str) -> list[Evaluation]:
         return []
 
+    def host_volume(self, vol_id: str) -> None:
+        return None
+
     def nodes(self) -> list[Node]:
         return [self.node]
 

@@ -207,6 +207,12 @@ class AgentConfig:
     #: `client/` and `alloc/`.
     state_dir: Path | None = None
     alloc_dir: Path | None = None
+    #: Nomad's client `host_volumes_dir` (`-host-volumes-dir`): where the `mkdir` plugin makes
+    #: dynamic host volumes; None: the data dir's `host_volumes/`.
+    host_volumes_dir: Path | None = None
+    #: Nomad's client `host_volume_plugin_dir` (`-host-volume-plugin-dir`): the external
+    #: host volume plugins' executables; None: the data dir's `host_volume_plugins/`.
+    host_volume_plugin_dir: Path | None = None
     #: Nomad's client `network_speed` (`-network-speed`): the link speed in Mbit/s the node
     #: reports; 0: the kernel's (client/fingerprint.py).
     network_speed: int = 0
@@ -221,6 +227,14 @@ class AgentConfig:
     @property
     def alloc_root(self) -> Path:
         return self.alloc_dir or self.data_dir / "alloc"
+
+    @property
+    def host_volumes_root(self) -> Path:
+        return self.host_volumes_dir or self.data_dir / "host_volumes"
+
+    @property
+    def host_volume_plugins_root(self) -> Path:
+        return self.host_volume_plugin_dir or self.data_dir / "host_volume_plugins"
 
 
 @final
@@ -336,6 +350,49 @@ class Agent:
             return await db.verify()
         await trio.lowlevel.checkpoint()
         return None
+
+    async def _open_host_volumes(self, local: LocalServer) -> None:
+        """Dynamic host volumes (Nomad's client/hostvolumemanager/, nomad/
+        host_volume_endpoint.go): the node's plugins fingerprinted, the volumes it made before
+        offered again, then the server's book of them, reconciled with the node."""
+        from yurt.runtime.client.hostvolume_plugins import discover
+        from yurt.runtime.client.hostvolumes import HostVolumeManager
+        from yurt.runtime.server.hostvolumes import HostVolumeBook
+
+        external = await discover(self.config.host_volume_plugins_root,
+                                  self.config.host_volumes_root, self.node.node_pool)
+        manager = HostVolumeManager(self.config.host_volumes_root,
+                                    self.config.client_state_dir / "host_volumes",
+                                    self._host_volume_changed, external)
+        for plugin, version in manager.plugins.items():
+            self.node.attributes[f"plugins.host_volume.{plugin}.version"] = version
+        self.node.computed_class = computed_class(self.node)  # attributes are part of it
+        await manager.restore()
+        store = await self.object_store()
+
+        async def namespace_exists(name: str) -> bool:
+            return await store.namespace(name) is not None
+
+        async def pool_exists(name: str) -> bool:
+            return await store.node_pool(name) is not None
+
+        book = HostVolumeBook(local, self.config.data_dir / "server", manager,
+                              namespace_exists=namespace_exists, pool_exists=pool_exists)
+        local.host_volumes = book
+        await book.load()
+
+    def _host_volume_changed(self, name: str, volume: ClientHostVolumeConfig | None) -> None:
+        """The node gained or lost a dynamic host volume (`HostVolumeNodeUpdater`); a static
+        volume of the same name is never replaced (placement skips such a node)."""
+        current = self.node.host_volumes.get(name)
+        if current is not None and not current.id:
+            return
+        if volume is None:
+            self.node.host_volumes.pop(name, None)
+        else:
+            self.node.host_volumes[name] = volume
+        if self._node_published:
+            self.server.node_updated()
 
     def _driver_info(self, name: str, info: DriverInfo) -> None:
         previous = self.node.drivers.get(name)
@@ -584,6 +641,7 @@ class Agent:
                         self.node_control = NodeControl(local,
                                                         data / "server" / "node-state.json")
                         await self.node_control.load()
+                        await self._open_host_volumes(local)
                         template_data = AgentTemplateData(self, local.services.query)
                         catalogue = local.services
                         # Before `ready`: nobody reaches the bootstrap endpoint first.

@@ -15,6 +15,8 @@
     network_speed = 1000                 # the link speed it reports, Mbit/s (default: kernel's)
     state_dir = "/var/lib/yurt-state"    # the client's state (default: data_dir/client)
     alloc_dir = "/srv/allocs"            # allocation directories (default: data_dir/alloc)
+    host_volumes_dir = "/srv/volumes"    # dynamic host volumes (default: data_dir/host_volumes)
+    host_volume_plugin_dir = "/opt/dhv"  # their external plugins (data_dir/host_volume_plugins)
     region = "global"                    # the one region yurt has
     log_include_location = true          # log lines name their caller (file:line)
 
@@ -248,6 +250,12 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True):
     #: allocations' directories (default: the data dir's `client/` and `alloc/`).
     state_dir: str | None = None
     alloc_dir: str | None = None
+    #: Nomad's client `host_volumes_dir`: where dynamic host volumes are made (default: the
+    #: data dir's `host_volumes/`).
+    host_volumes_dir: str | None = None
+    #: Nomad's client `host_volume_plugin_dir`: external host volume plugins (default: the
+    #: data dir's `host_volume_plugins/`).
+    host_volume_plugin_dir: str | None = None
     #: Nomad's client `preferred_address_family` ("ipv4" or "ipv6", "": IPv4 first) and
     #: `network_speed` (Mbit/s, 0: the kernel's): the node's address and link speed.
     preferred_address_family: str = ""

@@ -55,6 +55,7 @@ from yurt.runtime.api import (
     ui,
 )
 from yurt.runtime.api import exec as alloc_exec
+from yurt.runtime.api import hostvolumes as host_volumes_api
 from yurt.runtime.api import identity as identity_api
 from yurt.runtime.api import namespaces as namespaces_api
 from yurt.runtime.api import periodic as periodic_api
@@ -271,6 +272,11 @@ def build_app(agent: AgentView, front: Sequence[FrontRoute] = (),
         Route("/v1/namespace/{name}", h(namespaces_api.namespace_item),
               methods=["GET", "PUT", "POST", "DELETE"]),
         Route("/v1/vars", h(variables_api.variables), methods=["GET"]),
+        Route("/v1/volumes", h(host_volumes_api.volumes), methods=["GET"]),
+        Route("/v1/volume/host/create", h(host_volumes_api.create), methods=["PUT", "POST"]),
+        Route("/v1/volume/host/register", h(host_volumes_api.register),
+              methods=["PUT", "POST"]),
+        Route("/v1/volume/host/{id}", h(host_volumes_api.volume), methods=["GET", "DELETE"]),
         Route("/v1/services", h(services_api.services), methods=["GET"]),
         Route("/v1/service/{rest:path}", h(services_api.service),
               methods=["GET", "PUT", "POST", "DELETE"]),

@@ -218,6 +218,16 @@ def namespace_op(*ops: str, wildcard_filters: bool = False) -> Need:
                           wildcard_filters=wildcard_filters)
 
 
+def namespace_op_implied(ops: tuple[str, ...], implied_by: tuple[str, ...], *,
+                         wildcard_filters: bool = False) -> Need:
+    """`namespace_op(*ops)` for capabilities that others imply (acl/policy.go
+    `expandNamespaceCapabilities`: host-volume-write grants host-volume-read): the broad token
+    it must refuse lacks `implied_by` too."""
+    return namespace_rule(_ops_text(ops), _any_of(ops), namespace_policy(ops[0]),
+                          _every_namespace_capability_but((*ops, *implied_by)),
+                          wildcard_filters=wildcard_filters)
+
+
 def namespace_op_or_all(op: str, all_of: tuple[str, ...], *,
                         wildcard_filters: bool = False) -> Need:
     """`op`, or every one of `all_of`, in the request's namespace (nomad/scaling_endpoint.go:

@@ -42,6 +42,7 @@ from yurt.runtime.api.authz import (
     deployment_op,
     level,
     namespace_op,
+    namespace_op_implied,
     namespace_op_or_all,
     namespace_op_unless,
     path_namespace,
@@ -117,6 +118,10 @@ ALLOC_FORWARD: Final = _by_param("op", ALLOC_BY_OP, "as the node's own route (th
                                                     "allocation's)")
 
 JOB: Final = "/v1/job/{job_id:path}"
+#: acl/policy.go: the host-volume capabilities, some implying others (`host-volume-write`
+#: every one), so a token refused one of them holds none.
+HOST_VOLUME_CAPS: Final = ("host-volume-read", "host-volume-create", "host-volume-register",
+                           "host-volume-write", "host-volume-delete")
 
 #: Path → method → need. See the module header. Each row's Nomad RPC is named where the
 #: need is not simply the documented one.
@@ -263,6 +268,17 @@ NEEDS: Final[dict[str, Needs]] = {
     # ---- variables (api-docs/variables.mdx; nomad/variables_endpoint.go): per path
     "/v1/vars": {"GET": FILTERED},
     "/v1/var/{path:path}": {"*": IN_HANDLER},
+    # ---- dynamic host volumes (api-docs/volumes.mdx; nomad/host_volume_endpoint.go): the
+    # request's namespace here; a body naming another is checked there too (hostvolumes.py)
+    "/v1/volumes": {"GET": namespace_op_implied(("host-volume-read", "csi-list-volume"),
+                                                HOST_VOLUME_CAPS, wildcard_filters=True)},
+    "/v1/volume/host/create": {"*": namespace_op_implied(("host-volume-create",),
+                                                         HOST_VOLUME_CAPS)},
+    "/v1/volume/host/register": {"*": namespace_op_implied(("host-volume-register",),
+                                                           HOST_VOLUME_CAPS)},
+    "/v1/volume/host/{id}": {
+        "GET": namespace_op_implied(("host-volume-read",), HOST_VOLUME_CAPS),
+        "DELETE": namespace_op_implied(("host-volume-delete",), HOST_VOLUME_CAPS)},
     # ---- services (api-docs/services.mdx; nomad/service_registration_endpoint.go)
     "/v1/services": {"GET": namespace_op("read-job", wildcard_filters=True)},
     # `GetService`; `DeleteByID`. Nomad answers any other method 405 before a token is

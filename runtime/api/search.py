@@ -136,6 +136,11 @@ def _ids(ctx: Context, context: str, request: Request, pools: list[str]) -> Iter
         yield from (p for p in pools if _pool_visible(request, p))
     elif context == "namespaces" and allowed(request, _default_namespace):
         yield "default"
+    elif context == "host_volumes":  # the embedded server's dynamic ones (hostvolumes.py)
+        book = getattr(ctx.agent.server_state, "host_volumes", None)
+        volumes = book.volumes.values() if book is not None else ()
+        yield from sorted(v.id for v in volumes
+                          if in_namespace(request, v.namespace, "host-volume-read"))
 
 
 def _default_namespace(acl: Acl) -> bool:

@@ -146,6 +146,7 @@ for _names, _target, _helps in (
     ("service", "service:register", "Nomad-provider services: list, inspect and..."),
     ("status", "status:register", "Any object's status by its ID or a prefix..."),
     ("ui", "ui:register", "Open the web UI in the default browser, on..."),
+    ("volume", "volume_group:register", "Dynamic host volumes: create, register,..."),
 ):
     cli.add_lazy(_names, _CLI + _target, _helps)
 

@@ -6,6 +6,9 @@ the meaning Nomad's have over the config file:
 - `-region`: yurt has one region, `global`; any other is refused (exit 2).
 - `-state-dir`, `-alloc-dir`: the client's state and the allocation directories, instead of
   the data dir's `client/` and `alloc/` (Nomad's `client.state_dir`/`client.alloc_dir`).
+- `-host-volumes-dir`, `-host-volume-plugin-dir`: where the `mkdir` plugin makes dynamic
+  host volumes and where the external plugins are, instead of the data dir's `host_volumes/`
+  and `host_volume_plugins/` (Nomad's `client.host_volumes_dir`, `host_volume_plugin_dir`).
 - `-node-class`, `-node-pool`: the node's class (`${node.class}`) and pool, over the file's.
 - `-network-interface`, `-preferred-address-family` (ipv4|ipv6): which interface, and which
   of its addresses, the node advertises (runtime/lib/netif.py); `-network-speed` the link
@@ -13,11 +16,11 @@ the meaning Nomad's have over the config file:
 - `-acl-enabled[=BOOL]`: the `[acl] enabled` setting (`=false` turns ACLs off).
 - `-log-include-location[=BOOL]`: each log line names its caller (runtime/lib/logformat.py).
 
-Refused with a message (exit 2; scripts/cli_compat_notes.json says why): `-plugin-dir` and
-`-host-volume-plugin-dir` (yurt loads no external plugins), `-host-volumes-dir` (no dynamic
-host volumes yet), `-client-intro-token` (no client introduction; and a secret never belongs
-on a command line). Invariant: a flag either does what Nomad's does or is refused; none is
-accepted and ignored. Only click here: the module loads with the command table.
+Refused with a message (exit 2; scripts/cli_compat_notes.json says why): `-plugin-dir` (yurt
+loads no external task driver plugins), `-client-intro-token` (no client introduction; and a
+secret never belongs on a command line). Invariant: a flag either does what Nomad's does or is
+refused; none is accepted and ignored. Only click here: the module loads with the command
+table.
 """
 
 from __future__ import annotations
@@ -44,8 +47,6 @@ def _refused(flag: str, why: str) -> Callable[[click.Context, click.Parameter, A
 #: (flag, why) of the refused flags.
 REFUSED: Final = (
     ("plugin-dir", "yurt loads no external plugins: its drivers are Python entry points"),
-    ("host-volume-plugin-dir", "yurt has no host volume plugins"),
-    ("host-volumes-dir", "yurt has no dynamic host volumes yet"),
     ("client-intro-token", "yurt has no client introduction (a client of servers is "
      "admitted with --token-file)"),
 )
@@ -62,6 +63,14 @@ def nomad_agent_options(f: F) -> F:
         click.option("--alloc-dir", type=click.Path(file_okay=False, path_type=Path),
                      default=None,
                      help="The allocations' directories (default DATA_DIR/alloc)."),
+        click.option("--host-volumes-dir", type=click.Path(file_okay=False, path_type=Path),
+                     default=None,
+                     help="Where the mkdir plugin makes dynamic host volumes (default "
+                          "DATA_DIR/host_volumes)."),
+        click.option("--host-volume-plugin-dir",
+                     type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="External dynamic host volume plugins (default "
+                          "DATA_DIR/host_volume_plugins)."),
         click.option("--node-class", default=None, metavar="CLASS",
                      help="This node's class, for constraints on ${node.class}."),
         click.option("--node-pool", default=None, metavar="POOL",

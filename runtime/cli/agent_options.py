@@ -45,6 +45,8 @@ class AgentOptions:
     region: str | None = None  # one region: "global"
     state_dir: Path | None = None
     alloc_dir: Path | None = None
+    host_volumes_dir: Path | None = None
+    host_volume_plugin_dir: Path | None = None
     node_class: str | None = None
     node_pool: str | None = None
     network_interface: str | None = None
@@ -178,6 +180,9 @@ def build_config(options: AgentOptions) -> tuple[AgentConfig, str, bool]:
         advertise_serf=advertised["serf"], temporary_data_dir=temporary,
         state_dir=_directory(options.state_dir, file.state_dir),
         alloc_dir=_directory(options.alloc_dir, file.alloc_dir),
+        host_volumes_dir=_directory(options.host_volumes_dir, file.host_volumes_dir),
+        host_volume_plugin_dir=_directory(options.host_volume_plugin_dir,
+                                          file.host_volume_plugin_dir),
         network_speed=(file.network_speed if options.network_speed is None
                        else options.network_speed),
         log_include_location=(file.log_include_location if options.log_include_location

@@ -9,9 +9,10 @@ The shape follows Nomad's helper/snapshot archive (a gzipped tar of `meta.json`,
   and `Format` = "yurt-server-snapshot", checked on read;
 - the server directory's files (`FILES`): `server.db` and `objects.db` copied with SQLite's
   online backup API (each a consistent database; the caller holds the server's change lock
-  so the two are of one index), the scheduler configuration and node state, and the root key
-  `keyring` that seals the variables in objects.db (left out with `redact`: then the variables
-  cannot be read after a restore on another data dir). The workload identity signing key
+  so the two are of one index), the scheduler configuration, node state and dynamic host
+  volumes (server/hostvolumes.py; their directories are the node's, not carried), and the
+  root key `keyring` that seals the variables in objects.db (left out with `redact`: then the
+  variables cannot be read after a restore on another data dir). The workload identity signing key
   (`workload-key`) and the bootstrap token file stay the data dir's own: not carried;
 - `SHA256SUMS`: `<sha256>  <name>` for every other member, checked before anything is used.
 
@@ -43,7 +44,8 @@ FORMAT: Final = "yurt-server-snapshot"
 VERSION: Final = 1
 #: The server directory's files a snapshot carries, databases first.
 DATABASES: Final = ("server.db", "objects.db")
-FILES: Final = (*DATABASES, "keyring", "scheduler-config.json", "node-state.json")
+FILES: Final = (*DATABASES, "keyring", "scheduler-config.json", "node-state.json",
+                "host-volumes.json")
 _SUMS: Final = "SHA256SUMS"
 _META: Final = "meta.json"
 #: The largest member read back: far above any single agent's state.
@@ -241,6 +243,8 @@ def state_map(snapshot: Snapshot) -> dict[str, list[Any]]:
                 conn.close()
     node = snapshot.files.get("node-state.json")
     out["Nodes"] = [json.loads(node)] if node else []
+    volumes = snapshot.files.get("host-volumes.json")
+    out["HostVolumes"] = json.loads(volumes).get("volumes", []) if volumes else []
     out["RootKeys"] = [] if "keyring" not in snapshot.files else [{"Redacted": False}]
     out["SnapshotMeta"] = [snapshot.meta]
     return dict(sorted(out.items()))

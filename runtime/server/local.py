@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
@@ -93,8 +94,12 @@ from yurt.runtime.structs import (
     is_client_terminal,
     merge_client_health,
 )
+from yurt.runtime.structs.hostvolume import HostVolume
 from yurt.runtime.structs.submission import JobSubmission, oversize_warning
 from yurt.runtime.structs.update import DEPLOYMENT_STATUS_SUCCESSFUL, Deployment
+
+if TYPE_CHECKING:
+    from yurt.runtime.server.hostvolumes import HostVolumeBook
 
 
 class LocalServer:
@@ -147,6 +152,9 @@ class LocalServer:
         self.deployments_changed = trio.Event()
         #: Nomad-provider service registrations (server/services.py).
         self.services = ServiceCatalogue(self)
+        #: Dynamic host volumes (server/hostvolumes.py): the agent's embedded server sets
+        #: it once its node's plugins are up; None elsewhere (the API answers 501).
+        self.host_volumes: HostVolumeBook | None = None
 
     async def load(self) -> None:
         """Take back what an earlier agent's server had."""
@@ -432,6 +440,9 @@ class LocalServer:
 
     def allocs_for_node(self) -> list[Allocation]:
         return [a for a in self.allocs.values() if a.node_id == self.node.id]
+
+    def host_volume(self, vol_id: str) -> HostVolume | None:
+        return self.host_volumes.volumes.get(vol_id) if self.host_volumes is not None else None
 
     def nodes(self) -> list[Node]:
         return [self.node]

@@ -63,6 +63,7 @@ from yurt.runtime.structs.constraint import (
     CONSTRAINT_SEMVER,
     Constraint,
 )
+from yurt.runtime.structs.hostvolume import HostVolume, claimable
 from yurt.runtime.structs.hostvolumes import host_volume_source
 from yurt.runtime.structs.volume import VOLUME_TYPE_HOST
 
@@ -257,18 +258,34 @@ def unplaceable_reason(group: TaskGroup) -> str | None:
     return None
 
 
-def host_volume_reason(group: TaskGroup, node: Node, alloc_name: str = "") -> str | None:
-    """Nomad's HostVolumeChecker for static host volumes (scheduler/feasible/feasible.go
-    `nodeIsFeasibleForRequest`): every host volume request names one of the node's
-    `HostVolumes`, is not `sticky` (dynamic volumes only), and asks read-write only of a
-    volume that is not read-only; else `FILTER_HOST_VOLUMES`. `alloc_name` is the
-    allocation's name, for `per_alloc` sources (structs/hostvolumes.py: the client mounts
-    the volume the same rule names)."""
+#: A dynamic host volume by ID, as the server's state has it (None: no such volume).
+VolumeLookup = Callable[[str], HostVolume | None]
+
+
+def host_volume_reason(group: TaskGroup, node: Node, alloc_name: str = "",
+                       namespace: str = "default",
+                       lookup: VolumeLookup | None = None) -> str | None:
+    """Nomad's HostVolumeChecker (scheduler/feasible/feasible.go `nodeIsFeasibleForRequest`):
+    every host volume request names one of the node's `HostVolumes`. A static one (no ID)
+    is not asked `sticky` (dynamic volumes only), nor read-write when it is read-only; a
+    dynamic one (its ID) must be, in the state `lookup` reads, of the job's `namespace`,
+    ready and offer the requested capability (structs/hostvolume.py `claimable`; no
+    `lookup`: none is). Else `FILTER_HOST_VOLUMES`. `alloc_name` is the allocation's name,
+    for `per_alloc` sources (structs/hostvolumes.py: the client mounts the volume the same
+    rule names). `sticky` on a dynamic volume is met by any volume of the name: yurt keeps no
+    claims, and one node offers one volume per name."""
     for vol in group.volumes.values():
         if vol.type != VOLUME_TYPE_HOST:
             continue
         offered = node.host_volumes.get(host_volume_source(vol, alloc_name))
-        if offered is None or vol.sticky or (offered.read_only and not vol.read_only):
+        if offered is None:
+            return FILTER_HOST_VOLUMES
+        if offered.id:
+            dynamic = lookup(offered.id) if lookup is not None else None
+            if dynamic is None or not claimable(dynamic, namespace, vol.access_mode,
+                                                vol.attachment_mode, vol.read_only):
+                return FILTER_HOST_VOLUMES
+        elif vol.sticky or (offered.read_only and not vol.read_only):
             return FILTER_HOST_VOLUMES
     return None
 
@@ -323,7 +340,7 @@ def _allowed(constraint: Constraint) -> int:
 
 def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[Allocation],
                   node_of: Callable[[str], Node | None] | None = None,
-                  alloc_name: str = "") -> str | None:
+                  alloc_name: str = "", volumes: VolumeLookup | None = None) -> str | None:
     """Why `node` cannot take one more allocation of `group`, or None if it can.
 
     `proposed` are the allocations the cluster would hold once the plan so far is applied
@@ -332,7 +349,8 @@ def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[All
     With `node_of` (a node by ID), `distinct_hosts` counts those on `node` and
     `distinct_property` those on nodes with the same value of the property, as Nomad's
     propertySet does; without it every allocation counts as on `node` (one node).
-    `alloc_name`: the allocation's name, for `per_alloc` host volumes (`host_volume_reason`).
+    `alloc_name`: the allocation's name, for `per_alloc` host volumes, and `volumes` the
+    dynamic host volumes by ID (`host_volume_reason`).
     """
     unplaceable = unplaceable_reason(group)
     if unplaceable is not None:
@@ -351,9 +369,9 @@ def filter_reason(job: Job, group: TaskGroup, node: Node, proposed: Iterable[All
         return "missing network"
     # Nomad's stack checks host volumes among the "available" checkers, after the group's
     # drivers, constraints and network (scheduler/feasible/stack.go `NewGenericStack`).
-    volumes = host_volume_reason(group, node, alloc_name)
-    if volumes is not None:
-        return volumes
+    missing = host_volume_reason(group, node, alloc_name, job.namespace, volumes)
+    if missing is not None:
+        return missing
     job_hosts, group_hosts = _distinct_hosts(job.constraints), _distinct_hosts(group.constraints)
     scoped = [(c, "") for c in job.constraints if c.operator == CONSTRAINT_DISTINCT_PROPERTY]
     scoped += [(c, group.name) for c in group.constraints

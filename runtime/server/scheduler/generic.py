@@ -208,7 +208,7 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
     unneeded_ids = {a.id for a in unneeded + moving_canaries}
     placer = Placer(job, cands, (a for a in state.live_allocs() if a.id not in unneeded_ids),
                     (a for a in live if a.id not in unneeded_ids and a.id not in lost_ids
-                     and a.id not in disconnecting), algorithm, nodes_by_id)
+                     and a.id not in disconnecting), algorithm, nodes_by_id, state.host_volume)
     evicted: dict[str, Allocation] = {}
     outdated = [a for a in kept if a.job is not None
                 and a.job.job_modify_index != job.job_modify_index]
@@ -218,7 +218,7 @@ def schedule_generic(state: SchedulerState, plan: Plan, job: Job, rollout: Rollo
              or not binpack.is_in_pool(node, job.node_pool)
              or filter_reason(job, wanted[a.name], node, (
                  b for b in live if b.id not in unneeded_ids and b.id != a.id),
-                 nodes_by_id.get, a.name) is not None}
+                 nodes_by_id.get, a.name, state.host_volume) is not None}
     previous.update({a.name: a for a in outdated if a.id in unfit})
     kept = [a for a in kept if a.id not in unfit]
     outdated = [a for a in outdated if a.id not in unfit]

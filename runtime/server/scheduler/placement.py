@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from yurt.runtime.server.scheduler import binpack, ports
 from yurt.runtime.server.scheduler.binpack import Candidates
 from yurt.runtime.server.scheduler.drain import node_refusal
-from yurt.runtime.server.scheduler.feasible import device_meets, filter_reason
+from yurt.runtime.server.scheduler.feasible import VolumeLookup, device_meets, filter_reason
 from yurt.runtime.server.scheduler.ports import alloc_ports
 from yurt.runtime.structs import (
     AllocatedDevice,
@@ -262,8 +262,10 @@ class Placer:
     N allocations over M nodes costs about N + M node evaluations, not N × M."""
 
     def __init__(self, job: Job, cands: Candidates, live: Iterable[Allocation],
-                 mine: Iterable[Allocation], algorithm: str, nodes: dict[str, Node]) -> None:
+                 mine: Iterable[Allocation], algorithm: str, nodes: dict[str, Node],
+                 volumes: VolumeLookup | None = None) -> None:
         self.job, self.cands, self.algorithm, self.nodes = job, cands, algorithm, nodes
+        self.volumes = volumes  # the dynamic host volumes, by ID (feasible.py)
         self.usage: dict[str, Usage] = {}
         self.on_node: dict[str, list[Allocation]] = {}
         for alloc in live:
@@ -386,7 +388,7 @@ class Placer:
                   name: str = "") -> _Verdict:
         """Whether `node` passes the constraints and fits one allocation of `group`."""
         reason = filter_reason(self.job, group, node, (a for a in self.mine if a is not prev),
-                               self.nodes.get, name)
+                               self.nodes.get, name, self.volumes)
         if reason is not None:
             return _Verdict(reason=reason)
         trial = self.trial(node, prev)

@@ -42,6 +42,7 @@ from yurt.runtime.structs import (
     Node,
     TaskGroup,
 )
+from yurt.runtime.structs.hostvolume import HostVolume
 from yurt.runtime.structs.identity import default_identity
 from yurt.runtime.structs.update import Deployment
 
@@ -63,6 +64,10 @@ class SchedulerState(Protocol):
 
     def blocked_evals(self, job_id: str) -> list[Evaluation]:
         """The job's evaluations waiting for capacity."""
+        ...
+
+    def host_volume(self, vol_id: str) -> HostVolume | None:
+        """The dynamic host volume of that ID (feasible.py `host_volume_reason`)."""
         ...
 
 

@@ -111,7 +111,8 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
         plan.desired.setdefault(alloc.task_group, DesiredUpdates()).stop += 1
     stopping = {a.id for a, _ in stop}
     placer = Placer(job, cands, (a for a in state.live_allocs() if a.id not in stopping),
-                    (a for a in live if a.id not in stopping), algorithm, known)
+                    (a for a in live if a.id not in stopping), algorithm, known,
+                    state.host_volume)
     protected = {a.id for a in live}
     evicted: dict[str, Allocation] = {}
     metrics: dict[str, AllocMetric] = {}
@@ -129,7 +130,8 @@ def schedule_system(state: SchedulerState, plan: Plan, job: Job, nodes: list[Nod
                 old = current.job.lookup_group(group.name) if current.job else None
                 mine = [a for a in live if a.node_id == node.id and a.id != current.id
                         and a.id not in stopping]
-                if filter_reason(job, group, node, mine, known.get, name) is not None:
+                if filter_reason(job, group, node, mine, known.get, name,
+                                 state.host_volume) is not None:
                     stop.append((current, "alloc not needed due to job update"))
                     desired.stop += 1
                     continue
