@@ -3,13 +3,15 @@ plugin config, and the container-create body (drivers/docker/create.py) of many 
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from yurt.runtime.client.drivers.configs import DockerTaskConfig
+from yurt.runtime.client.drivers.configs import DockerAuth, DockerTaskConfig
 from yurt.runtime.client.drivers.docker.create import (
     LABEL_ALLOC_ID,
     LABEL_ALLOC_ROOT,
@@ -19,6 +21,7 @@ from yurt.runtime.client.drivers.docker.create import (
     create_body,
     memory_limits,
 )
+from yurt.runtime.client.drivers.docker.images import ImageGC, registry_auth, split_reference
 from yurt.runtime.client.drivers.docker.plugin import DockerPluginConfig, plugin_config
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError, JobSpecError
@@ -310,3 +313,44 @@ def test_a_plugin_config_object_is_accepted_directly() -> None:
     config = msgspec.convert({"image": "x"}, DockerTaskConfig)
     assert create_body(task(), config, DockerPluginConfig(), image="sha256:ab",
                        default_network="bridge")["HostConfig"]["NetworkMode"] == "bridge"
+
+
+# ---------------------------------------------------------------- images (pure parts)
+
+@pytest.mark.parametrize(("image", "expected"), [
+    ("redis", ("redis", "latest")),
+    ("redis:7", ("redis", "7")),
+    ("reg.example:5000/team/app", ("reg.example:5000/team/app", "latest")),
+    ("reg.example:5000/team/app:2", ("reg.example:5000/team/app", "2")),
+    ("app@sha256:abcd", ("app", "sha256:abcd")),
+])
+def test_image_references_split_as_nomads(image: str, expected: tuple[str, str]) -> None:
+    assert split_reference(image) == expected
+
+
+def test_registry_auth_is_a_header_only_with_credentials() -> None:
+    assert registry_auth(None) == ""
+    assert registry_auth(DockerAuth(server_address="r")) == ""
+    header = registry_auth(DockerAuth(username="u", password="p", server_address="r"))
+    assert json.loads(base64.urlsafe_b64decode(header)) == {
+        "username": "u", "password": "p", "email": "", "serveraddress": "r"}
+
+
+def test_image_gc_removes_after_the_delay_only_what_no_task_uses() -> None:
+    gc = ImageGC(enabled=True, delay=180.0)
+    gc.use("sha256:a", "t1")
+    gc.use("sha256:a", "t2")
+    gc.release("sha256:a", "t1", now=0.0)
+    assert gc.next_due() is None  # t2 still uses it
+    gc.release("sha256:a", "t2", now=10.0)
+    assert gc.next_due() == 190.0
+    assert gc.take_due(now=189.0) == []
+    gc.use("sha256:a", "t3")  # used again before its time: no longer due
+    assert gc.take_due(now=200.0) == []
+    gc.release("sha256:a", "t3", now=300.0)
+    assert gc.take_due(now=480.0) == ["sha256:a"]
+    assert gc.take_due(now=999.0) == []
+    off = ImageGC(enabled=False, delay=0.0)
+    off.use("sha256:b", "t")
+    off.release("sha256:b", "t", now=0.0)
+    assert off.take_due(now=1.0) == []
