@@ -180,6 +180,7 @@ async def test_a_killed_copier_is_replaced_without_losing_a_line(
         async with pumps(layout):
             first = await start_log_copier(*args)
             assert await ensure_log_copier(*args, first) == first  # alive: kept
+            assert await start_log_copier(*args) == first  # one copier per start
             await eventually(lambda: len(layout.read("stdout")) >= 50)
             os.kill(int(first["pid"]), signal.SIGKILL)
             await eventually(lambda: not copier_alive(first))
@@ -217,6 +218,23 @@ async def test_a_tty_containers_raw_stream_goes_to_stdout(
         await drain_to_end(layout)
     assert layout.read_bytes("stdout") == b"one\r\ntwo\r\n"
     assert layout.read_bytes("stderr") == b""
+
+
+async def test_a_line_longer_than_dockers_message_size_comes_whole(
+        dockerd: DockerDaemon, containers: None, tmp_path: Path) -> None:
+    """Docker cuts lines at 16 KiB into messages of their own (each with a timestamp):
+    they are written back to back, as the container wrote them."""
+    layout = Layout(tmp_path)
+    cid = run_container(dockerd, "sleep 0.3; head -c 100000 /dev/zero | tr '\\0' a; "
+                                 "echo; echo after")
+    with trio.fail_after(30):
+        async with pumps(layout):
+            identity = await start_log_copier(str(dockerd.socket), cid,
+                                              str(layout.fifos["stdout"]),
+                                              str(layout.fifos["stderr"]), layout.state)
+            await wait_gone(identity)
+        await drain_to_end(layout)
+    assert layout.read_bytes("stdout") == b"a" * 100000 + b"\nafter\n"
 
 
 def test_docker_timestamps_in_ns() -> None:

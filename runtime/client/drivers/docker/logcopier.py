@@ -7,6 +7,8 @@ Usage: python -I -S logcopier.py ENDPOINT CONTAINER STDOUT_FIFO STDERR_FIFO STAT
 Only the standard library: it runs as a script outside the agent's environment (`-I -S`, as
 reaper.py), and stays small (about 10 MiB RSS; no json beyond one inspect, no http.client).
 
+- **One per start.** The copier holds `STATE_DIR/logcopier.lock` (flock) for its life; a
+  second one started for the same `STATE_DIR` reports the holder's pid and exits.
 - **Starting.** The agent spawns it as a session leader with stdout on a report pipe
   (`logs.py`); it forks at once and the parent exits, so the copier is nobody's child to reap
   once the agent is gone. The copier inspects the container (a tty container's log stream is
@@ -373,6 +375,30 @@ def spill(fifo: str, fd: int) -> None:
         os.close(lock)
 
 
+def claim(state_dir: str) -> int:
+    """Take `STATE_DIR/logcopier.lock` for this process's life (0), or return the pid of
+    the copier that holds it: one copier per start, however often the agent asks."""
+    fd = os.open(os.path.join(state_dir, "logcopier.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        held = True
+    else:
+        held = False
+    if held:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # the holder writes its pid just after locking
+            text = os.pread(fd, 32, 0).strip()
+            if text.isdigit():
+                os.close(fd)
+                return int(text)
+            time.sleep(0.01)
+        raise OSError(errno.EAGAIN, "another log copier holds the lock but names no pid")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return 0  # fd stays open: the lock is held until this process exits
+
+
 def main(argv: list[str]) -> int:
     endpoint, container, out_path, err_path, state_dir = argv
     if os.fork() != 0:  # the parent exits at once: the copier is nobody's child to reap
@@ -384,6 +410,10 @@ def main(argv: list[str]) -> int:
     logfile = os.open(os.path.join(state_dir, "logcopier.log"),
                       os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     os.dup2(logfile, 2)
+    holder = claim(state_dir)
+    if holder:  # a copier already serves this start: it is the one to name
+        os.write(report, f"ok {holder}\n".encode())
+        return 0
     fifos = {1: os.open(out_path, os.O_RDWR | os.O_CLOEXEC),
              2: os.open(err_path, os.O_RDWR | os.O_CLOEXEC)}
     copier = Copier(endpoint, container, fifos,

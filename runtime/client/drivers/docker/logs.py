@@ -133,7 +133,8 @@ async def ensure_log_copier(socket_path: str, container_id: str, stdout_path: st
     Raises:
         DockerError, DriverError: as `start_log_copier`.
     """
-    if previous is not None and copier_alive(previous):
+    if previous is not None and copier_alive(previous) and (
+            previous.get("container_id") == container_id):
         return dict(previous)
     return await start_log_copier(socket_path, container_id, stdout_path, stderr_path,
                                   state_dir)
