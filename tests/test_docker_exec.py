@@ -114,7 +114,8 @@ async def test_a_cancelled_session_kills_its_command(
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(exec_in_container, engine, container,
-                               request("sh", "-c", "echo started; exec sleep 555"),
+                               request("sh", "-c",
+                                       "sleep 556 & echo started; exec sleep 555"),
                                in_recv, out_send)
             first = await out_recv.receive()
             assert first.data == b"started\n"
@@ -122,6 +123,7 @@ async def test_a_cancelled_session_kills_its_command(
         top = dockerd.cli("top", container).stdout
     await engine.aclose()
     assert "sleep 555" not in top, top
+    assert "sleep 556" not in top, top  # what it started goes with it
     assert "sleep 600" in top  # the task itself is untouched
 
 

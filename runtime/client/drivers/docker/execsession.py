@@ -24,8 +24,9 @@ as Nomad's does; nothing is passed again, so a value the driver translated for t
 
 Invariants: each output stream's `close` is sent, after all of its data, before this returns;
 however the session ends (the client went away, the agent stops), a command still running is
-SIGKILLed by its host pid (from the exec's inspect; only for a daemon on this host, which a
-unix socket is) in a shielded, bounded cleanup: an exec never outlives its session.
+SIGKILLed with its descendants (reaper.py `descendants`), by its host pid (from the exec's
+inspect; only for a daemon on this host, which a unix socket is), in a shielded, bounded
+cleanup: an exec never outlives its session. Docker itself has no way to end an exec.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Final, Literal
 import h11
 import trio
 
+from yurt.runtime.client.drivers import reaper
 from yurt.runtime.client.drivers.docker.engine import DockerEngine, DockerError, DockerUnreachable
 from yurt.runtime.client.drivers.protocol import ExecInput, ExecOutput, ExecRequest, ExecResize
 from yurt.runtime.errors import DriverError
@@ -163,14 +165,22 @@ async def _exit_code(engine: DockerEngine, exec_id: str) -> int:
         await trio.sleep(INSPECT_POLL)
 
 
+def _kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and what it started (found before any kill: a killed parent's children
+    go to the container's init, out of reach of a later walk)."""
+    for target in [pid, *reaper.descendants(pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGKILL)
+
+
 async def _kill(engine: DockerEngine, exec_id: str) -> None:
-    """SIGKILL the command if it still runs (its host pid: a daemon on this host only)."""
+    """SIGKILL the command and its descendants if it still runs (by its host pid: a daemon
+    on this host only)."""
     with contextlib.suppress(DockerError):
         inspect = await engine.request("GET", f"/exec/{exec_id}/json")
         pid = int(inspect.get("Pid") or 0)
         if inspect.get("Running") and pid > 0 and engine.socket_path is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            await trio.to_thread.run_sync(_kill_tree, pid)
 
 
 async def exec_in_container(engine: DockerEngine, container_id: str, request: ExecRequest,
