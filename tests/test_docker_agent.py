@@ -88,3 +88,18 @@ async def test_a_stopped_service_leaves_no_container(dockerd: DockerDaemon,
         alloc, stdout = await run_job(dockerd, tmp_path / "data", job, "running")
     assert stdout == "up\n"
     assert dockerd.containers(f"label={LABEL_ALLOC_ID}={alloc['ID']}") == []
+
+
+async def test_an_image_that_cannot_be_pulled_is_a_driver_failure_with_dockers_words(
+        dockerd: DockerDaemon, tmp_path: Path) -> None:
+    job = docker_job("nopull", "true")
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Config"]["image"] = "127.0.0.1:9/absent/app:3"
+    with trio.fail_after(TIMEOUT):
+        alloc, _ = await run_job(dockerd, tmp_path / "data", job, "failed")
+    events = alloc["TaskStates"]["t"]["Events"]
+    failures = [e for e in events if e["Type"] == "Driver Failure"]
+    assert failures, events
+    message = failures[-1]["DisplayMessage"]
+    assert message.startswith("Failed to pull `127.0.0.1:9/absent/app:3`: "), message
+    assert "127.0.0.1:9" in message.split(": ", 1)[1]  # what Docker said
+    assert dockerd.containers(f"label={LABEL_ALLOC_ID}={alloc['ID']}") == []
