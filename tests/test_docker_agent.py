@@ -20,8 +20,9 @@ TIMEOUT = 90
 
 
 def docker_job(job_id: str, script: str, *, job_type: str = "batch",
-               restart: dict[str, Any] | None = None, **resources: int) -> dict[str, Any]:
-    task = {"Name": "t", "Driver": "docker", "KillTimeout": 2_000_000_000,
+               restart: dict[str, Any] | None = None, kill_timeout: int = 2_000_000_000,
+               **resources: int) -> dict[str, Any]:
+    task = {"Name": "t", "Driver": "docker", "KillTimeout": kill_timeout,
             "Config": {"image": IMAGE, "command": "/bin/sh", "args": ["-c", script]},
             "Resources": {"CPU": 100, "MemoryMB": 32, **resources}}
     return {"Job": {"ID": job_id, "Type": job_type, "TaskGroups": [{
@@ -48,6 +49,7 @@ async def run_job(dockerd: DockerDaemon, data: Path, job: dict[str, Any],
                 if job["Job"]["Type"] == "service":
                     assert (await client.delete(f"/v1/job/{job_id}")).status_code == 200
                     await wait_status(client, job_id, "complete")
+                    alloc = (await client.get(f"/v1/allocation/{first['ID']}")).json()
         finally:
             agent.stop()
     return alloc, logs.text
@@ -88,6 +90,20 @@ async def test_a_stopped_service_leaves_no_container(dockerd: DockerDaemon,
         alloc, stdout = await run_job(dockerd, tmp_path / "data", job, "running")
     assert stdout == "up\n"
     assert dockerd.containers(f"label={LABEL_ALLOC_ID}={alloc['ID']}") == []
+
+
+async def test_without_kill_signal_a_stop_is_dockers_stop_sigterm(
+        dockerd: DockerDaemon, tmp_path: Path) -> None:
+    """No `kill_signal`: Docker's stop (the image's stop signal, SIGTERM), as Nomad's, not
+    the SIGINT raw_exec gets; the container's handler runs long before `kill_timeout`."""
+    job = docker_job("term", "trap 'exit 9' TERM; echo up; while true; do sleep 0.1; done",
+                     job_type="service", kill_timeout=20_000_000_000)
+    with trio.fail_after(TIMEOUT):
+        started = trio.current_time()
+        alloc, _ = await run_job(dockerd, tmp_path / "data", job, "running")
+        assert trio.current_time() - started < 20  # not the SIGKILL after kill_timeout
+    terminated = [e for e in alloc["TaskStates"]["t"]["Events"] if e["Type"] == "Terminated"]
+    assert terminated[-1]["Details"]["exit_code"] == "9", alloc["TaskStates"]["t"]["Events"]
 
 
 async def test_an_image_that_cannot_be_pulled_is_a_driver_failure_with_dockers_words(

@@ -96,6 +96,9 @@ class DockerDriver:
     DRIVER_NAME: ClassVar[str] = NAME
     #: Host volume mounts become bind mounts (protocol.py `supports_mounts`).
     supports_mounts: ClassVar[bool] = True
+    #: A task without `kill_signal` gets Docker's stop (taskrunner/stopping.py
+    #: `default_kill_signal`), as in Nomad, whose task runner passes the empty signal on.
+    default_kill_signal: ClassVar[str] = ""
     fingerprint_period: float = FINGERPRINT_PERIOD
     retry_period: float = RETRY_PERIOD
 
