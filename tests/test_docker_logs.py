@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -269,6 +270,57 @@ async def test_the_copier_outlasts_a_daemon_restart(tmp_path: Path) -> None:
         await trio.to_thread.run_sync(stop_dockerd, daemon)
     assert layout.read("stdout") == [*expected("stdout", 20), "bye"]
     assert layout.read("stderr") == expected("stderr", 20)
+
+
+def frame(stream: int, payload: bytes) -> bytes:
+    return bytes([stream, 0, 0, 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+def chunked(*pieces: bytes) -> bytes:
+    return b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in pieces) + b"0\r\n\r\n"
+
+
+def answer(body: bytes, *, chunk: int, monkeypatch: pytest.MonkeyPatch) -> logcopier.Http:
+    """An `Http` reading `body` after a chunked 200 head, `chunk` bytes per recv."""
+    monkeypatch.setattr(logcopier, "CHUNK", chunk)
+    ours, theirs = socket.socketpair()
+    theirs.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+    theirs.shutdown(socket.SHUT_WR)  # the request still goes in (and is dropped)
+    http = logcopier.Http("", "/logs", 5.0, sock=ours)
+    theirs.close()
+    return http
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64 * 1024])
+def test_a_chunked_multiplexed_body_split_anywhere_decodes_whole(
+        chunk: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pure: a multiplexed, chunked log body read a few bytes at a time (every split point
+    of the chunk framing and of Docker's frames) gives each message once, in order; a
+    cursor of what was written makes a second reading skip exactly those."""
+    messages = [(1, b"2026-12-08T00:40:00.000000001Z out 0\n"),
+                (2, b"2026-12-08T00:40:00.000000002Z err 0\n"),
+                (1, b"2026-12-08T00:40:00.000000003Z " + b"x" * 300 + b"\n"),
+                (1, b"2026-12-08T00:40:00.000000004Z out 1\n")]
+    # Docker's chunks need not follow its frames: cut the frames' bytes unevenly.
+    stream = b"".join(frame(s, m) for s, m in messages)
+    body = chunked(stream[:5], stream[5:50], stream[50:51], stream[51:])
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    copier = logcopier.Copier("", "c", {1: out_w, 2: err_w},
+                              logcopier.Cursor(str(tmp_path / "cursor")))
+    copier.copy(answer(body, chunk=chunk, monkeypatch=monkeypatch))
+    assert os.read(out_r, 4096) == b"out 0\n" + b"x" * 300 + b"\nout 1\n"
+    assert os.read(err_r, 4096) == b"err 0\n"
+    # The same messages again (a copier resumed from the cursor), and one more: only it.
+    more = frame(2, b"2026-12-08T00:40:00.000000005Z err 1\n")
+    again = logcopier.Copier("", "c", {1: out_w, 2: err_w},
+                             logcopier.Cursor(str(tmp_path / "cursor")))
+    assert again.cursor.since() == "1796690400.000000001"
+    again.copy(answer(chunked(stream + more), chunk=chunk, monkeypatch=monkeypatch))
+    os.close(out_w)
+    os.close(err_w)
+    assert os.read(out_r, 4096) == b""
+    assert os.read(err_r, 4096) == b"err 1\n"
 
 
 def test_docker_timestamps_in_ns() -> None:

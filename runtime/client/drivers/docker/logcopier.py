@@ -72,8 +72,13 @@ class DockerAnswer(Exception):
 class Http:
     """One `GET` over a fresh connection (`Connection: close`), the body read as it comes."""
 
-    def __init__(self, endpoint: str, path: str, timeout: float | None) -> None:
-        if endpoint.startswith(("tcp://", "http://")):
+    def __init__(self, endpoint: str, path: str, timeout: float | None,
+                 sock: socket.socket | None = None) -> None:
+        """Connect to `endpoint` (or use `sock`, connected), send the request, read the
+        head; raises DockerAnswer for an error status, OSError when the daemon is away."""
+        if sock is not None:
+            self.sock = sock
+        elif endpoint.startswith(("tcp://", "http://")):
             host, _, port = endpoint.split("://", 1)[1].rpartition(":")
             self.sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT)
         else:
