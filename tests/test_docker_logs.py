@@ -199,10 +199,16 @@ async def test_a_killed_copier_is_replaced_without_losing_a_line(
         print(stream, "repeated:", len(lines) - count)
 
 
+@pytest.mark.parametrize("logging", [
+    ("--log-driver", "none"),
+    # Docker 20.10 would read a syslog container's logs from its local cache: not without it.
+    ("--log-driver", "syslog", "--log-opt", "syslog-address=udp://127.0.0.1:9",
+     "--log-opt", "cache-disabled=true")])
 async def test_a_log_stream_docker_cannot_read_is_a_clear_error(
-        dockerd: DockerDaemon, containers: None, tmp_path: Path) -> None:
+        dockerd: DockerDaemon, containers: None, tmp_path: Path,
+        logging: tuple[str, ...]) -> None:
     layout = Layout(tmp_path)
-    cid = run_container(dockerd, "sleep 30", "--log-driver", "none")
+    cid = run_container(dockerd, "sleep 30", *logging)
     with trio.fail_after(30), pytest.raises(DockerError, match="logging driver"):
         await start_log_copier(str(dockerd.socket), cid, str(layout.fifos["stdout"]),
                                str(layout.fifos["stderr"]), layout.state)
