@@ -204,6 +204,8 @@ class TaskUsage:
     memory_measured: tuple[str, ...] = ()
     cpu_system_mode: float = 0.0
     cpu_user_mode: float = 0.0
+    #: 0: the stats endpoint derives them from `cpu_percent` and one core's MHz, as Nomad's
+    #: drivers/docker/util/stats_posix.go does (a driver knows no node speed).
     cpu_total_ticks: float = 0.0
     cpu_throttled_periods: int = 0
     cpu_throttled_time: int = 0
