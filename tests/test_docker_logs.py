@@ -246,6 +246,22 @@ async def test_a_line_longer_than_dockers_message_size_comes_whole(
     assert layout.read_bytes("stdout") == b"a" * 100000 + b"\nafter\n"
 
 
+async def test_stop_without_drain_kills_a_copier_whose_container_runs(
+        dockerd: DockerDaemon, containers: None, tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    cid = run_container(dockerd, "echo up; sleep 600")
+    with trio.fail_after(30):
+        async with pumps(layout):
+            identity = await start_log_copier(str(dockerd.socket), cid,
+                                              str(layout.fifos["stdout"]),
+                                              str(layout.fifos["stderr"]), layout.state)
+            await eventually(lambda: layout.read("stdout") == ["up"])
+            with trio.fail_after(2):  # no drain: not the drain's 5 s
+                await stop_log_copier(identity, drain=False)
+            assert not copier_alive(identity)
+            await stop_log_copier(identity, drain=False)  # gone already: a no-op
+
+
 def _stop_daemon_keeping_its_root(daemon: DockerDaemon) -> None:
     os.killpg(daemon.process.pid, signal.SIGTERM)
     daemon.process.wait(60)
