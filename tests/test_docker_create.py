@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -354,3 +355,14 @@ def test_image_gc_removes_after_the_delay_only_what_no_task_uses() -> None:
     off.use("sha256:b", "t")
     off.release("sha256:b", "t", now=0.0)
     assert off.take_due(now=1.0) == []
+
+
+def test_cpu_hard_limit_is_a_cfs_quota_of_the_tasks_share_of_the_node() -> None:
+    config = msgspec.convert({"image": "x", "cpu_hard_limit": True}, DockerTaskConfig)
+    cores = os.cpu_count() or 1
+    host = create_body(task(cpu_shares=500), config, DockerPluginConfig(), image="x",
+                       total_compute_mhz=cores * 1000)["HostConfig"]
+    # driver.go: PercentTicks (500 of the node's MHz) × period × cores: half a core.
+    assert (host["CpuPeriod"], host["CpuQuota"]) == (100_000, 50_000)
+    with pytest.raises(DriverError, match="total compute"):
+        create_body(task(), config, DockerPluginConfig(), image="x")

@@ -128,6 +128,23 @@ async def test_docker_stop_without_a_kill_signal(driver: DockerDriver,
         await driver.destroy_task(config.id, force=False)
 
 
+async def test_limits_reach_the_container(driver: DockerDriver, dockerd: DockerDaemon,
+                                          alloc_root: Path) -> None:
+    config = task(alloc_root, {**sh("sleep 600"), "cpu_hard_limit": True, "pids_limit": 20},
+                  memory_mb=32, memory_max_mb=64, cpu_shares=250)
+    with trio.fail_after(TIMEOUT):
+        handle = await driver.start_task(config)
+        limits = dockerd.cli("inspect", "--format",
+                             "{{.HostConfig.Memory}} {{.HostConfig.MemoryReservation}} "
+                             "{{.HostConfig.CpuShares}} {{.HostConfig.CpuQuota}} "
+                             "{{.HostConfig.PidsLimit}}",
+                             handle.driver_state["container_id"]).stdout.split()
+        await driver.destroy_task(config.id, force=True)
+    assert limits[:3] == [str(64 << 20), str(32 << 20), "250"]
+    assert int(limits[3]) > 0
+    assert limits[4] == "20"
+
+
 async def test_destroying_a_running_container_needs_force(driver: DockerDriver,
                                                           dockerd: DockerDaemon,
                                                           alloc_root: Path) -> None:

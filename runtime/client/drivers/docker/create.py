@@ -351,8 +351,10 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
     if network not in ("host", "none") and not network.startswith("container:"):
         body["HostConfig"]["PortBindings"], body["ExposedPorts"] = _ports(task, cfg)
     elif cfg.ports and network == "none":
+        why = ("" if cfg.network_mode else
+               " (the default here: this docker daemon has no bridge network)")
         raise DriverError(f"ports {cfg.ports} cannot be published with network_mode "
-                          '"none"')
+                          f'"none"{why}; use network_mode "host" or a daemon with a bridge')
     if cfg.ipv4_address or cfg.ipv6_address or cfg.network_aliases:
         body["NetworkingConfig"] = {"EndpointsConfig": {network: {
             "IPAMConfig": {"IPv4Address": cfg.ipv4_address,

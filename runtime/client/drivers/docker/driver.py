@@ -38,7 +38,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -46,11 +46,17 @@ import msgspec
 import trio
 
 from yurt.runtime.client.drivers.configs import DockerTaskConfig
-from yurt.runtime.client.drivers.docker import create, execsession, images, logs, stats
+from yurt.runtime.client.drivers.docker import (
+    containers,
+    create,
+    execsession,
+    images,
+    logs,
+    stats,
+)
 from yurt.runtime.client.drivers.docker.engine import (
     DockerEngine,
     DockerError,
-    DockerUnreachable,
     endpoint_from,
 )
 from yurt.runtime.client.drivers.docker.fingerprint import probe
@@ -64,6 +70,7 @@ from yurt.runtime.client.drivers.protocol import (
     TaskConfig,
     TaskUsage,
 )
+from yurt.runtime.client.fingerprint import _cpu_mhz
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.lib.signames import parse_signal_name
 from yurt.runtime.structs import TaskHandle
@@ -83,7 +90,6 @@ class _Container:
     container_id: str
     state: dict[str, Any]
     result: ExitResult | None = None
-    exited: trio.Event = field(default_factory=trio.Event)
 
     @property
     def image(self) -> str:
@@ -112,6 +118,8 @@ class DockerDriver:
         #: From the last good probe; before the first, asked for on the first start.
         self._default_network = ""
         self._seen = False
+        #: The node's `cpu.totalcompute` (client/fingerprint.py), for `cpu_hard_limit`.
+        self.total_compute_mhz = (os.cpu_count() or 1) * _cpu_mhz()
 
     @property
     def name(self) -> str:
@@ -122,6 +130,9 @@ class DockerDriver:
             return self._tasks[task_id]
         except KeyError:
             raise TaskNotFoundError(f"task {task_id} not found") from None
+
+    def _container_ids(self) -> set[str]:
+        return {t.container_id for t in self._tasks.values()}
 
     @property
     def _log_endpoint(self) -> str:
@@ -147,12 +158,14 @@ class DockerDriver:
         try:
             body = create.create_body(config, cfg, self.config, image=image_id,
                                       default_network=self._default_network,
-                                      total_compute_mhz=0)
+                                      total_compute_mhz=self.total_compute_mhz)
         except DriverError as e:
             raise DriverError(f"Failed to create container configuration for image "
                               f"{cfg.image!r} ({image_id!r}): {e}") from None
         name = create.container_name(config)
-        await self._remove_leftover(name, config.alloc_id)
+        leftover = await containers.find_leftover(self.engine, name, config.alloc_id)
+        if leftover is not None and leftover not in self._container_ids():
+            await containers.remove(self.engine, leftover)  # a start a crash left behind
         try:
             created = await self.engine.request("POST", "/containers/create",
                                                 params={"name": name}, body=body)
@@ -169,7 +182,7 @@ class DockerDriver:
             if not ok:
                 self.gc.release(image_id, config.id, trio.current_time())
                 with trio.CancelScope(shield=True), trio.move_on_after(CLEANUP_TIMEOUT):
-                    await self._remove(cid)
+                    await containers.remove(self.engine, cid)
         self._tasks[config.id] = _Container(config.id, cid, state)
         return TaskHandle(driver=NAME, task_id=config.id, state="running",
                           driver_state=dict(state))
@@ -193,73 +206,23 @@ class DockerDriver:
             "pid": int((inspected.get("State") or {}).get("Pid") or 0),
             "stdout_path": config.stdout_path or "", "stderr_path": config.stderr_path or "",
             "state_dir": str(state_dir), "logs": None}
-        if config.stdout_path and config.stderr_path:
+        if config.stdout_path and config.stderr_path and not self.config.disable_log_collection:
             state["logs"] = await logs.start_log_copier(
                 self._log_endpoint, cid, config.stdout_path, config.stderr_path, state_dir)
         return state
 
-    async def _remove_leftover(self, name: str, alloc_id: str) -> None:
-        """Remove a container of an earlier start of this task (same name, same alloc),
-        which a crash or a restart left; someone else's container of that name stays (and
-        the create then fails with Docker's conflict)."""
-        try:
-            found = await self.engine.request("GET", f"/containers/{name}/json")
-        except DockerError as e:
-            if e.status == 404:
-                return
-            raise
-        labels = (found.get("Config") or {}).get("Labels") or {}
-        if labels.get(create.LABEL_ALLOC_ID) != alloc_id:
-            return
-        if any(t.container_id == found["Id"] for t in self._tasks.values()):
-            return  # a start this driver tracks: its destroy removes it
-        await self._remove(str(found["Id"]))
-
-    async def _remove(self, cid: str) -> None:
-        with contextlib.suppress(DockerError):  # gone already, or the daemon is away
-            await self.engine.request("DELETE", f"/containers/{cid}",
-                                      params={"force": "1", "v": "1"})
-
     # ------------------------------------------------------------------ wait
-
-    async def _exit_of(self, cid: str) -> ExitResult:
-        """Wait for the container to exit (through a daemon that may go away) and read how."""
-        while True:
-            try:
-                await self.engine.request("POST", f"/containers/{cid}/wait", read_timeout=None)
-                inspected = await self.engine.request("GET", f"/containers/{cid}/json")
-                break
-            except DockerUnreachable:
-                await trio.sleep(self.retry_period)
-            except DockerError as e:
-                return ExitResult(exit_code=-1, err=f"failed to wait for container {cid}: {e}")
-        state = inspected.get("State") or {}
-        code = int(state.get("ExitCode") or 0)
-        if state.get("OOMKilled"):
-            return ExitResult(exit_code=code, oom_killed=True, err="OOM Killed")
-        return ExitResult(exit_code=code)
 
     async def wait_task(self, task_id: str) -> ExitResult:
         task = self._task(task_id)
         if task.result is None:
-            result = await self._exit_of(task.container_id)
+            result = await containers.exit_of(self.engine, task.container_id,
+                                              self.retry_period)
             if task.result is None:
                 task.result = result
-                task.exited.set()
         return task.result
 
     # ------------------------------------------------------------------ stop
-
-    async def _kill(self, cid: str, signal: str) -> bool:
-        """Send `signal`; False when the container is not running (or gone)."""
-        try:
-            await self.engine.request("POST", f"/containers/{cid}/kill",
-                                      params={"signal": signal})
-        except DockerError as e:
-            if e.status in (404, 409):
-                return False
-            raise DriverError(f"cannot signal container {cid}: {e}") from None
-        return True
 
     async def stop_task(self, task_id: str, kill_timeout: int, signal: str) -> None:
         task = self._task(task_id)
@@ -278,10 +241,10 @@ class DockerDriver:
             name = parse_signal_name(signal)
         except ValueError as e:
             raise DriverError(str(e)) from None
-        if seconds > 0 and await self._kill(task.container_id, name):
+        if seconds > 0 and await containers.kill(self.engine, task.container_id, name):
             with trio.move_on_after(seconds):
                 await self.wait_task(task_id)
-        await self._kill(task.container_id, "SIGKILL")
+        await containers.kill(self.engine, task.container_id, "SIGKILL")
 
     async def signal_task(self, task_id: str, signal: str) -> None:
         task = self._task(task_id)
@@ -289,7 +252,7 @@ class DockerDriver:
             name = parse_signal_name(signal)
         except ValueError:
             name = "SIGINT"  # Nomad: unknown names become SIGINT
-        if not await self._kill(task.container_id, name):
+        if not await containers.kill(self.engine, task.container_id, name):
             raise DriverError("task is not running")
 
     async def destroy_task(self, task_id: str, *, force: bool) -> None:
@@ -308,12 +271,12 @@ class DockerDriver:
                               "or set force to true")
         with trio.CancelScope(shield=True), trio.move_on_after(CLEANUP_TIMEOUT):
             if running:
-                await self._kill(task.container_id, "SIGKILL")
+                await containers.kill(self.engine, task.container_id, "SIGKILL")
             identity = task.state.get("logs")
             if identity:
                 await logs.stop_log_copier(identity, drain=True)
             if self.config.gc.container:
-                await self._remove(task.container_id)
+                await containers.remove(self.engine, task.container_id)
         del self._tasks[task_id]
         if task.image:
             self.gc.release(task.image, task_id, trio.current_time())
@@ -349,21 +312,17 @@ class DockerDriver:
                         alloc_ids: Collection[str] | None = None) -> int:
         """Remove this agent's containers (labelled with `alloc_root`) in `alloc_ids` (all
         when None) that no task here accounts for: starts the agent died in."""
-        label = f"{create.LABEL_ALLOC_ROOT}={alloc_root}"
         try:
-            found = await self.engine.request(
-                "GET", "/containers/json",
-                params={"all": "1", "filters": f'{{"label": ["{label}"]}}'})
+            found = await containers.of_alloc_root(self.engine, str(alloc_root))
         except DockerError as e:
             log.warning("docker: cannot list containers to reconcile: %s", e)
             return 0
-        known = {t.container_id for t in self._tasks.values()}
+        known = self._container_ids()
         removed = 0
-        for container in found or []:
-            alloc = (container.get("Labels") or {}).get(create.LABEL_ALLOC_ID, "")
-            if container["Id"] in known or (alloc_ids is not None and alloc not in alloc_ids):
+        for cid, alloc in found:
+            if cid in known or (alloc_ids is not None and alloc not in alloc_ids):
                 continue
-            await self._remove(str(container["Id"]))
+            await containers.remove(self.engine, cid)
             removed += 1
         return removed
 
