@@ -5,6 +5,7 @@ ran reports its real exit code; `job stop` stops the container and removes it.""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -14,15 +15,17 @@ import pytest
 from tests.docker_support import IMAGE, DockerDaemon
 from tests.proc_support import wait_for
 from tests.test_agent_e2e import YURT, User
-from yurt.runtime.client.drivers.docker.create import LABEL_ALLOC_ID
+from yurt.runtime.client.drivers.docker.create import LABEL_ALLOC_ID, LABEL_ALLOC_ROOT
+from yurt.runtime.client.drivers.rawexec import CRASH_AFTER_SPAWN
 
 pytestmark = pytest.mark.slow
 
 
-def start_agent(user: User, config: Path) -> subprocess.Popen[str]:
+def start_agent(user: User, config: Path,
+                env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     agent = subprocess.Popen([YURT, "agent", "--data-dir", str(user.data), "--port",
                               str(user.port), "--config", str(config)],
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, env=env)
     assert agent.stderr is not None
     line = agent.stderr.readline()
     assert "listening on" in line, line
@@ -125,3 +128,33 @@ def test_a_container_that_exited_meanwhile_reports_its_real_exit_code(
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=30)
+
+
+def test_a_crash_between_start_and_handle_leaves_one_container(
+        dockerd: DockerDaemon, tmp_path: Path) -> None:
+    """The agent SIGKILLs itself right after the container started, before the handle is
+    persisted (CRASH_AFTER_SPAWN): the next agent has no handle for that container and must
+    remove it, so one container runs for the task, and none once the job is stopped."""
+    user = User(tmp_path)
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[drivers.config.docker]\nendpoint = "{dockerd.host}"\n')
+    job = job_file(tmp_path, "crashy", "while true; do sleep 0.2; done")
+    crashing = start_agent(user, config, {**os.environ, CRASH_AFTER_SPAWN: "t"})
+    agent: subprocess.Popen[str] | None = None
+    try:
+        user.yurt("job", "run", "-detach", str(job))
+        assert crashing.wait(timeout=60) == -signal.SIGKILL
+        (first,) = dockerd.containers(f"label={LABEL_ALLOC_ROOT}={user.data / 'alloc'}")
+        agent = start_agent(user, config)
+        wait_for(lambda: status(user, "crashy") == "running", timeout=60)
+        (alloc,) = user.json("job", "status", "crashy")["Allocations"]
+        mine = f"label={LABEL_ALLOC_ID}={alloc['ID']}"
+        wait_for(lambda: len(dockerd.containers(mine)) == 1)
+        assert dockerd.containers(mine) != [first]  # the unaccounted one is gone
+        user.yurt("job", "stop", "crashy")
+        wait_for(lambda: dockerd.containers(mine) == [])
+    finally:
+        for process in (crashing, agent):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=30)

@@ -200,6 +200,21 @@ async def test_reconcile_removes_only_unaccounted_containers_of_this_agent(
             await restarted.engine.aclose()
 
 
+async def test_reconcile_spares_a_container_whose_start_is_under_way(
+        driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path) -> None:
+    """A start between its create and its return has a container no handle names yet: a
+    reconcile running beside it (the restore's, while restarted tasks start) leaves it."""
+    start_id = f"{uuid.uuid4()}/t/0badf00d"
+    cid = dockerd.cli("create", "--label", f"{LABEL_ALLOC_ROOT}={alloc_root}",
+                      "--label", f"io.yurt.task_id={start_id}", IMAGE, "true").stdout.strip()
+    with trio.fail_after(TIMEOUT):
+        driver._starting.add(start_id)  # as start_task holds it until it returns
+        assert await driver.reconcile(alloc_root) == 0
+        driver._starting.discard(start_id)
+        assert await driver.reconcile(alloc_root) == 1
+    assert cid not in dockerd.containers()
+
+
 async def test_an_image_neither_present_nor_pullable_is_a_recoverable_failure(
         driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path) -> None:
     config = task(alloc_root, {"image": "127.0.0.1:9/nowhere/app:1",

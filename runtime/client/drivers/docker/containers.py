@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Final
 
 import trio
 
@@ -23,11 +24,22 @@ from yurt.runtime.client.drivers.docker.engine import DockerEngine, DockerError,
 from yurt.runtime.client.drivers.protocol import ExitResult
 from yurt.runtime.errors import DriverError
 
+#: How long `remove` waits for a removal another request began (a reconcile beside a start).
+REMOVAL_TIMEOUT: Final = 30.0
+
 
 async def remove(engine: DockerEngine, cid: str) -> None:
-    """Remove the container (forced: running or not) and its anonymous volumes."""
-    with contextlib.suppress(DockerError):  # gone already, or the daemon is away
+    """Remove the container (forced: running or not) and its anonymous volumes; returns once
+    it is gone, also when another request's removal of it was under way (Docker answers that
+    one 409 at once, while the name is still taken), or when the daemon cannot be reached."""
+    try:
         await engine.request("DELETE", f"/containers/{cid}", params={"force": "1", "v": "1"})
+    except DockerError as e:
+        if e.status != 409:
+            return  # gone already (404), or the daemon is away
+        with trio.move_on_after(REMOVAL_TIMEOUT), contextlib.suppress(DockerError):
+            await engine.request("POST", f"/containers/{cid}/wait",
+                                 params={"condition": "removed"}, read_timeout=None)
 
 
 async def kill(engine: DockerEngine, cid: str, signal: str) -> bool:
@@ -78,11 +90,12 @@ async def find_leftover(engine: DockerEngine, name: str, alloc_id: str) -> str |
     return str(found["Id"]) if labels.get(create.LABEL_ALLOC_ID) == alloc_id else None
 
 
-async def of_alloc_root(engine: DockerEngine, alloc_root: str) -> list[tuple[str, str]]:
-    """(container ID, alloc ID) of every container, running or not, that an agent with this
-    alloc root created."""
+async def of_alloc_root(engine: DockerEngine, alloc_root: str) -> list[tuple[str, str, str]]:
+    """(container ID, alloc ID, task start ID) of every container, running or not, that an
+    agent with this alloc root created."""
     filters = json.dumps({"label": [f"{create.LABEL_ALLOC_ROOT}={alloc_root}"]})
     found = await engine.request("GET", "/containers/json",
                                  params={"all": "1", "filters": filters})
-    return [(str(c["Id"]), str((c.get("Labels") or {}).get(create.LABEL_ALLOC_ID, "")))
-            for c in found or []]
+    labelled = [(str(c["Id"]), c.get("Labels") or {}) for c in found or []]
+    return [(cid, str(labels.get(create.LABEL_ALLOC_ID, "")),
+             str(labels.get(create.LABEL_TASK_ID, ""))) for cid, labels in labelled]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal as signals
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,7 @@ from yurt.runtime.client.drivers.protocol import (
     TaskConfig,
     TaskUsage,
 )
+from yurt.runtime.client.drivers.rawexec import CRASH_AFTER_SPAWN
 from yurt.runtime.client.fingerprint import _cpu_mhz
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.lib.signames import parse_signal_name
@@ -118,6 +120,9 @@ class DockerDriver:
         #: From the last good probe; before the first, asked for on the first start.
         self._default_network = ""
         self._seen = False
+        #: Starts under way (invocation IDs): their containers are not in `_tasks` yet,
+        #: and `reconcile` must not take them for a crash's leftovers.
+        self._starting: set[str] = set()
         #: The node's `cpu.totalcompute` (client/fingerprint.py), for `cpu_hard_limit`.
         self.total_compute_mhz = (os.cpu_count() or 1) * _cpu_mhz()
 
@@ -141,7 +146,7 @@ class DockerDriver:
     # ------------------------------------------------------------------ start
 
     async def start_task(self, config: TaskConfig) -> TaskHandle:
-        if config.id in self._tasks:
+        if config.id in self._tasks or config.id in self._starting:
             raise DriverError(f"task {config.id} is already started")
         try:
             cfg = msgspec.convert(config.driver_config, DockerTaskConfig)
@@ -162,6 +167,14 @@ class DockerDriver:
         except DriverError as e:
             raise DriverError(f"Failed to create container configuration for image "
                               f"{cfg.image!r} ({image_id!r}): {e}") from None
+        self._starting.add(config.id)
+        try:
+            return await self._start(config, cfg, body, image_id)
+        finally:
+            self._starting.discard(config.id)
+
+    async def _start(self, config: TaskConfig, cfg: DockerTaskConfig, body: dict[str, Any],
+                     image_id: str) -> TaskHandle:
         name = create.container_name(config)
         leftover = await containers.find_leftover(self.engine, name, config.alloc_id)
         if leftover is not None and leftover not in self._container_ids():
@@ -183,6 +196,8 @@ class DockerDriver:
                 self.gc.release(image_id, config.id, trio.current_time())
                 with trio.CancelScope(shield=True), trio.move_on_after(CLEANUP_TIMEOUT):
                     await containers.remove(self.engine, cid)
+        if os.environ.get(CRASH_AFTER_SPAWN) == config.name:
+            os.kill(os.getpid(), signals.SIGKILL)  # fault injection: see rawexec.py
         self._tasks[config.id] = _Container(config.id, cid, state)
         return TaskHandle(driver=NAME, task_id=config.id, state="running",
                           driver_state=dict(state))
@@ -319,8 +334,9 @@ class DockerDriver:
             return 0
         known = self._container_ids()
         removed = 0
-        for cid, alloc in found:
-            if cid in known or (alloc_ids is not None and alloc not in alloc_ids):
+        for cid, alloc, start in found:
+            if (cid in known or start in self._starting
+                    or (alloc_ids is not None and alloc not in alloc_ids)):
                 continue
             await containers.remove(self.engine, cid)
             removed += 1
