@@ -361,3 +361,35 @@ async def test_unhealthy_while_the_daemon_is_away_healthy_when_it_returns(
     finally:
         await driver.engine.aclose()
         await trio.to_thread.run_sync(stop_dockerd, daemon)
+
+
+async def test_load_takes_the_image_from_a_tarball_in_local(
+        driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path) -> None:
+    tag = f"yurt-test/load:{uuid.uuid4().hex[:8]}"
+    config = task(alloc_root, {"image": tag, "load": "image.tar", **sh("exit 6")})
+    assert config.task_dir is not None
+    dockerd.cli("tag", IMAGE, tag)
+    dockerd.cli("save", "-o", str(config.task_dir / "local" / "image.tar"), tag)
+    dockerd.cli("rmi", tag)
+    try:
+        with trio.fail_after(TIMEOUT):
+            await driver.start_task(config)
+            assert await driver.wait_task(config.id) == ExitResult(exit_code=6)
+            await driver.destroy_task(config.id, force=False)
+        broken = task(alloc_root, {"image": tag, "load": "missing.tar"})
+        with trio.fail_after(TIMEOUT), pytest.raises(DriverError,
+                                                     match=r"Failed to load image 'missing\.tar'"):
+            await driver.start_task(broken)
+    finally:
+        dockerd.cli("rmi", tag, check=False)
+
+
+async def test_force_pull_pulls_even_a_present_image(driver: DockerDriver,
+                                                     alloc_root: Path) -> None:
+    """The test image exists only here: a forced pull of it fails (no registry has it, or
+    none can be reached), where without force_pull it runs."""
+    config = task(alloc_root, {"force_pull": True, "image_pull_timeout": "30s"})
+    with trio.fail_after(TIMEOUT), pytest.raises(DriverError) as failed:
+        await driver.start_task(config)
+    assert failed.value.recoverable
+    assert str(failed.value).startswith(f"Failed to pull `{IMAGE}`: ")
