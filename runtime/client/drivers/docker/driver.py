@@ -27,8 +27,8 @@ the agent was away reports its real exit code; a start the agent died in (create
 persisted) is removed by the next start of the task (same name) or by `reconcile`, which
 removes this agent's containers (its alloc root's label) that no handle accounts for.
 
-Fingerprint every 30 s (fingerprint.go), and at once after a failed probe every 5 s, so a
-daemon that returns is seen soon; due image removals run on the same loop, which wakes
+Fingerprint every 30 s (fingerprint.go), and every 5 s while a daemon seen before is away,
+so one that returns is seen soon; due image removals run on the same loop, which wakes
 early for them.
 """
 
@@ -372,8 +372,11 @@ class DockerDriver:
                 if due:
                     await images.remove_images(self.engine, due)
             yield found.fingerprint
-            next_probe = trio.current_time() + (self.fingerprint_period if healthy
-                                                else self.retry_period)
+            # A daemon seen before and gone is asked for again soon: it is likely coming
+            # back (a restart), and its tasks wait on it. Never seen: Nomad's period.
+            lost = self._seen and not healthy
+            next_probe = trio.current_time() + (self.retry_period if lost
+                                                else self.fingerprint_period)
             while trio.current_time() < next_probe:
                 self._gc_changed = trio.Event()
                 wake = min(next_probe, self.gc.next_due() or next_probe)
