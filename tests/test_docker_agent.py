@@ -113,6 +113,9 @@ async def test_an_image_that_cannot_be_pulled_is_a_driver_failure_with_dockers_w
     with trio.fail_after(TIMEOUT):
         alloc, _ = await run_job(dockerd, tmp_path / "data", job, "failed")
     events = alloc["TaskStates"]["t"]["Events"]
+    downloading = [e for e in events if e["Type"] == "Driver"]
+    assert [e["DisplayMessage"] for e in downloading] == ["Downloading image"], events
+    assert downloading[0]["Details"]["image"] == "127.0.0.1:9/absent/app:3"
     failures = [e for e in events if e["Type"] == "Driver Failure"]
     assert failures, events
     message = failures[-1]["DisplayMessage"]

@@ -38,6 +38,7 @@ import contextlib
 import logging
 import os
 import signal as signals
+import time
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,7 @@ from yurt.runtime.client.drivers.protocol import (
 )
 from yurt.runtime.client.drivers.rawexec import CRASH_AFTER_SPAWN
 from yurt.runtime.client.fingerprint import _cpu_mhz
+from yurt.runtime.client.pluginmanager.drivers import DriverTaskEvent
 from yurt.runtime.errors import DriverError, TaskNotFoundError
 from yurt.runtime.lib.signames import parse_signal_name
 from yurt.runtime.structs import TaskHandle
@@ -83,6 +85,7 @@ FINGERPRINT_PERIOD: Final = 30.0
 RETRY_PERIOD: Final = 5.0
 #: Bound of the cleanup calls a failed start or a destroy makes (shielded).
 CLEANUP_TIMEOUT: Final = 30.0
+EVENT_BUFFER: Final = 64
 log = logging.getLogger("yurt.drivers.docker")
 
 
@@ -123,6 +126,9 @@ class DockerDriver:
         #: Starts under way (invocation IDs): their containers are not in `_tasks` yet,
         #: and `reconcile` must not take them for a crash's leftovers.
         self._starting: set[str] = set()
+        #: Task events for the driver manager (`task_events`); dropped when it lags behind.
+        self._events_out, self._events_in = trio.open_memory_channel[DriverTaskEvent](
+            EVENT_BUFFER)
         #: The node's `cpu.totalcompute` (client/fingerprint.py), for `cpu_hard_limit`.
         self.total_compute_mhz = (os.cpu_count() or 1) * _cpu_mhz()
 
@@ -138,6 +144,17 @@ class DockerDriver:
 
     def _container_ids(self) -> set[str]:
         return {t.container_id for t in self._tasks.values()}
+
+    def _emit(self, config: TaskConfig, message: str, annotations: dict[str, str]) -> None:
+        event = DriverTaskEvent(alloc_id=config.alloc_id, task=config.name, message=message,
+                                timestamp=time.time_ns(), annotations=annotations)
+        with contextlib.suppress(trio.WouldBlock):
+            self._events_out.send_nowait(event)
+
+    async def task_events(self) -> AsyncIterator[DriverTaskEvent]:
+        """Events about tasks (Nomad's `TaskEvents`): "Downloading image" as a pull begins."""
+        async for event in self._events_in:
+            yield event
 
     @property
     def _log_endpoint(self) -> str:
@@ -159,7 +176,9 @@ class DockerDriver:
             if not found.default_network:
                 raise DriverError(found.fingerprint.description, recoverable=True)
             self._default_network = found.default_network
-        image_id = await images.ensure_image(self.engine, cfg, self.config, config.task_dir)
+        image_id = await images.ensure_image(
+            self.engine, cfg, self.config, config.task_dir,
+            on_pull=lambda ref: self._emit(config, "Downloading image", {"image": ref}))
         try:
             body = create.create_body(config, cfg, self.config, image=image_id,
                                       default_network=self._default_network,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -96,8 +96,10 @@ async def _pull(engine: DockerEngine, image: str, cfg: DockerTaskConfig,
 
 
 async def ensure_image(engine: DockerEngine, cfg: DockerTaskConfig,
-                       plugin: DockerPluginConfig, task_dir: Path) -> str:
-    """The ID of `cfg.image` on the daemon, loading or pulling it first when needed.
+                       plugin: DockerPluginConfig, task_dir: Path,
+                       on_pull: Callable[[str], None] = lambda reference: None) -> str:
+    """The ID of `cfg.image` on the daemon, loading or pulling it first when needed;
+    `on_pull(reference)` is called as a pull begins (Nomad's "Downloading image" event).
 
     Raises:
         DriverError: recoverable "Failed to pull `IMAGE`: …" (Docker's message, or the
@@ -120,6 +122,7 @@ async def ensure_image(engine: DockerEngine, cfg: DockerTaskConfig,
     if not cfg.load:
         timeout = (cfg.duration("image_pull_timeout") / 1e9
                    or plugin.seconds(plugin.image_pull_timeout))
+        on_pull(":".join(split_reference(image)) if "@" not in image else image)
         try:
             with trio.fail_after(timeout or float("inf")):
                 await _pull(engine, image, cfg, plugin)
