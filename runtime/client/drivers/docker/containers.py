@@ -58,6 +58,38 @@ async def kill(engine: DockerEngine, cid: str, signal: str) -> bool:
     return True
 
 
+async def stop(engine: DockerEngine, cid: str, seconds: float) -> None:
+    """Docker's stop: the image's stop signal (SIGTERM unless it names another), SIGKILL
+    after `seconds`; a container not running or gone needs none.
+
+    Raises:
+        DriverError: the daemon refused otherwise, or cannot be reached.
+    """
+    try:
+        await engine.request("POST", f"/containers/{cid}/stop",
+                             params={"t": str(int(seconds))}, read_timeout=None)
+    except DockerError as e:
+        if e.status not in (304, 404, 409):
+            raise DriverError(f"cannot stop container {cid}: {e}",
+                              recoverable=e.recoverable) from None
+
+
+async def running(engine: DockerEngine, cid: str) -> bool:
+    """Whether the container runs (False when it is gone).
+
+    Raises:
+        DriverError: the daemon cannot be reached or refused.
+    """
+    try:
+        inspected = await engine.request("GET", f"/containers/{cid}/json")
+    except DockerError as e:
+        if e.status == 404:
+            return False
+        raise DriverError(f"cannot inspect container {cid}: {e}",
+                          recoverable=e.recoverable) from None
+    return bool((inspected.get("State") or {}).get("Running"))
+
+
 async def exit_of(engine: DockerEngine, cid: str, retry_period: float) -> ExitResult:
     """Wait until the container exits, through a daemon that may go away meanwhile (asked
     again every `retry_period` s), and say how it ended."""

@@ -262,14 +262,8 @@ class DockerDriver:
         task = self._task(task_id)
         seconds = max(kill_timeout, 0) / 1e9
         if not signal:
-            # Docker's stop: the image's stop signal, SIGKILL after `t` seconds.
             with trio.move_on_after(seconds + CLEANUP_TIMEOUT):
-                try:
-                    await self.engine.request("POST", f"/containers/{task.container_id}/stop",
-                                              params={"t": str(int(seconds))}, read_timeout=None)
-                except DockerError as e:
-                    if e.status not in (304, 404, 409):
-                        raise DriverError(f"cannot stop container: {e}") from None
+                await containers.stop(self.engine, task.container_id, seconds)
             return
         try:
             name = parse_signal_name(signal)
@@ -291,15 +285,8 @@ class DockerDriver:
 
     async def destroy_task(self, task_id: str, *, force: bool) -> None:
         task = self._task(task_id)
-        running = False
-        if task.result is None:
-            try:
-                inspected = await self.engine.request("GET",
-                                                      f"/containers/{task.container_id}/json")
-                running = bool((inspected.get("State") or {}).get("Running"))
-            except DockerError as e:
-                if e.status != 404:
-                    raise DriverError(f"cannot inspect container: {e}") from None
+        running = task.result is None and await containers.running(self.engine,
+                                                                   task.container_id)
         if running and not force:
             raise DriverError("must call StopTask for the given task before Destroy "
                               "or set force to true")
