@@ -285,7 +285,9 @@ def test_the_rest_of_the_options_reach_the_body() -> None:
               "security_opt": ["no-new-privileges"], "sysctl": [{"net.core.somaxconn": "9"}],
               "init": True, "readonly_rootfs": True, "shm_size": 1 << 20, "tty": True,
               "interactive": True, "ipc_mode": "host", "pid_mode": "host",
-              "logging": [{"type": "local", "config": [{"max-size": "1m"}]}]})
+              "healthchecks": [{"disable": True}], "cgroupns": "private",
+              "logging": [{"type": "local", "config": [{"max-size": "1m"}]}]},
+             {"allowed_modes": {"ipc": ["host"], "pid": ["h*"]}})
     host = b["HostConfig"]
     assert b["Hostname"] == "h1"
     assert b["Tty"]
@@ -302,6 +304,9 @@ def test_the_rest_of_the_options_reach_the_body() -> None:
     assert host["ReadonlyRootfs"]
     assert host["ShmSize"] == 1 << 20
     assert (host["IpcMode"], host["PidMode"]) == ("host", "host")
+    assert host["CgroupnsMode"] == "private"
+    assert b["Healthcheck"] == {"Test": ["NONE"]}
+    assert "Healthcheck" not in body()
     assert host["LogConfig"] == {"Type": "local", "Config": {"max-size": "1m"}}
     assert body()["HostConfig"]["LogConfig"] == {"Type": "json-file", "Config": {}}
     with pytest.raises(DriverError, match="failed to parse ulimit"):
@@ -366,3 +371,14 @@ def test_cpu_hard_limit_is_a_cfs_quota_of_the_tasks_share_of_the_node() -> None:
     assert (host["CpuPeriod"], host["CpuQuota"]) == (100_000, 50_000)
     with pytest.raises(DriverError, match="total compute"):
         create_body(task(), config, DockerPluginConfig(), image="x")
+
+
+def test_namespace_modes_only_within_allowed_modes_or_with_privileged() -> None:
+    with pytest.raises(DriverError, match='cannot apply "pid_mode" configuration'):
+        body({"pid_mode": "host"})
+    with pytest.raises(DriverError, match='cannot apply "uts_mode" configuration'):
+        body({"uts_mode": "host"}, {"allowed_modes": {"pid": ["host"]}})
+    assert body({"pid_mode": "host"}, {"allow_privileged": True})["HostConfig"][
+        "PidMode"] == "host"
+    assert body({"userns_mode": "host"}, {"allowed_modes": {"userns": ["*"]}})[
+        "HostConfig"]["UsernsMode"] == "host"

@@ -285,6 +285,15 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
     if plugin.pids_limit and cfg.pids_limit > plugin.pids_limit:
         raise DriverError(f"pids_limit cannot be greater than nomad plugin config "
                           f"pids_limit: {plugin.pids_limit}")
+    for option, kind in (("ipc_mode", "ipc"), ("pid_mode", "pid"), ("uts_mode", "uts"),
+                         ("userns_mode", "userns")):
+        # driver.go `validateNamespace`: only modes the plugin's `allowed_modes` list
+        # (globs), unless it allows privileged containers.
+        wanted = getattr(cfg, option)
+        allowed = plugin.allowed_modes.get(kind, [])
+        if (wanted and not plugin.allow_privileged
+                and not any(fnmatch.fnmatchcase(wanted, glob) for glob in allowed)):
+            raise DriverError(f'cannot apply "{option}" configuration')
     if cfg.cpu_hard_limit and total_compute_mhz <= 0:
         raise DriverError("cpu_hard_limit needs the node's total compute, which is unknown")
     memory, reservation = memory_limits(cfg.memory_hard_limit, task.memory_mb,
@@ -307,7 +316,8 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         "Ulimits": _ulimits(cfg), "ReadonlyRootfs": cfg.readonly_rootfs,
         "Init": cfg.init, "GroupAdd": cfg.group_add, "StorageOpt": folded(cfg.storage_opt),
         "IpcMode": cfg.ipc_mode, "PidMode": cfg.pid_mode, "UTSMode": cfg.uts_mode,
-        "UsernsMode": cfg.userns_mode, "CpusetCpus": cfg.cpuset_cpus,
+        "UsernsMode": cfg.userns_mode, "CgroupnsMode": cfg.cgroupns,
+        "CpusetCpus": cfg.cpuset_cpus,
         "OomScoreAdj": cfg.oom_score_adj or plugin.oom_score_adj,
         "VolumeDriver": cfg.volume_driver,
         # Nomad restarts tasks itself; the daemon must not (driver.go sets no policy).
@@ -348,6 +358,8 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         body["Cmd"] = cfg.args
     if cfg.mac_address:
         body["MacAddress"] = cfg.mac_address
+    if folded(cfg.healthchecks).get("disable"):
+        body["Healthcheck"] = {"Test": ["NONE"]}  # driver.go: the image's check is off
     if network not in ("host", "none") and not network.startswith("container:"):
         body["HostConfig"]["PortBindings"], body["ExposedPorts"] = _ports(task, cfg)
     elif cfg.ports and network == "none":
