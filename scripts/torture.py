@@ -53,6 +53,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -249,10 +250,16 @@ def integrity(path: Path) -> str:
 # ----------------------------------------------------------------------------- workload
 
 def _task(name: str, script: str, run_id: str, env: dict[str, str],
-          hook: str | None = None) -> dict[str, Any]:
+          hook: str | None = None, docker_image: str = "") -> dict[str, Any]:
+    """A raw_exec task, or with `docker_image` a docker task running the same script in a
+    container of that image (its `sh`, the container's pid 1, is then the task process)."""
+    config: dict[str, Any] = {"command": "/bin/sh",
+                              "args": ["-c", script, f"torture-{run_id}"]}
+    if docker_image:
+        config["image"] = docker_image
     task: dict[str, Any] = {
-        "Name": name, "Driver": "raw_exec",
-        "Config": {"command": "/bin/sh", "args": ["-c", script, f"torture-{run_id}"]},
+        "Name": name, "Driver": "docker" if docker_image else "raw_exec",
+        "Config": config,
         "Env": {"YURT_TORTURE": run_id, **env},
         "Resources": {"CPU": 10, "MemoryMB": 10},
         "KillTimeout": 2_000_000_000}
@@ -269,12 +276,13 @@ class JobModel:
     prestart: bool
     version: int = 0
 
-    def body(self, run_id: str) -> dict[str, Any]:
+    def body(self, run_id: str, docker_image: str = "") -> dict[str, Any]:
         env = {"VERSION": str(self.version)}
         script = SERVICE_SCRIPT if self.type == "service" else BATCH_SCRIPT
-        tasks = [_task("main", script, run_id, env)]
+        tasks = [_task("main", script, run_id, env, docker_image=docker_image)]
         if self.prestart:
-            tasks.insert(0, _task("init", PRESTART_SCRIPT, run_id, env, hook="prestart"))
+            tasks.insert(0, _task("init", PRESTART_SCRIPT, run_id, env, hook="prestart",
+                                  docker_image=docker_image))
         return {"Job": {"ID": self.id, "Type": self.type,
                         "TaskGroups": [{"Name": "g", "Count": self.count, "Tasks": tasks}]}}
 
@@ -282,9 +290,10 @@ class JobModel:
 class Workload:
     """Chooses and sends the next operation; the server stays the source of truth."""
 
-    def __init__(self, rng: random.Random, run_id: str) -> None:
+    def __init__(self, rng: random.Random, run_id: str, docker_image: str = "") -> None:
         self.rng = rng
         self.run_id = run_id
+        self.docker_image = docker_image
         self.known: dict[str, JobModel] = {}  # every service job ever sent
         self.jobs: dict[str, JobModel] = {}  # service jobs registered and not stopped
         self.stopped: list[str] = []
@@ -353,7 +362,7 @@ class Workload:
                 self._call("POST", f"/v1/allocation/{alloc['ID']}/stop", {}))
 
     def _register(self, job: JobModel) -> Callable[[httpx2.AsyncClient], Any]:
-        return self._call("POST", "/v1/jobs", job.body(self.run_id))
+        return self._call("POST", "/v1/jobs", job.body(self.run_id, self.docker_image))
 
     @staticmethod
     def _call(method: str, url: str, body: Any = None) -> Callable[[httpx2.AsyncClient], Any]:
@@ -395,10 +404,12 @@ class Result:
 class AgentProcess:
     """One `yurt agent` child at a time; its output appended to DATA/torture-agent.log."""
 
-    def __init__(self, yurt: str, data_dir: Path, port: int) -> None:
+    def __init__(self, yurt: str, data_dir: Path, port: int,
+                 env: dict[str, str] | None = None) -> None:
         self.yurt = yurt
         self.data_dir = data_dir
         self.port = port
+        self.env = env or {}
         self.process: trio.Process | None = None
 
     async def start(self) -> None:
@@ -407,7 +418,8 @@ class AgentProcess:
             # A session of its own: a Ctrl-C at the terminal reaches us, not the agent.
             self.process = await trio.lowlevel.open_process(
                 [self.yurt, "agent", "--data-dir", str(self.data_dir), "--port", str(self.port)],
-                stdin=None, stdout=log, stderr=log, start_new_session=True, env=agent_env())
+                stdin=None, stdout=log, stderr=log, start_new_session=True,
+                env={**agent_env(), **self.env})
         finally:
             os.close(log)
 
@@ -501,8 +513,11 @@ Reporter = Callable[[str], None]
 
 
 async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = None,
-                  report: Reporter = print) -> Result:
-    """Run the workload, SIGKILL the agent `kills` times, return the counts.
+                  report: Reporter = print, docker_host: str = "",
+                  docker_image: str = "") -> Result:
+    """Run the workload, SIGKILL the agent `kills` times, return the counts. With
+    `docker_host` and `docker_image`, every task is a docker task of that daemon (the
+    agent's `DOCKER_HOST`) and image, which must hold `sh` and `sleep`.
 
     Everything this run starts is stopped before returning, also when cancelled.
     """
@@ -510,8 +525,9 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
     run_id = f"{seed}-{os.getpid()}-{rng.randrange(1 << 30):x}"
     result = Result()
     started = time.monotonic()
-    agent = AgentProcess(yurt or default_yurt(), data_dir, free_port())
-    workload = Workload(rng, run_id)
+    agent = AgentProcess(yurt or default_yurt(), data_dir, free_port(),
+                         {"DOCKER_HOST": docker_host} if docker_host else None)
+    workload = Workload(rng, run_id, docker_image if docker_host else "")
     address = f"http://127.0.0.1:{agent.port}"
 
     seen: set[str] = set()  # keys of the problems already counted
@@ -590,6 +606,8 @@ async def torture(*, kills: int, seed: int, data_dir: Path, yurt: str | None = N
             with trio.CancelScope(shield=True):
                 await agent.terminate()
                 _kill_run(run_id)
+                if docker_host:
+                    _remove_containers(docker_host, data_dir)
     result.seconds = time.monotonic() - started
     return result
 
@@ -689,12 +707,29 @@ def _kill_run(run_id: str) -> int:
     return len(pids)
 
 
+def _remove_containers(docker_host: str, data_dir: Path) -> None:
+    """Remove the containers of this run's agent (their label names its alloc root; the
+    docker driver's drivers/docker/create.py `LABEL_ALLOC_ROOT`), killed or not."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        found = subprocess.run(
+            ["docker", "-H", docker_host, "ps", "-aq", "--filter",
+             f"label=io.yurt.alloc_root={data_dir / 'alloc'}"],
+            capture_output=True, text=True, timeout=30, check=False).stdout.split()
+        if found:
+            subprocess.run(["docker", "-H", docker_host, "rm", "-f", *found],
+                           capture_output=True, timeout=60, check=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=200)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
+    parser.add_argument("--docker-host", default="",
+                        help="run docker tasks on this daemon (unix:///PATH) instead of raw_exec")
+    parser.add_argument("--docker-image", default="",
+                        help="the image of the docker tasks (with sh and sleep)")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="yurt-torture-"))
@@ -710,7 +745,8 @@ def main() -> int:
         async with trio.open_nursery() as nursery:
             async def work() -> None:
                 outcome.append(await torture(kills=args.kills, seed=seed, data_dir=data_dir,
-                                             report=report))
+                                             report=report, docker_host=args.docker_host,
+                                             docker_image=args.docker_image))
                 nursery.cancel_scope.cancel(reason="torture done")
 
             async def watch_signals() -> None:

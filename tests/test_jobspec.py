@@ -290,7 +290,7 @@ def test_many_problems_are_reported_together_in_line_order() -> None:
   group "api" {
     count = "two"
     task "server" {
-      driver = "docker"
+      driver = "podman"
       lifecycle {
         hook = "prestop"
       }

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests.docker_support import IMAGE, DockerDaemon
 from tests.proc_support import wait_for
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "torture.py"
@@ -166,3 +167,25 @@ async def test_short_crash_torture(tmp_path: Path) -> None:
                                        report=lines.append)
     assert result.kills == 12
     assert result.ok, "\n".join(result.details)
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+async def test_short_crash_torture_of_docker_tasks(tmp_path: Path, dockerd: DockerDaemon
+                                                   ) -> None:
+    """The same torture with every task a container of the test dockerd: containers outlive
+    the agent, so every kill leaves them to be re-attached, one copy each."""
+    lines: list[str] = []
+    data = tmp_path / "data"
+    try:
+        with trio.fail_after(240):
+            result = await torture.torture(kills=8, seed=20261208, data_dir=data,
+                                           report=lines.append, docker_host=dockerd.host,
+                                           docker_image=IMAGE)
+    finally:
+        left = dockerd.containers(f"label=io.yurt.alloc_root={data / 'alloc'}")
+        if left:
+            dockerd.cli("rm", "-f", *left, check=False)
+    assert result.kills == 8
+    assert result.ok, "\n".join(result.details + lines[-5:])
+    assert left == []  # the torture removed what it started

@@ -3,16 +3,19 @@ restart, signal, garbage collection, allocation and host resource usage.
 
 These act on a running alloc runner, so they wait until the allocation is restored after an agent
 restart (`Context.restored_runner`). The alloc runner's errors are imported inside the handler
-that maps them: the API binds before the runners load. Usage is read from /proc directly (a few
-small files per process, no thread hop; runtime/client/taskusage.py sums a task's process tree and
-makes
-CPU a rate); host stats, which stat the data directory, run in a worker thread.
+that maps them: the API binds before the runners load. A task's usage comes from its driver
+when the driver measures it (`StatsDriver`: docker asks the Engine API), else from /proc
+directly (a few small files per process, no thread hop; runtime/client/taskusage.py sums a
+task's process tree and makes CPU a rate); host stats, which stat the data directory, run in a
+worker thread.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +25,12 @@ from starlette.responses import Response
 
 from yurt.runtime.api.context import Context
 from yurt.runtime.api.request import ApiError, body_field, body_json, json_response
+from yurt.runtime.client.drivers.protocol import StatsDriver, TaskUsage
 from yurt.runtime.client.taskusage import CpuRate, TreeUsage, tree_usage, uptime
-from yurt.runtime.errors import TaskNotRunningError, YurtError
+from yurt.runtime.errors import DriverError, TaskNotRunningError, YurtError
 from yurt.runtime.lib.signames import parse_signal_name
+
+log = logging.getLogger("yurt.api")
 
 
 async def alloc_restart(ctx: Context, request: Request) -> Response:
@@ -86,12 +92,15 @@ async def client_gc(ctx: Context, request: Request) -> Response:
 
 
 async def alloc_stats(ctx: Context, request: Request) -> Response:
-    """Nomad's `AllocResourceUsage`: per task, the sum over its process tree with CPU as a
-    rate (runtime/client/taskusage.py), each process under `Pids`; the allocation's total."""
+    """Nomad's `AllocResourceUsage`: per task, what its driver measures when it can
+    (`StatsDriver`, e.g. docker's Engine API stats), else the sum over its process tree with
+    CPU as a rate (runtime/client/taskusage.py), each process under `Pids`; the
+    allocation's total."""
     runner = await ctx.restored_runner(ctx.find_alloc_id(request.path_params["id"]))
     only = request.query_params.get("task")
     if any(r.devices for r in runner.alloc.task_resources.values()):
         await ctx.client_side().devices.refresh_stats()  # only what reserves devices asks
+    measured = await driver_usages(runner.task_runners, only)
     now = time.time_ns()
     moment, since_boot, mhz = time.monotonic(), uptime(), core_mhz(ctx)
     tasks: dict[str, Any] = {}
@@ -101,10 +110,17 @@ async def alloc_stats(ctx: Context, request: Request) -> Response:
     for name, tr in runner.task_runners.items():
         if only and name != only:
             continue
-        pid = int(tr.handle.driver_state.get("pid", 0)) if tr.handle else 0
-        tree = tree_usage(pid) if tr.state.state == "running" else TreeUsage()
-        rate = ctx.cpu_rates.rate((runner.alloc.id, name), moment, tree, since_boot)
-        usage = resource_usage(tree.rss, rate, mhz)
+        driver_usage = measured.get(name)
+        if driver_usage is not None:
+            tree = TreeUsage()
+            rate = CpuRate(driver_usage.cpu_percent, driver_usage.cpu_user_mode,
+                           driver_usage.cpu_system_mode)
+            usage = measured_usage(driver_usage, mhz)
+        else:
+            pid = int(tr.handle.driver_state.get("pid", 0)) if tr.handle else 0
+            tree = tree_usage(pid) if tr.state.state == "running" else TreeUsage()
+            rate = ctx.cpu_rates.rate((runner.alloc.id, name), moment, tree, since_boot)
+            usage = resource_usage(tree.rss, rate, mhz)
         allocated = runner.alloc.task_resources.get(name)
         usage["DeviceStats"] = device_stats(
             ctx, {(d.vendor, d.type, d.name): set(d.device_ids)
@@ -117,13 +133,56 @@ async def alloc_stats(ctx: Context, request: Request) -> Response:
             pids[str(each)] = resource_usage(
                 process.rss, ctx.cpu_rates.rate((runner.alloc.id, f"{name}/{each}"), moment,
                                                 one, since_boot), mhz)
-        tasks[name] = {"ResourceUsage": usage, "Timestamp": now, "Pids": pids}
-        total_rss += tree.rss
+        tasks[name] = {"ResourceUsage": usage, "Pids": pids,
+                       "Timestamp": driver_usage.timestamp if driver_usage else now}
+        total_rss += driver_usage.rss if driver_usage else tree.rss
         total_rate = CpuRate(total_rate.percent + rate.percent, total_rate.user + rate.user,
                              total_rate.system + rate.system)
     total = resource_usage(total_rss, total_rate, mhz)
     total["DeviceStats"] = all_devices
     return json_response({"ResourceUsage": total, "Tasks": tasks, "Timestamp": now})
+
+
+async def driver_usages(task_runners: Mapping[str, Any], only: str | None
+                        ) -> dict[str, TaskUsage]:
+    """The usage of each running task whose driver measures it (`StatsDriver`), asked of
+    all at once (docker's takes a second). A driver that cannot tell (its daemon away, the
+    task gone) leaves the task to the process-tree path."""
+    found: dict[str, TaskUsage] = {}
+
+    async def ask(name: str, driver: StatsDriver, task_id: str) -> None:
+        try:
+            usage = await driver.task_usage(task_id)
+        except DriverError as e:
+            log.debug("stats of task %s from its driver: %s", name, e)
+            return
+        if usage is not None:
+            found[name] = usage
+
+    async with trio.open_nursery() as nursery:
+        for name, tr in task_runners.items():
+            if only and name != only:
+                continue
+            if (tr.state.state == "running" and tr.handle is not None
+                    and isinstance(tr.driver, StatsDriver)):
+                nursery.start_soon(ask, name, tr.driver, tr.handle.task_id)
+    return found
+
+
+def measured_usage(usage: TaskUsage, mhz: float) -> dict[str, Any]:
+    """Nomad's `ResourceUsage` of what a driver measured; `TotalTicks` from the percent and
+    one core's MHz when the driver did not give them (drivers/docker/util/stats_posix.go)."""
+    ticks = usage.cpu_total_ticks or usage.cpu_percent / 100.0 * mhz
+    return {"MemoryStats": {"RSS": usage.rss, "Cache": usage.cache, "Swap": usage.swap,
+                            "MappedFile": usage.mapped_file, "Usage": usage.usage,
+                            "MaxUsage": usage.max_usage, "KernelUsage": usage.kernel_usage,
+                            "KernelMaxUsage": usage.kernel_max_usage,
+                            "Measured": list(usage.memory_measured)},
+            "CpuStats": {"SystemMode": usage.cpu_system_mode, "UserMode": usage.cpu_user_mode,
+                         "TotalTicks": ticks, "ThrottledPeriods": usage.cpu_throttled_periods,
+                         "ThrottledTime": usage.cpu_throttled_time,
+                         "Percent": usage.cpu_percent, "Measured": list(usage.cpu_measured)},
+            "DeviceStats": []}
 
 
 def core_mhz(ctx: Context) -> float:

@@ -185,3 +185,40 @@ async def reconcile_drivers(drivers: Iterable[object], alloc_root: Path,
         if isinstance(driver, Reconciler):
             total += await driver.reconcile(alloc_root, alloc_ids)
     return total
+
+
+@dataclass(frozen=True)
+class TaskUsage:
+    """A task's resource usage as its driver measures it (Nomad's `TaskResourceUsage`:
+    `MemoryStats` and `CpuStats`, plugins/drivers/driver.go). Memory in bytes, CPU ticks in
+    MHz, `cpu_percent` of one core; `measured_*` name what the driver really measured."""
+
+    rss: int = 0
+    cache: int = 0
+    swap: int = 0
+    mapped_file: int = 0
+    usage: int = 0
+    max_usage: int = 0
+    kernel_usage: int = 0
+    kernel_max_usage: int = 0
+    memory_measured: tuple[str, ...] = ()
+    cpu_system_mode: float = 0.0
+    cpu_user_mode: float = 0.0
+    #: 0: the stats endpoint derives them from `cpu_percent` and one core's MHz, as Nomad's
+    #: drivers/docker/util/stats_posix.go does (a driver knows no node speed).
+    cpu_total_ticks: float = 0.0
+    cpu_throttled_periods: int = 0
+    cpu_throttled_time: int = 0
+    cpu_percent: float = 0.0
+    cpu_measured: tuple[str, ...] = ()
+    #: When it was measured (ns since the epoch).
+    timestamp: int = 0
+
+
+@runtime_checkable
+class StatsDriver(Protocol):
+    """A driver that measures its tasks' usage itself (Nomad's `TaskStats`); the stats
+    endpoint falls back to the task's process tree for drivers without it."""
+
+    async def task_usage(self, task_id: str) -> TaskUsage | None:
+        """The task's usage now; None when the task is not running here."""

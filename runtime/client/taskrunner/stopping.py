@@ -57,6 +57,14 @@ class TaskShutdown(Exception):
     """Internal: the agent is shutting down; leave the task as it is."""
 
 
+def default_kill_signal(driver: object) -> str:
+    """The signal a task without `kill_signal` is stopped with: the driver's
+    `default_kill_signal` where it has one ("" for docker: Docker's own stop, the image's
+    stop signal, as Nomad's drivers/docker/handle.go `Kill` does for an empty signal), else
+    SIGINT (Nomad's executor default)."""
+    return str(getattr(driver, "default_kill_signal", DEFAULT_KILL_SIGNAL))
+
+
 def kill_backoff(attempt: int) -> int:
     """Nomad's stop-retry backoff after failed attempt `attempt` (0-based), in ns."""
     return int(min(4**attempt * KILL_BACKOFF_BASE, KILL_BACKOFF_LIMIT))
@@ -96,7 +104,7 @@ def stop_at_once(tr: TaskRunner, killing: Callable[[], TaskEvent | None]) -> boo
         return False
     try:
         if not driver.begin_stop(handle.task_id, tr.kill_timeout,
-                                 tr.task.kill_signal or DEFAULT_KILL_SIGNAL):
+                                 tr.task.kill_signal or default_kill_signal(driver)):
             return False
     except DriverError as e:
         log.debug("stopping %s at once: %s", handle.task_id, e)
@@ -160,7 +168,7 @@ async def stop_task(tr: TaskRunner, handle: TaskHandle) -> str:
     An attempt that has not returned `STOP_GRACE` after the kill timeout is not retried: the
     driver does not answer, and waiting for it again would only push the stop's bound out.
     """
-    signal = tr.task.kill_signal or DEFAULT_KILL_SIGNAL
+    signal = tr.task.kill_signal or default_kill_signal(tr.driver)
     for attempt in range(KILL_FAILURE_LIMIT):
         try:
             with trio.move_on_after((tr.kill_timeout + STOP_GRACE) / 1e9) as scope:

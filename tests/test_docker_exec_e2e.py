@@ -1,0 +1,48 @@
+"""`yurt alloc exec` into a docker task through a real agent (layer 2: the agent in this
+process, the `yurt` CLI as a real process, a real dockerd): stdin in, both streams out, the
+task's environment, the exit code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx2
+import trio
+
+from tests.agent_support import stop_job, wait_status
+from tests.cli_proc_support import YURT
+from tests.docker_support import IMAGE, DockerDaemon
+from yurt.runtime.agent.agent import Agent, AgentConfig
+
+TIMEOUT = 90
+
+
+async def test_alloc_exec_into_a_container(dockerd: DockerDaemon, tmp_path: Path) -> None:
+    job = {"Job": {"ID": "web", "Type": "service", "TaskGroups": [{
+        "Name": "g", "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
+        "Tasks": [{"Name": "t", "Driver": "docker", "KillTimeout": 1_000_000_000,
+                   "Env": {"GREETING": "hello from the task"},
+                   "Config": {"image": IMAGE, "command": "sleep", "args": ["600"]},
+                   "Resources": {"CPU": 100, "MemoryMB": 32}}]}]}}
+    agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
+                              driver_config={"docker": {"endpoint": dockerd.host}}))
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(agent.run)
+            try:
+                async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+                    assert (await client.post("/v1/jobs", json=job)).status_code == 200
+                    alloc = await wait_status(client, "web", "running")
+                    done = await trio.run_process(
+                        [YURT, "alloc", "exec", "-i", "-t=false", alloc["ID"], "sh", "-c",
+                         'cat; echo "$GREETING"; echo oops >&2; exit 7'],
+                        stdin=b"line one\nline two\n", capture_stdout=True,
+                        capture_stderr=True, check=False,
+                        env={**os.environ, "YURT_ADDR": address})
+                    await stop_job(client, "web")
+            finally:
+                agent.stop()
+    assert done.returncode == 7, done.stderr
+    assert done.stdout == b"line one\nline two\nhello from the task\n"
+    assert b"oops" in done.stderr
