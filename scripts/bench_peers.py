@@ -15,6 +15,9 @@ children of `sleep <unique duration>` each, counted from outside through /proc:
   exec     yurt only: N tasks on the exec driver until all are live, beside the floor of the
            same N as `unshare ... chroot ROOTFS sleep`, and the host chroot's build time
            (cold, warm, found), measured once (benchlib/isolation.py)
+  docker   yurt only: N tasks on the docker driver until all are live, beside the floor of
+           `docker run -d` of the same N in a loop, both on one private dockerd
+           (benchlib/containers.py)
 
 yurt runs as users run it, ACLs on: its requests carry the management token its first start
 wrote (benchlib/systems.py), so the spawn, stop and sigkill rows include the ACL check of
@@ -44,17 +47,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import isolation, procs
+from benchlib import containers, isolation, procs
 from benchlib.systems import STARTED, SYSTEMS, System, Timeout, Workload, make, wait_for
 from rich.console import Console
 from rich.table import Table
 
-ROWS = ("spawn", "memory", "idle", "restart", "stop", "sigkill", "crash", "exec")
+ROWS = ("spawn", "memory", "idle", "restart", "stop", "sigkill", "crash", "exec", "docker")
 ROOT = Path(__file__).resolve().parent.parent
 #: Markers of every workload of this benchmark, swept once more at the end.
 MARKERS: list[str] = []
 #: The exec row's chroot, built on its first use and removed at the end.
 EXEC_ROOTFS = isolation.Rootfs()
+#: The docker row's daemon, started on its first use and stopped at the end.
+DOCKERD = containers.Daemon()
 MIB = 2**20
 
 err = Console(stderr=True, highlight=False)
@@ -367,6 +372,7 @@ ROW_KEYS: dict[str, tuple[str, ...]] = {
     "sigkill": ("sigkill_all_s", "sigkill_duplicates"),
     "crash": ("crash_ms_per_spawn",),
     "exec": isolation.KEYS,
+    "docker": containers.KEYS,
 }
 
 
@@ -444,6 +450,8 @@ def run_cell(name: str, n: int, rows: set[str], args: argparse.Namespace,
                 progress(f"[yellow]{name}: crash timeout: {e}")
     if "exec" in rows and name == "yurt":
         exec_row(n, args, results, timeout)
+    if "docker" in rows and name == "yurt":
+        docker_row(n, args, results, timeout)
     results.loads.setdefault((name, n), []).append(round(max(load, procs.loadavg()), 2))
 
 
@@ -476,6 +484,32 @@ def exec_row(n: int, args: argparse.Namespace, results: Results, timeout: float)
     progress(f"exec N={n}: {fmt_values(values)}")
 
 
+def docker_row(n: int, args: argparse.Namespace, results: Results, timeout: float) -> None:
+    """The docker row at one N (benchlib/containers.py): yurt's docker tasks, then the
+    `docker run` loop, each in its own session, against the one private dockerd."""
+    problem = containers.why_not()
+    if problem:
+        results.fail("yurt", n, containers.KEYS, f"docker: {problem}")
+        return
+    daemon = DOCKERD.get()
+    values: dict[str, Any] = {}
+    cells: list[tuple[str, str, Callable[[Path], System]]] = [
+        ("docker_all_s", "yurt-docker",
+         lambda w: containers.docker_yurt(w, args.yurt_bin, daemon)),
+        ("docker_floor_s", "docker-run", lambda w: containers.DockerRunLoop(w, daemon))]
+    for key, label, factory in cells:
+        with session(label, args.yurt_bin, factory) as system:
+            try:
+                values[key] = spawn(system, sleep_workload(n), timeout)["spawn_all_s"]
+            except Timeout as e:
+                results.fail("yurt", n, containers.KEYS, f"docker: {label} timeout ({e})")
+                progress(f"[yellow]{label} N={n}: spawn timeout: {e}")
+                return
+    values = containers.ratio(values)
+    results.add("yurt", n, values)
+    progress(f"docker N={n}: {fmt_values(values)}")
+
+
 def fmt_values(values: dict[str, Any]) -> str:
     return " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                     for k, v in values.items())
@@ -502,6 +536,9 @@ TABLE = [
     ("exec tasks: all live (s)", "exec_all_s", "{:.2f}", "all"),
     ("  unshare + chroot floor (s)", "exec_floor_s", "{:.2f}", "all"),
     ("  ÷ that floor, same run", "exec_vs_floor", "{:.1f}", "all"),
+    ("docker tasks: all live (s)", "docker_all_s", "{:.2f}", "all"),
+    ("  docker run loop floor (s)", "docker_floor_s", "{:.2f}", "all"),
+    ("  ÷ that floor, same run", "docker_vs_floor", "{:.1f}", "all"),
     ("exec chroot build, cold (s)", "chroot_cold_s", "{:.2f}", "first"),
     ("exec chroot build, warm (s)", "chroot_warm_s", "{:.2f}", "first"),
     ("exec chroot found built (ms)", "chroot_found_ms", "{:.2f}", "first"),
@@ -676,6 +713,7 @@ def main() -> None:
         with procs_shielded():
             verify_clean()
             EXEC_ROOTFS.cleanup()
+            DOCKERD.cleanup()
     progress(f"done in {time.monotonic() - started:.0f} s")
     report(results, list(args.systems), list(args.n), args.runs,
            (args.settle_seconds, args.idle_seconds))

@@ -202,3 +202,30 @@ def test_the_exec_row_measures_exec_tasks_their_floor_and_the_chroot_build() -> 
         assert procs.carrying(marker) == []
     (built,) = re.findall(r"exec: chroot built at (\S+)", stderr)
     assert not Path(built).exists()  # removed with the benchmark's end
+
+
+@pytest.mark.slow
+def test_the_docker_row_measures_docker_tasks_against_a_docker_run_loop() -> None:
+    argv = [sys.executable, str(SCRIPTS / "bench_peers.py"), "--systems", "yurt",
+            "--rows", "docker", "--n", "3", "--runs", "1", "--yurt-bin", YURT]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as run:
+        try:
+            stdout, stderr = run.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            run.terminate()
+            stdout, stderr = run.communicate(timeout=60)
+            pytest.fail(f"bench_peers did not finish in 180 s:\n{stderr}")
+    assert run.returncode == 0, stderr
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert report["errors"] == [], stderr
+    cells = {k: v["median"] for k, v in report["results"]["yurt"]["3"].items()
+             if k != "loadavg"}
+    assert set(cells) == {"docker_all_s", "docker_floor_s", "docker_vs_floor"}
+    assert cells["docker_all_s"] > 0
+    assert cells["docker_floor_s"] > 0
+    assert cells["docker_vs_floor"] == pytest.approx(
+        cells["docker_all_s"] / cells["docker_floor_s"], rel=0.05)
+    assert "docker tasks: all live (s)" in stdout
+    assert "docker run loop floor (s)" in stdout
+    assert "clean: no daemon and no child of 2 workloads left in /proc" in stderr

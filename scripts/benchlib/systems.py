@@ -341,7 +341,7 @@ job "{job}" {{
       config {{
         command = {command}
         args    = {args}
-      }}
+{extra}      }}
       resources {{
         cpu    = 1
         memory = 10
@@ -406,10 +406,15 @@ class Yurt(System):
         wait_for(self.api_ready, 60, "yurt's API")
         command, *args = workload.argv
         hcl = JOB.format(job=self.job_id, count=workload.count, command=json.dumps(command),
-                         args=json.dumps(args), driver=self.driver)
+                         args=json.dumps(args), driver=self.driver,
+                         extra=self.job_config(workload))
         self.job = self.http("POST", "/v1/jobs/parse", {"JobHCL": hcl})
         if autostart:
             self.request()
+
+    def job_config(self, workload: Workload) -> str:
+        """Lines the task's `config` block gets beyond `command` and `args` (a driver's own)."""
+        return ""
 
     def request(self) -> None:
         self.http("POST", "/v1/jobs", {"Job": self.job})
