@@ -122,3 +122,16 @@ async def test_an_image_that_cannot_be_pulled_is_a_driver_failure_with_dockers_w
     assert message.startswith("Failed to pull `127.0.0.1:9/absent/app:3`: "), message
     assert "127.0.0.1:9" in message.split(": ", 1)[1]  # what Docker said
     assert dockerd.containers(f"label={LABEL_ALLOC_ID}={alloc['ID']}") == []
+
+
+async def test_a_container_whose_logs_cannot_be_read_still_runs(
+        dockerd: DockerDaemon, tmp_path: Path) -> None:
+    """`logging { type = "none" }`: Docker keeps nothing to copy; the task runs and ends as
+    any other (Nomad's driver only logs that its logger could not start)."""
+    job = docker_job("quiet", "echo unseen; exit 0")
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Config"]["logging"] = {"type": "none"}
+    with trio.fail_after(TIMEOUT):
+        alloc, stdout = await run_job(dockerd, tmp_path / "data", job, "complete")
+    terminated = [e for e in alloc["TaskStates"]["t"]["Events"] if e["Type"] == "Terminated"]
+    assert [e["Details"]["exit_code"] for e in terminated] == ["0"]
+    assert stdout == ""

@@ -241,8 +241,16 @@ class DockerDriver:
             "stdout_path": config.stdout_path or "", "stderr_path": config.stderr_path or "",
             "state_dir": str(state_dir), "logs": None}
         if config.stdout_path and config.stderr_path and not self.config.disable_log_collection:
-            state["logs"] = await logs.start_log_copier(
-                self._log_endpoint, cid, config.stdout_path, config.stderr_path, state_dir)
+            try:
+                state["logs"] = await logs.start_log_copier(
+                    self._log_endpoint, cid, config.stdout_path, config.stderr_path,
+                    state_dir)
+            except DockerError as e:
+                # The task runs without collected logs, as Nomad's does when its docker
+                # logger cannot read them (driver.go `StartTask`: the error is only logged),
+                # e.g. `logging { type = "none" }`; no re-attach tries again.
+                log.warning("docker: task %s runs without log collection: %s", config.id, e)
+                state["stdout_path"] = state["stderr_path"] = ""
         return state
 
     # ------------------------------------------------------------------ wait
@@ -323,9 +331,13 @@ class DockerDriver:
                               recoverable=e.recoverable) from None
         task = _Container(handle.task_id, cid, state)
         if state.get("stdout_path") and state.get("stderr_path"):
-            task.state["logs"] = await logs.ensure_log_copier(
-                self._log_endpoint, cid, str(state["stdout_path"]), str(state["stderr_path"]),
-                Path(str(state["state_dir"])), state.get("logs"))
+            try:
+                task.state["logs"] = await logs.ensure_log_copier(
+                    self._log_endpoint, cid, str(state["stdout_path"]),
+                    str(state["stderr_path"]), Path(str(state["state_dir"])), state.get("logs"))
+            except DockerError as e:  # the container is still ours to supervise
+                log.warning("docker: re-attached task %s without log collection: %s",
+                            handle.task_id, e)
         self._tasks[handle.task_id] = task
         self.gc.use(task.image or images.image_of(inspected), handle.task_id)
 
