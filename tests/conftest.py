@@ -12,7 +12,7 @@ import trio
 
 from tests.browser_support import browser, chromium_session, ui_agent  # noqa: F401 (fixtures)
 from tests.disk_support import small_fs  # noqa: F401 (a fixture, shared here)
-from tests.docker_support import dockerd  # noqa: F401 (fixtures)
+from tests.docker_support import dockerd, dockerd_bridge  # noqa: F401 (fixtures)
 from tests.etcd_support import etcd_cluster, etcd_prefix, etcd_urls  # noqa: F401 (fixtures)
 from tests.token_support import install as install_suite_token
 from yurt.store import MemoryStateDB, StateDB, open_state_db

@@ -24,7 +24,8 @@ from benchlib.dockerd import (
     stop_dockerd,
 )
 
-__all__ = ["IMAGE", "DockerDaemon", "busybox_rootfs_tar", "dockerd", "import_image"]
+__all__ = ["IMAGE", "DockerDaemon", "busybox_rootfs_tar", "dockerd", "dockerd_bridge",
+           "import_image"]
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +33,21 @@ def dockerd() -> Iterator[DockerDaemon]:
     """A private dockerd with the busybox test image imported as `IMAGE`."""
     try:
         daemon = start_dockerd()
+    except FileNotFoundError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        import_image(daemon)
+        yield daemon
+    finally:
+        stop_dockerd(daemon)
+
+
+@pytest.fixture(scope="session")
+def dockerd_bridge() -> Iterator[DockerDaemon]:
+    """A private dockerd whose `bridge` network is a Linux bridge made for it (published ports
+    answer on the host's loopback through Docker's userland proxy), the test image imported."""
+    try:
+        daemon = start_dockerd(bridge=True)
     except FileNotFoundError as e:
         pytest.fail(str(e), pytrace=False)
     try:

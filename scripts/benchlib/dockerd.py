@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import signal
@@ -46,6 +47,8 @@ class DockerDaemon:
     root: Path
     socket: Path
     process: subprocess.Popen[bytes]
+    #: The Linux bridge the daemon's `bridge` network uses ("": none, `--bridge=none`).
+    bridge: str = ""
 
     @property
     def host(self) -> str:
@@ -96,31 +99,55 @@ def busybox_rootfs_tar(applets: tuple[str, ...] = APPLETS) -> bytes:
     return data.getvalue()
 
 
-def import_image(daemon: DockerDaemon, tag: str = IMAGE) -> str:
-    """`docker import` the busybox rootfs as `tag`; its image ID."""
-    daemon.cli("import", "-", tag, stdin=busybox_rootfs_tar())
+def import_image(daemon: DockerDaemon, tag: str = IMAGE, *, cmd: list[str] | None = None
+                 ) -> str:
+    """`docker import` the busybox rootfs as `tag` (with `cmd` as the image's CMD); its ID."""
+    changes = ["--change", f"CMD {json.dumps(cmd)}"] if cmd else []
+    daemon.cli("import", *changes, "-", tag, stdin=busybox_rootfs_tar())
     return daemon.cli("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip()
 
 
-def start_dockerd(root: Path | None = None) -> DockerDaemon:
-    """Start a private dockerd and wait until it answers (bounded)."""
+def _make_bridge(name: str) -> None:
+    """A Linux bridge of its own /24 (10.213.N.0/24, the first N no interface uses), up."""
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
+                          check=True).stdout
+    for n in range(1, 255):
+        if f" 10.213.{n}." not in used:
+            break
+    else:
+        raise RuntimeError("no free 10.213.N.0/24 for a test bridge")
+    for words in (["link", "add", name, "type", "bridge"],
+                  ["addr", "add", f"10.213.{n}.1/24", "dev", name],
+                  ["link", "set", name, "up"]):
+        subprocess.run(["ip", *words], capture_output=True, text=True, check=True)
+
+
+def start_dockerd(root: Path | None = None, *, bridge: bool = False) -> DockerDaemon:
+    """Start a private dockerd and wait until it answers (bounded). With `bridge`, its
+    `bridge` network is a Linux bridge made for it (no iptables: published ports go through
+    Docker's userland proxy, so they answer on the host's loopback); else it has none."""
     if not (os.access(DOCKERD, os.X_OK) and os.access(BUSYBOX, os.X_OK)
             and shutil.which("docker")):
         raise FileNotFoundError(INSTALL_HINT)
     # A short path: a unix socket's path must fit in 108 bytes, containerd's too.
     root = root or Path(tempfile.mkdtemp(prefix="yd-", dir="/tmp"))
     socket = root / "docker.sock"
+    bridge_name = f"yb{root.name[-8:]}".replace("-", "") if bridge else ""
+    if bridge_name:
+        _make_bridge(bridge_name)
     log = (root / "dockerd.log").open("wb")
     process = subprocess.Popen(
-        [DOCKERD, "--storage-driver=vfs", "--iptables=false", "--bridge=none",
+        [DOCKERD, "--storage-driver=vfs", "--iptables=false",
+         f"--bridge={bridge_name or 'none'}",
          "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
          "--pidfile", str(root / "dockerd.pid"), "-H", f"unix://{socket}"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
-    daemon = DockerDaemon(root=root, socket=socket, process=process)
+    daemon = DockerDaemon(root=root, socket=socket, process=process, bridge=bridge_name)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            stop_dockerd(daemon, remove=False)  # its bridge
             raise RuntimeError(f"dockerd exited with {process.returncode}:\n"
                                f"{daemon.log_tail()}")
         if socket.exists() and daemon.cli("version", check=False, timeout=10).returncode == 0:
@@ -146,6 +173,8 @@ def stop_dockerd(daemon: DockerDaemon, *, remove: bool = True) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(daemon.process.pid, signal.SIGKILL)
             daemon.process.wait(STOP_TIMEOUT)
+    if daemon.bridge:
+        subprocess.run(["ip", "link", "del", daemon.bridge], check=False, capture_output=True)
     if remove:
         # Containers' leftovers may still be mounted (their shm, the netns files).
         subprocess.run(["umount", "-R", "-l", str(daemon.root / "exec")], check=False,
