@@ -59,5 +59,6 @@ class VolumesHook(TaskPrestartHook):
                             "support host volumes")
         # Not `done`: validated again at every start (`prestart` of a restored task too).
         return PrestartResponse(mounts=[
-            TaskMount(task_path=m.task_path, host_path=m.host_path, readonly=m.readonly)
+            TaskMount(task_path=m.task_path, host_path=m.host_path, readonly=m.readonly,
+                      propagation_mode=m.propagation_mode)
             for m in mounts])

@@ -272,7 +272,7 @@ def test_host_volume_mounts_and_devices_from_the_hooks() -> None:
                 devices=[TaskDeviceNode(task_path="/dev/x0", host_path="/dev/null",
                                         permissions="rw")])["HostConfig"]
     assert host["Mounts"] == [{"Type": "bind", "Source": "/srv/vol", "Target": "/data",
-                               "ReadOnly": True}]
+                               "ReadOnly": True, "BindOptions": {"Propagation": "rprivate"}}]
     assert host["Devices"] == [
         {"PathOnHost": "/dev/null", "PathInContainer": "/dev/x0", "CgroupPermissions": "rw"},
         {"PathOnHost": "/dev/fuse", "PathInContainer": "/dev/fuse", "CgroupPermissions": "rwm"}]
@@ -382,3 +382,19 @@ def test_namespace_modes_only_within_allowed_modes_or_with_privileged() -> None:
         "PidMode"] == "host"
     assert body({"userns_mode": "host"}, {"allowed_modes": {"userns": ["*"]}})[
         "HostConfig"]["UsernsMode"] == "host"
+
+
+@pytest.mark.parametrize(("mode", "docker"), [
+    ("", "rprivate"), ("private", "rprivate"), ("host-to-task", "rslave"),
+    ("bidirectional", "rshared")])
+def test_a_volume_mounts_propagation_mode_is_dockers_bind_propagation(
+        mode: str, docker: str) -> None:
+    host = body({}, mounts=[TaskMount(task_path="/data", host_path="/srv/vol",
+                                      propagation_mode=mode)])["HostConfig"]
+    assert host["Mounts"][0]["BindOptions"] == {"Propagation": docker}
+
+
+def test_an_unknown_propagation_mode_is_refused() -> None:
+    with pytest.raises(DriverError, match='unknown propagation_mode "sideways"'):
+        body({}, mounts=[TaskMount(task_path="/data", host_path="/srv/vol",
+                                   propagation_mode="sideways")])

@@ -138,6 +138,18 @@ async def test_a_bad_destination_fails_the_start_before_it_begins(tmp_path: Path
         await driver().start_task(device)
 
 
+async def test_a_propagating_volume_mount_is_refused_not_pretended(tmp_path: Path) -> None:
+    source = tmp_path / "vol"
+    source.mkdir()
+    cfg = _with(task(tmp_path, "true"), mounts=[
+        TaskMount(task_path="/data", host_path=str(source), propagation_mode="host-to-task")])
+    with trio.fail_after(30), pytest.raises(DriverError, match="propagation_mode") as e:
+        await driver().start_task(cfg)
+    assert '"host-to-task" is not supported by the exec driver' in str(e.value)
+    assert not e.value.recoverable
+    assert not (tmp_path / "alloc" / "web" / orphans.STATE_DIRS).exists()
+
+
 def test_work_dir_must_be_absolute() -> None:
     with pytest.raises(msgspec.ValidationError, match='work_dir must be absolute but got '
                        'relative path "srv"'):

@@ -82,9 +82,11 @@ async def test_exec_mounts_the_host_volume_and_raw_exec_refuses_it(tmp_path: Pat
                 agent.stop()
 
 
-def _ctx(offered: dict[str, ClientHostVolumeConfig]) -> tuple[VolumesHook, TaskHookContext]:
+def _ctx(offered: dict[str, ClientHostVolumeConfig], propagation_mode: str = ""
+         ) -> tuple[VolumesHook, TaskHookContext]:
     task = Task(name="t", driver="exec",
-                volume_mounts=[VolumeMount(volume="v", destination="/srv/${node.unique.name}")])
+                volume_mounts=[VolumeMount(volume="v", destination="/srv/${node.unique.name}",
+                                           propagation_mode=propagation_mode)])
     group = TaskGroup(name="g", tasks=[task], volumes={
         "v": VolumeRequest(name="v", type="host", source="data", per_alloc=True)})
     alloc = Allocation(id="a", name="j.g[3]", task_group="g",
@@ -111,3 +113,10 @@ async def test_mounts_follow_per_alloc_interpolate_and_are_revalidated_each_star
     assert [(m.task_path, m.host_path, m.readonly) for m in response.mounts] == [
         ("/srv/box", "/x", True)]
     assert not response.done
+
+
+async def test_a_mounts_propagation_mode_reaches_the_driver() -> None:
+    hook, ctx = _ctx({"data[3]": ClientHostVolumeConfig(name="data[3]", path="/x")},
+                     propagation_mode="host-to-task")
+    response = await hook.prestart(ctx, {})
+    assert [m.propagation_mode for m in response.mounts] == ["host-to-task"]

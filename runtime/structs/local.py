@@ -20,6 +20,9 @@ class TaskMount(Base):
     task_path: str
     host_path: str
     readonly: bool = False
+    #: Nomad's `volume_mount.propagation_mode`: "private" ("" too), "host-to-task" or
+    #: "bidirectional" (structs/volumes.go `VolumeMountPropagation*`).
+    propagation_mode: str = ""
 
 
 class TaskDeviceNode(Base):

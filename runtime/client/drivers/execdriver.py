@@ -258,6 +258,12 @@ class ExecDriver(RawExecDriver):
         for mount in config.mounts:
             check_destination(places, f"volume mount of {mount.host_path}", mount.task_path,
                               Path(mount.host_path).is_dir())
+            if mount.propagation_mode not in ("", "private"):
+                # The task's mount namespace is private (util-linux `unshare --mount`), so
+                # a slave or shared bind would propagate nothing: refused, not pretended.
+                raise DriverError(f"volume mount of {mount.host_path}: propagation_mode "
+                                  f'"{mount.propagation_mode}" is not supported by the exec '
+                                  'driver (only "private")')
         for device in config.devices:
             check_destination(places, f"device {device.host_path}", device.task_path, False)
             if not device.permissions or set(device.permissions) - set("rwm"):

@@ -39,6 +39,7 @@ from yurt.runtime.client.drivers.configs import DockerMount, DockerMountOptions,
 from yurt.runtime.client.drivers.docker.plugin import DOCKER_DEFAULT_CAPS, DockerPluginConfig
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError
+from yurt.runtime.structs import TaskMount
 
 LABEL_ALLOC_ID: Final = "com.hashicorp.nomad.alloc_id"
 #: driver.go's labels that `extra_labels` may add, and the env variable each is read from.
@@ -259,6 +260,24 @@ def task_env(task: TaskConfig) -> dict[str, str]:
                 NOMAD_SECRETS_DIR="/secrets")
 
 
+#: drivers/docker/driver.go `createContainerConfig`: a volume mount's propagation mode as
+#: Docker's bind propagation.
+PROPAGATION: Final = {"": "rprivate", "private": "rprivate", "host-to-task": "rslave",
+                      "bidirectional": "rshared"}
+
+
+def _hook_mount(mount: TaskMount) -> dict[str, Any]:
+    """A host volume mount of the volume hook as a Docker bind mount."""
+    try:
+        propagation = PROPAGATION[mount.propagation_mode]
+    except KeyError:
+        raise DriverError(f"volume mount at {mount.task_path}: unknown propagation_mode "
+                          f'"{mount.propagation_mode}": expected "private", "host-to-task" '
+                          'or "bidirectional"') from None
+    return {"Type": "bind", "Source": mount.host_path, "Target": mount.task_path,
+            "ReadOnly": mount.readonly, "BindOptions": {"Propagation": propagation}}
+
+
 def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginConfig, *,
                 image: str, default_network: str = "none",
                 total_compute_mhz: int = 0) -> dict[str, Any]:
@@ -303,8 +322,7 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
     host: dict[str, Any] = {
         "Binds": _volume_binds(task, cfg, plugin),
         "Mounts": [_mount(m, task, plugin) for m in (*cfg.mount, *cfg.mounts)]
-        + [{"Type": "bind", "Source": m.host_path, "Target": m.task_path,
-            "ReadOnly": m.readonly} for m in task.mounts],
+        + [_hook_mount(m) for m in task.mounts],
         "Memory": memory, "MemoryReservation": reservation,
         "CpuShares": cpu_shares(task.cpu_shares),
         "NetworkMode": network,
