@@ -398,3 +398,9 @@ def test_an_unknown_propagation_mode_is_refused() -> None:
     with pytest.raises(DriverError, match='unknown propagation_mode "sideways"'):
         body({}, mounts=[TaskMount(task_path="/data", host_path="/srv/vol",
                                    propagation_mode="sideways")])
+
+
+def test_reserved_cores_pin_the_container_unless_the_config_names_its_own() -> None:
+    assert body({}, reserved_cores=[3, 1])["HostConfig"]["CpusetCpus"] == "1,3"
+    assert body({"cpuset_cpus": "0"}, reserved_cores=[3])["HostConfig"]["CpusetCpus"] == "0"
+    assert body({})["HostConfig"]["CpusetCpus"] == ""

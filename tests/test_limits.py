@@ -124,3 +124,26 @@ def test_a_failed_write_is_a_recoverable_driver_error_and_leaves_nothing(
         fake.create("a1.s1", limits_for(64, 0, 100))
     assert e.value.recoverable
     assert not (fake.memory / "yurt" / "a1.s1").exists()
+
+
+def test_reserved_cores_get_a_cpuset_cgroup_after_its_parent_is_initialised(
+        tmp_path: Path) -> None:
+    for hierarchy in ("memory", "cpu", "cpuset"):
+        (tmp_path / hierarchy).mkdir()
+    (tmp_path / "cpuset" / "cpuset.cpus").write_text("0-3\n")
+    (tmp_path / "cpuset" / "cpuset.mems").write_text("0\n")
+    (tmp_path / "cpuset" / "yurt").mkdir()  # as the kernel makes it: both files empty
+    (tmp_path / "cpuset" / "yurt" / "cpuset.cpus").write_text("\n")
+    (tmp_path / "cpuset" / "yurt" / "cpuset.mems").write_text("\n")
+    fake = V1Limits(tmp_path / "memory", tmp_path / "cpu", rmdir=fake_rmdir,
+                    cpuset=tmp_path / "cpuset")
+    joins = fake.create("a1.s1", limits_for(64, 0, 100, cores=[3, 1]))
+    pinned = tmp_path / "cpuset" / "yurt" / "a1.s1"
+    assert joins[-1] == pinned
+    assert (pinned / "cpuset.cpus").read_text() == "1,3"
+    assert (pinned / "cpuset.mems").read_text() == "0"
+    assert (tmp_path / "cpuset" / "yurt" / "cpuset.cpus").read_text() == "0-3"
+    # Without cores nothing is pinned; removal takes the cpuset cgroup too.
+    assert len(fake.create("a1.s2", limits_for(64, 0, 100))) == 2
+    assert fake.remove("a1.s1")
+    assert not pinned.exists()

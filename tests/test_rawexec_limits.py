@@ -8,6 +8,7 @@ without `enforce_resource_limits` the same task is not limited; the start's cgro
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 from collections.abc import Iterator
@@ -42,7 +43,8 @@ def no_leftovers() -> Iterator[None]:
         for cgroup in found.path.glob(f"{ALLOC}.*") if found else ():
             cgroups.destroy_blocking(cgroup)
     host = host_limits()
-    for hierarchy in (h for h in (host.memory, host.cpu, host.devices) if h is not None):
+    for hierarchy in (h for h in (host.memory, host.cpu, host.devices, host.cpuset)
+                      if h is not None):
         for cgroup in (hierarchy / "yurt").glob(f"{ALLOC}.*"):
             cgroups.destroy_blocking(cgroup)
 
@@ -165,3 +167,49 @@ async def test_the_alloc_reports_the_oom_kill_as_nomad_does(tmp_path: Path) -> N
     assert terminated[-1]["Details"]["oom_killed"] == "true"
     assert terminated[-1]["Details"]["exit_message"] == "OOM Killed"
     assert state["Failed"] is True
+
+
+async def test_a_task_with_reserved_cores_runs_pinned_to_them(tmp_path: Path) -> None:
+    assert host_limits().cpuset is not None, "this host has a writable v1 cpuset hierarchy"
+    driver = plugin({"enforce_resource_limits": True})
+    task = dataclasses.replace(
+        config(tmp_path, ["-c", "import time; time.sleep(1000)"], memory=24, memory_max=48),
+        reserved_cores=[1])
+    with trio.fail_after(20):
+        handle = await driver.start_task(task)
+        pid = int(handle.driver_state["pid"])
+        await eventually(lambda: Path(f"/proc/{pid}/status").read_text().count(
+            "Cpus_allowed_list:\t1\n") == 1)
+        await driver.stop_task(task.id, 5 * 10**9, "SIGTERM")
+        await driver.wait_task(task.id)
+        await driver.destroy_task(task.id, force=True)
+    cpuset = host_limits().cpuset
+    assert cpuset is not None
+    assert not (cpuset / "yurt" / str(handle.driver_state["limits"])).exists()
+
+
+async def test_a_jobs_cores_reach_the_task_as_its_allowed_cpus(tmp_path: Path) -> None:
+    """Through a real agent: `resources { cores = 1 }` is placed on one of the node's cores
+    (the allocation's `ReservedCores`), and the task runs allowed on that core alone."""
+    agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
+                              driver_config={"raw_exec": {"enforce_resource_limits": True}}))
+    script = "grep Cpus_allowed_list /proc/self/status > \"$NOMAD_ALLOC_DIR/cpus\""
+    job = {"Job": {"ID": "pinned", "Type": "batch", "TaskGroups": [{
+        "Name": "g", "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
+        "Tasks": [{"Name": "t", "Driver": "raw_exec",
+                   "Config": {"command": "/bin/sh", "args": ["-c", script]},
+                   "Resources": {"Cores": 1, "MemoryMB": 16}}]}]}}
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(agent.run)
+            try:
+                async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
+                    assert (await client.post("/v1/jobs", json=job)).status_code == 200
+                    first = await wait_status(client, "pinned", "complete")
+                    alloc = (await client.get(f"/v1/allocation/{first['ID']}")).json()
+                    cpus = (await client.get(f"/v1/client/fs/cat/{first['ID']}",
+                                             params={"path": "alloc/cpus"})).text
+            finally:
+                agent.stop()
+    (core,) = alloc["AllocatedResources"]["Tasks"]["t"]["Cpu"]["ReservedCores"]
+    assert cpus.split() == ["Cpus_allowed_list:", str(core)]

@@ -42,7 +42,7 @@ import contextlib
 import errno
 import math
 import os
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -63,9 +63,12 @@ class Limits:
     memory_bytes: int
     memory_soft_bytes: int
     cpu_shares: int
+    #: The cores the task holds alone (`resources { cores }`), in cpuset syntax ("": any).
+    cpuset_cpus: str = ""
 
 
-def limits_for(memory_mb: int, memory_max_mb: int, cpu: int) -> Limits:
+def limits_for(memory_mb: int, memory_max_mb: int, cpu: int,
+               cores: Sequence[int] = ()) -> Limits:
     """A task's limits from its `resources` block (see the module header for the rules)."""
     if memory_max_mb == MEMORY_NO_LIMIT:
         hard, soft = -1, memory_mb * MIB
@@ -73,7 +76,8 @@ def limits_for(memory_mb: int, memory_max_mb: int, cpu: int) -> Limits:
         hard, soft = memory_mb * MIB, 0
     else:
         hard, soft = memory_max_mb * MIB, memory_mb * MIB
-    return Limits(hard, soft, min(max(cpu, MIN_CPU_SHARES), MAX_CPU_SHARES))
+    return Limits(hard, soft, min(max(cpu, MIN_CPU_SHARES), MAX_CPU_SHARES),
+                  ",".join(str(c) for c in sorted(cores)))
 
 
 class LimitCgroups(Protocol):
@@ -108,7 +112,7 @@ def cpu_weight(shares: int) -> int:
 
 
 def v1_mounts(mountinfo: str) -> dict[str, Path]:
-    """The v1 hierarchies of the `memory`, `cpu` and `devices` controllers in
+    """The v1 hierarchies of the `memory`, `cpu`, `devices` and `cpuset` controllers in
     /proc/self/mountinfo text."""
     found: dict[str, Path] = {}
     for line in mountinfo.splitlines():
@@ -117,7 +121,7 @@ def v1_mounts(mountinfo: str) -> dict[str, Path]:
         if not sep or len(fields) < 5 or len(tail) < 3 or tail[0] != "cgroup":
             continue
         for controller in tail[2].split(","):
-            if controller in ("memory", "cpu", "devices"):
+            if controller in ("memory", "cpu", "devices", "cpuset"):
                 found.setdefault(controller, Path(fields[4].replace("\\040", " ")))
     return found
 
@@ -135,10 +139,32 @@ class V1Limits:
     rmdir: Callable[[Path], None] = field(default=os.rmdir)
     #: The `devices` hierarchy, where mounted and writable.
     devices: Path | None = None
+    #: The `cpuset` hierarchy, where mounted and writable: a start with reserved `cores`
+    #: gets a cpuset cgroup there (Nomad's executor pins them the same way); without it
+    #: the cores are accounted for at placement only.
+    cpuset: Path | None = None
 
     def _dirs(self, name: str) -> tuple[Path, ...]:
         found = (self.memory / PARENT / name, self.cpu / PARENT / name)
         return found if self.devices is None else (*found, self.devices / PARENT / name)
+
+    def _cpuset_dir(self, name: str) -> Path | None:
+        return None if self.cpuset is None else self.cpuset / PARENT / name
+
+    def _make_cpuset(self, name: str, cpus: str) -> Path:
+        """The start's cpuset cgroup pinned to `cpus`. A v1 cpuset must have `cpus` and
+        `mems` before a process may join, its parent's first (copied from the root's)."""
+        assert self.cpuset is not None
+        parent = self.cpuset / PARENT
+        parent.mkdir(exist_ok=True)
+        for option in ("cpuset.cpus", "cpuset.mems"):
+            if not (parent / option).read_text().strip():
+                (parent / option).write_text((self.cpuset / option).read_text().strip())
+        cgroup = parent / name
+        cgroup.mkdir(exist_ok=True)
+        (cgroup / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
+        (cgroup / "cpuset.cpus").write_text(cpus)
+        return cgroup
 
     def devices_cgroup(self, name: str) -> Path | None:
         """The start's `devices` cgroup (None without that hierarchy)."""
@@ -156,11 +182,13 @@ class V1Limits:
                 (mem / "memory.soft_limit_in_bytes").write_text(str(limits.memory_soft_bytes))
             (mem / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
             (cpu / "cpu.shares").write_text(str(limits.cpu_shares))
+            pinned = ([self._make_cpuset(name, limits.cpuset_cpus)]
+                      if limits.cpuset_cpus and self.cpuset is not None else [])
         except OSError as e:
             self.remove(name)
             raise DriverError(f"cannot set the task's resource limits in {e.filename}: "
                               f"{e.strerror}", recoverable=True) from None
-        return list(dirs)
+        return [*dirs, *pinned]
 
     def oom_killed(self, name: str) -> bool:
         try:
@@ -170,10 +198,12 @@ class V1Limits:
         return oom_kills(text) > 0
 
     def remove(self, name: str) -> bool:
-        return _remove(self._dirs(name), self.rmdir)
+        pinned = self._cpuset_dir(name)
+        return _remove((*self._dirs(name), *([pinned] if pinned else [])), self.rmdir)
 
     def sweep(self, known: Container[str], allocs: Container[str]) -> list[str]:
-        parents = [h / PARENT for h in (self.memory, self.cpu, self.devices) if h is not None]
+        parents = [h / PARENT for h in (self.memory, self.cpu, self.devices, self.cpuset)
+                   if h is not None]
         return _sweep(parents, known, allocs, self.remove)
 
 
@@ -289,7 +319,10 @@ def select_limits(mountinfo: str | None = None) -> LimitCgroups | None:
         devices = found.get("devices")
         if devices is not None and not _writable_parent(devices):
             devices = None
-        return V1Limits(found["memory"], found["cpu"], devices=devices)
+        cpuset = found.get("cpuset")
+        if cpuset is not None and not _writable_parent(cpuset):
+            cpuset = None
+        return V1Limits(found["memory"], found["cpu"], devices=devices, cpuset=cpuset)
     mount = v2_mount(mountinfo)
     if mount is None:
         return None

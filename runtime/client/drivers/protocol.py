@@ -74,6 +74,9 @@ class TaskConfig:
     memory_mb: int = 0
     memory_max_mb: int = 0
     cpu_shares: int = 0
+    #: The node's cores the task holds alone (`resources { cores }`): pinned where the
+    #: driver can (a cpuset cgroup, docker's `CpusetCpus`).
+    reserved_cores: list[int] = field(default_factory=list)
 
 
 class Driver(Protocol):

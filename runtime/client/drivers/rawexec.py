@@ -356,7 +356,8 @@ class RawExecDriver:
             self._limited.add(limit_name)
             try:
                 joins = self.limits.create(limit_name, limits.limits_for(
-                    config.memory_mb, config.memory_max_mb, config.cpu_shares))
+                    config.memory_mb, config.memory_max_mb, config.cpu_shares,
+                    config.reserved_cores))
             except BaseException:
                 self._limited.discard(limit_name)
                 raise

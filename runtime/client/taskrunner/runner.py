@@ -235,6 +235,7 @@ class TaskRunner:
         user, directories), without logs, mounts or devices: what a command run inside the
         running task (alloc exec, script checks, template change scripts) is given."""
         env = self.env
+        allocated = self.alloc.task_resources.get(self.name)
         return TaskConfig(
             id=task_id, name=self.name, alloc_id=self.alloc.id, job_id=self.alloc.job_id,
             task_group=self.alloc.task_group,
@@ -242,7 +243,8 @@ class TaskRunner:
             user=self.task.user, env=env,
             alloc_dir=self._task_dir.parent if self._task_dir is not None else None,
             task_dir=self._task_dir, memory_mb=self.task.resources.memory,
-            memory_max_mb=self.task.resources.memory_max, cpu_shares=self.task.resources.cpu)
+            memory_max_mb=self.task.resources.memory_max, cpu_shares=self.task.resources.cpu,
+            reserved_cores=list(allocated.reserved_cores) if allocated else [])
 
     def _log_paths(self) -> tuple[str | None, str | None]:
         if self._task_dir is None or self.task.log_config.disabled:

@@ -335,7 +335,9 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         "Init": cfg.init, "GroupAdd": cfg.group_add, "StorageOpt": folded(cfg.storage_opt),
         "IpcMode": cfg.ipc_mode, "PidMode": cfg.pid_mode, "UTSMode": cfg.uts_mode,
         "UsernsMode": cfg.userns_mode, "CgroupnsMode": cfg.cgroupns,
-        "CpusetCpus": cfg.cpuset_cpus,
+        # The task's reserved `cores` (driver.go `createContainerConfig`: `CpusetCpus` from
+        # `LinuxResources`), unless the config names its own.
+        "CpusetCpus": cfg.cpuset_cpus or ",".join(str(c) for c in sorted(task.reserved_cores)),
         "OomScoreAdj": cfg.oom_score_adj or plugin.oom_score_adj,
         "VolumeDriver": cfg.volume_driver,
         # Nomad restarts tasks itself; the daemon must not (driver.go sets no policy).
