@@ -135,3 +135,21 @@ async def test_a_container_whose_logs_cannot_be_read_still_runs(
     terminated = [e for e in alloc["TaskStates"]["t"]["Events"] if e["Type"] == "Terminated"]
     assert [e["Details"]["exit_code"] for e in terminated] == ["0"]
     assert stdout == ""
+
+
+async def test_a_restart_with_no_delay_replaces_the_exited_container(
+        dockerd: DockerDaemon, tmp_path: Path) -> None:
+    """The next run's container takes the task's name at once: the previous run's, exited and
+    not yet destroyed, is purged first (as Nomad's `createContainer`), with its output kept."""
+    job = docker_job("quick", 'echo "run $(date +%s%N)"; exit 7',
+                     restart={"Attempts": 3, "Interval": 60_000_000_000, "Delay": 0,
+                              "Mode": "fail"})
+    with trio.fail_after(TIMEOUT):
+        alloc, stdout = await run_job(dockerd, tmp_path / "data", job, "failed")
+    state = alloc["TaskStates"]["t"]
+    assert [e["Type"] for e in state["Events"] if e["Type"] == "Driver Failure"] == []
+    assert state["Restarts"] == 3
+    # (A task keeps its last 10 events, as Nomad's: not every run's are still there.)
+    terminated = [e for e in state["Events"] if e["Type"] == "Terminated"]
+    assert {e["Details"]["exit_code"] for e in terminated} == {"7"}
+    assert stdout.count("run ") == 4, stdout

@@ -192,12 +192,27 @@ class DockerDriver:
         finally:
             self._starting.discard(config.id)
 
+    async def _purge_leftover(self, cid: str) -> None:
+        """Remove the container holding the task's name before a new one is created: a start
+        a crash left behind, or the task's previous run, exited but not yet destroyed (a
+        restart with no delay, or `gc.container = false`), as Nomad's `createContainer`
+        purges an existing container that is not running. A running one is left, and the
+        create fails with Docker's conflict."""
+        previous = next((t for t in self._tasks.values() if t.container_id == cid), None)
+        if previous is not None:
+            if await containers.running(self.engine, cid):
+                return
+            identity = previous.state.get("logs")
+            if identity:  # its last lines reach the log before the container goes
+                await logs.stop_log_copier(identity, drain=True)
+        await containers.remove(self.engine, cid)
+
     async def _start(self, config: TaskConfig, cfg: DockerTaskConfig, body: dict[str, Any],
                      image_id: str) -> TaskHandle:
         name = create.container_name(config)
         leftover = await containers.find_leftover(self.engine, name, config.alloc_id)
-        if leftover is not None and leftover not in self._container_ids():
-            await containers.remove(self.engine, leftover)  # a start a crash left behind
+        if leftover is not None:
+            await self._purge_leftover(leftover)
         try:
             created = await self.engine.request("POST", "/containers/create",
                                                 params={"name": name}, body=body)
