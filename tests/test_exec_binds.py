@@ -72,9 +72,9 @@ async def test_device_nodes_are_bound_with_their_permissions(tmp_path: Path) -> 
     assert lines[0].split() == ["00", "00", "00", "00"]
     assert lines[1:6] == ["w=ok", "ro=refused", "c", "listed=opened", "made"]
     assert "Operation not permitted" in lines[6]
-    assert set(lines[7].split()) == {"fd", "full", "fuse9", "gpu", "nul0", "null", "random",
-                                     "shm", "stderr", "stdin", "stdout", "tty", "urandom",
-                                     "zero"}
+    assert set(lines[7].split()) == {"fd", "full", "fuse9", "gpu", "nul0", "null", "pts",
+                                     "ptmx", "random", "shm", "stderr", "stdin", "stdout",
+                                     "tty", "urandom", "zero"}
     assert lines[8:] == ["3", "out"]
 
 

@@ -8,6 +8,7 @@ OOM report. The rootfs is built once per host (`ROOTFS`), then reused by every r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterator
@@ -29,7 +30,13 @@ from yurt.runtime.client.drivers.execdriver import (
     in_task_root,
     plugin,
 )
-from yurt.runtime.client.drivers.protocol import ExecInput, ExecOutput, ExecRequest, TaskConfig
+from yurt.runtime.client.drivers.protocol import (
+    ExecInput,
+    ExecOutput,
+    ExecRequest,
+    ExecStdin,
+    TaskConfig,
+)
 from yurt.runtime.structs.hostvolumes import host_volume_mounts
 from yurt.runtime.structs.local import TaskMount
 from yurt.runtime.structs.node import ClientHostVolumeConfig
@@ -290,3 +297,50 @@ async def test_alloc_exec_runs_inside_the_tasks_namespaces(tmp_path: Path) -> No
         out += got.data if got.stream == "stdout" else b""
     assert code == 0
     assert out.decode().split("\n")[:3] == ["web sleep 1000 ", "ready", "hidden"]
+
+
+async def exec_in(tmp_path: Path, command: str, *, tty: bool, work_dir: str = ""
+                  ) -> tuple[int, bytes, bytes]:
+    """`alloc exec` of `sh -c COMMAND` in a running exec task: its code, stdout, stderr."""
+    cfg = task(tmp_path, "echo ready >/local/r; exec sleep 1000")
+    if work_dir:
+        cfg = dataclasses.replace(cfg, driver_config={**cfg.driver_config, "work_dir": work_dir})
+    d = driver()
+    send_in, inputs = trio.open_memory_channel[ExecInput](1)
+    outputs, received = trio.open_memory_channel[ExecOutput](100)
+    send_in.send_nowait(ExecStdin(b"", close=True))
+    with trio.fail_after(30):
+        await d.start_task(cfg)
+        await eventually(lambda: (tmp_path / "alloc" / "web" / "local" / "r").exists())
+        code = await d.exec_task(cfg.id, ExecRequest(command=["/bin/sh", "-c", command],
+                                                     tty=tty, task=cfg), inputs, outputs)
+        await d.stop_task(cfg.id, kill_timeout=0, signal="SIGKILL")
+        await d.wait_task(cfg.id)
+        await d.destroy_task(cfg.id, force=True)
+    out = {"stdout": b"", "stderr": b""}
+    while True:
+        try:
+            got = received.receive_nowait()
+        except trio.WouldBlock:
+            break
+        out[got.stream] += got.data
+    return code, out["stdout"], out["stderr"]
+
+
+async def test_alloc_exec_starts_in_the_tasks_work_dir_inside_its_root(tmp_path: Path) -> None:
+    code, stdout, stderr = await exec_in(tmp_path, "pwd; cat r", tty=False, work_dir="/local")
+    assert (code, stdout, stderr) == (0, b"/local\nready\n", b"")
+
+
+async def test_alloc_exec_with_a_tty_gets_a_terminal_of_the_tasks_own(tmp_path: Path) -> None:
+    """The pty comes from the task's devpts, so the command finds it under its /dev/pts, and
+    the command leads its own session there, its terminal's foreground (job control works)."""
+    script = 'tty; ps -o sid=,tty= -p $$; [ "$(ps -o tpgid= -p $$)" -eq $$ ] && echo fg'
+    code, stdout, _ = await exec_in(tmp_path, script, tty=True)
+    lines = stdout.decode().replace("\r", "").split("\n")
+    assert code == 0, stdout
+    assert lines[0].startswith("/dev/pts/"), stdout
+    sid, terminal = lines[1].split()
+    assert terminal == lines[0].removeprefix("/dev/"), stdout
+    assert lines[2] == "fg", stdout
+    assert int(sid) > 1  # a session of the task's PID namespace, not the agent's

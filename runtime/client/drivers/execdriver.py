@@ -72,6 +72,8 @@ DEFAULT_ROOTFS: Final = "/var/lib/yurt/exec/rootfs"
 #: not, as pid 1 does) and exits with the child's status, 128+N for a fatal signal N.
 #: (util-linux 2.38's `unshare --fork` exits 1 instead: "sigprocmask unblock failed".)
 WRAPPER: Final = 'trap : INT TERM; /bin/sh "$0" "$@"; exit $?'
+#: An exec session's first words inside the task's root: enter its working directory ($1).
+INNER_CD: Final = 'cd "$1" || exit 126; shift; exec "$@"'
 #: plugins/drivers/driver.go `DriverRequiresRootMessage`.
 REQUIRES_ROOT: Final = "Driver must run as root"
 #: plugins/drivers/driver.go `NoCgroupMountMessage`, and why here.
@@ -331,14 +333,25 @@ class ExecDriver(RawExecDriver):
         cfg = msgspec.convert(config.driver_config, ExecTaskConfig)
         caps = self._capabilities(cfg)
         nsenter = shutil.which("nsenter") or "nsenter"
+        # A terminal from the task's own devpts (execstart.sh), where the command sees it;
+        # a task started before it had one gets the host's.
+        ptmx = f"/proc/{init}/root/dev/ptmx"
+        own_pty = request.tty and await trio.Path(ptmx).exists()
+        # With a terminal, the command leads its own session in the task's PID namespace
+        # and takes the terminal (`setsid --ctty`): the session `nsenter` leads is outside
+        # it, so a shell there could not make its job its terminal's foreground.
+        takes_tty = [shutil.which("setsid") or "setsid", "--ctty"] if request.tty else []
 
         def enter(words: list[str], work_dir: str) -> tuple[list[str], str]:
             assert config.task_dir is not None
             command = in_task_root(words[-1], config.task_dir, config.alloc_dir)
             prefix = with_capabilities(words[:-1], caps, ambient=bool(config.user))
+            # The working directory is entered inside the root: nsenter's `--wd=PATH`
+            # resolves PATH before it enters, outside the task's root; a bare `--wd` starts
+            # in the task's own (inside its root), and the `cd` goes to `work_dir`.
             return [nsenter, f"--target={init}", "--mount", "--uts", "--ipc", "--pid",
-                    "--root", f"--wd={cfg.work_dir or '/'}", "--", *prefix,
-                    command], str(config.task_dir)
+                    "--root", "--wd", "--", "/bin/sh", "-c", INNER_CD, "yurt-exec",
+                    cfg.work_dir or "/", *takes_tty, *prefix, command], str(config.task_dir)
 
         plain = dict(config.driver_config)
         for option in ("pid_mode", "ipc_mode", "cap_add", "cap_drop"):
@@ -347,7 +360,8 @@ class ExecDriver(RawExecDriver):
                                                                         driver_config=plain))
         return await execstream.exec_beside(request, env_allow=self.config.env_allow,
                                             cgroup=task.cgroup, inputs=inputs,
-                                            outputs=outputs, enter=enter)
+                                            outputs=outputs, enter=enter,
+                                            ptmx=ptmx if own_pty else None)
 
     async def fingerprint(self) -> AsyncIterator[Fingerprint]:
         """Healthy while the agent is root and can make the namespaces and limit cgroups;

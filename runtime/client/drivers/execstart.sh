@@ -72,6 +72,11 @@ else
 fi
 mkdir "$root/dev/shm"
 mount -t tmpfs -o mode=1777,nosuid,nodev yurt-shm "$root/dev/shm"
+# The task's own terminals (a new devpts instance, as a container's): `alloc exec -t` opens
+# its pty here, so the command finds its terminal under /dev/pts.
+mkdir "$root/dev/pts"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 yurt-pts "$root/dev/pts"
+ln -s pts/ptmx "$root/dev/ptmx"
 while [ "$n" -gt 0 ]; do
     target=$root$2 step="mount $1 at $2"
     if [ -d "$1" ]; then mkdir -p "$target"; else mkdir -p "${target%/*}"; : >"$target"; fi

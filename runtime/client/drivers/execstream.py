@@ -65,6 +65,9 @@ ENTER: Final = ('cd "$1" || exit 126\n'
                 'shift 2\n'
                 'exec "$@"\n')
 CHUNK: Final = 4096
+#: <asm-generic/ioctls.h>: a pty master's number, and its unlock (what ptsname/unlockpt do).
+TIOCGPTN: Final = 0x80045430
+TIOCSPTLCK: Final = 0x40045431
 #: After the command exits, how long output from a process that left its group is waited for.
 DRAIN_TIMEOUT: Final = 2.0
 #: The bound of the cleanup's kill and reap.
@@ -146,17 +149,38 @@ class _Process:
         os.close(self.pidfd)
 
 
-def spawn(argv: Sequence[str], env: dict[str, str], *, tty: bool) -> _Process:
-    """Start `argv` (argv[0] an absolute path) as a session leader with pipes or a pty.
+def open_pty(ptmx: str | None) -> tuple[int, int, str]:
+    """A pseudo-terminal: its master, its slave and the slave's path. From the host's
+    devpts (`os.openpty`), or from the devpts instance whose `ptmx` is given (a task's own,
+    as `/proc/PID/root/dev/ptmx`), so the command sees its terminal under its own /dev."""
+    if ptmx is None:
+        master, slave = os.openpty()
+        return master, slave, os.ttyname(slave)
+    master = os.open(ptmx, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        fcntl.ioctl(master, TIOCSPTLCK, struct.pack("i", 0))  # unlockpt
+        (number,) = struct.unpack("I", fcntl.ioctl(master, TIOCGPTN, b"\0" * 4))
+        path = str(Path(ptmx).parent / "pts" / str(number))
+        slave = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except BaseException:
+        os.close(master)
+        raise
+    return master, slave, path
+
+
+def spawn(argv: Sequence[str], env: dict[str, str], *, tty: bool,
+          ptmx: str | None = None) -> _Process:
+    """Start `argv` (argv[0] an absolute path) as a session leader with pipes or a pty
+    (from `ptmx`'s devpts instance when given, see `open_pty`).
 
     Raises:
         OSError: out of fds or processes, no pty.
     """
     cloexec_all_fds()  # see spawn.py: nothing of the agent's leaks to it
     if tty:
-        master, slave = os.openpty()
+        master, slave, slave_path = open_pty(ptmx)
         try:
-            actions = [(os.POSIX_SPAWN_OPEN, 0, os.ttyname(slave), os.O_RDWR, 0),
+            actions = [(os.POSIX_SPAWN_OPEN, 0, slave_path, os.O_RDWR, 0),
                        (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
             pid = os.posix_spawn(argv[0], list(argv), env, file_actions=actions, setsid=True,
                                  setsigdef=DEFAULT_SIGNALS, setsigmask=())
@@ -234,7 +258,8 @@ async def _pump(stream: trio.lowlevel.FdStream, name: Literal["stdout", "stderr"
 
 async def run_session(argv: Sequence[str], env: dict[str, str], *, tty: bool,
                       inputs: trio.abc.ReceiveChannel[ExecInput],
-                      outputs: trio.abc.SendChannel[ExecOutput]) -> int:
+                      outputs: trio.abc.SendChannel[ExecOutput],
+                      ptmx: str | None = None) -> int:
     """Spawn `argv` and serve it until it exits (see the module's docstring); return its
     exit code.
 
@@ -242,7 +267,7 @@ async def run_session(argv: Sequence[str], env: dict[str, str], *, tty: bool,
         DriverError: it cannot be spawned.
     """
     try:
-        process = spawn(argv, env, tty=tty)
+        process = spawn(argv, env, tty=tty, ptmx=ptmx)
     except OSError as e:
         raise DriverError(f"failed to start command: {e}") from None
     try:
@@ -309,12 +334,13 @@ def _prepare(request: ExecRequest, env_allow: Sequence[str]
 async def exec_beside(request: ExecRequest, *, env_allow: Sequence[str], cgroup: Path | None,
                       inputs: trio.abc.ReceiveChannel[ExecInput],
                       outputs: trio.abc.SendChannel[ExecOutput],
-                      enter: Callable[[list[str], str], tuple[list[str], str]] | None = None
-                      ) -> int:
+                      enter: Callable[[list[str], str], tuple[list[str], str]] | None = None,
+                      ptmx: str | None = None) -> int:
     """raw_exec's `exec_task`: `request.command` in its task's environment, working directory,
     user and `cgroup` (None: none). `enter`, given the command's words (user switch and
     resolved command) and working directory, returns those to run instead (the exec driver's
-    way into the task's namespaces). Returns the exit code. Raises DriverError."""
+    way into the task's namespaces; `ptmx` its terminals). Returns the exit code. Raises
+    DriverError."""
     if not request.command:
         raise DriverError("command is not present")
     words, env, work_dir = await trio.to_thread.run_sync(_prepare, request, env_allow)
@@ -322,4 +348,5 @@ async def exec_beside(request: ExecRequest, *, env_allow: Sequence[str], cgroup:
         words, work_dir = enter(words, work_dir)
     argv = [SHELL, "-c", ENTER, "yurt-exec", work_dir, str(cgroup or ""), *words,
             *request.command[1:]]
-    return await run_session(argv, env, tty=request.tty, inputs=inputs, outputs=outputs)
+    return await run_session(argv, env, tty=request.tty, inputs=inputs, outputs=outputs,
+                             ptmx=ptmx)
