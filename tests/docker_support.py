@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from benchlib.dockerd import (
+    APPLETS,
     IMAGE,
     DockerDaemon,
     busybox_rootfs_tar,
@@ -24,7 +25,7 @@ from benchlib.dockerd import (
     stop_dockerd,
 )
 
-__all__ = ["IMAGE", "DockerDaemon", "busybox_rootfs_tar", "dockerd", "dockerd_bridge",
+__all__ = ["APPLETS", "IMAGE", "DockerDaemon", "busybox_rootfs_tar", "dockerd", "dockerd_bridge",
            "import_image"]
 
 

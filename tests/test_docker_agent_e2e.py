@@ -14,22 +14,12 @@ import pytest
 
 from tests.docker_support import IMAGE, DockerDaemon
 from tests.proc_support import wait_for
-from tests.test_agent_e2e import YURT, User
+from tests.test_agent_e2e import User
+from tests.test_exec_reattach_e2e import start_agent
 from yurt.runtime.client.drivers.docker.create import LABEL_ALLOC_ID, LABEL_ALLOC_ROOT
 from yurt.runtime.client.drivers.rawexec import CRASH_AFTER_SPAWN
 
 pytestmark = pytest.mark.slow
-
-
-def start_agent(user: User, config: Path,
-                env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    agent = subprocess.Popen([YURT, "agent", "--data-dir", str(user.data), "--port",
-                              str(user.port), "--config", str(config)],
-                             stderr=subprocess.PIPE, text=True, env=env)
-    assert agent.stderr is not None
-    line = agent.stderr.readline()
-    assert "listening on" in line, line
-    return agent
 
 
 def kill_9(agent: subprocess.Popen[str]) -> None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.docker_support import IMAGE, DockerDaemon
 from tests.proc_support import wait_for
-from tests.test_agent_e2e import YURT, User
+from tests.test_agent_e2e import User
+from tests.test_exec_reattach_e2e import start_agent
 from tests.test_execdriver import ROOTFS
 
 pytestmark = pytest.mark.slow
@@ -74,16 +74,6 @@ def job_file(tmp: Path, shared: Path) -> Path:
         '    restart {\n      attempts = 2\n      delay = "1s"\n      mode = "fail"\n    }\n'
         + box + iso + raw + "  }\n}\n")
     return path
-
-
-def start_agent(user: User, config: Path) -> subprocess.Popen[str]:
-    agent = subprocess.Popen([YURT, "agent", "--data-dir", str(user.data), "--port",
-                              str(user.port), "--config", str(config)],
-                             stderr=subprocess.PIPE, text=True)
-    assert agent.stderr is not None
-    line = agent.stderr.readline()
-    assert "listening on" in line, line
-    return agent
 
 
 def test_docker_exec_and_raw_exec_in_one_group(tmp_path: Path, dockerd: DockerDaemon) -> None:

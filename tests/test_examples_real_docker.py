@@ -19,8 +19,8 @@ import pytest
 from tests.docker_support import DockerDaemon, import_image
 from tests.proc_support import wait_for
 from tests.test_agent_e2e import User
-from tests.test_drivers_together_e2e import start_agent
 from tests.test_examples_real import REAL
+from tests.test_exec_reattach_e2e import start_agent
 from tests.test_execdriver import ROOTFS
 
 pytestmark = pytest.mark.slow

@@ -38,10 +38,12 @@ def sleep_pids(marker: str) -> list[int]:
             == [b"/bin/sleep", marker.encode()]]
 
 
-def start_agent(user: User, config: Path) -> subprocess.Popen[str]:
+def start_agent(user: User, config: Path,
+                env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`yurt agent` with `config` on the user's data dir and port, once its API is up."""
     agent = subprocess.Popen([YURT, "agent", "--data-dir", str(user.data), "--port",
                               str(user.port), "--config", str(config)],
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, env=env)
     assert agent.stderr is not None
     line = agent.stderr.readline()
     assert "listening on" in line, line
