@@ -53,4 +53,8 @@ async def test_alloc_stats_of_a_docker_task_come_from_the_engine_api(
     assert memory["RSS"] > 0
     assert stats["Tasks"]["t"]["Pids"] == {}
     assert stats["ResourceUsage"]["CpuStats"]["Percent"] == pytest.approx(cpu["Percent"])
-    assert stats["ResourceUsage"]["MemoryStats"]["RSS"] == memory["RSS"]
+    # The allocation's total is the sum of its tasks' (here one), every field of it.
+    total = stats["ResourceUsage"]["MemoryStats"]
+    assert {k: total[k] for k in memory if k != "Measured"} == {
+        k: v for k, v in memory.items() if k != "Measured"}
+    assert set(total["Measured"]) >= set(memory["Measured"])

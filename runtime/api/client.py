@@ -104,8 +104,7 @@ async def alloc_stats(ctx: Context, request: Request) -> Response:
     now = time.time_ns()
     moment, since_boot, mhz = time.monotonic(), uptime(), core_mhz(ctx)
     tasks: dict[str, Any] = {}
-    total_rss = 0
-    total_rate = CpuRate(0.0, 0.0, 0.0)
+    total = resource_usage(0, CpuRate(0.0, 0.0, 0.0), mhz)
     all_devices: list[dict[str, Any]] = []
     for name, tr in runner.task_runners.items():
         if only and name != only:
@@ -135,10 +134,7 @@ async def alloc_stats(ctx: Context, request: Request) -> Response:
                                                 one, since_boot), mhz)
         tasks[name] = {"ResourceUsage": usage, "Pids": pids,
                        "Timestamp": driver_usage.timestamp if driver_usage else now}
-        total_rss += driver_usage.rss if driver_usage else tree.rss
-        total_rate = CpuRate(total_rate.percent + rate.percent, total_rate.user + rate.user,
-                             total_rate.system + rate.system)
-    total = resource_usage(total_rss, total_rate, mhz)
+        total = add_usage(total, usage)
     total["DeviceStats"] = all_devices
     return json_response({"ResourceUsage": total, "Tasks": tasks, "Timestamp": now})
 
@@ -216,6 +212,18 @@ async def client_stats(ctx: Context, request: Request) -> Response:
     await ctx.client_side().devices.refresh_stats()
     stats["DeviceStats"] = device_stats(ctx, None)
     return json_response(stats)
+
+
+def add_usage(total: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    """`total` plus one task's `ResourceUsage`, as Nomad sums an allocation's
+    (nomad/structs `MemoryStats.Add`, `CpuStats.Add`: every number added, `Measured`
+    merged)."""
+    summed: dict[str, Any] = {}
+    for part in ("MemoryStats", "CpuStats"):
+        mine, theirs = total[part], usage[part]
+        summed[part] = {key: (sorted(set(mine[key]) | set(theirs[key])) if key == "Measured"
+                              else mine[key] + theirs.get(key, 0)) for key in mine}
+    return {**total, **summed}
 
 
 def resource_usage(rss: int, rate: CpuRate, mhz: float) -> dict[str, Any]:
