@@ -15,6 +15,7 @@ A missing dockerd, docker CLI or busybox raises `FileNotFoundError` with the ins
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -38,6 +39,8 @@ APPLETS = ("sh", "echo", "sleep", "cat", "ls", "id", "env", "true", "false", "ki
            "head", "dd", "wc", "grep", "touch", "mkdir", "rm", "trap", "date", "hostname",
            "nc", "seq", "tail", "stat", "printf", "test", "[", "yes", "tr")
 IMAGE = "yurt-test/busybox:1"
+#: Held while a test bridge's subnet is chosen and its bridge made.
+BRIDGE_LOCK = "/tmp/yurt-test-bridges.lock"
 
 
 @dataclass(frozen=True)
@@ -108,18 +111,26 @@ def import_image(daemon: DockerDaemon, tag: str = IMAGE, *, cmd: list[str] | Non
 
 
 def _make_bridge(name: str) -> None:
-    """A Linux bridge of its own /24 (10.213.N.0/24, the first N no interface uses), up."""
-    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
-                          check=True).stdout
-    for n in range(1, 255):
-        if f" 10.213.{n}." not in used:
-            break
-    else:
-        raise RuntimeError("no free 10.213.N.0/24 for a test bridge")
-    for words in (["link", "add", name, "type", "bridge"],
-                  ["addr", "add", f"10.213.{n}.1/24", "dev", name],
-                  ["link", "set", name, "up"]):
-        subprocess.run(["ip", *words], capture_output=True, text=True, check=True)
+    """A Linux bridge of its own /24 (10.213.N.0/24, the first N no interface uses), up.
+    Two daemons starting at once (two test workers) choose under one lock; a bridge left
+    half-made by a failed step is deleted."""
+    with open(BRIDGE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
+                              check=True).stdout
+        for n in range(1, 255):
+            if f" 10.213.{n}." not in used:
+                break
+        else:
+            raise RuntimeError("no free 10.213.N.0/24 for a test bridge")
+        try:
+            for words in (["link", "add", name, "type", "bridge"],
+                          ["addr", "add", f"10.213.{n}.1/24", "dev", name],
+                          ["link", "set", name, "up"]):
+                subprocess.run(["ip", *words], capture_output=True, text=True, check=True)
+        except BaseException:
+            subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+            raise
 
 
 def start_dockerd(root: Path | None = None, *, bridge: bool = False) -> DockerDaemon:
