@@ -88,6 +88,7 @@ def test_a_failed_write_is_recoverable_and_leaves_nothing(v2: V2Limits) -> None:
     with pytest.raises(DriverError, match="cannot set the task's resource limits") as e:
         v2.create("a1.s1", limits_for(64, 0, 100))
     assert e.value.recoverable
+    assert not (v2.mount / "yurt" / "a1.s1").exists()
 
 
 def test_select_limits_picks_v2_only_with_both_controllers(tmp_path: Path) -> None:
