@@ -333,10 +333,11 @@ class ExecDriver(RawExecDriver):
         cfg = msgspec.convert(config.driver_config, ExecTaskConfig)
         caps = self._capabilities(cfg)
         nsenter = shutil.which("nsenter") or "nsenter"
-        # A terminal from the task's own devpts (execstart.sh), where the command sees it;
-        # a task started before it had one gets the host's.
-        ptmx = f"/proc/{init}/root/dev/ptmx"
-        own_pty = request.tty and await trio.Path(ptmx).exists()
+        # A terminal from the task's own devpts (execstart.sh), where the command sees it,
+        # reached through the task's root without following its links (execstream.py
+        # `open_task_ptmx`: its /dev is the task's to change); a task started before it
+        # had one gets the host's.
+        task_root = f"/proc/{init}/root"
         # With a terminal, the command leads its own session in the task's PID namespace
         # and takes the terminal (`setsid --ctty`): the session `nsenter` leads is outside
         # it, so a shell there could not make its job its terminal's foreground.
@@ -361,7 +362,7 @@ class ExecDriver(RawExecDriver):
         return await execstream.exec_beside(request, env_allow=self.config.env_allow,
                                             cgroup=task.cgroup, inputs=inputs,
                                             outputs=outputs, enter=enter,
-                                            ptmx=ptmx if own_pty else None)
+                                            task_root=task_root if request.tty else None)
 
     async def fingerprint(self) -> AsyncIterator[Fingerprint]:
         """Healthy while the agent is root and can make the namespaces and limit cgroups;
