@@ -52,8 +52,9 @@ async def test_device_nodes_are_bound_with_their_permissions(tmp_path: Path) -> 
               "echo x 2>/dev/null >/dev/gpu/zero9 && echo ro=written || echo ro=refused; "
               "ls -l /dev/nul0 | cut -c1; "
               "(exec 3</dev/fuse9) && echo listed=opened || echo listed=denied; "
-              "mknod /tmp/lc c 10 237 && echo made; "  # /dev/loop-control's number
-              "(exec 3</tmp/lc) 2>/tmp/e && echo made=opened || cat /tmp/e; "
+              # /dev/loop-control's number, made in /dev (/tmp is nodev)
+              "mknod /dev/lc c 10 237 && echo made; "
+              "(exec 3</dev/lc) 2>/tmp/e && echo made=opened || cat /tmp/e; rm /dev/lc; "
               "echo $(ls -A /dev); head -c 3 /dev/urandom | wc -c; echo out >>/dev/stdout")
     # The device's node is read-only ("r", or "rm" as Nomad's device plugins say it); the
     # devices cgroup refuses writes to its number (1:5) wherever it is bound, and opens only

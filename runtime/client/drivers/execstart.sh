@@ -12,11 +12,13 @@
 # The root is a tmpfs at ROOT (an empty dir in the start's state dir) holding: the host's
 # chroot_env (ROOTFS, built once per host by chroot.py), each of its top-level directories
 # bind-mounted read-only and its symlinks copied; the alloc dir's ALLOC, LOCAL and SECRETS at
-# /alloc, /local, /secrets (read-write, as Nomad's task_dir_hook); a private /tmp, /proc of the
+# /alloc, /local, /secrets (read-write, as Nomad's task_dir_hook); a private /tmp (nodev, as
+# /dev/shm: no device opens there whatever the task makes), /proc of the
 # task's PID namespace, a small /dev (null, zero, full, random, urandom, tty, shm); and the
 # N binds: the host volume mounts, then the device nodes of the device hook (each
 # read-only when "ro"; their destinations checked by execdriver.py `check_destination`).
-# Devices: DEVCG is the task's own v1 devices cgroup ("" where there is none). As Nomad's
+# Devices: DEVCG is the task's own v1 devices cgroup ("" where there is none: then the task
+# lacks mknod unless its cap_add names it, execdriver.py `_capabilities`). As Nomad's
 # executor (executor_linux_cgo.go `configureIsolation`: runc's specconv `AllowedDevices`, plus
 # `cmdDevices`), the task may create any node but open only null, zero, full, random,
 # urandom, tty, console, ptmx, pts/* and net/tun, and its device nodes with their
@@ -55,11 +57,12 @@ mkdir "$root/alloc" "$root/local" "$root/secrets" "$root/tmp" "$root/proc" "$roo
 mount --bind "$alloc" "$root/alloc"
 mount --bind "$local" "$root/local"
 mount --bind "$secrets" "$root/secrets"
-mount -t tmpfs -o mode=1777 yurt-tmp "$root/tmp"
+mount -t tmpfs -o mode=1777,nodev yurt-tmp "$root/tmp"
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mount -t tmpfs -o mode=0755,nosuid yurt-dev "$root/dev"
 # New nodes of the host's devices (the tmpfs is not nodev; the devices cgroup decides what
-# opens), and the host's /dev/fd and stdio links, all /proc/self/fd..., where it has them.
+# opens, and where there is none the task has no mknod: execdriver.py `_capabilities`), and
+# the host's /dev/fd and stdio links, all /proc/self/fd..., where it has them.
 if [ -L /dev/fd ] && [ -L /dev/stdin ] && [ -L /dev/stdout ] && [ -L /dev/stderr ]; then
     cp -a /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty /dev/fd \
         /dev/stdin /dev/stdout /dev/stderr "$root/dev/"
