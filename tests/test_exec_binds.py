@@ -4,6 +4,8 @@ their permissions, including a node made with mknod; and the destinations it ref
 the start (relative, "..", /proc, through a symlink, under the read-only host part of the
 root), each a non-recoverable DriverError naming the mount and the destination — in a real
 agent (layer 3, in process), a Driver Failure event; and exec's `work_dir` must be absolute.
+execstart.sh holds on its own: a file at a destination is never emptied, and a symlink
+planted after the check fails the start without touching the host path behind it.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ async def test_device_nodes_are_bound_with_their_permissions(tmp_path: Path) -> 
               "echo x 2>/dev/null >/dev/gpu/zero9 && echo ro=written || echo ro=refused; "
               "ls -l /dev/nul0 | cut -c1; "
               "(exec 3</dev/fuse9) && echo listed=opened || echo listed=denied; "
-              "mknod /tmp/lc c 10 237 && echo made; "  # /dev/loop-control's number
-              "(exec 3</tmp/lc) 2>/tmp/e && echo made=opened || cat /tmp/e; "
+              # /dev/loop-control's number, made in /dev (/tmp is nodev)
+              "mknod /dev/lc c 10 237 && echo made; "
+              "(exec 3</dev/lc) 2>/tmp/e && echo made=opened || cat /tmp/e; rm /dev/lc; "
               "echo $(ls -A /dev); head -c 3 /dev/urandom | wc -c; echo out >>/dev/stdout")
     # The device's node is read-only ("r", or "rm" as Nomad's device plugins say it); the
     # devices cgroup refuses writes to its number (1:5) wherever it is bound, and opens only
@@ -187,3 +190,55 @@ async def test_a_job_with_a_bad_volume_destination_reports_a_driver_failure(
         f'volume mount of {host}: invalid destination "/usr/yurt-none": /usr is read-only '
         "in the task root and /usr/yurt-none does not exist there"]
     assert "Started" not in [e["Type"] for e in events]
+
+
+async def _run(cfg: TaskConfig, *, checked: bool = True) -> int:
+    """Run `cfg` to its end; its exit code. Unchecked: as if a sibling task had changed the
+    alloc dir after `check_destination` looked (execstart.sh must hold on its own)."""
+    d = driver()
+    if not checked:
+        d._check_binds = lambda config: None  # type: ignore[method-assign]
+    with trio.fail_after(30):
+        await d.start_task(cfg)
+        result = await d.wait_task(cfg.id)
+        await d.destroy_task(cfg.id, force=True)
+    return result.exit_code
+
+
+async def test_a_file_destination_is_never_truncated(tmp_path: Path) -> None:
+    """A file already at a destination under /local is the alloc's: mounted over, not
+    emptied."""
+    source = tmp_path / "vol.conf"
+    source.write_text("from the volume\n")
+    cfg = _with(task(tmp_path, "cat /local/app.conf"), mounts=[
+        TaskMount(task_path="/local/app.conf", host_path=str(source), readonly=True)])
+    existing = tmp_path / "alloc" / "web" / "local" / "app.conf"
+    existing.write_text("the task's own\n")
+    assert await _run(cfg) == 0, _read(cfg.stderr_path)
+    assert _read(cfg.stdout_path) == "from the volume\n"
+    assert existing.read_text() == "the task's own\n"
+
+
+async def test_a_link_planted_at_a_destination_fails_the_start(tmp_path: Path) -> None:
+    """A symlink at a destination or on its way, under the alloc dir, is refused by
+    execstart.sh itself right before the mount: the host file behind it is neither created,
+    emptied nor mounted over."""
+    source = tmp_path / "vol.conf"
+    source.write_text("from the volume\n")
+    victim, outside = tmp_path / "victim", tmp_path / "outside"
+    victim.write_text("precious\n")
+    outside.mkdir()
+    local = tmp_path / "alloc" / "web" / "local"
+    for destination, why in (("/local/app.conf", "/local/app.conf"),
+                             ("/local/dir/app.conf", "/local/dir")):
+        cfg = _with(task(tmp_path, "echo ran"), mounts=[
+            TaskMount(task_path=destination, host_path=str(source))])
+        (local / "app.conf").symlink_to(victim)
+        (local / "dir").symlink_to(outside)
+        assert await _run(cfg, checked=False) == 126
+        assert (f"yurt: exec: cannot mount {source} at {destination}: {why} is a symbolic "
+                "link\n") in _read(cfg.stderr_path)
+        assert victim.read_text() == "precious\n"
+        assert list(outside.iterdir()) == []
+        (local / "app.conf").unlink()
+        (local / "dir").unlink()

@@ -7,6 +7,7 @@ with Nomad's message, a Driver Failure in a real agent.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -16,8 +17,9 @@ import trio
 from tests.runtime_support import eventually
 from tests.test_execdriver import driver, no_leftovers, run_job, task
 from yurt.runtime.client.drivers import capabilities as caps
-from yurt.runtime.client.drivers import orphans
-from yurt.runtime.client.drivers.execdriver import plugin, with_capabilities
+from yurt.runtime.client.drivers import limits, orphans
+from yurt.runtime.client.drivers.configs import ExecTaskConfig
+from yurt.runtime.client.drivers.execdriver import ExecDriver, plugin, with_capabilities
 from yurt.runtime.client.drivers.protocol import ExecInput, ExecOutput, ExecRequest, TaskConfig
 from yurt.runtime.errors import DriverError
 
@@ -168,3 +170,49 @@ async def test_a_job_with_a_refused_cap_add_reports_a_driver_failure(tmp_path: P
     assert failures, events
     assert failures[0]["DisplayMessage"] == \
         "driver does not allow the following capabilities: sys_admin"
+
+
+def _without_devices_cgroup(**plugin_options: object) -> ExecDriver:
+    """A driver on a host whose v1 hierarchies lack `devices` (as a v2 host: no device rules)."""
+    d = plugin({"rootfs_dir": driver().exec_config.rootfs_dir, **plugin_options})
+    assert isinstance(d.limits, limits.V1Limits)
+    d.limits = dataclasses.replace(d.limits, devices=None)
+    return d
+
+
+MKNOD = ("mknod /tmp/null c 1 3 && echo made || echo refused; "
+         "mknod /dev/null2 c 1 3 && echo dev-made || echo dev-refused; "
+         "[ -c /tmp/null ] && echo x 2>/dev/null >/tmp/null && echo opened || echo closed; "
+         + READ_CAPS)
+
+
+async def test_without_a_devices_cgroup_a_task_cannot_make_devices(tmp_path: Path) -> None:
+    """Secure by default where nothing limits which devices open: no mknod in the set."""
+    cfg = task(tmp_path, MKNOD)
+    d = _without_devices_cgroup()
+    with trio.fail_after(30):
+        await d.start_task(cfg)
+        result = await d.wait_task(cfg.id)
+        await d.destroy_task(cfg.id, force=True)
+    out = _read(cfg.stdout_path)
+    assert result.exit_code == 0, _read(cfg.stderr_path)
+    assert out.split()[:3] == ["refused", "dev-refused", "closed"], out
+    assert _caps_of(out)["Bnd"] == caps.mask(caps.NOMAD_DEFAULTS - {"mknod"})
+
+
+async def test_an_explicit_mknod_is_kept_and_tmp_is_nodev(tmp_path: Path) -> None:
+    """`cap_add = ["mknod"]` (allowed) keeps it; a node it makes in /tmp still cannot open."""
+    cfg = _with(task(tmp_path, MKNOD), cap_add=["CAP_MKNOD"])
+    d = _without_devices_cgroup()
+    with trio.fail_after(30):
+        await d.start_task(cfg)
+        result = await d.wait_task(cfg.id)
+        await d.destroy_task(cfg.id, force=True)
+    out = _read(cfg.stdout_path)
+    assert result.exit_code == 0, _read(cfg.stderr_path)
+    assert out.split()[:3] == ["made", "dev-made", "closed"], out
+    assert _caps_of(out)["Bnd"] == caps.mask(caps.NOMAD_DEFAULTS)
+    with pytest.raises(DriverError, match="driver does not allow the following capabilities: "
+                       "mknod"):
+        _without_devices_cgroup(allow_caps=["chown"])._capabilities(
+            ExecTaskConfig(command="/bin/true", cap_add=["mknod"]))

@@ -21,7 +21,7 @@ import trio
 from tests.agent_support import wait_status
 from tests.runtime_support import eventually
 from yurt.runtime.agent.agent import Agent, AgentConfig
-from yurt.runtime.client.drivers import cgroups, chroot, limits
+from yurt.runtime.client.drivers import cgroups, chroot, execstream, limits
 from yurt.runtime.client.drivers.execdriver import (
     REQUIRES_ROOT,
     ExecDriver,
@@ -37,6 +37,7 @@ from yurt.runtime.client.drivers.protocol import (
     ExecStdin,
     TaskConfig,
 )
+from yurt.runtime.errors import DriverError
 from yurt.runtime.structs.hostvolumes import host_volume_mounts
 from yurt.runtime.structs.local import TaskMount
 from yurt.runtime.structs.node import ClientHostVolumeConfig
@@ -299,10 +300,11 @@ async def test_alloc_exec_runs_inside_the_tasks_namespaces(tmp_path: Path) -> No
     assert out.decode().split("\n")[:3] == ["web sleep 1000 ", "ready", "hidden"]
 
 
-async def exec_in(tmp_path: Path, command: str, *, tty: bool, work_dir: str = ""
-                  ) -> tuple[int, bytes, bytes]:
-    """`alloc exec` of `sh -c COMMAND` in a running exec task: its code, stdout, stderr."""
-    cfg = task(tmp_path, "echo ready >/local/r; exec sleep 1000")
+async def exec_in(tmp_path: Path, command: str, *, tty: bool, work_dir: str = "",
+                  setup: str = "") -> tuple[int, bytes, bytes]:
+    """`alloc exec` of `sh -c COMMAND` in a running exec task (which runs `setup` first):
+    its code, stdout, stderr."""
+    cfg = task(tmp_path, f"{setup}echo ready >/local/r; exec sleep 1000")
     if work_dir:
         cfg = dataclasses.replace(cfg, driver_config={**cfg.driver_config, "work_dir": work_dir})
     d = driver()
@@ -344,3 +346,41 @@ async def test_alloc_exec_with_a_tty_gets_a_terminal_of_the_tasks_own(tmp_path: 
     assert terminal == lines[0].removeprefix("/dev/"), stdout
     assert lines[2] == "fg", stdout
     assert int(sid) > 1  # a session of the task's PID namespace, not the agent's
+
+
+async def test_alloc_exec_tty_follows_no_link_the_task_planted(tmp_path: Path) -> None:
+    """The task's /dev is its own to change: a root task that replaces /dev/ptmx with a link
+    to a host path (resolved against the agent's root, were it followed) does not make the
+    agent open that host file; the session gets its terminal from the task's devpts."""
+    host_file = tmp_path / "host-file"
+    host_file.write_text("precious\n")
+    before = os.stat(host_file)
+    setup = f"rm /dev/ptmx && ln -s {host_file} /dev/ptmx && "
+    code, stdout, _ = await exec_in(tmp_path, "tty", tty=True, setup=setup)
+    assert code == 0, stdout
+    assert stdout.decode().startswith("/dev/pts/"), stdout
+    assert host_file.read_text() == "precious\n"
+    after = os.stat(host_file)
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+
+
+def test_the_tasks_ptmx_is_reached_through_no_link(tmp_path: Path) -> None:
+    """`open_task_ptmx` refuses a symlinked /dev or /dev/pts and a /dev/pts that is not a
+    devpts (where a file could be planted); a root without /dev/pts is "not found"."""
+    root = tmp_path / "root"
+    root.mkdir()
+    with pytest.raises(FileNotFoundError):
+        execstream.open_task_ptmx(str(root))
+    (root / "dev").symlink_to("/dev")
+    with pytest.raises(DriverError, match=r"^cannot open the task's terminal: /dev: "):
+        execstream.open_task_ptmx(str(root))
+    (root / "dev").unlink()
+    (root / "dev").mkdir()
+    (root / "dev" / "pts").symlink_to("/dev/pts")
+    with pytest.raises(DriverError, match=r"terminal: /dev/pts: "):
+        execstream.open_task_ptmx(str(root))
+    (root / "dev" / "pts").unlink()
+    (root / "dev" / "pts").mkdir()
+    (root / "dev" / "pts" / "ptmx").symlink_to("/dev/ptmx")
+    with pytest.raises(DriverError, match="/dev/pts is not a devpts filesystem"):
+        execstream.open_task_ptmx(str(root))

@@ -29,8 +29,11 @@ and ambient sets too, so it keeps them across the switch (executor_linux_cgo.go
 holds for it. Device nodes from the device hook (`TaskConfig.devices`) are bound into the task
 root; one without "w" in its permissions is bound read-only. On v1 the start's devices cgroup
 (limits.py `devices_cgroup`) opens to the task only runc's default devices and its own, with
-their permissions (execstart.sh), as Nomad's executor; a v2 host would need an eBPF device
-program, which yurt lacks: there, a task with CAP_MKNOD can open any device it makes. Every
+their permissions (execstart.sh), as Nomad's executor. Where the task has no devices
+cgroup (v2, which would need an eBPF device program yurt lacks, or v1 without `devices`),
+nothing would stop a task from making and opening any device, so it is secure by default
+instead: `mknod` leaves its capability set unless its `cap_add` names it (within
+`allow_caps`), and the writable tmpfs of its root (/tmp, /dev/shm) are `nodev` always. Every
 mount and device destination is checked before the start (`check_destination`): a bad one
 fails it, not recoverable.
 """
@@ -240,7 +243,9 @@ class ExecDriver(RawExecDriver):
                 self._rootfs_ready = True
 
     def _capabilities(self, cfg: ExecTaskConfig) -> frozenset[str]:
-        """The task's capability set (capabilities.py `calculate`). Raises DriverError."""
+        """The task's capability set (capabilities.py `calculate`), without `mknod` where
+        the task has no devices cgroup and its `cap_add` does not name it. Raises
+        DriverError."""
         system = capabilities.supported()
         for option in ("cap_add", "cap_drop"):
             bad = capabilities.unsupported(getattr(cfg, option), system)
@@ -248,8 +253,16 @@ class ExecDriver(RawExecDriver):
                 raise DriverError(f"failed driver config validation: {option} configured with "
                                   "capabilities not supported by system: "
                                   f"{capabilities.text(bad)}")
-        return capabilities.calculate(self.exec_config.allow_caps, cfg.cap_add, cfg.cap_drop,
+        caps = capabilities.calculate(self.exec_config.allow_caps, cfg.cap_add, cfg.cap_drop,
                                       system)
+        if not self._has_devices_cgroup() and "mknod" not in capabilities.new(cfg.cap_add,
+                                                                               system):
+            caps -= {"mknod"}  # no devices cgroup to stop it opening what it makes
+        return caps
+
+    def _has_devices_cgroup(self) -> bool:
+        """Whether a start gets a devices cgroup (limits.py `V1Limits.devices_cgroup`)."""
+        return isinstance(self.limits, limits.V1Limits) and self.limits.devices is not None
 
     def _check_binds(self, config: TaskConfig) -> None:
         """`check_destination` of every mount and device. Blocking (lstat). Raises
@@ -333,10 +346,11 @@ class ExecDriver(RawExecDriver):
         cfg = msgspec.convert(config.driver_config, ExecTaskConfig)
         caps = self._capabilities(cfg)
         nsenter = shutil.which("nsenter") or "nsenter"
-        # A terminal from the task's own devpts (execstart.sh), where the command sees it;
-        # a task started before it had one gets the host's.
-        ptmx = f"/proc/{init}/root/dev/ptmx"
-        own_pty = request.tty and await trio.Path(ptmx).exists()
+        # A terminal from the task's own devpts (execstart.sh), where the command sees it,
+        # reached through the task's root without following its links (execstream.py
+        # `open_task_ptmx`: its /dev is the task's to change); a task started before it
+        # had one gets the host's.
+        task_root = f"/proc/{init}/root"
         # With a terminal, the command leads its own session in the task's PID namespace
         # and takes the terminal (`setsid --ctty`): the session `nsenter` leads is outside
         # it, so a shell there could not make its job its terminal's foreground.
@@ -361,7 +375,7 @@ class ExecDriver(RawExecDriver):
         return await execstream.exec_beside(request, env_allow=self.config.env_allow,
                                             cgroup=task.cgroup, inputs=inputs,
                                             outputs=outputs, enter=enter,
-                                            ptmx=ptmx if own_pty else None)
+                                            task_root=task_root if request.tty else None)
 
     async def fingerprint(self) -> AsyncIterator[Fingerprint]:
         """Healthy while the agent is root and can make the namespaces and limit cgroups;

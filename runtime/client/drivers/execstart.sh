@@ -12,11 +12,14 @@
 # The root is a tmpfs at ROOT (an empty dir in the start's state dir) holding: the host's
 # chroot_env (ROOTFS, built once per host by chroot.py), each of its top-level directories
 # bind-mounted read-only and its symlinks copied; the alloc dir's ALLOC, LOCAL and SECRETS at
-# /alloc, /local, /secrets (read-write, as Nomad's task_dir_hook); a private /tmp, /proc of the
+# /alloc, /local, /secrets (read-write, as Nomad's task_dir_hook); a private /tmp (nodev, as
+# /dev/shm: no device opens there whatever the task makes), /proc of the
 # task's PID namespace, a small /dev (null, zero, full, random, urandom, tty, shm); and the
 # N binds: the host volume mounts, then the device nodes of the device hook (each
-# read-only when "ro"; their destinations checked by execdriver.py `check_destination`).
-# Devices: DEVCG is the task's own v1 devices cgroup ("" where there is none). As Nomad's
+# read-only when "ro"; their destinations checked by execdriver.py `check_destination`, and
+# for symlinks again here right before each mount; a file already there is never emptied).
+# Devices: DEVCG is the task's own v1 devices cgroup ("" where there is none: then the task
+# lacks mknod unless its cap_add names it, execdriver.py `_capabilities`). As Nomad's
 # executor (executor_linux_cgo.go `configureIsolation`: runc's specconv `AllowedDevices`, plus
 # `cmdDevices`), the task may create any node but open only null, zero, full, random,
 # urandom, tty, console, ptmx, pts/* and net/tun, and its device nodes with their
@@ -55,11 +58,12 @@ mkdir "$root/alloc" "$root/local" "$root/secrets" "$root/tmp" "$root/proc" "$roo
 mount --bind "$alloc" "$root/alloc"
 mount --bind "$local" "$root/local"
 mount --bind "$secrets" "$root/secrets"
-mount -t tmpfs -o mode=1777 yurt-tmp "$root/tmp"
+mount -t tmpfs -o mode=1777,nodev yurt-tmp "$root/tmp"
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mount -t tmpfs -o mode=0755,nosuid yurt-dev "$root/dev"
 # New nodes of the host's devices (the tmpfs is not nodev; the devices cgroup decides what
-# opens), and the host's /dev/fd and stdio links, all /proc/self/fd..., where it has them.
+# opens, and where there is none the task has no mknod: execdriver.py `_capabilities`), and
+# the host's /dev/fd and stdio links, all /proc/self/fd..., where it has them.
 if [ -L /dev/fd ] && [ -L /dev/stdin ] && [ -L /dev/stdout ] && [ -L /dev/stderr ]; then
     cp -a /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty /dev/fd \
         /dev/stdin /dev/stdout /dev/stderr "$root/dev/"
@@ -77,9 +81,34 @@ mount -t tmpfs -o mode=1777,nosuid,nodev yurt-shm "$root/dev/shm"
 mkdir "$root/dev/pts"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 yurt-pts "$root/dev/pts"
 ln -s pts/ptmx "$root/dev/ptmx"
+# Fails the start if any part of the task path $1 is a symlink in the root: one there would
+# be followed out of the task root, to the host (execdriver.py `check_destination` looked
+# before the start; a sibling task sharing /alloc may have planted one since).
+no_links() {
+    rest=$1 here=$root
+    while [ -n "$rest" ]; do
+        part=${rest%%/*}
+        case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+        case $part in ''|.) continue ;; esac
+        here=$here/$part
+        if [ -L "$here" ]; then
+            step="$step: ${here#"$root"} is a symbolic link"
+            return 1
+        fi
+    done
+}
 while [ "$n" -gt 0 ]; do
     target=$root$2 step="mount $1 at $2"
-    if [ -d "$1" ]; then mkdir -p "$target"; else mkdir -p "${target%/*}"; : >"$target"; fi
+    # A file destination is made only where absent: one there (under /alloc or /local) is
+    # the alloc's, never emptied. The links are looked for again right before the mount.
+    no_links "$2"
+    if [ -d "$1" ]; then
+        mkdir -p "$target"
+    else
+        mkdir -p "${target%/*}"
+        [ -e "$target" ] || : >>"$target"
+    fi
+    no_links "$2"
     mode=$3
     case $mode in dev-*w*) mode=rw ;; dev-*) mode=ro ;; esac
     if [ "$mode" = ro ]; then mount --bind -o ro "$1" "$target"; else mount --bind "$1" "$target"; fi

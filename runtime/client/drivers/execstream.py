@@ -14,7 +14,9 @@ user switch (`users.py`) when the task has a user.
 
 Without a tty the command's stdin, stdout and stderr are three pipes. With a tty it gets a
 pseudo-terminal (`os.openpty`): the spawn opens the slave by its path *after* `setsid`, which
-makes it the new session's controlling terminal (what a login does), and the window size is
+makes it the new session's controlling terminal (what a login does); an exec task's own pty
+(`open_task_ptmx`) is reached through fds only and its slave handed over as an fd, for the
+command to take as its terminal (`setsid --ctty`). The window size is
 set on the master with TIOCSWINSZ (the kernel sends SIGWINCH to the foreground group). Every
 fd is a non-blocking `trio.lowlevel.FdStream`; the exit is watched through a pidfd: nothing
 here blocks the event loop or holds a thread while the command runs.
@@ -35,10 +37,12 @@ Trio's).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import shutil
 import signal
+import stat
 import struct
 import termios
 from collections.abc import Callable, Sequence
@@ -65,9 +69,15 @@ ENTER: Final = ('cd "$1" || exit 126\n'
                 'shift 2\n'
                 'exec "$@"\n')
 CHUNK: Final = 4096
-#: <asm-generic/ioctls.h>: a pty master's number, and its unlock (what ptsname/unlockpt do).
-TIOCGPTN: Final = 0x80045430
+#: <asm-generic/ioctls.h>: a pty master's unlock (what unlockpt does).
 TIOCSPTLCK: Final = 0x40045431
+#: <asm-generic/ioctls.h>: a new fd on a master's slave (Linux 4.13), with open(2) flags.
+TIOCGPTPEER: Final = 0x5441
+#: <linux/magic.h>.
+DEVPTS_SUPER_MAGIC: Final = 0x1CD1
+#: Room for <bits/statfs.h>'s struct statfs (120 bytes on 64-bit Linux).
+STATFS_SIZE: Final = 256
+_libc = ctypes.CDLL(None, use_errno=True)
 #: After the command exits, how long output from a process that left its group is waited for.
 DRAIN_TIMEOUT: Final = 2.0
 #: The bound of the cleanup's kill and reap.
@@ -149,39 +159,101 @@ class _Process:
         os.close(self.pidfd)
 
 
-def open_pty(ptmx: str | None) -> tuple[int, int, str]:
-    """A pseudo-terminal: its master, its slave and the slave's path. From the host's
-    devpts (`os.openpty`), or from the devpts instance whose `ptmx` is given (a task's own,
-    as `/proc/PID/root/dev/ptmx`), so the command sees its terminal under its own /dev."""
-    if ptmx is None:
+def open_pty(task_root: str | None) -> tuple[int, int, str | None]:
+    """A pseudo-terminal: its master, its slave and the slave's path (None: the slave is
+    only an fd). From the host's devpts (`os.openpty`), or from the devpts instance a task
+    mounted at its root's `/dev/pts` (`task_root` is `/proc/PID/root`, see
+    `open_task_ptmx`): its slave by `TIOCGPTPEER` on the master, never by a path. A task
+without a /dev/pts (started before execstart.sh made one) gets the host's.
+
+    Raises:
+        OSError: no pty, or (DriverError) the task's /dev/pts is not a devpts instance.
+    """
+    try:
+        master = open_task_ptmx(task_root) if task_root is not None else None
+    except FileNotFoundError:  # a task started before it had a devpts: the host's pty
+        master = None
+    if master is None:
         master, slave = os.openpty()
         return master, slave, os.ttyname(slave)
-    master = os.open(ptmx, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         fcntl.ioctl(master, TIOCSPTLCK, struct.pack("i", 0))  # unlockpt
-        (number,) = struct.unpack("I", fcntl.ioctl(master, TIOCGPTN, b"\0" * 4))
-        path = str(Path(ptmx).parent / "pts" / str(number))
-        slave = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        slave = fcntl.ioctl(master, TIOCGPTPEER, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
     except BaseException:
         os.close(master)
         raise
-    return master, slave, path
+    return master, slave, None
+
+
+def _fs_type(fd: int) -> int:
+    """The filesystem magic of `fd` (fstatfs(2)'s f_type, the struct's first word)."""
+    buf = ctypes.create_string_buffer(STATFS_SIZE)
+    if _libc.fstatfs(fd, buf) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return int(ctypes.c_long.from_buffer(buf).value)
+
+
+def open_task_ptmx(task_root: str) -> int:
+    """The master of a new pty of the devpts instance at `task_root`/dev/pts, opened without
+    following anything the task could plant: its /dev is a writable tmpfs, where a symlink
+    would be resolved against the agent's root (a root task could make the agent open any
+    host file). Each step is relative to the previous one's fd, with O_NOFOLLOW; `pts` must
+    be a devpts filesystem (where nothing can be created) and `ptmx` its ptmx node (5:2).
+
+    Raises:
+        FileNotFoundError: the task has no /dev/pts (started before it had one).
+        DriverError: anything else there is not what execstart.sh made.
+    """
+    def refuse(why: str) -> DriverError:
+        return DriverError(f"cannot open the task's terminal: {why}")
+
+    walk = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    root = os.open(task_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fds = [root]
+    try:
+        for name, shown in (("dev", "/dev"), ("pts", "/dev/pts")):
+            try:
+                fds.append(os.open(name, walk, dir_fd=fds[-1]))
+            except FileNotFoundError:
+                raise
+            except OSError as e:  # ELOOP, ENOTDIR: a symlink or a file planted there
+                raise refuse(f"{shown}: {e.strerror}") from None
+        if _fs_type(fds[-1]) != DEVPTS_SUPER_MAGIC:
+            raise refuse("/dev/pts is not a devpts filesystem")
+        try:
+            master = os.open("ptmx", os.O_RDWR | os.O_NOCTTY | os.O_NOFOLLOW | os.O_NONBLOCK
+                             | os.O_CLOEXEC, dir_fd=fds[-1])
+        except OSError as e:
+            raise refuse(f"/dev/pts/ptmx: {e.strerror}") from None
+        found = os.fstat(master)
+        if not stat.S_ISCHR(found.st_mode) or found.st_rdev != os.makedev(5, 2):
+            os.close(master)
+            raise refuse("/dev/pts/ptmx is not the ptmx device")
+        return master
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def spawn(argv: Sequence[str], env: dict[str, str], *, tty: bool,
-          ptmx: str | None = None) -> _Process:
+          task_root: str | None = None) -> _Process:
     """Start `argv` (argv[0] an absolute path) as a session leader with pipes or a pty
-    (from `ptmx`'s devpts instance when given, see `open_pty`).
+    (from the devpts of the task whose root is `task_root` when given, see `open_pty`: the
+    slave is then the command's stdio by fd, and the command must take it as its controlling
+    terminal itself, as `setsid --ctty`).
 
     Raises:
         OSError: out of fds or processes, no pty.
     """
     cloexec_all_fds()  # see spawn.py: nothing of the agent's leaks to it
     if tty:
-        master, slave, slave_path = open_pty(ptmx)
+        master, slave, slave_path = open_pty(task_root)
         try:
-            actions = [(os.POSIX_SPAWN_OPEN, 0, slave_path, os.O_RDWR, 0),
-                       (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
+            actions: list[tuple[int, int, int] | tuple[int, int, str, int, int]] = [
+                (os.POSIX_SPAWN_OPEN, 0, slave_path, os.O_RDWR, 0) if slave_path is not None
+                else (os.POSIX_SPAWN_DUP2, slave, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
             pid = os.posix_spawn(argv[0], list(argv), env, file_actions=actions, setsid=True,
                                  setsigdef=DEFAULT_SIGNALS, setsigmask=())
         except BaseException:
@@ -259,7 +331,7 @@ async def _pump(stream: trio.lowlevel.FdStream, name: Literal["stdout", "stderr"
 async def run_session(argv: Sequence[str], env: dict[str, str], *, tty: bool,
                       inputs: trio.abc.ReceiveChannel[ExecInput],
                       outputs: trio.abc.SendChannel[ExecOutput],
-                      ptmx: str | None = None) -> int:
+                      task_root: str | None = None) -> int:
     """Spawn `argv` and serve it until it exits (see the module's docstring); return its
     exit code.
 
@@ -267,7 +339,7 @@ async def run_session(argv: Sequence[str], env: dict[str, str], *, tty: bool,
         DriverError: it cannot be spawned.
     """
     try:
-        process = spawn(argv, env, tty=tty, ptmx=ptmx)
+        process = spawn(argv, env, tty=tty, task_root=task_root)
     except OSError as e:
         raise DriverError(f"failed to start command: {e}") from None
     try:
@@ -335,11 +407,12 @@ async def exec_beside(request: ExecRequest, *, env_allow: Sequence[str], cgroup:
                       inputs: trio.abc.ReceiveChannel[ExecInput],
                       outputs: trio.abc.SendChannel[ExecOutput],
                       enter: Callable[[list[str], str], tuple[list[str], str]] | None = None,
-                      ptmx: str | None = None) -> int:
+                      task_root: str | None = None) -> int:
     """raw_exec's `exec_task`: `request.command` in its task's environment, working directory,
     user and `cgroup` (None: none). `enter`, given the command's words (user switch and
     resolved command) and working directory, returns those to run instead (the exec driver's
-    way into the task's namespaces; `ptmx` its terminals). Returns the exit code. Raises
+    way into the task's namespaces; `task_root`, its `/proc/PID/root`, where its terminals
+    are). Returns the exit code. Raises
     DriverError."""
     if not request.command:
         raise DriverError("command is not present")
@@ -349,4 +422,4 @@ async def exec_beside(request: ExecRequest, *, env_allow: Sequence[str], cgroup:
     argv = [SHELL, "-c", ENTER, "yurt-exec", work_dir, str(cgroup or ""), *words,
             *request.command[1:]]
     return await run_session(argv, env, tty=request.tty, inputs=inputs, outputs=outputs,
-                             ptmx=ptmx)
+                             task_root=task_root)
