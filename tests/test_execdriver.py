@@ -21,7 +21,7 @@ import trio
 from tests.agent_support import wait_status
 from tests.runtime_support import eventually
 from yurt.runtime.agent.agent import Agent, AgentConfig
-from yurt.runtime.client.drivers import cgroups, chroot, execstream, limits
+from yurt.runtime.client.drivers import cgroups, chroot, limits, ptys
 from yurt.runtime.client.drivers.execdriver import (
     REQUIRES_ROOT,
     ExecDriver,
@@ -370,17 +370,17 @@ def test_the_tasks_ptmx_is_reached_through_no_link(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     with pytest.raises(FileNotFoundError):
-        execstream.open_task_ptmx(str(root))
+        ptys.open_task_ptmx(str(root))
     (root / "dev").symlink_to("/dev")
     with pytest.raises(DriverError, match=r"^cannot open the task's terminal: /dev: "):
-        execstream.open_task_ptmx(str(root))
+        ptys.open_task_ptmx(str(root))
     (root / "dev").unlink()
     (root / "dev").mkdir()
     (root / "dev" / "pts").symlink_to("/dev/pts")
     with pytest.raises(DriverError, match=r"terminal: /dev/pts: "):
-        execstream.open_task_ptmx(str(root))
+        ptys.open_task_ptmx(str(root))
     (root / "dev" / "pts").unlink()
     (root / "dev" / "pts").mkdir()
     (root / "dev" / "pts" / "ptmx").symlink_to("/dev/ptmx")
     with pytest.raises(DriverError, match="/dev/pts is not a devpts filesystem"):
-        execstream.open_task_ptmx(str(root))
+        ptys.open_task_ptmx(str(root))
