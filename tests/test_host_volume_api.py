@@ -320,3 +320,29 @@ async def test_an_unreadable_book_is_kept_aside_and_the_agent_starts(tmp_path: P
             # The node still offers what it made; placement finds no volume of that ID.
             node = (await r.client.get(f"/v1/node/{r.agent.node.id}")).json()
             assert node["HostVolumes"]["data"]["ID"] == vol["ID"]
+
+
+async def test_a_plugin_that_cannot_start_is_skipped_and_named_when_it_fails(
+        tmp_path: Path) -> None:
+    plugins = trio.Path(tmp_path / "host_volume_plugins")
+    await plugins.mkdir()
+    await (plugins / "noshebang").write_text('echo \'{"version": "1"}\'\n')
+    await (plugins / "later").write_text(PLUGIN)
+    for name in ("noshebang", "later"):
+        await (plugins / name).chmod(0o755)
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as r:
+            c = r.client
+            attrs = (await c.get(f"/v1/node/{r.agent.node.id}")).json()["Attributes"]
+            assert "plugins.host_volume.noshebang.version" not in attrs
+            assert attrs["plugins.host_volume.later.version"] == "1.2.3"
+            # Fingerprinted, then made unstartable: the create names the plugin and the error.
+            await (plugins / "later").write_text("echo no shebang\n")
+            failed = await c.put("/v1/volume/host/create", json=_spec(PluginID="later"))
+            assert failed.status_code == 500
+            assert failed.text == (f'error running plugin "later" create: fork/exec '
+                                   f'{plugins / "later"}: Exec format error')
+            assert (await c.get("/v1/volumes", params={"type": "host"})).json() == []
+            # The name is free again.
+            made = await c.put("/v1/volume/host/create", json=_spec())
+            assert made.status_code == 200, made.text
