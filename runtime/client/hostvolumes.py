@@ -227,7 +227,7 @@ class HostVolumeManager:
                         await self._run_delete(msgspec.structs.replace(vol, host_path=path))
                 raise HostVolumeNodeError(f"failed to save volume in client state: {e}"
                                           ) from e
-        except HostVolumeNodeError:
+        except BaseException:  # a failure, an OSError or a cancellation: the name is free
             if first:
                 self._names.pop(vol.name, None)
             raise

@@ -1,0 +1,66 @@
+"""The node's side of dynamic host volumes with real plugin processes and real files
+(layer 2): client/hostvolumes.py `HostVolumeManager` and client/hostvolume_plugins.py
+`ExternalPlugin`, without an agent. A cancelled create frees the volume's name; records are
+replaced whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from yurt.runtime.client.hostvolume_plugins import ExternalPlugin, discover
+from yurt.runtime.client.hostvolumes import HostVolumeManager
+from yurt.runtime.structs.hostvolume import HostVolume
+from yurt.runtime.structs.node import ClientHostVolumeConfig
+
+#: create marks that it started, then never answers.
+HANGS = """#!/bin/sh
+case "$1" in
+fingerprint) echo '{"version": "1"}' ;;
+create) : >"$DHV_VOLUMES_DIR/started"; exec /bin/sleep 60 ;;
+esac
+"""
+
+
+async def _plugins(tmp_path: Path, **scripts: str) -> Path:
+    plugin_dir = trio.Path(tmp_path / "plugins")
+    await plugin_dir.mkdir()
+    for name, text in scripts.items():
+        await (plugin_dir / name).write_text(text)
+        await (plugin_dir / name).chmod(0o755)
+    return Path(plugin_dir)
+
+
+async def _until_exists(path: Path) -> None:
+    """A file the plugin process makes: polled, it has no other way to tell."""
+    while not await trio.Path(path).exists():  # noqa: ASYNC110 - another process's file
+        await trio.sleep(0.02)
+
+
+def _manager(tmp_path: Path, plugins: dict[str, ExternalPlugin] | None = None
+             ) -> tuple[HostVolumeManager, dict[str, ClientHostVolumeConfig | None]]:
+    offered: dict[str, ClientHostVolumeConfig | None] = {}
+    manager = HostVolumeManager(tmp_path / "volumes", tmp_path / "state",
+                                offered.__setitem__, plugins)
+    return manager, offered
+
+
+async def test_a_cancelled_create_frees_the_name(tmp_path: Path) -> None:
+    volumes = tmp_path / "volumes"
+    volumes.mkdir()
+    with trio.fail_after(20):
+        plugins = await discover(await _plugins(tmp_path, hangs=HANGS), volumes, "default")
+        manager, offered = _manager(tmp_path, plugins)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(manager.create, HostVolume(
+                id="11111111-1111-1111-1111-111111111111", name="data", namespace="default",
+                plugin_id="hangs"))
+            await _until_exists(volumes / "started")
+            nursery.cancel_scope.cancel()
+        path, _ = await manager.create(HostVolume(
+            id="22222222-2222-2222-2222-222222222222", name="data", namespace="default",
+            plugin_id="mkdir"))
+        assert path == str(volumes / "22222222-2222-2222-2222-222222222222")
+        assert offered["data"] is not None
+        assert offered["data"].id == "22222222-2222-2222-2222-222222222222"
