@@ -5,6 +5,9 @@ replaced whole."""
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from pathlib import Path
 
 import trio
@@ -64,3 +67,26 @@ async def test_a_cancelled_create_frees_the_name(tmp_path: Path) -> None:
         assert path == str(volumes / "22222222-2222-2222-2222-222222222222")
         assert offered["data"] is not None
         assert offered["data"].id == "22222222-2222-2222-2222-222222222222"
+
+
+async def test_records_are_private_whole_files(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        manager, _ = _manager(tmp_path)
+        vol = HostVolume(id="33333333-3333-3333-3333-333333333333", name="data",
+                         namespace="default", plugin_id="mkdir",
+                         parameters={"mode": "0750"})
+        old = os.umask(0o022)
+        try:
+            await manager.create(vol)
+            await manager.create(vol)  # again: the record is replaced, not appended to
+        finally:
+            os.umask(old)
+        state = tmp_path / "state"
+        assert sorted(p.name for p in state.iterdir()) == [f"{vol.id}.json"]
+        record = state / f"{vol.id}.json"
+        assert stat.S_IMODE(record.stat().st_mode) == 0o600
+        assert json.loads(record.read_bytes())["parameters"] == {"mode": "0750"}
+        # A restarted node reads it back.
+        again, offered = _manager(tmp_path)
+        assert [r.id for r in await again.restore()] == [vol.id]
+        assert offered["data"] is not None

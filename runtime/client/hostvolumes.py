@@ -14,8 +14,9 @@ existing directory alone), so a restarted agent offers what it offered before (N
 Invariants:
 - One volume per name on a node (`volLocker`): a create or register of a name held by
   another ID is refused with Nomad's "volume name already exists on this node".
-- The record is written (atomically: a temporary file renamed) after the plugin succeeded
-  and before the node is told; a record that cannot be written undoes a first create.
+- The record is written (0600, atomically and durably: a fresh temporary file synced and
+  renamed, the directory synced) after the plugin succeeded and before the node is told;
+  a record that cannot be written undoes a first create.
 - A plugin is `mkdir` or one of the external plugins fingerprinted at the start; any other
   ID is Nomad's `no such plugin: "ID"` (placement refuses it first: the node has no
   `plugins.host_volume.<ID>.version` attribute).
@@ -36,6 +37,7 @@ from typing import Final, final
 import msgspec
 import trio
 
+from yurt.runtime.client.confined_write import replace_file_at
 from yurt.runtime.client.hostvolume_plugins import PLUGIN_TIMEOUT, ExternalPlugin
 from yurt.runtime.structs.hostvolume import (
     MKDIR_PLUGIN,
@@ -171,11 +173,18 @@ class HostVolumeManager:
         return self.state_dir / f"{vol_id}.json"
 
     def _write_record(self, record: VolumeRecord) -> None:
+        """The record, 0600, all or nothing and on disk before this returns: a temporary file
+        of its own name, synced, renamed over the record, then the directory synced
+        (client/confined_write.py `replace_file_at`), so a power loss leaves the old record
+        or the new one, never an empty one."""
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        final_path = self._record_path(record.id)
-        tmp = final_path.with_suffix(".tmp")
-        tmp.write_bytes(msgspec.json.encode(record))
-        os.replace(tmp, final_path)
+        dir_fd = os.open(self.state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            replace_file_at(dir_fd, self._record_path(record.id).name,
+                            msgspec.json.encode(record), 0o600)
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
     async def _thread(self, fn: Callable[[], None]) -> None:
         await trio.to_thread.run_sync(fn, limiter=self._limiter)
