@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 from pathlib import Path
 
@@ -90,3 +91,45 @@ async def test_records_are_private_whole_files(tmp_path: Path) -> None:
         again, offered = _manager(tmp_path)
         assert [r.id for r in await again.restore()] == [vol.id]
         assert offered["data"] is not None
+
+
+#: create starts a child that would run for a minute, says its PID, and waits for it.
+FORKS = """#!/bin/sh
+case "$1" in
+fingerprint) echo '{"version": "1"}' ;;
+create)
+  /bin/sleep 60 &
+  echo $! >"$DHV_VOLUMES_DIR/child.tmp"
+  /bin/mv "$DHV_VOLUMES_DIR/child.tmp" "$DHV_VOLUMES_DIR/child"
+  wait ;;
+esac
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+async def test_a_cut_off_run_kills_the_plugins_children(tmp_path: Path) -> None:
+    volumes = tmp_path / "volumes"
+    volumes.mkdir()
+    with trio.fail_after(20):
+        plugins = await discover(await _plugins(tmp_path, forks=FORKS), volumes, "default")
+        vol = HostVolume(id="44444444-4444-4444-4444-444444444444", name="data",
+                         namespace="default", plugin_id="forks")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(plugins["forks"].create, vol)
+            await _until_exists(volumes / "child")
+            nursery.cancel_scope.cancel()
+    child = int((volumes / "child").read_text())
+    try:
+        with trio.fail_after(5):
+            while _alive(child):  # noqa: ASYNC110 - the kernel's process table
+                await trio.sleep(0.02)
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)

@@ -10,16 +10,20 @@ error carries. A plugin whose fingerprint fails, or that cannot even be started 
 a noexec mount), is not offered (logged once at the start); one that cannot be started at a
 create or delete (removed since) fails that call with its name and the OS's error.
 
-Each run is bounded by `PLUGIN_TIMEOUT` at the call site and its process killed when it runs
-over (trio's `run_process` kills on cancellation). The plugin's stderr is never shown to API
-callers: only its exit status and its own `error` text.
+Each run is bounded by `PLUGIN_TIMEOUT` at the call site and, when it runs over or is
+cancelled, killed with every process it started: a run is a session and process group of its
+own, and the group gets SIGKILL (killing the child alone would leave a shell plugin's children
+running, holding its stdout open). The plugin's stderr is never shown to API callers: only its
+exit status and its own `error` text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Final, final
 
@@ -40,6 +44,14 @@ KILLED: Final = -9
 def _exit_text(code: int) -> str:
     """Go's `exec.ExitError` text."""
     return "signal: killed" if code == KILLED else f"exit status {code}"
+
+
+async def _kill_group(process: trio.Process) -> None:
+    """A run cut off: its whole process group, which `start_new_session` made the run's own
+    (a shell plugin's children would otherwise outlive it, holding its stdout open)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    await trio.lowlevel.checkpoint()
 
 
 @final
@@ -66,7 +78,8 @@ class ExternalPlugin:
         try:
             done = await trio.run_process([str(self.executable), op], env=env,
                                           capture_stdout=True, capture_stderr=True,
-                                          check=False)
+                                          check=False, start_new_session=True,
+                                          deliver_cancel=_kill_group)
         except OSError as e:
             log.warning("host volume plugin %s %s: not started: %s", self.id, op, e)
             raise HostVolumeNodeError(
