@@ -346,3 +346,25 @@ async def test_a_plugin_that_cannot_start_is_skipped_and_named_when_it_fails(
             # The name is free again.
             made = await c.put("/v1/volume/host/create", json=_spec())
             assert made.status_code == 200, made.text
+
+
+async def test_a_volume_of_another_node_goes_only_with_force(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            vol = (await r.client.put("/v1/volume/host/create", json=_spec())).json()["Volume"]
+        # As a book restored from another agent's snapshot: the volume is another node's.
+        book = trio.Path(tmp_path / "server" / "host-volumes.json")
+        await book.write_text((await book.read_text()).replace(
+            vol["NodeID"], "9d8e7f6a-5b4c-4d3e-8f2a-1b0c9d8e7f6a"))
+        await trio.Path(tmp_path / "client" / "host_volumes" / f"{vol['ID']}.json").unlink()
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            c = r.client
+            refused = await c.delete(f"/v1/volume/host/{vol['ID']}")
+            assert (refused.status_code, refused.text) == (
+                409, "volume cannot be removed from unknown node without force=true")
+            bad = await c.delete(f"/v1/volume/host/{vol['ID']}", params={"force": "yes"})
+            assert (bad.status_code, bad.text) == (400, "invalid force value")
+            forced = await c.delete(f"/v1/volume/host/{vol['ID']}", params={"force": "true"})
+            assert forced.status_code == 200, forced.text
+            assert (await c.get(f"/v1/volume/host/{vol['ID']}")).status_code == 404
+            assert await trio.Path(vol["HostPath"]).is_dir()  # no node's plugin ran

@@ -289,8 +289,14 @@ class HostVolumeBook:
             await self._node_call(self._node.register(vol))
             return await self._store(vol, existing)
 
-    async def delete(self, namespace: str, vol_id: str, claimed: list[str]) -> int:
-        """`HostVolume.Delete`: `claimed` are the IDs of live allocations that mount it.
+    async def delete(self, namespace: str, vol_id: str,
+                     claimed: Callable[[HostVolume], list[str]], *, force: bool = False) -> int:
+        """`HostVolume.Delete`: `claimed(vol)`, asked under the lock (no placement slips in
+        between the check and the delete), gives the IDs of live allocations that mount it.
+
+        A volume of another node (a book restored from another agent's snapshot) has no
+        plugin here to run: as Nomad's `Delete` for an unknown node, it is refused unless
+        `force`, which drops it from the book without touching any node.
 
         Returns:
             The index of the delete.
@@ -301,10 +307,15 @@ class HostVolumeBook:
             vol = self.get(namespace, vol_id)
             if vol is None:
                 raise VolumeRefused(f"no such volume: {vol_id}", 404)
-            if claimed:
+            in_use = claimed(vol)
+            if in_use:
                 raise VolumeRefused(f"volume {vol_id} in use by allocations: "
-                                    f"[{' '.join(claimed)}]", 409)
-            await self._node_call(self._node.delete(vol))
+                                    f"[{' '.join(in_use)}]", 409)
+            if vol.node_id == self._server.node.id:
+                await self._node_call(self._node.delete(vol))
+            elif not force:
+                raise VolumeRefused(
+                    "volume cannot be removed from unknown node without force=true", 409)
             async with self._server.change(capacity=True) as index:
                 del self.volumes[vol.id]
                 await self._save()
