@@ -312,11 +312,87 @@ async def test_an_unreadable_book_is_kept_aside_and_the_agent_starts(tmp_path: P
         book = trio.Path(tmp_path / "server" / "host-volumes.json")
         await book.write_text("{not json")
         async with running_agent(tmp_path, dev_mode=False) as r:
-            missing = await r.client.get(f"/v1/volume/host/{vol['ID']}")
-            assert missing.status_code == 404
             aside = [p.name for p in await trio.Path(tmp_path / "server").iterdir()
                      if p.name.startswith("host-volumes.json.unreadable-")]
             assert len(aside) == 1
-            # The node still offers what it made; placement finds no volume of that ID.
+            # The node still offers what it made, and the book adopts it back from the node.
             node = (await r.client.get(f"/v1/node/{r.agent.node.id}")).json()
             assert node["HostVolumes"]["data"]["ID"] == vol["ID"]
+            adopted = await r.client.get(f"/v1/volume/host/{vol['ID']}")
+            assert adopted.status_code == 200
+            assert adopted.json()["State"] == "ready"
+
+
+async def test_a_volume_the_node_made_but_the_book_missed_is_adopted(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            vol = (await r.client.put("/v1/volume/host/create", json=_spec(
+                Parameters={"mode": "0750"}))).json()["Volume"]
+        # As an agent killed after the node's step and before the book's write.
+        await trio.Path(tmp_path / "server" / "host-volumes.json").write_text('{"volumes":[]}')
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            c = r.client
+            got = await c.get(f"/v1/volume/host/{vol['ID']}")
+            assert got.status_code == 200, got.text
+            adopted = got.json()
+            for key in ("Name", "Namespace", "PluginID", "NodeID", "NodePool", "HostPath",
+                        "Parameters", "RequestedCapabilities"):
+                assert adopted[key] == vol[key], key
+            assert adopted["State"] == "ready"
+            listed = (await c.get("/v1/volumes", params={"type": "host"})).json()
+            assert [v["ID"] for v in listed] == [vol["ID"]]
+            assert (await c.delete(f"/v1/volume/host/{vol['ID']}")).status_code == 200
+            assert not await trio.Path(vol["HostPath"]).exists()
+            again = await c.put("/v1/volume/host/create", json=_spec())
+            assert again.status_code == 200, again.text
+        async with running_agent(tmp_path, dev_mode=False) as r:  # the delete held
+            listed = (await r.client.get("/v1/volumes", params={"type": "host"})).json()
+            assert [v["ID"] for v in listed] == [again.json()["Volume"]["ID"]]
+
+
+async def test_a_plugin_that_cannot_start_is_skipped_and_named_when_it_fails(
+        tmp_path: Path) -> None:
+    plugins = trio.Path(tmp_path / "host_volume_plugins")
+    await plugins.mkdir()
+    await (plugins / "noshebang").write_text('echo \'{"version": "1"}\'\n')
+    await (plugins / "later").write_text(PLUGIN)
+    for name in ("noshebang", "later"):
+        await (plugins / name).chmod(0o755)
+    with trio.fail_after(30):
+        async with running_agent(tmp_path) as r:
+            c = r.client
+            attrs = (await c.get(f"/v1/node/{r.agent.node.id}")).json()["Attributes"]
+            assert "plugins.host_volume.noshebang.version" not in attrs
+            assert attrs["plugins.host_volume.later.version"] == "1.2.3"
+            # Fingerprinted, then made unstartable: the create names the plugin and the error.
+            await (plugins / "later").write_text("echo no shebang\n")
+            failed = await c.put("/v1/volume/host/create", json=_spec(PluginID="later"))
+            assert failed.status_code == 500
+            assert failed.text == (f'error running plugin "later" create: fork/exec '
+                                   f'{plugins / "later"}: Exec format error')
+            assert (await c.get("/v1/volumes", params={"type": "host"})).json() == []
+            # The name is free again.
+            made = await c.put("/v1/volume/host/create", json=_spec())
+            assert made.status_code == 200, made.text
+
+
+async def test_a_volume_of_another_node_goes_only_with_force(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            vol = (await r.client.put("/v1/volume/host/create", json=_spec())).json()["Volume"]
+        # As a book restored from another agent's snapshot: the volume is another node's.
+        book = trio.Path(tmp_path / "server" / "host-volumes.json")
+        await book.write_text((await book.read_text()).replace(
+            vol["NodeID"], "9d8e7f6a-5b4c-4d3e-8f2a-1b0c9d8e7f6a"))
+        await trio.Path(tmp_path / "client" / "host_volumes" / f"{vol['ID']}.json").unlink()
+        async with running_agent(tmp_path, dev_mode=False) as r:
+            c = r.client
+            refused = await c.delete(f"/v1/volume/host/{vol['ID']}")
+            assert (refused.status_code, refused.text) == (
+                409, "volume cannot be removed from unknown node without force=true")
+            bad = await c.delete(f"/v1/volume/host/{vol['ID']}", params={"force": "yes"})
+            assert (bad.status_code, bad.text) == (400, "invalid force value")
+            forced = await c.delete(f"/v1/volume/host/{vol['ID']}", params={"force": "true"})
+            assert forced.status_code == 200, forced.text
+            assert (await c.get(f"/v1/volume/host/{vol['ID']}")).status_code == 404
+            assert await trio.Path(vol["HostPath"]).is_dir()  # no node's plugin ran

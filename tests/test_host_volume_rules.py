@@ -252,3 +252,22 @@ def test_the_cli_tables_as_nomads() -> None:
         "", "Capabilities", "Access Mode         Attachment Mode",
         "single-node-writer  file-system", "", "Allocations", "No allocations placed"]
     assert format_volume(full, short=True, verbose=False, length=8).count("\n") == 8
+
+
+def test_a_volume_is_claimed_by_live_allocs_of_its_namespace_and_node() -> None:
+    from yurt.runtime.api.hostvolumes import claims
+    from yurt.runtime.structs import Allocation
+
+    asks = job(group_block=_group())
+
+    def alloc(alloc_id: str, namespace: str = "default", node_id: str = "n1",
+              status: str = "running") -> Allocation:
+        return Allocation(id=alloc_id, name="j.g[0]", namespace=namespace, node_id=node_id,
+                          job=asks, task_group=asks.task_groups[0].name, client_status=status)
+
+    vol = msgspec.structs.replace(_ready(), node_id="n1")
+    allocs = [alloc("mine"), alloc("prod", namespace="prod"), alloc("elsewhere", node_id="n2"),
+              alloc("done", status="complete")]
+    assert [a.id for a in claims(vol, allocs)] == ["mine"]
+    prod = msgspec.structs.replace(vol, namespace="prod")
+    assert [a.id for a in claims(prod, allocs)] == ["prod"]

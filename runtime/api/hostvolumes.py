@@ -3,7 +3,9 @@
 
 Shapes and statuses are Nomad's: a create or register answers `{"Volume", "Warnings",
 "Index"}`; a read is the `HostVolume` with its `Allocations` (the live allocations whose group
-asks for the volume by name), 404 `volume not found`; a delete answers `{"Index"}`; a list is
+asks for the volume by name, in its namespace), 404 `volume not found`; a delete answers
+`{"Index"}` (`?force=true` drops a volume of another node from the book, as Nomad's for an
+unknown node; the claims are counted under the book's lock); a list is
 `HostVolumeStub`s, `?type=` absent answering `[]` and an unknown type 404. The server's
 refusals keep Nomad's texts; their statuses are yurt's, as everywhere in its API (Nomad answers
 every RPC error 500): 400 what the request is to blame for (a body that does not decode, an
@@ -43,6 +45,10 @@ from yurt.runtime.structs.hostvolumes import alloc_suffix
 from yurt.runtime.structs.volume import VOLUME_TYPE_HOST
 
 NOT_FOUND = "Resource not found"  # command/agent/http.go `resourceNotFoundErr`
+#: Go's strconv.ParseBool, which command/agent/host_volume_endpoint.go `deleteVolume` uses
+#: for `?force=`.
+_TRUE = frozenset(("1", "t", "T", "true", "TRUE", "True"))
+_BOOLS = _TRUE | {"", "0", "f", "F", "false", "FALSE", "False"}
 
 
 def _book(ctx: Context) -> HostVolumeBook:
@@ -55,14 +61,14 @@ def _book(ctx: Context) -> HostVolumeBook:
 
 
 def claims(vol: HostVolume, allocs: list[Allocation]) -> list[Allocation]:
-    """The allocations on the volume's node, not client-terminal (one being stopped still
-    has it mounted), whose group asks for it by name (nomad/state/state_store_host_volumes.go
-    `HostVolumeByID` with its allocations; structs/host_volumes.go `MatchesRequestSource`,
-    `per_alloc` included)."""
+    """The allocations on the volume's node and in its namespace, not client-terminal (one
+    being stopped still has it mounted), whose group asks for it by name
+    (nomad/state/state_store_host_volumes.go `HostVolumeByID` with its allocations;
+    structs/host_volumes.go `MatchesRequestSource`, `per_alloc` included)."""
     found = []
     for alloc in allocs:
         if is_client_terminal(alloc.client_status) or alloc.node_id != vol.node_id \
-                or alloc.job is None:
+                or alloc.namespace != vol.namespace or alloc.job is None:
             continue
         group = next((g for g in alloc.job.task_groups if g.name == alloc.task_group), None)
         for req in (group.volumes.values() if group is not None else ()):
@@ -115,13 +121,14 @@ async def volume(ctx: Context, request: Request) -> Response:
     namespace = request_namespace(request)
     if request.method == "DELETE":
         force = request.query_params.get("force", "")
-        if force not in ("", "true", "false", "1", "0", "t", "f", "True", "False",
-                         "TRUE", "FALSE", "T", "F"):
+        if force not in _BOOLS:
             raise ApiError(400, "invalid force value")
-        vol = book.get(namespace, vol_id)
-        live = claims(vol, list(ctx.agent.server.allocs.values())) if vol is not None else []
+
+        def claimed(vol: HostVolume) -> list[str]:  # asked under the book's lock
+            return [a.id for a in claims(vol, list(ctx.agent.server.allocs.values()))]
+
         try:
-            index = await book.delete(namespace, vol_id, [a.id for a in live])
+            index = await book.delete(namespace, vol_id, claimed, force=force in _TRUE)
         except VolumeRefused as e:
             raise ApiError(e.status, e.message) from e
         return json_response({"Index": index})

@@ -6,18 +6,24 @@ The protocol, Nomad's: the executable is run with one argument, the operation
 (`fingerprint`, `create`, `delete`), and an environment of `DHV_*` variables only (no PATH:
 Nomad sets `cmd.Env` to exactly these); `fingerprint` prints `{"version": "…"}`, `create`
 prints `{"path": "…", "bytes": N}`, and a failing run may print `{"error": "…"}`, which the
-error carries. A plugin whose fingerprint fails is not offered (logged once at the start).
+error carries. A plugin whose fingerprint fails, or that cannot even be started (no shebang,
+a noexec mount), is not offered (logged once at the start); one that cannot be started at a
+create or delete (removed since) fails that call with its name and the OS's error.
 
-Each run is bounded by `PLUGIN_TIMEOUT` at the call site and its process killed when it runs
-over (trio's `run_process` kills on cancellation). The plugin's stderr is never shown to API
-callers: only its exit status and its own `error` text.
+Each run is bounded by `PLUGIN_TIMEOUT` at the call site and, when it runs over or is
+cancelled, killed with every process it started: a run is a session and process group of its
+own, and the group gets SIGKILL (killing the child alone would leave a shell plugin's children
+running, holding its stdout open). The plugin's stderr is never shown to API callers: only its
+exit status and its own `error` text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Final, final
 
@@ -40,6 +46,14 @@ def _exit_text(code: int) -> str:
     return "signal: killed" if code == KILLED else f"exit status {code}"
 
 
+async def _kill_group(process: trio.Process) -> None:
+    """A run cut off: its whole process group, which `start_new_session` made the run's own
+    (a shell plugin's children would otherwise outlive it, holding its stdout open)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    await trio.lowlevel.checkpoint()
+
+
 @final
 class ExternalPlugin:
     """One executable of the plugin directory; `version` once fingerprinted."""
@@ -54,9 +68,23 @@ class ExternalPlugin:
         self.version = ""
 
     async def _run(self, op: str, env: dict[str, str]) -> tuple[int, bytes]:
-        """The run's exit status and stdout; the caller's deadline kills it (`KILLED`)."""
-        done = await trio.run_process([str(self.executable), op], env=env,
-                                      capture_stdout=True, capture_stderr=True, check=False)
+        """The run's exit status and stdout; the caller's deadline kills it (`KILLED`).
+
+        Raises:
+            HostVolumeNodeError: the executable could not be started (no shebang, a noexec
+                mount, removed since discovery: Go's `exec.Cmd.Start` error, which Nomad's
+                host_volume_plugin.go `runPlugin` returns with the plugin's name).
+        """
+        try:
+            done = await trio.run_process([str(self.executable), op], env=env,
+                                          capture_stdout=True, capture_stderr=True,
+                                          check=False, start_new_session=True,
+                                          deliver_cancel=_kill_group)
+        except OSError as e:
+            log.warning("host volume plugin %s %s: not started: %s", self.id, op, e)
+            raise HostVolumeNodeError(
+                f'error running plugin "{self.id}" {op}: fork/exec {self.executable}: '
+                f"{e.strerror or e}") from e
         if done.returncode != 0:
             log.warning("host volume plugin %s %s: %s: %s", self.id, op,
                         _exit_text(done.returncode), done.stderr.decode(errors="replace")[:500])

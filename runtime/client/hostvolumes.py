@@ -9,13 +9,14 @@ process: runtime/agent/agent.py hands it to server/hostvolumes.py as its `NodeVo
 the record and tells the agent the node lost it; `restore`, at the agent's start, runs
 the plugin's create again for every record (plugins are idempotent: mkdir leaves an
 existing directory alone), so a restarted agent offers what it offered before (Nomad's
-`restoreFromState`).
+`restoreFromState`); `held` lists them for the server, which adopts any its book lacks.
 
 Invariants:
 - One volume per name on a node (`volLocker`): a create or register of a name held by
   another ID is refused with Nomad's "volume name already exists on this node".
-- The record is written (atomically: a temporary file renamed) after the plugin succeeded
-  and before the node is told; a record that cannot be written undoes a first create.
+- The record is written (0600, atomically and durably: a fresh temporary file synced and
+  renamed, the directory synced) after the plugin succeeded and before the node is told;
+  a record that cannot be written undoes a first create.
 - A plugin is `mkdir` or one of the external plugins fingerprinted at the start; any other
   ID is Nomad's `no such plugin: "ID"` (placement refuses it first: the node has no
   `plugins.host_volume.<ID>.version` attribute).
@@ -36,6 +37,7 @@ from typing import Final, final
 import msgspec
 import trio
 
+from yurt.runtime.client.confined_write import replace_file_at
 from yurt.runtime.client.hostvolume_plugins import PLUGIN_TIMEOUT, ExternalPlugin
 from yurt.runtime.structs.hostvolume import (
     MKDIR_PLUGIN,
@@ -114,22 +116,26 @@ class VolumeRecord(msgspec.Struct, frozen=True):
     node_id: str = ""
     capacity_min: int = 0
     capacity_max: int = 0
+    #: What the plugin reported (absent from records written before it was kept).
+    capacity: int = 0
 
     def volume(self) -> HostVolume:
-        """The volume as a plugin is handed it again (a restore's create)."""
+        """The volume as a plugin is handed it again (a restore's create), or as the server
+        adopts it (server/hostvolumes.py `reconcile`)."""
         return HostVolume(id=self.id, name=self.name, namespace=self.namespace,
                           plugin_id=self.plugin_id, host_path=self.host_path,
                           parameters=dict(self.parameters), node_id=self.node_id,
                           requested_capacity_min_bytes=self.capacity_min,
-                          requested_capacity_max_bytes=self.capacity_max)
+                          requested_capacity_max_bytes=self.capacity_max,
+                          capacity_bytes=self.capacity)
 
 
-def record_of(vol: HostVolume, host_path: str) -> VolumeRecord:
+def record_of(vol: HostVolume, host_path: str, capacity: int = 0) -> VolumeRecord:
     return VolumeRecord(id=vol.id, name=vol.name, namespace=vol.namespace,
                         plugin_id=vol.plugin_id, host_path=host_path,
                         parameters=dict(vol.parameters), node_id=vol.node_id,
                         capacity_min=vol.requested_capacity_min_bytes,
-                        capacity_max=vol.requested_capacity_max_bytes)
+                        capacity_max=vol.requested_capacity_max_bytes, capacity=capacity)
 
 
 def node_volume(record: VolumeRecord) -> ClientHostVolumeConfig:
@@ -151,6 +157,7 @@ class HostVolumeManager:
         self._on_change = on_change
         self._external = dict(external or {})
         self._names: dict[str, str] = {}  # name → the ID holding it
+        self._held: dict[str, VolumeRecord] = {}  # ID → the record of a volume offered
         self._limiter = trio.CapacityLimiter(1)
 
     @property
@@ -171,11 +178,18 @@ class HostVolumeManager:
         return self.state_dir / f"{vol_id}.json"
 
     def _write_record(self, record: VolumeRecord) -> None:
+        """The record, 0600, all or nothing and on disk before this returns: a temporary file
+        of its own name, synced, renamed over the record, then the directory synced
+        (client/confined_write.py `replace_file_at`), so a power loss leaves the old record
+        or the new one, never an empty one."""
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        final_path = self._record_path(record.id)
-        tmp = final_path.with_suffix(".tmp")
-        tmp.write_bytes(msgspec.json.encode(record))
-        os.replace(tmp, final_path)
+        dir_fd = os.open(self.state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            replace_file_at(dir_fd, self._record_path(record.id).name,
+                            msgspec.json.encode(record), 0o600)
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
     async def _thread(self, fn: Callable[[], None]) -> None:
         await trio.to_thread.run_sync(fn, limiter=self._limiter)
@@ -218,7 +232,7 @@ class HostVolumeManager:
         first = self._lock_name(vol.name, vol.id)
         try:
             path, size = await self._run_create(vol)
-            record = record_of(vol, path)
+            record = record_of(vol, path, size)
             try:
                 await self._thread(lambda: self._write_record(record))
             except OSError as e:
@@ -227,10 +241,11 @@ class HostVolumeManager:
                         await self._run_delete(msgspec.structs.replace(vol, host_path=path))
                 raise HostVolumeNodeError(f"failed to save volume in client state: {e}"
                                           ) from e
-        except HostVolumeNodeError:
+        except BaseException:  # a failure, an OSError or a cancellation: the name is free
             if first:
                 self._names.pop(vol.name, None)
             raise
+        self._held[vol.id] = record
         self._on_change(vol.name, node_volume(record))
         return path, size
 
@@ -252,6 +267,7 @@ class HostVolumeManager:
             if first:
                 self._names.pop(vol.name, None)
             raise
+        self._held[vol.id] = record
         self._on_change(vol.name, node_volume(record))
 
     async def delete(self, vol: HostVolume) -> None:
@@ -264,9 +280,15 @@ class HostVolumeManager:
         if vol.plugin_id:
             await self._run_delete(vol)
         await self._thread(lambda: self._record_path(vol.id).unlink(missing_ok=True))
+        self._held.pop(vol.id, None)
         if self._names.get(vol.name) == vol.id:
             del self._names[vol.name]
             self._on_change(vol.name, None)
+
+    def held(self) -> list[HostVolume]:
+        """The volumes this node offers now, as its records have them (the server adopts
+        those its book lacks: server/hostvolumes.py `reconcile`)."""
+        return [record.volume() for record in self._held.values()]
 
     async def restore(self) -> list[VolumeRecord]:
         """Offer again every volume recorded here (`restoreFromState`): a created one's
@@ -299,6 +321,7 @@ class HostVolumeManager:
                 log.warning("host volume %s (%s) not restored: %s", record.name, record.id, e)
                 continue
             self._names[record.name] = record.id
+            self._held[record.id] = record
             self._on_change(record.name, node_volume(record))
             restored.append(record)
         return restored

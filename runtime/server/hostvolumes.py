@@ -18,6 +18,14 @@ Invariants:
   the plugin can't be made atomic with the registration"): a plugin failure writes nothing.
   Operations on one volume run one at a time (Nomad's `serializeCall`); here, all of them do,
   under one lock: they are rare.
+- The node's records and the book are two files written one after the other (the node's
+  first, server/hostvolumes.py `create`): an agent that dies between them restarts with a
+  volume the node holds and the book lacks, whose name would block creates and whose
+  DELETE would answer 404. `reconcile` adopts it (its namespace, name, plugin, parameters,
+  path and capacity from the node's record; the default capability) rather than deleting
+  it: its directory may hold data, and Nomad's client likewise offers what it restored
+  (client/hostvolumemanager/host_volumes.go `restoreFromState`) for the server to find.
+  The operator then sees it and can delete it as any other.
 - A stored volume is `ready` when the node offers its name, else `pending` (just made) or
   `unavailable` (it was ready and the node lost it): `UpsertHostVolume` and
   `upsertHostVolumeForNode`, applied again by `reconcile` after the node changes.
@@ -70,6 +78,7 @@ class NodeVolumes(Protocol):
     async def create(self, vol: HostVolume) -> tuple[str, int]: ...
     async def register(self, vol: HostVolume) -> None: ...
     async def delete(self, vol: HostVolume) -> None: ...
+    def held(self) -> list[HostVolume]: ...
 
 
 class VolumeRefused(Exception):
@@ -154,17 +163,33 @@ class HostVolumeBook:
 
     async def reconcile(self) -> None:
         """`upsertHostVolumeForNode`: every volume's state from what the node offers now;
-        a change is numbered and written."""
+        a change is numbered and written. A volume the node holds and the book lacks is
+        adopted (see the module header)."""
         async with self._lock:
+            adopted = [self._adoptable(v) for v in self._node.held() if v.id not in self.volumes]
             changed = [v for v in self.volumes.values() if self._state_on_node(v) != v.state]
-            if not changed:
+            if not changed and not adopted:
                 return
             async with self._server.change() as index:
+                for vol in adopted:
+                    log.warning("host volume %s (%s) held by the node but not in the book: "
+                                "adopted", vol.name, vol.id)
+                    self.volumes[vol.id] = msgspec.structs.replace(
+                        vol, state=self._state_on_node(vol), create_index=index,
+                        modify_index=index)
                 for vol in changed:
                     self.volumes[vol.id] = msgspec.structs.replace(
                         vol, state=self._state_on_node(vol), modify_index=index)
                 await self._save()
-                self._publish("HostVolumeRegistered", [self.volumes[v.id] for v in changed])
+                self._publish("HostVolumeRegistered",
+                              [self.volumes[v.id] for v in (*adopted, *changed)])
+
+    def _adoptable(self, held: HostVolume) -> HostVolume:
+        """A volume the node holds, as the book keeps it: this node's, its capabilities the
+        default (the node's record does not keep the requested ones)."""
+        node = self._server.node
+        vol = canonicalize_for_register(held, None, self._clock(), self._new_id)
+        return msgspec.structs.replace(vol, node_id=node.id, node_pool=node.node_pool)
 
     def _publish(self, kind: str, vols: list[HostVolume]) -> None:
         self._server.publish([Event(topic="HostVolume", type=kind, key=v.id,
@@ -289,8 +314,14 @@ class HostVolumeBook:
             await self._node_call(self._node.register(vol))
             return await self._store(vol, existing)
 
-    async def delete(self, namespace: str, vol_id: str, claimed: list[str]) -> int:
-        """`HostVolume.Delete`: `claimed` are the IDs of live allocations that mount it.
+    async def delete(self, namespace: str, vol_id: str,
+                     claimed: Callable[[HostVolume], list[str]], *, force: bool = False) -> int:
+        """`HostVolume.Delete`: `claimed(vol)`, asked under the lock (no placement slips in
+        between the check and the delete), gives the IDs of live allocations that mount it.
+
+        A volume of another node (a book restored from another agent's snapshot) has no
+        plugin here to run: as Nomad's `Delete` for an unknown node, it is refused unless
+        `force`, which drops it from the book without touching any node.
 
         Returns:
             The index of the delete.
@@ -301,10 +332,15 @@ class HostVolumeBook:
             vol = self.get(namespace, vol_id)
             if vol is None:
                 raise VolumeRefused(f"no such volume: {vol_id}", 404)
-            if claimed:
+            in_use = claimed(vol)
+            if in_use:
                 raise VolumeRefused(f"volume {vol_id} in use by allocations: "
-                                    f"[{' '.join(claimed)}]", 409)
-            await self._node_call(self._node.delete(vol))
+                                    f"[{' '.join(in_use)}]", 409)
+            if vol.node_id == self._server.node.id:
+                await self._node_call(self._node.delete(vol))
+            elif not force:
+                raise VolumeRefused(
+                    "volume cannot be removed from unknown node without force=true", 409)
             async with self._server.change(capacity=True) as index:
                 del self.volumes[vol.id]
                 await self._save()
