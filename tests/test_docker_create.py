@@ -246,6 +246,48 @@ def test_volumes_within_the_alloc_dir_always_elsewhere_only_when_enabled() -> No
         body({"volumes": ["/only-one-part"]}, {"volumes": {"enabled": True}})
 
 
+def test_a_bind_source_whose_links_leave_the_alloc_dir_is_refused() -> None:
+    """helper/escapingfs `ChildEscapesParentDir`: the check is of the resolved path."""
+    task_dir = ROOT / ALLOC / "web"
+    links = {f"{task_dir}/local/x": "/", f"{task_dir}/local/in": f"{task_dir}/local/data"}
+
+    def resolve(path: str) -> str:
+        return links.get(path, path)
+
+    config = msgspec.convert({"image": "img:1", "volumes": ["local/x:/host"]},
+                             DockerTaskConfig)
+    with pytest.raises(DriverError, match="volumes are not enabled; cannot mount host path: "
+                                          "'local/x:/host'"):
+        create_body(task(), config, plugin_config({}), image="i", resolve=resolve)
+    mount = msgspec.convert({"image": "img:1", "mount": [
+        {"type": "bind", "source": "local/x", "target": "/host"}]}, DockerTaskConfig)
+    with pytest.raises(DriverError, match="cannot mount host path: 'local/x'"):
+        create_body(task(), mount, plugin_config({}), image="i", resolve=resolve)
+    inside = msgspec.convert({"image": "img:1", "volumes": ["local/in:/d"]}, DockerTaskConfig)
+    binds = create_body(task(), inside, plugin_config({}), image="i",
+                        resolve=resolve)["HostConfig"]["Binds"]
+    assert binds[-1] == f"{task_dir}/local/data:/d"  # the resolved path is what is bound
+
+
+def test_a_real_symlink_to_the_hosts_root_is_refused(tmp_path: Path) -> None:
+    alloc = tmp_path / ALLOC
+    (alloc / "web" / "local" / "data").mkdir(parents=True)
+    (alloc / "web" / "local" / "x").symlink_to("/")
+    (alloc / "web" / "local" / "up").symlink_to("../../..")
+    (alloc / "web" / "local" / "in").symlink_to("data")
+    over = {"alloc_dir": alloc, "task_dir": alloc / "web"}
+    for spec in ("local/x:/host", "local/up:/host", "local/x/etc:/etc-host"):
+        config = msgspec.convert({"image": "img:1", "volumes": [spec]}, DockerTaskConfig)
+        with pytest.raises(DriverError, match="volumes are not enabled; cannot mount host"):
+            create_body(task(**over), config, plugin_config({}), image="i",
+                        resolve=os.path.realpath)
+    config = msgspec.convert({"image": "img:1", "volumes": ["local/in/new:/d"]},
+                             DockerTaskConfig)
+    binds = create_body(task(**over), config, plugin_config({}), image="i",
+                        resolve=os.path.realpath)["HostConfig"]["Binds"]
+    assert binds[-1] == f"{os.path.realpath(alloc)}/web/local/data/new:/d"
+
+
 def test_mount_blocks_bind_tmpfs_volume() -> None:
     task_dir = ROOT / ALLOC / "web"
     mounts = body({"mount": [

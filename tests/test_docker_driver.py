@@ -235,6 +235,21 @@ async def test_a_config_the_plugin_refuses_fails_before_any_container(
     assert dockerd.containers(f"label={LABEL_ALLOC_ID}={config.alloc_id}") == []
 
 
+async def test_a_link_out_of_the_alloc_dir_is_not_mounted(driver: DockerDriver,
+                                                         dockerd: DockerDaemon,
+                                                         alloc_root: Path) -> None:
+    """A container (root) leaves `local/x -> /`; the next start binding `local/x` is refused
+    (driver.go `containerBinds`) instead of mounting the host's root."""
+    config = task(alloc_root, {"volumes": ["local/x:/host"], **sh("ls /host")})
+    assert config.task_dir is not None
+    (config.task_dir / "local" / "x").symlink_to("/")
+    with trio.fail_after(TIMEOUT), pytest.raises(
+            DriverError, match="volumes are not enabled; cannot mount host path: "
+                               "'local/x:/host'"):
+        await driver.start_task(config)
+    assert dockerd.containers(f"label={LABEL_ALLOC_ID}={config.alloc_id}") == []
+
+
 async def test_host_volume_mounts_honour_read_only(driver: DockerDriver, tmp_path: Path,
                                                    alloc_root: Path) -> None:
     volume = tmp_path / "vol"

@@ -1,4 +1,5 @@
-"""The container-create body of one task start: pure, no I/O, no clock.
+"""The container-create body of one task start: pure, no I/O, no clock (but the `resolve`
+function the caller passes for bind sources).
 
 `create_body` turns what a task start knows (protocol.py `TaskConfig`: env, directories,
 mounts, devices, resources), the task's `config {}` (configs.py `DockerTaskConfig`) and the
@@ -11,9 +12,10 @@ Nomad's drivers/docker/driver.go `createContainerConfig` and `containerBinds` bu
   touches only its own) and `LABEL_TASK_ID` (the start's invocation ID);
 - the alloc dir as Nomad binds it: `<alloc>/alloc` at `/alloc`, `<task>/local` at `/local`,
   `<task>/secrets` at `/secrets`, `<alloc>/alloc/logs` read-only, with `NOMAD_*_DIR` naming
-  them; then the config's `volumes` (host paths outside the alloc dir only with the plugin's
-  `volumes.enabled`; relative paths are the task dir's), `mount` blocks, the host volume
-  mounts of the volume hook (`TaskConfig.mounts`) and the device hook's and config's devices;
+  them; then the config's `volumes` (host paths outside the alloc dir, symlinks resolved,
+  only with the plugin's `volumes.enabled`; relative paths are the task dir's), `mount`
+  blocks, the host volume mounts of the volume hook (`TaskConfig.mounts`) and the device
+  hook's and config's devices;
 - limits (driver.go `memoryLimits`): `Memory` the hard limit (`memory_max`, or
   `memory_hard_limit`, else `memory`), `MemoryReservation` the soft one when there is a hard
   one above it, `CpuShares` the task's `cpu` (2 … 262144);
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -125,24 +127,36 @@ def capability_delta(allow: Sequence[str], add: Sequence[str],
     return cap_add, cap_drop
 
 
-def _inside(parent: Path, path: Path) -> bool:
+#: How a bind's host path is resolved before the alloc-dir check: the driver passes
+#: `os.path.realpath` (symlinks followed, as helper/escapingfs `ChildEscapesParentDir`'s
+#: `filepath.EvalSymlinks`); the identity (the default) checks the text only.
+Resolver = Callable[[str], str]
+
+
+def _same(path: str) -> str:
+    return path
+
+
+def _inside(parent: str, path: str) -> bool:
     return Path(os.path.normpath(path)).is_relative_to(os.path.normpath(parent))
 
 
 def _host_source(source: str, task: TaskConfig, plugin: DockerPluginConfig,
-                 spelled: str) -> str:
+                 spelled: str, resolve: Resolver) -> str:
     """A bind's host path: relative ones are the task dir's (driver.go `expandPath`); one
-    outside the alloc dir needs `volumes.enabled` (driver.go `containerBinds`)."""
+    that leaves the alloc dir once its symlinks are resolved needs `volumes.enabled`
+    (driver.go `containerBinds`, helper/escapingfs `ChildEscapesParentDir`). The resolved
+    path is what is bound, so the checked path is the mounted one."""
     assert task.task_dir is not None
     assert task.alloc_dir is not None
-    path = Path(os.path.normpath(task.task_dir / source))
-    if not plugin.volumes.enabled and not _inside(task.alloc_dir, path):
+    path = resolve(os.path.normpath(task.task_dir / source))
+    if not plugin.volumes.enabled and not _inside(resolve(str(task.alloc_dir)), path):
         raise DriverError(f"volumes are not enabled; cannot mount host path: {spelled!r}")
-    return str(path)
+    return path
 
 
 def _volume_binds(task: TaskConfig, cfg: DockerTaskConfig,
-                  plugin: DockerPluginConfig) -> list[str]:
+                  plugin: DockerPluginConfig, resolve: Resolver) -> list[str]:
     assert task.task_dir is not None
     assert task.alloc_dir is not None
     if cfg.volume_driver and not plugin.volumes.enabled:
@@ -156,12 +170,13 @@ def _volume_binds(task: TaskConfig, cfg: DockerTaskConfig,
         if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
             raise DriverError(f"invalid docker volume {spec!r}: expected SRC:DST[:MODE]")
         src, dst = parts[0], parts[1]
-        src = _host_source(src, task, plugin, spec) if not cfg.volume_driver else src
+        src = _host_source(src, task, plugin, spec, resolve) if not cfg.volume_driver else src
         binds.append(":".join([src, dst, *parts[2:]]))
     return binds
 
 
-def _mount(block: DockerMount, task: TaskConfig, plugin: DockerPluginConfig) -> dict[str, Any]:
+def _mount(block: DockerMount, task: TaskConfig, plugin: DockerPluginConfig,
+           resolve: Resolver) -> dict[str, Any]:
     """driver.go's `mount` handling and config.go `toDockerHostMount`."""
     mount: dict[str, Any] = {"Type": block.type, "Target": block.target,
                              "Source": block.source, "ReadOnly": block.readonly}
@@ -169,7 +184,7 @@ def _mount(block: DockerMount, task: TaskConfig, plugin: DockerPluginConfig) -> 
     if block.type == "bind":
         if not block.source:
             raise DriverError(f"mount {block.target!r}: a bind mount needs a source")
-        mount["Source"] = _host_source(block.source, task, plugin, block.source)
+        mount["Source"] = _host_source(block.source, task, plugin, block.source, resolve)
         options = first(block.bind_options) or empty
         if options.propagation:
             mount["BindOptions"] = {"Propagation": options.propagation}
@@ -280,7 +295,7 @@ def _hook_mount(mount: TaskMount) -> dict[str, Any]:
 
 def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginConfig, *,
                 image: str, default_network: str = "none",
-                total_compute_mhz: int = 0) -> dict[str, Any]:
+                total_compute_mhz: int = 0, resolve: Resolver = _same) -> dict[str, Any]:
     """The `POST /containers/create` body for this start of `task`.
 
     Args:
@@ -288,6 +303,8 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         default_network: the `network_mode` when the config has none: "bridge" where the
             daemon has that network, else "none".
         total_compute_mhz: the node's CPU MHz (for `cpu_hard_limit`; 0: not set).
+        resolve: how bind sources are resolved before the alloc-dir check (`Resolver`);
+            the driver passes `os.path.realpath`, so this is the only filesystem access.
 
     Raises:
         DriverError: something the plugin's options forbid or the config cannot mean.
@@ -320,8 +337,8 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
     cap_add, cap_drop = capability_delta(plugin.allow_caps, cfg.cap_add, cfg.cap_drop)
     network = cfg.network_mode or default_network
     host: dict[str, Any] = {
-        "Binds": _volume_binds(task, cfg, plugin),
-        "Mounts": [_mount(m, task, plugin) for m in (*cfg.mount, *cfg.mounts)]
+        "Binds": _volume_binds(task, cfg, plugin, resolve),
+        "Mounts": [_mount(m, task, plugin, resolve) for m in (*cfg.mount, *cfg.mounts)]
         + [_hook_mount(m) for m in task.mounts],
         "Memory": memory, "MemoryReservation": reservation,
         "CpuShares": cpu_shares(task.cpu_shares),

@@ -35,6 +35,7 @@ early for them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal as signals
@@ -180,9 +181,12 @@ class DockerDriver:
             self.engine, cfg, self.config, config.task_dir,
             on_pull=lambda ref: self._emit(config, "Downloading image", {"image": ref}))
         try:
-            body = create.create_body(config, cfg, self.config, image=image_id,
-                                      default_network=self._default_network,
-                                      total_compute_mhz=self.total_compute_mhz)
+            # In a thread: bind sources are resolved with their symlinks on the host
+            # (create.py `Resolver`), so a link the task made cannot lead out of its alloc dir.
+            body = await trio.to_thread.run_sync(functools.partial(
+                create.create_body, config, cfg, self.config, image=image_id,
+                default_network=self._default_network,
+                total_compute_mhz=self.total_compute_mhz, resolve=os.path.realpath))
         except DriverError as e:
             raise DriverError(f"Failed to create container configuration for image "
                               f"{cfg.image!r} ({image_id!r}): {e}") from None
