@@ -20,6 +20,7 @@ import trio
 from tests.docker_support import IMAGE, DockerDaemon, import_image, start_dockerd, stop_dockerd
 from yurt.runtime.client.drivers.docker.create import LABEL_ALLOC_ID, LABEL_ALLOC_ROOT
 from yurt.runtime.client.drivers.docker.driver import DockerDriver
+from yurt.runtime.client.drivers.docker.images import LOAD_CHUNK
 from yurt.runtime.client.drivers.docker.plugin import plugin_config
 from yurt.runtime.client.drivers.protocol import ExitResult, TaskConfig
 from yurt.runtime.errors import DriverError, TaskNotFoundError
@@ -395,6 +396,39 @@ async def test_load_takes_the_image_from_a_tarball_in_local(
         with trio.fail_after(TIMEOUT), pytest.raises(DriverError,
                                                      match=r"Failed to load image 'missing\.tar'"):
             await driver.start_task(broken)
+    finally:
+        dockerd.cli("rmi", tag, check=False)
+
+
+async def test_load_never_reads_an_archive_outside_local(
+        driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path, tmp_path: Path) -> None:
+    """A `load` that resolves outside `local/` (`..`, or a link the task made) is refused
+    before anything reaches the daemon; an absolute name is local's, as driver.go
+    `loadImage`'s `filepath.Join`. The archive (over one `LOAD_CHUNK`) is streamed."""
+    tag = f"yurt-test/load:{uuid.uuid4().hex[:8]}"
+    outside = tmp_path / "outside.tar"
+    dockerd.cli("tag", IMAGE, tag)
+    dockerd.cli("save", "-o", str(outside), tag)
+    dockerd.cli("rmi", tag)
+    assert outside.stat().st_size > LOAD_CHUNK
+    try:
+        for load, link in (("../../../../outside.tar", False), ("image.tar", True),
+                           ("/image.tar", True)):
+            config = task(alloc_root, {"image": tag, "load": load, **sh("exit 0")})
+            assert config.task_dir is not None
+            if link:
+                (config.task_dir / "local" / "image.tar").symlink_to(outside)
+            with trio.fail_after(TIMEOUT), pytest.raises(
+                    DriverError, match=r"the archive must be inside the task's local/"):
+                await driver.start_task(config)
+            assert dockerd.cli("images", "-q", tag).stdout.strip() == ""
+        config = task(alloc_root, {"image": tag, "load": "/image.tar", **sh("exit 4")})
+        assert config.task_dir is not None
+        os.link(outside, config.task_dir / "local" / "image.tar")
+        with trio.fail_after(TIMEOUT):
+            await driver.start_task(config)
+            assert await driver.wait_task(config.id) == ExitResult(exit_code=4)
+            await driver.destroy_task(config.id, force=False)
     finally:
         dockerd.cli("rmi", tag, check=False)
 
