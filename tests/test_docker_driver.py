@@ -7,6 +7,7 @@ after it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import uuid
@@ -199,6 +200,41 @@ async def test_reconcile_removes_only_unaccounted_containers_of_this_agent(
             await restarted.destroy_task(kept.id, force=True)
         finally:
             await restarted.engine.aclose()
+
+
+async def test_a_container_the_daemon_cannot_remove_is_logged_and_reconciled_later(
+        driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An immutable file in the container's root directory makes Docker's removal fail
+    (500, "operation not permitted"): destroy logs Docker's message and forgets the task;
+    the container keeps its labels and the next `reconcile` removes it once it can."""
+    config = task(alloc_root, sh("exit 0"))
+    with trio.fail_after(TIMEOUT):
+        handle = await driver.start_task(config)
+        await driver.wait_task(config.id)
+    cid = handle.driver_state["container_id"]
+    data = dockerd.root / "data"  # the vfs storage driver: the layer's directory
+    mount_id = (data / "image" / "vfs" / "layerdb" / "mounts" / cid / "mount-id").read_text()
+    rootfs = data / "vfs" / "dir" / mount_id.strip()
+    (rootfs / "pinned").write_text("")
+    await trio.run_process(["chattr", "+i", str(rootfs / "pinned")])
+    try:
+        with (trio.fail_after(TIMEOUT),
+              caplog.at_level(logging.WARNING, "yurt.drivers.docker")):
+            await driver.destroy_task(config.id, force=False)
+            assert await driver.reconcile(alloc_root) == 0  # still pinned: not removed
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 2
+        assert all(w.startswith(f"docker: cannot remove container {cid}: ") for w in warnings)
+        assert "operation not permitted" in warnings[0]  # Docker's own words
+        assert cid in dockerd.containers(f"label={LABEL_ALLOC_ROOT}={alloc_root}")
+        with pytest.raises(TaskNotFoundError):
+            driver._task(config.id)
+    finally:
+        await trio.run_process(["chattr", "-i", str(rootfs / "pinned")])
+    with trio.fail_after(TIMEOUT):
+        assert await driver.reconcile(alloc_root) == 1
+    assert dockerd.containers(f"label={LABEL_ALLOC_ID}={config.alloc_id}") == []
 
 
 async def test_reconcile_spares_a_container_whose_start_is_under_way(

@@ -324,6 +324,8 @@ class DockerDriver:
             if identity:
                 await logs.stop_log_copier(identity, drain=True)
             if self.config.gc.container:
+                # A container the daemon would not remove is logged there and forgotten
+                # here: unaccounted for, the next `reconcile` removes it.
                 await containers.remove(self.engine, task.container_id)
         del self._tasks[task_id]
         if task.image:
@@ -375,8 +377,7 @@ class DockerDriver:
             if (cid in known or start in self._starting
                     or (alloc_ids is not None and alloc not in alloc_ids)):
                 continue
-            await containers.remove(self.engine, cid)
-            removed += 1
+            removed += await containers.remove(self.engine, cid)
         return removed
 
     # ------------------------------------------------------------------ the rest
