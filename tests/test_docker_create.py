@@ -12,12 +12,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from yurt.runtime.client.drivers import capabilities
 from yurt.runtime.client.drivers.configs import DockerAuth, DockerTaskConfig
 from yurt.runtime.client.drivers.docker.create import (
     LABEL_ALLOC_ID,
     LABEL_ALLOC_ROOT,
     LABEL_TASK_ID,
-    capability_delta,
     container_name,
     create_body,
     memory_limits,
@@ -210,10 +210,11 @@ def test_ports_are_published_from_the_allocation_except_with_host_networking() -
 
 
 def test_capabilities_within_allow_caps_with_nomads_message() -> None:
-    assert capability_delta(["chown", "kill"], [], []) == (
-        [], sorted({"audit_write", "dac_override", "fowner", "fsetid", "mknod",
-                    "net_bind_service", "setfcap", "setgid", "setpcap", "setuid",
-                    "sys_chroot", "net_raw"}))
+    assert body({}, {"allow_caps": ["chown", "kill"]})["HostConfig"]["CapDrop"] == sorted(
+        {"audit_write", "dac_override", "fowner", "fsetid", "mknod", "net_bind_service",
+         "setfcap", "setgid", "setpcap", "setuid", "sys_chroot", "net_raw"})
+    assert plugin_config({}).allow_caps == sorted(capabilities.NOMAD_DEFAULTS)
+    assert body({})["HostConfig"]["CapDrop"] == ["net_raw"]  # Nomad's defaults
     b = body({"cap_add": ["CAP_NET_BIND_SERVICE"], "cap_drop": ["mknod"]})
     assert b["HostConfig"]["CapAdd"] == ["net_bind_service"]
     assert b["HostConfig"]["CapDrop"] == ["mknod", "net_raw"]
@@ -223,6 +224,16 @@ def test_capabilities_within_allow_caps_with_nomads_message() -> None:
     assert body({"cap_add": ["sys_admin"]}, {"allow_caps": ["all"]})["HostConfig"][
         "CapAdd"] == ["sys_admin"]
     assert body({"cap_drop": ["ALL"]})["HostConfig"]["CapDrop"] == ["all"]
+    with pytest.raises(DriverError, match=r"^cap_add configured with capabilities not "
+                                          r"supported by system: fly$"):
+        body({"cap_add": ["chown", "fly"]}, {"allow_caps": ["all"]})
+    with pytest.raises(DriverError, match=r"^cap_drop configured with capabilities not "
+                                          r"supported by system: fly$"):
+        body({"cap_drop": ["CAP_FLY"]})
+    with pytest.raises(DriverError, match=r"^invalid docker plugin config: allow_caps "
+                                          "configured with capabilities not supported by "
+                                          r"system: fly$"):
+        plugin_config({"allow_caps": ["chown", "fly"]})
 
 
 def test_privileged_only_when_the_plugin_allows_it() -> None:

@@ -22,8 +22,9 @@ Nomad's drivers/docker/driver.go `createContainerConfig` and `containerBinds` bu
 - ports: with `host` networking the task listens on its allocated port, nothing to publish;
   otherwise each `ports` label is published from the group's allocation (`NOMAD_HOST_PORT_x`
   on the host, `NOMAD_PORT_x` in the container), tcp and udp, as driver.go's `publishedPorts`;
-- capabilities (drivers/shared/capabilities `Delta`): `cap_add` must be within `allow_caps`,
-  whatever Docker's defaults hold beyond `allow_caps` is dropped; `privileged` only when the
+- capabilities (capabilities.py `delta`, drivers/shared/capabilities `Delta`): `cap_add`
+  must be within `allow_caps`, whatever Docker's defaults hold beyond `allow_caps` is
+  dropped, a name the kernel does not know is refused; `privileged` only when the
   plugin allows it.
 
 Invariant: every refusal is a `DriverError` whose text is Nomad's where Nomad has one.
@@ -37,8 +38,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from yurt.runtime.client.drivers import capabilities as caps
 from yurt.runtime.client.drivers.configs import DockerMount, DockerMountOptions, DockerTaskConfig
-from yurt.runtime.client.drivers.docker.plugin import DOCKER_DEFAULT_CAPS, DockerPluginConfig
+from yurt.runtime.client.drivers.docker.plugin import DockerPluginConfig
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError
 from yurt.runtime.structs import TaskMount
@@ -100,31 +102,6 @@ def cpu_shares(requested: int) -> int:
     """driver.go `cpuResources`, for a host under 262144 MHz: the MHz, within cgroup v1's
     bounds."""
     return min(max(requested, MIN_CPU_SHARES), MAX_CPU_SHARES)
-
-
-def _normalize_cap(name: str) -> str:
-    return name.strip().lower().removeprefix("cap_")
-
-
-def capability_delta(allow: Sequence[str], add: Sequence[str],
-                     drop: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(CapAdd, CapDrop): drivers/shared/capabilities/defaults.go `Delta`.
-
-    Raises:
-        DriverError: `add` names capabilities `allow` does not hold (Nomad's text).
-    """
-    allowed = {_normalize_cap(c) for c in allow}
-    adds = {_normalize_cap(c) for c in add}
-    drops = {_normalize_cap(c) for c in drop}
-    if "all" not in allowed:
-        missing = sorted(adds - allowed)
-        if missing:
-            raise DriverError("driver does not allow the following capabilities: "
-                              + ", ".join(missing))
-    cap_add = ["all"] if "all" in adds else sorted(adds)
-    beyond = set() if "all" in allowed else set(DOCKER_DEFAULT_CAPS) - allowed
-    cap_drop = ["all"] if "all" in drops else sorted(beyond | drops)
-    return cap_add, cap_drop
 
 
 #: How a bind's host path is resolved before the alloc-dir check: the driver passes
@@ -295,7 +272,8 @@ def _hook_mount(mount: TaskMount) -> dict[str, Any]:
 
 def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginConfig, *,
                 image: str, default_network: str = "none",
-                total_compute_mhz: int = 0, resolve: Resolver = _same) -> dict[str, Any]:
+                total_compute_mhz: int = 0, resolve: Resolver = _same,
+                system_caps: frozenset[str] = frozenset(caps.KNOWN)) -> dict[str, Any]:
     """The `POST /containers/create` body for this start of `task`.
 
     Args:
@@ -305,6 +283,7 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         total_compute_mhz: the node's CPU MHz (for `cpu_hard_limit`; 0: not set).
         resolve: how bind sources are resolved before the alloc-dir check (`Resolver`);
             the driver passes `os.path.realpath`, so this is the only filesystem access.
+        system_caps: the capabilities this kernel supports (capabilities.py `supported`).
 
     Raises:
         DriverError: something the plugin's options forbid or the config cannot mean.
@@ -334,7 +313,13 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         raise DriverError("cpu_hard_limit needs the node's total compute, which is unknown")
     memory, reservation = memory_limits(cfg.memory_hard_limit, task.memory_mb,
                                         task.memory_max_mb)
-    cap_add, cap_drop = capability_delta(plugin.allow_caps, cfg.cap_add, cfg.cap_drop)
+    for option in ("cap_add", "cap_drop"):
+        bad = caps.unsupported(getattr(cfg, option), system_caps)
+        if bad:  # as drivers/exec/driver.go `TaskConfig.validate` (execdriver.py)
+            raise DriverError(f"{option} configured with capabilities not supported by "
+                              f"system: {caps.text(bad)}")
+    cap_add, cap_drop = caps.delta(plugin.allow_caps, cfg.cap_add, cfg.cap_drop, system_caps,
+                                   caps.DOCKER_DEFAULTS)
     network = cfg.network_mode or default_network
     host: dict[str, Any] = {
         "Binds": _volume_binds(task, cfg, plugin, resolve),

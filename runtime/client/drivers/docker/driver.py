@@ -48,6 +48,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 import trio
 
+from yurt.runtime.client.drivers import capabilities
 from yurt.runtime.client.drivers.configs import DockerTaskConfig
 from yurt.runtime.client.drivers.docker import (
     containers,
@@ -132,6 +133,8 @@ class DockerDriver:
             EVENT_BUFFER)
         #: The node's `cpu.totalcompute` (client/fingerprint.py), for `cpu_hard_limit`.
         self.total_compute_mhz = (os.cpu_count() or 1) * _cpu_mhz()
+        #: The kernel's capabilities (capabilities.py `supported`), for `cap_add`/`cap_drop`.
+        self._system_caps = capabilities.supported()
 
     @property
     def name(self) -> str:
@@ -186,7 +189,8 @@ class DockerDriver:
             body = await trio.to_thread.run_sync(functools.partial(
                 create.create_body, config, cfg, self.config, image=image_id,
                 default_network=self._default_network,
-                total_compute_mhz=self.total_compute_mhz, resolve=os.path.realpath))
+                total_compute_mhz=self.total_compute_mhz, resolve=os.path.realpath,
+                system_caps=self._system_caps))
         except DriverError as e:
             raise DriverError(f"Failed to create container configuration for image "
                               f"{cfg.image!r} ({image_id!r}): {e}") from None
