@@ -24,6 +24,7 @@ from yurt.runtime.client.drivers.docker.create import (
 )
 from yurt.runtime.client.drivers.docker.images import ImageGC, registry_auth, split_reference
 from yurt.runtime.client.drivers.docker.plugin import DockerPluginConfig, plugin_config
+from yurt.runtime.client.drivers.limits import limits_for
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError, JobSpecError
 from yurt.runtime.jobspec import parse_job
@@ -181,11 +182,24 @@ def test_memory_limits_are_nomads(memory: int, memory_max: int, hard: int,
     assert memory_limits(hard, memory, memory_max) == (expected[0] * mib, expected[1] * mib)
 
 
+@pytest.mark.parametrize(("memory", "memory_max", "cpu"),
+                         [(256, 0, 0), (256, 512, 100), (256, -1, 300_000), (1, 0, 2)])
+def test_docker_and_the_cgroup_drivers_share_limits_arithmetic(memory: int, memory_max: int,
+                                                                cpu: int) -> None:
+    """Without docker's own `memory_hard_limit`, a container gets what limits.py
+    `limits_for` gives exec and raw_exec (no hard limit: -1 there, 0 in Docker's words)."""
+    limits = limits_for(memory, memory_max, cpu)
+    host = body(memory_mb=memory, memory_max_mb=memory_max, cpu_shares=cpu)["HostConfig"]
+    assert (host["Memory"], host["MemoryReservation"], host["CpuShares"]) == (
+        max(limits.memory_bytes, 0), limits.memory_soft_bytes, limits.cpu_shares)
+
+
 def test_limits_reach_the_host_config() -> None:
     host = body(memory_mb=64, memory_max_mb=128, cpu_shares=300)["HostConfig"]
     assert (host["Memory"], host["MemoryReservation"], host["CpuShares"]) == (
         128 << 20, 64 << 20, 300)
     assert body(cpu_shares=0)["HostConfig"]["CpuShares"] == 2
+    assert body(cpu_shares=300_000)["HostConfig"]["CpuShares"] == 262_144
     with pytest.raises(DriverError, match="exceed driver hard limit of 128 MB"):
         body({"memory_hard_limit": 128}, memory_mb=256)
     assert body({"pids_limit": 10})["HostConfig"]["PidsLimit"] == 10

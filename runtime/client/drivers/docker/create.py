@@ -41,6 +41,7 @@ from typing import Any, Final, TypeVar
 from yurt.runtime.client.drivers import capabilities as caps
 from yurt.runtime.client.drivers.configs import DockerMount, DockerMountOptions, DockerTaskConfig
 from yurt.runtime.client.drivers.docker.plugin import DockerPluginConfig
+from yurt.runtime.client.drivers.limits import MEMORY_NO_LIMIT, limits_for
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError
 from yurt.runtime.structs import TaskMount
@@ -55,11 +56,6 @@ EXTRA_LABELS: Final = {
 }
 LABEL_ALLOC_ROOT: Final = "io.yurt.alloc_root"
 LABEL_TASK_ID: Final = "io.yurt.task_id"
-MIB: Final = 1024 * 1024
-MIN_CPU_SHARES: Final = 2
-MAX_CPU_SHARES: Final = 262_144
-#: driver.go `memoryNoLimit`: `memory_max = -1`.
-MEMORY_NO_LIMIT: Final = -1
 DEFAULT_CFS_PERIOD: Final = 100_000
 
 T = TypeVar("T")
@@ -89,19 +85,13 @@ def first(value: Sequence[T] | T | None) -> T | None:
 
 
 def memory_limits(hard_limit_mb: int, memory_mb: int, memory_max_mb: int) -> tuple[int, int]:
-    """(Memory, MemoryReservation) in bytes: driver.go `memoryLimits`."""
-    if memory_max_mb == MEMORY_NO_LIMIT:
-        return 0, memory_mb * MIB
-    high = max(hard_limit_mb, memory_max_mb)
-    if high == 0:
-        return memory_mb * MIB, 0
-    return high * MIB, memory_mb * MIB
-
-
-def cpu_shares(requested: int) -> int:
-    """driver.go `cpuResources`, for a host under 262144 MHz: the MHz, within cgroup v1's
-    bounds."""
-    return min(max(requested, MIN_CPU_SHARES), MAX_CPU_SHARES)
+    """(Memory, MemoryReservation) in bytes: driver.go `memoryLimits`, which is limits.py
+    `limits_for`'s rule with docker's own `memory_hard_limit` as the hard limit where it is
+    above `memory_max`; Docker spells "no hard limit" (`memory_max = -1`) as 0."""
+    high = (MEMORY_NO_LIMIT if memory_max_mb == MEMORY_NO_LIMIT
+            else max(hard_limit_mb, memory_max_mb))
+    limits = limits_for(memory_mb, high, 0)
+    return max(limits.memory_bytes, 0), limits.memory_soft_bytes
 
 
 #: How a bind's host path is resolved before the alloc-dir check: the driver passes
@@ -326,7 +316,9 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         "Mounts": [_mount(m, task, plugin, resolve) for m in (*cfg.mount, *cfg.mounts)]
         + [_hook_mount(m) for m in task.mounts],
         "Memory": memory, "MemoryReservation": reservation,
-        "CpuShares": cpu_shares(task.cpu_shares),
+        # driver.go `cpuResources`, for a host under 262144 MHz: the MHz, within cgroup v1's
+        # bounds (limits.py `limits_for`).
+        "CpuShares": limits_for(task.memory_mb, 0, task.cpu_shares).cpu_shares,
         "NetworkMode": network,
         "Privileged": cfg.privileged, "CapAdd": cap_add, "CapDrop": cap_drop,
         "Devices": _devices(task, cfg),
