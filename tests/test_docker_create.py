@@ -12,18 +12,19 @@ from typing import Any
 import msgspec
 import pytest
 
+from yurt.runtime.client.drivers import capabilities
 from yurt.runtime.client.drivers.configs import DockerAuth, DockerTaskConfig
 from yurt.runtime.client.drivers.docker.create import (
     LABEL_ALLOC_ID,
     LABEL_ALLOC_ROOT,
     LABEL_TASK_ID,
-    capability_delta,
     container_name,
     create_body,
     memory_limits,
 )
 from yurt.runtime.client.drivers.docker.images import ImageGC, registry_auth, split_reference
 from yurt.runtime.client.drivers.docker.plugin import DockerPluginConfig, plugin_config
+from yurt.runtime.client.drivers.limits import limits_for
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError, JobSpecError
 from yurt.runtime.jobspec import parse_job
@@ -181,11 +182,24 @@ def test_memory_limits_are_nomads(memory: int, memory_max: int, hard: int,
     assert memory_limits(hard, memory, memory_max) == (expected[0] * mib, expected[1] * mib)
 
 
+@pytest.mark.parametrize(("memory", "memory_max", "cpu"),
+                         [(256, 0, 0), (256, 512, 100), (256, -1, 300_000), (1, 0, 2)])
+def test_docker_and_the_cgroup_drivers_share_limits_arithmetic(memory: int, memory_max: int,
+                                                                cpu: int) -> None:
+    """Without docker's own `memory_hard_limit`, a container gets what limits.py
+    `limits_for` gives exec and raw_exec (no hard limit: -1 there, 0 in Docker's words)."""
+    limits = limits_for(memory, memory_max, cpu)
+    host = body(memory_mb=memory, memory_max_mb=memory_max, cpu_shares=cpu)["HostConfig"]
+    assert (host["Memory"], host["MemoryReservation"], host["CpuShares"]) == (
+        max(limits.memory_bytes, 0), limits.memory_soft_bytes, limits.cpu_shares)
+
+
 def test_limits_reach_the_host_config() -> None:
     host = body(memory_mb=64, memory_max_mb=128, cpu_shares=300)["HostConfig"]
     assert (host["Memory"], host["MemoryReservation"], host["CpuShares"]) == (
         128 << 20, 64 << 20, 300)
     assert body(cpu_shares=0)["HostConfig"]["CpuShares"] == 2
+    assert body(cpu_shares=300_000)["HostConfig"]["CpuShares"] == 262_144
     with pytest.raises(DriverError, match="exceed driver hard limit of 128 MB"):
         body({"memory_hard_limit": 128}, memory_mb=256)
     assert body({"pids_limit": 10})["HostConfig"]["PidsLimit"] == 10
@@ -210,10 +224,11 @@ def test_ports_are_published_from_the_allocation_except_with_host_networking() -
 
 
 def test_capabilities_within_allow_caps_with_nomads_message() -> None:
-    assert capability_delta(["chown", "kill"], [], []) == (
-        [], sorted({"audit_write", "dac_override", "fowner", "fsetid", "mknod",
-                    "net_bind_service", "setfcap", "setgid", "setpcap", "setuid",
-                    "sys_chroot", "net_raw"}))
+    assert body({}, {"allow_caps": ["chown", "kill"]})["HostConfig"]["CapDrop"] == sorted(
+        {"audit_write", "dac_override", "fowner", "fsetid", "mknod", "net_bind_service",
+         "setfcap", "setgid", "setpcap", "setuid", "sys_chroot", "net_raw"})
+    assert plugin_config({}).allow_caps == sorted(capabilities.NOMAD_DEFAULTS)
+    assert body({})["HostConfig"]["CapDrop"] == ["net_raw"]  # Nomad's defaults
     b = body({"cap_add": ["CAP_NET_BIND_SERVICE"], "cap_drop": ["mknod"]})
     assert b["HostConfig"]["CapAdd"] == ["net_bind_service"]
     assert b["HostConfig"]["CapDrop"] == ["mknod", "net_raw"]
@@ -223,6 +238,16 @@ def test_capabilities_within_allow_caps_with_nomads_message() -> None:
     assert body({"cap_add": ["sys_admin"]}, {"allow_caps": ["all"]})["HostConfig"][
         "CapAdd"] == ["sys_admin"]
     assert body({"cap_drop": ["ALL"]})["HostConfig"]["CapDrop"] == ["all"]
+    with pytest.raises(DriverError, match=r"^cap_add configured with capabilities not "
+                                          r"supported by system: fly$"):
+        body({"cap_add": ["chown", "fly"]}, {"allow_caps": ["all"]})
+    with pytest.raises(DriverError, match=r"^cap_drop configured with capabilities not "
+                                          r"supported by system: fly$"):
+        body({"cap_drop": ["CAP_FLY"]})
+    with pytest.raises(DriverError, match=r"^invalid docker plugin config: allow_caps "
+                                          "configured with capabilities not supported by "
+                                          r"system: fly$"):
+        plugin_config({"allow_caps": ["chown", "fly"]})
 
 
 def test_privileged_only_when_the_plugin_allows_it() -> None:
@@ -244,6 +269,48 @@ def test_volumes_within_the_alloc_dir_always_elsewhere_only_when_enabled() -> No
     assert binds[-1] == "/etc:/host-etc"
     with pytest.raises(DriverError, match="invalid docker volume"):
         body({"volumes": ["/only-one-part"]}, {"volumes": {"enabled": True}})
+
+
+def test_a_bind_source_whose_links_leave_the_alloc_dir_is_refused() -> None:
+    """helper/escapingfs `ChildEscapesParentDir`: the check is of the resolved path."""
+    task_dir = ROOT / ALLOC / "web"
+    links = {f"{task_dir}/local/x": "/", f"{task_dir}/local/in": f"{task_dir}/local/data"}
+
+    def resolve(path: str) -> str:
+        return links.get(path, path)
+
+    config = msgspec.convert({"image": "img:1", "volumes": ["local/x:/host"]},
+                             DockerTaskConfig)
+    with pytest.raises(DriverError, match="volumes are not enabled; cannot mount host path: "
+                                          "'local/x:/host'"):
+        create_body(task(), config, plugin_config({}), image="i", resolve=resolve)
+    mount = msgspec.convert({"image": "img:1", "mount": [
+        {"type": "bind", "source": "local/x", "target": "/host"}]}, DockerTaskConfig)
+    with pytest.raises(DriverError, match="cannot mount host path: 'local/x'"):
+        create_body(task(), mount, plugin_config({}), image="i", resolve=resolve)
+    inside = msgspec.convert({"image": "img:1", "volumes": ["local/in:/d"]}, DockerTaskConfig)
+    binds = create_body(task(), inside, plugin_config({}), image="i",
+                        resolve=resolve)["HostConfig"]["Binds"]
+    assert binds[-1] == f"{task_dir}/local/data:/d"  # the resolved path is what is bound
+
+
+def test_a_real_symlink_to_the_hosts_root_is_refused(tmp_path: Path) -> None:
+    alloc = tmp_path / ALLOC
+    (alloc / "web" / "local" / "data").mkdir(parents=True)
+    (alloc / "web" / "local" / "x").symlink_to("/")
+    (alloc / "web" / "local" / "up").symlink_to("../../..")
+    (alloc / "web" / "local" / "in").symlink_to("data")
+    over = {"alloc_dir": alloc, "task_dir": alloc / "web"}
+    for spec in ("local/x:/host", "local/up:/host", "local/x/etc:/etc-host"):
+        config = msgspec.convert({"image": "img:1", "volumes": [spec]}, DockerTaskConfig)
+        with pytest.raises(DriverError, match="volumes are not enabled; cannot mount host"):
+            create_body(task(**over), config, plugin_config({}), image="i",
+                        resolve=os.path.realpath)
+    config = msgspec.convert({"image": "img:1", "volumes": ["local/in/new:/d"]},
+                             DockerTaskConfig)
+    binds = create_body(task(**over), config, plugin_config({}), image="i",
+                        resolve=os.path.realpath)["HostConfig"]["Binds"]
+    assert binds[-1] == f"{os.path.realpath(alloc)}/web/local/data/new:/d"
 
 
 def test_mount_blocks_bind_tmpfs_volume() -> None:

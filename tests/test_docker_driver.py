@@ -7,6 +7,7 @@ after it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import uuid
@@ -20,6 +21,7 @@ import trio
 from tests.docker_support import IMAGE, DockerDaemon, import_image, start_dockerd, stop_dockerd
 from yurt.runtime.client.drivers.docker.create import LABEL_ALLOC_ID, LABEL_ALLOC_ROOT
 from yurt.runtime.client.drivers.docker.driver import DockerDriver
+from yurt.runtime.client.drivers.docker.images import LOAD_CHUNK
 from yurt.runtime.client.drivers.docker.plugin import plugin_config
 from yurt.runtime.client.drivers.protocol import ExitResult, TaskConfig
 from yurt.runtime.errors import DriverError, TaskNotFoundError
@@ -200,6 +202,41 @@ async def test_reconcile_removes_only_unaccounted_containers_of_this_agent(
             await restarted.engine.aclose()
 
 
+async def test_a_container_the_daemon_cannot_remove_is_logged_and_reconciled_later(
+        driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An immutable file in the container's root directory makes Docker's removal fail
+    (500, "operation not permitted"): destroy logs Docker's message and forgets the task;
+    the container keeps its labels and the next `reconcile` removes it once it can."""
+    config = task(alloc_root, sh("exit 0"))
+    with trio.fail_after(TIMEOUT):
+        handle = await driver.start_task(config)
+        await driver.wait_task(config.id)
+    cid = handle.driver_state["container_id"]
+    data = dockerd.root / "data"  # the vfs storage driver: the layer's directory
+    mount_id = (data / "image" / "vfs" / "layerdb" / "mounts" / cid / "mount-id").read_text()
+    rootfs = data / "vfs" / "dir" / mount_id.strip()
+    (rootfs / "pinned").write_text("")
+    await trio.run_process(["chattr", "+i", str(rootfs / "pinned")])
+    try:
+        with (trio.fail_after(TIMEOUT),
+              caplog.at_level(logging.WARNING, "yurt.drivers.docker")):
+            await driver.destroy_task(config.id, force=False)
+            assert await driver.reconcile(alloc_root) == 0  # still pinned: not removed
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 2
+        assert all(w.startswith(f"docker: cannot remove container {cid}: ") for w in warnings)
+        assert "operation not permitted" in warnings[0]  # Docker's own words
+        assert cid in dockerd.containers(f"label={LABEL_ALLOC_ROOT}={alloc_root}")
+        with pytest.raises(TaskNotFoundError):
+            driver._task(config.id)
+    finally:
+        await trio.run_process(["chattr", "-i", str(rootfs / "pinned")])
+    with trio.fail_after(TIMEOUT):
+        assert await driver.reconcile(alloc_root) == 1
+    assert dockerd.containers(f"label={LABEL_ALLOC_ID}={config.alloc_id}") == []
+
+
 async def test_reconcile_spares_a_container_whose_start_is_under_way(
         driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path) -> None:
     """A start between its create and its return has a container no handle names yet: a
@@ -231,6 +268,21 @@ async def test_a_config_the_plugin_refuses_fails_before_any_container(
         driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path) -> None:
     config = task(alloc_root, {"privileged": True})
     with trio.fail_after(TIMEOUT), pytest.raises(DriverError, match="privileged mode"):
+        await driver.start_task(config)
+    assert dockerd.containers(f"label={LABEL_ALLOC_ID}={config.alloc_id}") == []
+
+
+async def test_a_link_out_of_the_alloc_dir_is_not_mounted(driver: DockerDriver,
+                                                         dockerd: DockerDaemon,
+                                                         alloc_root: Path) -> None:
+    """A container (root) leaves `local/x -> /`; the next start binding `local/x` is refused
+    (driver.go `containerBinds`) instead of mounting the host's root."""
+    config = task(alloc_root, {"volumes": ["local/x:/host"], **sh("ls /host")})
+    assert config.task_dir is not None
+    (config.task_dir / "local" / "x").symlink_to("/")
+    with trio.fail_after(TIMEOUT), pytest.raises(
+            DriverError, match="volumes are not enabled; cannot mount host path: "
+                               "'local/x:/host'"):
         await driver.start_task(config)
     assert dockerd.containers(f"label={LABEL_ALLOC_ID}={config.alloc_id}") == []
 
@@ -380,6 +432,39 @@ async def test_load_takes_the_image_from_a_tarball_in_local(
         with trio.fail_after(TIMEOUT), pytest.raises(DriverError,
                                                      match=r"Failed to load image 'missing\.tar'"):
             await driver.start_task(broken)
+    finally:
+        dockerd.cli("rmi", tag, check=False)
+
+
+async def test_load_never_reads_an_archive_outside_local(
+        driver: DockerDriver, dockerd: DockerDaemon, alloc_root: Path, tmp_path: Path) -> None:
+    """A `load` that resolves outside `local/` (`..`, or a link the task made) is refused
+    before anything reaches the daemon; an absolute name is local's, as driver.go
+    `loadImage`'s `filepath.Join`. The archive (over one `LOAD_CHUNK`) is streamed."""
+    tag = f"yurt-test/load:{uuid.uuid4().hex[:8]}"
+    outside = tmp_path / "outside.tar"
+    dockerd.cli("tag", IMAGE, tag)
+    dockerd.cli("save", "-o", str(outside), tag)
+    dockerd.cli("rmi", tag)
+    assert outside.stat().st_size > LOAD_CHUNK
+    try:
+        for load, link in (("../../../../outside.tar", False), ("image.tar", True),
+                           ("/image.tar", True)):
+            config = task(alloc_root, {"image": tag, "load": load, **sh("exit 0")})
+            assert config.task_dir is not None
+            if link:
+                (config.task_dir / "local" / "image.tar").symlink_to(outside)
+            with trio.fail_after(TIMEOUT), pytest.raises(
+                    DriverError, match=r"the archive must be inside the task's local/"):
+                await driver.start_task(config)
+            assert dockerd.cli("images", "-q", tag).stdout.strip() == ""
+        config = task(alloc_root, {"image": tag, "load": "/image.tar", **sh("exit 4")})
+        assert config.task_dir is not None
+        os.link(outside, config.task_dir / "local" / "image.tar")
+        with trio.fail_after(TIMEOUT):
+            await driver.start_task(config)
+            assert await driver.wait_task(config.id) == ExitResult(exit_code=4)
+            await driver.destroy_task(config.id, force=False)
     finally:
         dockerd.cli("rmi", tag, check=False)
 

@@ -4,6 +4,9 @@ killed. Real clock, absolute deadlines."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +14,7 @@ import trio
 
 from tests.docker_support import APPLETS, IMAGE, DockerDaemon, busybox_rootfs_tar
 from yurt.runtime.client.drivers.docker.engine import DockerEngine, DockerError
-from yurt.runtime.client.drivers.docker.execsession import exec_in_container
+from yurt.runtime.client.drivers.docker.execsession import _kill_tree, exec_in_container
 from yurt.runtime.client.drivers.protocol import (
     ExecInput,
     ExecOutput,
@@ -20,6 +23,7 @@ from yurt.runtime.client.drivers.protocol import (
     ExecStdin,
     TaskConfig,
 )
+from yurt.runtime.lib import procfs
 
 LABEL = "yurt-test=docker-exec"
 #: The test image with `stty`, to read a tty's size.
@@ -125,6 +129,40 @@ async def test_a_cancelled_session_kills_its_command(
     assert "sleep 555" not in top, top
     assert "sleep 556" not in top, top  # what it started goes with it
     assert "sleep 600" in top  # the task itself is untouched
+
+
+def _alive(pid: int) -> bool:
+    fields = procfs.stat_fields(pid)
+    return fields is not None and fields[0] not in (b"Z", b"X")
+
+
+async def test_the_kill_never_signals_a_pid_that_names_another_process() -> None:
+    """execsession.py `_kill_tree`: a pid whose start time is not the one noted (reused) is
+    left alone with its children; with the noted start time, the tree is killed."""
+    with trio.fail_after(30):
+        process = await trio.lowlevel.open_process(
+            ["sh", "-c", "sleep 300 & echo $!; exec sleep 301"], stdout=subprocess.PIPE)
+        try:
+            assert process.stdout is not None
+            line = b""
+            while not line.endswith(b"\n"):
+                line += await process.stdout.receive_some(64)
+            child = int(line)
+            started = procfs.start_time(process.pid)
+            assert started is not None
+            await trio.to_thread.run_sync(_kill_tree, process.pid, started + 1)
+            assert _alive(process.pid)
+            assert _alive(child)
+            child_fd = os.pidfd_open(child)  # readable once the child has exited
+            try:
+                await trio.to_thread.run_sync(_kill_tree, process.pid, started)
+                assert await process.wait() == -signal.SIGKILL
+                await trio.lowlevel.wait_readable(child_fd)
+            finally:
+                os.close(child_fd)
+        finally:
+            process.kill()
+            await process.wait()
 
 
 async def test_a_stopped_container_refuses_the_exec(dockerd: DockerDaemon,

@@ -1,11 +1,12 @@
 """The container calls the driver makes, each one Engine API exchange and its errors' meaning.
 
 driver.py keeps the task table and the order of things; here is what a call means: a remove
-that finds the container gone has done its job; a kill answered 404 or 409 (gone, not
-running) means "nothing to signal"; a wait survives the daemon going away (the container may
-well outlive it) and reads the exit as Nomad's docker handle does (handle.go `run`: the exit
-code, and `OOMKilled` as the "OOM Killed" error); containers are found by the labels
-create.py puts on them.
+that finds the container gone has done its job, one the daemon refuses is logged with
+Docker's message and left to the next `reconcile` (the labels stay); a kill answered 404
+or 409 (gone, not running) means "nothing to signal"; a wait survives the daemon going
+away (the container may well outlive it) and reads the exit as Nomad's docker handle does
+(handle.go `run`: the exit code, and `OOMKilled` as the "OOM Killed" error); containers are
+found by the labels create.py puts on them.
 
 Invariant: nothing here raises for a container that is already gone, except where that is
 the answer (`exit_of`: an error result; `find_leftover`: None).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from typing import Final
 
 import trio
@@ -24,22 +26,30 @@ from yurt.runtime.client.drivers.docker.engine import DockerEngine, DockerError,
 from yurt.runtime.client.drivers.protocol import ExitResult
 from yurt.runtime.errors import DriverError
 
+log = logging.getLogger("yurt.drivers.docker")
+
 #: How long `remove` waits for a removal another request began (a reconcile beside a start).
 REMOVAL_TIMEOUT: Final = 30.0
 
 
-async def remove(engine: DockerEngine, cid: str) -> None:
-    """Remove the container (forced: running or not) and its anonymous volumes; returns once
-    it is gone, also when another request's removal of it was under way (Docker answers that
-    one 409 at once, while the name is still taken), or when the daemon cannot be reached."""
+async def remove(engine: DockerEngine, cid: str) -> bool:
+    """Remove the container (forced: running or not) and its anonymous volumes; True once it
+    is gone, also when another request's removal of it was under way (Docker answers that
+    one 409 at once, while the name is still taken) or it was gone already (404). Any other
+    answer, or a daemon that cannot be reached, is logged with Docker's message and False:
+    the container keeps its labels, so the next `reconcile` finds it again."""
     try:
         await engine.request("DELETE", f"/containers/{cid}", params={"force": "1", "v": "1"})
     except DockerError as e:
+        if e.status == 404:
+            return True
         if e.status != 409:
-            return  # gone already (404), or the daemon is away
+            log.warning("docker: cannot remove container %s: %s", cid, e)
+            return False
         with trio.move_on_after(REMOVAL_TIMEOUT), contextlib.suppress(DockerError):
             await engine.request("POST", f"/containers/{cid}/wait",
                                  params={"condition": "removed"}, read_timeout=None)
+    return True
 
 
 async def kill(engine: DockerEngine, cid: str, signal: str) -> bool:

@@ -1,4 +1,5 @@
-"""The container-create body of one task start: pure, no I/O, no clock.
+"""The container-create body of one task start: pure, no I/O, no clock (but the `resolve`
+function the caller passes for bind sources).
 
 `create_body` turns what a task start knows (protocol.py `TaskConfig`: env, directories,
 mounts, devices, resources), the task's `config {}` (configs.py `DockerTaskConfig`) and the
@@ -11,17 +12,19 @@ Nomad's drivers/docker/driver.go `createContainerConfig` and `containerBinds` bu
   touches only its own) and `LABEL_TASK_ID` (the start's invocation ID);
 - the alloc dir as Nomad binds it: `<alloc>/alloc` at `/alloc`, `<task>/local` at `/local`,
   `<task>/secrets` at `/secrets`, `<alloc>/alloc/logs` read-only, with `NOMAD_*_DIR` naming
-  them; then the config's `volumes` (host paths outside the alloc dir only with the plugin's
-  `volumes.enabled`; relative paths are the task dir's), `mount` blocks, the host volume
-  mounts of the volume hook (`TaskConfig.mounts`) and the device hook's and config's devices;
+  them; then the config's `volumes` (host paths outside the alloc dir, symlinks resolved,
+  only with the plugin's `volumes.enabled`; relative paths are the task dir's), `mount`
+  blocks, the host volume mounts of the volume hook (`TaskConfig.mounts`) and the device
+  hook's and config's devices;
 - limits (driver.go `memoryLimits`): `Memory` the hard limit (`memory_max`, or
   `memory_hard_limit`, else `memory`), `MemoryReservation` the soft one when there is a hard
   one above it, `CpuShares` the task's `cpu` (2 … 262144);
 - ports: with `host` networking the task listens on its allocated port, nothing to publish;
   otherwise each `ports` label is published from the group's allocation (`NOMAD_HOST_PORT_x`
   on the host, `NOMAD_PORT_x` in the container), tcp and udp, as driver.go's `publishedPorts`;
-- capabilities (drivers/shared/capabilities `Delta`): `cap_add` must be within `allow_caps`,
-  whatever Docker's defaults hold beyond `allow_caps` is dropped; `privileged` only when the
+- capabilities (capabilities.py `delta`, drivers/shared/capabilities `Delta`): `cap_add`
+  must be within `allow_caps`, whatever Docker's defaults hold beyond `allow_caps` is
+  dropped, a name the kernel does not know is refused; `privileged` only when the
   plugin allows it.
 
 Invariant: every refusal is a `DriverError` whose text is Nomad's where Nomad has one.
@@ -31,12 +34,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from yurt.runtime.client.drivers import capabilities as caps
 from yurt.runtime.client.drivers.configs import DockerMount, DockerMountOptions, DockerTaskConfig
-from yurt.runtime.client.drivers.docker.plugin import DOCKER_DEFAULT_CAPS, DockerPluginConfig
+from yurt.runtime.client.drivers.docker.plugin import DockerPluginConfig
+from yurt.runtime.client.drivers.limits import MEMORY_NO_LIMIT, limits_for
 from yurt.runtime.client.drivers.protocol import TaskConfig
 from yurt.runtime.errors import DriverError
 from yurt.runtime.structs import TaskMount
@@ -51,11 +56,6 @@ EXTRA_LABELS: Final = {
 }
 LABEL_ALLOC_ROOT: Final = "io.yurt.alloc_root"
 LABEL_TASK_ID: Final = "io.yurt.task_id"
-MIB: Final = 1024 * 1024
-MIN_CPU_SHARES: Final = 2
-MAX_CPU_SHARES: Final = 262_144
-#: driver.go `memoryNoLimit`: `memory_max = -1`.
-MEMORY_NO_LIMIT: Final = -1
 DEFAULT_CFS_PERIOD: Final = 100_000
 
 T = TypeVar("T")
@@ -85,64 +85,45 @@ def first(value: Sequence[T] | T | None) -> T | None:
 
 
 def memory_limits(hard_limit_mb: int, memory_mb: int, memory_max_mb: int) -> tuple[int, int]:
-    """(Memory, MemoryReservation) in bytes: driver.go `memoryLimits`."""
-    if memory_max_mb == MEMORY_NO_LIMIT:
-        return 0, memory_mb * MIB
-    high = max(hard_limit_mb, memory_max_mb)
-    if high == 0:
-        return memory_mb * MIB, 0
-    return high * MIB, memory_mb * MIB
+    """(Memory, MemoryReservation) in bytes: driver.go `memoryLimits`, which is limits.py
+    `limits_for`'s rule with docker's own `memory_hard_limit` as the hard limit where it is
+    above `memory_max`; Docker spells "no hard limit" (`memory_max = -1`) as 0."""
+    high = (MEMORY_NO_LIMIT if memory_max_mb == MEMORY_NO_LIMIT
+            else max(hard_limit_mb, memory_max_mb))
+    limits = limits_for(memory_mb, high, 0)
+    return max(limits.memory_bytes, 0), limits.memory_soft_bytes
 
 
-def cpu_shares(requested: int) -> int:
-    """driver.go `cpuResources`, for a host under 262144 MHz: the MHz, within cgroup v1's
-    bounds."""
-    return min(max(requested, MIN_CPU_SHARES), MAX_CPU_SHARES)
+#: How a bind's host path is resolved before the alloc-dir check: the driver passes
+#: `os.path.realpath` (symlinks followed, as helper/escapingfs `ChildEscapesParentDir`'s
+#: `filepath.EvalSymlinks`); the identity (the default) checks the text only.
+Resolver = Callable[[str], str]
 
 
-def _normalize_cap(name: str) -> str:
-    return name.strip().lower().removeprefix("cap_")
+def _same(path: str) -> str:
+    return path
 
 
-def capability_delta(allow: Sequence[str], add: Sequence[str],
-                     drop: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(CapAdd, CapDrop): drivers/shared/capabilities/defaults.go `Delta`.
-
-    Raises:
-        DriverError: `add` names capabilities `allow` does not hold (Nomad's text).
-    """
-    allowed = {_normalize_cap(c) for c in allow}
-    adds = {_normalize_cap(c) for c in add}
-    drops = {_normalize_cap(c) for c in drop}
-    if "all" not in allowed:
-        missing = sorted(adds - allowed)
-        if missing:
-            raise DriverError("driver does not allow the following capabilities: "
-                              + ", ".join(missing))
-    cap_add = ["all"] if "all" in adds else sorted(adds)
-    beyond = set() if "all" in allowed else set(DOCKER_DEFAULT_CAPS) - allowed
-    cap_drop = ["all"] if "all" in drops else sorted(beyond | drops)
-    return cap_add, cap_drop
-
-
-def _inside(parent: Path, path: Path) -> bool:
+def _inside(parent: str, path: str) -> bool:
     return Path(os.path.normpath(path)).is_relative_to(os.path.normpath(parent))
 
 
 def _host_source(source: str, task: TaskConfig, plugin: DockerPluginConfig,
-                 spelled: str) -> str:
+                 spelled: str, resolve: Resolver) -> str:
     """A bind's host path: relative ones are the task dir's (driver.go `expandPath`); one
-    outside the alloc dir needs `volumes.enabled` (driver.go `containerBinds`)."""
+    that leaves the alloc dir once its symlinks are resolved needs `volumes.enabled`
+    (driver.go `containerBinds`, helper/escapingfs `ChildEscapesParentDir`). The resolved
+    path is what is bound, so the checked path is the mounted one."""
     assert task.task_dir is not None
     assert task.alloc_dir is not None
-    path = Path(os.path.normpath(task.task_dir / source))
-    if not plugin.volumes.enabled and not _inside(task.alloc_dir, path):
+    path = resolve(os.path.normpath(task.task_dir / source))
+    if not plugin.volumes.enabled and not _inside(resolve(str(task.alloc_dir)), path):
         raise DriverError(f"volumes are not enabled; cannot mount host path: {spelled!r}")
-    return str(path)
+    return path
 
 
 def _volume_binds(task: TaskConfig, cfg: DockerTaskConfig,
-                  plugin: DockerPluginConfig) -> list[str]:
+                  plugin: DockerPluginConfig, resolve: Resolver) -> list[str]:
     assert task.task_dir is not None
     assert task.alloc_dir is not None
     if cfg.volume_driver and not plugin.volumes.enabled:
@@ -156,12 +137,13 @@ def _volume_binds(task: TaskConfig, cfg: DockerTaskConfig,
         if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
             raise DriverError(f"invalid docker volume {spec!r}: expected SRC:DST[:MODE]")
         src, dst = parts[0], parts[1]
-        src = _host_source(src, task, plugin, spec) if not cfg.volume_driver else src
+        src = _host_source(src, task, plugin, spec, resolve) if not cfg.volume_driver else src
         binds.append(":".join([src, dst, *parts[2:]]))
     return binds
 
 
-def _mount(block: DockerMount, task: TaskConfig, plugin: DockerPluginConfig) -> dict[str, Any]:
+def _mount(block: DockerMount, task: TaskConfig, plugin: DockerPluginConfig,
+           resolve: Resolver) -> dict[str, Any]:
     """driver.go's `mount` handling and config.go `toDockerHostMount`."""
     mount: dict[str, Any] = {"Type": block.type, "Target": block.target,
                              "Source": block.source, "ReadOnly": block.readonly}
@@ -169,7 +151,7 @@ def _mount(block: DockerMount, task: TaskConfig, plugin: DockerPluginConfig) -> 
     if block.type == "bind":
         if not block.source:
             raise DriverError(f"mount {block.target!r}: a bind mount needs a source")
-        mount["Source"] = _host_source(block.source, task, plugin, block.source)
+        mount["Source"] = _host_source(block.source, task, plugin, block.source, resolve)
         options = first(block.bind_options) or empty
         if options.propagation:
             mount["BindOptions"] = {"Propagation": options.propagation}
@@ -280,7 +262,8 @@ def _hook_mount(mount: TaskMount) -> dict[str, Any]:
 
 def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginConfig, *,
                 image: str, default_network: str = "none",
-                total_compute_mhz: int = 0) -> dict[str, Any]:
+                total_compute_mhz: int = 0, resolve: Resolver = _same,
+                system_caps: frozenset[str] = frozenset(caps.KNOWN)) -> dict[str, Any]:
     """The `POST /containers/create` body for this start of `task`.
 
     Args:
@@ -288,6 +271,9 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         default_network: the `network_mode` when the config has none: "bridge" where the
             daemon has that network, else "none".
         total_compute_mhz: the node's CPU MHz (for `cpu_hard_limit`; 0: not set).
+        resolve: how bind sources are resolved before the alloc-dir check (`Resolver`);
+            the driver passes `os.path.realpath`, so this is the only filesystem access.
+        system_caps: the capabilities this kernel supports (capabilities.py `supported`).
 
     Raises:
         DriverError: something the plugin's options forbid or the config cannot mean.
@@ -317,14 +303,22 @@ def create_body(task: TaskConfig, cfg: DockerTaskConfig, plugin: DockerPluginCon
         raise DriverError("cpu_hard_limit needs the node's total compute, which is unknown")
     memory, reservation = memory_limits(cfg.memory_hard_limit, task.memory_mb,
                                         task.memory_max_mb)
-    cap_add, cap_drop = capability_delta(plugin.allow_caps, cfg.cap_add, cfg.cap_drop)
+    for option in ("cap_add", "cap_drop"):
+        bad = caps.unsupported(getattr(cfg, option), system_caps)
+        if bad:  # as drivers/exec/driver.go `TaskConfig.validate` (execdriver.py)
+            raise DriverError(f"{option} configured with capabilities not supported by "
+                              f"system: {caps.text(bad)}")
+    cap_add, cap_drop = caps.delta(plugin.allow_caps, cfg.cap_add, cfg.cap_drop, system_caps,
+                                   caps.DOCKER_DEFAULTS)
     network = cfg.network_mode or default_network
     host: dict[str, Any] = {
-        "Binds": _volume_binds(task, cfg, plugin),
-        "Mounts": [_mount(m, task, plugin) for m in (*cfg.mount, *cfg.mounts)]
+        "Binds": _volume_binds(task, cfg, plugin, resolve),
+        "Mounts": [_mount(m, task, plugin, resolve) for m in (*cfg.mount, *cfg.mounts)]
         + [_hook_mount(m) for m in task.mounts],
         "Memory": memory, "MemoryReservation": reservation,
-        "CpuShares": cpu_shares(task.cpu_shares),
+        # driver.go `cpuResources`, for a host under 262144 MHz: the MHz, within cgroup v1's
+        # bounds (limits.py `limits_for`).
+        "CpuShares": limits_for(task.memory_mb, 0, task.cpu_shares).cpu_shares,
         "NetworkMode": network,
         "Privileged": cfg.privileged, "CapAdd": cap_add, "CapDrop": cap_drop,
         "Devices": _devices(task, cfg),

@@ -35,6 +35,7 @@ early for them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal as signals
@@ -47,6 +48,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 import trio
 
+from yurt.runtime.client.drivers import capabilities
 from yurt.runtime.client.drivers.configs import DockerTaskConfig
 from yurt.runtime.client.drivers.docker import (
     containers,
@@ -131,6 +133,8 @@ class DockerDriver:
             EVENT_BUFFER)
         #: The node's `cpu.totalcompute` (client/fingerprint.py), for `cpu_hard_limit`.
         self.total_compute_mhz = (os.cpu_count() or 1) * _cpu_mhz()
+        #: The kernel's capabilities (capabilities.py `supported`), for `cap_add`/`cap_drop`.
+        self._system_caps = capabilities.supported()
 
     @property
     def name(self) -> str:
@@ -180,9 +184,13 @@ class DockerDriver:
             self.engine, cfg, self.config, config.task_dir,
             on_pull=lambda ref: self._emit(config, "Downloading image", {"image": ref}))
         try:
-            body = create.create_body(config, cfg, self.config, image=image_id,
-                                      default_network=self._default_network,
-                                      total_compute_mhz=self.total_compute_mhz)
+            # In a thread: bind sources are resolved with their symlinks on the host
+            # (create.py `Resolver`), so a link the task made cannot lead out of its alloc dir.
+            body = await trio.to_thread.run_sync(functools.partial(
+                create.create_body, config, cfg, self.config, image=image_id,
+                default_network=self._default_network,
+                total_compute_mhz=self.total_compute_mhz, resolve=os.path.realpath,
+                system_caps=self._system_caps))
         except DriverError as e:
             raise DriverError(f"Failed to create container configuration for image "
                               f"{cfg.image!r} ({image_id!r}): {e}") from None
@@ -320,6 +328,8 @@ class DockerDriver:
             if identity:
                 await logs.stop_log_copier(identity, drain=True)
             if self.config.gc.container:
+                # A container the daemon would not remove is logged there and forgotten
+                # here: unaccounted for, the next `reconcile` removes it.
                 await containers.remove(self.engine, task.container_id)
         del self._tasks[task_id]
         if task.image:
@@ -371,8 +381,7 @@ class DockerDriver:
             if (cid in known or start in self._starting
                     or (alloc_ids is not None and alloc not in alloc_ids)):
                 continue
-            await containers.remove(self.engine, cid)
-            removed += 1
+            removed += await containers.remove(self.engine, cid)
         return removed
 
     # ------------------------------------------------------------------ the rest

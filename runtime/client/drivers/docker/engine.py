@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -105,7 +105,8 @@ class DockerEngine:
         return f"/v{await self.api_version()}{path}" if versioned else path
 
     async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
-                      body: object = None, content: bytes | None = None,
+                      body: object = None,
+                      content: bytes | AsyncIterable[bytes] | None = None,
                       headers: Mapping[str, str] | None = None,
                       read_timeout: float | None = DEFAULT_TIMEOUT,
                       versioned: bool = True) -> Any:
@@ -138,7 +139,8 @@ class DockerEngine:
 
     @asynccontextmanager
     async def stream(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
-                     body: object = None, content: bytes | None = None,
+                     body: object = None,
+                     content: bytes | AsyncIterable[bytes] | None = None,
                      read_timeout: float | None = None
                      ) -> AsyncIterator[AsyncIterator[bytes]]:
         """A response body read as it arrives (no read timeout by default: a follow stream

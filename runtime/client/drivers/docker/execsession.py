@@ -25,8 +25,10 @@ as Nomad's does; nothing is passed again, so a value the driver translated for t
 Invariants: each output stream's `close` is sent, after all of its data, before this returns;
 however the session ends (the client went away, the agent stops), a command still running is
 SIGKILLed with its descendants (reaper.py `descendants`), by its host pid (from the exec's
-inspect; only for a daemon on this host, which a unix socket is), in a shielded, bounded
-cleanup: an exec never outlives its session. Docker itself has no way to end an exec.
+inspect; only for a daemon on this host, which a unix socket is) checked against the start
+time noted while it ran (procfs.py `start_time`: a reused pid is never signalled), in a
+shielded, bounded cleanup: an exec never outlives its session. Docker itself has no way to
+end an exec.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from yurt.runtime.client.drivers import reaper
 from yurt.runtime.client.drivers.docker.engine import DockerEngine, DockerError, DockerUnreachable
 from yurt.runtime.client.drivers.protocol import ExecInput, ExecOutput, ExecRequest, ExecResize
 from yurt.runtime.errors import DriverError
+from yurt.runtime.lib import procfs
 
 CHUNK: Final = 64 * 1024
 #: What a terminal reads as end of input (execstream.py `EOF_CHAR`).
@@ -165,22 +168,84 @@ async def _exit_code(engine: DockerEngine, exec_id: str) -> int:
         await trio.sleep(INSPECT_POLL)
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL `pid` and what it started (found before any kill: a killed parent's children
-    go to the container's init, out of reach of a later walk)."""
-    for target in [pid, *reaper.descendants(pid)]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(target, signal.SIGKILL)
+def _kill_tree(pid: int, started: int) -> None:
+    """SIGKILL `pid` and what it started, only while `pid` is still the process that began
+    at `started` (procfs.py `start_time`: a reused pid is never signalled, as rawexec.py's
+    and orphans.py's kills). The tree is walked before any kill (a killed parent's children
+    go to the container's init, out of reach of a later walk); each target is pinned by a
+    pidfd and its start time checked again, so the signal reaches the process walked or none.
+    """
+    if procfs.start_time(pid) != started:
+        return
+    targets = [(p, procfs.start_time(p)) for p in [pid, *reaper.descendants(pid)]]
+    if procfs.start_time(pid) != started:
+        return  # reused during the walk: the children found are another process's
+    for target, start in targets:
+        try:
+            fd = os.pidfd_open(target)
+        except ProcessLookupError:
+            continue
+        try:
+            if start is not None and procfs.start_time(target) == start:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        finally:
+            os.close(fd)
 
 
-async def _kill(engine: DockerEngine, exec_id: str) -> None:
-    """SIGKILL the command and its descendants if it still runs (by its host pid: a daemon
-    on this host only)."""
+async def _identify(engine: DockerEngine, exec_id: str) -> tuple[int, int] | None:
+    """(host pid, start time) of the exec's command while it runs, else None. The start
+    time is read between two inspects that both name the pid as running, so it is the
+    command's and not a later process's (a daemon on this host only: its pids are ours)."""
+    if engine.socket_path is None:
+        await trio.lowlevel.checkpoint()
+        return None
+    before = await engine.request("GET", f"/exec/{exec_id}/json")
+    pid = int(before.get("Pid") or 0)
+    if not before.get("Running") or pid <= 0:
+        return None
+    started = procfs.start_time(pid)
+    after = await engine.request("GET", f"/exec/{exec_id}/json")
+    if started is None or not after.get("Running") or int(after.get("Pid") or 0) != pid:
+        return None
+    return pid, started
+
+
+async def _note_identity(engine: DockerEngine, exec_id: str,
+                         identity: list[tuple[int, int]]) -> None:
+    """Fill `identity` with the command's once Docker has started it (Docker answers the
+    start before it spawns the command), so a later kill knows exactly which process it is.
+    """
     with contextlib.suppress(DockerError):
+        while not identity:
+            found = await _identify(engine, exec_id)
+            if found is not None:
+                identity.append(found)
+                return
+            inspect = await engine.request("GET", f"/exec/{exec_id}/json")
+            if inspect.get("Pid") and not inspect.get("Running"):
+                return  # it ran and ended
+            await trio.sleep(INSPECT_POLL)
+
+
+async def _kill(engine: DockerEngine, exec_id: str, identity: list[tuple[int, int]]) -> None:
+    """SIGKILL the command and its descendants if it still runs: by its host pid, checked
+    against the start time noted while it ran (noted now if it was not yet: Docker may
+    report a running exec with no pid for a moment, so that is waited for)."""
+    with contextlib.suppress(DockerError):
+        while not identity:
+            found = await _identify(engine, exec_id)
+            if found is not None:
+                identity.append(found)
+                break
+            inspect = await engine.request("GET", f"/exec/{exec_id}/json")
+            if not inspect.get("Running"):
+                return
+            await trio.sleep(INSPECT_POLL)
         inspect = await engine.request("GET", f"/exec/{exec_id}/json")
-        pid = int(inspect.get("Pid") or 0)
-        if inspect.get("Running") and pid > 0 and engine.socket_path is not None:
-            await trio.to_thread.run_sync(_kill_tree, pid)
+        if inspect.get("Running"):
+            await trio.to_thread.run_sync(_kill_tree, *identity[0])
 
 
 async def exec_in_container(engine: DockerEngine, container_id: str, request: ExecRequest,
@@ -202,9 +267,11 @@ async def exec_in_container(engine: DockerEngine, container_id: str, request: Ex
         "Tty": request.tty, "Cmd": request.command})
     exec_id = str(created["Id"])
     finished = False
+    identity: list[tuple[int, int]] = []  # (host pid, start time), once known
     try:
         stream, first = await _hijack(engine, exec_id, request.tty)
         async with stream, trio.open_nursery() as nursery:
+            nursery.start_soon(_note_identity, engine, exec_id, identity)
             nursery.start_soon(_feed, engine, exec_id, stream, request.tty, inputs)
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await _copy_out(stream, first, request.tty, outputs)
@@ -220,4 +287,4 @@ async def exec_in_container(engine: DockerEngine, container_id: str, request: Ex
         if not finished:
             with trio.CancelScope(shield=True) as cleanup:
                 cleanup.deadline = trio.current_time() + CLEANUP_TIMEOUT
-                await _kill(engine, exec_id)
+                await _kill(engine, exec_id, identity)

@@ -3,7 +3,8 @@
 Nomad's drivers/docker/coordinator.go `dockerCoordinator`, in two parts:
 
 - `ensure_image`: the image's ID, from the daemon when present (unless `force_pull`), from
-  `load` (a tarball in the task's `local/`, driver.go `loadImage`), or pulled. A pull is
+  `load` (a tarball in the task's `local/`, driver.go `loadImage`: refused when it resolves
+  outside `local/`, streamed to the daemon, never read whole), or pulled. A pull is
   bounded by `image_pull_timeout` (the task's, else the plugin's) and, between two progress
   messages, by the plugin's `pull_activity_timeout`; it fails with Nomad's recoverable
   "Failed to pull `IMAGE`: …" carrying Docker's message (a registry that cannot be reached, an
@@ -23,7 +24,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -95,6 +97,32 @@ async def _pull(engine: DockerEngine, image: str, cfg: DockerTaskConfig,
             raise DockerError(500, str(message["error"]))
 
 
+#: The size of each piece of a `load` archive sent to the daemon (never read whole).
+LOAD_CHUNK: Final = 1 << 20
+
+
+def load_archive(task_dir: Path, load: str) -> str:
+    """The host path of a `load` archive: under the task's `local/` as driver.go `loadImage`
+    joins it (`filepath.Join`: an absolute name is local's too), with its symlinks resolved
+    (blocking: call it in a thread).
+
+    Raises:
+        DriverError: the resolved path leaves `local/` (helper/escapingfs
+            `PathEscapesSandbox`: a link the task made, or `..`).
+    """
+    local = os.path.realpath(task_dir / "local")
+    archive = os.path.realpath(os.path.join(local, load.lstrip("/")))
+    if not Path(archive).is_relative_to(local):
+        raise DriverError(f"Failed to load image {load!r}: the archive must be inside the "
+                          "task's local/ directory")
+    return archive
+
+
+async def _chunks(read: Callable[[int], Awaitable[bytes]]) -> AsyncIterator[bytes]:
+    while chunk := await read(LOAD_CHUNK):
+        yield chunk
+
+
 async def ensure_image(engine: DockerEngine, cfg: DockerTaskConfig,
                        plugin: DockerPluginConfig, task_dir: Path,
                        on_pull: Callable[[str], None] = lambda reference: None) -> str:
@@ -107,12 +135,13 @@ async def ensure_image(engine: DockerEngine, cfg: DockerTaskConfig,
     """
     image = cfg.image
     if cfg.load:
-        archive = trio.Path(task_dir / "local" / cfg.load)
+        archive = await trio.to_thread.run_sync(load_archive, task_dir, cfg.load)
         try:
-            data = await archive.read_bytes()
-            await engine.request("POST", "/images/load", params={"quiet": "1"},
-                                 content=data, headers={"Content-Type": "application/x-tar"},
-                                 read_timeout=None)
+            async with await trio.open_file(archive, "rb") as f:
+                await engine.request("POST", "/images/load", params={"quiet": "1"},
+                                     content=_chunks(f.read),
+                                     headers={"Content-Type": "application/x-tar"},
+                                     read_timeout=None)
         except (OSError, DockerError) as e:
             raise DriverError(f"Failed to load image {cfg.load!r}: {e}") from None
     elif not cfg.force_pull:

@@ -2,11 +2,12 @@
 
 The names, nesting and defaults are drivers/docker/config.go `configSpec`'s: `endpoint`,
 `allow_privileged`, `allow_caps` (Nomad's default list: Docker's defaults without NET_RAW,
-drivers/shared/capabilities/defaults.go `HCLSpecLiteral`), `volumes { enabled }`,
-`gc { image, image_delay, container }`, `pull_activity_timeout`, `extra_labels`, … Options
-that only matter to features yurt does not have (`infra_image`: no bridge networking through
-a pause container; `auth { helper }`: no credential helpers; `tls`) are accepted, so an agent
-config written for Nomad loads, and documented as ignored where they are.
+capabilities.py `NOMAD_DEFAULTS`; names the kernel does not know refused),
+`volumes { enabled }`, `gc { image, image_delay, container }`, `pull_activity_timeout`,
+`extra_labels`, … Options that only matter to features yurt does not have (`infra_image`:
+no bridge networking through a pause container; `auth { helper }`: no credential helpers;
+`tls`) are accepted, so an agent config written for Nomad loads, and documented as ignored
+where they are.
 
 Invariant: `plugin_config` either returns a checked config or raises `DriverError` naming the
 option; durations are checked to parse here, not at the first use.
@@ -14,20 +15,13 @@ option; durations are checked to parse here, not at the first use.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
+from yurt.runtime.client.drivers import capabilities
 from yurt.runtime.errors import DriverError
 from yurt.runtime.lib.durations import parse_duration
-
-#: drivers/shared/capabilities/defaults.go `HCLSpecLiteral`: Nomad's default `allow_caps`.
-DEFAULT_ALLOW_CAPS: Final = ("audit_write", "chown", "dac_override", "fowner", "fsetid",
-                             "kill", "mknod", "net_bind_service", "setfcap", "setgid",
-                             "setpcap", "setuid", "sys_chroot")
-#: Docker's own default capabilities (moby oci/caps/defaults.go), which a container starts
-#: with: NET_RAW is the one Nomad's default list leaves out, so it is dropped.
-DOCKER_DEFAULT_CAPS: Final = (*DEFAULT_ALLOW_CAPS, "net_raw")
 
 
 class GCConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -67,7 +61,8 @@ class DockerPluginConfig(msgspec.Struct, forbid_unknown_fields=True):
     gc: GCConfig = msgspec.field(default_factory=GCConfig)
     volumes: VolumesConfig = msgspec.field(default_factory=VolumesConfig)
     allow_privileged: bool = False
-    allow_caps: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_ALLOW_CAPS))
+    allow_caps: list[str] = msgspec.field(
+        default_factory=lambda: sorted(capabilities.NOMAD_DEFAULTS))
     nvidia_runtime: str = "nvidia"
     allow_runtimes: list[str] = msgspec.field(default_factory=lambda: ["runc", "nvidia"])
     infra_image: str = ""
@@ -105,6 +100,11 @@ def plugin_config(config: dict[str, Any]) -> DockerPluginConfig:
         DriverError: an unknown option, a wrong type or a bad duration, named.
     """
     try:
-        return msgspec.convert(config, DockerPluginConfig)
+        options = msgspec.convert(config, DockerPluginConfig)
     except (msgspec.ValidationError, ValueError) as e:
         raise DriverError(f"invalid docker plugin config: {e}") from None
+    bad = capabilities.unsupported(options.allow_caps, capabilities.supported())
+    if bad:  # as drivers/exec/driver.go `Config.validate` (execdriver.py `plugin`)
+        raise DriverError("invalid docker plugin config: allow_caps configured with "
+                          f"capabilities not supported by system: {capabilities.text(bad)}")
+    return options
