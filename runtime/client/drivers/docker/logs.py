@@ -35,6 +35,8 @@ from yurt.runtime.lib.procfs import stat_fields
 
 COPIER: Final = Path(logcopier.__file__)
 #: How long a copier may take to open its stream (it inspects, then asks for the logs).
+#: How long a start waits to reap the launcher it spawned for the copier.
+REAP_TIMEOUT: Final = 5.0
 REPORT_TIMEOUT: Final = 30.0
 #: How long `stop_log_copier(drain=True)` lets it finish copying before killing it.
 DRAIN_TIMEOUT: Final = 5.0
@@ -116,9 +118,12 @@ async def start_log_copier(socket_path: str, container_id: str, stdout_path: str
         if not ok:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-        if not reaped:  # killed just now, or exiting: its exit is at hand
-            with trio.CancelScope(shield=True), contextlib.suppress(ChildProcessError):
-                await trio.to_thread.run_sync(os.waitpid, pid, 0)
+        if not reaped:  # killed just now, or exiting: its exit is at hand (bounded all
+            # the same: a thread left waiting reaps it whenever it does exit)
+            with trio.CancelScope(shield=True) as cleanup, \
+                    contextlib.suppress(ChildProcessError):
+                cleanup.deadline = trio.current_time() + REAP_TIMEOUT
+                await trio.to_thread.run_sync(os.waitpid, pid, 0, abandon_on_cancel=True)
 
 
 async def ensure_log_copier(socket_path: str, container_id: str, stdout_path: str,
