@@ -43,9 +43,15 @@ async def run_job(dockerd: DockerDaemon, data: Path, job: dict[str, Any],
                 assert (await client.post("/v1/jobs", json=job)).status_code == 200
                 first = await wait_status(client, job_id, status)
                 alloc = (await client.get(f"/v1/allocation/{first['ID']}")).json()
-                logs = await client.get(f"/v1/client/fs/logs/{first['ID']}",
-                                        params={"task": "t", "type": "stdout",
-                                                "plain": "true"})
+                params = {"task": "t", "type": "stdout", "plain": "true"}
+                logs = await client.get(f"/v1/client/fs/logs/{first['ID']}", params=params)
+                # A running service's first output reaches its log a moment after it runs
+                # (its container's log stream, then the copier, then the pump): waited for,
+                # within the caller's deadline.
+                while job["Job"]["Type"] == "service" and not logs.text:
+                    await trio.sleep(0.05)
+                    logs = await client.get(f"/v1/client/fs/logs/{first['ID']}",
+                                            params=params)
                 if job["Job"]["Type"] == "service":
                     assert (await client.delete(f"/v1/job/{job_id}")).status_code == 200
                     await wait_status(client, job_id, "complete")
