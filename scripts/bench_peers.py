@@ -467,21 +467,9 @@ def exec_row(n: int, args: argparse.Namespace, results: Results, timeout: float)
         results.add("yurt", n, built)
         progress(f"exec: chroot built at {EXEC_ROOTFS.path} {fmt_values(built)}")
     rootfs = EXEC_ROOTFS.path
-    values: dict[str, Any] = {}
-    cells: list[tuple[str, str, Callable[[Path], System]]] = [
-        ("exec_all_s", "yurt-exec", lambda w: isolation.exec_yurt(w, args.yurt_bin, rootfs)),
-        ("exec_floor_s", "unshare", lambda w: isolation.UnshareFloor(w, rootfs))]
-    for key, label, factory in cells:
-        with session(label, args.yurt_bin, factory) as system:
-            try:
-                values[key] = spawn(system, sleep_workload(n), timeout)["spawn_all_s"]
-            except Timeout as e:
-                results.fail("yurt", n, isolation.KEYS, f"exec: {label} timeout ({e})")
-                progress(f"[yellow]{label} N={n}: spawn timeout: {e}")
-                return
-    values = isolation.ratio(values)
-    results.add("yurt", n, values)
-    progress(f"exec N={n}: {fmt_values(values)}")
+    against_floor("exec", n, args, results, timeout, isolation.KEYS, [
+        ("yurt-exec", lambda w: isolation.exec_yurt(w, args.yurt_bin, rootfs)),
+        ("unshare", lambda w: isolation.UnshareFloor(w, rootfs))])
 
 
 def docker_row(n: int, args: argparse.Namespace, results: Results, timeout: float) -> None:
@@ -492,22 +480,30 @@ def docker_row(n: int, args: argparse.Namespace, results: Results, timeout: floa
         results.fail("yurt", n, containers.KEYS, f"docker: {problem}")
         return
     daemon = DOCKERD.get()
+    against_floor("docker", n, args, results, timeout, containers.KEYS, [
+        ("yurt-docker", lambda w: containers.docker_yurt(w, args.yurt_bin, daemon)),
+        ("docker-run", lambda w: containers.DockerRunLoop(w, daemon))])
+
+
+def against_floor(row: str, n: int, args: argparse.Namespace, results: Results,
+                  timeout: float, keys: tuple[str, str, str],
+                  cells: list[tuple[str, Callable[[Path], System]]]) -> None:
+    """A driver row at one N: N `sleep`s through yurt's driver, then through its floor
+    (`cells`, in that order, each in its own session), recorded under `keys` (yurt's time,
+    the floor's, and the first over the second, both of this run)."""
+    mine, floor, ratio = keys
     values: dict[str, Any] = {}
-    cells: list[tuple[str, str, Callable[[Path], System]]] = [
-        ("docker_all_s", "yurt-docker",
-         lambda w: containers.docker_yurt(w, args.yurt_bin, daemon)),
-        ("docker_floor_s", "docker-run", lambda w: containers.DockerRunLoop(w, daemon))]
-    for key, label, factory in cells:
+    for key, (label, factory) in zip((mine, floor), cells, strict=True):
         with session(label, args.yurt_bin, factory) as system:
             try:
                 values[key] = spawn(system, sleep_workload(n), timeout)["spawn_all_s"]
             except Timeout as e:
-                results.fail("yurt", n, containers.KEYS, f"docker: {label} timeout ({e})")
+                results.fail("yurt", n, keys, f"{row}: {label} timeout ({e})")
                 progress(f"[yellow]{label} N={n}: spawn timeout: {e}")
                 return
-    values = containers.ratio(values)
+    values[ratio] = values[mine] / values[floor] if values[floor] else None
     results.add("yurt", n, values)
-    progress(f"docker N={n}: {fmt_values(values)}")
+    progress(f"{row} N={n}: {fmt_values(values)}")
 
 
 def fmt_values(values: dict[str, Any]) -> str:

@@ -169,19 +169,26 @@ def test_a_short_run_of_both_floors_measures_every_cell_and_leaves_nothing() -> 
         assert procs.carrying(marker) == []
 
 
-@pytest.mark.slow
-def test_the_exec_row_measures_exec_tasks_their_floor_and_the_chroot_build() -> None:
+def run_yurt_row(row: str, *, timeout: float) -> tuple[str, str]:
+    """`bench_peers --systems yurt --rows ROW --n 3 --runs 1`: its stdout and stderr, once it
+    exited 0 within `timeout` seconds."""
     argv = [sys.executable, str(SCRIPTS / "bench_peers.py"), "--systems", "yurt",
-            "--rows", "exec", "--n", "3", "--runs", "1", "--yurt-bin", YURT]
+            "--rows", row, "--n", "3", "--runs", "1", "--yurt-bin", YURT]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as run:
         try:
-            stdout, stderr = run.communicate(timeout=120)
+            stdout, stderr = run.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             run.terminate()
             stdout, stderr = run.communicate(timeout=60)
-            pytest.fail(f"bench_peers did not finish in 120 s:\n{stderr}")
+            pytest.fail(f"bench_peers did not finish in {timeout:.0f} s:\n{stderr}")
     assert run.returncode == 0, stderr
+    return stdout, stderr
+
+
+@pytest.mark.slow
+def test_the_exec_row_measures_exec_tasks_their_floor_and_the_chroot_build() -> None:
+    stdout, stderr = run_yurt_row("exec", timeout=120)
     report = json.loads(stdout.strip().splitlines()[-1])
     assert report["errors"] == []
     cells = {k: v["median"] for k, v in report["results"]["yurt"]["3"].items()
@@ -206,17 +213,7 @@ def test_the_exec_row_measures_exec_tasks_their_floor_and_the_chroot_build() -> 
 
 @pytest.mark.slow
 def test_the_docker_row_measures_docker_tasks_against_a_docker_run_loop() -> None:
-    argv = [sys.executable, str(SCRIPTS / "bench_peers.py"), "--systems", "yurt",
-            "--rows", "docker", "--n", "3", "--runs", "1", "--yurt-bin", YURT]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as run:
-        try:
-            stdout, stderr = run.communicate(timeout=180)
-        except subprocess.TimeoutExpired:
-            run.terminate()
-            stdout, stderr = run.communicate(timeout=60)
-            pytest.fail(f"bench_peers did not finish in 180 s:\n{stderr}")
-    assert run.returncode == 0, stderr
+    stdout, stderr = run_yurt_row("docker", timeout=180)
     report = json.loads(stdout.strip().splitlines()[-1])
     assert report["errors"] == [], stderr
     cells = {k: v["median"] for k, v in report["results"]["yurt"]["3"].items()

@@ -6,27 +6,16 @@ proof V2Limits has: the names and values Nomad's configureCG2 writes, the OOM co
 
 from __future__ import annotations
 
-import errno
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.test_limits import fake_rmdir
 from yurt.runtime.client.drivers import limits
 from yurt.runtime.client.drivers.limits import MIB, V1Limits, V2Limits, cpu_weight, limits_for
 from yurt.runtime.errors import DriverError
 
 V2_ONLY = "30 25 0:26 / {mount} rw - cgroup2 cgroup2 rw,nsdelegate\n"
-
-
-def fake_rmdir(path: Path) -> None:
-    """cgroupfs's rmdir: control files do not count, processes in `cgroup.procs` do."""
-    if not path.exists():
-        raise FileNotFoundError(errno.ENOENT, "gone", str(path))
-    procs = path / "cgroup.procs"
-    if procs.exists() and procs.read_text().strip():
-        raise OSError(errno.EBUSY, "busy", str(path))
-    shutil.rmtree(path)
 
 
 @pytest.fixture

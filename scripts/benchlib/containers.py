@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 from benchlib.dockerd import (
     BUSYBOX,
@@ -134,10 +133,3 @@ def why_not() -> str:
     if os.geteuid() != 0:
         return "a private dockerd needs root"
     return ""
-
-
-def ratio(values: dict[str, Any]) -> dict[str, Any]:
-    """The docker cell's time over the floor's, of the same run."""
-    floor = values.get("docker_floor_s")
-    mine = values.get("docker_all_s")
-    return {**values, "docker_vs_floor": mine / floor if mine and floor else None}

@@ -22,7 +22,6 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from benchlib.systems import PosixFloor, Workload, Yurt
 
@@ -100,10 +99,3 @@ def why_not() -> str:
     if shutil.which("unshare") is None:
         return "unshare (util-linux) is not installed"
     return ""
-
-
-def ratio(values: dict[str, Any]) -> dict[str, Any]:
-    """The exec cell's time over the floor's, of the same run."""
-    floor = values.get("exec_floor_s")
-    mine = values.get("exec_all_s")
-    return {**values, "exec_vs_floor": mine / floor if mine and floor else None}
