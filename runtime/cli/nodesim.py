@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from yurt.runtime.cli.durationtype import GO_DURATION
 from yurt.runtime.cli.output import echo, echo_raw
 from yurt.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -40,8 +41,9 @@ def register(cli: click.Group) -> None:
 @click.option("--profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="TOML: [node] datacenter, node_class, cpu, memory_mb, devices, meta; "
                    "[alloc] start_delay, run_time, failure_probability.")
-@click.option("--duration", type=float, default=None,
-              help="Seconds to run once every node registered (default: until SIGINT/SIGTERM).")
+@click.option("--duration", type=GO_DURATION, default=None,
+              help="How long to run once every node registered, a Go duration such as "
+                   '"300s" or "5m" (default: until SIGINT/SIGTERM).')
 @click.option("--json", "json_output", is_flag=True,
               help="Print the summary as one JSON object.")
 @click.option("--name-prefix", default="sim-", show_default=True,
