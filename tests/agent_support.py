@@ -27,11 +27,14 @@ class Running:
 @asynccontextmanager
 async def running_agent(data_dir: Path, token: str = "",
                         fake_devices: tuple[DeviceGroup, ...] = (), *,
-                        dev_mode: bool = True) -> AsyncIterator[Running]:
+                        dev_mode: bool = True,
+                        driver_config: dict[str, dict[str, Any]] | None = None
+                        ) -> AsyncIterator[Running]:
     """An agent in dev mode: when the test ends, every task it started is killed. With
-    `dev_mode=False` its stop leaves the tasks running, as an agent restart does."""
+    `dev_mode=False` its stop leaves the tasks running, as an agent restart does.
+    `driver_config`: the drivers' plugin options (`[drivers.config.NAME]`)."""
     agent = Agent(AgentConfig(data_dir=data_dir, port=0, token=token, dev_mode=dev_mode,
-                              fake_devices=fake_devices))
+                              fake_devices=fake_devices, driver_config=driver_config or {}))
     async with trio.open_nursery() as nursery:
         address = await nursery.start(agent.run)
         headers = {"X-Nomad-Token": token} if token else {}
@@ -68,6 +71,15 @@ async def wait_status(client: httpx2.AsyncClient, job_id: str, status: str) -> d
         if allocs and allocs[0]["ClientStatus"] == status:
             return allocs[0]  # type: ignore[no-any-return]
         await trio.sleep(0.05)
+
+
+async def run_until(client: httpx2.AsyncClient, job: dict[str, Any], status: str
+                    ) -> dict[str, Any]:
+    """Register `job` and wait until its first allocation is `status` (bounded by the
+    caller); that allocation, whole (`/v1/allocation/:id`)."""
+    assert (await client.post("/v1/jobs", json=job)).status_code == 200
+    first = await wait_status(client, job["Job"]["ID"], status)
+    return (await client.get(f"/v1/allocation/{first['ID']}")).json()  # type: ignore[no-any-return]
 
 
 async def stop_job(client: httpx2.AsyncClient, job_id: str) -> None:

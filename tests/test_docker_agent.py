@@ -8,12 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import trio
 
-from tests.agent_support import wait_status
+from tests.agent_support import run_until, running_agent, stop_job
 from tests.docker_support import IMAGE, DockerDaemon
-from yurt.runtime.agent.agent import Agent, AgentConfig
 from yurt.runtime.client.drivers.docker.create import LABEL_ALLOC_ID
 
 TIMEOUT = 90
@@ -32,32 +30,22 @@ def docker_job(job_id: str, script: str, *, job_type: str = "batch",
 
 async def run_job(dockerd: DockerDaemon, data: Path, job: dict[str, Any],
                   status: str) -> tuple[dict[str, Any], str]:
-    """Run `job` until its allocation is `status`; the allocation and the task's stdout."""
-    agent = Agent(AgentConfig(data_dir=data, port=0, dev_mode=True,
-                              driver_config={"docker": {"endpoint": dockerd.host}}))
-    job_id = job["Job"]["ID"]
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(agent.run)
-        try:
-            async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-                assert (await client.post("/v1/jobs", json=job)).status_code == 200
-                first = await wait_status(client, job_id, status)
-                alloc = (await client.get(f"/v1/allocation/{first['ID']}")).json()
-                params = {"task": "t", "type": "stdout", "plain": "true"}
-                logs = await client.get(f"/v1/client/fs/logs/{first['ID']}", params=params)
-                # A running service's first output reaches its log a moment after it runs
-                # (its container's log stream, then the copier, then the pump): waited for,
-                # within the caller's deadline.
-                while job["Job"]["Type"] == "service" and not logs.text:
-                    await trio.sleep(0.05)
-                    logs = await client.get(f"/v1/client/fs/logs/{first['ID']}",
-                                            params=params)
-                if job["Job"]["Type"] == "service":
-                    assert (await client.delete(f"/v1/job/{job_id}")).status_code == 200
-                    await wait_status(client, job_id, "complete")
-                    alloc = (await client.get(f"/v1/allocation/{first['ID']}")).json()
-        finally:
-            agent.stop()
+    """Run `job` until its allocation is `status`; the allocation and the task's stdout (a
+    service is stopped then, and its allocation is returned once complete)."""
+    async with running_agent(data, driver_config={"docker": {"endpoint": dockerd.host}}) as run:
+        alloc = await run_until(run.client, job, status)
+        logs_of = f"/v1/client/fs/logs/{alloc['ID']}"
+        params = {"task": "t", "type": "stdout", "plain": "true"}
+        logs = await run.client.get(logs_of, params=params)
+        if job["Job"]["Type"] == "service":
+            # A running service's first output reaches its log a moment after it runs (its
+            # container's log stream, then the copier, then the pump): waited for, within
+            # the caller's deadline.
+            while not logs.text:
+                await trio.sleep(0.05)
+                logs = await run.client.get(logs_of, params=params)
+            await stop_job(run.client, job["Job"]["ID"])
+            alloc = (await run.client.get(f"/v1/allocation/{alloc['ID']}")).json()
     return alloc, logs.text
 
 

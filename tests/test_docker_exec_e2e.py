@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import httpx2
 import trio
 
-from tests.agent_support import stop_job, wait_status
+from tests.agent_support import run_until, running_agent, stop_job
 from tests.cli_proc_support import YURT
 from tests.docker_support import IMAGE, DockerDaemon
-from yurt.runtime.agent.agent import Agent, AgentConfig
 
 TIMEOUT = 90
 
@@ -25,24 +23,16 @@ async def test_alloc_exec_into_a_container(dockerd: DockerDaemon, tmp_path: Path
                    "Env": {"GREETING": "hello from the task"},
                    "Config": {"image": IMAGE, "command": "sleep", "args": ["600"]},
                    "Resources": {"CPU": 100, "MemoryMB": 32}}]}]}}
-    agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
-                              driver_config={"docker": {"endpoint": dockerd.host}}))
     with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(agent.run)
-            try:
-                async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-                    assert (await client.post("/v1/jobs", json=job)).status_code == 200
-                    alloc = await wait_status(client, "web", "running")
-                    done = await trio.run_process(
-                        [YURT, "alloc", "exec", "-i", "-t=false", alloc["ID"], "sh", "-c",
-                         'cat; echo "$GREETING"; echo oops >&2; exit 7'],
-                        stdin=b"line one\nline two\n", capture_stdout=True,
-                        capture_stderr=True, check=False,
-                        env={**os.environ, "YURT_ADDR": address})
-                    await stop_job(client, "web")
-            finally:
-                agent.stop()
+        async with running_agent(tmp_path / "data",
+                                 driver_config={"docker": {"endpoint": dockerd.host}}) as run:
+            alloc = await run_until(run.client, job, "running")
+            done = await trio.run_process(
+                [YURT, "alloc", "exec", "-i", "-t=false", alloc["ID"], "sh", "-c",
+                 'cat; echo "$GREETING"; echo oops >&2; exit 7'],
+                stdin=b"line one\nline two\n", capture_stdout=True, capture_stderr=True,
+                check=False, env={**os.environ, "YURT_ADDR": run.address})
+            await stop_job(run.client, "web")
     assert done.returncode == 7, done.stderr
     assert done.stdout == b"line one\nline two\nhello from the task\n"
     assert b"oops" in done.stderr

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx2
 import pytest
 import trio
 
-from tests.agent_support import stop_job, wait_status
+from tests.agent_support import run_until, running_agent, stop_job
 from tests.docker_support import IMAGE, DockerDaemon
-from yurt.runtime.agent.agent import Agent, AgentConfig
 from yurt.runtime.client.drivers.docker.stats import MEASURED_CPU, MEASURED_MEMORY_V1
 
 TIMEOUT = 90
@@ -27,21 +25,13 @@ async def test_alloc_stats_of_a_docker_task_come_from_the_engine_api(
                    "Config": {"image": IMAGE, "command": "/bin/sh",
                               "args": ["-c", "while :; do :; done"]},
                    "Resources": {"CPU": 100, "MemoryMB": 32}}]}]}}
-    agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
-                              driver_config={"docker": {"endpoint": dockerd.host}}))
     with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(agent.run)
-            try:
-                async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-                    assert (await client.post("/v1/jobs", json=job)).status_code == 200
-                    alloc = await wait_status(client, "burn", "running")
-                    stats = (await client.get(
-                        f"/v1/client/allocation/{alloc['ID']}/stats")).json()
-                    node = (await client.get(f"/v1/node/{alloc['NodeID']}")).json()
-                    await stop_job(client, "burn")
-            finally:
-                agent.stop()
+        async with running_agent(tmp_path / "data",
+                                 driver_config={"docker": {"endpoint": dockerd.host}}) as run:
+            alloc = await run_until(run.client, job, "running")
+            stats = (await run.client.get(f"/v1/client/allocation/{alloc['ID']}/stats")).json()
+            node = (await run.client.get(f"/v1/node/{alloc['NodeID']}")).json()
+            await stop_job(run.client, "burn")
     usage = stats["Tasks"]["t"]["ResourceUsage"]
     cpu, memory = usage["CpuStats"], usage["MemoryStats"]
     assert cpu["Measured"] == list(MEASURED_CPU)

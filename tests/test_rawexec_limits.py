@@ -14,13 +14,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
 import trio
 
-from tests.agent_support import wait_status
+from tests.agent_support import run_until, running_agent
 from tests.runtime_support import eventually
-from yurt.runtime.agent.agent import Agent, AgentConfig
 from yurt.runtime.client.drivers import cgroups, limits
 from yurt.runtime.client.drivers.limits import MIB, V1Limits
 from yurt.runtime.client.drivers.protocol import TaskConfig
@@ -47,6 +45,10 @@ def no_leftovers() -> Iterator[None]:
                       if h is not None):
         for cgroup in (hierarchy / "yurt").glob(f"{ALLOC}.*"):
             cgroups.destroy_blocking(cgroup)
+
+
+#: The raw_exec plugin options that opt into limits.
+LIMITED = {"raw_exec": {"enforce_resource_limits": True}}
 
 
 def host_limits() -> V1Limits:
@@ -144,23 +146,14 @@ async def test_a_new_driver_keeps_a_recovered_tasks_cgroups_and_sweeps_the_rest(
 async def test_the_alloc_reports_the_oom_kill_as_nomad_does(tmp_path: Path) -> None:
     """Through a real agent whose raw_exec plugin config opts in: the task's `Terminated`
     event carries `oom_killed` = "true" and the exit message, and the task fails."""
-    agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
-                              driver_config={"raw_exec": {"enforce_resource_limits": True}}))
     job = {"Job": {"ID": "oom", "Type": "batch", "TaskGroups": [{
         "Name": "g", "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
         "Tasks": [{"Name": "t", "Driver": "raw_exec",
                    "Config": {"command": sys.executable, "args": ["-c", HOG]},
                    "Resources": {"CPU": 100, "MemoryMB": 16, "MemoryMaxMB": 32}}]}]}}
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(agent.run)
-            try:
-                async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-                    assert (await client.post("/v1/jobs", json=job)).status_code == 200
-                    first = await wait_status(client, "oom", "failed")
-                    alloc = (await client.get(f"/v1/allocation/{first['ID']}")).json()
-            finally:
-                agent.stop()
+        async with running_agent(tmp_path / "data", driver_config=LIMITED) as run:
+            alloc = await run_until(run.client, job, "failed")
     state = alloc["TaskStates"]["t"]
     terminated = [e for e in state["Events"] if e["Type"] == "Terminated"]
     assert terminated, state["Events"]
@@ -191,8 +184,6 @@ async def test_a_task_with_reserved_cores_runs_pinned_to_them(tmp_path: Path) ->
 async def test_a_jobs_cores_reach_the_task_as_its_allowed_cpus(tmp_path: Path) -> None:
     """Through a real agent: `resources { cores = 1 }` is placed on one of the node's cores
     (the allocation's `ReservedCores`), and the task runs allowed on that core alone."""
-    agent = Agent(AgentConfig(data_dir=tmp_path / "data", port=0, dev_mode=True,
-                              driver_config={"raw_exec": {"enforce_resource_limits": True}}))
     script = "grep Cpus_allowed_list /proc/self/status > \"$NOMAD_ALLOC_DIR/cpus\""
     job = {"Job": {"ID": "pinned", "Type": "batch", "TaskGroups": [{
         "Name": "g", "RestartPolicy": {"Attempts": 0, "Mode": "fail"},
@@ -200,16 +191,9 @@ async def test_a_jobs_cores_reach_the_task_as_its_allowed_cpus(tmp_path: Path) -
                    "Config": {"command": "/bin/sh", "args": ["-c", script]},
                    "Resources": {"Cores": 1, "MemoryMB": 16}}]}]}}
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(agent.run)
-            try:
-                async with httpx2.AsyncClient(base_url=address, timeout=20) as client:
-                    assert (await client.post("/v1/jobs", json=job)).status_code == 200
-                    first = await wait_status(client, "pinned", "complete")
-                    alloc = (await client.get(f"/v1/allocation/{first['ID']}")).json()
-                    cpus = (await client.get(f"/v1/client/fs/cat/{first['ID']}",
-                                             params={"path": "alloc/cpus"})).text
-            finally:
-                agent.stop()
+        async with running_agent(tmp_path / "data", driver_config=LIMITED) as run:
+            alloc = await run_until(run.client, job, "complete")
+            cpus = (await run.client.get(f"/v1/client/fs/cat/{alloc['ID']}",
+                                         params={"path": "alloc/cpus"})).text
     (core,) = alloc["AllocatedResources"]["Tasks"]["t"]["Cpu"]["ReservedCores"]
     assert cpus.split() == ["Cpus_allowed_list:", str(core)]

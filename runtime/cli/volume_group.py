@@ -147,12 +147,7 @@ def register(cli: click.Group) -> None:
 
         vol = _host_spec(path)
         with api() as client:
-            if vol_id:
-                vol["ID"] = _resolve(client, vol_id, vol.get("Namespace", ""),
-                                     "Could not update existing volume")["ID"]
-            response = client.request("PUT", "/v1/volume/host/create", json={
-                "Volume": vol, "PolicyOverride": policy_override})
-            _fail_with(response, "Error creating volume")
+            response = _submit(client, "create", vol, vol_id, policy_override)
             made = response.json()["Volume"]
             if detach or made["State"] == "ready":
                 echo(f"Created host volume {made['Name']} with ID {made['ID']}")
@@ -186,13 +181,7 @@ def register(cli: click.Group) -> None:
         if not vol.get("NodeID"):
             fail("Node ID is required for registering")
         with api() as client:
-            if vol_id:
-                vol["ID"] = _resolve(client, vol_id, vol.get("Namespace", ""),
-                                     "Could not update existing volume")["ID"]
-            response = client.request("PUT", "/v1/volume/host/register", json={
-                "Volume": vol, "PolicyOverride": policy_override})
-            _fail_with(response, "Error registering volume")
-            made = response.json()["Volume"]
+            made = _submit(client, "register", vol, vol_id, policy_override).json()["Volume"]
         echo(f"Registered host volume {made['Name']} with ID {made['ID']}")
 
     @volume.command("delete")
@@ -284,6 +273,21 @@ def register(cli: click.Group) -> None:
                        params={"namespace": found["Namespace"]})
         emit(vol, json_output, template,
              lambda: echo(format_volume(vol, short=short, verbose=verbose, length=length)))
+
+
+def _submit(client: Any, verb: str, vol: dict[str, Any], vol_id: str,
+            policy_override: bool) -> Any:
+    """`PUT /v1/volume/host/<verb>` (create or register) of `vol`, updating the volume
+    `vol_id` names when given; the answer, refused with Nomad's "Error creating volume" /
+    "Error registering volume" on failure."""
+    if vol_id:
+        vol["ID"] = _resolve(client, vol_id, vol.get("Namespace", ""),
+                             "Could not update existing volume")["ID"]
+    response = client.request("PUT", f"/v1/volume/host/{verb}", json={
+        "Volume": vol, "PolicyOverride": policy_override})
+    _fail_with(response, "Error creating volume" if verb == "create"
+               else "Error registering volume")
+    return response
 
 
 def _fail_with(response: Any, context: str) -> None:
